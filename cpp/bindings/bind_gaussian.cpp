@@ -1,0 +1,76 @@
+// Bindings for activations and the Gaussian kernels: shape checks, GIL release.
+#include <string>
+
+#include "common.hpp"
+#include "twolayer/activation.hpp"
+#include "twolayer/gaussian.hpp"
+#include "twolayer/parallel.hpp"
+
+namespace twolayer::bind {
+
+namespace {
+
+template <class F>
+Array run_batch(const Array& C, int n, F&& f) {
+  expect_shape(C, "C", {-1, n, n});
+  const auto count = static_cast<std::size_t>(C.shape(0));
+  Array out = new_array({static_cast<py::ssize_t>(count)});
+  const double* c = C.data();
+  double* o = out.mutable_data();
+  {
+    py::gil_scoped_release release;
+    f(c, count, o);
+  }
+  return out;
+}
+
+Array pointwise(const std::string& act, const Array& x, bool derivative) {
+  const Activation a = parse_activation(act);
+  Array out(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
+  const double* in = x.data();
+  double* o = out.mutable_data();
+  const auto n = static_cast<std::size_t>(x.size());
+  py::gil_scoped_release release;
+  for (std::size_t i = 0; i < n; ++i) o[i] = derivative ? dsigma(a, in[i]) : sigma(a, in[i]);
+  return out;
+}
+
+}  // namespace
+
+void bind_gaussian(py::module_& m) {
+  m.def("sigma", [](const std::string& act, const Array& x) { return pointwise(act, x, false); }, py::arg("act"),
+        py::arg("x"));
+  m.def("dsigma", [](const std::string& act, const Array& x) { return pointwise(act, x, true); }, py::arg("act"),
+        py::arg("x"));
+  m.def(
+      "i2",
+      [](const std::string& a, const std::string& b, const Array& C, int n_threads) {
+        const Activation aa = parse_activation(a), bb = parse_activation(b);
+        return run_batch(C, 2, [&](const double* c, std::size_t k, double* o) { i2_batch(aa, bb, c, k, o, n_threads); });
+      },
+      py::arg("act_a"), py::arg("act_b"), py::arg("C"), py::arg("n_threads") = 0);
+  m.def(
+      "i3",
+      [](const std::string& s, const std::string& b, const Array& C, int n_threads) {
+        const Activation ss = parse_activation(s), bb = parse_activation(b);
+        return run_batch(C, 3, [&](const double* c, std::size_t k, double* o) { i3_batch(ss, bb, c, k, o, n_threads); });
+      },
+      py::arg("act"), py::arg("act_b"), py::arg("C"), py::arg("n_threads") = 0);
+  m.def(
+      "j2",
+      [](const std::string& s, const Array& C, int n_threads) {
+        const Activation ss = parse_activation(s);
+        return run_batch(C, 2, [&](const double* c, std::size_t k, double* o) { j2_batch(ss, c, k, o, n_threads); });
+      },
+      py::arg("act"), py::arg("C"), py::arg("n_threads") = 0);
+  m.def(
+      "i4",
+      [](const std::string& s, const std::string& a, const std::string& b, const Array& C, int n_threads) {
+        const Activation ss = parse_activation(s), aa = parse_activation(a), bb = parse_activation(b);
+        return run_batch(C, 4,
+                         [&](const double* c, std::size_t k, double* o) { i4_batch(ss, aa, bb, c, k, o, n_threads); });
+      },
+      py::arg("act"), py::arg("act_a"), py::arg("act_b"), py::arg("C"), py::arg("n_threads") = 0);
+}
+
+}  // namespace twolayer::bind

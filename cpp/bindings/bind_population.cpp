@@ -1,0 +1,118 @@
+// Bindings for population risk, gradient, Hessian and weight-space gradient descent.
+#include <string>
+#include <vector>
+
+#include "common.hpp"
+#include "twolayer/activation.hpp"
+#include "twolayer/population.hpp"
+
+namespace twolayer::bind {
+
+namespace {
+
+struct Args {
+  Array W, a, Wt, v;
+  Population p;
+};
+
+Args make(const Array& W, const Array& a, const std::string& act, const Array& Wt, const Array& v,
+          const std::string& act_t, double scale) {
+  expect_shape(W, "student.W", {-1, -1});
+  const auto K = W.shape(0), d = W.shape(1);
+  expect_shape(a, "student.a", {K});
+  expect_shape(Wt, "teacher.W", {-1, d});
+  const auto M = Wt.shape(0);
+  expect_shape(v, "teacher.a", {M});
+  if (!(scale > 0.0)) throw std::invalid_argument("scale: must be positive");
+  Args r{W, a, Wt, v, {}};
+  r.p.student = Layer{r.W.data(), r.a.data(), static_cast<int>(K), parse_activation(act)};
+  r.p.teacher = Layer{r.Wt.data(), r.v.data(), static_cast<int>(M), parse_activation(act_t)};
+  r.p.d = static_cast<int>(d);
+  r.p.scale = scale;
+  return r;
+}
+
+}  // namespace
+
+void bind_population(py::module_& m) {
+  m.def(
+      "population_risk",
+      [](const Array& W, const Array& a, const std::string& act, const Array& Wt, const Array& v,
+         const std::string& act_t, double scale, int n_threads) {
+        Args g = make(W, a, act, Wt, v, act_t, scale);
+        py::gil_scoped_release release;
+        return population_risk(g.p, n_threads);
+      },
+      py::arg("W"), py::arg("a"), py::arg("act"), py::arg("W_teacher"), py::arg("v"), py::arg("act_teacher"),
+      py::arg("scale"), py::arg("n_threads") = 0);
+  m.def(
+      "population_gradient",
+      [](const Array& W, const Array& a, const std::string& act, const Array& Wt, const Array& v,
+         const std::string& act_t, double scale, int n_threads) {
+        Args g = make(W, a, act, Wt, v, act_t, scale);
+        Array dW = new_array({W.shape(0), W.shape(1)});
+        Array da = new_array({W.shape(0)});
+        double *pw = dW.mutable_data(), *pa = da.mutable_data();
+        {
+          py::gil_scoped_release release;
+          population_gradient(g.p, pw, pa, n_threads);
+        }
+        return py::make_tuple(dW, da);
+      },
+      py::arg("W"), py::arg("a"), py::arg("act"), py::arg("W_teacher"), py::arg("v"), py::arg("act_teacher"),
+      py::arg("scale"), py::arg("n_threads") = 0);
+  m.def(
+      "population_hessian",
+      [](const Array& W, const Array& a, const std::string& act, const Array& Wt, const Array& v,
+         const std::string& act_t, double scale, bool train_readout, int n_threads) {
+        Args g = make(W, a, act, Wt, v, act_t, scale);
+        const py::ssize_t n = W.shape(0) * W.shape(1) + (train_readout ? W.shape(0) : 0);
+        Array H = new_array({n, n});
+        double* ph = H.mutable_data();
+        {
+          py::gil_scoped_release release;
+          population_hessian(g.p, train_readout, ph, n_threads);
+        }
+        return H;
+      },
+      py::arg("W"), py::arg("a"), py::arg("act"), py::arg("W_teacher"), py::arg("v"), py::arg("act_teacher"),
+      py::arg("scale"), py::arg("train_readout"), py::arg("n_threads") = 0);
+  m.def(
+      "population_descend",
+      [](const Array& W0, const Array& a0, const std::string& act, const Array& Wt, const Array& v,
+         const std::string& act_t, double scale, double lr, double lr_readout, long long steps,
+         const std::vector<long long>& record_steps, int n_threads) {
+        Args g = make(W0, a0, act, Wt, v, act_t, scale);
+        const py::ssize_t K = W0.shape(0), d = W0.shape(1), M = Wt.shape(0);
+        Array W = new_array({K, d}), a = new_array({K});
+        std::copy(W0.data(), W0.data() + K * d, W.mutable_data());
+        std::copy(a0.data(), a0.data() + K, a.mutable_data());
+        double *pw = W.mutable_data(), *pa = a.mutable_data();
+        DescentResult res;
+        {
+          py::gil_scoped_release release;
+          res = population_descend(pw, pa, g.p, lr, lr_readout, steps, record_steps, n_threads);
+        }
+        const auto T = static_cast<py::ssize_t>(res.recorded);
+        auto to_array = [](const std::vector<double>& x, std::vector<py::ssize_t> shape) {
+          Array out(shape);
+          std::copy(x.begin(), x.end(), out.mutable_data());
+          return out;
+        };
+        py::dict out;
+        out["Q"] = to_array(res.Q, {T, K, K});
+        out["M"] = to_array(res.M, {T, K, M});
+        out["a"] = to_array(res.a, {T, K});
+        out["risk"] = to_array(res.risk, {T});
+        out["W"] = W;
+        out["a_final"] = a;
+        out["status"] = res.status;
+        out["stop_step"] = res.stop_step;
+        return out;
+      },
+      py::arg("W"), py::arg("a"), py::arg("act"), py::arg("W_teacher"), py::arg("v"), py::arg("act_teacher"),
+      py::arg("scale"), py::arg("lr"), py::arg("lr_readout"), py::arg("steps"), py::arg("record_steps"),
+      py::arg("n_threads") = 0);
+}
+
+}  // namespace twolayer::bind

@@ -1,0 +1,194 @@
+// Gaussian angle kernels: expectations of products of activations over a small centred Gaussian.
+//
+//   I2(a, b; C)      = E[a(l1) b(l2)],                       C 2x2
+//   self(a, b; q)    = E[a(l) b(l)],  l ~ N(0, q)             (the diagonal of I2, smooth in q)
+//   I3(s, b; C)      = E[s'(l1) l2 b(l3)],                   C 3x3
+//   J2(s; C)         = E[s'(l1) s'(l2)],                     C 2x2
+//   I4(s, a, b; C)   = E[s'(l1) s'(l2) a(l3) b(l4)],         C 4x4
+//
+// Every I2 is a closed form written once as a template (double for values, Jet for exact covariance
+// derivatives). The others follow from it:
+//   * Stein + Price: I3 = 2 C12 dI2/dC11 + C23 dI2/dC12, with I2 = I2(s, b) on the (1,3) block;
+//                    J2 = dI2(s, s)/dC12.
+//   * I4, linear s:    I2(a, b) on the (3,4) block.
+//   * I4, quadratic s: 4 [C12 I2 + 2 C13 C23 dI2/dC33 + (C13 C24 + C14 C23) dI2/dC34 + 2 C14 C24 dI2/dC44].
+//   * I4, erf s:       s'(x) = sqrt(2/pi) exp(-x^2/2) acts as a Gaussian observation of (l1, l2) at 0:
+//                      I4 = (2/pi) det(I + C_AA)^(-1/2) I2(a, b; C_BB - C_BA (I + C_AA)^(-1) C_AB).
+//   * I4, step s:      s' = delta: I4 = p_A(0, 0) I2(a, b; C_BB - C_BA C_AA^(-1) C_AB).
+//   * I4, relu s:      see gaussian_relu_i4.hpp (Price interpolation along C(t) = (1-t) C0 + t C).
+#pragma once
+#include <cmath>
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "twolayer/activation.hpp"
+#include "twolayer/jet.hpp"
+
+namespace twolayer {
+
+// A pair for which no closed form or quadrature is implemented (mapped to Python's NotImplementedError).
+struct not_implemented : std::logic_error {
+  using std::logic_error::logic_error;
+};
+
+// Below this value of 1 - cos^2 the second (relu) or first (step) angle derivative, whose contribution to any
+// weight-space derivative vanishes like sin(theta), is set to its weight-space limit 0. Above it, the
+// cancellation error of the chain rule is eps / sin(theta); both errors stay below 1e-8 relative.
+inline constexpr double kAlignedSin2 = 1e-16;
+
+// H(c) = sqrt(1 - c^2) + (pi - acos c) c, so that E[relu relu] = sqrt(C11 C22) H(c) / (2 pi).
+inline double relu_angle(double c) {
+  c = std::fmax(-1.0, std::fmin(1.0, c));
+  return std::sqrt(1.0 - c * c) + (kPi - std::acos(c)) * c;
+}
+inline Jet relu_angle(const Jet& cj) {
+  const double c = std::fmax(-1.0, std::fmin(1.0, cj.v));
+  const double w = 1.0 - c * c;
+  const double h2 = w < kAlignedSin2 ? 0.0 : 1.0 / std::sqrt(w);
+  return chain(cj, std::sqrt(w) + (kPi - std::acos(c)) * c, kPi - std::acos(c), h2);
+}
+
+// S(c) = (pi - acos c) / (2 pi) = E[step step] for correlation c.
+inline double step_angle(double c) {
+  c = std::fmax(-1.0, std::fmin(1.0, c));
+  return (kPi - std::acos(c)) / (2.0 * kPi);
+}
+inline Jet step_angle(const Jet& cj) {
+  const double c = std::fmax(-1.0, std::fmin(1.0, cj.v));
+  const double w = 1.0 - c * c;
+  const bool aligned = w < kAlignedSin2;
+  const double s1 = aligned ? 0.0 : 1.0 / (2.0 * kPi * std::sqrt(w));
+  const double s2 = aligned ? 0.0 : c * s1 / w;
+  return chain(cj, (kPi - std::acos(c)) / (2.0 * kPi), s1, s2);
+}
+
+using std::asin;
+using std::sqrt;
+
+// E[a(l1) b(l2)] for (l1, l2) ~ N(0, [[x, y], [y, z]]). Zero variance means the unit is identically 0
+// (and step(0) = 0).
+template <class T>
+T i2(Activation a, Activation b, const T& x, const T& y, const T& z) {
+  if (static_cast<int>(a) > static_cast<int>(b)) return i2(b, a, z, y, x);
+  const bool x0 = !(value(x) > 0.0), z0 = !(value(z) > 0.0);
+  const double inv_sqrt_2pi = 1.0 / std::sqrt(2.0 * kPi);
+  using A = Activation;
+  switch (a) {
+    case A::Linear:
+      switch (b) {
+        case A::Linear: return y;
+        case A::Erf: return kSqrt2OverPi * y / sqrt(1.0 + z);
+        case A::Relu: return 0.5 * y;
+        case A::Step: return z0 ? T(0.0) : inv_sqrt_2pi * y / sqrt(z);
+        case A::Quadratic: return T(0.0);
+        default: break;
+      }
+      break;
+    case A::Erf:
+      switch (b) {
+        case A::Erf: return (2.0 / kPi) * asin(y / sqrt((1.0 + x) * (1.0 + z)));
+        case A::Relu: return 0.5 * kSqrt2OverPi * y / sqrt(1.0 + x);
+        case A::Step: return z0 ? T(0.0) : (1.0 / kPi) * asin(y / sqrt((1.0 + x) * z));
+        case A::Quadratic: return T(0.0);
+        default: break;
+      }
+      break;
+    case A::Relu:
+      switch (b) {
+        case A::Relu: {
+          if (x0 || z0) return T(0.0);
+          const T r = sqrt(x * z);
+          return r * relu_angle(y / r) / (2.0 * kPi);
+        }
+        case A::Step: return z0 ? T(0.0) : 0.5 * inv_sqrt_2pi * (y / sqrt(z) + sqrt(x));
+        case A::Quadratic: return x0 ? T(0.0) : 0.5 * kSqrt2OverPi * (z * sqrt(x) + y * y / sqrt(x));
+        default: break;
+      }
+      break;
+    case A::Step:
+      switch (b) {
+        case A::Step: return (x0 || z0) ? T(0.0) : step_angle(y / sqrt(x * z));
+        case A::Quadratic: return x0 ? T(0.0) : 0.5 * z;
+        default: break;
+      }
+      break;
+    case A::Quadratic: return x * z + 2.0 * y * y;
+  }
+  throw std::logic_error("i2: unreachable activation pair");
+}
+
+// E[a(l) b(l)] for l ~ N(0, q): the diagonal of I2, written so that its q-derivatives are exact at q > 0.
+template <class T>
+T i2_self(Activation a, Activation b, const T& q) {
+  if (static_cast<int>(a) > static_cast<int>(b)) std::swap(a, b);
+  const bool q0 = !(value(q) > 0.0);
+  const double inv_sqrt_2pi = 1.0 / std::sqrt(2.0 * kPi);
+  using A = Activation;
+  switch (a) {
+    case A::Linear:
+      switch (b) {
+        case A::Linear: return q;
+        case A::Erf: return kSqrt2OverPi * q / sqrt(1.0 + q);
+        case A::Relu: return 0.5 * q;
+        case A::Step: return q0 ? T(0.0) : inv_sqrt_2pi * sqrt(q);
+        case A::Quadratic: return T(0.0);
+        default: break;
+      }
+      break;
+    case A::Erf:
+      switch (b) {
+        case A::Erf: return (2.0 / kPi) * asin(q / (1.0 + q));
+        case A::Relu: return 0.5 * kSqrt2OverPi * q / sqrt(1.0 + q);
+        case A::Step: return q0 ? T(0.0) : (1.0 / kPi) * asin(sqrt(q / (1.0 + q)));
+        case A::Quadratic: return T(0.0);
+        default: break;
+      }
+      break;
+    case A::Relu:
+      switch (b) {
+        case A::Relu: return 0.5 * q;
+        case A::Step: return q0 ? T(0.0) : inv_sqrt_2pi * sqrt(q);
+        case A::Quadratic: return q0 ? T(0.0) : kSqrt2OverPi * q * sqrt(q);
+        default: break;
+      }
+      break;
+    case A::Step:
+      switch (b) {
+        case A::Step: return T(q0 ? 0.0 : 0.5);
+        case A::Quadratic: return 0.5 * q;
+        default: break;
+      }
+      break;
+    case A::Quadratic: return 3.0 * q * q;
+  }
+  throw std::logic_error("i2_self: unreachable activation pair");
+}
+
+// I2 and its exact derivatives with respect to (C11, C12, C22).
+inline Jet i2_jet(Activation a, Activation b, double x, double y, double z) {
+  return i2(a, b, Jet::variable(x, 0), Jet::variable(y, 1), Jet::variable(z, 2));
+}
+
+// Scalar kernels on one row-major covariance matrix (no checks: see check_covariance).
+double i2(Activation a, Activation b, const double* C);                   // C 2x2
+double i3(Activation s, Activation b, const double* C);                   // C 3x3
+double j2(Activation s, const double* C);                                 // C 2x2
+double i4(Activation s, Activation a, Activation b, const double* C);     // C 4x4
+
+// Why C (n x n, n <= 4) is not a valid covariance, or nullptr if it is finite, symmetric and positive
+// semi-definite to a relative tolerance.
+const char* covariance_error(const double* C, int n);
+// Throws std::invalid_argument naming `name` unless C (n x n) is finite, symmetric and positive semi-definite
+// to a relative tolerance.
+void check_covariance(const double* C, int n, const std::string& name);
+
+// Batched kernels over `count` contiguous matrices, OpenMP across matrices; each input matrix is checked.
+void i2_batch(Activation a, Activation b, const double* C, std::size_t count, double* out, int n_threads);
+void i3_batch(Activation s, Activation b, const double* C, std::size_t count, double* out, int n_threads);
+void j2_batch(Activation s, const double* C, std::size_t count, double* out, int n_threads);
+void i4_batch(Activation s, Activation a, Activation b, const double* C, std::size_t count, double* out,
+              int n_threads);
+
+}  // namespace twolayer

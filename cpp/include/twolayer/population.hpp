@@ -1,0 +1,51 @@
+// Population (infinite-data) risk, gradient and Hessian of a two-layer student against a two-layer teacher.
+//
+//   f(x) = sum_i a_i s(l_i),  y = sum_r v_r t(l*_r),  l = W x / sqrt(scale),  x ~ N(0, I_d)
+//   R = 1/2 E[(y - f)^2] = 1/2 sum_ik a_i a_k I2(s,s; Q) - sum_ir a_i v_r I2(s,t; Q,M,P) + 1/2 sum_rt v_r v_t I2(t,t; P)
+//   Q = W W^T / scale, M = W W*^T / scale, P = W* W*^T / scale  (scale = d: "sqrt_d", scale = 1: "none").
+// Excess risk: output noise adds Delta/2 and is not included. Gradients use dC/dW through the Gram matrices:
+// the W-gradient is (diag(alpha) W + B W + E W*) / scale with kernel-derivative weights (two GEMMs).
+#pragma once
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "twolayer/activation.hpp"
+
+namespace twolayer {
+
+struct Layer {
+  const double* W;  // (units x d), row-major
+  const double* a;  // (units)
+  int units;
+  Activation act;
+};
+
+struct Population {
+  Layer student, teacher;
+  int d;
+  double scale;  // C = Gram / scale
+};
+
+// Gram blocks (row-major): Q (K x K), M (K x M), P (M x M).
+void gram(const double* A, int na, const double* B, int nb, int d, double scale, double* out, int n_threads);
+
+double population_risk(const Population& p, int n_threads);
+
+// dW (K x d), da (K).
+void population_gradient(const Population& p, double* dW, double* da, int n_threads);
+
+// Hessian on [vec(W) row-major, a] (size K d + K), or on vec(W) only when train_readout is false.
+void population_hessian(const Population& p, bool train_readout, double* H, int n_threads);
+
+// Gradient descent on the population risk in weight space; W, a are updated in place.
+struct DescentResult {
+  std::vector<double> Q, M, a, risk;  // recorded at each record step, time first
+  std::size_t recorded = 0;
+  std::string status = "completed";
+  long long stop_step = -1;  // step at which a divergence was detected
+};
+DescentResult population_descend(double* W, double* a, const Population& p, double lr, double lr_readout,
+                                 long long steps, const std::vector<long long>& record_steps, int n_threads);
+
+}  // namespace twolayer

@@ -1,0 +1,294 @@
+// Population risk, gradient, Hessian and gradient descent assembled from the I2 kernels and their Jets.
+#include "twolayer/population.hpp"
+
+#include <cmath>
+#include <stdexcept>
+#include <vector>
+
+#include "twolayer/gaussian.hpp"
+#include "twolayer/jet.hpp"
+#include "twolayer/parallel.hpp"
+
+namespace twolayer {
+
+void gram(const double* A, int na, const double* B, int nb, int d, double scale, double* out, int n_threads) {
+  const double inv = 1.0 / scale;
+  parallel_for(static_cast<std::size_t>(na), (static_cast<long long>(na) * nb * d > 100000) ? n_threads : 1,
+               [&](std::size_t i) {
+                 const double* ai = A + i * d;
+                 for (int j = 0; j < nb; ++j) {
+                   const double* bj = B + static_cast<std::size_t>(j) * d;
+                   double s = 0.0;
+#pragma omp simd reduction(+ : s)
+                   for (int k = 0; k < d; ++k) s += ai[k] * bj[k];
+                   out[i * nb + j] = s * inv;
+                 }
+               });
+}
+
+namespace {
+
+// Kernel Jets of every pair: student-student (i <= k; the diagonal holds the self kernel in g[0], h[0]) and
+// student-teacher (i, r).
+struct PairJets {
+  int K, M;
+  std::vector<double> Q, Mo, P;
+  std::vector<Jet> ss, st;
+  const Jet& s(int i, int k) const { return ss[static_cast<std::size_t>(i) * K + k]; }
+  const Jet& t(int i, int r) const { return st[static_cast<std::size_t>(i) * M + r]; }
+};
+
+PairJets pair_jets(const Population& p, int n_threads, bool teacher_gram) {
+  const int K = p.student.units, M = p.teacher.units, d = p.d;
+  PairJets j{K, M, std::vector<double>(K * K), std::vector<double>(K * M), {}, std::vector<Jet>(K * K),
+             std::vector<Jet>(K * M)};
+  gram(p.student.W, K, p.student.W, K, d, p.scale, j.Q.data(), n_threads);
+  gram(p.student.W, K, p.teacher.W, M, d, p.scale, j.Mo.data(), n_threads);
+  if (teacher_gram) {
+    j.P.resize(M * M);
+    gram(p.teacher.W, M, p.teacher.W, M, d, p.scale, j.P.data(), n_threads);
+  }
+  const Activation s = p.student.act, t = p.teacher.act;
+  parallel_for(static_cast<std::size_t>(K), K > 16 ? n_threads : 1, [&](std::size_t i) {
+    const double qi = j.Q[i * K + i];
+    j.ss[i * K + i] = i2_self(s, s, Jet::variable(qi, 0));
+    for (int k = static_cast<int>(i) + 1; k < K; ++k)
+      j.ss[i * K + k] = i2_jet(s, s, qi, j.Q[i * K + k], j.Q[static_cast<std::size_t>(k) * K + k]);
+    for (int r = 0; r < M; ++r) {
+      double prr = 0.0;
+      const double* wr = p.teacher.W + static_cast<std::size_t>(r) * d;
+      for (int c = 0; c < d; ++c) prr += wr[c] * wr[c];
+      j.st[i * M + r] = i2_jet(s, t, qi, j.Mo[i * M + r], prr / p.scale);
+    }
+  });
+  return j;
+}
+
+// First-argument derivatives of the student-student kernel K(w_i, w_k), i != k: (K_x, K_y) where x is Q_ii.
+inline void first_arg(const PairJets& j, int i, int k, double& kx, double& ky) {
+  if (i < k) {
+    const Jet& J = j.s(i, k);
+    kx = J.g[0];
+    ky = J.g[1];
+  } else {
+    const Jet& J = j.s(k, i);
+    kx = J.g[2];
+    ky = J.g[1];
+  }
+}
+
+void check_finite(const double* x, std::size_t n, const char* what) {
+  for (std::size_t i = 0; i < n; ++i)
+    if (!std::isfinite(x[i]))
+      throw std::domain_error(std::string(what) +
+                              " is not finite: the kernels are singular here (a zero-norm unit, or an exactly "
+                              "aligned pair of step units)");
+}
+
+}  // namespace
+
+double population_risk(const Population& p, int n_threads) {
+  const PairJets j = pair_jets(p, n_threads, true);
+  const int K = j.K, M = j.M;
+  const double *a = p.student.a, *v = p.teacher.a;
+  const Activation t = p.teacher.act;
+  double r = 0.0;
+  for (int i = 0; i < K; ++i) {
+    r += 0.5 * a[i] * a[i] * j.s(i, i).v;
+    for (int k = i + 1; k < K; ++k) r += a[i] * a[k] * j.s(i, k).v;
+    for (int q = 0; q < M; ++q) r -= a[i] * v[q] * j.t(i, q).v;
+  }
+  for (int q = 0; q < M; ++q) {
+    r += 0.5 * v[q] * v[q] * i2_self<double>(t, t, j.P[q * M + q]);
+    for (int u = q + 1; u < M; ++u)
+      r += v[q] * v[u] * i2<double>(t, t, j.P[q * M + q], j.P[q * M + u], j.P[u * M + u]);
+  }
+  return r;
+}
+
+void population_gradient(const Population& p, double* dW, double* da, int n_threads) {
+  const PairJets j = pair_jets(p, n_threads, false);
+  const int K = j.K, M = j.M, d = p.d;
+  const double *a = p.student.a, *v = p.teacher.a, *W = p.student.W, *Wt = p.teacher.W;
+  const double inv = 1.0 / p.scale;
+  parallel_for(static_cast<std::size_t>(K), (static_cast<long long>(K) * (K + M) * d > 100000) ? n_threads : 1,
+               [&](std::size_t iu) {
+                 const int i = static_cast<int>(iu);
+                 double* g = dW + iu * d;
+                 const Jet& self = j.s(i, i);
+                 double alpha = a[i] * a[i] * self.g[0];
+                 double dai = a[i] * self.v;
+                 for (int c = 0; c < d; ++c) g[c] = 0.0;
+                 for (int k = 0; k < K; ++k) {
+                   if (k == i) continue;
+                   double kx, ky;
+                   first_arg(j, i, k, kx, ky);
+                   alpha += 2.0 * a[i] * a[k] * kx;
+                   dai += a[k] * (i < k ? j.s(i, k).v : j.s(k, i).v);
+                   const double b = a[i] * a[k] * ky;
+                   const double* wk = W + static_cast<std::size_t>(k) * d;
+#pragma omp simd
+                   for (int c = 0; c < d; ++c) g[c] += b * wk[c];
+                 }
+                 for (int r = 0; r < M; ++r) {
+                   const Jet& L = j.t(i, r);
+                   alpha -= 2.0 * a[i] * v[r] * L.g[0];
+                   dai -= v[r] * L.v;
+                   const double e = -a[i] * v[r] * L.g[1];
+                   const double* wr = Wt + static_cast<std::size_t>(r) * d;
+#pragma omp simd
+                   for (int c = 0; c < d; ++c) g[c] += e * wr[c];
+                 }
+                 const double* wi = W + iu * d;
+#pragma omp simd
+                 for (int c = 0; c < d; ++c) g[c] = (g[c] + alpha * wi[c]) * inv;
+                 da[i] = dai;
+               });
+  check_finite(dW, static_cast<std::size_t>(K) * d, "population gradient");
+}
+
+void population_hessian(const Population& p, bool train_readout, double* H, int n_threads) {
+  const PairJets j = pair_jets(p, n_threads, false);
+  const int K = j.K, M = j.M, d = p.d;
+  const double *a = p.student.a, *v = p.teacher.a, *W = p.student.W, *Wt = p.teacher.W;
+  const double inv = 1.0 / p.scale, inv2 = inv * inv;
+  const std::size_t n = static_cast<std::size_t>(K) * d + (train_readout ? K : 0);
+  const std::size_t wa = static_cast<std::size_t>(K) * d;  // offset of the a-block
+  auto Hat = [&](std::size_t r, std::size_t c) -> double& { return H[r * n + c]; };
+
+  parallel_for(static_cast<std::size_t>(K), n_threads, [&](std::size_t iu) {
+    const int i = static_cast<int>(iu);
+    const double* u = W + iu * d;
+    const std::size_t ri = iu * d;
+    // Diagonal block: sum over partners of c_uu u u^T + c_uv (u v^T + v u^T) + c_vv v v^T + c_I I, written as
+    // rank updates in place.
+    const Jet& self = j.s(i, i);
+    double cI = a[i] * a[i] * self.g[0] * inv;  // 1/2 a^2 (2 S'/s)
+    double cuu = 2.0 * a[i] * a[i] * self.h[0] * inv2;  // 1/2 a^2 (4 S''/s^2)
+    for (std::size_t r = 0; r < static_cast<std::size_t>(d); ++r)
+      for (std::size_t c = 0; c < static_cast<std::size_t>(d); ++c) Hat(ri + r, ri + c) = 0.0;
+    auto add_partner = [&](const double* vv, double f, double kxx, double kxy, double kyy, double kx) {
+      // f * [ (4 kxx u u^T + 2 kxy (u v^T + v u^T) + kyy v v^T) / s^2 + 2 kx I / s ]
+      const double A = 4.0 * f * kxx * inv2, B = 2.0 * f * kxy * inv2, C = f * kyy * inv2;
+      cI += 2.0 * f * kx * inv;
+      for (int r = 0; r < d; ++r) {
+        double* row = &Hat(ri + r, ri);
+        const double ur = u[r], vr = vv[r];
+#pragma omp simd
+        for (int c = 0; c < d; ++c) row[c] += A * ur * u[c] + B * (ur * vv[c] + vr * u[c]) + C * vr * vv[c];
+      }
+    };
+    for (int k = 0; k < K; ++k) {
+      if (k == i) continue;
+      const double* wk = W + static_cast<std::size_t>(k) * d;
+      const Jet& J = i < k ? j.s(i, k) : j.s(k, i);
+      const int x = i < k ? 0 : 2;  // index of Q_ii in this Jet
+      add_partner(wk, a[i] * a[k], J.hess(x, x), J.hess(x, 1), J.hess(1, 1), J.g[x]);
+    }
+    for (int r = 0; r < M; ++r) {
+      const Jet& L = j.t(i, r);
+      add_partner(Wt + static_cast<std::size_t>(r) * d, -a[i] * v[r], L.hess(0, 0), L.hess(0, 1), L.hess(1, 1),
+                  L.g[0]);
+    }
+    for (int r = 0; r < d; ++r) {
+      double* row = &Hat(ri + r, ri);
+      const double ur = u[r];
+      for (int c = 0; c < d; ++c) row[c] += cuu * ur * u[c];
+      row[r] += cI;
+    }
+    // Off-diagonal blocks (i, k), i != k: a_i a_k [ (2 Kxy u u^T + 4 Kxz u v^T + Kyy v u^T + 2 Kyz v v^T)/s^2
+    // + Ky I / s ], with x the variance of w_i and z that of w_k.
+    for (int k = 0; k < K; ++k) {
+      if (k == i) continue;
+      const double* vv = W + static_cast<std::size_t>(k) * d;
+      const Jet& J = i < k ? j.s(i, k) : j.s(k, i);
+      const int x = i < k ? 0 : 2, z = 2 - x;
+      const double f = a[i] * a[k] * inv2;
+      const double A = 2.0 * f * J.hess(x, 1), B = 4.0 * f * J.hess(x, z), C = f * J.hess(1, 1),
+                   D = 2.0 * f * J.hess(1, z), E = a[i] * a[k] * J.g[1] * inv;
+      const std::size_t rk = static_cast<std::size_t>(k) * d;
+      for (int r = 0; r < d; ++r) {
+        double* row = &Hat(ri + r, rk);
+        const double ur = u[r], vr = vv[r];
+#pragma omp simd
+        for (int c = 0; c < d; ++c) row[c] = A * ur * u[c] + B * ur * vv[c] + C * vr * u[c] + D * vr * vv[c];
+        row[r] += E;
+      }
+    }
+    if (!train_readout) return;
+    // Mixed (w_i, a_k) entries and the (a, a) block.
+    std::vector<double> g(d);
+    for (int k = 0; k < K; ++k) {
+      if (k == i) {
+        for (int c = 0; c < d; ++c) g[c] = 2.0 * a[i] * self.g[0] * u[c] * inv;
+        for (int m = 0; m < K; ++m) {
+          if (m == i) continue;
+          double kx, ky;
+          first_arg(j, i, m, kx, ky);
+          const double* wm = W + static_cast<std::size_t>(m) * d;
+          for (int c = 0; c < d; ++c) g[c] += a[m] * (2.0 * kx * u[c] + ky * wm[c]) * inv;
+        }
+        for (int r = 0; r < M; ++r) {
+          const Jet& L = j.t(i, r);
+          const double* wr = Wt + static_cast<std::size_t>(r) * d;
+          for (int c = 0; c < d; ++c) g[c] -= v[r] * (2.0 * L.g[0] * u[c] + L.g[1] * wr[c]) * inv;
+        }
+        Hat(wa + i, wa + i) = self.v;
+      } else {
+        double kx, ky;
+        first_arg(j, i, k, kx, ky);
+        const double* wk = W + static_cast<std::size_t>(k) * d;
+        for (int c = 0; c < d; ++c) g[c] = a[i] * (2.0 * kx * u[c] + ky * wk[c]) * inv;
+        Hat(wa + i, wa + k) = i < k ? j.s(i, k).v : j.s(k, i).v;
+      }
+      for (int c = 0; c < d; ++c) {
+        Hat(ri + c, wa + k) = g[c];
+        Hat(wa + k, ri + c) = g[c];
+      }
+    }
+  });
+  check_finite(H, n * n, "population Hessian");
+}
+
+DescentResult population_descend(double* W, double* a, const Population& p0, double lr, double lr_readout,
+                                 long long steps, const std::vector<long long>& record_steps, int n_threads) {
+  Population p = p0;
+  p.student.W = W;
+  p.student.a = a;
+  const int K = p.student.units, M = p.teacher.units, d = p.d;
+  DescentResult out;
+  std::vector<double> dW(static_cast<std::size_t>(K) * d), da(K), Q(K * K), Mo(K * M);
+  std::size_t next = 0;
+  for (long long step = 0; step <= steps; ++step) {
+    if (next < record_steps.size() && record_steps[next] == step) {
+      const double r = population_risk(p, n_threads);
+      gram(W, K, W, K, d, p.scale, Q.data(), n_threads);
+      gram(W, K, p.teacher.W, M, d, p.scale, Mo.data(), n_threads);
+      if (!std::isfinite(r)) {
+        out.status = "diverged";
+        out.stop_step = step;
+        return out;
+      }
+      out.Q.insert(out.Q.end(), Q.begin(), Q.end());
+      out.M.insert(out.M.end(), Mo.begin(), Mo.end());
+      out.a.insert(out.a.end(), a, a + K);
+      out.risk.push_back(r);
+      ++out.recorded;
+      ++next;
+    }
+    if (step == steps) break;
+    try {
+      population_gradient(p, dW.data(), da.data(), n_threads);
+    } catch (const std::domain_error&) {
+      out.status = "diverged";
+      out.stop_step = step;
+      return out;
+    }
+    for (std::size_t c = 0; c < dW.size(); ++c) W[c] -= lr * dW[c];
+    if (lr_readout != 0.0)
+      for (int i = 0; i < K; ++i) a[i] -= lr_readout * da[i];
+  }
+  return out;
+}
+
+}  // namespace twolayer

@@ -1,0 +1,35 @@
+"""Activation functions sigma and their derivatives.
+
+Names: ``linear`` (s), ``erf`` (erf(s/sqrt 2)), ``relu`` (max(s, 0)), ``step`` (1(s > 0)) and
+``quadratic`` (s^2). The derivative of ``step`` is a Dirac delta: pointwise it is returned as 0, and every
+expectation involving it is taken in closed form by the kernels.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from . import _core
+
+ActivationName = Literal["linear", "erf", "relu", "step", "quadratic"]
+ACTIVATIONS: tuple[str, ...] = ("linear", "erf", "relu", "step", "quadratic")
+
+
+def check_activation(name: object, argument: str = "activation") -> str:
+    """Return ``name`` if it is a known activation, else raise ValueError naming ``argument``."""
+    if not isinstance(name, str) or name not in ACTIVATIONS:
+        raise ValueError(f"{argument}: expected one of {', '.join(ACTIVATIONS)}; got {name!r}")
+    return name
+
+
+def sigma(name: ActivationName, x: ArrayLike) -> NDArray[np.float64]:
+    """sigma(x), elementwise."""
+    return _core.sigma(check_activation(name), np.asarray(x, dtype=np.float64))
+
+
+def derivative(name: ActivationName, x: ArrayLike) -> NDArray[np.float64]:
+    """sigma'(x), elementwise (0 for ``step``, whose derivative is a delta)."""
+    return _core.dsigma(check_activation(name), np.asarray(x, dtype=np.float64))
