@@ -32,22 +32,18 @@ namespace {
 // student-teacher (i, r).
 struct PairJets {
   int K, M;
-  std::vector<double> Q, Mo, P;
+  std::vector<double> Q, Mo;
   std::vector<Jet> ss, st;
   const Jet& s(int i, int k) const { return ss[static_cast<std::size_t>(i) * K + k]; }
   const Jet& t(int i, int r) const { return st[static_cast<std::size_t>(i) * M + r]; }
 };
 
-PairJets pair_jets(const Population& p, int n_threads, bool teacher_gram) {
+PairJets pair_jets(const Population& p, int n_threads) {
   const int K = p.student.units, M = p.teacher.units, d = p.d;
-  PairJets j{K, M, std::vector<double>(K * K), std::vector<double>(K * M), {}, std::vector<Jet>(K * K),
+  PairJets j{K, M, std::vector<double>(K * K), std::vector<double>(K * M), std::vector<Jet>(K * K),
              std::vector<Jet>(K * M)};
   gram(p.student.W, K, p.student.W, K, d, p.scale, j.Q.data(), n_threads);
   gram(p.student.W, K, p.teacher.W, M, d, p.scale, j.Mo.data(), n_threads);
-  if (teacher_gram) {
-    j.P.resize(M * M);
-    gram(p.teacher.W, M, p.teacher.W, M, d, p.scale, j.P.data(), n_threads);
-  }
   const Activation s = p.student.act, t = p.teacher.act;
   parallel_for(static_cast<std::size_t>(K), K > 16 ? n_threads : 1, [&](std::size_t i) {
     const double qi = j.Q[i * K + i];
@@ -87,27 +83,33 @@ void check_finite(const double* x, std::size_t n, const char* what) {
 
 }  // namespace
 
-double population_risk(const Population& p, int n_threads) {
-  const PairJets j = pair_jets(p, n_threads, true);
-  const int K = j.K, M = j.M;
-  const double *a = p.student.a, *v = p.teacher.a;
-  const Activation t = p.teacher.act;
+double overlap_risk(const double* Q, const double* M, const double* P, const double* a, const double* v, int K,
+                    int Mt, Activation s, Activation t) {
   double r = 0.0;
   for (int i = 0; i < K; ++i) {
-    r += 0.5 * a[i] * a[i] * j.s(i, i).v;
-    for (int k = i + 1; k < K; ++k) r += a[i] * a[k] * j.s(i, k).v;
-    for (int q = 0; q < M; ++q) r -= a[i] * v[q] * j.t(i, q).v;
+    const double qi = Q[i * K + i];
+    r += 0.5 * a[i] * a[i] * i2_self<double>(s, s, qi);
+    for (int k = i + 1; k < K; ++k) r += a[i] * a[k] * i2<double>(s, s, qi, Q[i * K + k], Q[k * K + k]);
+    for (int q = 0; q < Mt; ++q) r -= a[i] * v[q] * i2<double>(s, t, qi, M[i * Mt + q], P[q * Mt + q]);
   }
-  for (int q = 0; q < M; ++q) {
-    r += 0.5 * v[q] * v[q] * i2_self<double>(t, t, j.P[q * M + q]);
-    for (int u = q + 1; u < M; ++u)
-      r += v[q] * v[u] * i2<double>(t, t, j.P[q * M + q], j.P[q * M + u], j.P[u * M + u]);
+  for (int q = 0; q < Mt; ++q) {
+    r += 0.5 * v[q] * v[q] * i2_self<double>(t, t, P[q * Mt + q]);
+    for (int u = q + 1; u < Mt; ++u) r += v[q] * v[u] * i2<double>(t, t, P[q * Mt + q], P[q * Mt + u], P[u * Mt + u]);
   }
   return r;
 }
 
+double population_risk(const Population& p, int n_threads) {
+  const int K = p.student.units, M = p.teacher.units, d = p.d;
+  std::vector<double> Q(K * K), Mo(K * M), P(M * M);
+  gram(p.student.W, K, p.student.W, K, d, p.scale, Q.data(), n_threads);
+  gram(p.student.W, K, p.teacher.W, M, d, p.scale, Mo.data(), n_threads);
+  gram(p.teacher.W, M, p.teacher.W, M, d, p.scale, P.data(), n_threads);
+  return overlap_risk(Q.data(), Mo.data(), P.data(), p.student.a, p.teacher.a, K, M, p.student.act, p.teacher.act);
+}
+
 void population_gradient(const Population& p, double* dW, double* da, int n_threads) {
-  const PairJets j = pair_jets(p, n_threads, false);
+  const PairJets j = pair_jets(p, n_threads);
   const int K = j.K, M = j.M, d = p.d;
   const double *a = p.student.a, *v = p.teacher.a, *W = p.student.W, *Wt = p.teacher.W;
   const double inv = 1.0 / p.scale;
@@ -148,7 +150,7 @@ void population_gradient(const Population& p, double* dW, double* da, int n_thre
 }
 
 void population_hessian(const Population& p, bool train_readout, double* H, int n_threads) {
-  const PairJets j = pair_jets(p, n_threads, false);
+  const PairJets j = pair_jets(p, n_threads);
   const int K = j.K, M = j.M, d = p.d;
   const double *a = p.student.a, *v = p.teacher.a, *W = p.student.W, *Wt = p.teacher.W;
   const double inv = 1.0 / p.scale, inv2 = inv * inv;

@@ -30,6 +30,10 @@ struct Population {
 // Gram blocks (row-major): Q (K x K), M (K x M), P (M x M).
 void gram(const double* A, int na, const double* B, int nb, int d, double scale, double* out, int n_threads);
 
+// Excess risk from the overlaps alone: Q (K x K), M (K x Mt), P (Mt x Mt) row-major, effective second layers a, v.
+double overlap_risk(const double* Q, const double* M, const double* P, const double* a, const double* v, int K,
+                    int Mt, Activation student, Activation teacher);
+
 double population_risk(const Population& p, int n_threads);
 
 // dW (K x d), da (K).
