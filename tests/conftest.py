@@ -1,0 +1,58 @@
+"""Shared test helpers: Monte Carlo means with standard errors from one fixed Gaussian sample."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+MC_SAMPLES = 10_000_000
+MC_CHUNK = 1_000_000
+
+
+class MonteCarlo:
+    """E[f(l)] for l ~ N(0, C) over MC_SAMPLES draws, streamed in chunks; returns (mean, standard error)."""
+
+    def __init__(self, C: np.ndarray, seed: int = 12345, samples: int = MC_SAMPLES) -> None:
+        w, V = np.linalg.eigh(C)
+        self.factor = V * np.sqrt(np.clip(w, 0.0, None))  # works for singular C too
+        self.seed, self.samples = seed, samples
+
+    def chunks(self):
+        rng = np.random.default_rng(self.seed)
+        done = 0
+        while done < self.samples:
+            n = min(MC_CHUNK, self.samples - done)
+            yield rng.standard_normal((n, self.factor.shape[0])) @ self.factor.T
+            done += n
+
+    def means(self, fns: dict[str, Callable[[np.ndarray], np.ndarray]]) -> dict[str, tuple[float, float]]:
+        s1 = dict.fromkeys(fns, 0.0)
+        s2 = dict.fromkeys(fns, 0.0)
+        for X in self.chunks():
+            for k, f in fns.items():
+                v = f(X)
+                s1[k] += float(v.sum())
+                s2[k] += float((v * v).sum())
+        out = {}
+        for k in fns:
+            m = s1[k] / self.samples
+            var = max(s2[k] / self.samples - m * m, 0.0)
+            out[k] = (m, np.sqrt(var / self.samples))
+        return out
+
+
+def assert_mc(value: float, mean_se: tuple[float, float], n_se: float = 5.0, what: str = "") -> None:
+    """|value - mean| <= n_se standard errors (plus round-off)."""
+    mean, se = mean_se
+    assert abs(value - mean) <= n_se * se + 1e-12 * (1 + abs(mean)), (
+        f"{what}: closed form {value!r} vs Monte Carlo {mean!r} +- {se!r} ({(value - mean) / max(se, 1e-300):.1f} SE)")
+
+
+@pytest.fixture(scope="session")
+def random_cov4() -> np.ndarray:
+    """A fixed, generic 4x4 covariance with unequal variances and sizeable correlations."""
+    rng = np.random.default_rng(2024)
+    A = rng.standard_normal((4, 4))
+    return A @ A.T / 4 + 0.1 * np.eye(4)
