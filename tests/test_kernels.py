@@ -7,9 +7,8 @@ import itertools
 
 import numpy as np
 import pytest
-from conftest import MonteCarlo, assert_mc
-
 import twolayer as tl
+from conftest import MonteCarlo, assert_mc
 from twolayer import kernels
 from twolayer.activations import ACTIVATIONS, derivative, sigma
 
@@ -123,8 +122,10 @@ def test_erf_reference_formulas(random_cov4):
     lam4 = (1 + c(1, 1)) * (1 + c(2, 2)) - c(1, 2) ** 2
     lam0 = (lam4 * c(3, 4) - c(2, 3) * c(2, 4) * (1 + c(1, 1)) - c(1, 3) * c(1, 4) * (1 + c(2, 2))
             + c(1, 2) * c(1, 3) * c(2, 4) + c(1, 2) * c(1, 4) * c(2, 3))
-    lam1 = lam4 * (1 + c(3, 3)) - c(2, 3) ** 2 * (1 + c(1, 1)) - c(1, 3) ** 2 * (1 + c(2, 2)) + 2 * c(1, 2) * c(1, 3) * c(2, 3)
-    lam2 = lam4 * (1 + c(4, 4)) - c(2, 4) ** 2 * (1 + c(1, 1)) - c(1, 4) ** 2 * (1 + c(2, 2)) + 2 * c(1, 2) * c(1, 4) * c(2, 4)
+    lam1 = (lam4 * (1 + c(3, 3)) - c(2, 3) ** 2 * (1 + c(1, 1)) - c(1, 3) ** 2 * (1 + c(2, 2))
+            + 2 * c(1, 2) * c(1, 3) * c(2, 3))
+    lam2 = (lam4 * (1 + c(4, 4)) - c(2, 4) ** 2 * (1 + c(1, 1)) - c(1, 4) ** 2 * (1 + c(2, 2))
+            + 2 * c(1, 2) * c(1, 4) * c(2, 4))
     i4 = 4 / np.pi**2 / np.sqrt(lam4) * np.arcsin(lam0 / np.sqrt(lam1 * lam2))
     j2 = 2 / np.pi / np.sqrt(1 + c(1, 1) + c(2, 2) + c(1, 1) * c(2, 2) - c(1, 2) ** 2)
     assert kernels.i2("erf", "erf", C[:2, :2]) == pytest.approx(i2, rel=1e-13)

@@ -8,9 +8,8 @@ import zlib
 
 import numpy as np
 import pytest
-from conftest import assert_mc
-
 import twolayer as tl
+from conftest import assert_mc
 from twolayer import population
 from twolayer.activations import ACTIVATIONS, sigma
 
@@ -53,7 +52,8 @@ def _fd_gradient(student, teacher, h=1e-6):
     for i in range(x.size):
         e = np.zeros_like(x)
         e[i] = h
-        g[i] = (population.risk(_unflat(student, x + e), teacher) - population.risk(_unflat(student, x - e), teacher)) / (2 * h)
+        up, down = _unflat(student, x + e), _unflat(student, x - e)
+        g[i] = (population.risk(up, teacher) - population.risk(down, teacher)) / (2 * h)
     return g
 
 

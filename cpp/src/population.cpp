@@ -28,49 +28,48 @@ void gram(const double* A, int na, const double* B, int nb, int d, double scale,
 
 namespace {
 
-// Kernel Jets of every pair: student-student (i <= k; the diagonal holds the self kernel in g[0], h[0]) and
-// student-teacher (i, r).
+// Kernel jets of every pair: student-student (i <= k; the diagonal holds the self kernel in g[0], h[0]) and
+// student-teacher (i, r). J = Grad for gradients, Jet for Hessians.
+template <class J>
 struct PairJets {
   int K, M;
   std::vector<double> Q, Mo;
-  std::vector<Jet> ss, st;
-  const Jet& s(int i, int k) const { return ss[static_cast<std::size_t>(i) * K + k]; }
-  const Jet& t(int i, int r) const { return st[static_cast<std::size_t>(i) * M + r]; }
+  std::vector<J> ss, st;
+  const J& s(int i, int k) const { return ss[static_cast<std::size_t>(i) * K + k]; }
+  const J& t(int i, int r) const { return st[static_cast<std::size_t>(i) * M + r]; }
 };
 
-PairJets pair_jets(const Population& p, int n_threads) {
+template <class J>
+PairJets<J> pair_jets(const Population& p, int n_threads) {
   const int K = p.student.units, M = p.teacher.units, d = p.d;
-  PairJets j{K, M, std::vector<double>(K * K), std::vector<double>(K * M), std::vector<Jet>(K * K),
-             std::vector<Jet>(K * M)};
+  PairJets<J> j{K, M, std::vector<double>(K * K), std::vector<double>(K * M), std::vector<J>(K * K),
+                std::vector<J>(K * M)};
   gram(p.student.W, K, p.student.W, K, d, p.scale, j.Q.data(), n_threads);
   gram(p.student.W, K, p.teacher.W, M, d, p.scale, j.Mo.data(), n_threads);
+  std::vector<double> prr(M);
+  for (int r = 0; r < M; ++r) {
+    const double* wr = p.teacher.W + static_cast<std::size_t>(r) * d;
+    double s = 0.0;
+    for (int c = 0; c < d; ++c) s += wr[c] * wr[c];
+    prr[r] = s / p.scale;
+  }
   const Activation s = p.student.act, t = p.teacher.act;
   parallel_for(static_cast<std::size_t>(K), K > 16 ? n_threads : 1, [&](std::size_t i) {
     const double qi = j.Q[i * K + i];
-    j.ss[i * K + i] = i2_self(s, s, Jet::variable(qi, 0));
+    j.ss[i * K + i] = i2_self(s, s, J::variable(qi, 0));
     for (int k = static_cast<int>(i) + 1; k < K; ++k)
-      j.ss[i * K + k] = i2_jet(s, s, qi, j.Q[i * K + k], j.Q[static_cast<std::size_t>(k) * K + k]);
-    for (int r = 0; r < M; ++r) {
-      double prr = 0.0;
-      const double* wr = p.teacher.W + static_cast<std::size_t>(r) * d;
-      for (int c = 0; c < d; ++c) prr += wr[c] * wr[c];
-      j.st[i * M + r] = i2_jet(s, t, qi, j.Mo[i * M + r], prr / p.scale);
-    }
+      j.ss[i * K + k] = i2_jet<J>(s, s, qi, j.Q[i * K + k], j.Q[static_cast<std::size_t>(k) * K + k]);
+    for (int r = 0; r < M; ++r) j.st[i * M + r] = i2_jet<J>(s, t, qi, j.Mo[i * M + r], prr[r]);
   });
   return j;
 }
 
 // First-argument derivatives of the student-student kernel K(w_i, w_k), i != k: (K_x, K_y) where x is Q_ii.
-inline void first_arg(const PairJets& j, int i, int k, double& kx, double& ky) {
-  if (i < k) {
-    const Jet& J = j.s(i, k);
-    kx = J.g[0];
-    ky = J.g[1];
-  } else {
-    const Jet& J = j.s(k, i);
-    kx = J.g[2];
-    ky = J.g[1];
-  }
+template <class J>
+void first_arg(const PairJets<J>& j, int i, int k, double& kx, double& ky) {
+  const J& jet = i < k ? j.s(i, k) : j.s(k, i);
+  kx = jet.g[i < k ? 0 : 2];
+  ky = jet.g[1];
 }
 
 void check_finite(const double* x, std::size_t n, const char* what) {
@@ -109,7 +108,7 @@ double population_risk(const Population& p, int n_threads) {
 }
 
 void population_gradient(const Population& p, double* dW, double* da, int n_threads) {
-  const PairJets j = pair_jets(p, n_threads);
+  const PairJets<Grad> j = pair_jets<Grad>(p, n_threads);
   const int K = j.K, M = j.M, d = p.d;
   const double *a = p.student.a, *v = p.teacher.a, *W = p.student.W, *Wt = p.teacher.W;
   const double inv = 1.0 / p.scale;
@@ -117,7 +116,7 @@ void population_gradient(const Population& p, double* dW, double* da, int n_thre
                [&](std::size_t iu) {
                  const int i = static_cast<int>(iu);
                  double* g = dW + iu * d;
-                 const Jet& self = j.s(i, i);
+                 const Grad& self = j.s(i, i);
                  double alpha = a[i] * a[i] * self.g[0];
                  double dai = a[i] * self.v;
                  for (int c = 0; c < d; ++c) g[c] = 0.0;
@@ -133,7 +132,7 @@ void population_gradient(const Population& p, double* dW, double* da, int n_thre
                    for (int c = 0; c < d; ++c) g[c] += b * wk[c];
                  }
                  for (int r = 0; r < M; ++r) {
-                   const Jet& L = j.t(i, r);
+                   const Grad& L = j.t(i, r);
                    alpha -= 2.0 * a[i] * v[r] * L.g[0];
                    dai -= v[r] * L.v;
                    const double e = -a[i] * v[r] * L.g[1];
@@ -150,7 +149,7 @@ void population_gradient(const Population& p, double* dW, double* da, int n_thre
 }
 
 void population_hessian(const Population& p, bool train_readout, double* H, int n_threads) {
-  const PairJets j = pair_jets(p, n_threads);
+  const PairJets<Jet> j = pair_jets<Jet>(p, n_threads);
   const int K = j.K, M = j.M, d = p.d;
   const double *a = p.student.a, *v = p.teacher.a, *W = p.student.W, *Wt = p.teacher.W;
   const double inv = 1.0 / p.scale, inv2 = inv * inv;

@@ -71,8 +71,8 @@ def write_csv(result: DemoResult, path: str) -> None:
         w = csv.writer(fh)
         w.writerow(["panel", "init", "seed", "iteration", "risk"])
         for init, runs in result.runs.items():
-            for seed, tr in zip(result.config.seeds, runs):
-                for t, r in zip(tr.t, tr.risk):
+            for seed, tr in zip(result.config.seeds, runs, strict=True):
+                for t, r in zip(tr.t, tr.risk, strict=True):
                     w.writerow(["seed000", init, seed, int(t), f"{r:.10g}"])
 
 

@@ -34,7 +34,8 @@ class Overlaps:
         K, Mt = a_.shape[0], v_.shape[0]
         for name, arr, shape in (("Q", Q_, (K, K)), ("M", M_, (K, Mt)), ("P", P_, (Mt, Mt))):
             if arr.shape != shape:
-                raise ValueError(f"{name}: expected shape {shape} for K={K} student and M={Mt} teacher units, got {arr.shape}")
+                raise ValueError(
+                    f"{name}: expected shape {shape} for K={K} student and M={Mt} teacher units, got {arr.shape}")
         omega = np.block([[Q_, M_], [M_.T, P_]])
         scale = max(float(np.max(np.abs(np.diag(omega)))), 1e-300)
         if not np.allclose(omega, omega.T, rtol=0, atol=1e-9 * scale):

@@ -43,7 +43,8 @@ inline double relu_angle(double c) {
   c = std::fmax(-1.0, std::fmin(1.0, c));
   return std::sqrt(1.0 - c * c) + (kPi - std::acos(c)) * c;
 }
-inline Jet relu_angle(const Jet& cj) {
+template <bool S>
+BasicJet<S> relu_angle(const BasicJet<S>& cj) {
   const double c = std::fmax(-1.0, std::fmin(1.0, cj.v));
   const double w = 1.0 - c * c;
   const double h2 = w < kAlignedSin2 ? 0.0 : 1.0 / std::sqrt(w);
@@ -55,7 +56,8 @@ inline double step_angle(double c) {
   c = std::fmax(-1.0, std::fmin(1.0, c));
   return (kPi - std::acos(c)) / (2.0 * kPi);
 }
-inline Jet step_angle(const Jet& cj) {
+template <bool S>
+BasicJet<S> step_angle(const BasicJet<S>& cj) {
   const double c = std::fmax(-1.0, std::fmin(1.0, cj.v));
   const double w = 1.0 - c * c;
   const bool aligned = w < kAlignedSin2;
@@ -166,9 +168,10 @@ T i2_self(Activation a, Activation b, const T& q) {
   throw std::logic_error("i2_self: unreachable activation pair");
 }
 
-// I2 and its exact derivatives with respect to (C11, C12, C22).
-inline Jet i2_jet(Activation a, Activation b, double x, double y, double z) {
-  return i2(a, b, Jet::variable(x, 0), Jet::variable(y, 1), Jet::variable(z, 2));
+// I2 and its exact first (J = Grad) or first and second (J = Jet) derivatives with respect to (C11, C12, C22).
+template <class J = Jet>
+J i2_jet(Activation a, Activation b, double x, double y, double z) {
+  return i2(a, b, J::variable(x, 0), J::variable(y, 1), J::variable(z, 2));
 }
 
 // Scalar kernels on one row-major covariance matrix (no checks: see check_covariance).

@@ -1,0 +1,36 @@
+"""Batched erf I4 over 10^6 covariances: twolayer (1 thread and the OpenMP default) against the vectorised NumPy
+formula of DESIGN.md section 4."""
+
+import numpy as np
+import pytest
+import twolayer as tl
+from references import erf_i4_numpy
+
+N = 1_000_000
+
+
+@pytest.fixture(scope="module")
+def covariances():
+    A = np.random.default_rng(0).standard_normal((N, 4, 4))
+    return A @ np.swapaxes(A, -1, -2) / 4
+
+
+@pytest.mark.benchmark(group="erf I4, 1e6 covariances")
+def test_erf_i4_numpy(benchmark, covariances):
+    benchmark(erf_i4_numpy, covariances)
+
+
+@pytest.mark.benchmark(group="erf I4, 1e6 covariances")
+def test_erf_i4_twolayer_1_thread(benchmark, covariances):
+    out = benchmark(tl.kernels.i4, "erf", "erf", "erf", covariances, n_threads=1)
+    assert np.allclose(out[:1000], erf_i4_numpy(covariances[:1000]), rtol=1e-12)
+
+
+@pytest.mark.benchmark(group="erf I4, 1e6 covariances")
+def test_erf_i4_twolayer_all_threads(benchmark, covariances):
+    benchmark(tl.kernels.i4, "erf", "erf", "erf", covariances)
+
+
+@pytest.mark.benchmark(group="relu I4, 1e5 covariances")
+def test_relu_i4_twolayer_1_thread(benchmark, covariances):
+    benchmark(tl.kernels.i4, "relu", "relu", "relu", covariances[:100_000], n_threads=1)

@@ -1,0 +1,49 @@
+"""Type stubs for the compiled core (twolayer._core). Arrays are float64, C-contiguous."""
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+_F = NDArray[np.float64]
+
+class KernelNotImplemented(NotImplementedError): ...
+
+def build_info() -> dict[str, Any]: ...
+def sigma(act: str, x: _F) -> _F: ...
+def dsigma(act: str, x: _F) -> _F: ...
+def i2(act_a: str, act_b: str, C: _F, n_threads: int = 0) -> _F: ...
+def i3(act: str, act_b: str, C: _F, n_threads: int = 0) -> _F: ...
+def j2(act: str, C: _F, n_threads: int = 0) -> _F: ...
+def i4(act: str, act_a: str, act_b: str, C: _F, n_threads: int = 0) -> _F: ...
+def population_risk(
+    W: _F, a: _F, act: str, W_teacher: _F, v: _F, act_teacher: str, scale: float, n_threads: int = 0
+) -> float: ...
+def population_gradient(
+    W: _F, a: _F, act: str, W_teacher: _F, v: _F, act_teacher: str, scale: float, n_threads: int = 0
+) -> tuple[_F, _F]: ...
+def population_hessian(
+    W: _F,
+    a: _F,
+    act: str,
+    W_teacher: _F,
+    v: _F,
+    act_teacher: str,
+    scale: float,
+    train_readout: bool,
+    n_threads: int = 0,
+) -> _F: ...
+def population_descend(
+    W: _F,
+    a: _F,
+    act: str,
+    W_teacher: _F,
+    v: _F,
+    act_teacher: str,
+    scale: float,
+    lr: float,
+    lr_readout: float,
+    steps: int,
+    record_steps: list[int],
+    n_threads: int = 0,
+) -> dict[str, Any]: ...
