@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #if __has_include("twolayer/gaussian_relu_i4.hpp")  // TEMP until the relu I4 lands
@@ -87,34 +88,51 @@ double i4(Activation s, Activation a, Activation b, const double* C) {
                         activation_name(a) + ", " + activation_name(b) + ")");
 }
 
-const char* covariance_error(const double* C, int n) {
+namespace {
+
+// covariance_error for a compile-time size: fully unrolled; the finiteness test runs only on failure (NaN fails
+// the comparisons below, inf on the diagonal fails the scale test).
+template <int N>
+const char* covariance_error_n(const double* C) {
   double scale = 0.0;
-  for (int i = 0; i < n * n; ++i)
-    if (!std::isfinite(C[i])) return "entries must be finite (got NaN or inf)";
-  for (int i = 0; i < n; ++i) scale = std::max(scale, std::fabs(C[n * i + i]));
+  for (int i = 0; i < N; ++i) scale = std::max(scale, std::fabs(C[N * i + i]));
   const double sym_tol = 1e-9 * std::max(scale, 1e-300);
-  for (int i = 0; i < n; ++i)
-    for (int j = i + 1; j < n; ++j)
-      if (std::fabs(C[n * i + j] - C[n * j + i]) > sym_tol) return "covariance matrix must be symmetric";
+  bool symmetric = scale <= std::numeric_limits<double>::max();
+  for (int i = 0; i < N; ++i)
+    for (int j = i + 1; j < N; ++j) symmetric &= std::fabs(C[N * i + j] - C[N * j + i]) <= sym_tol;
   // LDL^T without pivoting; a pivot within tolerance of 0 must have a (numerically) zero column below it.
   const double tol = 1e-10 * scale, zero_tol = 1e-7 * std::max(scale, 1e-300);
-  const char* not_psd = "covariance matrix must be positive semi-definite";
-  double L[16] = {0}, D[4] = {0};
-  for (int j = 0; j < n; ++j) {
-    double d = C[n * j + j];
-    for (int k = 0; k < j; ++k) d -= L[4 * j + k] * L[4 * j + k] * D[k];
-    if (d < -tol) return not_psd;
+  double L[N][N] = {}, D[N] = {};
+  bool psd = true;
+  for (int j = 0; j < N; ++j) {
+    double d = C[N * j + j];
+    for (int k = 0; k < j; ++k) d -= L[j][k] * L[j][k] * D[k];
+    psd &= d >= -tol;
     D[j] = d > tol ? d : 0.0;
-    for (int i = j + 1; i < n; ++i) {
-      double r = C[n * i + j];
-      for (int k = 0; k < j; ++k) r -= L[4 * i + k] * L[4 * j + k] * D[k];
-      if (D[j] > 0.0)
-        L[4 * i + j] = r / D[j];
-      else if (std::fabs(r) > zero_tol)
-        return not_psd;
+    const double inv = D[j] > 0.0 ? 1.0 / D[j] : 0.0;
+    for (int i = j + 1; i < N; ++i) {
+      double r = C[N * i + j];
+      for (int k = 0; k < j; ++k) r -= L[i][k] * L[j][k] * D[k];
+      psd &= D[j] > 0.0 || std::fabs(r) <= zero_tol;
+      L[i][j] = r * inv;
     }
   }
-  return nullptr;
+  if (symmetric && psd) return nullptr;
+  for (int i = 0; i < N * N; ++i)
+    if (!std::isfinite(C[i])) return "entries must be finite (got NaN or inf)";
+  return symmetric ? "covariance matrix must be positive semi-definite" : "covariance matrix must be symmetric";
+}
+
+}  // namespace
+
+const char* covariance_error(const double* C, int n) {
+  switch (n) {
+    case 1: return covariance_error_n<1>(C);
+    case 2: return covariance_error_n<2>(C);
+    case 3: return covariance_error_n<3>(C);
+    case 4: return covariance_error_n<4>(C);
+  }
+  throw std::invalid_argument("covariance_error: only sizes 1 to 4 are supported");
 }
 
 void check_covariance(const double* C, int n, const std::string& name) {
@@ -122,11 +140,11 @@ void check_covariance(const double* C, int n, const std::string& name) {
 }
 
 namespace {
-template <class F>
-void batch(const double* C, int n, std::size_t count, double* out, int n_threads, F&& kernel) {
+template <int n, class F>
+void batch(const double* C, std::size_t count, double* out, int n_threads, F&& kernel) {
   parallel_for(count, n_threads, [&](std::size_t i) {
     const double* Ci = C + i * n * n;
-    if (const char* why = covariance_error(Ci, n))
+    if (const char* why = covariance_error_n<n>(Ci))
       throw std::invalid_argument("C[" + std::to_string(i) + "]: " + why);
     out[i] = kernel(Ci);
   }, 256);
@@ -134,17 +152,17 @@ void batch(const double* C, int n, std::size_t count, double* out, int n_threads
 }  // namespace
 
 void i2_batch(Activation a, Activation b, const double* C, std::size_t count, double* out, int n_threads) {
-  batch(C, 2, count, out, n_threads, [=](const double* Ci) { return i2(a, b, Ci); });
+  batch<2>(C, count, out, n_threads, [=](const double* Ci) { return i2(a, b, Ci); });
 }
 void i3_batch(Activation s, Activation b, const double* C, std::size_t count, double* out, int n_threads) {
-  batch(C, 3, count, out, n_threads, [=](const double* Ci) { return i3(s, b, Ci); });
+  batch<3>(C, count, out, n_threads, [=](const double* Ci) { return i3(s, b, Ci); });
 }
 void j2_batch(Activation s, const double* C, std::size_t count, double* out, int n_threads) {
-  batch(C, 2, count, out, n_threads, [=](const double* Ci) { return j2(s, Ci); });
+  batch<2>(C, count, out, n_threads, [=](const double* Ci) { return j2(s, Ci); });
 }
 void i4_batch(Activation s, Activation a, Activation b, const double* C, std::size_t count, double* out,
               int n_threads) {
-  batch(C, 4, count, out, n_threads, [=](const double* Ci) { return i4(s, a, b, Ci); });
+  batch<4>(C, count, out, n_threads, [=](const double* Ci) { return i4(s, a, b, Ci); });
 }
 
 }  // namespace twolayer
