@@ -1,29 +1,28 @@
 // Population risk, gradient, Hessian and gradient descent assembled from the I2 kernels and their Jets.
 #include "twolayer/population.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <vector>
 
 #include "twolayer/gaussian.hpp"
 #include "twolayer/jet.hpp"
+#include "twolayer/linalg.hpp"
 #include "twolayer/parallel.hpp"
 
 namespace twolayer {
 
 void gram(const double* A, int na, const double* B, int nb, int d, double scale, double* out, int n_threads) {
-  const double inv = 1.0 / scale;
-  parallel_for(static_cast<std::size_t>(na), (static_cast<long long>(na) * nb * d > 100000) ? n_threads : 1,
-               [&](std::size_t i) {
-                 const double* ai = A + i * d;
-                 for (int j = 0; j < nb; ++j) {
-                   const double* bj = B + static_cast<std::size_t>(j) * d;
-                   double s = 0.0;
-#pragma omp simd reduction(+ : s)
-                   for (int k = 0; k < d; ++k) s += ai[k] * bj[k];
-                   out[i * nb + j] = s * inv;
-                 }
-               });
+  // Row panels in parallel once the product is large enough to pay for the threads.
+  const bool big = static_cast<long long>(na) * nb * d > 500000;
+  const int threads = big ? resolve_threads(n_threads) : 1;
+  const int rows_per = (na + threads - 1) / threads;
+  parallel_for(static_cast<std::size_t>(threads), threads, [&](std::size_t t) {
+    const int i0 = static_cast<int>(t) * rows_per, rows = std::min(rows_per, na - i0);
+    if (rows > 0)
+      gemm_nt(A + static_cast<std::size_t>(i0) * d, rows, B, nb, d, 1.0 / scale, out + static_cast<std::size_t>(i0) * nb);
+  });
 }
 
 namespace {
@@ -108,43 +107,45 @@ double population_risk(const Population& p, int n_threads) {
 }
 
 void population_gradient(const Population& p, double* dW, double* da, int n_threads) {
+  // dW = (diag(alpha) W + B W + E W*) / s with B_ik = a_i a_k dK/dQ_ik, E_ir = -a_i v_r dL/dM_ir and alpha_i
+  // collecting the variance derivatives; da_i = sum_k a_k K_ik - sum_r v_r L_ir.
   const PairJets<Grad> j = pair_jets<Grad>(p, n_threads);
   const int K = j.K, M = j.M, d = p.d;
   const double *a = p.student.a, *v = p.teacher.a, *W = p.student.W, *Wt = p.teacher.W;
+  std::vector<double> B(static_cast<std::size_t>(K) * K, 0.0), E(static_cast<std::size_t>(K) * M), alpha(K);
+  for (int i = 0; i < K; ++i) {
+    const Grad& self = j.s(i, i);
+    double al = a[i] * a[i] * self.g[0], dai = a[i] * self.v;
+    for (int k = 0; k < K; ++k) {
+      if (k == i) continue;
+      double kx, ky;
+      first_arg(j, i, k, kx, ky);
+      al += 2.0 * a[i] * a[k] * kx;
+      dai += a[k] * (i < k ? j.s(i, k).v : j.s(k, i).v);
+      B[static_cast<std::size_t>(i) * K + k] = a[i] * a[k] * ky;
+    }
+    for (int r = 0; r < M; ++r) {
+      const Grad& L = j.t(i, r);
+      al -= 2.0 * a[i] * v[r] * L.g[0];
+      dai -= v[r] * L.v;
+      E[static_cast<std::size_t>(i) * M + r] = -a[i] * v[r] * L.g[1];
+    }
+    alpha[i] = al;
+    da[i] = dai;
+  }
   const double inv = 1.0 / p.scale;
-  parallel_for(static_cast<std::size_t>(K), (static_cast<long long>(K) * (K + M) * d > 100000) ? n_threads : 1,
-               [&](std::size_t iu) {
-                 const int i = static_cast<int>(iu);
-                 double* g = dW + iu * d;
-                 const Grad& self = j.s(i, i);
-                 double alpha = a[i] * a[i] * self.g[0];
-                 double dai = a[i] * self.v;
-                 for (int c = 0; c < d; ++c) g[c] = 0.0;
-                 for (int k = 0; k < K; ++k) {
-                   if (k == i) continue;
-                   double kx, ky;
-                   first_arg(j, i, k, kx, ky);
-                   alpha += 2.0 * a[i] * a[k] * kx;
-                   dai += a[k] * (i < k ? j.s(i, k).v : j.s(k, i).v);
-                   const double b = a[i] * a[k] * ky;
-                   const double* wk = W + static_cast<std::size_t>(k) * d;
-#pragma omp simd
-                   for (int c = 0; c < d; ++c) g[c] += b * wk[c];
-                 }
-                 for (int r = 0; r < M; ++r) {
-                   const Grad& L = j.t(i, r);
-                   alpha -= 2.0 * a[i] * v[r] * L.g[0];
-                   dai -= v[r] * L.v;
-                   const double e = -a[i] * v[r] * L.g[1];
-                   const double* wr = Wt + static_cast<std::size_t>(r) * d;
-#pragma omp simd
-                   for (int c = 0; c < d; ++c) g[c] += e * wr[c];
-                 }
-                 const double* wi = W + iu * d;
-#pragma omp simd
-                 for (int c = 0; c < d; ++c) g[c] = (g[c] + alpha * wi[c]) * inv;
-                 da[i] = dai;
-               });
+  const int panels = (K + 3) / 4;
+  const bool big = static_cast<long long>(K) * (K + M) * d > 200000;
+  parallel_for(static_cast<std::size_t>(panels), big ? n_threads : 1, [&](std::size_t pnl) {
+    const int i0 = static_cast<int>(pnl) * 4, rows = std::min(4, K - i0);
+    double* g = dW + static_cast<std::size_t>(i0) * d;
+    const double* wi = W + static_cast<std::size_t>(i0) * d;
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < d; ++c) g[r * d + c] = alpha[i0 + r] * wi[r * d + c];
+    gemm_nn_add(B.data() + static_cast<std::size_t>(i0) * K, K, W, rows, K, d, g);
+    gemm_nn_add(E.data() + static_cast<std::size_t>(i0) * M, M, Wt, rows, M, d, g);
+    for (int c = 0; c < rows * d; ++c) g[c] *= inv;
+  });
   check_finite(dW, static_cast<std::size_t>(K) * d, "population gradient");
 }
 

@@ -44,7 +44,7 @@ inline double relu_angle(double c) {
   return std::sqrt(1.0 - c * c) + (kPi - std::acos(c)) * c;
 }
 template <bool S>
-BasicJet<S> relu_angle(const BasicJet<S>& cj) {
+TWOLAYER_INLINE BasicJet<S> relu_angle(const BasicJet<S>& cj) {
   const double c = std::fmax(-1.0, std::fmin(1.0, cj.v));
   const double w = 1.0 - c * c;
   const double h2 = w < kAlignedSin2 ? 0.0 : 1.0 / std::sqrt(w);
@@ -57,7 +57,7 @@ inline double step_angle(double c) {
   return (kPi - std::acos(c)) / (2.0 * kPi);
 }
 template <bool S>
-BasicJet<S> step_angle(const BasicJet<S>& cj) {
+TWOLAYER_INLINE BasicJet<S> step_angle(const BasicJet<S>& cj) {
   const double c = std::fmax(-1.0, std::fmin(1.0, cj.v));
   const double w = 1.0 - c * c;
   const bool aligned = w < kAlignedSin2;

@@ -8,6 +8,13 @@
 #pragma once
 #include <cmath>
 
+// Jet arithmetic is tiny and called in the innermost loops: always inline it.
+#if defined(__GNUC__)
+#define TWOLAYER_INLINE inline __attribute__((always_inline))
+#else
+#define TWOLAYER_INLINE inline
+#endif
+
 namespace twolayer {
 
 template <bool Second>
@@ -38,7 +45,7 @@ double value(const BasicJet<S>& x) { return x.v; }
 
 // f(x) given f, f', f'' at x.v.
 template <bool S>
-BasicJet<S> chain(const BasicJet<S>& x, double f0, double f1, double f2) {
+TWOLAYER_INLINE BasicJet<S> chain(const BasicJet<S>& x, double f0, double f1, double f2) {
   BasicJet<S> r(f0);
   for (int p = 0; p < 3; ++p) r.g[p] = f1 * x.g[p];
   if constexpr (S) {
@@ -54,22 +61,22 @@ BasicJet<S> chain(const BasicJet<S>& x, double f0, double f1, double f2) {
 }
 
 template <bool S>
-BasicJet<S> operator+(const BasicJet<S>& a, const BasicJet<S>& b) {
+TWOLAYER_INLINE BasicJet<S> operator+(const BasicJet<S>& a, const BasicJet<S>& b) {
   BasicJet<S> r(a.v + b.v);
   for (int p = 0; p < 3; ++p) r.g[p] = a.g[p] + b.g[p];
   for (int p = 0; p < BasicJet<S>::kH; ++p) r.h[p] = a.h[p] + b.h[p];
   return r;
 }
 template <bool S>
-BasicJet<S> operator-(const BasicJet<S>& a) {
+TWOLAYER_INLINE BasicJet<S> operator-(const BasicJet<S>& a) {
   return chain(a, -a.v, -1.0, 0.0);
 }
 template <bool S>
-BasicJet<S> operator-(const BasicJet<S>& a, const BasicJet<S>& b) {
+TWOLAYER_INLINE BasicJet<S> operator-(const BasicJet<S>& a, const BasicJet<S>& b) {
   return a + (-b);
 }
 template <bool S>
-BasicJet<S> operator*(const BasicJet<S>& a, const BasicJet<S>& b) {
+TWOLAYER_INLINE BasicJet<S> operator*(const BasicJet<S>& a, const BasicJet<S>& b) {
   BasicJet<S> r(a.v * b.v);
   for (int p = 0; p < 3; ++p) r.g[p] = a.v * b.g[p] + b.v * a.g[p];
   if constexpr (S) {
@@ -82,21 +89,21 @@ BasicJet<S> operator*(const BasicJet<S>& a, const BasicJet<S>& b) {
   return r;
 }
 template <bool S>
-BasicJet<S> reciprocal(const BasicJet<S>& a) {
+TWOLAYER_INLINE BasicJet<S> reciprocal(const BasicJet<S>& a) {
   const double i = 1.0 / a.v;
   return chain(a, i, -i * i, 2.0 * i * i * i);
 }
 template <bool S>
-BasicJet<S> operator/(const BasicJet<S>& a, const BasicJet<S>& b) {
+TWOLAYER_INLINE BasicJet<S> operator/(const BasicJet<S>& a, const BasicJet<S>& b) {
   return a * reciprocal(b);
 }
 template <bool S>
-BasicJet<S> sqrt(const BasicJet<S>& a) {
+TWOLAYER_INLINE BasicJet<S> sqrt(const BasicJet<S>& a) {
   const double s = std::sqrt(a.v);
   return chain(a, s, 0.5 / s, -0.25 / (s * a.v));
 }
 template <bool S>
-BasicJet<S> asin(const BasicJet<S>& a) {
+TWOLAYER_INLINE BasicJet<S> asin(const BasicJet<S>& a) {
   const double w = 1.0 - a.v * a.v;
   const double d = 1.0 / std::sqrt(w);
   return chain(a, std::asin(a.v), d, a.v * d / w);
@@ -105,9 +112,9 @@ BasicJet<S> asin(const BasicJet<S>& a) {
 // Mixed operations with plain numbers (templates do not convert implicitly).
 #define TWOLAYER_JET_SCALAR_OPS(OP)                                                             \
   template <bool S>                                                                             \
-  BasicJet<S> operator OP(double a, const BasicJet<S>& b) { return BasicJet<S>(a) OP b; }       \
+  TWOLAYER_INLINE BasicJet<S> operator OP(double a, const BasicJet<S>& b) { return BasicJet<S>(a) OP b; }       \
   template <bool S>                                                                             \
-  BasicJet<S> operator OP(const BasicJet<S>& a, double b) { return a OP BasicJet<S>(b); }
+  TWOLAYER_INLINE BasicJet<S> operator OP(const BasicJet<S>& a, double b) { return a OP BasicJet<S>(b); }
 TWOLAYER_JET_SCALAR_OPS(+)
 TWOLAYER_JET_SCALAR_OPS(-)
 TWOLAYER_JET_SCALAR_OPS(*)

@@ -1,0 +1,14 @@
+// Small dense matrix products for the weight-space layer (row-major, double), register-blocked so that the
+// compiler vectorises them: Gram blocks A B^T / s and accumulations C += X Y.
+#pragma once
+#include <cstddef>
+
+namespace twolayer {
+
+// out (na x nb) = A (na x d) B^T (B: nb x d) * alpha.
+void gemm_nt(const double* A, int na, const double* B, int nb, int d, double alpha, double* out);
+
+// C (m x n) += X (m x k) Y (k x n); X has row stride ldx.
+void gemm_nn_add(const double* X, int ldx, const double* Y, int m, int k, int n, double* C);
+
+}  // namespace twolayer
