@@ -153,6 +153,18 @@ def test_descend_decreases_risk_and_matches_manual_steps():
     assert ds["Q"].dims == ("time", "student", "student2") and ds.attrs["status"] == "completed"
 
 
+def test_descend_trains_the_raw_second_layer_with_mean_readout():
+    """Plain descent on a (not on c a) when the readout prefactor c = 1/K; records=2 keeps 0 and the last step."""
+    student, teacher = tl.networks.teacher_student(4, 2, 6, "relu", seed=1, readout="mean")
+    traj = population.descend(student, teacher, lr=0.3, steps=3, lr_readout=0.7, records=2)
+    W, a = student.W.copy(), student.a.copy()
+    for _ in range(3):
+        dW, da = population.gradient(student.with_weights(W, a), teacher)
+        W, a = W - 0.3 * dW, a - 0.7 * da
+    assert np.allclose(traj.student.a, a, rtol=0, atol=1e-13) and np.allclose(traj.student.W, W, rtol=0, atol=1e-13)
+    assert traj.t.tolist() == [0.0, 3.0]
+
+
 def test_descend_reports_divergence():
     student, teacher = tl.networks.teacher_student(2, 2, 5, "quadratic", seed=0)
     traj = population.descend(student, teacher, lr=50.0, steps=200, records=50)

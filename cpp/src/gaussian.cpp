@@ -6,10 +6,7 @@
 #include <limits>
 #include <string>
 
-#if __has_include("twolayer/gaussian_relu_i4.hpp")  // TEMP until the relu I4 lands
 #include "twolayer/gaussian_relu_i4.hpp"
-#define TWOLAYER_HAVE_RELU_I4 1
-#endif
 #include "twolayer/parallel.hpp"
 
 namespace twolayer {
@@ -79,9 +76,17 @@ double i4(Activation s, Activation a, Activation b, const double* C) {
       return 1.0 / (2.0 * kPi * std::sqrt(det)) * i2<double>(a, b, cond[0], cond[1], cond[2]);
     }
     case A::Relu:
-#ifdef TWOLAYER_HAVE_RELU_I4
       if (a == A::Relu && b == A::Relu) return detail::relu_i4(C);
-#endif
+      if (a == A::Linear && b == A::Linear) return detail::relu_i4_linear_linear(C);
+      if (a == A::Linear && b == A::Relu) return detail::relu_i4_linear_relu(C);
+      if (a == A::Relu && b == A::Linear) {
+        // Swap l3 and l4 so that the linear unit comes first.
+        static constexpr int perm[4] = {0, 1, 3, 2};
+        double S[16];
+        for (int i = 0; i < 4; ++i)
+          for (int k = 0; k < 4; ++k) S[4 * i + k] = C[4 * perm[i] + perm[k]];
+        return detail::relu_i4_linear_relu(S);
+      }
       break;
   }
   throw not_implemented(std::string("i4: no closed form or quadrature for (") + activation_name(s) + ", " +
@@ -101,7 +106,9 @@ const char* covariance_error_n(const double* C) {
   for (int i = 0; i < N; ++i)
     for (int j = i + 1; j < N; ++j) symmetric &= std::fabs(C[N * i + j] - C[N * j + i]) <= sym_tol;
   // LDL^T without pivoting; a pivot within tolerance of 0 must have a (numerically) zero column below it.
-  const double tol = 1e-10 * scale, zero_tol = 1e-7 * std::max(scale, 1e-300);
+  // A pivot below tol counts as zero; the column below it must then be within what PSD allows for such a pivot,
+  // |r| <= sqrt(pivot * C_ii) <= sqrt(tol * scale) (Cauchy-Schwarz on the Schur complement).
+  const double tol = 1e-10 * scale, zero_tol = 2.0 * std::sqrt(tol * scale) + 1e-300;
   double L[N][N] = {}, D[N] = {};
   bool psd = true;
   for (int j = 0; j < N; ++j) {

@@ -78,9 +78,10 @@ def descend(
         raise ValueError(f"steps: expected a non-negative integer, got {steps!r}")
     if not isinstance(records, (int, np.integer)) or records < 2:
         raise ValueError(f"records: expected an integer >= 2, got {records!r}")
-    record_steps = np.unique(np.concatenate([[0], np.geomspace(1, max(steps, 1), records - 1).round()]))
+    record_steps = np.unique(np.concatenate([[0, steps], np.geomspace(1, max(steps, 1), records - 1).round()]))
     record_steps = record_steps[record_steps <= steps].astype(np.int64)
-    out = _core.population_descend(*_args(student, teacher), lr=lr_, lr_readout=lr_a * student.readout_factor,
+    # The core steps the effective second layer c a; plain descent on a moves it by c^2 lr_readout dR/d(c a).
+    out = _core.population_descend(*_args(student, teacher), lr=lr_, lr_readout=lr_a * student.readout_factor**2,
                                    steps=int(steps), record_steps=record_steps.tolist(),
                                    n_threads=n_threads_arg(n_threads))
     T = out["risk"].shape[0]
