@@ -78,7 +78,8 @@ def descend(
         raise ValueError(f"steps: expected a non-negative integer, got {steps!r}")
     if not isinstance(records, (int, np.integer)) or records < 2:
         raise ValueError(f"records: expected an integer >= 2, got {records!r}")
-    record_steps = np.unique(np.concatenate([[0, steps], np.geomspace(1, max(steps, 1), records - 1).round()]))
+    log_spaced = np.geomspace(1, max(steps, 1), records - 1).round() if records > 2 else np.array([steps])
+    record_steps = np.unique(np.concatenate([[0], log_spaced]))
     record_steps = record_steps[record_steps <= steps].astype(np.int64)
     # The core steps the effective second layer c a; plain descent on a moves it by c^2 lr_readout dR/d(c a).
     out = _core.population_descend(*_args(student, teacher), lr=lr_, lr_readout=lr_a * student.readout_factor**2,
