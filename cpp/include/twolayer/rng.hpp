@@ -5,12 +5,15 @@
 // next, so any block (and any Gaussian) can be produced on its own: results do not depend on how the work is
 // split into chunks or threads.
 //
-// Gaussian j of a stream comes from block j / 4 (lanes j mod 4) by Box-Muller on 32-bit uniforms:
-//   (u0, u1, u2, u3) = ((k0 + 1/2) 2^-32, k1 2^-32, (k2 + 1/2) 2^-32, k3 2^-32)
-//   z0 = r0 cos(2 pi u1), z1 = r0 sin(2 pi u1), r0 = sqrt(-2 ln u0)   (and z2, z3 likewise from u2, u3)
-// so |z| <= sqrt(64 ln 2) ~ 6.66 (the tail beyond it has probability 3e-11). The logarithm, square root and
-// sine/cosine are evaluated with branch-free polynomials (relative error ~1e-15) in loops the compiler
-// vectorises; the bulk routine produces about 4 Gaussians per 10 ns on one AVX2 core.
+// Gaussians come in groups of 32 from 8 consecutive blocks (group g: blocks 8g + b, b = 0..7, words k0..k3),
+// by Box-Muller on 32-bit uniforms: pair A of block b uses radius word k0 and angle word k1, pair B k2 and k3,
+//   r = sqrt(-2 ln((k_radius + 1/2) 2^-32)),  theta = 2 pi k_angle 2^-32,
+// and Gaussian 32 g + j is  j in [0, 8): r_A cos theta_A of block j,   [8, 16): r_A sin theta_A of block j - 8,
+//                            [16, 24): r_B cos theta_B of block j - 16, [24, 32): r_B sin theta_B of block j - 24.
+// (This order lets 4-wide vector code store its results contiguously.) |z| <= sqrt(64 ln 2) ~ 6.66: the tail
+// beyond has probability 3e-11. The logarithm and sine/cosine are branch-free polynomials (relative error
+// ~1e-15); with AVX2+FMA the Philox rounds and Box-Muller run on 8 blocks at a time (hand-written intrinsics)
+// and give bit-identical numbers to the portable scalar path (same operations, explicit fma, no contraction).
 #pragma once
 #include <array>
 #include <cstddef>
@@ -55,11 +58,21 @@ void philox_blocks(const StreamId& s, std::uint64_t first, std::size_t n_blocks,
 // Gaussians [first, first + n) of a stream (any alignment).
 void gaussians(const StreamId& s, std::uint64_t first, std::size_t n, double* out);
 
+// The same numbers from the portable scalar code (reference for tests; slow).
+void gaussians_scalar(const StreamId& s, std::uint64_t first, std::size_t n, double* out);
+
+// True when the vectorised (AVX2 + FMA) path is compiled in.
+bool gaussians_vectorised();
+
 // Uniform integer in [0, n) from 64 bits of block i (words 0, 1); bias below n / 2^64.
 inline std::uint64_t bounded(const StreamId& s, std::uint64_t i, std::uint64_t n) {
   const auto w = block(s, i);
   const std::uint64_t r = (static_cast<std::uint64_t>(w[1]) << 32) | w[0];
+#ifdef __SIZEOF_INT128__
   return static_cast<std::uint64_t>((static_cast<unsigned __int128>(r) * n) >> 64);
+#else
+  return r % n;
+#endif
 }
 
 }  // namespace twolayer::rng
