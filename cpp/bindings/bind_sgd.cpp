@@ -116,17 +116,21 @@ void bind_sgd(py::module_& m) {
       py::arg("counter"), py::arg("key"), "Philox4x32-10 of one counter under one key (for known-answer tests).");
   m.def(
       "rng_gaussians",
-      [](std::uint64_t seed, std::uint32_t run, std::uint32_t stream, std::uint64_t first, std::size_t n) {
+      [](std::uint64_t seed, std::uint32_t run, std::uint32_t stream, std::uint64_t first, std::size_t n,
+         bool scalar) {
         Array out = new_array({static_cast<py::ssize_t>(n)});
         double* o = out.mutable_data();
         {
           py::gil_scoped_release release;
-          rng::gaussians(rng::StreamId{seed, run, stream}, first, n, o);
+          if (scalar) rng::gaussians_scalar(rng::StreamId{seed, run, stream}, first, n, o);
+          else rng::gaussians(rng::StreamId{seed, run, stream}, first, n, o);
         }
         return out;
       },
-      py::arg("seed"), py::arg("run"), py::arg("stream"), py::arg("first"), py::arg("n"),
-      "Gaussians [first, first + n) of the stream (seed, run, stream).");
+      py::arg("seed"), py::arg("run"), py::arg("stream"), py::arg("first"), py::arg("n"), py::arg("scalar") = false,
+      "Gaussians [first, first + n) of the stream (seed, run, stream); scalar=True uses the portable reference "
+      "code (same numbers, slower).");
+  m.def("rng_vectorised", &rng::gaussians_vectorised, "Whether the AVX2 + FMA Gaussian generator is compiled in.");
 }
 
 }  // namespace twolayer::bind
