@@ -104,6 +104,36 @@ def test_minibatch_and_training_set_reproducible():
             np.testing.assert_array_equal(r1.risk, r2.risk)
 
 
+# --- the update rule itself
+@pytest.mark.parametrize("B, readout, spherical", [(1, "sum", False), (3, "mean", False), (1, "mean", True),
+                                                   (4, "sum", True)])
+def test_one_step_is_the_documented_update(B, readout, spherical):
+    """One step against NumPy on the same inputs: x rows are Gaussians [r d, (r + 1) d) of stream 1 of
+    (seed, run), the label noise of row r is Gaussian r of stream 2."""
+    from scipy.special import erf
+
+    d, lr, lr_a, noise, seed = 40, 0.7, 0.3, 0.2, 17
+    st, te = teacher_student(3, 2, d, "erf", seed=4, readout=readout)
+    tr = tl.sgd.simulate(st, te, lr=lr, lr_readout=lr_a, noise=noise, batch_size=B, spherical=spherical,
+                         times=[0.0, 1.0 / d], seed=seed)
+    X = _core.rng_gaussians(seed, 0, 1, 0, B * d).reshape(B, d)
+    xi = _core.rng_gaussians(seed, 0, 2, 0, B)
+    c = st.readout_factor
+    W, a = st.W.copy(), st.a.copy()
+    if spherical:
+        W *= np.sqrt(d) / np.linalg.norm(W, axis=1, keepdims=True)
+    lam = X @ W.T / np.sqrt(d)
+    y = erf(X @ te.W.T / np.sqrt(2 * d)) @ te.effective_a + np.sqrt(noise) * xi
+    E = y - c * erf(lam / np.sqrt(2)) @ a
+    W1 = W + lr / np.sqrt(d) / B * ((c * a * np.sqrt(2 / np.pi) * np.exp(-(lam**2) / 2)) * E[:, None]).T @ X
+    a1 = a + lr_a / d / B * (c * erf(lam / np.sqrt(2)) * E[:, None]).sum(0)
+    if spherical:
+        W1 *= np.sqrt(d) / np.linalg.norm(W1, axis=1, keepdims=True)
+    np.testing.assert_allclose(tr.student.W, W1, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(tr.student.a, a1, rtol=1e-13)
+    np.testing.assert_allclose(tr.a[-1], c * a1, rtol=1e-13)
+
+
 # --- recorded quantities
 @pytest.mark.parametrize(
     "act, teacher_act, readout, spherical",

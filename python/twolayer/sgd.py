@@ -1,19 +1,18 @@
 """Finite-d SGD of a two-layer student on samples from a teacher: the ground truth for the ODEs.
 
 Conventions (DESIGN.md §3). Inputs x ~ N(0, I_d); pre-activations lambda = W x / sqrt(s) (s = d
-for ``scaling="sqrt_d"``, 1 for ``"none"``); f(x) = sum_i a_i sigma(lambda_i) and
-y = sum_r v_r sigma*(lambda*_r) + sqrt(noise) xi with the *effective* second layers a, v (readout
-prefactor 1 or 1/K applied, as in :class:`~twolayer.Overlaps`). With E = y - f, one step on a batch of B
-samples is::
+for ``scaling="sqrt_d"``, 1 for ``"none"``); f(x) = c sum_i a_i sigma(lambda_i) with c the readout factor
+(1 for ``readout="sum"``, 1/K for ``"mean"``); y = sum_r v_r sigma*(lambda*_r) + sqrt(noise) xi. With
+E = y - f, one step on a batch of B samples is plain SGD on the network's parameters W and a::
 
-    w_i += (lr sqrt(s) / d) * mean_batch[a_i sigma'(lambda_i) E x]      (= lr / sqrt(d) for s = d)
-    a_i += (lr_readout / d) * mean_batch[sigma(lambda_i) E]         (effective a; fixed if lr_readout = 0)
+    w_i += (lr sqrt(s) / d) * mean_batch[c a_i sigma'(lambda_i) E x]     (lr / sqrt(d) for s = d)
+    a_i += (lr_readout / d) * mean_batch[c sigma(lambda_i) E]            (fixed if lr_readout = 0)
 
-both evaluated before the step, so that one online step of learning rate lr is in expectation one step
-of population gradient descent with learning rate lr, and the d -> infinity limit is ``tl.ode.integrate``
-with the same ``lr``, ``lr_readout`` and ``noise`` (for ``readout="mean"`` this update of the effective a is
-plain SGD on the parameter a with learning rate ``lr_readout * K**2 / d``). ``spherical=True`` (seed 003)
-then rescales every w_i to |w_i|^2 = s, i.e. Q_ii = 1 (the initial weights are projected too).
+both evaluated before the step. One online step of learning rate lr is in expectation one step of population
+gradient descent with learning rate lr, and the d -> infinity limit is ``tl.ode.integrate`` with the same
+``lr``, ``lr_readout``, ``noise`` and ``readout`` (in the ODE's effective units the readout moves with
+c^2 lr_readout). ``spherical=True`` (seed 003) then rescales every w_i to |w_i|^2 = s, i.e. Q_ii = 1 (the
+initial weights are projected too). Trajectory.a holds the effective second layer c a, as Overlaps does.
 
 Time is t = steps / d. Online (``n_samples=None``): every step draws B fresh samples. With ``n_samples=n``
 (the correlated-samples regime of seed 002, n = alpha d) one training set is drawn per run and visited in
@@ -246,7 +245,7 @@ def simulate(
     lr : float > 0
         First-layer learning rate (per-sample step lr / sqrt(d) on w for ``sqrt_d`` scaling).
     lr_readout : float >= 0
-        Second-layer learning rate (step lr_readout / d on the effective a); 0 keeps the readout fixed.
+        Second-layer learning rate (plain SGD step lr_readout / d on the network's a); 0 keeps it fixed.
     noise : float >= 0
         Variance Delta of the label noise.
     batch_size : int >= 1
@@ -344,7 +343,7 @@ def simulate(
         first.scale,
         lr=lr_,
         train_first=bool(train_first_layer),
-        lr_readout=lr_a,
+        lr_readout=lr_a * first.readout_factor**2,
         noise=noise_,
         batch=B,
         spherical=bool(spherical),
