@@ -1,9 +1,9 @@
 """Finite-d online SGD against the order-parameter ODE (``tl.ode.integrate``, online regime).
 
-The ensemble mean of Q, M and the risk must agree with the ODE started from the same initial overlaps within
-``Z`` standard errors of the mean plus a finite-size allowance: the mean of the overlaps carries an O(1/d) bias,
-and where the dynamics amplify fluctuations (escape from a plateau) the escape time itself moves by O(1) between
-finite d and the limit, which is an O(1/sqrt(d)) effect on the trajectories (the allowance ``c / sqrt(d)``).
+The ensemble mean of Q, M and the risk must agree with the ODE started from the same initial overlaps
+within ``Z`` standard errors of the mean plus a finite-size allowance: the mean of the overlaps carries an
+O(1/d) bias, and where the dynamics amplify fluctuations (escape from a plateau) the escape time itself moves
+by O(1) between finite d and the limit, an O(1/sqrt(d)) effect on the trajectories (allowance c / sqrt(d)).
 Skipped until ``twolayer.ode`` is available. The larger-d versions are marked slow.
 """
 
@@ -45,7 +45,7 @@ def integrate(st, te, **kw):
 
 
 def erf_plateau_pair(d: int, seed: int = 3):
-    """K = M = 2 erf, orthonormal teacher (P = I), small random student: a plateau at risk ~0.02, then escape."""
+    """K = M = 2 erf, orthonormal teacher (P = I), small random student: plateau at risk ~0.02, escape."""
     st, te = teacher_student(2, 2, d, "erf", seed=seed, init="orthogonal")
     W = np.random.default_rng(seed + 100).standard_normal((2, d)) * 0.3
     return st.with_weights(W), te
@@ -119,7 +119,7 @@ def test_spherical_quadratic_p1_large_d():
 
 
 def test_linear_with_noise_and_mean_readout():
-    # readout="mean": the ODE takes the same lr_readout and the readout factor (DESIGN §5 extension of the ODE)
+    # readout="mean": the ODE takes the same lr_readout and the readout (an extension of the DESIGN §5 API)
     d = 400
     st, te = teacher_student(3, 2, d, "linear", seed=4, readout="mean")
     st = st.with_weights(0.5 * st.W, [1.2, -0.9, 0.6])
