@@ -105,38 +105,57 @@ void group_scalar(const StreamId& s, std::uint64_t g, double* out) {
 // AVX2 + FMA path: identical operations on 4 doubles / 8 uint32 at a time.
 #ifdef TWOLAYER_RNG_AVX2
 
-inline void mulhilo8(__m256i c, __m256i m, __m256i& hi, __m256i& lo) {
-  const __m256i pe = _mm256_mul_epu32(c, m);                         // products of lanes 0, 2, 4, 6
-  const __m256i po = _mm256_mul_epu32(_mm256_srli_epi64(c, 32), m);  // products of lanes 1, 3, 5, 7
-  lo = _mm256_blend_epi32(pe, _mm256_slli_epi64(po, 32), 0xAA);
-  hi = _mm256_blend_epi32(_mm256_srli_epi64(pe, 32), po, 0xAA);
+// Round keys of a stream, broadcast: key[r] = (k0 + r W0, k1 + r W1) in every 64-bit lane (only the low 32 bits
+// of a lane matter).
+struct RoundKeys {
+  __m256i k0[10], k1[10];
+  explicit RoundKeys(const StreamId& s) {
+    std::uint32_t a = static_cast<std::uint32_t>(s.seed), b = static_cast<std::uint32_t>(s.seed >> 32);
+    for (int r = 0; r < 10; ++r, a += kPhiloxW0, b += kPhiloxW1) {
+      k0[r] = _mm256_set1_epi64x(a);
+      k1[r] = _mm256_set1_epi64x(b);
+    }
+  }
+};
+
+// Philox rounds on 4 blocks held one per 64-bit lane (the low 32 bits of each lane are the word; the high bits
+// carry garbage that _mm256_mul_epu32 ignores and the final mask removes).
+inline void philox4_lanes(const RoundKeys& k, __m256i& c0, __m256i& c1, __m256i& c2, __m256i& c3) {
+  const __m256i m0 = _mm256_set1_epi64x(kPhiloxM0), m1 = _mm256_set1_epi64x(kPhiloxM1);
+  for (int r = 0; r < 10; ++r) {
+    const __m256i p0 = _mm256_mul_epu32(c0, m0), p1 = _mm256_mul_epu32(c2, m1);
+    c0 = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(p1, 32), c1), k.k0[r]);
+    c2 = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(p0, 32), c3), k.k1[r]);
+    c1 = p1;
+    c3 = p0;
+  }
 }
 
-// Words of blocks 8 g + [0, 8).
-inline void philox8(const StreamId& s, std::uint64_t g, __m256i& c0, __m256i& c1, __m256i& c2, __m256i& c3) {
-  alignas(32) std::uint32_t lo[8], hi[8];
-  for (int b = 0; b < 8; ++b) {
-    const std::uint64_t i = 8 * g + static_cast<std::uint64_t>(b);
-    lo[b] = static_cast<std::uint32_t>(i);
-    hi[b] = static_cast<std::uint32_t>(i >> 32);
-  }
-  c0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(lo));
-  c1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(hi));
-  c2 = _mm256_set1_epi32(static_cast<int>(s.run));
-  c3 = _mm256_set1_epi32(static_cast<int>(s.stream));
-  const __m256i m0 = _mm256_set1_epi32(static_cast<int>(kPhiloxM0)), m1 = _mm256_set1_epi32(static_cast<int>(kPhiloxM1));
-  std::uint32_t k0 = static_cast<std::uint32_t>(s.seed), k1 = static_cast<std::uint32_t>(s.seed >> 32);
-  for (int round = 0; round < 10; ++round) {
-    __m256i hi0, lo0, hi1, lo1;
-    mulhilo8(c0, m0, hi0, lo0);
-    mulhilo8(c2, m1, hi1, lo1);
-    c0 = _mm256_xor_si256(_mm256_xor_si256(hi1, c1), _mm256_set1_epi32(static_cast<int>(k0)));
-    c2 = _mm256_xor_si256(_mm256_xor_si256(hi0, c3), _mm256_set1_epi32(static_cast<int>(k1)));
-    c1 = lo1;
-    c3 = lo0;
-    k0 += kPhiloxW0;
-    k1 += kPhiloxW1;
-  }
+// Words of blocks 8 g + [0, 8) as 8 x uint32 lanes (lane b = block 8 g + b): even and odd blocks run as two sets
+// of 64-bit lanes, then interleave.
+inline void philox8(const StreamId& s, const RoundKeys& k, std::uint64_t g, __m256i& c0, __m256i& c1,
+                    __m256i& c2, __m256i& c3) {
+  const std::uint64_t i0 = 8 * g;
+  const __m256i run = _mm256_set1_epi64x(s.run), stream = _mm256_set1_epi64x(s.stream);
+  __m256i e[4], o[4];
+  const auto lo32 = [](std::uint64_t i) { return static_cast<long long>(static_cast<std::uint32_t>(i)); };
+  const auto hi32 = [](std::uint64_t i) { return static_cast<long long>(i >> 32); };
+  e[0] = _mm256_setr_epi64x(lo32(i0), lo32(i0 + 2), lo32(i0 + 4), lo32(i0 + 6));
+  o[0] = _mm256_setr_epi64x(lo32(i0 + 1), lo32(i0 + 3), lo32(i0 + 5), lo32(i0 + 7));
+  e[1] = _mm256_setr_epi64x(hi32(i0), hi32(i0 + 2), hi32(i0 + 4), hi32(i0 + 6));
+  o[1] = _mm256_setr_epi64x(hi32(i0 + 1), hi32(i0 + 3), hi32(i0 + 5), hi32(i0 + 7));
+  e[2] = o[2] = run;
+  e[3] = o[3] = stream;
+  philox4_lanes(k, e[0], e[1], e[2], e[3]);
+  philox4_lanes(k, o[0], o[1], o[2], o[3]);
+  const __m256i lo_mask = _mm256_set1_epi64x(0xFFFFFFFFll);
+  const auto merge = [&](__m256i ev, __m256i od) {
+    return _mm256_blend_epi32(_mm256_and_si256(ev, lo_mask), _mm256_slli_epi64(od, 32), 0xAA);
+  };
+  c0 = merge(e[0], o[0]);
+  c1 = merge(e[1], o[1]);
+  c2 = merge(e[2], o[2]);
+  c3 = merge(e[3], o[3]);
 }
 
 inline __m256d fma4(__m256d a, __m256d b, __m256d c) { return _mm256_fmadd_pd(a, b, c); }
@@ -189,9 +208,9 @@ inline void box_muller4(__m256i kr, __m256i ka, double* zc, double* zs) {
   _mm256_storeu_pd(zs, _mm256_mul_pd(rs, bs));
 }
 
-inline void group_avx2(const StreamId& s, std::uint64_t g, double* out) {
+inline void group_avx2(const StreamId& s, const RoundKeys& k, std::uint64_t g, double* out) {
   __m256i c0, c1, c2, c3;
-  philox8(s, g, c0, c1, c2, c3);
+  philox8(s, k, g, c0, c1, c2, c3);
   const auto lo = [](__m256i v) { return _mm256_cvtepu32_epi64(_mm256_castsi256_si128(v)); };
   const auto hi = [](__m256i v) { return _mm256_cvtepu32_epi64(_mm256_extracti128_si256(v, 1)); };
   box_muller4(lo(c0), lo(c1), out + 0, out + 8);
@@ -202,13 +221,6 @@ inline void group_avx2(const StreamId& s, std::uint64_t g, double* out) {
 
 #endif
 
-inline void group(const StreamId& s, std::uint64_t g, double* out) {
-#ifdef TWOLAYER_RNG_AVX2
-  group_avx2(s, g, out);
-#else
-  group_scalar(s, g, out);
-#endif
-}
 
 template <class Group>
 void fill(const StreamId& s, std::uint64_t first, std::size_t n, double* out, Group&& grp) {
@@ -241,7 +253,12 @@ void philox_blocks(const StreamId& s, std::uint64_t first, std::size_t n_blocks,
 }
 
 void gaussians(const StreamId& s, std::uint64_t first, std::size_t n, double* out) {
-  fill(s, first, n, out, [](const StreamId& ss, std::uint64_t g, double* o) { group(ss, g, o); });
+#ifdef TWOLAYER_RNG_AVX2
+  const RoundKeys keys(s);
+  fill(s, first, n, out, [&keys](const StreamId& ss, std::uint64_t g, double* o) { group_avx2(ss, keys, g, o); });
+#else
+  fill(s, first, n, out, [](const StreamId& ss, std::uint64_t g, double* o) { group_scalar(ss, g, o); });
+#endif
 }
 
 void gaussians_scalar(const StreamId& s, std::uint64_t first, std::size_t n, double* out) {
