@@ -22,75 +22,76 @@ namespace {
 
 constexpr std::size_t kGroup = 32;  // Gaussians per group of 8 blocks
 
-// Polynomial coefficients (Taylor series; shared by both paths).
-constexpr double kLog[9] = {1.0 / 19.0, 1.0 / 17.0, 1.0 / 15.0, 1.0 / 13.0, 1.0 / 11.0,
-                            1.0 / 9.0,  1.0 / 7.0,  1.0 / 5.0,  1.0 / 3.0};
-constexpr double kSin[7] = {-1.0 / 1307674368000.0, 1.0 / 6227020800.0, -1.0 / 39916800.0, 1.0 / 362880.0,
-                            -1.0 / 5040.0,          1.0 / 120.0,        -1.0 / 6.0};
-constexpr double kCos[8] = {1.0 / 20922789888000.0, -1.0 / 87178291200.0, 1.0 / 479001600.0, -1.0 / 3628800.0,
-                            1.0 / 40320.0,          -1.0 / 720.0,         1.0 / 24.0,         -0.5};
-constexpr double kLn2 = 0.69314718055994530942;
-constexpr double kSqrtHalf2 = 1.4142135623730950488;  // sqrt(2)
-constexpr double kTwo52 = 4503599627370496.0;
-constexpr double kPiOver2_31 = 1.4629180792671596811e-09;  // pi / 2^31
-constexpr double kTwoM32 = 2.3283064365386962890625e-10;   // 2^-32
+// Box-Muller in single precision (the Gaussians are returned as doubles; each is accurate to a few 1e-7
+// relative, far below any statistical resolution). Coefficients: Taylor series, shared by both paths.
+constexpr float kLog[4] = {1.0f / 9.0f, 1.0f / 7.0f, 1.0f / 5.0f, 1.0f / 3.0f};  // 2 atanh(s) = 2 s (1 + s^2/3 + ...)
+constexpr float kSin[4] = {1.0f / 362880.0f, -1.0f / 5040.0f, 1.0f / 120.0f, -1.0f / 6.0f};
+constexpr float kCos[5] = {-1.0f / 3628800.0f, 1.0f / 40320.0f, -1.0f / 720.0f, 1.0f / 24.0f, -0.5f};
+constexpr float kLn2f = 0.693147180559945309f;
+constexpr float kSqrt2f = 1.41421356237309505f;
+constexpr float kTwoM31 = 4.656612873077392578125e-10f;  // 2^-31
+constexpr float kTwoM33 = 1.16415321826934814453125e-10f;  // 2^-33
+constexpr float kPiOver2_31f = 1.46291807926715968e-09f;  // pi / 2^31
 
 // ---------------------------------------------------------------------------------------------------------------
 // Scalar path.
 
-inline double fmadd(double a, double b, double c) {
+inline float fmaddf(float a, float b, float c) {
 #ifdef __FMA__
   return std::fma(a, b, c);
 #else
   return a * b + c;
 #endif
 }
-inline std::uint64_t bits_of(double x) {
-  std::uint64_t u;
+inline std::uint32_t bits_of(float x) {
+  std::uint32_t u;
   std::memcpy(&u, &x, sizeof u);
   return u;
 }
-inline double double_of(std::uint64_t u) {
-  double x;
+inline float float_of(std::uint32_t u) {
+  float x;
   std::memcpy(&x, &u, sizeof x);
   return x;
 }
 
-// (r cos theta, r sin theta) for radius word kr and angle word ka.
+// (r cos theta, r sin theta) for radius word kr and angle word ka; see box_muller8 for the steps.
 inline void box_muller_scalar(std::uint32_t kr, std::uint32_t ka, double& zc, double& zs) {
-  // u = (kr + 1/2) 2^-32, exactly; ln u = e ln 2 + ln m with m in [sqrt(1/2), sqrt(2)).
-  const double u = ((double_of(0x4330000000000000ull | kr) - kTwo52) + 0.5) * kTwoM32;
-  const std::uint64_t ub = bits_of(u);
-  double e = double_of(0x4330000000000000ull | (ub >> 52)) - (kTwo52 + 1023.0);
-  double m = double_of((ub & 0x000FFFFFFFFFFFFFull) | 0x3FF0000000000000ull);
-  if (m > kSqrtHalf2) {
-    m *= 0.5;
-    e += 1.0;
+  // u = (kr + 1/2) 2^-32 and w = 1 - u = (~kr + 1/2) 2^-32, each to float precision.
+  const float u = fmaddf(static_cast<float>(static_cast<std::int32_t>(kr >> 1)), kTwoM31, kTwoM33);
+  const float w = fmaddf(static_cast<float>(static_cast<std::int32_t>((~kr) >> 1)), kTwoM31, kTwoM33);
+  // u = 2^e m, m in [sqrt(1/2), sqrt(2)); ln u = e ln 2 + 2 atanh(t / (t + 2)), t = m - 1 (= -w when e = 0, which
+  // keeps ln u accurate near u = 1, i.e. small radii).
+  const std::uint32_t ub = bits_of(u);
+  float e = static_cast<float>(static_cast<std::int32_t>(ub >> 23) - 127);
+  float m = float_of((ub & 0x007FFFFFu) | 0x3F800000u);
+  if (m > kSqrt2f) {
+    m *= 0.5f;
+    e += 1.0f;
   }
-  const double s = (m - 1.0) / (m + 1.0), s2 = s * s;  // ln m = 2 atanh(s), |s| <= 0.1716
-  double p = kLog[0];
-  for (int k = 1; k < 9; ++k) p = fmadd(p, s2, kLog[k]);
-  const double s_2 = 2.0 * s;
-  const double ln_u = fmadd(e, kLn2, fmadd(s_2 * s2, p, s_2));
-  const double r = std::sqrt(-2.0 * ln_u);
-  // theta = pi ka / 2^31 = q pi/2 + phi, q the nearest quadrant, |phi| <= pi/4.
-  const std::uint64_t k = ka;
-  const std::uint64_t qq = (k + 0x20000000ull) >> 30;  // 0..4
-  const std::int64_t f = static_cast<std::int64_t>(k) - static_cast<std::int64_t>(qq << 30);
-  const double phi = (double_of(0x4338000000000000ull + static_cast<std::uint64_t>(f)) - 1.5 * kTwo52) * kPiOver2_31;
-  const double x2 = phi * phi;
-  double sp = kSin[0];
-  for (int j = 1; j < 7; ++j) sp = fmadd(sp, x2, kSin[j]);
-  const double sn = fmadd(sp, phi * x2, phi);
-  double cp = kCos[0];
-  for (int j = 1; j < 8; ++j) cp = fmadd(cp, x2, kCos[j]);
-  const double cs = fmadd(cp, x2, 1.0);
-  const std::uint64_t q = qq & 3u;
-  const double bc = (q & 1u) ? sn : cs, bs = (q & 1u) ? cs : sn;
-  const double rc = double_of(bits_of(r) ^ (((q + 1u) & 2u) << 62));  // -r for q = 1, 2
-  const double rs = double_of(bits_of(r) ^ ((q & 2u) << 62));         // -r for q = 2, 3
-  zc = rc * bc;
-  zs = rs * bs;
+  const float t = e == 0.0f ? -w : m - 1.0f;
+  const float s = t / (t + 2.0f), s2 = s * s;
+  float p = kLog[0];
+  for (int k = 1; k < 4; ++k) p = fmaddf(p, s2, kLog[k]);
+  const float s_2 = 2.0f * s;
+  const float ln_u = fmaddf(e, kLn2f, fmaddf(s_2 * s2, p, s_2));
+  const float r = std::sqrt(-2.0f * ln_u);
+  // theta = pi ka / 2^31 = q pi/2 + phi, q the nearest quadrant, |phi| <= pi/4 (32-bit wrapping arithmetic).
+  const std::uint32_t qq = (ka + 0x20000000u) >> 30;
+  const std::int32_t f = static_cast<std::int32_t>(ka - (qq << 30));
+  const float phi = static_cast<float>(f) * kPiOver2_31f;
+  const float x2 = phi * phi;
+  float sp = kSin[0];
+  for (int j = 1; j < 4; ++j) sp = fmaddf(sp, x2, kSin[j]);
+  const float sn = fmaddf(sp, phi * x2, phi);
+  float cp = kCos[0];
+  for (int j = 1; j < 5; ++j) cp = fmaddf(cp, x2, kCos[j]);
+  const float cs = fmaddf(cp, x2, 1.0f);
+  const std::uint32_t q = qq & 3u;
+  const float bc = (q & 1u) ? sn : cs, bs = (q & 1u) ? cs : sn;
+  const float rc = float_of(bits_of(r) ^ (((q + 1u) & 2u) << 30));  // -r for q = 1, 2
+  const float rs = float_of(bits_of(r) ^ ((q & 2u) << 30));         // -r for q = 2, 3
+  zc = static_cast<double>(rc * bc);
+  zs = static_cast<double>(rs * bs);
 }
 
 void group_scalar(const StreamId& s, std::uint64_t g, double* out) {
@@ -158,65 +159,60 @@ inline void philox8(const StreamId& s, const RoundKeys& k, std::uint64_t g, __m2
   c3 = merge(e[3], o[3]);
 }
 
-inline __m256d fma4(__m256d a, __m256d b, __m256d c) { return _mm256_fmadd_pd(a, b, c); }
-inline __m256d bcast(double x) { return _mm256_set1_pd(x); }
+inline __m256 fma8(__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); }
+inline __m256 bcast(float x) { return _mm256_set1_ps(x); }
 
-// Box-Muller on 4 (radius, angle) word pairs held as 64-bit lanes.
-inline void box_muller4(__m256i kr, __m256i ka, double* zc, double* zs) {
-  const __m256i magic52 = _mm256_set1_epi64x(0x4330000000000000ll);
-  const __m256d u = _mm256_mul_pd(
-      _mm256_add_pd(_mm256_sub_pd(_mm256_castsi256_pd(_mm256_or_si256(magic52, kr)), bcast(kTwo52)), bcast(0.5)),
-      bcast(kTwoM32));
-  const __m256i ub = _mm256_castpd_si256(u);
-  __m256d e = _mm256_sub_pd(_mm256_castsi256_pd(_mm256_or_si256(magic52, _mm256_srli_epi64(ub, 52))),
-                            bcast(kTwo52 + 1023.0));
-  __m256d m = _mm256_castsi256_pd(_mm256_or_si256(_mm256_and_si256(ub, _mm256_set1_epi64x(0x000FFFFFFFFFFFFFll)),
-                                                  _mm256_set1_epi64x(0x3FF0000000000000ll)));
-  const __m256d big = _mm256_cmp_pd(m, bcast(kSqrtHalf2), _CMP_GT_OQ);
-  m = _mm256_blendv_pd(m, _mm256_mul_pd(m, bcast(0.5)), big);
-  e = _mm256_blendv_pd(e, _mm256_add_pd(e, bcast(1.0)), big);
-  const __m256d s = _mm256_div_pd(_mm256_sub_pd(m, bcast(1.0)), _mm256_add_pd(m, bcast(1.0)));
-  const __m256d s2 = _mm256_mul_pd(s, s);
-  __m256d p = bcast(kLog[0]);
-  for (int k = 1; k < 9; ++k) p = fma4(p, s2, bcast(kLog[k]));
-  const __m256d s_2 = _mm256_mul_pd(bcast(2.0), s);
-  const __m256d ln_u = fma4(e, bcast(kLn2), fma4(_mm256_mul_pd(s_2, s2), p, s_2));
-  const __m256d r = _mm256_sqrt_pd(_mm256_mul_pd(bcast(-2.0), ln_u));
+// Box-Muller on 8 (radius, angle) word pairs, 8 x uint32 lanes; the same operations as box_muller_scalar.
+inline void box_muller8(__m256i kr, __m256i ka, double* zc, double* zs) {
+  const __m256 u = fma8(_mm256_cvtepi32_ps(_mm256_srli_epi32(kr, 1)), bcast(kTwoM31), bcast(kTwoM33));
+  const __m256 w = fma8(_mm256_cvtepi32_ps(_mm256_srli_epi32(_mm256_xor_si256(kr, _mm256_set1_epi32(-1)), 1)),
+                        bcast(kTwoM31), bcast(kTwoM33));
+  const __m256i ub = _mm256_castps_si256(u);
+  __m256 e = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(ub, 23), _mm256_set1_epi32(127)));
+  __m256 m = _mm256_castsi256_ps(_mm256_or_si256(_mm256_and_si256(ub, _mm256_set1_epi32(0x007FFFFF)),
+                                                 _mm256_set1_epi32(0x3F800000)));
+  const __m256 big = _mm256_cmp_ps(m, bcast(kSqrt2f), _CMP_GT_OQ);
+  m = _mm256_blendv_ps(m, _mm256_mul_ps(m, bcast(0.5f)), big);
+  e = _mm256_blendv_ps(e, _mm256_add_ps(e, bcast(1.0f)), big);
+  const __m256 e0 = _mm256_cmp_ps(e, bcast(0.0f), _CMP_EQ_OQ);
+  const __m256 t = _mm256_blendv_ps(_mm256_sub_ps(m, bcast(1.0f)), _mm256_sub_ps(bcast(0.0f), w), e0);
+  const __m256 s = _mm256_div_ps(t, _mm256_add_ps(t, bcast(2.0f)));
+  const __m256 s2 = _mm256_mul_ps(s, s);
+  __m256 p = bcast(kLog[0]);
+  for (int k = 1; k < 4; ++k) p = fma8(p, s2, bcast(kLog[k]));
+  const __m256 s_2 = _mm256_mul_ps(bcast(2.0f), s);
+  const __m256 ln_u = fma8(e, bcast(kLn2f), fma8(_mm256_mul_ps(s_2, s2), p, s_2));
+  const __m256 r = _mm256_sqrt_ps(_mm256_mul_ps(bcast(-2.0f), ln_u));
 
-  const __m256i qq = _mm256_srli_epi64(_mm256_add_epi64(ka, _mm256_set1_epi64x(0x20000000ll)), 30);
-  const __m256i f = _mm256_sub_epi64(ka, _mm256_slli_epi64(qq, 30));
-  const __m256d phi = _mm256_mul_pd(
-      _mm256_sub_pd(_mm256_castsi256_pd(_mm256_add_epi64(_mm256_set1_epi64x(0x4338000000000000ll), f)),
-                    bcast(1.5 * kTwo52)),
-      bcast(kPiOver2_31));
-  const __m256d x2 = _mm256_mul_pd(phi, phi);
-  __m256d sp = bcast(kSin[0]);
-  for (int j = 1; j < 7; ++j) sp = fma4(sp, x2, bcast(kSin[j]));
-  const __m256d sn = fma4(sp, _mm256_mul_pd(phi, x2), phi);
-  __m256d cp = bcast(kCos[0]);
-  for (int j = 1; j < 8; ++j) cp = fma4(cp, x2, bcast(kCos[j]));
-  const __m256d cs = fma4(cp, x2, bcast(1.0));
-  const __m256i q = _mm256_and_si256(qq, _mm256_set1_epi64x(3));
-  const __m256i one = _mm256_set1_epi64x(1), two = _mm256_set1_epi64x(2);
-  const __m256d swap = _mm256_castsi256_pd(_mm256_cmpeq_epi64(_mm256_and_si256(q, one), one));
-  const __m256d bc = _mm256_blendv_pd(cs, sn, swap), bs = _mm256_blendv_pd(sn, cs, swap);
-  const __m256i rb = _mm256_castpd_si256(r);
-  const __m256d rc = _mm256_castsi256_pd(
-      _mm256_xor_si256(rb, _mm256_slli_epi64(_mm256_and_si256(_mm256_add_epi64(q, one), two), 62)));
-  const __m256d rs = _mm256_castsi256_pd(_mm256_xor_si256(rb, _mm256_slli_epi64(_mm256_and_si256(q, two), 62)));
-  _mm256_storeu_pd(zc, _mm256_mul_pd(rc, bc));
-  _mm256_storeu_pd(zs, _mm256_mul_pd(rs, bs));
+  const __m256i qq = _mm256_srli_epi32(_mm256_add_epi32(ka, _mm256_set1_epi32(0x20000000)), 30);
+  const __m256i f = _mm256_sub_epi32(ka, _mm256_slli_epi32(qq, 30));
+  const __m256 phi = _mm256_mul_ps(_mm256_cvtepi32_ps(f), bcast(kPiOver2_31f));
+  const __m256 x2 = _mm256_mul_ps(phi, phi);
+  __m256 sp = bcast(kSin[0]);
+  for (int j = 1; j < 4; ++j) sp = fma8(sp, x2, bcast(kSin[j]));
+  const __m256 sn = fma8(sp, _mm256_mul_ps(phi, x2), phi);
+  __m256 cp = bcast(kCos[0]);
+  for (int j = 1; j < 5; ++j) cp = fma8(cp, x2, bcast(kCos[j]));
+  const __m256 cs = fma8(cp, x2, bcast(1.0f));
+  const __m256i one = _mm256_set1_epi32(1), two = _mm256_set1_epi32(2);
+  const __m256 swap = _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(qq, one), one));
+  const __m256 bc = _mm256_blendv_ps(cs, sn, swap), bs = _mm256_blendv_ps(sn, cs, swap);
+  const __m256i rb = _mm256_castps_si256(r);
+  const __m256 rc = _mm256_castsi256_ps(
+      _mm256_xor_si256(rb, _mm256_slli_epi32(_mm256_and_si256(_mm256_add_epi32(qq, one), two), 30)));
+  const __m256 rs = _mm256_castsi256_ps(_mm256_xor_si256(rb, _mm256_slli_epi32(_mm256_and_si256(qq, two), 30)));
+  const __m256 c = _mm256_mul_ps(rc, bc), sv = _mm256_mul_ps(rs, bs);
+  _mm256_storeu_pd(zc, _mm256_cvtps_pd(_mm256_castps256_ps128(c)));
+  _mm256_storeu_pd(zc + 4, _mm256_cvtps_pd(_mm256_extractf128_ps(c, 1)));
+  _mm256_storeu_pd(zs, _mm256_cvtps_pd(_mm256_castps256_ps128(sv)));
+  _mm256_storeu_pd(zs + 4, _mm256_cvtps_pd(_mm256_extractf128_ps(sv, 1)));
 }
 
 inline void group_avx2(const StreamId& s, const RoundKeys& k, std::uint64_t g, double* out) {
   __m256i c0, c1, c2, c3;
   philox8(s, k, g, c0, c1, c2, c3);
-  const auto lo = [](__m256i v) { return _mm256_cvtepu32_epi64(_mm256_castsi256_si128(v)); };
-  const auto hi = [](__m256i v) { return _mm256_cvtepu32_epi64(_mm256_extracti128_si256(v, 1)); };
-  box_muller4(lo(c0), lo(c1), out + 0, out + 8);
-  box_muller4(hi(c0), hi(c1), out + 4, out + 12);
-  box_muller4(lo(c2), lo(c3), out + 16, out + 24);
-  box_muller4(hi(c2), hi(c3), out + 20, out + 28);
+  box_muller8(c0, c1, out + 0, out + 8);
+  box_muller8(c2, c3, out + 16, out + 24);
 }
 
 #endif
