@@ -80,13 +80,16 @@ class Run {
     n_dot_ = static_cast<int>(rows_.size()) + (fused_sphere_ ? 1 : 0);
     rows_.push_back(nullptr);  // slot for x
     lam_.assign(n_dot_, 0.0);
+    sig_.assign(K_, 0.0);
+    lam_next_.assign(K_, 0.0);
     cw_.assign(static_cast<std::size_t>(K_) * sp.batch, 0.0);
     da_.assign(K_, 0.0);
     xrow_.assign(sp.batch, nullptr);
     if (online_) {
-      steps_per_chunk_ = std::max<long long>(1, 4096 / (static_cast<long long>(sp.batch) * d_));
-      xbuf_.assign(static_cast<std::size_t>(steps_per_chunk_) * sp.batch * d_, 0.0);
-      nbuf_.assign(static_cast<std::size_t>(steps_per_chunk_) * sp.batch, 0.0);
+      steps_per_chunk_ = std::max<long long>(sp.batch == 1 ? 2 : 1, 8192 / (static_cast<long long>(sp.batch) * d_));
+      // one spare row: the single-sample path keeps the next step's input in the buffer
+      xbuf_.assign(static_cast<std::size_t>(steps_per_chunk_ + 1) * sp.batch * d_, 0.0);
+      nbuf_.assign(static_cast<std::size_t>(steps_per_chunk_ + 1) * sp.batch, 0.0);
     } else {
       make_training_set();
     }
@@ -125,7 +128,8 @@ class Run {
   std::vector<const double*> rows_;
   bool online_ = true, fused_sphere_ = false;
   int n_dot_ = 0;
-  std::vector<double> lam_, cw_, da_;
+  std::vector<double> lam_, cw_, da_, sig_, lam_next_;
+  bool have_lam_ = false;  // lam_[0, K) already holds the student dots of the current step's input (fused path)
   std::vector<const double*> xrow_;  // the rows of the current batch
   long long step_ = 0;
   // online
@@ -149,6 +153,16 @@ class Run {
       }
       norms_[i] = n;
     }
+  }
+
+  // f = sum_i a_i sigma(l_i) from the raw dots in lam_; keeps sigma(l_i) in sig_.
+  double output() {
+    double f = 0.0;
+    for (int i = 0; i < K_; ++i) {
+      sig_[i] = sigma(sp_.student, lam_[i] * inv_sqrt_s_);
+      f += a_[i] * sig_[i];
+    }
+    return f;
   }
 
   double teacher_label(const double* lam_t, double xi) const {
@@ -202,9 +216,121 @@ class Run {
     chunk_first_ = first;
   }
 
+  // Online, one sample per step: the update pass over w_i also forms w_i(new) . x_next, the student dots of the
+  // next step, so W is read once per step. Rows [chunk_first_, chunk_first_ + steps_per_chunk_] are in xbuf_ (one
+  // more than a chunk: the next step's input is always there).
+  void ensure_rows(long long step) {
+    const long long n = steps_per_chunk_;
+    const std::size_t dd = static_cast<std::size_t>(d_);
+    long long first_new;
+    double* dst;
+    if (chunk_first_ >= 0 && step == chunk_first_ + n) {  // keep the row we have, generate the rest
+      std::copy(xbuf_.begin() + static_cast<std::ptrdiff_t>(n * d_), xbuf_.begin() + static_cast<std::ptrdiff_t>((n + 1) * d_),
+                xbuf_.begin());
+      if (sp_.noise > 0.0) nbuf_[0] = nbuf_[static_cast<std::size_t>(n)];
+      first_new = step + 1;
+      dst = xbuf_.data() + dd;
+    } else if (chunk_first_ < 0 || step < chunk_first_ || step > chunk_first_ + n) {
+      first_new = step;
+      dst = xbuf_.data();
+    } else {
+      return;
+    }
+    const long long count = step + n + 1 - first_new;
+    rng::gaussians(inputs_, static_cast<std::uint64_t>(first_new) * dd, static_cast<std::size_t>(count) * dd, dst);
+    if (sp_.noise > 0.0)
+      rng::gaussians(noise_, static_cast<std::uint64_t>(first_new), static_cast<std::size_t>(count),
+                     nbuf_.data() + (first_new - step));
+    chunk_first_ = step;
+  }
+
+  void step_online_single(long long step) {
+    ensure_rows(step);
+    const std::size_t row = static_cast<std::size_t>(step - chunk_first_);
+    const double* x = xbuf_.data() + row * d_;
+    const bool has_next = step + 1 < sp_.steps && gw_ != 0.0;
+    const double* xn = has_next ? x + d_ : nullptr;
+    // teacher dots (and |x|^2 for the sphere) always; student dots only if the last pass did not form them
+    rows_.back() = x;
+    if (have_lam_) dots(rows_.data() + K_, n_dot_ - K_, x, d_, lam_.data() + K_);
+    else dots(rows_.data(), n_dot_, x, d_, lam_.data());
+    const double y = teacher_label(lam_.data() + K_, sp_.noise > 0.0 ? nbuf_[row] : 0.0);
+    const double E = y - output();
+    if (!(std::fabs(E) <= sp_.blowup)) throw Diverged{step};
+    const double xx = fused_sphere_ ? lam_[n_dot_ - 1] : 0.0;
+    for (int i = 0; i < K_; ++i) {
+      const double c = gw_ * a_[i] * dsigma(sp_.student, lam_[i] * inv_sqrt_s_) * E;
+      if (ga_ != 0.0) a_[i] += ga_ * sig_[i] * E;
+      if (gw_ == 0.0) continue;
+      double r = 1.0, rc = c;
+      if (fused_sphere_) {
+        // |w + c x|^2 = |w|^2 + 2 c w.x + c^2 |x|^2; then w <- r (w + c x), r = sqrt(s / that)
+        const double n_new = norms_[i] + 2.0 * c * lam_[i] + c * c * xx;
+        if (!(n_new > 0.0) || !std::isfinite(n_new)) throw Diverged{step};
+        r = std::sqrt(sp_.scale / n_new);
+        rc = r * c;
+      }
+      update_and_dot(W_.data() + static_cast<std::size_t>(i) * d_, x, xn, r, rc, i);
+    }
+    have_lam_ = has_next;
+    if (has_next) std::copy(lam_next_.begin(), lam_next_.end(), lam_.begin());
+  }
+
+  // w <- r w + rc x (r = 1 off the sphere); accumulates |w|^2 (sphere) and w . xn (into lam_next_[i]) if xn.
+  void update_and_dot(double* w, const double* x, const double* xn, double r, double rc, int i) {
+    double acc[8] = {}, nn[8] = {};
+    int k = 0;
+    if (fused_sphere_) {
+      if (xn) {
+        for (; k + 8 <= d_; k += 8)
+#pragma omp simd
+          for (int j = 0; j < 8; ++j) {
+            const double u = r * w[k + j] + rc * x[k + j];
+            w[k + j] = u;
+            nn[j] += u * u;
+            acc[j] += u * xn[k + j];
+          }
+      } else {
+        for (; k + 8 <= d_; k += 8)
+#pragma omp simd
+          for (int j = 0; j < 8; ++j) {
+            const double u = r * w[k + j] + rc * x[k + j];
+            w[k + j] = u;
+            nn[j] += u * u;
+          }
+      }
+    } else if (xn) {
+      for (; k + 8 <= d_; k += 8)
+#pragma omp simd
+        for (int j = 0; j < 8; ++j) {
+          const double u = w[k + j] + rc * x[k + j];
+          w[k + j] = u;
+          acc[j] += u * xn[k + j];
+        }
+    } else {
+      for (; k + 8 <= d_; k += 8)
+#pragma omp simd
+        for (int j = 0; j < 8; ++j) w[k + j] += rc * x[k + j];
+    }
+    double a8 = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    double n8 = ((nn[0] + nn[4]) + (nn[1] + nn[5])) + ((nn[2] + nn[6]) + (nn[3] + nn[7]));
+    for (; k < d_; ++k) {
+      const double u = fused_sphere_ ? r * w[k] + rc * x[k] : w[k] + rc * x[k];
+      w[k] = u;
+      n8 += u * u;
+      if (xn) a8 += u * xn[k];
+    }
+    if (fused_sphere_) norms_[i] = n8;
+    if (xn) lam_next_[i] = a8;
+  }
+
   void do_step(long long step) {
     const int B = sp_.batch;
     step_ = step;
+    if (online_ && B == 1) {
+      step_online_single(step);
+      return;
+    }
     std::fill(da_.begin(), da_.end(), 0.0);
     if (online_ && (chunk_first_ < 0 || step >= chunk_first_ + steps_per_chunk_)) fill_chunk(step);
     for (int nu = 0; nu < B; ++nu) {
@@ -223,14 +349,11 @@ class Run {
         dots(rows_.data(), n_dot_, x, d_, lam_.data());
         y = y_[k];
       }
-      double f = 0.0;
-      for (int i = 0; i < K_; ++i) f += a_[i] * sigma(sp_.student, lam_[i] * inv_sqrt_s_);
-      const double E = y - f;
+      const double E = y - output();
       if (!(std::fabs(E) <= sp_.blowup)) throw Diverged{step};
       for (int i = 0; i < K_; ++i) {
-        const double li = lam_[i] * inv_sqrt_s_;
-        cw_[static_cast<std::size_t>(i) * B + nu] = gw_ * a_[i] * dsigma(sp_.student, li) * E;
-        da_[i] += ga_ * sigma(sp_.student, li) * E;
+        cw_[static_cast<std::size_t>(i) * B + nu] = gw_ * a_[i] * dsigma(sp_.student, lam_[i] * inv_sqrt_s_) * E;
+        if (ga_ != 0.0) da_[i] += ga_ * sig_[i] * E;
       }
       if (B == 1) update_single(x);
       else if (nu == B - 1) update_batch();
