@@ -193,6 +193,19 @@ def test_times_are_whole_steps_and_requested_times_respected():
     np.testing.assert_allclose(tr.t, [0, 0.25, 0.5, 0.75, 1.0])
 
 
+def test_scaling_none_gives_the_same_overlap_dynamics():
+    # lambda = w.x (scaling "none", Q = W W^T) with W / sqrt(d): the same overlaps step by step
+    d = 64
+    st, te = teacher_student(2, 2, d, "relu", seed=8)
+    ns, nt = (tl.Network(n.W / np.sqrt(d), n.a, n.activation, scaling="none") for n in (st, te))
+    kw = dict(lr=0.4, lr_readout=0.2, noise=0.1, t_max=3.0, records=4, seed=6)
+    for spherical in (False, True):
+        a = tl.sgd.simulate(st, te, spherical=spherical, **kw)
+        b = tl.sgd.simulate(ns, nt, spherical=spherical, **kw)
+        for name in ("Q", "M", "a", "risk"):
+            np.testing.assert_allclose(getattr(b, name), getattr(a, name), rtol=1e-9, atol=1e-11)
+
+
 # --- against population gradient descent
 def test_large_batch_sgd_tracks_population_gradient_descent():
     # One online step of lr eta is in expectation one population-GD step of lr eta (readout lr_readout / d).
