@@ -111,6 +111,16 @@ def test_same_seed_identical_with_one_and_two_threads():
     assert not np.array_equal(other.Q, e1[0].Q)
 
 
+def test_progress_bar_does_not_change_results(capsys):
+    st, te = teacher_student(2, 2, 100, "erf", seed=1)
+    kw = dict(lr=0.5, t_max=50.0, seeds=2, records=3)
+    a = tl.sgd.simulate(st, te, progress=True, **kw)
+    b = tl.sgd.simulate(st, te, **kw)
+    for r1, r2 in zip(a, b, strict=True):
+        np.testing.assert_array_equal(r1.Q, r2.Q)
+    assert "10.0k/10.0k" in capsys.readouterr().err
+
+
 def test_minibatch_and_training_set_reproducible():
     st, te = teacher_student(2, 2, 100, "relu", seed=3)
     for kw in (dict(batch_size=7), dict(n_samples=150, batch_size=4), dict(n_samples=150, batch_size=150)):

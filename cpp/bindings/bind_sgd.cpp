@@ -1,5 +1,6 @@
 // Bindings for the SGD simulator and the counter-based random streams: shape checks, GIL release.
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -11,7 +12,16 @@
 
 namespace twolayer::bind {
 
+namespace {
+struct Progress {
+  std::atomic<long long> done{0};
+};
+}  // namespace
+
 void bind_sgd(py::module_& m) {
+  py::class_<Progress>(m, "SgdProgress", "Steps done so far by a running sgd_simulate (read from another thread).")
+      .def(py::init<>())
+      .def_property_readonly("done", [](const Progress& p) { return p.done.load(std::memory_order_relaxed); });
   m.def(
       "sgd_simulate",
       [](const Array& W0, const Array& a0, const std::string& act, const Array& Wt, const Array& v,
@@ -19,7 +29,7 @@ void bind_sgd(py::module_& m) {
          int batch, bool spherical, long long n_samples, bool shuffle, long long steps,
          const py::array_t<long long, py::array::c_style | py::array::forcecast>& record_steps_arr,
          std::uint64_t seed, const py::array_t<std::uint32_t, py::array::c_style | py::array::forcecast>& runs_arr,
-         bool keep_weights, int n_threads) {
+         bool keep_weights, int n_threads, Progress* progress) {
         // Plain arrays rather than STL casters (no pybind11/stl.h in this module).
         const std::vector<long long> record_steps(record_steps_arr.data(),
                                                   record_steps_arr.data() + record_steps_arr.size());
@@ -75,7 +85,8 @@ void bind_sgd(py::module_& m) {
         const double *pw = W0.data(), *pa = a0.data(), *pt = Wt.data(), *pv = v.data();
         {
           py::gil_scoped_release release;
-          sgd_simulate(sp, pw, pa, per_run ? 1 : 0, pt, pv, runs.data(), runs.size(), outs.data(), n_threads);
+          sgd_simulate(sp, pw, pa, per_run ? 1 : 0, pt, pv, runs.data(), runs.size(), outs.data(), n_threads,
+                       progress ? &progress->done : nullptr);
         }
         py::array_t<long long> recorded(R), status(R), stop(R);
         for (py::ssize_t j = 0; j < R; ++j) {
@@ -99,7 +110,7 @@ void bind_sgd(py::module_& m) {
       py::arg("scale"), py::arg("lr"), py::arg("train_first"), py::arg("lr_readout"), py::arg("noise"),
       py::arg("batch"), py::arg("spherical"), py::arg("n_samples"), py::arg("shuffle"), py::arg("steps"),
       py::arg("record_steps"), py::arg("seed"), py::arg("runs"), py::arg("keep_weights") = true,
-      py::arg("n_threads") = 0);
+      py::arg("n_threads") = 0, py::arg("progress") = nullptr);
 
   m.def(
       "philox4x32",

@@ -97,7 +97,8 @@ class Run {
     Mo_.assign(static_cast<std::size_t>(K_) * M_, 0.0);
   }
 
-  void go() {
+  void go(std::atomic<long long>* progress) {
+    long long reported = 0;
     const auto& rec = sp_.record_steps;
     std::size_t next = 0;
     try {
@@ -108,11 +109,16 @@ class Run {
         }
         if (step == sp_.steps) break;
         do_step(step);
+        if (progress && ((step + 1) & 4095) == 0) {
+          progress->fetch_add(step + 1 - reported, std::memory_order_relaxed);
+          reported = step + 1;
+        }
       }
     } catch (const Diverged& e) {
       out_.status = 1;
       out_.stop_step = e.step;
     }
+    if (progress) progress->fetch_add(sp_.steps - reported, std::memory_order_relaxed);
     if (out_.W) std::copy(W_.begin(), W_.end(), out_.W);
     if (out_.a_final) std::copy(a_.begin(), a_.end(), out_.a_final);
   }
@@ -449,7 +455,8 @@ void sgd_check(const SgdSpec& sp) {
 }
 
 void sgd_simulate(const SgdSpec& sp, const double* W0, const double* a0, std::size_t init_stride, const double* Wt,
-                  const double* v, const std::uint32_t* runs, std::size_t n_runs, SgdOut* out, int n_threads) {
+                  const double* v, const std::uint32_t* runs, std::size_t n_runs, SgdOut* out, int n_threads,
+                  std::atomic<long long>* progress) {
   sgd_check(sp);
   std::vector<double> P(static_cast<std::size_t>(sp.M) * sp.M);
   gram(Wt, sp.M, Wt, sp.M, sp.d, sp.scale, P.data(), 1);
@@ -468,7 +475,7 @@ void sgd_simulate(const SgdSpec& sp, const double* W0, const double* a0, std::si
       out[jj].status = 0;
       out[jj].stop_step = -1;
       Run run(sp, W0 + jj * init_stride * Kd, a0 + jj * init_stride * sp.K, Wt, v, P.data(), runs[jj], out[jj]);
-      run.go();
+      run.go(progress);
     } catch (const Diverged& e) {  // thrown by the constructor (degenerate spherical start)
       out[j].status = 1;
       out[j].stop_step = e.step < 0 ? 0 : e.step;

@@ -164,6 +164,33 @@ def _record_steps(d: int, t_max: float | None, times: ArrayLike | None, records:
     return steps
 
 
+def _run_with_progress(args: tuple[Any, ...], kwargs: dict[str, Any], total: int) -> dict[str, Any]:
+    """Run the core on a worker thread (it releases the GIL) while a tqdm bar follows its step counter."""
+    import threading
+
+    from tqdm import tqdm
+
+    counter = _core.SgdProgress()
+    result: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            result["out"] = _core.sgd_simulate(*args, **kwargs, progress=counter)
+        except BaseException as exc:  # re-raised on the calling thread
+            result["error"] = exc
+
+    thread = threading.Thread(target=work, daemon=True)
+    with tqdm(total=total, unit="step", unit_scale=True, desc="SGD") as bar:
+        thread.start()
+        while thread.is_alive():
+            thread.join(0.1)
+            bar.update(counter.done - bar.n)
+        bar.update(counter.done - bar.n)
+    if "error" in result:
+        raise result["error"]
+    return result["out"]
+
+
 def _check_network(net: Network, name: str) -> None:
     if not isinstance(net, Network):
         raise TypeError(f"{name}: expected a twolayer.Network, got {type(net).__name__}")
@@ -234,6 +261,7 @@ def simulate(
     records: int = 101,
     keep_weights: bool = True,
     n_threads: int | None = None,
+    progress: bool = False,
 ) -> Trajectory | Ensemble:
     """Simulate SGD of ``student`` on samples labelled by ``teacher`` (conventions in the module docstring).
 
@@ -271,6 +299,8 @@ def simulate(
         Attach the final Network of every run (``Trajectory.student``).
     n_threads : int, optional
         OpenMP threads across runs (None: the OpenMP default). Results do not depend on it.
+    progress : bool
+        Show a tqdm progress bar (steps of all runs); no effect on the results.
     """
     if isinstance(student, Network):
         students: list[Network] | None = None
@@ -333,14 +363,7 @@ def simulate(
     else:
         W0 = np.stack([s.W for s in students])
         a0 = np.stack([s.effective_a for s in students])
-    out = _core.sgd_simulate(
-        W0,
-        a0,
-        first.activation,
-        teacher.W,
-        teacher.effective_a,
-        teacher.activation,
-        first.scale,
+    kwargs: dict[str, Any] = dict(
         lr=lr_,
         train_first=bool(train_first_layer),
         lr_readout=lr_a * first.readout_factor**2,
@@ -355,6 +378,12 @@ def simulate(
         runs=run_ids.astype(np.uint32),
         keep_weights=bool(keep_weights),
         n_threads=n_threads_arg(n_threads),
+    )
+    args = (W0, a0, first.activation, teacher.W, teacher.effective_a, teacher.activation, first.scale)
+    out = (
+        _run_with_progress(args, kwargs, steps * run_ids.size)
+        if progress
+        else _core.sgd_simulate(*args, **kwargs)
     )
 
     t_all = rec.astype(np.float64) / d

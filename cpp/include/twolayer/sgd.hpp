@@ -15,6 +15,7 @@
 // Each run is computed by one thread with no reduction across threads, so results are bit-identical for any
 // thread count. The risk recorded is the exact excess population risk from the overlaps (overlap_risk).
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -54,9 +55,11 @@ struct SgdOut {
 // Runs runs[0..n_runs) of the same problem. W0 (K d) and a0 (K) are the initial student: shared by all runs when
 // init_stride == 0, else run j starts from W0 + j * init_stride * K * d (and a0 + j * init_stride * K). Wt (M d),
 // v (M) the teacher. OpenMP across runs (n_threads <= 0: OpenMP default); exceptions are rethrown after.
+// progress (optional): incremented by the number of steps done, every few thousand steps of every run, so that
+// a caller on another thread can report progress; it has no effect on the results.
 void sgd_simulate(const SgdSpec& spec, const double* W0, const double* a0, std::size_t init_stride,
                   const double* Wt, const double* v, const std::uint32_t* runs, std::size_t n_runs, SgdOut* out,
-                  int n_threads);
+                  int n_threads, std::atomic<long long>* progress = nullptr);
 
 // Throws std::invalid_argument naming the offending field.
 void sgd_check(const SgdSpec& spec);
