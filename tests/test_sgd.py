@@ -217,10 +217,11 @@ def test_scaling_none_gives_the_same_overlap_dynamics():
 
 
 # --- against population gradient descent
-def test_large_batch_sgd_tracks_population_gradient_descent():
+@pytest.mark.parametrize("act", ["erf", "relu"])
+def test_large_batch_sgd_tracks_population_gradient_descent(act):
     # One online step of lr eta is in expectation one population-GD step of lr eta (readout lr_readout / d).
-    d, eta, eta_a, t_max, B = 100, 0.5, 0.5, 3.0, 2000
-    st, te = teacher_student(2, 2, d, "erf", seed=11)
+    d, eta, eta_a, t_max, B = 100, 0.5, 0.5, 3.0, 1000
+    st, te = teacher_student(2, 2, d, act, seed=11)
     steps = int(t_max * d)
     gd = tl.population.descend(st, te, lr=eta, lr_readout=eta_a / d, steps=steps, records=5)
     assert gd.t[-1] == steps
