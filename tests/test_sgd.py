@@ -161,6 +161,31 @@ def test_one_step_is_the_documented_update(B, readout, spherical):
     np.testing.assert_allclose(tr.a[-1], c * a1, rtol=1e-13)
 
 
+@pytest.mark.parametrize("spherical", [False, True])
+def test_several_steps_across_input_chunks_match_numpy(spherical):
+    # d = 3000: the core buffers two steps of inputs at a time, so 9 steps cross several chunk boundaries
+    from scipy.special import erf
+
+    d, steps, lr, lr_a, noise, seed = 3000, 9, 2.0, 1.0, 0.3, 4
+    st, te = teacher_student(2, 2, d, "erf", seed=2)
+    tr = tl.sgd.simulate(st, te, lr=lr, lr_readout=lr_a, noise=noise, spherical=spherical,
+                         times=[0.0, steps / d], seed=seed)
+    X = _core.rng_gaussians(seed, 0, 1, 0, steps * d).reshape(steps, d)
+    xi = _core.rng_gaussians(seed, 0, 2, 0, steps)
+    W, a = st.W.copy(), st.a.copy()
+    if spherical:
+        W *= np.sqrt(d) / np.linalg.norm(W, axis=1, keepdims=True)
+    for x, n in zip(X, xi, strict=True):
+        lam = W @ x / np.sqrt(d)
+        E = erf(te.W @ x / np.sqrt(2 * d)) @ te.a + np.sqrt(noise) * n - a @ erf(lam / np.sqrt(2))
+        W = W + lr / np.sqrt(d) * np.outer(a * np.sqrt(2 / np.pi) * np.exp(-(lam**2) / 2) * E, x)
+        a = a + lr_a / d * erf(lam / np.sqrt(2)) * E
+        if spherical:
+            W *= np.sqrt(d) / np.linalg.norm(W, axis=1, keepdims=True)
+    np.testing.assert_allclose(tr.student.W, W, rtol=1e-10, atol=1e-11)
+    np.testing.assert_allclose(tr.student.a, a, rtol=1e-12)
+
+
 # --- recorded quantities
 @pytest.mark.parametrize(
     "act, teacher_act, readout, spherical",
