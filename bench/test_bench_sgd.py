@@ -1,10 +1,10 @@
 """Online SGD throughput: ``tl.sgd.simulate`` against a straightforward NumPy loop and a PyTorch CPU loop.
 
-Run with ``python -m pytest bench/test_bench_sgd.py --benchmark-only -s`` (the ``bench`` extra; torch optional).
-Every implementation runs the same computation single-threaded: K student and M = K teacher erf units, one fresh
-Gaussian sample x in R^d per step, first layer trained, the exact update of DESIGN.md §3. Steps per second are
-reported from both the process CPU time and the wall clock (on a shared machine the CPU time is the fairer
-number; the two agree on an idle one) in ``extra_info`` and printed.
+Run with ``python -m pytest bench/test_bench_sgd.py --benchmark-only -s`` (``bench`` extra; torch is
+optional). Every implementation runs the same computation single-threaded: K student and M = K teacher erf
+units, one fresh Gaussian sample x in R^d per step, first layer trained, the update of DESIGN.md §3. Steps per
+second are reported from both the process CPU time and the wall clock (on a shared machine the CPU time is
+the fairer number; the two agree on an idle one) in ``extra_info`` and printed.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import time
 
 import numpy as np
 import pytest
-
 import twolayer as tl
 from twolayer.networks import teacher_student
 

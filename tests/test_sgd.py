@@ -401,6 +401,9 @@ def test_bad_input_names_the_argument():
         tl.sgd.simulate(tl.Network(st.W, st.a, "step"), te, lr=0.5, t_max=1.0)
     with pytest.raises(ValueError, match="student"):
         tl.sgd.simulate([st, st], te, lr=0.5, t_max=1.0, seeds=3)
+    zero = tl.Network(np.zeros((2, 20)), st.a, "erf")
+    with pytest.raises(ValueError, match="student"):
+        tl.sgd.simulate(zero, te, lr=0.5, t_max=1.0, spherical=True)
     with pytest.raises(TypeError, match="student"):
         tl.sgd.simulate(st.W, te, lr=0.5, t_max=1.0)
     # the readout alone may be trained with a step student
@@ -421,3 +424,5 @@ def test_ensemble_statistics_and_xarray():
     assert len(ens) == 5 and ens.t.shape == (5,)
     ds = ens[0].to_xarray()
     assert ds["Q"].shape == (5, 2, 2)
+    dse = ens.to_xarray()
+    assert dse["M"].shape == (5, 5, 2, 2) and list(dse["run"].values) == [0, 1, 2, 3, 4]

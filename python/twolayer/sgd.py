@@ -129,6 +129,25 @@ class Ensemble:
             lambda x: (x.std(axis=0, ddof=1) if n > 1 else np.zeros_like(x[0])) / np.sqrt(n), "sem"
         )
 
+    def to_xarray(self) -> Any:
+        """An ``xarray.Dataset`` of the completed runs; dimensions run, time, student, student2, teacher."""
+        try:
+            import xarray as xr
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise ImportError("to_xarray needs xarray: pip install 'twolayer[xarray]'") from exc
+        runs = [int(r.meta["run"]) for r in self.completed]
+        attrs = {k: v for k, v in self.meta.items() if isinstance(v, (int, float, str))}
+        return xr.Dataset(
+            {
+                "Q": (("run", "time", "student", "student2"), self.Q),
+                "M": (("run", "time", "student", "teacher"), self.M),
+                "a": (("run", "time", "student"), self.a),
+                "risk": (("run", "time"), self.risk),
+            },
+            coords={"run": runs, "time": self.t},
+            attrs={**attrs, "seed": self.seed, "n_diverged": self.n_diverged},
+        )
+
     def __repr__(self) -> str:
         return (
             f"Ensemble(runs={len(self.runs)}, T={len(self.t)}, diverged={self.n_diverged}, seed={self.seed})"
@@ -326,6 +345,13 @@ def simulate(
         first = students[0]
     _check_network(teacher, "teacher")
     check_pair(first, teacher)
+    if spherical:
+        for j, s in enumerate(students or [first]):
+            if np.any(np.linalg.norm(s.W, axis=1) == 0):
+                raise ValueError(
+                    f"student{'' if students is None else f'[{j}]'}: spherical SGD needs every row "
+                    "of W to be nonzero"
+                )
     d = first.d
     lr_ = positive(lr, "lr")
     lr_a = positive(lr_readout, "lr_readout", allow_zero=True)
