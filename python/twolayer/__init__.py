@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _core, activations, kernels, population
+from . import _core, activations, kernels, population, sgd
 from .networks import Network
 from .overlaps import Overlaps
 from .results import Trajectory
@@ -29,4 +29,5 @@ __all__ = [
     "build_info",
     "kernels",
     "population",
+    "sgd",
 ]

@@ -1,0 +1,130 @@
+"""Online SGD throughput: ``tl.sgd.simulate`` against a straightforward NumPy loop and a PyTorch CPU loop.
+
+Run with ``python -m pytest bench/test_bench_sgd.py --benchmark-only -s`` (``bench`` extra; torch is
+optional). Every implementation runs the same computation single-threaded: K student and M = K teacher erf
+units, one fresh Gaussian sample x in R^d per step, first layer trained, the update of DESIGN.md §3. Steps per
+second are reported from both the process CPU time and the wall clock (on a shared machine the CPU time is
+the fairer number; the two agree on an idle one) in ``extra_info`` and printed.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+import twolayer as tl
+from twolayer.networks import teacher_student
+
+try:  # scipy is in the bench extra; only the NumPy reference needs it
+    from scipy.special import erf as sp_erf
+except ImportError:  # pragma: no cover
+    sp_erf = None
+
+try:
+    import torch
+except ImportError:  # pragma: no cover - optional
+    torch = None
+
+LR = 0.5
+SQRT_2_PI = math.sqrt(2 / math.pi)
+
+
+def problem(d: int, K: int):
+    return teacher_student(K, K, d, "erf", seed=1)
+
+
+def run_twolayer(st, te, steps: int) -> None:
+    d = st.d
+    tl.sgd.simulate(st, te, lr=LR, times=[0.0, steps / d], n_threads=1, keep_weights=False)
+
+
+def run_numpy(st, te, steps: int) -> None:
+    """The same loop written plainly in NumPy (one sample per step)."""
+    rng = np.random.default_rng(0)
+    W, a = st.W.copy(), st.a.copy()
+    Wt, v = te.W, te.a
+    d = W.shape[1]
+    s = 1 / math.sqrt(d)
+    for _ in range(steps):
+        x = rng.standard_normal(d)
+        lam = W @ x * s
+        y = v @ sp_erf(Wt @ x * (s / math.sqrt(2)))
+        E = y - a @ sp_erf(lam / math.sqrt(2))
+        g = a * SQRT_2_PI * np.exp(-0.5 * lam * lam) * E
+        W += (LR * s) * np.outer(g, x)
+
+
+def run_torch(st, te, steps: int) -> None:
+    """The same loop in PyTorch (float64, CPU, one thread, no autograd)."""
+    gen = torch.Generator().manual_seed(0)
+    W = torch.tensor(st.W.copy())
+    a, Wt, v = torch.tensor(st.a), torch.tensor(te.W), torch.tensor(te.a)
+    d = W.shape[1]
+    s = 1 / math.sqrt(d)
+    with torch.no_grad():
+        for _ in range(steps):
+            x = torch.randn(d, generator=gen, dtype=torch.float64)
+            lam = W @ x * s
+            y = v @ torch.erf(Wt @ x * (s / math.sqrt(2)))
+            E = y - a @ torch.erf(lam / math.sqrt(2))
+            g = a * SQRT_2_PI * torch.exp(-0.5 * lam * lam) * E
+            W.add_(torch.outer(g, x), alpha=LR * s)
+
+
+def measure(fn, st, te, steps: int, repeats: int = 3) -> tuple[float, float]:
+    """Best-of-``repeats`` (steps per CPU second, steps per wall second)."""
+    best_cpu = best_wall = 0.0
+    for _ in range(repeats):
+        c0, w0 = time.process_time(), time.perf_counter()
+        fn(st, te, steps)
+        c, w = time.process_time() - c0, time.perf_counter() - w0
+        best_cpu, best_wall = max(best_cpu, steps / max(c, 1e-9)), max(best_wall, steps / w)
+    return best_cpu, best_wall
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _single_thread_torch():
+    if torch is not None:
+        old = torch.get_num_threads()
+        torch.set_num_threads(1)
+        yield
+        torch.set_num_threads(old)
+    else:
+        yield
+
+
+@pytest.mark.parametrize("K", [2, 8, 32])
+@pytest.mark.parametrize("d", [100, 1000, 10_000])
+def test_twolayer_steps_per_second(benchmark, d, K):
+    st, te = problem(d, K)
+    steps = int(min(400_000, max(2000, 3e8 / (d * (K + 8)))))
+    cpu, wall = measure(run_twolayer, st, te, steps)
+    benchmark.extra_info.update(d=d, K=K, steps=steps, steps_per_cpu_s=cpu, steps_per_wall_s=wall)
+    print(f"\ntwolayer online SGD d={d:>6} K=M={K:>3}: {cpu:10.4g} steps/s (CPU time), {wall:10.4g} (wall)")
+    benchmark.pedantic(run_twolayer, args=(st, te, steps), rounds=1, iterations=1)
+    if d == 1000 and K == 2:
+        assert cpu >= 2e5, f"{cpu:.3g} steps per CPU second at d = 1000, K = 2 (target 2e5)"
+
+
+@pytest.mark.skipif(sp_erf is None, reason="needs scipy")
+def test_side_by_side_numpy_torch(benchmark):
+    """d = 1000, K = M = 2: twolayer vs NumPy vs PyTorch, measured in one run."""
+    d, K = 1000, 2
+    st, te = problem(d, K)
+    ours = measure(run_twolayer, st, te, 200_000)
+    ref_np = measure(run_numpy, st, te, 10_000)
+    rows = [("twolayer", ours), ("numpy", ref_np)]
+    if torch is not None:
+        rows.append((f"torch {torch.__version__}", measure(run_torch, st, te, 10_000)))
+    print(f"\nonline SGD, d={d}, K=M={K}, one thread")
+    for name, (cpu, wall) in rows:
+        print(f"  {name:<22}{cpu:12.4g} steps/s CPU {wall:12.4g} steps/s wall   x{ours[0] / cpu:8.1f} (CPU)"
+              f"  x{ours[1] / wall:8.1f} (wall)")
+        benchmark.extra_info[f"{name} steps_per_cpu_s"] = cpu
+        benchmark.extra_info[f"{name} steps_per_wall_s"] = wall
+    benchmark.pedantic(run_twolayer, args=(st, te, 200_000), rounds=1, iterations=1)
+    assert ours[0] >= 10 * ref_np[0], "twolayer must be at least 10x the NumPy loop"
+    if torch is not None:
+        assert ours[0] >= 3 * rows[2][1][0], "twolayer must be at least 3x the PyTorch loop"

@@ -1,0 +1,147 @@
+// Bindings for the SGD simulator and the counter-based random streams: shape checks, GIL release.
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common.hpp"
+#include "twolayer/activation.hpp"
+#include "twolayer/rng.hpp"
+#include "twolayer/sgd.hpp"
+
+namespace twolayer::bind {
+
+namespace {
+struct Progress {
+  std::atomic<long long> done{0};
+};
+}  // namespace
+
+void bind_sgd(py::module_& m) {
+  py::class_<Progress>(m, "SgdProgress", "Steps done so far by a running sgd_simulate (read from another thread).")
+      .def(py::init<>())
+      .def_property_readonly("done", [](const Progress& p) { return p.done.load(std::memory_order_relaxed); });
+  m.def(
+      "sgd_simulate",
+      [](const Array& W0, const Array& a0, const std::string& act, const Array& Wt, const Array& v,
+         const std::string& act_t, double scale, double lr, bool train_first, double lr_readout, double noise,
+         int batch, bool spherical, long long n_samples, bool shuffle, long long steps,
+         const py::array_t<long long, py::array::c_style | py::array::forcecast>& record_steps_arr,
+         std::uint64_t seed, const py::array_t<std::uint32_t, py::array::c_style | py::array::forcecast>& runs_arr,
+         bool keep_weights, int n_threads, Progress* progress) {
+        // Plain arrays rather than STL casters (no pybind11/stl.h in this module).
+        const std::vector<long long> record_steps(record_steps_arr.data(),
+                                                  record_steps_arr.data() + record_steps_arr.size());
+        const std::vector<std::uint32_t> runs(runs_arr.data(), runs_arr.data() + runs_arr.size());
+        // W0: (K, d) shared by all runs, or (R, K, d) one start per run (then a0 is (R, K)).
+        const bool per_run = W0.ndim() == 3;
+        const py::ssize_t R = static_cast<py::ssize_t>(runs.size());
+        if (R < 1) throw std::invalid_argument("seeds: need at least one run");
+        if (per_run) {
+          expect_shape(W0, "student.W", {R, -1, -1});
+          expect_shape(a0, "student.a", {R, W0.shape(1)});
+        } else {
+          expect_shape(W0, "student.W", {-1, -1});
+          expect_shape(a0, "student.a", {W0.shape(0)});
+        }
+        const py::ssize_t K = W0.shape(per_run ? 1 : 0), d = W0.shape(per_run ? 2 : 1);
+        expect_shape(Wt, "teacher.W", {-1, d});
+        const py::ssize_t M = Wt.shape(0);
+        expect_shape(v, "teacher.a", {M});
+        SgdSpec sp;
+        sp.K = static_cast<int>(K);
+        sp.M = static_cast<int>(M);
+        sp.d = static_cast<int>(d);
+        sp.scale = scale;
+        sp.student = parse_activation(act);
+        sp.teacher = parse_activation(act_t);
+        sp.lr = lr;
+        sp.train_first = train_first;
+        sp.lr_readout = lr_readout;
+        sp.noise = noise;
+        sp.batch = batch;
+        sp.spherical = spherical;
+        sp.n_samples = n_samples;
+        sp.shuffle = shuffle;
+        sp.steps = steps;
+        sp.record_steps = record_steps;
+        sp.seed = seed;
+        sgd_check(sp);
+        const auto T = static_cast<py::ssize_t>(record_steps.size());
+        Array Q = new_array({R, T, K, K}), Mo = new_array({R, T, K, M}), A = new_array({R, T, K}),
+              risk = new_array({R, T}), a_final = new_array({R, K});
+        Array W = keep_weights ? new_array({R, K, d}) : new_array({0});
+        std::vector<SgdOut> outs(static_cast<std::size_t>(R));
+        for (py::ssize_t j = 0; j < R; ++j) {
+          SgdOut& o = outs[static_cast<std::size_t>(j)];
+          o.Q = Q.mutable_data() + j * T * K * K;
+          o.M = Mo.mutable_data() + j * T * K * M;
+          o.a = A.mutable_data() + j * T * K;
+          o.risk = risk.mutable_data() + j * T;
+          o.W = keep_weights ? W.mutable_data() + j * K * d : nullptr;
+          o.a_final = a_final.mutable_data() + j * K;
+        }
+        const double *pw = W0.data(), *pa = a0.data(), *pt = Wt.data(), *pv = v.data();
+        {
+          py::gil_scoped_release release;
+          sgd_simulate(sp, pw, pa, per_run ? 1 : 0, pt, pv, runs.data(), runs.size(), outs.data(), n_threads,
+                       progress ? &progress->done : nullptr);
+        }
+        py::array_t<long long> recorded(R), status(R), stop(R);
+        for (py::ssize_t j = 0; j < R; ++j) {
+          recorded.mutable_at(j) = static_cast<long long>(outs[static_cast<std::size_t>(j)].recorded);
+          status.mutable_at(j) = outs[static_cast<std::size_t>(j)].status;
+          stop.mutable_at(j) = outs[static_cast<std::size_t>(j)].stop_step;
+        }
+        py::dict out;
+        out["Q"] = Q;
+        out["M"] = Mo;
+        out["a"] = A;
+        out["risk"] = risk;
+        out["recorded"] = recorded;
+        out["status"] = status;
+        out["stop_step"] = stop;
+        out["W"] = keep_weights ? py::object(W) : py::object(py::none());
+        out["a_final"] = a_final;
+        return out;
+      },
+      py::arg("W"), py::arg("a"), py::arg("act"), py::arg("W_teacher"), py::arg("v"), py::arg("act_teacher"),
+      py::arg("scale"), py::arg("lr"), py::arg("train_first"), py::arg("lr_readout"), py::arg("noise"),
+      py::arg("batch"), py::arg("spherical"), py::arg("n_samples"), py::arg("shuffle"), py::arg("steps"),
+      py::arg("record_steps"), py::arg("seed"), py::arg("runs"), py::arg("keep_weights") = true,
+      py::arg("n_threads") = 0, py::arg("progress") = nullptr);
+
+  m.def(
+      "philox4x32",
+      [](const py::array_t<std::uint32_t, py::array::c_style | py::array::forcecast>& counter,
+         const py::array_t<std::uint32_t, py::array::c_style | py::array::forcecast>& key) {
+        if (counter.size() != 4) throw std::invalid_argument("counter: expected 4 words");
+        if (key.size() != 2) throw std::invalid_argument("key: expected 2 words");
+        const auto r = rng::philox4x32_10({counter.at(0), counter.at(1), counter.at(2), counter.at(3)},
+                                          {key.at(0), key.at(1)});
+        py::array_t<std::uint32_t> out(4);
+        for (int j = 0; j < 4; ++j) out.mutable_at(j) = r[static_cast<std::size_t>(j)];
+        return out;
+      },
+      py::arg("counter"), py::arg("key"), "Philox4x32-10 of one counter under one key (for known-answer tests).");
+  m.def(
+      "rng_gaussians",
+      [](std::uint64_t seed, std::uint32_t run, std::uint32_t stream, std::uint64_t first, std::size_t n,
+         bool scalar) {
+        Array out = new_array({static_cast<py::ssize_t>(n)});
+        double* o = out.mutable_data();
+        {
+          py::gil_scoped_release release;
+          if (scalar) rng::gaussians_scalar(rng::StreamId{seed, run, stream}, first, n, o);
+          else rng::gaussians(rng::StreamId{seed, run, stream}, first, n, o);
+        }
+        return out;
+      },
+      py::arg("seed"), py::arg("run"), py::arg("stream"), py::arg("first"), py::arg("n"), py::arg("scalar") = false,
+      "Gaussians [first, first + n) of the stream (seed, run, stream); scalar=True uses the portable reference "
+      "code (same numbers, slower).");
+  m.def("rng_vectorised", &rng::gaussians_vectorised, "Whether the AVX2 + FMA Gaussian generator is compiled in.");
+}
+
+}  // namespace twolayer::bind

@@ -1,0 +1,67 @@
+// Finite-d SGD of a two-layer student on samples from a two-layer teacher (DESIGN.md §3).
+//
+//   x ~ N(0, I_d),  l = W x / sqrt(s),  l* = W* x / sqrt(s)   (s = d or 1),
+//   f = sum_i a_i sigma(l_i),  y = sum_r v_r sigma*(l*_r) + sqrt(Delta) xi,  E = y - f
+// (a, v effective second layers: readout prefactors already applied). One step on a batch of B samples:
+//   w_i += (lr sqrt(s) / d) (1/B) sum_nu a_i sigma'(l_i) E x        (lr / sqrt(d) per sample for s = d)
+//   a_i += (lr_readout / d) (1/B) sum_nu sigma(l_i) E
+// with both right-hand sides evaluated before the step. Spherical: each w_i is then rescaled to |w_i|^2 = s.
+// Time t = steps / d. Online: every step draws B fresh samples. Training set (n_samples > 0): n samples are
+// drawn once and visited in batches of B, epoch after epoch (reshuffled each epoch when shuffle is set);
+// B = n is full-batch gradient descent.
+//
+// Randomness: the counter-based streams of rng.hpp keyed by (seed, run): inputs of sample row r (online: row =
+// step B + nu) are Gaussians [r d, (r + 1) d) of stream kInputs, its label noise Gaussian r of kLabelNoise.
+// Each run is computed by one thread with no reduction across threads, so results are bit-identical for any
+// thread count. The risk recorded is the exact excess population risk from the overlaps (overlap_risk).
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "twolayer/activation.hpp"
+
+namespace twolayer {
+
+struct SgdSpec {
+  int K = 0, M = 0, d = 0;
+  double scale = 0.0;  // s: d for sqrt_d scaling, 1 for none
+  Activation student = Activation::Erf, teacher = Activation::Erf;
+  double lr = 0.0;          // first layer; ignored unless train_first
+  bool train_first = true;  // train W
+  double lr_readout = 0.0;  // 0: second layer fixed
+  double noise = 0.0;       // Delta, variance of the label noise
+  int batch = 1;
+  bool spherical = false;
+  long long n_samples = 0;  // 0: online
+  bool shuffle = true;
+  long long steps = 0;
+  std::vector<long long> record_steps;  // strictly increasing, each in [0, steps]
+  std::uint64_t seed = 0;
+  double blowup = 1e100;  // |E| or |w_i|^2 / s above this (or non-finite) ends a run as diverged
+};
+
+// Where one run writes (caller-owned, sized for all record_steps): Q (T K K), M (T K M), a (T K), risk (T);
+// W (K d) and a_final (K) may be null.
+struct SgdOut {
+  double *Q, *M, *a, *risk, *W, *a_final;
+  std::size_t recorded = 0;
+  int status = 0;  // 0 completed, 1 diverged
+  long long stop_step = -1;
+};
+
+// Runs runs[0..n_runs) of the same problem. W0 (K d) and a0 (K) are the initial student: shared by all runs when
+// init_stride == 0, else run j starts from W0 + j * init_stride * K * d (and a0 + j * init_stride * K). Wt (M d),
+// v (M) the teacher. OpenMP across runs (n_threads <= 0: OpenMP default); exceptions are rethrown after.
+// progress (optional): incremented by the number of steps done, every few thousand steps of every run, so that
+// a caller on another thread can report progress; it has no effect on the results.
+void sgd_simulate(const SgdSpec& spec, const double* W0, const double* a0, std::size_t init_stride,
+                  const double* Wt, const double* v, const std::uint32_t* runs, std::size_t n_runs, SgdOut* out,
+                  int n_threads, std::atomic<long long>* progress = nullptr);
+
+// Throws std::invalid_argument naming the offending field.
+void sgd_check(const SgdSpec& spec);
+
+}  // namespace twolayer

@@ -1,0 +1,490 @@
+// Finite-d SGD simulator (see sgd.hpp). One run = one thread; OpenMP across runs.
+#include "twolayer/sgd.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <mutex>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "twolayer/parallel.hpp"
+#include "twolayer/population.hpp"
+#include "twolayer/rng.hpp"
+
+namespace twolayer {
+
+namespace {
+
+// out[r] = rows[r] . x for R rows at once (x read once per 8 entries; 8 independent accumulators per row).
+// The summation order is fixed, so the result does not depend on anything but the inputs.
+template <int R>
+inline void dot_rows(const double* const* rows, const double* x, int d, double* out) {
+  double acc[R][8] = {};
+  int c = 0;
+  for (; c + 8 <= d; c += 8)
+    for (int r = 0; r < R; ++r) {
+      const double* w = rows[r] + c;
+#pragma omp simd
+      for (int j = 0; j < 8; ++j) acc[r][j] += w[j] * x[c + j];
+    }
+  for (int r = 0; r < R; ++r) {
+    double s = ((acc[r][0] + acc[r][4]) + (acc[r][1] + acc[r][5])) + ((acc[r][2] + acc[r][6]) + (acc[r][3] + acc[r][7]));
+    for (int k = c; k < d; ++k) s += rows[r][k] * x[k];
+    out[r] = s;
+  }
+}
+
+void dots(const double* const* rows, int n, const double* x, int d, double* out) {
+  int r = 0;
+  for (; r + 4 <= n; r += 4) dot_rows<4>(rows + r, x, d, out + r);
+  if (n - r == 3) dot_rows<3>(rows + r, x, d, out + r);
+  if (n - r == 2) dot_rows<2>(rows + r, x, d, out + r);
+  if (n - r == 1) dot_rows<1>(rows + r, x, d, out + r);
+}
+
+struct Diverged {
+  long long step;
+};
+
+class Run {
+ public:
+  Run(const SgdSpec& sp, const double* W0, const double* a0, const double* Wt, const double* v, const double* P,
+      std::uint32_t run, SgdOut& out)
+      : sp_(sp), K_(sp.K), M_(sp.M), d_(sp.d), Wt_(Wt), v_(v), P_(P), out_(out),
+        W_(W0, W0 + static_cast<std::size_t>(sp.K) * sp.d), a_(a0, a0 + sp.K),
+        inputs_{sp.seed, run, rng::kInputs}, noise_{sp.seed, run, rng::kLabelNoise},
+        train_x_{sp.seed, run, rng::kTrainInputs}, train_noise_{sp.seed, run, rng::kTrainNoise},
+        shuffle_{sp.seed, run, rng::kShuffle} {
+    inv_sqrt_s_ = 1.0 / std::sqrt(sp.scale);
+    const double B = sp.batch;
+    gw_ = sp.train_first ? sp.lr * std::sqrt(sp.scale) / (sp.d * B) : 0.0;
+    ga_ = sp.lr_readout / (sp.d * B);
+    sqrt_noise_ = std::sqrt(sp.noise);
+    norms_.assign(K_, 0.0);
+    for (int i = 0; i < K_; ++i) {
+      const double* w = W_.data() + static_cast<std::size_t>(i) * d_;
+      double n = 0.0;
+      for (int c = 0; c < d_; ++c) n += w[c] * w[c];
+      norms_[i] = n;
+    }
+    if (sp.spherical) project();
+    // Rows for the fused dot products: student units, then (online) teacher units, then (spherical, B = 1) x.
+    for (int i = 0; i < K_; ++i) rows_.push_back(W_.data() + static_cast<std::size_t>(i) * d_);
+    online_ = sp.n_samples == 0;
+    if (online_)
+      for (int r = 0; r < M_; ++r) rows_.push_back(Wt_ + static_cast<std::size_t>(r) * d_);
+    fused_sphere_ = sp.spherical && sp.batch == 1;
+    n_dot_ = static_cast<int>(rows_.size()) + (fused_sphere_ ? 1 : 0);
+    rows_.push_back(nullptr);  // slot for x
+    lam_.assign(n_dot_, 0.0);
+    sig_.assign(K_, 0.0);
+    lam_next_.assign(K_, 0.0);
+    cw_.assign(static_cast<std::size_t>(K_) * sp.batch, 0.0);
+    da_.assign(K_, 0.0);
+    xrow_.assign(sp.batch, nullptr);
+    if (online_) {
+      steps_per_chunk_ = std::max<long long>(sp.batch == 1 ? 2 : 1, 8192 / (static_cast<long long>(sp.batch) * d_));
+      // one spare row: the single-sample path keeps the next step's input in the buffer
+      xbuf_.assign(static_cast<std::size_t>(steps_per_chunk_ + 1) * sp.batch * d_, 0.0);
+      nbuf_.assign(static_cast<std::size_t>(steps_per_chunk_ + 1) * sp.batch, 0.0);
+    } else {
+      make_training_set();
+    }
+    Q_.assign(static_cast<std::size_t>(K_) * K_, 0.0);
+    Mo_.assign(static_cast<std::size_t>(K_) * M_, 0.0);
+  }
+
+  void go(std::atomic<long long>* progress) {
+    long long reported = 0;
+    const auto& rec = sp_.record_steps;
+    std::size_t next = 0;
+    try {
+      for (long long step = 0; step <= sp_.steps; ++step) {
+        if (next < rec.size() && rec[next] == step) {
+          record(step);
+          ++next;
+        }
+        if (step == sp_.steps) break;
+        do_step(step);
+        if (progress && ((step + 1) & 4095) == 0) {
+          progress->fetch_add(step + 1 - reported, std::memory_order_relaxed);
+          reported = step + 1;
+        }
+      }
+    } catch (const Diverged& e) {
+      out_.status = 1;
+      out_.stop_step = e.step;
+    }
+    if (progress) progress->fetch_add(sp_.steps - reported, std::memory_order_relaxed);
+    if (out_.W) std::copy(W_.begin(), W_.end(), out_.W);
+    if (out_.a_final) std::copy(a_.begin(), a_.end(), out_.a_final);
+  }
+
+ private:
+  const SgdSpec& sp_;
+  int K_, M_, d_;
+  const double *Wt_, *v_, *P_;
+  SgdOut& out_;
+  std::vector<double> W_, a_, norms_;
+  rng::StreamId inputs_, noise_, train_x_, train_noise_, shuffle_;
+  double inv_sqrt_s_, gw_, ga_, sqrt_noise_;
+  std::vector<const double*> rows_;
+  bool online_ = true, fused_sphere_ = false;
+  int n_dot_ = 0;
+  std::vector<double> lam_, cw_, da_, sig_, lam_next_;
+  bool have_lam_ = false;  // lam_[0, K) already holds the student dots of the current step's input (fused path)
+  std::vector<const double*> xrow_;  // the rows of the current batch
+  long long step_ = 0;
+  // online
+  long long steps_per_chunk_ = 1, chunk_first_ = -1;
+  std::vector<double> xbuf_, nbuf_;
+  // training set
+  std::vector<double> X_, y_;
+  std::vector<std::size_t> perm_;
+  long long epoch_ = -1;
+  std::vector<double> Q_, Mo_;
+
+  void project() {
+    for (int i = 0; i < K_; ++i) {
+      if (!(norms_[i] > 0.0) || !std::isfinite(norms_[i])) throw Diverged{0};
+      double* w = W_.data() + static_cast<std::size_t>(i) * d_;
+      const double r = std::sqrt(sp_.scale / norms_[i]);
+      double n = 0.0;
+      for (int c = 0; c < d_; ++c) {
+        w[c] *= r;
+        n += w[c] * w[c];
+      }
+      norms_[i] = n;
+    }
+  }
+
+  // f = sum_i a_i sigma(l_i) from the raw dots in lam_; keeps sigma(l_i) in sig_.
+  double output() {
+    double f = 0.0;
+    for (int i = 0; i < K_; ++i) {
+      sig_[i] = sigma(sp_.student, lam_[i] * inv_sqrt_s_);
+      f += a_[i] * sig_[i];
+    }
+    return f;
+  }
+
+  double teacher_label(const double* lam_t, double xi) const {
+    double y = 0.0;
+    for (int r = 0; r < M_; ++r) y += v_[r] * sigma(sp_.teacher, lam_t[r] * inv_sqrt_s_);
+    return y + sqrt_noise_ * xi;
+  }
+
+  void make_training_set() {
+    const long long n = sp_.n_samples;
+    X_.resize(static_cast<std::size_t>(n) * d_);
+    y_.resize(static_cast<std::size_t>(n));
+    rng::gaussians(train_x_, 0, X_.size(), X_.data());
+    std::vector<double> xi(static_cast<std::size_t>(n), 0.0);
+    if (sp_.noise > 0.0) rng::gaussians(train_noise_, 0, xi.size(), xi.data());
+    std::vector<const double*> trows;
+    for (int r = 0; r < M_; ++r) trows.push_back(Wt_ + static_cast<std::size_t>(r) * d_);
+    std::vector<double> lt(M_);
+    for (long long k = 0; k < n; ++k) {
+      dots(trows.data(), M_, X_.data() + static_cast<std::size_t>(k) * d_, d_, lt.data());
+      y_[k] = teacher_label(lt.data(), xi[k]);
+    }
+    perm_.resize(static_cast<std::size_t>(n));
+    std::iota(perm_.begin(), perm_.end(), std::size_t{0});
+  }
+
+  // Sample index of position p in the sequence of epochs.
+  std::size_t train_index(long long p) {
+    const long long n = sp_.n_samples;
+    const long long e = p / n, i = p % n;
+    if (!sp_.shuffle || sp_.batch == n) return static_cast<std::size_t>(i);
+    if (e != epoch_) {  // Fisher-Yates from the (run, epoch) shuffle stream
+      std::iota(perm_.begin(), perm_.end(), std::size_t{0});
+      for (long long k = n - 1; k > 0; --k) {
+        const auto j = rng::bounded(shuffle_, (static_cast<std::uint64_t>(e) << 32) | static_cast<std::uint64_t>(k),
+                                    static_cast<std::uint64_t>(k + 1));
+        std::swap(perm_[k], perm_[j]);
+      }
+      epoch_ = e;
+    }
+    return perm_[static_cast<std::size_t>(i)];
+  }
+
+  void fill_chunk(long long step) {
+    const long long first = step, count = std::min(steps_per_chunk_, sp_.steps - step);
+    const auto B = static_cast<std::uint64_t>(sp_.batch);
+    const auto rows = static_cast<std::size_t>(count) * B;
+    rng::gaussians(inputs_, static_cast<std::uint64_t>(first) * B * static_cast<std::uint64_t>(d_),
+                   rows * static_cast<std::size_t>(d_), xbuf_.data());
+    if (sp_.noise > 0.0) rng::gaussians(noise_, static_cast<std::uint64_t>(first) * B, rows, nbuf_.data());
+    chunk_first_ = first;
+  }
+
+  // Online, one sample per step: the update pass over w_i also forms w_i(new) . x_next, the student dots of the
+  // next step, so W is read once per step. Rows [chunk_first_, chunk_first_ + steps_per_chunk_] are in xbuf_ (one
+  // more than a chunk: the next step's input is always there).
+  void ensure_rows(long long step) {
+    const long long n = steps_per_chunk_;
+    const std::size_t dd = static_cast<std::size_t>(d_);
+    long long first_new;
+    double* dst;
+    if (chunk_first_ >= 0 && step == chunk_first_ + n) {  // keep the row we have, generate the rest
+      std::copy(xbuf_.begin() + static_cast<std::ptrdiff_t>(n * d_), xbuf_.begin() + static_cast<std::ptrdiff_t>((n + 1) * d_),
+                xbuf_.begin());
+      if (sp_.noise > 0.0) nbuf_[0] = nbuf_[static_cast<std::size_t>(n)];
+      first_new = step + 1;
+      dst = xbuf_.data() + dd;
+    } else if (chunk_first_ < 0 || step < chunk_first_ || step > chunk_first_ + n) {
+      first_new = step;
+      dst = xbuf_.data();
+    } else {
+      return;
+    }
+    const long long count = step + n + 1 - first_new;
+    rng::gaussians(inputs_, static_cast<std::uint64_t>(first_new) * dd, static_cast<std::size_t>(count) * dd, dst);
+    if (sp_.noise > 0.0)
+      rng::gaussians(noise_, static_cast<std::uint64_t>(first_new), static_cast<std::size_t>(count),
+                     nbuf_.data() + (first_new - step));
+    chunk_first_ = step;
+  }
+
+  void step_online_single(long long step) {
+    ensure_rows(step);
+    const std::size_t row = static_cast<std::size_t>(step - chunk_first_);
+    const double* x = xbuf_.data() + row * d_;
+    const bool has_next = step + 1 < sp_.steps && gw_ != 0.0;
+    const double* xn = has_next ? x + d_ : nullptr;
+    // teacher dots (and |x|^2 for the sphere) always; student dots only if the last pass did not form them
+    rows_.back() = x;
+    if (have_lam_) dots(rows_.data() + K_, n_dot_ - K_, x, d_, lam_.data() + K_);
+    else dots(rows_.data(), n_dot_, x, d_, lam_.data());
+    const double y = teacher_label(lam_.data() + K_, sp_.noise > 0.0 ? nbuf_[row] : 0.0);
+    const double E = y - output();
+    if (!(std::fabs(E) <= sp_.blowup)) throw Diverged{step};
+    const double xx = fused_sphere_ ? lam_[n_dot_ - 1] : 0.0;
+    for (int i = 0; i < K_; ++i) {
+      const double c = gw_ * a_[i] * dsigma(sp_.student, lam_[i] * inv_sqrt_s_) * E;
+      if (ga_ != 0.0) a_[i] += ga_ * sig_[i] * E;
+      if (gw_ == 0.0) continue;
+      double r = 1.0, rc = c;
+      if (fused_sphere_) {
+        // |w + c x|^2 = |w|^2 + 2 c w.x + c^2 |x|^2; then w <- r (w + c x), r = sqrt(s / that)
+        const double n_new = norms_[i] + 2.0 * c * lam_[i] + c * c * xx;
+        if (!(n_new > 0.0) || !std::isfinite(n_new)) throw Diverged{step};
+        r = std::sqrt(sp_.scale / n_new);
+        rc = r * c;
+      }
+      update_and_dot(W_.data() + static_cast<std::size_t>(i) * d_, x, xn, r, rc, i);
+    }
+    have_lam_ = has_next;
+    if (has_next) std::copy(lam_next_.begin(), lam_next_.end(), lam_.begin());
+  }
+
+  // w <- r w + rc x (r = 1 off the sphere); accumulates |w|^2 (sphere) and w . xn (into lam_next_[i]) if xn.
+  void update_and_dot(double* w, const double* x, const double* xn, double r, double rc, int i) {
+    double acc[8] = {}, nn[8] = {};
+    int k = 0;
+    if (fused_sphere_) {
+      if (xn) {
+        for (; k + 8 <= d_; k += 8)
+#pragma omp simd
+          for (int j = 0; j < 8; ++j) {
+            const double u = r * w[k + j] + rc * x[k + j];
+            w[k + j] = u;
+            nn[j] += u * u;
+            acc[j] += u * xn[k + j];
+          }
+      } else {
+        for (; k + 8 <= d_; k += 8)
+#pragma omp simd
+          for (int j = 0; j < 8; ++j) {
+            const double u = r * w[k + j] + rc * x[k + j];
+            w[k + j] = u;
+            nn[j] += u * u;
+          }
+      }
+    } else if (xn) {
+      for (; k + 8 <= d_; k += 8)
+#pragma omp simd
+        for (int j = 0; j < 8; ++j) {
+          const double u = w[k + j] + rc * x[k + j];
+          w[k + j] = u;
+          acc[j] += u * xn[k + j];
+        }
+    } else {
+      for (; k + 8 <= d_; k += 8)
+#pragma omp simd
+        for (int j = 0; j < 8; ++j) w[k + j] += rc * x[k + j];
+    }
+    double a8 = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    double n8 = ((nn[0] + nn[4]) + (nn[1] + nn[5])) + ((nn[2] + nn[6]) + (nn[3] + nn[7]));
+    for (; k < d_; ++k) {
+      const double u = fused_sphere_ ? r * w[k] + rc * x[k] : w[k] + rc * x[k];
+      w[k] = u;
+      n8 += u * u;
+      if (xn) a8 += u * xn[k];
+    }
+    if (fused_sphere_) norms_[i] = n8;
+    if (xn) lam_next_[i] = a8;
+  }
+
+  void do_step(long long step) {
+    const int B = sp_.batch;
+    step_ = step;
+    if (online_ && B == 1) {
+      step_online_single(step);
+      return;
+    }
+    std::fill(da_.begin(), da_.end(), 0.0);
+    if (online_ && (chunk_first_ < 0 || step >= chunk_first_ + steps_per_chunk_)) fill_chunk(step);
+    for (int nu = 0; nu < B; ++nu) {
+      const double* x;
+      double y;
+      if (online_) {
+        const std::size_t row = static_cast<std::size_t>(step - chunk_first_) * B + nu;
+        xrow_[nu] = x = xbuf_.data() + row * d_;
+        rows_.back() = x;
+        dots(rows_.data(), n_dot_, x, d_, lam_.data());
+        y = teacher_label(lam_.data() + K_, sp_.noise > 0.0 ? nbuf_[row] : 0.0);
+      } else {
+        const std::size_t k = train_index(step * static_cast<long long>(B) + nu);
+        xrow_[nu] = x = X_.data() + k * d_;
+        rows_.back() = x;
+        dots(rows_.data(), n_dot_, x, d_, lam_.data());
+        y = y_[k];
+      }
+      const double E = y - output();
+      if (!(std::fabs(E) <= sp_.blowup)) throw Diverged{step};
+      for (int i = 0; i < K_; ++i) {
+        cw_[static_cast<std::size_t>(i) * B + nu] = gw_ * a_[i] * dsigma(sp_.student, lam_[i] * inv_sqrt_s_) * E;
+        if (ga_ != 0.0) da_[i] += ga_ * sig_[i] * E;
+      }
+      if (B == 1) update_single(x);
+      else if (nu == B - 1) update_batch();
+    }
+    for (int i = 0; i < K_; ++i) a_[i] += da_[i];
+  }
+
+  void update_single(const double* x) {
+    if (gw_ == 0.0) return;
+    const double xx = fused_sphere_ ? lam_[n_dot_ - 1] : 0.0;
+    for (int i = 0; i < K_; ++i) {
+      double* w = W_.data() + static_cast<std::size_t>(i) * d_;
+      const double c = cw_[i];
+      if (fused_sphere_) {
+        // |w + c x|^2 = |w|^2 + 2 c w.x + c^2 |x|^2, then w <- r (w + c x) with r = sqrt(s / that).
+        const double n_new = norms_[i] + 2.0 * c * lam_[i] + c * c * xx;
+        if (!(n_new > 0.0) || !std::isfinite(n_new)) throw Diverged{step_};
+        const double r = std::sqrt(sp_.scale / n_new), rc = r * c;
+        double n = 0.0;
+#pragma omp simd reduction(+ : n)
+        for (int k = 0; k < d_; ++k) {
+          const double u = r * w[k] + rc * x[k];
+          w[k] = u;
+          n += u * u;
+        }
+        norms_[i] = n;
+      } else {
+#pragma omp simd
+        for (int k = 0; k < d_; ++k) w[k] += c * x[k];
+      }
+    }
+  }
+
+  void update_batch() {
+    if (gw_ == 0.0) return;
+    const int B = sp_.batch;
+    for (int i = 0; i < K_; ++i) {
+      double* w = W_.data() + static_cast<std::size_t>(i) * d_;
+      for (int nu = 0; nu < B; ++nu) {
+        const double c = cw_[static_cast<std::size_t>(i) * B + nu];
+        const double* x = xrow_[nu];
+#pragma omp simd
+        for (int k = 0; k < d_; ++k) w[k] += c * x[k];
+      }
+      if (sp_.spherical) {
+        double n = 0.0;
+        for (int k = 0; k < d_; ++k) n += w[k] * w[k];
+        norms_[i] = n;
+      }
+    }
+    if (sp_.spherical) project();
+  }
+
+  void record(long long step) {
+    gram(W_.data(), K_, W_.data(), K_, d_, sp_.scale, Q_.data(), 1);
+    gram(W_.data(), K_, Wt_, M_, d_, sp_.scale, Mo_.data(), 1);
+    for (int i = 0; i < K_; ++i)
+      if (!(std::fabs(Q_[static_cast<std::size_t>(i) * K_ + i]) <= sp_.blowup)) throw Diverged{step};
+    const double r = overlap_risk(Q_.data(), Mo_.data(), P_, a_.data(), v_, K_, M_, sp_.student, sp_.teacher);
+    if (!std::isfinite(r)) throw Diverged{step};
+    const std::size_t t = out_.recorded;
+    std::copy(Q_.begin(), Q_.end(), out_.Q + t * K_ * K_);
+    std::copy(Mo_.begin(), Mo_.end(), out_.M + t * K_ * M_);
+    std::copy(a_.begin(), a_.end(), out_.a + t * K_);
+    out_.risk[t] = r;
+    out_.recorded = t + 1;
+  }
+};
+
+}  // namespace
+
+void sgd_check(const SgdSpec& sp) {
+  auto bad = [](const std::string& what) { throw std::invalid_argument(what); };
+  if (sp.K < 1) bad("student: needs at least one unit");
+  if (sp.M < 1) bad("teacher: needs at least one unit");
+  if (sp.d < 1) bad("d: must be positive");
+  if (!(sp.scale > 0.0) || !std::isfinite(sp.scale)) bad("scale: must be positive");
+  if (sp.train_first && !(sp.lr > 0.0 && std::isfinite(sp.lr))) bad("lr: must be a finite number > 0");
+  if (!(sp.lr_readout >= 0.0 && std::isfinite(sp.lr_readout))) bad("lr_readout: must be a finite number >= 0");
+  if (!(sp.noise >= 0.0 && std::isfinite(sp.noise))) bad("noise: must be a finite number >= 0");
+  if (sp.batch < 1) bad("batch_size: must be >= 1");
+  if (sp.n_samples < 0) bad("n_samples: must be >= 0 (0: online)");
+  if (sp.n_samples > 0 && sp.batch > sp.n_samples) bad("batch_size: must not exceed n_samples");
+  if (sp.n_samples >= (1ll << 32)) bad("n_samples: must be below 2^32");
+  if (sp.steps < 0) bad("steps: must be >= 0");
+  if (sp.train_first && sp.student == Activation::Step)
+    bad("activation: the step activation has a delta derivative, so SGD cannot train the first layer");
+  long long prev = -1;
+  for (long long s : sp.record_steps) {
+    if (s <= prev || s > sp.steps) bad("record_steps: must be strictly increasing within [0, steps]");
+    prev = s;
+  }
+}
+
+void sgd_simulate(const SgdSpec& sp, const double* W0, const double* a0, std::size_t init_stride, const double* Wt,
+                  const double* v, const std::uint32_t* runs, std::size_t n_runs, SgdOut* out, int n_threads,
+                  std::atomic<long long>* progress) {
+  sgd_check(sp);
+  std::vector<double> P(static_cast<std::size_t>(sp.M) * sp.M);
+  gram(Wt, sp.M, Wt, sp.M, sp.d, sp.scale, P.data(), 1);
+  const std::size_t Kd = static_cast<std::size_t>(sp.K) * sp.d;
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  const int threads = resolve_threads(n_threads);
+  (void)threads;
+#ifdef TWOLAYER_OPENMP
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1 && n_runs > 1)
+#endif
+  for (std::ptrdiff_t j = 0; j < static_cast<std::ptrdiff_t>(n_runs); ++j) {
+    try {
+      const std::size_t jj = static_cast<std::size_t>(j);
+      out[jj].recorded = 0;
+      out[jj].status = 0;
+      out[jj].stop_step = -1;
+      Run run(sp, W0 + jj * init_stride * Kd, a0 + jj * init_stride * sp.K, Wt, v, P.data(), runs[jj], out[jj]);
+      run.go(progress);
+    } catch (const Diverged& e) {  // thrown by the constructor (degenerate spherical start)
+      out[j].status = 1;
+      out[j].stop_step = e.step < 0 ? 0 : e.step;
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace twolayer

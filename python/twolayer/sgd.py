@@ -1,0 +1,464 @@
+"""Finite-d SGD of a two-layer student on samples from a teacher: the ground truth for the ODEs.
+
+Conventions (DESIGN.md §3). Inputs x ~ N(0, I_d); pre-activations lambda = W x / sqrt(s) (s = d
+for ``scaling="sqrt_d"``, 1 for ``"none"``); f(x) = c sum_i a_i sigma(lambda_i) with c the readout factor
+(1 for ``readout="sum"``, 1/K for ``"mean"``); y = sum_r v_r sigma*(lambda*_r) + sqrt(noise) xi. With
+E = y - f, one step on a batch of B samples is plain SGD on the network's parameters W and a::
+
+    w_i += (lr sqrt(s) / d) * mean_batch[c a_i sigma'(lambda_i) E x]     (lr / sqrt(d) for s = d)
+    a_i += (lr_readout / d) * mean_batch[c sigma(lambda_i) E]            (fixed if lr_readout = 0)
+
+both evaluated before the step. One online step of learning rate lr is in expectation one step of population
+gradient descent with learning rate lr, and the d -> infinity limit is ``tl.ode.integrate`` with the same
+``lr``, ``lr_readout``, ``noise`` and ``readout`` (in the ODE's effective units the readout moves with
+c^2 lr_readout). ``spherical=True`` (seed 003) then rescales every w_i to |w_i|^2 = s, i.e. Q_ii = 1 (the
+initial weights are projected too). Trajectory.a holds the effective second layer c a, as Overlaps does.
+
+Time is t = steps / d. Online (``n_samples=None``): every step draws B fresh samples. With ``n_samples=n``
+(the correlated-samples regime of seed 002, n = alpha d) one training set is drawn per run and visited in
+batches of B, epoch after epoch, reshuffled every epoch unless ``shuffle=False``; ``batch_size=n_samples`` is
+full-batch gradient descent.
+
+Randomness comes from counter-based Philox4x32-10 streams keyed by (seed, run): a run's inputs, label noise,
+training set and shuffles are fixed by those two numbers alone, so results are bit-identical whatever the
+number of threads, and run j of an ensemble equals the single run with ``seeds=[j]``.
+
+Recorded at the requested times: Q, M, the effective a and the exact excess population risk (noise/2 not
+included) computed from the overlaps with the closed-form kernels -- not a test-set estimate. Every activation
+pair has a closed-form I2, so no estimate is ever needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, overload
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from . import _core
+from ._validation import as_float_array, n_threads_arg, positive
+from .networks import Network
+from .overlaps import check_pair
+from .results import Trajectory
+
+__all__ = ["Ensemble", "simulate"]
+
+
+@dataclass(eq=False)
+class Ensemble:
+    """Independent SGD runs of one problem (same teacher and hyper-parameters, streams keyed by (seed, run)).
+
+    ``runs`` holds one :class:`~twolayer.Trajectory` per run (a diverged run is truncated where it stopped,
+    with status ``"diverged"``); ``t`` the requested record times. The stacked arrays ``Q`` (R, T, K, K),
+    ``M``, ``a``, ``risk`` and the statistics :meth:`mean`, :meth:`std`, :meth:`sem` use the runs that
+    completed only; ``n_diverged`` says how many were left out.
+    """
+
+    runs: list[Trajectory]
+    run_ids: NDArray[np.int64]
+    t: NDArray[np.float64]
+    seed: int
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.runs)
+
+    def __iter__(self) -> Iterator[Trajectory]:
+        return iter(self.runs)
+
+    def __getitem__(self, j: int) -> Trajectory:
+        return self.runs[j]
+
+    @property
+    def status(self) -> list[str]:
+        return [r.status for r in self.runs]
+
+    @property
+    def completed(self) -> list[Trajectory]:
+        return [r for r in self.runs if r.status != "diverged"]
+
+    @property
+    def n_diverged(self) -> int:
+        return len(self.runs) - len(self.completed)
+
+    def stack(self, name: str) -> NDArray[np.float64]:
+        """``name`` ("Q", "M", "a" or "risk") of the completed runs, run first."""
+        if name not in ("Q", "M", "a", "risk"):
+            raise ValueError(f"name: expected one of 'Q', 'M', 'a', 'risk'; got {name!r}")
+        runs = self.completed
+        if not runs:
+            raise ValueError("seeds: every run diverged, there is nothing to stack")
+        return np.stack([getattr(r, name) for r in runs])
+
+    Q = property(lambda self: self.stack("Q"), doc="(R_completed, T, K, K)")
+    M = property(lambda self: self.stack("M"), doc="(R_completed, T, K, M)")
+    a = property(lambda self: self.stack("a"), doc="(R_completed, T, K)")
+    risk = property(lambda self: self.stack("risk"), doc="(R_completed, T)")
+
+    def _statistic(self, fn: Any, label: str) -> Trajectory:
+        n = len(self.completed)
+        fields = {k: fn(self.stack(k)) for k in ("Q", "M", "a", "risk")}
+        msg = f"{label} over {n} of {len(self.runs)} runs" + (
+            f" ({self.n_diverged} diverged)" if self.n_diverged else ""
+        )
+        return Trajectory(
+            t=self.t.copy(),
+            **fields,
+            status="completed",
+            message=msg,
+            time_unit=self.runs[0].time_unit,
+            meta={**self.meta, "statistic": label, "n_runs": n},
+        )
+
+    def mean(self) -> Trajectory:
+        """Mean over the completed runs, as a Trajectory."""
+        return self._statistic(lambda x: x.mean(axis=0), "mean")
+
+    def std(self) -> Trajectory:
+        """Sample standard deviation (ddof = 1) over the completed runs."""
+        return self._statistic(
+            lambda x: x.std(axis=0, ddof=1) if x.shape[0] > 1 else np.zeros_like(x[0]), "std"
+        )
+
+    def sem(self) -> Trajectory:
+        """Standard error of the mean over the completed runs: std / sqrt(n)."""
+        n = len(self.completed)
+        return self._statistic(
+            lambda x: (x.std(axis=0, ddof=1) if n > 1 else np.zeros_like(x[0])) / np.sqrt(n), "sem"
+        )
+
+    def to_xarray(self) -> Any:
+        """An ``xarray.Dataset`` of the completed runs; dimensions run, time, student, student2, teacher."""
+        try:
+            import xarray as xr
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise ImportError("to_xarray needs xarray: pip install 'twolayer[xarray]'") from exc
+        runs = [int(r.meta["run"]) for r in self.completed]
+        attrs = {k: v for k, v in self.meta.items() if isinstance(v, (int, float, str))}
+        return xr.Dataset(
+            {
+                "Q": (("run", "time", "student", "student2"), self.Q),
+                "M": (("run", "time", "student", "teacher"), self.M),
+                "a": (("run", "time", "student"), self.a),
+                "risk": (("run", "time"), self.risk),
+            },
+            coords={"run": runs, "time": self.t},
+            attrs={**attrs, "seed": self.seed, "n_diverged": self.n_diverged},
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"Ensemble(runs={len(self.runs)}, T={len(self.t)}, diverged={self.n_diverged}, seed={self.seed})"
+        )
+
+
+def _int(x: Any, name: str, low: int, high: int | None = None) -> int:
+    if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
+        raise ValueError(f"{name}: expected an integer, got {x!r}")
+    if x < low or (high is not None and x >= high):
+        raise ValueError(
+            f"{name}: expected an integer in [{low}, {high if high is not None else 'inf'}), got {x!r}"
+        )
+    return int(x)
+
+
+def _record_steps(d: int, t_max: float | None, times: ArrayLike | None, records: int) -> NDArray[np.int64]:
+    if times is None:
+        if t_max is None:
+            raise ValueError("t_max: give t_max (or times)")
+        tm = positive(t_max, "t_max")
+        records = _int(records, "records", 2)
+        steps = np.unique(np.round(np.linspace(0.0, tm, records) * d).astype(np.int64))
+        return steps
+    tt = as_float_array(times, "times", ndim=1)
+    if tt.size == 0 or np.any(tt < 0) or np.any(np.diff(tt) <= 0):
+        raise ValueError("times: expected a non-empty, strictly increasing array of times >= 0")
+    if t_max is not None and tt[-1] > positive(t_max, "t_max") + 0.5 / d:
+        raise ValueError(f"times: the last time {tt[-1]} exceeds t_max={t_max}")
+    steps = np.round(tt * d).astype(np.int64)
+    if np.any(np.diff(steps) <= 0):
+        raise ValueError(f"times: two requested times fall on the same step (spacing below 1/d = {1 / d:g})")
+    return steps
+
+
+def _run_with_progress(args: tuple[Any, ...], kwargs: dict[str, Any], total: int) -> dict[str, Any]:
+    """Run the core on a worker thread (it releases the GIL) while a tqdm bar follows its step counter."""
+    import threading
+
+    from tqdm import tqdm
+
+    counter = _core.SgdProgress()
+    result: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            result["out"] = _core.sgd_simulate(*args, **kwargs, progress=counter)
+        except BaseException as exc:  # re-raised on the calling thread
+            result["error"] = exc
+
+    thread = threading.Thread(target=work, daemon=True)
+    with tqdm(total=total, unit="step", unit_scale=True, desc="SGD") as bar:
+        thread.start()
+        while thread.is_alive():
+            thread.join(0.1)
+            bar.update(counter.done - bar.n)
+        bar.update(counter.done - bar.n)
+    if "error" in result:
+        raise result["error"]
+    return result["out"]
+
+
+def _check_network(net: Network, name: str) -> None:
+    if not isinstance(net, Network):
+        raise TypeError(f"{name}: expected a twolayer.Network, got {type(net).__name__}")
+    if not (np.all(np.isfinite(net.W)) and np.all(np.isfinite(net.a))):
+        raise ValueError(f"{name}: weights must be finite (got NaN or inf)")
+
+
+@overload
+def simulate(
+    student: Network | Sequence[Network],
+    teacher: Network,
+    lr: float,
+    lr_readout: float = ...,
+    noise: float = ...,
+    batch_size: int = ...,
+    spherical: bool = ...,
+    t_max: float | None = ...,
+    times: ArrayLike | None = ...,
+    seed: int = ...,
+    *,
+    seeds: None = ...,
+    n_samples: int | None = ...,
+    shuffle: bool = ...,
+    train_first_layer: bool = ...,
+    records: int = ...,
+    keep_weights: bool = ...,
+    n_threads: int | None = ...,
+) -> Trajectory: ...
+@overload
+def simulate(
+    student: Network | Sequence[Network],
+    teacher: Network,
+    lr: float,
+    lr_readout: float = ...,
+    noise: float = ...,
+    batch_size: int = ...,
+    spherical: bool = ...,
+    t_max: float | None = ...,
+    times: ArrayLike | None = ...,
+    seed: int = ...,
+    *,
+    seeds: int | Sequence[int],
+    n_samples: int | None = ...,
+    shuffle: bool = ...,
+    train_first_layer: bool = ...,
+    records: int = ...,
+    keep_weights: bool = ...,
+    n_threads: int | None = ...,
+) -> Ensemble: ...
+
+
+def simulate(
+    student: Network | Sequence[Network],
+    teacher: Network,
+    lr: float,
+    lr_readout: float = 0.0,
+    noise: float = 0.0,
+    batch_size: int = 1,
+    spherical: bool = False,
+    t_max: float | None = None,
+    times: ArrayLike | None = None,
+    seed: int = 0,
+    *,
+    seeds: int | Sequence[int] | None = None,
+    n_samples: int | None = None,
+    shuffle: bool = True,
+    train_first_layer: bool = True,
+    records: int = 101,
+    keep_weights: bool = True,
+    n_threads: int | None = None,
+    progress: bool = False,
+) -> Trajectory | Ensemble:
+    """Simulate SGD of ``student`` on samples labelled by ``teacher`` (conventions in the module docstring).
+
+    Parameters
+    ----------
+    student, teacher : Network
+        Same input dimension d and scaling. ``student`` may be a sequence of Networks, one initial
+        condition per run (then ``seeds`` must give as many runs).
+    lr : float > 0
+        First-layer learning rate (per-sample step lr / sqrt(d) on w for ``sqrt_d`` scaling).
+    lr_readout : float >= 0
+        Second-layer learning rate (plain SGD step lr_readout / d on the network's a); 0 keeps it fixed.
+    noise : float >= 0
+        Variance Delta of the label noise.
+    batch_size : int >= 1
+        Samples averaged per step.
+    spherical : bool
+        Project every w_i back to |w_i|^2 = s after each step (seed 003).
+    t_max, times, records
+        Run until t_max = steps / d, recording at ``records`` equally spaced times (0 and t_max
+        included), or at the given ``times`` (rounded to whole steps; the returned ``t`` holds the exact
+        steps / d).
+    seed : int
+        Master seed (64-bit). Run j uses the streams keyed by (seed, j).
+    seeds : int or sequence of int, optional
+        Ensemble: an int n runs j = 0..n-1; a sequence runs exactly those run indices (each < 2^32).
+        Returns an :class:`Ensemble`; without it a single run j = 0 is returned as a Trajectory.
+    n_samples : int, optional
+        Size of a fixed training set reused across epochs (None: online SGD).
+    shuffle : bool
+        Reshuffle the training set every epoch (ignored online and for full batches).
+    train_first_layer : bool
+        False freezes W (train the readout only, with ``lr_readout``).
+    keep_weights : bool
+        Attach the final Network of every run (``Trajectory.student``).
+    n_threads : int, optional
+        OpenMP threads across runs (None: the OpenMP default). Results do not depend on it.
+    progress : bool
+        Show a tqdm progress bar (steps of all runs); no effect on the results.
+    """
+    if isinstance(student, Network):
+        students: list[Network] | None = None
+        _check_network(student, "student")
+        first = student
+    else:
+        students = list(student)
+        if not students:
+            raise ValueError("student: expected a Network or a non-empty sequence of Networks")
+        for j, s in enumerate(students):
+            _check_network(s, f"student[{j}]")
+            if (s.K, s.d, s.activation, s.scaling, s.readout) != (
+                students[0].K,
+                students[0].d,
+                students[0].activation,
+                students[0].scaling,
+                students[0].readout,
+            ):
+                raise ValueError(
+                    f"student[{j}]: every initial network must have the same K, d, activation, "
+                    "scaling and readout"
+                )
+        first = students[0]
+    _check_network(teacher, "teacher")
+    check_pair(first, teacher)
+    if spherical:
+        for j, s in enumerate(students or [first]):
+            if np.any(np.linalg.norm(s.W, axis=1) == 0):
+                raise ValueError(
+                    f"student{'' if students is None else f'[{j}]'}: spherical SGD needs every row "
+                    "of W to be nonzero"
+                )
+    d = first.d
+    lr_ = positive(lr, "lr")
+    lr_a = positive(lr_readout, "lr_readout", allow_zero=True)
+    noise_ = positive(noise, "noise", allow_zero=True)
+    B = _int(batch_size, "batch_size", 1)
+    if not isinstance(spherical, (bool, np.bool_)):
+        raise ValueError(f"spherical: expected a bool, got {spherical!r}")
+    seed_ = _int(seed, "seed", 0, 2**64)
+    n = 0 if n_samples is None else _int(n_samples, "n_samples", 1, 2**32)
+    if n and B > n:
+        raise ValueError(f"batch_size: {B} exceeds the training set size n_samples={n}")
+    if seeds is None:
+        run_ids = np.array([0], dtype=np.int64)
+    elif isinstance(seeds, (int, np.integer)) and not isinstance(seeds, bool):
+        run_ids = np.arange(_int(seeds, "seeds", 1, 2**32), dtype=np.int64)
+    else:
+        try:
+            run_ids = np.array([_int(s, "seeds", 0, 2**32) for s in seeds], dtype=np.int64)
+        except TypeError:
+            raise ValueError(
+                f"seeds: expected a number of runs or a sequence of run indices, got {seeds!r}"
+            ) from None
+        if run_ids.size == 0:
+            raise ValueError("seeds: expected at least one run")
+        if np.unique(run_ids).size != run_ids.size:
+            raise ValueError("seeds: run indices must be distinct")
+    if students is not None and len(students) != run_ids.size:
+        raise ValueError(f"student: got {len(students)} initial networks for {run_ids.size} runs")
+    rec = _record_steps(d, t_max, times, records)
+    steps = int(round(positive(t_max, "t_max") * d)) if t_max is not None else int(rec[-1])
+    steps = max(steps, int(rec[-1]))
+
+    if students is None:
+        W0, a0 = first.W, first.effective_a
+    else:
+        W0 = np.stack([s.W for s in students])
+        a0 = np.stack([s.effective_a for s in students])
+    kwargs: dict[str, Any] = dict(
+        lr=lr_,
+        train_first=bool(train_first_layer),
+        lr_readout=lr_a * first.readout_factor**2,
+        noise=noise_,
+        batch=B,
+        spherical=bool(spherical),
+        n_samples=n,
+        shuffle=bool(shuffle),
+        steps=steps,
+        record_steps=rec,
+        seed=seed_,
+        runs=run_ids.astype(np.uint32),
+        keep_weights=bool(keep_weights),
+        n_threads=n_threads_arg(n_threads),
+    )
+    args = (W0, a0, first.activation, teacher.W, teacher.effective_a, teacher.activation, first.scale)
+    out = (
+        _run_with_progress(args, kwargs, steps * run_ids.size)
+        if progress
+        else _core.sgd_simulate(*args, **kwargs)
+    )
+
+    t_all = rec.astype(np.float64) / d
+    meta: dict[str, Any] = {
+        "lr": lr_,
+        "lr_readout": lr_a,
+        "noise": noise_,
+        "batch_size": B,
+        "spherical": bool(spherical),
+        "d": d,
+        "seed": seed_,
+        "steps": steps,
+        "n_samples": n,
+        "regime": "training_set" if n else "online",
+        "train_first_layer": bool(train_first_layer),
+        "risk_method": "exact (closed-form kernels)",
+    }
+    trajs = []
+    c = first.readout_factor
+    for j, run in enumerate(run_ids):
+        T = int(out["recorded"][j])
+        diverged = int(out["status"][j]) == 1
+        if diverged:
+            s = int(out["stop_step"][j])
+            msg = f"diverged at step {s} (t = {s / d:g}): non-finite or exploding error or weights"
+        else:
+            msg = f"{steps} SGD steps ({steps * B} samples{'' if not n else f', training set of {n}'})"
+        final = None
+        if keep_weights and not diverged:
+            base = first if students is None else students[j]
+            final = base.with_weights(out["W"][j], out["a_final"][j] / c)
+        trajs.append(
+            Trajectory(
+                t=t_all[:T].copy(),
+                Q=out["Q"][j, :T].copy(),
+                M=out["M"][j, :T].copy(),
+                a=out["a"][j, :T].copy(),
+                risk=out["risk"][j, :T].copy(),
+                status="diverged" if diverged else "completed",
+                message=msg,
+                time_unit="t = steps / d",
+                student=final,
+                meta={
+                    **meta,
+                    "run": int(run),
+                    **({"stop_step": int(out["stop_step"][j])} if diverged else {}),
+                },
+            )
+        )
+    if seeds is None:
+        return trajs[0]
+    return Ensemble(runs=trajs, run_ids=run_ids, t=t_all, seed=seed_, meta=meta)
