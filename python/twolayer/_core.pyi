@@ -47,3 +47,36 @@ def population_descend(
     record_steps: list[int],
     n_threads: int = 0,
 ) -> dict[str, Any]: ...
+
+class SgdProgress:
+    def __init__(self) -> None: ...
+    @property
+    def done(self) -> int: ...
+
+def sgd_simulate(
+    W: _F,
+    a: _F,
+    act: str,
+    W_teacher: _F,
+    v: _F,
+    act_teacher: str,
+    scale: float,
+    lr: float,
+    train_first: bool,
+    lr_readout: float,
+    noise: float,
+    batch: int,
+    spherical: bool,
+    n_samples: int,
+    shuffle: bool,
+    steps: int,
+    record_steps: NDArray[np.int64],
+    seed: int,
+    runs: NDArray[np.uint32],
+    keep_weights: bool = True,
+    n_threads: int = 0,
+    progress: SgdProgress | None = None,
+) -> dict[str, Any]: ...
+def philox4x32(counter: NDArray[np.uint32], key: NDArray[np.uint32]) -> NDArray[np.uint32]: ...
+def rng_gaussians(seed: int, run: int, stream: int, first: int, n: int, scalar: bool = False) -> _F: ...
+def rng_vectorised() -> bool: ...
