@@ -87,6 +87,58 @@ double i4(Activation s, Activation a, Activation b, const double* C) {
                         activation_name(a) + ", " + activation_name(b) + ")");
 }
 
+void i4_block(Activation s, const double caa[3], const double* cab, const double* cbb, int ld, const Activation* acts,
+              int n, double* out, double* ws) {
+  using A = Activation;
+  auto xx = [&](int j, int l) { return cbb[static_cast<std::ptrdiff_t>(ld) * j + l]; };
+  if (s == A::Linear) {
+    for (int j = 0; j < n; ++j)
+      for (int l = j; l < n; ++l) out[j * n + l] = i2<double>(acts[j], acts[l], xx(j, j), xx(j, l), xx(l, l));
+    return;
+  }
+  if (s == A::Erf || s == A::Step) {
+    // As in i4(): condition (x_j, x_l) on a Gaussian observation of (l1, l2) at 0 with noise 1 (erf) or 0 (step).
+    const double noise = s == A::Erf ? 1.0 : 0.0;
+    const double a11 = caa[0] + noise, a12 = caa[1], a22 = caa[2] + noise;
+    const double det = a11 * a22 - a12 * a12;
+    if (s == A::Step && !(det > 0.0))
+      throw std::domain_error("C: the step activation's I4 = E[delta delta a b] needs C[:2, :2] non-singular");
+    const double i11 = a22 / det, i12 = -a12 / det, i22 = a11 / det;
+    const double pref = s == A::Erf ? (2.0 / kPi) / std::sqrt(det) : 1.0 / (2.0 * kPi * std::sqrt(det));
+    double* t = ws;  // t_j = (C_AA + noise I)^(-1) Cov(l_A, x_j)
+    for (int j = 0; j < n; ++j) {
+      const double b1 = cab[2 * j], b2 = cab[2 * j + 1];
+      t[2 * j] = i11 * b1 + i12 * b2;
+      t[2 * j + 1] = i12 * b1 + i22 * b2;
+    }
+    double* var = ws + 2 * n;  // conditioned variances (clipped at 0 like i4())
+    for (int j = 0; j < n; ++j)
+      var[j] = std::max(xx(j, j) - (cab[2 * j] * t[2 * j] + cab[2 * j + 1] * t[2 * j + 1]), 0.0);
+    for (int j = 0; j < n; ++j)
+      for (int l = j; l < n; ++l) {
+        const double c = l == j ? var[j] : xx(j, l) - (cab[2 * j] * t[2 * l] + cab[2 * j + 1] * t[2 * l + 1]);
+        out[j * n + l] = pref * i2<double>(acts[j], acts[l], var[j], c, var[l]);
+      }
+    return;
+  }
+  // Generic: assemble each 4 x 4 covariance and call i4 (quadratic via Jets, relu via its own kernel).
+  double C[16];
+  C[0] = caa[0];
+  C[1] = C[4] = caa[1];
+  C[5] = caa[2];
+  for (int j = 0; j < n; ++j)
+    for (int l = j; l < n; ++l) {
+      C[2] = C[8] = cab[2 * j];
+      C[6] = C[9] = cab[2 * j + 1];
+      C[3] = C[12] = cab[2 * l];
+      C[7] = C[13] = cab[2 * l + 1];
+      C[10] = xx(j, j);
+      C[11] = C[14] = xx(j, l);
+      C[15] = xx(l, l);
+      out[j * n + l] = i4(s, acts[j], acts[l], C);
+    }
+}
+
 const char* covariance_error(const double* C, int n) {
   double scale = 0.0;
   for (int i = 0; i < n * n; ++i)

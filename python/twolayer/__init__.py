@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import _core, activations, kernels, population
+from . import ode
 from .networks import Network
 from .overlaps import Overlaps
 from .results import Trajectory
@@ -28,5 +29,6 @@ __all__ = [
     "activations",
     "build_info",
     "kernels",
+    "ode",
     "population",
 ]

@@ -67,6 +67,68 @@ inline Jet step_angle(const Jet& cj) {
 using std::asin;
 using std::sqrt;
 
+// First-order forward-mode dual number in the three covariance entries (x, y, z) = (C11, C12, C22): the value and
+// gradient of a kernel without the Hessian a Jet carries (about four times cheaper; used on the ODE hot path).
+struct Grad {
+  double v = 0.0;
+  double g[3] = {0.0, 0.0, 0.0};
+  Grad() = default;
+  Grad(double value) : v(value) {}  // NOLINT: constants promote implicitly
+  static Grad variable(double value, int index) {
+    Grad r(value);
+    r.g[index] = 1.0;
+    return r;
+  }
+};
+inline double value(const Grad& x) { return x.v; }
+inline Grad chain(const Grad& x, double f0, double f1) {
+  Grad r(f0);
+  for (int p = 0; p < 3; ++p) r.g[p] = f1 * x.g[p];
+  return r;
+}
+inline Grad operator+(const Grad& a, const Grad& b) {
+  Grad r(a.v + b.v);
+  for (int p = 0; p < 3; ++p) r.g[p] = a.g[p] + b.g[p];
+  return r;
+}
+inline Grad operator+(double a, const Grad& b) {
+  Grad r = b;
+  r.v += a;
+  return r;
+}
+inline Grad operator+(const Grad& a, double b) { return b + a; }
+inline Grad operator-(const Grad& a) { return chain(a, -a.v, -1.0); }
+inline Grad operator-(const Grad& a, const Grad& b) { return a + (-b); }
+inline Grad operator*(const Grad& a, const Grad& b) {
+  Grad r(a.v * b.v);
+  for (int p = 0; p < 3; ++p) r.g[p] = a.v * b.g[p] + b.v * a.g[p];
+  return r;
+}
+inline Grad operator*(double a, const Grad& b) { return chain(b, a * b.v, a); }
+inline Grad operator*(const Grad& a, double b) { return chain(a, a.v * b, b); }
+inline Grad operator/(const Grad& a, const Grad& b) {
+  const double i = 1.0 / b.v, q = a.v * i;
+  Grad r(q);
+  for (int p = 0; p < 3; ++p) r.g[p] = (a.g[p] - q * b.g[p]) * i;
+  return r;
+}
+inline Grad operator/(const Grad& a, double b) { return a * (1.0 / b); }
+inline Grad sqrt(const Grad& a) {
+  const double s = std::sqrt(a.v);
+  return chain(a, s, 0.5 / s);
+}
+inline Grad asin(const Grad& a) { return chain(a, std::asin(a.v), 1.0 / std::sqrt(1.0 - a.v * a.v)); }
+inline Grad relu_angle(const Grad& cj) {
+  const double c = std::fmax(-1.0, std::fmin(1.0, cj.v));
+  return chain(cj, std::sqrt(1.0 - c * c) + (kPi - std::acos(c)) * c, kPi - std::acos(c));
+}
+inline Grad step_angle(const Grad& cj) {
+  const double c = std::fmax(-1.0, std::fmin(1.0, cj.v));
+  const double w = 1.0 - c * c;
+  return chain(cj, (kPi - std::acos(c)) / (2.0 * kPi), w < kAlignedSin2 ? 0.0 : 1.0 / (2.0 * kPi * std::sqrt(w)));
+}
+
+
 // E[a(l1) b(l2)] for (l1, l2) ~ N(0, [[x, y], [y, z]]). Zero variance means the unit is identically 0
 // (and step(0) = 0).
 template <class T>
@@ -171,11 +233,26 @@ inline Jet i2_jet(Activation a, Activation b, double x, double y, double z) {
   return i2(a, b, Jet::variable(x, 0), Jet::variable(y, 1), Jet::variable(z, 2));
 }
 
+// I2 and its exact first derivatives with respect to (C11, C12, C22) (cheaper than i2_jet when no Hessian is needed).
+inline Grad i2_grad(Activation a, Activation b, double x, double y, double z) {
+  return i2(a, b, Grad::variable(x, 0), Grad::variable(y, 1), Grad::variable(z, 2));
+}
+// i2_self and its derivative in q (in g[0]).
+inline Grad i2_self_grad(Activation a, Activation b, double q) { return i2_self(a, b, Grad::variable(q, 0)); }
+
 // Scalar kernels on one row-major covariance matrix (no checks: see check_covariance).
 double i2(Activation a, Activation b, const double* C);                   // C 2x2
 double i3(Activation s, Activation b, const double* C);                   // C 3x3
 double j2(Activation s, const double* C);                                 // C 2x2
 double i4(Activation s, Activation a, Activation b, const double* C);     // C 4x4
+
+// I4 for one fixed first pair (l1, l2) against every pair of n further variables x_1..x_n:
+//   out[j * n + l] = I4(s, acts[j], acts[l]; Cov(l1, l2, x_j, x_l))  for j <= l (the upper triangle only),
+// with caa = (C11, C12, C22) of (l1, l2), cab[2 j + {0, 1}] = (Cov(x_j, l1), Cov(x_j, l2)) and cbb the n x n
+// covariance of x (row stride ld). What depends on (l1, l2) alone (the conditioning for erf and step) is computed
+// once. ws: scratch of at least 2 n + n * n doubles. Same values as i4() up to round-off.
+void i4_block(Activation s, const double caa[3], const double* cab, const double* cbb, int ld, const Activation* acts,
+              int n, double* out, double* ws);
 
 // Why C (n x n, n <= 4) is not a valid covariance, or nullptr if it is finite, symmetric and positive
 // semi-definite to a relative tolerance.
