@@ -10,6 +10,7 @@
 #define TWOLAYER_HAVE_RELU_I4 1
 #endif
 #include "twolayer/parallel.hpp"
+#include "twolayer/simd_math.hpp"
 
 namespace twolayer {
 namespace {
@@ -87,6 +88,43 @@ double i4(Activation s, Activation a, Activation b, const double* C) {
                         activation_name(a) + ", " + activation_name(b) + ")");
 }
 
+namespace {
+bool all_are(const Activation* acts, int n, Activation a) {
+  for (int j = 0; j < n; ++j)
+    if (acts[j] != a) return false;
+  return true;
+}
+}  // namespace
+
+void i2_grad_row(Activation a, double x, const Activation* acts, const double* y, const double* z, int n, double* val,
+                 double* dx, double* dy, double* dz) {
+  if (a == Activation::Erf && all_are(acts, n, Activation::Erf)) {
+    // I2 = (2/pi) asin(c), c = y / sqrt((1 + x)(1 + z)); dI2/dc = (2/pi) / sqrt(1 - c^2).
+    const double rx = 1.0 / (1.0 + x);
+#ifdef TWOLAYER_OPENMP
+#pragma omp simd
+#endif
+    for (int c = 0; c < n; ++c) {
+      const double rz = 1.0 / (1.0 + z[c]);
+      const double s = std::sqrt(rx * rz);
+      const double arg = y[c] * s;
+      const double d = (2.0 / kPi) / std::sqrt(1.0 - arg * arg);
+      val[c] = (2.0 / kPi) * asin_simd(arg);
+      dy[c] = d * s;
+      dx[c] = -0.5 * d * arg * rx;
+      dz[c] = -0.5 * d * arg * rz;
+    }
+    return;
+  }
+  for (int c = 0; c < n; ++c) {
+    const Grad k = i2_grad(a, acts[c], x, y[c], z[c]);
+    val[c] = k.v;
+    dx[c] = k.g[0];
+    dy[c] = k.g[1];
+    dz[c] = k.g[2];
+  }
+}
+
 void i4_block(Activation s, const double caa[3], const double* cab, const double* cbb, int ld, const Activation* acts,
               int n, double* out, double* ws) {
   using A = Activation;
@@ -105,18 +143,34 @@ void i4_block(Activation s, const double caa[3], const double* cab, const double
       throw std::domain_error("C: the step activation's I4 = E[delta delta a b] needs C[:2, :2] non-singular");
     const double i11 = a22 / det, i12 = -a12 / det, i22 = a11 / det;
     const double pref = s == A::Erf ? (2.0 / kPi) / std::sqrt(det) : 1.0 / (2.0 * kPi * std::sqrt(det));
-    double* t = ws;  // t_j = (C_AA + noise I)^(-1) Cov(l_A, x_j)
+    // Structure of arrays: b1, b2 = Cov(x_j, l1), Cov(x_j, l2); t = (C_AA + noise I)^(-1) (b1, b2).
+    double *b1 = ws, *b2 = ws + n, *t1 = ws + 2 * n, *t2 = ws + 3 * n, *var = ws + 4 * n, *r = ws + 5 * n;
     for (int j = 0; j < n; ++j) {
-      const double b1 = cab[2 * j], b2 = cab[2 * j + 1];
-      t[2 * j] = i11 * b1 + i12 * b2;
-      t[2 * j + 1] = i12 * b1 + i22 * b2;
+      b1[j] = cab[2 * j];
+      b2[j] = cab[2 * j + 1];
+      t1[j] = i11 * b1[j] + i12 * b2[j];
+      t2[j] = i12 * b1[j] + i22 * b2[j];
+      var[j] = std::max(xx(j, j) - (b1[j] * t1[j] + b2[j] * t2[j]), 0.0);  // clipped at 0 like i4()
     }
-    double* var = ws + 2 * n;  // conditioned variances (clipped at 0 like i4())
-    for (int j = 0; j < n; ++j)
-      var[j] = std::max(xx(j, j) - (cab[2 * j] * t[2 * j] + cab[2 * j + 1] * t[2 * j + 1]), 0.0);
+    if (s == A::Erf && all_are(acts, n, A::Erf)) {
+      // Fast path: pref * (2/pi) asin(c_jl r_j r_l), r_j = (1 + var_j)^(-1/2); vectorised over l.
+      for (int j = 0; j < n; ++j) r[j] = 1.0 / std::sqrt(1.0 + var[j]);
+      const double p2 = pref * (2.0 / kPi);
+      for (int j = 0; j < n; ++j) {
+        const double* xj = cbb + static_cast<std::ptrdiff_t>(ld) * j;
+        double* oj = out + static_cast<std::ptrdiff_t>(j) * n;
+        const double bj1 = b1[j], bj2 = b2[j], rj = r[j];
+#ifdef TWOLAYER_OPENMP
+#pragma omp simd
+#endif
+        for (int l = j + 1; l < n; ++l) oj[l] = p2 * asin_simd((xj[l] - (bj1 * t1[l] + bj2 * t2[l])) * rj * r[l]);
+        oj[j] = p2 * asin_simd(var[j] * rj * rj);
+      }
+      return;
+    }
     for (int j = 0; j < n; ++j)
       for (int l = j; l < n; ++l) {
-        const double c = l == j ? var[j] : xx(j, l) - (cab[2 * j] * t[2 * l] + cab[2 * j + 1] * t[2 * l + 1]);
+        const double c = l == j ? var[j] : xx(j, l) - (b1[j] * t1[l] + b2[j] * t2[l]);
         out[j * n + l] = pref * i2<double>(acts[j], acts[l], var[j], c, var[l]);
       }
     return;

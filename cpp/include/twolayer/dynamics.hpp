@@ -66,9 +66,8 @@ class OdeRhs {
   OdeModel m_;
   int u_;                          // K + M units
   std::vector<Activation> acts_;   // per unit
-  std::vector<double> om_, w_, A_, B_, val_, psi_, phi_, j2_;
+  std::vector<double> om_, w_, diag_, B_, D_, val_, psi_, phi_;
   std::vector<std::vector<double>> ws_;  // per-thread scratch for i4_block
 };
 
-// Evaluations of the right-hand side per RHS call of an integrator (for accounting).
 }  // namespace twolayer

@@ -246,11 +246,18 @@ double i3(Activation s, Activation b, const double* C);                   // C 3
 double j2(Activation s, const double* C);                                 // C 2x2
 double i4(Activation s, Activation a, Activation b, const double* C);     // C 4x4
 
+// I2(a, acts[c]; x, y[c], z[c]) and its first derivatives in (x, y[c], z[c]) for c in [0, n): one unit against a
+// row of others (the ODE's per-pair precomputation). Same values as i2_grad up to round-off; (erf, erf) rows take
+// a vectorised fast path.
+void i2_grad_row(Activation a, double x, const Activation* acts, const double* y, const double* z, int n, double* val,
+                 double* dx, double* dy, double* dz);
+
 // I4 for one fixed first pair (l1, l2) against every pair of n further variables x_1..x_n:
 //   out[j * n + l] = I4(s, acts[j], acts[l]; Cov(l1, l2, x_j, x_l))  for j <= l (the upper triangle only),
 // with caa = (C11, C12, C22) of (l1, l2), cab[2 j + {0, 1}] = (Cov(x_j, l1), Cov(x_j, l2)) and cbb the n x n
 // covariance of x (row stride ld). What depends on (l1, l2) alone (the conditioning for erf and step) is computed
-// once. ws: scratch of at least 2 n + n * n doubles. Same values as i4() up to round-off.
+// once. ws: scratch of at least 6 n doubles. Same values as i4() up to round-off; (erf; erf, erf) blocks take a
+// vectorised fast path.
 void i4_block(Activation s, const double caa[3], const double* cab, const double* cbb, int ld, const Activation* acts,
               int n, double* out, double* ws);
 
