@@ -104,6 +104,18 @@ std::vector<double> state(const Array& Q, const Array& Mo, const Array& a, int& 
   return y;
 }
 
+std::vector<double> to_vector(const Array& x, const char* name) {
+  expect_shape(x, name, {-1});
+  return std::vector<double>(x.data(), x.data() + x.shape(0));
+}
+
+std::vector<Array> to_arrays(const py::list& l) {
+  std::vector<Array> out;
+  out.reserve(l.size());
+  for (const auto& item : l) out.push_back(py::cast<Array>(item));
+  return out;
+}
+
 }  // namespace
 
 void bind_ode(py::module_& m) {
@@ -159,12 +171,13 @@ void bind_ode(py::module_& m) {
       "ode_integrate",
       [](const Array& Q, const Array& Mo, const Array& a, const Array& P, const Array& v, const std::string& student,
          const std::string& teacher, const std::string& regime, bool spherical, double lr, double lr_readout,
-         double noise, const std::vector<double>& times, const std::string& method, double dt, double rtol,
+         double noise, const Array& times_arr, const std::string& method, double dt, double rtol,
          double atol, double h0, double h_max, double risk_tol, long long max_steps, int n_threads) {
         int K, M;
         std::vector<double> y = state(Q, Mo, a, K, M);
         OdeModel model = make_model(student, teacher, regime, spherical, K, lr, lr_readout, noise, P, v);
         if (model.M != M) throw std::invalid_argument("M: its columns must match the teacher's units");
+        const std::vector<double> times = to_vector(times_arr, "times");
         IntegrateOptions opt = make_options(times, method, dt, rtol, atol, h0, h_max, risk_tol, max_steps);
         IntegrateResult r;
         {
@@ -180,12 +193,15 @@ void bind_ode(py::module_& m) {
       py::arg("n_threads") = 1);
   m.def(
       "ode_integrate_batch",
-      [](const std::vector<Array>& Qs, const std::vector<Array>& Ms, const std::vector<Array>& as,
-         const std::vector<Array>& Ps, const std::vector<Array>& vs, const std::string& student,
-         const std::string& teacher, const std::string& regime, bool spherical, const std::vector<double>& lrs,
-         const std::vector<double>& lr_readouts, const std::vector<double>& noises, const std::vector<double>& times,
+      [](const py::list& Ql, const py::list& Ml, const py::list& al, const py::list& Pl, const py::list& vl,
+         const std::string& student, const std::string& teacher, const std::string& regime, bool spherical,
+         const Array& lr_arr, const Array& lr_readout_arr, const Array& noise_arr, const Array& times_arr,
          const std::string& method, double dt, double rtol, double atol, double h0, double h_max, double risk_tol,
          long long max_steps, int n_threads) {
+        const std::vector<Array> Qs = to_arrays(Ql), Ms = to_arrays(Ml), as = to_arrays(al), Ps = to_arrays(Pl),
+                                 vs = to_arrays(vl);
+        const std::vector<double> lrs = to_vector(lr_arr, "lr"), lr_readouts = to_vector(lr_readout_arr, "lr_readout"),
+                                  noises = to_vector(noise_arr, "noise");
         const std::size_t B = Qs.size();
         for (const auto* lst : {&Ms, &as, &Ps, &vs})
           if (lst->size() != B) throw std::invalid_argument("overlaps: every batch list must have the same length");
@@ -202,6 +218,7 @@ void bind_ode(py::module_& m) {
           if (models[b].M != Mts[b]) throw std::invalid_argument("M: its columns must match the teacher's units");
           y0s[b] = ys[b].data();
         }
+        const std::vector<double> times = to_vector(times_arr, "times");
         IntegrateOptions opt = make_options(times, method, dt, rtol, atol, h0, h_max, risk_tol, max_steps);
         std::vector<IntegrateResult> rs;
         {

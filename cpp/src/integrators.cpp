@@ -57,6 +57,10 @@ constexpr double a51 = 19372.0 / 6561, a52 = -25360.0 / 2187, a53 = 64448.0 / 65
 constexpr double a61 = 9017.0 / 3168, a62 = -355.0 / 33, a63 = 46732.0 / 5247, a64 = 49.0 / 176,
                  a65 = -5103.0 / 18656;
 constexpr double b1 = 35.0 / 384, b3 = 500.0 / 1113, b4 = 125.0 / 192, b5 = -2187.0 / 6784, b6 = 11.0 / 84;
+// Dense output (Hairer's dopri5 CONTD5).
+constexpr double d1 = -12715105075.0 / 11282082432.0, d3 = 87487479700.0 / 32700410799.0,
+                 d4 = -10690763975.0 / 1880347072.0, d5 = 701980252875.0 / 199316789632.0,
+                 d6 = -1453857185.0 / 822651844.0, d7 = 69997945.0 / 29380423.0;
 constexpr double e1 = 71.0 / 57600, e3 = -71.0 / 16695, e4 = 71.0 / 1920, e5 = -17253.0 / 339200,
                  e6 = 22.0 / 525, e7 = -1.0 / 40;
 
@@ -87,11 +91,13 @@ struct Runner {
     res.message = s.str();
   }
   // After an accepted step: false (and the status set) if the run must stop.
-  bool accept(double t, const double* y) {
+  bool accept(double t, const double* y, bool check_state = true) {
     ++res.n_steps;
-    if (const char* why = state_error(f, y, opt, scratch)) {
-      diverge(t, why);
-      return false;
+    if (check_state) {
+      if (const char* why = state_error(f, y, opt, scratch)) {
+        diverge(t, why);
+        return false;
+      }
     }
     if (opt.risk_tol > 0.0) {
       const double r = f.risk(y);
@@ -154,9 +160,17 @@ struct Runner {
     return std::sqrt(s / static_cast<double>(n));
   }
 
+  // Dormand-Prince 5(4) with FSAL; outputs come from its 4th-order continuous extension (Hairer's dopri5), so the
+  // output times do not constrain the steps; only the final time is landed on exactly.
   void run_adaptive(std::vector<double>& y) {
     std::vector<double> k1(n), k2(n), k3(n), k4(n), k5(n), k6(n), k7(n), tmp(n), ynew(n), err(n);
+    std::vector<double> r2(n), r3(n), r4(n), r5(n);
     double t = 0.0;
+    std::size_t next = 0;
+    const std::size_t nout = opt.times.size();
+    while (next < nout && opt.times[next] <= 0.0) record(opt.times[next++], y.data());
+    if (next == nout) return;
+    const double t_end = opt.times.back();
     rhs(y.data(), k1.data());
     // Initial step (Hairer, Norsett & Wanner, II.4).
     double h = opt.h0;
@@ -172,58 +186,75 @@ struct Runner {
       h = std::min(100.0 * hh, h1);
     }
     if (opt.h_max > 0.0) h = std::min(h, opt.h_max);
-    for (double target : opt.times) {
-      while (t < target) {
-        if (!std::isfinite(h) || h < 1e-13 * std::max(1.0, t)) {
-          diverge(t, "the adaptive step size underflowed (the solution blows up or is not smooth here)");
+    while (t < t_end) {
+      if (!std::isfinite(h) || h < 1e-13 * std::max(1.0, t)) {
+        diverge(t, "the adaptive step size underflowed (the solution blows up or is not smooth here)");
+        return;
+      }
+      const bool last = t + h >= t_end - 1e-12 * std::max(1.0, t_end);
+      const double hs = last ? t_end - t : h;
+      auto stage = [&](std::vector<double>& out, std::initializer_list<std::pair<const std::vector<double>*, double>> ks) {
+        for (std::size_t i = 0; i < n; ++i) {
+          double s = 0.0;
+          for (const auto& kc : ks) s += kc.second * (*kc.first)[i];
+          tmp[i] = y[i] + hs * s;
+        }
+        rhs(tmp.data(), out.data());
+      };
+      bool ok = true;
+      try {
+        stage(k2, {{&k1, a21}});
+        stage(k3, {{&k1, a31}, {&k2, a32}});
+        stage(k4, {{&k1, a41}, {&k2, a42}, {&k3, a43}});
+        stage(k5, {{&k1, a51}, {&k2, a52}, {&k3, a53}, {&k4, a54}});
+        stage(k6, {{&k1, a61}, {&k2, a62}, {&k3, a63}, {&k4, a64}, {&k5, a65}});
+        for (std::size_t i = 0; i < n; ++i)
+          ynew[i] = y[i] + hs * (b1 * k1[i] + b3 * k3[i] + b4 * k4[i] + b5 * k5[i] + b6 * k6[i]);
+        rhs(ynew.data(), k7.data());
+      } catch (const std::domain_error&) {
+        ok = false;  // a stage left the kernels' domain: retry with a smaller step
+      }
+      double e = std::numeric_limits<double>::infinity();
+      if (ok) {
+        for (std::size_t i = 0; i < n; ++i)
+          err[i] = hs * (e1 * k1[i] + e3 * k3[i] + e4 * k4[i] + e5 * k5[i] + e6 * k6[i] + e7 * k7[i]);
+        e = norm(err, y, ynew);
+        if (!std::isfinite(e)) e = std::numeric_limits<double>::infinity();
+      }
+      if (e <= 1.0) {
+        const double t_new = last ? t_end : t + hs;
+        if (const char* why = state_error(f, ynew.data(), opt, scratch)) {
+          diverge(t_new, why);
           return;
         }
-        const bool clip = t + h >= target - 1e-12 * std::max(1.0, target);
-        const double hs = clip ? target - t : h;
-        auto stage = [&](std::vector<double>& out, std::initializer_list<std::pair<const std::vector<double>*, double>> ks) {
+        // Dense output for the output times in (t, t_new).
+        if (next < nout && opt.times[next] < t_new) {
           for (std::size_t i = 0; i < n; ++i) {
-            double s = 0.0;
-            for (const auto& kc : ks) s += kc.second * (*kc.first)[i];
-            tmp[i] = y[i] + hs * s;
+            r2[i] = ynew[i] - y[i];
+            r3[i] = hs * k1[i] - r2[i];
+            r4[i] = r2[i] - hs * k7[i] - r3[i];
+            r5[i] = hs * (d1 * k1[i] + d3 * k3[i] + d4 * k4[i] + d5 * k5[i] + d6 * k6[i] + d7 * k7[i]);
           }
-          rhs(tmp.data(), out.data());
-        };
-        bool ok = true;
-        try {
-          stage(k2, {{&k1, a21}});
-          stage(k3, {{&k1, a31}, {&k2, a32}});
-          stage(k4, {{&k1, a41}, {&k2, a42}, {&k3, a43}});
-          stage(k5, {{&k1, a51}, {&k2, a52}, {&k3, a53}, {&k4, a54}});
-          stage(k6, {{&k1, a61}, {&k2, a62}, {&k3, a63}, {&k4, a64}, {&k5, a65}});
-          for (std::size_t i = 0; i < n; ++i)
-            ynew[i] = y[i] + hs * (b1 * k1[i] + b3 * k3[i] + b4 * k4[i] + b5 * k5[i] + b6 * k6[i]);
-          rhs(ynew.data(), k7.data());
-        } catch (const std::domain_error&) {
-          ok = false;  // a stage left the kernels' domain: retry with a smaller step
+          while (next < nout && opt.times[next] < t_new) {
+            const double th = (opt.times[next] - t) / hs, th1 = 1.0 - th;
+            for (std::size_t i = 0; i < n; ++i)
+              tmp[i] = y[i] + th * (r2[i] + th1 * (r3[i] + th * (r4[i] + th1 * r5[i])));
+            record(opt.times[next++], tmp.data());
+          }
         }
-        double e = std::numeric_limits<double>::infinity();
-        if (ok) {
-          for (std::size_t i = 0; i < n; ++i)
-            err[i] = hs * (e1 * k1[i] + e3 * k3[i] + e4 * k4[i] + e5 * k5[i] + e6 * k6[i] + e7 * k7[i]);
-          e = norm(err, y, ynew);
-          if (!std::isfinite(e)) e = std::numeric_limits<double>::infinity();
-        }
-        if (e <= 1.0) {
-          t = clip ? target : t + hs;
-          y.swap(ynew);
-          k1.swap(k7);  // FSAL
-          if (!accept(t, y.data())) return;
-          const double fac = e == 0.0 ? 5.0 : std::min(5.0, std::max(0.2, 0.9 * std::pow(e, -0.2)));
-          // A step shortened to land on an output time does not shrink the next one.
-          h = clip ? std::max(h, hs * fac) : hs * fac;
-          if (opt.h_max > 0.0) h = std::min(h, opt.h_max);
-        } else {
-          ++res.n_rejected;
-          const double fac = std::isfinite(e) ? std::max(0.2, 0.9 * std::pow(e, -0.2)) : 0.2;
-          h = hs * std::min(1.0, fac);
-        }
+        t = t_new;
+        y.swap(ynew);
+        k1.swap(k7);  // FSAL
+        if (!accept(t, y.data(), false)) return;
+        while (next < nout && opt.times[next] <= t) record(opt.times[next++], y.data());
+        const double fac = e == 0.0 ? 5.0 : std::min(5.0, std::max(0.2, 0.9 * std::pow(e, -0.2)));
+        h = hs * fac;
+        if (opt.h_max > 0.0) h = std::min(h, opt.h_max);
+      } else {
+        ++res.n_rejected;
+        const double fac = std::isfinite(e) ? std::max(0.2, 0.9 * std::pow(e, -0.2)) : 0.2;
+        h = hs * std::min(1.0, fac);
       }
-      record(target, y.data());
     }
   }
 

@@ -154,7 +154,7 @@ def integrate(
     ts = _times(t_max, times, meth, dt_, n_points)
     c = 1.0 if ro == "sum" else 1.0 / ov.K
     out = _core.ode_integrate(
-        ov.Q, ov.M, ov.a, ov.P, ov.v, act, t_act, reg, bool(spherical), lr_, lr_a * c * c, noise_, ts.tolist(), meth,
+        ov.Q, ov.M, ov.a, ov.P, ov.v, act, t_act, reg, bool(spherical), lr_, lr_a * c * c, noise_, ts, meth,
         dt_, rtol_, atol_, h_max=0.0 if h_max is None else positive(h_max, "h_max"),
         risk_tol=0.0 if risk_tol is None else positive(risk_tol, "risk_tol"), max_steps=_max_steps(max_steps),
         n_threads=n_threads_arg(n_threads))
@@ -229,7 +229,8 @@ def integrate_batch(
     cs = [1.0 if ro == "sum" else 1.0 / o.K for o in ovs]
     outs = _core.ode_integrate_batch(
         [o.Q for o in ovs], [o.M for o in ovs], [o.a for o in ovs], [o.P for o in ovs], [o.v for o in ovs], act,
-        t_act, reg, bool(spherical), lrs, [la * c * c for la, c in zip(lr_as, cs)], noises, ts.tolist(), meth, dt_,
+        t_act, reg, bool(spherical), np.array(lrs), np.array([la * c * c for la, c in zip(lr_as, cs)]),
+        np.array(noises), ts, meth, dt_,
         rtol_, atol_, h_max=0.0 if h_max is None else positive(h_max, "h_max"),
         risk_tol=0.0 if risk_tol is None else positive(risk_tol, "risk_tol"), max_steps=_max_steps(max_steps),
         n_threads=n_threads_arg(n_threads))
