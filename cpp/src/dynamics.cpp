@@ -116,7 +116,7 @@ void OdeRhs::operator()(const double* y, double* dy, int n_threads) {
   //    E[g'(l_i) l_c g(l_i)] = Omega_ic dS/dq.
   loop_impl(K, threads, par, ws_, [&](int i, double* ws) {
     const double qi = diag[i];
-    const Grad s = i2_self_grad(g, g, qi);
+    const Grad s = i2_self(g, g, Grad::variable(qi, 0));
     val_[i * u + i] = s.v;
     B_[i * u + i] = w[i] * s.g[0];
     D_[i * u + i] = 0.0;

@@ -42,7 +42,7 @@ double i2(Activation a, Activation b, const double* C) { return i2<double>(a, b,
 
 double i3(Activation s, Activation b, const double* C) {
   // Stein on l2, then Price: E[s''(l1) b(l3)] = 2 dI2/dC11 and E[s'(l1) b'(l3)] = dI2/dC13.
-  const Jet k = i2_jet(s, b, at(C, 3, 0, 0), at(C, 3, 0, 2), at(C, 3, 2, 2));
+  const Grad k = i2_jet<Grad>(s, b, at(C, 3, 0, 0), at(C, 3, 0, 2), at(C, 3, 2, 2));
   return 2.0 * at(C, 3, 0, 1) * k.g[0] + at(C, 3, 1, 2) * k.g[1];
 }
 
@@ -53,7 +53,7 @@ double j2(Activation s, const double* C) {
       throw std::domain_error("C: E[delta(l1) delta(l2)] for the step activation needs a non-singular covariance");
     return 1.0 / (2.0 * kPi * std::sqrt(det));
   }
-  return i2_jet(s, s, C[0], C[1], C[3]).g[1];
+  return i2_jet<Grad>(s, s, C[0], C[1], C[3]).g[1];
 }
 
 double i4(Activation s, Activation a, Activation b, const double* C) {
@@ -61,7 +61,7 @@ double i4(Activation s, Activation a, Activation b, const double* C) {
   switch (s) {
     case A::Linear: return i2<double>(a, b, C[10], C[11], C[15]);
     case A::Quadratic: {
-      const Jet k = i2_jet(a, b, C[10], C[11], C[15]);
+      const Grad k = i2_jet<Grad>(a, b, C[10], C[11], C[15]);
       const double c12 = C[1], c13 = C[2], c14 = C[3], c23 = C[6], c24 = C[7];
       return 4.0 * (c12 * k.v + 2.0 * c13 * c23 * k.g[0] + (c13 * c24 + c14 * c23) * k.g[1] +
                     2.0 * c14 * c24 * k.g[2]);
@@ -117,7 +117,7 @@ void i2_grad_row(Activation a, double x, const Activation* acts, const double* y
     return;
   }
   for (int c = 0; c < n; ++c) {
-    const Grad k = i2_grad(a, acts[c], x, y[c], z[c]);
+    const Grad k = i2_jet<Grad>(a, acts[c], x, y[c], z[c]);
     val[c] = k.v;
     dx[c] = k.g[0];
     dy[c] = k.g[1];

@@ -43,7 +43,8 @@ inline double relu_angle(double c) {
   c = std::fmax(-1.0, std::fmin(1.0, c));
   return std::sqrt(1.0 - c * c) + (kPi - std::acos(c)) * c;
 }
-inline Jet relu_angle(const Jet& cj) {
+template <bool S>
+BasicJet<S> relu_angle(const BasicJet<S>& cj) {
   const double c = std::fmax(-1.0, std::fmin(1.0, cj.v));
   const double w = 1.0 - c * c;
   const double h2 = w < kAlignedSin2 ? 0.0 : 1.0 / std::sqrt(w);
@@ -55,7 +56,8 @@ inline double step_angle(double c) {
   c = std::fmax(-1.0, std::fmin(1.0, c));
   return (kPi - std::acos(c)) / (2.0 * kPi);
 }
-inline Jet step_angle(const Jet& cj) {
+template <bool S>
+BasicJet<S> step_angle(const BasicJet<S>& cj) {
   const double c = std::fmax(-1.0, std::fmin(1.0, cj.v));
   const double w = 1.0 - c * c;
   const bool aligned = w < kAlignedSin2;
@@ -66,68 +68,6 @@ inline Jet step_angle(const Jet& cj) {
 
 using std::asin;
 using std::sqrt;
-
-// First-order forward-mode dual number in the three covariance entries (x, y, z) = (C11, C12, C22): the value and
-// gradient of a kernel without the Hessian a Jet carries (about four times cheaper; used on the ODE hot path).
-struct Grad {
-  double v = 0.0;
-  double g[3] = {0.0, 0.0, 0.0};
-  Grad() = default;
-  Grad(double value) : v(value) {}  // NOLINT: constants promote implicitly
-  static Grad variable(double value, int index) {
-    Grad r(value);
-    r.g[index] = 1.0;
-    return r;
-  }
-};
-inline double value(const Grad& x) { return x.v; }
-inline Grad chain(const Grad& x, double f0, double f1) {
-  Grad r(f0);
-  for (int p = 0; p < 3; ++p) r.g[p] = f1 * x.g[p];
-  return r;
-}
-inline Grad operator+(const Grad& a, const Grad& b) {
-  Grad r(a.v + b.v);
-  for (int p = 0; p < 3; ++p) r.g[p] = a.g[p] + b.g[p];
-  return r;
-}
-inline Grad operator+(double a, const Grad& b) {
-  Grad r = b;
-  r.v += a;
-  return r;
-}
-inline Grad operator+(const Grad& a, double b) { return b + a; }
-inline Grad operator-(const Grad& a) { return chain(a, -a.v, -1.0); }
-inline Grad operator-(const Grad& a, const Grad& b) { return a + (-b); }
-inline Grad operator*(const Grad& a, const Grad& b) {
-  Grad r(a.v * b.v);
-  for (int p = 0; p < 3; ++p) r.g[p] = a.v * b.g[p] + b.v * a.g[p];
-  return r;
-}
-inline Grad operator*(double a, const Grad& b) { return chain(b, a * b.v, a); }
-inline Grad operator*(const Grad& a, double b) { return chain(a, a.v * b, b); }
-inline Grad operator/(const Grad& a, const Grad& b) {
-  const double i = 1.0 / b.v, q = a.v * i;
-  Grad r(q);
-  for (int p = 0; p < 3; ++p) r.g[p] = (a.g[p] - q * b.g[p]) * i;
-  return r;
-}
-inline Grad operator/(const Grad& a, double b) { return a * (1.0 / b); }
-inline Grad sqrt(const Grad& a) {
-  const double s = std::sqrt(a.v);
-  return chain(a, s, 0.5 / s);
-}
-inline Grad asin(const Grad& a) { return chain(a, std::asin(a.v), 1.0 / std::sqrt(1.0 - a.v * a.v)); }
-inline Grad relu_angle(const Grad& cj) {
-  const double c = std::fmax(-1.0, std::fmin(1.0, cj.v));
-  return chain(cj, std::sqrt(1.0 - c * c) + (kPi - std::acos(c)) * c, kPi - std::acos(c));
-}
-inline Grad step_angle(const Grad& cj) {
-  const double c = std::fmax(-1.0, std::fmin(1.0, cj.v));
-  const double w = 1.0 - c * c;
-  return chain(cj, (kPi - std::acos(c)) / (2.0 * kPi), w < kAlignedSin2 ? 0.0 : 1.0 / (2.0 * kPi * std::sqrt(w)));
-}
-
 
 // E[a(l1) b(l2)] for (l1, l2) ~ N(0, [[x, y], [y, z]]). Zero variance means the unit is identically 0
 // (and step(0) = 0).
@@ -228,17 +168,11 @@ T i2_self(Activation a, Activation b, const T& q) {
   throw std::logic_error("i2_self: unreachable activation pair");
 }
 
-// I2 and its exact derivatives with respect to (C11, C12, C22).
-inline Jet i2_jet(Activation a, Activation b, double x, double y, double z) {
-  return i2(a, b, Jet::variable(x, 0), Jet::variable(y, 1), Jet::variable(z, 2));
+// I2 and its exact first (J = Grad) or first and second (J = Jet) derivatives with respect to (C11, C12, C22).
+template <class J = Jet>
+J i2_jet(Activation a, Activation b, double x, double y, double z) {
+  return i2(a, b, J::variable(x, 0), J::variable(y, 1), J::variable(z, 2));
 }
-
-// I2 and its exact first derivatives with respect to (C11, C12, C22) (cheaper than i2_jet when no Hessian is needed).
-inline Grad i2_grad(Activation a, Activation b, double x, double y, double z) {
-  return i2(a, b, Grad::variable(x, 0), Grad::variable(y, 1), Grad::variable(z, 2));
-}
-// i2_self and its derivative in q (in g[0]).
-inline Grad i2_self_grad(Activation a, Activation b, double q) { return i2_self(a, b, Grad::variable(q, 0)); }
 
 // Scalar kernels on one row-major covariance matrix (no checks: see check_covariance).
 double i2(Activation a, Activation b, const double* C);                   // C 2x2
@@ -247,7 +181,7 @@ double j2(Activation s, const double* C);                                 // C 2
 double i4(Activation s, Activation a, Activation b, const double* C);     // C 4x4
 
 // I2(a, acts[c]; x, y[c], z[c]) and its first derivatives in (x, y[c], z[c]) for c in [0, n): one unit against a
-// row of others (the ODE's per-pair precomputation). Same values as i2_grad up to round-off; (erf, erf) rows take
+// row of others (the ODE's per-pair precomputation). Same values as i2_jet<Grad> up to round-off; (erf, erf) rows take
 // a vectorised fast path.
 void i2_grad_row(Activation a, double x, const Activation* acts, const double* y, const double* z, int n, double* val,
                  double* dx, double* dy, double* dz);

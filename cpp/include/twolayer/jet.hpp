@@ -1,77 +1,117 @@
-// Second-order forward-mode automatic differentiation in three variables.
+// Forward-mode automatic differentiation in three variables, to first or second order.
 //
-// A Jet carries a value, its gradient and its (packed, symmetric) Hessian with respect to the three entries
-// (x, y, z) = (C11, C12, C22) of a 2x2 covariance. Writing each closed-form kernel once as a template over the
-// scalar type gives the value (T = double) and exact first and second covariance derivatives (T = Jet) from the
-// same source: Price's theorem turns those derivatives into I3, J2 and the quadratic I4, and the population
-// gradient and Hessian use them through the chain rule C = Gram / s.
+// A jet carries a value, its gradient and (for Jet) its packed symmetric Hessian with respect to the three
+// entries (x, y, z) = (C11, C12, C22) of a 2x2 covariance. Writing each closed-form kernel once as a template
+// over the scalar type gives the value (double), exact first derivatives (Grad) or first and second derivatives
+// (Jet) from the same source: Price's theorem turns those derivatives into I3, J2 and the quadratic I4, and the
+// population gradient and Hessian use them through the chain rule C = Gram / s.
 #pragma once
 #include <cmath>
 
 namespace twolayer {
 
-struct Jet {
+template <bool Second>
+struct BasicJet {
+  static constexpr int kH = Second ? 6 : 0;
   double v = 0.0;
   double g[3] = {0.0, 0.0, 0.0};
-  double h[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};  // xx, xy, xz, yy, yz, zz
+  double h[Second ? 6 : 1] = {};  // xx, xy, xz, yy, yz, zz
 
-  Jet() = default;
-  Jet(double value) : v(value) {}  // NOLINT: constants promote implicitly
-  static Jet variable(double value, int index) {
-    Jet j(value);
+  BasicJet() = default;
+  BasicJet(double value) : v(value) {}  // NOLINT: constants promote implicitly
+  static BasicJet variable(double value, int index) {
+    BasicJet j(value);
     j.g[index] = 1.0;
     return j;
   }
-  // Hessian entry (p, q) of the packed storage.
-  static constexpr int hidx(int p, int q) {
-    return p > q ? hidx(q, p) : (p == 0 ? q : (p == 1 ? 2 + q : 5));
-  }
+  // Index of Hessian entry (p, q) in the packed storage.
+  static constexpr int hidx(int p, int q) { return p > q ? hidx(q, p) : (p == 0 ? q : (p == 1 ? 2 + q : 5)); }
   double hess(int p, int q) const { return h[hidx(p, q)]; }
 };
 
+using Jet = BasicJet<true>;    // value, gradient, Hessian
+using Grad = BasicJet<false>;  // value, gradient
+
 inline double value(double x) { return x; }
-inline double value(const Jet& x) { return x.v; }
+template <bool S>
+double value(const BasicJet<S>& x) { return x.v; }
 
-// f(x) given f, f', f'' at x.value.
-inline Jet chain(const Jet& x, double f0, double f1, double f2) {
-  Jet r(f0);
+// f(x) given f, f', f'' at x.v.
+template <bool S>
+BasicJet<S> chain(const BasicJet<S>& x, double f0, double f1, double f2) {
+  BasicJet<S> r(f0);
   for (int p = 0; p < 3; ++p) r.g[p] = f1 * x.g[p];
-  for (int p = 0; p < 3; ++p)
-    for (int q = p; q < 3; ++q) r.h[Jet::hidx(p, q)] = f1 * x.h[Jet::hidx(p, q)] + f2 * x.g[p] * x.g[q];
+  if constexpr (S) {
+    for (int p = 0; p < 3; ++p)
+      for (int q = p; q < 3; ++q) {
+        const int k = BasicJet<S>::hidx(p, q);
+        r.h[k] = f1 * x.h[k] + f2 * x.g[p] * x.g[q];
+      }
+  } else {
+    (void)f2;
+  }
   return r;
 }
 
-inline Jet operator+(const Jet& a, const Jet& b) {
-  Jet r(a.v + b.v);
+template <bool S>
+BasicJet<S> operator+(const BasicJet<S>& a, const BasicJet<S>& b) {
+  BasicJet<S> r(a.v + b.v);
   for (int p = 0; p < 3; ++p) r.g[p] = a.g[p] + b.g[p];
-  for (int p = 0; p < 6; ++p) r.h[p] = a.h[p] + b.h[p];
+  for (int p = 0; p < BasicJet<S>::kH; ++p) r.h[p] = a.h[p] + b.h[p];
   return r;
 }
-inline Jet operator-(const Jet& a) { return chain(a, -a.v, -1.0, 0.0); }
-inline Jet operator-(const Jet& a, const Jet& b) { return a + (-b); }
-inline Jet operator*(const Jet& a, const Jet& b) {
-  Jet r(a.v * b.v);
+template <bool S>
+BasicJet<S> operator-(const BasicJet<S>& a) {
+  return chain(a, -a.v, -1.0, 0.0);
+}
+template <bool S>
+BasicJet<S> operator-(const BasicJet<S>& a, const BasicJet<S>& b) {
+  return a + (-b);
+}
+template <bool S>
+BasicJet<S> operator*(const BasicJet<S>& a, const BasicJet<S>& b) {
+  BasicJet<S> r(a.v * b.v);
   for (int p = 0; p < 3; ++p) r.g[p] = a.v * b.g[p] + b.v * a.g[p];
-  for (int p = 0; p < 3; ++p)
-    for (int q = p; q < 3; ++q) {
-      const int k = Jet::hidx(p, q);
-      r.h[k] = a.v * b.h[k] + b.v * a.h[k] + a.g[p] * b.g[q] + a.g[q] * b.g[p];
-    }
+  if constexpr (S) {
+    for (int p = 0; p < 3; ++p)
+      for (int q = p; q < 3; ++q) {
+        const int k = BasicJet<S>::hidx(p, q);
+        r.h[k] = a.v * b.h[k] + b.v * a.h[k] + a.g[p] * b.g[q] + a.g[q] * b.g[p];
+      }
+  }
   return r;
 }
-inline Jet reciprocal(const Jet& a) {
+template <bool S>
+BasicJet<S> reciprocal(const BasicJet<S>& a) {
   const double i = 1.0 / a.v;
   return chain(a, i, -i * i, 2.0 * i * i * i);
 }
-inline Jet operator/(const Jet& a, const Jet& b) { return a * reciprocal(b); }
-inline Jet sqrt(const Jet& a) {
+template <bool S>
+BasicJet<S> operator/(const BasicJet<S>& a, const BasicJet<S>& b) {
+  return a * reciprocal(b);
+}
+template <bool S>
+BasicJet<S> sqrt(const BasicJet<S>& a) {
   const double s = std::sqrt(a.v);
   return chain(a, s, 0.5 / s, -0.25 / (s * a.v));
 }
-inline Jet asin(const Jet& a) {
+template <bool S>
+BasicJet<S> asin(const BasicJet<S>& a) {
   const double w = 1.0 - a.v * a.v;
   const double d = 1.0 / std::sqrt(w);
   return chain(a, std::asin(a.v), d, a.v * d / w);
 }
+
+// Mixed operations with plain numbers (templates do not convert implicitly).
+#define TWOLAYER_JET_SCALAR_OPS(OP)                                                             \
+  template <bool S>                                                                             \
+  BasicJet<S> operator OP(double a, const BasicJet<S>& b) { return BasicJet<S>(a) OP b; }       \
+  template <bool S>                                                                             \
+  BasicJet<S> operator OP(const BasicJet<S>& a, double b) { return a OP BasicJet<S>(b); }
+TWOLAYER_JET_SCALAR_OPS(+)
+TWOLAYER_JET_SCALAR_OPS(-)
+TWOLAYER_JET_SCALAR_OPS(*)
+TWOLAYER_JET_SCALAR_OPS(/)
+#undef TWOLAYER_JET_SCALAR_OPS
 
 }  // namespace twolayer
