@@ -254,10 +254,13 @@ def test_divergence_stops_with_status(method):
 
 def test_loss_of_psd_is_divergence():
     """Euler with a huge step throws Omega out of the PSD cone: reported, not integrated on."""
-    ov = random_overlaps(2, 2, seed=4, a=np.ones(2), v=np.ones(2))
-    tr = tl.ode.integrate(ov, "quadratic", lr=1.0, times=[0.0, 50.0], method="euler", dt=5.0)
-    assert tr.status == "diverged"
-    assert len(tr) >= 1 and np.all(np.isfinite(tr.Q))
+    ov = random_overlaps(2, 2, seed=0, a=np.ones(2), v=np.ones(2), d=4)  # d = K + M: Omega nearly singular
+    tr = tl.ode.integrate(ov, "erf", lr=1.0, times=[0.0, 100.0], method="euler", dt=1.0,
+                          regime="gradient_flow")
+    assert tr.status == "diverged" and "positive semi-definite" in tr.message
+    assert tr.meta["stop_time"] == 1.0
+    np.testing.assert_array_equal(tr.t, [0.0])  # outputs before the failure only
+    assert np.all(np.isfinite(tr.Q))
 
 
 # --------------------------------------------------------------------------------------------------- batches
