@@ -73,6 +73,20 @@ OdeRhs::OdeRhs(const OdeModel& model) : m_(model), u_(model.K + model.M) {
   val_.resize(K * u);
   psi_.resize(K * u);
   phi_.resize(K * K);
+  tv_.resize(K * u);
+  tdx_.resize(K * u);
+  tdy_.resize(K * u);
+  tdz_.resize(K * u);
+  const int T = u_ * (u_ + 1) / 2;
+  wt_.resize(T);
+  for (int i = 0; i < m_.K; ++i)
+    for (int k = i; k < m_.K; ++k) {
+      pairs_.push_back(i);
+      pairs_.push_back(k);
+    }
+  chunk_ = std::max(1, 8192 / T);  // pairs per I4 table call: about 64 KiB of kernel values
+  ws_size_ = std::max(static_cast<std::size_t>(chunk_) * T + i4_table_workspace(u_, chunk_),
+                      i2_grad_table_workspace(u_, m_.K));
 }
 
 void OdeRhs::omega(const double* y, double* o) const {
@@ -98,43 +112,38 @@ void OdeRhs::operator()(const double* y, double* dy, int n_threads) {
   const double* a = y + m_.offset_a();
   double* om = om_.data();
   omega(y, om);
-  // Unit weights in the error E = sum_u w_u act_u(l_u), and the variances.
+  // Unit weights in the error E = sum_u w_u act_u(l_u).
   double* w = w_.data();
   for (int j = 0; j < K; ++j) w[j] = -a[j];
   for (int r = 0; r < M; ++r) w[K + r] = m_.v[r];
-  double* diag = diag_.data();
-  for (int c = 0; c < u; ++c) diag[c] = om[c * u + c];
   const int threads = resolve_threads(n_threads);
   const bool par = threads > 1 && K >= 8;
-  const std::size_t wsize = static_cast<std::size_t>(u) * u + 8 * static_cast<std::size_t>(u);
   if (static_cast<int>(ws_.size()) < threads) ws_.resize(threads);
   for (auto& v : ws_)
-    if (v.size() < wsize) v.resize(wsize);
+    if (v.size() < ws_size_) v.resize(ws_size_);
 
-  // 1. I2(g, act_c; l_i, l_c) with its gradient for every student i and unit c (student pairs once, i < c):
-  //    values (for da), D_ic = dI2/dC_ii and B_ic = w_c dI2/dC_ic; the self pair c = i through i2_self:
+  // 1. I2(g, act_c; l_i, l_c) with its gradient for every student i and unit c >= i (student pairs once):
+  //    values (for da), D_ic = dI2/dC_ii and B_ic = w_c dI2/dC_ic; the self pair through i2_self:
   //    E[g'(l_i) l_c g(l_i)] = Omega_ic dS/dq.
-  loop_impl(K, threads, par, ws_, [&](int i, double* ws) {
-    const double qi = diag[i];
-    const Grad s = i2_self(g, g, Grad::variable(qi, 0));
-    val_[i * u + i] = s.v;
-    B_[i * u + i] = w[i] * s.g[0];
-    D_[i * u + i] = 0.0;
-    const int n = u - i - 1;
-    double *v = ws, *dx = ws + u, *dyy = ws + 2 * u, *dz = ws + 3 * u;
-    i2_grad_row(g, qi, &acts_[i + 1], &om[i * u + i + 1], &diag[i + 1], n, v, dx, dyy, dz);
-    for (int e = 0; e < n; ++e) {
-      const int c = i + 1 + e;
-      val_[i * u + c] = v[e];
-      B_[i * u + c] = w[c] * dyy[e];
-      D_[i * u + c] = dx[e];
+  i2_grad_table(g, om, u, K, acts_.data(), tv_.data(), tdx_.data(), tdy_.data(), tdz_.data(), ws_[0].data());
+  for (int i = 0; i < K; ++i) {
+    const int ii = i * u + i;
+    val_[ii] = tv_[ii];
+    B_[ii] = w[i] * tdx_[ii];
+    D_[ii] = 0.0;
+    for (int c = i + 1; c < u; ++c) {
+      const int o = i * u + c;
+      val_[o] = tv_[o];
+      B_[o] = w[c] * tdy_[o];
+      D_[o] = tdx_[o];
       if (c < K) {  // the same pair seen from student c: its variance is the third argument
-        val_[c * u + i] = v[e];
-        B_[c * u + i] = w[i] * dyy[e];
-        D_[c * u + i] = dz[e];
+        const int t = c * u + i;
+        val_[t] = tv_[o];
+        B_[t] = w[i] * tdy_[o];
+        D_[t] = tdz_[o];
       }
     }
-  });
+  }
   // 2. Psi_ic = E[g'(l_i) l_c E] = 2 Omega_ic A_i + sum_q B_iq Omega_qc, A_i = sum_{q != i} w_q D_iq.
   loop_impl(K, threads, par, ws_, [&](int i, double*) {
     double A = 0.0;
@@ -161,38 +170,33 @@ void OdeRhs::operator()(const double* y, double* dy, int n_threads) {
     for (int k = i; k < K; ++k) phi_[i * K + k] = lr * (a[i] * psi_[i * u + k] + a[k] * psi_[k * u + i]);
     for (int r = 0; r < M; ++r) dM[i * M + r] = lr * a[i] * psi_[i * u + K + r];
   }
-  // 4. Online: lr^2 a_i a_k (E[g'(l_i) g'(l_k) E^2] + Delta J2) over pairs i <= k; E[... E^2] is the quadratic form
-  //    of w with the I4 block conditioned on (l_i, l_k), whose symmetry in (j, l) halves the work.
+  // 4. Online: lr^2 a_i a_k (E[g'(l_i) g'(l_k) E^2] + Delta J2) over pairs i <= k. E[g'g' E^2] = sum_{j <= l} W_jl I4_jl
+  //    with W_jl = (2 - [j = l]) w_j w_l: I4's symmetries halve the work twice; the table conditions once per pair.
   if (m_.regime == Regime::Online) {
+    const int T = u * (u + 1) / 2;
+    double* W = wt_.data();
+    for (int j = 0; j < u; ++j)
+      for (int l = j; l < u; ++l) W[tri(u, j, l)] = (l == j ? 1.0 : 2.0) * w[j] * w[l];
+    const int np = K * (K + 1) / 2, nchunks = (np + chunk_ - 1) / chunk_;
     const double noise = m_.noise;
-    loop_impl(K * (K + 1) / 2, threads, par, ws_, [&](int p, double* ws) {
-      int i = 0, rem = p;
-      while (rem >= K - i) {
-        rem -= K - i;
-        ++i;
-      }
-      const int k = i + rem;
+    loop_impl(nchunks, threads, par, ws_, [&](int ch, double* ws) {
+      const int p0 = ch * chunk_, cnt = std::min(chunk_, np - p0);
       double* out = ws;
-      double* cab = out + static_cast<std::size_t>(u) * u;
-      double* scratch = cab + 2 * u;
-      const double caa[3] = {diag[i], om[i * u + k], diag[k]};
-      for (int c = 0; c < u; ++c) {
-        cab[2 * c] = om[c * u + i];
-        cab[2 * c + 1] = om[c * u + k];
+      i4_table(g, om, u, acts_.data(), &pairs_[2 * p0], cnt, out, ws + static_cast<std::size_t>(chunk_) * T);
+      for (int q = 0; q < cnt; ++q) {
+        const int i = pairs_[2 * (p0 + q)], k = pairs_[2 * (p0 + q) + 1];
+        const double* oq = out + static_cast<std::size_t>(q) * T;
+        double t = 0.0;
+#ifdef TWOLAYER_OPENMP
+#pragma omp simd reduction(+ : t)
+#endif
+        for (int e = 0; e < T; ++e) t += W[e] * oq[e];
+        if (noise > 0.0) {
+          const double C2[4] = {om[i * u + i], om[i * u + k], om[i * u + k], om[k * u + k]};
+          t += noise * j2(g, C2);
+        }
+        phi_[i * K + k] += lr * lr * a[i] * a[k] * t;
       }
-      i4_block(g, caa, cab, om, u, acts_.data(), u, out, scratch);
-      double t = 0.0;
-      for (int j = 0; j < u; ++j) {
-        const double* oj = out + static_cast<std::size_t>(j) * u;
-        double s = 0.5 * w[j] * oj[j];
-        for (int l = j + 1; l < u; ++l) s += w[l] * oj[l];
-        t += 2.0 * w[j] * s;
-      }
-      if (noise > 0.0) {
-        const double C2[4] = {caa[0], caa[1], caa[1], caa[2]};
-        t += noise * j2(g, C2);
-      }
-      phi_[i * K + k] += lr * lr * a[i] * a[k] * t;
     });
   }
   // 5. Assemble dQ (symmetric), with the spherical projection if asked (phi_ keeps the unconstrained Phi).

@@ -96,101 +96,172 @@ bool all_are(const Activation* acts, int n, Activation a) {
 }
 }  // namespace
 
-void i2_grad_row(Activation a, double x, const Activation* acts, const double* y, const double* z, int n, double* val,
-                 double* dx, double* dy, double* dz) {
+std::size_t i2_grad_table_workspace(int n, int m) {
+  return 4 * static_cast<std::size_t>(n) * static_cast<std::size_t>(m) + static_cast<std::size_t>(n) + 8;
+}
+
+void i2_grad_table(Activation a, const double* C, int n, int m, const Activation* acts, double* val, double* dx,
+                   double* dy, double* dz, double* ws) {
   if (a == Activation::Erf && all_are(acts, n, Activation::Erf)) {
-    // I2 = (2/pi) asin(c), c = y / sqrt((1 + x)(1 + z)); dI2/dc = (2/pi) / sqrt(1 - c^2).
-    const double rx = 1.0 / (1.0 + x);
+    // I2 = (2/pi) asin(c), c = y / sqrt((1 + x)(1 + z)); dI2/dc = (2/pi) / sqrt(1 - c^2). The self pair is the same
+    // formula at x = y = z = q, whose q-derivative is the sum of the three partial derivatives.
+    double* r = ws;  // (1 + C_cc)^(-1)
+    for (int c = 0; c < n; ++c) r[c] = 1.0 / (1.0 + C[c * n + c]);
+    // Flatten the pairs: one vectorised pass over all of them.
+    double* y = ws + n;
+    double* rx = y + static_cast<std::size_t>(n) * m;
+    double* rz = rx + static_cast<std::size_t>(n) * m;
+    int cnt = 0;
+    for (int i = 0; i < m; ++i)
+      for (int c = i; c < n; ++c) {
+        y[cnt] = C[i * n + c];
+        rx[cnt] = r[i];
+        rz[cnt] = r[c];
+        ++cnt;
+      }
+    double* v = rz + static_cast<std::size_t>(n) * m;  // reuse: outputs into the first arrays after reading them
 #ifdef TWOLAYER_OPENMP
 #pragma omp simd
 #endif
-    for (int c = 0; c < n; ++c) {
-      const double rz = 1.0 / (1.0 + z[c]);
-      const double s = std::sqrt(rx * rz);
-      const double arg = y[c] * s;
+    for (int e = 0; e < cnt; ++e) {
+      const double s = std::sqrt(rx[e] * rz[e]);
+      const double arg = y[e] * s;
       const double d = (2.0 / kPi) / std::sqrt(1.0 - arg * arg);
-      val[c] = (2.0 / kPi) * asin_simd(arg);
-      dy[c] = d * s;
-      dx[c] = -0.5 * d * arg * rx;
-      dz[c] = -0.5 * d * arg * rz;
+      v[e] = (2.0 / kPi) * asin_simd(arg);
+      const double gx = -0.5 * d * arg * rx[e], gz = -0.5 * d * arg * rz[e];
+      y[e] = d * s;  // dy
+      rx[e] = gx;
+      rz[e] = gz;
     }
+    cnt = 0;
+    for (int i = 0; i < m; ++i)
+      for (int c = i; c < n; ++c) {
+        const int o = i * n + c;
+        val[o] = v[cnt];
+        if (c == i) {
+          dx[o] = rx[cnt] + y[cnt] + rz[cnt];
+          dy[o] = dz[o] = 0.0;
+        } else {
+          dx[o] = rx[cnt];
+          dy[o] = y[cnt];
+          dz[o] = rz[cnt];
+        }
+        ++cnt;
+      }
     return;
   }
-  for (int c = 0; c < n; ++c) {
-    const Grad k = i2_jet<Grad>(a, acts[c], x, y[c], z[c]);
-    val[c] = k.v;
-    dx[c] = k.g[0];
-    dy[c] = k.g[1];
-    dz[c] = k.g[2];
+  for (int i = 0; i < m; ++i) {
+    const double x = C[i * n + i];
+    const Grad self = i2_self(a, acts[i], Grad::variable(x, 0));
+    val[i * n + i] = self.v;
+    dx[i * n + i] = self.g[0];
+    dy[i * n + i] = dz[i * n + i] = 0.0;
+    for (int c = i + 1; c < n; ++c) {
+      const Grad k = i2_jet<Grad>(a, acts[c], x, C[i * n + c], C[c * n + c]);
+      const int o = i * n + c;
+      val[o] = k.v;
+      dx[o] = k.g[0];
+      dy[o] = k.g[1];
+      dz[o] = k.g[2];
+    }
   }
 }
 
-void i4_block(Activation s, const double caa[3], const double* cab, const double* cbb, int ld, const Activation* acts,
-              int n, double* out, double* ws) {
+std::size_t i4_table_workspace(int n, int np) {
+  return 6 * static_cast<std::size_t>(n) + static_cast<std::size_t>(np) + 8;
+}
+
+void i4_table(Activation s, const double* C, int n, const Activation* acts, const int* pairs, int np, double* out,
+              double* ws) {
   using A = Activation;
-  auto xx = [&](int j, int l) { return cbb[static_cast<std::ptrdiff_t>(ld) * j + l]; };
-  if (s == A::Linear) {
+  const int T = n * (n + 1) / 2;
+  auto xx = [&](int j, int l) { return C[static_cast<std::ptrdiff_t>(n) * j + l]; };
+  if (s == A::Linear) {  // s' = 1: I4 = I2(a, b) on the (3, 4) block, the same for every first pair
     for (int j = 0; j < n; ++j)
-      for (int l = j; l < n; ++l) out[j * n + l] = i2<double>(acts[j], acts[l], xx(j, j), xx(j, l), xx(l, l));
+      for (int l = j; l < n; ++l) out[tri(n, j, l)] = i2<double>(acts[j], acts[l], xx(j, j), xx(j, l), xx(l, l));
+    for (int p = 1; p < np; ++p) std::copy(out, out + T, out + static_cast<std::ptrdiff_t>(p) * T);
     return;
   }
   if (s == A::Erf || s == A::Step) {
-    // As in i4(): condition (x_j, x_l) on a Gaussian observation of (l1, l2) at 0 with noise 1 (erf) or 0 (step).
+    // As in i4(): condition (x_j, x_l) on a Gaussian observation of (x_i, x_k) at 0 with noise 1 (erf) or 0 (step).
     const double noise = s == A::Erf ? 1.0 : 0.0;
-    const double a11 = caa[0] + noise, a12 = caa[1], a22 = caa[2] + noise;
-    const double det = a11 * a22 - a12 * a12;
-    if (s == A::Step && !(det > 0.0))
-      throw std::domain_error("C: the step activation's I4 = E[delta delta a b] needs C[:2, :2] non-singular");
-    const double i11 = a22 / det, i12 = -a12 / det, i22 = a11 / det;
-    const double pref = s == A::Erf ? (2.0 / kPi) / std::sqrt(det) : 1.0 / (2.0 * kPi * std::sqrt(det));
-    // Structure of arrays: b1, b2 = Cov(x_j, l1), Cov(x_j, l2); t = (C_AA + noise I)^(-1) (b1, b2).
+    const bool fast = s == A::Erf && all_are(acts, n, A::Erf);
     double *b1 = ws, *b2 = ws + n, *t1 = ws + 2 * n, *t2 = ws + 3 * n, *var = ws + 4 * n, *r = ws + 5 * n;
-    for (int j = 0; j < n; ++j) {
-      b1[j] = cab[2 * j];
-      b2[j] = cab[2 * j + 1];
-      t1[j] = i11 * b1[j] + i12 * b2[j];
-      t2[j] = i12 * b1[j] + i22 * b2[j];
-      var[j] = std::max(xx(j, j) - (b1[j] * t1[j] + b2[j] * t2[j]), 0.0);  // clipped at 0 like i4()
-    }
-    if (s == A::Erf && all_are(acts, n, A::Erf)) {
-      // Fast path: pref * (2/pi) asin(c_jl r_j r_l), r_j = (1 + var_j)^(-1/2); vectorised over l.
-      for (int j = 0; j < n; ++j) r[j] = 1.0 / std::sqrt(1.0 + var[j]);
-      const double p2 = pref * (2.0 / kPi);
+    double* pref = ws + 6 * n;
+    for (int p = 0; p < np; ++p) {
+      const int i = pairs[2 * p], k = pairs[2 * p + 1];
+      const double a11 = xx(i, i) + noise, a12 = xx(i, k), a22 = xx(k, k) + noise;
+      const double det = a11 * a22 - a12 * a12;
+      if (s == A::Step && !(det > 0.0))
+        throw std::domain_error("C: the step activation's I4 = E[delta delta a b] needs C[:2, :2] non-singular");
+      const double i11 = a22 / det, i12 = -a12 / det, i22 = a11 / det;
+      pref[p] = s == A::Erf ? (2.0 / kPi) / std::sqrt(det) : 1.0 / (2.0 * kPi * std::sqrt(det));
       for (int j = 0; j < n; ++j) {
-        const double* xj = cbb + static_cast<std::ptrdiff_t>(ld) * j;
-        double* oj = out + static_cast<std::ptrdiff_t>(j) * n;
-        const double bj1 = b1[j], bj2 = b2[j], rj = r[j];
+        b1[j] = xx(j, i);
+        b2[j] = xx(j, k);
+        t1[j] = i11 * b1[j] + i12 * b2[j];
+        t2[j] = i12 * b1[j] + i22 * b2[j];
+        var[j] = std::max(xx(j, j) - (b1[j] * t1[j] + b2[j] * t2[j]), 0.0);  // clipped at 0 like i4()
+      }
+      double* op = out + static_cast<std::ptrdiff_t>(p) * T;
+      if (fast) {
+        // Store the asin arguments c_jl r_j r_l, r_j = (1 + var_j)^(-1/2); one vectorised pass follows.
+        for (int j = 0; j < n; ++j) r[j] = 1.0 / std::sqrt(1.0 + var[j]);
+        for (int j = 0; j < n; ++j) {
+          const double* xj = C + static_cast<std::ptrdiff_t>(n) * j;
+          double* oj = op + tri(n, j, j);
+          const double bj1 = b1[j], bj2 = b2[j], rj = r[j];
+          oj[0] = var[j] * rj * rj;
 #ifdef TWOLAYER_OPENMP
 #pragma omp simd
 #endif
-        for (int l = j + 1; l < n; ++l) oj[l] = p2 * asin_simd((xj[l] - (bj1 * t1[l] + bj2 * t2[l])) * rj * r[l]);
-        oj[j] = p2 * asin_simd(var[j] * rj * rj);
+          for (int l = j + 1; l < n; ++l) oj[l - j] = (xj[l] - (bj1 * t1[l] + bj2 * t2[l])) * rj * r[l];
+        }
+        continue;
       }
-      return;
+      for (int j = 0; j < n; ++j)
+        for (int l = j; l < n; ++l) {
+          const double c = l == j ? var[j] : xx(j, l) - (b1[j] * t1[l] + b2[j] * t2[l]);
+          op[tri(n, j, l)] = pref[p] * i2<double>(acts[j], acts[l], var[j], c, var[l]);
+        }
     }
-    for (int j = 0; j < n; ++j)
-      for (int l = j; l < n; ++l) {
-        const double c = l == j ? var[j] : xx(j, l) - (b1[j] * t1[l] + b2[j] * t2[l]);
-        out[j * n + l] = pref * i2<double>(acts[j], acts[l], var[j], c, var[l]);
+    if (fast) {
+      const std::ptrdiff_t total = static_cast<std::ptrdiff_t>(np) * T;
+#ifdef TWOLAYER_OPENMP
+#pragma omp simd
+#endif
+      for (std::ptrdiff_t e = 0; e < total; ++e) out[e] = asin_simd(out[e]);
+      for (int p = 0; p < np; ++p) {
+        const double f = pref[p] * (2.0 / kPi);
+        double* op = out + static_cast<std::ptrdiff_t>(p) * T;
+#ifdef TWOLAYER_OPENMP
+#pragma omp simd
+#endif
+        for (int e = 0; e < T; ++e) op[e] *= f;
       }
+    }
     return;
   }
-  // Generic: assemble each 4 x 4 covariance and call i4 (quadratic via Jets, relu via its own kernel).
-  double C[16];
-  C[0] = caa[0];
-  C[1] = C[4] = caa[1];
-  C[5] = caa[2];
-  for (int j = 0; j < n; ++j)
-    for (int l = j; l < n; ++l) {
-      C[2] = C[8] = cab[2 * j];
-      C[6] = C[9] = cab[2 * j + 1];
-      C[3] = C[12] = cab[2 * l];
-      C[7] = C[13] = cab[2 * l + 1];
-      C[10] = xx(j, j);
-      C[11] = C[14] = xx(j, l);
-      C[15] = xx(l, l);
-      out[j * n + l] = i4(s, acts[j], acts[l], C);
-    }
+  // Generic: assemble each 4 x 4 covariance and call i4 (quadratic via Grad jets, relu via its own kernel).
+  double C4[16];
+  for (int p = 0; p < np; ++p) {
+    const int i = pairs[2 * p], k = pairs[2 * p + 1];
+    C4[0] = xx(i, i);
+    C4[1] = C4[4] = xx(i, k);
+    C4[5] = xx(k, k);
+    double* op = out + static_cast<std::ptrdiff_t>(p) * T;
+    for (int j = 0; j < n; ++j)
+      for (int l = j; l < n; ++l) {
+        C4[2] = C4[8] = xx(j, i);
+        C4[6] = C4[9] = xx(j, k);
+        C4[3] = C4[12] = xx(l, i);
+        C4[7] = C4[13] = xx(l, k);
+        C4[10] = xx(j, j);
+        C4[11] = C4[14] = xx(j, l);
+        C4[15] = xx(l, l);
+        op[tri(n, j, l)] = i4(s, acts[j], acts[l], C4);
+      }
+  }
 }
 
 const char* covariance_error(const double* C, int n) {

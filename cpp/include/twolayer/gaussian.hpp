@@ -180,20 +180,25 @@ double i3(Activation s, Activation b, const double* C);                   // C 3
 double j2(Activation s, const double* C);                                 // C 2x2
 double i4(Activation s, Activation a, Activation b, const double* C);     // C 4x4
 
-// I2(a, acts[c]; x, y[c], z[c]) and its first derivatives in (x, y[c], z[c]) for c in [0, n): one unit against a
-// row of others (the ODE's per-pair precomputation). Same values as i2_jet<Grad> up to round-off; (erf, erf) rows take
-// a vectorised fast path.
-void i2_grad_row(Activation a, double x, const Activation* acts, const double* y, const double* z, int n, double* val,
-                 double* dx, double* dy, double* dz);
+// Kernel tables over one covariance C (n x n, row-major) of variables x_0..x_{n-1} with activations acts[]: what the
+// order-parameter ODE needs, with the work that depends on one unit or one pair done once (the (erf, erf) tables
+// take vectorised fast paths; every entry equals the scalar kernel up to round-off).
+//
+// I2 with its first derivatives for every pair (i, c), i < m, c >= i, stored at [i * n + c]:
+//   c > i: val = I2(a, acts[c]; C_ii, C_ic, C_cc), dx, dy, dz = its derivatives in (C_ii, C_ic, C_cc);
+//   c = i: val = E[a(x_i) acts[i](x_i)] (i2_self), dx = its derivative in C_ii, dy = dz = 0.
+// ws: scratch of at least i2_grad_table_workspace(n, m) doubles.
+std::size_t i2_grad_table_workspace(int n, int m);
+void i2_grad_table(Activation a, const double* C, int n, int m, const Activation* acts, double* val, double* dx,
+                   double* dy, double* dz, double* ws);
 
-// I4 for one fixed first pair (l1, l2) against every pair of n further variables x_1..x_n:
-//   out[j * n + l] = I4(s, acts[j], acts[l]; Cov(l1, l2, x_j, x_l))  for j <= l (the upper triangle only),
-// with caa = (C11, C12, C22) of (l1, l2), cab[2 j + {0, 1}] = (Cov(x_j, l1), Cov(x_j, l2)) and cbb the n x n
-// covariance of x (row stride ld). What depends on (l1, l2) alone (the conditioning for erf and step) is computed
-// once. ws: scratch of at least 6 n doubles. Same values as i4() up to round-off; (erf; erf, erf) blocks take a
-// vectorised fast path.
-void i4_block(Activation s, const double caa[3], const double* cab, const double* cbb, int ld, const Activation* acts,
-              int n, double* out, double* ws);
+// I4(s, acts[j], acts[l]; x_i, x_k, x_j, x_l) for np first pairs (i, k) = (pairs[2p], pairs[2p + 1]) and every
+// j <= l, stored packed at out[p * T + tri(n, j, l)], T = n (n + 1) / 2. For erf and step, conditioning on (x_i, x_k)
+// is done once per pair. ws: scratch of at least i4_table_workspace(n, np) doubles.
+inline int tri(int n, int j, int l) { return j * n - j * (j - 1) / 2 + (l - j); }  // row-major upper triangle
+std::size_t i4_table_workspace(int n, int np);
+void i4_table(Activation s, const double* C, int n, const Activation* acts, const int* pairs, int np, double* out,
+              double* ws);
 
 // Why C (n x n, n <= 4) is not a valid covariance, or nullptr if it is finite, symmetric and positive
 // semi-definite to a relative tolerance.
