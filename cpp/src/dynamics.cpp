@@ -74,6 +74,7 @@ OdeRhs::OdeRhs(const OdeModel& model) : m_(model), u_(model.K + model.M) {
   psi_.resize(K * u);
   phi_.resize(K * K);
   tv_.resize(K * u);
+  j2_.resize(K * (K + 1) / 2);
   tdx_.resize(K * u);
   tdy_.resize(K * u);
   tdz_.resize(K * u);
@@ -151,14 +152,14 @@ void OdeRhs::operator()(const double* y, double* dy, int n_threads) {
     for (int q = 0; q < u; ++q) A += w[q] * di[q];
     double* row = &psi_[static_cast<std::size_t>(i) * u];
     const double* bi = &B_[static_cast<std::size_t>(i) * u];
-    for (int c = 0; c < u; ++c) row[c] = 2.0 * om[i * u + c] * A;
-    for (int q = 0; q < u; ++q) {
-      const double b = bi[q];
-      const double* oq = om + static_cast<std::size_t>(q) * u;
+    for (int c = 0; c < u; ++c) {  // Omega is symmetric: (B Omega)_ic = B_i . Omega_c, contiguous
+      const double* oc = om + static_cast<std::size_t>(c) * u;
+      double s = 0.0;
 #ifdef TWOLAYER_OPENMP
-#pragma omp simd
+#pragma omp simd reduction(+ : s)
 #endif
-      for (int c = 0; c < u; ++c) row[c] += b * oq[c];
+      for (int q = 0; q < u; ++q) s += bi[q] * oc[q];
+      row[c] = 2.0 * om[i * u + c] * A + s;
     }
   });
   // 3. First-order terms.
@@ -179,6 +180,11 @@ void OdeRhs::operator()(const double* y, double* dy, int n_threads) {
       for (int l = j; l < u; ++l) W[tri(u, j, l)] = (l == j ? 1.0 : 2.0) * w[j] * w[l];
     const int np = K * (K + 1) / 2, nchunks = (np + chunk_ - 1) / chunk_;
     const double noise = m_.noise;
+    double* j2v = j2_.data();
+    if (noise > 0.0)
+      j2_table(g, om, u, pairs_.data(), np, j2v);
+    else
+      std::fill(j2v, j2v + np, 0.0);
     loop_impl(nchunks, threads, par, ws_, [&](int ch, double* ws) {
       const int p0 = ch * chunk_, cnt = std::min(chunk_, np - p0);
       double* out = ws;
@@ -191,11 +197,7 @@ void OdeRhs::operator()(const double* y, double* dy, int n_threads) {
 #pragma omp simd reduction(+ : t)
 #endif
         for (int e = 0; e < T; ++e) t += W[e] * oq[e];
-        if (noise > 0.0) {
-          const double C2[4] = {om[i * u + i], om[i * u + k], om[i * u + k], om[k * u + k]};
-          t += noise * j2(g, C2);
-        }
-        phi_[i * K + k] += lr * lr * a[i] * a[k] * t;
+        phi_[i * K + k] += lr * lr * a[i] * a[k] * (t + noise * j2v[p0 + q]);
       }
     });
   }

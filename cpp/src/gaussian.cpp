@@ -106,7 +106,10 @@ void i2_grad_table(Activation a, const double* C, int n, int m, const Activation
     // I2 = (2/pi) asin(c), c = y / sqrt((1 + x)(1 + z)); dI2/dc = (2/pi) / sqrt(1 - c^2). The self pair is the same
     // formula at x = y = z = q, whose q-derivative is the sum of the three partial derivatives.
     double* r = ws;  // (1 + C_cc)^(-1)
-    for (int c = 0; c < n; ++c) r[c] = 1.0 / (1.0 + C[c * n + c]);
+#ifdef TWOLAYER_OPENMP
+#pragma omp simd
+#endif
+    for (int c = 0; c < n; ++c) r[c] = 1.0 / (1.0 + C[c * (n + 1)]);
     // Flatten the pairs: one vectorised pass over all of them.
     double* y = ws + n;
     double* rx = y + static_cast<std::size_t>(n) * m;
@@ -194,18 +197,26 @@ void i4_table(Activation s, const double* C, int n, const Activation* acts, cons
       const double det = a11 * a22 - a12 * a12;
       if (s == A::Step && !(det > 0.0))
         throw std::domain_error("C: the step activation's I4 = E[delta delta a b] needs C[:2, :2] non-singular");
-      const double i11 = a22 / det, i12 = -a12 / det, i22 = a11 / det;
-      pref[p] = s == A::Erf ? (2.0 / kPi) / std::sqrt(det) : 1.0 / (2.0 * kPi * std::sqrt(det));
+      const double idet = 1.0 / det, i11 = a22 * idet, i12 = -a12 * idet, i22 = a11 * idet;
+      pref[p] = s == A::Erf ? (2.0 / kPi) * std::sqrt(idet) : 1.0 / (2.0 * kPi * std::sqrt(det));
+      // Rows i and k of C are its columns (symmetry): contiguous loads.
+      const double *ci = C + static_cast<std::ptrdiff_t>(n) * i, *ck = C + static_cast<std::ptrdiff_t>(n) * k;
+#ifdef TWOLAYER_OPENMP
+#pragma omp simd
+#endif
       for (int j = 0; j < n; ++j) {
-        b1[j] = xx(j, i);
-        b2[j] = xx(j, k);
+        b1[j] = ci[j];
+        b2[j] = ck[j];
         t1[j] = i11 * b1[j] + i12 * b2[j];
         t2[j] = i12 * b1[j] + i22 * b2[j];
-        var[j] = std::max(xx(j, j) - (b1[j] * t1[j] + b2[j] * t2[j]), 0.0);  // clipped at 0 like i4()
-      }
+        var[j] = std::max(C[static_cast<std::ptrdiff_t>(n + 1) * j] - (b1[j] * t1[j] + b2[j] * t2[j]), 0.0);
+      }  // conditioned variances, clipped at 0 like i4()
       double* op = out + static_cast<std::ptrdiff_t>(p) * T;
       if (fast) {
         // Store the asin arguments c_jl r_j r_l, r_j = (1 + var_j)^(-1/2); one vectorised pass follows.
+#ifdef TWOLAYER_OPENMP
+#pragma omp simd
+#endif
         for (int j = 0; j < n; ++j) r[j] = 1.0 / std::sqrt(1.0 + var[j]);
         for (int j = 0; j < n; ++j) {
           const double* xj = C + static_cast<std::ptrdiff_t>(n) * j;
@@ -261,6 +272,19 @@ void i4_table(Activation s, const double* C, int n, const Activation* acts, cons
         C4[15] = xx(l, l);
         op[tri(n, j, l)] = i4(s, acts[j], acts[l], C4);
       }
+  }
+}
+
+void j2_table(Activation s, const double* C, int n, const int* pairs, int np, double* out) {
+  for (int p = 0; p < np; ++p) {
+    const int i = pairs[2 * p], k = pairs[2 * p + 1];
+    const double c11 = C[i * n + i], c12 = C[i * n + k], c22 = C[k * n + k];
+    if (s == Activation::Erf) {  // J2 = dI2/dC12 of (2/pi) asin(C12 / sqrt((1 + C11)(1 + C22)))
+      out[p] = (2.0 / kPi) / std::sqrt((1.0 + c11) * (1.0 + c22) - c12 * c12);
+    } else {
+      const double C2[4] = {c11, c12, c12, c22};
+      out[p] = j2(s, C2);
+    }
   }
 }
 

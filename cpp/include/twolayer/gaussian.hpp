@@ -200,6 +200,9 @@ std::size_t i4_table_workspace(int n, int np);
 void i4_table(Activation s, const double* C, int n, const Activation* acts, const int* pairs, int np, double* out,
               double* ws);
 
+// J2(s; x_i, x_k) = E[s'(x_i) s'(x_k)] for np pairs (i, k) = (pairs[2p], pairs[2p + 1]) of C (n x n): out[p].
+void j2_table(Activation s, const double* C, int n, const int* pairs, int np, double* out);
+
 // Why C (n x n, n <= 4) is not a valid covariance, or nullptr if it is finite, symmetric and positive
 // semi-definite to a relative tolerance.
 const char* covariance_error(const double* C, int n);
