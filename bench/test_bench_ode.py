@@ -1,9 +1,12 @@
-"""Benchmarks of the order-parameter ODE engine (run: python -m pytest bench/test_bench_ode.py --benchmark-only -s).
+"""Benchmarks of the order-parameter ODE engine (run: python -m pytest bench/test_bench_ode.py
+--benchmark-only -s).
 
-* right-hand-side evaluations per second, erf online regime, single thread, K = M in {2, 4, 8, 16, 32}, against a
+* right-hand-side evaluations per second, erf online regime, single thread, K = M in {2, 4, 8, 16, 32},
+  against a
   vectorised NumPy implementation of the same right-hand side (DESIGN.md §4 closed forms for I3, I4, J2);
 * thread scaling for one K = M = 32 system and for a batch of 10^4 K = M = 2 systems;
-* time to accuracy on the K = M = 2 erf plateau trajectory (t <= 2000): adaptive DP5(4) against Euler at dt = 0.01.
+* time to accuracy on the K = M = 2 erf plateau trajectory (t <= 2000): adaptive DP5(4) against Euler at dt
+  = 0.01.
 """
 
 from __future__ import annotations
@@ -13,7 +16,6 @@ import time
 
 import numpy as np
 import pytest
-
 import twolayer as tl
 from twolayer import _core
 
@@ -21,7 +23,8 @@ from twolayer import _core
 
 
 def numpy_rhs_erf(Q, M, P, a, v, lr, noise=0.0):
-    """Online-SGD right-hand side (dQ, dM) for erf student and teacher, vectorised NumPy, from the closed forms
+    """Online-SGD right-hand side (dQ, dM) for erf student and teacher, vectorised NumPy, from the closed
+    forms
     I3 = (2/pi) [C23 (1 + C11) - C12 C13] / [(1 + C11) sqrt((1 + C11)(1 + C33) - C13^2)] and
     I4 = (4/pi^2) L4^(-1/2) asin(L0 / sqrt(L1 L2)) (DESIGN.md §4). Fixed second layer."""
     K = Q.shape[0]
@@ -56,7 +59,9 @@ def numpy_rhs_erf(Q, M, P, a, v, lr, noise=0.0):
     I4 = (4 / np.pi**2) / np.sqrt(L4) * np.arcsin(L0 / np.sqrt(L1 * L2))
     quad = np.einsum("ikjl,j,l->ik", I4, w, w)
     if noise:
-        J2 = (2 / np.pi) / np.sqrt(1 + C11[..., 0, 0] + C22[..., 0, 0] + C11[..., 0, 0] * C22[..., 0, 0] - Q**2)
+        J2 = (2 / np.pi) / np.sqrt(
+            1 + C11[..., 0, 0] + C22[..., 0, 0] + C11[..., 0, 0] * C22[..., 0, 0] - Q**2
+        )
         quad = quad + noise * J2
     phi = phi + lr**2 * np.outer(a, a) * quad
     return phi, dM
@@ -146,15 +151,20 @@ def test_bench_threads_batch_10k_K2(benchmark, batch_members, n_threads):
     if n_threads > (os.cpu_count() or 1):
         pytest.skip("not enough cores")
     lrs = np.linspace(0.5, 1.5, len(batch_members))
-    out = benchmark.pedantic(tl.ode.integrate_batch, args=(batch_members, "erf"),
-                             kwargs=dict(lr=lrs, times=[0.0, 1.0], method="euler", dt=0.01, n_threads=n_threads),
-                             rounds=3, iterations=1)
+    out = benchmark.pedantic(
+        tl.ode.integrate_batch,
+        args=(batch_members, "erf"),
+        kwargs=dict(lr=lrs, times=[0.0, 1.0], method="euler", dt=0.01, n_threads=n_threads),
+        rounds=3,
+        iterations=1,
+    )
     assert all(o.status == "completed" for o in out)
     benchmark.extra_info["rhs_per_s"] = 1e6 / benchmark.stats.stats.mean
 
 
 def test_time_to_accuracy_plateau():
-    """Adaptive DP5(4) vs Euler dt = 0.01 on the K = M = 2 erf plateau trajectory up to t = 2000: max excess-risk
+    """Adaptive DP5(4) vs Euler dt = 0.01 on the K = M = 2 erf plateau trajectory up to t = 2000: max
+    excess-risk
     error against a converged reference (rtol 1e-13), and right-hand-side evaluations."""
     ov = tl.ode.plateau_overlaps()
     ts = np.linspace(0, 2000, 2001)

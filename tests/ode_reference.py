@@ -1,10 +1,10 @@
-"""A naive reference right-hand side built from the public kernels (tl.kernels.i2/i3/i4/j2), one term at a time
-exactly as in DESIGN.md §3, for checking the C++ assembly (which shares I2 gradients and conditions I4 per pair)."""
+"""A naive reference right-hand side built from the public kernels (tl.kernels.i2/i3/i4/j2), term by term
+exactly as in DESIGN.md §3, for checking the C++ assembly (which shares I2 gradients and conditions I4 per
+pair)."""
 
 from __future__ import annotations
 
 import numpy as np
-
 import twolayer as tl
 
 
@@ -42,6 +42,10 @@ def naive_rhs(ov, act, t_act, lr, lr_readout=0.0, noise=0.0, regime="online", sp
         dQ = phi - 0.5 * ov.Q * (d[:, None] + d[None, :])
         np.fill_diagonal(dQ, 0.0)
         dM = dM - 0.5 * ov.M * d[:, None]
-    da = np.array([lr_readout * sum(w[q] * tl.kernels.i2(act, acts[q], sub([i, q])) for q in range(u))
-                   for i in range(K)])
+    da = np.array(
+        [
+            lr_readout * sum(w[q] * tl.kernels.i2(act, acts[q], sub([i, q])) for q in range(u))
+            for i in range(K)
+        ]
+    )
     return dQ, dM, da

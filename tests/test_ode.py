@@ -1,8 +1,9 @@
-"""Order-parameter ODE engine (tl.ode): right-hand side, integrators, exact solutions, weight-space ground truth.
+"""Order-parameter ODE engine (tl.ode): RHS, integrators, exact solutions, weight-space ground truth.
 
 Tolerances: the RHS is compared with a naive sum of public kernels (round-off: 1e-12 relative); integrations
-with a closed form use the adaptive method at rtol 1e-10 (global error measured < 1e-8 here); the gradient-flow check
-uses Richardson extrapolation of weight-space GD in its step h (error O(h^2), measured ~1e-7 at h = 1e-3).
+with a closed form use the adaptive method at rtol 1e-10 (global error measured < 1e-8 here); the gradient-
+flow check uses Richardson extrapolation of weight-space GD in its step h (error O(h^2), measured ~1e-7 at h =
+1e-3).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 import twolayer as tl
 from twolayer.networks import teacher_student
 
@@ -39,12 +39,23 @@ def relu_i4_available() -> bool:
     return True
 
 
-needs_relu_i4 = pytest.mark.skipif(not relu_i4_available(), reason="the (relu, relu, relu) I4 has not landed yet")
+needs_relu_i4 = pytest.mark.skipif(
+    not relu_i4_available(), reason="the (relu, relu, relu) I4 has not landed yet"
+)
 
-# --------------------------------------------------------------------------------------------- right-hand side
+# --------------------------------------------------------------------------------------------- right-hand sid
 
-PAIRS = [("erf", "erf"), ("linear", "linear"), ("quadratic", "quadratic"), ("erf", "relu"), ("relu", "relu"),
-         ("relu", "erf"), ("erf", "step"), ("quadratic", "erf"), ("linear", "erf")]
+PAIRS = [
+    ("erf", "erf"),
+    ("linear", "linear"),
+    ("quadratic", "quadratic"),
+    ("erf", "relu"),
+    ("relu", "relu"),
+    ("relu", "erf"),
+    ("erf", "step"),
+    ("quadratic", "erf"),
+    ("linear", "erf"),
+]
 
 
 @pytest.mark.parametrize("act,t_act", PAIRS)
@@ -59,7 +70,7 @@ def test_rhs_matches_naive_kernel_sums(act, t_act, regime):
         assert act == "relu" and regime == "online" and not relu_i4_available()
         pytest.skip("needs the relu I4")
     scale = max(np.max(np.abs(r)) for r in ref)
-    for g, r in zip(got, ref):
+    for g, r in zip(got, ref, strict=False):
         np.testing.assert_allclose(g, r, rtol=0, atol=1e-12 * scale)
 
 
@@ -70,7 +81,7 @@ def test_rhs_spherical_and_symmetry():
     sph = tl.Overlaps(Q, Mo, ov.P, ov.a, ov.v)
     got = tl.ode.rhs(sph, "erf", lr=0.5, noise=0.1, spherical=True)
     ref = naive_rhs(sph, "erf", "erf", 0.5, 0.0, 0.1, "online", spherical=True)
-    for g, r in zip(got, ref):
+    for g, r in zip(got, ref, strict=False):
         np.testing.assert_allclose(g, r, rtol=0, atol=1e-13)
     assert np.all(np.diag(got[0]) == 0.0)
     np.testing.assert_array_equal(got[0], got[0].T)
@@ -80,7 +91,7 @@ def test_rhs_threads_agree_for_large_K():
     ov = random_overlaps(12, 10, seed=2)
     one = tl.ode.rhs(ov, "erf", lr=0.3, noise=0.1, n_threads=1)
     two = tl.ode.rhs(ov, "erf", lr=0.3, noise=0.1, n_threads=2)
-    for g, r in zip(one, two):
+    for g, r in zip(one, two, strict=False):
         np.testing.assert_allclose(g, r, rtol=1e-14, atol=1e-15)
 
 
@@ -88,18 +99,28 @@ def test_readout_mean_scales_the_readout_rate():
     ov = random_overlaps(4, 2, seed=3)
     s = tl.ode.rhs(ov, "erf", lr=0.5, lr_readout=0.4, readout="sum")
     m = tl.ode.rhs(ov, "erf", lr=0.5, lr_readout=0.4 * 16, readout="mean")  # c^2 = 1/16
-    for g, r in zip(s, m):
+    for g, r in zip(s, m, strict=False):
         np.testing.assert_allclose(g, r, rtol=1e-14, atol=1e-16)
 
 
-# ------------------------------------------------------------------------------- gradient flow vs weight space
+# ------------------------------------------------------------------------------- gradient flow vs weight spac
 
 
-@pytest.mark.parametrize("act,t_act,lr_a", [("erf", "erf", 0.0), ("erf", "erf", 0.7), ("relu", "relu", 0.0),
-                                            ("step", "step", 0.0), ("erf", "relu", 0.5), ("quadratic", "linear", 0.0)])
+@pytest.mark.parametrize(
+    "act,t_act,lr_a",
+    [
+        ("erf", "erf", 0.0),
+        ("erf", "erf", 0.7),
+        ("relu", "relu", 0.0),
+        ("step", "step", 0.0),
+        ("erf", "relu", 0.5),
+        ("quadratic", "linear", 0.0),
+    ],
+)
 def test_gradient_flow_matches_population_descent(act, t_act, lr_a):
     """Population GD with step eps in weight space (lambda = w.x/sqrt d) is Euler for dW/dt = -d grad R with
-    dt = eps / d, i.e. the lr = 1 overlap flow; the readout step eps_a = lr_a * eps / d. Exact at any d >= K + M."""
+    dt = eps / d, i.e. the lr = 1 overlap flow; the readout step eps_a = lr_a * eps / d. Exact at any d >= K
+    + M."""
     d, t, K, M = 8, 2.0, 2, 2
     student, teacher = teacher_student(K, M, d, act, t_act, seed=3)
     student = student.with_weights(0.7 * student.W)
@@ -107,13 +128,23 @@ def test_gradient_flow_matches_population_descent(act, t_act, lr_a):
     finals = []
     for h in (2e-3, 1e-3):
         eps = d * h
-        tr = tl.population.descend(student, teacher, lr=eps, steps=int(round(t / h)), lr_readout=lr_a * eps / d,
-                                   records=3)
+        tr = tl.population.descend(
+            student, teacher, lr=eps, steps=int(round(t / h)), lr_readout=lr_a * eps / d, records=3
+        )
         assert tr.status == "completed"
         finals.append(np.concatenate([tr.Q[-1].ravel(), tr.M[-1].ravel(), tr.a[-1]]))
     extrapolated = 2 * finals[1] - finals[0]  # Euler's O(h) error removed
-    ode = tl.ode.integrate(ov, act, t_act, lr=1.0, lr_readout=lr_a, regime="gradient_flow", times=[0.0, t],
-                           rtol=1e-11, atol=1e-13)
+    ode = tl.ode.integrate(
+        ov,
+        act,
+        t_act,
+        lr=1.0,
+        lr_readout=lr_a,
+        regime="gradient_flow",
+        times=[0.0, t],
+        rtol=1e-11,
+        atol=1e-13,
+    )
     assert ode.status == "completed"
     y = np.concatenate([ode.Q[-1].ravel(), ode.M[-1].ravel(), ode.a[-1]])
     moved = np.max(np.abs(y - np.concatenate([ov.Q.ravel(), ov.M.ravel(), ov.a])))
@@ -145,13 +176,16 @@ def test_online_linear_closed_form(lr, noise):
 def test_online_quadratic_spherical_seed003(gamma, noise):
     """Seed 003, p = 1: y = (w*.x)^2 + sqrt(Delta) z, f = (w.x)^2, projected SGD with step gamma.
     In seed time tau = gamma t (our t = steps / d, lr = gamma):
-    dm/dtau = m [4 (1 - 6 gamma)(1 - m^2) - 2 gamma Delta], excess risk 2 (1 - m^2) -> gamma Delta / (1 - 6 gamma).
-    With u = m^2, A = 4 (1 - 6 gamma) - 2 gamma Delta, B = 4 (1 - 6 gamma): u = A u0 e^{2 A tau} / (A + B u0 (e^{2A tau} - 1))."""
+    dm/dtau = m [4 (1 - 6 gamma)(1 - m^2) - 2 gamma Delta], excess risk 2 (1 - m^2) -> gamma Delta / (1 - 6
+    gamma).
+    With u = m^2, A = 4 (1 - 6 gamma) - 2 gamma Delta, B = 4 (1 - 6 gamma): u = A u0 e^{2 A tau} / (A + B u0
+    (e^{2A tau} - 1))."""
     m0 = 0.05
     ov = tl.Overlaps([[1.0]], [[m0]], [[1.0]], [1.0], [1.0])
     taus = np.linspace(0, 6, 61)
-    tr = tl.ode.integrate(ov, "quadratic", lr=gamma, noise=noise, spherical=True, times=taus / gamma, rtol=1e-11,
-                          atol=1e-13)
+    tr = tl.ode.integrate(
+        ov, "quadratic", lr=gamma, noise=noise, spherical=True, times=taus / gamma, rtol=1e-11, atol=1e-13
+    )
     assert tr.status == "completed"
     A, B = 4 * (1 - 6 * gamma) - 2 * gamma * noise, 4 * (1 - 6 * gamma)
     u0 = m0**2
@@ -160,12 +194,13 @@ def test_online_quadratic_spherical_seed003(gamma, noise):
     np.testing.assert_allclose(tr.M[:, 0, 0], np.sqrt(u), rtol=0, atol=1e-8)
     np.testing.assert_array_equal(tr.Q[:, 0, 0], 1.0)  # the constraint is kept exactly
     np.testing.assert_allclose(tr.risk, 2 * (1 - u), rtol=0, atol=1e-8)
-    long = tl.ode.integrate(ov, "quadratic", lr=gamma, noise=noise, spherical=True, t_max=60 / gamma, rtol=1e-11,
-                          atol=1e-13)
+    long = tl.ode.integrate(
+        ov, "quadratic", lr=gamma, noise=noise, spherical=True, t_max=60 / gamma, rtol=1e-11, atol=1e-13
+    )
     np.testing.assert_allclose(long.risk[-1], gamma * noise / (1 - 6 * gamma), rtol=1e-7, atol=1e-10)
 
 
-# ---------------------------------------------------------------------------------------- plateau, integrators
+# ---------------------------------------------------------------------------------------- plateau, integrator
 
 
 @pytest.fixture(scope="module")
@@ -193,7 +228,8 @@ def test_erf_plateau_and_escape(plateau):
 
 
 def test_integrators_agree_on_plateau_trajectory(plateau):
-    """Euler (dt = 0.01, first order: error ~ dt, measured 7.7e-4 on the risk), RK4 (dt = 0.02) and the adaptive
+    """Euler (dt = 0.01, first order: error ~ dt, measured 7.7e-4 on the risk), RK4 (dt = 0.02) and the
+    adaptive
     DP5(4) (rtol 1e-8) against a converged reference (rtol 1e-12), on the whole trajectory."""
     ov, ts, ref = plateau
     eu = tl.ode.integrate(ov, "erf", lr=1.0, times=ts, method="euler", dt=0.01)
@@ -222,7 +258,12 @@ def test_default_times_and_trajectory_shapes():
     ov = random_overlaps(3, 2, seed=1)
     tr = tl.ode.integrate(ov, "erf", lr=0.5, lr_readout=0.2, t_max=5.0, n_points=30)
     assert tr.t[0] == 0.0 and tr.t[-1] == 5.0 and len(tr) == 30 and np.all(np.diff(tr.t) > 0)
-    assert tr.Q.shape == (30, 3, 3) and tr.M.shape == (30, 3, 2) and tr.a.shape == (30, 3) and tr.risk.shape == (30,)
+    assert (
+        tr.Q.shape == (30, 3, 3)
+        and tr.M.shape == (30, 3, 2)
+        and tr.a.shape == (30, 3)
+        and tr.risk.shape == (30,)
+    )
     assert tr.time_unit == "t = steps / d" and tr.meta["regime"] == "online"
     assert not np.allclose(tr.a[-1], tr.a[0])  # the readout is trained
     eu = tl.ode.integrate(ov, "erf", lr=0.5, t_max=1.0, method="euler", dt=0.1)
@@ -241,7 +282,8 @@ def test_early_stop_on_risk_tol():
 
 @pytest.mark.parametrize("method", ["euler", "rk4", "adaptive"])
 def test_divergence_stops_with_status(method):
-    """Linear online SGD with lr > 2: the excess risk grows like exp(lr (lr - 2) t) until the state overflows."""
+    """Linear online SGD with lr > 2: the excess risk grows like exp(lr (lr - 2) t) until the state
+    overflows."""
     ov = tl.Overlaps([[0.5]], [[0.1]], [[1.0]], [1.0], [1.0])
     tr = tl.ode.integrate(ov, "linear", lr=3.0, t_max=500.0, method=method, dt=0.01)
     assert tr.status == "diverged"
@@ -255,8 +297,9 @@ def test_divergence_stops_with_status(method):
 def test_loss_of_psd_is_divergence():
     """Euler with a huge step throws Omega out of the PSD cone: reported, not integrated on."""
     ov = random_overlaps(2, 2, seed=0, a=np.ones(2), v=np.ones(2), d=4)  # d = K + M: Omega nearly singular
-    tr = tl.ode.integrate(ov, "erf", lr=1.0, times=[0.0, 100.0], method="euler", dt=1.0,
-                          regime="gradient_flow")
+    tr = tl.ode.integrate(
+        ov, "erf", lr=1.0, times=[0.0, 100.0], method="euler", dt=1.0, regime="gradient_flow"
+    )
     assert tr.status == "diverged" and "positive semi-definite" in tr.message
     assert tr.meta["stop_time"] == 1.0
     np.testing.assert_array_equal(tr.t, [0.0])  # outputs before the failure only
@@ -269,18 +312,20 @@ def test_loss_of_psd_is_divergence():
 def test_batch_matches_single_runs_and_isolates_divergence():
     members = [random_overlaps(2, 2, seed=s, a=np.ones(2), v=np.ones(2)) for s in range(4)]
     members.append(random_overlaps(3, 1, seed=9))  # a different K and M
-    members.append(tl.Overlaps([[0.5]], [[0.1]], [[1.0]], [1.0], [1.0]))  # linear lr=3 would diverge; erf here
+    members.append(
+        tl.Overlaps([[0.5]], [[0.1]], [[1.0]], [1.0], [1.0])
+    )  # linear lr=3 would diverge; erf here
     lrs = np.array([0.5, 1.0, 1.5, 0.2, 0.7, 40.0])
     noises = np.array([0.0, 0.1, 0.0, 0.3, 0.0, 0.0])
     ts = np.linspace(0, 20, 11)
     batch = tl.ode.integrate_batch(members, "erf", lr=lrs, noise=noises, times=ts, n_threads=2)
-    for ov, lr, nz, b in zip(members, lrs, noises, batch):
+    for ov, lr, nz, b in zip(members, lrs, noises, batch, strict=False):
         single = tl.ode.integrate(ov, "erf", lr=lr, noise=nz, times=ts)
         assert b.status == single.status
         np.testing.assert_array_equal(b.risk, single.risk)  # same code path, bit-identical
         np.testing.assert_array_equal(b.Q, single.Q)
     serial = tl.ode.integrate_batch(members, "erf", lr=lrs, noise=noises, times=ts, n_threads=1)
-    for b, s in zip(batch, serial):
+    for b, s in zip(batch, serial, strict=False):
         np.testing.assert_array_equal(b.risk, s.risk)
 
 
@@ -289,13 +334,13 @@ def test_batch_one_diverging_member_does_not_spoil_others():
     lrs = [0.5, 3.0, 1.0, 3.5, 1.2]
     out = tl.ode.integrate_batch(ovs, "linear", lr=lrs, t_max=200.0, method="rk4", dt=0.01, n_threads=2)
     assert [o.status for o in out] == ["completed", "diverged", "completed", "diverged", "completed"]
-    for o, lr in zip(out, lrs):
+    for o, _lr in zip(out, lrs, strict=False):
         assert np.all(np.isfinite(o.risk))
         if o.status == "completed":
             assert o.t[-1] == 200.0 and o.risk[-1] < 1e-30 + 1e-12
 
 
-# --------------------------------------------------------------------------------------------------- relu online
+# --------------------------------------------------------------------------------------------------- relu onl
 
 
 @needs_relu_i4
@@ -303,7 +348,7 @@ def test_relu_online_rhs_and_integrators():
     ov = random_overlaps(2, 2, seed=11, a=np.ones(2), v=np.ones(2))
     got = tl.ode.rhs(ov, "relu", lr=0.5, noise=0.1)
     ref = naive_rhs(ov, "relu", "relu", 0.5, 0.0, 0.1, "online")
-    for g, r in zip(got, ref):
+    for g, r in zip(got, ref, strict=False):
         np.testing.assert_allclose(g, r, rtol=0, atol=1e-10)
     ts = np.linspace(0, 5, 11)
     ad = tl.ode.integrate(ov, "relu", lr=0.5, noise=0.1, times=ts, rtol=1e-9, atol=1e-11)

@@ -1,20 +1,23 @@
 """Order-parameter ODEs: online SGD in the high-dimensional limit (Saad-Solla) and population gradient flow.
 
 Conventions (DESIGN.md §3): student pre-activations l_i = w_i . x / sqrt(d), x ~ N(0, I_d); Q = W W^T / d,
-M = W W*^T / d, P = W* W*^T / d; output f = sum_i a_i g(l_i) with the *effective* (readout-scaled) second layer a
-held by :class:`~twolayer.Overlaps`; teacher y = sum_r v_r t(l*_r) + sqrt(Delta) xi; error E = y - f. With E over
-(l, l*) ~ N(0, Omega), Omega = [[Q, M], [M^T, P]]:
+M = W W*^T / d, P = W* W*^T / d; output f = sum_i a_i g(l_i) with the *effective* (readout-scaled) second
+layer a held by :class:`~twolayer.Overlaps`; teacher y = sum_r v_r t(l*_r) + sqrt(Delta) xi; error
+E = y - f. With E over (l, l*) ~ N(0, Omega), Omega = [[Q, M], [M^T, P]]:
 
 * ``dM_ir/dt = lr a_i E[g'(l_i) l*_r E]``
 * ``dQ_ik/dt = lr a_i E[g'(l_i) l_k E] + lr a_k E[g'(l_k) l_i E]
-  + lr^2 a_i a_k (E[g'(l_i) g'(l_k) E^2] + Delta E[g'(l_i) g'(l_k)])`` (the last term in the online regime only)
-* ``da_i/dt = lr_readout c^2 E[g(l_i) E]`` with c the readout factor (1 for ``readout="sum"``, 1/K for ``"mean"``).
+  + lr^2 a_i a_k (E[g'(l_i) g'(l_k) E^2] + Delta E[g'(l_i) g'(l_k)])`` (the last term in the online regime
+  only)
+* ``da_i/dt = lr_readout c^2 E[g(l_i) E]`` with c the readout factor (1 for ``readout="sum"``, 1/K for
+  ``"mean"``).
 
 ``regime="online"``: the d -> infinity limit of online SGD (one fresh sample per step,
 w_i += (lr / sqrt d) a_i g'(l_i) E x, a_i += (lr_readout / d) c g(l_i) E), time t = steps / d.
 ``regime="gradient_flow"``: the first-order terms only — the exact population gradient flow at any finite
-d >= K + M (one population-GD step of lr eta is dt = eta / d... of the lr = 1 flow; see the tests); output noise
-has no effect there. ``spherical=True``: projected SGD (seed 003), which keeps Q_ii = 1 exactly.
+d >= K + M (weight-space population GD with step eps, lambda = w.x / sqrt d, is Euler for this flow with
+lr = 1 and dt = eps / d); output noise has no effect there. ``spherical=True``: projected SGD (seed 003),
+which keeps Q_ii = 1 exactly.
 The recorded ``risk`` is the excess population risk (no Delta / 2).
 """
 
@@ -64,7 +67,9 @@ def _check_overlaps(ov: Any, name: str = "overlaps", spherical: bool = False) ->
     return ov
 
 
-def _times(t_max: float | None, times: ArrayLike | None, method: str, dt: float, n_points: int) -> NDArray[np.float64]:
+def _times(
+    t_max: float | None, times: ArrayLike | None, method: str, dt: float, n_points: int
+) -> NDArray[np.float64]:
     if times is not None:
         ts = as_float_array(times, "times", ndim=1)
         if ts.size == 0:
@@ -87,24 +92,43 @@ def _times(t_max: float | None, times: ArrayLike | None, method: str, dt: float,
     return ts
 
 
-def _common(activation: Any, teacher_activation: Any, regime: Any, method: Any, readout: Any) -> tuple[str, ...]:
+def _common(
+    activation: Any, teacher_activation: Any, regime: Any, method: Any, readout: Any
+) -> tuple[str, ...]:
     act = check_activation(activation, "activation")
-    t_act = check_activation(teacher_activation if teacher_activation is not None else activation,
-                             "teacher_activation")
+    t_act = check_activation(
+        teacher_activation if teacher_activation is not None else activation, "teacher_activation"
+    )
     reg = _choice(regime, "regime", ("online", "gradient_flow"))
     meth = _choice(method, "method", ("euler", "rk4", "adaptive"))
     ro = _choice(readout, "readout", ("sum", "mean"))
     if reg == "online" and act == "step":
-        raise ValueError("regime: the step activation's derivative is a delta, so only regime='gradient_flow' "
-                         "applies to step units")
+        raise ValueError(
+            "regime: the step activation's derivative is a delta, so only regime='gradient_flow' "
+            "applies to step units"
+        )
     return act, t_act, reg, meth, ro
 
 
 def _trajectory(out: dict[str, Any], meta: dict[str, Any]) -> Trajectory:
-    meta = {**meta, "n_rhs": int(out["n_rhs"]), "n_steps": int(out["n_steps"]),
-            "n_rejected": int(out["n_rejected"]), "stop_time": float(out["stop_time"])}
-    return Trajectory(t=out["t"], Q=out["Q"], M=out["M"], a=out["a"], risk=out["risk"], status=str(out["status"]),
-                      message=str(out["message"]), time_unit=_TIME_UNIT, meta=meta)
+    meta = {
+        **meta,
+        "n_rhs": int(out["n_rhs"]),
+        "n_steps": int(out["n_steps"]),
+        "n_rejected": int(out["n_rejected"]),
+        "stop_time": float(out["stop_time"]),
+    }
+    return Trajectory(
+        t=out["t"],
+        Q=out["Q"],
+        M=out["M"],
+        a=out["a"],
+        risk=out["risk"],
+        status=str(out["status"]),
+        message=str(out["message"]),
+        time_unit=_TIME_UNIT,
+        meta=meta,
+    )
 
 
 def integrate(
@@ -130,13 +154,19 @@ def integrate(
     max_steps: int = 100_000_000,
     n_threads: int | None = 1,
 ) -> Trajectory:
-    """Integrate the order-parameter ODE from ``overlaps`` (effective second layers a, v; see the module docstring).
+    """Integrate the order-parameter ODE from ``overlaps`` (effective second layers a, v; see the module
+    docstring).
 
-    ``method``: ``"euler"`` or ``"rk4"`` with fixed step ``dt`` (a step is shortened only to land on an output time
-    off the dt grid), or ``"adaptive"``: Dormand-Prince 5(4) with error control ``rtol``, ``atol`` (weighted RMS
-    norm over the state). Output at ``times`` (default: 0 and ``n_points - 1`` log-spaced times up to ``t_max``).
-    ``risk_tol``: stop early, with ``status="converged"``, once the excess risk falls below it. A run whose state
-    becomes non-finite, overflows or leaves the positive semi-definite cone stops with ``status="diverged"``; the
+    ``method``: ``"euler"`` or ``"rk4"`` with fixed step ``dt`` (a step is shortened only to land on an
+    output time
+    off the dt grid), or ``"adaptive"``: Dormand-Prince 5(4) with error control ``rtol``, ``atol`` (weighted
+    RMS
+    norm over the state). Output at ``times`` (default: 0 and ``n_points - 1`` log-spaced times up to
+    ``t_max``).
+    ``risk_tol``: stop early, with ``status="converged"``, once the excess risk falls below it. A run whose
+    state
+    becomes non-finite, overflows or leaves the positive semi-definite cone stops with
+    ``status="diverged"``; the
     trajectory then holds the outputs reached and ``message`` / ``meta["stop_time"]`` say when.
     ``n_threads``: threads inside the right-hand side (used for K >= 8; None = the OpenMP default).
     ``meta`` records the parameters and the cost (``n_rhs`` right-hand-side evaluations, ``n_steps``).
@@ -154,12 +184,39 @@ def integrate(
     ts = _times(t_max, times, meth, dt_, n_points)
     c = 1.0 if ro == "sum" else 1.0 / ov.K
     out = _core.ode_integrate(
-        ov.Q, ov.M, ov.a, ov.P, ov.v, act, t_act, reg, bool(spherical), lr_, lr_a * c * c, noise_, ts, meth,
-        dt_, rtol_, atol_, h_max=0.0 if h_max is None else positive(h_max, "h_max"),
-        risk_tol=0.0 if risk_tol is None else positive(risk_tol, "risk_tol"), max_steps=_max_steps(max_steps),
-        n_threads=n_threads_arg(n_threads))
-    meta = {"activation": act, "teacher_activation": t_act, "regime": reg, "spherical": int(bool(spherical)),
-            "lr": lr_, "lr_readout": lr_a, "noise": noise_, "method": meth, "readout": ro}
+        ov.Q,
+        ov.M,
+        ov.a,
+        ov.P,
+        ov.v,
+        act,
+        t_act,
+        reg,
+        bool(spherical),
+        lr_,
+        lr_a * c * c,
+        noise_,
+        ts,
+        meth,
+        dt_,
+        rtol_,
+        atol_,
+        h_max=0.0 if h_max is None else positive(h_max, "h_max"),
+        risk_tol=0.0 if risk_tol is None else positive(risk_tol, "risk_tol"),
+        max_steps=_max_steps(max_steps),
+        n_threads=n_threads_arg(n_threads),
+    )
+    meta = {
+        "activation": act,
+        "teacher_activation": t_act,
+        "regime": reg,
+        "spherical": int(bool(spherical)),
+        "lr": lr_,
+        "lr_readout": lr_a,
+        "noise": noise_,
+        "method": meth,
+        "readout": ro,
+    }
     if meth == "adaptive":
         meta.update(rtol=rtol_, atol=atol_)
     else:
@@ -208,8 +265,10 @@ def integrate_batch(
     """Integrate many independent systems in one C++ call (GIL released, OpenMP across systems).
 
     ``overlaps``: a sequence of :class:`~twolayer.Overlaps` (K and M may differ between members); ``lr``,
-    ``lr_readout`` and ``noise`` are scalars or one value per member. Activations, regime, method and output times
-    are shared. Returns one :class:`~twolayer.Trajectory` per member, each with its own status: a diverging member
+    ``lr_readout`` and ``noise`` are scalars or one value per member. Activations, regime, method and output
+    times
+    are shared. Returns one :class:`~twolayer.Trajectory` per member, each with its own status: a diverging
+    member
     does not affect the others. Other arguments as in :func:`integrate`.
     """
     act, t_act, reg, meth, ro = _common(activation, teacher_activation, regime, method, readout)
@@ -228,16 +287,40 @@ def integrate_batch(
     ts = _times(t_max, times, meth, dt_, n_points)
     cs = [1.0 if ro == "sum" else 1.0 / o.K for o in ovs]
     outs = _core.ode_integrate_batch(
-        [o.Q for o in ovs], [o.M for o in ovs], [o.a for o in ovs], [o.P for o in ovs], [o.v for o in ovs], act,
-        t_act, reg, bool(spherical), np.array(lrs), np.array([la * c * c for la, c in zip(lr_as, cs)]),
-        np.array(noises), ts, meth, dt_,
-        rtol_, atol_, h_max=0.0 if h_max is None else positive(h_max, "h_max"),
-        risk_tol=0.0 if risk_tol is None else positive(risk_tol, "risk_tol"), max_steps=_max_steps(max_steps),
-        n_threads=n_threads_arg(n_threads))
-    base = {"activation": act, "teacher_activation": t_act, "regime": reg, "spherical": int(bool(spherical)),
-            "method": meth, "readout": ro}
-    return [_trajectory(out, {**base, "lr": lrs[b], "lr_readout": lr_as[b], "noise": noises[b]})
-            for b, out in enumerate(outs)]
+        [o.Q for o in ovs],
+        [o.M for o in ovs],
+        [o.a for o in ovs],
+        [o.P for o in ovs],
+        [o.v for o in ovs],
+        act,
+        t_act,
+        reg,
+        bool(spherical),
+        np.array(lrs),
+        np.array([la * c * c for la, c in zip(lr_as, cs, strict=False)]),
+        np.array(noises),
+        ts,
+        meth,
+        dt_,
+        rtol_,
+        atol_,
+        h_max=0.0 if h_max is None else positive(h_max, "h_max"),
+        risk_tol=0.0 if risk_tol is None else positive(risk_tol, "risk_tol"),
+        max_steps=_max_steps(max_steps),
+        n_threads=n_threads_arg(n_threads),
+    )
+    base = {
+        "activation": act,
+        "teacher_activation": t_act,
+        "regime": reg,
+        "spherical": int(bool(spherical)),
+        "method": meth,
+        "readout": ro,
+    }
+    return [
+        _trajectory(out, {**base, "lr": lrs[b], "lr_readout": lr_as[b], "noise": noises[b]})
+        for b, out in enumerate(outs)
+    ]
 
 
 def rhs(
@@ -257,10 +340,21 @@ def rhs(
     act, t_act, reg, _, ro = _common(activation, teacher_activation, regime, "adaptive", readout)
     ov = _check_overlaps(overlaps, spherical=bool(spherical))
     c = 1.0 if ro == "sum" else 1.0 / ov.K
-    dQ, dM, da = _core.ode_rhs(ov.Q, ov.M, ov.a, ov.P, ov.v, act, t_act, reg, bool(spherical),
-                               positive(lr, "lr", allow_zero=True),
-                               positive(lr_readout, "lr_readout", allow_zero=True) * c * c,
-                               positive(noise, "noise", allow_zero=True), n_threads=n_threads_arg(n_threads))
+    dQ, dM, da = _core.ode_rhs(
+        ov.Q,
+        ov.M,
+        ov.a,
+        ov.P,
+        ov.v,
+        act,
+        t_act,
+        reg,
+        bool(spherical),
+        positive(lr, "lr", allow_zero=True),
+        positive(lr_readout, "lr_readout", allow_zero=True) * c * c,
+        positive(noise, "noise", allow_zero=True),
+        n_threads=n_threads_arg(n_threads),
+    )
     return dQ, dM, da
 
 
@@ -271,11 +365,21 @@ def plateau_overlaps(K: int = 2, M: int = 2, q0: float = 0.25, m0: float = 1e-3,
     return Overlaps(q0 * np.eye(K), Mo, np.eye(M), np.ones(K), np.ones(M))
 
 
-def plateau_example(t_max: float = 2000.0, lr: float = 1.0, method: Method = "adaptive", **kwargs: Any) -> Trajectory:
+def plateau_example(
+    t_max: float = 2000.0, lr: float = 1.0, method: Method = "adaptive", **kwargs: Any
+) -> Trajectory:
     """The erf K = M = 2 Saad-Solla plateau and its escape, integrated by the online ODE (for the demo panel).
 
     The excess risk falls quickly onto the symmetric plateau (students not yet specialised: all M_ir nearly
-    equal), stays there for a time growing like log(1 / asymmetry), then escapes to 0 as each student specialises
+    equal), stays there for a time growing like log(1 / asymmetry), then escapes to 0 as each student
+    specialises
     on one teacher unit."""
-    return integrate(plateau_overlaps(), "erf", lr=lr, t_max=t_max, method=method, n_points=kwargs.pop("n_points", 400),
-                     **kwargs)
+    return integrate(
+        plateau_overlaps(),
+        "erf",
+        lr=lr,
+        t_max=t_max,
+        method=method,
+        n_points=kwargs.pop("n_points", 400),
+        **kwargs,
+    )
