@@ -152,7 +152,7 @@ def integrate(
     n_points: int = 100,
     h_max: float | None = None,
     max_steps: int = 100_000_000,
-    n_threads: int | None = 1,
+    n_threads: int | None = None,
 ) -> Trajectory:
     """Integrate the order-parameter ODE from ``overlaps`` (effective second layers a, v; see the module
     docstring).
@@ -334,7 +334,7 @@ def rhs(
     regime: Regime = "online",
     spherical: bool = False,
     readout: Readout = "sum",
-    n_threads: int | None = 1,
+    n_threads: int | None = None,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
     """The right-hand side (dQ/dt, dM/dt, da/dt) at ``overlaps`` (same conventions as :func:`integrate`)."""
     act, t_act, reg, _, ro = _common(activation, teacher_activation, regime, "adaptive", readout)
