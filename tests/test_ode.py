@@ -402,6 +402,8 @@ def test_bad_input():
     bad.M[:] = 5.0
     with pytest.raises(ValueError, match="semi-definite"):
         tl.ode.integrate(bad, "erf", lr=1.0, t_max=1.0)
+    with pytest.raises(ValueError, match=r"overlaps\[1\].*semi-definite"):
+        tl.ode.integrate_batch([ov, bad, ov], "erf", lr=1.0, t_max=1.0)
     with pytest.raises(ValueError, match="lr"):
         tl.ode.integrate_batch([ov, ov], "erf", lr=[1.0, 2.0, 3.0], t_max=1.0)
     with pytest.raises(ValueError, match="noise"):

@@ -67,6 +67,37 @@ def _check_overlaps(ov: Any, name: str = "overlaps", spherical: bool = False) ->
     return ov
 
 
+def _check_overlaps_batch(overlaps: Sequence[Any], spherical: bool) -> list[Overlaps]:
+    """_check_overlaps for many members at once: members of equal (K, M) are checked as one stacked array."""
+    groups: dict[tuple[int, int], list[int]] = {}
+    for b, ov in enumerate(overlaps):
+        if not isinstance(ov, Overlaps):
+            raise TypeError(f"overlaps[{b}]: expected a twolayer.Overlaps, got {type(ov).__name__}")
+        groups.setdefault((ov.K, ov.n_teacher), []).append(b)
+    for idx in groups.values():
+        Q = np.stack([overlaps[b].Q for b in idx])
+        Mo = np.stack([overlaps[b].M for b in idx])
+        P = np.stack([overlaps[b].P for b in idx])
+        omega = np.concatenate([np.concatenate([Q, Mo], axis=2),
+                                np.concatenate([np.swapaxes(Mo, 1, 2), P], axis=2)], axis=1)
+        lam = None
+        if np.all(np.isfinite(omega)):
+            scale = np.maximum(np.max(np.abs(np.diagonal(omega, axis1=1, axis2=2)), axis=1), 1e-300)
+            asym = np.max(np.abs(omega - np.swapaxes(omega, 1, 2)), axis=(1, 2)) > 1e-9 * scale
+            if not np.any(asym):
+                lam = np.linalg.eigvalsh(omega)[:, 0] / scale
+        if lam is None or np.any(lam < -1e-9):  # find and name the first bad member
+            for b in idx:
+                _check_overlaps(overlaps[b], f"overlaps[{b}]", spherical)
+        for b in idx:
+            ov = overlaps[b]
+            if not (np.all(np.isfinite(ov.a)) and np.all(np.isfinite(ov.v))):
+                raise ValueError(f"overlaps[{b}]: second layers must be finite")
+            if spherical and not np.allclose(np.diag(ov.Q), 1.0, rtol=0, atol=1e-10):
+                raise ValueError(f"overlaps[{b}]: spherical=True needs diag(Q) = 1 (weights on |w|^2 = d)")
+    return list(overlaps)
+
+
 def _times(
     t_max: float | None, times: ArrayLike | None, method: str, dt: float, n_points: int
 ) -> NDArray[np.float64]:
@@ -274,7 +305,7 @@ def integrate_batch(
     act, t_act, reg, meth, ro = _common(activation, teacher_activation, regime, method, readout)
     if isinstance(overlaps, Overlaps) or not isinstance(overlaps, Sequence):
         raise TypeError("overlaps: expected a sequence of twolayer.Overlaps")
-    ovs = [_check_overlaps(o, f"overlaps[{b}]", bool(spherical)) for b, o in enumerate(overlaps)]
+    ovs = _check_overlaps_batch(overlaps, bool(spherical))
     B = len(ovs)
     if B == 0:
         return []
