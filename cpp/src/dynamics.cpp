@@ -146,7 +146,8 @@ void OdeRhs::operator()(const double* y, double* dy, int n_threads) {
     }
   }
   // 2. Psi_ic = E[g'(l_i) l_c E] = 2 Omega_ic A_i + sum_q B_iq Omega_qc, A_i = sum_{q != i} w_q D_iq.
-  loop_impl(K, threads, par, ws_, [&](int i, double*) {
+  //    O(K (K + M)^2) flops: serial (one OpenMP region per right-hand side, for the I4 tables, is enough).
+  loop_impl(K, 1, false, ws_, [&](int i, double*) {
     double A = 0.0;
     const double* di = &D_[static_cast<std::size_t>(i) * u];
     for (int q = 0; q < u; ++q) A += w[q] * di[q];
