@@ -71,6 +71,7 @@ struct Runner {
   std::size_t n;
   IntegrateResult res;
   std::vector<double> scratch;
+  double t_now = 0.0;  // start of the step in progress (for error messages)
 
   Runner(const OdeModel& m, const IntegrateOptions& o, int th) : f(m), opt(o), threads(th), n(m.state_size()) {}
 
@@ -93,6 +94,7 @@ struct Runner {
   // After an accepted step: false (and the status set) if the run must stop.
   bool accept(double t, const double* y, bool check_state = true) {
     ++res.n_steps;
+    t_now = t;
     if (check_state) {
       if (const char* why = state_error(f, y, opt, scratch)) {
         diverge(t, why);
@@ -270,7 +272,7 @@ struct Runner {
       else
         run_fixed(y);
     } catch (const std::domain_error& e) {
-      diverge(res.t.empty() ? 0.0 : res.t.back(), std::string("a kernel became singular (") + e.what() + ")");
+      diverge(t_now, std::string("a kernel became singular (") + e.what() + ")");
     }
     if (res.status == "completed") {
       std::ostringstream s;
