@@ -170,6 +170,58 @@ void i2_grad_table(Activation a, const double* C, int n, int m, const Activation
   }
 }
 
+namespace {
+// The all-erf I4 table (see i4_table). NC > 0: the number of variables is the compile-time constant NC, so that the
+// short loops of small systems unroll; NC = 0: runtime n.
+template <int NC>
+void i4_table_erf(const double* C, int n_rt, const int* pairs, int np, double* out, double* ws) {
+  const int n = NC > 0 ? NC : n_rt;
+  const int T = n * (n + 1) / 2;
+  double *b1 = ws, *b2 = ws + n, *t1 = ws + 2 * n, *t2 = ws + 3 * n, *r = ws + 4 * n;
+  double* pref = ws + 6 * n;
+  for (int p = 0; p < np; ++p) {
+    const int i = pairs[2 * p], k = pairs[2 * p + 1];
+    const double *ci = C + static_cast<std::ptrdiff_t>(n) * i, *ck = C + static_cast<std::ptrdiff_t>(n) * k;
+    const double a11 = ci[i] + 1.0, a12 = ci[k], a22 = ck[k] + 1.0;
+    const double idet = 1.0 / (a11 * a22 - a12 * a12), i11 = a22 * idet, i12 = -a12 * idet, i22 = a11 * idet;
+    pref[p] = (4.0 / (kPi * kPi)) * std::sqrt(idet);
+#ifdef TWOLAYER_OPENMP
+#pragma omp simd
+#endif
+    for (int j = 0; j < n; ++j) {
+      b1[j] = ci[j];
+      b2[j] = ck[j];
+      t1[j] = i11 * b1[j] + i12 * b2[j];
+      t2[j] = i12 * b1[j] + i22 * b2[j];
+      // conditioned variance, clipped at 0 like i4(), then r_j = (1 + var_j)^(-1/2)
+      const double var = std::max(C[static_cast<std::ptrdiff_t>(n + 1) * j] - (b1[j] * t1[j] + b2[j] * t2[j]), 0.0);
+      r[j] = 1.0 / std::sqrt(1.0 + var);
+    }
+    double* op = out + static_cast<std::ptrdiff_t>(p) * T;
+    for (int j = 0; j < n; ++j) {
+      const double* xj = C + static_cast<std::ptrdiff_t>(n) * j;
+      double* oj = op + tri(n, j, j);
+      const double bj1 = b1[j], bj2 = b2[j], rj = r[j];
+      oj[0] = (1.0 - rj * rj);  // var_j r_j^2 = 1 - r_j^2
+      for (int l = j + 1; l < n; ++l) oj[l - j] = (xj[l] - (bj1 * t1[l] + bj2 * t2[l])) * rj * r[l];
+    }
+  }
+  const std::ptrdiff_t total = static_cast<std::ptrdiff_t>(np) * T;
+#ifdef TWOLAYER_OPENMP
+#pragma omp simd
+#endif
+  for (std::ptrdiff_t e = 0; e < total; ++e) out[e] = asin_simd(out[e]);
+  for (int p = 0; p < np; ++p) {
+    const double f = pref[p];
+    double* op = out + static_cast<std::ptrdiff_t>(p) * T;
+#ifdef TWOLAYER_OPENMP
+#pragma omp simd
+#endif
+    for (int e = 0; e < T; ++e) op[e] *= f;
+  }
+}
+}  // namespace
+
 std::size_t i4_table_workspace(int n, int np) {
   return 6 * static_cast<std::size_t>(n) + static_cast<std::size_t>(np) + 8;
 }
@@ -185,11 +237,21 @@ void i4_table(Activation s, const double* C, int n, const Activation* acts, cons
     for (int p = 1; p < np; ++p) std::copy(out, out + T, out + static_cast<std::ptrdiff_t>(p) * T);
     return;
   }
+  if (s == A::Erf && all_are(acts, n, A::Erf)) {
+    switch (n) {  // small systems: compile-time sizes unroll the short loops
+      case 2: return i4_table_erf<2>(C, n, pairs, np, out, ws);
+      case 3: return i4_table_erf<3>(C, n, pairs, np, out, ws);
+      case 4: return i4_table_erf<4>(C, n, pairs, np, out, ws);
+      case 5: return i4_table_erf<5>(C, n, pairs, np, out, ws);
+      case 6: return i4_table_erf<6>(C, n, pairs, np, out, ws);
+      case 8: return i4_table_erf<8>(C, n, pairs, np, out, ws);
+      default: return i4_table_erf<0>(C, n, pairs, np, out, ws);
+    }
+  }
   if (s == A::Erf || s == A::Step) {
     // As in i4(): condition (x_j, x_l) on a Gaussian observation of (x_i, x_k) at 0 with noise 1 (erf) or 0 (step).
     const double noise = s == A::Erf ? 1.0 : 0.0;
-    const bool fast = s == A::Erf && all_are(acts, n, A::Erf);
-    double *b1 = ws, *b2 = ws + n, *t1 = ws + 2 * n, *t2 = ws + 3 * n, *var = ws + 4 * n, *r = ws + 5 * n;
+    double *b1 = ws, *b2 = ws + n, *t1 = ws + 2 * n, *t2 = ws + 3 * n, *var = ws + 4 * n;
     double* pref = ws + 6 * n;
     for (int p = 0; p < np; ++p) {
       const int i = pairs[2 * p], k = pairs[2 * p + 1];
@@ -212,44 +274,11 @@ void i4_table(Activation s, const double* C, int n, const Activation* acts, cons
         var[j] = std::max(C[static_cast<std::ptrdiff_t>(n + 1) * j] - (b1[j] * t1[j] + b2[j] * t2[j]), 0.0);
       }  // conditioned variances, clipped at 0 like i4()
       double* op = out + static_cast<std::ptrdiff_t>(p) * T;
-      if (fast) {
-        // Store the asin arguments c_jl r_j r_l, r_j = (1 + var_j)^(-1/2); one vectorised pass follows.
-#ifdef TWOLAYER_OPENMP
-#pragma omp simd
-#endif
-        for (int j = 0; j < n; ++j) r[j] = 1.0 / std::sqrt(1.0 + var[j]);
-        for (int j = 0; j < n; ++j) {
-          const double* xj = C + static_cast<std::ptrdiff_t>(n) * j;
-          double* oj = op + tri(n, j, j);
-          const double bj1 = b1[j], bj2 = b2[j], rj = r[j];
-          oj[0] = var[j] * rj * rj;
-#ifdef TWOLAYER_OPENMP
-#pragma omp simd
-#endif
-          for (int l = j + 1; l < n; ++l) oj[l - j] = (xj[l] - (bj1 * t1[l] + bj2 * t2[l])) * rj * r[l];
-        }
-        continue;
-      }
       for (int j = 0; j < n; ++j)
         for (int l = j; l < n; ++l) {
           const double c = l == j ? var[j] : xx(j, l) - (b1[j] * t1[l] + b2[j] * t2[l]);
           op[tri(n, j, l)] = pref[p] * i2<double>(acts[j], acts[l], var[j], c, var[l]);
         }
-    }
-    if (fast) {
-      const std::ptrdiff_t total = static_cast<std::ptrdiff_t>(np) * T;
-#ifdef TWOLAYER_OPENMP
-#pragma omp simd
-#endif
-      for (std::ptrdiff_t e = 0; e < total; ++e) out[e] = asin_simd(out[e]);
-      for (int p = 0; p < np; ++p) {
-        const double f = pref[p] * (2.0 / kPi);
-        double* op = out + static_cast<std::ptrdiff_t>(p) * T;
-#ifdef TWOLAYER_OPENMP
-#pragma omp simd
-#endif
-        for (int e = 0; e < T; ++e) op[e] *= f;
-      }
     }
     return;
   }
