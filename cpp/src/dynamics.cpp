@@ -75,6 +75,7 @@ OdeRhs::OdeRhs(const OdeModel& model) : m_(model), u_(model.K + model.M) {
   phi_.resize(K * K);
   tv_.resize(K * u);
   j2_.resize(K * (K + 1) / 2);
+  quad_.resize(K * (K + 1) / 2);
   tdx_.resize(K * u);
   tdy_.resize(K * u);
   tdz_.resize(K * u);
@@ -86,7 +87,7 @@ OdeRhs::OdeRhs(const OdeModel& model) : m_(model), u_(model.K + model.M) {
       pairs_.push_back(k);
     }
   chunk_ = std::max(1, 8192 / T);  // pairs per I4 table call: about 64 KiB of kernel values
-  ws_size_ = std::max(static_cast<std::size_t>(chunk_) * T + i4_table_workspace(u_, chunk_),
+  ws_size_ = std::max(i4_contract_workspace(u_, chunk_),
                       i2_grad_table_workspace(u_, m_.K));
 }
 
@@ -175,7 +176,6 @@ void OdeRhs::operator()(const double* y, double* dy, int n_threads) {
   // 4. Online: lr^2 a_i a_k (E[g'(l_i) g'(l_k) E^2] + Delta J2) over pairs i <= k. E[g'g' E^2] = sum_{j <= l} W_jl I4_jl
   //    with W_jl = (2 - [j = l]) w_j w_l: I4's symmetries halve the work twice; the table conditions once per pair.
   if (m_.regime == Regime::Online) {
-    const int T = u * (u + 1) / 2;
     double* W = wt_.data();
     for (int j = 0; j < u; ++j)
       for (int l = j; l < u; ++l) W[tri(u, j, l)] = (l == j ? 1.0 : 2.0) * w[j] * w[l];
@@ -186,21 +186,15 @@ void OdeRhs::operator()(const double* y, double* dy, int n_threads) {
       j2_table(g, om, u, pairs_.data(), np, j2v);
     else
       std::fill(j2v, j2v + np, 0.0);
+    double* quad = quad_.data();
     loop_impl(nchunks, threads, par, ws_, [&](int ch, double* ws) {
       const int p0 = ch * chunk_, cnt = std::min(chunk_, np - p0);
-      double* out = ws;
-      i4_table(g, om, u, acts_.data(), &pairs_[2 * p0], cnt, out, ws + static_cast<std::size_t>(chunk_) * T);
-      for (int q = 0; q < cnt; ++q) {
-        const int i = pairs_[2 * (p0 + q)], k = pairs_[2 * (p0 + q) + 1];
-        const double* oq = out + static_cast<std::size_t>(q) * T;
-        double t = 0.0;
-#ifdef TWOLAYER_OPENMP
-#pragma omp simd reduction(+ : t)
-#endif
-        for (int e = 0; e < T; ++e) t += W[e] * oq[e];
-        phi_[i * K + k] += lr * lr * a[i] * a[k] * (t + noise * j2v[p0 + q]);
-      }
+      i4_contract(g, om, u, acts_.data(), &pairs_[2 * p0], cnt, W, quad + p0, ws);
     });
+    for (int p = 0; p < np; ++p) {
+      const int i = pairs_[2 * p], k = pairs_[2 * p + 1];
+      phi_[i * K + k] += lr * lr * a[i] * a[k] * (quad[p] + noise * j2v[p]);
+    }
   }
   // 5. Assemble dQ (symmetric), with the spherical projection if asked (phi_ keeps the unconstrained Phi).
   for (int i = 0; i < K; ++i)

@@ -174,7 +174,10 @@ namespace {
 // The all-erf I4 table (see i4_table). NC > 0: the number of variables is the compile-time constant NC, so that the
 // short loops of small systems unroll; NC = 0: runtime n.
 template <int NC>
-void i4_table_erf(const double* C, int n_rt, const int* pairs, int np, double* out, double* ws) {
+// W != nullptr: instead of the table, contract each pair's block with the weights W (packed like the table) into
+// contr[p]; out is then scratch for the asin arguments.
+void i4_table_erf(const double* C, int n_rt, const int* pairs, int np, double* out, double* ws,
+                  const double* W = nullptr, double* contr = nullptr) {
   const int n = NC > 0 ? NC : n_rt;
   const int T = n * (n + 1) / 2;
   double *b1 = ws, *b2 = ws + n, *t1 = ws + 2 * n, *t2 = ws + 3 * n, *r = ws + 4 * n;
@@ -205,6 +208,18 @@ void i4_table_erf(const double* C, int n_rt, const int* pairs, int np, double* o
       oj[0] = (1.0 - rj * rj);  // var_j r_j^2 = 1 - r_j^2
       for (int l = j + 1; l < n; ++l) oj[l - j] = (xj[l] - (bj1 * t1[l] + bj2 * t2[l])) * rj * r[l];
     }
+  }
+  if (W != nullptr) {
+    for (int p = 0; p < np; ++p) {
+      const double* op = out + static_cast<std::ptrdiff_t>(p) * T;
+      double t = 0.0;
+#ifdef TWOLAYER_OPENMP
+#pragma omp simd reduction(+ : t)
+#endif
+      for (int e = 0; e < T; ++e) t += W[e] * asin_simd(op[e]);
+      contr[p] = pref[p] * t;
+    }
+    return;
   }
   const std::ptrdiff_t total = static_cast<std::ptrdiff_t>(np) * T;
 #ifdef TWOLAYER_OPENMP
@@ -314,6 +329,35 @@ void j2_table(Activation s, const double* C, int n, const int* pairs, int np, do
       const double C2[4] = {c11, c12, c12, c22};
       out[p] = j2(s, C2);
     }
+  }
+}
+
+std::size_t i4_contract_workspace(int n, int np) {
+  return static_cast<std::size_t>(np) * static_cast<std::size_t>(n * (n + 1) / 2) + i4_table_workspace(n, np);
+}
+
+void i4_contract(Activation s, const double* C, int n, const Activation* acts, const int* pairs, int np,
+                 const double* W, double* out, double* ws) {
+  const int T = n * (n + 1) / 2;
+  double* table = ws;
+  double* rest = ws + static_cast<std::ptrdiff_t>(np) * T;
+  if (s == Activation::Erf && all_are(acts, n, Activation::Erf)) {
+    switch (n) {
+      case 2: return i4_table_erf<2>(C, n, pairs, np, table, rest, W, out);
+      case 3: return i4_table_erf<3>(C, n, pairs, np, table, rest, W, out);
+      case 4: return i4_table_erf<4>(C, n, pairs, np, table, rest, W, out);
+      case 5: return i4_table_erf<5>(C, n, pairs, np, table, rest, W, out);
+      case 6: return i4_table_erf<6>(C, n, pairs, np, table, rest, W, out);
+      case 8: return i4_table_erf<8>(C, n, pairs, np, table, rest, W, out);
+      default: return i4_table_erf<0>(C, n, pairs, np, table, rest, W, out);
+    }
+  }
+  i4_table(s, C, n, acts, pairs, np, table, rest);
+  for (int p = 0; p < np; ++p) {
+    const double* op = table + static_cast<std::ptrdiff_t>(p) * T;
+    double t = 0.0;
+    for (int e = 0; e < T; ++e) t += W[e] * op[e];
+    out[p] = t;
   }
 }
 

@@ -200,6 +200,14 @@ std::size_t i4_table_workspace(int n, int np);
 void i4_table(Activation s, const double* C, int n, const Activation* acts, const int* pairs, int np, double* out,
               double* ws);
 
+// The I4 table of each first pair contracted with weights W (packed like the table):
+//   out[p] = sum_{j <= l} W[tri(n, j, l)] I4(s, acts[j], acts[l]; x_i, x_k, x_j, x_l)
+// (the ODE's E[s'(x_i) s'(x_k) E^2] with W = (2 - [j = l]) w_j w_l), without storing the table on the erf fast path.
+// ws: scratch of at least i4_contract_workspace(n, np) doubles.
+std::size_t i4_contract_workspace(int n, int np);
+void i4_contract(Activation s, const double* C, int n, const Activation* acts, const int* pairs, int np,
+                 const double* W, double* out, double* ws);
+
 // J2(s; x_i, x_k) = E[s'(x_i) s'(x_k)] for np pairs (i, k) = (pairs[2p], pairs[2p + 1]) of C (n x n): out[p].
 void j2_table(Activation s, const double* C, int n, const int* pairs, int np, double* out);
 
