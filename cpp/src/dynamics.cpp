@@ -44,6 +44,37 @@ void loop_impl(int n, int threads, bool par, std::vector<std::vector<double>>& w
   }
   if (error) std::rethrow_exception(error);
 }
+
+// Psi = 2 diag(A) Omega[:K] + B Omega (rows i < K), A_i = sum_q w_q D_iq. U > 0: u = U at compile time.
+template <int U>
+void psi_rows(int K, int u_rt, const double* om, const double* w, const double* D, const double* B, double* psi) {
+  const int u = U > 0 ? U : u_rt;
+  for (int i = 0; i < K; ++i) {
+    const double* di = D + static_cast<std::size_t>(i) * u;
+    const double* bi = B + static_cast<std::size_t>(i) * u;
+    double A = 0.0;
+    for (int q = 0; q < u; ++q) A += w[q] * di[q];
+    double* row = psi + static_cast<std::size_t>(i) * u;
+    const double* oi = om + static_cast<std::size_t>(i) * u;
+    if constexpr (U > 0) {  // accumulate in registers
+      double acc[U];
+      for (int c = 0; c < U; ++c) acc[c] = 2.0 * oi[c] * A;
+      for (int q = 0; q < U; ++q)
+        for (int c = 0; c < U; ++c) acc[c] += bi[q] * om[q * U + c];
+      for (int c = 0; c < U; ++c) row[c] = acc[c];
+    } else {
+      for (int c = 0; c < u; ++c) row[c] = 2.0 * oi[c] * A;
+      for (int q = 0; q < u; ++q) {
+        const double b = bi[q];
+        const double* oq = om + static_cast<std::size_t>(q) * u;
+#ifdef TWOLAYER_OPENMP
+#pragma omp simd
+#endif
+        for (int c = 0; c < u; ++c) row[c] += b * oq[c];
+      }
+    }
+  }
+}
 }  // namespace
 
 void validate_model(const OdeModel& m) {
@@ -148,22 +179,15 @@ void OdeRhs::operator()(const double* y, double* dy, int n_threads) {
   }
   // 2. Psi_ic = E[g'(l_i) l_c E] = 2 Omega_ic A_i + sum_q B_iq Omega_qc, A_i = sum_{q != i} w_q D_iq.
   //    O(K (K + M)^2) flops: serial (one OpenMP region per right-hand side, for the I4 tables, is enough).
-  loop_impl(K, 1, false, ws_, [&](int i, double*) {
-    double A = 0.0;
-    const double* di = &D_[static_cast<std::size_t>(i) * u];
-    for (int q = 0; q < u; ++q) A += w[q] * di[q];
-    double* row = &psi_[static_cast<std::size_t>(i) * u];
-    const double* bi = &B_[static_cast<std::size_t>(i) * u];
-    for (int c = 0; c < u; ++c) {  // Omega is symmetric: (B Omega)_ic = B_i . Omega_c, contiguous
-      const double* oc = om + static_cast<std::size_t>(c) * u;
-      double s = 0.0;
-#ifdef TWOLAYER_OPENMP
-#pragma omp simd reduction(+ : s)
-#endif
-      for (int q = 0; q < u; ++q) s += bi[q] * oc[q];
-      row[c] = 2.0 * om[i * u + c] * A + s;
-    }
-  });
+  switch (u) {  // small systems: compile-time sizes (whole rows in registers)
+    case 2: psi_rows<2>(K, u, om, w, D_.data(), B_.data(), psi_.data()); break;
+    case 3: psi_rows<3>(K, u, om, w, D_.data(), B_.data(), psi_.data()); break;
+    case 4: psi_rows<4>(K, u, om, w, D_.data(), B_.data(), psi_.data()); break;
+    case 5: psi_rows<5>(K, u, om, w, D_.data(), B_.data(), psi_.data()); break;
+    case 6: psi_rows<6>(K, u, om, w, D_.data(), B_.data(), psi_.data()); break;
+    case 8: psi_rows<8>(K, u, om, w, D_.data(), B_.data(), psi_.data()); break;
+    default: psi_rows<0>(K, u, om, w, D_.data(), B_.data(), psi_.data()); break;
+  }
   // 3. First-order terms.
   const double lr = m_.lr;
   double* dQ = dy;
