@@ -118,6 +118,8 @@ OdeRhs::OdeRhs(const OdeModel& model) : m_(model), u_(model.K + model.M) {
       pairs_.push_back(k);
     }
   chunk_ = std::max(1, 8192 / T);  // pairs per I4 table call: about 64 KiB of kernel values
+  for (int r = 0; r < m_.M; ++r)
+    for (int q = 0; q < m_.M; ++q) om_[(m_.K + r) * u_ + m_.K + q] = m_.P[r * m_.M + q];
   ws_size_ = std::max(i4_contract_workspace(u_, chunk_),
                       i2_grad_table_workspace(u_, m_.K));
 }
@@ -143,17 +145,22 @@ void OdeRhs::operator()(const double* y, double* dy, int n_threads) {
   const int K = m_.K, M = m_.M, u = u_;
   const Activation g = m_.student;
   const double* a = y + m_.offset_a();
-  double* om = om_.data();
-  omega(y, om);
+  double* om = om_.data();  // its P block was written by the constructor
+  {
+    const double* Q = y;
+    const double* Mo = y + m_.offset_M();
+    for (int i = 0; i < K; ++i) {
+      for (int k = 0; k < K; ++k) om[i * u + k] = Q[i * K + k];
+      for (int r = 0; r < M; ++r) om[i * u + K + r] = om[(K + r) * u + i] = Mo[i * M + r];
+    }
+  }
   // Unit weights in the error E = sum_u w_u act_u(l_u).
   double* w = w_.data();
   for (int j = 0; j < K; ++j) w[j] = -a[j];
   for (int r = 0; r < M; ++r) w[K + r] = m_.v[r];
   const int threads = resolve_threads(n_threads);
   const bool par = threads > 1 && K >= 8;
-  if (static_cast<int>(ws_.size()) < threads) ws_.resize(threads);
-  for (auto& v : ws_)
-    if (v.size() < ws_size_) v.resize(ws_size_);
+  if (static_cast<int>(ws_.size()) < threads) ws_.resize(threads, std::vector<double>(ws_size_));
 
   // 1. I2(g, act_c; l_i, l_c) with its gradient for every student i and unit c >= i (student pairs once):
   //    values (for da), D_ic = dI2/dC_ii and B_ic = w_c dI2/dC_ic; the self pair through i2_self:
