@@ -103,13 +103,14 @@ std::size_t i2_grad_table_workspace(int n, int m) {
 void i2_grad_table(Activation a, const double* C, int n, int m, const Activation* acts, double* val, double* dx,
                    double* dy, double* dz, double* ws) {
   if (a == Activation::Erf && all_are(acts, n, Activation::Erf)) {
-    // I2 = (2/pi) asin(c), c = y / sqrt((1 + x)(1 + z)); dI2/dc = (2/pi) / sqrt(1 - c^2). The self pair is the same
-    // formula at x = y = z = q, whose q-derivative is the sum of the three partial derivatives.
-    double* r = ws;  // (1 + C_cc)^(-1)
+    // I2 = (2/pi) asin(c), c = y r_x r_z with r = (1 + C_cc)^(-1/2); dI2/dy = (2/pi) / sqrt((1 + x)(1 + z) - y^2),
+    // dI2/dx = -y dI2/dy r_x^2 / 2 (and x <-> z). The self pair is the same formula at x = y = z = q, whose
+    // q-derivative is the sum of the three partial derivatives.
+    double* r = ws;
 #ifdef TWOLAYER_OPENMP
 #pragma omp simd
 #endif
-    for (int c = 0; c < n; ++c) r[c] = 1.0 / (1.0 + C[c * (n + 1)]);
+    for (int c = 0; c < n; ++c) r[c] = 1.0 / std::sqrt(1.0 + C[c * (n + 1)]);
     // Flatten the pairs: one vectorised pass over all of them.
     double* y = ws + n;
     double* rx = y + static_cast<std::size_t>(n) * m;
@@ -127,14 +128,14 @@ void i2_grad_table(Activation a, const double* C, int n, int m, const Activation
 #pragma omp simd
 #endif
     for (int e = 0; e < cnt; ++e) {
-      const double s = std::sqrt(rx[e] * rz[e]);
-      const double arg = y[e] * s;
-      const double d = (2.0 / kPi) / std::sqrt(1.0 - arg * arg);
+      const double ax = rx[e] * rx[e], az = rz[e] * rz[e];  // 1 / (1 + x), 1 / (1 + z)
+      const double arg = y[e] * rx[e] * rz[e];
+      const double g = (2.0 / kPi) / std::sqrt((1.0 - arg * arg) / (ax * az));
       v[e] = (2.0 / kPi) * asin_simd(arg);
-      const double gx = -0.5 * d * arg * rx[e], gz = -0.5 * d * arg * rz[e];
-      y[e] = d * s;  // dy
-      rx[e] = gx;
-      rz[e] = gz;
+      const double h = -0.5 * g * y[e];
+      y[e] = g;  // dy
+      rx[e] = h * ax;
+      rz[e] = h * az;
     }
     cnt = 0;
     for (int i = 0; i < m; ++i)
