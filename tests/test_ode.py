@@ -350,11 +350,13 @@ def test_relu_online_rhs_and_integrators():
     ref = naive_rhs(ov, "relu", "relu", 0.5, 0.0, 0.1, "online")
     for g, r in zip(got, ref, strict=False):
         np.testing.assert_allclose(g, r, rtol=0, atol=1e-10)
-    ts = np.linspace(0, 5, 11)
-    ad = tl.ode.integrate(ov, "relu", lr=0.5, noise=0.1, times=ts, rtol=1e-9, atol=1e-11)
-    rk = tl.ode.integrate(ov, "relu", lr=0.5, noise=0.1, times=ts, method="rk4", dt=0.01)
+    # Short runs: each relu I4 is a one-dimensional quadrature (slower than the closed forms).
+    ts = np.linspace(0, 2, 5)
+    ad = tl.ode.integrate(ov, "relu", lr=0.5, noise=0.1, times=ts, rtol=1e-8, atol=1e-10)
+    rk = tl.ode.integrate(ov, "relu", lr=0.5, noise=0.1, times=ts, method="rk4", dt=0.02)
     assert ad.status == rk.status == "completed"
-    np.testing.assert_allclose(ad.risk, rk.risk, rtol=0, atol=1e-7)
+    np.testing.assert_allclose(ad.risk, rk.risk, rtol=0, atol=1e-6)
+    assert ad.risk[-1] < ad.risk[0]
 
 
 def test_relu_online_without_i4_raises_not_implemented():
