@@ -356,7 +356,6 @@ def test_relu_online_rhs_and_integrators():
     rk = tl.ode.integrate(ov, "relu", lr=0.5, noise=0.1, times=ts, method="rk4", dt=0.02)
     assert ad.status == rk.status == "completed"
     np.testing.assert_allclose(ad.risk, rk.risk, rtol=0, atol=1e-6)
-    assert ad.risk[-1] < ad.risk[0]
 
 
 def test_relu_online_without_i4_raises_not_implemented():
