@@ -100,7 +100,9 @@ def numpy_rate(K, min_time=0.3):
     return n / (time.perf_counter() - t0)
 
 
-def test_numpy_reference_matches_cpp():
+def test_numpy_reference_matches_cpp(benchmark):
+    """The NumPy reference agrees with the C++ right-hand side (and is timed against it)."""
+    benchmark.pedantic(numpy_rhs_erf, args=(*system(5)[:5], 0.7, 0.1), rounds=20)
     for K in (2, 5):
         Q, Mo, P, a, v = system(K, seed=K)
         a = a * np.linspace(0.5, 1.5, K)
@@ -167,13 +169,15 @@ def test_bench_threads_batch_10k_K2(benchmark, batch_members, n_threads):
     benchmark.extra_info["rhs_per_s"] = 1e6 / benchmark.stats.stats.mean
 
 
-def test_time_to_accuracy_plateau():
+def test_time_to_accuracy_plateau(benchmark):
     """Adaptive DP5(4) vs Euler dt = 0.01 on the K = M = 2 erf plateau trajectory up to t = 2000: max
     excess-risk
     error against a converged reference (rtol 1e-13), and right-hand-side evaluations."""
     ov = tl.ode.plateau_overlaps()
     ts = np.linspace(0, 2000, 2001)
     ref = tl.ode.integrate(ov, "erf", lr=1.0, times=ts, rtol=1e-13, atol=1e-15)
+    opts = dict(lr=1.0, times=ts, rtol=1e-8, atol=1e-10)
+    benchmark.pedantic(tl.ode.integrate, args=(ov, "erf"), kwargs=opts, rounds=5)
     eu = tl.ode.integrate(ov, "erf", lr=1.0, times=ts, method="euler", dt=0.01)
     rows = [("euler dt=0.01", eu.meta["n_rhs"], np.max(np.abs(eu.risk - ref.risk)))]
     for rtol in (1e-7, 1e-8, 1e-9, 1e-10):
@@ -186,8 +190,12 @@ def test_time_to_accuracy_plateau():
     assert best is not None and eu.meta["n_rhs"] / best >= 20
 
 
-def test_rhs_rate_table():
+def test_rhs_rate_table(benchmark):
     """Prints the table: C++ (1 thread) and NumPy RHS evaluations per second, erf online, K = M, no noise."""
+    benchmark.pedantic(print_rate_table, rounds=1, iterations=1)
+
+
+def print_rate_table():
     print("\n   K   C++ RHS/s (wall)   C++ RHS/s (CPU time)   NumPy RHS/s   speed-up (CPU)")
     for K in (2, 4, 8, 16, 32):
         wall, cpu = cpp_rate(K)

@@ -39,7 +39,7 @@ Regime = Literal["online", "gradient_flow"]
 Method = Literal["euler", "rk4", "adaptive"]
 Readout = Literal["sum", "mean"]
 
-__all__ = ["integrate", "integrate_batch", "plateau_example", "rhs"]
+__all__ = ["integrate", "integrate_batch", "plateau_example", "plateau_overlaps", "rhs"]
 
 _TIME_UNIT = "t = steps / d"
 
@@ -78,8 +78,9 @@ def _check_overlaps_batch(overlaps: Sequence[Any], spherical: bool) -> list[Over
         Q = np.stack([overlaps[b].Q for b in idx])
         Mo = np.stack([overlaps[b].M for b in idx])
         P = np.stack([overlaps[b].P for b in idx])
-        omega = np.concatenate([np.concatenate([Q, Mo], axis=2),
-                                np.concatenate([np.swapaxes(Mo, 1, 2), P], axis=2)], axis=1)
+        omega = np.concatenate(
+            [np.concatenate([Q, Mo], axis=2), np.concatenate([np.swapaxes(Mo, 1, 2), P], axis=2)], axis=1
+        )
         lam = None
         if np.all(np.isfinite(omega)):
             scale = np.maximum(np.max(np.abs(np.diagonal(omega, axis1=1, axis2=2)), axis=1), 1e-300)
