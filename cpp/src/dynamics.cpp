@@ -9,6 +9,7 @@
 #include <string>
 
 #include "twolayer/gaussian.hpp"
+#include "twolayer/gaussian_tables.hpp"
 #include "twolayer/parallel.hpp"
 #include "twolayer/population.hpp"
 

@@ -17,7 +17,7 @@
 // I3 = 2 C_ic dI2/dC_ii + C_cu dI2/dC_iu), so E[g'(l_i) l_c E] = 2 Omega_ic A_i + (B Omega)_ic with
 // A_i = sum_u w_u dI2_iu/dC_ii and B_iu = w_u dI2_iu/dC_iu — K (K + M) kernel gradients and one small matrix product
 // instead of K (K + M)^2 I3 evaluations. The lr^2 term uses I4's symmetries (i <-> k, and the two last
-// arguments) and i4_contract, which conditions on (l_i, l_k) once per pair.
+// arguments) and i4_contract (gaussian_tables.hpp), which conditions on (l_i, l_k) once per pair.
 #pragma once
 #include <cstddef>
 #include <vector>
