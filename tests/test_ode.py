@@ -74,6 +74,32 @@ def test_rhs_matches_naive_kernel_sums(act, t_act, regime):
         np.testing.assert_allclose(g, r, rtol=0, atol=1e-12 * scale)
 
 
+@pytest.mark.parametrize("case", ["aligned", "anti-aligned", "large variances", "tiny variances"])
+def test_erf_fast_paths_across_the_arcsine_range(case):
+    """The vectorised erf tables (branch-free arcsine on both of its branches, |x| <= 0.625 and above) against
+    the scalar kernels, where the arcsine arguments approach +-1 or 0."""
+    rng = np.random.default_rng(3)
+    W = rng.standard_normal((2, 40)) / np.sqrt(40)
+    if case == "aligned":
+        X = np.vstack([W + 1e-3 * rng.standard_normal(W.shape), W])
+    elif case == "anti-aligned":
+        X = np.vstack([-W + 1e-3 * rng.standard_normal(W.shape), W])
+    elif case == "large variances":
+        X = 30.0 * np.vstack([W + 0.3 * rng.standard_normal(W.shape), W])
+    else:
+        X = 1e-4 * rng.standard_normal((4, 40))
+    Om = X @ X.T
+    ov = tl.Overlaps(Om[:2, :2], Om[:2, 2:], Om[2:, 2:], [0.7, 1.3], [1.0, -0.5])
+    got = tl.ode.rhs(ov, "erf", lr=0.9, lr_readout=0.4, noise=0.05)
+    ref = naive_rhs(ov, "erf", "erf", 0.9, 0.4, 0.05, "online")
+    scale = max(np.max(np.abs(r)) for r in ref)
+    # Large variances push the I4 arcsine arguments to 1 - O(1e-8), where asin amplifies the round-off of its
+    # argument by 1 / sqrt(1 - x^2) ~ 1e4 whichever algebra computes it: both routes agree to ~1e-11 there.
+    tol = 1e-10 if case == "large variances" else 1e-13
+    for g, r in zip(got, ref, strict=True):
+        np.testing.assert_allclose(g, r, rtol=0, atol=tol * scale)
+
+
 def test_rhs_spherical_and_symmetry():
     ov = random_overlaps(3, 2, seed=5)
     Q = ov.Q / np.sqrt(np.outer(np.diag(ov.Q), np.diag(ov.Q)))
