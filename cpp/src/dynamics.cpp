@@ -105,10 +105,8 @@ OdeRhs::OdeRhs(const OdeModel& model) : m_(model), u_(model.K + model.M) {
   val_.resize(K * u);
   psi_.resize(K * u);
   phi_.resize(K * K);
-  tv_.resize(K * u);
   j2_.resize(K * (K + 1) / 2);
   quad_.resize(K * (K + 1) / 2);
-  tdx_.resize(K * u);
   tdy_.resize(K * u);
   tdz_.resize(K * u);
   const int T = u_ * (u_ + 1) / 2;
@@ -166,23 +164,20 @@ void OdeRhs::operator()(const double* y, double* dy, int n_threads) {
   // 1. I2(g, act_c; l_i, l_c) with its gradient for every student i and unit c >= i (student pairs once):
   //    values (for da), D_ic = dI2/dC_ii and B_ic = w_c dI2/dC_ic; the self pair through i2_self:
   //    E[g'(l_i) l_c g(l_i)] = Omega_ic dS/dq.
-  i2_grad_table(g, om, u, K, acts_.data(), tv_.data(), tdx_.data(), tdy_.data(), tdz_.data(), ws_[0].data());
+  // The table fills entries c >= i of val_ and D_ (dI2/dC_ii) directly; the lower student-student entries are the
+  // same pairs seen from the other side (value, and dI2/dC_cc as that student's own-variance derivative).
+  double *val = val_.data(), *D = D_.data(), *B = B_.data(), *dyt = tdy_.data(), *dzt = tdz_.data();
+  i2_grad_table(g, om, u, K, acts_.data(), val, D, dyt, dzt, ws_[0].data());
   for (int i = 0; i < K; ++i) {
     const int ii = i * u + i;
-    val_[ii] = tv_[ii];
-    B_[ii] = w[i] * tdx_[ii];
-    D_[ii] = 0.0;
-    for (int c = i + 1; c < u; ++c) {
-      const int o = i * u + c;
-      val_[o] = tv_[o];
-      B_[o] = w[c] * tdy_[o];
-      D_[o] = tdx_[o];
-      if (c < K) {  // the same pair seen from student c: its variance is the third argument
-        const int t = c * u + i;
-        val_[t] = tv_[o];
-        B_[t] = w[i] * tdy_[o];
-        D_[t] = tdz_[o];
-      }
+    B[ii] = w[i] * D[ii];  // self pair: dS/dq
+    D[ii] = 0.0;
+    for (int c = i + 1; c < u; ++c) B[i * u + c] = w[c] * dyt[i * u + c];
+    for (int c = i + 1; c < K; ++c) {
+      const int o = i * u + c, t = c * u + i;
+      val[t] = val[o];
+      B[t] = w[i] * dyt[o];
+      D[t] = dzt[o];
     }
   }
   // 2. Psi_ic = E[g'(l_i) l_c E] = 2 Omega_ic A_i + sum_q B_iq Omega_qc, A_i = sum_{q != i} w_q D_iq.

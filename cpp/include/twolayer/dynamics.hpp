@@ -66,7 +66,7 @@ class OdeRhs {
   OdeModel m_;
   int u_;                          // K + M units
   std::vector<Activation> acts_;   // per unit
-  std::vector<double> om_, w_, diag_, B_, D_, val_, psi_, phi_, tv_, tdx_, tdy_, tdz_, wt_, j2_, quad_;
+  std::vector<double> om_, w_, diag_, B_, D_, val_, psi_, phi_, tdy_, tdz_, wt_, j2_, quad_;
   std::vector<int> pairs_;               // student pairs (i, k), i <= k
   int chunk_ = 1;                        // pairs per I4 table call
   std::size_t ws_size_ = 0;
