@@ -10,6 +10,7 @@ namespace twolayer::bind {
 void bind_gaussian(py::module_& m);
 void bind_population(py::module_& m);
 void bind_sgd(py::module_& m);
+void bind_ode(py::module_& m);
 }  // namespace twolayer::bind
 
 #ifndef TWOLAYER_VERSION
@@ -34,4 +35,5 @@ PYBIND11_MODULE(_core, m) {
   twolayer::bind::bind_gaussian(m);
   twolayer::bind::bind_population(m);
   twolayer::bind::bind_sgd(m);
+  twolayer::bind::bind_ode(m);
 }

@@ -1,0 +1,203 @@
+"""Benchmarks of the order-parameter ODE engine (run: python -m pytest bench/test_bench_ode.py
+--benchmark-only -s).
+
+* right-hand-side evaluations per second, erf online regime, single thread, K = M in {2, 4, 8, 16, 32},
+  against a
+  vectorised NumPy implementation of the same right-hand side (DESIGN.md §4 closed forms for I3, I4, J2);
+* thread scaling for one K = M = 32 system and for a batch of 10^4 K = M = 2 systems;
+* time to accuracy on the K = M = 2 erf plateau trajectory (t <= 2000): adaptive DP5(4) against Euler at dt
+  = 0.01.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pytest
+import twolayer as tl
+from twolayer import _core
+
+# ------------------------------------------------------------------------------------- NumPy reference RHS
+
+
+def numpy_rhs_erf(Q, M, P, a, v, lr, noise=0.0):
+    """Online-SGD right-hand side (dQ, dM) for erf student and teacher, vectorised NumPy, from the closed
+    forms
+    I3 = (2/pi) [C23 (1 + C11) - C12 C13] / [(1 + C11) sqrt((1 + C11)(1 + C33) - C13^2)] and
+    I4 = (4/pi^2) L4^(-1/2) asin(L0 / sqrt(L1 L2)) (DESIGN.md §4). Fixed second layer."""
+    K = Q.shape[0]
+    Om = np.block([[Q, M], [M.T, P]])
+    w = np.concatenate([-a, v])
+    d = np.diag(Om)
+    # I3[i, c, q] with (l1, l2, l3) = (l_i, l_c, l_q)
+    c11 = d[:K, None, None]
+    c12 = Om[:K, :, None]
+    c13 = Om[:K, None, :]
+    c23 = Om[None, :, :]
+    c33 = d[None, None, :]
+    I3 = (2 / np.pi) * (c23 * (1 + c11) - c12 * c13) / ((1 + c11) * np.sqrt((1 + c11) * (1 + c33) - c13**2))
+    psi = I3 @ w  # (K, u)
+    dM = lr * a[:, None] * psi[:, K:]
+    phi = lr * (a[:, None] * psi[:, :K] + a[None, :] * psi[:, :K].T)
+    # I4[i, k, j, l]
+    C11 = d[:K, None, None, None]
+    C22 = d[None, :K, None, None]
+    C33 = d[None, None, :, None]
+    C44 = d[None, None, None, :]
+    C12 = Q[:, :, None, None]
+    C13 = Om[:K, None, :, None]
+    C14 = Om[:K, None, None, :]
+    C23 = Om[None, :K, :, None]
+    C24 = Om[None, :K, None, :]
+    C34 = Om[None, None, :, :]
+    L4 = (1 + C11) * (1 + C22) - C12**2
+    L0 = L4 * C34 - C23 * C24 * (1 + C11) - C13 * C14 * (1 + C22) + C12 * C13 * C24 + C12 * C14 * C23
+    L1 = L4 * (1 + C33) - C23**2 * (1 + C11) - C13**2 * (1 + C22) + 2 * C12 * C13 * C23
+    L2 = L4 * (1 + C44) - C24**2 * (1 + C11) - C14**2 * (1 + C22) + 2 * C12 * C14 * C24
+    I4 = (4 / np.pi**2) / np.sqrt(L4) * np.arcsin(L0 / np.sqrt(L1 * L2))
+    quad = np.einsum("ikjl,j,l->ik", I4, w, w)
+    if noise:
+        J2 = (2 / np.pi) / np.sqrt(
+            1 + C11[..., 0, 0] + C22[..., 0, 0] + C11[..., 0, 0] * C22[..., 0, 0] - Q**2
+        )
+        quad = quad + noise * J2
+    phi = phi + lr**2 * np.outer(a, a) * quad
+    return phi, dM
+
+
+def system(K, seed=0):
+    rng = np.random.default_rng(seed)
+    d = 4 * K + 10
+    X = rng.standard_normal((2 * K, d)) / np.sqrt(d)
+    Om = X @ X.T
+    return Om[:K, :K].copy(), Om[:K, K:].copy(), Om[K:, K:].copy(), np.ones(K), np.ones(K)
+
+
+def cpp_rate(K, n_threads=1, min_time=0.2, repeats=5):
+    """C++ RHS evaluations per second, timed around a loop inside C++ (no Python call overhead): best of
+    ``repeats`` by wall clock and by this thread's CPU time (robust to a shared machine)."""
+    Q, Mo, P, a, v = system(K)
+    n = 1
+    while _core.ode_rhs_timing(Q, Mo, a, P, v, "erf", "erf", "online", 0.7, 0.0, n, n_threads) < min_time:
+        n *= 2
+    wall = cpu = 0.0
+    for _ in range(repeats):
+        c0 = time.thread_time()
+        s = _core.ode_rhs_timing(Q, Mo, a, P, v, "erf", "erf", "online", 0.7, 0.0, n, n_threads)
+        c = time.thread_time() - c0
+        wall, cpu = max(wall, n / s), max(cpu, n / c)
+    return wall, cpu
+
+
+def numpy_rate(K, min_time=0.3):
+    Q, Mo, P, a, v = system(K)
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < min_time:
+        numpy_rhs_erf(Q, Mo, P, a, v, 0.7, 0.0)
+        n += 1
+    return n / (time.perf_counter() - t0)
+
+
+def test_numpy_reference_matches_cpp(benchmark):
+    """The NumPy reference agrees with the C++ right-hand side (and is timed against it)."""
+    benchmark.pedantic(numpy_rhs_erf, args=(*system(5)[:5], 0.7, 0.1), rounds=20)
+    for K in (2, 5):
+        Q, Mo, P, a, v = system(K, seed=K)
+        a = a * np.linspace(0.5, 1.5, K)
+        ov = tl.Overlaps(Q, Mo, P, a, v)
+        dQ, dM, _ = tl.ode.rhs(ov, "erf", lr=0.7, noise=0.1)
+        rQ, rM = numpy_rhs_erf(Q, Mo, P, a, v, 0.7, 0.1)
+        np.testing.assert_allclose(dQ, rQ, rtol=0, atol=1e-13)
+        np.testing.assert_allclose(dM, rM, rtol=0, atol=1e-13)
+
+
+# ---------------------------------------------------------------------------------------------- benchmarks
+
+
+@pytest.mark.parametrize("K", [2, 4, 8, 16, 32])
+def test_bench_rhs_cpp(benchmark, K):
+    Q, Mo, P, a, v = system(K)
+    evals = max(1, int(2e6 / K**4))
+    seconds = benchmark(_core.ode_rhs_timing, Q, Mo, a, P, v, "erf", "erf", "online", 0.7, 0.1, evals, 1)
+    benchmark.extra_info["rhs_per_s"] = evals / seconds
+    if K == 2:
+        benchmark.extra_info["target"] = 3e6
+    if K == 16:
+        benchmark.extra_info["target"] = 2e3
+
+
+@pytest.mark.parametrize("K", [2, 4, 8, 16])
+def test_bench_rhs_numpy(benchmark, K):
+    Q, Mo, P, a, v = system(K)
+    benchmark(numpy_rhs_erf, Q, Mo, P, a, v, 0.7, 0.1)
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 4, 8, 16])
+def test_bench_threads_single_K32(benchmark, n_threads):
+    if n_threads > (os.cpu_count() or 1):
+        pytest.skip("not enough cores")
+    Q, Mo, P, a, v = system(32)
+    benchmark(_core.ode_rhs_timing, Q, Mo, a, P, v, "erf", "erf", "online", 0.7, 0.1, 20, n_threads)
+
+
+@pytest.fixture(scope="module")
+def batch_members():
+    rng = np.random.default_rng(0)
+    out = []
+    for _ in range(10_000):
+        Q, Mo, P, a, v = system(2, seed=int(rng.integers(1 << 30)))
+        out.append(tl.Overlaps(Q, Mo, P, a, v))
+    return out
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 4, 8, 16])
+def test_bench_threads_batch_10k_K2(benchmark, batch_members, n_threads):
+    """10^4 K = M = 2 systems, 100 Euler steps each (10^6 right-hand sides) in one call."""
+    if n_threads > (os.cpu_count() or 1):
+        pytest.skip("not enough cores")
+    lrs = np.linspace(0.5, 1.5, len(batch_members))
+    out = benchmark.pedantic(
+        tl.ode.integrate_batch,
+        args=(batch_members, "erf"),
+        kwargs=dict(lr=lrs, times=[0.0, 1.0], method="euler", dt=0.01, n_threads=n_threads),
+        rounds=3,
+        iterations=1,
+    )
+    assert all(o.status == "completed" for o in out)
+    benchmark.extra_info["rhs_per_s"] = 1e6 / benchmark.stats.stats.mean
+
+
+def test_time_to_accuracy_plateau(benchmark):
+    """Adaptive DP5(4) vs Euler dt = 0.01 on the K = M = 2 erf plateau trajectory up to t = 2000: max
+    excess-risk
+    error against a converged reference (rtol 1e-13), and right-hand-side evaluations."""
+    ov = tl.ode.plateau_overlaps()
+    ts = np.linspace(0, 2000, 2001)
+    ref = tl.ode.integrate(ov, "erf", lr=1.0, times=ts, rtol=1e-13, atol=1e-15)
+    opts = dict(lr=1.0, times=ts, rtol=1e-8, atol=1e-10)
+    benchmark.pedantic(tl.ode.integrate, args=(ov, "erf"), kwargs=opts, rounds=5)
+    eu = tl.ode.integrate(ov, "erf", lr=1.0, times=ts, method="euler", dt=0.01)
+    rows = [("euler dt=0.01", eu.meta["n_rhs"], np.max(np.abs(eu.risk - ref.risk)))]
+    for rtol in (1e-7, 1e-8, 1e-9, 1e-10):
+        ad = tl.ode.integrate(ov, "erf", lr=1.0, times=ts, rtol=rtol, atol=rtol * 1e-2)
+        rows.append((f"adaptive rtol={rtol:g}", ad.meta["n_rhs"], np.max(np.abs(ad.risk - ref.risk))))
+    print("\n  method                 RHS evals   max |risk error|")
+    for name, n, err in rows:
+        print(f"  {name:22s} {n:9d}   {err:.2e}")
+    best = min((n for name, n, err in rows[1:] if err <= 1e-8), default=None)
+    assert best is not None and eu.meta["n_rhs"] / best >= 20
+
+
+def test_rhs_rate_table(benchmark):
+    """Prints the table: C++ (1 thread) and NumPy RHS evaluations per second, erf online, K = M, no noise."""
+    benchmark.pedantic(print_rate_table, rounds=1, iterations=1)
+
+
+def print_rate_table():
+    print("\n   K   C++ RHS/s (wall)   C++ RHS/s (CPU time)   NumPy RHS/s   speed-up (CPU)")
+    for K in (2, 4, 8, 16, 32):
+        wall, cpu = cpp_rate(K)
+        n = numpy_rate(K) if K <= 16 else float("nan")
+        print(f"  {K:2d}   {wall:14.4g}   {cpu:18.4g}   {n:11.4g}   {cpu / n:10.1f}")

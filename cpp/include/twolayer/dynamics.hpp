@@ -1,0 +1,76 @@
+// Closed dynamics of the order parameters (Q, M, a) of a K-unit student learning an M-unit teacher.
+//
+// With E over the pre-activations (l, l*) ~ N(0, Omega), Omega = [[Q, M], [M^T, P]], student activation g, teacher
+// activation t, effective (readout-scaled) second layers a (student, evolving) and v (teacher, fixed), and the error
+// E = sum_r v_r t(l*_r) - sum_j a_j g(l_j) (+ output noise of variance Delta):
+//   dM_ir/dt = lr a_i E[g'(l_i) l*_r E]
+//   dQ_ik/dt = lr a_i E[g'(l_i) l_k E] + lr a_k E[g'(l_k) l_i E]
+//              + [online only] lr^2 a_i a_k (E[g'(l_i) g'(l_k) E^2] + Delta E[g'(l_i) g'(l_k)])
+//   da_i/dt  = lr_readout_eff E[g(l_i) E]
+// "gradient_flow" (no lr^2 and noise terms) is exact population gradient flow at any finite d >= K + M;
+// "online" is the d -> infinity limit of online SGD with t = steps / d (Saad-Solla; Goldt et al.).
+// Spherical (projected) SGD, seed 003, with Q_ii = 1: with Phi the unconstrained dQ,
+//   dM_ir -> dM_ir - M_ir Phi_ii / 2,  dQ_ik -> Phi_ik - Q_ik (Phi_ii + Phi_kk) / 2,  dQ_ii = 0.
+//
+// One right-hand side for every activation pair, assembled from the Gaussian kernels with per-pair precomputation:
+// all the I3 = E[g'(l_i) l_c h(l_u)] share the first derivatives of I2(g, h; l_i, l_u) (Stein + Price:
+// I3 = 2 C_ic dI2/dC_ii + C_cu dI2/dC_iu), so E[g'(l_i) l_c E] = 2 Omega_ic A_i + (B Omega)_ic with
+// A_i = sum_u w_u dI2_iu/dC_ii and B_iu = w_u dI2_iu/dC_iu — K (K + M) kernel gradients and one small matrix product
+// instead of K (K + M)^2 I3 evaluations. The lr^2 term uses I4's symmetries (i <-> k, and the two last
+// arguments) and i4_contract (gaussian_tables.hpp), which conditions on (l_i, l_k) once per pair.
+#pragma once
+#include <cstddef>
+#include <vector>
+
+#include "twolayer/activation.hpp"
+
+namespace twolayer {
+
+enum class Regime : int { Online = 0, GradientFlow = 1 };
+
+struct OdeModel {
+  Activation student = Activation::Erf, teacher = Activation::Erf;
+  int K = 1, M = 1;
+  Regime regime = Regime::Online;
+  bool spherical = false;
+  double lr = 1.0;
+  double lr_readout = 0.0;  // on the effective second layer (already multiplied by the readout factor squared)
+  double noise = 0.0;       // output-noise variance Delta (online regime only)
+  std::vector<double> P;    // M x M teacher overlaps (fixed)
+  std::vector<double> v;    // M effective teacher second layer (fixed)
+
+  // State y = [Q (K x K, full symmetric, row-major), M (K x M, row-major), a (K)].
+  std::size_t state_size() const {
+    return static_cast<std::size_t>(K) * K + static_cast<std::size_t>(K) * M + static_cast<std::size_t>(K);
+  }
+  std::size_t offset_M() const { return static_cast<std::size_t>(K) * K; }
+  std::size_t offset_a() const { return static_cast<std::size_t>(K) * K + static_cast<std::size_t>(K) * M; }
+};
+
+// Throws std::invalid_argument naming the offending field unless the model is usable.
+void validate_model(const OdeModel& m);
+
+// The right-hand side of one model, with its workspace (not thread-safe: one object per concurrent user).
+class OdeRhs {
+ public:
+  explicit OdeRhs(const OdeModel& model);
+  const OdeModel& model() const { return m_; }
+  // dy = f(y). n_threads: 1 runs serially; otherwise OpenMP inside (used for large K, M; <= 0: OpenMP default).
+  void operator()(const double* y, double* dy, int n_threads = 1);
+  // Excess population risk of state y.
+  double risk(const double* y) const;
+  // Omega = [[Q, M], [M^T, P]] ((K + M) x (K + M), row-major) of state y, into out.
+  void omega(const double* y, double* out) const;
+
+ private:
+  OdeModel m_;
+  int u_;                          // K + M units
+  std::vector<Activation> acts_;   // per unit
+  std::vector<double> om_, w_, diag_, B_, D_, val_, psi_, phi_, tdy_, tdz_, wt_, j2_, quad_;
+  std::vector<int> pairs_;               // student pairs (i, k), i <= k
+  int chunk_ = 1;                        // pairs per I4 table call
+  std::size_t ws_size_ = 0;
+  std::vector<std::vector<double>> ws_;  // per-thread scratch
+};
+
+}  // namespace twolayer

@@ -1,0 +1,45 @@
+// Kernel tables for the order-parameter ODE: the Gaussian kernels of gaussian.hpp evaluated for every pair (or pair
+// of pairs) of units of one covariance matrix, with the work that depends on a single unit or pair done once, and
+// vectorised fast paths for erf (branch-free arcsine of simd_math.hpp). Every entry equals the scalar kernel of
+// gaussian.hpp up to round-off (tested against them); no formula is restated here except the erf closed forms the
+// fast paths vectorise.
+#pragma once
+#include <cstddef>
+
+#include "twolayer/activation.hpp"
+#include "twolayer/gaussian.hpp"
+
+namespace twolayer {
+
+// Kernel tables over one covariance C (n x n, row-major) of variables x_0..x_{n-1} with activations acts[]: what the
+// order-parameter ODE needs, with the work that depends on one unit or one pair done once (the (erf, erf) tables
+// take vectorised fast paths; every entry equals the scalar kernel up to round-off).
+//
+// I2 with its first derivatives for every pair (i, c), i < m, c >= i, stored at [i * n + c]:
+//   c > i: val = I2(a, acts[c]; C_ii, C_ic, C_cc), dx, dy, dz = its derivatives in (C_ii, C_ic, C_cc);
+//   c = i: val = E[a(x_i) acts[i](x_i)] (i2_self), dx = its derivative in C_ii, dy = dz = 0.
+// ws: scratch of at least i2_grad_table_workspace(n, m) doubles.
+std::size_t i2_grad_table_workspace(int n, int m);
+void i2_grad_table(Activation a, const double* C, int n, int m, const Activation* acts, double* val, double* dx,
+                   double* dy, double* dz, double* ws);
+
+// I4(s, acts[j], acts[l]; x_i, x_k, x_j, x_l) for np first pairs (i, k) = (pairs[2p], pairs[2p + 1]) and every
+// j <= l, stored packed at out[p * T + tri(n, j, l)], T = n (n + 1) / 2. For erf and step, conditioning on (x_i, x_k)
+// is done once per pair. ws: scratch of at least i4_table_workspace(n, np) doubles.
+inline int tri(int n, int j, int l) { return j * n - j * (j - 1) / 2 + (l - j); }  // row-major upper triangle
+std::size_t i4_table_workspace(int n, int np);
+void i4_table(Activation s, const double* C, int n, const Activation* acts, const int* pairs, int np, double* out,
+              double* ws);
+
+// The I4 table of each first pair contracted with weights W (packed like the table):
+//   out[p] = sum_{j <= l} W[tri(n, j, l)] I4(s, acts[j], acts[l]; x_i, x_k, x_j, x_l)
+// (the ODE's E[s'(x_i) s'(x_k) E^2] with W = (2 - [j = l]) w_j w_l), without storing the table on the erf fast path.
+// ws: scratch of at least i4_contract_workspace(n, np) doubles.
+std::size_t i4_contract_workspace(int n, int np);
+void i4_contract(Activation s, const double* C, int n, const Activation* acts, const int* pairs, int np,
+                 const double* W, double* out, double* ws);
+
+// J2(s; x_i, x_k) = E[s'(x_i) s'(x_k)] for np pairs (i, k) = (pairs[2p], pairs[2p + 1]) of C (n x n): out[p].
+void j2_table(Activation s, const double* C, int n, const int* pairs, int np, double* out);
+
+}  // namespace twolayer

@@ -1,0 +1,245 @@
+// The order-parameter right-hand side: one place for every activation (see dynamics.hpp for the equations).
+#include "twolayer/dynamics.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+#include "twolayer/gaussian.hpp"
+#include "twolayer/gaussian_tables.hpp"
+#include "twolayer/parallel.hpp"
+#include "twolayer/population.hpp"
+
+namespace twolayer {
+
+namespace {
+// body(i, ws) for i in [0, n), ws the calling thread's scratch: an OpenMP loop when par (the first exception is
+// rethrown after it), a plain loop otherwise (no OpenMP region at all: entering one costs about a microsecond, more
+// than a whole K = 2 right-hand side).
+template <class Body>
+void loop_impl(int n, int threads, bool par, std::vector<std::vector<double>>& ws, Body&& body) {
+  if (!par) {
+    for (int i = 0; i < n; ++i) body(i, ws[0].data());
+    return;
+  }
+  std::exception_ptr error;
+  std::mutex mu;
+  (void)threads;
+#ifdef TWOLAYER_OPENMP
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+#endif
+  for (int i = 0; i < n; ++i) {
+    try {
+#ifdef TWOLAYER_OPENMP
+      body(i, ws[omp_get_thread_num()].data());
+#else
+      body(i, ws[0].data());
+#endif
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+// Psi = 2 diag(A) Omega[:K] + B Omega (rows i < K), A_i = sum_q w_q D_iq. U > 0: u = U at compile time.
+template <int U>
+void psi_rows(int K, int u_rt, const double* om, const double* w, const double* D, const double* B, double* psi) {
+  const int u = U > 0 ? U : u_rt;
+  for (int i = 0; i < K; ++i) {
+    const double* di = D + static_cast<std::size_t>(i) * u;
+    const double* bi = B + static_cast<std::size_t>(i) * u;
+    double A = 0.0;
+    for (int q = 0; q < u; ++q) A += w[q] * di[q];
+    double* row = psi + static_cast<std::size_t>(i) * u;
+    const double* oi = om + static_cast<std::size_t>(i) * u;
+    if constexpr (U > 0) {  // accumulate in registers
+      double acc[U];
+      for (int c = 0; c < U; ++c) acc[c] = 2.0 * oi[c] * A;
+      for (int q = 0; q < U; ++q)
+        for (int c = 0; c < U; ++c) acc[c] += bi[q] * om[q * U + c];
+      for (int c = 0; c < U; ++c) row[c] = acc[c];
+    } else {
+      for (int c = 0; c < u; ++c) row[c] = 2.0 * oi[c] * A;
+      for (int q = 0; q < u; ++q) {
+        const double b = bi[q];
+        const double* oq = om + static_cast<std::size_t>(q) * u;
+#ifdef TWOLAYER_OPENMP
+#pragma omp simd
+#endif
+        for (int c = 0; c < u; ++c) row[c] += b * oq[c];
+      }
+    }
+  }
+}
+}  // namespace
+
+void validate_model(const OdeModel& m) {
+  if (m.K < 1) throw std::invalid_argument("K: need at least one student unit");
+  if (m.M < 1) throw std::invalid_argument("M: need at least one teacher unit");
+  if (m.P.size() != static_cast<std::size_t>(m.M) * m.M) throw std::invalid_argument("P: expected M x M entries");
+  if (m.v.size() != static_cast<std::size_t>(m.M)) throw std::invalid_argument("v: expected M entries");
+  if (!std::isfinite(m.lr) || m.lr < 0.0) throw std::invalid_argument("lr: expected a finite number >= 0");
+  if (!std::isfinite(m.lr_readout) || m.lr_readout < 0.0)
+    throw std::invalid_argument("lr_readout: expected a finite number >= 0");
+  if (!std::isfinite(m.noise) || m.noise < 0.0) throw std::invalid_argument("noise: expected a finite number >= 0");
+  if (m.regime == Regime::Online && m.student == Activation::Step)
+    throw std::invalid_argument(
+        "regime: the step activation's derivative is a delta; only regime='gradient_flow' applies to step units");
+}
+
+OdeRhs::OdeRhs(const OdeModel& model) : m_(model), u_(model.K + model.M) {
+  validate_model(m_);
+  const std::size_t u = static_cast<std::size_t>(u_), K = static_cast<std::size_t>(m_.K);
+  acts_.assign(u, m_.student);
+  for (std::size_t r = K; r < u; ++r) acts_[r] = m_.teacher;
+  om_.resize(u * u);
+  w_.resize(u);
+  D_.resize(K * u);
+  diag_.resize(u);
+  B_.resize(K * u);
+  val_.resize(K * u);
+  psi_.resize(K * u);
+  phi_.resize(K * K);
+  j2_.resize(K * (K + 1) / 2);
+  quad_.resize(K * (K + 1) / 2);
+  tdy_.resize(K * u);
+  tdz_.resize(K * u);
+  const int T = u_ * (u_ + 1) / 2;
+  wt_.resize(T);
+  for (int i = 0; i < m_.K; ++i)
+    for (int k = i; k < m_.K; ++k) {
+      pairs_.push_back(i);
+      pairs_.push_back(k);
+    }
+  chunk_ = std::max(1, 8192 / T);  // pairs per I4 table call: about 64 KiB of kernel values
+  for (int r = 0; r < m_.M; ++r)
+    for (int q = 0; q < m_.M; ++q) om_[(m_.K + r) * u_ + m_.K + q] = m_.P[r * m_.M + q];
+  ws_size_ = std::max(i4_contract_workspace(u_, chunk_),
+                      i2_grad_table_workspace(u_, m_.K));
+}
+
+void OdeRhs::omega(const double* y, double* o) const {
+  const int K = m_.K, M = m_.M, u = u_;
+  const double* Q = y;
+  const double* Mo = y + m_.offset_M();
+  for (int i = 0; i < K; ++i) {
+    for (int k = 0; k < K; ++k) o[i * u + k] = Q[i * K + k];
+    for (int r = 0; r < M; ++r) o[i * u + K + r] = o[(K + r) * u + i] = Mo[i * M + r];
+  }
+  for (int r = 0; r < M; ++r)
+    for (int s = 0; s < M; ++s) o[(K + r) * u + K + s] = m_.P[r * M + s];
+}
+
+double OdeRhs::risk(const double* y) const {
+  return overlap_risk(y, y + m_.offset_M(), m_.P.data(), y + m_.offset_a(), m_.v.data(), m_.K, m_.M, m_.student,
+                      m_.teacher);
+}
+
+void OdeRhs::operator()(const double* y, double* dy, int n_threads) {
+  const int K = m_.K, M = m_.M, u = u_;
+  const Activation g = m_.student;
+  const double* a = y + m_.offset_a();
+  double* om = om_.data();  // its P block was written by the constructor
+  {
+    const double* Q = y;
+    const double* Mo = y + m_.offset_M();
+    for (int i = 0; i < K; ++i) {
+      for (int k = 0; k < K; ++k) om[i * u + k] = Q[i * K + k];
+      for (int r = 0; r < M; ++r) om[i * u + K + r] = om[(K + r) * u + i] = Mo[i * M + r];
+    }
+  }
+  // Unit weights in the error E = sum_u w_u act_u(l_u).
+  double* w = w_.data();
+  for (int j = 0; j < K; ++j) w[j] = -a[j];
+  for (int r = 0; r < M; ++r) w[K + r] = m_.v[r];
+  const int threads = resolve_threads(n_threads);
+  const bool par = threads > 1 && K >= 8;
+  if (static_cast<int>(ws_.size()) < threads) ws_.resize(threads, std::vector<double>(ws_size_));
+
+  // 1. I2(g, act_c; l_i, l_c) with its gradient for every student i and unit c >= i (student pairs once):
+  //    values (for da), D_ic = dI2/dC_ii and B_ic = w_c dI2/dC_ic; the self pair through i2_self:
+  //    E[g'(l_i) l_c g(l_i)] = Omega_ic dS/dq.
+  // The table fills entries c >= i of val_ and D_ (dI2/dC_ii) directly; the lower student-student entries are the
+  // same pairs seen from the other side (value, and dI2/dC_cc as that student's own-variance derivative).
+  double *val = val_.data(), *D = D_.data(), *B = B_.data(), *dyt = tdy_.data(), *dzt = tdz_.data();
+  i2_grad_table(g, om, u, K, acts_.data(), val, D, dyt, dzt, ws_[0].data());
+  for (int i = 0; i < K; ++i) {
+    const int ii = i * u + i;
+    B[ii] = w[i] * D[ii];  // self pair: dS/dq
+    D[ii] = 0.0;
+    for (int c = i + 1; c < u; ++c) B[i * u + c] = w[c] * dyt[i * u + c];
+    for (int c = i + 1; c < K; ++c) {
+      const int o = i * u + c, t = c * u + i;
+      val[t] = val[o];
+      B[t] = w[i] * dyt[o];
+      D[t] = dzt[o];
+    }
+  }
+  // 2. Psi_ic = E[g'(l_i) l_c E] = 2 Omega_ic A_i + sum_q B_iq Omega_qc, A_i = sum_{q != i} w_q D_iq.
+  //    O(K (K + M)^2) flops: serial (one OpenMP region per right-hand side, for the I4 tables, is enough).
+  switch (u) {  // small systems: compile-time sizes (whole rows in registers)
+    case 2: psi_rows<2>(K, u, om, w, D_.data(), B_.data(), psi_.data()); break;
+    case 3: psi_rows<3>(K, u, om, w, D_.data(), B_.data(), psi_.data()); break;
+    case 4: psi_rows<4>(K, u, om, w, D_.data(), B_.data(), psi_.data()); break;
+    case 5: psi_rows<5>(K, u, om, w, D_.data(), B_.data(), psi_.data()); break;
+    case 6: psi_rows<6>(K, u, om, w, D_.data(), B_.data(), psi_.data()); break;
+    case 8: psi_rows<8>(K, u, om, w, D_.data(), B_.data(), psi_.data()); break;
+    default: psi_rows<0>(K, u, om, w, D_.data(), B_.data(), psi_.data()); break;
+  }
+  // 3. First-order terms.
+  const double lr = m_.lr;
+  double* dQ = dy;
+  double* dM = dy + m_.offset_M();
+  double* da = dy + m_.offset_a();
+  for (int i = 0; i < K; ++i) {
+    for (int k = i; k < K; ++k) phi_[i * K + k] = lr * (a[i] * psi_[i * u + k] + a[k] * psi_[k * u + i]);
+    for (int r = 0; r < M; ++r) dM[i * M + r] = lr * a[i] * psi_[i * u + K + r];
+  }
+  // 4. Online: lr^2 a_i a_k (E[g'(l_i) g'(l_k) E^2] + Delta J2) over pairs i <= k. E[g'g' E^2] = sum_{j <= l} W_jl I4_jl
+  //    with W_jl = (2 - [j = l]) w_j w_l: I4's symmetries halve the work twice; the table conditions once per pair.
+  if (m_.regime == Regime::Online) {
+    double* W = wt_.data();
+    for (int j = 0; j < u; ++j)
+      for (int l = j; l < u; ++l) W[tri(u, j, l)] = (l == j ? 1.0 : 2.0) * w[j] * w[l];
+    const int np = K * (K + 1) / 2, nchunks = (np + chunk_ - 1) / chunk_;
+    const double noise = m_.noise;
+    double* j2v = j2_.data();
+    if (noise > 0.0)
+      j2_table(g, om, u, pairs_.data(), np, j2v);
+    else
+      std::fill(j2v, j2v + np, 0.0);
+    double* quad = quad_.data();
+    loop_impl(nchunks, threads, par, ws_, [&](int ch, double* ws) {
+      const int p0 = ch * chunk_, cnt = std::min(chunk_, np - p0);
+      i4_contract(g, om, u, acts_.data(), &pairs_[2 * p0], cnt, W, quad + p0, ws);
+    });
+    for (int p = 0; p < np; ++p) {
+      const int i = pairs_[2 * p], k = pairs_[2 * p + 1];
+      phi_[i * K + k] += lr * lr * a[i] * a[k] * (quad[p] + noise * j2v[p]);
+    }
+  }
+  // 5. Assemble dQ (symmetric), with the spherical projection if asked (phi_ keeps the unconstrained Phi).
+  for (int i = 0; i < K; ++i)
+    for (int k = i; k < K; ++k) {
+      double v = phi_[i * K + k];
+      if (m_.spherical) v = (i == k) ? 0.0 : v - 0.5 * y[i * K + k] * (phi_[i * K + i] + phi_[k * K + k]);
+      dQ[i * K + k] = dQ[k * K + i] = v;
+    }
+  if (m_.spherical)
+    for (int i = 0; i < K; ++i)
+      for (int r = 0; r < M; ++r) dM[i * M + r] -= 0.5 * y[m_.offset_M() + i * M + r] * phi_[i * K + i];
+  // 6. Second layer: da_i = lr_readout E[g(l_i) E].
+  for (int i = 0; i < K; ++i) {
+    double s = 0.0;
+    if (m_.lr_readout != 0.0)
+      for (int c = 0; c < u; ++c) s += w[c] * val_[i * u + c];
+    da[i] = m_.lr_readout * s;
+  }
+}
+
+}  // namespace twolayer

@@ -1,0 +1,332 @@
+// Euler, RK4 and Dormand-Prince 5(4) for the order-parameter ODE, with divergence detection and a batched driver.
+#include "twolayer/integrators.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <initializer_list>
+#include <limits>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+#include <utility>
+
+#include "twolayer/gaussian.hpp"
+#include "twolayer/parallel.hpp"
+
+namespace twolayer {
+
+const char* state_error(const OdeRhs& f, const double* y, const IntegrateOptions& opt, std::vector<double>& s) {
+  const OdeModel& m = f.model();
+  const std::size_t n = m.state_size();
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(y[i])) return "the state is not finite (NaN or inf)";
+    if (std::fabs(y[i]) > opt.overflow) return "the state overflowed";
+  }
+  // Cholesky of Omega + delta I, delta = psd_tol * max|diag|: it fails iff Omega has an eigenvalue below ~ -delta.
+  const int u = m.K + m.M;
+  s.resize(static_cast<std::size_t>(u) * u);
+  f.omega(y, s.data());
+  double scale = 0.0;
+  for (int i = 0; i < u; ++i) scale = std::max(scale, std::fabs(s[i * u + i]));
+  const double delta = opt.psd_tol * std::max(scale, 1e-300);
+  for (int i = 0; i < u; ++i) s[i * u + i] += delta;
+  for (int j = 0; j < u; ++j) {
+    double d = s[j * u + j];
+    for (int k = 0; k < j; ++k) d -= s[j * u + k] * s[j * u + k];
+    if (!(d > 0.0)) return "the overlap matrix Omega = [[Q, M], [M^T, P]] lost positive semi-definiteness";
+    const double l = std::sqrt(d);
+    s[j * u + j] = l;
+    for (int i = j + 1; i < u; ++i) {
+      double r = s[i * u + j];
+      for (int k = 0; k < j; ++k) r -= s[i * u + k] * s[j * u + k];
+      s[i * u + j] = r / l;
+    }
+  }
+  return nullptr;
+}
+
+namespace {
+
+// Dormand-Prince 5(4) tableau.
+constexpr double c2 = 1.0 / 5, c3 = 3.0 / 10, c4 = 4.0 / 5, c5 = 8.0 / 9;
+constexpr double a21 = 1.0 / 5;
+constexpr double a31 = 3.0 / 40, a32 = 9.0 / 40;
+constexpr double a41 = 44.0 / 45, a42 = -56.0 / 15, a43 = 32.0 / 9;
+constexpr double a51 = 19372.0 / 6561, a52 = -25360.0 / 2187, a53 = 64448.0 / 6561, a54 = -212.0 / 729;
+constexpr double a61 = 9017.0 / 3168, a62 = -355.0 / 33, a63 = 46732.0 / 5247, a64 = 49.0 / 176,
+                 a65 = -5103.0 / 18656;
+constexpr double b1 = 35.0 / 384, b3 = 500.0 / 1113, b4 = 125.0 / 192, b5 = -2187.0 / 6784, b6 = 11.0 / 84;
+// Dense output (Hairer's dopri5 CONTD5).
+constexpr double d1 = -12715105075.0 / 11282082432.0, d3 = 87487479700.0 / 32700410799.0,
+                 d4 = -10690763975.0 / 1880347072.0, d5 = 701980252875.0 / 199316789632.0,
+                 d6 = -1453857185.0 / 822651844.0, d7 = 69997945.0 / 29380423.0;
+constexpr double e1 = 71.0 / 57600, e3 = -71.0 / 16695, e4 = 71.0 / 1920, e5 = -17253.0 / 339200,
+                 e6 = 22.0 / 525, e7 = -1.0 / 40;
+
+struct Runner {
+  OdeRhs f;
+  const IntegrateOptions& opt;
+  int threads;
+  std::size_t n;
+  IntegrateResult res;
+  std::vector<double> scratch;
+  double t_now = 0.0;  // start of the step in progress (for error messages)
+
+  Runner(const OdeModel& m, const IntegrateOptions& o, int th) : f(m), opt(o), threads(th), n(m.state_size()) {}
+
+  void rhs(const double* y, double* dy) {
+    f(y, dy, threads);
+    ++res.n_rhs;
+  }
+  void record(double t, const double* y) {
+    res.t.push_back(t);
+    res.y.insert(res.y.end(), y, y + n);
+    res.risk.push_back(f.risk(y));
+  }
+  void diverge(double t, const std::string& why) {
+    res.status = "diverged";
+    res.stop_time = t;
+    std::ostringstream s;
+    s << "diverged at t = " << t << ": " << why;
+    res.message = s.str();
+  }
+  // After an accepted step: false (and the status set) if the run must stop.
+  bool accept(double t, const double* y, bool check_state = true) {
+    ++res.n_steps;
+    t_now = t;
+    if (check_state) {
+      if (const char* why = state_error(f, y, opt, scratch)) {
+        diverge(t, why);
+        return false;
+      }
+    }
+    if (opt.risk_tol > 0.0) {
+      const double r = f.risk(y);
+      if (r < opt.risk_tol) {
+        record(t, y);
+        res.status = "converged";
+        res.stop_time = t;
+        std::ostringstream s;
+        s << "excess risk " << r << " fell below risk_tol = " << opt.risk_tol << " at t = " << t;
+        res.message = s.str();
+        return false;
+      }
+    }
+    if (res.n_steps >= opt.max_steps) {
+      diverge(t, "max_steps reached");
+      return false;
+    }
+    return true;
+  }
+
+  void run_fixed(std::vector<double>& y) {
+    std::vector<double> k1(n), k2(n), k3(n), k4(n), tmp(n);
+    const bool rk4 = opt.method == Method::Rk4;
+    const double dt = opt.dt;
+    double t = 0.0;
+    for (double target : opt.times) {
+      while (t < target) {
+        double h = dt;
+        bool land = false;
+        if (t + h >= target - 1e-9 * dt) {
+          h = target - t;
+          land = true;
+        }
+        rhs(y.data(), k1.data());
+        if (!rk4) {
+          for (std::size_t i = 0; i < n; ++i) y[i] += h * k1[i];
+        } else {
+          for (std::size_t i = 0; i < n; ++i) tmp[i] = y[i] + 0.5 * h * k1[i];
+          rhs(tmp.data(), k2.data());
+          for (std::size_t i = 0; i < n; ++i) tmp[i] = y[i] + 0.5 * h * k2[i];
+          rhs(tmp.data(), k3.data());
+          for (std::size_t i = 0; i < n; ++i) tmp[i] = y[i] + h * k3[i];
+          rhs(tmp.data(), k4.data());
+          for (std::size_t i = 0; i < n; ++i) y[i] += h / 6.0 * (k1[i] + 2.0 * (k2[i] + k3[i]) + k4[i]);
+        }
+        t = land ? target : t + h;
+        if (!accept(t, y.data())) return;
+      }
+      record(target, y.data());
+    }
+  }
+
+  double norm(const std::vector<double>& x, const std::vector<double>& ya, const std::vector<double>& yb) const {
+    double s = 0.0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const double sc = opt.atol + opt.rtol * std::max(std::fabs(ya[i]), std::fabs(yb[i]));
+      const double e = x[i] / sc;
+      s += e * e;
+    }
+    return std::sqrt(s / static_cast<double>(n));
+  }
+
+  // Dormand-Prince 5(4) with FSAL; outputs come from its 4th-order continuous extension (Hairer's dopri5), so the
+  // output times do not constrain the steps; only the final time is landed on exactly.
+  void run_adaptive(std::vector<double>& y) {
+    std::vector<double> k1(n), k2(n), k3(n), k4(n), k5(n), k6(n), k7(n), tmp(n), ynew(n), err(n);
+    std::vector<double> r2(n), r3(n), r4(n), r5(n);
+    double t = 0.0;
+    std::size_t next = 0;
+    const std::size_t nout = opt.times.size();
+    while (next < nout && opt.times[next] <= 0.0) record(opt.times[next++], y.data());
+    if (next == nout) return;
+    const double t_end = opt.times.back();
+    rhs(y.data(), k1.data());
+    // Initial step (Hairer, Norsett & Wanner, II.4).
+    double h = opt.h0;
+    if (!(h > 0.0)) {
+      const double d0 = norm(y, y, y), d1 = norm(k1, y, y);
+      double hh = (d0 < 1e-5 || d1 < 1e-5) ? 1e-6 : 0.01 * d0 / d1;
+      for (std::size_t i = 0; i < n; ++i) tmp[i] = y[i] + hh * k1[i];
+      rhs(tmp.data(), k2.data());
+      for (std::size_t i = 0; i < n; ++i) err[i] = (k2[i] - k1[i]) / hh;
+      const double d2 = norm(err, y, y);
+      const double m = std::max(d1, d2);
+      const double h1 = m <= 1e-15 ? std::max(1e-6, hh * 1e-3) : std::pow(0.01 / m, 0.2);
+      h = std::min(100.0 * hh, h1);
+    }
+    if (opt.h_max > 0.0) h = std::min(h, opt.h_max);
+    while (t < t_end) {
+      if (!std::isfinite(h) || h < 1e-13 * std::max(1.0, t)) {
+        diverge(t, "the adaptive step size underflowed (the solution blows up or is not smooth here)");
+        return;
+      }
+      const bool last = t + h >= t_end - 1e-12 * std::max(1.0, t_end);
+      const double hs = last ? t_end - t : h;
+      auto stage = [&](std::vector<double>& out, std::initializer_list<std::pair<const std::vector<double>*, double>> ks) {
+        for (std::size_t i = 0; i < n; ++i) {
+          double s = 0.0;
+          for (const auto& kc : ks) s += kc.second * (*kc.first)[i];
+          tmp[i] = y[i] + hs * s;
+        }
+        rhs(tmp.data(), out.data());
+      };
+      bool ok = true;
+      try {
+        stage(k2, {{&k1, a21}});
+        stage(k3, {{&k1, a31}, {&k2, a32}});
+        stage(k4, {{&k1, a41}, {&k2, a42}, {&k3, a43}});
+        stage(k5, {{&k1, a51}, {&k2, a52}, {&k3, a53}, {&k4, a54}});
+        stage(k6, {{&k1, a61}, {&k2, a62}, {&k3, a63}, {&k4, a64}, {&k5, a65}});
+        for (std::size_t i = 0; i < n; ++i)
+          ynew[i] = y[i] + hs * (b1 * k1[i] + b3 * k3[i] + b4 * k4[i] + b5 * k5[i] + b6 * k6[i]);
+        rhs(ynew.data(), k7.data());
+      } catch (const std::domain_error&) {
+        ok = false;  // a stage left the kernels' domain: retry with a smaller step
+      }
+      double e = std::numeric_limits<double>::infinity();
+      if (ok) {
+        for (std::size_t i = 0; i < n; ++i)
+          err[i] = hs * (e1 * k1[i] + e3 * k3[i] + e4 * k4[i] + e5 * k5[i] + e6 * k6[i] + e7 * k7[i]);
+        e = norm(err, y, ynew);
+        if (!std::isfinite(e)) e = std::numeric_limits<double>::infinity();
+      }
+      if (e <= 1.0) {
+        const double t_new = last ? t_end : t + hs;
+        if (const char* why = state_error(f, ynew.data(), opt, scratch)) {
+          diverge(t_new, why);
+          return;
+        }
+        // Dense output for the output times in (t, t_new).
+        if (next < nout && opt.times[next] < t_new) {
+          for (std::size_t i = 0; i < n; ++i) {
+            r2[i] = ynew[i] - y[i];
+            r3[i] = hs * k1[i] - r2[i];
+            r4[i] = r2[i] - hs * k7[i] - r3[i];
+            r5[i] = hs * (d1 * k1[i] + d3 * k3[i] + d4 * k4[i] + d5 * k5[i] + d6 * k6[i] + d7 * k7[i]);
+          }
+          while (next < nout && opt.times[next] < t_new) {
+            const double th = (opt.times[next] - t) / hs, th1 = 1.0 - th;
+            for (std::size_t i = 0; i < n; ++i)
+              tmp[i] = y[i] + th * (r2[i] + th1 * (r3[i] + th * (r4[i] + th1 * r5[i])));
+            record(opt.times[next++], tmp.data());
+          }
+        }
+        t = t_new;
+        y.swap(ynew);
+        k1.swap(k7);  // FSAL
+        if (!accept(t, y.data(), false)) return;
+        while (next < nout && opt.times[next] <= t) record(opt.times[next++], y.data());
+        const double fac = e == 0.0 ? 5.0 : std::min(5.0, std::max(0.2, 0.9 * std::pow(e, -0.2)));
+        h = hs * fac;
+        if (opt.h_max > 0.0) h = std::min(h, opt.h_max);
+      } else {
+        ++res.n_rejected;
+        const double fac = std::isfinite(e) ? std::max(0.2, 0.9 * std::pow(e, -0.2)) : 0.2;
+        h = hs * std::min(1.0, fac);
+      }
+    }
+  }
+
+  void run(const double* y0) {
+    std::vector<double> y(y0, y0 + n);
+    if (const char* why = state_error(f, y.data(), opt, scratch)) {
+      diverge(0.0, why);
+      return;
+    }
+    try {
+      if (opt.method == Method::Adaptive)
+        run_adaptive(y);
+      else
+        run_fixed(y);
+    } catch (const std::domain_error& e) {
+      diverge(t_now, std::string("a kernel became singular (") + e.what() + ")");
+    }
+    if (res.status == "completed") {
+      std::ostringstream s;
+      s << "integrated to t = " << (opt.times.empty() ? 0.0 : opt.times.back()) << " in " << res.n_steps
+        << " steps (" << res.n_rhs << " right-hand-side evaluations)";
+      res.message = s.str();
+    }
+  }
+};
+
+void check_options(const IntegrateOptions& o) {
+  if (o.method != Method::Adaptive && !(o.dt > 0.0 && std::isfinite(o.dt)))
+    throw std::invalid_argument("dt: expected a finite number > 0");
+  if (o.method == Method::Adaptive && !(o.rtol >= 0.0 && o.atol >= 0.0 && o.rtol + o.atol > 0.0))
+    throw std::invalid_argument("rtol, atol: expected numbers >= 0, not both 0");
+  for (std::size_t i = 0; i < o.times.size(); ++i)
+    if (!std::isfinite(o.times[i]) || o.times[i] < 0.0 || (i > 0 && o.times[i] < o.times[i - 1]))
+      throw std::invalid_argument("times: expected finite, non-negative, non-decreasing output times");
+}
+
+}  // namespace
+
+IntegrateResult integrate(const OdeModel& model, const double* y0, const IntegrateOptions& opt, int n_threads) {
+  check_options(opt);
+  Runner r(model, opt, n_threads);
+  r.run(y0);
+  return std::move(r.res);
+}
+
+std::vector<IntegrateResult> integrate_batch(const std::vector<OdeModel>& models,
+                                             const std::vector<const double*>& y0s, const IntegrateOptions& opt,
+                                             int n_threads) {
+  check_options(opt);
+  if (models.size() != y0s.size()) throw std::invalid_argument("y0s: one initial state per model");
+  for (const auto& m : models) validate_model(m);
+  std::vector<IntegrateResult> out(models.size());
+  std::exception_ptr error;
+  std::mutex mu;
+  const int threads = resolve_threads(n_threads);
+  const auto count = static_cast<std::ptrdiff_t>(models.size());
+  (void)threads;
+#ifdef TWOLAYER_OPENMP
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1 && count > 1)
+#endif
+  for (std::ptrdiff_t b = 0; b < count; ++b) {
+    try {
+      out[b] = integrate(models[b], y0s[b], opt, 1);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+  return out;
+}
+
+}  // namespace twolayer
