@@ -28,6 +28,7 @@ __all__ = [
     "activations",
     "build_info",
     "kernels",
+    "networks",
     "ode",
     "population",
     "sgd",

@@ -9,10 +9,10 @@ With (l1, ..., ln) ~ N(0, C) and activations named as in :mod:`twolayer.activati
 
 ``erf`` is erf(s/sqrt 2). Every I2 pair is in closed form; I3 and J2 follow from I2 by Stein's lemma and Price's
 theorem (so they exist for every pair, including ``step``, whose derivative is a delta); I4 is closed form for
-``linear``, ``quadratic``, ``erf`` and ``step`` units with any (a, b); for ``relu`` units, (relu, relu) by Price interpolation (one-dimensional
-Gauss-Legendre / sinh quadrature, ~1e-13 relative) and (linear, relu), (linear, linear) in closed form; other
-pairs raise NotImplementedError. Zero-variance entries mean the unit is identically 0
-(step(0) = 0). Each C must be finite, symmetric and positive semi-definite (ValueError otherwise).
+``linear``, ``quadratic``, ``erf`` and ``step`` units with any (a, b); for ``relu`` units, (relu, relu) by Price
+interpolation (one-dimensional Gauss-Legendre / sinh quadrature, ~1e-13 relative) and (linear, relu),
+(linear, linear) in closed form; other pairs raise NotImplementedError. Zero-variance entries mean the unit is
+identically 0 (step(0) = 0). Each C must be finite, symmetric and positive semi-definite (ValueError otherwise).
 """
 
 from __future__ import annotations
