@@ -10,11 +10,12 @@ import time
 def _demo(args: argparse.Namespace) -> int:
     from . import demo
 
-    cfg = demo.DemoConfig()
+    cfg, plateau = demo.DemoConfig(), demo.PlateauConfig()
     if args.quick:
         cfg.steps, cfg.seeds = 2_000, (0, 1)
+        plateau.d, plateau.t_max, plateau.seeds = 200, 150.0, 2
     start = time.perf_counter()
-    result = demo.run(args.out, progress=not args.no_progress and sys.stderr.isatty(), config=cfg)
+    result = demo.run(args.out, progress=not args.no_progress and sys.stderr.isatty(), config=cfg, plateau=plateau)
     print(f"Seed 000 experiment: step units, m = {cfg.units} teacher and student units, d = {cfg.d}, "
           f"{cfg.steps} steps of population gradient descent (lr = {cfg.lr})")
     print("final excess risk per initialisation:")
@@ -36,8 +37,8 @@ def main(argv: list[str] | None = None) -> int:
         prog="twolayer",
         description="Learning dynamics of two-layer networks in the teacher-student setting.")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("demo", help="run the built-in demonstration (seed 000's experiment) and write "
-                                    "demo.png and demo.csv",
+    p = sub.add_parser("demo", help="run the built-in demonstration (seed 000's experiment, the Saad-Solla "
+                                    "plateau by ODE and SGD) and write demo.png and demo.csv",
                        description="Run the embedded default experiments, print a summary table and write "
                                    "demo.png (figure) and demo.csv (data).")
     p.add_argument("--out", default=".", help="output directory (default: current directory)")

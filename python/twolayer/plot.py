@@ -32,7 +32,9 @@ def risk_curves(ax: Any, trajectories: list[Trajectory], color: str, label: str)
 def demo_figure(result: DemoResult, path: str) -> None:
     """demo.png: one panel per experiment of the demo."""
     plt = _pyplot()
-    fig, ax = plt.subplots(1, 1, figsize=(6.4, 4.6), constrained_layout=True)
+    panels = 2 if result.plateau is not None else 1
+    fig, axes = plt.subplots(1, panels, figsize=(6.4 * panels, 4.6), constrained_layout=True, squeeze=False)
+    ax = axes[0, 0]
     colors = {"gaussian": "tab:orange", "orthogonal": "tab:blue"}
     for init, runs in result.runs.items():
         risk_curves(ax, runs, colors.get(init, "k"), f"{init} init ({len(runs)} seeds)")
@@ -40,5 +42,25 @@ def demo_figure(result: DemoResult, path: str) -> None:
     ax.set(xlabel="iteration", ylabel="excess population risk",
            title=f"Seed 000: step units, m = {c.units}, d = {c.d}, lr = {c.lr}")
     ax.legend()
+    if result.plateau is not None:
+        plateau_panel(axes[0, 1], result.plateau)
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def plateau_panel(ax: Any, plateau: Any) -> None:
+    """Excess risk of the SGD ensemble (runs, mean and +-1 std band) over the ODE, against t = steps / d."""
+    ens, c = plateau.sgd, plateau.config
+    risk = ens.risk
+    mean, std = risk.mean(axis=0), risk.std(axis=0, ddof=1)
+    t = np.where(ens.t > 0, ens.t, np.nan)
+    for r in risk:
+        ax.loglog(t, r, color="tab:green", alpha=0.25, lw=0.8)
+    ax.fill_between(t, np.maximum(mean - std, 1e-12), mean + std, color="tab:green", alpha=0.25,
+                    label=f"SGD, d = {c.d}: mean +- std ({len(risk)} seeds)")
+    ax.loglog(t, mean, color="tab:green", lw=1.5)
+    ax.loglog(np.where(plateau.ode.t > 0, plateau.ode.t, np.nan), plateau.ode.risk, "k--", lw=1.5,
+              label="ODE (d -> infinity)")
+    ax.set(xlabel="t = steps / d", ylabel="excess population risk", ylim=(1e-6, None),
+           title=f"Saad-Solla plateau: erf, K = M = 2, lr = {c.lr}")
+    ax.legend()
