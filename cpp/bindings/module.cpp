@@ -9,6 +9,7 @@ namespace py = pybind11;
 namespace twolayer::bind {
 void bind_gaussian(py::module_& m);
 void bind_population(py::module_& m);
+void bind_landscape(py::module_& m);
 }  // namespace twolayer::bind
 
 #ifndef TWOLAYER_VERSION
@@ -32,4 +33,5 @@ PYBIND11_MODULE(_core, m) {
   });
   twolayer::bind::bind_gaussian(m);
   twolayer::bind::bind_population(m);
+  twolayer::bind::bind_landscape(m);
 }

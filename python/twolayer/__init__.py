@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _core, activations, kernels, population
+from . import _core, activations, kernels, landscape, population
 from .networks import Network
 from .overlaps import Overlaps
 from .results import Trajectory
@@ -28,5 +28,6 @@ __all__ = [
     "activations",
     "build_info",
     "kernels",
+    "landscape",
     "population",
 ]
