@@ -2,6 +2,8 @@
 #include <string>
 #include <vector>
 
+#include <pybind11/stl.h>
+
 #include "common.hpp"
 #include "twolayer/activation.hpp"
 #include "twolayer/population.hpp"
