@@ -250,7 +250,7 @@ def test_multistart_small_is_reproducible_and_classified():
 
 def test_multistart_agrees_with_scipy_reference():
     so = pytest.importorskip("scipy.optimize")
-    k, runs = 8, 12
+    k, runs = 8, 6
     res = L.multistart(k, runs, seed=11)
     W0 = L.random_starts(runs, k, k, "xavier", 11)
     for r in range(runs):

@@ -159,6 +159,8 @@ def test_lemma2_procrustes_distance_is_sum_of_squared_singular_value_gaps_and_va
             B = np.eye(d, n)
             s = np.linalg.svd(A, compute_uv=False)
             dist2 = L.procrustes_distance(A, B) ** 2
+            if d == 25:  # the thin formula against the explicit minimiser
+                assert dist2 == pytest.approx(L.procrustes_distance(A, B, L.procrustes(A, B)) ** 2, rel=1e-9)
             assert dist2 == pytest.approx(np.sum((s - 1) ** 2), rel=1e-9)
             vals.append(dist2)
         means[d] = np.mean(vals)

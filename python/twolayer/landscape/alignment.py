@@ -93,11 +93,19 @@ def procrustes(A: ArrayLike, B: ArrayLike) -> NDArray[np.float64]:
 
 
 def procrustes_distance(A: ArrayLike, B: ArrayLike, P: ArrayLike | None = None) -> float:
-    """|A - P B|_F, with P = :func:`procrustes`(A, B) unless given."""
+    """|A - P B|_F, with the minimising orthogonal P unless given. Without P this needs no d x d work:
+    min_P |A - P B|_F^2 = |A|^2 + |B|^2 - 2 sum sigma(A B^T), and with thin QR factors A = Q_A R_A, B = Q_B R_B
+    the singular values of A B^T are those of R_A R_B^T (n x n)."""
     A_ = as_float_array(A, "A", ndim=2)
     B_ = as_float_array(B, "B", ndim=2)
-    P_ = procrustes(A_, B_) if P is None else as_float_array(P, "P", ndim=2)
-    return float(np.linalg.norm(A_ - P_ @ B_))
+    if A_.shape != B_.shape:
+        raise ValueError(f"B: expected the shape of A {A_.shape}, got {B_.shape}")
+    if P is not None:
+        return float(np.linalg.norm(A_ - as_float_array(P, "P", ndim=2) @ B_))
+    Ra = np.linalg.qr(A_, mode="r")
+    Rb = np.linalg.qr(B_, mode="r")
+    nuclear = np.linalg.svd(Ra @ Rb.T, compute_uv=False).sum()
+    return float(np.sqrt(max(np.sum(A_ * A_) + np.sum(B_ * B_) - 2.0 * nuclear, 0.0)))
 
 
 @dataclass(eq=False)
