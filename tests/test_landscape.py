@@ -6,14 +6,15 @@ import math
 
 import numpy as np
 import pytest
-
 import twolayer as tl
 from twolayer.landscape import FixedPointSpace, SubspaceProblem
 
 L = tl.landscape
 
-# A point of the k = 6 ΔS_5 spurious family (coordinates of FixedPointSpace((5, 1)): diagonal and off-diagonal of
-# the 5-block, the lone diagonal entry, the last column, the last row), rounded to 4-5 digits: Newton finishes it.
+# A point of the k = 6 ΔS_5 spurious family (coordinates of FixedPointSpace((5, 1)): diagonal and
+# off-diagonal of
+# the 5-block, the lone diagonal entry, the last column, the last row), rounded to 4-5 digits: Newton
+# finishes it.
 X6 = np.array([0.9867, -0.05041, -0.60151, 0.30801, 0.22452])
 
 
@@ -41,7 +42,8 @@ def spurious6():
 
 # ---------------------------------------------------------------------------------------------- spectra
 def test_spectrum_at_identity_matches_analytic_relu_values():
-    # Hessian of the Safran-Shamir loss at W = I (unit second layer fixed): 1/4 -+ 1/(2 pi) with multiplicities
+    # Hessian of the Safran-Shamir loss at W = I (unit second layer fixed): 1/4 -+ 1/(2 pi) with
+    # multiplicities
     # k(k-1)/2 and k(k-3)/2 (Arjevani-Field); the rest are the trivial/standard-rep eigenvalues.
     k = 6
     s, t = relu_pair(np.eye(k))
@@ -155,9 +157,11 @@ def test_numpy_reference_loss_and_gradient():
     loss, g = L.numpy_relu_loss_grad(W, np.eye(7))
     assert loss == pytest.approx(tl.population.risk(s, t), abs=1e-14)
     np.testing.assert_allclose(g, tl.population.gradient(s, t, train_readout=False)[0], atol=1e-13)
-    np.testing.assert_allclose(g.ravel(), fd_gradient(lambda v: L.numpy_relu_loss_grad(v.reshape(7, 7),
-                                                                                       np.eye(7))[0], W.ravel()),
-                               atol=1e-8)
+    np.testing.assert_allclose(
+        g.ravel(),
+        fd_gradient(lambda v: L.numpy_relu_loss_grad(v.reshape(7, 7), np.eye(7))[0], W.ravel()),
+        atol=1e-8,
+    )
 
 
 # ---------------------------------------------------------------------------------------------- isotropy
@@ -232,7 +236,9 @@ def test_fixed_point_space_parametrisation():
 def test_multistart_small_is_reproducible_and_classified():
     r1 = L.multistart(6, 24, seed=5, n_threads=1)
     r2 = L.multistart(6, 24, seed=5, n_threads=2)
-    np.testing.assert_array_equal(r1.W, r2.W)  # per-run streams and per-run searches: thread-count independent
+    np.testing.assert_array_equal(
+        r1.W, r2.W
+    )  # per-run streams and per-run searches: thread-count independent
     assert r1.kind == r2.kind
     assert np.all(r1.grad_norm <= 1e-12)
     assert set(r1.kind) <= {"global minimum", "spurious minimum"}
@@ -254,8 +260,54 @@ def test_multistart_agrees_with_scipy_reference():
     res = L.multistart(k, runs, seed=11)
     W0 = L.random_starts(runs, k, k, "xavier", 11)
     for r in range(runs):
-        out = so.minimize(lambda v: tuple(np.ravel(z) if i else z for i, z in enumerate(
-            L.numpy_relu_loss_grad(v.reshape(k, k), np.eye(k)))), W0[r].ravel(), jac=True, method="L-BFGS-B",
-            options={"gtol": 1e-10, "ftol": 0.0, "maxiter": 5000})
+        out = so.minimize(
+            lambda v: tuple(
+                np.ravel(z) if i else z
+                for i, z in enumerate(L.numpy_relu_loss_grad(v.reshape(k, k), np.eye(k)))
+            ),
+            W0[r].ravel(),
+            jac=True,
+            method="L-BFGS-B",
+            options={"gtol": 1e-10, "ftol": 0.0, "maxiter": 5000},
+        )
         # the two searches may separate near a basin boundary; the reached loss levels must be the same set
         assert min(abs(out.fun - lo) for lo in res.loss) < 1e-6
+
+
+# ---------------------------------------------------------------------------------------------- C++ search
+# path
+@pytest.mark.parametrize("act", ["linear", "erf", "relu", "step", "quadratic"])
+def test_first_order_jet_gradient_against_finite_differences(act):
+    # population_gradient evaluates the kernels with first-order Jets (value + gradient): check it, dW and da,
+    # against central differences of the risk (truncation ~h^2 |R'''| ~1e-12, rounding ~eps |R| / h ~1e-10)
+    student, teacher = tl.networks.teacher_student(3, 2, 5, act, seed=7)
+    student = student.with_weights(student.W, [0.7, -1.2, 1.5])
+    dW, da = tl.population.gradient(student, teacher, train_readout=True)
+    x = np.concatenate([student.W.ravel(), student.a])
+
+    def risk(v):
+        return tl.population.risk(student.with_weights(v[:15].reshape(3, 5), v[15:]), teacher)
+
+    np.testing.assert_allclose(np.concatenate([dW.ravel(), da]), fd_gradient(risk, x), atol=2e-8)
+
+
+def test_cpp_search_reports_the_population_risk_at_its_end_points():
+    k = 5
+    W0 = L.random_starts(4, k, k, "xavier", 2)
+    for train in (False, True):
+        out = tl._core.multistart_lbfgs(
+            W0,
+            np.ones((4, k)),
+            "relu",
+            np.eye(k),
+            np.ones(k),
+            "relu",
+            1.0,
+            train_readout=train,
+            max_iter=30,
+            gtol=0.0,
+            memory=5,
+        )
+        for r in range(4):
+            s = tl.Network(out["W"][r], out["a"][r], "relu", scaling="none")
+            assert out["loss"][r] == pytest.approx(tl.population.risk(s, L.identity_teacher(k)), abs=1e-14)

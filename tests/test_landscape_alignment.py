@@ -6,7 +6,6 @@ import importlib.util
 
 import numpy as np
 import pytest
-
 import twolayer as tl
 from twolayer.landscape.alignment import alignment_determinants_direct
 
@@ -38,7 +37,8 @@ def test_alignment_determinants_vectorised_matches_direct_and_conjecture_holds(m
     ref_M, ref_Mi = alignment_determinants_direct(angles)
     assert det_M.shape == min_Mi.shape == (3000,)
     np.testing.assert_allclose(det_M, ref_M, rtol=1e-9, atol=0)
-    # Cramer's rule vs explicit determinants: both lose accuracy like cond(M) eps, and M is ill conditioned for
+    # Cramer's rule vs explicit determinants: both lose accuracy like cond(M) eps, and M is ill conditioned
+    # for
     # close angles; compare relative to the scale of the determinants of the set
     scale = np.abs(ref_Mi) + np.abs(ref_M) * np.pi
     assert np.all(np.abs(min_Mi - ref_Mi) <= 1e-6 * scale)
@@ -70,14 +70,18 @@ def test_alignment_flow_d2_students_align_with_teacher():
     assert path.status == "completed" and path.W.shape == (3, 3, 2)
     assert np.all(np.diff(path.risk) < 0) and path.risk[-1] < 1e-8
     ang = path.angles[-1]
-    # every student with non-negligible norm points at the teacher (angle 0 mod 2 pi), norms add up to |w_0| = 1
+    # every student with non-negligible norm points at the teacher (angle 0 mod 2 pi), norms add up to |w_0|
+    # = 1
     dist = np.minimum(ang, 2 * np.pi - ang)
     norms = np.linalg.norm(path.W[-1], axis=1)
     assert np.all(dist[norms > 1e-2] < 1e-2)
     assert norms.sum() == pytest.approx(1.0, abs=1e-4)
     with pytest.raises(ValueError, match="student"):
-        L.alignment_flow(tl.Network(np.ones((2, 3)), None, "relu", scaling="none"),
-                         tl.Network(np.ones((1, 3)), None, "relu", scaling="none"), times=[0, 1])
+        L.alignment_flow(
+            tl.Network(np.ones((2, 3)), None, "relu", scaling="none"),
+            tl.Network(np.ones((1, 3)), None, "relu", scaling="none"),
+            times=[0, 1],
+        )
 
 
 # ---------------------------------------------------------------------------------------------- seed 000
@@ -86,9 +90,16 @@ def test_step_population_gradient_against_finite_differences():
     g = tl.population.gradient(student, teacher, train_readout=False)[0].ravel()
     W = student.W.ravel()
     h = 1e-6
-    fd = np.array([(tl.population.risk(student.with_weights((W + h * e).reshape(3, 6)), teacher)
-                    - tl.population.risk(student.with_weights((W - h * e).reshape(3, 6)), teacher)) / (2 * h)
-                   for e in np.eye(W.size)])
+    fd = np.array(
+        [
+            (
+                tl.population.risk(student.with_weights((W + h * e).reshape(3, 6)), teacher)
+                - tl.population.risk(student.with_weights((W - h * e).reshape(3, 6)), teacher)
+            )
+            / (2 * h)
+            for e in np.eye(W.size)
+        ]
+    )
     np.testing.assert_allclose(g, fd, atol=1e-8)
 
 
@@ -114,13 +125,21 @@ def test_step_gradient_flow_is_first_order_in_lr_and_descends():
 def test_step_weight_space_flow_agrees_with_overlap_ode():
     # Gradient flow is closed on the overlaps (seed 000's alpha, beta, gamma system = tl.ode "gradient_flow").
     # Weight-space Euler with lr = 1e-3 up to tau = 2 carries an O(lr) error ~1e-3; rk4 on the ODE is far
-    # more accurate. Time mapping: tau = lr * iterations; the ODE is run with lr = 1 so its t is tau (check its
+    # more accurate. Time mapping: tau = lr * iterations; the ODE is run with lr = 1 so its t is tau (check
+    # its
     # docstring's time convention after the merge).
     student, teacher = tl.networks.teacher_student(2, 2, 10, "step", seed=3, scaling="none")
     times = np.array([0.0, 0.5, 1.0, 2.0])
     path = L.step_gradient_flow(student, teacher, times, lr=1e-3)
-    traj = tl.ode.integrate(tl.Overlaps.from_networks(student, teacher), "step", regime="gradient_flow", lr=1.0,
-                            t_max=float(times[-1]), times=times, method="rk4")
+    traj = tl.ode.integrate(
+        tl.Overlaps.from_networks(student, teacher),
+        "step",
+        regime="gradient_flow",
+        lr=1.0,
+        t_max=float(times[-1]),
+        times=times,
+        method="rk4",
+    )
     Q = np.einsum("tkd,tld->tkl", path.W, path.W)
     M = np.einsum("tkd,rd->tkr", path.W, teacher.W)
     np.testing.assert_allclose(traj.Q, Q, atol=5e-3 * np.abs(Q).max())
@@ -138,7 +157,8 @@ def test_procrustes_minimises_and_fixes_the_seed_transposition():
     for _ in range(200):  # no random orthogonal matrix does better
         Q = np.linalg.qr(rng.standard_normal((d, d)))[0]
         assert np.linalg.norm(A - Q @ B) >= best - 1e-12
-    # seed 000 writes P = V U^T for theta(0) = U S V^T and theta_O(0) = I (square case): the minimiser is U V^T
+    # seed 000 writes P = V U^T for theta(0) = U S V^T and theta_O(0) = I (square case): the minimiser is U
+    # V^T
     Asq = rng.standard_normal((n, n))
     U, _, Vt = np.linalg.svd(Asq)
     np.testing.assert_allclose(L.procrustes(Asq, np.eye(n)), U @ Vt, atol=1e-12)
@@ -146,7 +166,8 @@ def test_procrustes_minimises_and_fixes_the_seed_transposition():
 
 
 def test_lemma2_procrustes_distance_is_sum_of_squared_singular_value_gaps_and_vanishes_with_d():
-    # theta(0): d x 2m Gaussian entries N(0, 1/d); theta_O(0): orthonormal columns. min_P |theta - P theta_O|_F^2
+    # theta(0): d x 2m Gaussian entries N(0, 1/d); theta_O(0): orthonormal columns. min_P |theta - P
+    # theta_O|_F^2
     # = sum (s_i - 1)^2 exactly, and for fixed n = 2m, d -> inf: E sum (s_i - 1)^2 ~ E|A^T A - I|_F^2 / 4
     # = (n^2 + n) / (4 d), i.e. d * mean -> 5 for n = 4 (the seed's bound 2m (sqrt(2m/d) + ...)^2 = n^2 / d).
     rng = np.random.default_rng(5)

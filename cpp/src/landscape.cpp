@@ -27,10 +27,10 @@ struct Objective {
   double eval(const double* x, const double* a_fixed, double* g) {
     p.student.W = x;
     p.student.a = train_a ? x + static_cast<std::size_t>(K) * d : a_fixed;
-    population_gradient(p, dW.data(), da.data(), 1);
+    const double r = population_risk_gradient(p, dW.data(), da.data(), 1);
     std::copy(dW.begin(), dW.end(), g);
     if (train_a) std::copy(da.begin(), da.end(), g + static_cast<std::size_t>(K) * d);
-    return population_risk(p, 1);
+    return r;
   }
 };
 

@@ -30,46 +30,51 @@ namespace {
 
 // Kernel Jets of every pair: student-student (i <= k; the diagonal holds the self kernel in g[0], h[0]) and
 // student-teacher (i, r).
+// J = Jet (value, gradient, Hessian) for the Hessian, Jet1 (value, gradient) for the gradient.
+template <class J>
 struct PairJets {
   int K, M;
   std::vector<double> Q, Mo;
-  std::vector<Jet> ss, st;
-  const Jet& s(int i, int k) const { return ss[static_cast<std::size_t>(i) * K + k]; }
-  const Jet& t(int i, int r) const { return st[static_cast<std::size_t>(i) * M + r]; }
+  std::vector<J> ss, st;
+  const J& s(int i, int k) const { return ss[static_cast<std::size_t>(i) * K + k]; }
+  const J& t(int i, int r) const { return st[static_cast<std::size_t>(i) * M + r]; }
 };
 
-PairJets pair_jets(const Population& p, int n_threads) {
+template <class J>
+PairJets<J> pair_jets(const Population& p, int n_threads) {
   const int K = p.student.units, M = p.teacher.units, d = p.d;
-  PairJets j{K, M, std::vector<double>(K * K), std::vector<double>(K * M), std::vector<Jet>(K * K),
-             std::vector<Jet>(K * M)};
+  PairJets<J> j{K, M, std::vector<double>(K * K), std::vector<double>(K * M), std::vector<J>(K * K),
+                std::vector<J>(K * M)};
   gram(p.student.W, K, p.student.W, K, d, p.scale, j.Q.data(), n_threads);
   gram(p.student.W, K, p.teacher.W, M, d, p.scale, j.Mo.data(), n_threads);
   const Activation s = p.student.act, t = p.teacher.act;
   parallel_for(static_cast<std::size_t>(K), K > 16 ? n_threads : 1, [&](std::size_t i) {
     const double qi = j.Q[i * K + i];
-    j.ss[i * K + i] = i2_self(s, s, Jet::variable(qi, 0));
+    j.ss[i * K + i] = i2_self(s, s, J::variable(qi, 0));
     for (int k = static_cast<int>(i) + 1; k < K; ++k)
-      j.ss[i * K + k] = i2_jet(s, s, qi, j.Q[i * K + k], j.Q[static_cast<std::size_t>(k) * K + k]);
+      j.ss[i * K + k] = i2(s, s, J::variable(qi, 0), J::variable(j.Q[i * K + k], 1),
+                           J::variable(j.Q[static_cast<std::size_t>(k) * K + k], 2));
     for (int r = 0; r < M; ++r) {
       double prr = 0.0;
       const double* wr = p.teacher.W + static_cast<std::size_t>(r) * d;
       for (int c = 0; c < d; ++c) prr += wr[c] * wr[c];
-      j.st[i * M + r] = i2_jet(s, t, qi, j.Mo[i * M + r], prr / p.scale);
+      j.st[i * M + r] = i2(s, t, J::variable(qi, 0), J::variable(j.Mo[i * M + r], 1), J::variable(prr / p.scale, 2));
     }
   });
   return j;
 }
 
 // First-argument derivatives of the student-student kernel K(w_i, w_k), i != k: (K_x, K_y) where x is Q_ii.
-inline void first_arg(const PairJets& j, int i, int k, double& kx, double& ky) {
+template <class J>
+inline void first_arg(const PairJets<J>& j, int i, int k, double& kx, double& ky) {
   if (i < k) {
-    const Jet& J = j.s(i, k);
-    kx = J.g[0];
-    ky = J.g[1];
+    const J& G = j.s(i, k);
+    kx = G.g[0];
+    ky = G.g[1];
   } else {
-    const Jet& J = j.s(k, i);
-    kx = J.g[2];
-    ky = J.g[1];
+    const J& G = j.s(k, i);
+    kx = G.g[2];
+    ky = G.g[1];
   }
 }
 
@@ -108,8 +113,11 @@ double population_risk(const Population& p, int n_threads) {
   return overlap_risk(Q.data(), Mo.data(), P.data(), p.student.a, p.teacher.a, K, M, p.student.act, p.teacher.act);
 }
 
-void population_gradient(const Population& p, double* dW, double* da, int n_threads) {
-  const PairJets j = pair_jets(p, n_threads);
+namespace {
+
+// The gradient from first-order Jets; t (K, optional) receives t_i = sum_r v_r I2(w_i, w*_r) for the risk.
+void gradient_impl(const Population& p, double* dW, double* da, double* t, int n_threads) {
+  const PairJets<Jet1> j = pair_jets<Jet1>(p, n_threads);
   const int K = j.K, M = j.M, d = p.d;
   const double *a = p.student.a, *v = p.teacher.a, *W = p.student.W, *Wt = p.teacher.W;
   const double inv = 1.0 / p.scale;
@@ -117,7 +125,7 @@ void population_gradient(const Population& p, double* dW, double* da, int n_thre
                [&](std::size_t iu) {
                  const int i = static_cast<int>(iu);
                  double* g = dW + iu * d;
-                 const Jet& self = j.s(i, i);
+                 const Jet1& self = j.s(i, i);
                  double alpha = a[i] * a[i] * self.g[0];
                  double dai = a[i] * self.v;
                  for (int c = 0; c < d; ++c) g[c] = 0.0;
@@ -132,10 +140,11 @@ void population_gradient(const Population& p, double* dW, double* da, int n_thre
 #pragma omp simd
                    for (int c = 0; c < d; ++c) g[c] += b * wk[c];
                  }
+                 double ti = 0.0;
                  for (int r = 0; r < M; ++r) {
-                   const Jet& L = j.t(i, r);
+                   const Jet1& L = j.t(i, r);
                    alpha -= 2.0 * a[i] * v[r] * L.g[0];
-                   dai -= v[r] * L.v;
+                   ti += v[r] * L.v;
                    const double e = -a[i] * v[r] * L.g[1];
                    const double* wr = Wt + static_cast<std::size_t>(r) * d;
 #pragma omp simd
@@ -144,13 +153,32 @@ void population_gradient(const Population& p, double* dW, double* da, int n_thre
                  const double* wi = W + iu * d;
 #pragma omp simd
                  for (int c = 0; c < d; ++c) g[c] = (g[c] + alpha * wi[c]) * inv;
-                 da[i] = dai;
+                 da[i] = dai - ti;
+                 if (t) t[i] = ti;
                });
   check_finite(dW, static_cast<std::size_t>(K) * d, "population gradient");
 }
 
+}  // namespace
+
+void population_gradient(const Population& p, double* dW, double* da, int n_threads) {
+  gradient_impl(p, dW, da, nullptr, n_threads);
+}
+
+double population_risk_gradient(const Population& p, double* dW, double* da, int n_threads) {
+  const int K = p.student.units, M = p.teacher.units;
+  std::vector<double> t(K), P(static_cast<std::size_t>(M) * M);
+  gradient_impl(p, dW, da, t.data(), n_threads);
+  // R = 1/2 sum_ik a_i a_k I_ik - sum_ir a_i v_r I_ir + T = 1/2 sum_i a_i (dR/da_i - t_i) + T, T the teacher's
+  // self term (overlap_risk with no student units)
+  gram(p.teacher.W, M, p.teacher.W, M, p.d, p.scale, P.data(), 1);
+  double r = overlap_risk(nullptr, nullptr, P.data(), nullptr, p.teacher.a, 0, M, p.student.act, p.teacher.act);
+  for (int i = 0; i < K; ++i) r += 0.5 * p.student.a[i] * (da[i] - t[i]);
+  return r;
+}
+
 void population_hessian(const Population& p, bool train_readout, double* H, int n_threads) {
-  const PairJets j = pair_jets(p, n_threads);
+  const PairJets<Jet> j = pair_jets<Jet>(p, n_threads);
   const int K = j.K, M = j.M, d = p.d;
   const double *a = p.student.a, *v = p.teacher.a, *W = p.student.W, *Wt = p.teacher.W;
   const double inv = 1.0 / p.scale, inv2 = inv * inv;

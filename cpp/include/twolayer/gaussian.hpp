@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "twolayer/activation.hpp"
@@ -43,7 +44,8 @@ inline double relu_angle(double c) {
   c = std::fmax(-1.0, std::fmin(1.0, c));
   return std::sqrt(1.0 - c * c) + (kPi - std::acos(c)) * c;
 }
-inline Jet relu_angle(const Jet& cj) {
+template <class J, class = std::enable_if_t<!std::is_arithmetic_v<J>>>
+inline J relu_angle(const J& cj) {
   const double c = std::fmax(-1.0, std::fmin(1.0, cj.v));
   const double w = 1.0 - c * c;
   const double h2 = w < kAlignedSin2 ? 0.0 : 1.0 / std::sqrt(w);
@@ -55,7 +57,8 @@ inline double step_angle(double c) {
   c = std::fmax(-1.0, std::fmin(1.0, c));
   return (kPi - std::acos(c)) / (2.0 * kPi);
 }
-inline Jet step_angle(const Jet& cj) {
+template <class J, class = std::enable_if_t<!std::is_arithmetic_v<J>>>
+inline J step_angle(const J& cj) {
   const double c = std::fmax(-1.0, std::fmin(1.0, cj.v));
   const double w = 1.0 - c * c;
   const bool aligned = w < kAlignedSin2;

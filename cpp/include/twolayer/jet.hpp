@@ -74,4 +74,56 @@ inline Jet asin(const Jet& a) {
   return chain(a, std::asin(a.v), d, a.v * d / w);
 }
 
+// First-order forward mode in the same three variables: value and gradient only. The population gradient needs
+// no more, and skipping the packed Hessian makes each kernel evaluation several times cheaper.
+struct Jet1 {
+  double v = 0.0;
+  double g[3] = {0.0, 0.0, 0.0};
+
+  Jet1() = default;
+  Jet1(double value) : v(value) {}  // NOLINT: constants promote implicitly
+  static Jet1 variable(double value, int index) {
+    Jet1 j(value);
+    j.g[index] = 1.0;
+    return j;
+  }
+};
+
+inline double value(const Jet1& x) { return x.v; }
+
+// f(x) given f, f' at x.value (f'' is accepted for interface parity with the Jet version and ignored).
+inline Jet1 chain(const Jet1& x, double f0, double f1, double /*f2*/ = 0.0) {
+  Jet1 r(f0);
+  for (int p = 0; p < 3; ++p) r.g[p] = f1 * x.g[p];
+  return r;
+}
+
+inline Jet1 operator+(const Jet1& a, const Jet1& b) {
+  Jet1 r(a.v + b.v);
+  for (int p = 0; p < 3; ++p) r.g[p] = a.g[p] + b.g[p];
+  return r;
+}
+inline Jet1 operator-(const Jet1& a) { return chain(a, -a.v, -1.0); }
+inline Jet1 operator-(const Jet1& a, const Jet1& b) {
+  Jet1 r(a.v - b.v);
+  for (int p = 0; p < 3; ++p) r.g[p] = a.g[p] - b.g[p];
+  return r;
+}
+inline Jet1 operator*(const Jet1& a, const Jet1& b) {
+  Jet1 r(a.v * b.v);
+  for (int p = 0; p < 3; ++p) r.g[p] = a.v * b.g[p] + b.v * a.g[p];
+  return r;
+}
+inline Jet1 operator/(const Jet1& a, const Jet1& b) {
+  const double i = 1.0 / b.v, q = a.v * i;
+  Jet1 r(q);
+  for (int p = 0; p < 3; ++p) r.g[p] = (a.g[p] - q * b.g[p]) * i;
+  return r;
+}
+inline Jet1 sqrt(const Jet1& a) {
+  const double s = std::sqrt(a.v);
+  return chain(a, s, 0.5 / s);
+}
+inline Jet1 asin(const Jet1& a) { return chain(a, std::asin(a.v), 1.0 / std::sqrt(1.0 - a.v * a.v)); }
+
 }  // namespace twolayer

@@ -2,7 +2,8 @@
 
 - :func:`refine`, :class:`CriticalPoint`, :func:`spectrum` — Newton refinement and classification (critical).
 - :func:`isotropy`, :class:`FixedPointSpace` — symmetry of weight matrices (symmetry).
-- :class:`SubspaceProblem`, :func:`continue_family` — critical points in fixed-point subspaces, continued in k.
+- :class:`SubspaceProblem`, :func:`continue_family` — critical points in fixed-point subspaces, continued in
+k.
 - :func:`multistart` — many parallel searches, refined and classified.
 - :func:`alignment_determinants`, :func:`procrustes`, :func:`step_gradient_flow`, :func:`alignment_flow` —
   seeds 000 and 004.

@@ -1,9 +1,11 @@
 """Critical points of the population risk: Newton refinement, classification, Hessian spectra.
 
 The parameters are theta = [vec(W) row-major, a] (``a`` only with ``train_readout=True``), as in
-:func:`twolayer.population.hessian`. :func:`refine` solves grad R(theta) = 0 by Levenberg-Marquardt on the gradient
+:func:`twolayer.population.hessian`. :func:`refine` solves grad R(theta) = 0 by Levenberg-Marquardt on the
+gradient
 map with the analytic Hessian as its Jacobian (a trust-region Newton method): the step is
--V diag(l / (l^2 + mu)) V^T g from the eigendecomposition H = V diag(l) V^T, with mu shrunk after every accepted step
+-V diag(l / (l^2 + mu)) V^T g from the eigendecomposition H = V diag(l) V^T, with mu shrunk after every
+accepted step
 and grown after a rejected one, so near a non-degenerate critical point it is Newton's method and converges
 quadratically. The merit function is |grad R|, so saddles are found as well as minima; start close to the
 point you want (e.g. from :func:`twolayer.landscape.multistart` or a fixed-point-subspace solution).
@@ -28,13 +30,19 @@ __all__ = ["CriticalPoint", "refine", "spectrum", "classify", "symmetry_nullity"
 class CriticalPoint:
     """A refined critical point.
 
-    ``student`` the network there; ``loss`` its excess population risk; ``grad_norm`` the Euclidean norm of the
-    gradient on the trained parameters; ``eigenvalues`` the Hessian spectrum (ascending); ``index`` the number of
+    ``student`` the network there; ``loss`` its excess population risk; ``grad_norm`` the Euclidean norm of
+    the
+    gradient on the trained parameters; ``eigenvalues`` the Hessian spectrum (ascending); ``index`` the
+    number of
     eigenvalues below -``zero_tol``; ``nullity`` the number with |lambda| <= ``zero_tol``; ``kind`` one of
-    ``"global minimum"`` (index 0, no unexpected flat directions, loss <= ``global_tol``), ``"spurious minimum"``
-    (the same with a larger loss), ``"saddle"`` (index > 0) or ``"degenerate"`` (index 0 but more flat directions
-    than the continuous symmetries of the model explain: second order cannot decide). ``strict`` is True for the
-    two minimum kinds. ``converged`` says whether grad_norm <= tol was reached; ``history`` holds the gradient norm
+    ``"global minimum"`` (index 0, no unexpected flat directions, loss <= ``global_tol``), ``"spurious
+    minimum"``
+    (the same with a larger loss), ``"saddle"`` (index > 0) or ``"degenerate"`` (index 0 but more flat
+    directions
+    than the continuous symmetries of the model explain: second order cannot decide). ``strict`` is True for
+    the
+    two minimum kinds. ``converged`` says whether grad_norm <= tol was reached; ``history`` holds the
+    gradient norm
     at every iteration (for convergence-rate checks).
     """
 
@@ -68,8 +76,10 @@ class CriticalPoint:
         return _group(self.eigenvalues, tol)
 
     def __repr__(self) -> str:
-        return (f"CriticalPoint(kind={self.kind!r}, loss={self.loss:.6g}, grad_norm={self.grad_norm:.2e}, "
-                f"index={self.index}, nullity={self.nullity}, K={self.student.K}, d={self.student.d})")
+        return (
+            f"CriticalPoint(kind={self.kind!r}, loss={self.loss:.6g}, grad_norm={self.grad_norm:.2e}, "
+            f"index={self.index}, nullity={self.nullity}, K={self.student.K}, d={self.student.d})"
+        )
 
 
 def symmetry_nullity(student: Network, train_readout: bool) -> int:
@@ -94,7 +104,8 @@ def _group(eigenvalues: NDArray[np.float64], tol: float) -> list[tuple[float, in
 def spectrum(H: ArrayLike, tol: float = 1e-7) -> list[tuple[float, int]]:
     """Distinct eigenvalues of the symmetric matrix ``H`` with their multiplicities, ascending.
 
-    Sorted eigenvalues closer than ``tol * max(1, max |lambda|)`` to their neighbour are one eigenvalue (reported
+    Sorted eigenvalues closer than ``tol * max(1, max |lambda|)`` to their neighbour are one eigenvalue
+    (reported
     as the group mean). ``tol`` must be positive.
     """
     H_ = as_float_array(H, "H", ndim=2)
@@ -134,14 +145,19 @@ def classify(
     """(index, nullity, kind) of a critical point from its Hessian eigenvalues (see :class:`CriticalPoint`).
 
     ``zero_tol`` defaults to 1e-8 * max(1, max |lambda|)."""
-    lam = (np.linalg.eigvalsh(population.hessian(student, teacher, train_readout=train_readout))
-           if eigenvalues is None else np.asarray(eigenvalues))
-    return _classify(lam, population.risk(student, teacher), symmetry_nullity(student, train_readout), zero_tol,
-                     global_tol)
+    lam = (
+        np.linalg.eigvalsh(population.hessian(student, teacher, train_readout=train_readout))
+        if eigenvalues is None
+        else np.asarray(eigenvalues)
+    )
+    return _classify(
+        lam, population.risk(student, teacher), symmetry_nullity(student, train_readout), zero_tol, global_tol
+    )
 
 
-def _classify(lam: NDArray[np.float64], loss: float, expected_null: int, zero_tol: float | None,
-              global_tol: float) -> tuple[int, int, str]:
+def _classify(
+    lam: NDArray[np.float64], loss: float, expected_null: int, zero_tol: float | None, global_tol: float
+) -> tuple[int, int, str]:
     ztol = 1e-8 * max(1.0, float(np.max(np.abs(lam)))) if zero_tol is None else zero_tol
     index = int(np.sum(lam < -ztol))
     nullity = int(np.sum(np.abs(lam) <= ztol))
@@ -166,9 +182,12 @@ def refine(
     """Newton (Levenberg-Marquardt on grad R = 0, analytic Hessian) from ``student`` to a critical point with
     |grad R| <= ``tol``; returns the point classified by its Hessian spectrum (see :class:`CriticalPoint`).
 
-    ``train_readout`` includes the second layer in the parameters (and in the Hessian). ``tol`` must be positive;
-    if it cannot be reached (floating-point floor, or no critical point nearby) the best point found is returned
-    with ``converged=False``. ``zero_tol`` (default 1e-8 max|lambda|) separates zero from non-zero eigenvalues and
+    ``train_readout`` includes the second layer in the parameters (and in the Hessian). ``tol`` must be
+    positive;
+    if it cannot be reached (floating-point floor, or no critical point nearby) the best point found is
+    returned
+    with ``converged=False``. ``zero_tol`` (default 1e-8 max|lambda|) separates zero from non-zero
+    eigenvalues and
     ``global_tol`` is the loss below which a minimum counts as global.
     """
     check_pair(student, teacher)
@@ -217,7 +236,19 @@ def refine(
         H = population.hessian(net, teacher, train_readout=train_readout)
         lam, V = np.linalg.eigh(H)
     loss = population.risk(net, teacher)
-    index, nullity, kind = _classify(lam, loss, symmetry_nullity(student, train_readout), zero_tol, global_tol)
-    return CriticalPoint(student=net, loss=loss, grad_norm=gn, eigenvalues=lam, index=index, nullity=nullity,
-                         kind=kind, converged=gn <= tol_, iterations=it, history=history,
-                         train_readout=bool(train_readout))
+    index, nullity, kind = _classify(
+        lam, loss, symmetry_nullity(student, train_readout), zero_tol, global_tol
+    )
+    return CriticalPoint(
+        student=net,
+        loss=loss,
+        grad_norm=gn,
+        eigenvalues=lam,
+        index=index,
+        nullity=nullity,
+        kind=kind,
+        converged=gn <= tol_,
+        iterations=it,
+        history=history,
+        train_readout=bool(train_readout),
+    )

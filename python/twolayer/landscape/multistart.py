@@ -1,7 +1,8 @@
 """Many local searches from random starts, each refined to a critical point and classified (seed 001).
 
 The searches are L-BFGS runs on the population risk in the C++ core (OpenMP across runs, one
-``population_gradient`` per iteration); the end points are then refined by batched Newton steps (stacked analytic
+``population_gradient`` per iteration); the end points are then refined by batched Newton steps (stacked
+analytic
 Hessians, one batched eigendecomposition) and classified by loss, Hessian index and isotropy.
 """
 
@@ -30,7 +31,8 @@ class MultistartResult:
     """Per-run end points and their classification; :meth:`table` summarises how often each family is reached.
 
     ``W`` (runs, k, d) and ``a`` (runs, k) the refined end points, ``loss``, ``grad_norm``, ``index`` (runs,),
-    ``kind`` and ``isotropy`` (lists of str), ``status`` the search status of each run ("converged", "max_iter",
+    ``kind`` and ``isotropy`` (lists of str), ``status`` the search status of each run ("converged",
+    "max_iter",
     "stalled" (no resolvable decrease left), "diverged"), ``iterations`` the L-BFGS iterations."""
 
     W: NDArray[np.float64]
@@ -50,8 +52,10 @@ class MultistartResult:
 
     def families(self, decimals: int = 6) -> Counter[tuple[str, float, int, str]]:
         """Counts of (kind, loss rounded to ``decimals``, index, isotropy)."""
-        return Counter((k, float(np.round(lo, decimals)), int(i), iso)
-                       for k, lo, i, iso in zip(self.kind, self.loss, self.index, self.isotropy, strict=True))
+        return Counter(
+            (k, float(np.round(lo, decimals)), int(i), iso)
+            for k, lo, i, iso in zip(self.kind, self.loss, self.index, self.isotropy, strict=True)
+        )
 
     def table(self, decimals: int = 6) -> str:
         """A text table of the families reached, most frequent first."""
@@ -62,8 +66,10 @@ class MultistartResult:
 
 
 def random_starts(runs: int, k: int, d: int, init: str, seed: int) -> NDArray[np.float64]:
-    """(runs, k, d) starts; run r uses its own stream keyed by (seed, r), so results do not depend on how runs are
-    batched. ``init``: "xavier" N(0, 1/d) entries (Safran-Shamir), "gaussian" N(0, 1), "orthogonal" orthonormal rows
+    """(runs, k, d) starts; run r uses its own stream keyed by (seed, r), so results do not depend on how
+    runs are
+    batched. ``init``: "xavier" N(0, 1/d) entries (Safran-Shamir), "gaussian" N(0, 1), "orthogonal"
+    orthonormal rows
     (k <= d)."""
     if init not in ("xavier", "gaussian", "orthogonal"):
         raise ValueError(f"init: expected 'xavier', 'gaussian' or 'orthogonal', got {init!r}")
@@ -184,9 +190,11 @@ def multistart(
     tol: float = 1e-12,
     n_threads: int | None = None,
 ) -> MultistartResult:
-    """``runs`` L-BFGS searches on the Safran-Shamir problem (teacher W* = I_k, lambda = w.x, unit second layers;
+    """``runs`` L-BFGS searches on the Safran-Shamir problem (teacher W* = I_k, lambda = w.x, unit second
+    layers;
     with ``train_readout`` the student's second layer is trained too) from random starts (see
-    :func:`random_starts`), run in parallel in C++ until |grad| <= ``gtol``, then refined by batched Newton steps
+    :func:`random_starts`), run in parallel in C++ until |grad| <= ``gtol``, then refined by batched Newton
+    steps
     to |grad| <= ``tol`` and classified by loss, index and isotropy (see :meth:`MultistartResult.table`)."""
     for name, v in (("k", k), ("runs", runs)):
         if not isinstance(v, (int, np.integer)) or v < 1:
@@ -201,20 +209,41 @@ def multistart(
         teacher = Network(np.eye(k, d_), None, activation, scaling="none")  # type: ignore[arg-type]
     W0 = random_starts(int(runs), int(k), int(d_), init, seed)
     a0 = np.ones((runs, k))
-    out = _core.multistart_lbfgs(W0, a0, activation, teacher.W, teacher.a, teacher.activation, 1.0,
-                                 train_readout=bool(train_readout), max_iter=int(max_iter), gtol=float(gtol),
-                                 memory=int(memory), n_threads=n_threads_arg(n_threads))
+    out = _core.multistart_lbfgs(
+        W0,
+        a0,
+        activation,
+        teacher.W,
+        teacher.a,
+        teacher.activation,
+        1.0,
+        train_readout=bool(train_readout),
+        max_iter=int(max_iter),
+        gtol=float(gtol),
+        memory=int(memory),
+        n_threads=n_threads_arg(n_threads),
+    )
     cls = classify_batch(out["W"], out["a"], teacher, activation, train_readout, tol=tol)
     status = [STATUS[int(s)] for s in out["status"]]
-    return MultistartResult(W=cls["W"], a=cls["a"], loss=cls["loss"], grad_norm=cls["grad_norm"],  # type: ignore[arg-type]
-                            index=cls["index"], kind=cls["kind"], isotropy=cls["isotropy"], status=status,  # type: ignore[arg-type]
-                            iterations=np.asarray(out["iterations"], dtype=np.int64),
-                            meta={"k": k, "d": d_, "init": init, "seed": seed, "train_readout": train_readout})
+    return MultistartResult(
+        W=cls["W"],
+        a=cls["a"],
+        loss=cls["loss"],
+        grad_norm=cls["grad_norm"],  # type: ignore[arg-type]
+        index=cls["index"],
+        kind=cls["kind"],
+        isotropy=cls["isotropy"],
+        status=status,  # type: ignore[arg-type]
+        iterations=np.asarray(out["iterations"], dtype=np.int64),
+        meta={"k": k, "d": d_, "init": init, "seed": seed, "train_readout": train_readout},
+    )
 
 
 def numpy_relu_loss_grad(W: NDArray[np.float64], V: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]]:
-    """Closed-form NumPy population loss and gradient for unit second layers, relu, lambda = w.x (the reference
-    the C++ search is benchmarked against): L = 1/2 sum_ij f(w_i, w_j) - sum_ij f(w_i, v_j) + 1/2 sum_ij f(v_i, v_j)
+    """Closed-form NumPy population loss and gradient for unit second layers, relu, lambda = w.x (the
+    reference
+    the C++ search is benchmarked against): L = 1/2 sum_ij f(w_i, w_j) - sum_ij f(w_i, v_j) + 1/2 sum_ij
+    f(v_i, v_j)
     with f(u, v) = |u||v| (sin t + (pi - t) cos t) / (2 pi), and dL/dw_i = w_i/2 + sum_{j != i} g(w_i, w_j)
     - sum_j g(w_i, v_j), g(u, v) = ((pi - t) v + |v| sin t u/|u|) / (2 pi)."""
 

@@ -1,8 +1,11 @@
 """Critical points inside fixed-point subspaces and their continuation in k (seed 001, Safran-Shamir setting).
 
-Because the risk is invariant under the diagonal permutation action, its gradient at a point fixed by a group G
-is fixed by G too: it lies in the fixed-point subspace. So a point of the subspace is critical in the full space
-iff the gradient restricted to the subspace (B^T grad R, B the subspace basis) vanishes, a system with a handful of
+Because the risk is invariant under the diagonal permutation action, its gradient at a point fixed by a group
+G
+is fixed by G too: it lies in the fixed-point subspace. So a point of the subspace is critical in the full
+space
+iff the gradient restricted to the subspace (B^T grad R, B the subspace basis) vanishes, a system with a
+handful of
 unknowns whatever k is. The Hessian restricted to the subspace is B^T H B.
 """
 
@@ -33,7 +36,9 @@ def identity_teacher(k: int, activation: str = "relu") -> Network:
 class SubspaceProblem:
     """The population risk restricted to a :class:`FixedPointSpace` (teacher W* = I by default)."""
 
-    def __init__(self, space: FixedPointSpace, teacher: Network | None = None, activation: str = "relu") -> None:
+    def __init__(
+        self, space: FixedPointSpace, teacher: Network | None = None, activation: str = "relu"
+    ) -> None:
         self.space = space
         self.teacher = identity_teacher(space.k, activation) if teacher is None else teacher
         if self.teacher.d != space.k:
@@ -56,7 +61,9 @@ class SubspaceProblem:
         H = population.hessian(self.network(x), self.teacher, train_readout=self.space.train_readout)
         return self.space.basis.T @ H @ self.space.basis
 
-    def solve(self, x0: ArrayLike, tol: float = 1e-12, max_iter: int = 100) -> tuple[NDArray[np.float64], float, bool]:
+    def solve(
+        self, x0: ArrayLike, tol: float = 1e-12, max_iter: int = 100
+    ) -> tuple[NDArray[np.float64], float, bool]:
         """Newton/Levenberg-Marquardt on the restricted gradient from ``x0``: (x, |grad|, converged).
 
         |grad| is the norm of the full gradient, which lies in the subspace (so tol means the same as in
@@ -106,8 +113,19 @@ class SubspaceProblem:
         loss = population.risk(net, self.teacher)
         gn = float(np.linalg.norm(flat_gradient(net, self.teacher, tr)))
         index, nullity, kind = _classify(lam, loss, symmetry_nullity(net, tr), None, global_tol)
-        return CriticalPoint(student=net, loss=loss, grad_norm=gn, eigenvalues=lam, index=index, nullity=nullity,
-                             kind=kind, converged=True, iterations=0, history=[gn], train_readout=tr)
+        return CriticalPoint(
+            student=net,
+            loss=loss,
+            grad_norm=gn,
+            eigenvalues=lam,
+            index=index,
+            nullity=nullity,
+            kind=kind,
+            converged=True,
+            iterations=0,
+            history=[gn],
+            train_readout=tr,
+        )
 
 
 @dataclass(eq=False)
@@ -134,7 +152,8 @@ def continue_family(
     tol: float = 1e-12,
     spectrum_tol: float = 1e-6,
 ) -> list[FamilyPoint]:
-    """Continue a family of critical points in k: at each k in ``ks`` (increasing) solve the restricted system in
+    """Continue a family of critical points in k: at each k in ``ks`` (increasing) solve the restricted
+    system in
     ``FixedPointSpace(sizes(k))`` starting from the previous solution (``x0`` at the first k; coordinates keep
     their meaning across k when the block structure does, e.g. sizes(k) = (k - 1, 1)). Stops at the first k
     where Newton fails to converge. Each point carries the full Hessian spectrum and its isotropy."""
