@@ -11,9 +11,8 @@ from twolayer.landscape import FixedPointSpace, SubspaceProblem
 
 L = tl.landscape
 
-# A point of the k = 6 ΔS_5 spurious family (coordinates of FixedPointSpace((5, 1)): diagonal and
-# off-diagonal of
-# the 5-block, the lone diagonal entry, the last column, the last row), rounded to 4-5 digits: Newton
+# A point of the k = 6 ΔS_5 spurious family (coordinates of FixedPointSpace((5, 1)): diagonal and off-diagonal
+# of the 5-block, the lone diagonal entry, the last column, the last row), rounded to 4-5 digits: Newton
 # finishes it.
 X6 = np.array([0.9867, -0.05041, -0.60151, 0.30801, 0.22452])
 
@@ -43,8 +42,8 @@ def spurious6():
 # ---------------------------------------------------------------------------------------------- spectra
 def test_spectrum_at_identity_matches_analytic_relu_values():
     # Hessian of the Safran-Shamir loss at W = I (unit second layer fixed): 1/4 -+ 1/(2 pi) with
-    # multiplicities
-    # k(k-1)/2 and k(k-3)/2 (Arjevani-Field); the rest are the trivial/standard-rep eigenvalues.
+    # multiplicities k(k-1)/2 and k(k-3)/2 (Arjevani-Field); the rest are the trivial/standard-rep
+    # eigenvalues.
     k = 6
     s, t = relu_pair(np.eye(k))
     spec = L.spectrum(tl.population.hessian(s, t, train_readout=False), tol=1e-9)
@@ -274,8 +273,7 @@ def test_multistart_agrees_with_scipy_reference():
         assert min(abs(out.fun - lo) for lo in res.loss) < 1e-6
 
 
-# ---------------------------------------------------------------------------------------------- C++ search
-# path
+# ------------------------------------------------------------------------------------------- C++ search path
 @pytest.mark.parametrize("act", ["linear", "erf", "relu", "step", "quadratic"])
 def test_first_order_jet_gradient_against_finite_differences(act):
     # population_gradient evaluates the kernels with first-order Jets (value + gradient): check it, dW and da,

@@ -38,8 +38,7 @@ def test_alignment_determinants_vectorised_matches_direct_and_conjecture_holds(m
     assert det_M.shape == min_Mi.shape == (3000,)
     np.testing.assert_allclose(det_M, ref_M, rtol=1e-9, atol=0)
     # Cramer's rule vs explicit determinants: both lose accuracy like cond(M) eps, and M is ill conditioned
-    # for
-    # close angles; compare relative to the scale of the determinants of the set
+    # for close angles; compare relative to the scale of the determinants of the set
     scale = np.abs(ref_Mi) + np.abs(ref_M) * np.pi
     assert np.all(np.abs(min_Mi - ref_Mi) <= 1e-6 * scale)
     # seed 004, Theorem 5.1 / Conjecture 5.5: det M > 0 and min_i det M_i <= 0 for every sampled set
@@ -70,8 +69,8 @@ def test_alignment_flow_d2_students_align_with_teacher():
     assert path.status == "completed" and path.W.shape == (3, 3, 2)
     assert np.all(np.diff(path.risk) < 0) and path.risk[-1] < 1e-8
     ang = path.angles[-1]
-    # every student with non-negligible norm points at the teacher (angle 0 mod 2 pi), norms add up to |w_0|
-    # = 1
+    # every student with non-negligible norm points at the teacher (angle 0 mod 2 pi), norms add up to |w_0| =
+    # 1
     dist = np.minimum(ang, 2 * np.pi - ang)
     norms = np.linalg.norm(path.W[-1], axis=1)
     assert np.all(dist[norms > 1e-2] < 1e-2)
@@ -126,8 +125,7 @@ def test_step_weight_space_flow_agrees_with_overlap_ode():
     # Gradient flow is closed on the overlaps (seed 000's alpha, beta, gamma system = tl.ode "gradient_flow").
     # Weight-space Euler with lr = 1e-3 up to tau = 2 carries an O(lr) error ~1e-3; rk4 on the ODE is far
     # more accurate. Time mapping: tau = lr * iterations; the ODE is run with lr = 1 so its t is tau (check
-    # its
-    # docstring's time convention after the merge).
+    # its docstring's time convention after the merge).
     student, teacher = tl.networks.teacher_student(2, 2, 10, "step", seed=3, scaling="none")
     times = np.array([0.0, 0.5, 1.0, 2.0])
     path = L.step_gradient_flow(student, teacher, times, lr=1e-3)
@@ -167,9 +165,9 @@ def test_procrustes_minimises_and_fixes_the_seed_transposition():
 
 def test_lemma2_procrustes_distance_is_sum_of_squared_singular_value_gaps_and_vanishes_with_d():
     # theta(0): d x 2m Gaussian entries N(0, 1/d); theta_O(0): orthonormal columns. min_P |theta - P
-    # theta_O|_F^2
-    # = sum (s_i - 1)^2 exactly, and for fixed n = 2m, d -> inf: E sum (s_i - 1)^2 ~ E|A^T A - I|_F^2 / 4
-    # = (n^2 + n) / (4 d), i.e. d * mean -> 5 for n = 4 (the seed's bound 2m (sqrt(2m/d) + ...)^2 = n^2 / d).
+    # theta_O|_F^2 = sum (s_i - 1)^2 exactly, and for fixed n = 2m, d -> inf: E sum (s_i - 1)^2 ~ E|A^T A -
+    # I|_F^2 / 4 = (n^2 + n) / (4 d), i.e. d * mean -> 5 for n = 4 (the seed's bound 2m (sqrt(2m/d) + ...)^2 =
+    # n^2 / d).
     rng = np.random.default_rng(5)
     n = 4
     means = {}

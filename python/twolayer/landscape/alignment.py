@@ -1,20 +1,18 @@
 """Alignment and symmetry breaking along training (seeds 000 and 004).
 
-- :func:`alignment_determinants` (seed 004, Theorem 5.1): for student polar angles 0 = theta_0 < theta_1 <
-... <
+- :func:`alignment_determinants` (seed 004, Theorem 5.1): for student polar angles 0 = theta_0 < theta_1 < ...
+<
   theta_m < 2 pi (d = 2, one teacher at angle 0), f(t) = sin t + (pi - t) cos t of the angular distances gives
   M = [f(theta_ij)]_{i,j=1..m} and M_i = M with column i replaced by [f(theta_j0)]_j. The determinant
-  condition is
-  det M > 0 and min_i det M_i <= 0 (then no non-aligned critical point exists).
+  condition is det M > 0 and min_i det M_i <= 0 (then no non-aligned critical point exists).
 - :func:`alignment_flow` (seed 004, Figure 1): population gradient descent in d = 2 recording student
 directions.
 - :func:`step_gradient_flow` (seed 000): weight-space gradient flow of step units, recording the weights.
 - :func:`procrustes`, :func:`procrustes_distance` (seed 000, section 3): the orthogonal P minimising
-  |A - P B|_F is P = U V^T from the SVD A B^T = U S V^T. (The seed writes V U^T with its SVD of theta(0) = U
-  S V^T;
-  for theta_O(0) = I our formula gives U V^T of that same SVD — the seed's transposition is a typo, checked
-  numerically in the tests.) When B has orthonormal columns, min_P |A - P B|_F^2 = sum_i (s_i - 1)^2 over the
-  singular values of A (seed 000, Lemma 2; the seed's "s_i^2 - 2 s_i - 1" should read "+ 1").
+  |A - P B|_F is P = U V^T from the SVD A B^T = U S V^T. (The seed writes V U^T with its SVD of theta(0) = U S
+  V^T; for theta_O(0) = I our formula gives U V^T of that same SVD — the seed's transposition is a typo,
+  checked numerically in the tests.) When B has orthonormal columns, min_P |A - P B|_F^2 = sum_i (s_i - 1)^2
+  over the singular values of A (seed 000, Lemma 2; the seed's "s_i^2 - 2 s_i - 1" should read "+ 1").
 """
 
 from __future__ import annotations
@@ -107,9 +105,8 @@ def procrustes(A: ArrayLike, B: ArrayLike) -> NDArray[np.float64]:
 
 def procrustes_distance(A: ArrayLike, B: ArrayLike, P: ArrayLike | None = None) -> float:
     """|A - P B|_F, with the minimising orthogonal P unless given. Without P this needs no d x d work:
-    min_P |A - P B|_F^2 = |A|^2 + |B|^2 - 2 sum sigma(A B^T), and with thin QR factors A = Q_A R_A, B = Q_B
-    R_B
-    the singular values of A B^T are those of R_A R_B^T (n x n)."""
+    min_P |A - P B|_F^2 = |A|^2 + |B|^2 - 2 sum sigma(A B^T), and with thin QR factors A = Q_A R_A,
+    B = Q_B R_B the singular values of A B^T are those of R_A R_B^T (n x n)."""
     A_ = as_float_array(A, "A", ndim=2)
     B_ = as_float_array(B, "B", ndim=2)
     if A_.shape != B_.shape:
@@ -173,9 +170,8 @@ def _path(student: Network, teacher: Network, lr: float, times: ArrayLike) -> We
 
 def step_gradient_flow(student: Network, teacher: Network, times: ArrayLike, lr: float = 1e-2) -> WeightPath:
     """Seed 000: gradient flow dW/dtau = -grad R of step units (sigma = 1(s > 0)) in weight space, by
-    population
-    gradient descent with step ``lr`` (Euler; tau = lr * iterations), recording the weights at ``times``.
-    Both networks must use the step activation."""
+    population gradient descent with step ``lr`` (Euler; tau = lr * iterations), recording the weights at
+    ``times``. Both networks must use the step activation."""
     for name, net in (("student", student), ("teacher", teacher)):
         if isinstance(net, Network) and net.activation != "step":
             raise ValueError(f"{name}: expected the 'step' activation, got {net.activation!r}")

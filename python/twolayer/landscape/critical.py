@@ -2,13 +2,12 @@
 
 The parameters are theta = [vec(W) row-major, a] (``a`` only with ``train_readout=True``), as in
 :func:`twolayer.population.hessian`. :func:`refine` solves grad R(theta) = 0 by Levenberg-Marquardt on the
-gradient
-map with the analytic Hessian as its Jacobian (a trust-region Newton method): the step is
+gradient map with the analytic Hessian as its Jacobian (a trust-region Newton method): the step is
 -V diag(l / (l^2 + mu)) V^T g from the eigendecomposition H = V diag(l) V^T, with mu shrunk after every
-accepted step
-and grown after a rejected one, so near a non-degenerate critical point it is Newton's method and converges
-quadratically. The merit function is |grad R|, so saddles are found as well as minima; start close to the
-point you want (e.g. from :func:`twolayer.landscape.multistart` or a fixed-point-subspace solution).
+accepted step and grown after a rejected one, so near a non-degenerate critical point it is Newton's method
+and converges quadratically. The merit function is |grad R|, so saddles are found as well as minima; start
+close to the point you want (e.g. from :func:`twolayer.landscape.multistart` or a fixed-point-subspace
+solution).
 """
 
 from __future__ import annotations
@@ -31,19 +30,13 @@ class CriticalPoint:
     """A refined critical point.
 
     ``student`` the network there; ``loss`` its excess population risk; ``grad_norm`` the Euclidean norm of
-    the
-    gradient on the trained parameters; ``eigenvalues`` the Hessian spectrum (ascending); ``index`` the
-    number of
-    eigenvalues below -``zero_tol``; ``nullity`` the number with |lambda| <= ``zero_tol``; ``kind`` one of
-    ``"global minimum"`` (index 0, no unexpected flat directions, loss <= ``global_tol``), ``"spurious
-    minimum"``
-    (the same with a larger loss), ``"saddle"`` (index > 0) or ``"degenerate"`` (index 0 but more flat
-    directions
-    than the continuous symmetries of the model explain: second order cannot decide). ``strict`` is True for
-    the
-    two minimum kinds. ``converged`` says whether grad_norm <= tol was reached; ``history`` holds the
-    gradient norm
-    at every iteration (for convergence-rate checks).
+    the gradient on the trained parameters; ``eigenvalues`` the Hessian spectrum (ascending); ``index`` the
+    number of eigenvalues below -``zero_tol``; ``nullity`` the number with |lambda| <= ``zero_tol``; ``kind``
+    one of ``"global minimum"`` (index 0, no unexpected flat directions, loss <= ``global_tol``), ``"spurious
+    minimum"`` (the same with a larger loss), ``"saddle"`` (index > 0) or ``"degenerate"`` (index 0 but more
+    flat directions than the continuous symmetries of the model explain: second order cannot decide).
+    ``strict`` is True for the two minimum kinds. ``converged`` says whether grad_norm <= tol was reached;
+    ``history`` holds the gradient norm at every iteration (for convergence-rate checks).
     """
 
     student: Network
@@ -105,8 +98,7 @@ def spectrum(H: ArrayLike, tol: float = 1e-7) -> list[tuple[float, int]]:
     """Distinct eigenvalues of the symmetric matrix ``H`` with their multiplicities, ascending.
 
     Sorted eigenvalues closer than ``tol * max(1, max |lambda|)`` to their neighbour are one eigenvalue
-    (reported
-    as the group mean). ``tol`` must be positive.
+    (reported as the group mean). ``tol`` must be positive.
     """
     H_ = as_float_array(H, "H", ndim=2)
     if H_.shape[0] != H_.shape[1]:
@@ -183,12 +175,9 @@ def refine(
     |grad R| <= ``tol``; returns the point classified by its Hessian spectrum (see :class:`CriticalPoint`).
 
     ``train_readout`` includes the second layer in the parameters (and in the Hessian). ``tol`` must be
-    positive;
-    if it cannot be reached (floating-point floor, or no critical point nearby) the best point found is
-    returned
-    with ``converged=False``. ``zero_tol`` (default 1e-8 max|lambda|) separates zero from non-zero
-    eigenvalues and
-    ``global_tol`` is the loss below which a minimum counts as global.
+    positive; if it cannot be reached (floating-point floor, or no critical point nearby) the best point found
+    is returned with ``converged=False``. ``zero_tol`` (default 1e-8 max|lambda|) separates zero from non-zero
+    eigenvalues and ``global_tol`` is the loss below which a minimum counts as global.
     """
     check_pair(student, teacher)
     tol_ = positive(tol, "tol")

@@ -2,8 +2,7 @@
 
 The searches are L-BFGS runs on the population risk in the C++ core (OpenMP across runs, one
 ``population_gradient`` per iteration); the end points are then refined by batched Newton steps (stacked
-analytic
-Hessians, one batched eigendecomposition) and classified by loss, Hessian index and isotropy.
+analytic Hessians, one batched eigendecomposition) and classified by loss, Hessian index and isotropy.
 """
 
 from __future__ import annotations
@@ -32,8 +31,7 @@ class MultistartResult:
 
     ``W`` (runs, k, d) and ``a`` (runs, k) the refined end points, ``loss``, ``grad_norm``, ``index`` (runs,),
     ``kind`` and ``isotropy`` (lists of str), ``status`` the search status of each run ("converged",
-    "max_iter",
-    "stalled" (no resolvable decrease left), "diverged"), ``iterations`` the L-BFGS iterations."""
+    "max_iter", "stalled" (no resolvable decrease left), "diverged"), ``iterations`` the L-BFGS iterations."""
 
     W: NDArray[np.float64]
     a: NDArray[np.float64]
@@ -66,11 +64,9 @@ class MultistartResult:
 
 
 def random_starts(runs: int, k: int, d: int, init: str, seed: int) -> NDArray[np.float64]:
-    """(runs, k, d) starts; run r uses its own stream keyed by (seed, r), so results do not depend on how
-    runs are
-    batched. ``init``: "xavier" N(0, 1/d) entries (Safran-Shamir), "gaussian" N(0, 1), "orthogonal"
-    orthonormal rows
-    (k <= d)."""
+    """(runs, k, d) starts; run r uses its own stream keyed by (seed, r), so results do not depend on how runs
+    are batched. ``init``: "xavier" N(0, 1/d) entries (Safran-Shamir), "gaussian" N(0, 1), "orthogonal"
+    orthonormal rows (k <= d)."""
     if init not in ("xavier", "gaussian", "orthogonal"):
         raise ValueError(f"init: expected 'xavier', 'gaussian' or 'orthogonal', got {init!r}")
     if init == "orthogonal" and k > d:
@@ -191,11 +187,10 @@ def multistart(
     n_threads: int | None = None,
 ) -> MultistartResult:
     """``runs`` L-BFGS searches on the Safran-Shamir problem (teacher W* = I_k, lambda = w.x, unit second
-    layers;
-    with ``train_readout`` the student's second layer is trained too) from random starts (see
+    layers; with ``train_readout`` the student's second layer is trained too) from random starts (see
     :func:`random_starts`), run in parallel in C++ until |grad| <= ``gtol``, then refined by batched Newton
-    steps
-    to |grad| <= ``tol`` and classified by loss, index and isotropy (see :meth:`MultistartResult.table`)."""
+    steps to |grad| <= ``tol`` and classified by loss, index and isotropy (see
+    :meth:`MultistartResult.table`)."""
     for name, v in (("k", k), ("runs", runs)):
         if not isinstance(v, (int, np.integer)) or v < 1:
             raise ValueError(f"{name}: expected a positive integer, got {v!r}")
@@ -241,9 +236,8 @@ def multistart(
 
 def numpy_relu_loss_grad(W: NDArray[np.float64], V: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]]:
     """Closed-form NumPy population loss and gradient for unit second layers, relu, lambda = w.x (the
-    reference
-    the C++ search is benchmarked against): L = 1/2 sum_ij f(w_i, w_j) - sum_ij f(w_i, v_j) + 1/2 sum_ij
-    f(v_i, v_j)
+    reference the C++ search is benchmarked against):
+    L = 1/2 sum_ij f(w_i, w_j) - sum_ij f(w_i, v_j) + 1/2 sum_ij f(v_i, v_j)
     with f(u, v) = |u||v| (sin t + (pi - t) cos t) / (2 pi), and dL/dw_i = w_i/2 + sum_{j != i} g(w_i, w_j)
     - sum_j g(w_i, v_j), g(u, v) = ((pi - t) v + |v| sin t u/|u|) / (2 pi)."""
 

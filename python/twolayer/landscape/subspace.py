@@ -1,12 +1,9 @@
 """Critical points inside fixed-point subspaces and their continuation in k (seed 001, Safran-Shamir setting).
 
 Because the risk is invariant under the diagonal permutation action, its gradient at a point fixed by a group
-G
-is fixed by G too: it lies in the fixed-point subspace. So a point of the subspace is critical in the full
-space
-iff the gradient restricted to the subspace (B^T grad R, B the subspace basis) vanishes, a system with a
-handful of
-unknowns whatever k is. The Hessian restricted to the subspace is B^T H B.
+G is fixed by G too: it lies in the fixed-point subspace. So a point of the subspace is critical in the full
+space iff the gradient restricted to the subspace (B^T grad R, B the subspace basis) vanishes, a system with a
+handful of unknowns whatever k is. The Hessian restricted to the subspace is B^T H B.
 """
 
 from __future__ import annotations
@@ -152,11 +149,10 @@ def continue_family(
     tol: float = 1e-12,
     spectrum_tol: float = 1e-6,
 ) -> list[FamilyPoint]:
-    """Continue a family of critical points in k: at each k in ``ks`` (increasing) solve the restricted
-    system in
-    ``FixedPointSpace(sizes(k))`` starting from the previous solution (``x0`` at the first k; coordinates keep
-    their meaning across k when the block structure does, e.g. sizes(k) = (k - 1, 1)). Stops at the first k
-    where Newton fails to converge. Each point carries the full Hessian spectrum and its isotropy."""
+    """Continue a family of critical points in k: at each k in ``ks`` (increasing) solve the restricted system
+    in ``FixedPointSpace(sizes(k))`` starting from the previous solution (``x0`` at the first k; coordinates
+    keep their meaning across k when the block structure does, e.g. sizes(k) = (k - 1, 1)). Stops at the first
+    k where Newton fails to converge. Each point carries the full Hessian spectrum and its isotropy."""
     out: list[FamilyPoint] = []
     x = as_float_array(x0, "x0", ndim=1)
     for k in ks:
