@@ -93,8 +93,9 @@ def classify_batch(
     iso_tol: float = 1e-6,
     global_tol: float = 1e-10,
 ) -> dict[str, object]:
-    """Refine end points (runs, k, d) by up to ``newton_steps`` batched Newton steps (pseudo-inverse of the
-    analytic Hessian, zero modes dropped) and classify them. Returns W, a, loss, grad_norm, index, kind,
+    """Refine end points (runs, k, d) by up to ``newton_steps`` batched Newton steps (batched solves with the
+    analytic Hessian; least squares where it is singular), a step being kept only if it lowers |grad|, and
+    classify them by the spectrum at the refined points. Returns W, a, loss, grad_norm, index, kind,
     isotropy (see :class:`MultistartResult`)."""
     runs, k, d = W.shape
     W = W.copy()
@@ -105,11 +106,13 @@ def classify_batch(
         return Network(W[r], a[r], activation, scaling=teacher.scaling)  # type: ignore[arg-type]
 
     def grad(r: int) -> NDArray[np.float64]:
-        dW, da = population.gradient(net(r), teacher, train_readout=train_readout)
+        dW, da = population.gradient(net(r), teacher, train_readout=train_readout, n_threads=1)
         return np.concatenate([dW.ravel(), da]) if train_readout else dW.ravel()
 
     def hessians(idx: NDArray[np.int64]) -> NDArray[np.float64]:
-        return np.stack([population.hessian(net(r), teacher, train_readout=train_readout) for r in idx])
+        return np.stack(
+            [population.hessian(net(r), teacher, train_readout=train_readout, n_threads=1) for r in idx]
+        )
 
     finite = np.array([np.all(np.isfinite(W[r])) and np.all(np.isfinite(a[r])) for r in range(runs)])
     G = np.zeros((runs, nW + (k if train_readout else 0)))
@@ -120,27 +123,17 @@ def classify_batch(
             gn[r] = np.linalg.norm(G[r])
         except ValueError:
             finite[r] = False
-    lam = np.full((runs, G.shape[1]), np.nan)
-    todo = np.flatnonzero(finite)
-    for step in range(newton_steps + 1):
+    todo = np.flatnonzero(finite & (gn > tol))
+    for _ in range(newton_steps):
         if todo.size == 0:
             break
         H = hessians(todo)
-        ev, V = np.linalg.eigh(H)
-        lam[todo] = ev
-        if step == newton_steps:
-            break
-        need = gn[todo] > tol
-        if not np.any(need):
-            break
-        idx = todo[need]
-        ev, V = ev[need], V[need]
-        ztol = 1e-8 * np.maximum(1.0, np.max(np.abs(ev), axis=1, keepdims=True))
-        inv = np.where(np.abs(ev) > ztol, 1.0 / np.where(ev == 0, 1.0, ev), 0.0)
-        gt = np.einsum("rji,rj->ri", V, G[idx])
-        dx = -np.einsum("rij,rj->ri", V, inv * gt)
+        try:
+            dx = -np.linalg.solve(H, G[todo][..., None])[..., 0]
+        except np.linalg.LinAlgError:  # a singular Hessian in the batch: pseudo-inverse steps
+            dx = -np.stack([np.linalg.lstsq(h, g, rcond=1e-10)[0] for h, g in zip(H, G[todo], strict=True)])
         moved = []
-        for j, r in enumerate(idx):
+        for j, r in enumerate(todo):
             W_old, a_old = W[r].copy(), a[r].copy()
             W[r] += dx[j, :nW].reshape(k, d)
             if train_readout:
@@ -152,10 +145,15 @@ def classify_batch(
                 gn_new = np.inf
             if gn_new < gn[r]:
                 G[r], gn[r] = g_new, gn_new
-                moved.append(r)
+                if gn_new > tol:
+                    moved.append(r)
             else:
                 W[r], a[r] = W_old, a_old
         todo = np.array(moved, dtype=np.int64)
+    lam = np.full((runs, G.shape[1]), np.nan)
+    ok = np.flatnonzero(finite)
+    if ok.size:
+        lam[ok] = np.linalg.eigvalsh(hessians(ok))  # the spectrum at the refined points
     loss = np.array([population.risk(net(r), teacher) if finite[r] else np.nan for r in range(runs)])
     nullity = symmetry_nullity(Network(W[0], a[0], activation, scaling=teacher.scaling), train_readout)  # type: ignore[arg-type]
     index = np.full(runs, -1, dtype=np.int64)

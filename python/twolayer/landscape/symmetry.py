@@ -105,8 +105,13 @@ def isotropy(W: ArrayLike, tol: float = 1e-8, a: ArrayLike | None = None) -> Iso
     paired: set[int] = set()
     gens: list[tuple[NDArray[np.int64], NDArray[np.int64]]] = []
     ident_r, ident_c = np.arange(k), np.arange(d)
+    # the row swap (i j) changes exactly the columns where rows i and j differ: only pairs differing in 0 or 2
+    # columns can be completed to a symmetry (vectorised screen; _partner does the full check)
+    n_diff = np.sum(np.abs(W_[:, None, :] - W_[None, :, :]) > tol_, axis=2)
     for i in range(k):
         for j in range(i + 1, k):
+            if n_diff[i, j] not in (0, 2):
+                continue
             if rows.find(i) == rows.find(j) and (i in paired or i in row_only):
                 continue  # already generated (transitivity)
             if a_ is not None and abs(a_[i] - a_[j]) > tol_:
