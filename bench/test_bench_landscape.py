@@ -4,7 +4,8 @@ Run: .venv/bin/python -m pytest bench/test_bench_landscape.py --benchmark-only -
 
 - Hessian + spectrum at k = d = 20, 50 (Safran-Shamir point near W = I): analytic C++ Hessian + grouped
   eigenvalues vs a NumPy central-difference Hessian of the closed-form gradient + the same eigensolver.
-- multistart, 1000 runs at k = 10: the C++ L-BFGS batch (OpenMP across runs) + batched Newton classification vs
+- multistart, 1000 runs at k = 10: the C++ L-BFGS batch (OpenMP across runs) + batched Newton classification
+vs
   a loop of SciPy L-BFGS-B over the NumPy closed-form loss/gradient from the same starts + the same
   classification. The family frequencies of the two must agree.
 
@@ -23,7 +24,6 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-
 import twolayer as tl  # noqa: E402
 from twolayer.landscape.multistart import classify_batch  # noqa: E402
 
@@ -86,7 +86,11 @@ def _scipy_loop(W0: np.ndarray) -> np.ndarray:
     out = np.empty_like(W0)
     for r in range(W0.shape[0]):
         res = minimize(
-            fg, W0[r].ravel(), jac=True, method="L-BFGS-B", options={"gtol": 1e-8, "ftol": 0.0, "maxiter": 5000}
+            fg,
+            W0[r].ravel(),
+            jac=True,
+            method="L-BFGS-B",
+            options={"gtol": 1e-8, "ftol": 0.0, "maxiter": 5000},
         )
         out[r] = res.x.reshape(k, k)
     return out
@@ -130,8 +134,10 @@ def test_multistart_scipy_reference(benchmark):
         ours = _results["ms"]["ours"]
         mine = _freq(ours.kind, ours.loss)
         print("twolayer families: ", mine)
-        print(f"time ours {_times['ours']:.2f} s, reference {_times['ref']:.2f} s, ratio "
-              f"{_times['ref'] / _times['ours']:.1f}x")
+        print(
+            f"time ours {_times['ours']:.2f} s, reference {_times['ref']:.2f} s, ratio "
+            f"{_times['ref'] / _times['ours']:.1f}x"
+        )
         agree = np.mean([a == b for a, b in zip(ours.kind, cls["kind"], strict=True)])
         print(f"per-run kind agreement {agree:.3f}")
         assert set(mine) == set(ref)

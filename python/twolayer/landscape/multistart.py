@@ -110,9 +110,10 @@ def classify_batch(
         return np.concatenate([dW.ravel(), da]) if train_readout else dW.ravel()
 
     def hessians(idx: NDArray[np.int64]) -> NDArray[np.float64]:
-        return np.stack(
-            [population.hessian(net(r), teacher, train_readout=train_readout, n_threads=1) for r in idx]
-        )
+        H = np.empty((len(idx), G.shape[1], G.shape[1]))
+        for j, r in enumerate(idx):
+            H[j] = population.hessian(net(r), teacher, train_readout=train_readout, n_threads=1)
+        return H
 
     finite = np.array([np.all(np.isfinite(W[r])) and np.all(np.isfinite(a[r])) for r in range(runs)])
     G = np.zeros((runs, nW + (k if train_readout else 0)))
@@ -123,11 +124,21 @@ def classify_batch(
             gn[r] = np.linalg.norm(G[r])
         except ValueError:
             finite[r] = False
+    # One batch of analytic Hessians at the search end points serves both the Newton steps and the spectrum:
+    # the steps move the points by |H^-1 grad| (~1e-7 for a search stopped at |grad| <= 1e-8), which shifts
+    # the eigenvalues by O(1e-7), far below the gaps the classification looks at. Runs that still need steps
+    # after the first one get a fresh Hessian.
+    lam = np.full((runs, G.shape[1]), np.nan)
+    ok = np.flatnonzero(finite)
+    H_all = hessians(ok) if ok.size else np.empty((0, G.shape[1], G.shape[1]))
+    if ok.size:
+        lam[ok] = np.linalg.eigvalsh(H_all)
+    pos = {int(r): j for j, r in enumerate(ok)}
     todo = np.flatnonzero(finite & (gn > tol))
-    for _ in range(newton_steps):
+    for step in range(newton_steps):
         if todo.size == 0:
             break
-        H = hessians(todo)
+        H = H_all[[pos[int(r)] for r in todo]] if step == 0 else hessians(todo)
         try:
             dx = -np.linalg.solve(H, G[todo][..., None])[..., 0]
         except np.linalg.LinAlgError:  # a singular Hessian in the batch: pseudo-inverse steps
@@ -150,10 +161,6 @@ def classify_batch(
             else:
                 W[r], a[r] = W_old, a_old
         todo = np.array(moved, dtype=np.int64)
-    lam = np.full((runs, G.shape[1]), np.nan)
-    ok = np.flatnonzero(finite)
-    if ok.size:
-        lam[ok] = np.linalg.eigvalsh(hessians(ok))  # the spectrum at the refined points
     loss = np.array([population.risk(net(r), teacher) if finite[r] else np.nan for r in range(runs)])
     nullity = symmetry_nullity(Network(W[0], a[0], activation, scaling=teacher.scaling), train_readout)  # type: ignore[arg-type]
     index = np.full(runs, -1, dtype=np.int64)

@@ -76,16 +76,18 @@ class _UnionFind:
 def _partner(W: NDArray[np.float64], i: int, j: int, tol: float) -> int | tuple[int, int] | None:
     """For the row swap (i j): None if no column swap (or identity) completes it to a symmetry of W, -1 if the
     row swap alone is one, else the column pair (c, c')."""
-    Ws = W.copy()
-    Ws[[i, j]] = Ws[[j, i]]
-    bad = np.flatnonzero(np.any(np.abs(Ws - W) > tol, axis=0))
+    bad = np.flatnonzero(np.abs(W[i] - W[j]) > tol)  # the swap changes exactly these columns of rows i, j
     if bad.size == 0:
         return -1
     if bad.size != 2:
         return None
     c, c2 = int(bad[0]), int(bad[1])
-    Ws[:, [c, c2]] = Ws[:, [c2, c]]
-    return (c, c2) if np.all(np.abs(Ws - W) <= tol) else None
+    # the column swap (c c') must undo it: rows i, j cross-match, every other row agrees on c and c'
+    if abs(W[i, c] - W[j, c2]) > tol or abs(W[i, c2] - W[j, c]) > tol:
+        return None
+    rest = np.abs(W[:, c] - W[:, c2]) > tol
+    rest[[i, j]] = False
+    return None if rest.any() else (c, c2)
 
 
 def isotropy(W: ArrayLike, tol: float = 1e-8, a: ArrayLike | None = None) -> Isotropy:
