@@ -28,14 +28,16 @@ L = tl.landscape
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sets", type=int, default=100_000)
+    parser.add_argument("--teachers", type=int, default=1)
+    parser.add_argument("--students", type=int, default=6)
     parser.add_argument("--out", default="seed004_alignment.png")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
 
     # 1. alignment in d = 2
-    t_angles = np.sort(rng.uniform(0, 2 * np.pi, 5))
+    t_angles = np.sort(rng.uniform(0, 2 * np.pi, args.teachers))
     teacher = tl.Network(np.column_stack([np.cos(t_angles), np.sin(t_angles)]), None, "relu", scaling="none")
-    student = tl.Network(0.3 * rng.standard_normal((10, 2)), None, "relu", scaling="none")
+    student = tl.Network(0.3 * rng.standard_normal((args.students, 2)), None, "relu", scaling="none")
     times = [0.0, 1.0, 100.0, 2000.0, 20000.0]
     path = L.alignment_flow(student, teacher, times, lr=0.1)
     print("flow time   risk")
@@ -51,7 +53,7 @@ def main() -> None:
     which = diff.argmin(axis=1)
     print("student   |w|     angle to nearest +-teacher   sign")
     for i, (n_, j) in enumerate(zip(norms, which, strict=True)):
-        print(f"  {i:2d}   {n_:.4f}   {diff[i, j]:.2e}   {'+' if j < 5 else '-'}")
+        print(f"  {i:2d}   {n_:.4f}   {diff[i, j]:.2e}   {'+' if j < args.teachers else '-'}")
 
     # 2. determinant condition
     stats = {}
