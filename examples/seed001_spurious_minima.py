@@ -62,14 +62,21 @@ def main() -> None:
     turn = [(a, b) for a, b, la, lb in zip(ks[:-1], ks[1:], lmin[:-1], lmin[1:], strict=True) if la < 0 <= lb]
     if turn:
         a, b = turn[0]
-        print(f"\nthe family turns from saddle into minimum between k = {a} and k = {b} (integer k only)")
+        print(f"\nthe family turns from saddle into minimum between k = {a} and k = {b}")
+    real = L.continue_real_k(x6, 6.0, np.linspace(6.0, 5.0, 6))
+    print("real k: smallest standard-representation eigenvalue (multiplicity k - 2 at integer k)")
+    for k, lam in zip(real.k, real.standard[:, 0], strict=True):
+        print(f"  k = {k:5.2f}: {lam: .6e}")
+    print(f"  the family turns from saddle into minimum at k = {real.k_turn:.5f}")
 
     fig, ax = plt.subplots(1, 3, figsize=(15, 4.2))
     ax[0].bar(list(fractions), [fractions[k] for k in fractions], color="tab:red")
     ax[0].set(xlabel="k = d", ylabel="fraction of runs", title="searches ending in a spurious minimum")
     ax[1].plot(ks, [p.loss for p in fam], "o-")
     ax[1].set(xlabel="k", ylabel="loss", title="ΔS_{k-1} family: loss")
-    ax[2].plot(ks, lmin, "o-")
+    ax[2].plot(ks, lmin, "o", label="integer k (full Hessian)")
+    ax[2].plot(real.k, real.standard[:, 0], "-", label=f"real k (turn at {real.k_turn:.3f})")
+    ax[2].legend()
     ax[2].axhline(0, color="k", lw=0.8)
     ax[2].set(xlabel="k", ylabel="smallest Hessian eigenvalue", title="saddle (< 0) or minimum (> 0)")
     fig.tight_layout()

@@ -309,3 +309,31 @@ def test_cpp_search_reports_the_population_risk_at_its_end_points():
         for r in range(4):
             s = tl.Network(out["W"][r], out["a"][r], "relu", scaling="none")
             assert out["loss"][r] == pytest.approx(tl.population.risk(s, L.identity_teacher(k)), abs=1e-14)
+
+
+# ------------------------------------------------------------------------------------------------ real k
+@pytest.mark.parametrize("sizes", [(5, 1), (4, 1, 1), (3, 2), (2, 2, 2)])
+def test_reduced_risk_at_integer_sizes_is_the_population_risk(sizes):
+    sp = FixedPointSpace(sizes)
+    x = 0.5 * np.random.default_rng(len(sizes)).standard_normal(sp.dim)
+    s, t = relu_pair(sp.matrix(x)[0])
+    assert L.reduced_risk(x, np.array(sizes, float)) == pytest.approx(tl.population.risk(s, t), abs=1e-13)
+
+
+def test_real_k_eigenvalues_match_the_full_spectrum_at_k6(spurious6):
+    from twolayer.landscape.realk import _eigs
+
+    prob, x = spurious6
+    triv, std = _eigs(x, 6.0)
+    spec = prob.critical_point(x).spectrum(1e-7)
+    # FD Hessians of the reduced risk: ~1e-6 accuracy
+    np.testing.assert_allclose(triv, [v for v, m in spec if m == 1], atol=5e-6)
+    np.testing.assert_allclose(std, [v for v, m in spec if m == 4], atol=5e-6)  # multiplicity k - 2
+
+
+@pytest.mark.slow
+def test_real_k_family_turns_into_a_minimum_between_5_and_6(spurious6):
+    _, x = spurious6
+    fam = L.continue_real_k(x, 6.0, [6.0, 5.5, 5.0])
+    assert fam.standard[0, 0] > 0 > fam.standard[-1, 0]
+    assert fam.k_turn is not None and 5.5 < fam.k_turn < 5.7
