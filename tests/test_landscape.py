@@ -337,3 +337,10 @@ def test_real_k_family_turns_into_a_minimum_between_5_and_6(spurious6):
     fam = L.continue_real_k(x, 6.0, [6.0, 5.5, 5.0])
     assert fam.standard[0, 0] > 0 > fam.standard[-1, 0]
     assert fam.k_turn is not None and 5.5 < fam.k_turn < 5.7
+
+
+def test_multistart_with_trained_readout_refines_despite_flat_directions():
+    # relu homogeneity leaves k flat Hessian directions; the batched Newton steps use the pseudo-inverse
+    res = L.multistart(5, 12, seed=3, train_readout=True)
+    assert np.all(res.grad_norm <= 1e-12)
+    assert set(res.kind) <= {"global minimum", "spurious minimum"}

@@ -134,15 +134,24 @@ def classify_batch(
     if ok.size:
         lam[ok] = np.linalg.eigvalsh(H_all)
     pos = {int(r): j for j, r in enumerate(ok)}
+    flat_modes = symmetry_nullity(Network(W[0], a[0], activation, scaling=teacher.scaling), train_readout) > 0
     todo = np.flatnonzero(finite & (gn > tol))
     for step in range(newton_steps):
         if todo.size == 0:
             break
         H = H_all[[pos[int(r)] for r in todo]] if step == 0 else hessians(todo)
-        try:
-            dx = -np.linalg.solve(H, G[todo][..., None])[..., 0]
-        except np.linalg.LinAlgError:  # a singular Hessian in the batch: pseudo-inverse steps
-            dx = -np.stack([np.linalg.lstsq(h, g, rcond=1e-10)[0] for h, g in zip(H, G[todo], strict=True)])
+        if flat_modes:  # continuous symmetries make H singular: pseudo-inverse (flat directions dropped)
+            ev, V = np.linalg.eigh(H)
+            ztol = 1e-8 * np.maximum(1.0, np.max(np.abs(ev), axis=1, keepdims=True))
+            inv = np.where(np.abs(ev) > ztol, 1.0 / np.where(ev == 0, 1.0, ev), 0.0)
+            dx = -np.einsum("rij,rj->ri", V, inv * np.einsum("rji,rj->ri", V, G[todo]))
+        else:
+            try:
+                dx = -np.linalg.solve(H, G[todo][..., None])[..., 0]
+            except np.linalg.LinAlgError:  # a singular Hessian in the batch: least-squares steps
+                dx = -np.stack(
+                    [np.linalg.lstsq(h, g, rcond=1e-10)[0] for h, g in zip(H, G[todo], strict=True)]
+                )
         moved = []
         for j, r in enumerate(todo):
             W_old, a_old = W[r].copy(), a[r].copy()
