@@ -344,3 +344,17 @@ def test_multistart_with_trained_readout_refines_despite_flat_directions():
     res = L.multistart(5, 12, seed=3, train_readout=True)
     assert np.all(res.grad_norm <= 1e-12)
     assert set(res.kind) <= {"global minimum", "spurious minimum"}
+
+
+def test_fixed_point_space_containing_a_permuted_critical_point(spurious6):
+    prob, x = spurious6
+    W, _ = prob.space.matrix(x)
+    rng = np.random.default_rng(8)
+    p, q = rng.permutation(6), rng.permutation(6)
+    Wp = W[np.ix_(p, q)]
+    space, rows, cols, xs = FixedPointSpace.containing(Wp, tol=1e-9)
+    assert space.sizes == (5, 1)
+    np.testing.assert_allclose(space.matrix(xs)[0], Wp[np.ix_(rows, cols)], atol=1e-12)
+    np.testing.assert_allclose(xs, x, atol=1e-12)  # the same coordinates as the unpermuted family member
+    with pytest.raises(ValueError, match="W"):
+        FixedPointSpace.containing(np.ones((3, 4)))

@@ -216,6 +216,48 @@ class FixedPointSpace:
         self.labels = labels
         self.dim = B.shape[1]
 
+    @classmethod
+    def containing(
+        cls, W: ArrayLike, tol: float = 1e-8, train_readout: bool = False, a: ArrayLike | None = None
+    ) -> tuple[FixedPointSpace, NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]:
+        """The fixed-point space of the isotropy of a square W (diagonal type, e.g. a critical point of seed
+        001): returns (space, row order, column order, coordinates x) with W[rows][:, cols] =
+        space.matrix(x)[0] (up to ``tol``): rows and their partner columns are reordered into consecutive
+        blocks, largest first, then the fixed indices. ValueError if W is not square or its isotropy is not of
+        this type."""
+        W_ = as_float_array(W, "W", ndim=2)
+        k = W_.shape[0]
+        if W_.shape[1] != k:
+            raise ValueError(f"W: expected a square matrix, got shape {W_.shape}")
+        iso = isotropy(W_, tol=tol, a=a)
+        if any("rows" in part or "cols" in part for part in iso.description.split(" × ")):
+            raise ValueError(f"W: isotropy {iso.description} is not of diagonal type")
+        rows: list[int] = []
+        cols: list[int] = []
+        for cls_rows, cls_cols in zip(iso.classes, iso.column_classes, strict=True):
+            cc = np.array(cls_cols)
+            for i in cls_rows:
+                vals = W_[i, cc]
+                # the partner column carries the diagonal value: the one entry that differs from the others
+                # (for a class of 2 either choice spans the same space)
+                odd = [j for j in range(cc.size) if np.sum(np.abs(vals - vals[j]) <= tol) == 1]
+                rows.append(i)
+                cols.append(int(cc[odd[0]]) if len(odd) == 1 else int(cc[len(rows) % cc.size]))
+        used_r, used_c = set(rows), set(cols)
+        rest_r = [i for i in range(k) if i not in used_r]
+        rest_c = [c for c in range(k) if c not in used_c]
+        if len(set(cols)) != len(cols) or len(rest_r) != len(rest_c):
+            raise ValueError("W: could not pair the row classes with column classes")
+        sizes = tuple(len(c) for c in iso.classes) + (1,) * len(rest_r)
+        r_ord = np.array(rows + rest_r)
+        c_ord = np.array(cols + rest_c)
+        space = cls(sizes, train_readout)
+        a_ord = None if a is None else as_float_array(a, "a", ndim=1)[r_ord]
+        x = space.coordinates(W_[np.ix_(r_ord, c_ord)], a_ord)
+        if not np.allclose(space.matrix(x)[0], W_[np.ix_(r_ord, c_ord)], rtol=0, atol=10 * tol):
+            raise ValueError("W: the reordered matrix is not in the fixed-point space of its isotropy")
+        return space, r_ord, c_ord, x
+
     def matrix(self, x: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64] | None]:
         """(W, a) for coordinates ``x`` (a is None without ``train_readout``)."""
         x_ = as_float_array(x, "x", ndim=1)
