@@ -96,6 +96,10 @@ def test_refine_spurious_minimum_k6(spurious6):
     np.testing.assert_allclose(cp.student.W, W, atol=1e-9)
     iso = L.isotropy(cp.student.W, tol=1e-8)
     assert iso.description == "ΔS_5" and iso.order == math.factorial(5)
+    h = np.array(cp.history)  # quadratic convergence here too (|H^-1| ~ 1/4.7e-3 makes C larger)
+    for e0, e1 in zip(h[:-1], h[1:], strict=False):
+        if e0 < 1e-3 and e1 > 1e-13:
+            assert e1 <= 1e4 * e0 * e0, h
     # isotypic decomposition of R^{k x k} under ΔS_{k-1} (n = k - 1 = 5): R^k = 2 triv + std, so
     # R^k (x) R^k = 5 triv + 5 std + Λ^2 std + Y with dims 1, n - 1 = 4, (n-1)(n-2)/2 = 6, n(n-3)/2 = 5:
     # 12 distinct eigenvalues with multiplicities 1 (x5), 4 (x5), 6, 5

@@ -3,9 +3,9 @@
 The parameters are theta = [vec(W) row-major, a] (``a`` only with ``train_readout=True``), as in
 :func:`twolayer.population.hessian`. :func:`refine` solves grad R(theta) = 0 by Levenberg-Marquardt on the
 gradient map with the analytic Hessian as its Jacobian (a trust-region Newton method): the step is
--V diag(l / (l^2 + mu)) V^T g from the eigendecomposition H = V diag(l) V^T, with mu shrunk after every
-accepted step and grown after a rejected one, so near a non-degenerate critical point it is Newton's method
-and converges quadratically. The merit function is |grad R|, so saddles are found as well as minima; start
+-V diag(l / (l^2 + mu)) V^T g from the eigendecomposition H = V diag(l) V^T, trying the pure Newton step
+(mu = 0) first and growing mu until |grad R| decreases, so near a non-degenerate critical point it is
+Newton's method and converges quadratically. The merit function is |grad R|, so saddles are found as well as minima; start
 close to the point you want (e.g. from :func:`twolayer.landscape.multistart` or a fixed-point-subspace
 solution).
 """
@@ -190,38 +190,34 @@ def refine(
     g = flat_gradient(net, teacher, train_readout)
     gn = float(np.linalg.norm(g))
     history = [gn]
-    mu = 1e-6
     H = population.hessian(net, teacher, train_readout=train_readout)
     lam, V = np.linalg.eigh(H)
     it = 0
-    stalled = 0
     while it < max_iter and gn > tol_:
         it += 1
         gt = V.T @ g
         scale = max(1.0, float(np.max(np.abs(lam))))
+        ztol = 1e-10 * scale
+        # the pure Newton step first (pseudo-inverse: flat directions of continuous symmetries dropped), then
+        # Levenberg-Marquardt damping mu = 1e-8, 1e-7, ... (relative to max |lambda|^2) until |grad| decreases
         accepted = False
-        for _ in range(30):
-            step = -V @ (lam / (lam * lam + mu * scale * scale) * gt)
-            x_new = x + step
+        for mu in [0.0] + [10.0**e for e in range(-8, 8)]:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                inv = np.where(np.abs(lam) > ztol, lam / (lam * lam + mu * scale * scale), 0.0)
+            x_new = x - V @ (inv * gt)
             net_new = _unpack(student, x_new, train_readout)
             try:
                 g_new = flat_gradient(net_new, teacher, train_readout)
             except ValueError:
-                mu *= 10.0
                 continue
             gn_new = float(np.linalg.norm(g_new))
             if np.isfinite(gn_new) and gn_new < gn:
                 accepted = True
                 break
-            mu *= 10.0
         if not accepted:
-            stalled += 1
-            if stalled >= 2:
-                break
-            continue
+            break
         x, net, g, gn = x_new, net_new, g_new, gn_new
         history.append(gn)
-        mu = max(mu * 1e-3, 1e-30)
         H = population.hessian(net, teacher, train_readout=train_readout)
         lam, V = np.linalg.eigh(H)
     loss = population.risk(net, teacher)
