@@ -5,9 +5,9 @@ The parameters are theta = [vec(W) row-major, a] (``a`` only with ``train_readou
 gradient map with the analytic Hessian as its Jacobian (a trust-region Newton method): the step is
 -V diag(l / (l^2 + mu)) V^T g from the eigendecomposition H = V diag(l) V^T, trying the pure Newton step
 (mu = 0) first and growing mu until |grad R| decreases, so near a non-degenerate critical point it is
-Newton's method and converges quadratically. The merit function is |grad R|, so saddles are found as well as minima; start
-close to the point you want (e.g. from :func:`twolayer.landscape.multistart` or a fixed-point-subspace
-solution).
+Newton's method and converges quadratically. The merit function is |grad R|, so saddles are found as well
+as minima; start close to the point you want (e.g. from :func:`twolayer.landscape.multistart` or a
+fixed-point-subspace solution).
 """
 
 from __future__ import annotations
