@@ -11,6 +11,7 @@ void bind_gaussian(py::module_& m);
 void bind_population(py::module_& m);
 void bind_sgd(py::module_& m);
 void bind_ode(py::module_& m);
+void bind_landscape(py::module_& m);
 }  // namespace twolayer::bind
 
 #ifndef TWOLAYER_VERSION
@@ -36,4 +37,5 @@ PYBIND11_MODULE(_core, m) {
   twolayer::bind::bind_population(m);
   twolayer::bind::bind_sgd(m);
   twolayer::bind::bind_ode(m);
+  twolayer::bind::bind_landscape(m);
 }

@@ -106,9 +106,11 @@ double population_risk(const Population& p, int n_threads) {
   return overlap_risk(Q.data(), Mo.data(), P.data(), p.student.a, p.teacher.a, K, M, p.student.act, p.teacher.act);
 }
 
-void population_gradient(const Population& p, double* dW, double* da, int n_threads) {
-  // dW = (diag(alpha) W + B W + E W*) / s with B_ik = a_i a_k dK/dQ_ik, E_ir = -a_i v_r dL/dM_ir and alpha_i
-  // collecting the variance derivatives; da_i = sum_k a_k K_ik - sum_r v_r L_ir.
+namespace {
+
+// dW = (diag(alpha) W + B W + E W*) / s with B_ik = a_i a_k dK/dQ_ik, E_ir = -a_i v_r dL/dM_ir and alpha_i
+// collecting the variance derivatives; da_i = sum_k a_k K_ik - t_i with t_i = sum_r v_r L_ir (returned in t).
+void gradient_impl(const Population& p, double* dW, double* da, double* t, int n_threads) {
   const PairJets<Grad> j = pair_jets<Grad>(p, n_threads);
   const int K = j.K, M = j.M, d = p.d;
   const double *a = p.student.a, *v = p.teacher.a, *W = p.student.W, *Wt = p.teacher.W;
@@ -124,14 +126,16 @@ void population_gradient(const Population& p, double* dW, double* da, int n_thre
       dai += a[k] * (i < k ? j.s(i, k).v : j.s(k, i).v);
       B[static_cast<std::size_t>(i) * K + k] = a[i] * a[k] * ky;
     }
+    double ti = 0.0;
     for (int r = 0; r < M; ++r) {
       const Grad& L = j.t(i, r);
       al -= 2.0 * a[i] * v[r] * L.g[0];
-      dai -= v[r] * L.v;
+      ti += v[r] * L.v;
       E[static_cast<std::size_t>(i) * M + r] = -a[i] * v[r] * L.g[1];
     }
     alpha[i] = al;
-    da[i] = dai;
+    da[i] = dai - ti;
+    t[i] = ti;
   }
   const double inv = 1.0 / p.scale;
   const int panels = (K + 3) / 4;
@@ -147,6 +151,25 @@ void population_gradient(const Population& p, double* dW, double* da, int n_thre
     for (int c = 0; c < rows * d; ++c) g[c] *= inv;
   });
   check_finite(dW, static_cast<std::size_t>(K) * d, "population gradient");
+}
+
+}  // namespace
+
+void population_gradient(const Population& p, double* dW, double* da, int n_threads) {
+  std::vector<double> t(p.student.units);
+  gradient_impl(p, dW, da, t.data(), n_threads);
+}
+
+double population_risk_gradient(const Population& p, double* dW, double* da, int n_threads) {
+  // R = 1/2 sum_ik a_i a_k K_ik - sum_i a_i t_i + T = 1/2 sum_i a_i (dR/da_i - t_i) + T, with T the teacher's
+  // self term (overlap_risk with no student units).
+  const int K = p.student.units, M = p.teacher.units;
+  std::vector<double> t(K), P(static_cast<std::size_t>(M) * M);
+  gradient_impl(p, dW, da, t.data(), n_threads);
+  gram(p.teacher.W, M, p.teacher.W, M, p.d, p.scale, P.data(), 1);
+  double r = overlap_risk(nullptr, nullptr, P.data(), nullptr, p.teacher.a, 0, M, p.student.act, p.teacher.act);
+  for (int i = 0; i < K; ++i) r += 0.5 * p.student.a[i] * (da[i] - t[i]);
+  return r;
 }
 
 void population_hessian(const Population& p, bool train_readout, double* H, int n_threads) {

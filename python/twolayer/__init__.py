@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _core, activations, kernels, networks, ode, population, sgd
+from . import _core, activations, kernels, landscape, networks, ode, population, sgd
 from .networks import Network
 from .overlaps import Overlaps
 from .results import Trajectory
@@ -28,6 +28,7 @@ __all__ = [
     "activations",
     "build_info",
     "kernels",
+    "landscape",
     "networks",
     "ode",
     "population",

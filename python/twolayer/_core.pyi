@@ -158,3 +158,17 @@ def ode_integrate_batch(
     max_steps: int = 100000000,
     n_threads: int = 0,
 ) -> list[dict[str, Any]]: ...
+def multistart_lbfgs(
+    W: _F,
+    a: _F,
+    act: str,
+    W_teacher: _F,
+    v: _F,
+    act_teacher: str,
+    scale: float,
+    train_readout: bool,
+    max_iter: int,
+    gtol: float,
+    memory: int,
+    n_threads: int = 0,
+) -> dict[str, Any]: ...

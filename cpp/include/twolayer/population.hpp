@@ -39,6 +39,9 @@ double population_risk(const Population& p, int n_threads);
 // dW (K x d), da (K).
 void population_gradient(const Population& p, double* dW, double* da, int n_threads);
 
+// The risk and the gradient (dW, da) from one pass over the kernel Jets (what iterative minimisers need).
+double population_risk_gradient(const Population& p, double* dW, double* da, int n_threads);
+
 // Hessian on [vec(W) row-major, a] (size K d + K), or on vec(W) only when train_readout is false.
 void population_hessian(const Population& p, bool train_readout, double* H, int n_threads);
 

@@ -1,0 +1,59 @@
+// Bindings for the loss-landscape search (batched L-BFGS). Shape checks and GIL release only.
+#include <string>
+
+#include "common.hpp"
+#include "twolayer/activation.hpp"
+#include "twolayer/landscape.hpp"
+
+namespace twolayer::bind {
+
+void bind_landscape(py::module_& m) {
+  m.def(
+      "multistart_lbfgs",
+      [](const Array& W0, const Array& a0, const std::string& act, const Array& Wt, const Array& v,
+         const std::string& act_t, double scale, bool train_readout, int max_iter, double gtol, int memory,
+         int n_threads) {
+        expect_shape(W0, "W", {-1, -1, -1});
+        const auto R = W0.shape(0), K = W0.shape(1), d = W0.shape(2);
+        expect_shape(a0, "a", {R, K});
+        expect_shape(Wt, "teacher.W", {-1, d});
+        const auto M = Wt.shape(0);
+        expect_shape(v, "teacher.a", {M});
+        if (!(scale > 0.0)) throw std::invalid_argument("scale: must be positive");
+        if (max_iter < 0) throw std::invalid_argument("max_iter: must be non-negative");
+        if (!(gtol >= 0.0)) throw std::invalid_argument("gtol: must be non-negative");
+        Array W({R, K, d}), a({R, K}), loss({R}), gnorm({R});
+        py::array_t<int> iters({R}), status({R});
+        std::copy(W0.data(), W0.data() + R * K * d, W.mutable_data());
+        std::copy(a0.data(), a0.data() + R * K, a.mutable_data());
+        Population p;
+        p.student = Layer{nullptr, nullptr, static_cast<int>(K), parse_activation(act)};
+        p.teacher = Layer{Wt.data(), v.data(), static_cast<int>(M), parse_activation(act_t)};
+        p.d = static_cast<int>(d);
+        p.scale = scale;
+        LbfgsOptions opt;
+        opt.max_iter = max_iter;
+        opt.gtol = gtol;
+        opt.memory = memory;
+        opt.train_readout = train_readout;
+        double *pw = W.mutable_data(), *pa = a.mutable_data(), *pl = loss.mutable_data(), *pg = gnorm.mutable_data();
+        int *pi = iters.mutable_data(), *ps = status.mutable_data();
+        {
+          py::gil_scoped_release release;
+          multistart_lbfgs(p, static_cast<int>(R), pw, pa, opt, pl, pg, pi, ps, n_threads);
+        }
+        py::dict out;
+        out["W"] = W;
+        out["a"] = a;
+        out["loss"] = loss;
+        out["grad_norm"] = gnorm;
+        out["iterations"] = iters;
+        out["status"] = status;
+        return out;
+      },
+      py::arg("W"), py::arg("a"), py::arg("act"), py::arg("W_teacher"), py::arg("v"), py::arg("act_teacher"),
+      py::arg("scale"), py::arg("train_readout"), py::arg("max_iter"), py::arg("gtol"), py::arg("memory"),
+      py::arg("n_threads") = 0);
+}
+
+}  // namespace twolayer::bind

@@ -1,0 +1,26 @@
+// Loss-landscape search: many independent L-BFGS minimisations of the population risk from different starts,
+// run in parallel (OpenMP across runs). The risk and gradient are population_risk / population_gradient.
+#pragma once
+#include <vector>
+
+#include "twolayer/population.hpp"
+
+namespace twolayer {
+
+struct LbfgsOptions {
+  int max_iter = 2000;   // iterations per run
+  double gtol = 1e-10;   // stop when the Euclidean gradient norm is <= gtol
+  int memory = 10;       // stored (s, y) pairs
+  bool train_readout = false;
+};
+
+// status codes of one run
+enum LbfgsStatus : int { kConverged = 0, kMaxIter = 1, kLineSearchFailed = 2 /* stalled: no resolvable decrease */, kDiverged = 3 };
+
+// Minimises the population risk of `runs` students that share the architecture and the teacher of `p`.
+// W (runs x K x d) and a (runs x K) hold the starts and are overwritten with the end points; loss, grad_norm,
+// iterations and status have one entry per run. A failing run never spoils the others.
+void multistart_lbfgs(const Population& p, int runs, double* W, double* a, const LbfgsOptions& opt, double* loss,
+                      double* grad_norm, int* iterations, int* status, int n_threads);
+
+}  // namespace twolayer

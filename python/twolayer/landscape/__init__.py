@@ -1,0 +1,52 @@
+"""Loss-landscape toolkit (seeds 000, 001, 004): critical points, symmetry, Hessian spectra, alignment.
+
+- :func:`refine`, :class:`CriticalPoint`, :func:`spectrum` — Newton refinement and classification (critical).
+- :func:`isotropy`, :class:`FixedPointSpace` — symmetry of weight matrices (symmetry).
+- :class:`SubspaceProblem`, :func:`continue_family` — critical points in fixed-point subspaces, continued in
+k.
+- :func:`continue_real_k` — the ΔS_{k-1} family at real k and the k where it turns into a minimum.
+- :func:`multistart` — many parallel searches, refined and classified.
+- :func:`alignment_determinants`, :func:`procrustes`, :func:`step_gradient_flow`, :func:`alignment_flow` —
+  seeds 000 and 004.
+"""
+
+from __future__ import annotations
+
+from .alignment import (
+    alignment_determinants,
+    alignment_flow,
+    procrustes,
+    procrustes_distance,
+    step_gradient_flow,
+)
+from .critical import CriticalPoint, classify, refine, spectrum
+from .multistart import MultistartResult, multistart, numpy_relu_loss_grad, random_starts
+from .realk import RealKFamily, continue_real_k, reduced_risk
+from .subspace import FamilyPoint, SubspaceProblem, continue_family, identity_teacher
+from .symmetry import FixedPointSpace, Isotropy, isotropy
+
+__all__ = [
+    "CriticalPoint",
+    "FamilyPoint",
+    "FixedPointSpace",
+    "Isotropy",
+    "MultistartResult",
+    "RealKFamily",
+    "SubspaceProblem",
+    "alignment_determinants",
+    "alignment_flow",
+    "classify",
+    "continue_family",
+    "continue_real_k",
+    "identity_teacher",
+    "isotropy",
+    "multistart",
+    "numpy_relu_loss_grad",
+    "procrustes",
+    "procrustes_distance",
+    "random_starts",
+    "reduced_risk",
+    "refine",
+    "spectrum",
+    "step_gradient_flow",
+]

@@ -1,0 +1,186 @@
+"""Alignment and symmetry breaking along training (seeds 000 and 004).
+
+- :func:`alignment_determinants` (seed 004, Theorem 5.1): for student polar angles 0 = theta_0 < theta_1 < ...
+<
+  theta_m < 2 pi (d = 2, one teacher at angle 0), f(t) = sin t + (pi - t) cos t of the angular distances gives
+  M = [f(theta_ij)]_{i,j=1..m} and M_i = M with column i replaced by [f(theta_j0)]_j. The determinant
+  condition is det M > 0 and min_i det M_i <= 0 (then no non-aligned critical point exists).
+- :func:`alignment_flow` (seed 004, Figure 1): population gradient descent in d = 2 recording student
+directions.
+- :func:`step_gradient_flow` (seed 000): weight-space gradient flow of step units, recording the weights.
+- :func:`procrustes`, :func:`procrustes_distance` (seed 000, section 3): the orthogonal P minimising
+  |A - P B|_F is P = U V^T from the SVD A B^T = U S V^T. (The seed writes V U^T with its SVD of theta(0) = U S
+  V^T; for theta_O(0) = I our formula gives U V^T of that same SVD — the seed's transposition is a typo,
+  checked numerically in the tests.) When B has orthonormal columns, min_P |A - P B|_F^2 = sum_i (s_i - 1)^2
+  over the singular values of A (seed 000, Lemma 2; the seed's "s_i^2 - 2 s_i - 1" should read "+ 1").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from .. import population
+from .._validation import as_float_array, positive
+from ..networks import Network
+from ..overlaps import check_pair
+
+__all__ = [
+    "alignment_determinants",
+    "alignment_determinants_direct",
+    "ad_function",
+    "procrustes",
+    "procrustes_distance",
+    "WeightPath",
+    "step_gradient_flow",
+    "alignment_flow",
+]
+
+
+def ad_function(t: ArrayLike) -> NDArray[np.float64]:
+    """f(t) = sin t + (pi - t) cos t on angular distances t in [0, pi] (seed 004)."""
+    t_ = np.asarray(t, dtype=np.float64)
+    return np.sin(t_) + (np.pi - t_) * np.cos(t_)
+
+
+def alignment_determinants(angles: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """(det M, min_i det M_i) for angle sets ``angles`` (..., m), each strictly increasing in (0, 2 pi) (the
+    teacher sits at theta_0 = 0). Vectorised over the leading axes; returns two arrays of shape (...)."""
+    th = as_float_array(angles, "angles")
+    if th.ndim < 1 or th.shape[-1] < 1:
+        raise ValueError(f"angles: expected shape (..., m) with m >= 1, got {th.shape}")
+    if np.any(th <= 0.0) or np.any(th >= 2 * np.pi):
+        raise ValueError("angles: every angle must lie in (0, 2 pi) (theta_0 = 0 is the teacher)")
+    if th.shape[-1] > 1 and np.any(np.diff(th, axis=-1) <= 0.0):
+        raise ValueError("angles: each angle set must be sorted strictly increasing")
+    diff = np.abs(th[..., :, None] - th[..., None, :])
+    M = ad_function(np.minimum(diff, 2 * np.pi - diff))  # (..., m, m)
+    f0 = ad_function(np.minimum(th, 2 * np.pi - th))  # (..., m): f(theta_j0)
+    det_M = np.linalg.det(M)
+    m = th.shape[-1]
+    # Cramer's rule: det M_i = det M * rho_i with M rho = f0 (one batched solve instead of m determinants);
+    # sets whose M is singular to working precision get the m determinants directly.
+    flatM = M.reshape(-1, m, m)
+    flat_f0 = f0.reshape(-1, m)
+    flat_det = det_M.reshape(-1)
+    det_Mi = np.empty_like(flat_f0)
+    cond_ok = np.isfinite(flat_det) & (np.abs(flat_det) > 0.0)
+    if np.any(cond_ok):
+        rho = np.linalg.solve(flatM[cond_ok], flat_f0[cond_ok][..., None])[..., 0]
+        det_Mi[cond_ok] = flat_det[cond_ok, None] * rho
+    bad = np.flatnonzero(~cond_ok)
+    if bad.size:
+        Mi = np.repeat(flatM[bad, None, :, :], m, axis=1)
+        for i in range(m):
+            Mi[:, i, :, i] = flat_f0[bad]
+        det_Mi[bad] = np.linalg.det(Mi)
+    return det_M, det_Mi.min(axis=-1).reshape(det_M.shape)
+
+
+def alignment_determinants_direct(angles: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """:func:`alignment_determinants` by m + 1 explicit determinants per set (the reference it is tested
+    against)."""
+    th = as_float_array(angles, "angles")
+    diff = np.abs(th[..., :, None] - th[..., None, :])
+    M = ad_function(np.minimum(diff, 2 * np.pi - diff))
+    f0 = ad_function(np.minimum(th, 2 * np.pi - th))
+    m = th.shape[-1]
+    Mi = np.repeat(M[..., None, :, :], m, axis=-3)
+    for i in range(m):
+        Mi[..., i, :, i] = f0
+    return np.linalg.det(M), np.linalg.det(Mi).min(axis=-1)
+
+
+def procrustes(A: ArrayLike, B: ArrayLike) -> NDArray[np.float64]:
+    """The orthogonal P (d, d) minimising |A - P B|_F for A, B (d, n): P = U V^T with A B^T = U S V^T."""
+    A_ = as_float_array(A, "A", ndim=2)
+    B_ = as_float_array(B, "B", ndim=2)
+    if A_.shape != B_.shape:
+        raise ValueError(f"B: expected the shape of A {A_.shape}, got {B_.shape}")
+    U, _, Vt = np.linalg.svd(A_ @ B_.T)
+    return U @ Vt
+
+
+def procrustes_distance(A: ArrayLike, B: ArrayLike, P: ArrayLike | None = None) -> float:
+    """|A - P B|_F, with the minimising orthogonal P unless given. Without P this needs no d x d work:
+    min_P |A - P B|_F^2 = |A|^2 + |B|^2 - 2 sum sigma(A B^T), and with thin QR factors A = Q_A R_A,
+    B = Q_B R_B the singular values of A B^T are those of R_A R_B^T (n x n)."""
+    A_ = as_float_array(A, "A", ndim=2)
+    B_ = as_float_array(B, "B", ndim=2)
+    if A_.shape != B_.shape:
+        raise ValueError(f"B: expected the shape of A {A_.shape}, got {B_.shape}")
+    if P is not None:
+        return float(np.linalg.norm(A_ - as_float_array(P, "P", ndim=2) @ B_))
+    Ra = np.linalg.qr(A_, mode="r")
+    Rb = np.linalg.qr(B_, mode="r")
+    nuclear = np.linalg.svd(Ra @ Rb.T, compute_uv=False).sum()
+    return float(np.sqrt(max(np.sum(A_ * A_) + np.sum(B_ * B_) - 2.0 * nuclear, 0.0)))
+
+
+@dataclass(eq=False)
+class WeightPath:
+    """Weights along population gradient descent: ``tau`` (T,) flow time lr * iterations, ``W`` (T, K, d),
+    ``risk`` (T,), the teacher, and ``status``."""
+
+    tau: NDArray[np.float64]
+    W: NDArray[np.float64]
+    risk: NDArray[np.float64]
+    teacher: Network
+    status: str
+
+    @property
+    def theta(self) -> NDArray[np.float64]:
+        """(T, d, K + M): seed 000's matrix of teacher and student weight vectors (teacher columns first)."""
+        Wt = np.broadcast_to(self.teacher.W, (self.W.shape[0],) + self.teacher.W.shape)
+        return np.concatenate([Wt, self.W], axis=1).transpose(0, 2, 1)
+
+    @property
+    def angles(self) -> NDArray[np.float64]:
+        """Polar angles (T, K) in [0, 2 pi) of the student rows (d = 2 only)."""
+        if self.W.shape[2] != 2:
+            raise ValueError("angles: only defined for d = 2")
+        return np.mod(np.arctan2(self.W[..., 1], self.W[..., 0]), 2 * np.pi)
+
+
+def _path(student: Network, teacher: Network, lr: float, times: ArrayLike) -> WeightPath:
+    """Population gradient descent with step ``lr``, recording W at flow times ``times`` (rounded to
+    steps)."""
+    check_pair(student, teacher)
+    lr_ = positive(lr, "lr")
+    t = as_float_array(times, "times", ndim=1)
+    if t.size == 0 or np.any(t < 0) or np.any(np.diff(t) < 0):
+        raise ValueError("times: expected a non-empty non-decreasing array of non-negative flow times")
+    steps = np.round(t / lr_).astype(np.int64)
+    Ws, risks, taus = [], [], []
+    net, done, status = student, 0, "completed"
+    for s in steps:
+        if s > done:
+            traj = population.descend(net, teacher, lr=lr_, steps=int(s - done), records=2)
+            if traj.status != "completed":
+                status = "diverged"
+                break
+            net, done = traj.student, int(s)
+        Ws.append(net.W.copy())
+        risks.append(population.risk(net, teacher))
+        taus.append(done * lr_)
+    return WeightPath(np.asarray(taus), np.asarray(Ws), np.asarray(risks), teacher, status)
+
+
+def step_gradient_flow(student: Network, teacher: Network, times: ArrayLike, lr: float = 1e-2) -> WeightPath:
+    """Seed 000: gradient flow dW/dtau = -grad R of step units (sigma = 1(s > 0)) in weight space, by
+    population gradient descent with step ``lr`` (Euler; tau = lr * iterations), recording the weights at
+    ``times``. Both networks must use the step activation."""
+    for name, net in (("student", student), ("teacher", teacher)):
+        if isinstance(net, Network) and net.activation != "step":
+            raise ValueError(f"{name}: expected the 'step' activation, got {net.activation!r}")
+    return _path(student, teacher, lr, times)
+
+
+def alignment_flow(student: Network, teacher: Network, times: ArrayLike, lr: float = 1e-2) -> WeightPath:
+    """Seed 004, Figure 1: population gradient descent of relu units in d = 2, recording the student weights
+    (use :attr:`WeightPath.angles` for the directions) at flow times ``times``."""
+    if isinstance(student, Network) and student.d != 2:
+        raise ValueError(f"student: expected d = 2, got d = {student.d}")
+    return _path(student, teacher, lr, times)

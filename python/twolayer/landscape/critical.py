@@ -1,0 +1,239 @@
+"""Critical points of the population risk: Newton refinement, classification, Hessian spectra.
+
+The parameters are theta = [vec(W) row-major, a] (``a`` only with ``train_readout=True``), as in
+:func:`twolayer.population.hessian`. :func:`refine` solves grad R(theta) = 0 by Levenberg-Marquardt on the
+gradient map with the analytic Hessian as its Jacobian (a trust-region Newton method): the step is
+-V diag(l / (l^2 + mu)) V^T g from the eigendecomposition H = V diag(l) V^T, trying the pure Newton step
+(mu = 0) first and growing mu until |grad R| decreases, so near a non-degenerate critical point it is
+Newton's method and converges quadratically. The merit function is |grad R|, so saddles are found as well
+as minima; start close to the point you want (e.g. from :func:`twolayer.landscape.multistart` or a
+fixed-point-subspace solution).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from .. import population
+from .._validation import as_float_array, positive
+from ..networks import Network
+from ..overlaps import check_pair
+
+__all__ = ["CriticalPoint", "refine", "spectrum", "classify", "symmetry_nullity", "flat_gradient"]
+
+
+@dataclass(eq=False)
+class CriticalPoint:
+    """A refined critical point.
+
+    ``student`` the network there; ``loss`` its excess population risk; ``grad_norm`` the Euclidean norm of
+    the gradient on the trained parameters; ``eigenvalues`` the Hessian spectrum (ascending); ``index`` the
+    number of eigenvalues below -``zero_tol``; ``nullity`` the number with |lambda| <= ``zero_tol``; ``kind``
+    one of ``"global minimum"`` (index 0, no unexpected flat directions, loss <= ``global_tol``), ``"spurious
+    minimum"`` (the same with a larger loss), ``"saddle"`` (index > 0) or ``"degenerate"`` (index 0 but more
+    flat directions than the continuous symmetries of the model explain: second order cannot decide).
+    ``strict`` is True for the two minimum kinds. ``converged`` says whether grad_norm <= tol was reached;
+    ``history`` holds the gradient norm at every iteration (for convergence-rate checks).
+    """
+
+    student: Network
+    loss: float
+    grad_norm: float
+    eigenvalues: NDArray[np.float64]
+    index: int
+    nullity: int
+    kind: str
+    converged: bool
+    iterations: int
+    history: list[float] = field(default_factory=list)
+    train_readout: bool = False
+
+    @property
+    def strict(self) -> bool:
+        """True for a strict local minimum (modulo the model's continuous symmetries)."""
+        return self.kind in ("global minimum", "spurious minimum")
+
+    @property
+    def is_minimum(self) -> bool:
+        return self.strict
+
+    @property
+    def spurious(self) -> bool:
+        return self.kind == "spurious minimum"
+
+    def spectrum(self, tol: float = 1e-7) -> list[tuple[float, int]]:
+        """Distinct Hessian eigenvalues with multiplicities (see :func:`spectrum`)."""
+        return _group(self.eigenvalues, tol)
+
+    def __repr__(self) -> str:
+        return (
+            f"CriticalPoint(kind={self.kind!r}, loss={self.loss:.6g}, grad_norm={self.grad_norm:.2e}, "
+            f"index={self.index}, nullity={self.nullity}, K={self.student.K}, d={self.student.d})"
+        )
+
+
+def symmetry_nullity(student: Network, train_readout: bool) -> int:
+    """Flat Hessian directions forced by continuous symmetries: positive homogeneity gives one per unit for
+    relu with a trained second layer (w_i -> c w_i, a_i -> a_i / c) and for step units (w_i -> c w_i)."""
+    if student.activation == "step":
+        return student.K
+    if student.activation == "relu" and train_readout:
+        return student.K
+    return 0
+
+
+def _group(eigenvalues: NDArray[np.float64], tol: float) -> list[tuple[float, int]]:
+    lam = np.sort(np.asarray(eigenvalues, dtype=np.float64))
+    if lam.size == 0:
+        return []
+    scale = max(1.0, float(np.max(np.abs(lam))))
+    breaks = np.flatnonzero(np.diff(lam) > tol * scale) + 1
+    return [(float(g.mean()), int(g.size)) for g in np.split(lam, breaks)]
+
+
+def spectrum(H: ArrayLike, tol: float = 1e-7) -> list[tuple[float, int]]:
+    """Distinct eigenvalues of the symmetric matrix ``H`` with their multiplicities, ascending.
+
+    Sorted eigenvalues closer than ``tol * max(1, max |lambda|)`` to their neighbour are one eigenvalue
+    (reported as the group mean). ``tol`` must be positive.
+    """
+    H_ = as_float_array(H, "H", ndim=2)
+    if H_.shape[0] != H_.shape[1]:
+        raise ValueError(f"H: expected a square matrix, got shape {H_.shape}")
+    tol_ = positive(tol, "tol")
+    scale = max(1.0, float(np.max(np.abs(H_)))) if H_.size else 1.0
+    if not np.allclose(H_, H_.T, rtol=0.0, atol=1e-9 * scale):
+        raise ValueError("H: expected a symmetric matrix")
+    return _group(np.linalg.eigvalsh(0.5 * (H_ + H_.T)), tol_)
+
+
+def _unpack(student: Network, x: NDArray[np.float64], train_readout: bool) -> Network:
+    n = student.K * student.d
+    W = x[:n].reshape(student.K, student.d)
+    return student.with_weights(W, x[n:] if train_readout else None)
+
+
+def _pack(student: Network, train_readout: bool) -> NDArray[np.float64]:
+    return np.concatenate([student.W.ravel(), student.a]) if train_readout else student.W.ravel().copy()
+
+
+def flat_gradient(student: Network, teacher: Network, train_readout: bool) -> NDArray[np.float64]:
+    """The population gradient on [vec(W), a] (or vec(W)) as one vector."""
+    dW, da = population.gradient(student, teacher, train_readout=train_readout)
+    return np.concatenate([dW.ravel(), da]) if train_readout else dW.ravel()
+
+
+def classify(
+    student: Network,
+    teacher: Network,
+    train_readout: bool = False,
+    eigenvalues: NDArray[np.float64] | None = None,
+    zero_tol: float | None = None,
+    global_tol: float = 1e-10,
+) -> tuple[int, int, str]:
+    """(index, nullity, kind) of a critical point from its Hessian eigenvalues (see :class:`CriticalPoint`).
+
+    ``zero_tol`` defaults to 1e-8 * max(1, max |lambda|)."""
+    lam = (
+        np.linalg.eigvalsh(population.hessian(student, teacher, train_readout=train_readout))
+        if eigenvalues is None
+        else np.asarray(eigenvalues)
+    )
+    return _classify(
+        lam, population.risk(student, teacher), symmetry_nullity(student, train_readout), zero_tol, global_tol
+    )
+
+
+def _classify(
+    lam: NDArray[np.float64], loss: float, expected_null: int, zero_tol: float | None, global_tol: float
+) -> tuple[int, int, str]:
+    ztol = 1e-8 * max(1.0, float(np.max(np.abs(lam)))) if zero_tol is None else zero_tol
+    index = int(np.sum(lam < -ztol))
+    nullity = int(np.sum(np.abs(lam) <= ztol))
+    if index > 0:
+        kind = "saddle"
+    elif nullity > expected_null:
+        kind = "degenerate"
+    else:
+        kind = "global minimum" if loss <= global_tol else "spurious minimum"
+    return index, nullity, kind
+
+
+def refine(
+    student: Network,
+    teacher: Network,
+    tol: float = 1e-12,
+    train_readout: bool = False,
+    max_iter: int = 100,
+    zero_tol: float | None = None,
+    global_tol: float = 1e-10,
+) -> CriticalPoint:
+    """Newton (Levenberg-Marquardt on grad R = 0, analytic Hessian) from ``student`` to a critical point with
+    |grad R| <= ``tol``; returns the point classified by its Hessian spectrum (see :class:`CriticalPoint`).
+
+    ``train_readout`` includes the second layer in the parameters (and in the Hessian). ``tol`` must be
+    positive; if it cannot be reached (floating-point floor, or no critical point nearby) the best point found
+    is returned with ``converged=False``. ``zero_tol`` (default 1e-8 max|lambda|) separates zero from non-zero
+    eigenvalues and ``global_tol`` is the loss below which a minimum counts as global.
+    """
+    check_pair(student, teacher)
+    tol_ = positive(tol, "tol")
+    if not isinstance(max_iter, (int, np.integer)) or max_iter < 0:
+        raise ValueError(f"max_iter: expected a non-negative integer, got {max_iter!r}")
+    if zero_tol is not None:
+        positive(zero_tol, "zero_tol")
+    x = _pack(student, train_readout)
+    net = student
+    g = flat_gradient(net, teacher, train_readout)
+    gn = float(np.linalg.norm(g))
+    history = [gn]
+    H = population.hessian(net, teacher, train_readout=train_readout)
+    lam, V = np.linalg.eigh(H)
+    it = 0
+    while it < max_iter and gn > tol_:
+        it += 1
+        gt = V.T @ g
+        scale = max(1.0, float(np.max(np.abs(lam))))
+        ztol = 1e-10 * scale
+        # the pure Newton step first (pseudo-inverse: flat directions of continuous symmetries dropped), then
+        # Levenberg-Marquardt damping mu = 1e-8, 1e-7, ... (relative to max |lambda|^2) until |grad| decreases
+        accepted = False
+        for mu in [0.0] + [10.0**e for e in range(-8, 8)]:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                inv = np.where(np.abs(lam) > ztol, lam / (lam * lam + mu * scale * scale), 0.0)
+            x_new = x - V @ (inv * gt)
+            net_new = _unpack(student, x_new, train_readout)
+            try:
+                g_new = flat_gradient(net_new, teacher, train_readout)
+            except ValueError:
+                continue
+            gn_new = float(np.linalg.norm(g_new))
+            if np.isfinite(gn_new) and gn_new < gn:
+                accepted = True
+                break
+        if not accepted:
+            break
+        x, net, g, gn = x_new, net_new, g_new, gn_new
+        history.append(gn)
+        H = population.hessian(net, teacher, train_readout=train_readout)
+        lam, V = np.linalg.eigh(H)
+    loss = population.risk(net, teacher)
+    index, nullity, kind = _classify(
+        lam, loss, symmetry_nullity(student, train_readout), zero_tol, global_tol
+    )
+    return CriticalPoint(
+        student=net,
+        loss=loss,
+        grad_norm=gn,
+        eigenvalues=lam,
+        index=index,
+        nullity=nullity,
+        kind=kind,
+        converged=gn <= tol_,
+        iterations=it,
+        history=history,
+        train_readout=bool(train_readout),
+    )

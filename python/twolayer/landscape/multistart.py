@@ -1,0 +1,282 @@
+"""Many local searches from random starts, each refined to a critical point and classified (seed 001).
+
+The searches are L-BFGS runs on the population risk in the C++ core (OpenMP across runs, one
+``population_gradient`` per iteration); the end points are then refined by batched Newton steps (stacked
+analytic Hessians, one batched eigendecomposition) and classified by loss, Hessian index and isotropy.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .. import _core, population
+from .._validation import n_threads_arg, positive
+from ..networks import Network
+from .critical import _classify, symmetry_nullity
+from .subspace import identity_teacher
+from .symmetry import isotropy
+
+__all__ = ["MultistartResult", "multistart", "random_starts", "classify_batch", "numpy_relu_loss_grad"]
+
+STATUS = {0: "converged", 1: "max_iter", 2: "stalled", 3: "diverged"}
+
+
+@dataclass(eq=False)
+class MultistartResult:
+    """Per-run end points and their classification; :meth:`table` summarises how often each family is reached.
+
+    ``W`` (runs, k, d) and ``a`` (runs, k) the refined end points, ``loss``, ``grad_norm``, ``index`` (runs,),
+    ``kind`` and ``isotropy`` (lists of str), ``status`` the search status of each run ("converged",
+    "max_iter", "stalled" (no resolvable decrease left), "diverged"), ``iterations`` the L-BFGS iterations."""
+
+    W: NDArray[np.float64]
+    a: NDArray[np.float64]
+    loss: NDArray[np.float64]
+    grad_norm: NDArray[np.float64]
+    index: NDArray[np.int64]
+    kind: list[str]
+    isotropy: list[str]
+    status: list[str]
+    iterations: NDArray[np.int64]
+    meta: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def runs(self) -> int:
+        return int(self.loss.shape[0])
+
+    def families(self, decimals: int = 6) -> Counter[tuple[str, float, int, str]]:
+        """Counts of (kind, loss rounded to ``decimals``, index, isotropy)."""
+        return Counter(
+            (k, float(np.round(lo, decimals)), int(i), iso)
+            for k, lo, i, iso in zip(self.kind, self.loss, self.index, self.isotropy, strict=True)
+        )
+
+    def table(self, decimals: int = 6) -> str:
+        """A text table of the families reached, most frequent first."""
+        lines = [f"{'count':>6} {'fraction':>8}  {'kind':<17} {'loss':>12} {'index':>5}  isotropy"]
+        for (kind, loss, index, iso), n in self.families(decimals).most_common():
+            lines.append(f"{n:>6} {n / self.runs:>8.3f}  {kind:<17} {loss:>12.{decimals}f} {index:>5}  {iso}")
+        return "\n".join(lines)
+
+
+def random_starts(runs: int, k: int, d: int, init: str, seed: int) -> NDArray[np.float64]:
+    """(runs, k, d) starts; run r uses its own stream keyed by (seed, r), so results do not depend on how runs
+    are batched. ``init``: "xavier" N(0, 1/d) entries (Safran-Shamir), "gaussian" N(0, 1), "orthogonal"
+    orthonormal rows (k <= d)."""
+    if init not in ("xavier", "gaussian", "orthogonal"):
+        raise ValueError(f"init: expected 'xavier', 'gaussian' or 'orthogonal', got {init!r}")
+    if init == "orthogonal" and k > d:
+        raise ValueError(f"init: 'orthogonal' needs k <= d, got k={k}, d={d}")
+    out = np.empty((runs, k, d))
+    for r in range(runs):
+        rng = np.random.default_rng(np.random.SeedSequence([int(seed), r]))
+        if init == "orthogonal":
+            q, rr = np.linalg.qr(rng.standard_normal((d, k)))
+            out[r] = (q * np.sign(np.diag(rr))).T
+        else:
+            out[r] = rng.standard_normal((k, d)) * (1.0 / np.sqrt(d) if init == "xavier" else 1.0)
+    return out
+
+
+def classify_batch(
+    W: NDArray[np.float64],
+    a: NDArray[np.float64],
+    teacher: Network,
+    activation: str = "relu",
+    train_readout: bool = False,
+    newton_steps: int = 3,
+    tol: float = 1e-12,
+    iso_tol: float = 1e-6,
+    global_tol: float = 1e-10,
+) -> dict[str, object]:
+    """Refine end points (runs, k, d) by up to ``newton_steps`` batched Newton steps (batched solves with the
+    analytic Hessian; least squares where it is singular), a step being kept only if it lowers |grad|, and
+    classify them by the spectrum at the refined points. Returns W, a, loss, grad_norm, index, kind,
+    isotropy (see :class:`MultistartResult`)."""
+    runs, k, d = W.shape
+    W = W.copy()
+    a = a.copy()
+    nW = k * d
+
+    def net(r: int) -> Network:
+        return Network(W[r], a[r], activation, scaling=teacher.scaling)  # type: ignore[arg-type]
+
+    def grad(r: int) -> NDArray[np.float64]:
+        dW, da = population.gradient(net(r), teacher, train_readout=train_readout, n_threads=1)
+        return np.concatenate([dW.ravel(), da]) if train_readout else dW.ravel()
+
+    def hessians(idx: NDArray[np.int64]) -> NDArray[np.float64]:
+        H = np.empty((len(idx), G.shape[1], G.shape[1]))
+        for j, r in enumerate(idx):
+            H[j] = population.hessian(net(r), teacher, train_readout=train_readout, n_threads=1)
+        return H
+
+    finite = np.array([np.all(np.isfinite(W[r])) and np.all(np.isfinite(a[r])) for r in range(runs)])
+    G = np.zeros((runs, nW + (k if train_readout else 0)))
+    gn = np.full(runs, np.nan)
+    for r in np.flatnonzero(finite):
+        try:
+            G[r] = grad(r)
+            gn[r] = np.linalg.norm(G[r])
+        except ValueError:
+            finite[r] = False
+    # One batch of analytic Hessians at the search end points serves both the Newton steps and the spectrum:
+    # the steps move the points by |H^-1 grad| (~1e-7 for a search stopped at |grad| <= 1e-8), which shifts
+    # the eigenvalues by O(1e-7), far below the gaps the classification looks at. Runs that still need steps
+    # after the first one get a fresh Hessian.
+    lam = np.full((runs, G.shape[1]), np.nan)
+    ok = np.flatnonzero(finite)
+    H_all = hessians(ok) if ok.size else np.empty((0, G.shape[1], G.shape[1]))
+    if ok.size:
+        lam[ok] = np.linalg.eigvalsh(H_all)
+    pos = {int(r): j for j, r in enumerate(ok)}
+    flat_modes = symmetry_nullity(Network(W[0], a[0], activation, scaling=teacher.scaling), train_readout) > 0
+    todo = np.flatnonzero(finite & (gn > tol))
+    for step in range(newton_steps):
+        if todo.size == 0:
+            break
+        H = H_all[[pos[int(r)] for r in todo]] if step == 0 else hessians(todo)
+        if flat_modes:  # continuous symmetries make H singular: pseudo-inverse (flat directions dropped)
+            ev, V = np.linalg.eigh(H)
+            ztol = 1e-8 * np.maximum(1.0, np.max(np.abs(ev), axis=1, keepdims=True))
+            inv = np.where(np.abs(ev) > ztol, 1.0 / np.where(ev == 0, 1.0, ev), 0.0)
+            dx = -np.einsum("rij,rj->ri", V, inv * np.einsum("rji,rj->ri", V, G[todo]))
+        else:
+            try:
+                dx = -np.linalg.solve(H, G[todo][..., None])[..., 0]
+            except np.linalg.LinAlgError:  # a singular Hessian in the batch: least-squares steps
+                dx = -np.stack(
+                    [np.linalg.lstsq(h, g, rcond=1e-10)[0] for h, g in zip(H, G[todo], strict=True)]
+                )
+        moved = []
+        for j, r in enumerate(todo):
+            W_old, a_old = W[r].copy(), a[r].copy()
+            W[r] += dx[j, :nW].reshape(k, d)
+            if train_readout:
+                a[r] += dx[j, nW:]
+            try:
+                g_new = grad(r)
+                gn_new = float(np.linalg.norm(g_new))
+            except ValueError:
+                gn_new = np.inf
+            if gn_new < gn[r]:
+                G[r], gn[r] = g_new, gn_new
+                if gn_new > tol:
+                    moved.append(r)
+            else:
+                W[r], a[r] = W_old, a_old
+        todo = np.array(moved, dtype=np.int64)
+    loss = np.array([population.risk(net(r), teacher) if finite[r] else np.nan for r in range(runs)])
+    nullity = symmetry_nullity(Network(W[0], a[0], activation, scaling=teacher.scaling), train_readout)  # type: ignore[arg-type]
+    index = np.full(runs, -1, dtype=np.int64)
+    kinds, isos = [], []
+    for r in range(runs):
+        if not finite[r]:
+            kinds.append("failed")
+            isos.append("?")
+            continue
+        ind, _, kind = _classify(lam[r], float(loss[r]), nullity, None, global_tol)
+        index[r] = ind
+        kinds.append(kind)
+        isos.append(isotropy(W[r], tol=iso_tol, a=a[r] if train_readout else None).description)
+    return {"W": W, "a": a, "loss": loss, "grad_norm": gn, "index": index, "kind": kinds, "isotropy": isos}
+
+
+def multistart(
+    k: int,
+    runs: int,
+    init: str = "xavier",
+    seed: int = 0,
+    d: int | None = None,
+    train_readout: bool = False,
+    activation: str = "relu",
+    max_iter: int = 5000,
+    gtol: float = 1e-8,
+    memory: int = 10,
+    tol: float = 1e-12,
+    n_threads: int | None = None,
+) -> MultistartResult:
+    """``runs`` L-BFGS searches on the Safran-Shamir problem (teacher W* = I_k, lambda = w.x, unit second
+    layers; with ``train_readout`` the student's second layer is trained too) from random starts (see
+    :func:`random_starts`), run in parallel in C++ until |grad| <= ``gtol``, then refined by batched Newton
+    steps to |grad| <= ``tol`` and classified by loss, index and isotropy (see
+    :meth:`MultistartResult.table`)."""
+    for name, v in (("k", k), ("runs", runs)):
+        if not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"{name}: expected a positive integer, got {v!r}")
+    d_ = int(k) if d is None else d
+    if not isinstance(d_, (int, np.integer)) or d_ < k:
+        raise ValueError(f"d: expected an integer >= k = {k}, got {d!r}")
+    positive(gtol, "gtol", allow_zero=True)
+    positive(tol, "tol")
+    teacher = identity_teacher(int(k), activation)
+    if d_ > k:
+        teacher = Network(np.eye(k, d_), None, activation, scaling="none")  # type: ignore[arg-type]
+    W0 = random_starts(int(runs), int(k), int(d_), init, seed)
+    a0 = np.ones((runs, k))
+    out = _core.multistart_lbfgs(
+        W0,
+        a0,
+        activation,
+        teacher.W,
+        teacher.a,
+        teacher.activation,
+        1.0,
+        train_readout=bool(train_readout),
+        max_iter=int(max_iter),
+        gtol=float(gtol),
+        memory=int(memory),
+        n_threads=n_threads_arg(n_threads),
+    )
+    cls = classify_batch(out["W"], out["a"], teacher, activation, train_readout, tol=tol)
+    status = [STATUS[int(s)] for s in out["status"]]
+    return MultistartResult(
+        W=cls["W"],
+        a=cls["a"],
+        loss=cls["loss"],
+        grad_norm=cls["grad_norm"],  # type: ignore[arg-type]
+        index=cls["index"],
+        kind=cls["kind"],
+        isotropy=cls["isotropy"],
+        status=status,  # type: ignore[arg-type]
+        iterations=np.asarray(out["iterations"], dtype=np.int64),
+        meta={"k": k, "d": d_, "init": init, "seed": seed, "train_readout": train_readout},
+    )
+
+
+def numpy_relu_loss_grad(W: NDArray[np.float64], V: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]]:
+    """Closed-form NumPy population loss and gradient for unit second layers, relu, lambda = w.x (the
+    reference the C++ search is benchmarked against):
+    L = 1/2 sum_ij f(w_i, w_j) - sum_ij f(w_i, v_j) + 1/2 sum_ij f(v_i, v_j)
+    with f(u, v) = |u||v| (sin t + (pi - t) cos t) / (2 pi), and dL/dw_i = w_i/2 + sum_{j != i} g(w_i, w_j)
+    - sum_j g(w_i, v_j), g(u, v) = ((pi - t) v + |v| sin t u/|u|) / (2 pi)."""
+
+    def parts(A: NDArray[np.float64], B: NDArray[np.float64]) -> tuple[NDArray[np.float64], ...]:
+        na = np.linalg.norm(A, axis=1)
+        nb = np.linalg.norm(B, axis=1)
+        c = np.clip((A @ B.T) / np.outer(na, nb), -1.0, 1.0)
+        t = np.arccos(c)
+        s = np.sqrt(1.0 - c * c)
+        return na, nb, c, t, s
+
+    na, _, c, t, s = parts(W, W)
+    f_ww = np.outer(na, na) * (s + (np.pi - t) * c) / (2 * np.pi)
+    _, nv, c2, t2, s2 = parts(W, V)
+    f_wv = np.outer(na, nv) * (s2 + (np.pi - t2) * c2) / (2 * np.pi)
+    nvv = np.linalg.norm(V, axis=1)
+    cv = np.clip((V @ V.T) / np.outer(nvv, nvv), -1.0, 1.0)
+    tv = np.arccos(cv)
+    f_vv = np.outer(nvv, nvv) * (np.sqrt(1 - cv * cv) + (np.pi - tv) * cv) / (2 * np.pi)
+    loss = 0.5 * f_ww.sum() - f_wv.sum() + 0.5 * f_vv.sum()
+    u = W / na[:, None]
+    np.fill_diagonal(t, 0.0)
+    np.fill_diagonal(s, 0.0)
+    g_self = ((np.pi - t) @ W + (s @ na)[:, None] * u) / (2 * np.pi)
+    g_self -= (np.pi * W) / (2 * np.pi)  # remove the j = i term of (pi - t) w_j (t_ii = 0)
+    g_teach = ((np.pi - t2) @ V + (s2 @ nv)[:, None] * u) / (2 * np.pi)
+    grad = 0.5 * W + g_self - g_teach
+    return float(loss), grad
