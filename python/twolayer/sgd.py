@@ -237,6 +237,7 @@ def simulate(
     records: int = ...,
     keep_weights: bool = ...,
     n_threads: int | None = ...,
+    progress: bool = ...,
 ) -> Trajectory: ...
 @overload
 def simulate(
@@ -258,6 +259,7 @@ def simulate(
     records: int = ...,
     keep_weights: bool = ...,
     n_threads: int | None = ...,
+    progress: bool = ...,
 ) -> Ensemble: ...
 
 
