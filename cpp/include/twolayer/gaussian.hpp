@@ -25,6 +25,7 @@
 
 #include "twolayer/activation.hpp"
 #include "twolayer/jet.hpp"
+#include "twolayer/simd_math.hpp"
 
 namespace twolayer {
 
@@ -66,7 +67,9 @@ TWOLAYER_INLINE BasicJet<S> step_angle(const BasicJet<S>& cj) {
   return chain(cj, (kPi - std::acos(c)) / (2.0 * kPi), s1, s2);
 }
 
-using std::asin;
+// The closed forms' arcsine on plain numbers (and in the Jets, jet.hpp) is the branch-free asin_simd (about 2 ulp):
+// loops over many kernels of one activation pair then vectorise (batched erf I4; the kernel tables use it too).
+inline double asin(double x) { return asin_simd(x); }
 using std::sqrt;
 
 // E[a(l1) b(l2)] for (l1, l2) ~ N(0, [[x, y], [y, z]]). Zero variance means the unit is identically 0
