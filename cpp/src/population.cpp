@@ -142,8 +142,9 @@ GradRow grad_row_for(Activation a, Activation b) {
 
 // dW = (diag(alpha) W + B W + E W*) / s with B_ik = a_i a_k dK/dQ_ik, E_ir = -a_i v_r dL/dM_ir and alpha_i
 // collecting the variance derivatives; da_i = sum_k a_k K_ik - t_i with t_i = sum_r v_r L_ir (returned in t).
-// Panels of 4 rows in parallel: each evaluates the kernel Grads of its rows (full rows of student pairs, so that
-// rows are independent and no pair Jets are stored) and then its rows of the two products.
+// One block of rows per thread: each evaluates the kernel Grads of its rows (full rows of student pairs, so that
+// rows are independent and no pair Jets are stored) and then its rows of the two products (all rows of a block in
+// one product, so that each panel of W is reused from L1 across them).
 void gradient_impl(const Population& p, double* dW, double* da, double* t, int n_threads) {
   const int K = p.student.units, M = p.teacher.units, d = p.d;
   const double *a = p.student.a, *v = p.teacher.a, *W = p.student.W, *Wt = p.teacher.W;
@@ -160,10 +161,12 @@ void gradient_impl(const Population& p, double* dW, double* da, double* t, int n
   const Activation sa = p.student.act, ta = p.teacher.act;
   const GradRow student_row = grad_row_for(sa, sa), teacher_row = grad_row_for(sa, ta);
   const double inv = 1.0 / p.scale;
-  const int panels = (K + 3) / 4;
   const bool big = static_cast<long long>(K) * (K + M) * d > 200000;
-  parallel_for(static_cast<std::size_t>(panels), big ? n_threads : 1, [&](std::size_t pnl) {
-    const int i0 = static_cast<int>(pnl) * 4, rows = std::min(4, K - i0);
+  const int threads = big ? resolve_threads(n_threads) : 1;
+  const int rows_per = (K + threads - 1) / threads;
+  parallel_for(static_cast<std::size_t>(threads), threads, [&](std::size_t blk) {
+    const int i0 = static_cast<int>(blk) * rows_per, rows = std::min(rows_per, K - i0);
+    if (rows <= 0) return;
     const int n = std::max(K, M);
     std::vector<double> buf(3 * static_cast<std::size_t>(n)), B(static_cast<std::size_t>(rows) * K),
         E(static_cast<std::size_t>(rows) * M);
