@@ -1,4 +1,4 @@
-// Register-blocked products: 4-row x 12-column register tiles of X Y, column panels outer so that each panel of Y
+// Register-blocked products: 6-row x 8-column register tiles of X Y, column panels outer so that each panel of Y
 // is reused from L1 by all rows; A B^T through a transposed copy of B.
 #include "twolayer/linalg.hpp"
 
@@ -10,8 +10,9 @@ namespace twolayer {
 namespace {
 
 // C rows [0, R) x columns [c0, c0 + W) += X Y over a panel of W output columns kept in registers. R and W are
-// compile-time constants so that the R x W accumulators stay in registers (R = 4, W = 12: 12 of the 16 AVX2
-// registers; the row of Y is read as memory operands of the FMAs, X broadcast row by row).
+// compile-time constants so that the R x W accumulators stay in registers (R = 6, W = 8: 12 of the 16 AVX2
+// registers, 2 more hold the row of Y for all R rows and 1 the broadcast of X; a 4 x 12 tile leaves no room for
+// the row of Y, which is then re-read from memory by every FMA, about 30% slower).
 template <int R, int W>
 inline void panel_nn(const double* X, int ldx, const double* Y, int k, int n, int c0, double* C) {
   double acc[R][W] = {};
@@ -31,14 +32,16 @@ inline void panel_nn(const double* X, int ldx, const double* Y, int k, int n, in
 // the rows of X pass over it.
 template <int W>
 void column_panel(const double* X, int ldx, const double* Y, int m, int k, int n, int c0, double* C) {
-  for (int i0 = 0; i0 < m; i0 += 4) {
+  for (int i0 = 0; i0 < m; i0 += 6) {
     const double* Xi = X + static_cast<std::size_t>(i0) * ldx;
     double* Ci = C + static_cast<std::size_t>(i0) * n;
     switch (m - i0) {
       case 1: panel_nn<1, W>(Xi, ldx, Y, k, n, c0, Ci); break;
       case 2: panel_nn<2, W>(Xi, ldx, Y, k, n, c0, Ci); break;
       case 3: panel_nn<3, W>(Xi, ldx, Y, k, n, c0, Ci); break;
-      default: panel_nn<4, W>(Xi, ldx, Y, k, n, c0, Ci); break;
+      case 4: panel_nn<4, W>(Xi, ldx, Y, k, n, c0, Ci); break;
+      case 5: panel_nn<5, W>(Xi, ldx, Y, k, n, c0, Ci); break;
+      default: panel_nn<6, W>(Xi, ldx, Y, k, n, c0, Ci); break;
     }
   }
 }
@@ -47,7 +50,7 @@ void column_panel(const double* X, int ldx, const double* Y, int m, int k, int n
 
 void gemm_nn_add(const double* X, int ldx, const double* Y, int m, int k, int n, double* C) {
   int c0 = 0;
-  for (; c0 + 12 <= n; c0 += 12) column_panel<12>(X, ldx, Y, m, k, n, c0, C);
+  for (; c0 + 8 <= n; c0 += 8) column_panel<8>(X, ldx, Y, m, k, n, c0, C);
   for (; c0 + 4 <= n; c0 += 4) column_panel<4>(X, ldx, Y, m, k, n, c0, C);
   for (; c0 < n; ++c0) column_panel<1>(X, ldx, Y, m, k, n, c0, C);
 }
