@@ -29,13 +29,15 @@ inline void panel_nn(const double* X, int ldx, const double* Y, int k, int n, in
 }
 
 // Columns [c0, c0 + W) of C (m x n) += X Y, row panel by row panel: the k x W column panel of Y stays in L1 while
-// the rows of X pass over it.
+// the rows of X pass over it. Rows below the panel's diagonal band (row r > c0 + W - 1 - diag) are skipped when
+// only the upper part is wanted (diag >= 0).
 template <int W>
-void column_panel(const double* X, int ldx, const double* Y, int m, int k, int n, int c0, double* C) {
-  for (int i0 = 0; i0 < m; i0 += 6) {
+void column_panel(const double* X, int ldx, const double* Y, int m, int k, int n, int c0, double* C, int diag) {
+  const int rows = diag < 0 ? m : std::max(0, std::min(m, c0 + W - diag));
+  for (int i0 = 0; i0 < rows; i0 += 6) {
     const double* Xi = X + static_cast<std::size_t>(i0) * ldx;
     double* Ci = C + static_cast<std::size_t>(i0) * n;
-    switch (m - i0) {
+    switch (rows - i0) {
       case 1: panel_nn<1, W>(Xi, ldx, Y, k, n, c0, Ci); break;
       case 2: panel_nn<2, W>(Xi, ldx, Y, k, n, c0, Ci); break;
       case 3: panel_nn<3, W>(Xi, ldx, Y, k, n, c0, Ci); break;
@@ -48,20 +50,20 @@ void column_panel(const double* X, int ldx, const double* Y, int m, int k, int n
 
 }  // namespace
 
-void gemm_nn_add(const double* X, int ldx, const double* Y, int m, int k, int n, double* C) {
+void gemm_nn_add(const double* X, int ldx, const double* Y, int m, int k, int n, double* C, int diag) {
   int c0 = 0;
-  for (; c0 + 8 <= n; c0 += 8) column_panel<8>(X, ldx, Y, m, k, n, c0, C);
-  for (; c0 + 4 <= n; c0 += 4) column_panel<4>(X, ldx, Y, m, k, n, c0, C);
-  for (; c0 < n; ++c0) column_panel<1>(X, ldx, Y, m, k, n, c0, C);
+  for (; c0 + 8 <= n; c0 += 8) column_panel<8>(X, ldx, Y, m, k, n, c0, C, diag);
+  for (; c0 + 4 <= n; c0 += 4) column_panel<4>(X, ldx, Y, m, k, n, c0, C, diag);
+  for (; c0 < n; ++c0) column_panel<1>(X, ldx, Y, m, k, n, c0, C, diag);
 }
 
-void gemm_nt(const double* A, int na, const double* B, int nb, int d, double alpha, double* out) {
+void gemm_nt(const double* A, int na, const double* B, int nb, int d, double alpha, double* out, int diag) {
   // Transpose B once (nb d copies) so that the product runs on the vectorised row-panel kernel.
   std::vector<double> Bt(static_cast<std::size_t>(d) * nb);
   for (int j = 0; j < nb; ++j)
     for (int k = 0; k < d; ++k) Bt[static_cast<std::size_t>(k) * nb + j] = B[static_cast<std::size_t>(j) * d + k];
   std::fill(out, out + static_cast<std::size_t>(na) * nb, 0.0);
-  gemm_nn_add(A, d, Bt.data(), na, d, nb, out);
+  gemm_nn_add(A, d, Bt.data(), na, d, nb, out, diag);
   if (alpha != 1.0)
     for (std::size_t i = 0; i < static_cast<std::size_t>(na) * nb; ++i) out[i] *= alpha;
 }

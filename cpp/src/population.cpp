@@ -14,15 +14,22 @@
 namespace twolayer {
 
 void gram(const double* A, int na, const double* B, int nb, int d, double scale, double* out, int n_threads) {
-  // Row panels in parallel once the product is large enough to pay for the threads.
+  // Row panels in parallel once the product is large enough to pay for the threads. A Gram of A with itself is
+  // symmetric: only its upper triangle is computed, then mirrored (bitwise the same values: the same products
+  // summed in the same order).
+  const bool symmetric = A == B && na == nb;
   const bool big = static_cast<long long>(na) * nb * d > 500000;
   const int threads = big ? resolve_threads(n_threads) : 1;
   const int rows_per = (na + threads - 1) / threads;
   parallel_for(static_cast<std::size_t>(threads), threads, [&](std::size_t t) {
     const int i0 = static_cast<int>(t) * rows_per, rows = std::min(rows_per, na - i0);
     if (rows > 0)
-      gemm_nt(A + static_cast<std::size_t>(i0) * d, rows, B, nb, d, 1.0 / scale, out + static_cast<std::size_t>(i0) * nb);
+      gemm_nt(A + static_cast<std::size_t>(i0) * d, rows, B, nb, d, 1.0 / scale, out + static_cast<std::size_t>(i0) * nb,
+              symmetric ? i0 : -1);
   });
+  if (symmetric)
+    for (int i = 0; i < na; ++i)
+      for (int j = 0; j < i; ++j) out[static_cast<std::size_t>(i) * nb + j] = out[static_cast<std::size_t>(j) * nb + i];
 }
 
 namespace {
