@@ -6,7 +6,7 @@
 namespace twolayer {
 
 // diag >= 0 asks only for the entries (r, j) with j >= r + diag (the upper triangle of a symmetric product whose
-// rows start at row diag); the others are then partly left unset.
+// rows start at row diag); the others may then be left incomplete.
 
 // out (na x nb) = A (na x d) B^T (B: nb x d) * alpha.
 void gemm_nt(const double* A, int na, const double* B, int nb, int d, double alpha, double* out, int diag = -1);
