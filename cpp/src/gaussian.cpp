@@ -212,7 +212,7 @@ void batch(const double* C, std::size_t count, double* out, int n_threads, F&& k
         if (const char* why = covariance_error_n<n>(Cb + j * n * n))
           throw std::invalid_argument("C[" + std::to_string(i0 + j) + "]: " + why);
     kernel_block(Cb, m, out + i0);
-  });
+  }, 1, 1);  // one block at a time: blocks are already large enough, and the slow kernels must spread evenly
 }
 
 // A scalar kernel applied to each matrix of a block.
