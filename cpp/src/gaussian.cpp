@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 #include "twolayer/gaussian_relu_i4.hpp"
 #include "twolayer/parallel.hpp"
@@ -16,7 +17,7 @@ inline double at(const double* C, int n, int i, int j) { return C[n * i + j]; }
 
 // Covariance of (l3, l4) after conditioning (l1, l2) on a Gaussian observation at 0 with noise variance
 // `noise` (noise = 0: exact conditioning). Returns det(C_AA + noise I) through `det`.
-void condition_on_first_pair(const double* C, double noise, double out[3], double& det) {
+TWOLAYER_INLINE void condition_on_first_pair(const double* C, double noise, double out[3], double& det) {
   const double a11 = C[0] + noise, a12 = C[1], a22 = C[5] + noise;
   det = a11 * a22 - a12 * a12;
   const double i11 = a22 / det, i12 = -a12 / det, i22 = a11 / det;
@@ -31,6 +32,13 @@ void condition_on_first_pair(const double* C, double noise, double out[3], doubl
   // Conditioning can only shrink variances; clip round-off below zero.
   out[0] = std::max(out[0], 0.0);
   out[2] = std::max(out[2], 0.0);
+}
+
+// I4 for s = erf (gaussian.hpp): inline, so that batches with a fixed activation pair vectorise (i4_batch).
+TWOLAYER_INLINE double i4_erf(Activation a, Activation b, const double* C) {
+  double cond[3], det;
+  condition_on_first_pair(C, 1.0, cond, det);
+  return (2.0 / kPi) / std::sqrt(det) * i2<double>(a, b, cond[0], cond[1], cond[2]);
 }
 
 }  // namespace
@@ -63,11 +71,7 @@ double i4(Activation s, Activation a, Activation b, const double* C) {
       return 4.0 * (c12 * k.v + 2.0 * c13 * c23 * k.g[0] + (c13 * c24 + c14 * c23) * k.g[1] +
                     2.0 * c14 * c24 * k.g[2]);
     }
-    case A::Erf: {
-      double cond[3], det;
-      condition_on_first_pair(C, 1.0, cond, det);
-      return (2.0 / kPi) / std::sqrt(det) * i2<double>(a, b, cond[0], cond[1], cond[2]);
-    }
+    case A::Erf: return i4_erf(a, b, C);
     case A::Step: {
       double cond[3], det;
       condition_on_first_pair(C, 0.0, cond, det);
@@ -95,39 +99,78 @@ double i4(Activation s, Activation a, Activation b, const double* C) {
 
 namespace {
 
-// covariance_error for a compile-time size: fully unrolled; the finiteness test runs only on failure (NaN fails
-// the comparisons below, inf on the diagonal fails the scale test).
+// f(0), f(1), ..., f(E - 1) with compile-time indices: loops the compiler must unroll completely (before it
+// vectorises across matrices, which #pragma GCC unroll does not ensure).
+template <int B, int E, class F>
+TWOLAYER_INLINE void unrolled(F&& f) {
+  if constexpr (B < E) {
+    f(std::integral_constant<int, B>{});
+    unrolled<B + 1, E>(f);
+  }
+}
+
+// The covariance test, fully unrolled (N <= 4) and branch-free so that the batches check whole blocks of matrices in
+// one vectorised loop. Entry (i, j) is C[(N i + j) stride]: stride 1 for one row-major matrix, the block length for
+// a block stored matrix-entry-major (unit-stride loads across matrices). Failed conditions are counted in a double
+// (not and-ed bools: their byte-wide masks keep GCC from vectorising next to the doubles). NaN fails every
+// comparison below, inf on the diagonal fails the scale test.
 template <int N>
-const char* covariance_error_n(const double* C) {
+TWOLAYER_INLINE double diagonal_scale(const double* C, std::size_t stride) {
   double scale = 0.0;
-  for (int i = 0; i < N; ++i) scale = std::max(scale, std::fabs(C[N * i + i]));
-  const double sym_tol = 1e-9 * std::max(scale, 1e-300);
-  bool symmetric = scale <= std::numeric_limits<double>::max();
-  for (int i = 0; i < N; ++i)
-    for (int j = i + 1; j < N; ++j) symmetric &= std::fabs(C[N * i + j] - C[N * j + i]) <= sym_tol;
+  unrolled<0, N>([&](auto i) {
+    const double a = std::fabs(C[(N * i + i) * stride]);
+    scale = scale < a ? a : scale;  // std::max by value (its reference result keeps loops from vectorising)
+  });
+  return scale;
+}
+
+// The number of failed symmetry conditions (0: symmetric).
+template <int N>
+TWOLAYER_INLINE double asymmetries(const double* C, std::size_t stride, double scale) {
+  const double sym_tol = 1e-9 * (scale < 1e-300 ? 1e-300 : scale);
+  double fails = scale <= std::numeric_limits<double>::max() ? 0.0 : 1.0;
+  unrolled<0, N>([&](auto i) {
+    unrolled<i + 1, N>([&](auto j) {
+      fails += std::fabs(C[(N * i + j) * stride] - C[(N * j + i) * stride]) <= sym_tol ? 0.0 : 1.0;
+    });
+  });
+  return fails;
+}
+
+// The number of failed conditions (0: a valid covariance).
+template <int N>
+TWOLAYER_INLINE double covariance_failures(const double* C, std::size_t stride) {
+  const double scale = diagonal_scale<N>(C, stride);
   // LDL^T without pivoting; a pivot within tolerance of 0 must have a (numerically) zero column below it.
   // A pivot below tol counts as zero; the column below it must then be within what PSD allows for such a pivot,
   // |r| <= sqrt(pivot * C_ii) <= sqrt(tol * scale) (Cauchy-Schwarz on the Schur complement).
   const double tol = 1e-10 * scale, zero_tol = 2.0 * std::sqrt(tol * scale) + 1e-300;
   double L[N][N] = {}, D[N] = {};
-  bool psd = true;
-  for (int j = 0; j < N; ++j) {
-    double d = C[N * j + j];
-    for (int k = 0; k < j; ++k) d -= L[j][k] * L[j][k] * D[k];
-    psd &= d >= -tol;
+  double fails = asymmetries<N>(C, stride, scale);
+  unrolled<0, N>([&](auto j) {
+    double d = C[(N * j + j) * stride];
+    unrolled<0, j>([&](auto k) { d -= L[j][k] * L[j][k] * D[k]; });
+    fails += d >= -tol ? 0.0 : 1.0;
     D[j] = d > tol ? d : 0.0;
     const double inv = D[j] > 0.0 ? 1.0 / D[j] : 0.0;
-    for (int i = j + 1; i < N; ++i) {
-      double r = C[N * i + j];
-      for (int k = 0; k < j; ++k) r -= L[i][k] * L[j][k] * D[k];
-      psd &= D[j] > 0.0 || std::fabs(r) <= zero_tol;
+    unrolled<j + 1, N>([&](auto i) {
+      double r = C[(N * i + j) * stride];
+      unrolled<0, j>([&](auto k) { r -= L[i][k] * L[j][k] * D[k]; });
+      fails += D[j] > 0.0 ? 0.0 : (std::fabs(r) <= zero_tol ? 0.0 : 1.0);
       L[i][j] = r * inv;
-    }
-  }
-  if (symmetric && psd) return nullptr;
+    });
+  });
+  return fails;
+}
+
+// covariance_error for a compile-time size; the reason is worked out only on failure.
+template <int N>
+const char* covariance_error_n(const double* C) {
+  if (covariance_failures<N>(C, 1) == 0.0) return nullptr;
   for (int i = 0; i < N * N; ++i)
     if (!std::isfinite(C[i])) return "entries must be finite (got NaN or inf)";
-  return symmetric ? "covariance matrix must be positive semi-definite" : "covariance matrix must be symmetric";
+  return asymmetries<N>(C, 1, diagonal_scale<N>(C, 1)) == 0.0 ? "covariance matrix must be positive semi-definite"
+                                                              : "covariance matrix must be symmetric";
 }
 
 }  // namespace
@@ -147,29 +190,79 @@ void check_covariance(const double* C, int n, const std::string& name) {
 }
 
 namespace {
+
+// Matrices per block: the check pass and the kernel pass of a block stay in L1.
+constexpr std::size_t kBlock = 256;
+
+// Blocks in parallel; each block first checks all its matrices (one vectorised loop over a matrix-entry-major
+// copy), naming the first invalid one, then calls kernel_block(C, m, out) on its m matrices.
 template <int n, class F>
-void batch(const double* C, std::size_t count, double* out, int n_threads, F&& kernel) {
-  parallel_for(count, n_threads, [&](std::size_t i) {
-    const double* Ci = C + i * n * n;
-    if (const char* why = covariance_error_n<n>(Ci))
-      throw std::invalid_argument("C[" + std::to_string(i) + "]: " + why);
-    out[i] = kernel(Ci);
-  }, 256);
+void batch(const double* C, std::size_t count, double* out, int n_threads, F&& kernel_block) {
+  const std::size_t blocks = (count + kBlock - 1) / kBlock;
+  parallel_for(blocks, n_threads, [&](std::size_t b) {
+    const std::size_t i0 = b * kBlock, m = std::min(kBlock, count - i0);
+    const double* Cb = C + i0 * n * n;
+    double T[n * n * kBlock];
+    for (std::size_t j = 0; j < m; ++j)
+      for (int e = 0; e < n * n; ++e) T[e * kBlock + j] = Cb[j * n * n + e];
+    double fails = 0.0;
+    for (std::size_t j = 0; j < m; ++j) fails += covariance_failures<n>(T + j, kBlock);
+    if (fails != 0.0)
+      for (std::size_t j = 0; j < m; ++j)
+        if (const char* why = covariance_error_n<n>(Cb + j * n * n))
+          throw std::invalid_argument("C[" + std::to_string(i0 + j) + "]: " + why);
+    kernel_block(Cb, m, out + i0);
+  }, 1, 1);  // one block at a time: blocks are already large enough, and the slow kernels must spread evenly
 }
+
+// A scalar kernel applied to each matrix of a block.
+template <int n, class F>
+auto each(F kernel) {
+  return [=](const double* C, std::size_t m, double* out) {
+    for (std::size_t j = 0; j < m; ++j) out[j] = kernel(C + j * n * n);
+  };
+}
+
+// erf I4 with the activation switch hoisted out of the loop: i4_erf and the closed-form I2 inline with constant
+// activations, and the loop vectorises (asin_simd, see gaussian.hpp).
+template <Activation A, Activation B>
+[[gnu::flatten]] void i4_erf_block(const double* C, std::size_t m, double* out) {
+  for (std::size_t j = 0; j < m; ++j) out[j] = i4_erf(A, B, C + 16 * j);
+}
+
+// f(std::integral_constant<Activation, a>) for a runtime activation a.
+template <class F>
+void with_activation(Activation a, F&& f) {
+  using A = Activation;
+  switch (a) {
+    case A::Linear: return f(std::integral_constant<A, A::Linear>{});
+    case A::Erf: return f(std::integral_constant<A, A::Erf>{});
+    case A::Relu: return f(std::integral_constant<A, A::Relu>{});
+    case A::Step: return f(std::integral_constant<A, A::Step>{});
+    case A::Quadratic: return f(std::integral_constant<A, A::Quadratic>{});
+  }
+}
+
 }  // namespace
 
 void i2_batch(Activation a, Activation b, const double* C, std::size_t count, double* out, int n_threads) {
-  batch<2>(C, count, out, n_threads, [=](const double* Ci) { return i2(a, b, Ci); });
+  batch<2>(C, count, out, n_threads, each<2>([=](const double* Ci) { return i2(a, b, Ci); }));
 }
 void i3_batch(Activation s, Activation b, const double* C, std::size_t count, double* out, int n_threads) {
-  batch<3>(C, count, out, n_threads, [=](const double* Ci) { return i3(s, b, Ci); });
+  batch<3>(C, count, out, n_threads, each<3>([=](const double* Ci) { return i3(s, b, Ci); }));
 }
 void j2_batch(Activation s, const double* C, std::size_t count, double* out, int n_threads) {
-  batch<2>(C, count, out, n_threads, [=](const double* Ci) { return j2(s, Ci); });
+  batch<2>(C, count, out, n_threads, each<2>([=](const double* Ci) { return j2(s, Ci); }));
 }
 void i4_batch(Activation s, Activation a, Activation b, const double* C, std::size_t count, double* out,
               int n_threads) {
-  batch<4>(C, count, out, n_threads, [=](const double* Ci) { return i4(s, a, b, Ci); });
+  if (s == Activation::Erf) {
+    with_activation(a, [&](auto A) {
+      with_activation(b, [&](auto B) { batch<4>(C, count, out, n_threads, i4_erf_block<A(), B()>); });
+    });
+    return;
+  }
+  batch<4>(C, count, out, n_threads, each<4>([=](const double* Ci) { return i4(s, a, b, Ci); }));
 }
 
 }  // namespace twolayer

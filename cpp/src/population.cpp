@@ -14,21 +14,28 @@
 namespace twolayer {
 
 void gram(const double* A, int na, const double* B, int nb, int d, double scale, double* out, int n_threads) {
-  // Row panels in parallel once the product is large enough to pay for the threads.
+  // Row panels in parallel once the product is large enough to pay for the threads. A Gram of A with itself is
+  // symmetric: only its upper triangle is computed, then mirrored (bitwise the same values: the same products
+  // summed in the same order).
+  const bool symmetric = A == B && na == nb;
   const bool big = static_cast<long long>(na) * nb * d > 500000;
   const int threads = big ? resolve_threads(n_threads) : 1;
   const int rows_per = (na + threads - 1) / threads;
   parallel_for(static_cast<std::size_t>(threads), threads, [&](std::size_t t) {
     const int i0 = static_cast<int>(t) * rows_per, rows = std::min(rows_per, na - i0);
     if (rows > 0)
-      gemm_nt(A + static_cast<std::size_t>(i0) * d, rows, B, nb, d, 1.0 / scale, out + static_cast<std::size_t>(i0) * nb);
+      gemm_nt(A + static_cast<std::size_t>(i0) * d, rows, B, nb, d, 1.0 / scale, out + static_cast<std::size_t>(i0) * nb,
+              symmetric ? i0 : -1);
   });
+  if (symmetric)
+    for (int i = 0; i < na; ++i)
+      for (int j = 0; j < i; ++j) out[static_cast<std::size_t>(i) * nb + j] = out[static_cast<std::size_t>(j) * nb + i];
 }
 
 namespace {
 
 // Kernel jets of every pair: student-student (i <= k; the diagonal holds the self kernel in g[0], h[0]) and
-// student-teacher (i, r). J = Grad for gradients, Jet for Hessians.
+// student-teacher (i, r), for the Hessian (J = Jet); the gradient evaluates its Grads row by row (grad_row).
 template <class J>
 struct PairJets {
   int K, M;
@@ -108,46 +115,98 @@ double population_risk(const Population& p, int n_threads) {
 
 namespace {
 
+// Kernel Grads of one row of pairs, (x, y[k], z[k]) for k < n, into structure-of-arrays outputs (the z-derivative
+// is not needed). The activations are compile-time constants, so that i2 inlines with its switch folded and the
+// loop vectorises (population.cpp is built without errno and FP traps, CMakeLists.txt).
+template <Activation A, Activation B>
+[[gnu::flatten]] void grad_row(double x, const double* y, const double* z, int n, double* v, double* gx, double* gy) {
+  for (int k = 0; k < n; ++k) {
+    const Grad j = i2_jet<Grad>(A, B, x, y[k], z[k]);
+    v[k] = j.v;
+    gx[k] = j.g[0];
+    gy[k] = j.g[1];
+  }
+}
+
+using GradRow = void (*)(double, const double*, const double*, int, double*, double*, double*);
+
+// grad_row<a, b> for runtime activations.
+GradRow grad_row_for(Activation a, Activation b) {
+  using A = Activation;
+  static constexpr GradRow rows[5][5] = {
+      {grad_row<A::Linear, A::Linear>, grad_row<A::Linear, A::Erf>, grad_row<A::Linear, A::Relu>,
+       grad_row<A::Linear, A::Step>, grad_row<A::Linear, A::Quadratic>},
+      {grad_row<A::Erf, A::Linear>, grad_row<A::Erf, A::Erf>, grad_row<A::Erf, A::Relu>, grad_row<A::Erf, A::Step>,
+       grad_row<A::Erf, A::Quadratic>},
+      {grad_row<A::Relu, A::Linear>, grad_row<A::Relu, A::Erf>, grad_row<A::Relu, A::Relu>,
+       grad_row<A::Relu, A::Step>, grad_row<A::Relu, A::Quadratic>},
+      {grad_row<A::Step, A::Linear>, grad_row<A::Step, A::Erf>, grad_row<A::Step, A::Relu>,
+       grad_row<A::Step, A::Step>, grad_row<A::Step, A::Quadratic>},
+      {grad_row<A::Quadratic, A::Linear>, grad_row<A::Quadratic, A::Erf>, grad_row<A::Quadratic, A::Relu>,
+       grad_row<A::Quadratic, A::Step>, grad_row<A::Quadratic, A::Quadratic>}};
+  return rows[static_cast<int>(a)][static_cast<int>(b)];
+}
+
 // dW = (diag(alpha) W + B W + E W*) / s with B_ik = a_i a_k dK/dQ_ik, E_ir = -a_i v_r dL/dM_ir and alpha_i
 // collecting the variance derivatives; da_i = sum_k a_k K_ik - t_i with t_i = sum_r v_r L_ir (returned in t).
+// One block of rows per thread: each evaluates the kernel Grads of its rows (full rows of student pairs, so that
+// rows are independent and no pair Jets are stored) and then its rows of the two products (all rows of a block in
+// one product, so that each panel of W is reused from L1 across them).
 void gradient_impl(const Population& p, double* dW, double* da, double* t, int n_threads) {
-  const PairJets<Grad> j = pair_jets<Grad>(p, n_threads);
-  const int K = j.K, M = j.M, d = p.d;
+  const int K = p.student.units, M = p.teacher.units, d = p.d;
   const double *a = p.student.a, *v = p.teacher.a, *W = p.student.W, *Wt = p.teacher.W;
-  std::vector<double> B(static_cast<std::size_t>(K) * K, 0.0), E(static_cast<std::size_t>(K) * M), alpha(K);
-  for (int i = 0; i < K; ++i) {
-    const Grad& self = j.s(i, i);
-    double al = a[i] * a[i] * self.g[0], dai = a[i] * self.v;
-    for (int k = 0; k < K; ++k) {
-      if (k == i) continue;
-      double kx, ky;
-      first_arg(j, i, k, kx, ky);
-      al += 2.0 * a[i] * a[k] * kx;
-      dai += a[k] * (i < k ? j.s(i, k).v : j.s(k, i).v);
-      B[static_cast<std::size_t>(i) * K + k] = a[i] * a[k] * ky;
-    }
-    double ti = 0.0;
-    for (int r = 0; r < M; ++r) {
-      const Grad& L = j.t(i, r);
-      al -= 2.0 * a[i] * v[r] * L.g[0];
-      ti += v[r] * L.v;
-      E[static_cast<std::size_t>(i) * M + r] = -a[i] * v[r] * L.g[1];
-    }
-    alpha[i] = al;
-    da[i] = dai - ti;
-    t[i] = ti;
+  std::vector<double> Q(static_cast<std::size_t>(K) * K), Mo(static_cast<std::size_t>(K) * M), qd(K), pd(M);
+  gram(W, K, W, K, d, p.scale, Q.data(), n_threads);
+  gram(W, K, Wt, M, d, p.scale, Mo.data(), n_threads);
+  for (int i = 0; i < K; ++i) qd[i] = Q[static_cast<std::size_t>(i) * K + i];
+  for (int r = 0; r < M; ++r) {
+    const double* wr = Wt + static_cast<std::size_t>(r) * d;
+    double s = 0.0;
+    for (int c = 0; c < d; ++c) s += wr[c] * wr[c];
+    pd[r] = s / p.scale;
   }
+  const Activation sa = p.student.act, ta = p.teacher.act;
+  const GradRow student_row = grad_row_for(sa, sa), teacher_row = grad_row_for(sa, ta);
   const double inv = 1.0 / p.scale;
-  const int panels = (K + 3) / 4;
   const bool big = static_cast<long long>(K) * (K + M) * d > 200000;
-  parallel_for(static_cast<std::size_t>(panels), big ? n_threads : 1, [&](std::size_t pnl) {
-    const int i0 = static_cast<int>(pnl) * 4, rows = std::min(4, K - i0);
+  const int threads = big ? resolve_threads(n_threads) : 1;
+  const int rows_per = (K + threads - 1) / threads;
+  parallel_for(static_cast<std::size_t>(threads), threads, [&](std::size_t blk) {
+    const int i0 = static_cast<int>(blk) * rows_per, rows = std::min(rows_per, K - i0);
+    if (rows <= 0) return;
+    const int n = std::max(K, M);
+    std::vector<double> buf(3 * static_cast<std::size_t>(n)), B(static_cast<std::size_t>(rows) * K),
+        E(static_cast<std::size_t>(rows) * M);
+    double *kv = buf.data(), *kx = kv + n, *ky = kx + n;
     double* g = dW + static_cast<std::size_t>(i0) * d;
-    const double* wi = W + static_cast<std::size_t>(i0) * d;
-    for (int r = 0; r < rows; ++r)
-      for (int c = 0; c < d; ++c) g[r * d + c] = alpha[i0 + r] * wi[r * d + c];
-    gemm_nn_add(B.data() + static_cast<std::size_t>(i0) * K, K, W, rows, K, d, g);
-    gemm_nn_add(E.data() + static_cast<std::size_t>(i0) * M, M, Wt, rows, M, d, g);
+    for (int r = 0; r < rows; ++r) {
+      const int i = i0 + r;
+      const double qi = qd[i];
+      const Grad self = i2_self(sa, sa, Grad::variable(qi, 0));
+      double al = a[i] * a[i] * self.g[0], dai = a[i] * self.v;
+      student_row(qi, &Q[static_cast<std::size_t>(i) * K], qd.data(), K, kv, kx, ky);
+      kv[i] = kx[i] = ky[i] = 0.0;  // the pair (i, i) is the self term above
+      double* Bi = &B[static_cast<std::size_t>(r) * K];
+      for (int k = 0; k < K; ++k) {
+        al += 2.0 * a[i] * a[k] * kx[k];
+        dai += a[k] * kv[k];
+        Bi[k] = a[i] * a[k] * ky[k];
+      }
+      teacher_row(qi, &Mo[static_cast<std::size_t>(i) * M], pd.data(), M, kv, kx, ky);
+      double ti = 0.0;
+      double* Ei = &E[static_cast<std::size_t>(r) * M];
+      for (int q = 0; q < M; ++q) {
+        al -= 2.0 * a[i] * v[q] * kx[q];
+        ti += v[q] * kv[q];
+        Ei[q] = -a[i] * v[q] * ky[q];
+      }
+      da[i] = dai - ti;
+      t[i] = ti;
+      const double* wi = W + static_cast<std::size_t>(i) * d;
+      for (int c = 0; c < d; ++c) g[r * d + c] = al * wi[c];
+    }
+    gemm_nn_add(B.data(), K, W, rows, K, d, g);
+    gemm_nn_add(E.data(), M, Wt, rows, M, d, g);
     for (int c = 0; c < rows * d; ++c) g[c] *= inv;
   });
   check_finite(dW, static_cast<std::size_t>(K) * d, "population gradient");

@@ -25,6 +25,7 @@
 
 #include "twolayer/activation.hpp"
 #include "twolayer/jet.hpp"
+#include "twolayer/simd_math.hpp"
 
 namespace twolayer {
 
@@ -38,17 +39,27 @@ struct not_implemented : std::logic_error {
 // cancellation error of the chain rule is eps / sin(theta); both errors stay below 1e-8 relative.
 inline constexpr double kAlignedSin2 = 1e-16;
 
+// c clipped to [-1, 1] (NaN to -1, as fmax(-1, fmin(1, c))), written as selects so that loops vectorise.
+inline double clip_correlation(double c) {
+  c = c < 1.0 ? c : 1.0;
+  return c > -1.0 ? c : -1.0;
+}
+
+// pi - acos(c) = pi/2 + asin(c) through the branch-free asin_simd (vectorisable, about 2 ulp).
+inline double supplementary_angle(double c) { return 0.5 * kPi + asin_simd(c); }
+
 // H(c) = sqrt(1 - c^2) + (pi - acos c) c, so that E[relu relu] = sqrt(C11 C22) H(c) / (2 pi).
 inline double relu_angle(double c) {
-  c = std::fmax(-1.0, std::fmin(1.0, c));
-  return std::sqrt(1.0 - c * c) + (kPi - std::acos(c)) * c;
+  c = clip_correlation(c);
+  return std::sqrt(1.0 - c * c) + supplementary_angle(c) * c;
 }
 template <bool S>
 TWOLAYER_INLINE BasicJet<S> relu_angle(const BasicJet<S>& cj) {
-  const double c = std::fmax(-1.0, std::fmin(1.0, cj.v));
+  const double c = clip_correlation(cj.v);
   const double w = 1.0 - c * c;
   const double h2 = w < kAlignedSin2 ? 0.0 : 1.0 / std::sqrt(w);
-  return chain(cj, std::sqrt(w) + (kPi - std::acos(c)) * c, kPi - std::acos(c), h2);
+  const double h1 = supplementary_angle(c);
+  return chain(cj, std::sqrt(w) + h1 * c, h1, h2);
 }
 
 // S(c) = (pi - acos c) / (2 pi) = E[step step] for correlation c.
@@ -66,7 +77,9 @@ TWOLAYER_INLINE BasicJet<S> step_angle(const BasicJet<S>& cj) {
   return chain(cj, (kPi - std::acos(c)) / (2.0 * kPi), s1, s2);
 }
 
-using std::asin;
+// The closed forms' arcsine on plain numbers (and in the Jets, jet.hpp) is the branch-free asin_simd (about 2 ulp):
+// loops over many kernels of one activation pair then vectorise (batched erf I4; the kernel tables use it too).
+inline double asin(double x) { return asin_simd(x); }
 using std::sqrt;
 
 // E[a(l1) b(l2)] for (l1, l2) ~ N(0, [[x, y], [y, z]]). Zero variance means the unit is identically 0

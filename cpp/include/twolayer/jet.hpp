@@ -8,6 +8,8 @@
 #pragma once
 #include <cmath>
 
+#include "twolayer/simd_math.hpp"
+
 // Jet arithmetic is tiny and called in the innermost loops: always inline it.
 #if defined(__GNUC__)
 #define TWOLAYER_INLINE inline __attribute__((always_inline))
@@ -106,7 +108,7 @@ template <bool S>
 TWOLAYER_INLINE BasicJet<S> asin(const BasicJet<S>& a) {
   const double w = 1.0 - a.v * a.v;
   const double d = 1.0 / std::sqrt(w);
-  return chain(a, std::asin(a.v), d, a.v * d / w);
+  return chain(a, asin_simd(a.v), d, a.v * d / w);
 }
 
 // Mixed operations with plain numbers (templates do not convert implicitly).

@@ -5,10 +5,13 @@
 
 namespace twolayer {
 
+// diag >= 0 asks only for the entries (r, j) with j >= r + diag (the upper triangle of a symmetric product whose
+// rows start at row diag); the others may then be left incomplete.
+
 // out (na x nb) = A (na x d) B^T (B: nb x d) * alpha.
-void gemm_nt(const double* A, int na, const double* B, int nb, int d, double alpha, double* out);
+void gemm_nt(const double* A, int na, const double* B, int nb, int d, double alpha, double* out, int diag = -1);
 
 // C (m x n) += X (m x k) Y (k x n); X has row stride ldx.
-void gemm_nn_add(const double* X, int ldx, const double* Y, int m, int k, int n, double* C);
+void gemm_nn_add(const double* X, int ldx, const double* Y, int m, int k, int n, double* C, int diag = -1);
 
 }  // namespace twolayer

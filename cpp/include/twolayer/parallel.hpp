@@ -27,16 +27,17 @@ inline bool openmp_enabled() {
 #endif
 }
 
-// Calls body(i) for i in [0, n). The first exception thrown by any iteration is rethrown after the loop.
+// Calls body(i) for i in [0, n), handing out `chunk` consecutive iterations at a time. The first exception thrown
+// by any iteration is rethrown after the loop.
 template <class Body>
-void parallel_for(std::size_t n, int n_threads, Body&& body, std::size_t min_per_thread = 1) {
+void parallel_for(std::size_t n, int n_threads, Body&& body, std::size_t min_per_thread = 1, int chunk = 64) {
   std::exception_ptr error;
   std::mutex error_mutex;
   const int threads = resolve_threads(n_threads);
   const bool go_parallel = threads > 1 && n >= 2 * min_per_thread;
   (void)go_parallel;
 #ifdef TWOLAYER_OPENMP
-#pragma omp parallel for schedule(dynamic, 64) num_threads(threads) if (go_parallel)
+#pragma omp parallel for schedule(dynamic, chunk) num_threads(threads) if (go_parallel)
 #endif
   for (std::ptrdiff_t i = 0; i < static_cast<std::ptrdiff_t>(n); ++i) {
     try {
