@@ -185,10 +185,6 @@ const char* covariance_error(const double* C, int n) {
   throw std::invalid_argument("covariance_error: only sizes 1 to 4 are supported");
 }
 
-void check_covariance(const double* C, int n, const std::string& name) {
-  if (const char* why = covariance_error(C, n)) throw std::invalid_argument(name + ": " + why);
-}
-
 namespace {
 
 // Matrices per block: the check pass and the kernel pass of a block stay in L1.

@@ -187,7 +187,7 @@ J i2_jet(Activation a, Activation b, double x, double y, double z) {
   return i2(a, b, J::variable(x, 0), J::variable(y, 1), J::variable(z, 2));
 }
 
-// Scalar kernels on one row-major covariance matrix (no checks: see check_covariance).
+// Scalar kernels on one row-major covariance matrix (no checks: see covariance_error).
 double i2(Activation a, Activation b, const double* C);                   // C 2x2
 double i3(Activation s, Activation b, const double* C);                   // C 3x3
 double j2(Activation s, const double* C);                                 // C 2x2
@@ -196,9 +196,6 @@ double i4(Activation s, Activation a, Activation b, const double* C);     // C 4
 // Why C (n x n, n <= 4) is not a valid covariance, or nullptr if it is finite, symmetric and positive
 // semi-definite to a relative tolerance.
 const char* covariance_error(const double* C, int n);
-// Throws std::invalid_argument naming `name` unless C (n x n) is finite, symmetric and positive semi-definite
-// to a relative tolerance.
-void check_covariance(const double* C, int n, const std::string& name);
 
 // Batched kernels over `count` contiguous matrices, OpenMP across matrices; each input matrix is checked.
 void i2_batch(Activation a, Activation b, const double* C, std::size_t count, double* out, int n_threads);
