@@ -9,8 +9,6 @@ two GEMM-like contractions for the gradient, rank updates for the Hessian).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 from numpy.typing import NDArray
 
@@ -20,8 +18,10 @@ from .networks import Network
 from .overlaps import check_pair
 from .results import Trajectory
 
+_CoreArgs = tuple[NDArray[np.float64], NDArray[np.float64], str, NDArray[np.float64], NDArray[np.float64], str, float]
 
-def _args(student: Network, teacher: Network) -> tuple[Any, ...]:
+
+def _args(student: Network, teacher: Network) -> _CoreArgs:
     check_pair(student, teacher)
     return (student.W, student.effective_a, student.activation, teacher.W, teacher.effective_a,
             teacher.activation, student.scale)
