@@ -17,6 +17,31 @@ bool all_are(const Activation* acts, int n, Activation a) {
     if (acts[j] != a) return false;
   return true;
 }
+
+// As in i4(): condition every unit j on a Gaussian observation of the pair (x_i, x_k) at 0 with noise variance
+// `noise` (1 for erf's s', 0 for step's delta). b1, b2 receive rows i and k of C (its columns, by symmetry),
+// t1, t2 the rows of (C_AA + noise I)^(-1) C_A., var the conditioned variances clipped at 0. Returns
+// det(C_AA + noise I); the outputs are meaningful only when it is positive.
+template <int NC>
+inline double condition_on_pair(const double* C, int n_rt, int i, int k, double noise, double* b1, double* b2,
+                                double* t1, double* t2, double* var) {
+  const int n = NC > 0 ? NC : n_rt;
+  const double *ci = C + static_cast<std::ptrdiff_t>(n) * i, *ck = C + static_cast<std::ptrdiff_t>(n) * k;
+  const double a11 = ci[i] + noise, a12 = ci[k], a22 = ck[k] + noise;
+  const double det = a11 * a22 - a12 * a12;
+  const double idet = 1.0 / det, i11 = a22 * idet, i12 = -a12 * idet, i22 = a11 * idet;
+#ifdef TWOLAYER_OPENMP
+#pragma omp simd
+#endif
+  for (int j = 0; j < n; ++j) {
+    b1[j] = ci[j];
+    b2[j] = ck[j];
+    t1[j] = i11 * b1[j] + i12 * b2[j];
+    t2[j] = i12 * b1[j] + i22 * b2[j];
+    var[j] = std::max(C[static_cast<std::ptrdiff_t>(n + 1) * j] - (b1[j] * t1[j] + b2[j] * t2[j]), 0.0);
+  }
+  return det;
+}
 }  // namespace
 
 std::size_t i2_grad_table_workspace(int n, int m) {
@@ -104,26 +129,15 @@ void i4_table_erf(const double* C, int n_rt, const int* pairs, int np, double* o
                   const double* W = nullptr, double* contr = nullptr) {
   const int n = NC > 0 ? NC : n_rt;
   const int T = n * (n + 1) / 2;
-  double *b1 = ws, *b2 = ws + n, *t1 = ws + 2 * n, *t2 = ws + 3 * n, *r = ws + 4 * n;
+  double *b1 = ws, *b2 = ws + n, *t1 = ws + 2 * n, *t2 = ws + 3 * n, *r = ws + 4 * n, *var = ws + 5 * n;
   double* pref = ws + 6 * n;
   for (int p = 0; p < np; ++p) {
-    const int i = pairs[2 * p], k = pairs[2 * p + 1];
-    const double *ci = C + static_cast<std::ptrdiff_t>(n) * i, *ck = C + static_cast<std::ptrdiff_t>(n) * k;
-    const double a11 = ci[i] + 1.0, a12 = ci[k], a22 = ck[k] + 1.0;
-    const double idet = 1.0 / (a11 * a22 - a12 * a12), i11 = a22 * idet, i12 = -a12 * idet, i22 = a11 * idet;
-    pref[p] = (4.0 / (kPi * kPi)) * std::sqrt(idet);
+    const double det = condition_on_pair<NC>(C, n, pairs[2 * p], pairs[2 * p + 1], 1.0, b1, b2, t1, t2, var);
+    pref[p] = (4.0 / (kPi * kPi)) / std::sqrt(det);
 #ifdef TWOLAYER_OPENMP
 #pragma omp simd
 #endif
-    for (int j = 0; j < n; ++j) {
-      b1[j] = ci[j];
-      b2[j] = ck[j];
-      t1[j] = i11 * b1[j] + i12 * b2[j];
-      t2[j] = i12 * b1[j] + i22 * b2[j];
-      // conditioned variance, clipped at 0 like i4(), then r_j = (1 + var_j)^(-1/2)
-      const double var = std::max(C[static_cast<std::ptrdiff_t>(n + 1) * j] - (b1[j] * t1[j] + b2[j] * t2[j]), 0.0);
-      r[j] = 1.0 / std::sqrt(1.0 + var);
-    }
+    for (int j = 0; j < n; ++j) r[j] = 1.0 / std::sqrt(1.0 + var[j]);  // r_j = (1 + var_j)^(-1/2)
     double* op = out + static_cast<std::ptrdiff_t>(p) * T;
     for (int j = 0; j < n; ++j) {
       const double* xj = C + static_cast<std::ptrdiff_t>(n) * j;
@@ -193,25 +207,10 @@ void i4_table(Activation s, const double* C, int n, const Activation* acts, cons
     double *b1 = ws, *b2 = ws + n, *t1 = ws + 2 * n, *t2 = ws + 3 * n, *var = ws + 4 * n;
     double* pref = ws + 6 * n;
     for (int p = 0; p < np; ++p) {
-      const int i = pairs[2 * p], k = pairs[2 * p + 1];
-      const double a11 = xx(i, i) + noise, a12 = xx(i, k), a22 = xx(k, k) + noise;
-      const double det = a11 * a22 - a12 * a12;
+      const double det = condition_on_pair<0>(C, n, pairs[2 * p], pairs[2 * p + 1], noise, b1, b2, t1, t2, var);
       if (s == A::Step && !(det > 0.0))
         throw std::domain_error("C: the step activation's I4 = E[delta delta a b] needs C[:2, :2] non-singular");
-      const double idet = 1.0 / det, i11 = a22 * idet, i12 = -a12 * idet, i22 = a11 * idet;
-      pref[p] = s == A::Erf ? (2.0 / kPi) * std::sqrt(idet) : 1.0 / (2.0 * kPi * std::sqrt(det));
-      // Rows i and k of C are its columns (symmetry): contiguous loads.
-      const double *ci = C + static_cast<std::ptrdiff_t>(n) * i, *ck = C + static_cast<std::ptrdiff_t>(n) * k;
-#ifdef TWOLAYER_OPENMP
-#pragma omp simd
-#endif
-      for (int j = 0; j < n; ++j) {
-        b1[j] = ci[j];
-        b2[j] = ck[j];
-        t1[j] = i11 * b1[j] + i12 * b2[j];
-        t2[j] = i12 * b1[j] + i22 * b2[j];
-        var[j] = std::max(C[static_cast<std::ptrdiff_t>(n + 1) * j] - (b1[j] * t1[j] + b2[j] * t2[j]), 0.0);
-      }  // conditioned variances, clipped at 0 like i4()
+      pref[p] = s == A::Erf ? (2.0 / kPi) / std::sqrt(det) : 1.0 / (2.0 * kPi * std::sqrt(det));
       double* op = out + static_cast<std::ptrdiff_t>(p) * T;
       for (int j = 0; j < n; ++j)
         for (int l = j; l < n; ++l) {
