@@ -163,6 +163,43 @@ def _trajectory(out: dict[str, Any], meta: dict[str, Any]) -> Trajectory:
     )
 
 
+def _solver_options(
+    meth: str,
+    t_max: float | None,
+    times: ArrayLike | None,
+    dt: float,
+    rtol: float,
+    atol: float,
+    n_points: int,
+    h_max: float | None,
+    risk_tol: float | None,
+    max_steps: int,
+    n_threads: int | None,
+) -> tuple[tuple[Any, ...], dict[str, Any], dict[str, Any]]:
+    """The integrator settings shared by :func:`integrate` and :func:`integrate_batch`, checked: the core's
+    positional tail (times, method, dt, rtol, atol), its keyword arguments, and the matching metadata."""
+    dt_ = positive(dt, "dt")
+    rtol_ = positive(rtol, "rtol", allow_zero=True)
+    atol_ = positive(atol, "atol", allow_zero=True)
+    if meth == "adaptive" and rtol_ == 0 and atol_ == 0:
+        raise ValueError("rtol, atol: they cannot both be 0")
+    ts = _times(t_max, times, meth, dt_, n_points)
+    keywords = {
+        "h_max": 0.0 if h_max is None else positive(h_max, "h_max"),
+        "risk_tol": 0.0 if risk_tol is None else positive(risk_tol, "risk_tol"),
+        "max_steps": _max_steps(max_steps),
+        "n_threads": n_threads_arg(n_threads),
+    }
+    meta: dict[str, Any] = {"method": meth}
+    meta.update({"rtol": rtol_, "atol": atol_} if meth == "adaptive" else {"dt": dt_})
+    return (ts, meth, dt_, rtol_, atol_), keywords, meta
+
+
+def _model_meta(act: str, t_act: str, reg: str, spherical: bool, ro: str) -> dict[str, Any]:
+    return {"activation": act, "teacher_activation": t_act, "regime": reg, "spherical": int(bool(spherical)),
+            "readout": ro}
+
+
 def integrate(
     overlaps: Overlaps,
     activation: ActivationName = "erf",
@@ -208,51 +245,13 @@ def integrate(
     lr_ = positive(lr, "lr", allow_zero=True)
     lr_a = positive(lr_readout, "lr_readout", allow_zero=True)
     noise_ = positive(noise, "noise", allow_zero=True)
-    dt_ = positive(dt, "dt")
-    rtol_ = positive(rtol, "rtol", allow_zero=True)
-    atol_ = positive(atol, "atol", allow_zero=True)
-    if meth == "adaptive" and rtol_ == 0 and atol_ == 0:
-        raise ValueError("rtol, atol: they cannot both be 0")
-    ts = _times(t_max, times, meth, dt_, n_points)
+    tail, keywords, solver_meta = _solver_options(meth, t_max, times, dt, rtol, atol, n_points, h_max, risk_tol,
+                                                  max_steps, n_threads)
     c = 1.0 if ro == "sum" else 1.0 / ov.K
-    out = _core.ode_integrate(
-        ov.Q,
-        ov.M,
-        ov.a,
-        ov.P,
-        ov.v,
-        act,
-        t_act,
-        reg,
-        bool(spherical),
-        lr_,
-        lr_a * c * c,
-        noise_,
-        ts,
-        meth,
-        dt_,
-        rtol_,
-        atol_,
-        h_max=0.0 if h_max is None else positive(h_max, "h_max"),
-        risk_tol=0.0 if risk_tol is None else positive(risk_tol, "risk_tol"),
-        max_steps=_max_steps(max_steps),
-        n_threads=n_threads_arg(n_threads),
-    )
-    meta = {
-        "activation": act,
-        "teacher_activation": t_act,
-        "regime": reg,
-        "spherical": int(bool(spherical)),
-        "lr": lr_,
-        "lr_readout": lr_a,
-        "noise": noise_,
-        "method": meth,
-        "readout": ro,
-    }
-    if meth == "adaptive":
-        meta.update(rtol=rtol_, atol=atol_)
-    else:
-        meta.update(dt=dt_)
+    out = _core.ode_integrate(ov.Q, ov.M, ov.a, ov.P, ov.v, act, t_act, reg, bool(spherical), lr_, lr_a * c * c,
+                              noise_, *tail, **keywords)
+    meta = {**_model_meta(act, t_act, reg, spherical, ro), **solver_meta, "lr": lr_, "lr_readout": lr_a,
+            "noise": noise_}
     return _trajectory(out, meta)
 
 
@@ -313,42 +312,14 @@ def integrate_batch(
     lrs = _per_member(lr, "lr", B)
     lr_as = _per_member(lr_readout, "lr_readout", B)
     noises = _per_member(noise, "noise", B)
-    dt_ = positive(dt, "dt")
-    rtol_ = positive(rtol, "rtol", allow_zero=True)
-    atol_ = positive(atol, "atol", allow_zero=True)
-    ts = _times(t_max, times, meth, dt_, n_points)
+    tail, keywords, solver_meta = _solver_options(meth, t_max, times, dt, rtol, atol, n_points, h_max, risk_tol,
+                                                  max_steps, n_threads)
     cs = [1.0 if ro == "sum" else 1.0 / o.K for o in ovs]
     outs = _core.ode_integrate_batch(
-        [o.Q for o in ovs],
-        [o.M for o in ovs],
-        [o.a for o in ovs],
-        [o.P for o in ovs],
-        [o.v for o in ovs],
-        act,
-        t_act,
-        reg,
-        bool(spherical),
-        np.array(lrs),
-        np.array([la * c * c for la, c in zip(lr_as, cs, strict=False)]),
-        np.array(noises),
-        ts,
-        meth,
-        dt_,
-        rtol_,
-        atol_,
-        h_max=0.0 if h_max is None else positive(h_max, "h_max"),
-        risk_tol=0.0 if risk_tol is None else positive(risk_tol, "risk_tol"),
-        max_steps=_max_steps(max_steps),
-        n_threads=n_threads_arg(n_threads),
-    )
-    base = {
-        "activation": act,
-        "teacher_activation": t_act,
-        "regime": reg,
-        "spherical": int(bool(spherical)),
-        "method": meth,
-        "readout": ro,
-    }
+        [o.Q for o in ovs], [o.M for o in ovs], [o.a for o in ovs], [o.P for o in ovs], [o.v for o in ovs],
+        act, t_act, reg, bool(spherical), np.array(lrs),
+        np.array([la * c * c for la, c in zip(lr_as, cs, strict=True)]), np.array(noises), *tail, **keywords)
+    base = {**_model_meta(act, t_act, reg, spherical, ro), **solver_meta}
     return [
         _trajectory(out, {**base, "lr": lrs[b], "lr_readout": lr_as[b], "noise": noises[b]})
         for b, out in enumerate(outs)
