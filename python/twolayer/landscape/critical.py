@@ -68,6 +68,29 @@ class CriticalPoint:
         """Distinct Hessian eigenvalues with multiplicities (see :func:`spectrum`)."""
         return _group(self.eigenvalues, tol)
 
+    @classmethod
+    def classified(
+        cls,
+        student: Network,
+        teacher: Network,
+        eigenvalues: NDArray[np.float64],
+        grad_norm: float,
+        train_readout: bool,
+        zero_tol: float | None = None,
+        global_tol: float = 1e-10,
+        converged: bool = True,
+        iterations: int = 0,
+        history: list[float] | None = None,
+    ) -> CriticalPoint:
+        """The point ``student`` with its loss and the classification of its Hessian ``eigenvalues``."""
+        loss = population.risk(student, teacher)
+        index, nullity, kind = _classify(
+            eigenvalues, loss, symmetry_nullity(student, train_readout), zero_tol, global_tol
+        )
+        return cls(student=student, loss=loss, grad_norm=grad_norm, eigenvalues=eigenvalues, index=index,
+                   nullity=nullity, kind=kind, converged=converged, iterations=iterations,
+                   history=[grad_norm] if history is None else history, train_readout=bool(train_readout))
+
     def __repr__(self) -> str:
         return (
             f"CriticalPoint(kind={self.kind!r}, loss={self.loss:.6g}, grad_norm={self.grad_norm:.2e}, "
@@ -220,20 +243,5 @@ def refine(
         history.append(gn)
         H = population.hessian(net, teacher, train_readout=train_readout)
         lam, V = np.linalg.eigh(H)
-    loss = population.risk(net, teacher)
-    index, nullity, kind = _classify(
-        lam, loss, symmetry_nullity(student, train_readout), zero_tol, global_tol
-    )
-    return CriticalPoint(
-        student=net,
-        loss=loss,
-        grad_norm=gn,
-        eigenvalues=lam,
-        index=index,
-        nullity=nullity,
-        kind=kind,
-        converged=gn <= tol_,
-        iterations=it,
-        history=history,
-        train_readout=bool(train_readout),
-    )
+    return CriticalPoint.classified(net, teacher, lam, gn, train_readout, zero_tol, global_tol,
+                                    converged=gn <= tol_, iterations=it, history=history)

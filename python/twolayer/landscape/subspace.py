@@ -17,7 +17,7 @@ from numpy.typing import ArrayLike, NDArray
 from .. import population
 from .._validation import as_float_array, positive
 from ..networks import Network
-from .critical import CriticalPoint, _classify, _group, flat_gradient, symmetry_nullity
+from .critical import CriticalPoint, _group, flat_gradient
 from .symmetry import FixedPointSpace, isotropy
 
 __all__ = ["identity_teacher", "SubspaceProblem", "FamilyPoint", "continue_family"]
@@ -107,22 +107,8 @@ class SubspaceProblem:
         net = self.network(x)
         tr = self.space.train_readout
         lam = np.linalg.eigvalsh(population.hessian(net, self.teacher, train_readout=tr))
-        loss = population.risk(net, self.teacher)
         gn = float(np.linalg.norm(flat_gradient(net, self.teacher, tr)))
-        index, nullity, kind = _classify(lam, loss, symmetry_nullity(net, tr), None, global_tol)
-        return CriticalPoint(
-            student=net,
-            loss=loss,
-            grad_norm=gn,
-            eigenvalues=lam,
-            index=index,
-            nullity=nullity,
-            kind=kind,
-            converged=True,
-            iterations=0,
-            history=[gn],
-            train_readout=tr,
-        )
+        return CriticalPoint.classified(net, self.teacher, lam, gn, tr, global_tol=global_tol)
 
 
 @dataclass(eq=False)
