@@ -46,7 +46,8 @@ void loop_impl(int n, int threads, bool par, std::vector<std::vector<double>>& w
   if (error) std::rethrow_exception(error);
 }
 
-// Psi = 2 diag(A) Omega[:K] + B Omega (rows i < K), A_i = sum_q w_q D_iq. U > 0: u = U at compile time.
+// Psi = 2 diag(A) Omega[:K] + B Omega (rows i < K), A_i = sum_q w_q D_iq. U > 0: u = U at compile time (whole rows
+// in registers).
 template <int U>
 void psi_rows(int K, int u_rt, const double* om, const double* w, const double* D, const double* B, double* psi) {
   const int u = U > 0 ? U : u_rt;
@@ -92,23 +93,30 @@ void validate_model(const OdeModel& m) {
         "regime: the step activation's derivative is a delta; only regime='gradient_flow' applies to step units");
 }
 
+OdeRhs::Eval OdeRhs::select_eval(int K, int M) {
+  static constexpr Eval small[4][4] = {
+      {&OdeRhs::eval<1, 1>, &OdeRhs::eval<1, 2>, &OdeRhs::eval<1, 3>, &OdeRhs::eval<1, 4>},
+      {&OdeRhs::eval<2, 1>, &OdeRhs::eval<2, 2>, &OdeRhs::eval<2, 3>, &OdeRhs::eval<2, 4>},
+      {&OdeRhs::eval<3, 1>, &OdeRhs::eval<3, 2>, &OdeRhs::eval<3, 3>, &OdeRhs::eval<3, 4>},
+      {&OdeRhs::eval<4, 1>, &OdeRhs::eval<4, 2>, &OdeRhs::eval<4, 3>, &OdeRhs::eval<4, 4>}};
+  return K <= 4 && M <= 4 ? small[K - 1][M - 1] : &OdeRhs::eval<0, 0>;
+}
+
 OdeRhs::OdeRhs(const OdeModel& model) : m_(model), u_(model.K + model.M) {
   validate_model(m_);
+  eval_ = select_eval(m_.K, m_.M);
   const std::size_t u = static_cast<std::size_t>(u_), K = static_cast<std::size_t>(m_.K);
   acts_.assign(u, m_.student);
   for (std::size_t r = K; r < u; ++r) acts_[r] = m_.teacher;
   om_.resize(u * u);
   w_.resize(u);
   D_.resize(K * u);
-  diag_.resize(u);
   B_.resize(K * u);
   val_.resize(K * u);
   psi_.resize(K * u);
   phi_.resize(K * K);
   j2_.resize(K * (K + 1) / 2);
   quad_.resize(K * (K + 1) / 2);
-  tdy_.resize(K * u);
-  tdz_.resize(K * u);
   const int T = u_ * (u_ + 1) / 2;
   wt_.resize(T);
   for (int i = 0; i < m_.K; ++i)
@@ -140,8 +148,10 @@ double OdeRhs::risk(const double* y) const {
                       m_.teacher);
 }
 
-void OdeRhs::operator()(const double* y, double* dy, int n_threads) {
-  const int K = m_.K, M = m_.M, u = u_;
+template <int KC, int MC>
+void OdeRhs::eval(const double* y, double* dy, int n_threads) {
+  static_assert((KC > 0) == (MC > 0), "both sizes fixed or both at run time");
+  const int K = KC > 0 ? KC : m_.K, M = MC > 0 ? MC : m_.M, u = K + M;
   const Activation g = m_.student;
   const double* a = y + m_.offset_a();
   double* om = om_.data();  // its P block was written by the constructor
@@ -161,36 +171,19 @@ void OdeRhs::operator()(const double* y, double* dy, int n_threads) {
   const bool par = threads > 1 && K >= 8;
   if (static_cast<int>(ws_.size()) < threads) ws_.resize(threads, std::vector<double>(ws_size_));
 
-  // 1. I2(g, act_c; l_i, l_c) with its gradient for every student i and unit c >= i (student pairs once):
-  //    values (for da), D_ic = dI2/dC_ii and B_ic = w_c dI2/dC_ic; the self pair through i2_self:
-  //    E[g'(l_i) l_c g(l_i)] = Omega_ic dS/dq.
-  // The table fills entries c >= i of val_ and D_ (dI2/dC_ii) directly; the lower student-student entries are the
-  // same pairs seen from the other side (value, and dI2/dC_cc as that student's own-variance derivative).
-  double *val = val_.data(), *D = D_.data(), *B = B_.data(), *dyt = tdy_.data(), *dzt = tdz_.data();
-  i2_grad_table(g, om, u, K, acts_.data(), val, D, dyt, dzt, ws_[0].data());
+  // 1. I2(g, act_c; l_i, l_c) with its gradient for every student i and unit c: values (for da),
+  //    D_ic = dI2/dC_ii and B_ic = w_c dI2/dC_ic; the self pair through i2_self: E[g'(l_i) l_c g(l_i)] = Omega_ic dS/dq.
+  double *val = val_.data(), *D = D_.data(), *B = B_.data();
+  i2_grad_table(g, om, u, K, acts_.data(), val, D, B, ws_[0].data());
   for (int i = 0; i < K; ++i) {
-    const int ii = i * u + i;
-    B[ii] = w[i] * D[ii];  // self pair: dS/dq
-    D[ii] = 0.0;
-    for (int c = i + 1; c < u; ++c) B[i * u + c] = w[c] * dyt[i * u + c];
-    for (int c = i + 1; c < K; ++c) {
-      const int o = i * u + c, t = c * u + i;
-      val[t] = val[o];
-      B[t] = w[i] * dyt[o];
-      D[t] = dzt[o];
-    }
+    double* bi = B + i * u;
+    for (int c = 0; c < u; ++c) bi[c] *= w[c];
+    bi[i] = w[i] * D[i * u + i];  // self pair: dS/dq
+    D[i * u + i] = 0.0;
   }
   // 2. Psi_ic = E[g'(l_i) l_c E] = 2 Omega_ic A_i + sum_q B_iq Omega_qc, A_i = sum_{q != i} w_q D_iq.
   //    O(K (K + M)^2) flops: serial (one OpenMP region per right-hand side, for the I4 tables, is enough).
-  switch (u) {  // small systems: compile-time sizes (whole rows in registers)
-    case 2: psi_rows<2>(K, u, om, w, D_.data(), B_.data(), psi_.data()); break;
-    case 3: psi_rows<3>(K, u, om, w, D_.data(), B_.data(), psi_.data()); break;
-    case 4: psi_rows<4>(K, u, om, w, D_.data(), B_.data(), psi_.data()); break;
-    case 5: psi_rows<5>(K, u, om, w, D_.data(), B_.data(), psi_.data()); break;
-    case 6: psi_rows<6>(K, u, om, w, D_.data(), B_.data(), psi_.data()); break;
-    case 8: psi_rows<8>(K, u, om, w, D_.data(), B_.data(), psi_.data()); break;
-    default: psi_rows<0>(K, u, om, w, D_.data(), B_.data(), psi_.data()); break;
-  }
+  psi_rows<KC + MC>(K, u, om, w, D, B, psi_.data());
   // 3. First-order terms.
   const double lr = m_.lr;
   double* dQ = dy;

@@ -18,159 +18,156 @@ bool all_are(const Activation* acts, int n, Activation a) {
   return true;
 }
 
-// As in i4(): condition every unit j on a Gaussian observation of the pair (x_i, x_k) at 0 with noise variance
-// `noise` (1 for erf's s', 0 for step's delta). b1, b2 receive rows i and k of C (its columns, by symmetry),
-// t1, t2 the rows of (C_AA + noise I)^(-1) C_A., var the conditioned variances clipped at 0. Returns
-// det(C_AA + noise I); the outputs are meaningful only when it is positive.
-template <int NC>
-inline double condition_on_pair(const double* C, int n_rt, int i, int k, double noise, double* b1, double* b2,
-                                double* t1, double* t2, double* var) {
+// As in i4(): condition every unit j on a Gaussian observation of a pair (x_i, x_k) at 0 with noise variance `noise`
+// (1 for erf's s', 0 for step's delta), for L pairs at once (lane l: i = ip[l], k = kp[l]). Outputs are lane-major,
+// [j * L + l]: b1, b2 = C_ij, C_kj; t1, t2 = the rows of (C_AA + noise I)^(-1) C_A.; var = the conditioned
+// variances clipped at 0; det[l] = det(C_AA + noise I) (the outputs are meaningful only where it is positive).
+template <int NC, int L>
+inline void condition_on_pairs(const double* C, int n_rt, const int* ip, const int* kp, double noise, double* b1,
+                               double* b2, double* t1, double* t2, double* var, double* det) {
   const int n = NC > 0 ? NC : n_rt;
-  const double *ci = C + static_cast<std::ptrdiff_t>(n) * i, *ck = C + static_cast<std::ptrdiff_t>(n) * k;
-  const double a11 = ci[i] + noise, a12 = ci[k], a22 = ck[k] + noise;
-  const double det = a11 * a22 - a12 * a12;
-  const double idet = 1.0 / det, i11 = a22 * idet, i12 = -a12 * idet, i22 = a11 * idet;
+  double i11[L], i12[L], i22[L];
+  for (int l = 0; l < L; ++l) {
+    const double *ci = C + static_cast<std::ptrdiff_t>(n) * ip[l], *ck = C + static_cast<std::ptrdiff_t>(n) * kp[l];
+    const double a11 = ci[ip[l]] + noise, a12 = ci[kp[l]], a22 = ck[kp[l]] + noise;
+    det[l] = a11 * a22 - a12 * a12;
+    const double idet = 1.0 / det[l];
+    i11[l] = a22 * idet;
+    i12[l] = -a12 * idet;
+    i22[l] = a11 * idet;
+    for (int j = 0; j < n; ++j) {
+      b1[j * L + l] = ci[j];
+      b2[j * L + l] = ck[j];
+    }
+  }
+  for (int j = 0; j < n; ++j) {
+    const double cjj = C[static_cast<std::ptrdiff_t>(n + 1) * j];
+    double *u1 = b1 + j * L, *u2 = b2 + j * L, *v1 = t1 + j * L, *v2 = t2 + j * L, *vj = var + j * L;
 #ifdef TWOLAYER_OPENMP
 #pragma omp simd
 #endif
-  for (int j = 0; j < n; ++j) {
-    b1[j] = ci[j];
-    b2[j] = ck[j];
-    t1[j] = i11 * b1[j] + i12 * b2[j];
-    t2[j] = i12 * b1[j] + i22 * b2[j];
-    var[j] = std::max(C[static_cast<std::ptrdiff_t>(n + 1) * j] - (b1[j] * t1[j] + b2[j] * t2[j]), 0.0);
+    for (int l = 0; l < L; ++l) {
+      v1[l] = i11[l] * u1[l] + i12[l] * u2[l];
+      v2[l] = i12[l] * u1[l] + i22[l] * u2[l];
+      vj[l] = std::max(cjj - (u1[l] * v1[l] + u2[l] * v2[l]), 0.0);
+    }
   }
-  return det;
 }
 }  // namespace
 
-std::size_t i2_grad_table_workspace(int n, int m) {
-  return 4 * static_cast<std::size_t>(n) * static_cast<std::size_t>(m) + static_cast<std::size_t>(n) + 8;
+std::size_t i2_grad_table_workspace(int n, int /*m*/) { return static_cast<std::size_t>(n) + 8; }
+
+namespace {
+// The all-erf table: I2 = (2/pi) asin(c), c = y r_x r_z with r = (1 + C_cc)^(-1/2); dI2/dy = (2/pi) / sqrt((1 +
+// x)(1 + z) - y^2), dI2/dx = -y dI2/dy r_x^2 / 2. The self pair is the same formula at x = y = z = q, whose
+// q-derivative is the sum of the three partial derivatives (2 dx + dy). Rows are vectorised over c; NC > 0: n = NC
+// at compile time.
+template <int NC>
+void i2_grad_table_erf(const double* C, int n_rt, int m, double* val, double* dx, double* dy, double* r) {
+  const int n = NC > 0 ? NC : n_rt;
+#ifdef TWOLAYER_OPENMP
+#pragma omp simd
+#endif
+  for (int c = 0; c < n; ++c) r[c] = 1.0 / std::sqrt(1.0 + C[c * (n + 1)]);
+  for (int i = 0; i < m; ++i) {
+    const double ri = r[i], ax = ri * ri;  // 1 / (1 + x)
+    const double* ci = C + static_cast<std::ptrdiff_t>(n) * i;
+    double *vi = val + static_cast<std::ptrdiff_t>(n) * i, *xi = dx + static_cast<std::ptrdiff_t>(n) * i,
+           *yi = dy + static_cast<std::ptrdiff_t>(n) * i;
+#ifdef TWOLAYER_OPENMP
+#pragma omp simd
+#endif
+    for (int c = 0; c < n; ++c) {
+      const double arg = ci[c] * ri * r[c];
+      const double g = (2.0 / kPi) * ri * r[c] / std::sqrt(1.0 - arg * arg);
+      vi[c] = (2.0 / kPi) * asin_simd(arg);
+      yi[c] = g;
+      xi[c] = -0.5 * g * ci[c] * ax;
+    }
+    xi[i] = 2.0 * xi[i] + yi[i];
+    yi[i] = 0.0;
+  }
 }
+}  // namespace
 
 void i2_grad_table(Activation a, const double* C, int n, int m, const Activation* acts, double* val, double* dx,
-                   double* dy, double* dz, double* ws) {
+                   double* dy, double* ws) {
   if (a == Activation::Erf && all_are(acts, n, Activation::Erf)) {
-    // I2 = (2/pi) asin(c), c = y r_x r_z with r = (1 + C_cc)^(-1/2); dI2/dy = (2/pi) / sqrt((1 + x)(1 + z) - y^2),
-    // dI2/dx = -y dI2/dy r_x^2 / 2 (and x <-> z). The self pair is the same formula at x = y = z = q, whose
-    // q-derivative is the sum of the three partial derivatives.
-    double* r = ws;
-#ifdef TWOLAYER_OPENMP
-#pragma omp simd
-#endif
-    for (int c = 0; c < n; ++c) r[c] = 1.0 / std::sqrt(1.0 + C[c * (n + 1)]);
-    // Flatten the pairs: one vectorised pass over all of them.
-    double* y = ws + n;
-    double* rx = y + static_cast<std::size_t>(n) * m;
-    double* rz = rx + static_cast<std::size_t>(n) * m;
-    int cnt = 0;
-    for (int i = 0; i < m; ++i)
-      for (int c = i; c < n; ++c) {
-        y[cnt] = C[i * n + c];
-        rx[cnt] = r[i];
-        rz[cnt] = r[c];
-        ++cnt;
-      }
-    double* v = rz + static_cast<std::size_t>(n) * m;  // reuse: outputs into the first arrays after reading them
-#ifdef TWOLAYER_OPENMP
-#pragma omp simd
-#endif
-    for (int e = 0; e < cnt; ++e) {
-      const double ax = rx[e] * rx[e], az = rz[e] * rz[e];  // 1 / (1 + x), 1 / (1 + z)
-      const double arg = y[e] * rx[e] * rz[e];
-      const double g = (2.0 / kPi) / std::sqrt((1.0 - arg * arg) / (ax * az));
-      v[e] = (2.0 / kPi) * asin_simd(arg);
-      const double h = -0.5 * g * y[e];
-      y[e] = g;  // dy
-      rx[e] = h * ax;
-      rz[e] = h * az;
+    switch (n) {  // small systems: compile-time sizes unroll the short loops
+      case 2: return i2_grad_table_erf<2>(C, n, m, val, dx, dy, ws);
+      case 3: return i2_grad_table_erf<3>(C, n, m, val, dx, dy, ws);
+      case 4: return i2_grad_table_erf<4>(C, n, m, val, dx, dy, ws);
+      case 5: return i2_grad_table_erf<5>(C, n, m, val, dx, dy, ws);
+      case 6: return i2_grad_table_erf<6>(C, n, m, val, dx, dy, ws);
+      case 8: return i2_grad_table_erf<8>(C, n, m, val, dx, dy, ws);
+      default: return i2_grad_table_erf<0>(C, n, m, val, dx, dy, ws);
     }
-    cnt = 0;
-    for (int i = 0; i < m; ++i)
-      for (int c = i; c < n; ++c) {
-        const int o = i * n + c;
-        val[o] = v[cnt];
-        if (c == i) {
-          dx[o] = rx[cnt] + y[cnt] + rz[cnt];
-          dy[o] = dz[o] = 0.0;
-        } else {
-          dx[o] = rx[cnt];
-          dy[o] = y[cnt];
-          dz[o] = rz[cnt];
-        }
-        ++cnt;
-      }
-    return;
   }
   for (int i = 0; i < m; ++i) {
     const double x = C[i * n + i];
-    const Grad self = i2_self(a, acts[i], Grad::variable(x, 0));
-    val[i * n + i] = self.v;
-    dx[i * n + i] = self.g[0];
-    dy[i * n + i] = dz[i * n + i] = 0.0;
-    for (int c = i + 1; c < n; ++c) {
-      const Grad k = i2_jet<Grad>(a, acts[c], x, C[i * n + c], C[c * n + c]);
+    for (int c = 0; c < n; ++c) {
       const int o = i * n + c;
-      val[o] = k.v;
-      dx[o] = k.g[0];
-      dy[o] = k.g[1];
-      dz[o] = k.g[2];
+      if (c == i) {
+        const Grad self = i2_self(a, acts[i], Grad::variable(x, 0));
+        val[o] = self.v;
+        dx[o] = self.g[0];
+        dy[o] = 0.0;
+      } else {
+        const Grad k = i2_jet<Grad>(a, acts[c], x, C[i * n + c], C[c * n + c]);
+        val[o] = k.v;
+        dx[o] = k.g[0];
+        dy[o] = k.g[1];
+      }
     }
   }
 }
 
 namespace {
-// The all-erf I4 table (see i4_table). NC > 0: the number of variables is the compile-time constant NC, so that the
-// short loops of small systems unroll; NC = 0: runtime n.
+constexpr int kLanes = 4;  // pairs per SIMD group in the erf contraction
+
+// The all-erf contraction of i4_contract, I4 = (4/pi^2) det(C_AA + I)^(-1/2) asin(c'_jl / sqrt((1 + c'_jj)(1 +
+// c'_ll))) with c' the covariance conditioned on (x_i, x_k) (as in i4()), vectorised across pairs: one SIMD lane per
+// pair (the last group padded by repeating its last pair), so that every step (conditioning, r_j = (1 +
+// c'_jj)^(-1/2), the T weighted arcsines) is a straight vector operation with no horizontal sums, and the long-
+// latency square roots, divisions and arcsines of different (j, l) overlap. NC > 0: n = NC at compile time.
 template <int NC>
-// W != nullptr: instead of the table, contract each pair's block with the weights W (packed like the table) into
-// contr[p]; out is then scratch for the asin arguments.
-void i4_table_erf(const double* C, int n_rt, const int* pairs, int np, double* out, double* ws,
-                  const double* W = nullptr, double* contr = nullptr) {
+void i4_contract_erf(const double* C, int n_rt, const int* pairs, int np, const double* W, double* out, double* ws) {
+  constexpr int L = kLanes;
   const int n = NC > 0 ? NC : n_rt;
-  const int T = n * (n + 1) / 2;
-  double *b1 = ws, *b2 = ws + n, *t1 = ws + 2 * n, *t2 = ws + 3 * n, *r = ws + 4 * n, *var = ws + 5 * n;
-  double* pref = ws + 6 * n;
-  for (int p = 0; p < np; ++p) {
-    const double det = condition_on_pair<NC>(C, n, pairs[2 * p], pairs[2 * p + 1], 1.0, b1, b2, t1, t2, var);
-    pref[p] = (4.0 / (kPi * kPi)) / std::sqrt(det);
+  double *b1 = ws, *b2 = b1 + n * L, *t1 = b2 + n * L, *t2 = t1 + n * L, *r = t2 + n * L;
+  for (int p0 = 0; p0 < np; p0 += L) {
+    int ip[L], kp[L];
+    for (int l = 0; l < L; ++l) {
+      const int p = std::min(p0 + l, np - 1);
+      ip[l] = pairs[2 * p];
+      kp[l] = pairs[2 * p + 1];
+    }
+    double det[L], acc[L];
+    condition_on_pairs<NC, L>(C, n, ip, kp, 1.0, b1, b2, t1, t2, r, det);
 #ifdef TWOLAYER_OPENMP
 #pragma omp simd
 #endif
-    for (int j = 0; j < n; ++j) r[j] = 1.0 / std::sqrt(1.0 + var[j]);  // r_j = (1 + var_j)^(-1/2)
-    double* op = out + static_cast<std::ptrdiff_t>(p) * T;
+    for (int e = 0; e < n * L; ++e) r[e] = 1.0 / std::sqrt(1.0 + r[e]);  // var_j -> r_j
+    for (int l = 0; l < L; ++l) acc[l] = 0.0;
     for (int j = 0; j < n; ++j) {
-      const double* xj = C + static_cast<std::ptrdiff_t>(n) * j;
-      double* oj = op + tri(n, j, j);
-      const double bj1 = b1[j], bj2 = b2[j], rj = r[j];
-      oj[0] = (1.0 - rj * rj);  // var_j r_j^2 = 1 - r_j^2
-      for (int l = j + 1; l < n; ++l) oj[l - j] = (xj[l] - (bj1 * t1[l] + bj2 * t2[l])) * rj * r[l];
-    }
-  }
-  if (W != nullptr) {
-    for (int p = 0; p < np; ++p) {
-      const double* op = out + static_cast<std::ptrdiff_t>(p) * T;
-      double t = 0.0;
-#ifdef TWOLAYER_OPENMP
-#pragma omp simd reduction(+ : t)
-#endif
-      for (int e = 0; e < T; ++e) t += W[e] * asin_simd(op[e]);
-      contr[p] = pref[p] * t;
-    }
-    return;
-  }
-  const std::ptrdiff_t total = static_cast<std::ptrdiff_t>(np) * T;
+      const double* cj = C + static_cast<std::ptrdiff_t>(n) * j;
+      const double *bj1 = b1 + j * L, *bj2 = b2 + j * L, *rj = r + j * L;
+      const double* wj = W + tri(n, j, j);
 #ifdef TWOLAYER_OPENMP
 #pragma omp simd
 #endif
-  for (std::ptrdiff_t e = 0; e < total; ++e) out[e] = asin_simd(out[e]);
-  for (int p = 0; p < np; ++p) {
-    const double f = pref[p];
-    double* op = out + static_cast<std::ptrdiff_t>(p) * T;
+      for (int l = 0; l < L; ++l) acc[l] += wj[0] * asin_simd(1.0 - rj[l] * rj[l]);  // c'_jj r_j^2
+      for (int m = j + 1; m < n; ++m) {
+        const double *tm1 = t1 + m * L, *tm2 = t2 + m * L, *rm = r + m * L;
+        const double cjm = cj[m], w = wj[m - j];
 #ifdef TWOLAYER_OPENMP
 #pragma omp simd
 #endif
-    for (int e = 0; e < T; ++e) op[e] *= f;
+        for (int l = 0; l < L; ++l)
+          acc[l] += w * asin_simd((cjm - (bj1[l] * tm1[l] + bj2[l] * tm2[l])) * rj[l] * rm[l]);
+      }
+    }
+    for (int l = 0; l < L && p0 + l < np; ++l) out[p0 + l] = (4.0 / (kPi * kPi)) / std::sqrt(det[l]) * acc[l];
   }
 }
 }  // namespace
@@ -190,24 +187,14 @@ void i4_table(Activation s, const double* C, int n, const Activation* acts, cons
     for (int p = 1; p < np; ++p) std::copy(out, out + T, out + static_cast<std::ptrdiff_t>(p) * T);
     return;
   }
-  if (s == A::Erf && all_are(acts, n, A::Erf)) {
-    switch (n) {  // small systems: compile-time sizes unroll the short loops
-      case 2: return i4_table_erf<2>(C, n, pairs, np, out, ws);
-      case 3: return i4_table_erf<3>(C, n, pairs, np, out, ws);
-      case 4: return i4_table_erf<4>(C, n, pairs, np, out, ws);
-      case 5: return i4_table_erf<5>(C, n, pairs, np, out, ws);
-      case 6: return i4_table_erf<6>(C, n, pairs, np, out, ws);
-      case 8: return i4_table_erf<8>(C, n, pairs, np, out, ws);
-      default: return i4_table_erf<0>(C, n, pairs, np, out, ws);
-    }
-  }
   if (s == A::Erf || s == A::Step) {
     // As in i4(): condition (x_j, x_l) on a Gaussian observation of (x_i, x_k) at 0 with noise 1 (erf) or 0 (step).
     const double noise = s == A::Erf ? 1.0 : 0.0;
     double *b1 = ws, *b2 = ws + n, *t1 = ws + 2 * n, *t2 = ws + 3 * n, *var = ws + 4 * n;
     double* pref = ws + 6 * n;
     for (int p = 0; p < np; ++p) {
-      const double det = condition_on_pair<0>(C, n, pairs[2 * p], pairs[2 * p + 1], noise, b1, b2, t1, t2, var);
+      double det;
+      condition_on_pairs<0, 1>(C, n, &pairs[2 * p], &pairs[2 * p + 1], noise, b1, b2, t1, t2, var, &det);
       if (s == A::Step && !(det > 0.0))
         throw std::domain_error("C: the step activation's I4 = E[delta delta a b] needs C[:2, :2] non-singular");
       pref[p] = s == A::Erf ? (2.0 / kPi) / std::sqrt(det) : 1.0 / (2.0 * kPi * std::sqrt(det));
@@ -256,26 +243,28 @@ void j2_table(Activation s, const double* C, int n, const int* pairs, int np, do
 }
 
 std::size_t i4_contract_workspace(int n, int np) {
-  return static_cast<std::size_t>(np) * static_cast<std::size_t>(n * (n + 1) / 2) + i4_table_workspace(n, np);
+  // The larger of the erf path's needs (i4_contract_erf) and the table's plus i4_table's scratch.
+  const std::size_t T = static_cast<std::size_t>(n) * (n + 1) / 2;
+  const std::size_t N = static_cast<std::size_t>(n), P = static_cast<std::size_t>(np);
+  return std::max(5 * N * kLanes, P * T + i4_table_workspace(n, np));
 }
 
 void i4_contract(Activation s, const double* C, int n, const Activation* acts, const int* pairs, int np,
                  const double* W, double* out, double* ws) {
-  const int T = n * (n + 1) / 2;
-  double* table = ws;
-  double* rest = ws + static_cast<std::ptrdiff_t>(np) * T;
   if (s == Activation::Erf && all_are(acts, n, Activation::Erf)) {
-    switch (n) {
-      case 2: return i4_table_erf<2>(C, n, pairs, np, table, rest, W, out);
-      case 3: return i4_table_erf<3>(C, n, pairs, np, table, rest, W, out);
-      case 4: return i4_table_erf<4>(C, n, pairs, np, table, rest, W, out);
-      case 5: return i4_table_erf<5>(C, n, pairs, np, table, rest, W, out);
-      case 6: return i4_table_erf<6>(C, n, pairs, np, table, rest, W, out);
-      case 8: return i4_table_erf<8>(C, n, pairs, np, table, rest, W, out);
-      default: return i4_table_erf<0>(C, n, pairs, np, table, rest, W, out);
+    switch (n) {  // small systems: compile-time sizes unroll the short loops
+      case 2: return i4_contract_erf<2>(C, n, pairs, np, W, out, ws);
+      case 3: return i4_contract_erf<3>(C, n, pairs, np, W, out, ws);
+      case 4: return i4_contract_erf<4>(C, n, pairs, np, W, out, ws);
+      case 5: return i4_contract_erf<5>(C, n, pairs, np, W, out, ws);
+      case 6: return i4_contract_erf<6>(C, n, pairs, np, W, out, ws);
+      case 8: return i4_contract_erf<8>(C, n, pairs, np, W, out, ws);
+      default: return i4_contract_erf<0>(C, n, pairs, np, W, out, ws);
     }
   }
-  i4_table(s, C, n, acts, pairs, np, table, rest);
+  const int T = n * (n + 1) / 2;
+  double* table = ws;
+  i4_table(s, C, n, acts, pairs, np, table, ws + static_cast<std::ptrdiff_t>(np) * T);
   for (int p = 0; p < np; ++p) {
     const double* op = table + static_cast<std::ptrdiff_t>(p) * T;
     double t = 0.0;

@@ -56,17 +56,25 @@ class OdeRhs {
   explicit OdeRhs(const OdeModel& model);
   const OdeModel& model() const { return m_; }
   // dy = f(y). n_threads: 1 runs serially; otherwise OpenMP inside (used for large K, M; <= 0: OpenMP default).
-  void operator()(const double* y, double* dy, int n_threads = 1);
+  void operator()(const double* y, double* dy, int n_threads = 1) { (this->*eval_)(y, dy, n_threads); }
   // Excess population risk of state y.
   double risk(const double* y) const;
   // Omega = [[Q, M], [M^T, P]] ((K + M) x (K + M), row-major) of state y, into out.
   void omega(const double* y, double* out) const;
 
  private:
+  // The right-hand side with K = KC, M = MC fixed at compile time when positive (small systems: every loop
+  // unrolls), at run time otherwise; eval_ is the one chosen for this model.
+  template <int KC, int MC>
+  void eval(const double* y, double* dy, int n_threads);
+  using Eval = void (OdeRhs::*)(const double*, double*, int);
+  static Eval select_eval(int K, int M);
+
   OdeModel m_;
+  Eval eval_;
   int u_;                          // K + M units
   std::vector<Activation> acts_;   // per unit
-  std::vector<double> om_, w_, diag_, B_, D_, val_, psi_, phi_, tdy_, tdz_, wt_, j2_, quad_;
+  std::vector<double> om_, w_, B_, D_, val_, psi_, phi_, wt_, j2_, quad_;
   std::vector<int> pairs_;               // student pairs (i, k), i <= k
   int chunk_ = 1;                        // pairs per I4 table call
   std::size_t ws_size_ = 0;

@@ -15,13 +15,14 @@ namespace twolayer {
 // order-parameter ODE needs, with the work that depends on one unit or one pair done once (the (erf, erf) tables
 // take vectorised fast paths; every entry equals the scalar kernel up to round-off).
 //
-// I2 with its first derivatives for every pair (i, c), i < m, c >= i, stored at [i * n + c]:
-//   c > i: val = I2(a, acts[c]; C_ii, C_ic, C_cc), dx, dy, dz = its derivatives in (C_ii, C_ic, C_cc);
-//   c = i: val = E[a(x_i) acts[i](x_i)] (i2_self), dx = its derivative in C_ii, dy = dz = 0.
-// ws: scratch of at least i2_grad_table_workspace(n, m) doubles.
+// I2 with its first derivatives for every pair (i, c), i < m, c < n, stored at [i * n + c]:
+//   c != i: val = I2(a, acts[c]; C_ii, C_ic, C_cc), dx, dy = its derivatives in C_ii and C_ic;
+//   c = i:  val = E[a(x_i) acts[i](x_i)] (i2_self), dx = its derivative in C_ii, dy = 0.
+// (The derivative in C_cc of pair (i, c) is dx of pair (c, i) when c < m.) ws: scratch of at least
+// i2_grad_table_workspace(n, m) doubles.
 std::size_t i2_grad_table_workspace(int n, int m);
 void i2_grad_table(Activation a, const double* C, int n, int m, const Activation* acts, double* val, double* dx,
-                   double* dy, double* dz, double* ws);
+                   double* dy, double* ws);
 
 // I4(s, acts[j], acts[l]; x_i, x_k, x_j, x_l) for np first pairs (i, k) = (pairs[2p], pairs[2p + 1]) and every
 // j <= l, stored packed at out[p * T + tri(n, j, l)], T = n (n + 1) / 2. For erf and step, conditioning on (x_i, x_k)
