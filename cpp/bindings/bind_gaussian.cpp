@@ -5,6 +5,7 @@
 #include "twolayer/activation.hpp"
 #include "twolayer/gaussian.hpp"
 #include "twolayer/parallel.hpp"
+#include "twolayer/simd_math.hpp"
 
 namespace twolayer::bind {
 
@@ -42,6 +43,16 @@ void bind_gaussian(py::module_& m) {
         py::arg("x"));
   m.def("dsigma", [](const std::string& act, const Array& x) { return pointwise(act, x, true); }, py::arg("act"),
         py::arg("x"));
+  m.def(
+      "asin_simd",
+      [](const Array& x) {
+        Array out(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
+        const double* in = x.data();
+        double* o = out.mutable_data();
+        for (py::ssize_t i = 0; i < x.size(); ++i) o[i] = asin_simd(in[i]);
+        return out;
+      },
+      py::arg("x"), "The kernels' branch-free arcsine (simd_math.hpp), exposed for its accuracy test.");
   m.def(
       "i2",
       [](const std::string& a, const std::string& b, const Array& C, int n_threads) {
