@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <stdexcept>
 #include <vector>
 
@@ -79,9 +80,11 @@ void first_arg(const PairJets<J>& j, int i, int k, double& kx, double& ky) {
 }
 
 void check_finite(const double* x, std::size_t n, const char* what) {
-  for (std::size_t i = 0; i < n; ++i)
-    if (!std::isfinite(x[i]))
-      throw std::domain_error(std::string(what) +
+  double sum = 0.0;  // finite iff every entry is (0 * inf and inf - inf are NaN); a loop with no early exit vectorises
+#pragma omp simd reduction(+ : sum)
+  for (std::size_t i = 0; i < n; ++i) sum += 0.0 * x[i];
+  if (!(sum == 0.0))
+    throw std::domain_error(std::string(what) +
                               " is not finite: the kernels are singular here (a zero-norm unit, or an exactly "
                               "aligned pair of step units)");
 }
@@ -116,19 +119,35 @@ double population_risk(const Population& p, int n_threads) {
 namespace {
 
 // Kernel Grads of one row of pairs, (x, y[k], z[k]) for k < n, into structure-of-arrays outputs (the z-derivative
-// is not needed). The activations are compile-time constants, so that i2 inlines with its switch folded and the
-// loop vectorises (population.cpp is built without errno and FP traps, CMakeLists.txt).
+// is not needed); r = 1/sqrt(variance) of the units (rx, rz[k]; 0 for zero variance) serve the angle forms of the
+// relu-relu and step-step pairs (angle_pair_grad). The activations are compile-time constants, so that i2 inlines
+// with its switch folded and the loop vectorises (population.cpp is built without errno and FP traps,
+// CMakeLists.txt; the outputs never alias the inputs, and GCC needs __restrict to see it).
 template <Activation A, Activation B>
-[[gnu::flatten]] void grad_row(double x, const double* y, const double* z, int n, double* v, double* gx, double* gy) {
-  for (int k = 0; k < n; ++k) {
-    const Grad j = i2_jet<Grad>(A, B, x, y[k], z[k]);
-    v[k] = j.v;
-    gx[k] = j.g[0];
-    gy[k] = j.g[1];
+[[gnu::flatten]] void grad_row(double x, double rx, const double* __restrict y, const double* __restrict z,
+                               const double* __restrict rz, int n, double* __restrict v, double* __restrict gx,
+                               double* __restrict gy) {
+  if constexpr (A == B && (A == Activation::Relu || A == Activation::Step)) {
+    const double nx = x * rx;
+    for (int k = 0; k < n; ++k) {
+      const PairGrad j = angle_pair_grad<A>(nx, rx, z[k] * rz[k], rz[k], y[k]);
+      v[k] = j.v;
+      gx[k] = j.gx;
+      gy[k] = j.gy;
+    }
+  } else {
+    (void)rx;
+    (void)rz;
+    for (int k = 0; k < n; ++k) {
+      const Grad j = i2_jet<Grad>(A, B, x, y[k], z[k]);
+      v[k] = j.v;
+      gx[k] = j.g[0];
+      gy[k] = j.g[1];
+    }
   }
 }
 
-using GradRow = void (*)(double, const double*, const double*, int, double*, double*, double*);
+using GradRow = void (*)(double, double, const double*, const double*, const double*, int, double*, double*, double*);
 
 // grad_row<a, b> for runtime activations.
 GradRow grad_row_for(Activation a, Activation b) {
@@ -155,9 +174,12 @@ GradRow grad_row_for(Activation a, Activation b) {
 void gradient_impl(const Population& p, double* dW, double* da, double* t, int n_threads) {
   const int K = p.student.units, M = p.teacher.units, d = p.d;
   const double *a = p.student.a, *v = p.teacher.a, *W = p.student.W, *Wt = p.teacher.W;
-  std::vector<double> Q(static_cast<std::size_t>(K) * K), Mo(static_cast<std::size_t>(K) * M), qd(K), pd(M);
-  gram(W, K, W, K, d, p.scale, Q.data(), n_threads);
-  gram(W, K, Wt, M, d, p.scale, Mo.data(), n_threads);
+  // Gram blocks, uninitialised (gram writes every entry).
+  const std::unique_ptr<double[]> Q(new double[static_cast<std::size_t>(K) * K]),
+      Mo(new double[static_cast<std::size_t>(K) * M]);
+  std::vector<double> qd(K), pd(M);
+  gram(W, K, W, K, d, p.scale, Q.get(), n_threads);
+  gram(W, K, Wt, M, d, p.scale, Mo.get(), n_threads);
   for (int i = 0; i < K; ++i) qd[i] = Q[static_cast<std::size_t>(i) * K + i];
   for (int r = 0; r < M; ++r) {
     const double* wr = Wt + static_cast<std::size_t>(r) * d;
@@ -165,6 +187,10 @@ void gradient_impl(const Population& p, double* dW, double* da, double* t, int n
     for (int c = 0; c < d; ++c) s += wr[c] * wr[c];
     pd[r] = s / p.scale;
   }
+  // 1/sqrt(variance) of every unit (0 for zero variance), for the angle-form rows.
+  std::vector<double> rq(K), rp(M);
+  for (int i = 0; i < K; ++i) rq[i] = qd[i] > 0.0 ? 1.0 / std::sqrt(qd[i]) : 0.0;
+  for (int r = 0; r < M; ++r) rp[r] = pd[r] > 0.0 ? 1.0 / std::sqrt(pd[r]) : 0.0;
   const Activation sa = p.student.act, ta = p.teacher.act;
   const GradRow student_row = grad_row_for(sa, sa), teacher_row = grad_row_for(sa, ta);
   const double inv = 1.0 / p.scale;
@@ -175,39 +201,45 @@ void gradient_impl(const Population& p, double* dW, double* da, double* t, int n
     const int i0 = static_cast<int>(blk) * rows_per, rows = std::min(rows_per, K - i0);
     if (rows <= 0) return;
     const int n = std::max(K, M);
-    std::vector<double> buf(3 * static_cast<std::size_t>(n)), B(static_cast<std::size_t>(rows) * K),
-        E(static_cast<std::size_t>(rows) * M);
-    double *kv = buf.data(), *kx = kv + n, *ky = kx + n;
+    // Uninitialised scratch (every entry is written before it is read): kernel rows, then the B and E blocks.
+    const std::unique_ptr<double[]> buf(new double[3 * static_cast<std::size_t>(n) +
+                                                   static_cast<std::size_t>(rows) * (K + M)]);
+    double *kv = buf.get(), *kx = kv + n, *ky = kx + n, *B = ky + n, *E = B + static_cast<std::size_t>(rows) * K;
     double* g = dW + static_cast<std::size_t>(i0) * d;
     for (int r = 0; r < rows; ++r) {
       const int i = i0 + r;
       const double qi = qd[i];
       const Grad self = i2_self(sa, sa, Grad::variable(qi, 0));
       double al = a[i] * a[i] * self.g[0], dai = a[i] * self.v;
-      student_row(qi, &Q[static_cast<std::size_t>(i) * K], qd.data(), K, kv, kx, ky);
+      student_row(qi, rq[i], &Q[static_cast<std::size_t>(i) * K], qd.data(), rq.data(), K, kv, kx, ky);
       kv[i] = kx[i] = ky[i] = 0.0;  // the pair (i, i) is the self term above
-      double* Bi = &B[static_cast<std::size_t>(r) * K];
+      double* Bi = B + static_cast<std::size_t>(r) * K;
+      double sx = 0.0, sv = 0.0;  // vectorised sums (a serial chain of dependent adds would cost more than the jets)
+#pragma omp simd reduction(+ : sx, sv)
       for (int k = 0; k < K; ++k) {
-        al += 2.0 * a[i] * a[k] * kx[k];
-        dai += a[k] * kv[k];
+        sx += a[k] * kx[k];
+        sv += a[k] * kv[k];
         Bi[k] = a[i] * a[k] * ky[k];
       }
-      teacher_row(qi, &Mo[static_cast<std::size_t>(i) * M], pd.data(), M, kv, kx, ky);
-      double ti = 0.0;
-      double* Ei = &E[static_cast<std::size_t>(r) * M];
+      al += 2.0 * a[i] * sx;
+      dai += sv;
+      teacher_row(qi, rq[i], &Mo[static_cast<std::size_t>(i) * M], pd.data(), rp.data(), M, kv, kx, ky);
+      double ti = 0.0, tx = 0.0;
+      double* Ei = E + static_cast<std::size_t>(r) * M;
+#pragma omp simd reduction(+ : ti, tx)
       for (int q = 0; q < M; ++q) {
-        al -= 2.0 * a[i] * v[q] * kx[q];
+        tx += v[q] * kx[q];
         ti += v[q] * kv[q];
         Ei[q] = -a[i] * v[q] * ky[q];
       }
+      al -= 2.0 * a[i] * tx;
       da[i] = dai - ti;
       t[i] = ti;
       const double* wi = W + static_cast<std::size_t>(i) * d;
-      for (int c = 0; c < d; ++c) g[r * d + c] = al * wi[c];
+      for (int c = 0; c < d; ++c) g[r * d + c] = al * inv * wi[c];
     }
-    gemm_nn_add(B.data(), K, W, rows, K, d, g);
-    gemm_nn_add(E.data(), M, Wt, rows, M, d, g);
-    for (int c = 0; c < rows * d; ++c) g[c] *= inv;
+    gemm_nn(B, K, W, rows, K, d, g, inv, true);
+    gemm_nn(E, M, Wt, rows, M, d, g, inv, true);
   });
   check_finite(dW, static_cast<std::size_t>(K) * d, "population gradient");
 }

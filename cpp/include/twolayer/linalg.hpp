@@ -1,5 +1,5 @@
 // Small dense matrix products for the weight-space layer (row-major, double), register-blocked so that the
-// compiler vectorises them: Gram blocks A B^T / s and accumulations C += X Y.
+// compiler vectorises them: Gram blocks A B^T / s and accumulations C += alpha X Y.
 #pragma once
 #include <cstddef>
 
@@ -11,7 +11,9 @@ namespace twolayer {
 // out (na x nb) = A (na x d) B^T (B: nb x d) * alpha.
 void gemm_nt(const double* A, int na, const double* B, int nb, int d, double alpha, double* out, int diag = -1);
 
-// C (m x n) += X (m x k) Y (k x n); X has row stride ldx.
-void gemm_nn_add(const double* X, int ldx, const double* Y, int m, int k, int n, double* C, int diag = -1);
+// C (m x n) = (accumulate ? C : 0) + alpha X (m x k) Y (k x n); X has row stride ldx (C is not read unless
+// accumulate).
+void gemm_nn(const double* X, int ldx, const double* Y, int m, int k, int n, double* C, double alpha, bool accumulate,
+             int diag = -1);
 
 }  // namespace twolayer
