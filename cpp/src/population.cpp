@@ -35,6 +35,17 @@ void gram(const double* A, int na, const double* B, int nb, int d, double scale,
 
 namespace {
 
+// Squared norms of the n rows of W (n x d) over scale.
+void row_variances(const double* W, int n, int d, double scale, double* out) {
+  for (int r = 0; r < n; ++r) {
+    const double* wr = W + static_cast<std::size_t>(r) * d;
+    double s = 0.0;
+#pragma omp simd reduction(+ : s)
+    for (int c = 0; c < d; ++c) s += wr[c] * wr[c];
+    out[r] = s / scale;
+  }
+}
+
 // Kernel jets of every pair: student-student (i <= k; the diagonal holds the self kernel in g[0], h[0]) and
 // student-teacher (i, r), for the Hessian (J = Jet); the gradient evaluates its Grads row by row (grad_row).
 template <class J>
@@ -54,12 +65,7 @@ PairJets<J> pair_jets(const Population& p, int n_threads) {
   gram(p.student.W, K, p.student.W, K, d, p.scale, j.Q.data(), n_threads);
   gram(p.student.W, K, p.teacher.W, M, d, p.scale, j.Mo.data(), n_threads);
   std::vector<double> prr(M);
-  for (int r = 0; r < M; ++r) {
-    const double* wr = p.teacher.W + static_cast<std::size_t>(r) * d;
-    double s = 0.0;
-    for (int c = 0; c < d; ++c) s += wr[c] * wr[c];
-    prr[r] = s / p.scale;
-  }
+  row_variances(p.teacher.W, M, d, p.scale, prr.data());
   const Activation s = p.student.act, t = p.teacher.act;
   parallel_for(static_cast<std::size_t>(K), K > 16 ? n_threads : 1, [&](std::size_t i) {
     const double qi = j.Q[i * K + i];
@@ -118,15 +124,15 @@ double population_risk(const Population& p, int n_threads) {
 
 namespace {
 
-// Kernel Grads of one row of pairs, (x, y[k], z[k]) for k < n, into structure-of-arrays outputs (the z-derivative
-// is not needed); r = 1/sqrt(variance) of the units (rx, rz[k]; 0 for zero variance) serve the angle forms of the
-// relu-relu and step-step pairs (angle_pair_grad). The activations are compile-time constants, so that i2 inlines
-// with its switch folded and the loop vectorises (population.cpp is built without errno and FP traps,
-// CMakeLists.txt; the outputs never alias the inputs, and GCC needs __restrict to see it).
+// Kernel Grads of one row of pairs, (x, y[k], z[k]) for k < n, into structure-of-arrays outputs v, gx, gy, gz;
+// r = 1/sqrt(variance) of the units (rx, rz[k]; 0 for zero variance) serve the angle forms of the relu-relu and
+// step-step pairs (angle_pair_grad). The activations are compile-time constants, so that i2 inlines with its switch
+// folded and the loop vectorises (population.cpp is built without errno and FP traps, CMakeLists.txt; the outputs
+// never alias the inputs, and GCC needs __restrict to see it).
 template <Activation A, Activation B>
 [[gnu::flatten]] void grad_row(double x, double rx, const double* __restrict y, const double* __restrict z,
                                const double* __restrict rz, int n, double* __restrict v, double* __restrict gx,
-                               double* __restrict gy) {
+                               double* __restrict gy, double* __restrict gz) {
   if constexpr (A == B && (A == Activation::Relu || A == Activation::Step)) {
     const double nx = x * rx;
     for (int k = 0; k < n; ++k) {
@@ -134,6 +140,7 @@ template <Activation A, Activation B>
       v[k] = j.v;
       gx[k] = j.gx;
       gy[k] = j.gy;
+      gz[k] = j.gz;
     }
   } else {
     (void)rx;
@@ -143,11 +150,13 @@ template <Activation A, Activation B>
       v[k] = j.v;
       gx[k] = j.g[0];
       gy[k] = j.g[1];
+      gz[k] = j.g[2];
     }
   }
 }
 
-using GradRow = void (*)(double, double, const double*, const double*, const double*, int, double*, double*, double*);
+using GradRow = void (*)(double, double, const double*, const double*, const double*, int, double*, double*,
+                        double*, double*);
 
 // grad_row<a, b> for runtime activations.
 GradRow grad_row_for(Activation a, Activation b) {
@@ -168,27 +177,22 @@ GradRow grad_row_for(Activation a, Activation b) {
 
 // dW = (diag(alpha) W + B W + E W*) / s with B_ik = a_i a_k dK/dQ_ik, E_ir = -a_i v_r dL/dM_ir and alpha_i
 // collecting the variance derivatives; da_i = sum_k a_k K_ik - t_i with t_i = sum_r v_r L_ir (returned in t).
-// One block of rows per thread: each evaluates the kernel Grads of its rows (full rows of student pairs, so that
-// rows are independent and no pair Jets are stored) and then its rows of the two products (all rows of a block in
-// one product, so that each panel of W is reused from L1 across them).
+// Two passes: the student pairs' kernel Grads, each pair once (i < k), into full K x K tables (value, dK/dQ_ii in
+// row i, dK/dQ_ik); then one block of rows per thread: its teacher pairs, its alpha, B and E rows and its rows of the
+// two products (all rows of a block in one product, so that each panel of W is reused from L1 across them).
 void gradient_impl(const Population& p, double* dW, double* da, double* t, int n_threads) {
   const int K = p.student.units, M = p.teacher.units, d = p.d;
+  const std::size_t KK = static_cast<std::size_t>(K) * K;
   const double *a = p.student.a, *v = p.teacher.a, *W = p.student.W, *Wt = p.teacher.W;
-  // Gram blocks, uninitialised (gram writes every entry).
-  const std::unique_ptr<double[]> Q(new double[static_cast<std::size_t>(K) * K]),
-      Mo(new double[static_cast<std::size_t>(K) * M]);
-  std::vector<double> qd(K), pd(M);
-  gram(W, K, W, K, d, p.scale, Q.get(), n_threads);
-  gram(W, K, Wt, M, d, p.scale, Mo.get(), n_threads);
+  // Gram blocks and the student pair tables, uninitialised (every entry is written before it is read).
+  const std::unique_ptr<double[]> mem(new double[4 * KK + static_cast<std::size_t>(K) * M]);
+  double *Q = mem.get(), *SV = Q + KK, *SX = SV + KK, *SY = SX + KK, *Mo = SY + KK;
+  std::vector<double> qd(K), pd(M), rq(K), rp(M);
+  gram(W, K, W, K, d, p.scale, Q, n_threads);
+  gram(W, K, Wt, M, d, p.scale, Mo, n_threads);
   for (int i = 0; i < K; ++i) qd[i] = Q[static_cast<std::size_t>(i) * K + i];
-  for (int r = 0; r < M; ++r) {
-    const double* wr = Wt + static_cast<std::size_t>(r) * d;
-    double s = 0.0;
-    for (int c = 0; c < d; ++c) s += wr[c] * wr[c];
-    pd[r] = s / p.scale;
-  }
+  row_variances(Wt, M, d, p.scale, pd.data());
   // 1/sqrt(variance) of every unit (0 for zero variance), for the angle-form rows.
-  std::vector<double> rq(K), rp(M);
   for (int i = 0; i < K; ++i) rq[i] = qd[i] > 0.0 ? 1.0 / std::sqrt(qd[i]) : 0.0;
   for (int r = 0; r < M; ++r) rp[r] = pd[r] > 0.0 ? 1.0 / std::sqrt(pd[r]) : 0.0;
   const Activation sa = p.student.act, ta = p.teacher.act;
@@ -196,34 +200,47 @@ void gradient_impl(const Population& p, double* dW, double* da, double* t, int n
   const double inv = 1.0 / p.scale;
   const bool big = static_cast<long long>(K) * (K + M) * d > 200000;
   const int threads = big ? resolve_threads(n_threads) : 1;
+  // Pass 1: student pairs (i, k > i) of row i, mirrored into column i (dK/dQ_kk is the x-derivative of row k).
+  parallel_for(static_cast<std::size_t>(K), threads, [&](std::size_t iu) {
+    const int i = static_cast<int>(iu), n = K - i - 1;
+    const std::size_t o = iu * K + iu;
+    SV[o] = SX[o] = SY[o] = 0.0;  // the pair (i, i) is the self term
+    if (n == 0) return;
+    const std::unique_ptr<double[]> gz(new double[n]);
+    student_row(qd[i], rq[i], Q + o + 1, &qd[i + 1], &rq[i + 1], n, SV + o + 1, SX + o + 1, SY + o + 1, gz.get());
+    for (int k = i + 1, e = 0; k < K; ++k, ++e) {
+      const std::size_t m = static_cast<std::size_t>(k) * K + iu;
+      SV[m] = SV[o + 1 + e];
+      SY[m] = SY[o + 1 + e];
+      SX[m] = gz[e];
+    }
+  }, 1, 4);
+  // Pass 2: rows.
   const int rows_per = (K + threads - 1) / threads;
   parallel_for(static_cast<std::size_t>(threads), threads, [&](std::size_t blk) {
     const int i0 = static_cast<int>(blk) * rows_per, rows = std::min(rows_per, K - i0);
     if (rows <= 0) return;
-    const int n = std::max(K, M);
-    // Uninitialised scratch (every entry is written before it is read): kernel rows, then the B and E blocks.
-    const std::unique_ptr<double[]> buf(new double[3 * static_cast<std::size_t>(n) +
+    // Uninitialised scratch (every entry is written before it is read): a teacher row, then the B and E blocks.
+    const std::unique_ptr<double[]> buf(new double[4 * static_cast<std::size_t>(M) +
                                                    static_cast<std::size_t>(rows) * (K + M)]);
-    double *kv = buf.get(), *kx = kv + n, *ky = kx + n, *B = ky + n, *E = B + static_cast<std::size_t>(rows) * K;
+    double *kv = buf.get(), *kx = kv + M, *ky = kx + M, *kz = ky + M, *B = kz + M;
+    double* E = B + static_cast<std::size_t>(rows) * K;
     double* g = dW + static_cast<std::size_t>(i0) * d;
     for (int r = 0; r < rows; ++r) {
       const int i = i0 + r;
       const double qi = qd[i];
       const Grad self = i2_self(sa, sa, Grad::variable(qi, 0));
-      double al = a[i] * a[i] * self.g[0], dai = a[i] * self.v;
-      student_row(qi, rq[i], &Q[static_cast<std::size_t>(i) * K], qd.data(), rq.data(), K, kv, kx, ky);
-      kv[i] = kx[i] = ky[i] = 0.0;  // the pair (i, i) is the self term above
+      const double *sv = SV + static_cast<std::size_t>(i) * K, *sx = SX + static_cast<std::size_t>(i) * K,
+                   *sy = SY + static_cast<std::size_t>(i) * K;
       double* Bi = B + static_cast<std::size_t>(r) * K;
-      double sx = 0.0, sv = 0.0;  // vectorised sums (a serial chain of dependent adds would cost more than the jets)
-#pragma omp simd reduction(+ : sx, sv)
+      double ax = 0.0, av = 0.0;  // vectorised sums (a serial chain of dependent adds would cost more than the jets)
+#pragma omp simd reduction(+ : ax, av)
       for (int k = 0; k < K; ++k) {
-        sx += a[k] * kx[k];
-        sv += a[k] * kv[k];
-        Bi[k] = a[i] * a[k] * ky[k];
+        ax += a[k] * sx[k];
+        av += a[k] * sv[k];
+        Bi[k] = a[i] * a[k] * sy[k];
       }
-      al += 2.0 * a[i] * sx;
-      dai += sv;
-      teacher_row(qi, rq[i], &Mo[static_cast<std::size_t>(i) * M], pd.data(), rp.data(), M, kv, kx, ky);
+      teacher_row(qi, rq[i], Mo + static_cast<std::size_t>(i) * M, pd.data(), rp.data(), M, kv, kx, ky, kz);
       double ti = 0.0, tx = 0.0;
       double* Ei = E + static_cast<std::size_t>(r) * M;
 #pragma omp simd reduction(+ : ti, tx)
@@ -232,8 +249,8 @@ void gradient_impl(const Population& p, double* dW, double* da, double* t, int n
         ti += v[q] * kv[q];
         Ei[q] = -a[i] * v[q] * ky[q];
       }
-      al -= 2.0 * a[i] * tx;
-      da[i] = dai - ti;
+      const double al = a[i] * a[i] * self.g[0] + 2.0 * a[i] * (ax - tx);
+      da[i] = a[i] * self.v + av - ti;
       t[i] = ti;
       const double* wi = W + static_cast<std::size_t>(i) * d;
       for (int c = 0; c < d; ++c) g[r * d + c] = al * inv * wi[c];

@@ -78,15 +78,16 @@ TWOLAYER_INLINE BasicJet<S> step_angle(const BasicJet<S>& cj) {
 }
 
 // Rows of pairs that share units (population gradients): the relu-relu and step-step I2 in angle form with their
-// first derivatives in (x, y) = (C11, C12), from n = sqrt(variance) and r = 1/n of each unit (0 for a zero-variance
-// unit), computed once per unit so that a pair costs no division beyond the arcsine's. With c = y r_x r_z,
-// s = sqrt(1 - c^2) and phi = pi - acos(c):
+// first derivatives in (x, y, z) = (C11, C12, C22), from n = sqrt(variance) and r = 1/n of each unit (0 for a
+// zero-variance unit), computed once per unit so that a pair costs no division beyond the arcsine's. With
+// c = y r_x r_z, s = sqrt(1 - c^2) and phi = pi - acos(c):
 //   relu: I2 = n_x n_z (s + phi c) / (2 pi),  dI2/dy = phi / (2 pi),          dI2/dx = n_z r_x s / (4 pi);
 //   step: I2 = phi / (2 pi),                  dI2/dy = r_x r_z / (2 pi s),    dI2/dx = -c r_x^2 / (4 pi s)
-// (the step derivatives set to their weight-space limit 0 at aligned pairs, as step_angle's). The same values as
-// i2_jet<Grad> (tested through the population gradient); a zero-variance unit gives 0, as i2.
+// and dI2/dz as dI2/dx with the units swapped (the step derivatives set to their weight-space limit 0 at aligned
+// pairs, as step_angle's). The same values as i2_jet<Grad> (tested through the population gradient); a zero-variance
+// unit gives 0, as i2.
 struct PairGrad {
-  double v, gx, gy;
+  double v, gx, gy, gz;
 };
 template <Activation A>
 TWOLAYER_INLINE PairGrad angle_pair_grad(double nx, double rx, double nz, double rz, double y) {
@@ -95,18 +96,20 @@ TWOLAYER_INLINE PairGrad angle_pair_grad(double nx, double rx, double nz, double
   const double c = clip_correlation(y * rx * rz), w = 1.0 - c * c, s = std::sqrt(w);
   const double phi = supplementary_angle(c);
   constexpr double inv_2pi = 1.0 / (2.0 * kPi);  // multiplications: a division by a constant stays a division
-  double v, gx, gy;
+  double v, gx, gy, gz;
   if constexpr (A == Activation::Relu) {
     v = nx * nz * (s + phi * c) * inv_2pi;
     gy = phi * inv_2pi;
     gx = 0.5 * nz * rx * s * inv_2pi;
+    gz = 0.5 * nx * rz * s * inv_2pi;
   } else {
     const double ds = w < kAlignedSin2 ? 0.0 : inv_2pi / s;  // dI2/dc
     v = phi * inv_2pi;
     gy = ds * rx * rz;
     gx = -0.5 * c * rx * rx * ds;
+    gz = -0.5 * c * rz * rz * ds;
   }
-  return {live ? v : 0.0, live ? gx : 0.0, live ? gy : 0.0};
+  return {live ? v : 0.0, live ? gx : 0.0, live ? gy : 0.0, live ? gz : 0.0};
 }
 
 // The closed forms' arcsine on plain numbers (and in the Jets, jet.hpp) is the branch-free asin_simd (about 2 ulp):
