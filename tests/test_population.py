@@ -98,6 +98,33 @@ def test_step_hessian_away_from_alignment():
     assert np.max(np.abs(H - _fd_hessian(student, teacher))) <= 1e-7 * np.max(np.abs(H))
 
 
+@pytest.mark.parametrize("scaling", ["sqrt_d", "none"])
+def test_relu_gradient_at_aligned_antipodal_and_zero_units(scaling):
+    """The angle-form rows (relu pairs from per-unit 1/sqrt(variance)) at their edge cases: a student exactly on a
+    teacher, one exactly opposite another and two aligned students (the relu risk is C^1 there: central
+    differences); a zero-norm student unit contributes nothing, so the other rows equal those of the network
+    without it."""
+    rng = np.random.default_rng(11)
+    d = 6
+    V = rng.standard_normal((3, d))
+    w = rng.standard_normal(d)
+    W = np.vstack([V[0], -V[1], w, 2.0 * w, rng.standard_normal(d)])
+    a = rng.standard_normal(5)
+    student = tl.Network(W, a, "relu", scaling)
+    teacher = tl.Network(V, rng.standard_normal(3), "relu", scaling)
+    dW, da = population.gradient(student, teacher)
+    g_fd = _fd_gradient(student, teacher)
+    assert np.max(np.abs(np.concatenate([dW.ravel(), da]) - g_fd)) <= 1e-7 * max(1.0, np.max(np.abs(g_fd)))
+
+    Z = np.vstack([W, np.zeros(d)])
+    with_zero = tl.Network(Z, np.append(a, 0.7), "relu", scaling)
+    dWz, daz = population.gradient(with_zero, teacher)
+    assert np.all(np.isfinite(dWz)) and np.all(np.isfinite(daz))
+    np.testing.assert_allclose(dWz[:5], dW, rtol=1e-13, atol=1e-13 * np.max(np.abs(dW)))
+    np.testing.assert_allclose(daz[:5], da, rtol=1e-13, atol=1e-13 * np.max(np.abs(da)))
+    np.testing.assert_array_equal(dWz[5], 0.0)
+
+
 def test_gradient_without_readout_and_hessian_blocks():
     student, teacher = _pair("erf", "erf")
     dW, da = population.gradient(student, teacher, train_readout=False)
