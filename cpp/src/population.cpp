@@ -125,7 +125,7 @@ double population_risk(const Population& p, int n_threads) {
 namespace {
 
 // Kernel Grads of one row of pairs, (x, y[k], z[k]) for k < n, into structure-of-arrays outputs v, gx, gy, gz;
-// r = 1/sqrt(variance) of the units (rx, rz[k]; 0 for zero variance) serve the angle forms of the relu-relu and
+// r = angle_norm(activation, variance) of the units (rx, rz[k]) serve the angle forms of the erf-erf, relu-relu and
 // step-step pairs (angle_pair_grad). The activations are compile-time constants, so that i2 inlines with its switch
 // folded and the loop vectorises (population.cpp is built without errno and FP traps, CMakeLists.txt; the outputs
 // never alias the inputs, and GCC needs __restrict to see it).
@@ -133,7 +133,7 @@ template <Activation A, Activation B>
 [[gnu::flatten]] void grad_row(double x, double rx, const double* __restrict y, const double* __restrict z,
                                const double* __restrict rz, int n, double* __restrict v, double* __restrict gx,
                                double* __restrict gy, double* __restrict gz) {
-  if constexpr (A == B && (A == Activation::Relu || A == Activation::Step)) {
+  if constexpr (A == B && (A == Activation::Erf || A == Activation::Relu || A == Activation::Step)) {
     const double nx = x * rx;
     for (int k = 0; k < n; ++k) {
       const PairGrad j = angle_pair_grad<A>(nx, rx, z[k] * rz[k], rz[k], y[k]);
@@ -192,10 +192,10 @@ void gradient_impl(const Population& p, double* dW, double* da, double* t, int n
   gram(W, K, Wt, M, d, p.scale, Mo, n_threads);
   for (int i = 0; i < K; ++i) qd[i] = Q[static_cast<std::size_t>(i) * K + i];
   row_variances(Wt, M, d, p.scale, pd.data());
-  // 1/sqrt(variance) of every unit (0 for zero variance), for the angle-form rows.
-  for (int i = 0; i < K; ++i) rq[i] = qd[i] > 0.0 ? 1.0 / std::sqrt(qd[i]) : 0.0;
-  for (int r = 0; r < M; ++r) rp[r] = pd[r] > 0.0 ? 1.0 / std::sqrt(pd[r]) : 0.0;
   const Activation sa = p.student.act, ta = p.teacher.act;
+  // Per-unit normalisers of the angle-form rows.
+  for (int i = 0; i < K; ++i) rq[i] = angle_norm(sa, qd[i]);
+  for (int r = 0; r < M; ++r) rp[r] = angle_norm(ta, pd[r]);
   const GradRow student_row = grad_row_for(sa, sa), teacher_row = grad_row_for(sa, ta);
   const double inv = 1.0 / p.scale;
   const bool big = static_cast<long long>(K) * (K + M) * d > 200000;

@@ -77,39 +77,52 @@ TWOLAYER_INLINE BasicJet<S> step_angle(const BasicJet<S>& cj) {
   return chain(cj, (kPi - std::acos(c)) / (2.0 * kPi), s1, s2);
 }
 
-// Rows of pairs that share units (population gradients): the relu-relu and step-step I2 in angle form with their
-// first derivatives in (x, y, z) = (C11, C12, C22), from n = sqrt(variance) and r = 1/n of each unit (0 for a
-// zero-variance unit), computed once per unit so that a pair costs no division beyond the arcsine's. With
-// c = y r_x r_z, s = sqrt(1 - c^2) and phi = pi - acos(c):
-//   relu: I2 = n_x n_z (s + phi c) / (2 pi),  dI2/dy = phi / (2 pi),          dI2/dx = n_z r_x s / (4 pi);
-//   step: I2 = phi / (2 pi),                  dI2/dy = r_x r_z / (2 pi s),    dI2/dx = -c r_x^2 / (4 pi s)
-// and dI2/dz as dI2/dx with the units swapped (the step derivatives set to their weight-space limit 0 at aligned
-// pairs, as step_angle's). The same values as i2_jet<Grad> (tested through the population gradient); a zero-variance
+// Angle forms, for tables and rows of pairs that share units (population gradients, the ODE's kernel tables): the
+// erf-erf, relu-relu and step-step I2 with their first derivatives in (x, y, z) = (C11, C12, C22), from a per-unit
+// normaliser r (angle_norm) and n = sqrt(variance), computed once per unit so that a pair costs no division beyond
+// the arcsine's. With c = y r_x r_z and s = sqrt(1 - c^2):
+//   erf  (r = (1 + var)^-1/2): I2 = (2/pi) asin(c),    dI2/dy = (2/pi) r_x r_z / s,  dI2/dx = -y r_x^2 dI2/dy / 2;
+//   relu (r = var^-1/2):       I2 = n_x n_z (s + phi c) / (2 pi),  dI2/dy = phi / (2 pi),  dI2/dx = n_z r_x s / (4 pi);
+//   step (r = var^-1/2):       I2 = phi / (2 pi),   dI2/dy = r_x r_z / (2 pi s),  dI2/dx = -c r_x^2 / (4 pi s),
+// phi = pi - acos(c), and dI2/dz as dI2/dx with the units swapped (the step derivatives set to their weight-space
+// limit 0 at aligned pairs, as step_angle's). The same values as i2_jet<Grad> (tested); a zero-variance relu or step
 // unit gives 0, as i2.
+inline double angle_norm(Activation a, double variance) {
+  if (a == Activation::Erf) return 1.0 / std::sqrt(1.0 + variance);
+  return variance > 0.0 ? 1.0 / std::sqrt(variance) : 0.0;
+}
 struct PairGrad {
   double v, gx, gy, gz;
 };
 template <Activation A>
 TWOLAYER_INLINE PairGrad angle_pair_grad(double nx, double rx, double nz, double rz, double y) {
-  static_assert(A == Activation::Relu || A == Activation::Step, "angle form: relu or step pairs");
-  const bool live = rx > 0.0 && rz > 0.0;
+  static_assert(A == Activation::Erf || A == Activation::Relu || A == Activation::Step,
+                "angle forms: erf, relu or step pairs");
   const double c = clip_correlation(y * rx * rz), w = 1.0 - c * c, s = std::sqrt(w);
-  const double phi = supplementary_angle(c);
   constexpr double inv_2pi = 1.0 / (2.0 * kPi);  // multiplications: a division by a constant stays a division
-  double v, gx, gy, gz;
-  if constexpr (A == Activation::Relu) {
-    v = nx * nz * (s + phi * c) * inv_2pi;
-    gy = phi * inv_2pi;
-    gx = 0.5 * nz * rx * s * inv_2pi;
-    gz = 0.5 * nx * rz * s * inv_2pi;
+  if constexpr (A == Activation::Erf) {
+    (void)nx;
+    (void)nz;
+    const double gy = (2.0 / kPi) * rx * rz / s;
+    return {(2.0 / kPi) * asin_simd(c), -0.5 * y * rx * rx * gy, gy, -0.5 * y * rz * rz * gy};
   } else {
-    const double ds = w < kAlignedSin2 ? 0.0 : inv_2pi / s;  // dI2/dc
-    v = phi * inv_2pi;
-    gy = ds * rx * rz;
-    gx = -0.5 * c * rx * rx * ds;
-    gz = -0.5 * c * rz * rz * ds;
+    const bool live = rx > 0.0 && rz > 0.0;
+    const double phi = supplementary_angle(c);
+    double v, gx, gy, gz;
+    if constexpr (A == Activation::Relu) {
+      v = nx * nz * (s + phi * c) * inv_2pi;
+      gy = phi * inv_2pi;
+      gx = 0.5 * nz * rx * s * inv_2pi;
+      gz = 0.5 * nx * rz * s * inv_2pi;
+    } else {
+      const double ds = w < kAlignedSin2 ? 0.0 : inv_2pi / s;  // dI2/dc
+      v = phi * inv_2pi;
+      gy = ds * rx * rz;
+      gx = -0.5 * c * rx * rx * ds;
+      gz = -0.5 * c * rz * rz * ds;
+    }
+    return {live ? v : 0.0, live ? gx : 0.0, live ? gy : 0.0, live ? gz : 0.0};
   }
-  return {live ? v : 0.0, live ? gx : 0.0, live ? gy : 0.0, live ? gz : 0.0};
 }
 
 // The closed forms' arcsine on plain numbers (and in the Jets, jet.hpp) is the branch-free asin_simd (about 2 ulp):
