@@ -10,8 +10,11 @@ namespace twolayer {
 
 inline double asin_simd(double x) {
   const double a = std::fabs(x);
+  // z = a^2 on [0, 1/2] and (1 - a) / 2 above: the smaller of the two (they cross at 1/2), written as one select of
+  // two values so that the compiler evaluates the rational function once rather than once per branch.
+  const double a2 = a * a, h = 0.5 * (1.0 - a);
+  const double z = a2 < h ? a2 : h;
   const bool big = a > 0.5;
-  const double z = big ? 0.5 * (1.0 - a) : a * a;
   const double s = big ? std::sqrt(z) : a;
   const double p = ((((4.253011369004428248960E-3 * z - 6.019598008014123785661E-1) * z + 5.444622390564711410273E0) *
                          z - 1.626247967210700244449E1) * z + 1.956261983317594739197E1) * z - 8.198089802484824371615E0;
