@@ -175,7 +175,7 @@ GradRow grad_row_for(Activation a, Activation b) {
   return rows[static_cast<int>(a)][static_cast<int>(b)];
 }
 
-// dW = (diag(alpha) W + B W + E W*) / s with B_ik = a_i a_k dK/dQ_ik, E_ir = -a_i v_r dL/dM_ir and alpha_i
+// dW = ((diag(alpha) + B) W + E W*) / s with B_ik = a_i a_k dK/dQ_ik (i != k), E_ir = -a_i v_r dL/dM_ir and alpha_i
 // collecting the variance derivatives; da_i = sum_k a_k K_ik - t_i with t_i = sum_r v_r L_ir (returned in t).
 // Two passes: the student pairs' kernel Grads, each pair once (i < k), into full K x K tables (value, dK/dQ_ii in
 // row i, dK/dQ_ik); then one block of rows per thread: its teacher pairs, its alpha, B and E rows and its rows of the
@@ -249,13 +249,11 @@ void gradient_impl(const Population& p, double* dW, double* da, double* t, int n
         ti += v[q] * kv[q];
         Ei[q] = -a[i] * v[q] * ky[q];
       }
-      const double al = a[i] * a[i] * self.g[0] + 2.0 * a[i] * (ax - tx);
+      Bi[i] = a[i] * a[i] * self.g[0] + 2.0 * a[i] * (ax - tx);  // alpha_i: diag(alpha) W joins B W
       da[i] = a[i] * self.v + av - ti;
       t[i] = ti;
-      const double* wi = W + static_cast<std::size_t>(i) * d;
-      for (int c = 0; c < d; ++c) g[r * d + c] = al * inv * wi[c];
     }
-    gemm_nn(B, K, W, rows, K, d, g, inv, true);
+    gemm_nn(B, K, W, rows, K, d, g, inv, false);
     gemm_nn(E, M, Wt, rows, M, d, g, inv, true);
   });
   check_finite(dW, static_cast<std::size_t>(K) * d, "population gradient");
