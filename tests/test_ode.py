@@ -63,6 +63,21 @@ def test_rhs_matches_naive_kernel_sums(act, t_act, regime):
         np.testing.assert_allclose(g, r, rtol=0, atol=1e-12 * scale)
 
 
+@pytest.mark.parametrize("K", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("M", [1, 2, 4, 5])
+@pytest.mark.parametrize("act", ["erf", "quadratic"])
+def test_rhs_every_compiled_size(K, M, act):
+    """Systems with K, M <= 4 run a right-hand side compiled for their sizes, larger ones the run-time one; the erf
+    I4 contraction handles its pairs in SIMD groups of 4 (K (K + 1) / 2 pairs: 1, 3, 6, 10, 15, a partial last
+    group in each). Every variant against the naive kernel sums."""
+    ov = random_overlaps(K, M, seed=10 * K + M)
+    got = tl.ode.rhs(ov, act, lr=0.6, lr_readout=0.2, noise=0.1)
+    ref = naive_rhs(ov, act, act, 0.6, 0.2, 0.1, "online")
+    scale = max(np.max(np.abs(r)) for r in ref)
+    for g, r in zip(got, ref, strict=True):
+        np.testing.assert_allclose(g, r, rtol=0, atol=1e-12 * scale)
+
+
 @pytest.mark.parametrize("case", ["aligned", "anti-aligned", "large variances", "tiny variances"])
 def test_erf_fast_paths_across_the_arcsine_range(case):
     """The vectorised erf tables (branch-free arcsine on both of its branches, |x| <= 0.625 and above) against
