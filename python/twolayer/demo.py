@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import csv
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from . import ode, population, sgd
-from .networks import teacher_student
+from .networks import Init, teacher_student
 from .overlaps import Overlaps
 from .results import Trajectory
 
@@ -34,7 +34,7 @@ class DemoConfig:
     lr: float = 1.0
     steps: int = 20_000
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
-    inits: tuple[str, ...] = ("gaussian", "orthogonal")
+    inits: tuple[Init, ...] = ("gaussian", "orthogonal")
     records: int = 60
 
 
@@ -83,13 +83,13 @@ def run_seed000(config: DemoConfig | None = None, progress: bool = False) -> Dem
     cfg = config or DemoConfig()
     result = DemoResult(cfg)
     jobs = [(init, seed) for init in cfg.inits for seed in cfg.seeds]
-    iterator: Any = jobs
+    iterator: Iterable[tuple[Init, int]] = jobs
     if progress:
         from tqdm import tqdm
 
         iterator = tqdm(jobs, desc="seed 000: population descent", unit="run")
     for init, seed in iterator:
-        student, teacher = teacher_student(cfg.units, cfg.units, cfg.d, "step", init=init, seed=seed)  # type: ignore[arg-type]
+        student, teacher = teacher_student(cfg.units, cfg.units, cfg.d, "step", init=init, seed=seed)
         result.runs.setdefault(init, []).append(
             population.descend(student, teacher, lr=cfg.lr, steps=cfg.steps, records=cfg.records))
     return result

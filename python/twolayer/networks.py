@@ -32,9 +32,9 @@ class Network:
 
     W: NDArray[np.float64]
     a: NDArray[np.float64]
-    activation: str
-    scaling: str = "sqrt_d"
-    readout: str = "sum"
+    activation: ActivationName
+    scaling: Scaling = "sqrt_d"
+    readout: Readout = "sum"
 
     def __init__(
         self,
@@ -83,7 +83,7 @@ class Network:
 
     def with_weights(self, W: ArrayLike, a: ArrayLike | None = None) -> Network:
         """The same architecture with new weights."""
-        return Network(W, self.a if a is None else a, self.activation, self.scaling, self.readout)  # type: ignore[arg-type]
+        return Network(W, self.a if a is None else a, self.activation, self.scaling, self.readout)
 
     def __call__(self, X: ArrayLike) -> NDArray[np.float64]:
         """Outputs on inputs X (n, d)."""
@@ -92,7 +92,7 @@ class Network:
         X_ = as_float_array(X, "X", ndim=2)
         if X_.shape[1] != self.d:
             raise ValueError(f"X: expected {self.d} columns, got {X_.shape[1]}")
-        return sigma(self.activation, X_ @ self.W.T / np.sqrt(self.scale)) @ self.effective_a  # type: ignore[arg-type]
+        return sigma(self.activation, X_ @ self.W.T / np.sqrt(self.scale)) @ self.effective_a
 
     @classmethod
     def random(

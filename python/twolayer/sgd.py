@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, overload
+from typing import Any, TypeAlias, overload
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -154,6 +154,12 @@ class Ensemble:
         )
 
 
+# The positional arguments of _core.sgd_simulate: W, a, act, W_teacher, v, act_teacher, scale.
+_SgdArgs: TypeAlias = tuple[
+    NDArray[np.float64], NDArray[np.float64], str, NDArray[np.float64], NDArray[np.float64], str, float
+]
+
+
 def _int(x: Any, name: str, low: int, high: int | None = None) -> int:
     if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
         raise ValueError(f"{name}: expected an integer, got {x!r}")
@@ -183,7 +189,7 @@ def _record_steps(d: int, t_max: float | None, times: ArrayLike | None, records:
     return steps
 
 
-def _run_with_progress(args: tuple[Any, ...], kwargs: dict[str, Any], total: int) -> dict[str, Any]:
+def _run_with_progress(args: _SgdArgs, kwargs: dict[str, Any], total: int) -> dict[str, Any]:
     """Run the core on a worker thread (it releases the GIL) while a tqdm bar follows its step counter."""
     import threading
 
@@ -367,7 +373,9 @@ def simulate(
         raise ValueError(f"batch_size: {B} exceeds the training set size n_samples={n}")
     if seeds is None:
         run_ids = np.array([0], dtype=np.int64)
-    elif isinstance(seeds, (int, np.integer)) and not isinstance(seeds, bool):
+    elif isinstance(seeds, bool):
+        raise ValueError(f"seeds: expected a number of runs or a sequence of run indices, got {seeds!r}")
+    elif isinstance(seeds, (int, np.integer)):
         run_ids = np.arange(_int(seeds, "seeds", 1, 2**32), dtype=np.int64)
     else:
         try:
@@ -407,7 +415,7 @@ def simulate(
         keep_weights=bool(keep_weights),
         n_threads=n_threads_arg(n_threads),
     )
-    args = (W0, a0, first.activation, teacher.W, teacher.effective_a, teacher.activation, first.scale)
+    args: _SgdArgs = (W0, a0, first.activation, teacher.W, teacher.effective_a, teacher.activation, first.scale)
     out = (
         _run_with_progress(args, kwargs, steps * run_ids.size)
         if progress
@@ -435,8 +443,8 @@ def simulate(
         T = int(out["recorded"][j])
         diverged = int(out["status"][j]) == 1
         if diverged:
-            s = int(out["stop_step"][j])
-            msg = f"diverged at step {s} (t = {s / d:g}): non-finite or exploding error or weights"
+            stop = int(out["stop_step"][j])
+            msg = f"diverged at step {stop} (t = {stop / d:g}): non-finite or exploding error or weights"
         else:
             msg = f"{steps} SGD steps ({steps * B} samples{'' if not n else f', training set of {n}'})"
         final = None

@@ -18,6 +18,7 @@ directions.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -113,8 +114,9 @@ def procrustes_distance(A: ArrayLike, B: ArrayLike, P: ArrayLike | None = None) 
         raise ValueError(f"B: expected the shape of A {A_.shape}, got {B_.shape}")
     if P is not None:
         return float(np.linalg.norm(A_ - as_float_array(P, "P", ndim=2) @ B_))
-    Ra = np.linalg.qr(A_, mode="r")
-    Rb = np.linalg.qr(B_, mode="r")
+    # mode="r" returns the R factor alone (numpy's stubs type every mode as the (Q, R) result)
+    Ra = cast(NDArray[np.float64], np.linalg.qr(A_, mode="r"))
+    Rb = cast(NDArray[np.float64], np.linalg.qr(B_, mode="r"))
     nuclear = np.linalg.svd(Ra @ Rb.T, compute_uv=False).sum()
     return float(np.sqrt(max(np.sum(A_ * A_) + np.sum(B_ * B_) - 2.0 * nuclear, 0.0)))
 

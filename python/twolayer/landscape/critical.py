@@ -13,6 +13,7 @@ fixed-point-subspace solution).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -108,7 +109,7 @@ def symmetry_nullity(student: Network, train_readout: bool) -> int:
     return 0
 
 
-def _group(eigenvalues: NDArray[np.float64], tol: float) -> list[tuple[float, int]]:
+def _group(eigenvalues: ArrayLike, tol: float) -> list[tuple[float, int]]:
     lam = np.sort(np.asarray(eigenvalues, dtype=np.float64))
     if lam.size == 0:
         return []
@@ -171,7 +172,7 @@ def classify(
 
 
 def _classify(
-    lam: NDArray[np.float64], loss: float, expected_null: int, zero_tol: float | None, global_tol: float
+    lam: NDArray[np.floating[Any]], loss: float, expected_null: int, zero_tol: float | None, global_tol: float
 ) -> tuple[int, int, str]:
     ztol = 1e-8 * max(1.0, float(np.max(np.abs(lam)))) if zero_tol is None else zero_tol
     index = int(np.sum(lam < -ztol))

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 import numpy as np
 from numpy.typing import NDArray
 
 from .. import _core, population
 from .._validation import n_threads_arg, positive
+from ..activations import ActivationName
 from ..networks import Network
 from .critical import _classify, symmetry_nullity
 from .subspace import identity_teacher
@@ -23,6 +25,18 @@ from .symmetry import isotropy
 __all__ = ["MultistartResult", "multistart", "random_starts", "classify_batch", "numpy_relu_loss_grad"]
 
 STATUS = {0: "converged", 1: "max_iter", 2: "stalled", 3: "diverged"}
+
+
+class ClassifiedBatch(TypedDict):
+    """What :func:`classify_batch` returns (the fields of :class:`MultistartResult` it fills)."""
+
+    W: NDArray[np.float64]
+    a: NDArray[np.float64]
+    loss: NDArray[np.float64]
+    grad_norm: NDArray[np.float64]
+    index: NDArray[np.int64]
+    kind: list[str]
+    isotropy: list[str]
 
 
 @dataclass(eq=False)
@@ -86,13 +100,13 @@ def classify_batch(
     W: NDArray[np.float64],
     a: NDArray[np.float64],
     teacher: Network,
-    activation: str = "relu",
+    activation: ActivationName = "relu",
     train_readout: bool = False,
     newton_steps: int = 3,
     tol: float = 1e-12,
     iso_tol: float = 1e-6,
     global_tol: float = 1e-10,
-) -> dict[str, object]:
+) -> ClassifiedBatch:
     """Refine end points (runs, k, d) by up to ``newton_steps`` batched Newton steps (batched solves with the
     analytic Hessian; least squares where it is singular), a step being kept only if it lowers |grad|, and
     classify them by the spectrum at the refined points. Returns W, a, loss, grad_norm, index, kind,
@@ -103,7 +117,7 @@ def classify_batch(
     nW = k * d
 
     def net(r: int) -> Network:
-        return Network(W[r], a[r], activation, scaling=teacher.scaling)  # type: ignore[arg-type]
+        return Network(W[r], a[r], activation, scaling=teacher.scaling)
 
     def grad(r: int) -> NDArray[np.float64]:
         dW, da = population.gradient(net(r), teacher, train_readout=train_readout, n_threads=1)
@@ -118,7 +132,7 @@ def classify_batch(
     finite = np.array([np.all(np.isfinite(W[r])) and np.all(np.isfinite(a[r])) for r in range(runs)])
     G = np.zeros((runs, nW + (k if train_readout else 0)))
     gn = np.full(runs, np.nan)
-    for r in np.flatnonzero(finite):
+    for r in map(int, np.flatnonzero(finite)):
         try:
             G[r] = grad(r)
             gn[r] = np.linalg.norm(G[r])
@@ -152,8 +166,8 @@ def classify_batch(
                 dx = -np.stack(
                     [np.linalg.lstsq(h, g, rcond=1e-10)[0] for h, g in zip(H, G[todo], strict=True)]
                 )
-        moved = []
-        for j, r in enumerate(todo):
+        moved: list[int] = []
+        for j, r in enumerate(map(int, todo)):
             W_old, a_old = W[r].copy(), a[r].copy()
             W[r] += dx[j, :nW].reshape(k, d)
             if train_readout:
@@ -171,9 +185,10 @@ def classify_batch(
                 W[r], a[r] = W_old, a_old
         todo = np.array(moved, dtype=np.int64)
     loss = np.array([population.risk(net(r), teacher) if finite[r] else np.nan for r in range(runs)])
-    nullity = symmetry_nullity(Network(W[0], a[0], activation, scaling=teacher.scaling), train_readout)  # type: ignore[arg-type]
+    nullity = symmetry_nullity(Network(W[0], a[0], activation, scaling=teacher.scaling), train_readout)
     index = np.full(runs, -1, dtype=np.int64)
-    kinds, isos = [], []
+    kinds: list[str] = []
+    isos: list[str] = []
     for r in range(runs):
         if not finite[r]:
             kinds.append("failed")
@@ -193,7 +208,7 @@ def multistart(
     seed: int = 0,
     d: int | None = None,
     train_readout: bool = False,
-    activation: str = "relu",
+    activation: ActivationName = "relu",
     max_iter: int = 5000,
     gtol: float = 1e-8,
     memory: int = 10,
@@ -215,7 +230,7 @@ def multistart(
     positive(tol, "tol")
     teacher = identity_teacher(int(k), activation)
     if d_ > k:
-        teacher = Network(np.eye(k, d_), None, activation, scaling="none")  # type: ignore[arg-type]
+        teacher = Network(np.eye(k, d_), None, activation, scaling="none")
     W0 = random_starts(int(runs), int(k), int(d_), init, seed)
     a0 = np.ones((runs, k))
     out = _core.multistart_lbfgs(
@@ -238,11 +253,11 @@ def multistart(
         W=cls["W"],
         a=cls["a"],
         loss=cls["loss"],
-        grad_norm=cls["grad_norm"],  # type: ignore[arg-type]
+        grad_norm=cls["grad_norm"],
         index=cls["index"],
         kind=cls["kind"],
         isotropy=cls["isotropy"],
-        status=status,  # type: ignore[arg-type]
+        status=status,
         iterations=np.asarray(out["iterations"], dtype=np.int64),
         meta={"k": k, "d": d_, "init": init, "seed": seed, "train_readout": train_readout},
     )

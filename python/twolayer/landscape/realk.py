@@ -132,7 +132,10 @@ def _hess(f, x: NDArray[np.float64], h: float = 1e-4) -> NDArray[np.float64]:
 def _solve(x0: NDArray[np.float64], sizes: NDArray[np.float64], tol: float = 1e-10) -> NDArray[np.float64]:
     from scipy.optimize import root
 
-    sol = root(lambda y: _grad(lambda z: reduced_risk(z, sizes), y), x0, method="hybr", tol=tol)
+    def residual(y: NDArray[np.float64]) -> NDArray[np.float64]:
+        return _grad(lambda z: reduced_risk(z, sizes), y)
+
+    sol = root(residual, x0, method="hybr", tol=tol)
     # The residual is a finite-difference gradient with noise ~ eps / h ~ 1e-10: hybr may stop on "no good
     # progress" at that noise floor, which is a solution.
     if not sol.success and np.max(np.abs(sol.fun)) <= 1e-8:

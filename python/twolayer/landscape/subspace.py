@@ -16,6 +16,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from .. import population
 from .._validation import as_float_array, positive
+from ..activations import ActivationName
 from ..networks import Network
 from .critical import CriticalPoint, _group, flat_gradient
 from .symmetry import FixedPointSpace, isotropy
@@ -23,18 +24,18 @@ from .symmetry import FixedPointSpace, isotropy
 __all__ = ["identity_teacher", "SubspaceProblem", "FamilyPoint", "continue_family"]
 
 
-def identity_teacher(k: int, activation: str = "relu") -> Network:
+def identity_teacher(k: int, activation: ActivationName = "relu") -> Network:
     """The Safran-Shamir teacher: W* = I_k, unit second layer, lambda = w.x (scaling "none")."""
     if not isinstance(k, (int, np.integer)) or k < 1:
         raise ValueError(f"k: expected a positive integer, got {k!r}")
-    return Network(np.eye(int(k)), None, activation, scaling="none")  # type: ignore[arg-type]
+    return Network(np.eye(int(k)), None, activation, scaling="none")
 
 
 class SubspaceProblem:
     """The population risk restricted to a :class:`FixedPointSpace` (teacher W* = I by default)."""
 
     def __init__(
-        self, space: FixedPointSpace, teacher: Network | None = None, activation: str = "relu"
+        self, space: FixedPointSpace, teacher: Network | None = None, activation: ActivationName = "relu"
     ) -> None:
         self.space = space
         self.teacher = identity_teacher(space.k, activation) if teacher is None else teacher
@@ -44,7 +45,7 @@ class SubspaceProblem:
 
     def network(self, x: ArrayLike) -> Network:
         W, a = self.space.matrix(x)
-        return Network(W, a, self.activation, scaling=self.teacher.scaling)  # type: ignore[arg-type]
+        return Network(W, a, self.activation, scaling=self.teacher.scaling)
 
     def risk(self, x: ArrayLike) -> float:
         return population.risk(self.network(x), self.teacher)
@@ -106,7 +107,7 @@ class SubspaceProblem:
         """Classify the point x of the subspace by the full Hessian spectrum."""
         net = self.network(x)
         tr = self.space.train_readout
-        lam = np.linalg.eigvalsh(population.hessian(net, self.teacher, train_readout=tr))
+        lam = np.asarray(np.linalg.eigvalsh(population.hessian(net, self.teacher, train_readout=tr)), dtype=np.float64)
         gn = float(np.linalg.norm(flat_gradient(net, self.teacher, tr)))
         return CriticalPoint.classified(net, self.teacher, lam, gn, tr, global_tol=global_tol)
 
@@ -131,7 +132,7 @@ def continue_family(
     ks: Iterable[int],
     x0: ArrayLike,
     train_readout: bool = False,
-    activation: str = "relu",
+    activation: ActivationName = "relu",
     tol: float = 1e-12,
     spectrum_tol: float = 1e-6,
 ) -> list[FamilyPoint]:

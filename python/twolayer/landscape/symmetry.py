@@ -124,10 +124,10 @@ def isotropy(W: ArrayLike, tol: float = 1e-8, a: ArrayLike | None = None) -> Iso
             pr = ident_r.copy()
             pr[[i, j]] = [j, i]
             pc = ident_c.copy()
-            if p == -1:
+            if isinstance(p, int):  # -1: the row swap alone
                 row_only.update((i, j))
             else:
-                c, c2 = p  # type: ignore[misc]
+                c, c2 = p
                 pc[[c, c2]] = [c2, c]
                 cols.union(c, c2)
                 paired.update((i, j))
@@ -275,4 +275,4 @@ class FixedPointSpace:
         v = W_.ravel()
         if self.train_readout:
             v = np.concatenate([v, np.ones(self.k) if a is None else as_float_array(a, "a", ndim=1)])
-        return np.linalg.lstsq(self.basis, v, rcond=None)[0]
+        return np.asarray(np.linalg.lstsq(self.basis, v, rcond=None)[0], dtype=np.float64)
