@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <type_traits>
 
 #include "twolayer/jet.hpp"
 #include "twolayer/simd_math.hpp"
@@ -16,6 +17,21 @@ bool all_are(const Activation* acts, int n, Activation a) {
   for (int j = 0; j < n; ++j)
     if (acts[j] != a) return false;
   return true;
+}
+
+// f(std::integral_constant<int, NC>{}) with NC = n for the small sizes that get their own compiled loops (short loops
+// unroll), NC = 0 (run-time n) otherwise.
+template <class F>
+void with_static_size(int n, F&& f) {
+  switch (n) {
+    case 2: return f(std::integral_constant<int, 2>{});
+    case 3: return f(std::integral_constant<int, 3>{});
+    case 4: return f(std::integral_constant<int, 4>{});
+    case 5: return f(std::integral_constant<int, 5>{});
+    case 6: return f(std::integral_constant<int, 6>{});
+    case 8: return f(std::integral_constant<int, 8>{});
+    default: return f(std::integral_constant<int, 0>{});
+  }
 }
 
 // As in i4(): condition every unit j on a Gaussian observation of a pair (x_i, x_k) at 0 with noise variance `noise`
@@ -93,15 +109,7 @@ void i2_grad_table_erf(const double* C, int n_rt, int m, double* val, double* dx
 void i2_grad_table(Activation a, const double* C, int n, int m, const Activation* acts, double* val, double* dx,
                    double* dy, double* ws) {
   if (a == Activation::Erf && all_are(acts, n, Activation::Erf)) {
-    switch (n) {  // small systems: compile-time sizes unroll the short loops
-      case 2: return i2_grad_table_erf<2>(C, n, m, val, dx, dy, ws);
-      case 3: return i2_grad_table_erf<3>(C, n, m, val, dx, dy, ws);
-      case 4: return i2_grad_table_erf<4>(C, n, m, val, dx, dy, ws);
-      case 5: return i2_grad_table_erf<5>(C, n, m, val, dx, dy, ws);
-      case 6: return i2_grad_table_erf<6>(C, n, m, val, dx, dy, ws);
-      case 8: return i2_grad_table_erf<8>(C, n, m, val, dx, dy, ws);
-      default: return i2_grad_table_erf<0>(C, n, m, val, dx, dy, ws);
-    }
+    return with_static_size(n, [&](auto nc) { i2_grad_table_erf<nc.value>(C, n, m, val, dx, dy, ws); });
   }
   for (int i = 0; i < m; ++i) {
     const double x = C[i * n + i];
@@ -252,15 +260,7 @@ std::size_t i4_contract_workspace(int n, int np) {
 void i4_contract(Activation s, const double* C, int n, const Activation* acts, const int* pairs, int np,
                  const double* W, double* out, double* ws) {
   if (s == Activation::Erf && all_are(acts, n, Activation::Erf)) {
-    switch (n) {  // small systems: compile-time sizes unroll the short loops
-      case 2: return i4_contract_erf<2>(C, n, pairs, np, W, out, ws);
-      case 3: return i4_contract_erf<3>(C, n, pairs, np, W, out, ws);
-      case 4: return i4_contract_erf<4>(C, n, pairs, np, W, out, ws);
-      case 5: return i4_contract_erf<5>(C, n, pairs, np, W, out, ws);
-      case 6: return i4_contract_erf<6>(C, n, pairs, np, W, out, ws);
-      case 8: return i4_contract_erf<8>(C, n, pairs, np, W, out, ws);
-      default: return i4_contract_erf<0>(C, n, pairs, np, W, out, ws);
-    }
+    return with_static_size(n, [&](auto nc) { i4_contract_erf<nc.value>(C, n, pairs, np, W, out, ws); });
   }
   const int T = n * (n + 1) / 2;
   double* table = ws;
