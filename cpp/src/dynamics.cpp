@@ -173,8 +173,13 @@ void OdeRhs::eval(const double* y, double* dy, int n_threads) {
 
   // 1. I2(g, act_c; l_i, l_c) with its gradient for every student i and unit c: values (for da),
   //    D_ic = dI2/dC_ii and B_ic = w_c dI2/dC_ic; the self pair through i2_self: E[g'(l_i) l_c g(l_i)] = Omega_ic dS/dq.
+  //    Before B is weighted it holds dI2(g, g)/dC_ik = J2(g; l_i, l_k) for the student pairs (Price; the diagonal too):
+  //    the online noise term's J2, kept in j2_ when there is noise.
   double *val = val_.data(), *D = D_.data(), *B = B_.data();
   i2_grad_table(g, om, u, K, acts_.data(), val, D, B, ws_[0].data());
+  const double noise = m_.regime == Regime::Online ? m_.noise : 0.0;
+  const int np = K * (K + 1) / 2;
+  for (int p = 0; p < np; ++p) j2_[p] = noise > 0.0 ? B[pairs_[2 * p] * u + pairs_[2 * p + 1]] : 0.0;
   for (int i = 0; i < K; ++i) {
     double* bi = B + i * u;
     for (int c = 0; c < u; ++c) bi[c] *= w[c];
@@ -199,13 +204,8 @@ void OdeRhs::eval(const double* y, double* dy, int n_threads) {
     double* W = wt_.data();
     for (int j = 0; j < u; ++j)
       for (int l = j; l < u; ++l) W[tri(u, j, l)] = (l == j ? 1.0 : 2.0) * w[j] * w[l];
-    const int np = K * (K + 1) / 2, nchunks = (np + chunk_ - 1) / chunk_;
-    const double noise = m_.noise;
-    double* j2v = j2_.data();
-    if (noise > 0.0)
-      j2_table(g, om, u, pairs_.data(), np, j2v);
-    else
-      std::fill(j2v, j2v + np, 0.0);
+    const int nchunks = (np + chunk_ - 1) / chunk_;
+    const double* j2v = j2_.data();
     double* quad = quad_.data();
     loop_impl(nchunks, threads, par, ws_, [&](int ch, double* ws) {
       const int p0 = ch * chunk_, cnt = std::min(chunk_, np - p0);

@@ -74,19 +74,19 @@ inline void condition_on_pairs(const double* C, int n_rt, const int* ip, const i
 std::size_t i2_grad_table_workspace(int n, int /*m*/) { return static_cast<std::size_t>(n) + 8; }
 
 namespace {
-// The all-erf table: I2 = (2/pi) asin(c), c = y r_x r_z with r = (1 + C_cc)^(-1/2); dI2/dy = (2/pi) / sqrt((1 +
-// x)(1 + z) - y^2), dI2/dx = -y dI2/dy r_x^2 / 2. The self pair is the same formula at x = y = z = q, whose
-// q-derivative is the sum of the three partial derivatives (2 dx + dy). Rows are vectorised over c; NC > 0: n = NC
-// at compile time.
+// The all-erf table from the erf angle form (angle_pair_grad, gaussian.hpp: r = (1 + C_cc)^(-1/2) per unit), rows
+// vectorised over c. The self pair is the same formula at x = y = z = q, whose q-derivative is the sum of the three
+// partial derivatives (2 dx + dy). NC > 0: n = NC at compile time.
 template <int NC>
-void i2_grad_table_erf(const double* C, int n_rt, int m, double* val, double* dx, double* dy, double* r) {
+void i2_grad_table_erf(const double* C, int n_rt, int m, double* __restrict val, double* __restrict dx,
+                       double* __restrict dy, double* __restrict r) {
   const int n = NC > 0 ? NC : n_rt;
 #ifdef TWOLAYER_OPENMP
 #pragma omp simd
 #endif
-  for (int c = 0; c < n; ++c) r[c] = 1.0 / std::sqrt(1.0 + C[c * (n + 1)]);
+  for (int c = 0; c < n; ++c) r[c] = angle_norm(Activation::Erf, C[c * (n + 1)]);
   for (int i = 0; i < m; ++i) {
-    const double ri = r[i], ax = ri * ri;  // 1 / (1 + x)
+    const double ri = r[i];
     const double* ci = C + static_cast<std::ptrdiff_t>(n) * i;
     double *vi = val + static_cast<std::ptrdiff_t>(n) * i, *xi = dx + static_cast<std::ptrdiff_t>(n) * i,
            *yi = dy + static_cast<std::ptrdiff_t>(n) * i;
@@ -94,14 +94,12 @@ void i2_grad_table_erf(const double* C, int n_rt, int m, double* val, double* dx
 #pragma omp simd
 #endif
     for (int c = 0; c < n; ++c) {
-      const double arg = ci[c] * ri * r[c];
-      const double g = (2.0 / kPi) * ri * r[c] / std::sqrt(1.0 - arg * arg);
-      vi[c] = (2.0 / kPi) * asin_simd(arg);
-      yi[c] = g;
-      xi[c] = -0.5 * g * ci[c] * ax;
+      const PairGrad g = angle_pair_grad<Activation::Erf>(0.0, ri, 0.0, r[c], ci[c]);
+      vi[c] = g.v;
+      xi[c] = g.gx;
+      yi[c] = g.gy;
     }
-    xi[i] = 2.0 * xi[i] + yi[i];
-    yi[i] = 0.0;
+    xi[i] = 2.0 * xi[i] + yi[i];  // yi[i] stays dI2/dC12 at the degenerate covariance: J2
   }
 }
 }  // namespace
@@ -119,7 +117,7 @@ void i2_grad_table(Activation a, const double* C, int n, int m, const Activation
         const Grad self = i2_self(a, acts[i], Grad::variable(x, 0));
         val[o] = self.v;
         dx[o] = self.g[0];
-        dy[o] = 0.0;
+        dy[o] = i2_jet<Grad>(a, acts[i], x, x, x).g[1];
       } else {
         const Grad k = i2_jet<Grad>(a, acts[c], x, C[i * n + c], C[c * n + c]);
         val[o] = k.v;
@@ -234,19 +232,6 @@ void i4_table(Activation s, const double* C, int n, const Activation* acts, cons
         C4[15] = xx(l, l);
         op[tri(n, j, l)] = i4(s, acts[j], acts[l], C4);
       }
-  }
-}
-
-void j2_table(Activation s, const double* C, int n, const int* pairs, int np, double* out) {
-  for (int p = 0; p < np; ++p) {
-    const int i = pairs[2 * p], k = pairs[2 * p + 1];
-    const double c11 = C[i * n + i], c12 = C[i * n + k], c22 = C[k * n + k];
-    if (s == Activation::Erf) {  // J2 = dI2/dC12 of (2/pi) asin(C12 / sqrt((1 + C11)(1 + C22)))
-      out[p] = (2.0 / kPi) / std::sqrt((1.0 + c11) * (1.0 + c22) - c12 * c12);
-    } else {
-      const double C2[4] = {c11, c12, c12, c22};
-      out[p] = j2(s, C2);
-    }
   }
 }
 

@@ -1,8 +1,9 @@
 // Kernel tables for the order-parameter ODE: the Gaussian kernels of gaussian.hpp evaluated for every pair (or pair
 // of pairs) of units of one covariance matrix, with the work that depends on a single unit or pair done once, and
-// vectorised fast paths for erf (branch-free arcsine of simd_math.hpp). Every entry equals the scalar kernel of
-// gaussian.hpp up to round-off (tested against them); no formula is restated here except the erf closed forms the
-// fast paths vectorise.
+// vectorised fast paths for erf (its angle form, gaussian.hpp, with the branch-free arcsine of simd_math.hpp). Every
+// entry equals the scalar kernel of gaussian.hpp up to round-off (tested against them). The one closed form written
+// out here is the arcsine of I2(erf, erf) inside the erf I4 contraction, on i4()'s conditioned block (its angle form
+// with derivatives costs a fifth more there).
 #pragma once
 #include <cstddef>
 
@@ -17,8 +18,10 @@ namespace twolayer {
 //
 // I2 with its first derivatives for every pair (i, c), i < m, c < n, stored at [i * n + c]:
 //   c != i: val = I2(a, acts[c]; C_ii, C_ic, C_cc), dx, dy = its derivatives in C_ii and C_ic;
-//   c = i:  val = E[a(x_i) acts[i](x_i)] (i2_self), dx = its derivative in C_ii, dy = 0.
-// (The derivative in C_cc of pair (i, c) is dx of pair (c, i) when c < m.) ws: scratch of at least
+//   c = i:  val = E[a(x_i) acts[i](x_i)] (i2_self), dx = its derivative in C_ii, dy = dI2/dC12 at the degenerate
+//           covariance [[C_ii, C_ii], [C_ii, C_ii]].
+// (The derivative in C_cc of pair (i, c) is dx of pair (c, i) when c < m. When acts[c] = a, dy is J2(a) of the pair,
+// E[a'(x_i) a'(x_c)], for every c: Price's theorem.) ws: scratch of at least
 // i2_grad_table_workspace(n, m) doubles.
 std::size_t i2_grad_table_workspace(int n, int m);
 void i2_grad_table(Activation a, const double* C, int n, int m, const Activation* acts, double* val, double* dx,
@@ -40,7 +43,5 @@ std::size_t i4_contract_workspace(int n, int np);
 void i4_contract(Activation s, const double* C, int n, const Activation* acts, const int* pairs, int np,
                  const double* W, double* out, double* ws);
 
-// J2(s; x_i, x_k) = E[s'(x_i) s'(x_k)] for np pairs (i, k) = (pairs[2p], pairs[2p + 1]) of C (n x n): out[p].
-void j2_table(Activation s, const double* C, int n, const int* pairs, int np, double* out);
 
 }  // namespace twolayer
