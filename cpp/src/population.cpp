@@ -91,8 +91,8 @@ void check_finite(const double* x, std::size_t n, const char* what) {
   for (std::size_t i = 0; i < n; ++i) sum += 0.0 * x[i];
   if (!(sum == 0.0))
     throw std::domain_error(std::string(what) +
-                              " is not finite: the kernels are singular here (a zero-norm unit, or an exactly "
-                              "aligned pair of step units)");
+                            " is not finite: the kernels are singular here (a zero-norm unit, or an exactly "
+                            "aligned pair of step units)");
 }
 
 }  // namespace
@@ -206,8 +206,9 @@ void gradient_impl(const Population& p, double* dW, double* da, double* t, int n
     const std::size_t o = iu * K + iu;
     SV[o] = SX[o] = SY[o] = 0.0;  // the pair (i, i) is the self term
     if (n == 0) return;
-    const std::unique_ptr<double[]> gz(new double[n]);
-    student_row(qd[i], rq[i], Q + o + 1, &qd[i + 1], &rq[i + 1], n, SV + o + 1, SX + o + 1, SY + o + 1, gz.get());
+    thread_local std::vector<double> gz;  // dK/dQ_kk of the row's pairs (kept across calls: no allocation)
+    gz.resize(static_cast<std::size_t>(n));
+    student_row(qd[i], rq[i], Q + o + 1, &qd[i + 1], &rq[i + 1], n, SV + o + 1, SX + o + 1, SY + o + 1, gz.data());
     for (int k = i + 1, e = 0; k < K; ++k, ++e) {
       const std::size_t m = static_cast<std::size_t>(k) * K + iu;
       SV[m] = SV[o + 1 + e];
