@@ -153,7 +153,7 @@ void i4_contract_erf(const double* C, int n_rt, const int* pairs, int np, const 
 #ifdef TWOLAYER_OPENMP
 #pragma omp simd
 #endif
-    for (int e = 0; e < n * L; ++e) r[e] = 1.0 / std::sqrt(1.0 + r[e]);  // var_j -> r_j
+    for (int e = 0; e < n * L; ++e) r[e] = angle_norm(Activation::Erf, r[e]);  // c'_jj -> r_j = (1 + c'_jj)^-1/2
     for (int l = 0; l < L; ++l) acc[l] = 0.0;
     for (int j = 0; j < n; ++j) {
       const double* cj = C + static_cast<std::ptrdiff_t>(n) * j;
@@ -178,9 +178,7 @@ void i4_contract_erf(const double* C, int n_rt, const int* pairs, int np, const 
 }
 }  // namespace
 
-std::size_t i4_table_workspace(int n, int np) {
-  return 6 * static_cast<std::size_t>(n) + static_cast<std::size_t>(np) + 8;
-}
+std::size_t i4_table_workspace(int n, int /*np*/) { return 5 * static_cast<std::size_t>(n) + 8; }
 
 void i4_table(Activation s, const double* C, int n, const Activation* acts, const int* pairs, int np, double* out,
               double* ws) {
@@ -197,18 +195,17 @@ void i4_table(Activation s, const double* C, int n, const Activation* acts, cons
     // As in i4(): condition (x_j, x_l) on a Gaussian observation of (x_i, x_k) at 0 with noise 1 (erf) or 0 (step).
     const double noise = s == A::Erf ? 1.0 : 0.0;
     double *b1 = ws, *b2 = ws + n, *t1 = ws + 2 * n, *t2 = ws + 3 * n, *var = ws + 4 * n;
-    double* pref = ws + 6 * n;
     for (int p = 0; p < np; ++p) {
       double det;
       condition_on_pairs<0, 1>(C, n, &pairs[2 * p], &pairs[2 * p + 1], noise, b1, b2, t1, t2, var, &det);
       if (s == A::Step && !(det > 0.0))
         throw std::domain_error("C: the step activation's I4 = E[delta delta a b] needs C[:2, :2] non-singular");
-      pref[p] = s == A::Erf ? (2.0 / kPi) / std::sqrt(det) : 1.0 / (2.0 * kPi * std::sqrt(det));
+      const double pref = s == A::Erf ? (2.0 / kPi) / std::sqrt(det) : 1.0 / (2.0 * kPi * std::sqrt(det));
       double* op = out + static_cast<std::ptrdiff_t>(p) * T;
       for (int j = 0; j < n; ++j)
         for (int l = j; l < n; ++l) {
           const double c = l == j ? var[j] : xx(j, l) - (b1[j] * t1[l] + b2[j] * t2[l]);
-          op[tri(n, j, l)] = pref[p] * i2<double>(acts[j], acts[l], var[j], c, var[l]);
+          op[tri(n, j, l)] = pref * i2<double>(acts[j], acts[l], var[j], c, var[l]);
         }
     }
     return;
