@@ -250,13 +250,7 @@ def multistart(
     cls = classify_batch(out["W"], out["a"], teacher, activation, train_readout, tol=tol)
     status = [STATUS[int(s)] for s in out["status"]]
     return MultistartResult(
-        W=cls["W"],
-        a=cls["a"],
-        loss=cls["loss"],
-        grad_norm=cls["grad_norm"],
-        index=cls["index"],
-        kind=cls["kind"],
-        isotropy=cls["isotropy"],
+        **cls,
         status=status,
         iterations=np.asarray(out["iterations"], dtype=np.int64),
         meta={"k": k, "d": d_, "init": init, "seed": seed, "train_readout": train_readout},
