@@ -2,6 +2,7 @@
 #include <string>
 
 #include "common.hpp"
+#include "interrupt.hpp"
 #include "twolayer/activation.hpp"
 #include "twolayer/gaussian.hpp"
 #include "twolayer/parallel.hpp"
@@ -18,10 +19,13 @@ Array run_batch(const Array& C, int n, F&& f) {
   Array out = new_array({static_cast<py::ssize_t>(count)});
   const double* c = C.data();
   double* o = out.mutable_data();
-  {
-    py::gil_scoped_release release;
-    f(c, count, o);
-  }
+  // Above a few thousand matrices (a millisecond or more for the slow kernels) Ctrl-C can stop the call.
+  run_cancellable(
+      [&] {
+        f(c, count, o);
+        return 0;
+      },
+      [](int) { return py::none(); }, count > 4096);
   return out;
 }
 

@@ -2,6 +2,7 @@
 #include <string>
 
 #include "common.hpp"
+#include "interrupt.hpp"
 #include "twolayer/activation.hpp"
 #include "twolayer/landscape.hpp"
 
@@ -38,18 +39,20 @@ void bind_landscape(py::module_& m) {
         opt.train_readout = train_readout;
         double *pw = W.mutable_data(), *pa = a.mutable_data(), *pl = loss.mutable_data(), *pg = gnorm.mutable_data();
         int *pi = iters.mutable_data(), *ps = status.mutable_data();
-        {
-          py::gil_scoped_release release;
+        auto work = [&] {
           multistart_lbfgs(p, static_cast<int>(R), pw, pa, opt, pl, pg, pi, ps, n_threads);
-        }
-        py::dict out;
-        out["W"] = W;
-        out["a"] = a;
-        out["loss"] = loss;
-        out["grad_norm"] = gnorm;
-        out["iterations"] = iters;
-        out["status"] = status;
-        return out;
+          return 0;
+        };
+        return run_cancellable(work, [&](int) {
+          py::dict out;
+          out["W"] = W;
+          out["a"] = a;
+          out["loss"] = loss;
+          out["grad_norm"] = gnorm;
+          out["iterations"] = iters;
+          out["status"] = status;
+          return out;
+        });
       },
       py::arg("W"), py::arg("a"), py::arg("act"), py::arg("W_teacher"), py::arg("v"), py::arg("act_teacher"),
       py::arg("scale"), py::arg("train_readout"), py::arg("max_iter"), py::arg("gtol"), py::arg("memory"),

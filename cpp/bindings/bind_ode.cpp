@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "common.hpp"
+#include "interrupt.hpp"
 #include "twolayer/activation.hpp"
 #include "twolayer/dynamics.hpp"
 #include "twolayer/integrators.hpp"
@@ -152,18 +153,17 @@ void bind_ode(py::module_& m) {
         std::vector<double> y = state(Q, Mo, a, K, M);
         OdeModel model = make_model(student, teacher, regime, false, K, lr, 0.0, noise, P, v);
         std::vector<double> dy(y.size());
-        double seconds;
-        {
-          py::gil_scoped_release release;
-          OdeRhs f(model);
-          const auto start = std::chrono::steady_clock::now();
-          for (long long e = 0; e < evals; ++e) {
-            y[0] += 1e-300;  // keep the compiler from hoisting the call
-            f(y.data(), dy.data(), n_threads);
-          }
-          seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        }
-        return seconds;
+        return run_cancellable(
+            [&] {
+              OdeRhs f(model);
+              const auto start = std::chrono::steady_clock::now();
+              for (long long e = 0; e < evals && !cancel_requested(); ++e) {
+                y[0] += 1e-300;  // keep the compiler from hoisting the call
+                f(y.data(), dy.data(), n_threads);
+              }
+              return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            },
+            [](double seconds) { return py::float_(seconds); });
       },
       py::arg("Q"), py::arg("M"), py::arg("a"), py::arg("P"), py::arg("v"), py::arg("act"), py::arg("act_teacher"),
       py::arg("regime"), py::arg("lr"), py::arg("noise"), py::arg("evals"), py::arg("n_threads") = 1);
@@ -179,12 +179,8 @@ void bind_ode(py::module_& m) {
         if (model.M != M) throw std::invalid_argument("M: its columns must match the teacher's units");
         const std::vector<double> times = to_vector(times_arr, "times");
         IntegrateOptions opt = make_options(times, method, dt, rtol, atol, h0, h_max, risk_tol, max_steps);
-        IntegrateResult r;
-        {
-          py::gil_scoped_release release;
-          r = integrate(model, y.data(), opt, n_threads);
-        }
-        return to_dict(r, K, M);
+        return run_cancellable([&] { return integrate(model, y.data(), opt, n_threads); },
+                               [&](const IntegrateResult& r) { return to_dict(r, K, M); });
       },
       py::arg("Q"), py::arg("M"), py::arg("a"), py::arg("P"), py::arg("v"), py::arg("act"), py::arg("act_teacher"),
       py::arg("regime"), py::arg("spherical"), py::arg("lr"), py::arg("lr_readout"), py::arg("noise"),
@@ -220,14 +216,12 @@ void bind_ode(py::module_& m) {
         }
         const std::vector<double> times = to_vector(times_arr, "times");
         IntegrateOptions opt = make_options(times, method, dt, rtol, atol, h0, h_max, risk_tol, max_steps);
-        std::vector<IntegrateResult> rs;
-        {
-          py::gil_scoped_release release;
-          rs = integrate_batch(models, y0s, opt, n_threads);
-        }
-        py::list out;
-        for (std::size_t b = 0; b < B; ++b) out.append(to_dict(rs[b], Ks[b], Mts[b]));
-        return out;
+        return run_cancellable([&] { return integrate_batch(models, y0s, opt, n_threads); },
+                               [&](const std::vector<IntegrateResult>& rs) {
+                                 py::list out;
+                                 for (std::size_t b = 0; b < B; ++b) out.append(to_dict(rs[b], Ks[b], Mts[b]));
+                                 return out;
+                               });
       },
       py::arg("Q"), py::arg("M"), py::arg("a"), py::arg("P"), py::arg("v"), py::arg("act"), py::arg("act_teacher"),
       py::arg("regime"), py::arg("spherical"), py::arg("lr"), py::arg("lr_readout"), py::arg("noise"),

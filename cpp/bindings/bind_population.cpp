@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include "common.hpp"
+#include "interrupt.hpp"
 #include "twolayer/activation.hpp"
 #include "twolayer/population.hpp"
 
@@ -34,6 +35,12 @@ Args make(const Array& W, const Array& a, const std::string& act, const Array& W
   return r;
 }
 
+// Kernel evaluations times d, above which a call runs on a worker thread that Ctrl-C can stop.
+bool long_call(const Population& p) {
+  const double K = p.student.units, M = p.teacher.units;
+  return K * (K + M) * p.d > 1e6;
+}
+
 }  // namespace
 
 void bind_population(py::module_& m) {
@@ -42,8 +49,8 @@ void bind_population(py::module_& m) {
       [](const Array& W, const Array& a, const std::string& act, const Array& Wt, const Array& v,
          const std::string& act_t, double scale, int n_threads) {
         Args g = make(W, a, act, Wt, v, act_t, scale);
-        py::gil_scoped_release release;
-        return population_risk(g.p, n_threads);
+        return run_cancellable([&] { return population_risk(g.p, n_threads); }, [](double r) { return py::float_(r); },
+                               long_call(g.p));
       },
       py::arg("W"), py::arg("a"), py::arg("act"), py::arg("W_teacher"), py::arg("v"), py::arg("act_teacher"),
       py::arg("scale"), py::arg("n_threads") = 0);
@@ -55,11 +62,12 @@ void bind_population(py::module_& m) {
         Array dW = new_array({W.shape(0), W.shape(1)});
         Array da = new_array({W.shape(0)});
         double *pw = dW.mutable_data(), *pa = da.mutable_data();
-        {
-          py::gil_scoped_release release;
-          population_gradient(g.p, pw, pa, n_threads);
-        }
-        return py::make_tuple(dW, da);
+        return run_cancellable(
+            [&] {
+              population_gradient(g.p, pw, pa, n_threads);
+              return 0;
+            },
+            [&](int) { return py::make_tuple(dW, da); }, long_call(g.p));
       },
       py::arg("W"), py::arg("a"), py::arg("act"), py::arg("W_teacher"), py::arg("v"), py::arg("act_teacher"),
       py::arg("scale"), py::arg("n_threads") = 0);
@@ -71,11 +79,12 @@ void bind_population(py::module_& m) {
         const py::ssize_t n = W.shape(0) * W.shape(1) + (train_readout ? W.shape(0) : 0);
         Array H = new_array({n, n});
         double* ph = H.mutable_data();
-        {
-          py::gil_scoped_release release;
-          population_hessian(g.p, train_readout, ph, n_threads);
-        }
-        return H;
+        return run_cancellable(
+            [&] {
+              population_hessian(g.p, train_readout, ph, n_threads);
+              return 0;
+            },
+            [&](int) { return py::object(H); }, long_call(g.p) || n > 1000);
       },
       py::arg("W"), py::arg("a"), py::arg("act"), py::arg("W_teacher"), py::arg("v"), py::arg("act_teacher"),
       py::arg("scale"), py::arg("train_readout"), py::arg("n_threads") = 0);
@@ -90,27 +99,26 @@ void bind_population(py::module_& m) {
         std::copy(W0.data(), W0.data() + K * d, W.mutable_data());
         std::copy(a0.data(), a0.data() + K, a.mutable_data());
         double *pw = W.mutable_data(), *pa = a.mutable_data();
-        DescentResult res;
-        {
-          py::gil_scoped_release release;
-          res = population_descend(pw, pa, g.p, lr, lr_readout, steps, record_steps, n_threads);
-        }
-        const auto T = static_cast<py::ssize_t>(res.recorded);
-        auto to_array = [](const std::vector<double>& x, std::vector<py::ssize_t> shape) {
-          Array out(shape);
-          std::copy(x.begin(), x.end(), out.mutable_data());
+        auto to_py = [&](const DescentResult& res) {
+          const auto T = static_cast<py::ssize_t>(res.recorded);
+          auto to_array = [](const std::vector<double>& x, std::vector<py::ssize_t> shape) {
+            Array out(shape);
+            std::copy(x.begin(), x.end(), out.mutable_data());
+            return out;
+          };
+          py::dict out;
+          out["Q"] = to_array(res.Q, {T, K, K});
+          out["M"] = to_array(res.M, {T, K, M});
+          out["a"] = to_array(res.a, {T, K});
+          out["risk"] = to_array(res.risk, {T});
+          out["W"] = W;
+          out["a_final"] = a;
+          out["status"] = res.status;
+          out["stop_step"] = res.stop_step;
           return out;
         };
-        py::dict out;
-        out["Q"] = to_array(res.Q, {T, K, K});
-        out["M"] = to_array(res.M, {T, K, M});
-        out["a"] = to_array(res.a, {T, K});
-        out["risk"] = to_array(res.risk, {T});
-        out["W"] = W;
-        out["a_final"] = a;
-        out["status"] = res.status;
-        out["stop_step"] = res.stop_step;
-        return out;
+        return run_cancellable(
+            [&] { return population_descend(pw, pa, g.p, lr, lr_readout, steps, record_steps, n_threads); }, to_py);
       },
       py::arg("W"), py::arg("a"), py::arg("act"), py::arg("W_teacher"), py::arg("v"), py::arg("act_teacher"),
       py::arg("scale"), py::arg("lr"), py::arg("lr_readout"), py::arg("steps"), py::arg("record_steps"),

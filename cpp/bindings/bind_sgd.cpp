@@ -6,22 +6,14 @@
 #include <vector>
 
 #include "common.hpp"
+#include "interrupt.hpp"
 #include "twolayer/activation.hpp"
 #include "twolayer/rng.hpp"
 #include "twolayer/sgd.hpp"
 
 namespace twolayer::bind {
 
-namespace {
-struct Progress {
-  std::atomic<long long> done{0};
-};
-}  // namespace
-
 void bind_sgd(py::module_& m) {
-  py::class_<Progress>(m, "SgdProgress", "Steps done so far by a running sgd_simulate (read from another thread).")
-      .def(py::init<>())
-      .def_property_readonly("done", [](const Progress& p) { return p.done.load(std::memory_order_relaxed); });
   m.def(
       "sgd_simulate",
       [](const Array& W0, const Array& a0, const std::string& act, const Array& Wt, const Array& v,
@@ -29,7 +21,7 @@ void bind_sgd(py::module_& m) {
          int batch, bool spherical, long long n_samples, bool shuffle, long long steps,
          const py::array_t<long long, py::array::c_style | py::array::forcecast>& record_steps_arr,
          std::uint64_t seed, const py::array_t<std::uint32_t, py::array::c_style | py::array::forcecast>& runs_arr,
-         bool keep_weights, int n_threads, Progress* progress) {
+         bool keep_weights, int n_threads, const py::object& progress) {
         // Plain arrays rather than STL casters (no pybind11/stl.h in this module).
         const std::vector<long long> record_steps(record_steps_arr.data(),
                                                   record_steps_arr.data() + record_steps_arr.size());
@@ -83,34 +75,40 @@ void bind_sgd(py::module_& m) {
           o.a_final = a_final.mutable_data() + j * K;
         }
         const double *pw = W0.data(), *pa = a0.data(), *pt = Wt.data(), *pv = v.data();
-        {
-          py::gil_scoped_release release;
+        std::atomic<long long> done{0};
+        Poll poll;
+        if (!progress.is_none()) poll.with_gil = [&] { progress(done.load(std::memory_order_relaxed)); };
+        auto work = [&] {
           sgd_simulate(sp, pw, pa, per_run ? 1 : 0, pt, pv, runs.data(), runs.size(), outs.data(), n_threads,
-                       progress ? &progress->done : nullptr);
-        }
-        py::array_t<long long> recorded(R), status(R), stop(R);
-        for (py::ssize_t j = 0; j < R; ++j) {
-          recorded.mutable_at(j) = static_cast<long long>(outs[static_cast<std::size_t>(j)].recorded);
-          status.mutable_at(j) = outs[static_cast<std::size_t>(j)].status;
-          stop.mutable_at(j) = outs[static_cast<std::size_t>(j)].stop_step;
-        }
-        py::dict out;
-        out["Q"] = Q;
-        out["M"] = Mo;
-        out["a"] = A;
-        out["risk"] = risk;
-        out["recorded"] = recorded;
-        out["status"] = status;
-        out["stop_step"] = stop;
-        out["W"] = keep_weights ? py::object(W) : py::object(py::none());
-        out["a_final"] = a_final;
-        return out;
+                       &done);
+          return 0;
+        };
+        auto to_py = [&](int) {
+          py::array_t<long long> recorded(R), status(R), stop(R);
+          for (py::ssize_t j = 0; j < R; ++j) {
+            recorded.mutable_at(j) = static_cast<long long>(outs[static_cast<std::size_t>(j)].recorded);
+            status.mutable_at(j) = outs[static_cast<std::size_t>(j)].status;
+            stop.mutable_at(j) = outs[static_cast<std::size_t>(j)].stop_step;
+          }
+          py::dict out;
+          out["Q"] = Q;
+          out["M"] = Mo;
+          out["a"] = A;
+          out["risk"] = risk;
+          out["recorded"] = recorded;
+          out["status"] = status;
+          out["stop_step"] = stop;
+          out["W"] = keep_weights ? py::object(W) : py::object(py::none());
+          out["a_final"] = a_final;
+          return out;
+        };
+        return run_cancellable(work, to_py, true, poll);
       },
       py::arg("W"), py::arg("a"), py::arg("act"), py::arg("W_teacher"), py::arg("v"), py::arg("act_teacher"),
       py::arg("scale"), py::arg("lr"), py::arg("train_first"), py::arg("lr_readout"), py::arg("noise"),
       py::arg("batch"), py::arg("spherical"), py::arg("n_samples"), py::arg("shuffle"), py::arg("steps"),
       py::arg("record_steps"), py::arg("seed"), py::arg("runs"), py::arg("keep_weights") = true,
-      py::arg("n_threads") = 0, py::arg("progress") = nullptr);
+      py::arg("n_threads") = 0, py::arg("progress") = py::none());
 
   m.def(
       "philox4x32",

@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "twolayer/cancel.hpp"
 #include "twolayer/gaussian.hpp"
 #include "twolayer/parallel.hpp"
 
@@ -84,12 +85,31 @@ struct Runner {
     res.y.insert(res.y.end(), y, y + n);
     res.risk.push_back(f.risk(y));
   }
-  void diverge(double t, const std::string& why) {
-    res.status = "diverged";
+  void stop(double t, const char* status, const std::string& message) {
+    res.status = status;
     res.stop_time = t;
+    res.message = message;
+  }
+  void diverge(double t, const std::string& why) {
     std::ostringstream s;
     s << "diverged at t = " << t << ": " << why;
-    res.message = s.str();
+    stop(t, "diverged", s.str());
+  }
+  // Checked before every step, accepted or not: false (and the status set) if the run must stop here.
+  bool may_continue(double t) {
+    if (cancel_requested()) {
+      std::ostringstream s;
+      s << "interrupted at t = " << t << " after " << res.n_steps << " steps";
+      stop(t, "interrupted", s.str());
+      return false;
+    }
+    if (res.n_steps >= opt.max_steps) {
+      std::ostringstream s;
+      s << "max_steps = " << opt.max_steps << " steps taken, stopped at t = " << t;
+      stop(t, "max_steps", s.str());
+      return false;
+    }
+    return true;
   }
   // After an accepted step: false (and the status set) if the run must stop.
   bool accept(double t, const double* y, bool check_state = true) {
@@ -105,17 +125,11 @@ struct Runner {
       const double r = f.risk(y);
       if (r < opt.risk_tol) {
         record(t, y);
-        res.status = "converged";
-        res.stop_time = t;
         std::ostringstream s;
         s << "excess risk " << r << " fell below risk_tol = " << opt.risk_tol << " at t = " << t;
-        res.message = s.str();
+        stop(t, "converged", s.str());
         return false;
       }
-    }
-    if (res.n_steps >= opt.max_steps) {
-      diverge(t, "max_steps reached");
-      return false;
     }
     return true;
   }
@@ -127,6 +141,7 @@ struct Runner {
     double t = 0.0;
     for (double target : opt.times) {
       while (t < target) {
+        if (!may_continue(t)) return;
         double h = dt;
         bool land = false;
         if (t + h >= target - 1e-9 * dt) {
@@ -189,6 +204,7 @@ struct Runner {
     }
     if (opt.h_max > 0.0) h = std::min(h, opt.h_max);
     while (t < t_end) {
+      if (!may_continue(t)) return;
       if (!std::isfinite(h) || h < 1e-13 * std::max(1.0, t)) {
         diverge(t, "the adaptive step size underflowed (the solution blows up or is not smooth here)");
         return;
@@ -286,6 +302,13 @@ struct Runner {
 void check_options(const IntegrateOptions& o) {
   if (o.method != Method::Adaptive && !(o.dt > 0.0 && std::isfinite(o.dt)))
     throw std::invalid_argument("dt: expected a finite number > 0");
+  if (o.method != Method::Adaptive && !o.times.empty() && o.times.back() + o.dt == o.times.back()) {
+    std::ostringstream s;
+    s << "dt: a step of " << o.dt << " cannot advance the time up to t = " << o.times.back()
+      << " in double precision";
+    throw std::invalid_argument(s.str());
+  }
+  if (o.max_steps < 1) throw std::invalid_argument("max_steps: expected a positive number of steps");
   if (o.method == Method::Adaptive && !(o.rtol >= 0.0 && o.atol >= 0.0 && o.rtol + o.atol > 0.0))
     throw std::invalid_argument("rtol, atol: expected numbers >= 0, not both 0");
   for (std::size_t i = 0; i < o.times.size(); ++i)
@@ -318,6 +341,12 @@ std::vector<IntegrateResult> integrate_batch(const std::vector<OdeModel>& models
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1 && count > 1)
 #endif
   for (std::ptrdiff_t b = 0; b < count; ++b) {
+    if (cancel_requested()) {  // not started: no rows
+      out[b].status = "interrupted";
+      out[b].stop_time = 0.0;
+      out[b].message = "interrupted before it started";
+      continue;
+    }
     try {
       out[b] = integrate(models[b], y0s[b], opt, 1);
     } catch (...) {

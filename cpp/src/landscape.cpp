@@ -60,6 +60,7 @@ int lbfgs_one(Objective& f, double* W, double* a, const LbfgsOptions& opt, doubl
   int flat = 0;  // consecutive iterations whose decrease is below the risk's resolution
   for (int it = 0; it < opt.max_iter; ++it) {
     if (gnorm <= opt.gtol) return finish(kConverged);
+    if (cancel_requested()) return finish(kInterrupted);
     // two-loop recursion: dir = -H g
     dir = g;
     const int m = static_cast<int>(S.size());
@@ -148,21 +149,31 @@ void multistart_lbfgs(const Population& p, int runs, double* W, double* a, const
   if (runs < 0) throw std::invalid_argument("runs: must be non-negative");
   if (opt.memory < 1) throw std::invalid_argument("memory: must be positive");
   const std::size_t nW = static_cast<std::size_t>(p.student.units) * p.d;
-  parallel_for(
-      static_cast<std::size_t>(runs), n_threads,
-      [&](std::size_t r) {
-        Objective f(p, opt.train_readout);
-        double* Wr = W + r * nW;
-        double* ar = a + r * static_cast<std::size_t>(p.student.units);
-        try {
-          status[r] = lbfgs_one(f, Wr, ar, opt, loss[r], grad_norm[r], iterations[r]);
-        } catch (const std::domain_error&) {
-          status[r] = kDiverged;
-          loss[r] = grad_norm[r] = std::nan("");
-          iterations[r] = 0;
-        }
-      },
-      1);
+  for (int r = 0; r < runs; ++r) {  // what a run never started reports
+    status[r] = kInterrupted;
+    loss[r] = grad_norm[r] = std::nan("");
+    iterations[r] = 0;
+  }
+  try {
+    parallel_for(
+        static_cast<std::size_t>(runs), n_threads,
+        [&](std::size_t r) {
+          Objective f(p, opt.train_readout);
+          double* Wr = W + r * nW;
+          double* ar = a + r * static_cast<std::size_t>(p.student.units);
+          try {
+            status[r] = lbfgs_one(f, Wr, ar, opt, loss[r], grad_norm[r], iterations[r]);
+          } catch (const std::domain_error&) {
+            status[r] = kDiverged;
+            loss[r] = grad_norm[r] = std::nan("");
+            iterations[r] = 0;
+          } catch (const Interrupted&) {  // inside an evaluation: the run keeps its last accepted iterate
+            status[r] = kInterrupted;
+          }
+        },
+        1);
+  } catch (const Interrupted&) {  // runs not started are marked as such above
+  }
 }
 
 }  // namespace twolayer

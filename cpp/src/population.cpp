@@ -391,7 +391,9 @@ DescentResult population_descend(double* W, double* a, const Population& p0, dou
   DescentResult out;
   std::vector<double> dW(static_cast<std::size_t>(K) * d), da(K), Q(K * K), Mo(K * M);
   std::size_t next = 0;
-  for (long long step = 0; step <= steps; ++step) {
+  long long step = 0;
+  try {
+  for (; step <= steps; ++step) {
     if (next < record_steps.size() && record_steps[next] == step) {
       const double r = population_risk(p, n_threads);
       gram(W, K, W, K, d, p.scale, Q.data(), n_threads);
@@ -409,6 +411,7 @@ DescentResult population_descend(double* W, double* a, const Population& p0, dou
       ++next;
     }
     if (step == steps) break;
+    throw_if_cancelled();
     try {
       population_gradient(p, dW.data(), da.data(), n_threads);
     } catch (const std::domain_error&) {
@@ -419,6 +422,10 @@ DescentResult population_descend(double* W, double* a, const Population& p0, dou
     for (std::size_t c = 0; c < dW.size(); ++c) W[c] -= lr * dW[c];
     if (lr_readout != 0.0)
       for (int i = 0; i < K; ++i) a[i] -= lr_readout * da[i];
+  }
+  } catch (const Interrupted&) {  // the records so far are kept
+    out.status = "interrupted";
+    out.stop_step = step;
   }
   return out;
 }

@@ -108,6 +108,11 @@ class Run {
           ++next;
         }
         if (step == sp_.steps) break;
+        if (cancel_requested()) {
+          out_.status = 2;
+          out_.stop_step = step;
+          break;
+        }
         do_step(step);
         if (progress && ((step + 1) & 4095) == 0) {
           progress->fetch_add(step + 1 - reported, std::memory_order_relaxed);
@@ -474,6 +479,11 @@ void sgd_simulate(const SgdSpec& sp, const double* W0, const double* a0, std::si
       out[jj].recorded = 0;
       out[jj].status = 0;
       out[jj].stop_step = -1;
+      if (cancel_requested()) {  // not started
+        out[jj].status = 2;
+        out[jj].stop_step = 0;
+        continue;
+      }
       Run run(sp, W0 + jj * init_stride * Kd, a0 + jj * init_stride * sp.K, Wt, v, P.data(), runs[jj], out[jj]);
       run.go(progress);
     } catch (const Diverged& e) {  // thrown by the constructor (degenerate spherical start)

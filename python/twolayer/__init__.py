@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import _core, activations, kernels, landscape, networks, ode, population, sgd
+from ._interrupt import Interrupted
 from .networks import Network
 from .overlaps import Overlaps
 from .results import Trajectory
@@ -17,11 +18,13 @@ __version__: str = _core.build_info()["version"]
 
 
 def build_info() -> dict[str, Any]:
-    """Version, OpenMP on/off, OpenMP's default thread count and CUDA on/off of the compiled core."""
+    """Version, OpenMP on/off, OpenMP's default thread count, the thread cap of one call and CUDA on/off of the
+    compiled core."""
     return dict(_core.build_info())
 
 
 __all__ = [
+    "Interrupted",
     "Network",
     "Overlaps",
     "Trajectory",

@@ -1,6 +1,7 @@
 """Type stubs for the compiled core (twolayer._core). Arrays are float64, C-contiguous."""
 
 # ODE engine entries (bind_ode.cpp); the foundation's entries live beside these on main.
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -9,6 +10,9 @@ from numpy.typing import NDArray
 _F = NDArray[np.float64]
 
 class KernelNotImplemented(NotImplementedError): ...
+
+class Interrupted(KeyboardInterrupt):
+    partial: Any
 
 def build_info() -> dict[str, Any]: ...
 def sigma(act: str, x: _F) -> _F: ...
@@ -50,11 +54,6 @@ def population_descend(
     n_threads: int = 0,
 ) -> dict[str, Any]: ...
 
-class SgdProgress:
-    def __init__(self) -> None: ...
-    @property
-    def done(self) -> int: ...
-
 def sgd_simulate(
     W: _F,
     a: _F,
@@ -77,7 +76,7 @@ def sgd_simulate(
     runs: NDArray[np.uint32],
     keep_weights: bool = True,
     n_threads: int = 0,
-    progress: SgdProgress | None = None,
+    progress: Callable[[int], object] | None = None,
 ) -> dict[str, Any]: ...
 def philox4x32(counter: NDArray[np.uint32], key: NDArray[np.uint32]) -> NDArray[np.uint32]: ...
 def rng_gaussians(seed: int, run: int, stream: int, first: int, n: int, scalar: bool = False) -> _F: ...

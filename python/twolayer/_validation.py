@@ -7,6 +7,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from . import _core
+
+_THREAD_LIMIT: int = int(_core.build_info()["thread_limit"])
+
 
 def as_float_array(x: Any, name: str, ndim: int | None = None, finite: bool = True) -> NDArray[np.float64]:
     """``x`` as a C-contiguous float64 array, checked for dimension and finiteness."""
@@ -21,13 +25,14 @@ def as_float_array(x: Any, name: str, ndim: int | None = None, finite: bool = Tr
     return arr
 
 
-def n_threads_arg(n_threads: int | None) -> int:
-    """None -> 0 (the OpenMP default, so OMP_NUM_THREADS applies); otherwise a positive int."""
+def n_threads_arg(n_threads: Any) -> int:
+    """None -> 0 (the OpenMP default, so OMP_NUM_THREADS applies); otherwise a positive integer, capped at the
+    core's thread limit (4 threads per processor: more only costs)."""
     if n_threads is None:
         return 0
-    if not isinstance(n_threads, (int, np.integer)) or n_threads < 1:
+    if isinstance(n_threads, (bool, np.bool_)) or not isinstance(n_threads, (int, np.integer)) or n_threads < 1:
         raise ValueError(f"n_threads: expected None or a positive integer, got {n_threads!r}")
-    return int(n_threads)
+    return min(int(n_threads), _THREAD_LIMIT)
 
 
 def positive(x: Any, name: str, allow_zero: bool = False) -> float:

@@ -30,6 +30,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _core
+from ._interrupt import partial_result
 from ._validation import as_float_array, n_threads_arg, positive
 from .activations import ActivationName, check_activation
 from .overlaps import Overlaps
@@ -233,10 +234,11 @@ def integrate(
     norm over the state). Output at ``times`` (default: 0 and ``n_points - 1`` log-spaced times up to
     ``t_max``).
     ``risk_tol``: stop early, with ``status="converged"``, once the excess risk falls below it. A run whose
-    state
-    becomes non-finite, overflows or leaves the positive semi-definite cone stops with
-    ``status="diverged"``; the
-    trajectory then holds the outputs reached and ``message`` / ``meta["stop_time"]`` say when.
+    state becomes non-finite, overflows or leaves the positive semi-definite cone stops with
+    ``status="diverged"``; one that has taken ``max_steps`` steps stops with ``status="max_steps"``; the
+    trajectory then holds the outputs reached and ``message`` / ``meta["stop_time"]`` say when. Ctrl-C stops
+    the integration within a fraction of a second and raises :class:`twolayer.Interrupted`, whose ``partial``
+    is the trajectory so far (``status="interrupted"``).
     ``n_threads``: threads inside the right-hand side (used for K >= 8; None = the OpenMP default).
     ``meta`` records the parameters and the cost (``n_rhs`` right-hand-side evaluations, ``n_steps``).
     """
@@ -248,10 +250,11 @@ def integrate(
     tail, keywords, solver_meta = _solver_options(meth, t_max, times, dt, rtol, atol, n_points, h_max, risk_tol,
                                                   max_steps, n_threads)
     c = 1.0 if ro == "sum" else 1.0 / ov.K
-    out = _core.ode_integrate(ov.Q, ov.M, ov.a, ov.P, ov.v, act, t_act, reg, bool(spherical), lr_, lr_a * c * c,
-                              noise_, *tail, **keywords)
     meta = {**_model_meta(act, t_act, reg, spherical, ro), **solver_meta, "lr": lr_, "lr_readout": lr_a,
             "noise": noise_}
+    with partial_result(lambda out: _trajectory(out, meta)):
+        out = _core.ode_integrate(ov.Q, ov.M, ov.a, ov.P, ov.v, act, t_act, reg, bool(spherical), lr_,
+                                  lr_a * c * c, noise_, *tail, **keywords)
     return _trajectory(out, meta)
 
 
@@ -297,10 +300,10 @@ def integrate_batch(
 
     ``overlaps``: a sequence of :class:`~twolayer.Overlaps` (K and M may differ between members); ``lr``,
     ``lr_readout`` and ``noise`` are scalars or one value per member. Activations, regime, method and output
-    times
-    are shared. Returns one :class:`~twolayer.Trajectory` per member, each with its own status: a diverging
-    member
-    does not affect the others. Other arguments as in :func:`integrate`.
+    times are shared. Returns one :class:`~twolayer.Trajectory` per member, each with its own status: a diverging
+    member does not affect the others. On Ctrl-C, :class:`twolayer.Interrupted`'s ``partial`` is that list:
+    finished members as they are, the others with ``status="interrupted"`` and the rows they reached. Other
+    arguments as in :func:`integrate`.
     """
     act, t_act, reg, meth, ro = _common(activation, teacher_activation, regime, method, readout)
     if isinstance(overlaps, Overlaps) or not isinstance(overlaps, Sequence):
@@ -315,15 +318,20 @@ def integrate_batch(
     tail, keywords, solver_meta = _solver_options(meth, t_max, times, dt, rtol, atol, n_points, h_max, risk_tol,
                                                   max_steps, n_threads)
     cs = [1.0 if ro == "sum" else 1.0 / o.K for o in ovs]
-    outs = _core.ode_integrate_batch(
-        [o.Q for o in ovs], [o.M for o in ovs], [o.a for o in ovs], [o.P for o in ovs], [o.v for o in ovs],
-        act, t_act, reg, bool(spherical), np.array(lrs),
-        np.array([la * c * c for la, c in zip(lr_as, cs, strict=True)]), np.array(noises), *tail, **keywords)
     base = {**_model_meta(act, t_act, reg, spherical, ro), **solver_meta}
-    return [
-        _trajectory(out, {**base, "lr": lrs[b], "lr_readout": lr_as[b], "noise": noises[b]})
-        for b, out in enumerate(outs)
-    ]
+
+    def results(outs: list[dict[str, Any]]) -> list[Trajectory]:
+        return [
+            _trajectory(out, {**base, "lr": lrs[b], "lr_readout": lr_as[b], "noise": noises[b]})
+            for b, out in enumerate(outs)
+        ]
+
+    with partial_result(results):
+        outs = _core.ode_integrate_batch(
+            [o.Q for o in ovs], [o.M for o in ovs], [o.a for o in ovs], [o.P for o in ovs], [o.v for o in ovs],
+            act, t_act, reg, bool(spherical), np.array(lrs),
+            np.array([la * c * c for la, c in zip(lr_as, cs, strict=True)]), np.array(noises), *tail, **keywords)
+    return results(outs)
 
 
 def rhs(

@@ -9,10 +9,13 @@ two GEMM-like contractions for the gradient, rank updates for the Hessian).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numpy.typing import NDArray
 
 from . import _core
+from ._interrupt import partial_result
 from ._validation import n_threads_arg, positive
 from .networks import Network
 from .overlaps import check_pair
@@ -71,7 +74,8 @@ def descend(
 ) -> Trajectory:
     """Gradient descent on the population risk in weight space (seed 000's experiment):
     W <- W - lr dR/dW, a <- a - lr_readout dR/da, for ``steps`` iterations, recording the overlaps and the excess
-    risk at ``records`` log-spaced iterations (0 and ``steps`` included). ``t`` counts iterations."""
+    risk at ``records`` log-spaced iterations (0 and ``steps`` included). ``t`` counts iterations. Ctrl-C raises
+    :class:`twolayer.Interrupted` with the records so far as ``partial`` (``status="interrupted"``)."""
     lr_ = positive(lr, "lr")
     lr_a = positive(lr_readout, "lr_readout", allow_zero=True)
     if not isinstance(steps, (int, np.integer)) or steps < 0:
@@ -82,14 +86,20 @@ def descend(
     record_steps = np.unique(np.concatenate([[0], log_spaced]))
     record_steps = record_steps[record_steps <= steps].astype(np.int64)
     # The core steps the effective second layer c a; plain descent on a moves it by c^2 lr_readout dR/d(c a).
-    out = _core.population_descend(*_args(student, teacher), lr=lr_, lr_readout=lr_a * student.readout_factor**2,
-                                   steps=int(steps), record_steps=record_steps.tolist(),
-                                   n_threads=n_threads_arg(n_threads))
-    T = out["risk"].shape[0]
-    diverged = out["status"] == "diverged"
-    message = (f"diverged at iteration {out['stop_step']} (non-finite risk or gradient)" if diverged
-               else f"{steps} iterations of population gradient descent")
-    final = student.with_weights(out["W"], out["a_final"] / student.readout_factor)
-    return Trajectory(t=record_steps[:T].astype(np.float64), Q=out["Q"], M=out["M"], a=out["a"], risk=out["risk"],
-                      status=out["status"], message=message, time_unit="iterations", student=final,
-                      meta={"lr": lr_, "lr_readout": lr_a})
+    def result(out: dict[str, Any]) -> Trajectory:
+        T = out["risk"].shape[0]
+        status = out["status"]
+        message = {
+            "diverged": f"diverged at iteration {out['stop_step']} (non-finite risk or gradient)",
+            "interrupted": f"interrupted at iteration {out['stop_step']}",
+        }.get(status, f"{steps} iterations of population gradient descent")
+        final = student.with_weights(out["W"], out["a_final"] / student.readout_factor)
+        return Trajectory(t=record_steps[:T].astype(np.float64), Q=out["Q"], M=out["M"], a=out["a"],
+                          risk=out["risk"], status=status, message=message, time_unit="iterations", student=final,
+                          meta={"lr": lr_, "lr_readout": lr_a})
+
+    with partial_result(result):
+        out = _core.population_descend(*_args(student, teacher), lr=lr_,
+                                       lr_readout=lr_a * student.readout_factor**2, steps=int(steps),
+                                       record_steps=record_steps.tolist(), n_threads=n_threads_arg(n_threads))
+    return result(out)

@@ -14,9 +14,10 @@ class Trajectory:
     """Order parameters over time, time first.
 
     ``t`` (T,), ``Q`` (T, K, K), ``M`` (T, K, M), ``a`` (T, K) and ``risk`` (T,) — the excess population risk
-    (the noise floor Delta/2 is not included). ``status`` is ``"completed"``, ``"converged"`` (early stop) or
-    ``"diverged"``; ``message`` says why and when. ``time_unit`` names the clock (e.g. "t = steps / d" or
-    "iterations"). ``student`` holds the final network of weight-space runs (None for the ODE).
+    (the noise floor Delta/2 is not included). ``status`` is ``"completed"``, ``"converged"`` (early stop),
+    ``"diverged"``, ``"max_steps"`` (the step budget ran out) or ``"interrupted"`` (Ctrl-C: the partial result
+    of :class:`twolayer.Interrupted`); ``message`` says why and when. ``time_unit`` names the clock (e.g.
+    "t = steps / d" or "iterations"). ``student`` holds the final network of weight-space runs (None for the ODE).
     """
 
     t: NDArray[np.float64]

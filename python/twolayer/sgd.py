@@ -38,6 +38,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _core
+from ._interrupt import partial_result
 from ._validation import as_float_array, n_threads_arg, positive
 from .networks import Network
 from .overlaps import check_pair
@@ -51,9 +52,10 @@ class Ensemble:
     """Independent SGD runs of one problem (same teacher and hyper-parameters, streams keyed by (seed, run)).
 
     ``runs`` holds one :class:`~twolayer.Trajectory` per run (a diverged run is truncated where it stopped,
-    with status ``"diverged"``); ``t`` the requested record times. The stacked arrays ``Q`` (R, T, K, K),
-    ``M``, ``a``, ``risk`` and the statistics :meth:`mean`, :meth:`std`, :meth:`sem` use the runs that
-    completed only; ``n_diverged`` says how many were left out.
+    with status ``"diverged"``, or ``"interrupted"`` in the partial result of :class:`twolayer.Interrupted`); ``t``
+    the requested record times. The stacked arrays ``Q`` (R, T, K, K), ``M``, ``a``, ``risk`` and the
+    statistics :meth:`mean`, :meth:`std`, :meth:`sem` use the runs that completed only; ``n_diverged`` says how
+    many diverged.
     """
 
     runs: list[Trajectory]
@@ -77,11 +79,11 @@ class Ensemble:
 
     @property
     def completed(self) -> list[Trajectory]:
-        return [r for r in self.runs if r.status != "diverged"]
+        return [r for r in self.runs if r.status == "completed"]
 
     @property
     def n_diverged(self) -> int:
-        return len(self.runs) - len(self.completed)
+        return sum(r.status == "diverged" for r in self.runs)
 
     def stack(self, name: str) -> NDArray[np.float64]:
         """``name`` ("Q", "M", "a" or "risk") of the completed runs, run first."""
@@ -101,7 +103,7 @@ class Ensemble:
         n = len(self.completed)
         fields = {k: fn(self.stack(k)) for k in ("Q", "M", "a", "risk")}
         msg = f"{label} over {n} of {len(self.runs)} runs" + (
-            f" ({self.n_diverged} diverged)" if self.n_diverged else ""
+            f" ({len(self.runs) - n} not completed: {self.n_diverged} diverged)" if n < len(self.runs) else ""
         )
         return Trajectory(
             t=self.t.copy(),
@@ -154,6 +156,9 @@ class Ensemble:
         )
 
 
+# The core's status codes of a run.
+_STATUS = {0: "completed", 1: "diverged", 2: "interrupted"}
+
 # The positional arguments of _core.sgd_simulate: W, a, act, W_teacher, v, act_teacher, scale.
 _SgdArgs: TypeAlias = tuple[
     NDArray[np.float64], NDArray[np.float64], str, NDArray[np.float64], NDArray[np.float64], str, float
@@ -190,30 +195,11 @@ def _record_steps(d: int, t_max: float | None, times: ArrayLike | None, records:
 
 
 def _run_with_progress(args: _SgdArgs, kwargs: dict[str, Any], total: int) -> dict[str, Any]:
-    """Run the core on a worker thread (it releases the GIL) while a tqdm bar follows its step counter."""
-    import threading
+    """Run the core with a tqdm bar that its polling loop updates (steps of all runs)."""
+    from tqdm.auto import tqdm
 
-    from tqdm import tqdm
-
-    counter = _core.SgdProgress()
-    result: dict[str, Any] = {}
-
-    def work() -> None:
-        try:
-            result["out"] = _core.sgd_simulate(*args, **kwargs, progress=counter)
-        except BaseException as exc:  # re-raised on the calling thread
-            result["error"] = exc
-
-    thread = threading.Thread(target=work, daemon=True)
     with tqdm(total=total, unit="step", unit_scale=True, desc="SGD") as bar:
-        thread.start()
-        while thread.is_alive():
-            thread.join(0.1)
-            bar.update(counter.done - bar.n)
-        bar.update(counter.done - bar.n)
-    if "error" in result:
-        raise result["error"]
-    return result["out"]
+        return dict(_core.sgd_simulate(*args, **kwargs, progress=lambda done: bar.update(done - bar.n)))
 
 
 def _check_network(net: Network, name: str) -> None:
@@ -415,13 +401,6 @@ def simulate(
         keep_weights=bool(keep_weights),
         n_threads=n_threads_arg(n_threads),
     )
-    args: _SgdArgs = (W0, a0, first.activation, teacher.W, teacher.effective_a, teacher.activation, first.scale)
-    out = (
-        _run_with_progress(args, kwargs, steps * run_ids.size)
-        if progress
-        else _core.sgd_simulate(*args, **kwargs)
-    )
-
     t_all = rec.astype(np.float64) / d
     meta: dict[str, Any] = {
         "lr": lr_,
@@ -437,38 +416,46 @@ def simulate(
         "train_first_layer": bool(train_first_layer),
         "risk_method": "exact (closed-form kernels)",
     }
-    trajs = []
     c = first.readout_factor
-    for j, run in enumerate(run_ids):
+
+    def run_result(out: dict[str, Any], j: int, run: int) -> Trajectory:
         T = int(out["recorded"][j])
-        diverged = int(out["status"][j]) == 1
-        if diverged:
-            stop = int(out["stop_step"][j])
+        status = _STATUS[int(out["status"][j])]
+        stop = int(out["stop_step"][j])
+        if status == "diverged":
             msg = f"diverged at step {stop} (t = {stop / d:g}): non-finite or exploding error or weights"
+        elif status == "interrupted":
+            msg = f"interrupted at step {stop} (t = {stop / d:g})"
         else:
             msg = f"{steps} SGD steps ({steps * B} samples{'' if not n else f', training set of {n}'})"
         final = None
-        if keep_weights and not diverged:
+        if keep_weights and status == "completed":
             base = first if students is None else students[j]
             final = base.with_weights(out["W"][j], out["a_final"][j] / c)
-        trajs.append(
-            Trajectory(
-                t=t_all[:T].copy(),
-                Q=out["Q"][j, :T].copy(),
-                M=out["M"][j, :T].copy(),
-                a=out["a"][j, :T].copy(),
-                risk=out["risk"][j, :T].copy(),
-                status="diverged" if diverged else "completed",
-                message=msg,
-                time_unit="t = steps / d",
-                student=final,
-                meta={
-                    **meta,
-                    "run": int(run),
-                    **({"stop_step": int(out["stop_step"][j])} if diverged else {}),
-                },
-            )
+        return Trajectory(
+            t=t_all[:T].copy(),
+            Q=out["Q"][j, :T].copy(),
+            M=out["M"][j, :T].copy(),
+            a=out["a"][j, :T].copy(),
+            risk=out["risk"][j, :T].copy(),
+            status=status,
+            message=msg,
+            time_unit="t = steps / d",
+            student=final,
+            meta={**meta, "run": int(run), **({"stop_step": stop} if status != "completed" else {})},
         )
-    if seeds is None:
-        return trajs[0]
-    return Ensemble(runs=trajs, run_ids=run_ids, t=t_all, seed=seed_, meta=meta)
+
+    def results(out: dict[str, Any]) -> Trajectory | Ensemble:
+        trajs = [run_result(out, j, int(run)) for j, run in enumerate(run_ids)]
+        if seeds is None:
+            return trajs[0]
+        return Ensemble(runs=trajs, run_ids=run_ids, t=t_all, seed=seed_, meta=meta)
+
+    args: _SgdArgs = (W0, a0, first.activation, teacher.W, teacher.effective_a, teacher.activation, first.scale)
+    with partial_result(results):
+        out = (
+            _run_with_progress(args, kwargs, steps * run_ids.size)
+            if progress
+            else _core.sgd_simulate(*args, **kwargs)
+        )
+    return results(out)

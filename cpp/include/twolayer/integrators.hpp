@@ -28,9 +28,11 @@ struct IntegrateOptions {
 
 struct IntegrateResult {
   std::vector<double> t, y, risk;  // recorded rows: t (T), y (T x state_size), risk (T)
-  std::string status = "completed";  // "completed", "converged" (early stop) or "diverged"
+  // "completed", "converged" (risk_tol reached), "diverged", "max_steps" (step budget used up) or "interrupted"
+  // (cancel.hpp): the rows recorded before the stop are kept
+  std::string status = "completed";
   std::string message;
-  double stop_time = -1.0;  // time of divergence or early stop (-1 if none)
+  double stop_time = -1.0;  // time of the stop (-1 if the run completed)
   long long n_rhs = 0, n_steps = 0, n_rejected = 0;
 };
 

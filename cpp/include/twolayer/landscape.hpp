@@ -15,11 +15,18 @@ struct LbfgsOptions {
 };
 
 // status codes of one run
-enum LbfgsStatus : int { kConverged = 0, kMaxIter = 1, kLineSearchFailed = 2 /* stalled: no resolvable decrease */, kDiverged = 3 };
+enum LbfgsStatus : int {
+  kConverged = 0,
+  kMaxIter = 1,
+  kLineSearchFailed = 2,  // stalled: no resolvable decrease
+  kDiverged = 3,
+  kInterrupted = 4  // cancelled (cancel.hpp): the run's last iterate is kept; runs never started keep their start
+};
 
 // Minimises the population risk of `runs` students that share the architecture and the teacher of `p`.
 // W (runs x K x d) and a (runs x K) hold the starts and are overwritten with the end points; loss, grad_norm,
-// iterations and status have one entry per run. A failing run never spoils the others.
+// iterations and status have one entry per run. A failing run never spoils the others. On cancellation it
+// returns with the runs not finished marked kInterrupted (loss and grad_norm NaN for those never started).
 void multistart_lbfgs(const Population& p, int runs, double* W, double* a, const LbfgsOptions& opt, double* loss,
                       double* grad_norm, int* iterations, int* status, int n_threads);
 

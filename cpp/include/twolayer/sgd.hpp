@@ -48,7 +48,7 @@ struct SgdSpec {
 struct SgdOut {
   double *Q, *M, *a, *risk, *W, *a_final;
   std::size_t recorded = 0;
-  int status = 0;  // 0 completed, 1 diverged
+  int status = 0;  // 0 completed, 1 diverged, 2 interrupted (cancel.hpp; the rows recorded so far are kept)
   long long stop_step = -1;
 };
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TypedDict
+from typing import Any, TypedDict
 
 import numpy as np
 from numpy.typing import NDArray
 
 from .. import _core, population
+from .._interrupt import partial_result
 from .._validation import n_threads_arg, positive
 from ..activations import ActivationName
 from ..networks import Network
@@ -24,7 +25,7 @@ from .symmetry import isotropy
 
 __all__ = ["MultistartResult", "multistart", "random_starts", "classify_batch", "numpy_relu_loss_grad"]
 
-STATUS = {0: "converged", 1: "max_iter", 2: "stalled", 3: "diverged"}
+STATUS = {0: "converged", 1: "max_iter", 2: "stalled", 3: "diverged", 4: "interrupted"}
 
 
 class ClassifiedBatch(TypedDict):
@@ -45,7 +46,10 @@ class MultistartResult:
 
     ``W`` (runs, k, d) and ``a`` (runs, k) the refined end points, ``loss``, ``grad_norm``, ``index`` (runs,),
     ``kind`` and ``isotropy`` (lists of str), ``status`` the search status of each run ("converged",
-    "max_iter", "stalled" (no resolvable decrease left), "diverged"), ``iterations`` the L-BFGS iterations."""
+    "max_iter", "stalled" (no resolvable decrease left), "diverged"), ``iterations`` the L-BFGS iterations.
+    The partial result of :class:`twolayer.Interrupted` holds the search's end points as they are, not refined
+    or classified (kind "unclassified", index -1; :func:`classify_batch` does the rest); runs cut short have
+    status and kind "interrupted" and keep their last iterate (NaN loss if never started)."""
 
     W: NDArray[np.float64]
     a: NDArray[np.float64]
@@ -233,28 +237,40 @@ def multistart(
         teacher = Network(np.eye(k, d_), None, activation, scaling="none")
     W0 = random_starts(int(runs), int(k), int(d_), init, seed)
     a0 = np.ones((runs, k))
-    out = _core.multistart_lbfgs(
-        W0,
-        a0,
-        activation,
-        teacher.W,
-        teacher.a,
-        teacher.activation,
-        1.0,
-        train_readout=bool(train_readout),
-        max_iter=int(max_iter),
-        gtol=float(gtol),
-        memory=int(memory),
-        n_threads=n_threads_arg(n_threads),
-    )
-    cls = classify_batch(out["W"], out["a"], teacher, activation, train_readout, tol=tol)
-    status = [STATUS[int(s)] for s in out["status"]]
-    return MultistartResult(
-        **cls,
-        status=status,
-        iterations=np.asarray(out["iterations"], dtype=np.int64),
-        meta={"k": k, "d": d_, "init": init, "seed": seed, "train_readout": train_readout},
-    )
+    meta: dict[str, object] = {"k": k, "d": d_, "init": init, "seed": seed, "train_readout": train_readout}
+
+    def result(out: dict[str, NDArray[Any]]) -> MultistartResult:
+        status = [STATUS[int(s)] for s in out["status"]]
+        cls = classify_batch(out["W"], out["a"], teacher, activation, train_readout, tol=tol)
+        return MultistartResult(**cls, status=status, iterations=np.asarray(out["iterations"], dtype=np.int64),
+                                meta=meta)
+
+    def partial(out: dict[str, NDArray[Any]]) -> MultistartResult:
+        """The search's end points as they are, so that Ctrl-C returns at once (classify_batch refines them)."""
+        status = [STATUS[int(s)] for s in out["status"]]
+        return MultistartResult(
+            W=out["W"], a=out["a"], loss=np.asarray(out["loss"], dtype=np.float64),
+            grad_norm=np.asarray(out["grad_norm"], dtype=np.float64), index=np.full(len(status), -1, dtype=np.int64),
+            kind=["interrupted" if s == "interrupted" else "unclassified" for s in status],
+            isotropy=[""] * len(status), status=status, iterations=np.asarray(out["iterations"], dtype=np.int64),
+            meta=meta)
+
+    with partial_result(partial):
+        out = _core.multistart_lbfgs(
+            W0,
+            a0,
+            activation,
+            teacher.W,
+            teacher.a,
+            teacher.activation,
+            1.0,
+            train_readout=bool(train_readout),
+            max_iter=int(max_iter),
+            gtol=float(gtol),
+            memory=int(memory),
+            n_threads=n_threads_arg(n_threads),
+        )
+    return result(out)
 
 
 def numpy_relu_loss_grad(W: NDArray[np.float64], V: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]]:

@@ -1,0 +1,264 @@
+"""Ctrl-C, step budgets, thread counts and forked workers: the hardening contract of long calls.
+
+Every long call stops within 0.5 s of SIGINT and raises twolayer.Interrupted (a KeyboardInterrupt) whose
+``partial`` holds what was finished, with status "interrupted" where a run was cut short; no thread of the call
+keeps running afterwards.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+import twolayer as tl
+
+pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGINT") or os.name != "posix", reason="POSIX signals")
+
+DEADLINE = 0.5  # seconds from SIGINT to the exception
+
+
+def _os_threads() -> int:
+    """Native threads of this process that are not Python threads (tqdm's monitor, timers)."""
+    return len(os.listdir("/proc/self/task")) - threading.active_count()
+
+
+def interrupt(call: Callable[[], Any], after: float = 0.3) -> tuple[tl.Interrupted, float]:
+    """Runs call(), sends SIGINT to this process after ``after`` seconds, and returns the Interrupted it raised
+    and the seconds from the signal to the exception."""
+    sent: list[float] = []
+
+    def fire() -> None:
+        sent.append(time.perf_counter())
+        os.kill(os.getpid(), signal.SIGINT)
+
+    timer = threading.Timer(after, fire)
+    timer.start()
+    try:
+        with pytest.raises(tl.Interrupted) as info:
+            call()
+        latency = time.perf_counter() - sent[0]
+    finally:
+        timer.cancel()
+        timer.join()
+    assert isinstance(info.value, KeyboardInterrupt)
+    return info.value, latency
+
+
+@pytest.fixture
+def quiet_after() -> Callable[[int], None]:
+    """Asserts, after a call, that the process is back to `baseline` native threads and burns no CPU."""
+
+    def check(baseline: int) -> None:
+        deadline = time.perf_counter() + 2.0
+        while _os_threads() > baseline and time.perf_counter() < deadline:
+            time.sleep(0.01)
+        assert _os_threads() <= baseline
+        c0 = time.process_time()
+        time.sleep(0.3)
+        assert time.process_time() - c0 < 0.05  # nothing left computing in the background
+
+    return check
+
+
+def _warm() -> int:
+    """Starts this thread's OpenMP pool (so it is part of the baseline) and returns the native thread count."""
+    C = np.tile(np.eye(2), (20000, 1, 1))
+    tl.kernels.i2("erf", "erf", C, n_threads=2)
+    return _os_threads()
+
+
+def test_ode_integrate_interrupted_keeps_trajectory(quiet_after: Callable[[int], None]) -> None:
+    baseline = _warm()
+    ov = tl.ode.plateau_overlaps()
+    times = np.linspace(0, 1e6, 1001)
+    exc, latency = interrupt(lambda: tl.ode.integrate(ov, "erf", lr=1.0, times=times, method="euler", dt=1e-3))
+    assert latency < DEADLINE
+    traj = exc.partial
+    assert isinstance(traj, tl.Trajectory)
+    assert traj.status == "interrupted"
+    assert "interrupted at t =" in traj.message
+    assert 0 < traj.meta["stop_time"] < 1e6
+    assert len(traj) >= 1 and np.all(np.isfinite(traj.risk))
+    assert np.all(traj.t <= traj.meta["stop_time"])
+    # the rows kept are the ones an uninterrupted run records
+    ref = tl.ode.integrate(ov, "erf", lr=1.0, times=traj.t, method="euler", dt=1e-3)
+    np.testing.assert_array_equal(ref.risk, traj.risk)
+    quiet_after(baseline)
+
+
+def test_ode_adaptive_tiny_dt_unbounded_request_is_interruptible() -> None:
+    ov = tl.ode.plateau_overlaps()
+    exc, latency = interrupt(lambda: tl.ode.integrate(ov, "erf", lr=1.0, t_max=1e12, method="adaptive",
+                                                      h_max=1e-6))
+    assert latency < DEADLINE
+    assert exc.partial.status == "interrupted"
+
+
+def test_integrate_batch_interrupted_keeps_finished_members(quiet_after: Callable[[int], None]) -> None:
+    baseline = _warm()
+    short = [tl.ode.plateau_overlaps(seed=s) for s in range(4)]
+    long = [tl.ode.plateau_overlaps(seed=10 + s) for s in range(60)]
+    lr = np.r_[np.full(4, 1.0), np.full(60, 1.0)]
+    # members run in order on 2 threads: the first ones finish at once, the later ones are cut short or never start
+    times = np.linspace(0, 3e5, 31)
+    exc, latency = interrupt(lambda: tl.ode.integrate_batch(short + long, "erf", lr=lr, times=times,
+                                                            method="euler", dt=1e-2, risk_tol=None,
+                                                            n_threads=2), after=0.5)
+    assert latency < DEADLINE
+    trajs = exc.partial
+    assert isinstance(trajs, list) and len(trajs) == 64
+    statuses = [t.status for t in trajs]
+    assert set(statuses) <= {"completed", "interrupted"}
+    assert "interrupted" in statuses
+    for t in trajs:
+        if t.status == "interrupted":
+            assert len(t) == 0 or t.t[-1] <= t.meta["stop_time"]
+    quiet_after(baseline)
+
+
+def test_sgd_interrupted_keeps_recorded_rows(quiet_after: Callable[[int], None]) -> None:
+    baseline = _warm()
+    student, teacher = tl.networks.teacher_student(K=2, M=2, d=200, activation="erf", seed=0)
+    exc, latency = interrupt(lambda: tl.sgd.simulate(student, teacher, lr=0.5, t_max=5e4, seeds=6, records=50,
+                                                     n_threads=2))
+    assert latency < DEADLINE
+    ens = exc.partial
+    assert isinstance(ens, tl.sgd.Ensemble)
+    assert len(ens) == 6
+    assert all(r.status == "interrupted" for r in ens)
+    assert any(len(r) > 0 for r in ens)
+    for r in ens:
+        assert np.all(np.isfinite(r.risk))
+        assert r.meta["stop_step"] >= 0
+    quiet_after(baseline)
+
+
+def test_sgd_progress_bar_interrupted(quiet_after: Callable[[int], None]) -> None:
+    baseline = _warm()
+    student, teacher = tl.networks.teacher_student(K=2, M=2, d=200, activation="erf", seed=0)
+    exc, latency = interrupt(lambda: tl.sgd.simulate(student, teacher, lr=0.5, t_max=5e4, seed=1, progress=True))
+    assert latency < DEADLINE
+    assert exc.partial.status == "interrupted"
+    quiet_after(baseline)
+
+
+def test_sgd_progress_bar_counts_every_step() -> None:
+    student, teacher = tl.networks.teacher_student(K=2, M=2, d=100, activation="erf", seed=0)
+    with_bar = tl.sgd.simulate(student, teacher, lr=0.5, t_max=50, seeds=3, progress=True)
+    without = tl.sgd.simulate(student, teacher, lr=0.5, t_max=50, seeds=3)
+    np.testing.assert_array_equal(with_bar.risk, without.risk)
+
+
+def test_multistart_interrupted_keeps_finished_runs(quiet_after: Callable[[int], None]) -> None:
+    baseline = _warm()
+    exc, latency = interrupt(lambda: tl.landscape.multistart(12, runs=400, seed=0, max_iter=20000, gtol=1e-14,
+                                                             n_threads=2), after=0.5)
+    assert latency < DEADLINE
+    res = exc.partial
+    assert isinstance(res, tl.landscape.MultistartResult)
+    assert len(res.status) == 400
+    assert "interrupted" in res.status
+    for s, kind, loss in zip(res.status, res.kind, res.loss, strict=True):
+        assert kind == ("interrupted" if s == "interrupted" else "unclassified")
+        if s != "interrupted":
+            assert np.isfinite(loss)
+    assert np.all(res.index == -1)
+    quiet_after(baseline)
+
+
+def test_descend_interrupted_keeps_records() -> None:
+    student, teacher = tl.networks.teacher_student(K=30, M=30, d=60, activation="relu", seed=0)
+    exc, latency = interrupt(lambda: tl.population.descend(student, teacher, lr=0.1, steps=10**8, records=200))
+    assert latency < DEADLINE
+    traj = exc.partial
+    assert traj.status == "interrupted"
+    assert len(traj) >= 1 and np.all(np.isfinite(traj.risk))
+    assert traj.student is not None
+
+
+def test_kernel_batch_interrupted_without_partial() -> None:
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((200_000, 4, 4))
+    C = A @ np.swapaxes(A, 1, 2) + 0.1 * np.eye(4)
+    exc, latency = interrupt(lambda: [tl.kernels.i4("relu", "relu", "relu", C, n_threads=2) for _ in range(100)],
+                             after=0.4)
+    assert latency < DEADLINE
+    assert exc.partial is None
+
+
+def test_interrupt_leaves_the_package_usable() -> None:
+    ov = tl.ode.plateau_overlaps()
+    interrupt(lambda: tl.ode.integrate(ov, "erf", lr=1.0, t_max=1e7, method="euler", dt=1e-3))
+    # the cancellation flag was cleared: the next call runs to the end
+    traj = tl.ode.integrate(ov, "erf", lr=1.0, t_max=10, method="euler", dt=1e-2)
+    assert traj.status == "completed"
+
+
+def test_max_steps_has_its_own_status() -> None:
+    ov = tl.ode.plateau_overlaps()
+    for method in ("euler", "rk4", "adaptive"):
+        traj = tl.ode.integrate(ov, "erf", lr=1.0, t_max=100, method=method, dt=0.01, max_steps=50)
+        assert traj.status == "max_steps", method
+        assert "max_steps = 50" in traj.message
+        assert traj.meta["n_steps"] == 50
+        assert 0 < traj.meta["stop_time"] < 100
+    batch = tl.ode.integrate_batch([ov, ov], "erf", lr=[1.0, 1.0], t_max=100, method="euler", dt=0.01,
+                                   max_steps=50)
+    assert [t.status for t in batch] == ["max_steps", "max_steps"]
+
+
+def test_dt_that_cannot_advance_time_is_refused() -> None:
+    ov = tl.ode.plateau_overlaps()
+    with pytest.raises(ValueError, match="dt: a step of 1e-300 cannot advance"):
+        tl.ode.integrate(ov, "erf", lr=1.0, t_max=1.0, method="euler", dt=1e-300)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2", np.float64(2.0)])
+def test_n_threads_rejected(bad: Any) -> None:
+    C = np.eye(2)[None]
+    with pytest.raises(ValueError, match="n_threads: expected None or a positive integer"):
+        tl.kernels.i2("erf", "erf", C, n_threads=bad)
+
+
+@pytest.mark.parametrize("n", [100_000, 2**31 - 1, 2**40])
+def test_huge_n_threads_are_capped(n: int) -> None:
+    rng = np.random.default_rng(1)
+    A = rng.standard_normal((5000, 2, 2))
+    C = A @ np.swapaxes(A, 1, 2)
+    ref = tl.kernels.i2("relu", "relu", C, n_threads=1)
+    np.testing.assert_array_equal(tl.kernels.i2("relu", "relu", C, n_threads=n), ref)
+    student, teacher = tl.networks.teacher_student(K=3, M=2, d=20, activation="erf", seed=0)
+    assert tl.population.risk(student, teacher, n_threads=n) == tl.population.risk(student, teacher, n_threads=1)
+    ens = tl.sgd.simulate(student, teacher, lr=0.5, t_max=2, seeds=3, n_threads=n)
+    np.testing.assert_array_equal(ens.risk, tl.sgd.simulate(student, teacher, lr=0.5, t_max=2, seeds=3,
+                                                            n_threads=1).risk)
+    ov = tl.Overlaps.from_networks(student, teacher)
+    tl.ode.integrate_batch([ov, ov], "erf", lr=1.0, t_max=1.0, n_threads=n)
+    tl.landscape.multistart(3, runs=4, seed=0, n_threads=n)
+    assert tl.build_info()["thread_limit"] >= 1
+
+
+def _worker(seed: int) -> float:
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((50_000, 2, 2))
+    s = float(np.sum(tl.kernels.i2("erf", "erf", A @ np.swapaxes(A, 1, 2), n_threads=2)))
+    ov = tl.ode.plateau_overlaps(seed=seed)
+    trajs = tl.ode.integrate_batch([ov] * 8, "erf", lr=1.0, t_max=10, n_threads=2)
+    student, teacher = tl.networks.teacher_student(K=2, M=2, d=50, activation="erf", seed=seed)
+    ens = tl.sgd.simulate(student, teacher, lr=0.5, t_max=1, seeds=4, n_threads=2)
+    return s + sum(t.final_risk for t in trajs) + float(ens.risk[:, -1].sum())
+
+
+def test_fork_pool_after_parallel_call() -> None:
+    expected = [_worker(s) for s in range(4)]  # OpenMP threads now exist in this process
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(2) as pool:
+        got = pool.map_async(_worker, range(4)).get(timeout=120)  # a libgomp hang would time out here
+    assert got == pytest.approx(expected, rel=1e-12)
