@@ -247,8 +247,10 @@ def test_huge_n_threads_are_capped(n: int) -> None:
 
 def _worker(seed: int) -> float:
     rng = np.random.default_rng(seed)
-    A = rng.standard_normal((50_000, 2, 2))
-    s = float(np.sum(tl.kernels.i2("erf", "erf", A @ np.swapaxes(A, 1, 2), n_threads=2)))
+    s = 0.0
+    for n in (4_000, 50_000):  # a parallel call on this thread, and one on a worker thread (Ctrl-C-able size)
+        A = rng.standard_normal((n, 2, 2))
+        s += float(np.sum(tl.kernels.i2("erf", "erf", A @ np.swapaxes(A, 1, 2), n_threads=2)))
     ov = tl.ode.plateau_overlaps(seed=seed)
     trajs = tl.ode.integrate_batch([ov] * 8, "erf", lr=1.0, t_max=10, n_threads=2)
     student, teacher = tl.networks.teacher_student(K=2, M=2, d=50, activation="erf", seed=seed)
