@@ -141,6 +141,8 @@ def test_sgd_interrupted_keeps_recorded_rows(quiet_after: Callable[[int], None])
 
 
 def test_sgd_progress_bar_interrupted(quiet_after: Callable[[int], None]) -> None:
+    import tqdm.auto  # noqa: F401  (imported before the timer starts: the signal must reach the core's call)
+
     baseline = _warm()
     student, teacher = tl.networks.teacher_student(K=2, M=2, d=200, activation="erf", seed=0)
     exc, latency = interrupt(lambda: tl.sgd.simulate(student, teacher, lr=0.5, t_max=5e4, seed=1, progress=True))
@@ -264,3 +266,14 @@ def test_fork_pool_after_parallel_call() -> None:
     with ctx.Pool(2) as pool:
         got = pool.map_async(_worker, range(4)).get(timeout=120)  # a libgomp hang would time out here
     assert got == pytest.approx(expected, rel=1e-12)
+
+
+def test_huge_student_is_refused_with_memory_error() -> None:
+    K = 65536  # K * K overflowed a 32-bit int and wrote through a null buffer
+    student = tl.Network(np.ones((K, 1)), np.ones(K), "erf")
+    teacher = tl.Network(np.ones((2, 1)), np.ones(2), "erf")
+    for call in (tl.population.risk, tl.population.gradient,
+                 lambda s, t: tl.population.descend(s, t, lr=0.1, steps=2)):
+        with pytest.raises(MemoryError, match="would need .* GiB"):
+            call(student, teacher)
+

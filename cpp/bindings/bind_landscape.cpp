@@ -28,9 +28,9 @@ void bind_landscape(py::module_& m) {
         std::copy(W0.data(), W0.data() + R * K * d, W.mutable_data());
         std::copy(a0.data(), a0.data() + R * K, a.mutable_data());
         Population p;
-        p.student = Layer{nullptr, nullptr, static_cast<int>(K), parse_activation(act)};
-        p.teacher = Layer{Wt.data(), v.data(), static_cast<int>(M), parse_activation(act_t)};
-        p.d = static_cast<int>(d);
+        p.student = Layer{nullptr, nullptr, dimension(K, "student units"), parse_activation(act)};
+        p.teacher = Layer{Wt.data(), v.data(), dimension(M, "teacher units"), parse_activation(act_t)};
+        p.d = dimension(d, "d");
         p.scale = scale;
         LbfgsOptions opt;
         opt.max_iter = max_iter;
@@ -40,7 +40,7 @@ void bind_landscape(py::module_& m) {
         double *pw = W.mutable_data(), *pa = a.mutable_data(), *pl = loss.mutable_data(), *pg = gnorm.mutable_data();
         int *pi = iters.mutable_data(), *ps = status.mutable_data();
         auto work = [&] {
-          multistart_lbfgs(p, static_cast<int>(R), pw, pa, opt, pl, pg, pi, ps, n_threads);
+          multistart_lbfgs(p, dimension(R, "runs"), pw, pa, opt, pl, pg, pi, ps, n_threads);
           return 0;
         };
         return run_cancellable(work, [&](int) {

@@ -95,9 +95,12 @@ py::dict to_dict(const IntegrateResult& r, int K, int M) {
 
 std::vector<double> state(const Array& Q, const Array& Mo, const Array& a, int& K, int& M) {
   expect_shape(a, "a", {-1});
+  expect_shape(Mo, "M", {a.shape(0), -1});
+  if (a.shape(0) + Mo.shape(1) > kMaxUnits)
+    throw std::invalid_argument("K + M: expected at most " + std::to_string(kMaxUnits) + " units in all, got " +
+                                std::to_string(a.shape(0) + Mo.shape(1)));
   K = static_cast<int>(a.shape(0));
   expect_shape(Q, "Q", {K, K});
-  expect_shape(Mo, "M", {K, -1});
   M = static_cast<int>(Mo.shape(1));
   std::vector<double> y(Q.data(), Q.data() + K * K);
   y.insert(y.end(), Mo.data(), Mo.data() + K * M);

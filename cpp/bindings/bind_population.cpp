@@ -28,9 +28,9 @@ Args make(const Array& W, const Array& a, const std::string& act, const Array& W
   expect_shape(v, "teacher.a", {M});
   if (!(scale > 0.0)) throw std::invalid_argument("scale: must be positive");
   Args r{W, a, Wt, v, {}};
-  r.p.student = Layer{r.W.data(), r.a.data(), static_cast<int>(K), parse_activation(act)};
-  r.p.teacher = Layer{r.Wt.data(), r.v.data(), static_cast<int>(M), parse_activation(act_t)};
-  r.p.d = static_cast<int>(d);
+  r.p.student = Layer{r.W.data(), r.a.data(), dimension(K, "student units"), parse_activation(act)};
+  r.p.teacher = Layer{r.Wt.data(), r.v.data(), dimension(M, "teacher units"), parse_activation(act_t)};
+  r.p.d = dimension(d, "d");
   r.p.scale = scale;
   return r;
 }

@@ -42,9 +42,9 @@ void bind_sgd(py::module_& m) {
         const py::ssize_t M = Wt.shape(0);
         expect_shape(v, "teacher.a", {M});
         SgdSpec sp;
-        sp.K = static_cast<int>(K);
-        sp.M = static_cast<int>(M);
-        sp.d = static_cast<int>(d);
+        sp.K = dimension(K, "student units");
+        sp.M = dimension(M, "teacher units");
+        sp.d = dimension(d, "d");
         sp.scale = scale;
         sp.student = parse_activation(act);
         sp.teacher = parse_activation(act_t);

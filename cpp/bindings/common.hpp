@@ -3,6 +3,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -24,5 +25,13 @@ inline void expect_shape(const Array& arr, const std::string& name, std::vector<
 }
 
 inline Array new_array(std::vector<py::ssize_t> shape) { return Array(shape); }
+
+// A dimension (units, d) for the core, whose sizes are int: refused above 2^31 - 1.
+inline int dimension(py::ssize_t n, const std::string& name) {
+  if (n > std::numeric_limits<int>::max())
+    throw std::invalid_argument(name + ": expected at most " + std::to_string(std::numeric_limits<int>::max()) +
+                                ", got " + std::to_string(n));
+  return static_cast<int>(n);
+}
 
 }  // namespace twolayer::bind

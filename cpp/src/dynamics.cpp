@@ -82,6 +82,9 @@ void psi_rows(int K, int u_rt, const double* om, const double* w, const double* 
 void validate_model(const OdeModel& m) {
   if (m.K < 1) throw std::invalid_argument("K: need at least one student unit");
   if (m.M < 1) throw std::invalid_argument("M: need at least one teacher unit");
+  if (static_cast<long long>(m.K) + m.M > kMaxUnits)
+    throw std::invalid_argument("K + M: expected at most " + std::to_string(kMaxUnits) + " units in all, got " +
+                                std::to_string(static_cast<long long>(m.K) + m.M));
   if (m.P.size() != static_cast<std::size_t>(m.M) * m.M) throw std::invalid_argument("P: expected M x M entries");
   if (m.v.size() != static_cast<std::size_t>(m.M)) throw std::invalid_argument("v: expected M entries");
   if (!std::isfinite(m.lr) || m.lr < 0.0) throw std::invalid_argument("lr: expected a finite number >= 0");

@@ -10,6 +10,7 @@
 #include "twolayer/gaussian.hpp"
 #include "twolayer/jet.hpp"
 #include "twolayer/linalg.hpp"
+#include "twolayer/memory.hpp"
 #include "twolayer/parallel.hpp"
 
 namespace twolayer {
@@ -60,8 +61,9 @@ struct PairJets {
 template <class J>
 PairJets<J> pair_jets(const Population& p, int n_threads) {
   const int K = p.student.units, M = p.teacher.units, d = p.d;
-  PairJets<J> j{K, M, std::vector<double>(K * K), std::vector<double>(K * M), std::vector<J>(K * K),
-                std::vector<J>(K * M)};
+  const std::size_t KK = static_cast<std::size_t>(K) * K, KM = static_cast<std::size_t>(K) * M;
+  check_buffer((KK + KM) * (1 + sizeof(J) / sizeof(double)), "the Hessian's pair tables (K x (K + M) kernel jets)");
+  PairJets<J> j{K, M, std::vector<double>(KK), std::vector<double>(KM), std::vector<J>(KK), std::vector<J>(KM)};
   gram(p.student.W, K, p.student.W, K, d, p.scale, j.Q.data(), n_threads);
   gram(p.student.W, K, p.teacher.W, M, d, p.scale, j.Mo.data(), n_threads);
   std::vector<double> prr(M);
@@ -97,25 +99,28 @@ void check_finite(const double* x, std::size_t n, const char* what) {
 
 }  // namespace
 
-double overlap_risk(const double* Q, const double* M, const double* P, const double* a, const double* v, int K,
-                    int Mt, Activation s, Activation t) {
+double overlap_risk(const double* Q, const double* M, const double* P, const double* a, const double* v, int K_,
+                    int Mt_, Activation s, Activation t) {
+  const std::ptrdiff_t K = K_, Mt = Mt_;  // index products in 64 bits
   double r = 0.0;
-  for (int i = 0; i < K; ++i) {
+  for (std::ptrdiff_t i = 0; i < K; ++i) {
     const double qi = Q[i * K + i];
     r += 0.5 * a[i] * a[i] * i2_self<double>(s, s, qi);
-    for (int k = i + 1; k < K; ++k) r += a[i] * a[k] * i2<double>(s, s, qi, Q[i * K + k], Q[k * K + k]);
-    for (int q = 0; q < Mt; ++q) r -= a[i] * v[q] * i2<double>(s, t, qi, M[i * Mt + q], P[q * Mt + q]);
+    for (std::ptrdiff_t k = i + 1; k < K; ++k) r += a[i] * a[k] * i2<double>(s, s, qi, Q[i * K + k], Q[k * K + k]);
+    for (std::ptrdiff_t q = 0; q < Mt; ++q) r -= a[i] * v[q] * i2<double>(s, t, qi, M[i * Mt + q], P[q * Mt + q]);
   }
-  for (int q = 0; q < Mt; ++q) {
+  for (std::ptrdiff_t q = 0; q < Mt; ++q) {
     r += 0.5 * v[q] * v[q] * i2_self<double>(t, t, P[q * Mt + q]);
-    for (int u = q + 1; u < Mt; ++u) r += v[q] * v[u] * i2<double>(t, t, P[q * Mt + q], P[q * Mt + u], P[u * Mt + u]);
+    for (std::ptrdiff_t u = q + 1; u < Mt; ++u) r += v[q] * v[u] * i2<double>(t, t, P[q * Mt + q], P[q * Mt + u], P[u * Mt + u]);
   }
   return r;
 }
 
 double population_risk(const Population& p, int n_threads) {
   const int K = p.student.units, M = p.teacher.units, d = p.d;
-  std::vector<double> Q(K * K), Mo(K * M), P(M * M);
+  check_buffer(static_cast<std::size_t>(K + M) * (K + M), "the overlaps Q, M, P ((K + M)^2 entries)");
+  std::vector<double> Q(static_cast<std::size_t>(K) * K), Mo(static_cast<std::size_t>(K) * M),
+      P(static_cast<std::size_t>(M) * M);
   gram(p.student.W, K, p.student.W, K, d, p.scale, Q.data(), n_threads);
   gram(p.student.W, K, p.teacher.W, M, d, p.scale, Mo.data(), n_threads);
   gram(p.teacher.W, M, p.teacher.W, M, d, p.scale, P.data(), n_threads);
@@ -185,6 +190,7 @@ void gradient_impl(const Population& p, double* dW, double* da, double* t, int n
   const std::size_t KK = static_cast<std::size_t>(K) * K;
   const double *a = p.student.a, *v = p.teacher.a, *W = p.student.W, *Wt = p.teacher.W;
   // Gram blocks and the student pair tables, uninitialised (every entry is written before it is read).
+  check_buffer(4 * KK + static_cast<std::size_t>(K) * M, "the gradient's pair tables (4 K^2 + K M entries)");
   const std::unique_ptr<double[]> mem(new double[4 * KK + static_cast<std::size_t>(K) * M]);
   double *Q = mem.get(), *SV = Q + KK, *SX = SV + KK, *SY = SX + KK, *Mo = SY + KK;
   std::vector<double> qd(K), pd(M), rq(K), rp(M);
@@ -389,7 +395,9 @@ DescentResult population_descend(double* W, double* a, const Population& p0, dou
   p.student.a = a;
   const int K = p.student.units, M = p.teacher.units, d = p.d;
   DescentResult out;
-  std::vector<double> dW(static_cast<std::size_t>(K) * d), da(K), Q(K * K), Mo(K * M);
+  check_buffer(static_cast<std::size_t>(K) * (K + M), "the recorded overlaps Q, M (K (K + M) entries)");
+  std::vector<double> dW(static_cast<std::size_t>(K) * d), da(K), Q(static_cast<std::size_t>(K) * K),
+      Mo(static_cast<std::size_t>(K) * M);
   std::size_t next = 0;
   long long step = 0;
   try {

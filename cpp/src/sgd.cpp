@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "twolayer/memory.hpp"
 #include "twolayer/parallel.hpp"
 #include "twolayer/population.hpp"
 #include "twolayer/rng.hpp"
@@ -184,6 +185,7 @@ class Run {
 
   void make_training_set() {
     const long long n = sp_.n_samples;
+    check_buffer(static_cast<std::size_t>(n) * d_, "the training set (n_samples x d inputs)");
     X_.resize(static_cast<std::size_t>(n) * d_);
     y_.resize(static_cast<std::size_t>(n));
     rng::gaussians(train_x_, 0, X_.size(), X_.data());

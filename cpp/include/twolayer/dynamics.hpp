@@ -28,6 +28,11 @@ namespace twolayer {
 
 enum class Regime : int { Online = 0, GradientFlow = 1 };
 
+// The most units K + M of one system: the overlap matrix Omega ((K + M)^2 entries) and every table of the
+// right-hand side stay below 2^31 entries, so that their int index products cannot overflow. (A right-hand side
+// costs O(K^2 (K + M)^2) kernels: systems anywhere near this size are out of reach anyway.)
+constexpr int kMaxUnits = 46340;
+
 struct OdeModel {
   Activation student = Activation::Erf, teacher = Activation::Erf;
   int K = 1, M = 1;
