@@ -50,7 +50,21 @@ class Isotropy:
         return tuple(len(c) for c in self.classes)
 
     def __repr__(self) -> str:
-        return f"Isotropy({self.description}, order={self.order})"
+        return f"Isotropy({self.description}, order={_order_text(self.order)})"
+
+
+def _order_text(order: object) -> str:
+    """A group order for display: exact up to 30 digits, else ~m.mmmmmme+N (k! overflows float for k > 170 and
+    Python refuses to print integers of more than 4300 digits)."""
+    if isinstance(order, (int, np.integer)) and not isinstance(order, (bool, np.bool_)) and int(order) >= 10**30:
+        n = int(order)
+        e = math.log10(n)  # exact enough for big ints (no float conversion of n)
+        exp = math.floor(e)
+        mant = 10.0 ** (e - exp)
+        if round(mant, 6) >= 10.0:
+            mant, exp = 1.0, exp + 1
+        return f"~{mant:.6f}e+{exp}"
+    return repr(order)
 
 
 class _UnionFind:
