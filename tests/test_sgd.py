@@ -375,7 +375,6 @@ def test_bad_input_names_the_argument():
         (dict(lr=0.0), "lr"),
         (dict(lr=-1.0), "lr"),
         (dict(batch_size=0), "batch_size"),
-        (dict(batch_size=1.5), "batch_size"),
         (dict(noise=-0.1), "noise"),
         (dict(lr_readout=-1.0), "lr_readout"),
         (dict(t_max=-1.0), "t_max"),
@@ -393,6 +392,9 @@ def test_bad_input_names_the_argument():
         kw = {**base, **change}
         with pytest.raises(ValueError, match=name):
             tl.sgd.simulate(st, **kw)
+    # a float count is the wrong type: TypeError (it was a ValueError before the input-hardening pass)
+    with pytest.raises(TypeError, match="batch_size"):
+        tl.sgd.simulate(st, **{**base, "batch_size": 1.5})
     nan = tl.Network(st.W.copy(), st.a, "erf")
     nan.W[0, 0] = np.nan  # the arrays of a frozen Network can still be written in place
     with pytest.raises(ValueError, match="student"):

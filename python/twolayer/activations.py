@@ -13,23 +13,23 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _core
+from ._validation import as_float_array, choice
 
 ActivationName = Literal["linear", "erf", "relu", "step", "quadratic"]
 ACTIVATIONS: tuple[str, ...] = ("linear", "erf", "relu", "step", "quadratic")
 
 
 def check_activation(name: object, argument: str = "activation") -> str:
-    """Return ``name`` if it is a known activation, else raise ValueError naming ``argument``."""
-    if not isinstance(name, str) or name not in ACTIVATIONS:
-        raise ValueError(f"{argument}: expected one of {', '.join(ACTIVATIONS)}; got {name!r}")
-    return name
+    """Return ``name`` if it is a known activation: TypeError (not a str) or ValueError (unknown name) naming
+    ``argument`` otherwise."""
+    return choice(name, argument, ACTIVATIONS)
 
 
 def sigma(name: ActivationName, x: ArrayLike) -> NDArray[np.float64]:
     """sigma(x), elementwise."""
-    return _core.sigma(check_activation(name), np.asarray(x, dtype=np.float64))
+    return _core.sigma(check_activation(name), as_float_array(x, "x", finite=False))
 
 
 def derivative(name: ActivationName, x: ArrayLike) -> NDArray[np.float64]:
     """sigma'(x), elementwise (0 for ``step``, whose derivative is a delta)."""
-    return _core.dsigma(check_activation(name), np.asarray(x, dtype=np.float64))
+    return _core.dsigma(check_activation(name), as_float_array(x, "x", finite=False))

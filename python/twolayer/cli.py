@@ -1,4 +1,7 @@
-"""Command line: ``twolayer demo`` (the main job) and ``twolayer info``."""
+"""Command line: ``twolayer demo`` (the main job) and ``twolayer info``.
+
+Expected failures (an output directory that cannot be written, a missing optional dependency) print one line
+``twolayer: <what went wrong>`` to stderr and exit with status 1; bad arguments are argparse's (status 2)."""
 
 from __future__ import annotations
 
@@ -49,7 +52,20 @@ def main(argv: list[str] | None = None) -> int:
                        description="Print the build configuration of the compiled core.")
     p.set_defaults(func=_info)
     args = parser.parse_args(argv)
-    return int(args.func(args))
+    try:
+        return int(args.func(args))
+    except OSError as exc:  # e.g. --out on a full disk, a file, or a directory without write permission
+        # our own messages (demo._write, demo._prepare_output) carry no filename; raw ones keep theirs
+        text = exc.strerror if exc.filename is None and exc.strerror else str(exc)
+        return _fail(text)
+    except ImportError as exc:  # an optional dependency (matplotlib for demo.png)
+        return _fail(str(exc))
+
+
+def _fail(message: str) -> int:
+    """Print ``twolayer: message`` to stderr (one line) and return the exit status 1."""
+    print(f"twolayer: {' '.join(message.split())}", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import csv
 import os
-from collections.abc import Iterable
+import tempfile
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from . import ode, population, sgd
+from ._validation import INT32_MAX, SEED_MAX, boolean, choice, integer, integers, positive
 from .networks import Init, teacher_student
 from .overlaps import Overlaps
 from .results import Trajectory
@@ -78,9 +80,37 @@ class DemoResult:
         return "\n".join(lines)
 
 
+def _check_config(config: object, cls: type, name: str) -> None:
+    """Check every field of a DemoConfig / PlateauConfig (they are plain, mutable dataclasses), naming it
+    ``config.<field>``."""
+    if not isinstance(config, cls):
+        raise TypeError(f"{name}: expected a twolayer.demo.{cls.__name__} or None, got {type(config).__name__}")
+    if isinstance(config, DemoConfig):
+        integer(config.units, f"{name}.units", 1, INT32_MAX)
+        integer(config.d, f"{name}.d", 1, INT32_MAX)
+        positive(config.lr, f"{name}.lr")
+        integer(config.steps, f"{name}.steps", 0)
+        integer(config.records, f"{name}.records", 2, INT32_MAX)
+        if not integers(config.seeds, f"{name}.seeds", 0, SEED_MAX):
+            raise ValueError(f"{name}.seeds: expected at least one seed")
+        if isinstance(config.inits, str) or not isinstance(config.inits, Iterable):
+            raise TypeError(f"{name}.inits: expected a sequence of 'gaussian'/'orthogonal', got {config.inits!r}")
+        for i, init in enumerate(config.inits):
+            choice(init, f"{name}.inits[{i}]", ("gaussian", "orthogonal"))
+    elif isinstance(config, PlateauConfig):
+        integer(config.d, f"{name}.d", 4, INT32_MAX)  # K + M = 4 orthonormal teacher and student rows
+        positive(config.lr, f"{name}.lr")
+        positive(config.t_max, f"{name}.t_max")
+        integer(config.seeds, f"{name}.seeds", 1, 2**32 - 1)
+        positive(config.student_scale, f"{name}.student_scale")
+        integer(config.records, f"{name}.records", 2, INT32_MAX)
+
+
 def run_seed000(config: DemoConfig | None = None, progress: bool = False) -> DemoResult:
     """Population gradient descent for every (init, seed) of ``config``."""
-    cfg = config or DemoConfig()
+    cfg = DemoConfig() if config is None else config
+    _check_config(cfg, DemoConfig, "config")
+    progress = boolean(progress, "progress")
     result = DemoResult(cfg)
     jobs = [(init, seed) for init in cfg.inits for seed in cfg.seeds]
     iterator: Iterable[tuple[Init, int]] = jobs
@@ -97,7 +127,8 @@ def run_seed000(config: DemoConfig | None = None, progress: bool = False) -> Dem
 
 def run_plateau(config: PlateauConfig | None = None, progress: bool = False) -> PlateauResult:
     """The erf K = M = 2 plateau: SGD ensemble at finite d and the ODE from the same initial overlaps."""
-    cfg = config or PlateauConfig()
+    cfg = PlateauConfig() if config is None else config
+    _check_config(cfg, PlateauConfig, "config")
     student, teacher = teacher_student(2, 2, cfg.d, "erf", init="orthogonal", seed=7)
     W = np.random.default_rng(8).standard_normal((2, cfg.d)) * cfg.student_scale
     student = student.with_weights(W)
@@ -126,14 +157,50 @@ def write_csv(result: DemoResult, path: str) -> None:
                     w.writerow(["plateau", f"sgd_d{p.config.d}", int(run_id), f"{t:.6g}", f"{r:.10g}"])
 
 
+def _prepare_output(out: object) -> str:
+    """Create the output directory ``out`` (and its parents) and make sure files can be created in it, before
+    any work is done: OSError with one readable line (naming the directory) otherwise."""
+    if not isinstance(out, (str, os.PathLike)):
+        raise TypeError(f"out: expected a directory path, got {type(out).__name__}")
+    path = os.fspath(out)
+    if not isinstance(path, str):
+        raise TypeError(f"out: expected a str path, got {type(path).__name__}")
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise NotADirectoryError(f"cannot write demo.csv and demo.png to {path}: it exists and is not a directory")
+    try:
+        os.makedirs(path, exist_ok=True)
+        probe = tempfile.NamedTemporaryFile(dir=path, prefix=".twolayer-write-test-")
+        probe.close()
+    except OSError as exc:
+        raise type(exc)(exc.errno, f"cannot write demo.csv and demo.png to {path}: {exc.strerror or exc}") from exc
+    return path
+
+
+def _write(path: str, writer: Callable[[str], object]) -> None:
+    """``writer(path)``, turning a failure (disk full, permissions, ...) into one readable OSError line."""
+    try:
+        writer(path)
+    except OSError as exc:
+        raise type(exc)(exc.errno, f"cannot write {os.path.basename(path)} to {os.path.dirname(path) or '.'}: "
+                                   f"{exc.strerror or exc}") from exc
+
+
 def run(out: str = ".", progress: bool = False, config: DemoConfig | None = None,
         plateau: PlateauConfig | None = None) -> DemoResult:
-    """Run the demo, print nothing, write demo.csv and demo.png into ``out``; return the results."""
-    os.makedirs(out, exist_ok=True)
+    """Run the demo, print nothing, write demo.csv and demo.png into ``out``; return the results.
+
+    The arguments are checked and ``out`` is created and tested for writing before the (minutes long) runs
+    start; a failure to write raises OSError whose message names the file and the directory."""
+    progress = boolean(progress, "progress")
+    _check_config(DemoConfig() if config is None else config, DemoConfig, "config")
+    _check_config(PlateauConfig() if plateau is None else plateau, PlateauConfig, "plateau")
+    out = _prepare_output(out)
+    from .plot import _pyplot, demo_figure
+
+    _pyplot()  # ImportError (matplotlib missing) before the runs, not after them
+
     result = run_seed000(config, progress=progress)
     result.plateau = run_plateau(plateau, progress=progress)
-    write_csv(result, os.path.join(out, "demo.csv"))
-    from .plot import demo_figure
-
-    demo_figure(result, os.path.join(out, "demo.png"))
+    _write(os.path.join(out, "demo.csv"), lambda p: write_csv(result, p))
+    _write(os.path.join(out, "demo.png"), lambda p: demo_figure(result, p))
     return result

@@ -23,7 +23,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _core
-from ._validation import as_float_array, n_threads_arg
+from ._validation import as_float_array, n_threads_arg, positive
 from .activations import ActivationName, check_activation
 
 
@@ -72,5 +72,8 @@ def i4(
 
 def covariance(*rows: ArrayLike, scale: float = 1.0) -> NDArray[np.float64]:
     """The covariance of the pre-activations w_k . x / sqrt(scale) for weight vectors ``rows``: Gram / scale."""
-    W = np.stack([np.asarray(r, dtype=np.float64) for r in rows])
-    return W @ W.T / scale
+    vs = [as_float_array(r, f"rows[{i}]", ndim=1) for i, r in enumerate(rows)]
+    if not vs or any(v.shape != vs[0].shape for v in vs):
+        raise ValueError(f"rows: expected one or more vectors of equal length, got shapes {[v.shape for v in vs]}")
+    W = np.stack(vs)
+    return W @ W.T / positive(scale, "scale")

@@ -12,18 +12,12 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._validation import as_float_array
+from ._validation import INT32_MAX, as_float_array, choice, integer, seed_arg
 from .activations import ActivationName, check_activation
 
 Scaling = Literal["sqrt_d", "none"]
 Readout = Literal["sum", "mean"]
 Init = Literal["gaussian", "orthogonal"]
-
-
-def _check_choice(value: object, name: str, choices: tuple[str, ...]) -> str:
-    if value not in choices:
-        raise ValueError(f"{name}: expected one of {', '.join(map(repr, choices))}; got {value!r}")
-    return str(value)
 
 
 @dataclass(frozen=True, eq=False)
@@ -53,8 +47,8 @@ class Network:
         object.__setattr__(self, "W", W_)
         object.__setattr__(self, "a", a_)
         object.__setattr__(self, "activation", check_activation(activation))
-        object.__setattr__(self, "scaling", _check_choice(scaling, "scaling", ("sqrt_d", "none")))
-        object.__setattr__(self, "readout", _check_choice(readout, "readout", ("sum", "mean")))
+        object.__setattr__(self, "scaling", choice(scaling, "scaling", ("sqrt_d", "none")))
+        object.__setattr__(self, "readout", choice(readout, "readout", ("sum", "mean")))
 
     @property
     def K(self) -> int:
@@ -107,17 +101,29 @@ class Network:
         readout: Readout = "sum",
     ) -> Network:
         """A random network: ``gaussian`` draws W_ij ~ N(0, 1); ``orthogonal`` draws orthonormal rows scaled to
-        norm sqrt(s), so that Q = I exactly (needs K <= d). ``a`` defaults to ones."""
-        W = random_weights(K, d, init, np.random.default_rng(seed), scaling)
+        norm sqrt(s), so that Q = I exactly (needs K <= d). ``a`` defaults to ones. ``K``, ``d``: integers in
+        [1, 2**31-1]; ``seed``: None or an integer in [0, 2**64-1]."""
+        W = random_weights(K, d, init, np.random.default_rng(seed_arg(seed, allow_none=True)), scaling)
         return cls(W, a, activation, scaling, readout)
+
+
+def check_network(net: object, name: str) -> Network:
+    """``net`` if it is a :class:`Network` with finite weights (its arrays can be edited in place after
+    construction, so engines re-check them): TypeError / ValueError naming ``name`` otherwise."""
+    if not isinstance(net, Network):
+        raise TypeError(f"{name}: expected a twolayer.Network, got {type(net).__name__}")
+    if not (np.all(np.isfinite(net.W)) and np.all(np.isfinite(net.a))):
+        raise ValueError(f"{name}: weights must be finite (got NaN or inf)")
+    return net
 
 
 def random_weights(K: int, d: int, init: str, rng: np.random.Generator, scaling: str = "sqrt_d") -> NDArray[np.float64]:
     """K random weight rows in R^d (see :meth:`Network.random`)."""
-    for name, v in (("K", K), ("d", d)):
-        if not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"{name}: expected a positive integer, got {v!r}")
-    _check_choice(init, "init", ("gaussian", "orthogonal"))
+    K, d = integer(K, "K", 1, INT32_MAX), integer(d, "d", 1, INT32_MAX)
+    choice(init, "init", ("gaussian", "orthogonal"))
+    choice(scaling, "scaling", ("sqrt_d", "none"))
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng: expected a numpy.random.Generator, got {type(rng).__name__}")
     if init == "gaussian":
         return rng.standard_normal((K, d))
     if K > d:
@@ -139,8 +145,10 @@ def teacher_student(
     readout: Readout = "sum",
 ) -> tuple[Network, Network]:
     """A (student, teacher) pair. With ``init="orthogonal"`` the K + M rows of student and teacher together are
-    orthonormal (seed 000's "orthogonal dynamics", needs K + M <= d); otherwise all entries are N(0, 1)."""
-    rng = np.random.default_rng(seed)
+    orthonormal (seed 000's "orthogonal dynamics", needs K + M <= d); otherwise all entries are N(0, 1).
+    ``K``, ``M``, ``d``: integers in [1, 2**31-1]; ``seed``: None or an integer in [0, 2**64-1]."""
+    K, M = integer(K, "K", 1, INT32_MAX), integer(M, "M", 1, INT32_MAX)
+    rng = np.random.default_rng(seed_arg(seed, allow_none=True))
     W = random_weights(K + M, d, init, rng, scaling)
     student = Network(W[:K], None, activation, scaling, readout)
     teacher = Network(W[K:], None, teacher_activation or activation, scaling, readout)

@@ -31,7 +31,17 @@ from numpy.typing import ArrayLike, NDArray
 
 from . import _core
 from ._interrupt import partial_result
-from ._validation import as_float_array, n_threads_arg, positive
+from ._validation import (
+    INT32_MAX,
+    as_float_array,
+    boolean,
+    choice,
+    integer,
+    n_threads_arg,
+    positive,
+    real,
+    seed_arg,
+)
 from .activations import ActivationName, check_activation
 from .overlaps import Overlaps
 from .results import Trajectory
@@ -43,12 +53,6 @@ Readout = Literal["sum", "mean"]
 __all__ = ["integrate", "integrate_batch", "plateau_example", "plateau_overlaps", "rhs"]
 
 _TIME_UNIT = "t = steps / d"
-
-
-def _choice(value: object, name: str, choices: tuple[str, ...]) -> str:
-    if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"{name}: expected one of {', '.join(map(repr, choices))}; got {value!r}")
-    return value
 
 
 def _check_overlaps(ov: Any, name: str = "overlaps", spherical: bool = False) -> Overlaps:
@@ -115,8 +119,7 @@ def _times(
     if t_max is None:
         raise ValueError("t_max: give t_max or times")
     T = positive(t_max, "t_max")
-    if not isinstance(n_points, (int, np.integer)) or n_points < 2:
-        raise ValueError(f"n_points: expected an integer >= 2, got {n_points!r}")
+    n_points = integer(n_points, "n_points", 2, INT32_MAX)
     start = min(1e-2, T / 10) if method == "adaptive" else min(dt, T)
     ts = np.concatenate([[0.0], np.geomspace(start, T, n_points - 1)])
     if method != "adaptive":  # snap to the fixed-step grid, so outputs need no shortened steps
@@ -132,9 +135,9 @@ def _common(
     t_act = check_activation(
         teacher_activation if teacher_activation is not None else activation, "teacher_activation"
     )
-    reg = _choice(regime, "regime", ("online", "gradient_flow"))
-    meth = _choice(method, "method", ("euler", "rk4", "adaptive"))
-    ro = _choice(readout, "readout", ("sum", "mean"))
+    reg = choice(regime, "regime", ("online", "gradient_flow"))
+    meth = choice(method, "method", ("euler", "rk4", "adaptive"))
+    ro = choice(readout, "readout", ("sum", "mean"))
     if reg == "online" and act == "step":
         raise ValueError(
             "regime: the step activation's derivative is a delta, so only regime='gradient_flow' "
@@ -243,7 +246,8 @@ def integrate(
     ``meta`` records the parameters and the cost (``n_rhs`` right-hand-side evaluations, ``n_steps``).
     """
     act, t_act, reg, meth, ro = _common(activation, teacher_activation, regime, method, readout)
-    ov = _check_overlaps(overlaps, spherical=bool(spherical))
+    spherical = boolean(spherical, "spherical")
+    ov = _check_overlaps(overlaps, spherical=spherical)
     lr_ = positive(lr, "lr", allow_zero=True)
     lr_a = positive(lr_readout, "lr_readout", allow_zero=True)
     noise_ = positive(noise, "noise", allow_zero=True)
@@ -259,15 +263,13 @@ def integrate(
 
 
 def _max_steps(max_steps: Any) -> int:
-    if not isinstance(max_steps, (int, np.integer)) or max_steps < 1:
-        raise ValueError(f"max_steps: expected a positive integer, got {max_steps!r}")
-    return int(max_steps)
+    return integer(max_steps, "max_steps", 1)
 
 
 def _per_member(x: ArrayLike, name: str, B: int) -> list[float]:
-    arr = np.asarray(x, dtype=np.float64)
-    if arr.ndim == 0:
-        arr = np.full(B, float(arr))
+    arr = as_float_array(x, name, finite=False)
+    if np.ndim(x) == 0:
+        arr = np.full(B, arr[0])
     if arr.shape != (B,):
         raise ValueError(f"{name}: expected a scalar or one value per system ({B}), got shape {arr.shape}")
     return [positive(v, name, allow_zero=True) for v in arr]
@@ -308,7 +310,8 @@ def integrate_batch(
     act, t_act, reg, meth, ro = _common(activation, teacher_activation, regime, method, readout)
     if isinstance(overlaps, Overlaps) or not isinstance(overlaps, Sequence):
         raise TypeError("overlaps: expected a sequence of twolayer.Overlaps")
-    ovs = _check_overlaps_batch(overlaps, bool(spherical))
+    spherical = boolean(spherical, "spherical")
+    ovs = _check_overlaps_batch(overlaps, spherical)
     B = len(ovs)
     if B == 0:
         return []
@@ -349,7 +352,8 @@ def rhs(
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
     """The right-hand side (dQ/dt, dM/dt, da/dt) at ``overlaps`` (same conventions as :func:`integrate`)."""
     act, t_act, reg, _, ro = _common(activation, teacher_activation, regime, "adaptive", readout)
-    ov = _check_overlaps(overlaps, spherical=bool(spherical))
+    spherical = boolean(spherical, "spherical")
+    ov = _check_overlaps(overlaps, spherical=spherical)
     c = 1.0 if ro == "sum" else 1.0 / ov.K
     dQ, dM, da = _core.ode_rhs(
         ov.Q,
@@ -371,7 +375,9 @@ def rhs(
 
 def plateau_overlaps(K: int = 2, M: int = 2, q0: float = 0.25, m0: float = 1e-3, seed: int = 0) -> Overlaps:
     """A near-symmetric erf start (Saad & Solla 1995): Q = q0 I, P = I, tiny M, a = v = 1."""
-    rng = np.random.default_rng(seed)
+    K, M = integer(K, "K", 1, INT32_MAX), integer(M, "M", 1, INT32_MAX)
+    q0, m0 = positive(q0, "q0"), real(m0, "m0")
+    rng = np.random.default_rng(seed_arg(seed))
     Mo = m0 * (1.0 + 0.5 * rng.standard_normal((K, M)))
     return Overlaps(q0 * np.eye(K), Mo, np.eye(M), np.ones(K), np.ones(M))
 

@@ -12,7 +12,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ._validation import as_float_array
-from .networks import Network
+from .networks import Network, check_network
 
 
 @dataclass(frozen=True, eq=False)
@@ -68,10 +68,9 @@ class Overlaps:
 
 
 def check_pair(student: Network, teacher: Network) -> None:
-    """Raise unless student and teacher are Networks with the same input dimension and scaling."""
-    for name, net in (("student", student), ("teacher", teacher)):
-        if not isinstance(net, Network):
-            raise TypeError(f"{name}: expected a twolayer.Network, got {type(net).__name__}")
+    """Raise unless student and teacher are Networks with finite weights, the same input dimension and scaling."""
+    check_network(student, "student")
+    check_network(teacher, "teacher")
     if student.d != teacher.d:
         raise ValueError(f"teacher: input dimension d={teacher.d} does not match the student's d={student.d}")
     if student.scaling != teacher.scaling:

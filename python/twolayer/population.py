@@ -16,7 +16,7 @@ from numpy.typing import NDArray
 
 from . import _core
 from ._interrupt import partial_result
-from ._validation import n_threads_arg, positive
+from ._validation import INT32_MAX, boolean, integer, n_threads_arg, positive
 from .networks import Network
 from .overlaps import check_pair
 from .results import Trajectory
@@ -33,14 +33,15 @@ def _args(student: Network, teacher: Network) -> _CoreArgs:
 def risk(student: Network, teacher: Network, noise: float = 0.0, n_threads: int | None = None) -> float:
     """Population risk 1/2 E[(y - f)^2]: the excess risk, plus noise/2 when the teacher's output noise variance
     ``noise`` is given."""
-    return float(_core.population_risk(*_args(student, teacher), n_threads=n_threads_arg(n_threads))) + 0.5 * positive(
-        noise, "noise", allow_zero=True)
+    noise_ = positive(noise, "noise", allow_zero=True)
+    return float(_core.population_risk(*_args(student, teacher), n_threads=n_threads_arg(n_threads))) + 0.5 * noise_
 
 
 def gradient(
     student: Network, teacher: Network, train_readout: bool = True, n_threads: int | None = None
 ) -> tuple[NDArray[np.float64], NDArray[np.float64] | None]:
     """(dR/dW (K, d), dR/da (K,)) of the population risk; dR/da is None when ``train_readout`` is False."""
+    train_readout = boolean(train_readout, "train_readout")
     dW, da = _core.population_gradient(*_args(student, teacher), n_threads=n_threads_arg(n_threads))
     return dW, (da * student.readout_factor if train_readout else None)
 
@@ -53,7 +54,8 @@ def hessian(
     Exactly aligned relu pairs (a student on a teacher, as at the global minimum) use the weight-space limit
     of the angle terms (they vanish like sin(theta)); exactly aligned step units make the Hessian undefined
     (ValueError)."""
-    H = _core.population_hessian(*_args(student, teacher), train_readout=bool(train_readout),
+    train_readout = boolean(train_readout, "train_readout")
+    H = _core.population_hessian(*_args(student, teacher), train_readout=train_readout,
                                  n_threads=n_threads_arg(n_threads))
     if train_readout:
         c = student.readout_factor
@@ -78,10 +80,8 @@ def descend(
     :class:`twolayer.Interrupted` with the records so far as ``partial`` (``status="interrupted"``)."""
     lr_ = positive(lr, "lr")
     lr_a = positive(lr_readout, "lr_readout", allow_zero=True)
-    if not isinstance(steps, (int, np.integer)) or steps < 0:
-        raise ValueError(f"steps: expected a non-negative integer, got {steps!r}")
-    if not isinstance(records, (int, np.integer)) or records < 2:
-        raise ValueError(f"records: expected an integer >= 2, got {records!r}")
+    steps = integer(steps, "steps", 0)
+    records = integer(records, "records", 2, INT32_MAX)
     log_spaced = np.geomspace(1, max(steps, 1), records - 1).round() if records > 2 else np.array([steps])
     record_steps = np.unique(np.concatenate([[0], log_spaced]))
     record_steps = record_steps[record_steps <= steps].astype(np.int64)

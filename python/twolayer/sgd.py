@@ -39,8 +39,8 @@ from numpy.typing import ArrayLike, NDArray
 
 from . import _core
 from ._interrupt import partial_result
-from ._validation import as_float_array, n_threads_arg, positive
-from .networks import Network
+from ._validation import INT32_MAX, as_float_array, boolean, integer, integers, n_threads_arg, positive, seed_arg
+from .networks import Network, check_network
 from .overlaps import check_pair
 from .results import Trajectory
 
@@ -165,22 +165,12 @@ _SgdArgs: TypeAlias = tuple[
 ]
 
 
-def _int(x: Any, name: str, low: int, high: int | None = None) -> int:
-    if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
-        raise ValueError(f"{name}: expected an integer, got {x!r}")
-    if x < low or (high is not None and x >= high):
-        raise ValueError(
-            f"{name}: expected an integer in [{low}, {high if high is not None else 'inf'}), got {x!r}"
-        )
-    return int(x)
-
-
 def _record_steps(d: int, t_max: float | None, times: ArrayLike | None, records: int) -> NDArray[np.int64]:
     if times is None:
         if t_max is None:
             raise ValueError("t_max: give t_max (or times)")
         tm = positive(t_max, "t_max")
-        records = _int(records, "records", 2)
+        records = integer(records, "records", 2, INT32_MAX)
         steps = np.unique(np.round(np.linspace(0.0, tm, records) * d).astype(np.int64))
         return steps
     tt = as_float_array(times, "times", ndim=1)
@@ -200,13 +190,6 @@ def _run_with_progress(args: _SgdArgs, kwargs: dict[str, Any], total: int) -> di
 
     with tqdm(total=total, unit="step", unit_scale=True, desc="SGD") as bar:
         return dict(_core.sgd_simulate(*args, **kwargs, progress=lambda done: bar.update(done - bar.n)))
-
-
-def _check_network(net: Network, name: str) -> None:
-    if not isinstance(net, Network):
-        raise TypeError(f"{name}: expected a twolayer.Network, got {type(net).__name__}")
-    if not (np.all(np.isfinite(net.W)) and np.all(np.isfinite(net.a))):
-        raise ValueError(f"{name}: weights must be finite (got NaN or inf)")
 
 
 @overload
@@ -317,14 +300,15 @@ def simulate(
     """
     if isinstance(student, Network):
         students: list[Network] | None = None
-        _check_network(student, "student")
         first = student
     else:
+        if not isinstance(student, Sequence):
+            raise TypeError(f"student: expected a Network or a sequence of Networks, got {type(student).__name__}")
         students = list(student)
         if not students:
             raise ValueError("student: expected a Network or a non-empty sequence of Networks")
         for j, s in enumerate(students):
-            _check_network(s, f"student[{j}]")
+            check_network(s, f"student[{j}]")
             if (s.K, s.d, s.activation, s.scaling, s.readout) != (
                 students[0].K,
                 students[0].d,
@@ -337,8 +321,12 @@ def simulate(
                     "scaling and readout"
                 )
         first = students[0]
-    _check_network(teacher, "teacher")
-    check_pair(first, teacher)
+    check_pair(first, teacher)  # finite weights, same d and scaling
+    spherical = boolean(spherical, "spherical")
+    shuffle = boolean(shuffle, "shuffle")
+    train_first_layer = boolean(train_first_layer, "train_first_layer")
+    keep_weights = boolean(keep_weights, "keep_weights")
+    progress = boolean(progress, "progress")
     if spherical:
         for j, s in enumerate(students or [first]):
             if np.any(np.linalg.norm(s.W, axis=1) == 0):
@@ -350,26 +338,17 @@ def simulate(
     lr_ = positive(lr, "lr")
     lr_a = positive(lr_readout, "lr_readout", allow_zero=True)
     noise_ = positive(noise, "noise", allow_zero=True)
-    B = _int(batch_size, "batch_size", 1)
-    if not isinstance(spherical, (bool, np.bool_)):
-        raise ValueError(f"spherical: expected a bool, got {spherical!r}")
-    seed_ = _int(seed, "seed", 0, 2**64)
-    n = 0 if n_samples is None else _int(n_samples, "n_samples", 1, 2**32)
+    B = integer(batch_size, "batch_size", 1, INT32_MAX)
+    seed_ = seed_arg(seed)
+    n = 0 if n_samples is None else integer(n_samples, "n_samples", 1, 2**32 - 1)
     if n and B > n:
         raise ValueError(f"batch_size: {B} exceeds the training set size n_samples={n}")
     if seeds is None:
         run_ids = np.array([0], dtype=np.int64)
-    elif isinstance(seeds, bool):
-        raise ValueError(f"seeds: expected a number of runs or a sequence of run indices, got {seeds!r}")
-    elif isinstance(seeds, (int, np.integer)):
-        run_ids = np.arange(_int(seeds, "seeds", 1, 2**32), dtype=np.int64)
+    elif isinstance(seeds, (int, np.integer)) and not isinstance(seeds, (bool, np.bool_)):
+        run_ids = np.arange(integer(seeds, "seeds", 1, 2**32 - 1), dtype=np.int64)
     else:
-        try:
-            run_ids = np.array([_int(s, "seeds", 0, 2**32) for s in seeds], dtype=np.int64)
-        except TypeError:
-            raise ValueError(
-                f"seeds: expected a number of runs or a sequence of run indices, got {seeds!r}"
-            ) from None
+        run_ids = np.array(integers(seeds, "seeds", 0, 2**32 - 1), dtype=np.int64)
         if run_ids.size == 0:
             raise ValueError("seeds: expected at least one run")
         if np.unique(run_ids).size != run_ids.size:

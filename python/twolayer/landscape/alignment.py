@@ -42,7 +42,7 @@ __all__ = [
 
 def ad_function(t: ArrayLike) -> NDArray[np.float64]:
     """f(t) = sin t + (pi - t) cos t on angular distances t in [0, pi] (seed 004)."""
-    t_ = np.asarray(t, dtype=np.float64)
+    t_ = as_float_array(t, "t", finite=False).reshape(np.shape(t))  # a scalar stays a scalar
     return np.sin(t_) + (np.pi - t_) * np.cos(t_)
 
 

@@ -19,8 +19,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .. import population
-from .._validation import as_float_array, positive
-from ..networks import Network
+from .._validation import as_float_array, boolean, integer, positive
+from ..networks import Network, check_network
 from ..overlaps import check_pair
 
 __all__ = ["CriticalPoint", "refine", "spectrum", "classify", "symmetry_nullity", "flat_gradient"]
@@ -67,7 +67,7 @@ class CriticalPoint:
 
     def spectrum(self, tol: float = 1e-7) -> list[tuple[float, int]]:
         """Distinct Hessian eigenvalues with multiplicities (see :func:`spectrum`)."""
-        return _group(self.eigenvalues, tol)
+        return _group(self.eigenvalues, positive(tol, "tol"))
 
     @classmethod
     def classified(
@@ -102,6 +102,8 @@ class CriticalPoint:
 def symmetry_nullity(student: Network, train_readout: bool) -> int:
     """Flat Hessian directions forced by continuous symmetries: positive homogeneity gives one per unit for
     relu with a trained second layer (w_i -> c w_i, a_i -> a_i / c) and for step units (w_i -> c w_i)."""
+    check_network(student, "student")
+    train_readout = boolean(train_readout, "train_readout")
     if student.activation == "step":
         return student.K
     if student.activation == "relu" and train_readout:
@@ -146,6 +148,7 @@ def _pack(student: Network, train_readout: bool) -> NDArray[np.float64]:
 
 def flat_gradient(student: Network, teacher: Network, train_readout: bool) -> NDArray[np.float64]:
     """The population gradient on [vec(W), a] (or vec(W)) as one vector."""
+    train_readout = boolean(train_readout, "train_readout")
     dW, da = population.gradient(student, teacher, train_readout=train_readout)
     return np.concatenate([dW.ravel(), da]) if train_readout else dW.ravel()
 
@@ -161,14 +164,22 @@ def classify(
     """(index, nullity, kind) of a critical point from its Hessian eigenvalues (see :class:`CriticalPoint`).
 
     ``zero_tol`` defaults to 1e-8 * max(1, max |lambda|)."""
+    train_readout = boolean(train_readout, "train_readout")
+    zero_tol, global_tol = _tolerances(zero_tol, global_tol)
     lam = (
         np.linalg.eigvalsh(population.hessian(student, teacher, train_readout=train_readout))
         if eigenvalues is None
-        else np.asarray(eigenvalues)
+        else as_float_array(eigenvalues, "eigenvalues", ndim=1, finite=False)
     )
     return _classify(
         lam, population.risk(student, teacher), symmetry_nullity(student, train_readout), zero_tol, global_tol
     )
+
+
+def _tolerances(zero_tol: Any, global_tol: Any) -> tuple[float | None, float]:
+    """``zero_tol`` (None or > 0) and ``global_tol`` (>= 0), checked."""
+    return (None if zero_tol is None else positive(zero_tol, "zero_tol")), positive(
+        global_tol, "global_tol", allow_zero=True)
 
 
 def _classify(
@@ -205,10 +216,9 @@ def refine(
     """
     check_pair(student, teacher)
     tol_ = positive(tol, "tol")
-    if not isinstance(max_iter, (int, np.integer)) or max_iter < 0:
-        raise ValueError(f"max_iter: expected a non-negative integer, got {max_iter!r}")
-    if zero_tol is not None:
-        positive(zero_tol, "zero_tol")
+    train_readout = boolean(train_readout, "train_readout")
+    max_iter = integer(max_iter, "max_iter", 0)
+    zero_tol, global_tol = _tolerances(zero_tol, global_tol)
     x = _pack(student, train_readout)
     net = student
     g = flat_gradient(net, teacher, train_readout)

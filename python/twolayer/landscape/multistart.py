@@ -16,9 +16,18 @@ from numpy.typing import NDArray
 
 from .. import _core, population
 from .._interrupt import partial_result
-from .._validation import n_threads_arg, positive
-from ..activations import ActivationName
-from ..networks import Network
+from .._validation import (
+    INT32_MAX,
+    as_float_array,
+    boolean,
+    choice,
+    integer,
+    n_threads_arg,
+    positive,
+    seed_arg,
+)
+from ..activations import ActivationName, check_activation
+from ..networks import Network, check_network
 from .critical import _classify, symmetry_nullity
 from .subspace import identity_teacher
 from .symmetry import isotropy
@@ -68,6 +77,7 @@ class MultistartResult:
 
     def families(self, decimals: int = 6) -> Counter[tuple[str, float, int, str]]:
         """Counts of (kind, loss rounded to ``decimals``, index, isotropy)."""
+        decimals = integer(decimals, "decimals", 0, 17)
         return Counter(
             (k, float(np.round(lo, decimals)), int(i), iso)
             for k, lo, i, iso in zip(self.kind, self.loss, self.index, self.isotropy, strict=True)
@@ -75,6 +85,7 @@ class MultistartResult:
 
     def table(self, decimals: int = 6) -> str:
         """A text table of the families reached, most frequent first."""
+        decimals = integer(decimals, "decimals", 0, 17)
         lines = [f"{'count':>6} {'fraction':>8}  {'kind':<17} {'loss':>12} {'index':>5}  isotropy"]
         for (kind, loss, index, iso), n in self.families(decimals).most_common():
             lines.append(f"{n:>6} {n / self.runs:>8.3f}  {kind:<17} {loss:>12.{decimals}f} {index:>5}  {iso}")
@@ -84,14 +95,16 @@ class MultistartResult:
 def random_starts(runs: int, k: int, d: int, init: str, seed: int) -> NDArray[np.float64]:
     """(runs, k, d) starts; run r uses its own stream keyed by (seed, r), so results do not depend on how runs
     are batched. ``init``: "xavier" N(0, 1/d) entries (Safran-Shamir), "gaussian" N(0, 1), "orthogonal"
-    orthonormal rows (k <= d)."""
-    if init not in ("xavier", "gaussian", "orthogonal"):
-        raise ValueError(f"init: expected 'xavier', 'gaussian' or 'orthogonal', got {init!r}")
+    orthonormal rows (k <= d). ``seed``: an integer in [0, 2**64-1]."""
+    runs = integer(runs, "runs", 1, INT32_MAX)
+    k, d = integer(k, "k", 1, INT32_MAX), integer(d, "d", 1, INT32_MAX)
+    choice(init, "init", ("xavier", "gaussian", "orthogonal"))
+    seed = seed_arg(seed)
     if init == "orthogonal" and k > d:
         raise ValueError(f"init: 'orthogonal' needs k <= d, got k={k}, d={d}")
     out = np.empty((runs, k, d))
     for r in range(runs):
-        rng = np.random.default_rng(np.random.SeedSequence([int(seed), r]))
+        rng = np.random.default_rng(np.random.SeedSequence([seed, r]))
         if init == "orthogonal":
             q, rr = np.linalg.qr(rng.standard_normal((d, k)))
             out[r] = (q * np.sign(np.diag(rr))).T
@@ -115,9 +128,20 @@ def classify_batch(
     analytic Hessian; least squares where it is singular), a step being kept only if it lowers |grad|, and
     classify them by the spectrum at the refined points. Returns W, a, loss, grad_norm, index, kind,
     isotropy (see :class:`MultistartResult`)."""
+    W = as_float_array(W, "W", ndim=3, finite=False).copy()  # non-finite end points are classified "failed"
+    a = as_float_array(a, "a", ndim=2, finite=False).copy()
     runs, k, d = W.shape
-    W = W.copy()
-    a = a.copy()
+    if a.shape != (runs, k):
+        raise ValueError(f"a: expected shape {(runs, k)} to match W, got {a.shape}")
+    check_network(teacher, "teacher")
+    if teacher.d != d:
+        raise ValueError(f"teacher: expected input dimension d={d} (W's last axis), got {teacher.d}")
+    check_activation(activation)
+    train_readout = boolean(train_readout, "train_readout")
+    newton_steps = integer(newton_steps, "newton_steps", 0)
+    tol = positive(tol, "tol")
+    iso_tol = positive(iso_tol, "iso_tol")
+    global_tol = positive(global_tol, "global_tol", allow_zero=True)
     nW = k * d
 
     def net(r: int) -> Network:
@@ -224,15 +248,17 @@ def multistart(
     :func:`random_starts`), run in parallel in C++ until |grad| <= ``gtol``, then refined by batched Newton
     steps to |grad| <= ``tol`` and classified by loss, index and isotropy (see
     :meth:`MultistartResult.table`)."""
-    for name, v in (("k", k), ("runs", runs)):
-        if not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"{name}: expected a positive integer, got {v!r}")
-    d_ = int(k) if d is None else d
-    if not isinstance(d_, (int, np.integer)) or d_ < k:
-        raise ValueError(f"d: expected an integer >= k = {k}, got {d!r}")
-    positive(gtol, "gtol", allow_zero=True)
+    k = integer(k, "k", 1, INT32_MAX)
+    runs = integer(runs, "runs", 1, INT32_MAX)
+    d_ = k if d is None else integer(d, "d", k, INT32_MAX)
+    choice(init, "init", ("xavier", "gaussian", "orthogonal"))
+    seed = seed_arg(seed)
+    train_readout = boolean(train_readout, "train_readout")
+    max_iter = integer(max_iter, "max_iter", 0, INT32_MAX)
+    memory = integer(memory, "memory", 1, INT32_MAX)
+    gtol = positive(gtol, "gtol", allow_zero=True)
     positive(tol, "tol")
-    teacher = identity_teacher(int(k), activation)
+    teacher = identity_teacher(k, activation)
     if d_ > k:
         teacher = Network(np.eye(k, d_), None, activation, scaling="none")
     W0 = random_starts(int(runs), int(k), int(d_), init, seed)

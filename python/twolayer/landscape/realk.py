@@ -24,7 +24,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .. import kernels
-from .._validation import as_float_array
+from .._validation import as_float_array, real
 
 __all__ = ["reduced_risk", "reduced_layout", "RealKFamily", "continue_real_k"]
 
@@ -32,7 +32,7 @@ __all__ = ["reduced_risk", "reduced_layout", "RealKFamily", "continue_real_k"]
 def reduced_layout(sizes: ArrayLike) -> list[tuple[str, int, int]]:
     """Coordinates of the Young fixed-point space with (real) block sizes: ("diag", b, b), ("off", b, b) when
     n_b > 1, ("block", b, c) for b != c, in FixedPointSpace order."""
-    n = np.asarray(sizes, dtype=float)
+    n = as_float_array(sizes, "sizes", ndim=1)
     out: list[tuple[str, int, int]] = []
     for b in range(n.size):
         out.append(("diag", b, b))
@@ -59,7 +59,7 @@ def _unpack(x: NDArray[np.float64], sizes: NDArray[np.float64]):
 
 def metric(sizes: ArrayLike) -> NDArray[np.float64]:
     """G = B^T B: the number of matrix entries carried by each coordinate (diagonal)."""
-    n = np.asarray(sizes, dtype=float)
+    n = as_float_array(sizes, "sizes", ndim=1)
     w = []
     for kind, b, c in reduced_layout(n):
         w.append(n[b] if kind == "diag" else n[b] * (n[b] - 1) if kind == "off" else n[b] * n[c])
@@ -183,8 +183,15 @@ def _eigs(x5: NDArray[np.float64], k: float) -> tuple[NDArray[np.float64], NDArr
 def continue_real_k(x0: ArrayLike, k0: float, ks: ArrayLike) -> RealKFamily:
     """Continue the ΔS_{k-1} family from coordinates ``x0`` (a critical point at k0, e.g. from
     :class:`SubspaceProblem`) along the real values ``ks`` (monotone from near k0)."""
-    x = _solve(as_float_array(x0, "x0", ndim=1), np.array([k0 - 1.0, 1.0]))
+    x0_ = as_float_array(x0, "x0", ndim=1)
+    if x0_.shape[0] != 5:
+        raise ValueError(f"x0: expected the 5 coordinates of a ΔS_(k-1) point, got {x0_.shape[0]}")
+    k0_ = real(k0, "k0")
     ks_ = as_float_array(ks, "ks", ndim=1)
+    if ks_.size == 0 or np.any(ks_ <= 3.0) or k0_ <= 3.0:
+        raise ValueError(f"k0, ks: expected real k > 3 (the split blocks k - 2, 1, 1 need k - 2 > 1), got k0={k0_}, "
+                         f"ks={ks_.tolist()[:8]}")
+    x = _solve(x0_, np.array([k0_ - 1.0, 1.0]))
     X, loss, tr, st = [], [], [], []
     for k in ks_:
         x = _solve(x, np.array([k - 1.0, 1.0]))

@@ -15,9 +15,9 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .. import population
-from .._validation import as_float_array, positive
-from ..activations import ActivationName
-from ..networks import Network
+from .._validation import INT32_MAX, as_float_array, boolean, integer, positive
+from ..activations import ActivationName, check_activation
+from ..networks import Network, check_network
 from .critical import CriticalPoint, _group, flat_gradient
 from .symmetry import FixedPointSpace, isotropy
 
@@ -26,9 +26,7 @@ __all__ = ["identity_teacher", "SubspaceProblem", "FamilyPoint", "continue_famil
 
 def identity_teacher(k: int, activation: ActivationName = "relu") -> Network:
     """The Safran-Shamir teacher: W* = I_k, unit second layer, lambda = w.x (scaling "none")."""
-    if not isinstance(k, (int, np.integer)) or k < 1:
-        raise ValueError(f"k: expected a positive integer, got {k!r}")
-    return Network(np.eye(int(k)), None, activation, scaling="none")
+    return Network(np.eye(integer(k, "k", 1, INT32_MAX)), None, activation, scaling="none")
 
 
 class SubspaceProblem:
@@ -37,11 +35,14 @@ class SubspaceProblem:
     def __init__(
         self, space: FixedPointSpace, teacher: Network | None = None, activation: ActivationName = "relu"
     ) -> None:
+        if not isinstance(space, FixedPointSpace):
+            raise TypeError(f"space: expected a FixedPointSpace, got {type(space).__name__}")
         self.space = space
-        self.teacher = identity_teacher(space.k, activation) if teacher is None else teacher
+        check_activation(activation)
+        self.activation = activation
+        self.teacher = identity_teacher(space.k, activation) if teacher is None else check_network(teacher, "teacher")
         if self.teacher.d != space.k:
             raise ValueError(f"teacher: expected input dimension {space.k}, got {self.teacher.d}")
-        self.activation = activation
 
     def network(self, x: ArrayLike) -> Network:
         W, a = self.space.matrix(x)
@@ -67,7 +68,10 @@ class SubspaceProblem:
         |grad| is the norm of the full gradient, which lies in the subspace (so tol means the same as in
         :func:`twolayer.landscape.refine`)."""
         tol_ = positive(tol, "tol")
+        max_iter = integer(max_iter, "max_iter", 0)
         x = as_float_array(x0, "x0", ndim=1).copy()
+        if x.shape[0] != self.space.dim:
+            raise ValueError(f"x0: expected {self.space.dim} coordinates, got {x.shape[0]}")
         G = self.space.basis.T @ self.space.basis  # metric: |B y|^2 = y^T G y
         Ginv = np.linalg.inv(G)
 
@@ -105,6 +109,7 @@ class SubspaceProblem:
 
     def critical_point(self, x: ArrayLike, global_tol: float = 1e-10) -> CriticalPoint:
         """Classify the point x of the subspace by the full Hessian spectrum."""
+        global_tol = positive(global_tol, "global_tol", allow_zero=True)
         net = self.network(x)
         tr = self.space.train_readout
         lam = np.asarray(np.linalg.eigvalsh(population.hessian(net, self.teacher, train_readout=tr)), dtype=np.float64)
@@ -140,10 +145,19 @@ def continue_family(
     in ``FixedPointSpace(sizes(k))`` starting from the previous solution (``x0`` at the first k; coordinates
     keep their meaning across k when the block structure does, e.g. sizes(k) = (k - 1, 1)). Stops at the first
     k where Newton fails to converge. Each point carries the full Hessian spectrum and its isotropy."""
+    if not callable(sizes):
+        raise TypeError(f"sizes: expected a function k -> block sizes, got {type(sizes).__name__}")
+    train_readout = boolean(train_readout, "train_readout")
+    positive(tol, "tol")
+    positive(spectrum_tol, "spectrum_tol")
+    check_activation(activation)
     out: list[FamilyPoint] = []
     x = as_float_array(x0, "x0", ndim=1)
-    for k in ks:
-        prob = SubspaceProblem(FixedPointSpace(sizes(int(k)), train_readout), activation=activation)
+    if not isinstance(ks, Iterable):
+        raise TypeError(f"ks: expected an iterable of integers, got {type(ks).__name__}")
+    for i, k_ in enumerate(ks):
+        k = integer(k_, f"ks[{i}]", 1, INT32_MAX)
+        prob = SubspaceProblem(FixedPointSpace(sizes(k), train_readout), activation=activation)
         x, gn, ok = prob.solve(x, tol=tol)
         if not ok:
             break

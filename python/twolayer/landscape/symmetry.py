@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .._validation import as_float_array, positive
+from .._validation import INT32_MAX, as_float_array, boolean, integers, positive
 
 __all__ = ["Isotropy", "isotropy", "FixedPointSpace"]
 
@@ -50,7 +50,21 @@ class Isotropy:
         return tuple(len(c) for c in self.classes)
 
     def __repr__(self) -> str:
-        return f"Isotropy({self.description}, order={self.order})"
+        return f"Isotropy({self.description}, order={_order_text(self.order)})"
+
+
+def _order_text(order: object) -> str:
+    """A group order for display: exact up to 30 digits, else ~m.mmmmmme+N (k! overflows float for k > 170 and
+    Python refuses to print integers of more than 4300 digits)."""
+    if isinstance(order, (int, np.integer)) and not isinstance(order, (bool, np.bool_)) and int(order) >= 10**30:
+        n = int(order)
+        e = math.log10(n)  # exact enough for big ints (no float conversion of n)
+        exp = math.floor(e)
+        mant = 10.0 ** (e - exp)
+        if round(mant, 6) >= 10.0:
+            mant, exp = 1.0, exp + 1
+        return f"~{mant:.6f}e+{exp}"
+    return repr(order)
 
 
 class _UnionFind:
@@ -173,16 +187,17 @@ class FixedPointSpace:
     Coordinates, in order: for each block its diagonal value and (if its size >= 2) its off-diagonal value;
     for each ordered pair of different blocks (A, B) the value of the A-rows/B-columns block; then, with
     ``train_readout``, one second-layer value per block. E.g. ``FixedPointSpace((k-1, 1))`` is the
-    5-dimensional ΔS_{k-1} space [[x0 I + x1 (J - I), x2 1], [x3 1^T, x4]].
+    5-dimensional ΔS_{k-1} space [[x0 I + x1 (J - I), x2 1], [x3 1^T, x4]]. The sizes must be integers >= 1
+    (1.5 is refused, not rounded) and ``train_readout`` a bool.
     """
 
     def __init__(self, sizes: tuple[int, ...] | list[int], train_readout: bool = False) -> None:
-        sizes_ = tuple(int(s) for s in sizes)
-        if not sizes_ or any(s < 1 for s in sizes_):
-            raise ValueError(f"sizes: expected positive block sizes, got {sizes!r}")
+        sizes_ = tuple(integers(sizes, "sizes", 1, INT32_MAX))
+        if not sizes_:
+            raise ValueError("sizes: expected at least one block size")
         self.sizes = sizes_
         self.k = sum(sizes_)
-        self.train_readout = bool(train_readout)
+        self.train_readout = boolean(train_readout, "train_readout")
         starts = np.concatenate([[0], np.cumsum(sizes_)])
         self.blocks = [np.arange(starts[b], starts[b + 1]) for b in range(len(sizes_))]
         basis: list[NDArray[np.float64]] = []
