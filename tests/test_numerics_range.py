@@ -123,3 +123,12 @@ def test_relu_zero_student_is_non_differentiable() -> None:
     cp = tl.landscape.refine(S, T, max_iter=0)
     assert cp.kind == "non-differentiable" and not cp.strict
     assert tl.landscape.classify(S, T)[2] == "non-differentiable"
+
+
+def test_ode_rhs_huge_overlaps_raise() -> None:
+    ov = tl.Overlaps(1e300 * np.eye(2), np.zeros((2, 2)), np.eye(2), 1e200 * np.ones(2), np.ones(2))
+    with pytest.raises(ValueError, match="overlaps: Q out of range"):
+        tl.ode.rhs(ov, "erf", lr=0.1)
+    ov = tl.Overlaps(1e90 * np.eye(2), np.zeros((2, 2)), np.eye(2), 1e90 * np.ones(2), np.ones(2))
+    with pytest.raises(ValueError, match="overlaps: out of range"):
+        tl.ode.rhs(ov, "quadratic", lr=0.1)
