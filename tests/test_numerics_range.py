@@ -132,3 +132,63 @@ def test_ode_rhs_huge_overlaps_raise() -> None:
     ov = tl.Overlaps(1e90 * np.eye(2), np.zeros((2, 2)), np.eye(2), 1e90 * np.ones(2), np.ones(2))
     with pytest.raises(ValueError, match="overlaps: out of range"):
         tl.ode.rhs(ov, "quadratic", lr=0.1)
+
+
+_ACTS = ["linear", "erf", "relu", "step", "quadratic"]
+_SIGMA = {"linear": 1, "relu": 1, "step": 0, "quadratic": 2}
+
+
+def _deg(act: str, deriv: bool, huge: bool) -> int:
+    """Degree of sigma (or sigma') under l -> c l; erf in its limits (sign for huge, linear for tiny scales)."""
+    k = (0 if huge else 1) if act == "erf" else _SIGMA[act]
+    return k - 1 if deriv else k
+
+
+def _kernel_cases() -> list[tuple[str, tuple[str, ...], int]]:
+    cases: list[tuple[str, tuple[str, ...], int]] = []
+    for a in _ACTS:
+        cases.append(("j2", (a,), 2))
+        for b in _ACTS:
+            cases += [("i2", (a, b), 2), ("i3", (a, b), 3)]
+            for c in _ACTS:
+                if a != "relu" or (b, c) in (("relu", "relu"), ("linear", "linear"), ("linear", "relu"),
+                                             ("relu", "linear")):
+                    cases.append(("i4", (a, b, c), 4))
+    return cases
+
+
+def _total_degree(name: str, acts: tuple[str, ...], huge: bool) -> int:
+    if name == "i2":
+        return _deg(acts[0], False, huge) + _deg(acts[1], False, huge)
+    if name == "i3":
+        return _deg(acts[0], True, huge) + 1 + _deg(acts[1], False, huge)
+    if name == "j2":
+        return 2 * _deg(acts[0], True, huge)
+    return 2 * _deg(acts[0], True, huge) + _deg(acts[1], False, huge) + _deg(acts[2], False, huge)
+
+
+@pytest.mark.parametrize("name, acts, n", _kernel_cases())
+def test_kernels_at_extreme_scales(name: str, acts: tuple[str, ...], n: int) -> None:
+    """K(s C) = (s / s0)^(deg / 2) K(s0 C) at s = 1e+-154, 1e+-300: s0 = 1 for homogeneous activations, s0 =
+    1e+-20 where an erf unit is in its sign / linear limit; a value beyond the double range raises ValueError."""
+    rng = np.random.default_rng(7)
+    A = rng.standard_normal((n, n))
+    C = A @ A.T / n + 0.2 * np.eye(n)
+    fn = getattr(tl.kernels, name)
+    has_erf = "erf" in acts
+    for s in (1e-300, 1e-154, 1e154, 1e300):
+        huge = s > 1
+        s0 = (1e20 if huge else 1e-20) if has_erf else 1.0
+        half = _total_degree(name, acts, huge) / 2
+        ref = fn(*acts, C * s0)
+        log_expected = half * np.log10(s / s0) + np.log10(abs(ref)) if ref != 0 else -np.inf
+        if log_expected > 308.5:
+            with pytest.raises(ValueError, match=r"C\[0\]: the kernel's value exceeds the double range"):
+                fn(*acts, C * s)
+            continue
+        if log_expected > 307.5:  # at the edge of the double range: either outcome
+            continue
+        v = fn(*acts, C * s)
+        assert np.isfinite(v)
+        if log_expected > -290:
+            assert v == pytest.approx(ref * (s / s0) ** half, rel=1e-12), (s, v, ref)
