@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <sstream>
 #include <string>
 #include <type_traits>
 
@@ -190,10 +191,78 @@ namespace {
 // Matrices per block: the check pass and the kernel pass of a block stay in L1.
 constexpr std::size_t kBlock = 256;
 
+// Extreme scales. The closed forms are evaluated as written for variances in [kVarLo, kVarHi] (or 0), where no
+// intermediate over- or underflows; a matrix with a variance outside goes to rescaled(). The check is one
+// vectorised comparison per diagonal entry, inside the block's check pass.
+constexpr double kVarLo = 1e-60, kVarHi = 1e60;
+
+// What a kernel applies to one Gaussian variable: sigma, sigma' or the identity (I3's l2).
+enum class Use { Sigma, Deriv, Identity };
+struct Unit {
+  Activation act;
+  Use use;
+};
+
+// The degree k of f(c x) = c^k f(x) for the function `u` applies, exactly for linear, relu, step and quadratic
+// (sigma' of step is a delta: -1). erf is not homogeneous, but at variance 2^64 (erf = sign to ~1e-19, erf' =
+// 2 delta) and 2^-64 (erf and erf' linear and constant to ~1e-19) it is to double precision: rescaled() moves erf
+// variances outside [2^-64, 2^64] to those ends and uses these limiting degrees.
+int degree(Unit u, bool huge) {
+  using A = Activation;
+  if (u.use == Use::Identity) return 1;
+  int k = 0;
+  switch (u.act) {
+    case A::Linear: case A::Relu: k = 1; break;
+    case A::Step: k = 0; break;
+    case A::Quadratic: k = 2; break;
+    case A::Erf: k = huge ? 0 : 1; break;
+  }
+  return u.use == Use::Deriv ? k - 1 : k;
+}
+
+// A kernel at a covariance with extreme variances, by positive homogeneity variable by variable: with a power of
+// two c_i = 2^e_i per variable (bringing homogeneous variances into [0.5, 2), erf ones to 2^+-64), the kernel at C
+// is prod_i c_i^k_i times the kernel at C'_ij = C_ij / (c_i c_j) (exact scalings). A value beyond the double range
+// throws (the contract is finite or an error); one below it underflows towards 0, its correct rounding.
+template <int n, class F>
+double rescaled(const Unit (&units)[n], F&& kernel, const double* C, std::size_t index) {
+  int e[n];
+  long total = 0;
+  for (int i = 0; i < n; ++i) {
+    const double v = C[n * i + i];
+    e[i] = 0;
+    if (!(v > 0.0)) continue;
+    int ex;
+    std::frexp(v, &ex);  // v = f 2^ex, f in [0.5, 1)
+    const bool huge = v > 1.0;
+    if (units[i].act == Activation::Erf) {
+      if (v > 0x1p64) e[i] = (ex - 64) / 2;
+      else if (v < 0x1p-64) e[i] = (ex + 64) / 2;
+      else continue;
+    } else {
+      e[i] = ex >= 0 ? ex / 2 : -((1 - ex) / 2);  // floor(ex / 2)
+    }
+    total += static_cast<long>(degree(units[i], huge)) * e[i];
+  }
+  double S[n * n];
+  for (int i = 0; i < n; ++i)
+    for (int k = 0; k < n; ++k) S[n * i + k] = std::ldexp(C[n * i + k], -(e[i] + e[k]));
+  const double v = kernel(S);
+  const double r = std::ldexp(v, static_cast<int>(std::max(-100000L, std::min(100000L, total))));
+  if (!std::isfinite(r)) {
+    std::ostringstream why;
+    why << "C[" << index << "]: the kernel's value exceeds the double range at this covariance scale (max |C_ii| = "
+        << diagonal_scale<n>(C, 1) << ")";
+    throw std::domain_error(why.str());
+  }
+  return r;
+}
+
 // Blocks in parallel; each block first checks all its matrices (one vectorised loop over a matrix-entry-major
 // copy), naming the first invalid one, then calls kernel_block(C, m, out) on its m matrices.
-template <int n, class F>
-void batch(const double* C, std::size_t count, double* out, int n_threads, F&& kernel_block) {
+template <int n, class F, class G>
+void batch(const double* C, std::size_t count, double* out, int n_threads, F&& kernel_block, const Unit (&units)[n],
+           G&& scalar) {
   const std::size_t blocks = (count + kBlock - 1) / kBlock;
   parallel_for(blocks, n_threads, [&](std::size_t b) {
     const std::size_t i0 = b * kBlock, m = std::min(kBlock, count - i0);
@@ -201,13 +270,30 @@ void batch(const double* C, std::size_t count, double* out, int n_threads, F&& k
     double T[n * n * kBlock];
     for (std::size_t j = 0; j < m; ++j)
       for (int e = 0; e < n * n; ++e) T[e * kBlock + j] = Cb[j * n * n + e];
-    double fails = 0.0;
+    double fails = 0.0, extreme = 0.0;
     for (std::size_t j = 0; j < m; ++j) fails += covariance_failures<n>(T + j, kBlock);
     if (fails != 0.0)
       for (std::size_t j = 0; j < m; ++j)
         if (const char* why = covariance_error_n<n>(Cb + j * n * n))
           throw std::invalid_argument("C[" + std::to_string(i0 + j) + "]: " + why);
-    kernel_block(Cb, m, out + i0);
+    for (std::size_t j = 0; j < m; ++j)
+      unrolled<0, n>([&](auto i) {
+        const double v = T[(n * i + i) * kBlock + j];
+        extreme += (v == 0.0 || (v >= kVarLo && v <= kVarHi)) ? 0.0 : 1.0;
+      });
+    if (extreme == 0.0) {
+      kernel_block(Cb, m, out + i0);
+      return;
+    }
+    for (std::size_t j = 0; j < m; ++j) {  // a block with extreme scales: matrix by matrix
+      const double* Cj = Cb + j * n * n;
+      bool ext = false;
+      for (int i = 0; i < n; ++i) {
+        const double v = Cj[n * i + i];
+        ext = ext || !(v == 0.0 || (v >= kVarLo && v <= kVarHi));
+      }
+      out[i0 + j] = ext ? rescaled<n>(units, scalar, Cj, i0 + j) : scalar(Cj);
+    }
   }, 1, 1);  // one block at a time: blocks are already large enough, and the slow kernels must spread evenly
 }
 
@@ -242,23 +328,31 @@ void with_activation(Activation a, F&& f) {
 }  // namespace
 
 void i2_batch(Activation a, Activation b, const double* C, std::size_t count, double* out, int n_threads) {
-  batch<2>(C, count, out, n_threads, each<2>([=](const double* Ci) { return i2(a, b, Ci); }));
+  const auto k = [=](const double* Ci) { return i2(a, b, Ci); };
+  const Unit u[2] = {{a, Use::Sigma}, {b, Use::Sigma}};
+  batch<2>(C, count, out, n_threads, each<2>(k), u, k);
 }
 void i3_batch(Activation s, Activation b, const double* C, std::size_t count, double* out, int n_threads) {
-  batch<3>(C, count, out, n_threads, each<3>([=](const double* Ci) { return i3(s, b, Ci); }));
+  const auto k = [=](const double* Ci) { return i3(s, b, Ci); };
+  const Unit u[3] = {{s, Use::Deriv}, {Activation::Linear, Use::Identity}, {b, Use::Sigma}};
+  batch<3>(C, count, out, n_threads, each<3>(k), u, k);
 }
 void j2_batch(Activation s, const double* C, std::size_t count, double* out, int n_threads) {
-  batch<2>(C, count, out, n_threads, each<2>([=](const double* Ci) { return j2(s, Ci); }));
+  const auto k = [=](const double* Ci) { return j2(s, Ci); };
+  const Unit u[2] = {{s, Use::Deriv}, {s, Use::Deriv}};
+  batch<2>(C, count, out, n_threads, each<2>(k), u, k);
 }
 void i4_batch(Activation s, Activation a, Activation b, const double* C, std::size_t count, double* out,
               int n_threads) {
+  const auto k = [=](const double* Ci) { return i4(s, a, b, Ci); };
+  const Unit u[4] = {{s, Use::Deriv}, {s, Use::Deriv}, {a, Use::Sigma}, {b, Use::Sigma}};
   if (s == Activation::Erf) {
     with_activation(a, [&](auto A) {
-      with_activation(b, [&](auto B) { batch<4>(C, count, out, n_threads, i4_erf_block<A(), B()>); });
+      with_activation(b, [&](auto B) { batch<4>(C, count, out, n_threads, i4_erf_block<A(), B()>, u, k); });
     });
     return;
   }
-  batch<4>(C, count, out, n_threads, each<4>([=](const double* Ci) { return i4(s, a, b, Ci); }));
+  batch<4>(C, count, out, n_threads, each<4>(k), u, k);
 }
 
 }  // namespace twolayer

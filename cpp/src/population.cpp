@@ -92,9 +92,9 @@ void check_finite(const double* x, std::size_t n, const char* what) {
 #pragma omp simd reduction(+ : sum)
   for (std::size_t i = 0; i < n; ++i) sum += 0.0 * x[i];
   if (!(sum == 0.0))
-    throw std::domain_error(std::string(what) +
-                            " is not finite: the kernels are singular here (a zero-norm unit, or an exactly "
-                            "aligned pair of step units)");
+    throw std::domain_error("student.W, student.a: " + std::string(what) +
+                            " is not finite: the weights are out of range (overflow), or the kernels are singular "
+                            "here (an exactly aligned pair of step units)");
 }
 
 }  // namespace

@@ -112,8 +112,9 @@ def check_network(net: object, name: str) -> Network:
     construction, so engines re-check them): TypeError / ValueError naming ``name`` otherwise."""
     if not isinstance(net, Network):
         raise TypeError(f"{name}: expected a twolayer.Network, got {type(net).__name__}")
-    if not (np.all(np.isfinite(net.W)) and np.all(np.isfinite(net.a))):
-        raise ValueError(f"{name}: weights must be finite (got NaN or inf)")
+    for field, arr in (("W", net.W), ("a", net.a)):
+        if not np.all(np.isfinite(arr)):
+            raise ValueError(f"{name}.{field}: entries must be finite (got NaN or inf)")
     return net
 
 

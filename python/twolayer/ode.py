@@ -337,6 +337,10 @@ def integrate_batch(
     return results(outs)
 
 
+# |state| above which the integrators report "diverged" (IntegrateOptions::overflow in integrators.hpp).
+_OVERFLOW = 1e100
+
+
 def rhs(
     overlaps: Overlaps,
     activation: ActivationName = "erf",
@@ -350,10 +354,18 @@ def rhs(
     readout: Readout = "sum",
     n_threads: int | None = None,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
-    """The right-hand side (dQ/dt, dM/dt, da/dt) at ``overlaps`` (same conventions as :func:`integrate`)."""
+    """The right-hand side (dQ/dt, dM/dt, da/dt) at ``overlaps`` (same conventions as :func:`integrate`).
+
+    Overlaps above 1e100 in magnitude (where :func:`integrate` stops with "diverged"), or a right-hand side
+    beyond the double range, raise ValueError."""
     act, t_act, reg, _, ro = _common(activation, teacher_activation, regime, "adaptive", readout)
     spherical = boolean(spherical, "spherical")
     ov = _check_overlaps(overlaps, spherical=spherical)
+    for name in ("Q", "M", "a", "P", "v"):
+        big = float(np.max(np.abs(getattr(ov, name)), initial=0.0))
+        if big > _OVERFLOW:
+            raise ValueError(f"overlaps: {name} out of range (max |{name}| = {big:.3g} > {_OVERFLOW:.0e}, where the "
+                             "integrators stop with 'diverged')")
     c = 1.0 if ro == "sum" else 1.0 / ov.K
     dQ, dM, da = _core.ode_rhs(
         ov.Q,
@@ -370,6 +382,8 @@ def rhs(
         positive(noise, "noise", allow_zero=True),
         n_threads=n_threads_arg(n_threads),
     )
+    if not (np.all(np.isfinite(dQ)) and np.all(np.isfinite(dM)) and np.all(np.isfinite(da))):
+        raise ValueError("overlaps: out of range: the right-hand side exceeds the double range")
     return dQ, dM, da
 
 

@@ -16,33 +16,114 @@ from numpy.typing import NDArray
 
 from . import _core
 from ._interrupt import partial_result
-from ._validation import INT32_MAX, boolean, integer, n_threads_arg, positive
+from ._validation import INT32_MAX, as_float_array, boolean, integer, n_threads_arg, positive
 from .networks import Network
 from .overlaps import check_pair
 from .results import Trajectory
 
 _CoreArgs = tuple[NDArray[np.float64], NDArray[np.float64], str, NDArray[np.float64], NDArray[np.float64], str, float]
 
+# Rows whose pre-activation standard deviation |w| / sqrt(s) lies outside this range are rescaled (see _unit_scale).
+_SD_RANGE = (1e-50, 1e50)
+# Degree of homogeneity sigma(c x) = c^k sigma(x) (erf: see _unit_scale).
+_DEGREE = {"linear": 1, "relu": 1, "step": 0, "quadratic": 2}
 
-def _args(student: Network, teacher: Network) -> _CoreArgs:
+
+def _unit_scale(net: Network, name: str) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """(W~, a~, c): rows w~_i = w_i / c_i with a power of two c_i bringing |w~_i| / sqrt(s) into range and the
+    effective second layer a~_i = c a_i c_i^k, so that every unit's output a_i sigma(w_i . x) is unchanged.
+
+    Homogeneous activations are exact (k their degree). erf rows go to standard deviation 2^32 (huge: erf is
+    then sign, degree 0) or 2^-32 (tiny: erf is then linear, degree 1), exact to ~1e-19 relative. c_i = 1 for
+    rows already in range, so ordinary calls see their own weights."""
+    W = as_float_array(net.W, f"{name}.W")
+    a = as_float_array(net.effective_a, f"{name}.a")
+    c = np.ones(net.K)
+    m = np.max(np.abs(W), axis=1)
+    with np.errstate(over="ignore", under="ignore"):
+        sd = m * np.linalg.norm(W / np.where(m > 0, m, 1.0)[:, None], axis=1) / np.sqrt(net.scale)
+    out = (sd > 0) & ((sd < _SD_RANGE[0]) | (sd > _SD_RANGE[1]))
+    if not np.any(out):
+        return W, a, c
+    if net.activation == "erf":
+        target = np.where(sd > 1.0, 2.0**32, 2.0**-32)
+        k = np.where(sd > 1.0, 0, 1)
+    else:
+        target = np.ones(net.K)
+        k = np.full(net.K, _DEGREE[net.activation])
+    c[out] = np.exp2(np.round(np.log2(sd[out] / target[out])))
+    with np.errstate(over="ignore"):
+        a = a * c**k
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{name}.W: weights out of range: a_i |w_i|^k (k the degree of {net.activation!r}) "
+                         f"exceeds the double range (max |w_i| / sqrt(s) = {np.max(sd):.3g})")
+    return W / c[:, None], a, c
+
+
+def _args(student: Network, teacher: Network) -> tuple[_CoreArgs, NDArray[np.float64], NDArray[np.float64]]:
+    """The core's arguments at rescaled weights (see _unit_scale), and the diagonal D of the change of variables
+    theta~ = D theta on the student's [vec(W), a] (gradient = D grad~, Hessian = D H~ D)."""
     check_pair(student, teacher)
-    return (student.W, student.effective_a, student.activation, teacher.W, teacher.effective_a,
-            teacher.activation, student.scale)
+    Ws, as_, c = _unit_scale(student, "student")
+    Wt, at, _ = _unit_scale(teacher, "teacher")
+    k = 1 if student.activation == "erf" else _DEGREE.get(student.activation, 0)
+    dW = np.repeat(1.0 / c, student.d)
+    da = c ** np.where((student.activation == "erf") & (c > 1.0), 0, k)
+    return (Ws, as_, student.activation, Wt, at, teacher.activation, student.scale), dW, da
+
+
+def _finite(x: NDArray[np.float64], what: str) -> NDArray[np.float64]:
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"student.W, student.a: weights out of range: the population {what} exceeds the double "
+                         "range")
+    return x
+
+
+def aligned_step_units(student: Network, teacher: Network) -> str | None:
+    """Which step units are exactly aligned (1 - cos^2 < 1e-16: two student rows, or a student row on a step
+    teacher row), where the risk has a kink and its Hessian is undefined; None if there are none."""
+    if student.activation != "step":
+        return None
+    rows = [("student row", student.W)] + ([("teacher row", teacher.W)] if teacher.activation == "step" else [])
+    m = np.max(np.abs(student.W), axis=1, keepdims=True)
+    U = np.where(m > 0, student.W / np.where(m > 0, m, 1.0), 0.0)
+    U /= np.where(m > 0, np.linalg.norm(U, axis=1, keepdims=True), 1.0)
+    for label, X in rows:
+        mx = np.max(np.abs(X), axis=1, keepdims=True)
+        V = np.where(mx > 0, X / np.where(mx > 0, mx, 1.0), 0.0)
+        V /= np.where(mx > 0, np.linalg.norm(V, axis=1, keepdims=True), 1.0)
+        cos = U @ V.T
+        hit = (1.0 - cos * cos < 1e-16) & (m > 0) & (mx.T > 0)
+        if label == "student row":
+            hit &= ~np.eye(student.K, dtype=bool)
+        if np.any(hit):
+            i, j = map(int, np.argwhere(hit)[0])
+            return f"student row {i} and {label} {j} are exactly aligned (|cos| = 1)"
+    return None
 
 
 def risk(student: Network, teacher: Network, noise: float = 0.0, n_threads: int | None = None) -> float:
     """Population risk 1/2 E[(y - f)^2]: the excess risk, plus noise/2 when the teacher's output noise variance
     ``noise`` is given."""
     noise_ = positive(noise, "noise", allow_zero=True)
-    return float(_core.population_risk(*_args(student, teacher), n_threads=n_threads_arg(n_threads))) + 0.5 * noise_
+    args, _, _ = _args(student, teacher)
+    r = np.asarray(_core.population_risk(*args, n_threads=n_threads_arg(n_threads)))
+    return float(_finite(r, "risk")) + 0.5 * noise_
 
 
 def gradient(
     student: Network, teacher: Network, train_readout: bool = True, n_threads: int | None = None
 ) -> tuple[NDArray[np.float64], NDArray[np.float64] | None]:
-    """(dR/dW (K, d), dR/da (K,)) of the population risk; dR/da is None when ``train_readout`` is False."""
+    """(dR/dW (K, d), dR/da (K,)) of the population risk; dR/da is None when ``train_readout`` is False.
+
+    Non-finite weights raise ValueError; huge or tiny rows are rescaled (homogeneity), and a gradient beyond the
+    double range raises ValueError."""
     train_readout = boolean(train_readout, "train_readout")
-    dW, da = _core.population_gradient(*_args(student, teacher), n_threads=n_threads_arg(n_threads))
+    args, DW, Da = _args(student, teacher)
+    dW, da = _core.population_gradient(*args, n_threads=n_threads_arg(n_threads))
+    with np.errstate(over="ignore", invalid="ignore"):
+        dW = _finite(dW * DW.reshape(dW.shape), "gradient")
+        da = _finite(da * Da, "gradient")
     return dW, (da * student.readout_factor if train_readout else None)
 
 
@@ -53,10 +134,17 @@ def hessian(
 
     Exactly aligned relu pairs (a student on a teacher, as at the global minimum) use the weight-space limit
     of the angle terms (they vanish like sin(theta)); exactly aligned step units make the Hessian undefined
-    (ValueError)."""
+    (ValueError, see :func:`aligned_step_units`)."""
     train_readout = boolean(train_readout, "train_readout")
-    H = _core.population_hessian(*_args(student, teacher), train_readout=train_readout,
-                                 n_threads=n_threads_arg(n_threads))
+    args, DW, Da = _args(student, teacher)
+    why = aligned_step_units(student, teacher)
+    if why is not None:
+        raise ValueError(f"student.W: the Hessian of step units is undefined where they are aligned: {why}")
+    H = _core.population_hessian(*args, train_readout=train_readout, n_threads=n_threads_arg(n_threads))
+    D = np.concatenate([DW, Da]) if train_readout else DW
+    if np.any(D != 1.0):
+        with np.errstate(over="ignore", invalid="ignore"):
+            H = _finite(H * D[:, None] * D[None, :], "Hessian")
     if train_readout:
         c = student.readout_factor
         n = student.K * student.d
@@ -86,6 +174,12 @@ def descend(
     record_steps = np.unique(np.concatenate([[0], log_spaced]))
     record_steps = record_steps[record_steps <= steps].astype(np.int64)
     # The core steps the effective second layer c a; plain descent on a moves it by c^2 lr_readout dR/d(c a).
+    args, DW, _ = _args(student, teacher)
+    risk(student, teacher)  # raises where the start is out of range
+    if np.any(DW < 1.0):  # the core steps the weights themselves: no rescaling of huge rows
+        raise ValueError(f"student.W: weights out of range for gradient descent (a row's |w| / sqrt(s) is above "
+                         f"{_SD_RANGE[1]:.0e})")
+
     def result(out: dict[str, Any]) -> Trajectory:
         T = out["risk"].shape[0]
         status = out["status"]
@@ -99,7 +193,7 @@ def descend(
                           meta={"lr": lr_, "lr_readout": lr_a})
 
     with partial_result(result):
-        out = _core.population_descend(*_args(student, teacher), lr=lr_,
-                                       lr_readout=lr_a * student.readout_factor**2, steps=int(steps),
-                                       record_steps=record_steps.tolist(), n_threads=n_threads_arg(n_threads))
+        out = _core.population_descend(*args, lr=lr_, lr_readout=lr_a * student.readout_factor**2,
+                                       steps=int(steps), record_steps=record_steps.tolist(),
+                                       n_threads=n_threads_arg(n_threads))
     return result(out)

@@ -128,6 +128,7 @@ TWOLAYER_INLINE PairGrad angle_pair_grad(double nx, double rx, double nz, double
 // The closed forms' arcsine on plain numbers (and in the Jets, jet.hpp) is the branch-free asin_simd (about 2 ulp):
 // loops over many kernels of one activation pair then vectorise (batched erf I4; the kernel tables use it too).
 inline double asin(double x) { return asin_simd(x); }
+using std::atan;
 using std::sqrt;
 
 // E[a(l1) b(l2)] for (l1, l2) ~ N(0, [[x, y], [y, z]]). Zero variance means the unit is identically 0
@@ -202,9 +203,10 @@ T i2_self(Activation a, Activation b, const T& q) {
       break;
     case A::Erf:
       switch (b) {
-        case A::Erf: return (2.0 / kPi) * asin(q / (1.0 + q));
+        // asin(q / (1 + q)) and asin(sqrt(q / (1 + q))) as arctangents: no cancellation in 1 - c^2 at large q
+        case A::Erf: return (2.0 / kPi) * atan(q / sqrt(1.0 + 2.0 * q));
         case A::Relu: return 0.5 * kSqrt2OverPi * q / sqrt(1.0 + q);
-        case A::Step: return q0 ? T(0.0) : (1.0 / kPi) * asin(sqrt(q / (1.0 + q)));
+        case A::Step: return q0 ? T(0.0) : (1.0 / kPi) * atan(sqrt(q));
         case A::Quadratic: return T(0.0);
         default: break;
       }

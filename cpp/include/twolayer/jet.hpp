@@ -110,6 +110,11 @@ TWOLAYER_INLINE BasicJet<S> asin(const BasicJet<S>& a) {
   const double d = 1.0 / std::sqrt(w);
   return chain(a, asin_simd(a.v), d, a.v * d / w);
 }
+template <bool S>
+TWOLAYER_INLINE BasicJet<S> atan(const BasicJet<S>& a) {
+  const double d = 1.0 / (1.0 + a.v * a.v);
+  return chain(a, std::atan(a.v), d, -2.0 * a.v * d * d);
+}
 
 // Mixed operations with plain numbers (templates do not convert implicitly).
 #define TWOLAYER_JET_SCALAR_OPS(OP)                                                             \

@@ -146,6 +146,10 @@ class WeightPath:
         return np.mod(np.arctan2(self.W[..., 1], self.W[..., 0]), 2 * np.pi)
 
 
+# Flow times are counted in whole iterations (int64, exact below 2^53): more cannot be run or represented.
+_MAX_ITERATIONS = 2.0**53
+
+
 def _path(student: Network, teacher: Network, lr: float, times: ArrayLike) -> WeightPath:
     """Population gradient descent with step ``lr``, recording W at flow times ``times`` (rounded to
     steps)."""
@@ -154,7 +158,12 @@ def _path(student: Network, teacher: Network, lr: float, times: ArrayLike) -> We
     t = as_float_array(times, "times", ndim=1)
     if t.size == 0 or np.any(t < 0) or np.any(np.diff(t) < 0):
         raise ValueError("times: expected a non-empty non-decreasing array of non-negative flow times")
-    steps = np.round(t / lr_).astype(np.int64)
+    with np.errstate(over="ignore"):
+        iterations = np.round(t / lr_)
+    if not np.all(iterations <= _MAX_ITERATIONS):
+        raise ValueError(f"times, lr: times[-1] / lr = {t[-1] / lr_:.3g} iterations is beyond the usable range "
+                         f"(at most {_MAX_ITERATIONS:.0e}; raise lr or shorten times)")
+    steps = iterations.astype(np.int64)
     Ws, risks, taus = [], [], []
     net, done, status = student, 0, "completed"
     for s in steps:

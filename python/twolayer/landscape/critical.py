@@ -23,7 +23,9 @@ from .._validation import as_float_array, boolean, integer, positive
 from ..networks import Network, check_network
 from ..overlaps import check_pair
 
-__all__ = ["CriticalPoint", "refine", "spectrum", "classify", "symmetry_nullity", "flat_gradient"]
+__all__ = [
+    "CriticalPoint", "refine", "spectrum", "classify", "symmetry_nullity", "flat_gradient", "non_differentiable"
+]
 
 
 @dataclass(eq=False)
@@ -33,9 +35,13 @@ class CriticalPoint:
     ``student`` the network there; ``loss`` its excess population risk; ``grad_norm`` the Euclidean norm of
     the gradient on the trained parameters; ``eigenvalues`` the Hessian spectrum (ascending); ``index`` the
     number of eigenvalues below -``zero_tol``; ``nullity`` the number with |lambda| <= ``zero_tol``; ``kind``
-    one of ``"global minimum"`` (index 0, no unexpected flat directions, loss <= ``global_tol``), ``"spurious
-    minimum"`` (the same with a larger loss), ``"saddle"`` (index > 0) or ``"degenerate"`` (index 0 but more
-    flat directions than the continuous symmetries of the model explain: second order cannot decide).
+    one of ``"global minimum"`` (loss <= ``global_tol``: the risk is non-negative, so no Hessian is needed),
+    ``"spurious minimum"`` (index 0, no unexpected flat directions, a larger loss), ``"saddle"`` (index > 0),
+    ``"degenerate"`` (index 0 but more flat directions than the continuous symmetries of the model explain:
+    second order cannot decide) or ``"non-differentiable"`` (a relu or step student with a zero-norm row, or
+    step units exactly aligned, at a loss above ``global_tol``: the risk has a kink there, so neither the
+    gradient nor the Hessian classifies the point). ``eigenvalues`` is empty where the Hessian is undefined
+    (exactly aligned step units).
     ``strict`` is True for the two minimum kinds. ``converged`` says whether grad_norm <= tol was reached;
     ``history`` holds the gradient norm at every iteration (for convergence-rate checks).
     """
@@ -86,7 +92,8 @@ class CriticalPoint:
         """The point ``student`` with its loss and the classification of its Hessian ``eigenvalues``."""
         loss = population.risk(student, teacher)
         index, nullity, kind = _classify(
-            eigenvalues, loss, symmetry_nullity(student, train_readout), zero_tol, global_tol
+            eigenvalues, loss, symmetry_nullity(student, train_readout), zero_tol, global_tol,
+            non_differentiable(student, teacher)
         )
         return cls(student=student, loss=loss, grad_norm=grad_norm, eigenvalues=eigenvalues, index=index,
                    nullity=nullity, kind=kind, converged=converged, iterations=iterations,
@@ -111,13 +118,33 @@ def symmetry_nullity(student: Network, train_readout: bool) -> int:
     return 0
 
 
+def non_differentiable(student: Network, teacher: Network) -> bool:
+    """True where the risk has a kink: a relu or step student with a zero-norm row (its unit's angles are
+    undefined), or step units exactly aligned with each other or with a step teacher unit (the Hessian is
+    undefined there, see :func:`twolayer.population.hessian`)."""
+    if student.activation not in ("relu", "step"):
+        return False
+    if np.any(np.all(student.W == 0.0, axis=1)):
+        return True
+    return student.activation == "step" and population.aligned_step_units(student, teacher) is not None
+
+
+def _eigh(student: Network, teacher: Network, train_readout: bool) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Eigen-decomposition of the Hessian; empty where it is undefined (exactly aligned step units)."""
+    if student.activation == "step" and population.aligned_step_units(student, teacher) is not None:
+        n = student.K * (student.d + (1 if train_readout else 0))
+        return np.empty(0), np.empty((n, 0))
+    lam, V = np.linalg.eigh(population.hessian(student, teacher, train_readout=train_readout))
+    return lam, V
+
+
 def _group(eigenvalues: ArrayLike, tol: float) -> list[tuple[float, int]]:
     lam = np.sort(np.asarray(eigenvalues, dtype=np.float64))
     if lam.size == 0:
         return []
     scale = max(1.0, float(np.max(np.abs(lam))))
     breaks = np.flatnonzero(np.diff(lam) > tol * scale) + 1
-    return [(float(g.mean()), int(g.size)) for g in np.split(lam, breaks)]
+    return [(float(np.mean(g / scale) * scale), int(g.size)) for g in np.split(lam, breaks)]  # no overflow
 
 
 def spectrum(H: ArrayLike, tol: float = 1e-7) -> list[tuple[float, int]]:
@@ -133,7 +160,14 @@ def spectrum(H: ArrayLike, tol: float = 1e-7) -> list[tuple[float, int]]:
     scale = max(1.0, float(np.max(np.abs(H_)))) if H_.size else 1.0
     if not np.allclose(H_, H_.T, rtol=0.0, atol=1e-9 * scale):
         raise ValueError("H: expected a symmetric matrix")
-    return _group(np.linalg.eigvalsh(0.5 * (H_ + H_.T)), tol_)
+    # eigvalsh at the unit scale: LAPACK's internal norms overflow for entries near the double range
+    norm = float(np.max(np.abs(H_))) if H_.size else 0.0
+    unit = 1.0 if norm == 0.0 else norm
+    with np.errstate(over="ignore"):
+        lam = np.linalg.eigvalsh(0.5 * (H_ / unit + H_.T / unit)) * unit
+    if not np.all(np.isfinite(lam)):
+        raise ValueError(f"H: eigenvalues exceed the double range (max |H_ij| = {norm:.3g})")
+    return _group(lam, tol_)
 
 
 def _unpack(student: Network, x: NDArray[np.float64], train_readout: bool) -> Network:
@@ -167,12 +201,13 @@ def classify(
     train_readout = boolean(train_readout, "train_readout")
     zero_tol, global_tol = _tolerances(zero_tol, global_tol)
     lam = (
-        np.linalg.eigvalsh(population.hessian(student, teacher, train_readout=train_readout))
+        _eigh(student, teacher, train_readout)[0]
         if eigenvalues is None
         else as_float_array(eigenvalues, "eigenvalues", ndim=1, finite=False)
     )
     return _classify(
-        lam, population.risk(student, teacher), symmetry_nullity(student, train_readout), zero_tol, global_tol
+        lam, population.risk(student, teacher), symmetry_nullity(student, train_readout), zero_tol, global_tol,
+        non_differentiable(student, teacher)
     )
 
 
@@ -183,17 +218,27 @@ def _tolerances(zero_tol: Any, global_tol: Any) -> tuple[float | None, float]:
 
 
 def _classify(
-    lam: NDArray[np.floating[Any]], loss: float, expected_null: int, zero_tol: float | None, global_tol: float
+    lam: NDArray[np.floating[Any]],
+    loss: float,
+    expected_null: int,
+    zero_tol: float | None,
+    global_tol: float,
+    kink: bool = False,
 ) -> tuple[int, int, str]:
-    ztol = 1e-8 * max(1.0, float(np.max(np.abs(lam)))) if zero_tol is None else zero_tol
+    scale = max(1.0, float(np.max(np.abs(lam)))) if lam.size else 1.0
+    ztol = 1e-8 * scale if zero_tol is None else zero_tol
     index = int(np.sum(lam < -ztol))
     nullity = int(np.sum(np.abs(lam) <= ztol))
-    if index > 0:
+    if loss <= global_tol:  # the risk is >= 0: zero loss is a global minimum whatever the Hessian says
+        kind = "global minimum"
+    elif kink:
+        kind = "non-differentiable"
+    elif index > 0:
         kind = "saddle"
     elif nullity > expected_null:
         kind = "degenerate"
     else:
-        kind = "global minimum" if loss <= global_tol else "spurious minimum"
+        kind = "spurious minimum"
     return index, nullity, kind
 
 
@@ -224,10 +269,9 @@ def refine(
     g = flat_gradient(net, teacher, train_readout)
     gn = float(np.linalg.norm(g))
     history = [gn]
-    H = population.hessian(net, teacher, train_readout=train_readout)
-    lam, V = np.linalg.eigh(H)
+    lam, V = _eigh(net, teacher, train_readout)
     it = 0
-    while it < max_iter and gn > tol_:
+    while it < max_iter and gn > tol_ and lam.size:
         it += 1
         gt = V.T @ g
         scale = max(1.0, float(np.max(np.abs(lam))))
@@ -252,7 +296,6 @@ def refine(
             break
         x, net, g, gn = x_new, net_new, g_new, gn_new
         history.append(gn)
-        H = population.hessian(net, teacher, train_readout=train_readout)
-        lam, V = np.linalg.eigh(H)
+        lam, V = _eigh(net, teacher, train_readout)
     return CriticalPoint.classified(net, teacher, lam, gn, train_readout, zero_tol, global_tol,
                                     converged=gn <= tol_, iterations=it, history=history)

@@ -28,7 +28,7 @@ from .._validation import (
 )
 from ..activations import ActivationName, check_activation
 from ..networks import Network, check_network
-from .critical import _classify, symmetry_nullity
+from .critical import _classify, non_differentiable, symmetry_nullity
 from .subspace import identity_teacher
 from .symmetry import isotropy
 
@@ -171,13 +171,15 @@ def classify_batch(
     # the eigenvalues by O(1e-7), far below the gaps the classification looks at. Runs that still need steps
     # after the first one get a fresh Hessian.
     lam = np.full((runs, G.shape[1]), np.nan)
-    ok = np.flatnonzero(finite)
+    # kinks (zero-norm relu/step rows, aligned step units): no Hessian, no Newton steps; classified by loss
+    kink = np.array([bool(finite[r]) and non_differentiable(net(r), teacher) for r in range(runs)])
+    ok = np.flatnonzero(finite & ~kink)
     H_all = hessians(ok) if ok.size else np.empty((0, G.shape[1], G.shape[1]))
     if ok.size:
         lam[ok] = np.linalg.eigvalsh(H_all)
     pos = {int(r): j for j, r in enumerate(ok)}
     flat_modes = symmetry_nullity(Network(W[0], a[0], activation, scaling=teacher.scaling), train_readout) > 0
-    todo = np.flatnonzero(finite & (gn > tol))
+    todo = np.flatnonzero(finite & ~kink & (gn > tol))
     for step in range(newton_steps):
         if todo.size == 0:
             break
@@ -222,7 +224,8 @@ def classify_batch(
             kinds.append("failed")
             isos.append("?")
             continue
-        ind, _, kind = _classify(lam[r], float(loss[r]), nullity, None, global_tol)
+        ind, _, kind = _classify(lam[r][:0] if kink[r] else lam[r], float(loss[r]), nullity, None, global_tol,
+                                 bool(kink[r]))
         index[r] = ind
         kinds.append(kind)
         isos.append(isotropy(W[r], tol=iso_tol, a=a[r] if train_readout else None).description)
