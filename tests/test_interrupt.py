@@ -277,3 +277,10 @@ def test_huge_student_is_refused_with_memory_error() -> None:
         with pytest.raises(MemoryError, match="would need .* GiB"):
             call(student, teacher)
 
+
+
+def test_multistart_progress_bar_counts_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    with_bar = tl.landscape.multistart(4, runs=8, seed=0, progress=True)
+    assert "8/8" in capsys.readouterr().err
+    without = tl.landscape.multistart(4, runs=8, seed=0)
+    np.testing.assert_array_equal(with_bar.W, without.W)

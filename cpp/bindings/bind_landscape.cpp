@@ -1,4 +1,5 @@
 // Bindings for the loss-landscape search (batched L-BFGS). Shape checks and GIL release only.
+#include <atomic>
 #include <string>
 
 #include "common.hpp"
@@ -13,7 +14,7 @@ void bind_landscape(py::module_& m) {
       "multistart_lbfgs",
       [](const Array& W0, const Array& a0, const std::string& act, const Array& Wt, const Array& v,
          const std::string& act_t, double scale, bool train_readout, int max_iter, double gtol, int memory,
-         int n_threads) {
+         int n_threads, const py::object& progress) {
         expect_shape(W0, "W", {-1, -1, -1});
         const auto R = W0.shape(0), K = W0.shape(1), d = W0.shape(2);
         expect_shape(a0, "a", {R, K});
@@ -39,8 +40,11 @@ void bind_landscape(py::module_& m) {
         opt.train_readout = train_readout;
         double *pw = W.mutable_data(), *pa = a.mutable_data(), *pl = loss.mutable_data(), *pg = gnorm.mutable_data();
         int *pi = iters.mutable_data(), *ps = status.mutable_data();
+        std::atomic<long long> finished{0};
+        Poll poll;
+        if (!progress.is_none()) poll.with_gil = [&] { progress(finished.load(std::memory_order_relaxed)); };
         auto work = [&] {
-          multistart_lbfgs(p, dimension(R, "runs"), pw, pa, opt, pl, pg, pi, ps, n_threads);
+          multistart_lbfgs(p, dimension(R, "runs"), pw, pa, opt, pl, pg, pi, ps, n_threads, &finished);
           return 0;
         };
         return run_cancellable(work, [&](int) {
@@ -52,11 +56,11 @@ void bind_landscape(py::module_& m) {
           out["iterations"] = iters;
           out["status"] = status;
           return out;
-        });
+        }, true, poll);
       },
       py::arg("W"), py::arg("a"), py::arg("act"), py::arg("W_teacher"), py::arg("v"), py::arg("act_teacher"),
       py::arg("scale"), py::arg("train_readout"), py::arg("max_iter"), py::arg("gtol"), py::arg("memory"),
-      py::arg("n_threads") = 0);
+      py::arg("n_threads") = 0, py::arg("progress") = py::none());
 }
 
 }  // namespace twolayer::bind

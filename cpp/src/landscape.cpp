@@ -145,7 +145,8 @@ int lbfgs_one(Objective& f, double* W, double* a, const LbfgsOptions& opt, doubl
 }  // namespace
 
 void multistart_lbfgs(const Population& p, int runs, double* W, double* a, const LbfgsOptions& opt, double* loss,
-                      double* grad_norm, int* iterations, int* status, int n_threads) {
+                      double* grad_norm, int* iterations, int* status, int n_threads,
+                      std::atomic<long long>* finished) {
   if (runs < 0) throw std::invalid_argument("runs: must be non-negative");
   if (opt.memory < 1) throw std::invalid_argument("memory: must be positive");
   const std::size_t nW = static_cast<std::size_t>(p.student.units) * p.d;
@@ -170,6 +171,7 @@ void multistart_lbfgs(const Population& p, int runs, double* W, double* a, const
           } catch (const Interrupted&) {  // inside an evaluation: the run keeps its last accepted iterate
             status[r] = kInterrupted;
           }
+          if (finished) finished->fetch_add(1, std::memory_order_relaxed);
         },
         1);
   } catch (const Interrupted&) {  // runs not started are marked as such above

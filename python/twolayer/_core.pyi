@@ -171,4 +171,5 @@ def multistart_lbfgs(
     gtol: float,
     memory: int,
     n_threads: int = 0,
+    progress: Callable[[int], object] | None = None,
 ) -> dict[str, Any]: ...

@@ -1,6 +1,7 @@
 // Loss-landscape search: many independent L-BFGS minimisations of the population risk from different starts,
 // run in parallel (OpenMP across runs). The risk and gradient are population_risk / population_gradient.
 #pragma once
+#include <atomic>
 #include <vector>
 
 #include "twolayer/population.hpp"
@@ -27,7 +28,9 @@ enum LbfgsStatus : int {
 // W (runs x K x d) and a (runs x K) hold the starts and are overwritten with the end points; loss, grad_norm,
 // iterations and status have one entry per run. A failing run never spoils the others. On cancellation it
 // returns with the runs not finished marked kInterrupted (loss and grad_norm NaN for those never started).
+// finished (optional) counts the runs done, for a progress bar read from another thread.
 void multistart_lbfgs(const Population& p, int runs, double* W, double* a, const LbfgsOptions& opt, double* loss,
-                      double* grad_norm, int* iterations, int* status, int n_threads);
+                      double* grad_norm, int* iterations, int* status, int n_threads,
+                      std::atomic<long long>* finished = nullptr);
 
 }  // namespace twolayer

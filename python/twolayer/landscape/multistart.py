@@ -16,6 +16,7 @@ from numpy.typing import NDArray
 
 from .. import _core, population
 from .._interrupt import partial_result
+from .._progress import progress_bar
 from .._validation import (
     INT32_MAX,
     as_float_array,
@@ -245,18 +246,21 @@ def multistart(
     memory: int = 10,
     tol: float = 1e-12,
     n_threads: int | None = None,
+    progress: bool = False,
 ) -> MultistartResult:
     """``runs`` L-BFGS searches on the Safran-Shamir problem (teacher W* = I_k, lambda = w.x, unit second
     layers; with ``train_readout`` the student's second layer is trained too) from random starts (see
     :func:`random_starts`), run in parallel in C++ until |grad| <= ``gtol``, then refined by batched Newton
     steps to |grad| <= ``tol`` and classified by loss, index and isotropy (see
-    :meth:`MultistartResult.table`)."""
+    :meth:`MultistartResult.table`). ``progress``: a tqdm bar of the searches finished. Ctrl-C raises
+    :class:`twolayer.Interrupted` with the searches' end points so far as ``partial``."""
     k = integer(k, "k", 1, INT32_MAX)
     runs = integer(runs, "runs", 1, INT32_MAX)
     d_ = k if d is None else integer(d, "d", k, INT32_MAX)
     choice(init, "init", ("xavier", "gaussian", "orthogonal"))
     seed = seed_arg(seed)
     train_readout = boolean(train_readout, "train_readout")
+    progress = boolean(progress, "progress")
     max_iter = integer(max_iter, "max_iter", 0, INT32_MAX)
     memory = integer(memory, "memory", 1, INT32_MAX)
     gtol = positive(gtol, "gtol", allow_zero=True)
@@ -284,7 +288,7 @@ def multistart(
             isotropy=[""] * len(status), status=status, iterations=np.asarray(out["iterations"], dtype=np.int64),
             meta=meta)
 
-    with partial_result(partial):
+    with partial_result(partial), progress_bar(progress, int(runs), "run", "L-BFGS") as update:
         out = _core.multistart_lbfgs(
             W0,
             a0,
@@ -298,6 +302,7 @@ def multistart(
             gtol=float(gtol),
             memory=int(memory),
             n_threads=n_threads_arg(n_threads),
+            progress=update,
         )
     return result(out)
 
