@@ -232,6 +232,16 @@ def test_bad_per_run_input_names_the_argument(change: dict, match: str) -> None:
         tl.sgd.simulate(st, te, **kw)
 
 
+def test_bad_per_run_types() -> None:
+    st, te = teacher_student(2, 2, 20, "erf", seed=0)
+    with pytest.raises(TypeError, match=r"lr: expected a real number, got '0.5'"):
+        tl.sgd.simulate(st, te, lr="0.5", t_max=1.0, seeds=3)
+    with pytest.raises(TypeError, match=r"noise: expected an array of real numbers"):
+        tl.sgd.simulate(st, te, lr=0.5, noise=["0", "0", "0"], t_max=1.0, seeds=3)
+    with pytest.raises(TypeError, match=r"lr: expected an array of real numbers"):
+        tl.sgd.simulate(st, te, lr=[0.5, None, 0.5], t_max=1.0, seeds=3)
+
+
 def test_bad_grid_input() -> None:
     with pytest.raises(ValueError, match="momentum"):
         tl.sgd.grid(seeds=2, momentum=[0.1])

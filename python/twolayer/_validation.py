@@ -198,7 +198,9 @@ def per_item(
     same for every item, checked as by :func:`positive`) or a 1-d array of exactly ``n`` finite numbers, each
     > 0 (>= 0 with ``allow_zero``); a bad entry is named ``name[i]``. ``item`` names what there is one value
     per and ``hint`` is appended to the wrong-length message (e.g. how the number of items is set)."""
-    if isinstance(x, (numbers.Number, np.generic)) or (isinstance(x, np.ndarray) and x.ndim == 0):
+    if x is None or isinstance(x, (numbers.Number, np.generic, str, bytes)) or (
+        isinstance(x, np.ndarray) and x.ndim == 0
+    ):  # a single value (strings and None are refused there as not real numbers)
         return np.full(n, positive(x, name, allow_zero))
     arr = as_float_array(x, name)
     if arr.shape != (n,):
