@@ -128,3 +128,44 @@ def test_side_by_side_numpy_torch(benchmark):
     assert ours[0] >= 10 * ref_np[0], "twolayer must be at least 10x the NumPy loop"
     if torch is not None:
         assert ours[0] >= 3 * rows[2][1][0], "twolayer must be at least 3x the PyTorch loop"
+
+
+# --- SGD grid: 20 lr x 5 noise x 5 seeds at d = 500, K = M = 2 (500 runs), one call against 100 calls
+GRID_LR = np.linspace(0.1, 1.0, 20)
+GRID_NOISE = np.linspace(0.0, 0.4, 5)
+GRID_SEEDS = 5
+GRID_KW = dict(t_max=2.0, records=11, seed=0, keep_weights=False)
+
+
+def grid_one_call(st, te, n_threads=None):
+    grid = tl.sgd.grid(seeds=GRID_SEEDS, lr=GRID_LR, noise=GRID_NOISE)
+    return tl.sgd.simulate(st, te, n_threads=n_threads, **grid, **GRID_KW)
+
+
+def grid_loop(st, te, n_threads=None):
+    """One call per (lr, noise) point, each with the 5 seeds as an ensemble: 100 calls."""
+    return [
+        tl.sgd.simulate(st, te, lr=float(lr), noise=float(noise), seeds=GRID_SEEDS, n_threads=n_threads, **GRID_KW)
+        for lr in GRID_LR
+        for noise in GRID_NOISE
+    ]
+
+
+_grid_times: dict[str, float] = {}
+
+
+@pytest.mark.benchmark(group="sgd-grid")
+@pytest.mark.parametrize("how", ["one_call", "loop_of_100"])
+def test_grid_lr_noise_seeds(benchmark, how):
+    """20 lr x 5 noise x 5 seeds = 500 runs of online SGD, d = 500, K = M = 2, t_max = 2 (1000 steps each):
+    one batched call against a loop of 100 calls of 5 seeds (the same runs, bitwise: tests/test_sgd_batch.py)."""
+    st, te = problem(500, 2)
+    fn = grid_one_call if how == "one_call" else grid_loop
+    benchmark.pedantic(fn, args=(st, te), rounds=3, iterations=1, warmup_rounds=1)
+    _grid_times[how] = benchmark.stats.stats.min
+    benchmark.extra_info.update(runs=500, d=500, K=2, steps_per_run=1000, calls=1 if how == "one_call" else 100)
+    if len(_grid_times) == 2:
+        ratio = _grid_times["loop_of_100"] / _grid_times["one_call"]
+        benchmark.extra_info["loop_over_one_call"] = ratio
+        print(f"\nSGD grid 20 lr x 5 noise x 5 seeds, d=500, K=M=2: one call {_grid_times['one_call']:.3f} s, "
+              f"loop of 100 calls {_grid_times['loop_of_100']:.3f} s, ratio {ratio:.2f}x")

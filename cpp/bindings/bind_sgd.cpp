@@ -17,8 +17,8 @@ void bind_sgd(py::module_& m) {
   m.def(
       "sgd_simulate",
       [](const Array& W0, const Array& a0, const std::string& act, const Array& Wt, const Array& v,
-         const std::string& act_t, double scale, double lr, bool train_first, double lr_readout, double noise,
-         int batch, bool spherical, long long n_samples, bool shuffle, long long steps,
+         const std::string& act_t, double scale, const Array& lr, bool train_first, const Array& lr_readout,
+         const Array& noise, const Array& risk_tol, const Array& risk_rtol, int batch, bool spherical, long long n_samples, bool shuffle, long long steps,
          const py::array_t<long long, py::array::c_style | py::array::forcecast>& record_steps_arr,
          std::uint64_t seed, const py::array_t<std::uint32_t, py::array::c_style | py::array::forcecast>& runs_arr,
          bool keep_weights, int n_threads, const py::object& progress) {
@@ -30,6 +30,22 @@ void bind_sgd(py::module_& m) {
         const bool per_run = W0.ndim() == 3;
         const py::ssize_t R = static_cast<py::ssize_t>(runs.size());
         if (R < 1) throw std::invalid_argument("seeds: need at least one run");
+        // Per-run parameters: one entry per run.
+        expect_shape(lr, "lr", {R});
+        expect_shape(lr_readout, "lr_readout", {R});
+        expect_shape(noise, "noise", {R});
+        expect_shape(risk_tol, "risk_tol", {R});
+        expect_shape(risk_rtol, "risk_rtol", {R});
+        std::vector<SgdRun> params(static_cast<std::size_t>(R));
+        for (py::ssize_t j = 0; j < R; ++j) {
+          SgdRun& p = params[static_cast<std::size_t>(j)];
+          p.id = runs[static_cast<std::size_t>(j)];
+          p.lr = lr.at(j);
+          p.lr_readout = lr_readout.at(j);
+          p.noise = noise.at(j);
+          p.risk_tol = risk_tol.at(j);
+          p.risk_rtol = risk_rtol.at(j);
+        }
         if (per_run) {
           expect_shape(W0, "student.W", {R, -1, -1});
           expect_shape(a0, "student.a", {R, W0.shape(1)});
@@ -48,10 +64,7 @@ void bind_sgd(py::module_& m) {
         sp.scale = scale;
         sp.student = parse_activation(act);
         sp.teacher = parse_activation(act_t);
-        sp.lr = lr;
         sp.train_first = train_first;
-        sp.lr_readout = lr_readout;
-        sp.noise = noise;
         sp.batch = batch;
         sp.spherical = spherical;
         sp.n_samples = n_samples;
@@ -59,7 +72,7 @@ void bind_sgd(py::module_& m) {
         sp.steps = steps;
         sp.record_steps = record_steps;
         sp.seed = seed;
-        sgd_check(sp);
+        sgd_check(sp, params.data(), params.size());
         const auto T = static_cast<py::ssize_t>(record_steps.size());
         Array Q = new_array({R, T, K, K}), Mo = new_array({R, T, K, M}), A = new_array({R, T, K}),
               risk = new_array({R, T}), a_final = new_array({R, K});
@@ -79,13 +92,15 @@ void bind_sgd(py::module_& m) {
         Poll poll;
         if (!progress.is_none()) poll.with_gil = [&] { progress(done.load(std::memory_order_relaxed)); };
         auto work = [&] {
-          sgd_simulate(sp, pw, pa, per_run ? 1 : 0, pt, pv, runs.data(), runs.size(), outs.data(), n_threads,
+          sgd_simulate(sp, pw, pa, per_run ? 1 : 0, pt, pv, params.data(), params.size(), outs.data(), n_threads,
                        &done);
           return 0;
         };
         auto to_py = [&](int) {
           py::array_t<long long> recorded(R), status(R), stop(R);
+          Array stop_time = new_array({R});
           for (py::ssize_t j = 0; j < R; ++j) {
+            stop_time.mutable_at(j) = outs[static_cast<std::size_t>(j)].stop_time;
             recorded.mutable_at(j) = static_cast<long long>(outs[static_cast<std::size_t>(j)].recorded);
             status.mutable_at(j) = outs[static_cast<std::size_t>(j)].status;
             stop.mutable_at(j) = outs[static_cast<std::size_t>(j)].stop_step;
@@ -98,6 +113,7 @@ void bind_sgd(py::module_& m) {
           out["recorded"] = recorded;
           out["status"] = status;
           out["stop_step"] = stop;
+          out["stop_time"] = stop_time;
           out["W"] = keep_weights ? py::object(W) : py::object(py::none());
           out["a_final"] = a_final;
           return out;
@@ -106,7 +122,7 @@ void bind_sgd(py::module_& m) {
       },
       py::arg("W"), py::arg("a"), py::arg("act"), py::arg("W_teacher"), py::arg("v"), py::arg("act_teacher"),
       py::arg("scale"), py::arg("lr"), py::arg("train_first"), py::arg("lr_readout"), py::arg("noise"),
-      py::arg("batch"), py::arg("spherical"), py::arg("n_samples"), py::arg("shuffle"), py::arg("steps"),
+      py::arg("risk_tol"), py::arg("risk_rtol"), py::arg("batch"), py::arg("spherical"), py::arg("n_samples"), py::arg("shuffle"), py::arg("steps"),
       py::arg("record_steps"), py::arg("seed"), py::arg("runs"), py::arg("keep_weights") = true,
       py::arg("n_threads") = 0, py::arg("progress") = py::none());
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
+#include <limits>
 #include <mutex>
 #include <numeric>
 #include <stdexcept>
@@ -52,18 +53,19 @@ struct Diverged {
 
 class Run {
  public:
-  Run(const SgdSpec& sp, const double* W0, const double* a0, const double* Wt, const double* v, const double* P,
-      std::uint32_t run, SgdOut& out)
-      : sp_(sp), K_(sp.K), M_(sp.M), d_(sp.d), Wt_(Wt), v_(v), P_(P), out_(out),
+  Run(const SgdSpec& sp, const SgdRun& rp, const double* W0, const double* a0, const double* Wt, const double* v,
+      const double* P, SgdOut& out)
+      : sp_(sp), rp_(rp), K_(sp.K), M_(sp.M), d_(sp.d), Wt_(Wt), v_(v), P_(P), out_(out),
         W_(W0, W0 + static_cast<std::size_t>(sp.K) * sp.d), a_(a0, a0 + sp.K),
-        inputs_{sp.seed, run, rng::kInputs}, noise_{sp.seed, run, rng::kLabelNoise},
-        train_x_{sp.seed, run, rng::kTrainInputs}, train_noise_{sp.seed, run, rng::kTrainNoise},
-        shuffle_{sp.seed, run, rng::kShuffle} {
+        inputs_{sp.seed, rp.id, rng::kInputs}, noise_{sp.seed, rp.id, rng::kLabelNoise},
+        train_x_{sp.seed, rp.id, rng::kTrainInputs}, train_noise_{sp.seed, rp.id, rng::kTrainNoise},
+        shuffle_{sp.seed, rp.id, rng::kShuffle} {
     inv_sqrt_s_ = 1.0 / std::sqrt(sp.scale);
     const double B = sp.batch;
-    gw_ = sp.train_first ? sp.lr * std::sqrt(sp.scale) / (sp.d * B) : 0.0;
-    ga_ = sp.lr_readout / (sp.d * B);
-    sqrt_noise_ = std::sqrt(sp.noise);
+    gw_ = sp.train_first ? rp.lr * std::sqrt(sp.scale) / (sp.d * B) : 0.0;
+    ga_ = rp.lr_readout / (sp.d * B);
+    sqrt_noise_ = std::sqrt(rp.noise);
+    has_noise_ = rp.noise > 0.0;
     norms_.assign(K_, 0.0);
     for (int i = 0; i < K_; ++i) {
       const double* w = W_.data() + static_cast<std::size_t>(i) * d_;
@@ -103,10 +105,12 @@ class Run {
     const auto& rec = sp_.record_steps;
     std::size_t next = 0;
     try {
+      if (rp_.risk_tol >= 0.0) threshold_ = rp_.risk_tol;
+      if (rp_.risk_rtol >= 0.0) threshold_ = std::max(threshold_, rp_.risk_rtol * risk_now(0));
       for (long long step = 0; step <= sp_.steps; ++step) {
         if (next < rec.size() && rec[next] == step) {
-          record(step);
           ++next;
+          if (record(step)) break;  // early stop
         }
         if (step == sp_.steps) break;
         if (cancel_requested()) {
@@ -124,6 +128,8 @@ class Run {
       out_.status = 1;
       out_.stop_step = e.step;
     }
+    if (out_.status == 0) out_.stop_time = std::numeric_limits<double>::quiet_NaN();
+    else if (out_.status != 3) out_.stop_time = static_cast<double>(out_.stop_step) / d_;
     if (progress) progress->fetch_add(sp_.steps - reported, std::memory_order_relaxed);
     if (out_.W) std::copy(W_.begin(), W_.end(), out_.W);
     if (out_.a_final) std::copy(a_.begin(), a_.end(), out_.a_final);
@@ -131,12 +137,15 @@ class Run {
 
  private:
   const SgdSpec& sp_;
+  const SgdRun& rp_;
   int K_, M_, d_;
   const double *Wt_, *v_, *P_;
   SgdOut& out_;
   std::vector<double> W_, a_, norms_;
   rng::StreamId inputs_, noise_, train_x_, train_noise_, shuffle_;
   double inv_sqrt_s_, gw_, ga_, sqrt_noise_;
+  bool has_noise_ = false;
+  double threshold_ = -std::numeric_limits<double>::infinity();  // early stop below this recorded risk
   std::vector<const double*> rows_;
   bool online_ = true, fused_sphere_ = false;
   int n_dot_ = 0;
@@ -190,7 +199,7 @@ class Run {
     y_.resize(static_cast<std::size_t>(n));
     rng::gaussians(train_x_, 0, X_.size(), X_.data());
     std::vector<double> xi(static_cast<std::size_t>(n), 0.0);
-    if (sp_.noise > 0.0) rng::gaussians(train_noise_, 0, xi.size(), xi.data());
+    if (has_noise_) rng::gaussians(train_noise_, 0, xi.size(), xi.data());
     std::vector<const double*> trows;
     for (int r = 0; r < M_; ++r) trows.push_back(Wt_ + static_cast<std::size_t>(r) * d_);
     std::vector<double> lt(M_);
@@ -225,7 +234,7 @@ class Run {
     const auto rows = static_cast<std::size_t>(count) * B;
     rng::gaussians(inputs_, static_cast<std::uint64_t>(first) * B * static_cast<std::uint64_t>(d_),
                    rows * static_cast<std::size_t>(d_), xbuf_.data());
-    if (sp_.noise > 0.0) rng::gaussians(noise_, static_cast<std::uint64_t>(first) * B, rows, nbuf_.data());
+    if (has_noise_) rng::gaussians(noise_, static_cast<std::uint64_t>(first) * B, rows, nbuf_.data());
     chunk_first_ = first;
   }
 
@@ -240,7 +249,7 @@ class Run {
     if (chunk_first_ >= 0 && step == chunk_first_ + n) {  // keep the row we have, generate the rest
       std::copy(xbuf_.begin() + static_cast<std::ptrdiff_t>(n * d_), xbuf_.begin() + static_cast<std::ptrdiff_t>((n + 1) * d_),
                 xbuf_.begin());
-      if (sp_.noise > 0.0) nbuf_[0] = nbuf_[static_cast<std::size_t>(n)];
+      if (has_noise_) nbuf_[0] = nbuf_[static_cast<std::size_t>(n)];
       first_new = step + 1;
       dst = xbuf_.data() + dd;
     } else if (chunk_first_ < 0 || step < chunk_first_ || step > chunk_first_ + n) {
@@ -251,7 +260,7 @@ class Run {
     }
     const long long count = step + n + 1 - first_new;
     rng::gaussians(inputs_, static_cast<std::uint64_t>(first_new) * dd, static_cast<std::size_t>(count) * dd, dst);
-    if (sp_.noise > 0.0)
+    if (has_noise_)
       rng::gaussians(noise_, static_cast<std::uint64_t>(first_new), static_cast<std::size_t>(count),
                      nbuf_.data() + (first_new - step));
     chunk_first_ = step;
@@ -267,7 +276,7 @@ class Run {
     rows_.back() = x;
     if (have_lam_) dots(rows_.data() + K_, n_dot_ - K_, x, d_, lam_.data() + K_);
     else dots(rows_.data(), n_dot_, x, d_, lam_.data());
-    const double y = teacher_label(lam_.data() + K_, sp_.noise > 0.0 ? nbuf_[row] : 0.0);
+    const double y = teacher_label(lam_.data() + K_, has_noise_ ? nbuf_[row] : 0.0);
     const double E = y - output();
     if (!(std::fabs(E) <= sp_.blowup)) throw Diverged{step};
     const double xx = fused_sphere_ ? lam_[n_dot_ - 1] : 0.0;
@@ -354,7 +363,7 @@ class Run {
         xrow_[nu] = x = xbuf_.data() + row * d_;
         rows_.back() = x;
         dots(rows_.data(), n_dot_, x, d_, lam_.data());
-        y = teacher_label(lam_.data() + K_, sp_.noise > 0.0 ? nbuf_[row] : 0.0);
+        y = teacher_label(lam_.data() + K_, has_noise_ ? nbuf_[row] : 0.0);
       } else {
         const std::size_t k = train_index(step * static_cast<long long>(B) + nu);
         xrow_[nu] = x = X_.data() + k * d_;
@@ -420,33 +429,57 @@ class Run {
     if (sp_.spherical) project();
   }
 
-  void record(long long step) {
+  // The overlaps (into Q_, Mo_) and the exact excess risk of the current weights.
+  double risk_now(long long step) {
     gram(W_.data(), K_, W_.data(), K_, d_, sp_.scale, Q_.data(), 1);
     gram(W_.data(), K_, Wt_, M_, d_, sp_.scale, Mo_.data(), 1);
     for (int i = 0; i < K_; ++i)
       if (!(std::fabs(Q_[static_cast<std::size_t>(i) * K_ + i]) <= sp_.blowup)) throw Diverged{step};
     const double r = overlap_risk(Q_.data(), Mo_.data(), P_, a_.data(), v_, K_, M_, sp_.student, sp_.teacher);
     if (!std::isfinite(r)) throw Diverged{step};
+    return r;
+  }
+
+  // Records the current state; true when its risk is below the early-stop threshold (status converged).
+  bool record(long long step) {
+    const double r = risk_now(step);
     const std::size_t t = out_.recorded;
     std::copy(Q_.begin(), Q_.end(), out_.Q + t * K_ * K_);
     std::copy(Mo_.begin(), Mo_.end(), out_.M + t * K_ * M_);
     std::copy(a_.begin(), a_.end(), out_.a + t * K_);
     out_.risk[t] = r;
     out_.recorded = t + 1;
+    if (!(r < threshold_)) return false;
+    out_.status = 3;
+    out_.stop_step = step;
+    double at = static_cast<double>(step);
+    if (t > 0) {  // the previous record is at or above the threshold, this one below: interpolate linearly
+      const double prev = static_cast<double>(sp_.record_steps[t - 1]), r_prev = out_.risk[t - 1];
+      at = prev + (at - prev) * ((r_prev - threshold_) / (r_prev - r));
+    }
+    out_.stop_time = at / d_;
+    return true;
   }
 };
 
 }  // namespace
 
-void sgd_check(const SgdSpec& sp) {
+void sgd_check(const SgdSpec& sp, const SgdRun* runs, std::size_t n_runs) {
   auto bad = [](const std::string& what) { throw std::invalid_argument(what); };
+  for (std::size_t j = 0; j < n_runs; ++j) {
+    const SgdRun& r = runs[j];
+    const std::string at = "[" + std::to_string(j) + "]";
+    if (sp.train_first && !(r.lr > 0.0 && std::isfinite(r.lr))) bad("lr" + at + ": must be a finite number > 0");
+    if (!(r.lr_readout >= 0.0 && std::isfinite(r.lr_readout)))
+      bad("lr_readout" + at + ": must be a finite number >= 0");
+    if (!(r.noise >= 0.0 && std::isfinite(r.noise))) bad("noise" + at + ": must be a finite number >= 0");
+    if (!std::isfinite(r.risk_tol)) bad("risk_tol" + at + ": must be finite (< 0: off)");
+    if (!std::isfinite(r.risk_rtol)) bad("risk_rtol" + at + ": must be finite (< 0: off)");
+  }
   if (sp.K < 1) bad("student: needs at least one unit");
   if (sp.M < 1) bad("teacher: needs at least one unit");
   if (sp.d < 1) bad("d: must be positive");
   if (!(sp.scale > 0.0) || !std::isfinite(sp.scale)) bad("scale: must be positive");
-  if (sp.train_first && !(sp.lr > 0.0 && std::isfinite(sp.lr))) bad("lr: must be a finite number > 0");
-  if (!(sp.lr_readout >= 0.0 && std::isfinite(sp.lr_readout))) bad("lr_readout: must be a finite number >= 0");
-  if (!(sp.noise >= 0.0 && std::isfinite(sp.noise))) bad("noise: must be a finite number >= 0");
   if (sp.batch < 1) bad("batch_size: must be >= 1");
   if (sp.n_samples < 0) bad("n_samples: must be >= 0 (0: online)");
   if (sp.n_samples > 0 && sp.batch > sp.n_samples) bad("batch_size: must not exceed n_samples");
@@ -462,9 +495,9 @@ void sgd_check(const SgdSpec& sp) {
 }
 
 void sgd_simulate(const SgdSpec& sp, const double* W0, const double* a0, std::size_t init_stride, const double* Wt,
-                  const double* v, const std::uint32_t* runs, std::size_t n_runs, SgdOut* out, int n_threads,
+                  const double* v, const SgdRun* runs, std::size_t n_runs, SgdOut* out, int n_threads,
                   std::atomic<long long>* progress) {
-  sgd_check(sp);
+  sgd_check(sp, runs, n_runs);
   std::vector<double> P(static_cast<std::size_t>(sp.M) * sp.M);
   gram(Wt, sp.M, Wt, sp.M, sp.d, sp.scale, P.data(), 1);
   const std::size_t Kd = static_cast<std::size_t>(sp.K) * sp.d;
@@ -481,16 +514,19 @@ void sgd_simulate(const SgdSpec& sp, const double* W0, const double* a0, std::si
       out[jj].recorded = 0;
       out[jj].status = 0;
       out[jj].stop_step = -1;
+      out[jj].stop_time = std::numeric_limits<double>::quiet_NaN();
       if (cancel_requested()) {  // not started
         out[jj].status = 2;
         out[jj].stop_step = 0;
+        out[jj].stop_time = 0.0;
         continue;
       }
-      Run run(sp, W0 + jj * init_stride * Kd, a0 + jj * init_stride * sp.K, Wt, v, P.data(), runs[jj], out[jj]);
+      Run run(sp, runs[jj], W0 + jj * init_stride * Kd, a0 + jj * init_stride * sp.K, Wt, v, P.data(), out[jj]);
       run.go(progress);
     } catch (const Diverged& e) {  // thrown by the constructor (degenerate spherical start)
       out[j].status = 1;
       out[j].stop_step = e.step < 0 ? 0 : e.step;
+      out[j].stop_time = static_cast<double>(out[j].stop_step) / sp.d;
     } catch (...) {
       std::lock_guard<std::mutex> lock(error_mutex);
       if (!error) error = std::current_exception();

@@ -189,3 +189,28 @@ def seed_arg(seed: Any, name: str = "seed", allow_none: bool = False) -> int | N
         expected = "None or an integer" if allow_none else "an integer"
         raise TypeError(f"{name}: expected {expected} in [0, 2**64-1], got {describe(seed)}")
     return integer(seed, name, 0, SEED_MAX)
+
+
+def per_item(
+    x: Any, name: str, n: int, allow_zero: bool = False, item: str = "item", hint: str = ""
+) -> NDArray[np.float64]:
+    """A per-item parameter (per run, per batch member) as a float64 array of shape (n,): a real number (the
+    same for every item, checked as by :func:`positive`) or a 1-d array of exactly ``n`` finite numbers, each
+    > 0 (>= 0 with ``allow_zero``); a bad entry is named ``name[i]``. ``item`` names what there is one value
+    per and ``hint`` is appended to the wrong-length message (e.g. how the number of items is set)."""
+    if x is None or isinstance(x, (numbers.Number, np.generic, str, bytes)) or (
+        isinstance(x, np.ndarray) and x.ndim == 0
+    ):  # a single value (strings and None are refused there as not real numbers)
+        return np.full(n, positive(x, name, allow_zero))
+    arr = as_float_array(x, name)
+    if arr.shape != (n,):
+        raise ValueError(
+            f"{name}: expected a number or a 1-d array of {n} values (one per {item}{hint}), got shape {arr.shape}"
+        )
+    bad = np.flatnonzero(arr <= 0 if not allow_zero else arr < 0)
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(
+            f"{name}[{i}]: expected a finite number {'>=' if allow_zero else '>'} 0, got {describe(float(arr[i]))}"
+        )
+    return arr

@@ -62,3 +62,32 @@ class Trajectory:
         M = self.M.shape[2] if self.M.ndim == 3 else 0
         return (f"Trajectory(T={len(self)}, K={K}, M={M}, status={self.status!r}, "
                 f"final_risk={self.final_risk:.6g})")
+
+
+# long_name and units of the variables of result datasets (``to_xarray``); times take the clock's unit.
+_VARIABLE_ATTRS: dict[str, tuple[str, str]] = {
+    "t": ("time", ""),
+    "Q": ("student-student overlaps Q = W W^T / s", "1"),
+    "M": ("student-teacher overlaps M = W W*^T / s", "1"),
+    "P": ("teacher-teacher overlaps P = W* W*^T / s", "1"),
+    "a": ("effective second-layer weights of the student (readout factor applied)", "1"),
+    "v": ("effective second-layer weights of the teacher (readout factor applied)", "1"),
+    "risk": ("excess population risk (noise floor Delta/2 not included)", "1"),
+    "status": ("how the run ended: completed, converged, diverged or interrupted", ""),
+    "stop_time": ("time of the early stop, divergence or interruption (NaN: ran to the end)", ""),
+    "lr": ("first-layer learning rate", "1"),
+    "lr_readout": ("second-layer learning rate", "1"),
+    "noise": ("label-noise variance Delta", "1"),
+    "risk_tol": ("early stop below this excess risk (NaN: off)", "1"),
+    "risk_rtol": ("early stop below this fraction of the initial excess risk (NaN: off)", "1"),
+    "run": ("run, in call order", "1"),
+    "run_id": ("run index j of the random streams keyed by (seed, j)", "1"),
+}
+_TIMES = ("t", "stop_time")
+
+
+def variable_attrs(name: str, time_unit: str) -> dict[str, str]:
+    """``{"long_name": ..., "units": ...}`` for a result variable or coordinate ``name``; times (``t``,
+    ``stop_time``) get ``time_unit``, dimensionless numbers "1", labels (status) ""."""
+    long_name, units = _VARIABLE_ATTRS[name]
+    return {"long_name": long_name, "units": time_unit if name in _TIMES else units}

@@ -39,23 +39,42 @@ from numpy.typing import ArrayLike, NDArray
 
 from . import _core
 from ._interrupt import partial_result
-from ._validation import INT32_MAX, as_float_array, boolean, integer, integers, n_threads_arg, positive, seed_arg
+from ._validation import (
+    INT32_MAX,
+    as_float_array,
+    boolean,
+    integer,
+    integers,
+    n_threads_arg,
+    per_item,
+    positive,
+    seed_arg,
+)
 from .networks import Network, check_network
 from .overlaps import check_pair
-from .results import Trajectory
+from .results import Trajectory, variable_attrs
 
-__all__ = ["Ensemble", "simulate"]
+__all__ = ["Ensemble", "grid", "simulate"]
 
 
 @dataclass(eq=False)
 class Ensemble:
-    """Independent SGD runs of one problem (same teacher and hyper-parameters, streams keyed by (seed, run)).
+    """Independent SGD runs of one problem: same teacher, sizes and regime; each run has its own stream key
+    (seed, run id) and hyper-parameters (``params``).
 
-    ``runs`` holds one :class:`~twolayer.Trajectory` per run (a diverged run is truncated where it stopped,
-    with status ``"diverged"``, or ``"interrupted"`` in the partial result of :class:`twolayer.Interrupted`); ``t``
-    the requested record times. The stacked arrays ``Q`` (R, T, K, K), ``M``, ``a``, ``risk`` and the
-    statistics :meth:`mean`, :meth:`std`, :meth:`sem` use the runs that completed only; ``n_diverged`` says how
-    many diverged.
+    ``runs`` holds one :class:`~twolayer.Trajectory` per run, in call order. A run that stopped early is
+    truncated at its stop: status ``"converged"`` (its recorded risk fell below ``risk_tol`` / ``risk_rtol``;
+    the crossing record is its last row), ``"diverged"``, or ``"interrupted"`` (in the partial result of
+    :class:`twolayer.Interrupted`). ``t`` holds the requested record times, ``run_ids`` the stream keys and
+    ``params`` the per-run ``lr``, ``lr_readout``, ``noise``, ``risk_tol``, ``risk_rtol`` (arrays of shape
+    (R,); NaN where a tolerance is off). ``status`` and ``stop_time`` are per run (``stop_time``: see
+    :func:`simulate`; NaN for completed runs).
+
+    The stacked arrays ``Q`` (R_completed, T, K, K), ``M``, ``a``, ``risk`` and the statistics :meth:`mean`,
+    :meth:`std`, :meth:`sem` use the runs that completed only: a converged run is a success, but its records
+    end at its stop, so it has no value at later times (study it through ``stop_time``). The statistics are
+    over repetitions of one experiment: they raise ValueError when the completed runs differ in their
+    parameters (take a sub-ensemble of one grid point with :meth:`select`, or group ``to_xarray()``).
     """
 
     runs: list[Trajectory]
@@ -63,6 +82,7 @@ class Ensemble:
     t: NDArray[np.float64]
     seed: int
     meta: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, NDArray[np.float64]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.runs)
@@ -78,6 +98,12 @@ class Ensemble:
         return [r.status for r in self.runs]
 
     @property
+    def stop_time(self) -> NDArray[np.float64]:
+        """(R,) per run: the interpolated early-stop crossing (converged), the time of the divergence or
+        interruption, NaN for completed runs; in the clock of ``t`` (steps / d)."""
+        return np.array([r.meta.get("stop_time", np.nan) for r in self.runs], dtype=np.float64)
+
+    @property
     def completed(self) -> list[Trajectory]:
         return [r for r in self.runs if r.status == "completed"]
 
@@ -85,13 +111,40 @@ class Ensemble:
     def n_diverged(self) -> int:
         return sum(r.status == "diverged" for r in self.runs)
 
+    @property
+    def n_converged(self) -> int:
+        return sum(r.status == "converged" for r in self.runs)
+
+    def select(self, **values: float) -> Ensemble:
+        """The sub-ensemble of the runs whose parameters equal ``values`` (keywords among ``lr``,
+        ``lr_readout``, ``noise``, ``risk_tol``, ``risk_rtol``, ``run_id``), e.g. one point of a grid."""
+        keep = np.ones(len(self.runs), dtype=bool)
+        for name, value in values.items():
+            column = self.run_ids if name == "run_id" else self.params.get(name)
+            if column is None:
+                raise ValueError(
+                    f"{name}: expected one of {', '.join(map(repr, [*self.params, 'run_id']))}; got {name!r}"
+                )
+            keep &= column == value
+        idx = np.flatnonzero(keep)
+        if idx.size == 0:
+            raise ValueError(f"values: no run has {values}")
+        return Ensemble(
+            runs=[self.runs[j] for j in idx],
+            run_ids=self.run_ids[idx],
+            t=self.t,
+            seed=self.seed,
+            meta=self.meta,
+            params={k: v[idx] for k, v in self.params.items()},
+        )
+
     def stack(self, name: str) -> NDArray[np.float64]:
         """``name`` ("Q", "M", "a" or "risk") of the completed runs, run first."""
         if name not in ("Q", "M", "a", "risk"):
             raise ValueError(f"name: expected one of 'Q', 'M', 'a', 'risk'; got {name!r}")
         runs = self.completed
         if not runs:
-            raise ValueError("seeds: every run diverged, there is nothing to stack")
+            raise ValueError("seeds: no run completed (diverged, converged or interrupted), there is nothing to stack")
         return np.stack([getattr(r, name) for r in runs])
 
     Q = property(lambda self: self.stack("Q"), doc="(R_completed, T, K, K)")
@@ -100,10 +153,24 @@ class Ensemble:
     risk = property(lambda self: self.stack("risk"), doc="(R_completed, T)")
 
     def _statistic(self, fn: Any, label: str) -> Trajectory:
-        n = len(self.completed)
+        done = np.array([r.status == "completed" for r in self.runs], dtype=bool)
+        shared: dict[str, float] = {}
+        for name, column in self.params.items():
+            values = np.unique(column[done])
+            if values.size > 1:
+                raise ValueError(
+                    f"{name}: {label} is over runs of identical parameters, but the completed runs have "
+                    f"{values.size} different values of {name}; take one grid point with select({name}=...) "
+                    "or group to_xarray()"
+                )
+            if values.size == 1:
+                shared[name] = float(values[0])
+        n = int(done.sum())
         fields = {k: fn(self.stack(k)) for k in ("Q", "M", "a", "risk")}
         msg = f"{label} over {n} of {len(self.runs)} runs" + (
-            f" ({len(self.runs) - n} not completed: {self.n_diverged} diverged)" if n < len(self.runs) else ""
+            f" ({len(self.runs) - n} not completed: {self.n_diverged} diverged, {self.n_converged} converged)"
+            if n < len(self.runs)
+            else ""
         )
         return Trajectory(
             t=self.t.copy(),
@@ -111,53 +178,84 @@ class Ensemble:
             status="completed",
             message=msg,
             time_unit=self.runs[0].time_unit,
-            meta={**self.meta, "statistic": label, "n_runs": n},
+            meta={**self.meta, **shared, "statistic": label, "n_runs": n},
         )
 
     def mean(self) -> Trajectory:
-        """Mean over the completed runs, as a Trajectory."""
+        """Mean over the completed runs (of identical parameters), as a Trajectory."""
         return self._statistic(lambda x: x.mean(axis=0), "mean")
 
     def std(self) -> Trajectory:
-        """Sample standard deviation (ddof = 1) over the completed runs."""
+        """Sample standard deviation (ddof = 1) over the completed runs (of identical parameters)."""
         return self._statistic(
             lambda x: x.std(axis=0, ddof=1) if x.shape[0] > 1 else np.zeros_like(x[0]), "std"
         )
 
     def sem(self) -> Trajectory:
-        """Standard error of the mean over the completed runs: std / sqrt(n)."""
+        """Standard error of the mean over the completed runs (of identical parameters): std / sqrt(n)."""
         n = len(self.completed)
         return self._statistic(
             lambda x: (x.std(axis=0, ddof=1) if n > 1 else np.zeros_like(x[0])) / np.sqrt(n), "sem"
         )
 
+    def _padded(self, name: str) -> NDArray[np.float64]:
+        """``name`` of every run, (R, T, ...), NaN after a run's last record."""
+        first = self.runs[0]
+        out = np.full((len(self.runs), len(self.t), *getattr(first, name).shape[1:]), np.nan)
+        for j, r in enumerate(self.runs):
+            out[j, : len(r)] = getattr(r, name)
+        return out
+
     def to_xarray(self) -> Any:
-        """An ``xarray.Dataset`` of the completed runs; dimensions run, time, student, student2, teacher."""
+        """An ``xarray.Dataset`` of every run: dimensions ``run`` (call order), ``t``, ``student``,
+        ``student2``, ``teacher``.
+
+        Data ``Q``, ``M``, ``a``, ``risk`` (NaN after the last record of a run that stopped early), ``status``
+        and ``stop_time`` per run; coordinates ``t`` and, along ``run``, ``run_id``, ``lr``, ``lr_readout``,
+        ``noise``, ``risk_tol``, ``risk_rtol``. Every variable has ``long_name`` and ``units`` attributes
+        (times in steps / d). A grid becomes labelled axes with
+        ``ds.set_index(run=["lr", "noise", "run_id"]).unstack("run")``.
+        """
         try:
             import xarray as xr
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise ImportError("to_xarray needs xarray: pip install 'twolayer[xarray]'") from exc
-        runs = [int(r.meta["run"]) for r in self.completed]
-        attrs = {k: v for k, v in self.meta.items() if isinstance(v, (int, float, str))}
+        unit = "steps / d"
+
+        def var(name: str, dims: tuple[str, ...], values: Any) -> Any:
+            return xr.Variable(dims, values, attrs=variable_attrs(name, unit))
+
+        data = {
+            "Q": var("Q", ("run", "t", "student", "student2"), self._padded("Q")),
+            "M": var("M", ("run", "t", "student", "teacher"), self._padded("M")),
+            "a": var("a", ("run", "t", "student"), self._padded("a")),
+            "risk": var("risk", ("run", "t"), self._padded("risk")),
+            "status": var("status", ("run",), np.array(self.status, dtype=str)),
+            "stop_time": var("stop_time", ("run",), self.stop_time),
+        }
+        coords = {
+            "run": var("run", ("run",), np.arange(len(self.runs))),
+            "t": var("t", ("t",), self.t),
+            "run_id": var("run_id", ("run",), self.run_ids),
+            **{k: var(k, ("run",), v) for k, v in self.params.items()},
+        }
+        attrs = {k: v for k, v in self.meta.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)}
+        attrs.update({k: int(v) for k, v in self.meta.items() if isinstance(v, bool)})
         return xr.Dataset(
-            {
-                "Q": (("run", "time", "student", "student2"), self.Q),
-                "M": (("run", "time", "student", "teacher"), self.M),
-                "a": (("run", "time", "student"), self.a),
-                "risk": (("run", "time"), self.risk),
-            },
-            coords={"run": runs, "time": self.t},
-            attrs={**attrs, "seed": self.seed, "n_diverged": self.n_diverged},
+            data,
+            coords=coords,
+            attrs={**attrs, "seed": self.seed, "time_unit": unit, "n_diverged": self.n_diverged},
         )
 
     def __repr__(self) -> str:
         return (
-            f"Ensemble(runs={len(self.runs)}, T={len(self.t)}, diverged={self.n_diverged}, seed={self.seed})"
+            f"Ensemble(runs={len(self.runs)}, T={len(self.t)}, diverged={self.n_diverged}, "
+            f"converged={self.n_converged}, seed={self.seed})"
         )
 
 
 # The core's status codes of a run.
-_STATUS = {0: "completed", 1: "diverged", 2: "interrupted"}
+_STATUS = {0: "completed", 1: "diverged", 2: "interrupted", 3: "converged"}
 
 # The positional arguments of _core.sgd_simulate: W, a, act, W_teacher, v, act_teacher, scale.
 _SgdArgs: TypeAlias = tuple[
@@ -184,6 +282,44 @@ def _record_steps(d: int, t_max: float | None, times: ArrayLike | None, records:
     return steps
 
 
+def _check_distinct_runs(run_ids: NDArray[np.int64], params: dict[str, NDArray[np.float64]]) -> None:
+    """Two runs of one call may share a run index (the same random samples) only with different lr,
+    lr_readout or noise: identical runs are refused."""
+    keys = np.stack([run_ids.astype(np.float64), params["lr"], params["lr_readout"], params["noise"]], axis=1)
+    if np.unique(keys, axis=0).shape[0] != keys.shape[0]:
+        raise ValueError(
+            "seeds: run indices must be distinct (a run index may repeat only with different lr, lr_readout "
+            "or noise)"
+        )
+
+
+def grid(seeds: int | Sequence[int], **axes: ArrayLike) -> dict[str, Any]:
+    """The per-run arguments of :func:`simulate` for a Cartesian grid of parameters times runs.
+
+    ``axes``: 1-d values of per-run parameters (``lr``, ``lr_readout``, ``noise``, ``risk_tol``,
+    ``risk_rtol``); ``seeds``: the run indices repeated at every grid point (an int n: 0..n-1), so that every
+    point sees the same random samples. Run order is C order over the axes as given, then the run indices
+    (fastest). Returns ``{"seeds": [...], name: array, ...}`` to pass as ``simulate(..., **grid(...))``;
+    ``Ensemble.to_xarray().set_index(run=[*axes, "run_id"]).unstack("run")`` restores the grid.
+
+    >>> grid(seeds=2, lr=[0.1, 0.2], noise=[0.0])["lr"]
+    array([0.1, 0.1, 0.2, 0.2])
+    """
+    allowed = ("lr", "lr_readout", "noise", "risk_tol", "risk_rtol")
+    for name in axes:
+        if name not in allowed:
+            raise ValueError(f"{name}: expected grid axes among {', '.join(map(repr, allowed))}; got {name!r}")
+    if isinstance(seeds, (int, np.integer)) and not isinstance(seeds, (bool, np.bool_)):
+        ids = list(range(integer(seeds, "seeds", 1, 2**32 - 1)))
+    else:
+        ids = integers(seeds, "seeds", 0, 2**32 - 1)
+    values = [as_float_array(v, name, ndim=1) for name, v in axes.items()]
+    mesh = np.meshgrid(*values, np.arange(len(ids)), indexing="ij")
+    out: dict[str, Any] = {"seeds": [ids[int(k)] for k in mesh[-1].ravel()]}
+    out.update({name: m.ravel() for name, m in zip(axes, mesh[:-1], strict=True)})
+    return out
+
+
 def _run_with_progress(args: _SgdArgs, kwargs: dict[str, Any], total: int) -> dict[str, Any]:
     """Run the core with a tqdm bar that its polling loop updates (steps of all runs)."""
     from tqdm.auto import tqdm
@@ -196,9 +332,9 @@ def _run_with_progress(args: _SgdArgs, kwargs: dict[str, Any], total: int) -> di
 def simulate(
     student: Network | Sequence[Network],
     teacher: Network,
-    lr: float,
-    lr_readout: float = ...,
-    noise: float = ...,
+    lr: ArrayLike,
+    lr_readout: ArrayLike = ...,
+    noise: ArrayLike = ...,
     batch_size: int = ...,
     spherical: bool = ...,
     t_max: float | None = ...,
@@ -213,14 +349,16 @@ def simulate(
     keep_weights: bool = ...,
     n_threads: int | None = ...,
     progress: bool = ...,
+    risk_tol: ArrayLike | None = ...,
+    risk_rtol: ArrayLike | None = ...,
 ) -> Trajectory: ...
 @overload
 def simulate(
     student: Network | Sequence[Network],
     teacher: Network,
-    lr: float,
-    lr_readout: float = ...,
-    noise: float = ...,
+    lr: ArrayLike,
+    lr_readout: ArrayLike = ...,
+    noise: ArrayLike = ...,
     batch_size: int = ...,
     spherical: bool = ...,
     t_max: float | None = ...,
@@ -235,15 +373,17 @@ def simulate(
     keep_weights: bool = ...,
     n_threads: int | None = ...,
     progress: bool = ...,
+    risk_tol: ArrayLike | None = ...,
+    risk_rtol: ArrayLike | None = ...,
 ) -> Ensemble: ...
 
 
 def simulate(
     student: Network | Sequence[Network],
     teacher: Network,
-    lr: float,
-    lr_readout: float = 0.0,
-    noise: float = 0.0,
+    lr: ArrayLike,
+    lr_readout: ArrayLike = 0.0,
+    noise: ArrayLike = 0.0,
     batch_size: int = 1,
     spherical: bool = False,
     t_max: float | None = None,
@@ -258,6 +398,8 @@ def simulate(
     keep_weights: bool = True,
     n_threads: int | None = None,
     progress: bool = False,
+    risk_tol: ArrayLike | None = None,
+    risk_rtol: ArrayLike | None = None,
 ) -> Trajectory | Ensemble:
     """Simulate SGD of ``student`` on samples labelled by ``teacher`` (conventions in the module docstring).
 
@@ -266,12 +408,20 @@ def simulate(
     student, teacher : Network
         Same input dimension d and scaling. ``student`` may be a sequence of Networks, one initial
         condition per run (then ``seeds`` must give as many runs).
-    lr : float > 0
+    lr : float > 0, or array (R,)
         First-layer learning rate (per-sample step lr / sqrt(d) on w for ``sqrt_d`` scaling).
-    lr_readout : float >= 0
+    lr_readout : float >= 0, or array (R,)
         Second-layer learning rate (plain SGD step lr_readout / d on the network's a); 0 keeps it fixed.
-    noise : float >= 0
+    noise : float >= 0, or array (R,)
         Variance Delta of the label noise.
+
+        Per-run parameters (``lr``, ``lr_readout``, ``noise``, ``risk_tol``, ``risk_rtol``): a number is
+        used by every run; a 1-d array holds one value per run, entry j for the j-th run of ``seeds`` (so
+        arrays need ``seeds``, and R = the number of runs it gives). All the runs of a call share the
+        problem (K, M, d, activations, batch size, regime, record times, ``seed``) and run in one call to
+        the core, OpenMP across runs; each run's result depends only on its own parameters, start and
+        (seed, run id), so it is bitwise the same as the run done alone. :func:`grid` flattens an
+        lr x noise x ... x seeds grid into these arrays.
     batch_size : int >= 1
         Samples averaged per step.
     spherical : bool
@@ -283,8 +433,10 @@ def simulate(
     seed : int
         Master seed (64-bit). Run j uses the streams keyed by (seed, j).
     seeds : int or sequence of int, optional
-        Ensemble: an int n runs j = 0..n-1; a sequence runs exactly those run indices (each < 2^32).
-        Returns an :class:`Ensemble`; without it a single run j = 0 is returned as a Trajectory.
+        Ensemble: an int n runs j = 0..n-1; a sequence runs exactly those run indices (each < 2^32), in
+        that order. A run index may repeat only with different ``lr``, ``lr_readout`` or ``noise`` (the
+        same random samples for several parameters: common random numbers across a grid). Returns an
+        :class:`Ensemble`; without it a single run j = 0 is returned as a Trajectory.
     n_samples : int, optional
         Size of a fixed training set reused across epochs (None: online SGD).
     shuffle : bool
@@ -297,6 +449,15 @@ def simulate(
         OpenMP threads across runs (None: the OpenMP default). Results do not depend on it.
     progress : bool
         Show a tqdm progress bar (steps of all runs); no effect on the results.
+    risk_tol, risk_rtol : float > 0 or array (R,), optional
+        Early stop of each run, status ``"converged"``: a run stops at the first *recorded* step whose
+        excess risk is below max(risk_tol, risk_rtol * R0), R0 its excess risk at step 0 (None: that
+        criterion is off). The risk is evaluated at the record times only (no extra cost; a finer ``records``
+        or ``times`` grid locates the stop more finely); that record is the run's last row, its final
+        weights are attached, and ``meta["stop_time"]`` (``Ensemble.stop_time``) is the crossing time
+        interpolated linearly in t between that record and the previous one (the record's own time when it
+        is the first). ``stop_time`` of a diverged or interrupted run is the time it stopped; NaN for a run
+        that ran to the end.
     """
     if isinstance(student, Network):
         students: list[Network] | None = None
@@ -335,9 +496,6 @@ def simulate(
                     "of W to be nonzero"
                 )
     d = first.d
-    lr_ = positive(lr, "lr")
-    lr_a = positive(lr_readout, "lr_readout", allow_zero=True)
-    noise_ = positive(noise, "noise", allow_zero=True)
     B = integer(batch_size, "batch_size", 1, INT32_MAX)
     seed_ = seed_arg(seed)
     n = 0 if n_samples is None else integer(n_samples, "n_samples", 1, 2**32 - 1)
@@ -351,10 +509,24 @@ def simulate(
         run_ids = np.array(integers(seeds, "seeds", 0, 2**32 - 1), dtype=np.int64)
         if run_ids.size == 0:
             raise ValueError("seeds: expected at least one run")
-        if np.unique(run_ids).size != run_ids.size:
-            raise ValueError("seeds: run indices must be distinct")
     if students is not None and len(students) != run_ids.size:
         raise ValueError(f"student: got {len(students)} initial networks for {run_ids.size} runs")
+    R = int(run_ids.size)
+    hint = "; give seeds= for several runs" if seeds is None else " of seeds"
+
+    def per_run(x: Any, name: str, allow_zero: bool = False) -> NDArray[np.float64]:
+        if x is None and name.startswith("risk_"):  # a tolerance that is off
+            return np.full(R, np.nan)
+        return per_item(x, name, R, allow_zero=allow_zero, item="run", hint=hint)
+
+    params = {
+        "lr": per_run(lr, "lr"),
+        "lr_readout": per_run(lr_readout, "lr_readout", allow_zero=True),
+        "noise": per_run(noise, "noise", allow_zero=True),
+        "risk_tol": per_run(risk_tol, "risk_tol"),
+        "risk_rtol": per_run(risk_rtol, "risk_rtol"),
+    }
+    _check_distinct_runs(run_ids, params)
     rec = _record_steps(d, t_max, times, records)
     steps = int(round(positive(t_max, "t_max") * d)) if t_max is not None else int(rec[-1])
     steps = max(steps, int(rec[-1]))
@@ -365,10 +537,12 @@ def simulate(
         W0 = np.stack([s.W for s in students])
         a0 = np.stack([s.effective_a for s in students])
     kwargs: dict[str, Any] = dict(
-        lr=lr_,
+        lr=params["lr"],
         train_first=bool(train_first_layer),
-        lr_readout=lr_a * first.readout_factor**2,
-        noise=noise_,
+        lr_readout=params["lr_readout"] * first.readout_factor**2,
+        noise=params["noise"],
+        risk_tol=np.nan_to_num(params["risk_tol"], nan=-1.0),
+        risk_rtol=np.nan_to_num(params["risk_rtol"], nan=-1.0),
         batch=B,
         spherical=bool(spherical),
         n_samples=n,
@@ -382,9 +556,6 @@ def simulate(
     )
     t_all = rec.astype(np.float64) / d
     meta: dict[str, Any] = {
-        "lr": lr_,
-        "lr_readout": lr_a,
-        "noise": noise_,
         "batch_size": B,
         "spherical": bool(spherical),
         "d": d,
@@ -401,14 +572,20 @@ def simulate(
         T = int(out["recorded"][j])
         status = _STATUS[int(out["status"][j])]
         stop = int(out["stop_step"][j])
+        stop_time = float(out["stop_time"][j])
         if status == "diverged":
             msg = f"diverged at step {stop} (t = {stop / d:g}): non-finite or exploding error or weights"
+        elif status == "converged":
+            msg = (
+                f"converged: the excess risk recorded at step {stop} (t = {stop / d:g}) is below the early-stop "
+                f"threshold (risk_tol / risk_rtol); interpolated crossing at t = {stop_time:g}"
+            )
         elif status == "interrupted":
             msg = f"interrupted at step {stop} (t = {stop / d:g})"
         else:
             msg = f"{steps} SGD steps ({steps * B} samples{'' if not n else f', training set of {n}'})"
         final = None
-        if keep_weights and status == "completed":
+        if keep_weights and status in ("completed", "converged"):
             base = first if students is None else students[j]
             final = base.with_weights(out["W"][j], out["a_final"][j] / c)
         return Trajectory(
@@ -421,14 +598,20 @@ def simulate(
             message=msg,
             time_unit="t = steps / d",
             student=final,
-            meta={**meta, "run": int(run), **({"stop_step": stop} if status != "completed" else {})},
+            meta={
+                **meta,
+                **{k: float(v[j]) for k, v in params.items()},
+                "run": int(run),
+                "stop_time": stop_time,
+                **({"stop_step": stop} if status != "completed" else {}),
+            },
         )
 
     def results(out: dict[str, Any]) -> Trajectory | Ensemble:
         trajs = [run_result(out, j, int(run)) for j, run in enumerate(run_ids)]
         if seeds is None:
             return trajs[0]
-        return Ensemble(runs=trajs, run_ids=run_ids, t=t_all, seed=seed_, meta=meta)
+        return Ensemble(runs=trajs, run_ids=run_ids, t=t_all, seed=seed_, meta=meta, params=params)
 
     args: _SgdArgs = (W0, a0, first.activation, teacher.W, teacher.effective_a, teacher.activation, first.scale)
     with partial_result(results):

@@ -10,6 +10,16 @@
 // drawn once and visited in batches of B, epoch after epoch (reshuffled each epoch when shuffle is set);
 // B = n is full-batch gradient descent.
 //
+// Every run has its own hyper-parameters (SgdRun: stream key, lr, lr_readout, noise, early stop); the problem
+// (sizes, activations, batch, regime, record steps, master seed) is shared (SgdSpec). A run's result depends on
+// its own SgdRun and start only, so a grid of runs done in one call equals the runs done one by one, bitwise.
+//
+// Early stop (per run): the risk is evaluated at the recorded steps only. The run stops, status converged, at the
+// first recorded step whose risk is below threshold = max(risk_tol, risk_rtol * R0) (R0 the excess risk at step
+// 0, after the spherical projection; a negative tolerance is off). stop_time is the linear interpolation, in
+// t = steps / d, between that record and the one before it where the risk crosses the threshold (the record's own
+// time when it is the first record).
+//
 // Randomness: the counter-based streams of rng.hpp keyed by (seed, run): inputs of sample row r (online: row =
 // step B + nu) are Gaussians [r d, (r + 1) d) of stream kInputs, its label noise Gaussian r of kLabelNoise.
 // Each run is computed by one thread with no reduction across threads, so results are bit-identical for any
@@ -29,18 +39,25 @@ struct SgdSpec {
   int K = 0, M = 0, d = 0;
   double scale = 0.0;  // s: d for sqrt_d scaling, 1 for none
   Activation student = Activation::Erf, teacher = Activation::Erf;
-  double lr = 0.0;          // first layer; ignored unless train_first
   bool train_first = true;  // train W
-  double lr_readout = 0.0;  // 0: second layer fixed
-  double noise = 0.0;       // Delta, variance of the label noise
   int batch = 1;
   bool spherical = false;
   long long n_samples = 0;  // 0: online
   bool shuffle = true;
   long long steps = 0;
   std::vector<long long> record_steps;  // strictly increasing, each in [0, steps]
-  std::uint64_t seed = 0;
+  std::uint64_t seed = 0;  // master seed: run streams are keyed by (seed, SgdRun::id)
   double blowup = 1e100;  // |E| or |w_i|^2 / s above this (or non-finite) ends a run as diverged
+};
+
+// One run's own parameters.
+struct SgdRun {
+  std::uint32_t id = 0;     // stream key (seed, id)
+  double lr = 0.0;          // first layer; ignored unless train_first
+  double lr_readout = 0.0;  // 0: second layer fixed
+  double noise = 0.0;       // Delta, variance of the label noise
+  double risk_tol = -1.0;   // stop below this excess risk (< 0: off)
+  double risk_rtol = -1.0;  // stop below risk_rtol * (initial excess risk) (< 0: off)
 };
 
 // Where one run writes (caller-owned, sized for all record_steps): Q (T K K), M (T K M), a (T K), risk (T);
@@ -48,20 +65,23 @@ struct SgdSpec {
 struct SgdOut {
   double *Q, *M, *a, *risk, *W, *a_final;
   std::size_t recorded = 0;
-  int status = 0;  // 0 completed, 1 diverged, 2 interrupted (cancel.hpp; the rows recorded so far are kept)
+  // 0 completed, 1 diverged, 2 interrupted (cancel.hpp; the rows recorded so far are kept), 3 converged (early
+  // stop; the crossing record is the last row)
+  int status = 0;
   long long stop_step = -1;
+  double stop_time = 0.0;  // converged: the interpolated crossing (t = steps / d); completed: NaN; else stop_step / d
 };
 
-// Runs runs[0..n_runs) of the same problem. W0 (K d) and a0 (K) are the initial student: shared by all runs when
+// Runs runs[0..n_runs) of the same problem, each with its own SgdRun. W0 (K d) and a0 (K) are the initial student: shared by all runs when
 // init_stride == 0, else run j starts from W0 + j * init_stride * K * d (and a0 + j * init_stride * K). Wt (M d),
 // v (M) the teacher. OpenMP across runs (n_threads <= 0: OpenMP default); exceptions are rethrown after.
 // progress (optional): incremented by the number of steps done, every few thousand steps of every run, so that
 // a caller on another thread can report progress; it has no effect on the results.
 void sgd_simulate(const SgdSpec& spec, const double* W0, const double* a0, std::size_t init_stride,
-                  const double* Wt, const double* v, const std::uint32_t* runs, std::size_t n_runs, SgdOut* out,
+                  const double* Wt, const double* v, const SgdRun* runs, std::size_t n_runs, SgdOut* out,
                   int n_threads, std::atomic<long long>* progress = nullptr);
 
-// Throws std::invalid_argument naming the offending field.
-void sgd_check(const SgdSpec& spec);
+// Throws std::invalid_argument naming the offending field (per-run fields as "lr[j]").
+void sgd_check(const SgdSpec& spec, const SgdRun* runs, std::size_t n_runs);
 
 }  // namespace twolayer
