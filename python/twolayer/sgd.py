@@ -39,6 +39,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from . import _core
 from ._interrupt import partial_result
+from ._progress import progress_bar
 from ._validation import (
     INT32_MAX,
     as_float_array,
@@ -318,14 +319,6 @@ def grid(seeds: int | Sequence[int], **axes: ArrayLike) -> dict[str, Any]:
     out: dict[str, Any] = {"seeds": [ids[int(k)] for k in mesh[-1].ravel()]}
     out.update({name: m.ravel() for name, m in zip(axes, mesh[:-1], strict=True)})
     return out
-
-
-def _run_with_progress(args: _SgdArgs, kwargs: dict[str, Any], total: int) -> dict[str, Any]:
-    """Run the core with a tqdm bar that its polling loop updates (steps of all runs)."""
-    from tqdm.auto import tqdm
-
-    with tqdm(total=total, unit="step", unit_scale=True, desc="SGD") as bar:
-        return dict(_core.sgd_simulate(*args, **kwargs, progress=lambda done: bar.update(done - bar.n)))
 
 
 @overload
@@ -614,10 +607,6 @@ def simulate(
         return Ensemble(runs=trajs, run_ids=run_ids, t=t_all, seed=seed_, meta=meta, params=params)
 
     args: _SgdArgs = (W0, a0, first.activation, teacher.W, teacher.effective_a, teacher.activation, first.scale)
-    with partial_result(results):
-        out = (
-            _run_with_progress(args, kwargs, steps * run_ids.size)
-            if progress
-            else _core.sgd_simulate(*args, **kwargs)
-        )
+    with partial_result(results), progress_bar(progress, steps * run_ids.size, "step", "SGD", True) as update:
+        out = _core.sgd_simulate(*args, **kwargs, progress=update)
     return results(out)
