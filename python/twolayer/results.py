@@ -1,12 +1,62 @@
-"""Result objects: :class:`Trajectory`, the common output of every dynamics (ODE, SGD, population descent)."""
+"""Result objects: :class:`Trajectory`, the common output of every dynamics (ODE, SGD, population descent), and
+:class:`BatchTrajectory`, the stacked output of a batch of ODE systems.
+
+xarray convention (``to_xarray`` / ``from_xarray``): dimensions ``t`` (the output times; its ``units`` attribute
+names the clock, e.g. "t = steps / d"), ``student``, ``student2`` (the second student index of Q), ``teacher``,
+``teacher2`` (the second teacher index of P) and, for batches, ``member``. Every variable carries ``long_name`` and
+``units`` attributes (order parameters and risks are dimensionless: ``units = "1"``). Scalar metadata go to the
+Dataset's attributes (booleans as 0/1, None left out, so that the Dataset can be written to NetCDF). A saved
+Dataset round-trips: ``Trajectory.from_xarray(xr.open_dataset(path))`` rebuilds the arrays bit for bit.
+"""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
+
+__all__ = ["BatchTrajectory", "Trajectory"]
+
+_STATUSES = ("completed", "converged", "diverged", "max_steps", "interrupted")
+
+# long_name of every variable (units "1": dimensionless) and its dimensions without the leading member/t axes.
+_VARIABLES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "Q": ("student-student overlaps Q_ik = w_i . w_k / s", ("student", "student2")),
+    "M": ("student-teacher overlaps M_ir = w_i . w*_r / s", ("student", "teacher")),
+    "a": ("effective (readout-scaled) student second layer", ("student",)),
+    "risk": ("excess population risk (noise floor Delta/2 not included)", ()),
+}
+_TEACHER: dict[str, tuple[str, tuple[str, ...]]] = {
+    "P": ("teacher-teacher overlaps P_rs = w*_r . w*_s / s", ("teacher", "teacher2")),
+    "v": ("effective (readout-scaled) teacher second layer", ("teacher",)),
+}
+
+
+def _xarray() -> Any:
+    try:
+        import xarray as xr
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("to_xarray needs xarray: pip install 'twolayer[xarray]'") from exc
+    return xr
+
+
+def _attrs(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """The NetCDF-storable scalar entries of ``meta`` (bools as 0/1; None and non-scalars left out)."""
+    out: dict[str, Any] = {}
+    for k, v in meta.items():
+        if isinstance(v, (bool, np.bool_)):
+            out[k] = int(v)
+        elif isinstance(v, (int, float, str, np.integer, np.floating)):
+            out[k] = v.item() if isinstance(v, np.generic) else v
+    return out
+
+
+def _from_attr(v: Any) -> Any:
+    return v.item() if isinstance(v, np.generic) else v
 
 
 @dataclass(eq=False)
@@ -14,10 +64,13 @@ class Trajectory:
     """Order parameters over time, time first.
 
     ``t`` (T,), ``Q`` (T, K, K), ``M`` (T, K, M), ``a`` (T, K) and ``risk`` (T,) — the excess population risk
-    (the noise floor Delta/2 is not included). ``status`` is ``"completed"``, ``"converged"`` (early stop),
-    ``"diverged"``, ``"max_steps"`` (the step budget ran out) or ``"interrupted"`` (Ctrl-C: the partial result
-    of :class:`twolayer.Interrupted`); ``message`` says why and when. ``time_unit`` names the clock (e.g.
-    "t = steps / d" or "iterations"). ``student`` holds the final network of weight-space runs (None for the ODE).
+    (the noise floor Delta/2 is not included). ``status`` is ``"completed"``, ``"converged"`` (early stop on the
+    risk: the last row is the state at the located crossing, at ``stop_time``), ``"diverged"``, ``"max_steps"``
+    (the step budget ran out) or ``"interrupted"`` (Ctrl-C: the partial result of :class:`twolayer.Interrupted`);
+    ``message`` says why and when, ``stop_time`` when the run stopped (NaN if it completed). ``time_unit`` names
+    the clock (e.g. "t = steps / d" or "iterations"). ``P`` (M, M) and ``v`` (M,): the fixed teacher overlaps and
+    second layer, when known (None otherwise), so that :meth:`overlaps_at` can rebuild the overlaps at any row.
+    ``student`` holds the final network of weight-space runs (None for the ODE).
     """
 
     t: NDArray[np.float64]
@@ -30,6 +83,9 @@ class Trajectory:
     time_unit: str = "t"
     student: Any = None
     meta: dict[str, Any] = field(default_factory=dict)
+    P: NDArray[np.float64] | None = None
+    v: NDArray[np.float64] | None = None
+    stop_time: float = math.nan
 
     def __len__(self) -> int:
         return int(self.t.shape[0])
@@ -39,22 +95,55 @@ class Trajectory:
         """The last recorded excess risk (NaN if nothing was recorded)."""
         return float(self.risk[-1]) if len(self.risk) else float("nan")
 
+    def overlaps_at(self, index: int = -1) -> Any:
+        """The :class:`~twolayer.Overlaps` of row ``index`` (default: the last state, e.g. to continue the run
+        with :func:`twolayer.ode.integrate`), with the activations recorded in ``meta``. Needs ``P`` and ``v``."""
+        from .overlaps import Overlaps
+
+        if self.P is None or self.v is None:
+            raise ValueError("P, v: this trajectory does not record the teacher overlaps P and v")
+        if len(self) == 0:
+            raise ValueError("index: the trajectory has no rows")
+        return Overlaps(self.Q[index], self.M[index], self.P, self.a[index], self.v,
+                        activation=self.meta.get("activation"),
+                        teacher_activation=self.meta.get("teacher_activation"))
+
     def to_xarray(self) -> Any:
-        """An ``xarray.Dataset`` with dimensions time, student, student2, teacher (needs the xarray extra)."""
-        try:
-            import xarray as xr
-        except ImportError as exc:  # pragma: no cover - depends on the environment
-            raise ImportError("to_xarray needs xarray: pip install 'twolayer[xarray]'") from exc
-        return xr.Dataset(
-            {
-                "Q": (("time", "student", "student2"), self.Q),
-                "M": (("time", "student", "teacher"), self.M),
-                "a": (("time", "student"), self.a),
-                "risk": (("time",), self.risk),
-            },
-            coords={"time": self.t},
-            attrs={"status": self.status, "message": self.message, "time_unit": self.time_unit,
-                   **{k: v for k, v in self.meta.items() if isinstance(v, (int, float, str))}},
+        """An ``xarray.Dataset`` with dimensions t, student, student2, teacher (and teacher2 for P); Q, M, a,
+        risk, and P, v when known; ``long_name``/``units`` on every variable (see the module docstring); status,
+        message, stop_time and the scalar ``meta`` entries as attributes. Needs the xarray extra."""
+        xr = _xarray()
+        data: dict[str, Any] = {}
+        for name, (long_name, dims) in _VARIABLES.items():
+            data[name] = (("t", *dims), getattr(self, name), {"long_name": long_name, "units": "1"})
+        for name, (long_name, dims) in _TEACHER.items():
+            if getattr(self, name) is not None:
+                data[name] = (dims, getattr(self, name), {"long_name": long_name, "units": "1"})
+        t = xr.Variable("t", self.t, {"long_name": "time", "units": self.time_unit})
+        attrs = {**_attrs(self.meta), "status": self.status, "message": self.message,
+                 "time_unit": self.time_unit, "stop_time": float(self.stop_time)}
+        return xr.Dataset(data, coords={"t": t}, attrs=attrs)
+
+    @classmethod
+    def from_xarray(cls, ds: Any) -> Trajectory:
+        """The Trajectory a :meth:`to_xarray` Dataset (possibly saved and reopened) describes."""
+        attrs = {k: _from_attr(v) for k, v in ds.attrs.items()}
+        reserved = ("status", "message", "time_unit", "stop_time")
+        P = np.array(ds["P"].values, dtype=np.float64) if "P" in ds else None
+        v = np.array(ds["v"].values, dtype=np.float64) if "v" in ds else None
+        return cls(
+            t=np.array(ds["t"].values, dtype=np.float64),
+            Q=np.array(ds["Q"].values, dtype=np.float64),
+            M=np.array(ds["M"].values, dtype=np.float64),
+            a=np.array(ds["a"].values, dtype=np.float64),
+            risk=np.array(ds["risk"].values, dtype=np.float64),
+            status=str(attrs.get("status", "completed")),
+            message=str(attrs.get("message", "")),
+            time_unit=str(attrs.get("time_unit", ds["t"].attrs.get("units", "t"))),
+            meta={k: v for k, v in attrs.items() if k not in reserved},
+            P=P,
+            v=v,
+            stop_time=float(attrs.get("stop_time", math.nan)),
         )
 
     def __repr__(self) -> str:
@@ -62,3 +151,192 @@ class Trajectory:
         M = self.M.shape[2] if self.M.ndim == 3 else 0
         return (f"Trajectory(T={len(self)}, K={K}, M={M}, status={self.status!r}, "
                 f"final_risk={self.final_risk:.6g})")
+
+
+# Per-member scalar results of a batch: name -> (long_name, units); counts are int64.
+_MEMBER_RESULTS: dict[str, tuple[str, str]] = {
+    "stop_time": ("time of the stop (NaN: no stop, the run completed)", ""),  # units: the clock's
+    "n_recorded": ("number of rows recorded on the output grid t (later rows are NaN)", "1"),
+    "n_rhs": ("right-hand-side evaluations", "1"),
+    "n_steps": ("accepted steps", "1"),
+    "n_rejected": ("rejected steps (adaptive method)", "1"),
+}
+_COUNTS = ("n_recorded", "n_rhs", "n_steps", "n_rejected")
+
+
+@dataclass(eq=False)
+class BatchTrajectory:
+    """The trajectories of a batch of B ODE systems, stacked: member first, then time.
+
+    Attributes
+    ----------
+    t : (T,)
+        The output times shared by every member.
+    Q, M, a, risk : (B, T, K, K), (B, T, K, M), (B, T, K), (B, T)
+        The rows on the output grid. **Fill**: a member that stopped early (converged, diverged, max_steps,
+        interrupted) has ``n_recorded[b]`` rows; its later rows are NaN. Members of different K or M (a mixed
+        batch) are padded with NaN to the largest K and M; ``n_student[b]``, ``n_teacher[b]`` give each member's
+        own sizes.
+    P, v : (B, M, M), (B, M)
+        The fixed teacher overlaps and second layer of every member (NaN-padded likewise).
+    t_final, Q_final, M_final, a_final, risk_final : (B,), (B, K, K), (B, K, M), (B, K), (B,)
+        The last state each member recorded: for a run stopped by ``risk_tol``/``risk_rtol`` the state at the
+        located crossing, at ``t_final = stop_time``, which lies between two output times; otherwise the last
+        row on the grid (NaN for a member that recorded nothing).
+    status, message : (B,) str
+        Per-member status ("completed", "converged", "diverged", "max_steps", "interrupted") and message.
+    stop_time : (B,)
+        When each member stopped (NaN: no stop).
+    n_recorded, n_rhs, n_steps, n_rejected : (B,) int64
+        Rows on the grid, right-hand-side evaluations, accepted and rejected steps.
+    params : dict of (B,) arrays
+        The per-member parameters (``lr``, ``lr_readout``, ``noise``, ``risk_tol``, ``risk_rtol``; 0 means no
+        threshold): coordinates along ``member`` in :meth:`to_xarray`.
+    meta : dict
+        The parameters shared by every member (activations, regime, method, ...).
+
+    ``len()`` is B; ``batch[b]`` (and iteration) gives member b as a :class:`Trajectory` whose arrays are views of
+    its rows (plus the crossing row of an early stop, copied), trimmed to its own K and M — exactly what
+    :func:`twolayer.ode.integrate` returns for that member alone.
+    """
+
+    t: NDArray[np.float64]
+    Q: NDArray[np.float64]
+    M: NDArray[np.float64]
+    a: NDArray[np.float64]
+    risk: NDArray[np.float64]
+    P: NDArray[np.float64]
+    v: NDArray[np.float64]
+    t_final: NDArray[np.float64]
+    Q_final: NDArray[np.float64]
+    M_final: NDArray[np.float64]
+    a_final: NDArray[np.float64]
+    risk_final: NDArray[np.float64]
+    status: NDArray[np.str_]
+    message: NDArray[np.str_]
+    stop_time: NDArray[np.float64]
+    n_recorded: NDArray[np.int64]
+    n_rhs: NDArray[np.int64]
+    n_steps: NDArray[np.int64]
+    n_rejected: NDArray[np.int64]
+    n_student: NDArray[np.int64]
+    n_teacher: NDArray[np.int64]
+    params: dict[str, NDArray[np.float64]] = field(default_factory=dict)
+    time_unit: str = "t"
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return int(self.status.shape[0])
+
+    def __getitem__(self, b: int) -> Trajectory:
+        B = len(self)
+        if isinstance(b, (bool, np.bool_)) or not isinstance(b, (int, np.integer)):
+            raise TypeError(f"index: expected an integer member index, got {type(b).__name__}")
+        if not -B <= b < B:
+            raise IndexError(f"index: member {b} out of range for a batch of {B}")
+        b = int(b) % B
+        K, Mt, n = int(self.n_student[b]), int(self.n_teacher[b]), int(self.n_recorded[b])
+        t, Q, M, a, risk = self.t[:n], self.Q[b, :n, :K, :K], self.M[b, :n, :K, :Mt], self.a[b, :n, :K], \
+            self.risk[b, :n]
+        tf = float(self.t_final[b])
+        if not math.isnan(tf) and (n == 0 or tf != t[-1]):  # the crossing row of an early stop
+            t = np.append(t, tf)
+            Q = np.concatenate([Q, self.Q_final[b, None, :K, :K]])
+            M = np.concatenate([M, self.M_final[b, None, :K, :Mt]])
+            a = np.concatenate([a, self.a_final[b, None, :K]])
+            risk = np.append(risk, self.risk_final[b])
+        meta = {**self.meta, **{k: _from_attr(v[b]) for k, v in self.params.items()},
+                **{k: int(getattr(self, k)[b]) for k in ("n_rhs", "n_steps", "n_rejected")},
+                "stop_time": float(self.stop_time[b])}
+        return Trajectory(t=t, Q=Q, M=M, a=a, risk=risk, status=str(self.status[b]), message=str(self.message[b]),
+                          time_unit=self.time_unit, meta=meta, P=self.P[b, :Mt, :Mt], v=self.v[b, :Mt],
+                          stop_time=float(self.stop_time[b]))
+
+    def __iter__(self) -> Iterator[Trajectory]:
+        return (self[b] for b in range(len(self)))
+
+    def overlaps_at(self, index: int = -1) -> Any:
+        """The :class:`~twolayer.BatchOverlaps` of every member at output row ``index``, or with ``index=-1`` at
+        each member's last recorded state (``*_final``; e.g. to continue the runs). Needs equal K and M."""
+        from .overlaps import BatchOverlaps
+
+        if np.any(self.n_student != self.n_student[0]) or np.any(self.n_teacher != self.n_teacher[0]):
+            raise ValueError("index: the members have different K or M; index the batch member by member")
+        if index == -1:
+            Q, M, a = self.Q_final, self.M_final, self.a_final
+        else:
+            Q, M, a = self.Q[:, index], self.M[:, index], self.a[:, index]
+        return BatchOverlaps(Q, M, self.P, a, self.v, self.meta.get("activation"),
+                             self.meta.get("teacher_activation"))
+
+    def to_xarray(self) -> Any:
+        """An ``xarray.Dataset`` with dimensions member, t, student, student2, teacher, teacher2: Q, M, a, risk
+        (member, t, ...), P, v and the ``*_final`` state per member, and the per-member results status, message,
+        stop_time, n_recorded, n_rhs, n_steps, n_rejected; the per-member parameters (``params``) and sizes
+        ``n_student``, ``n_teacher`` are coordinates along ``member``; shared parameters are attributes. Every
+        variable has ``long_name`` and ``units``."""
+        xr = _xarray()
+        unit = {"long_name": "", "units": "1"}
+        data: dict[str, Any] = {}
+        for name, (long_name, dims) in _VARIABLES.items():
+            data[name] = (("member", "t", *dims), getattr(self, name), {**unit, "long_name": long_name})
+            data[f"{name}_final"] = (("member", *dims), getattr(self, f"{name}_final"),
+                                     {**unit, "long_name": f"{long_name}, last recorded state"})
+        for name, (long_name, dims) in _TEACHER.items():
+            data[name] = (("member", *dims), getattr(self, name), {**unit, "long_name": long_name})
+        data["t_final"] = ("member", self.t_final, {"long_name": "time of the last recorded state",
+                                                    "units": self.time_unit})
+        for name, (long_name, units) in _MEMBER_RESULTS.items():
+            data[name] = ("member", getattr(self, name), {"long_name": long_name, "units": units or self.time_unit})
+        data["status"] = ("member", self.status.astype(str), {"long_name": "status: " + ", ".join(_STATUSES),
+                                                               "units": "1"})
+        data["message"] = ("member", self.message.astype(str), {"long_name": "what happened", "units": "1"})
+        coords: dict[str, Any] = {
+            "member": ("member", np.arange(len(self)), {"long_name": "batch member index", "units": "1"}),
+            "t": ("t", self.t, {"long_name": "time", "units": self.time_unit}),
+            "n_student": ("member", self.n_student, {"long_name": "student units K", "units": "1"}),
+            "n_teacher": ("member", self.n_teacher, {"long_name": "teacher units M", "units": "1"}),
+        }
+        for name, values in self.params.items():
+            coords[name] = ("member", values, {"long_name": _PARAM_NAMES.get(name, name), "units": "1"})
+        attrs = {**_attrs(self.meta), "time_unit": self.time_unit, "params": " ".join(self.params)}
+        return xr.Dataset(data, coords=coords, attrs=attrs)
+
+    @classmethod
+    def from_xarray(cls, ds: Any) -> BatchTrajectory:
+        """The BatchTrajectory a :meth:`to_xarray` Dataset (possibly saved and reopened) describes."""
+        attrs = {k: _from_attr(v) for k, v in ds.attrs.items()}
+        names = [p for p in str(attrs.pop("params", "")).split() if p]
+        time_unit = str(attrs.pop("time_unit", ds["t"].attrs.get("units", "t")))
+
+        def f64(name: str) -> NDArray[np.float64]:
+            return np.array(ds[name].values, dtype=np.float64)
+
+        def i64(name: str) -> NDArray[np.int64]:
+            return np.array(ds[name].values, dtype=np.int64)
+
+        return cls(
+            t=f64("t"), Q=f64("Q"), M=f64("M"), a=f64("a"), risk=f64("risk"), P=f64("P"), v=f64("v"),
+            t_final=f64("t_final"), Q_final=f64("Q_final"), M_final=f64("M_final"), a_final=f64("a_final"),
+            risk_final=f64("risk_final"),
+            status=np.array(ds["status"].values, dtype=str), message=np.array(ds["message"].values, dtype=str),
+            stop_time=f64("stop_time"),
+            **{k: i64(k) for k in (*_COUNTS, "n_student", "n_teacher")},
+            params={p: f64(p) for p in names},
+            time_unit=time_unit,
+            meta=attrs,
+        )
+
+    def __repr__(self) -> str:
+        counts = {s: int(np.sum(self.status == s)) for s in _STATUSES}
+        text = ", ".join(f"{s}={c}" for s, c in counts.items() if c)
+        return f"BatchTrajectory(B={len(self)}, T={self.t.shape[0]}, {text})"
+
+
+_PARAM_NAMES = {
+    "lr": "first-layer learning rate",
+    "lr_readout": "second-layer learning rate",
+    "noise": "output-noise variance Delta",
+    "risk_tol": "absolute early-stop threshold on the excess risk (0: none)",
+    "risk_rtol": "early-stop threshold relative to the initial excess risk (0: none)",
+}
