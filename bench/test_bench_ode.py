@@ -182,38 +182,45 @@ def stacked_systems(B, K, seed=0):
             np.ones((B, K)))
 
 
-def batch_overhead(B=10_000, K=2, repeats=3, **opts):
-    """(total, core) seconds, best of ``repeats``: ``integrate_batch`` from the stacked arrays (BatchOverlaps
-    construction and validation, per-member parameters, the core call, the BatchTrajectory) and the bare core call
-    with the same arguments."""
+def batch_overhead(monkeypatch, B=10_000, K=2, repeats=3, **opts):
+    """(python, core) seconds, best of ``repeats``. core: the bare core call on the stacked arrays. python:
+    everything ``integrate_batch`` does around it (BatchOverlaps construction and validation, per-member
+    parameters, the BatchTrajectory), timed with the core call replaced by one returning its saved output, so
+    that the measurement does not drown in the core's run-to-run noise on a shared machine."""
     Q, Mo, P, a, v = stacked_systems(B, K)
     lr = np.linspace(0.5, 1.5, B)
     zeros = np.zeros(B)
     ts = output_times(opts["t_max"], 101)
-    total = core = float("inf")
+    args = (Q, Mo, a, P, v, "erf", "erf", "online", False, lr, zeros, zeros, ts, opts["method"],
+            opts.get("dt", 0.01), 1e-8, 1e-10, 0.0, 0.0, zeros, zeros, 100_000_000, opts.get("n_threads") or 0)
+    core = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        saved = _core.ode_integrate_batch(*args)
+        core = min(core, time.perf_counter() - t0)
+    reference = tl.ode.integrate_batch(tl.BatchOverlaps(Q, Mo, P, a, v), "erf", lr=lr, **opts)
+    monkeypatch.setattr(tl.ode._core, "ode_integrate_batch", lambda *args, **kwargs: saved)
+    python = float("inf")
     for _ in range(repeats):
         t0 = time.perf_counter()
         out = tl.ode.integrate_batch(tl.BatchOverlaps(Q, Mo, P, a, v), "erf", lr=lr, **opts)
-        total = min(total, time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        _core.ode_integrate_batch(Q, Mo, a, P, v, "erf", "erf", "online", False, lr, zeros, zeros, ts,
-                                  opts["method"], opts.get("dt", 0.01), 1e-8, 1e-10, 0.0, 0.0, zeros, zeros,
-                                  100_000_000, opts.get("n_threads") or 0)
-        core = min(core, time.perf_counter() - t0)
+        python = min(python, time.perf_counter() - t0)
     assert np.all(out.status == "completed") and out.Q.shape == (B, ts.shape[0], K, K)
-    return total, core
+    np.testing.assert_array_equal(out.risk, reference.risk)  # the saved output is this call's output
+    return python, core
 
 
 @pytest.mark.parametrize("method", ["euler", "adaptive"])
-def test_bench_batch_python_overhead_10k(benchmark, method):
+def test_bench_batch_python_overhead_10k(benchmark, monkeypatch, method):
     """10^4 K = M = 2 members from stacked arrays, t_max = 1 on the default 101-point grid (Euler dt = 0.01:
-    100 steps, 10^6 right-hand sides; adaptive: rtol 1e-8): Python-side overhead <= 5 % of the call."""
-    opts = dict(t_max=1.0, method=method, dt=0.01)
-    total, core = benchmark.pedantic(batch_overhead, kwargs=opts, rounds=1, iterations=1)
-    share = (total - core) / total
-    print(f"\n  {method}: integrate_batch {total * 1e3:.1f} ms, core call {core * 1e3:.1f} ms, "
-          f"Python-side overhead {(total - core) * 1e3:.1f} ms = {100 * share:.2f} %")
-    benchmark.extra_info.update(total_s=total, core_s=core, overhead_share=share)
+    100 steps, 10^6 right-hand sides; adaptive: rtol 1e-8), one thread: Python-side overhead <= 5 % of the
+    call."""
+    opts = dict(t_max=1.0, method=method, dt=0.01, n_threads=1)
+    python, core = benchmark.pedantic(batch_overhead, args=(monkeypatch,), kwargs=opts, rounds=1, iterations=1)
+    share = python / (python + core)
+    print(f"\n  {method}: core call {core * 1e3:.1f} ms, Python side (validation + result assembly) "
+          f"{python * 1e3:.1f} ms = {100 * share:.2f} % of the call")
+    benchmark.extra_info.update(python_s=python, core_s=core, overhead_share=share)
     assert share <= 0.05
 
 

@@ -67,6 +67,11 @@ def test_stacked_list_and_single_runs_agree_bitwise(method):
         assert_same(listed[b], single)
     for b, tr in enumerate(stacked):  # iteration as before: one Trajectory per member
         assert_same(tr, stacked[b])
+    assert_same(stacked[-1], stacked[B - 1])
+    with pytest.raises(IndexError, match="member 5 out of range"):
+        stacked[5]
+    empty = tl.ode.integrate_batch([], "erf", lr=1.0, times=ts, **opts)
+    assert len(empty) == 0 and list(empty) == [] and empty.Q.shape[:2] == (0, len(ts))
 
 
 @pytest.mark.parametrize("method", list(METHODS))

@@ -467,8 +467,8 @@ def _assemble(
         P, v = stack.P, stack.v
         n_student, n_teacher = np.full(B, stack.K, dtype=np.int64), np.full(B, stack.n_teacher, dtype=np.int64)
     else:
-        K = max(s.K for s, _ in groups)
-        Mt = max(s.n_teacher for s, _ in groups)
+        K = max((s.K for s, _ in groups), default=0)
+        Mt = max((s.n_teacher for s, _ in groups), default=0)
         nan = math.nan
         arrays = {
             "Q": np.full((B, T, K, K), nan), "M": np.full((B, T, K, Mt), nan), "a": np.full((B, T, K), nan),

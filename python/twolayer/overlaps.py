@@ -6,10 +6,11 @@ P = W* W*^T / s; ``a`` and ``v`` are the effective (readout-scaled) second layer
 :class:`Overlaps` holds one system; :class:`BatchOverlaps` holds B systems of equal K and M stacked along a
 leading batch axis (the input of :func:`twolayer.ode.integrate_batch`). Both are validated on construction by the
 same vectorised check (:func:`check_stack`): finite entries, symmetric Q and P (to 1e-9 of the largest diagonal
-entry), and Omega positive semi-definite (smallest eigenvalue >= -1e-9 of the largest diagonal entry), one
-``np.linalg.eigvalsh`` over the whole stack. Both optionally remember the activations of the networks they were
-measured on (``activation``, ``teacher_activation``; None for hand-built overlaps), which the ODE uses when the
-caller gives none.
+entry), and Omega positive semi-definite (smallest eigenvalue >= -1e-9 of the largest diagonal entry): one
+stacked Cholesky factorisation of Omega + 1e-9 max|diag| I over all members, and ``np.linalg.eigvalsh`` over the
+stack only when it fails, to name the first bad member. Both optionally remember the activations of the networks
+they were measured on (``activation``, ``teacher_activation``; None for hand-built overlaps), which the ODE uses
+when the caller gives none.
 """
 
 from __future__ import annotations
@@ -67,6 +68,14 @@ def check_stack(
             b = int(np.argmax(bad))
             raise ValueError(f"{label(b, name)}: expected a symmetric matrix, got max |{name} - {name}^T| = "
                              f"{asym[b]:.3g}")
+    # Fast path: Omega + tol * scale * I has a Cholesky factor iff Omega's smallest eigenvalue is above
+    # -tol * scale (the core's own test); only when some member fails are the eigenvalues computed, to name it.
+    n = omega.shape[1]
+    try:
+        np.linalg.cholesky(omega + (_TOL * scale)[:, None, None] * np.eye(n))
+        return
+    except np.linalg.LinAlgError:
+        pass
     lam = np.linalg.eigvalsh(omega)[:, 0] / scale
     bad = lam < -_TOL
     if bad.any():

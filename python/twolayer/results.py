@@ -330,7 +330,7 @@ class BatchTrajectory:
     def __repr__(self) -> str:
         counts = {s: int(np.sum(self.status == s)) for s in _STATUSES}
         text = ", ".join(f"{s}={c}" for s, c in counts.items() if c)
-        return f"BatchTrajectory(B={len(self)}, T={self.t.shape[0]}, {text})"
+        return f"BatchTrajectory(B={len(self)}, T={self.t.shape[0]}{', ' + text if text else ''})"
 
 
 _PARAM_NAMES = {
