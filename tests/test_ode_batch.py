@@ -211,6 +211,9 @@ def test_trajectory_netcdf_round_trip_and_restart(tmp_path):
         np.testing.assert_array_equal(getattr(back, name), getattr(first, name), err_msg=name)
     assert back.status == first.status and back.message == first.message and back.time_unit == first.time_unit
     assert math.isnan(back.stop_time) and back.meta["activation"] == "erf" and back.meta["lr"] == 0.8
+    assert back.meta.keys() == first.meta.keys()
+    for k, val in first.meta.items():
+        assert back.meta[k] == val or (math.isnan(val) and math.isnan(back.meta[k])), k
     # continue from the saved last state: the same as one run to t2, within the integrator's tolerance
     rest = tl.ode.integrate(back.overlaps_at(-1), times=np.linspace(0, t2 - t1, 6), **opts)
     whole = tl.ode.integrate(ov, times=t1 + np.linspace(0, t2 - t1, 6), **opts)

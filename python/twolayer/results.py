@@ -128,7 +128,7 @@ class Trajectory:
     def from_xarray(cls, ds: Any) -> Trajectory:
         """The Trajectory a :meth:`to_xarray` Dataset (possibly saved and reopened) describes."""
         attrs = {k: _from_attr(v) for k, v in ds.attrs.items()}
-        reserved = ("status", "message", "time_unit", "stop_time")
+        reserved = ("status", "message", "time_unit")
         P = np.array(ds["P"].values, dtype=np.float64) if "P" in ds else None
         v = np.array(ds["v"].values, dtype=np.float64) if "v" in ds else None
         return cls(
