@@ -6,7 +6,9 @@
   vectorised NumPy implementation of the same right-hand side (DESIGN.md §4 closed forms for I3, I4, J2);
 * thread scaling for one K = M = 32 system and for a batch of 10^4 K = M = 2 systems;
 * time to accuracy on the K = M = 2 erf plateau trajectory (t <= 2000): adaptive DP5(4) against Euler at dt
-  = 0.01.
+  = 0.01;
+* the Python-side overhead (validation + result assembly) of a 10^4-member ``integrate_batch`` call from stacked
+  arrays, against the core call alone (goal: <= 5 % of the call).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy as np
 import pytest
 import twolayer as tl
 from twolayer import _core
+from twolayer._grid import output_times
 
 # ------------------------------------------------------------------------------------- NumPy reference RHS
 
@@ -167,6 +170,58 @@ def test_bench_threads_batch_10k_K2(benchmark, batch_members, n_threads):
     )
     assert all(o.status == "completed" for o in out)
     benchmark.extra_info["rhs_per_s"] = 1e6 / benchmark.stats.stats.mean
+
+
+def stacked_systems(B, K, seed=0):
+    """B systems like :func:`system`, stacked: Q (B, K, K), M (B, K, K), P (B, K, K), a (B, K), v (B, K)."""
+    rng = np.random.default_rng(seed)
+    d = 4 * K + 10
+    X = rng.standard_normal((B, 2 * K, d)) / np.sqrt(d)
+    Om = X @ np.swapaxes(X, 1, 2)
+    return (Om[:, :K, :K].copy(), Om[:, :K, K:].copy(), Om[:, K:, K:].copy(), np.ones((B, K)),
+            np.ones((B, K)))
+
+
+def batch_overhead(monkeypatch, B=10_000, K=2, repeats=3, **opts):
+    """(python, core) seconds, best of ``repeats``. core: the bare core call on the stacked arrays. python:
+    everything ``integrate_batch`` does around it (BatchOverlaps construction and validation, per-member
+    parameters, the BatchTrajectory), timed with the core call replaced by one returning its saved output, so
+    that the measurement does not drown in the core's run-to-run noise on a shared machine."""
+    Q, Mo, P, a, v = stacked_systems(B, K)
+    lr = np.linspace(0.5, 1.5, B)
+    zeros = np.zeros(B)
+    ts = output_times(opts["t_max"], 101)
+    args = (Q, Mo, a, P, v, "erf", "erf", "online", False, lr, zeros, zeros, ts, opts["method"],
+            opts.get("dt", 0.01), 1e-8, 1e-10, 0.0, 0.0, zeros, zeros, 100_000_000, opts.get("n_threads") or 0)
+    core = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        saved = _core.ode_integrate_batch(*args)
+        core = min(core, time.perf_counter() - t0)
+    reference = tl.ode.integrate_batch(tl.BatchOverlaps(Q, Mo, P, a, v), "erf", lr=lr, **opts)
+    monkeypatch.setattr(tl.ode._core, "ode_integrate_batch", lambda *args, **kwargs: saved)
+    python = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = tl.ode.integrate_batch(tl.BatchOverlaps(Q, Mo, P, a, v), "erf", lr=lr, **opts)
+        python = min(python, time.perf_counter() - t0)
+    assert np.all(out.status == "completed") and out.Q.shape == (B, ts.shape[0], K, K)
+    np.testing.assert_array_equal(out.risk, reference.risk)  # the saved output is this call's output
+    return python, core
+
+
+@pytest.mark.parametrize("method", ["euler", "adaptive"])
+def test_bench_batch_python_overhead_10k(benchmark, monkeypatch, method):
+    """10^4 K = M = 2 members from stacked arrays, t_max = 1 on the default 101-point grid (Euler dt = 0.01:
+    100 steps, 10^6 right-hand sides; adaptive: rtol 1e-8), one thread: Python-side overhead <= 5 % of the
+    call."""
+    opts = dict(t_max=1.0, method=method, dt=0.01, n_threads=1)
+    python, core = benchmark.pedantic(batch_overhead, args=(monkeypatch,), kwargs=opts, rounds=1, iterations=1)
+    share = python / (python + core)
+    print(f"\n  {method}: core call {core * 1e3:.1f} ms, Python side (validation + result assembly) "
+          f"{python * 1e3:.1f} ms = {100 * share:.2f} % of the call")
+    benchmark.extra_info.update(python_s=python, core_s=core, overhead_share=share)
+    assert share <= 0.05
 
 
 def test_time_to_accuracy_plateau(benchmark):

@@ -113,7 +113,7 @@ def test_integrate_batch_interrupted_keeps_finished_members(quiet_after: Callabl
                                                             n_threads=2), after=0.5)
     assert latency < DEADLINE
     trajs = exc.partial
-    assert isinstance(trajs, list) and len(trajs) == 64
+    assert isinstance(trajs, tl.BatchTrajectory) and len(trajs) == 64
     statuses = [t.status for t in trajs]
     assert set(statuses) <= {"completed", "interrupted"}
     assert "interrupted" in statuses

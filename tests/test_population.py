@@ -177,7 +177,8 @@ def test_descend_decreases_risk_and_matches_manual_steps():
     ov = tl.Overlaps.from_networks(traj.student, teacher)
     assert np.allclose(traj.Q[-1], ov.Q) and np.allclose(traj.M[-1], ov.M)
     ds = traj.to_xarray()
-    assert ds["Q"].dims == ("time", "student", "student2") and ds.attrs["status"] == "completed"
+    assert ds["Q"].dims == ("t", "student", "student2") and ds.attrs["status"] == "completed"
+    np.testing.assert_allclose(ds["P"].values, ov.P) and np.testing.assert_array_equal(ds["v"].values, ov.v)
 
 
 def test_descend_trains_the_raw_second_layer_with_mean_readout():

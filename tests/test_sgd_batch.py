@@ -213,7 +213,7 @@ def test_progress_bar_with_per_run_parameters() -> None:
         (dict(lr=[0.5, -0.1, 0.5]), r"lr\[1\]: expected a finite number > 0"),
         (dict(lr=[0.5, 0.0, 0.5]), r"lr\[1\]"),
         (dict(lr=[[0.5, 0.5, 0.5]]), r"lr: expected a number or a 1-d array"),
-        (dict(noise=[0.1, np.nan, 0.1]), r"noise: entries must be finite"),
+        (dict(noise=[0.1, np.nan, 0.1]), r"noise\[1\]: expected a finite number >= 0, got nan"),
         (dict(noise=[0.1, 0.1, -1.0]), r"noise\[2\]"),
         (dict(lr_readout=[0.1, -0.1, 0.1]), r"lr_readout\[1\]"),
         (dict(lr_readout=np.ones(4)), r"lr_readout: .* 3 values"),

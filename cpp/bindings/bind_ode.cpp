@@ -1,5 +1,9 @@
 // Bindings for the order-parameter ODE: argument checks, GIL release, result arrays. No maths here.
+#include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <limits>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -49,7 +53,8 @@ OdeModel make_model(const std::string& student, const std::string& teacher, cons
 }
 
 IntegrateOptions make_options(const std::vector<double>& times, const std::string& method, double dt, double rtol,
-                              double atol, double h0, double h_max, double risk_tol, long long max_steps) {
+                              double atol, double h0, double h_max, double risk_tol, double risk_rtol,
+                              long long max_steps) {
   IntegrateOptions o;
   o.method = parse_method(method);
   o.times = times;
@@ -58,7 +63,8 @@ IntegrateOptions make_options(const std::vector<double>& times, const std::strin
   o.atol = atol;
   o.h0 = h0;
   o.h_max = h_max;
-  o.risk_tol = risk_tol;
+  o.stop.risk_tol = risk_tol;
+  o.stop.risk_rtol = risk_rtol;
   o.max_steps = max_steps;
   return o;
 }
@@ -111,13 +117,6 @@ std::vector<double> state(const Array& Q, const Array& Mo, const Array& a, int& 
 std::vector<double> to_vector(const Array& x, const char* name) {
   expect_shape(x, name, {-1});
   return std::vector<double>(x.data(), x.data() + x.shape(0));
-}
-
-std::vector<Array> to_arrays(const py::list& l) {
-  std::vector<Array> out;
-  out.reserve(l.size());
-  for (const auto& item : l) out.push_back(py::cast<Array>(item));
-  return out;
 }
 
 }  // namespace
@@ -175,62 +174,169 @@ void bind_ode(py::module_& m) {
       [](const Array& Q, const Array& Mo, const Array& a, const Array& P, const Array& v, const std::string& student,
          const std::string& teacher, const std::string& regime, bool spherical, double lr, double lr_readout,
          double noise, const Array& times_arr, const std::string& method, double dt, double rtol,
-         double atol, double h0, double h_max, double risk_tol, long long max_steps, int n_threads) {
+         double atol, double h0, double h_max, double risk_tol, double risk_rtol, long long max_steps,
+         int n_threads) {
         int K, M;
         std::vector<double> y = state(Q, Mo, a, K, M);
         OdeModel model = make_model(student, teacher, regime, spherical, K, lr, lr_readout, noise, P, v);
         if (model.M != M) throw std::invalid_argument("M: its columns must match the teacher's units");
         const std::vector<double> times = to_vector(times_arr, "times");
-        IntegrateOptions opt = make_options(times, method, dt, rtol, atol, h0, h_max, risk_tol, max_steps);
+        IntegrateOptions opt =
+            make_options(times, method, dt, rtol, atol, h0, h_max, risk_tol, risk_rtol, max_steps);
         return run_cancellable([&] { return integrate(model, y.data(), opt, n_threads); },
                                [&](const IntegrateResult& r) { return to_dict(r, K, M); });
       },
       py::arg("Q"), py::arg("M"), py::arg("a"), py::arg("P"), py::arg("v"), py::arg("act"), py::arg("act_teacher"),
       py::arg("regime"), py::arg("spherical"), py::arg("lr"), py::arg("lr_readout"), py::arg("noise"),
       py::arg("times"), py::arg("method"), py::arg("dt"), py::arg("rtol"), py::arg("atol"), py::arg("h0") = 0.0,
-      py::arg("h_max") = 0.0, py::arg("risk_tol") = 0.0, py::arg("max_steps") = 100000000LL,
-      py::arg("n_threads") = 1);
+      py::arg("h_max") = 0.0, py::arg("risk_tol") = 0.0, py::arg("risk_rtol") = 0.0,
+      py::arg("max_steps") = 100000000LL, py::arg("n_threads") = 1);
+  // One shape group of a batch, stacked: Q (B, K, K), M (B, K, M), a (B, K), P (B, M, M) or (M, M) (shared),
+  // v (B, M) or (M,); lr, lr_readout, noise, risk_tol, risk_rtol (B,). Returns stacked arrays (B, T, ...) whose rows
+  // after a member's n_recorded are NaN, and per-member status, message, stop_time and counts.
   m.def(
       "ode_integrate_batch",
-      [](const py::list& Ql, const py::list& Ml, const py::list& al, const py::list& Pl, const py::list& vl,
-         const std::string& student, const std::string& teacher, const std::string& regime, bool spherical,
-         const Array& lr_arr, const Array& lr_readout_arr, const Array& noise_arr, const Array& times_arr,
-         const std::string& method, double dt, double rtol, double atol, double h0, double h_max, double risk_tol,
-         long long max_steps, int n_threads) {
-        const std::vector<Array> Qs = to_arrays(Ql), Ms = to_arrays(Ml), as = to_arrays(al), Ps = to_arrays(Pl),
-                                 vs = to_arrays(vl);
-        const std::vector<double> lrs = to_vector(lr_arr, "lr"), lr_readouts = to_vector(lr_readout_arr, "lr_readout"),
-                                  noises = to_vector(noise_arr, "noise");
-        const std::size_t B = Qs.size();
-        for (const auto* lst : {&Ms, &as, &Ps, &vs})
-          if (lst->size() != B) throw std::invalid_argument("overlaps: every batch list must have the same length");
-        if (lrs.size() != B || lr_readouts.size() != B || noises.size() != B)
-          throw std::invalid_argument("lr, lr_readout, noise: one value per batch member expected");
-        std::vector<OdeModel> models(B);
-        std::vector<std::vector<double>> ys(B);
-        std::vector<const double*> y0s(B);
-        std::vector<int> Ks(B), Mts(B);
-        for (std::size_t b = 0; b < B; ++b) {
-          ys[b] = state(Qs[b], Ms[b], as[b], Ks[b], Mts[b]);
-          models[b] = make_model(student, teacher, regime, spherical, Ks[b], lrs[b], lr_readouts[b], noises[b], Ps[b],
-                                 vs[b]);
-          if (models[b].M != Mts[b]) throw std::invalid_argument("M: its columns must match the teacher's units");
-          y0s[b] = ys[b].data();
+      [](const Array& Q, const Array& Mo, const Array& a, const Array& P, const Array& v, const std::string& student,
+         const std::string& teacher, const std::string& regime, bool spherical, const Array& lr_arr,
+         const Array& lr_readout_arr, const Array& noise_arr, const Array& times_arr, const std::string& method,
+         double dt, double rtol, double atol, double h0, double h_max, const Array& risk_tol_arr,
+         const Array& risk_rtol_arr, long long max_steps, int n_threads, const py::object& progress) {
+        expect_shape(a, "a", {-1, -1});
+        const py::ssize_t B = a.shape(0), K = a.shape(1);
+        expect_shape(Mo, "M", {B, K, -1});
+        const py::ssize_t M = Mo.shape(2);
+        if (K + M > kMaxUnits)
+          throw std::invalid_argument("K + M: expected at most " + std::to_string(kMaxUnits) +
+                                      " units in all, got " + std::to_string(K + M));
+        expect_shape(Q, "Q", {B, K, K});
+        const bool shared_P = P.ndim() == 2, shared_v = v.ndim() == 1;
+        if (shared_P) expect_shape(P, "P", {M, M}); else expect_shape(P, "P", {B, M, M});
+        if (shared_v) expect_shape(v, "v", {M}); else expect_shape(v, "v", {B, M});
+        for (const auto& [arr, name] : {std::pair{&lr_arr, "lr"}, {&lr_readout_arr, "lr_readout"},
+                                        {&noise_arr, "noise"}, {&risk_tol_arr, "risk_tol"},
+                                        {&risk_rtol_arr, "risk_rtol"}})
+          expect_shape(*arr, name, {B});
+        const std::size_t nB = static_cast<std::size_t>(B);
+        const std::size_t kk = static_cast<std::size_t>(K * K), km = static_cast<std::size_t>(K * M),
+                          mm = static_cast<std::size_t>(M * M), n = kk + km + static_cast<std::size_t>(K);
+        // Initial states, one block of n per member: [Q, M, a].
+        std::vector<double> y0(nB * n);
+        std::vector<const double*> y0s(nB);
+        std::vector<OdeModel> models(nB);
+        std::vector<StopRule> stops(nB);
+        const double *pq = Q.data(), *pm = Mo.data(), *pa = a.data(), *pp = P.data(), *pv = v.data();
+        for (std::size_t b = 0; b < nB; ++b) {
+          double* y = y0.data() + b * n;
+          std::copy(pq + b * kk, pq + (b + 1) * kk, y);
+          std::copy(pm + b * km, pm + (b + 1) * km, y + kk);
+          std::copy(pa + b * K, pa + (b + 1) * K, y + kk + km);
+          y0s[b] = y;
+          OdeModel& md = models[b];
+          md.student = parse_activation(student);
+          md.teacher = parse_activation(teacher);
+          md.K = static_cast<int>(K);
+          md.M = static_cast<int>(M);
+          md.regime = parse_regime(regime);
+          md.spherical = spherical;
+          md.lr = lr_arr.data()[b];
+          md.lr_readout = lr_readout_arr.data()[b];
+          md.noise = noise_arr.data()[b];
+          const double* Pb = shared_P ? pp : pp + b * mm;
+          const double* vb = shared_v ? pv : pv + b * static_cast<std::size_t>(M);
+          md.P.assign(Pb, Pb + mm);
+          md.v.assign(vb, vb + M);
+          stops[b].risk_tol = risk_tol_arr.data()[b];
+          stops[b].risk_rtol = risk_rtol_arr.data()[b];
         }
         const std::vector<double> times = to_vector(times_arr, "times");
-        IntegrateOptions opt = make_options(times, method, dt, rtol, atol, h0, h_max, risk_tol, max_steps);
-        return run_cancellable([&] { return integrate_batch(models, y0s, opt, n_threads); },
-                               [&](const std::vector<IntegrateResult>& rs) {
-                                 py::list out;
-                                 for (std::size_t b = 0; b < B; ++b) out.append(to_dict(rs[b], Ks[b], Mts[b]));
-                                 return out;
-                               });
+        const IntegrateOptions opt = make_options(times, method, dt, rtol, atol, h0, h_max, 0.0, 0.0, max_steps);
+        std::atomic<std::int64_t> finished{0};
+        Poll poll;
+        if (!progress.is_none())
+          poll.with_gil = [&] { progress(static_cast<long long>(finished.load(std::memory_order_relaxed))); };
+        auto work = [&] { return integrate_batch(models, y0s, opt, n_threads, stops, &finished); };
+        // Rows on the output grid go to (B, T, ...) arrays (NaN after a member's n_recorded); the last row a member
+        // recorded, which for an early stop is its state at the stop time between two output times, also goes to
+        // the (B, ...) "final" arrays.
+        auto to_py = [&](const std::vector<IntegrateResult>& rs) {
+          const auto T = static_cast<py::ssize_t>(times.size());
+          const std::size_t Tn = times.size();
+          Array t({T}), Qo({B, T, K, K}), Mout({B, T, K, M}), ao({B, T, K}), risk({B, T}), stop_time({B});
+          Array t_f({B}), Q_f({B, K, K}), M_f({B, K, M}), a_f({B, K}), risk_f({B});
+          py::array_t<std::int64_t> n_rec(B), n_rhs(B), n_steps(B), n_rej(B);
+          std::copy(times.begin(), times.end(), t.mutable_data());
+          const double nan = std::numeric_limits<double>::quiet_NaN();
+          auto put = [&](const double* y, double* q, double* mo, double* ar) {
+            std::copy(y, y + kk, q);
+            std::copy(y + kk, y + kk + km, mo);
+            std::copy(y + kk + km, y + n, ar);
+          };
+          auto blank = [&](double* q, double* mo, double* ar) {
+            std::fill(q, q + kk, nan);
+            std::fill(mo, mo + km, nan);
+            std::fill(ar, ar + K, nan);
+          };
+          py::list status, message;
+          for (std::size_t b = 0; b < nB; ++b) {
+            const IntegrateResult& r = rs[b];
+            std::size_t on_grid = r.t.size();
+            if (on_grid > 0 && (on_grid > Tn || r.t.back() != times[on_grid - 1])) --on_grid;  // a stop row
+            for (std::size_t s = 0; s < Tn; ++s) {
+              const std::size_t row = b * Tn + s;
+              if (s < on_grid) {
+                put(r.y.data() + s * n, Qo.mutable_data() + row * kk, Mout.mutable_data() + row * km,
+                    ao.mutable_data() + row * K);
+                risk.mutable_data()[row] = r.risk[s];
+              } else {
+                blank(Qo.mutable_data() + row * kk, Mout.mutable_data() + row * km, ao.mutable_data() + row * K);
+                risk.mutable_data()[row] = nan;
+              }
+            }
+            if (!r.t.empty()) {
+              put(r.y.data() + (r.t.size() - 1) * n, Q_f.mutable_data() + b * kk, M_f.mutable_data() + b * km,
+                  a_f.mutable_data() + b * K);
+              t_f.mutable_data()[b] = r.t.back();
+              risk_f.mutable_data()[b] = r.risk.back();
+            } else {
+              blank(Q_f.mutable_data() + b * kk, M_f.mutable_data() + b * km, a_f.mutable_data() + b * K);
+              t_f.mutable_data()[b] = nan;
+              risk_f.mutable_data()[b] = nan;
+            }
+            n_rec.mutable_data()[b] = static_cast<std::int64_t>(on_grid);
+            stop_time.mutable_data()[b] = r.stop_time;
+            n_rhs.mutable_data()[b] = r.n_rhs;
+            n_steps.mutable_data()[b] = r.n_steps;
+            n_rej.mutable_data()[b] = r.n_rejected;
+            status.append(py::str(r.status));
+            message.append(py::str(r.message));
+          }
+          py::dict d;
+          d["t"] = t;
+          d["Q"] = Qo;
+          d["M"] = Mout;
+          d["a"] = ao;
+          d["risk"] = risk;
+          d["n_recorded"] = n_rec;
+          d["t_final"] = t_f;
+          d["Q_final"] = Q_f;
+          d["M_final"] = M_f;
+          d["a_final"] = a_f;
+          d["risk_final"] = risk_f;
+          d["status"] = status;
+          d["message"] = message;
+          d["stop_time"] = stop_time;
+          d["n_rhs"] = n_rhs;
+          d["n_steps"] = n_steps;
+          d["n_rejected"] = n_rej;
+          return d;
+        };
+        return run_cancellable(work, to_py, true, poll);
       },
       py::arg("Q"), py::arg("M"), py::arg("a"), py::arg("P"), py::arg("v"), py::arg("act"), py::arg("act_teacher"),
       py::arg("regime"), py::arg("spherical"), py::arg("lr"), py::arg("lr_readout"), py::arg("noise"),
-      py::arg("times"), py::arg("method"), py::arg("dt"), py::arg("rtol"), py::arg("atol"), py::arg("h0") = 0.0,
-      py::arg("h_max") = 0.0, py::arg("risk_tol") = 0.0, py::arg("max_steps") = 100000000LL,
-      py::arg("n_threads") = 0);
+      py::arg("times"), py::arg("method"), py::arg("dt"), py::arg("rtol"), py::arg("atol"), py::arg("h0"),
+      py::arg("h_max"), py::arg("risk_tol"), py::arg("risk_rtol"), py::arg("max_steps"), py::arg("n_threads") = 0,
+      py::arg("progress") = py::none());
 }
 
 }  // namespace twolayer::bind

@@ -68,13 +68,17 @@ constexpr double e1 = 71.0 / 57600, e3 = -71.0 / 16695, e4 = 71.0 / 1920, e5 = -
 struct Runner {
   OdeRhs f;
   const IntegrateOptions& opt;
+  const StopRule& rule;
   int threads;
   std::size_t n;
   IntegrateResult res;
   std::vector<double> scratch;
-  double t_now = 0.0;  // start of the step in progress (for error messages)
+  double t_now = 0.0;       // start of the step in progress (for error messages)
+  double threshold = 0.0;   // the early-stop threshold on the excess risk (rule.active() only)
+  double risk_now = 0.0;    // excess risk of the last accepted state (rule.active() only)
 
-  Runner(const OdeModel& m, const IntegrateOptions& o, int th) : f(m), opt(o), threads(th), n(m.state_size()) {}
+  Runner(const OdeModel& m, const IntegrateOptions& o, const StopRule& s, int th)
+      : f(m), opt(o), rule(s), threads(th), n(m.state_size()) {}
 
   void rhs(const double* y, double* dy) {
     f(y, dy, threads);
@@ -121,21 +125,59 @@ struct Runner {
         return false;
       }
     }
-    if (opt.risk_tol > 0.0) {
-      const double r = f.risk(y);
-      if (r < opt.risk_tol) {
-        record(t, y);
-        std::ostringstream s;
-        s << "excess risk " << r << " fell below risk_tol = " << opt.risk_tol << " at t = " << t;
-        stop(t, "converged", s.str());
-        return false;
+    return true;
+  }
+  // Whether the accepted state y (risk stored in risk_now) has reached the early-stop threshold.
+  bool crossed(const double* y) {
+    if (!rule.active()) return false;
+    const double r = f.risk(y);
+    const bool hit = r <= threshold;
+    if (!hit) risk_now = r;
+    return hit;
+  }
+  // Records the crossing state y_stop at t_stop and stops with "converged".
+  void converge(double t_stop, const double* y_stop) {
+    record(t_stop, y_stop);
+    std::ostringstream s;
+    s << "excess risk " << res.risk.back() << " reached the threshold " << threshold << " (";
+    if (rule.risk_tol > 0.0) s << "risk_tol = " << rule.risk_tol << (rule.risk_rtol > 0.0 ? ", " : "");
+    if (rule.risk_rtol > 0.0) s << "risk_rtol = " << rule.risk_rtol << " x the initial risk";
+    s << ") at t = " << t_stop;
+    stop(t_stop, "converged", s.str());
+  }
+  // First passage inside an accepted step of length h from t: the smallest theta in (0, 1] (up to rounding) with
+  // R(at(theta)) <= threshold, given R(at(0)) = r0 > threshold >= R(at(1)). Illinois (modified regula falsi) on
+  // g = R - threshold, which keeps the bracket [lo, hi] with g(lo) > 0 >= g(hi); at(theta, out) writes the
+  // interpolated state. Returns hi, so the state returned satisfies R <= threshold.
+  template <class At>
+  double first_passage(At&& at, double t, double h, double r0, double r1, std::vector<double>& out) {
+    double lo = 0.0, hi = 1.0, glo = r0 - threshold, ghi = r1 - threshold;
+    int side = 0;
+    const double tol = 4.0 * std::numeric_limits<double>::epsilon() * std::max(std::fabs(t), std::fabs(t + h));
+    for (int it = 0; it < 100 && ghi < 0.0 && (hi - lo) * h > tol; ++it) {
+      double c = (lo * ghi - hi * glo) / (ghi - glo);
+      if (!(c > lo && c < hi)) c = 0.5 * (lo + hi);
+      at(c, out.data());
+      const double gc = f.risk(out.data()) - threshold;
+      if (!std::isfinite(gc)) break;
+      if (gc <= 0.0) {
+        hi = c;
+        ghi = gc;
+        if (side == -1) glo *= 0.5;
+        side = -1;
+      } else {
+        lo = c;
+        glo = gc;
+        if (side == 1) ghi *= 0.5;
+        side = 1;
       }
     }
-    return true;
+    return hi;
   }
 
   void run_fixed(std::vector<double>& y) {
-    std::vector<double> k1(n), k2(n), k3(n), k4(n), tmp(n);
+    std::vector<double> k1(n), k2(n), k3(n), k4(n), tmp(n), y_old, y_stop;
+    if (rule.active()) y_old.resize(n), y_stop.resize(n);
     const bool rk4 = opt.method == Method::Rk4;
     const double dt = opt.dt;
     double t = 0.0;
@@ -148,6 +190,8 @@ struct Runner {
           h = target - t;
           land = true;
         }
+        if (rule.active()) std::copy(y.begin(), y.end(), y_old.begin());
+        const double r_old = risk_now;
         rhs(y.data(), k1.data());
         if (!rk4) {
           for (std::size_t i = 0; i < n; ++i) y[i] += h * k1[i];
@@ -160,8 +204,23 @@ struct Runner {
           rhs(tmp.data(), k4.data());
           for (std::size_t i = 0; i < n; ++i) y[i] += h / 6.0 * (k1[i] + 2.0 * (k2[i] + k3[i]) + k4[i]);
         }
-        t = land ? target : t + h;
-        if (!accept(t, y.data())) return;
+        const double t_new = land ? target : t + h;
+        if (!accept(t_new, y.data())) return;
+        if (crossed(y.data())) {  // linear interpolation between the last two states (the chord)
+          const double r_new = f.risk(y.data());
+          auto chord = [&](double th, double* out) {
+            for (std::size_t i = 0; i < n; ++i) out[i] = y_old[i] + th * (y[i] - y_old[i]);
+          };
+          const double th = first_passage(chord, t, t_new - t, r_old, r_new, y_stop);
+          if (th < 1.0) {
+            chord(th, y_stop.data());
+            converge(t + th * (t_new - t), y_stop.data());
+          } else {
+            converge(t_new, y.data());
+          }
+          return;
+        }
+        t = t_new;
       }
       record(target, y.data());
     }
@@ -178,9 +237,10 @@ struct Runner {
   }
 
   // Dormand-Prince 5(4) with FSAL; outputs come from its 4th-order continuous extension (Hairer's dopri5), so the
-  // output times do not constrain the steps; only the final time is landed on exactly.
+  // output times do not constrain the steps; only the final time is landed on exactly. The early stop's crossing
+  // is located on the same continuous extension.
   void run_adaptive(std::vector<double>& y) {
-    std::vector<double> k1(n), k2(n), k3(n), k4(n), k5(n), k6(n), k7(n), tmp(n), ynew(n), err(n);
+    std::vector<double> k1(n), k2(n), k3(n), k4(n), k5(n), k6(n), k7(n), tmp(n), ynew(n), err(n), y_stop(n);
     std::vector<double> r2(n), r3(n), r4(n), r5(n);
     double t = 0.0;
     std::size_t next = 0;
@@ -245,20 +305,39 @@ struct Runner {
           diverge(t_new, why);
           return;
         }
-        // Dense output for the output times in (t, t_new).
-        if (next < nout && opt.times[next] < t_new) {
+        const double r_old = risk_now;
+        const bool cross = crossed(ynew.data());
+        // Dense output for the output times in (t, t_new) and for the crossing.
+        auto dense = [&](double th, double* out) {
+          const double th1 = 1.0 - th;
+          for (std::size_t i = 0; i < n; ++i) out[i] = y[i] + th * (r2[i] + th1 * (r3[i] + th * (r4[i] + th1 * r5[i])));
+        };
+        if (cross || (next < nout && opt.times[next] < t_new)) {
           for (std::size_t i = 0; i < n; ++i) {
             r2[i] = ynew[i] - y[i];
             r3[i] = hs * k1[i] - r2[i];
             r4[i] = r2[i] - hs * k7[i] - r3[i];
             r5[i] = hs * (d1 * k1[i] + d3 * k3[i] + d4 * k4[i] + d5 * k5[i] + d6 * k6[i] + d7 * k7[i]);
           }
-          while (next < nout && opt.times[next] < t_new) {
-            const double th = (opt.times[next] - t) / hs, th1 = 1.0 - th;
-            for (std::size_t i = 0; i < n; ++i)
-              tmp[i] = y[i] + th * (r2[i] + th1 * (r3[i] + th * (r4[i] + th1 * r5[i])));
-            record(opt.times[next++], tmp.data());
+        }
+        double t_stop = t_new, th_stop = 1.0;
+        if (cross) {
+          th_stop = first_passage(dense, t, hs, r_old, f.risk(ynew.data()), y_stop);
+          if (th_stop < 1.0) t_stop = t + th_stop * hs;
+        }
+        while (next < nout && opt.times[next] < t_stop) {
+          dense((opt.times[next] - t) / hs, tmp.data());
+          record(opt.times[next++], tmp.data());
+        }
+        if (cross) {
+          ++res.n_steps;
+          if (th_stop < 1.0) {
+            dense(th_stop, y_stop.data());
+            converge(t_stop, y_stop.data());
+          } else {
+            converge(t_new, ynew.data());
           }
+          return;
         }
         t = t_new;
         y.swap(ynew);
@@ -283,6 +362,14 @@ struct Runner {
       return;
     }
     try {
+      if (rule.active()) {
+        risk_now = f.risk(y.data());
+        threshold = std::max(rule.risk_tol, rule.risk_rtol * risk_now);
+        if (risk_now <= threshold) {  // already there: the first passage is at t = 0
+          converge(0.0, y.data());
+          return;
+        }
+      }
       if (opt.method == Method::Adaptive)
         run_adaptive(y);
       else
@@ -299,6 +386,13 @@ struct Runner {
   }
 };
 
+void check_stop(const StopRule& s) {
+  if (!(s.risk_tol >= 0.0 && std::isfinite(s.risk_tol)))
+    throw std::invalid_argument("risk_tol: expected a finite number >= 0 (0: no absolute threshold)");
+  if (!(s.risk_rtol >= 0.0 && std::isfinite(s.risk_rtol)))
+    throw std::invalid_argument("risk_rtol: expected a finite number >= 0 (0: no relative threshold)");
+}
+
 void check_options(const IntegrateOptions& o) {
   if (o.method != Method::Adaptive && !(o.dt > 0.0 && std::isfinite(o.dt)))
     throw std::invalid_argument("dt: expected a finite number > 0");
@@ -314,23 +408,34 @@ void check_options(const IntegrateOptions& o) {
   for (std::size_t i = 0; i < o.times.size(); ++i)
     if (!std::isfinite(o.times[i]) || o.times[i] < 0.0 || (i > 0 && o.times[i] < o.times[i - 1]))
       throw std::invalid_argument("times: expected finite, non-negative, non-decreasing output times");
+  check_stop(o.stop);
 }
 
 }  // namespace
 
-IntegrateResult integrate(const OdeModel& model, const double* y0, const IntegrateOptions& opt, int n_threads) {
+IntegrateResult integrate(const OdeModel& model, const double* y0, const IntegrateOptions& opt, const StopRule& stop,
+                          int n_threads) {
   check_options(opt);
-  Runner r(model, opt, n_threads);
+  check_stop(stop);
+  Runner r(model, opt, stop, n_threads);
   r.run(y0);
   return std::move(r.res);
 }
 
+IntegrateResult integrate(const OdeModel& model, const double* y0, const IntegrateOptions& opt, int n_threads) {
+  return integrate(model, y0, opt, opt.stop, n_threads);
+}
+
 std::vector<IntegrateResult> integrate_batch(const std::vector<OdeModel>& models,
                                              const std::vector<const double*>& y0s, const IntegrateOptions& opt,
-                                             int n_threads) {
+                                             int n_threads, const std::vector<StopRule>& stops,
+                                             std::atomic<std::int64_t>* finished) {
   check_options(opt);
   if (models.size() != y0s.size()) throw std::invalid_argument("y0s: one initial state per model");
+  if (!stops.empty() && stops.size() != models.size())
+    throw std::invalid_argument("risk_tol, risk_rtol: one stop rule per batch member expected");
   for (const auto& m : models) validate_model(m);
+  for (const auto& s : stops) check_stop(s);
   std::vector<IntegrateResult> out(models.size());
   std::exception_ptr error;
   std::mutex mu;
@@ -348,11 +453,12 @@ std::vector<IntegrateResult> integrate_batch(const std::vector<OdeModel>& models
       continue;
     }
     try {
-      out[b] = integrate(models[b], y0s[b], opt, 1);
+      out[b] = integrate(models[b], y0s[b], opt, stops.empty() ? opt.stop : stops[b], 1);
     } catch (...) {
       std::lock_guard<std::mutex> lock(mu);
       if (!error) error = std::current_exception();
     }
+    if (finished) finished->fetch_add(1, std::memory_order_relaxed);
   }
   if (error) std::rethrow_exception(error);
   return out;

@@ -11,8 +11,8 @@ from typing import Any
 from . import _core, activations, kernels, landscape, networks, ode, population, sgd
 from ._interrupt import Interrupted
 from .networks import Network
-from .overlaps import Overlaps
-from .results import Trajectory
+from .overlaps import BatchOverlaps, Overlaps
+from .results import BatchTrajectory, Trajectory
 
 __version__: str = _core.build_info()["version"]
 
@@ -24,6 +24,8 @@ def build_info() -> dict[str, Any]:
 
 
 __all__ = [
+    "BatchOverlaps",
+    "BatchTrajectory",
     "Interrupted",
     "Network",
     "Overlaps",

@@ -202,12 +202,12 @@ def per_item(
         isinstance(x, np.ndarray) and x.ndim == 0
     ):  # a single value (strings and None are refused there as not real numbers)
         return np.full(n, positive(x, name, allow_zero))
-    arr = as_float_array(x, name)
+    arr = as_float_array(x, name, finite=False)
     if arr.shape != (n,):
         raise ValueError(
             f"{name}: expected a number or a 1-d array of {n} values (one per {item}{hint}), got shape {arr.shape}"
         )
-    bad = np.flatnonzero(arr <= 0 if not allow_zero else arr < 0)
+    bad = np.flatnonzero(~np.isfinite(arr) | (arr <= 0 if not allow_zero else arr < 0))
     if bad.size:
         i = int(bad[0])
         raise ValueError(

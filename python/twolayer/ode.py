@@ -23,14 +23,16 @@ The recorded ``risk`` is the excess population risk (no Delta / 2).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _core
-from ._interrupt import partial_result
+from ._grid import output_times
+from ._interrupt import Interrupted, partial_result
 from ._validation import (
     INT32_MAX,
     as_float_array,
@@ -38,19 +40,21 @@ from ._validation import (
     choice,
     integer,
     n_threads_arg,
+    per_item,
     positive,
     real,
     seed_arg,
 )
 from .activations import ActivationName, check_activation
-from .overlaps import Overlaps
-from .results import Trajectory
+from .overlaps import BatchOverlaps, Overlaps, check_stack
+from .results import BatchTrajectory, Trajectory
 
 Regime = Literal["online", "gradient_flow"]
 Method = Literal["euler", "rk4", "adaptive"]
 Readout = Literal["sum", "mean"]
 
-__all__ = ["integrate", "integrate_batch", "plateau_example", "plateau_overlaps", "rhs"]
+__all__ = ["BatchOverlaps", "BatchTrajectory", "integrate", "integrate_batch", "plateau_example", "plateau_overlaps",
+           "rhs"]
 
 _TIME_UNIT = "t = steps / d"
 
@@ -59,49 +63,19 @@ def _check_overlaps(ov: Any, name: str = "overlaps", spherical: bool = False) ->
     if not isinstance(ov, Overlaps):
         raise TypeError(f"{name}: expected a twolayer.Overlaps, got {type(ov).__name__}")
     # Overlaps validates on construction; its arrays are mutable, so re-check what the C++ core relies on.
-    omega = ov.omega
-    if not np.all(np.isfinite(omega)) or not np.all(np.isfinite(ov.a)) or not np.all(np.isfinite(ov.v)):
-        raise ValueError(f"{name}: overlaps and second layers must be finite")
-    scale = max(float(np.max(np.abs(np.diag(omega)))), 1e-300)
-    if not np.allclose(omega, omega.T, rtol=0, atol=1e-9 * scale):
-        raise ValueError(f"{name}: Q and P must be symmetric")
-    if np.linalg.eigvalsh(omega)[0] < -1e-9 * scale:
-        raise ValueError(f"{name}: the overlap matrix [[Q, M], [M^T, P]] must be positive semi-definite")
-    if spherical and not np.allclose(np.diag(ov.Q), 1.0, rtol=0, atol=1e-10):
-        raise ValueError(f"{name}: spherical=True needs diag(Q) = 1 (weights on the sphere |w|^2 = d)")
+    check_stack(ov.Q[None], ov.M[None], ov.P[None], ov.a[None], ov.v[None], lambda b, field: f"{name}: {field}")
+    _check_spherical(ov.Q[None], spherical, lambda b, field: name)
     return ov
 
 
-def _check_overlaps_batch(overlaps: Sequence[Any], spherical: bool) -> list[Overlaps]:
-    """_check_overlaps for many members at once: members of equal (K, M) are checked as one stacked array."""
-    groups: dict[tuple[int, int], list[int]] = {}
-    for b, ov in enumerate(overlaps):
-        if not isinstance(ov, Overlaps):
-            raise TypeError(f"overlaps[{b}]: expected a twolayer.Overlaps, got {type(ov).__name__}")
-        groups.setdefault((ov.K, ov.n_teacher), []).append(b)
-    for idx in groups.values():
-        Q = np.stack([overlaps[b].Q for b in idx])
-        Mo = np.stack([overlaps[b].M for b in idx])
-        P = np.stack([overlaps[b].P for b in idx])
-        omega = np.concatenate(
-            [np.concatenate([Q, Mo], axis=2), np.concatenate([np.swapaxes(Mo, 1, 2), P], axis=2)], axis=1
-        )
-        lam = None
-        if np.all(np.isfinite(omega)):
-            scale = np.maximum(np.max(np.abs(np.diagonal(omega, axis1=1, axis2=2)), axis=1), 1e-300)
-            asym = np.max(np.abs(omega - np.swapaxes(omega, 1, 2)), axis=(1, 2)) > 1e-9 * scale
-            if not np.any(asym):
-                lam = np.linalg.eigvalsh(omega)[:, 0] / scale
-        if lam is None or np.any(lam < -1e-9):  # find and name the first bad member
-            for b in idx:
-                _check_overlaps(overlaps[b], f"overlaps[{b}]", spherical)
-        for b in idx:
-            ov = overlaps[b]
-            if not (np.all(np.isfinite(ov.a)) and np.all(np.isfinite(ov.v))):
-                raise ValueError(f"overlaps[{b}]: second layers must be finite")
-            if spherical and not np.allclose(np.diag(ov.Q), 1.0, rtol=0, atol=1e-10):
-                raise ValueError(f"overlaps[{b}]: spherical=True needs diag(Q) = 1 (weights on |w|^2 = d)")
-    return list(overlaps)
+def _check_spherical(Q: NDArray[np.float64], spherical: bool, label: Callable[[int, str], str]) -> None:
+    """spherical=True needs diag(Q) = 1 for every member of the stack Q (B, K, K)."""
+    if not spherical:
+        return
+    bad = ~np.all(np.abs(np.diagonal(Q, axis1=1, axis2=2) - 1.0) <= 1e-10, axis=1)
+    if bad.any():
+        raise ValueError(f"{label(int(np.argmax(bad)), 'Q')}: spherical=True needs diag(Q) = 1 (weights on the sphere "
+                         "|w|^2 = d)")
 
 
 def _times(
@@ -120,21 +94,36 @@ def _times(
         raise ValueError("t_max: give t_max or times")
     T = positive(t_max, "t_max")
     n_points = integer(n_points, "n_points", 2, INT32_MAX)
-    start = min(1e-2, T / 10) if method == "adaptive" else min(dt, T)
-    ts = np.concatenate([[0.0], np.geomspace(start, T, n_points - 1)])
-    if method != "adaptive":  # snap to the fixed-step grid, so outputs need no shortened steps
-        ts = np.unique(np.round(ts / dt) * dt)
-        ts[-1] = T
+    ts = output_times(T, n_points)  # the grid SGD records on (twolayer._grid)
+    if method != "adaptive":  # times off the fixed-step grid move to it, so outputs need no shortened steps
+        k = np.round(ts / dt)
+        off = np.abs(ts - k * dt) > 1e-9 * dt
+        if off.any():
+            ts = np.where(off, k * dt, ts)
+            ts[-1] = T
+            ts = np.unique(np.minimum(ts, T))
     return ts
 
 
-def _common(
-    activation: Any, teacher_activation: Any, regime: Any, method: Any, readout: Any
-) -> tuple[str, ...]:
+def _activations(activation: Any, teacher_activation: Any, overlaps: Any) -> tuple[str, str]:
+    """The (student, teacher) activations: the caller's (the teacher's defaulting to the student's, as before),
+    or, when the caller gives no ``activation``, the ones the overlaps remember (``Overlaps.from_networks``)."""
+    if activation is None:
+        activation = getattr(overlaps, "activation", None)
+        if teacher_activation is None:
+            teacher_activation = getattr(overlaps, "teacher_activation", None)
+        if activation is None:
+            raise TypeError(
+                "activation: required (one of 'linear', 'erf', 'relu', 'step', 'quadratic'): the overlaps do not "
+                "remember the activations of the networks they describe (only Overlaps.from_networks records them)")
     act = check_activation(activation, "activation")
-    t_act = check_activation(
-        teacher_activation if teacher_activation is not None else activation, "teacher_activation"
-    )
+    t_act = check_activation(teacher_activation if teacher_activation is not None else act, "teacher_activation")
+    return act, t_act
+
+
+def _common(
+    act: str, regime: Any, method: Any, readout: Any
+) -> tuple[str, str, str]:
     reg = choice(regime, "regime", ("online", "gradient_flow"))
     meth = choice(method, "method", ("euler", "rk4", "adaptive"))
     ro = choice(readout, "readout", ("sum", "mean"))
@@ -143,10 +132,10 @@ def _common(
             "regime: the step activation's derivative is a delta, so only regime='gradient_flow' "
             "applies to step units"
         )
-    return act, t_act, reg, meth, ro
+    return reg, meth, ro
 
 
-def _trajectory(out: dict[str, Any], meta: dict[str, Any]) -> Trajectory:
+def _trajectory(out: dict[str, Any], meta: dict[str, Any], ov: Overlaps) -> Trajectory:
     meta = {
         **meta,
         "n_rhs": int(out["n_rhs"]),
@@ -164,6 +153,9 @@ def _trajectory(out: dict[str, Any], meta: dict[str, Any]) -> Trajectory:
         message=str(out["message"]),
         time_unit=_TIME_UNIT,
         meta=meta,
+        P=ov.P.copy(),
+        v=ov.v.copy(),
+        stop_time=float(out["stop_time"]),
     )
 
 
@@ -176,10 +168,9 @@ def _solver_options(
     atol: float,
     n_points: int,
     h_max: float | None,
-    risk_tol: float | None,
     max_steps: int,
     n_threads: int | None,
-) -> tuple[tuple[Any, ...], dict[str, Any], dict[str, Any]]:
+) -> tuple[tuple[NDArray[np.float64], str, float, float, float], dict[str, Any], dict[str, Any]]:
     """The integrator settings shared by :func:`integrate` and :func:`integrate_batch`, checked: the core's
     positional tail (times, method, dt, rtol, atol), its keyword arguments, and the matching metadata."""
     dt_ = positive(dt, "dt")
@@ -190,7 +181,6 @@ def _solver_options(
     ts = _times(t_max, times, meth, dt_, n_points)
     keywords = {
         "h_max": 0.0 if h_max is None else positive(h_max, "h_max"),
-        "risk_tol": 0.0 if risk_tol is None else positive(risk_tol, "risk_tol"),
         "max_steps": _max_steps(max_steps),
         "n_threads": n_threads_arg(n_threads),
     }
@@ -206,7 +196,7 @@ def _model_meta(act: str, t_act: str, reg: str, spherical: bool, ro: str) -> dic
 
 def integrate(
     overlaps: Overlaps,
-    activation: ActivationName = "erf",
+    activation: ActivationName | None = None,
     teacher_activation: ActivationName | None = None,
     *,
     lr: float,
@@ -222,7 +212,8 @@ def integrate(
     atol: float = 1e-10,
     readout: Readout = "sum",
     risk_tol: float | None = None,
-    n_points: int = 100,
+    risk_rtol: float | None = None,
+    n_points: int = 101,
     h_max: float | None = None,
     max_steps: int = 100_000_000,
     n_threads: int | None = None,
@@ -230,54 +221,118 @@ def integrate(
     """Integrate the order-parameter ODE from ``overlaps`` (effective second layers a, v; see the module
     docstring).
 
-    ``method``: ``"euler"`` or ``"rk4"`` with fixed step ``dt`` (a step is shortened only to land on an
-    output time
-    off the dt grid), or ``"adaptive"``: Dormand-Prince 5(4) with error control ``rtol``, ``atol`` (weighted
-    RMS
-    norm over the state). Output at ``times`` (default: 0 and ``n_points - 1`` log-spaced times up to
-    ``t_max``).
-    ``risk_tol``: stop early, with ``status="converged"``, once the excess risk falls below it. A run whose
-    state becomes non-finite, overflows or leaves the positive semi-definite cone stops with
+    ``activation``, ``teacher_activation``: the student's and teacher's activations. When ``activation`` is not
+    given, both come from the overlaps (``Overlaps.from_networks`` records them; ``teacher_activation`` may
+    still override the teacher's); overlaps built by hand remember none, and then ``activation`` is required
+    (TypeError). When it is given, ``teacher_activation`` defaults to it.
+
+    ``method``: ``"euler"`` or ``"rk4"`` with fixed step ``dt`` (a step is shortened only to land on an output
+    time off the dt grid), or ``"adaptive"``: Dormand-Prince 5(4) with error control ``rtol``, ``atol``
+    (weighted RMS norm over the state). Output at ``times``, by default at the grid SGD records on
+    (``twolayer.sgd.simulate``): ``n_points`` equally spaced times t_k = k t_max / (n_points - 1), each the
+    correctly rounded double, so that ODE and SGD results align point by point in xarray (for the fixed-step
+    methods, default times off the dt grid are moved to the nearest multiple of dt).
+    ``risk_tol``, ``risk_rtol``: stop early, with ``status="converged"``, at the first time the excess risk R(t)
+    falls to ``max(risk_tol, risk_rtol * R(0))`` (None: no threshold of that kind). The crossing is located inside
+    the step where it happens: on the adaptive method's 4th-order dense output (Illinois root finding to a few
+    ulps of t), and for ``"euler"``/``"rk4"`` on the straight line between the last two states (linear
+    interpolation, an O(dt^2) approximation of the crossing). The last recorded row is the state there, and
+    ``stop_time`` its time; output times after it are not recorded.
+    A run whose state becomes non-finite, overflows or leaves the positive semi-definite cone stops with
     ``status="diverged"``; one that has taken ``max_steps`` steps stops with ``status="max_steps"``; the
-    trajectory then holds the outputs reached and ``message`` / ``meta["stop_time"]`` say when. Ctrl-C stops
-    the integration within a fraction of a second and raises :class:`twolayer.Interrupted`, whose ``partial``
-    is the trajectory so far (``status="interrupted"``).
+    trajectory then holds the outputs reached and ``message`` / ``stop_time`` say when (``stop_time`` is NaN when
+    the run completed). Ctrl-C stops the integration within a fraction of a second and raises
+    :class:`twolayer.Interrupted`, whose ``partial`` is the trajectory so far (``status="interrupted"``).
     ``n_threads``: threads inside the right-hand side (used for K >= 8; None = the OpenMP default).
-    ``meta`` records the parameters and the cost (``n_rhs`` right-hand-side evaluations, ``n_steps``).
+    The trajectory records the teacher's ``P`` and ``v`` (``traj.overlaps_at(-1)`` continues the run); ``meta``
+    records the parameters and the cost (``n_rhs`` right-hand-side evaluations, ``n_steps``).
     """
-    act, t_act, reg, meth, ro = _common(activation, teacher_activation, regime, method, readout)
+    act, t_act = _activations(activation, teacher_activation, overlaps)
+    reg, meth, ro = _common(act, regime, method, readout)
     spherical = boolean(spherical, "spherical")
     ov = _check_overlaps(overlaps, spherical=spherical)
     lr_ = positive(lr, "lr", allow_zero=True)
     lr_a = positive(lr_readout, "lr_readout", allow_zero=True)
     noise_ = positive(noise, "noise", allow_zero=True)
-    tail, keywords, solver_meta = _solver_options(meth, t_max, times, dt, rtol, atol, n_points, h_max, risk_tol,
-                                                  max_steps, n_threads)
+    tol = 0.0 if risk_tol is None else positive(risk_tol, "risk_tol")
+    rtol_r = 0.0 if risk_rtol is None else positive(risk_rtol, "risk_rtol")
+    tail, keywords, solver_meta = _solver_options(meth, t_max, times, dt, rtol, atol, n_points, h_max, max_steps,
+                                                  n_threads)
     c = 1.0 if ro == "sum" else 1.0 / ov.K
     meta = {**_model_meta(act, t_act, reg, spherical, ro), **solver_meta, "lr": lr_, "lr_readout": lr_a,
-            "noise": noise_}
-    with partial_result(lambda out: _trajectory(out, meta)):
+            "noise": noise_, "risk_tol": tol or math.nan, "risk_rtol": rtol_r or math.nan}
+    with partial_result(lambda out: _trajectory(out, meta, ov)):
         out = _core.ode_integrate(ov.Q, ov.M, ov.a, ov.P, ov.v, act, t_act, reg, bool(spherical), lr_,
-                                  lr_a * c * c, noise_, *tail, **keywords)
-    return _trajectory(out, meta)
+                                  lr_a * c * c, noise_, *tail, 0.0, keywords["h_max"], tol, rtol_r,
+                                  keywords["max_steps"], keywords["n_threads"])
+    return _trajectory(out, meta, ov)
 
 
 def _max_steps(max_steps: Any) -> int:
     return integer(max_steps, "max_steps", 1)
 
 
-def _per_member(x: ArrayLike, name: str, B: int) -> list[float]:
-    arr = as_float_array(x, name, finite=False)
-    if np.ndim(x) == 0:
-        arr = np.full(B, arr[0])
-    if arr.shape != (B,):
-        raise ValueError(f"{name}: expected a scalar or one value per system ({B}), got shape {arr.shape}")
-    return [positive(v, name, allow_zero=True) for v in arr]
+def _per_member(x: Any, name: str, B: int, none: float | None = None) -> NDArray[np.float64]:
+    """:func:`per_item` over the B members, 0 allowed; ``None`` -> ``none`` where given."""
+    if x is None and none is not None:
+        return np.full(B, none)
+    return per_item(x, name, B, allow_zero=True, item="member")
+
+
+def _thresholds_off_as_nan(params: dict[str, NDArray[np.float64]]) -> dict[str, NDArray[np.float64]]:
+    """The parameters as results report them: a threshold of 0 (the core's "off") as NaN, as in sgd.Ensemble."""
+    return {k: np.where(v > 0, v, np.nan) if k in ("risk_tol", "risk_rtol") else v for k, v in params.items()}
+
+
+def _group_by_shape(overlaps: Sequence[Any]) -> dict[tuple[int, int], list[int]]:
+    groups: dict[tuple[int, int], list[int]] = {}
+    for b, ov in enumerate(overlaps):
+        if not isinstance(ov, Overlaps):
+            raise TypeError(f"overlaps[{b}]: expected a twolayer.Overlaps, got {type(ov).__name__}")
+        groups.setdefault((ov.K, ov.n_teacher), []).append(b)
+    return groups
+
+
+def _stack_label(j: int, field: str) -> str:
+    """Error labels of a BatchOverlaps input: ``Q[17]``."""
+    return f"{field}[{j}]"
+
+
+def _list_label(idx: list[int]) -> Callable[[int, str], str]:
+    """Error labels of a shape group of a list input: member j of the group is ``overlaps[idx[j]]``."""
+
+    def label(j: int, field: str) -> str:
+        return f"overlaps[{idx[j]}]: {field}"
+
+    return label
+
+
+def _batch_groups(overlaps: Any) -> tuple[list[tuple[BatchOverlaps, NDArray[np.int64]]], int, Any]:
+    """The input of :func:`integrate_batch` as shape groups: (stack, member indices) pairs, the batch size, and
+    the object whose remembered activations apply (the BatchOverlaps, or the first member of a list when every
+    member remembers the same ones)."""
+    if isinstance(overlaps, BatchOverlaps):
+        return [(overlaps, np.arange(len(overlaps)))], len(overlaps), overlaps
+    if isinstance(overlaps, Overlaps) or not isinstance(overlaps, Sequence) or isinstance(overlaps, str):
+        raise TypeError(f"overlaps: expected a twolayer.BatchOverlaps or a sequence of twolayer.Overlaps, got "
+                        f"{type(overlaps).__name__}")
+    groups = []
+    for idx in _group_by_shape(overlaps).values():
+        members = [overlaps[b] for b in idx]
+        # Stacked copies, validated together (the Overlaps' own arrays are mutable: re-checked here).
+        stack = BatchOverlaps(np.stack([o.Q for o in members]), np.stack([o.M for o in members]),
+                              np.stack([o.P for o in members]), np.stack([o.a for o in members]),
+                              np.stack([o.v for o in members]),
+                              _label=_list_label(idx))
+        groups.append((stack, np.array(idx, dtype=np.int64)))
+    acts = {(o.activation, o.teacher_activation) for o in overlaps}
+    source = overlaps[0] if len(acts) == 1 else None
+    return groups, len(overlaps), source
 
 
 def integrate_batch(
-    overlaps: Sequence[Overlaps],
-    activation: ActivationName = "erf",
+    overlaps: BatchOverlaps | Sequence[Overlaps],
+    activation: ActivationName | None = None,
     teacher_activation: ActivationName | None = None,
     *,
     lr: float | ArrayLike,
@@ -292,49 +347,151 @@ def integrate_batch(
     rtol: float = 1e-8,
     atol: float = 1e-10,
     readout: Readout = "sum",
-    risk_tol: float | None = None,
-    n_points: int = 100,
+    risk_tol: float | ArrayLike | None = None,
+    risk_rtol: float | ArrayLike | None = None,
+    n_points: int = 101,
     h_max: float | None = None,
     max_steps: int = 100_000_000,
     n_threads: int | None = None,
-) -> list[Trajectory]:
-    """Integrate many independent systems in one C++ call (GIL released, OpenMP across systems).
+    progress: bool = False,
+) -> BatchTrajectory:
+    """Integrate B independent systems in one C++ call per shape (GIL released, OpenMP across members).
 
-    ``overlaps``: a sequence of :class:`~twolayer.Overlaps` (K and M may differ between members); ``lr``,
-    ``lr_readout`` and ``noise`` are scalars or one value per member. Activations, regime, method and output
-    times are shared. Returns one :class:`~twolayer.Trajectory` per member, each with its own status: a diverging
-    member does not affect the others. On Ctrl-C, :class:`twolayer.Interrupted`'s ``partial`` is that list:
-    finished members as they are, the others with ``status="interrupted"`` and the rows they reached. Other
-    arguments as in :func:`integrate`.
+    Parameters
+    ----------
+    overlaps : BatchOverlaps or sequence of Overlaps
+        Stacked arrays (:class:`~twolayer.BatchOverlaps`: Q (B, K, K), M (B, K, M), P (B, M, M) or (M, M),
+        a (B, K), v (B, M) or (M,), validated all at once), or a list of :class:`~twolayer.Overlaps`, whose K
+        and M may differ: members of equal shape are stacked and integrated together, in one core call per
+        shape.
+    lr, lr_readout, noise, risk_tol, risk_rtol : float or array_like (B,)
+        One value for all members or one per member (>= 0; for ``risk_tol``/``risk_rtol`` None or 0 means no
+        threshold).
+    progress : bool
+        Show a ``tqdm.auto`` bar of members finished (off by default; no effect on the results).
+
+    Activations (from the arguments, else from the overlaps as in :func:`integrate`), regime, method and output
+    times are shared by every member; the other arguments are as in :func:`integrate`. Each member is integrated
+    exactly as :func:`integrate` would integrate it alone (bitwise: same steps, same rows), with its own step
+    sizes and its own status: a stiff or diverging member does not affect the others.
+
+    Returns
+    -------
+    BatchTrajectory
+        Arrays (B, T, ...) on the shared output times, rows after a member's stop filled with NaN (its own
+        ``n_recorded`` rows are valid; the state at a located early stop is in the ``*_final`` arrays), members
+        of a mixed-shape batch padded with NaN to the largest K and M; per-member ``status``, ``stop_time``
+        (NaN: no stop), ``n_rhs``. Iterating or indexing it gives each member's :class:`~twolayer.Trajectory`.
+        On Ctrl-C, :class:`twolayer.Interrupted`'s ``partial`` is the BatchTrajectory so far: finished members as
+        they are, the others with ``status="interrupted"`` and the rows they reached (none if never started).
     """
-    act, t_act, reg, meth, ro = _common(activation, teacher_activation, regime, method, readout)
-    if isinstance(overlaps, Overlaps) or not isinstance(overlaps, Sequence):
-        raise TypeError("overlaps: expected a sequence of twolayer.Overlaps")
+    groups, B, source = _batch_groups(overlaps)
+    act, t_act = _activations(activation, teacher_activation, source)
+    reg, meth, ro = _common(act, regime, method, readout)
     spherical = boolean(spherical, "spherical")
-    ovs = _check_overlaps_batch(overlaps, spherical)
-    B = len(ovs)
-    if B == 0:
-        return []
-    lrs = _per_member(lr, "lr", B)
-    lr_as = _per_member(lr_readout, "lr_readout", B)
-    noises = _per_member(noise, "noise", B)
-    tail, keywords, solver_meta = _solver_options(meth, t_max, times, dt, rtol, atol, n_points, h_max, risk_tol,
-                                                  max_steps, n_threads)
-    cs = [1.0 if ro == "sum" else 1.0 / o.K for o in ovs]
-    base = {**_model_meta(act, t_act, reg, spherical, ro), **solver_meta}
+    progress = boolean(progress, "progress")
+    for stack, idx in groups:
+        label = _stack_label if isinstance(overlaps, BatchOverlaps) else _list_label(idx.tolist())
+        _check_spherical(stack.Q, spherical, label)
+    params = {
+        "lr": _per_member(lr, "lr", B),
+        "lr_readout": _per_member(lr_readout, "lr_readout", B),
+        "noise": _per_member(noise, "noise", B),
+        "risk_tol": _per_member(risk_tol, "risk_tol", B, none=0.0),
+        "risk_rtol": _per_member(risk_rtol, "risk_rtol", B, none=0.0),
+    }
+    tail, keywords, solver_meta = _solver_options(meth, t_max, times, dt, rtol, atol, n_points, h_max, max_steps,
+                                                  n_threads)
+    meta = {**_model_meta(act, t_act, reg, spherical, ro), **solver_meta}
+    ts = tail[0]
+    outs: list[dict[str, Any] | None] = [None] * len(groups)
 
-    def results(outs: list[dict[str, Any]]) -> list[Trajectory]:
-        return [
-            _trajectory(out, {**base, "lr": lrs[b], "lr_readout": lr_as[b], "noise": noises[b]})
-            for b, out in enumerate(outs)
-        ]
+    def result() -> BatchTrajectory:
+        return _assemble(groups, outs, B, ts, params, meta)
 
-    with partial_result(results):
-        outs = _core.ode_integrate_batch(
-            [o.Q for o in ovs], [o.M for o in ovs], [o.a for o in ovs], [o.P for o in ovs], [o.v for o in ovs],
-            act, t_act, reg, bool(spherical), np.array(lrs),
-            np.array([la * c * c for la, c in zip(lr_as, cs, strict=True)]), np.array(noises), *tail, **keywords)
-    return results(outs)
+    def run(report: Callable[[int], None] | None) -> None:
+        done = 0
+        for g, (stack, idx) in enumerate(groups):
+            c2 = 1.0 if ro == "sum" else 1.0 / stack.K**2
+            P, v = (stack.P[0], stack.v[0]) if stack.shared_teacher else (stack.P, stack.v)
+            callback = None if report is None else (lambda n, done=done: report(done + n))
+            try:
+                outs[g] = _core.ode_integrate_batch(
+                    stack.Q, stack.M, stack.a, P, v, act, t_act, reg, bool(spherical), params["lr"][idx],
+                    params["lr_readout"][idx] * c2, params["noise"][idx], *tail, 0.0, keywords["h_max"],
+                    params["risk_tol"][idx], params["risk_rtol"][idx], keywords["max_steps"], keywords["n_threads"],
+                    callback)
+            except Interrupted as exc:
+                if exc.partial is not None:
+                    outs[g] = exc.partial
+                exc.partial = result()
+                raise
+            done += len(idx)
+
+    if progress:
+        from tqdm.auto import tqdm
+
+        with tqdm(total=B, unit="member", desc="ODE batch") as bar:
+            def update(n: int) -> None:
+                bar.update(n - bar.n)
+
+            run(update)
+    else:
+        run(None)
+    return result()
+
+
+def _assemble(
+    groups: list[tuple[BatchOverlaps, NDArray[np.int64]]],
+    outs: list[dict[str, Any] | None],
+    B: int,
+    ts: NDArray[np.float64],
+    params: dict[str, NDArray[np.float64]],
+    meta: dict[str, Any],
+) -> BatchTrajectory:
+    """One BatchTrajectory from the core's per-group outputs (None: the group never ran, its members are
+    "interrupted" with no rows). A single group is used as it is (no copy); several are scattered into
+    NaN-padded arrays of the largest K and M, in the members' input order."""
+    T = ts.shape[0]
+    if len(groups) == 1 and outs[0] is not None:
+        stack, _ = groups[0]
+        out = outs[0]
+        assert out is not None
+        arrays = {k: out[k] for k in ("Q", "M", "a", "risk", "t_final", "Q_final", "M_final", "a_final",
+                                      "risk_final", "stop_time", "n_recorded", "n_rhs", "n_steps", "n_rejected")}
+        status, message = np.array(out["status"], dtype=str), np.array(out["message"], dtype=str)
+        P, v = stack.P, stack.v
+        n_student, n_teacher = np.full(B, stack.K, dtype=np.int64), np.full(B, stack.n_teacher, dtype=np.int64)
+    else:
+        K = max((s.K for s, _ in groups), default=0)
+        Mt = max((s.n_teacher for s, _ in groups), default=0)
+        nan = math.nan
+        arrays = {
+            "Q": np.full((B, T, K, K), nan), "M": np.full((B, T, K, Mt), nan), "a": np.full((B, T, K), nan),
+            "risk": np.full((B, T), nan), "t_final": np.full(B, nan), "Q_final": np.full((B, K, K), nan),
+            "M_final": np.full((B, K, Mt), nan), "a_final": np.full((B, K), nan), "risk_final": np.full(B, nan),
+            "stop_time": np.zeros(B), **{k: np.zeros(B, dtype=np.int64) for k in
+                                         ("n_recorded", "n_rhs", "n_steps", "n_rejected")},
+        }
+        status = np.full(B, "interrupted", dtype="<U11")
+        message = np.full(B, "interrupted before it started", dtype=object)
+        P, v = np.full((B, Mt, Mt), nan), np.full((B, Mt), nan)
+        n_student, n_teacher = np.zeros(B, dtype=np.int64), np.zeros(B, dtype=np.int64)
+        for (stack, idx), part in zip(groups, outs, strict=True):
+            k, m = stack.K, stack.n_teacher
+            P[idx, :m, :m], v[idx, :m] = stack.P, stack.v
+            n_student[idx], n_teacher[idx] = k, m
+            if part is None:
+                continue
+            for name, arr in arrays.items():
+                src = part[name]
+                arr[(idx,) + tuple(slice(0, n) for n in src.shape[1:])] = src
+            status[idx] = part["status"]
+            message[idx] = part["message"]
+        message = message.astype(str)
+    return BatchTrajectory(
+        t=ts.copy(), P=P, v=v, status=status, message=message, n_student=n_student, n_teacher=n_teacher,
+        params=_thresholds_off_as_nan(params), time_unit=_TIME_UNIT, meta=meta, **arrays)
 
 
 # |state| above which the integrators report "diverged" (IntegrateOptions::overflow in integrators.hpp).
@@ -343,7 +500,7 @@ _OVERFLOW = 1e100
 
 def rhs(
     overlaps: Overlaps,
-    activation: ActivationName = "erf",
+    activation: ActivationName | None = None,
     teacher_activation: ActivationName | None = None,
     *,
     lr: float,
@@ -356,9 +513,11 @@ def rhs(
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
     """The right-hand side (dQ/dt, dM/dt, da/dt) at ``overlaps`` (same conventions as :func:`integrate`).
 
-    Overlaps above 1e100 in magnitude (where :func:`integrate` stops with "diverged"), or a right-hand side
-    beyond the double range, raise ValueError."""
-    act, t_act, reg, _, ro = _common(activation, teacher_activation, regime, "adaptive", readout)
+    Activations as in :func:`integrate` (from the overlaps when ``activation`` is not given). Overlaps above
+    1e100 in magnitude (where :func:`integrate` stops with "diverged"), or a right-hand side beyond the double
+    range, raise ValueError."""
+    act, t_act = _activations(activation, teacher_activation, overlaps)
+    reg, _, ro = _common(act, regime, "adaptive", readout)
     spherical = boolean(spherical, "spherical")
     ov = _check_overlaps(overlaps, spherical=spherical)
     for name in ("Q", "M", "a", "P", "v"):

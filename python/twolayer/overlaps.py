@@ -2,30 +2,120 @@
 
 Omega = [[Q, M], [M^T, P]] is the covariance of (lambda, lambda*) with Q = W W^T / s, M = W W*^T / s,
 P = W* W*^T / s; ``a`` and ``v`` are the effective (readout-scaled) second layers of student and teacher.
+
+:class:`Overlaps` holds one system; :class:`BatchOverlaps` holds B systems of equal K and M stacked along a
+leading batch axis (the input of :func:`twolayer.ode.integrate_batch`). Both are validated on construction by the
+same vectorised check (:func:`check_stack`): finite entries, symmetric Q and P (to 1e-9 of the largest diagonal
+entry), and Omega positive semi-definite (smallest eigenvalue >= -1e-9 of the largest diagonal entry): one
+stacked Cholesky factorisation of Omega + 1e-9 max|diag| I over all members, and ``np.linalg.eigvalsh`` over the
+stack only when it fails, to name the first bad member. Both optionally remember the activations of the networks
+they were measured on (``activation``, ``teacher_activation``; None for hand-built overlaps), which the ODE uses
+when the caller gives none.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ._validation import as_float_array
+from .activations import check_activation
 from .networks import Network, check_network
+
+__all__ = ["BatchOverlaps", "Overlaps", "check_pair", "check_stack"]
+
+# Relative tolerance of the symmetry and positive semi-definiteness checks (of the largest diagonal entry).
+_TOL = 1e-9
+
+
+def _optional_activation(name: Any, argument: str) -> str | None:
+    return None if name is None else check_activation(name, argument)
+
+
+def omega_stack(Q: NDArray[np.float64], M: NDArray[np.float64], P: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Omega = [[Q, M], [M^T, P]] of every member: Q (B, K, K), M (B, K, M), P (B, M, M) -> (B, K + M, K + M)."""
+    top = np.concatenate([Q, M], axis=2)
+    bottom = np.concatenate([np.swapaxes(M, 1, 2), P], axis=2)
+    return np.concatenate([top, bottom], axis=1)
+
+
+def check_stack(
+    Q: NDArray[np.float64],
+    M: NDArray[np.float64],
+    P: NDArray[np.float64],
+    a: NDArray[np.float64],
+    v: NDArray[np.float64],
+    label: Callable[[int, str], str],
+) -> None:
+    """Validate B stacked systems at once: Q (B, K, K), M (B, K, M), P (B, M, M), a (B, K), v (B, M) (shapes
+    already checked). Raises ValueError naming the first bad member through ``label(b, field)`` (e.g.
+    ``"Q[17]"``): entries not finite, Q or P not symmetric, or Omega not positive semi-definite (then the message
+    says whether Q or P alone already fails, or the cross overlaps M do)."""
+    for name, arr in (("Q", Q), ("M", M), ("P", P), ("a", a), ("v", v)):
+        bad = ~np.isfinite(arr).reshape(arr.shape[0], -1).all(axis=1)
+        if bad.any():
+            raise ValueError(f"{label(int(np.argmax(bad)), name)}: entries must be finite (got NaN or inf)")
+    omega = omega_stack(Q, M, P)
+    scale = np.maximum(np.max(np.abs(np.diagonal(omega, axis1=1, axis2=2)), axis=1), 1e-300)
+    for name, arr in (("Q", Q), ("P", P)):
+        asym = np.max(np.abs(arr - np.swapaxes(arr, 1, 2)), axis=(1, 2), initial=0.0)
+        bad = asym > _TOL * scale
+        if bad.any():
+            b = int(np.argmax(bad))
+            raise ValueError(f"{label(b, name)}: expected a symmetric matrix, got max |{name} - {name}^T| = "
+                             f"{asym[b]:.3g}")
+    # Fast path: Omega + tol * scale * I has a Cholesky factor iff Omega's smallest eigenvalue is above
+    # -tol * scale (the core's own test); only when some member fails are the eigenvalues computed, to name it.
+    n = omega.shape[1]
+    try:
+        np.linalg.cholesky(omega + (_TOL * scale)[:, None, None] * np.eye(n))
+        return
+    except np.linalg.LinAlgError:
+        pass
+    lam = np.linalg.eigvalsh(omega)[:, 0] / scale
+    bad = lam < -_TOL
+    if bad.any():
+        b = int(np.argmax(bad))
+        for name, arr in (("Q", Q), ("P", P)):
+            low = float(np.linalg.eigvalsh(arr[b])[0]) if arr.shape[1] else 0.0
+            if low < -_TOL * scale[b]:
+                raise ValueError(f"{label(b, name)}: expected a positive semi-definite matrix, got smallest "
+                                 f"eigenvalue {low:.3g}")
+        raise ValueError(f"{label(b, 'M')}: the overlap matrix [[Q, M], [M^T, P]] is not positive semi-definite "
+                         f"(smallest eigenvalue {lam[b] * scale[b]:.3g}): M is too large for Q and P")
 
 
 @dataclass(frozen=True, eq=False)
 class Overlaps:
-    """Q (K, K), M (K, M), P (M, M), a (K,), v (M,)."""
+    """One system's order parameters: Q (K, K), M (K, M), P (M, M), a (K,), v (M,).
+
+    ``activation`` and ``teacher_activation`` name the activations of the networks the overlaps describe
+    (set by :meth:`from_networks`; None for overlaps built by hand): :func:`twolayer.ode.integrate` uses them
+    when it is given none.
+    """
 
     Q: NDArray[np.float64]
     M: NDArray[np.float64]
     P: NDArray[np.float64]
     a: NDArray[np.float64]
     v: NDArray[np.float64]
+    activation: str | None
+    teacher_activation: str | None
 
-    def __init__(self, Q: ArrayLike, M: ArrayLike, P: ArrayLike, a: ArrayLike, v: ArrayLike) -> None:
+    def __init__(
+        self,
+        Q: ArrayLike,
+        M: ArrayLike,
+        P: ArrayLike,
+        a: ArrayLike,
+        v: ArrayLike,
+        activation: str | None = None,
+        teacher_activation: str | None = None,
+    ) -> None:
         Q_ = as_float_array(Q, "Q", ndim=2)
         M_ = as_float_array(M, "M", ndim=2)
         P_ = as_float_array(P, "P", ndim=2)
@@ -36,14 +126,12 @@ class Overlaps:
             if arr.shape != shape:
                 raise ValueError(
                     f"{name}: expected shape {shape} for K={K} student and M={Mt} teacher units, got {arr.shape}")
-        omega = np.block([[Q_, M_], [M_.T, P_]])
-        scale = max(float(np.max(np.abs(np.diag(omega)))), 1e-300)
-        if not np.allclose(omega, omega.T, rtol=0, atol=1e-9 * scale):
-            raise ValueError("Q, P: overlap matrices must be symmetric")
-        if np.linalg.eigvalsh(omega)[0] < -1e-9 * scale:
-            raise ValueError("Q, M, P: the overlap matrix [[Q, M], [M^T, P]] must be positive semi-definite")
+        check_stack(Q_[None], M_[None], P_[None], a_[None], v_[None], lambda b, name: name)
         for name, value in (("Q", Q_), ("M", M_), ("P", P_), ("a", a_), ("v", v_)):
             object.__setattr__(self, name, value)
+        object.__setattr__(self, "activation", _optional_activation(activation, "activation"))
+        object.__setattr__(self, "teacher_activation",
+                           _optional_activation(teacher_activation, "teacher_activation"))
 
     @property
     def K(self) -> int:
@@ -60,11 +148,133 @@ class Overlaps:
 
     @classmethod
     def from_networks(cls, student: Network, teacher: Network) -> Overlaps:
-        """Overlaps of a student and a teacher with the same input dimension and scaling."""
+        """Overlaps of a student and a teacher with the same input dimension and scaling; they remember the two
+        activations."""
         check_pair(student, teacher)
         s = student.scale
         W, Wt = student.W, teacher.W
-        return cls(W @ W.T / s, W @ Wt.T / s, Wt @ Wt.T / s, student.effective_a, teacher.effective_a)
+        return cls(W @ W.T / s, W @ Wt.T / s, Wt @ Wt.T / s, student.effective_a, teacher.effective_a,
+                   activation=student.activation, teacher_activation=teacher.activation)
+
+
+def _read_only(x: NDArray[np.float64]) -> NDArray[np.float64]:
+    x.setflags(write=False)
+    return x
+
+
+@dataclass(frozen=True, eq=False)
+class BatchOverlaps:
+    """B systems of equal K and M stacked along a leading batch axis: Q (B, K, K), M (B, K, M), P (B, M, M),
+    a (B, K), v (B, M).
+
+    Parameters
+    ----------
+    Q, M, a : array_like
+        Per member, shapes (B, K, K), (B, K, M), (B, K).
+    P, v : array_like
+        Per member, (B, M, M) and (B, M), or one teacher shared by every member, (M, M) and (M,) (then stored
+        as a broadcast view, no copy).
+    activation, teacher_activation : str, optional
+        The activations of the networks the overlaps describe (None: not known; the ODE then needs them).
+
+    The arrays are copied and made read-only, and validated once on construction, all members together
+    (:func:`check_stack`); an error names the first bad member, e.g. ``"Q[17]: expected a positive
+    semi-definite matrix, ..."``. ``len()`` is B, indexing gives the member's :class:`Overlaps`, and
+    :meth:`stack` builds one from a sequence of :class:`Overlaps` of equal shape.
+    """
+
+    Q: NDArray[np.float64]
+    M: NDArray[np.float64]
+    P: NDArray[np.float64]
+    a: NDArray[np.float64]
+    v: NDArray[np.float64]
+    activation: str | None
+    teacher_activation: str | None
+
+    def __init__(
+        self,
+        Q: ArrayLike,
+        M: ArrayLike,
+        P: ArrayLike,
+        a: ArrayLike,
+        v: ArrayLike,
+        activation: str | None = None,
+        teacher_activation: str | None = None,
+        *,
+        _label: Callable[[int, str], str] | None = None,
+    ) -> None:
+        a_ = as_float_array(a, "a", ndim=2, finite=False).copy()
+        B, K = a_.shape
+        Q_ = as_float_array(Q, "Q", ndim=3, finite=False).copy()
+        M_ = as_float_array(M, "M", ndim=3, finite=False).copy()
+        Mt = M_.shape[2]
+        P_ = as_float_array(P, "P", finite=False).copy()
+        v_ = as_float_array(v, "v", finite=False).copy()
+        for name, arr, shapes in (
+            ("Q", Q_, [(B, K, K)]),
+            ("M", M_, [(B, K, Mt)]),
+            ("P", P_, [(B, Mt, Mt), (Mt, Mt)]),
+            ("v", v_, [(B, Mt), (Mt,)]),
+        ):
+            if arr.shape not in shapes:
+                raise ValueError(f"{name}: expected shape {' or '.join(map(str, shapes))} for B={B} members of "
+                                 f"K={K} student and M={Mt} teacher units (from a and M), got {arr.shape}")
+        if P_.ndim == 2:
+            P_ = np.broadcast_to(P_, (B, Mt, Mt))
+        if v_.ndim == 1:
+            v_ = np.broadcast_to(v_, (B, Mt))
+        label = _label or (lambda b, name: f"{name}[{b}]")
+        check_stack(Q_, M_, P_, a_, v_, label)
+        for name, value in (("Q", Q_), ("M", M_), ("P", P_), ("a", a_), ("v", v_)):
+            object.__setattr__(self, name, _read_only(value) if value.flags.owndata else value)
+        object.__setattr__(self, "activation", _optional_activation(activation, "activation"))
+        object.__setattr__(self, "teacher_activation",
+                           _optional_activation(teacher_activation, "teacher_activation"))
+
+    @classmethod
+    def stack(cls, members: Sequence[Overlaps], name: str = "overlaps") -> BatchOverlaps:
+        """Stack :class:`Overlaps` of equal K and M (errors name ``name[b]``). The activations are kept when
+        every member remembers the same ones, and None otherwise."""
+        ovs = list(members)
+        if not ovs:
+            raise ValueError(f"{name}: expected at least one Overlaps")
+        for b, ov in enumerate(ovs):
+            if not isinstance(ov, Overlaps):
+                raise TypeError(f"{name}[{b}]: expected a twolayer.Overlaps, got {type(ov).__name__}")
+            if (ov.K, ov.n_teacher) != (ovs[0].K, ovs[0].n_teacher):
+                raise ValueError(f"{name}[{b}]: expected K={ovs[0].K}, M={ovs[0].n_teacher} like {name}[0], got "
+                                 f"K={ov.K}, M={ov.n_teacher}")
+        acts = {(ov.activation, ov.teacher_activation) for ov in ovs}
+        act, t_act = acts.pop() if len(acts) == 1 else (None, None)
+        return cls(np.stack([ov.Q for ov in ovs]), np.stack([ov.M for ov in ovs]), np.stack([ov.P for ov in ovs]),
+                   np.stack([ov.a for ov in ovs]), np.stack([ov.v for ov in ovs]), act, t_act,
+                   _label=lambda b, field: f"{name}[{b}]: {field}")
+
+    def __len__(self) -> int:
+        return int(self.a.shape[0])
+
+    @property
+    def K(self) -> int:
+        return int(self.a.shape[1])
+
+    @property
+    def n_teacher(self) -> int:
+        return int(self.v.shape[1])
+
+    @property
+    def shared_teacher(self) -> bool:
+        """Whether P and v are one teacher broadcast over the members (no per-member copy)."""
+        return self.P.strides[0] == 0 and self.v.strides[0] == 0
+
+    def __getitem__(self, b: int) -> Overlaps:
+        return Overlaps(self.Q[b], self.M[b], self.P[b], self.a[b], self.v[b], self.activation,
+                        self.teacher_activation)
+
+    def __iter__(self) -> Iterator[Overlaps]:
+        return (self[b] for b in range(len(self)))
+
+    def __repr__(self) -> str:
+        return f"BatchOverlaps(B={len(self)}, K={self.K}, M={self.n_teacher}, activation={self.activation!r})"
 
 
 def check_pair(student: Network, teacher: Network) -> None:

@@ -190,7 +190,9 @@ def descend(
         final = student.with_weights(out["W"], out["a_final"] / student.readout_factor)
         return Trajectory(t=record_steps[:T].astype(np.float64), Q=out["Q"], M=out["M"], a=out["a"],
                           risk=out["risk"], status=status, message=message, time_unit="iterations", student=final,
-                          meta={"lr": lr_, "lr_readout": lr_a})
+                          meta={"lr": lr_, "lr_readout": lr_a, "activation": student.activation,
+                                "teacher_activation": teacher.activation},
+                          P=teacher.W @ teacher.W.T / teacher.scale, v=teacher.effective_a.copy())
 
     with partial_result(result):
         out = _core.population_descend(*args, lr=lr_, lr_readout=lr_a * student.readout_factor**2,

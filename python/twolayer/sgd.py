@@ -53,7 +53,7 @@ from ._validation import (
 )
 from .networks import Network, check_network
 from .overlaps import check_pair
-from .results import Trajectory, variable_attrs
+from .results import Trajectory, _xarray, variable_attrs
 
 __all__ = ["Ensemble", "grid", "simulate"]
 
@@ -217,10 +217,7 @@ class Ensemble:
         (times in steps / d). A grid becomes labelled axes with
         ``ds.set_index(run=["lr", "noise", "run_id"]).unstack("run")``.
         """
-        try:
-            import xarray as xr
-        except ImportError as exc:  # pragma: no cover - depends on the environment
-            raise ImportError("to_xarray needs xarray: pip install 'twolayer[xarray]'") from exc
+        xr = _xarray()
         unit = "steps / d"
 
         def var(name: str, dims: tuple[str, ...], values: Any) -> Any:

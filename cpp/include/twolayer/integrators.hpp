@@ -1,9 +1,13 @@
 // Integrators for the order-parameter ODE (dynamics.hpp): explicit Euler and classical RK4 with a fixed step, and an
-// adaptive Dormand-Prince 5(4) with rtol/atol; output at given times; early stop on the excess risk; divergence
-// detection (non-finite or overflowing state, loss of positive semi-definiteness of Omega). A batched driver runs
-// many independent systems in one call, OpenMP across systems; one diverging member does not affect the others.
+// adaptive Dormand-Prince 5(4) with rtol/atol; output at given times; early stop on the excess risk at the located
+// first-passage time; divergence detection (non-finite or overflowing state, loss of positive semi-definiteness of
+// Omega). A batched driver runs many independent systems in one call, OpenMP across systems; one diverging member
+// does not affect the others.
 #pragma once
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -13,6 +17,16 @@ namespace twolayer {
 
 enum class Method : int { Euler = 0, Rk4 = 1, Adaptive = 2 };
 
+// Early stop on the excess risk R: the run stops ("converged") at the first time R(t) <= threshold, with
+// threshold = max(risk_tol, risk_rtol * R(0)); inactive when both are 0. The crossing is located inside the step
+// where it happens: on the adaptive method's dense output (4th order), on the chord between the last two states for
+// the fixed-step methods; the last recorded row is the state there, and stop_time its time.
+struct StopRule {
+  double risk_tol = 0.0;   // absolute threshold (> 0 to use)
+  double risk_rtol = 0.0;  // threshold relative to the initial risk (> 0 to use)
+  bool active() const { return risk_tol > 0.0 || risk_rtol > 0.0; }
+};
+
 struct IntegrateOptions {
   Method method = Method::Adaptive;
   double dt = 0.01;            // fixed step (Euler, RK4)
@@ -20,7 +34,7 @@ struct IntegrateOptions {
   double h0 = 0.0;             // adaptive initial step (<= 0: automatic)
   double h_max = 0.0;          // adaptive maximal step (<= 0: unbounded)
   std::vector<double> times;   // output times, non-decreasing, >= 0
-  double risk_tol = 0.0;       // > 0: stop ("converged") once the excess risk falls below it
+  StopRule stop;               // early stop on the excess risk (integrate(); integrate_batch() may give one per member)
   long long max_steps = 100000000;
   double psd_tol = 1e-8;       // Omega's LDL pivots below -psd_tol * max|diag| mean "diverged"
   double overflow = 1e100;     // |y| above this means "diverged"
@@ -28,11 +42,11 @@ struct IntegrateOptions {
 
 struct IntegrateResult {
   std::vector<double> t, y, risk;  // recorded rows: t (T), y (T x state_size), risk (T)
-  // "completed", "converged" (risk_tol reached), "diverged", "max_steps" (step budget used up) or "interrupted"
-  // (cancel.hpp): the rows recorded before the stop are kept
+  // "completed", "converged" (the StopRule's threshold reached), "diverged", "max_steps" (step budget used up) or
+  // "interrupted" (cancel.hpp): the rows recorded before the stop are kept
   std::string status = "completed";
   std::string message;
-  double stop_time = -1.0;  // time of the stop (-1 if the run completed)
+  double stop_time = std::numeric_limits<double>::quiet_NaN();  // time of the stop (NaN if the run completed)
   long long n_rhs = 0, n_steps = 0, n_rejected = 0;
 };
 
@@ -41,12 +55,17 @@ const char* state_error(const OdeRhs& f, const double* y, const IntegrateOptions
 
 // Integrates one system from y0. n_threads parallelises inside the right-hand side (large K, M).
 IntegrateResult integrate(const OdeModel& model, const double* y0, const IntegrateOptions& opt, int n_threads);
+// The same with the stop rule given apart from the options (a batch member's own rule).
+IntegrateResult integrate(const OdeModel& model, const double* y0, const IntegrateOptions& opt, const StopRule& stop,
+                          int n_threads);
 
 // Integrates every system (each with its own initial state y0s[b], of size models[b].state_size()) with the same
-// options; OpenMP across systems, each system serial. Errors that are not divergence (bad input, a missing kernel)
-// are rethrown after the loop.
+// options; OpenMP across systems, each system serial, each exactly as integrate() would (bitwise). stops: empty
+// (opt.stop for every member) or one rule per member. finished (may be null): incremented as each member ends, for
+// progress reports. Errors that are not divergence (bad input, a missing kernel) are rethrown after the loop.
 std::vector<IntegrateResult> integrate_batch(const std::vector<OdeModel>& models,
                                              const std::vector<const double*>& y0s, const IntegrateOptions& opt,
-                                             int n_threads);
+                                             int n_threads, const std::vector<StopRule>& stops = {},
+                                             std::atomic<std::int64_t>* finished = nullptr);
 
 }  // namespace twolayer
