@@ -653,7 +653,7 @@ ENTRY_POINTS: list[Entry] = [
           lambda D: {"K": count(1, 4), "M": count(1, 4), "q0": real(), "m0": real(signed=True),
                      "seed": seed_kind()}),
     Entry("ode.plateau_example", plateau_example,
-          lambda D: {"t_max": real(0.0, 5.0), "lr": real(), "method": choice("euler", "rk4", "adaptive")},
+          lambda D: {"t_max": real(0.0, 5.0), "lr": real(zero_ok=True), "method": choice("euler", "rk4", "adaptive")},
           check=lambda v, out: check_trajectory(out, 2), examples=max(EXAMPLES // 2, 1)),
     Entry("sgd.simulate", tl.sgd.simulate,
           lambda D: {**pair(D), "lr": real(), "lr_readout": real(zero_ok=True), "noise": real(zero_ok=True),
