@@ -1,0 +1,881 @@
+"""Property-based fuzzing of every public entry point against the input contract (DESIGN.md §5, §6).
+
+The contract: a call either returns a result in which every float is finite and shapes are right (a
+Trajectory also has a status in STATUSES), or it raises TypeError, ValueError, MemoryError or
+NotImplementedError (the documented error of kernel pairs without a closed form). A call with an invalid
+argument (NaN/inf, complex, strings where numbers are expected, a non-PSD covariance, a wrong ndim, an unknown
+activation or option name, a bad count or flag) must raise. Anything else fails: another exception, a warning
+(e.g. a ComplexWarning from silent truncation), an invalid argument accepted, a non-finite output, a crash.
+
+Entry points (the ENTRY_POINTS table below, one row each):
+    twolayer.build_info, Network, Network.random, Network.__call__, Network.with_weights, Overlaps,
+    Overlaps.from_networks; activations.check_activation, sigma, derivative;
+    kernels.i2, i3, j2, i4, covariance; networks.random_weights, teacher_student;
+    population.risk, gradient, hessian, descend; ode.rhs, integrate, integrate_batch, plateau_overlaps,
+    plateau_example; sgd.simulate (Trajectory and Ensemble results, incl. mean/std/sem, to_xarray);
+    landscape.refine (CriticalPoint), classify, spectrum, isotropy (Isotropy), FixedPointSpace (and its
+    matrix, coordinates, containing), SubspaceProblem (risk, gradient, hessian, solve, critical_point),
+    continue_family, continue_real_k, reduced_risk, identity_teacher, multistart (MultistartResult),
+    random_starts, numpy_relu_loss_grad, alignment_determinants, procrustes, procrustes_distance,
+    step_gradient_flow, alignment_flow (WeightPath); cli.main.
+    (demo.* and plot.* run for seconds per call: they are reached through cli.main's argument handling only.)
+
+How it runs: each case draws small dimensions, then every argument from its kind's strategy (one strategy per
+argument kind: reals, counts, thread counts, flags, option names, activations, arrays, covariances, networks,
+overlaps, times), with at most one argument drawn from the kind's *invalid* values. The hypothesis tests run
+in child processes (``python tests/test_fuzz.py ENTRY...``, two shards in parallel) that print every case
+before running it, so a segfault or abort is reported with its signal and the last case, and the remaining
+entry points are run in a fresh child. ``FUZZ_EXAMPLES`` scales the number of examples (default 40 per entry).
+Elementwise activations (sigma, derivative) are fed finite inputs up to 1e100 only: NaN in -> NaN out and
+quadratic(1e200) = inf are IEEE semantics there, not contract breaches.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import traceback
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, NamedTuple
+
+import numpy as np
+import pytest
+import twolayer as tl
+from twolayer import cli
+from twolayer.landscape import FixedPointSpace, SubspaceProblem
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import HealthCheck, Phase, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from hypothesis.extra import numpy as hnp  # noqa: E402
+
+ALLOWED_ERRORS = (TypeError, ValueError, MemoryError, NotImplementedError)
+STATUSES = {"completed", "converged", "diverged", "max_steps", "interrupted"}
+EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "40"))
+MARK = "@@fuzz"
+
+
+# ----------------------------------------------------------------------------------------------- argument kinds
+class Kind(NamedTuple):
+    """The values of one argument: ``good`` ones (results must satisfy the contract, or an allowed error)
+    and ``bad`` ones (the call must raise). OMIT leaves the argument at its default."""
+
+    good: Any
+    bad: Any = None
+
+
+class _Omit:
+    def __repr__(self) -> str:
+        return "<default>"
+
+
+OMIT = _Omit()
+NAN, INF = float("nan"), float("inf")
+MAGNITUDES = [1.0, 1e-300, 1e-160, 1e-20, 1e20, 1e160, 1e300]
+NOT_NUMBERS = ["0.5", "abc", 1 + 1j, [0.5], b"1"]
+BAD_COUNTS_ALWAYS = [-1, 1.5, 2.0, "2", 2**64, 2**70, NAN]
+
+
+def _sampled(values: list[Any]) -> Any:
+    return st.sampled_from(values)
+
+
+def real(lo: float = 0.0, hi: float = 2.0, zero_ok: bool = False, optional: bool = False,
+         extreme: tuple[float, ...] = (1e-300, 1e300), signed: bool = False) -> Kind:
+    """A real scalar in (0, inf) (or [0, inf), or any sign): small draws, the extreme magnitudes, numpy
+    scalars."""
+    good = st.floats(lo, hi).filter(lambda v: zero_ok or v > 0) | _sampled(list(extreme))
+    if signed:
+        good = good | good.map(lambda v: -v)
+    good = good | good.map(np.float64) | st.integers(1, 3)
+    if zero_ok:
+        good = good | st.just(0.0)
+    if optional:
+        good = good | st.just(None)
+    bad = [NAN, INF, -INF, *NOT_NUMBERS] + ([] if signed else [-1.0, -1e-300]) + ([] if zero_ok or signed else [0.0])
+    bad += [] if optional else [None]
+    return Kind(good, _sampled(bad))
+
+
+def count(lo: int, hi: int, huge: bool = True, optional: bool = False, python_only: bool = False) -> Kind:
+    """An integer count in [lo, hi]; invalid: below lo, floats, strings, numbers no int64 holds (unless the
+    count only bounds a Python loop: ``python_only``), and 2**40 for sizes (``huge``: must fail to allocate
+    rather than crash)."""
+    good = st.integers(lo, hi) | st.integers(lo, hi).map(np.int64)
+    if optional:
+        good = good | st.just(None)
+    always = [v for v in BAD_COUNTS_ALWAYS if not (python_only and isinstance(v, int))]
+    bad = [lo - 1, *always] + ([2**40] if huge else []) + ([] if optional else [None])
+    return Kind(good, _sampled(bad))
+
+
+def seed_kind(optional: bool = False, bits: int | None = None) -> Kind:
+    """A seed: non-negative ints (below 2**bits for seeds the core takes; numpy's seeds have no bound)."""
+    good = st.integers(0, 2**63) | st.just(2**64 - 1)
+    good = good | st.none() if optional else good
+    return Kind(good, _sampled([-1, 1.5, "1", NAN, [1.5]] + ([2**bits, 2**70] if bits else [])))
+
+
+N_THREADS = Kind(_sampled([None, 1, 2, np.int64(2), 10**5, 2**31 - 1, 2**40]),
+                 _sampled([0, -1, 1.5, 2.0, "2", NAN]))
+FLAG = Kind(_sampled([True, False, np.True_, np.False_, 0, 1]), _sampled(["False", "True", "no", "", [False]]))
+ACTIVATION = Kind(_sampled(list(tl.activations.ACTIVATIONS)),
+                  _sampled(["tanh", "ReLU", "", " relu", "relu\0", None, 1, b"relu", ["relu"]]))
+
+
+def activation(*names: str) -> Kind:
+    return Kind(_sampled(list(names)), ACTIVATION.bad) if names else ACTIVATION
+
+
+def choice(*options: str, optional: bool = True) -> Kind:
+    """An option name (method, regime, init, scaling, readout)."""
+    good = _sampled(list(options)) | (st.just(OMIT) if optional else st.nothing())
+    bad = ["", options[0].upper(), options[0] + " ", "nonsense", None, 1, options[0].encode(), [options[0]]]
+    return Kind(good, _sampled(bad))
+
+
+def _float_array(shape: Any, mags: list[float] = MAGNITUDES) -> Any:
+    return st.builds(lambda a, m: a * m, hnp.arrays(np.float64, shape, elements=st.floats(-2, 2)),
+                     _sampled(mags))
+
+
+def _good_layout(a: np.ndarray, how: str) -> Any:
+    """The same numbers in another valid container: dtype, memory layout, list."""
+    with np.errstate(all="ignore"):
+        if how == "float32" and np.all(np.isfinite(a.astype(np.float32))):
+            return a.astype(np.float32)
+        if how == "int" and np.all(np.abs(a) < 1e15):
+            return np.round(a).astype(np.int64)
+        if how == "bool":
+            return a != 0
+        if how == "fortran":
+            return np.asfortranarray(a)
+        if how == "strided" and a.ndim:
+            return np.repeat(a, 2, axis=-1)[..., ::2]
+        if how == "list":
+            return a.tolist()
+    return a
+
+
+def _bad_layout(a: np.ndarray, how: str) -> Any:
+    """The numbers made invalid: non-finite entries, complex, strings, one axis too many or a column too few."""
+    if how in ("nan", "inf", "-inf"):
+        b = a.astype(np.float64, copy=True)
+        b.flat[0] = float(how)
+        return b
+    return {"complex": lambda: a + 1j, "str": lambda: a.astype(str), "object": lambda: a.astype(str).astype(object),
+            "axis+1": lambda: a[..., None], "col-1": lambda: a[..., :-1], "none": lambda: None,
+            "text": lambda: "abc", "ragged": lambda: [[1.0], [1.0, 2.0]], "scalar": lambda: 1.0}[how]()
+
+
+GOOD_LAYOUTS = ["float64"] * 4 + ["float32", "int", "bool", "fortran", "strided", "list"]
+BAD_LAYOUTS = ["nan", "inf", "-inf", "complex", "str", "object", "axis+1", "none", "text", "ragged"]
+
+
+def array(shape: Any, mags: list[float] = MAGNITUDES, strict: bool = True, scalar_ok: bool = False,
+          finite_only: bool = True, optional: bool = False) -> Kind:
+    """A float array of ``shape`` (a tuple or a strategy of tuples). ``strict``: a column too few is invalid
+    (the shape is tied to other arguments)."""
+    shapes = shape if isinstance(shape, st.SearchStrategy) else st.just(shape)
+    base = shapes.flatmap(lambda s: _float_array(s, mags))
+    good = st.builds(_good_layout, base, _sampled(GOOD_LAYOUTS))
+    if optional:
+        good = good | st.just(OMIT)
+    bad_how = [h for h in BAD_LAYOUTS if finite_only or h not in ("nan", "inf", "-inf")]
+    bad_how += ["col-1"] if strict else []
+    bad_how += [] if scalar_ok else ["scalar"]
+    nonempty = shapes.filter(lambda s: math.prod(s) > 0 and (len(s) == 0 or s[-1] > 0))
+    bad = st.builds(_bad_layout, nonempty.flatmap(lambda s: _float_array(s, mags)), _sampled(bad_how))
+    if not strict:  # a column too few only matters when the shape is tied to something else
+        bad = bad.filter(lambda v: not (isinstance(v, np.ndarray) and v.ndim == 0))
+    return Kind(good, bad)
+
+
+def _psd(n: int, batch: tuple[int, ...], rank: int) -> Any:
+    return st.builds(lambda A, m: A @ np.swapaxes(A, -1, -2) * m,
+                     hnp.arrays(np.float64, (*batch, n, rank), elements=st.floats(-2, 2)), _sampled(MAGNITUDES))
+
+
+def _bad_cov(C: np.ndarray, how: str) -> Any:
+    C = C.copy()
+    big = max(float(np.max(np.abs(C))), 1e-300) if C.size else 1.0
+    if how == "non-psd":
+        C[..., 0, 0] = -big
+    elif how == "asymmetric":
+        C[..., 0, 1] += big
+    elif how == "pad":
+        C = np.pad(C, [(0, 0)] * (C.ndim - 2) + [(0, 1), (0, 1)]) + np.eye(C.shape[-1] + 1) * big
+    else:
+        return _bad_layout(C, how)
+    return C
+
+
+def covariance(n: int, batched: bool = True, symmetric_only: bool = False, asymmetric: bool = True) -> Kind:
+    """Covariances C (..., n, n): PSD (possibly singular or zero), any magnitude, batched; invalid: non-PSD,
+    asymmetric, (n+1) x (n+1), non-finite, complex, strings, wrong ndim. ``symmetric_only``: any symmetric
+    matrix is valid (non-PSD ones too; non-square ones are not)."""
+    batches = st.lists(st.integers(0, 3), max_size=2).map(tuple) if batched else st.just(())
+    base = st.tuples(batches, st.integers(1, n)).flatmap(lambda br: _psd(n, br[0], br[1]))
+    if symmetric_only:
+        base = base | base.map(lambda C: C - 2 * np.diag(np.diag(C)))
+    good = st.builds(_good_layout, base, _sampled(GOOD_LAYOUTS)) | _sampled([np.zeros((n, n)), np.eye(n)])
+    nonempty = st.tuples(st.lists(st.integers(1, 3), max_size=2).map(tuple) if batched else st.just(()),
+                         st.integers(1, n))
+    hows = ["nan", "inf", "complex", "str", "object", "axis+1", "none", "text"]
+    hows += ["col-1"] if symmetric_only else ["non-psd", "non-psd", "pad"]
+    hows += ["asymmetric"] * 2 if n > 1 and asymmetric else []
+    bad = st.builds(_bad_cov, nonempty.flatmap(lambda br: _psd(n, br[0], br[1])), _sampled(hows))
+    return Kind(good, bad)
+
+
+def _network(K: int, d: int, act: Any, scaling: str, readout: Any = None) -> Any:
+    return st.builds(tl.Network, _float_array((K, d)), _float_array((K,), [1.0, 1e-300, 1e300]), act,
+                     st.just(scaling), st.just("sum") if readout is None else readout)
+
+
+def _spoil(net: tl.Network, how: str) -> Any:
+    """A network whose (mutable) arrays were made invalid after construction, or no network at all."""
+    if how in ("nan", "inf"):
+        net.W.flat[0] = float(how)
+    elif how == "a-nan":
+        net.a[0] = NAN
+    else:
+        return {"none": None, "array": np.asarray(net.W), "text": "network"}[how]
+    return net
+
+
+def network(K: int, d: int, scaling: str, acts: Any = ACTIVATION.good, other_d: bool | None = True) -> Kind:
+    """Networks of K units on d inputs (weights of any magnitude); invalid: NaN/inf weights put in after
+    construction, not a Network (unless ``other_d`` is None: the receiver of a method call), another input
+    dimension or scaling (``other_d``: the partner of a pair)."""
+    good = _network(K, d, acts, scaling, _sampled(["sum", "mean"]))
+    spoil = ["nan", "inf", "a-nan"] + (["none", "array", "text"] if other_d is not None else [])
+    bad = st.builds(_spoil, _network(K, d, acts, scaling), _sampled(spoil))
+    if other_d:
+        other = "none" if scaling == "sqrt_d" else "sqrt_d"
+        bad = bad | _network(K, d + 1, acts, scaling) | _network(K, d, acts, other)
+    return Kind(good, bad)
+
+
+def _overlaps(K: int, M: int, spherical_prob: bool = True) -> Any:
+    def build(A: np.ndarray, m: float, a: np.ndarray, v: np.ndarray, sph: bool) -> tl.Overlaps:
+        O = A @ A.T * m
+        if sph:  # unit diagonal of Q for spherical runs
+            s = np.sqrt(np.where(np.diag(O)[:K] > 0, np.diag(O)[:K], 1.0))
+            D = np.concatenate([1 / s, np.ones(M)])
+            O = O * D[:, None] * D[None, :]
+            np.fill_diagonal(O[:K, :K], 1.0)
+        try:
+            return tl.Overlaps(O[:K, :K], O[:K, K:], O[K:, K:], a, v)
+        except ValueError:
+            hypothesis.reject()
+            raise
+    A = hnp.arrays(np.float64, (K + M, K + M), elements=st.floats(-2, 2))
+    return st.builds(build, A, _sampled(MAGNITUDES), _float_array((K,), [1.0, 1e-300, 1e300]),
+                     _float_array((M,), [1.0]), st.booleans() if spherical_prob else st.just(False))
+
+
+def _spoil_overlaps(ov: tl.Overlaps, how: str) -> Any:
+    if how == "nan":
+        ov.Q[0, 0] = NAN
+    elif how == "non-psd":
+        ov.Q[0, 0] = -1.0 - abs(ov.Q[0, 0])
+    elif how == "asymmetric" and ov.K > 1:
+        ov.Q[0, 1] += 1.0 + abs(ov.Q).max()
+    elif how == "v-inf":
+        ov.v[0] = INF
+    else:
+        return {"none": None, "dict": {"Q": ov.Q}, "asymmetric": None}[how]
+    return ov
+
+
+def overlaps(K: int, M: int) -> Kind:
+    """Order parameters of any magnitude (half of them with diag Q = 1, for spherical runs); invalid: NaN,
+    non-PSD or asymmetric Q put in after construction, infinite v, not an Overlaps."""
+    bad = st.builds(_spoil_overlaps, _overlaps(K, M), _sampled(["nan", "non-psd", "asymmetric", "v-inf", "none",
+                                                                "dict"]))
+    return Kind(_overlaps(K, M), bad)
+
+
+def times(hi: float = 2.0, strictly: bool = False) -> Kind:
+    """Output times: sorted non-negative small times (or t_max instead); invalid: decreasing, negative,
+    non-finite, 2-d, empty, strings. Huge times ([0, 1e30]) are valid and must fail cleanly or finish."""
+    ts = st.lists(st.floats(0, hi), min_size=1, max_size=4, unique=strictly).map(lambda v: np.array(sorted(v)))
+    good = ts | st.just(np.array([0.0, 1e30])) | st.just(OMIT)
+    bad = _sampled([np.array([1.0, 0.5]), np.array([-1.0, 1.0]), np.array([0.0, NAN]), np.array([0.0, INF]),
+                    np.zeros((2, 2)), np.array([]), ["0", "1"], np.array([0.0, 1.0]) + 1j, "abc"])
+    return Kind(good, bad)
+
+
+# ------------------------------------------------------------------------------------------------ the contract
+class Violation(AssertionError):
+    """A breach of the contract (raised inside the hypothesis test, so that it shrinks the case)."""
+
+
+def _short(x: Any) -> str:
+    """A one-line repr, cut at 300 characters."""
+    r = " ".join(repr(x).split())
+    return r if len(r) < 300 else r[:300] + "..."
+
+
+def check_finite(x: Any, where: str = "result", depth: int = 0) -> None:
+    """Every float reachable from ``x`` (arrays, containers, dataclass fields except ``meta``) is finite."""
+    if depth > 6 or x is None or isinstance(x, (bool, int, str, bytes, np.bool_, np.integer, type)):
+        return
+    if isinstance(x, (float, np.floating)):
+        if not math.isfinite(float(x)):
+            raise Violation(f"{where} = {x!r} is not finite")
+    elif isinstance(x, (complex, np.complexfloating)):
+        raise Violation(f"{where} is complex: {x!r}")
+    elif isinstance(x, np.ndarray):
+        if x.dtype.kind in "fc" and not np.all(np.isfinite(x)):
+            raise Violation(f"{where} has non-finite entries: {_short(x)}")
+        if x.dtype.kind == "O":
+            for i, v in enumerate(x.flat):
+                check_finite(v, f"{where}.flat[{i}]", depth + 1)
+    elif isinstance(x, (list, tuple)):
+        for i, v in enumerate(x):
+            check_finite(v, f"{where}[{i}]", depth + 1)
+    elif isinstance(x, dict):
+        for k, v in x.items():
+            check_finite(v, f"{where}[{k!r}]", depth + 1)
+    elif dataclasses.is_dataclass(x):
+        for f in dataclasses.fields(x):
+            if f.name != "meta":
+                check_finite(getattr(x, f.name), f"{where}.{f.name}", depth + 1)
+
+
+def check_trajectory(tr: tl.Trajectory, K: int | None = None, where: str = "result") -> None:
+    if tr.status not in STATUSES:
+        raise Violation(f"{where}.status = {tr.status!r} is not one of {sorted(STATUSES)}")
+    T = tr.t.shape[0]
+    k = tr.Q.shape[1] if tr.Q.ndim == 3 else -1
+    shapes = {"Q": (T, k, k), "M": (T, k, tr.M.shape[-1]), "a": (T, k), "risk": (T,)}
+    for name, shape in shapes.items():
+        if getattr(tr, name).shape != shape or (K is not None and k != K):
+            raise Violation(f"{where}.{name} has shape {getattr(tr, name).shape}, expected {shape} (K={K})")
+    if T and np.any(np.diff(tr.t) < 0):
+        raise Violation(f"{where}.t is not non-decreasing: {tr.t}")
+    tr.to_xarray()
+
+
+def check_result(x: Any, where: str = "result") -> None:
+    """The generic contract: finite floats, valid trajectories, result objects whose repr and summaries work."""
+    check_finite(x, where)
+    repr(x)
+    if isinstance(x, tl.Trajectory):
+        check_trajectory(x, where=where)
+    elif isinstance(x, tl.sgd.Ensemble):
+        for j, tr in enumerate(x.runs):
+            check_trajectory(tr, where=f"{where}.runs[{j}]")
+        if x.completed:
+            for stat in ("mean", "std", "sem"):
+                tr = getattr(x, stat)()
+                check_finite(tr, f"{where}.{stat}()")
+                check_trajectory(tr, where=f"{where}.{stat}()")
+            x.to_xarray()
+    elif isinstance(x, tl.landscape.MultistartResult):
+        x.table()
+    elif isinstance(x, tl.landscape.CriticalPoint):
+        check_finite(x.spectrum(), f"{where}.spectrum()")
+    elif isinstance(x, tl.landscape.Isotropy):
+        if not isinstance(x.order, int) or x.order < 1:
+            raise Violation(f"{where}.order = {x.order!r} is not a positive int")
+    elif isinstance(x, (list, tuple)):
+        for i, v in enumerate(x):
+            if isinstance(v, (tl.Trajectory, tl.landscape.CriticalPoint)):
+                check_result(v, f"{where}[{i}]")
+
+
+def expect_shape(x: Any, shape: tuple[int, ...], where: str = "result") -> None:
+    if np.shape(x) != shape:
+        raise Violation(f"{where} has shape {np.shape(x)}, expected {shape}")
+
+
+def run_case(entry: Entry, values: dict[str, Any], invalid: str | None) -> None:
+    """Call the entry point on one case and enforce the contract."""
+    kwargs = {k: v for k, v in values.items() if v is not OMIT}
+    print(f"{MARK} CASE {entry.name}({', '.join(f'{k}={_short(v)}' for k, v in kwargs.items())})"
+          f"{f' [invalid: {invalid}]' if invalid else ''}", flush=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            result = entry.fn(**kwargs)
+        except ALLOWED_ERRORS as exc:
+            if "incompatible function arguments" in str(exc):
+                raise Violation(f"{type(exc).__name__} from the binding layer, argument not validated in "
+                                f"Python: {str(exc).splitlines()[0]}") from None
+            return
+    if caught:
+        w = caught[0]
+        raise Violation(f"{w.category.__name__} escaped: {w.message} ({os.path.basename(w.filename)}:{w.lineno})")
+    if invalid is not None:
+        raise Violation(f"invalid {invalid}={_short(values[invalid])} accepted, returned {_short(result)}")
+    check_result(result)
+    if entry.check is not None:
+        entry.check(values, result)
+
+
+# -------------------------------------------------------------------------------------- entry points and cases
+class Entry(NamedTuple):
+    name: str
+    fn: Any
+    kinds: Any  # dims -> {argument: Kind}
+    dims: Any = st.fixed_dictionaries({})
+    check: Any = None
+    examples: int = EXAMPLES
+
+
+def cases(entry: Entry) -> Any:
+    """A case: dims, then every argument from its Kind; at most one (``invalid``) from the invalid values."""
+
+    kinds_for = functools.lru_cache(maxsize=None)(lambda dims: entry.kinds(dict(dims)))  # build strategies once
+
+    @st.composite
+    def draw_case(draw: Any) -> tuple[dict[str, Any], str | None]:
+        kinds = kinds_for(tuple(sorted(draw(entry.dims).items())))
+        names = [n for n, k in kinds.items() if k.bad is not None]
+        invalid = draw(st.none() | st.sampled_from(names)) if names else None
+        return {n: draw(k.bad if n == invalid else k.good) for n, k in kinds.items()}, invalid
+
+    return draw_case()
+
+
+SMALL = st.fixed_dictionaries({"K": st.integers(1, 3), "M": st.integers(1, 3), "d": st.integers(1, 5),
+                               "scaling": st.sampled_from(["sqrt_d", "none"])})
+UP_TO_8 = st.fixed_dictionaries({"K": st.integers(1, 8), "M": st.integers(1, 4), "d": st.integers(1, 8),
+                                 "scaling": st.sampled_from(["sqrt_d", "none"])})
+
+
+def pair(D: dict[str, Any], acts: Any = ACTIVATION.good) -> dict[str, Kind]:
+    return {"student": network(D["K"], D["d"], D["scaling"], acts, other_d=False),
+            "teacher": network(D["M"], D["d"], D["scaling"], acts)}
+
+
+def kernel_check(values: dict[str, Any], out: Any) -> None:
+    expect_shape(out, np.shape(values["C"])[:-2])
+
+
+def ode_kinds(D: dict[str, Any], batch: bool = False) -> dict[str, Kind]:
+    K, M = D["K"], D["M"]
+    ov = overlaps(K, M)
+    if batch:
+        members = st.lists(_overlaps(K, M) | _overlaps(1, 2), min_size=0, max_size=3)
+        ov = Kind(members, ov.bad.map(lambda o: [o]) | ov.good | _sampled([None, "abc", [None]]))
+    lr_scalar = real(zero_ok=True)
+    lr = Kind(lr_scalar.good | st.just(np.array([0.5, 0.5, 0.5])), lr_scalar.bad) if batch else lr_scalar
+    return {
+        "overlaps": ov,
+        "activation": Kind(ACTIVATION.good | st.just(OMIT), ACTIVATION.bad),
+        "teacher_activation": Kind(ACTIVATION.good | st.just(None), ACTIVATION.bad.filter(lambda v: v is not None)),
+        "lr": lr, "lr_readout": real(zero_ok=True), "noise": real(zero_ok=True),
+        "regime": choice("online", "gradient_flow"), "spherical": FLAG,
+        "t_max": real(0.0, 3.0, optional=True), "times": times(3.0),
+        "method": choice("euler", "rk4", "adaptive"), "dt": real(1e-3, 0.5), "rtol": real(1e-12, 1e-3),
+        "atol": real(1e-14, 1e-3), "readout": choice("sum", "mean"), "risk_tol": real(optional=True),
+        "n_points": count(2, 20), "h_max": real(optional=True), "max_steps": count(1, 2000, huge=False),
+        "n_threads": N_THREADS,
+    }
+
+
+def ode_check(values: dict[str, Any], out: Any) -> None:
+    for j, tr in enumerate(out if isinstance(out, list) else [out]):
+        ov = values["overlaps"][j] if isinstance(values["overlaps"], list) else values["overlaps"]
+        check_trajectory(tr, ov.K, f"result[{j}]")
+
+
+def rhs_check(values: dict[str, Any], out: Any) -> None:
+    ov = values["overlaps"]
+    for name, arr, shape in zip("QMa", out, [(ov.K, ov.K), (ov.K, ov.n_teacher), (ov.K,)], strict=True):
+        expect_shape(arr, shape, f"d{name}/dt")
+
+
+def network_method(method: str) -> Any:
+    def call(net: Any, **kw: Any) -> Any:
+        return getattr(net, method)(**kw) if method != "__call__" else net(**kw)
+    return call
+
+
+def pair_check(values: dict[str, Any], out: Any) -> None:
+    K, d = values["student"].K, values["student"].d
+    if isinstance(out, tuple):  # gradient
+        expect_shape(out[0], (K, d), "dW")
+        if out[1] is not None:
+            expect_shape(out[1], (K,), "da")
+    elif isinstance(out, np.ndarray):  # hessian
+        n = K * d + (K if values.get("train_readout", True) else 0)
+        expect_shape(out, (n, n))
+
+
+def spectrum_check(values: dict[str, Any], out: Any) -> None:
+    n = np.shape(values["H"])[0]
+    if sum(m for _, m in out) != n or any(b[0] <= a[0] for a, b in zip(out, out[1:], strict=False)):
+        raise Violation(f"multiplicities do not add up to {n} or eigenvalues not ascending: {out}")
+
+
+def space_matrix(sizes: Any, x: Any) -> Any:
+    return FixedPointSpace(sizes).matrix(x)
+
+
+def space_coordinates(sizes: Any, train_readout: Any, **kw: Any) -> Any:
+    return FixedPointSpace(sizes, train_readout).coordinates(**kw)
+
+
+def make_overlaps(omega: Any, a: Any, v: Any, K: int) -> Any:
+    """Overlaps(Q, M, P, a, v) from the blocks of one (K + M) x (K + M) matrix (passed whole if it is not
+    a matrix); nested lists are split as lists."""
+    O = np.asarray(omega, dtype=object) if isinstance(omega, list) else omega
+    if not (isinstance(O, np.ndarray) and O.ndim == 2):
+        return tl.Overlaps(omega, omega, omega, a, v)
+    blocks = [O[:K, :K], O[:K, K:], O[K:, K:]]
+    if isinstance(omega, list):
+        blocks = [b.tolist() for b in blocks]
+    return tl.Overlaps(*blocks, a, v)
+
+
+def subspace_method(sizes: Any, activation: Any, method: str, x: Any) -> Any:
+    prob = SubspaceProblem(FixedPointSpace(sizes), activation=activation)
+    if method == "solve":
+        return prob.solve(x, max_iter=3)
+    return getattr(prob, method)(x)
+
+
+def continue_family(sizes: str, **kw: Any) -> Any:
+    fn = {"(k-1, 1)": lambda k: (k - 1, 1), "(k,)": lambda k: (k,), "(1.5, k)": lambda k: (1.5, k)}[sizes]
+    return tl.landscape.continue_family(fn, **kw)
+
+
+def covariance_rows(rows: Any, scale: Any) -> Any:
+    rows_ = list(rows) if isinstance(rows, np.ndarray) and rows.ndim else [rows]
+    return tl.kernels.covariance(*rows_, **({} if scale is OMIT else {"scale": scale}))
+
+
+def plateau_example(**kw: Any) -> Any:
+    return tl.ode.plateau_example(n_points=10, max_steps=2000, **kw)
+
+
+def cli_main(argv: list[str]) -> Any:
+    try:
+        return cli.main(argv)
+    except SystemExit as exc:  # argparse's usage errors and --help: a clean exit, not a traceback
+        return int(exc.code or 0)
+
+
+def cli_check(values: dict[str, Any], out: Any) -> None:
+    if not isinstance(out, int):
+        raise Violation(f"cli.main returned {out!r}, not an exit code")
+
+
+def sgd_times() -> Kind:
+    """SGD record times: strictly increasing multiples of 1/4 (distinct steps for d >= 4), or huge."""
+    ts = st.lists(st.integers(0, 8), min_size=1, max_size=3, unique=True).map(lambda v: np.array(sorted(v)) / 4)
+    return Kind(ts | st.just(np.array([0.0, 1e30])) | st.just(OMIT), times().bad)
+
+
+# Unwritable output directories for the CLI: a path below a regular file, /proc, and the empty path.
+CLI_OUT = [os.path.join(os.path.abspath(__file__), "out"), "/proc/twolayer-fuzz", ""]
+
+ENTRY_POINTS: list[Entry] = [
+    Entry("build_info", lambda: tl.build_info(), lambda D: {}, examples=1),
+    Entry("activations.check_activation", tl.activations.check_activation,
+          lambda D: {"name": ACTIVATION, "argument": Kind(st.just(OMIT) | st.text(max_size=3))}),
+    *[Entry(f"activations.{fn.__name__}", fn,
+            lambda D: {"name": ACTIVATION, "x": array(st.lists(st.integers(0, 3), max_size=2).map(tuple),
+                                                      [1.0, 1e-100, 1e100], scalar_ok=True, strict=False,
+                                                      finite_only=False)},
+            check=lambda v, out: expect_shape(out, np.shape(np.asarray(v["x"]))))
+      for fn in (tl.activations.sigma, tl.activations.derivative)],
+    Entry("kernels.i2", tl.kernels.i2, lambda D: {"act_a": ACTIVATION, "act_b": ACTIVATION, "C": covariance(2),
+                                                  "n_threads": N_THREADS}, check=kernel_check),
+    Entry("kernels.i3", tl.kernels.i3, lambda D: {"act": ACTIVATION, "act_b": ACTIVATION, "C": covariance(3),
+                                                  "n_threads": N_THREADS}, check=kernel_check),
+    Entry("kernels.j2", tl.kernels.j2, lambda D: {"act": ACTIVATION, "C": covariance(2), "n_threads": N_THREADS},
+          check=kernel_check),
+    Entry("kernels.i4", tl.kernels.i4, lambda D: {"act": ACTIVATION, "act_a": ACTIVATION, "act_b": ACTIVATION,
+                                                  "C": covariance(4), "n_threads": N_THREADS}, check=kernel_check),
+    Entry("kernels.covariance", covariance_rows,
+          lambda D: {"rows": array((D["K"], D["d"]), strict=False), "scale": real(extreme=(1e-300, 1e300))},
+          SMALL, check=lambda v, out: expect_shape(out, (len(v["rows"]),) * 2)),
+    Entry("Network", tl.Network,
+          lambda D: {"W": array((D["K"], D["d"]), strict=False), "a": array((D["K"],), optional=True),
+                     "activation": ACTIVATION, "scaling": choice("sqrt_d", "none"), "readout": choice("sum", "mean")},
+          SMALL),
+    Entry("Network.random", tl.Network.random,
+          lambda D: {"K": count(1, 4), "d": count(1, 5), "activation": ACTIVATION,
+                     "init": choice("gaussian", "orthogonal"), "seed": seed_kind(optional=True),
+                     "scaling": choice("sqrt_d", "none"), "readout": choice("sum", "mean")}),
+    Entry("Network.__call__", network_method("__call__"),
+          lambda D: {"net": network(D["K"], D["d"], D["scaling"], other_d=None),
+                     "X": array((3, D["d"]), [1.0, 1e-300, 1e100])}, SMALL,
+          check=lambda v, out: expect_shape(out, (3,))),
+    Entry("Network.with_weights", network_method("with_weights"),
+          lambda D: {"net": Kind(network(D["K"], D["d"], D["scaling"]).good),
+                     "W": array((D["K"], D["d"]), strict=False), "a": array((D["K"],), optional=True)}, SMALL),
+    Entry("networks.random_weights", tl.networks.random_weights,
+          lambda D: {"K": count(1, 4), "d": count(1, 5), "init": choice("gaussian", "orthogonal", optional=False),
+                     "rng": Kind(st.builds(np.random.default_rng, st.integers(0, 9)), _sampled([None, 0, "rng"])),
+                     "scaling": choice("sqrt_d", "none")}),
+    Entry("networks.teacher_student", tl.networks.teacher_student,
+          lambda D: {"K": count(1, 3), "M": count(1, 3), "d": count(1, 6), "activation": ACTIVATION,
+                     "teacher_activation": Kind(ACTIVATION.good | st.just(None), ACTIVATION.bad.filter(bool)),
+                     "init": choice("gaussian", "orthogonal"), "seed": seed_kind(optional=True),
+                     "scaling": choice("sqrt_d", "none"), "readout": choice("sum", "mean")}),
+    Entry("Overlaps", make_overlaps,
+          lambda D: {"omega": covariance(D["K"] + D["M"], batched=False, asymmetric=D["K"] > 1), "a": array((D["K"],)),
+                     "v": array((D["M"],)), "K": Kind(st.just(D["K"]))}, SMALL),
+    Entry("Overlaps.from_networks", tl.Overlaps.from_networks, lambda D: pair(D), SMALL),
+    Entry("population.risk", tl.population.risk,
+          lambda D: {**pair(D), "noise": real(zero_ok=True), "n_threads": N_THREADS}, UP_TO_8,
+          check=lambda v, out: expect_shape(out, ())),
+    Entry("population.gradient", tl.population.gradient,
+          lambda D: {**pair(D), "train_readout": FLAG, "n_threads": N_THREADS}, UP_TO_8, check=pair_check),
+    Entry("population.hessian", tl.population.hessian,
+          lambda D: {**pair(D), "train_readout": FLAG, "n_threads": N_THREADS}, SMALL, check=pair_check),
+    Entry("population.descend", tl.population.descend,
+          lambda D: {**pair(D), "lr": real(), "steps": count(0, 30, huge=False), "lr_readout": real(zero_ok=True),
+                     "records": count(2, 8), "n_threads": N_THREADS}, SMALL,
+          check=lambda v, out: check_trajectory(out, v["student"].K)),
+    Entry("ode.rhs", tl.ode.rhs,
+          lambda D: {k: v for k, v in ode_kinds(D).items() if k in (
+              "overlaps", "activation", "teacher_activation", "lr", "lr_readout", "noise", "regime", "spherical",
+              "readout", "n_threads")}, UP_TO_8, check=rhs_check),
+    Entry("ode.integrate", tl.ode.integrate, ode_kinds, SMALL, check=ode_check),
+    Entry("ode.integrate_batch", tl.ode.integrate_batch, lambda D: ode_kinds(D, batch=True), SMALL, check=ode_check),
+    Entry("ode.plateau_overlaps", tl.ode.plateau_overlaps,
+          lambda D: {"K": count(1, 4), "M": count(1, 4), "q0": real(), "m0": real(signed=True),
+                     "seed": seed_kind()}),
+    Entry("ode.plateau_example", plateau_example,
+          lambda D: {"t_max": real(0.0, 5.0), "lr": real(zero_ok=True), "method": choice("euler", "rk4", "adaptive")},
+          check=lambda v, out: check_trajectory(out, 2), examples=max(EXAMPLES // 2, 1)),
+    Entry("sgd.simulate", tl.sgd.simulate,
+          lambda D: {**pair(D), "lr": real(), "lr_readout": real(zero_ok=True), "noise": real(zero_ok=True),
+                     "batch_size": count(1, 4, huge=False), "spherical": FLAG,
+                     "t_max": real(0.0, 2.0, optional=True), "times": sgd_times(), "seed": seed_kind(bits=64),
+                     "seeds": Kind(st.none() | st.integers(1, 3) | st.just([0, 5]), _sampled([0, -1, [], [1, 1], [-1],
+                                                                                            1.5, "2", 2**40])),
+                     "n_samples": count(4, 8, optional=True), "shuffle": FLAG, "train_first_layer": FLAG,
+                     "records": count(2, 5), "keep_weights": FLAG, "n_threads": N_THREADS}, SMALL),
+    Entry("landscape.refine", tl.landscape.refine,
+          lambda D: {**pair(D), "tol": real(), "train_readout": FLAG,
+                     "max_iter": count(0, 4, huge=False, python_only=True), "zero_tol": real(optional=True),
+                     "global_tol": real()}, SMALL),
+    Entry("landscape.classify", tl.landscape.classify,
+          lambda D: {**pair(D), "train_readout": FLAG, "eigenvalues": array((4,), optional=True, strict=False),
+                     "zero_tol": real(optional=True), "global_tol": real()}, SMALL),
+    Entry("landscape.spectrum", tl.landscape.spectrum,
+          lambda D: {"H": covariance(D["K"], batched=False, symmetric_only=True), "tol": real()},
+          st.fixed_dictionaries({"K": st.integers(1, 6)}), check=spectrum_check),
+    Entry("landscape.isotropy", tl.landscape.isotropy,
+          lambda D: {"W": Kind(array((D["K"], D["d"]), strict=False).good | _sampled(
+                         [np.eye(4), np.ones((3, 3)), np.zeros((2, 5)), np.eye(5) * 0.5 + 0.1]),
+                         array((D["K"], D["d"]), strict=False).bad),
+                     "tol": real(), "a": array((D["K"],), optional=True)}, SMALL),
+    Entry("landscape.FixedPointSpace", FixedPointSpace,
+          lambda D: {"sizes": Kind(st.lists(st.integers(1, 3), min_size=1, max_size=3).map(tuple),
+                                   _sampled([(1.5, 2), (0,), (), (-1, 2), ("2",), (2**40,), None, "22", (NAN,)])),
+                     "train_readout": FLAG}),
+    Entry("landscape.FixedPointSpace.matrix", space_matrix,
+          lambda D: {"sizes": Kind(st.just((2, 1))), "x": array((5,))}),
+    Entry("landscape.FixedPointSpace.coordinates", space_coordinates,
+          lambda D: {"sizes": Kind(st.just((2, 1))), "train_readout": FLAG, "W": array((3, 3)),
+                     "a": array((3,), optional=True)}),
+    Entry("landscape.FixedPointSpace.containing", FixedPointSpace.containing,
+          lambda D: {"W": Kind(_sampled([np.eye(3), np.eye(4) * 2 - 0.1, np.ones((2, 2)), np.eye(3)[::-1],
+                                         np.arange(9.0).reshape(3, 3)]) | array((D["K"], D["K"])).good,
+                               array((D["K"], D["K"])).bad | st.just(np.ones((2, 3)))),
+                     "tol": real(), "train_readout": FLAG, "a": array((D["K"],), optional=True)}, SMALL),
+    Entry("landscape.SubspaceProblem", subspace_method,
+          lambda D: {"sizes": Kind(_sampled([(2, 1), (1, 1), (3,)])), "activation": ACTIVATION,
+                     "method": Kind(_sampled(["risk", "gradient", "hessian", "solve", "critical_point"])),
+                     "x": Kind(_float_array((5,)) | _sampled([np.array([1.0, 0, 0, 0, 1])]), array((5,)).bad)},
+          examples=max(EXAMPLES // 2, 1)),
+    Entry("landscape.continue_family", continue_family,
+          lambda D: {"sizes": Kind(_sampled(["(k-1, 1)", "(k,)"]), st.just("(1.5, k)")),
+                     "ks": Kind(st.lists(st.integers(2, 4), max_size=2), _sampled([[0], [-1], [1.5], ["3"], 3])),
+                     "x0": array((5,)), "train_readout": FLAG, "activation": activation("relu"),
+                     "tol": real(), "spectrum_tol": real()}, examples=max(EXAMPLES // 2, 1)),
+    Entry("landscape.continue_real_k", tl.landscape.continue_real_k,
+          lambda D: {"x0": Kind(_sampled([np.array([1.0, 0, 0, 0, 1]), np.array([0.9, -0.05, -0.05, -0.1, 1.0])])
+                                | _float_array((5,), [1.0]), array((5,)).bad),
+                     "k0": real(2.0, 6.0), "ks": Kind(st.lists(st.floats(3.0, 6.0), min_size=1, max_size=2),
+                                                     array((2,)).bad)},
+          examples=max(EXAMPLES // 4, 1)),
+    Entry("landscape.reduced_risk", tl.landscape.reduced_risk,
+          lambda D: {"x": array((5,)), "sizes": Kind(st.lists(st.floats(1.0, 6.0), min_size=2, max_size=2),
+                                                      array((2,)).bad)}),
+    Entry("landscape.identity_teacher", tl.landscape.identity_teacher,
+          lambda D: {"k": count(1, 5), "activation": ACTIVATION}),
+    Entry("landscape.multistart", tl.landscape.multistart,
+          lambda D: {"k": count(1, 3), "runs": count(1, 3), "init": choice("xavier", "gaussian", "orthogonal"),
+                     "seed": seed_kind(), "d": count(3, 4, optional=True), "train_readout": FLAG,
+                     "activation": activation("relu", "erf"), "max_iter": count(0, 50, huge=False),
+                     "gtol": real(zero_ok=True), "memory": count(1, 5, huge=False), "tol": real(),
+                     "n_threads": N_THREADS}, examples=max(EXAMPLES // 2, 1)),
+    Entry("landscape.random_starts", tl.landscape.random_starts,
+          lambda D: {"runs": count(1, 3), "k": count(1, 3), "d": count(3, 4),
+                     "init": choice("xavier", "gaussian", "orthogonal", optional=False), "seed": seed_kind()}),
+    Entry("landscape.numpy_relu_loss_grad", tl.landscape.numpy_relu_loss_grad,
+          lambda D: {"W": array((D["K"], D["d"])), "V": array((D["M"], D["d"]))}, SMALL),
+    Entry("landscape.alignment_determinants", tl.landscape.alignment_determinants,
+          lambda D: {"angles": Kind(st.lists(st.floats(1e-3, 6.28), min_size=1, max_size=4, unique=True).map(sorted)
+                                    .map(np.array),
+                                    array((3,)).bad | _sampled([np.array([0.0, 1.0]), np.array([2.0, 1.0]),
+                                                                np.array([1.0, 7.0]), np.array([1.0, 1.0])]))},
+          check=lambda v, out: [expect_shape(o, np.shape(v["angles"])[:-1]) for o in out]),
+    Entry("landscape.procrustes", tl.landscape.procrustes,
+          lambda D: {"A": array((D["d"], D["K"]), strict=False), "B": array((D["d"], D["K"]))}, SMALL),
+    Entry("landscape.procrustes_distance", tl.landscape.procrustes_distance,
+          lambda D: {"A": array((D["d"], D["K"]), strict=False), "B": array((D["d"], D["K"])),
+                     "P": array((D["d"], D["d"]), optional=True)}, SMALL),
+    Entry("landscape.step_gradient_flow", tl.landscape.step_gradient_flow,
+          lambda D: {**pair(D, acts=st.just("step")),
+                     "times": Kind(times(1.0).good.filter(lambda t: t is not OMIT), times().bad),
+                     "lr": real(1e-2, 0.5)}, SMALL, examples=max(EXAMPLES // 2, 1)),
+    Entry("landscape.alignment_flow", tl.landscape.alignment_flow,
+          lambda D: {**pair({**D, "d": 2}, acts=st.just("relu")),
+                     "times": Kind(times(1.0).good.filter(lambda t: t is not OMIT), times().bad),
+                     "lr": real(1e-2, 0.5)}, SMALL, examples=max(EXAMPLES // 2, 1)),
+    Entry("cli.main", cli_main,
+          lambda D: {"argv": Kind(_sampled([["info"], ["--help"], ["demo", "--help"], [], ["bogus"],
+                                            ["demo", "--quick", "--out"], ["info", "--quick"]])
+                                  | _sampled(CLI_OUT).map(lambda o: ["demo", "--quick", "--no-progress", "--out", o]))},
+          check=cli_check),
+]
+ENTRIES = {e.name: e for e in ENTRY_POINTS}
+
+
+# ------------------------------------------------------------------------------------ child process (the driver)
+def _describe(exc: BaseException) -> str:
+    """One readable paragraph per distinct failure hypothesis found (with its shrunk falsifying example)."""
+    out = []
+    for e in getattr(exc, "exceptions", [exc]):  # an ExceptionGroup when there are several distinct failures
+        head = f"{type(e).__name__}: {e}"
+        origin = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
+        where = "" if origin is None or isinstance(e, Violation) else (
+            f" [at {os.path.basename(origin.filename)}:{origin.lineno}]")
+        notes = next(iter(getattr(e, "__notes__", [])), "")  # the (shrunk) failing case
+        out.append(f"{head}{where}\n{notes}".strip())
+    return "\n---\n".join(out)
+
+
+def hypothesis_test(entry: Entry) -> Any:
+    """The property-based test of one entry point (bounded, reproducible: derandomized, no database)."""
+
+    @settings(max_examples=entry.examples, deadline=None, derandomize=True, database=None, print_blob=False,
+              suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.generate, Phase.shrink])
+    @hypothesis.given(case=cases(entry))
+    def test(case: tuple[dict[str, Any], str | None]) -> None:
+        run_case(entry, *case)
+
+    return test
+
+
+def drive(names: list[str]) -> int:
+    """Run the hypothesis test of each named entry point; one result line per entry point."""
+    np.set_printoptions(threshold=20, edgeitems=2)
+    for name in names:
+        print(f"{MARK} ENTRY {name}", flush=True)
+        try:
+            hypothesis_test(ENTRIES[name])()
+            message = None
+        except Exception as exc:  # report every distinct failure, then go on with the next entry point
+            message = _describe(exc)
+        print(f"{MARK} RESULT {name} {json.dumps(message)}", flush=True)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------- pytest side (parent)
+def _signal_name(rc: int) -> str:
+    if rc < 0:
+        try:
+            return f"killed by {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"killed by signal {-rc}"
+    return f"exit status {rc}"
+
+
+def run_shard(names: list[str], timeout: float = 300.0) -> dict[str, str | None]:
+    """Run entry points in child processes; after a crash or hang, report it and go on in a fresh child."""
+    results: dict[str, str | None] = {}
+    remaining = list(names)
+    while remaining:
+        with tempfile.TemporaryFile(mode="w+") as log:
+            proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), *remaining], stdout=log,
+                                    stderr=subprocess.STDOUT, text=True)
+            try:
+                rc: int | str = proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                rc = f"hung (no result after {timeout:.0f} s)"
+            log.seek(0)
+            lines = log.read().splitlines()
+        current, last_case, tail = None, None, []
+        for line in lines:
+            if line.startswith(f"{MARK} ENTRY "):
+                current, last_case, tail = line.split()[2], None, []
+            elif line.startswith(f"{MARK} CASE "):
+                last_case, tail = line[len(MARK) + 6:], []
+            elif line.startswith(f"{MARK} RESULT "):
+                _, _, name, message = line.split(" ", 3)
+                results[name], current = json.loads(message), None
+            else:
+                tail = (tail + [line])[-15:]
+        if current is not None:
+            why = rc if isinstance(rc, str) else _signal_name(rc)
+            results[current] = (f"the child process {why} on the case\n  {last_case}\noutput after it:\n"
+                                + "\n".join(tail))
+        elif len(results) < len(names) and rc != 0:
+            for name in remaining:
+                results.setdefault(name, f"the child process failed before starting ({rc}):\n" + "\n".join(tail))
+        remaining = [n for n in remaining if n not in results]
+    return results
+
+
+@pytest.fixture(scope="module")
+def fuzz_results(request: pytest.FixtureRequest) -> dict[str, str | None]:
+    """Run the selected entry points in two parallel shards of child processes."""
+    selected = [item.callspec.params["name"] for item in request.session.items
+                if getattr(item, "originalname", "") == "test_entry_point" and hasattr(item, "callspec")]
+    names = [n for n in ENTRIES if n in selected] or list(ENTRIES)
+    shards = [names[0::2], names[1::2]]
+    results: dict[str, str | None] = {}
+    with ThreadPoolExecutor(2) as pool:
+        for part in pool.map(run_shard, shards):
+            results.update(part)
+    return results
+
+
+@pytest.mark.parametrize("name", list(ENTRIES))
+def test_entry_point(name: str, fuzz_results: dict[str, str | None]) -> None:
+    message = fuzz_results.get(name, "not run")
+    if message is not None:
+        pytest.fail(f"{name}: contract violated\n{message}", pytrace=False)
+
+
+# Result objects are checked through the entry points that return them.
+RESULT_TYPES = {"Trajectory", "Ensemble", "CriticalPoint", "Isotropy", "MultistartResult", "RealKFamily",
+                "FamilyPoint", "WeightPath"}
+
+
+def test_table_covers_public_api() -> None:
+    """Every public function and class of the package has a row in ENTRY_POINTS."""
+    public = set()
+    for m in (tl, tl.activations, tl.kernels, tl.networks, tl.population, tl.ode, tl.sgd, tl.landscape, cli):
+        names = getattr(m, "__all__", [n for n in vars(m) if not n.startswith("_")])
+        public |= {n for n in names if callable(getattr(m, n)) and getattr(getattr(m, n), "__module__", "")
+                   .startswith(m.__name__)}
+    rows = {part for name in ENTRIES for part in name.split(".")}
+    assert public - rows - RESULT_TYPES == set(), "public entry points without a row in ENTRY_POINTS"
+
+
+if __name__ == "__main__":
+    sys.exit(drive(sys.argv[1:]))
