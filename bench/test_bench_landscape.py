@@ -25,7 +25,7 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import twolayer as tl  # noqa: E402
-from twolayer.landscape.multistart import classify_batch  # noqa: E402
+from twolayer.landscape.multistart import _relu_loss_grad, classify_batch  # noqa: E402
 
 L = tl.landscape
 RUNS = int(os.environ.get("TWOLAYER_BENCH_RUNS", "1000"))
@@ -48,8 +48,8 @@ def _fd_hessian(W: np.ndarray, h: float = 1e-6) -> np.ndarray:
     for i in range(n):
         e = np.zeros(n)
         e[i] = h
-        gp = L.numpy_relu_loss_grad((x + e).reshape(W.shape), V)[1].ravel()
-        gm = L.numpy_relu_loss_grad((x - e).reshape(W.shape), V)[1].ravel()
+        gp = _relu_loss_grad((x + e).reshape(W.shape), V)[1].ravel()
+        gm = _relu_loss_grad((x - e).reshape(W.shape), V)[1].ravel()
         H[i] = (gp - gm) / (2 * h)
     return 0.5 * (H + H.T)
 
@@ -80,7 +80,7 @@ def _scipy_loop(W0: np.ndarray) -> np.ndarray:
     V = np.eye(k)
 
     def fg(v):
-        loss, g = L.numpy_relu_loss_grad(v.reshape(k, k), V)
+        loss, g = _relu_loss_grad(v.reshape(k, k), V)
         return loss, g.ravel()
 
     out = np.empty_like(W0)

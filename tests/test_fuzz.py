@@ -181,15 +181,19 @@ BAD_LAYOUTS = ["nan", "inf", "-inf", "complex", "str", "object", "axis+1", "none
 
 
 def array(shape: Any, mags: list[float] = MAGNITUDES, strict: bool = True, scalar_ok: bool = False,
-          finite_only: bool = True, optional: bool = False) -> Kind:
+          finite_only: bool = True, optional: bool = False, any_ndim: bool = False, none_ok: bool = False) -> Kind:
     """A float array of ``shape`` (a tuple or a strategy of tuples). ``strict``: a column too few is invalid
-    (the shape is tied to other arguments)."""
+    (the shape is tied to other arguments); ``any_ndim``: every shape is valid (elementwise functions), so an
+    extra axis is not invalid."""
     shapes = shape if isinstance(shape, st.SearchStrategy) else st.just(shape)
     base = shapes.flatmap(lambda s: _float_array(s, mags))
     good = st.builds(_good_layout, base, _sampled(GOOD_LAYOUTS))
     if optional:
         good = good | st.just(OMIT)
-    bad_how = [h for h in BAD_LAYOUTS if finite_only or h not in ("nan", "inf", "-inf")]
+    if none_ok:  # None is the argument's default (e.g. "keep the current a")
+        good = good | st.just(None)
+    bad_how = [h for h in BAD_LAYOUTS if (finite_only or h not in ("nan", "inf", "-inf"))
+               and not (any_ndim and h == "axis+1") and not (none_ok and h == "none")]
     bad_how += ["col-1"] if strict else []
     bad_how += [] if scalar_ok else ["scalar"]
     nonempty = shapes.filter(lambda s: math.prod(s) > 0 and (len(s) == 0 or s[-1] > 0))
@@ -347,9 +351,14 @@ def check_finite(x: Any, where: str = "result", depth: int = 0) -> None:
     elif isinstance(x, dict):
         for k, v in x.items():
             check_finite(v, f"{where}[{k!r}]", depth + 1)
+    elif isinstance(x, tl.BatchTrajectory):  # NaN fills rows after a stop and pads mixed K: checked per member
+        for b, tr in enumerate(x):
+            check_finite(tr, f"{where}[{b}]", depth + 1)
     elif dataclasses.is_dataclass(x):
         for f in dataclasses.fields(x):
-            if f.name != "meta":
+            # meta: free-form; params: NaN marks a threshold that is off; stop_time: NaN when there was no stop
+            # (check_trajectory holds it to that)
+            if f.name not in ("meta", "params", "stop_time"):
                 check_finite(getattr(x, f.name), f"{where}.{f.name}", depth + 1)
 
 
@@ -364,6 +373,8 @@ def check_trajectory(tr: tl.Trajectory, K: int | None = None, where: str = "resu
             raise Violation(f"{where}.{name} has shape {getattr(tr, name).shape}, expected {shape} (K={K})")
     if T and np.any(np.diff(tr.t) < 0):
         raise Violation(f"{where}.t is not non-decreasing: {tr.t}")
+    if math.isnan(tr.stop_time) != (tr.status == "completed"):
+        raise Violation(f"{where}.stop_time = {tr.stop_time!r} with status {tr.status!r} (NaN iff completed)")
     tr.to_xarray()
 
 
@@ -382,6 +393,10 @@ def check_result(x: Any, where: str = "result") -> None:
                 check_finite(tr, f"{where}.{stat}()")
                 check_trajectory(tr, where=f"{where}.{stat}()")
             x.to_xarray()
+    elif isinstance(x, tl.BatchTrajectory):
+        for b, tr in enumerate(x):
+            check_trajectory(tr, where=f"{where}[{b}]")
+        x.to_xarray()
     elif isinstance(x, tl.landscape.MultistartResult):
         x.table()
     elif isinstance(x, tl.landscape.CriticalPoint):
@@ -487,7 +502,7 @@ def ode_kinds(D: dict[str, Any], batch: bool = False) -> dict[str, Kind]:
 
 
 def ode_check(values: dict[str, Any], out: Any) -> None:
-    for j, tr in enumerate(out if isinstance(out, list) else [out]):
+    for j, tr in enumerate(out if isinstance(out, tl.BatchTrajectory) else [out]):
         ov = values["overlaps"][j] if isinstance(values["overlaps"], list) else values["overlaps"]
         check_trajectory(tr, ov.K, f"result[{j}]")
 
@@ -541,6 +556,15 @@ def make_overlaps(omega: Any, a: Any, v: Any, K: int) -> Any:
     return tl.Overlaps(*blocks, a, v)
 
 
+def make_batch_overlaps(omega: Any, a: Any, v: Any, K: int) -> Any:
+    """BatchOverlaps from a stack of (K + M) x (K + M) matrices (passed whole if it is not a stack), with a and
+    v shared by every member."""
+    if not (isinstance(omega, np.ndarray) and omega.ndim == 3):
+        return tl.BatchOverlaps(omega, omega, omega, a, v)
+    a_ = np.broadcast_to(a, (omega.shape[0], *np.shape(a))) if isinstance(a, np.ndarray) else a
+    return tl.BatchOverlaps(omega[:, :K, :K], omega[:, :K, K:], omega[:, K:, K:], a_, v)
+
+
 def subspace_method(sizes: Any, activation: Any, method: str, x: Any) -> Any:
     prob = SubspaceProblem(FixedPointSpace(sizes), activation=activation)
     if method == "solve":
@@ -590,7 +614,7 @@ ENTRY_POINTS: list[Entry] = [
     *[Entry(f"activations.{fn.__name__}", fn,
             lambda D: {"name": ACTIVATION, "x": array(st.lists(st.integers(0, 3), max_size=2).map(tuple),
                                                       [1.0, 1e-100, 1e100], scalar_ok=True, strict=False,
-                                                      finite_only=False)},
+                                                      finite_only=False, any_ndim=True)},
             check=lambda v, out: expect_shape(out, np.shape(np.asarray(v["x"]))))
       for fn in (tl.activations.sigma, tl.activations.derivative)],
     Entry("kernels.i2", tl.kernels.i2, lambda D: {"act_a": ACTIVATION, "act_b": ACTIVATION, "C": covariance(2),
@@ -618,7 +642,8 @@ ENTRY_POINTS: list[Entry] = [
           check=lambda v, out: expect_shape(out, (3,))),
     Entry("Network.with_weights", network_method("with_weights"),
           lambda D: {"net": Kind(network(D["K"], D["d"], D["scaling"]).good),
-                     "W": array((D["K"], D["d"]), strict=False), "a": array((D["K"],), optional=True)}, SMALL),
+                     "W": array((D["K"], D["d"]), strict=False), "a": array((D["K"],), optional=True, none_ok=True)},
+          SMALL),
     Entry("networks.random_weights", tl.networks.random_weights,
           lambda D: {"K": count(1, 4), "d": count(1, 5), "init": choice("gaussian", "orthogonal", optional=False),
                      "rng": Kind(st.builds(np.random.default_rng, st.integers(0, 9)), _sampled([None, 0, "rng"])),
@@ -632,6 +657,17 @@ ENTRY_POINTS: list[Entry] = [
           lambda D: {"omega": covariance(D["K"] + D["M"], batched=False, asymmetric=D["K"] > 1), "a": array((D["K"],)),
                      "v": array((D["M"],)), "K": Kind(st.just(D["K"]))}, SMALL),
     Entry("Overlaps.from_networks", tl.Overlaps.from_networks, lambda D: pair(D), SMALL),
+    Entry("BatchOverlaps", make_batch_overlaps,
+          lambda D: {"omega": covariance(D["K"] + D["M"], asymmetric=D["K"] > 1), "a": array((D["K"],)),
+                     "v": array((D["M"],)), "K": Kind(st.just(D["K"]))}, SMALL),
+    Entry("networks.check_network", tl.networks.check_network,
+          lambda D: {"net": network(D["K"], D["d"], D["scaling"], other_d=False),
+                     "name": Kind(st.just("student"))}, SMALL),
+    Entry("population.aligned_step_units", tl.population.aligned_step_units,
+          lambda D: pair(D, ACTIVATION.good | st.just("step")), SMALL),
+    Entry("sgd.grid", tl.sgd.grid,
+          lambda D: {"seeds": count(1, 3, huge=False), "lr": array((2,), strict=False),
+                     "noise": array((3,), strict=False)}),
     Entry("population.risk", tl.population.risk,
           lambda D: {**pair(D), "noise": real(zero_ok=True), "n_threads": N_THREADS}, UP_TO_8,
           check=lambda v, out: expect_shape(out, ())),
@@ -666,10 +702,10 @@ ENTRY_POINTS: list[Entry] = [
     Entry("landscape.refine", tl.landscape.refine,
           lambda D: {**pair(D), "tol": real(), "train_readout": FLAG,
                      "max_iter": count(0, 4, huge=False, python_only=True), "zero_tol": real(optional=True),
-                     "global_tol": real()}, SMALL),
+                     "global_tol": real(zero_ok=True)}, SMALL),
     Entry("landscape.classify", tl.landscape.classify,
           lambda D: {**pair(D), "train_readout": FLAG, "eigenvalues": array((4,), optional=True, strict=False),
-                     "zero_tol": real(optional=True), "global_tol": real()}, SMALL),
+                     "zero_tol": real(optional=True), "global_tol": real(zero_ok=True)}, SMALL),
     Entry("landscape.spectrum", tl.landscape.spectrum,
           lambda D: {"H": covariance(D["K"], batched=False, symmetric_only=True), "tol": real()},
           st.fixed_dictionaries({"K": st.integers(1, 6)}), check=spectrum_check),
@@ -677,7 +713,7 @@ ENTRY_POINTS: list[Entry] = [
           lambda D: {"W": Kind(array((D["K"], D["d"]), strict=False).good | _sampled(
                          [np.eye(4), np.ones((3, 3)), np.zeros((2, 5)), np.eye(5) * 0.5 + 0.1]),
                          array((D["K"], D["d"]), strict=False).bad),
-                     "tol": real(), "a": array((D["K"],), optional=True)}, SMALL),
+                     "tol": real(), "a": array((D["K"],), optional=True, none_ok=True)}, SMALL),
     Entry("landscape.FixedPointSpace", FixedPointSpace,
           lambda D: {"sizes": Kind(st.lists(st.integers(1, 3), min_size=1, max_size=3).map(tuple),
                                    _sampled([(1.5, 2), (0,), (), (-1, 2), ("2",), (2**40,), None, "22", (NAN,)])),
@@ -686,7 +722,7 @@ ENTRY_POINTS: list[Entry] = [
           lambda D: {"sizes": Kind(st.just((2, 1))), "x": array((5,))}),
     Entry("landscape.FixedPointSpace.coordinates", space_coordinates,
           lambda D: {"sizes": Kind(st.just((2, 1))), "train_readout": FLAG, "W": array((3, 3)),
-                     "a": array((3,), optional=True)}),
+                     "a": array((3,), optional=True, none_ok=True)}),
     Entry("landscape.FixedPointSpace.containing", FixedPointSpace.containing,
           lambda D: {"W": Kind(_sampled([np.eye(3), np.eye(4) * 2 - 0.1, np.ones((2, 2)), np.eye(3)[::-1],
                                          np.arange(9.0).reshape(3, 3)]) | array((D["K"], D["K"])).good,
@@ -699,7 +735,9 @@ ENTRY_POINTS: list[Entry] = [
           examples=max(EXAMPLES // 2, 1)),
     Entry("landscape.continue_family", continue_family,
           lambda D: {"sizes": Kind(_sampled(["(k-1, 1)", "(k,)"]), st.just("(1.5, k)")),
-                     "ks": Kind(st.lists(st.integers(2, 4), max_size=2), _sampled([[0], [-1], [1.5], ["3"], 3])),
+                     # at least one k: a sizes function is only checked by calling it
+                     "ks": Kind(st.lists(st.integers(2, 4), min_size=1, max_size=2),
+                                _sampled([[0], [-1], [1.5], ["3"], 3])),
                      "x0": array((5,)), "train_readout": FLAG, "activation": activation("relu"),
                      "tol": real(), "spectrum_tol": real()}, examples=max(EXAMPLES // 2, 1)),
     Entry("landscape.continue_real_k", tl.landscape.continue_real_k,
@@ -862,7 +900,8 @@ def test_entry_point(name: str, fuzz_results: dict[str, str | None]) -> None:
 
 
 # Result objects are checked through the entry points that return them.
-RESULT_TYPES = {"Trajectory", "Ensemble", "CriticalPoint", "Isotropy", "MultistartResult", "RealKFamily",
+RESULT_TYPES = {"Trajectory", "BatchTrajectory", "Interrupted", "Ensemble", "CriticalPoint", "Isotropy",
+                "MultistartResult", "RealKFamily",
                 "FamilyPoint", "WeightPath"}
 
 

@@ -142,7 +142,7 @@ def test_early_stop_at_the_first_record() -> None:
     st, te = teacher_student(2, 2, 50, "erf", seed=0)
     r0 = tl.sgd.simulate(st, te, lr=0.5, t_max=1.0, records=3).risk[0]
     tr = tl.sgd.simulate(st, te, lr=0.5, t_max=1.0, records=3, risk_tol=2 * r0)
-    assert tr.status == "converged" and len(tr) == 1 and tr.meta["stop_time"] == 0.0
+    assert tr.status == "converged" and len(tr) == 1 and tr.stop_time == 0.0
 
 
 def test_ensemble_to_xarray_coordinates_and_attrs() -> None:
@@ -245,7 +245,7 @@ def test_bad_per_run_types() -> None:
 def test_bad_grid_input() -> None:
     with pytest.raises(ValueError, match="momentum"):
         tl.sgd.grid(seeds=2, momentum=[0.1])
-    with pytest.raises(ValueError, match="lr: entries must be finite"):
+    with pytest.raises(ValueError, match=r"lr\[1\]: expected a finite number > 0, got nan"):
         tl.sgd.grid(seeds=2, lr=[0.1, np.nan])
     with pytest.raises(TypeError, match="noise"):
         tl.sgd.grid(seeds=2, noise=["a"])

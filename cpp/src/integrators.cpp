@@ -84,10 +84,18 @@ struct Runner {
     f(y, dy, threads);
     ++res.n_rhs;
   }
+  // Thrown by record() after diverge(): the run ends there (caught in run()).
+  struct RiskOverflow {};
+
   void record(double t, const double* y) {
+    const double r = f.risk(y);
+    if (!std::isfinite(r)) {  // finite overlaps whose risk overflows (e.g. quadratic units near the bound)
+      diverge(t, "the excess risk is not finite (it overflows the double range)");
+      throw RiskOverflow{};
+    }
     res.t.push_back(t);
     res.y.insert(res.y.end(), y, y + n);
-    res.risk.push_back(f.risk(y));
+    res.risk.push_back(r);
   }
   void stop(double t, const char* status, const std::string& message) {
     res.status = status;
@@ -376,6 +384,7 @@ struct Runner {
         run_fixed(y);
     } catch (const std::domain_error& e) {
       diverge(t_now, std::string("a kernel became singular (") + e.what() + ")");
+    } catch (const RiskOverflow&) {  // status and message set by record()
     }
     if (res.status == "completed") {
       std::ostringstream s;

@@ -26,10 +26,12 @@ def check_activation(name: object, argument: str = "activation") -> str:
 
 
 def sigma(name: ActivationName, x: ArrayLike) -> NDArray[np.float64]:
-    """sigma(x), elementwise."""
-    return _core.sigma(check_activation(name), as_float_array(x, "x", finite=False))
+    """sigma(x), elementwise, in the shape of ``x`` (NaN in, NaN out)."""
+    arr = as_float_array(x, "x", finite=False)
+    return _core.sigma(check_activation(name), arr).reshape(np.shape(x))
 
 
 def derivative(name: ActivationName, x: ArrayLike) -> NDArray[np.float64]:
-    """sigma'(x), elementwise (0 for ``step``, whose derivative is a delta)."""
-    return _core.dsigma(check_activation(name), as_float_array(x, "x", finite=False))
+    """sigma'(x), elementwise, in the shape of ``x`` (0 for ``step``, whose derivative is a delta)."""
+    arr = as_float_array(x, "x", finite=False)
+    return _core.dsigma(check_activation(name), arr).reshape(np.shape(x))

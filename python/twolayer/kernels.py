@@ -76,4 +76,9 @@ def covariance(*rows: ArrayLike, scale: float = 1.0) -> NDArray[np.float64]:
     if not vs or any(v.shape != vs[0].shape for v in vs):
         raise ValueError(f"rows: expected one or more vectors of equal length, got shapes {[v.shape for v in vs]}")
     W = np.stack(vs)
-    return W @ W.T / positive(scale, "scale")
+    s = positive(scale, "scale")
+    with np.errstate(over="ignore", invalid="ignore"):
+        C = W @ W.T / s
+    if not np.all(np.isfinite(C)):
+        raise ValueError(f"rows, scale: the covariance Gram / scale exceeds the double range (scale = {s:g})")
+    return C

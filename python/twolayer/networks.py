@@ -86,7 +86,13 @@ class Network:
         X_ = as_float_array(X, "X", ndim=2)
         if X_.shape[1] != self.d:
             raise ValueError(f"X: expected {self.d} columns, got {X_.shape[1]}")
-        return sigma(self.activation, X_ @ self.W.T / np.sqrt(self.scale)) @ self.effective_a
+        with np.errstate(over="ignore", invalid="ignore"):
+            pre = X_ @ self.W.T / np.sqrt(self.scale)
+            out = sigma(self.activation, pre) @ self.effective_a if np.all(np.isfinite(pre)) else pre[:, 0]
+        if not np.all(np.isfinite(out)):
+            raise ValueError("X: the outputs on these inputs exceed the double range (pre-activations or outputs "
+                             "overflow)")
+        return np.asarray(out, dtype=np.float64)
 
     @classmethod
     def random(

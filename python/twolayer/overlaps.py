@@ -151,9 +151,9 @@ class Overlaps:
         """Overlaps of a student and a teacher with the same input dimension and scaling; they remember the two
         activations."""
         check_pair(student, teacher)
-        s = student.scale
         W, Wt = student.W, teacher.W
-        return cls(W @ W.T / s, W @ Wt.T / s, Wt @ Wt.T / s, student.effective_a, teacher.effective_a,
+        return cls(gram(W, W, student.scale, "student.W"), gram(W, Wt, student.scale, "student.W, teacher.W"),
+                   gram(Wt, Wt, student.scale, "teacher.W"), student.effective_a, teacher.effective_a,
                    activation=student.activation, teacher_activation=teacher.activation)
 
 
@@ -275,6 +275,16 @@ class BatchOverlaps:
 
     def __repr__(self) -> str:
         return f"BatchOverlaps(B={len(self)}, K={self.K}, M={self.n_teacher}, activation={self.activation!r})"
+
+
+def gram(A: NDArray[np.float64], B: NDArray[np.float64], scale: float, name: str) -> NDArray[np.float64]:
+    """The overlaps A B^T / scale of two sets of weight rows; ValueError naming ``name`` where they exceed the
+    double range."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        G = A @ B.T / scale
+    if not np.all(np.isfinite(G)):
+        raise ValueError(f"{name}: weights out of range (their overlaps W W^T / s exceed the double range)")
+    return G
 
 
 def check_pair(student: Network, teacher: Network) -> None:

@@ -9,6 +9,7 @@ two GEMM-like contractions for the gradient, rank updates for the Hessian).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -18,7 +19,7 @@ from . import _core
 from ._interrupt import partial_result
 from ._validation import INT32_MAX, as_float_array, boolean, integer, n_threads_arg, positive
 from .networks import Network
-from .overlaps import check_pair
+from .overlaps import check_pair, gram
 from .results import Trajectory
 
 _CoreArgs = tuple[NDArray[np.float64], NDArray[np.float64], str, NDArray[np.float64], NDArray[np.float64], str, float]
@@ -82,6 +83,7 @@ def _finite(x: NDArray[np.float64], what: str) -> NDArray[np.float64]:
 def aligned_step_units(student: Network, teacher: Network) -> str | None:
     """Which step units are exactly aligned (1 - cos^2 < 1e-16: two student rows, or a student row on a step
     teacher row), where the risk has a kink and its Hessian is undefined; None if there are none."""
+    check_pair(student, teacher)
     if student.activation != "step":
         return None
     rows = [("student row", student.W)] + ([("teacher row", teacher.W)] if teacher.activation == "step" else [])
@@ -180,6 +182,8 @@ def descend(
         raise ValueError(f"student.W: weights out of range for gradient descent (a row's |w| / sqrt(s) is above "
                          f"{_SD_RANGE[1]:.0e})")
 
+    P = gram(teacher.W, teacher.W, teacher.scale, "teacher.W")
+
     def result(out: dict[str, Any]) -> Trajectory:
         T = out["risk"].shape[0]
         status = out["status"]
@@ -192,7 +196,8 @@ def descend(
                           risk=out["risk"], status=status, message=message, time_unit="iterations", student=final,
                           meta={"lr": lr_, "lr_readout": lr_a, "activation": student.activation,
                                 "teacher_activation": teacher.activation},
-                          P=teacher.W @ teacher.W.T / teacher.scale, v=teacher.effective_a.copy())
+                          P=P, v=teacher.effective_a.copy(),
+                          stop_time=math.nan if status == "completed" else float(out["stop_step"]))
 
     with partial_result(result):
         out = _core.population_descend(*args, lr=lr_, lr_readout=lr_a * student.readout_factor**2,

@@ -52,7 +52,7 @@ from ._validation import (
     seed_arg,
 )
 from .networks import Network, check_network
-from .overlaps import check_pair
+from .overlaps import check_pair, gram
 from .results import Trajectory, _xarray, variable_attrs
 
 __all__ = ["Ensemble", "grid", "simulate"]
@@ -102,7 +102,7 @@ class Ensemble:
     def stop_time(self) -> NDArray[np.float64]:
         """(R,) per run: the interpolated early-stop crossing (converged), the time of the divergence or
         interruption, NaN for completed runs; in the clock of ``t`` (steps / d)."""
-        return np.array([r.meta.get("stop_time", np.nan) for r in self.runs], dtype=np.float64)
+        return np.array([r.stop_time for r in self.runs], dtype=np.float64)
 
     @property
     def completed(self) -> list[Trajectory]:
@@ -311,7 +311,11 @@ def grid(seeds: int | Sequence[int], **axes: ArrayLike) -> dict[str, Any]:
         ids = list(range(integer(seeds, "seeds", 1, 2**32 - 1)))
     else:
         ids = integers(seeds, "seeds", 0, 2**32 - 1)
-    values = [as_float_array(v, name, ndim=1) for name, v in axes.items()]
+    # each axis checked as simulate checks one value per run: lr > 0, the others >= 0
+    for name, v in axes.items():
+        if np.ndim(v) != 1:
+            raise ValueError(f"{name}: expected a 1-d array of grid values, got {np.ndim(v)} dimensions")
+    values = [per_item(v, name, np.size(v), allow_zero=name != "lr", item="grid point") for name, v in axes.items()]
     mesh = np.meshgrid(*values, np.arange(len(ids)), indexing="ij")
     out: dict[str, Any] = {"seeds": [ids[int(k)] for k in mesh[-1].ravel()]}
     out.update({name: m.ravel() for name, m in zip(axes, mesh[:-1], strict=True)})
@@ -444,7 +448,7 @@ def simulate(
         excess risk is below max(risk_tol, risk_rtol * R0), R0 its excess risk at step 0 (None: that
         criterion is off). The risk is evaluated at the record times only (no extra cost; a finer ``records``
         or ``times`` grid locates the stop more finely); that record is the run's last row, its final
-        weights are attached, and ``meta["stop_time"]`` (``Ensemble.stop_time``) is the crossing time
+        weights are attached, and ``stop_time`` (``Ensemble.stop_time``) is the crossing time
         interpolated linearly in t between that record and the previous one (the record's own time when it
         is the first). ``stop_time`` of a diverged or interrupted run is the time it stopped; NaN for a run
         that ran to the end.
@@ -555,8 +559,11 @@ def simulate(
         "regime": "training_set" if n else "online",
         "train_first_layer": bool(train_first_layer),
         "risk_method": "exact (closed-form kernels)",
+        "activation": first.activation,
+        "teacher_activation": teacher.activation,
     }
     c = first.readout_factor
+    P_teacher = gram(teacher.W, teacher.W, teacher.scale, "teacher.W")  # with v: what overlaps_at needs
 
     def run_result(out: dict[str, Any], j: int, run: int) -> Trajectory:
         T = int(out["recorded"][j])
@@ -592,9 +599,11 @@ def simulate(
                 **meta,
                 **{k: float(v[j]) for k, v in params.items()},
                 "run": int(run),
-                "stop_time": stop_time,
                 **({"stop_step": stop} if status != "completed" else {}),
             },
+            P=P_teacher,
+            v=teacher.effective_a.copy(),
+            stop_time=stop_time,
         )
 
     def results(out: dict[str, Any]) -> Trajectory | Ensemble:

@@ -50,7 +50,7 @@ def alignment_determinants(angles: ArrayLike) -> tuple[NDArray[np.float64], NDAr
     """(det M, min_i det M_i) for angle sets ``angles`` (..., m), each strictly increasing in (0, 2 pi) (the
     teacher sits at theta_0 = 0). Vectorised over the leading axes; returns two arrays of shape (...)."""
     th = as_float_array(angles, "angles")
-    if th.ndim < 1 or th.shape[-1] < 1:
+    if np.ndim(angles) < 1 or th.shape[-1] < 1:
         raise ValueError(f"angles: expected shape (..., m) with m >= 1, got {th.shape}")
     if np.any(th <= 0.0) or np.any(th >= 2 * np.pi):
         raise ValueError("angles: every angle must lie in (0, 2 pi) (theta_0 = 0 is the teacher)")
@@ -100,8 +100,15 @@ def procrustes(A: ArrayLike, B: ArrayLike) -> NDArray[np.float64]:
     B_ = as_float_array(B, "B", ndim=2)
     if A_.shape != B_.shape:
         raise ValueError(f"B: expected the shape of A {A_.shape}, got {B_.shape}")
-    U, _, Vt = np.linalg.svd(A_ @ B_.T)
+    # P depends on A and B only through the directions of A B^T: at the unit scale, no overflow
+    U, _, Vt = np.linalg.svd(_unit(A_) @ _unit(B_).T)
     return U @ Vt
+
+
+def _unit(X: NDArray[np.float64]) -> NDArray[np.float64]:
+    """X divided by its largest |entry| (X itself if zero)."""
+    m = float(np.max(np.abs(X), initial=0.0))
+    return X / m if m > 0 else X
 
 
 def procrustes_distance(A: ArrayLike, B: ArrayLike, P: ArrayLike | None = None) -> float:
@@ -112,13 +119,20 @@ def procrustes_distance(A: ArrayLike, B: ArrayLike, P: ArrayLike | None = None) 
     B_ = as_float_array(B, "B", ndim=2)
     if A_.shape != B_.shape:
         raise ValueError(f"B: expected the shape of A {A_.shape}, got {B_.shape}")
+    # at unit scale (the distance is homogeneous of degree 1 in (A, B)): no overflow of the squared norms
+    s = max(float(np.max(np.abs(A_), initial=0.0)), float(np.max(np.abs(B_), initial=0.0))) or 1.0
+    A_, B_ = A_ / s, B_ / s
     if P is not None:
-        return float(np.linalg.norm(A_ - as_float_array(P, "P", ndim=2) @ B_))
-    # mode="r" returns the R factor alone (numpy's stubs type every mode as the (Q, R) result)
-    Ra = cast(NDArray[np.float64], np.linalg.qr(A_, mode="r"))
-    Rb = cast(NDArray[np.float64], np.linalg.qr(B_, mode="r"))
-    nuclear = np.linalg.svd(Ra @ Rb.T, compute_uv=False).sum()
-    return float(np.sqrt(max(np.sum(A_ * A_) + np.sum(B_ * B_) - 2.0 * nuclear, 0.0)))
+        dist = s * float(np.linalg.norm(A_ - as_float_array(P, "P", ndim=2) @ B_))
+    else:
+        # mode="r" returns the R factor alone (numpy's stubs type every mode as the (Q, R) result)
+        Ra = cast(NDArray[np.float64], np.linalg.qr(A_, mode="r"))
+        Rb = cast(NDArray[np.float64], np.linalg.qr(B_, mode="r"))
+        nuclear = np.linalg.svd(Ra @ Rb.T, compute_uv=False).sum()
+        dist = s * float(np.sqrt(max(np.sum(A_ * A_) + np.sum(B_ * B_) - 2.0 * nuclear, 0.0)))
+    if not np.isfinite(dist):
+        raise ValueError("A, B, P: the distance exceeds the double range")
+    return dist
 
 
 @dataclass(eq=False)

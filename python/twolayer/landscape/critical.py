@@ -157,8 +157,8 @@ def spectrum(H: ArrayLike, tol: float = 1e-7) -> list[tuple[float, int]]:
     if H_.shape[0] != H_.shape[1]:
         raise ValueError(f"H: expected a square matrix, got shape {H_.shape}")
     tol_ = positive(tol, "tol")
-    scale = max(1.0, float(np.max(np.abs(H_)))) if H_.size else 1.0
-    if not np.allclose(H_, H_.T, rtol=0.0, atol=1e-9 * scale):
+    scale = float(np.max(np.abs(H_))) if H_.size else 0.0
+    if not np.allclose(H_, H_.T, rtol=0.0, atol=1e-9 * scale):  # relative to the matrix's own scale
         raise ValueError("H: expected a symmetric matrix")
     # eigvalsh at the unit scale: LAPACK's internal norms overflow for entries near the double range
     norm = float(np.max(np.abs(H_))) if H_.size else 0.0
@@ -198,12 +198,13 @@ def classify(
     """(index, nullity, kind) of a critical point from its Hessian eigenvalues (see :class:`CriticalPoint`).
 
     ``zero_tol`` defaults to 1e-8 * max(1, max |lambda|)."""
+    check_pair(student, teacher)
     train_readout = boolean(train_readout, "train_readout")
     zero_tol, global_tol = _tolerances(zero_tol, global_tol)
     lam = (
         _eigh(student, teacher, train_readout)[0]
         if eigenvalues is None
-        else as_float_array(eigenvalues, "eigenvalues", ndim=1, finite=False)
+        else as_float_array(eigenvalues, "eigenvalues", ndim=1)
     )
     return _classify(
         lam, population.risk(student, teacher), symmetry_nullity(student, train_readout), zero_tol, global_tol,
@@ -280,7 +281,7 @@ def refine(
         # Levenberg-Marquardt damping mu = 1e-8, 1e-7, ... (relative to max |lambda|^2) until |grad| decreases
         accepted = False
         for mu in [0.0] + [10.0**e for e in range(-8, 8)]:
-            with np.errstate(divide="ignore", invalid="ignore"):
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
                 inv = np.where(np.abs(lam) > ztol, lam / (lam * lam + mu * scale * scale), 0.0)
             x_new = x - V @ (inv * gt)
             net_new = _unpack(student, x_new, train_readout)

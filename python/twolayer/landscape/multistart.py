@@ -313,6 +313,22 @@ def numpy_relu_loss_grad(W: NDArray[np.float64], V: NDArray[np.float64]) -> tupl
     L = 1/2 sum_ij f(w_i, w_j) - sum_ij f(w_i, v_j) + 1/2 sum_ij f(v_i, v_j)
     with f(u, v) = |u||v| (sin t + (pi - t) cos t) / (2 pi), and dL/dw_i = w_i/2 + sum_{j != i} g(w_i, w_j)
     - sum_j g(w_i, v_j), g(u, v) = ((pi - t) v + |v| sin t u/|u|) / (2 pi)."""
+    W = as_float_array(W, "W", ndim=2)
+    V = as_float_array(V, "V", ndim=2)
+    if V.shape[1] != W.shape[1]:
+        raise ValueError(f"V: expected {W.shape[1]} columns like W, got {V.shape[1]}")
+    for name, X in (("W", W), ("V", V)):
+        if np.any(np.linalg.norm(X, axis=1) == 0):
+            raise ValueError(f"{name}: rows must be non-zero (the closed form divides by the row norms)")
+    with np.errstate(over="ignore", invalid="ignore"):
+        loss, grad = _relu_loss_grad(W, V)
+    if not (np.isfinite(loss) and np.all(np.isfinite(grad))):
+        raise ValueError("W, V: the loss or its gradient exceeds the double range")
+    return loss, grad
+
+
+def _relu_loss_grad(W: NDArray[np.float64], V: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]]:
+    """:func:`numpy_relu_loss_grad` without the argument checks, as a user's NumPy loop would call it (bench/)."""
 
     def parts(A: NDArray[np.float64], B: NDArray[np.float64]) -> tuple[NDArray[np.float64], ...]:
         na = np.linalg.norm(A, axis=1)
