@@ -318,7 +318,7 @@ def numpy_relu_loss_grad(W: NDArray[np.float64], V: NDArray[np.float64]) -> tupl
     if V.shape[1] != W.shape[1]:
         raise ValueError(f"V: expected {W.shape[1]} columns like W, got {V.shape[1]}")
     for name, X in (("W", W), ("V", V)):
-        if np.any(np.linalg.norm(X, axis=1) == 0):
+        if np.any(np.all(X == 0, axis=1)):
             raise ValueError(f"{name}: rows must be non-zero (the closed form divides by the row norms)")
     with np.errstate(over="ignore", invalid="ignore"):
         loss, grad = _relu_loss_grad(W, V)
