@@ -251,3 +251,11 @@ def test_bad_grid_input() -> None:
         tl.sgd.grid(seeds=2, noise=["a"])
     with pytest.raises(ValueError, match="seeds"):
         tl.sgd.grid(seeds=0, lr=[0.1])
+
+
+def test_ensemble_dataset_stores_the_teacher() -> None:
+    st, te = teacher_student(2, 3, 40, "erf", seed=0)
+    ds = tl.sgd.simulate(st, te, lr=0.5, t_max=1.0, seeds=2).to_xarray()
+    np.testing.assert_array_equal(ds["P"].values, te.W @ te.W.T / te.scale)
+    np.testing.assert_array_equal(ds["v"].values, te.effective_a)
+    assert ds["P"].attrs["units"] == "1" and "teacher-teacher" in ds["P"].attrs["long_name"]

@@ -212,9 +212,10 @@ class Ensemble:
         ``student2``, ``teacher``.
 
         Data ``Q``, ``M``, ``a``, ``risk`` (NaN after the last record of a run that stopped early), ``status``
-        and ``stop_time`` per run; coordinates ``t`` and, along ``run``, ``run_id``, ``lr``, ``lr_readout``,
-        ``noise``, ``risk_tol``, ``risk_rtol``. Every variable has ``long_name`` and ``units`` attributes
-        (times in steps / d). A grid becomes labelled axes with
+        and ``stop_time`` per run, the teacher's ``P`` and ``v`` (so that overlaps can be rebuilt); coordinates
+        ``t`` and, along ``run``, ``run_id``, ``lr``, ``lr_readout``, ``noise``, ``risk_tol``, ``risk_rtol``.
+        Every variable has ``long_name`` and ``units`` attributes (times in steps / d). A grid becomes labelled
+        axes with
         ``ds.set_index(run=["lr", "noise", "run_id"]).unstack("run")``.
         """
         xr = _xarray()
@@ -231,6 +232,10 @@ class Ensemble:
             "status": var("status", ("run",), np.array(self.status, dtype=str)),
             "stop_time": var("stop_time", ("run",), self.stop_time),
         }
+        first = self.runs[0]
+        if first.P is not None and first.v is not None:  # one teacher for every run: rebuild overlaps from P, v
+            data["P"] = var("P", ("teacher", "teacher2"), first.P)
+            data["v"] = var("v", ("teacher",), first.v)
         coords = {
             "run": var("run", ("run",), np.arange(len(self.runs))),
             "t": var("t", ("t",), self.t),
