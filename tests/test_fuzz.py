@@ -846,8 +846,10 @@ def run_shard(names: list[str], timeout: float = 300.0) -> dict[str, str | None]
     remaining = list(names)
     while remaining:
         with tempfile.TemporaryFile(mode="w+") as log:
+            # a fixed hash seed (FUZZ_HASHSEED to vary it): the cases must not depend on the order of sets of strings
             proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), *remaining], stdout=log,
-                                    stderr=subprocess.STDOUT, text=True)
+                                    stderr=subprocess.STDOUT, text=True,
+                                    env={**os.environ, "PYTHONHASHSEED": os.environ.get("FUZZ_HASHSEED", "0")})
             try:
                 rc: int | str = proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:

@@ -212,6 +212,12 @@ def classify(
     )
 
 
+def euclidean_norm(g: NDArray[np.float64]) -> float:
+    """The Euclidean norm of ``g`` at the unit scale (no overflow of the squares for entries above 1e154)."""
+    m = float(np.max(np.abs(g), initial=0.0))
+    return m * float(np.linalg.norm(g / m)) if 0.0 < m < np.inf else m
+
+
 def _tolerances(zero_tol: Any, global_tol: Any) -> tuple[float | None, float]:
     """``zero_tol`` (None or > 0) and ``global_tol`` (>= 0), checked."""
     return (None if zero_tol is None else positive(zero_tol, "zero_tol")), positive(
@@ -268,7 +274,7 @@ def refine(
     x = _pack(student, train_readout)
     net = student
     g = flat_gradient(net, teacher, train_readout)
-    gn = float(np.linalg.norm(g))
+    gn = euclidean_norm(g)
     history = [gn]
     lam, V = _eigh(net, teacher, train_readout)
     it = 0
@@ -289,7 +295,7 @@ def refine(
                 g_new = flat_gradient(net_new, teacher, train_readout)
             except ValueError:
                 continue
-            gn_new = float(np.linalg.norm(g_new))
+            gn_new = euclidean_norm(g_new)
             if np.isfinite(gn_new) and gn_new < gn:
                 accepted = True
                 break

@@ -29,7 +29,7 @@ from .._validation import (
 )
 from ..activations import ActivationName, check_activation
 from ..networks import Network, check_network
-from .critical import _classify, non_differentiable, symmetry_nullity
+from .critical import _classify, euclidean_norm, non_differentiable, symmetry_nullity
 from .subspace import identity_teacher
 from .symmetry import isotropy
 
@@ -164,7 +164,7 @@ def classify_batch(
     for r in map(int, np.flatnonzero(finite)):
         try:
             G[r] = grad(r)
-            gn[r] = np.linalg.norm(G[r])
+            gn[r] = euclidean_norm(G[r])
         except ValueError:
             finite[r] = False
     # One batch of analytic Hessians at the search end points serves both the Newton steps and the spectrum:
@@ -205,7 +205,7 @@ def classify_batch(
                 a[r] += dx[j, nW:]
             try:
                 g_new = grad(r)
-                gn_new = float(np.linalg.norm(g_new))
+                gn_new = euclidean_norm(g_new)
             except ValueError:
                 gn_new = np.inf
             if gn_new < gn[r]:

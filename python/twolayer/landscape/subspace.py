@@ -18,7 +18,7 @@ from .. import population
 from .._validation import INT32_MAX, as_float_array, boolean, integer, positive
 from ..activations import ActivationName, check_activation
 from ..networks import Network, check_network
-from .critical import CriticalPoint, _group, flat_gradient
+from .critical import CriticalPoint, _group, euclidean_norm, flat_gradient
 from .symmetry import FixedPointSpace, isotropy
 
 __all__ = ["identity_teacher", "SubspaceProblem", "FamilyPoint", "continue_family"]
@@ -113,7 +113,7 @@ class SubspaceProblem:
         net = self.network(x)
         tr = self.space.train_readout
         lam = np.asarray(np.linalg.eigvalsh(population.hessian(net, self.teacher, train_readout=tr)), dtype=np.float64)
-        gn = float(np.linalg.norm(flat_gradient(net, self.teacher, tr)))
+        gn = euclidean_norm(flat_gradient(net, self.teacher, tr))
         return CriticalPoint.classified(net, self.teacher, lam, gn, tr, global_tol=global_tol)
 
 
