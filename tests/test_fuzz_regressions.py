@@ -69,3 +69,12 @@ def test_grid_axes_are_checked_like_per_run_values() -> None:
         tl.sgd.grid(seeds=1, lr=1.0)
     with pytest.raises(ValueError, match=r"lr\[0\]: expected a finite number > 0"):
         tl.sgd.grid(seeds=1, lr=[0.0])
+
+
+def test_refine_at_huge_gradients_has_finite_norms() -> None:
+    # a gradient of ~1e256: its squared entries overflow, its norm does not
+    student = tl.Network(np.array([[1.0]]), np.array([1.46951257e128]), "linear")
+    teacher = tl.Network(np.array([[0.0]]), np.array([0.0]), "linear")
+    with np.errstate(all="raise"):
+        cp = tl.landscape.refine(student, teacher, tol=1.0, train_readout=True, max_iter=0)
+    assert np.isfinite(cp.grad_norm) and cp.grad_norm > 1e255
