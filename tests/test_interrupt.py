@@ -53,7 +53,8 @@ def interrupt(call: Callable[[], Any], after: float = 0.3) -> tuple[tl.Interrupt
 
 @pytest.fixture
 def quiet_after() -> Callable[[int], None]:
-    """Asserts, after a call, that the process is back to `baseline` native threads and burns no CPU."""
+    """Asserts, after a call, that the process is back to `baseline` native threads (no thread was left behind)
+    and burns no CPU (the idle worker and teams sleep)."""
 
     def check(baseline: int) -> None:
         deadline = time.perf_counter() + 2.0
@@ -68,9 +69,10 @@ def quiet_after() -> Callable[[int], None]:
 
 
 def _warm() -> int:
-    """Starts this thread's OpenMP pool (so it is part of the baseline) and returns the native thread count."""
-    C = np.tile(np.eye(2), (20000, 1, 1))
-    tl.kernels.i2("erf", "erf", C, n_threads=2)
+    """Starts this thread's OpenMP team, its persistent worker and the worker's team (idle between calls, so part
+    of the baseline) and returns the native thread count."""
+    for n in (20_000, 70_000):  # on this thread, then on the worker
+        tl.kernels.i2("erf", "erf", np.tile(np.eye(2), (n, 1, 1)), n_threads=2)
     return _os_threads()
 
 
@@ -250,7 +252,7 @@ def test_huge_n_threads_are_capped(n: int) -> None:
 def _worker(seed: int) -> float:
     rng = np.random.default_rng(seed)
     s = 0.0
-    for n in (4_000, 50_000):  # a parallel call on this thread, and one on a worker thread (Ctrl-C-able size)
+    for n in (4_000, 100_000):  # a parallel call on this thread, and one on its worker (a Ctrl-C-able size)
         A = rng.standard_normal((n, 2, 2))
         s += float(np.sum(tl.kernels.i2("erf", "erf", A @ np.swapaxes(A, 1, 2), n_threads=2)))
     ov = tl.ode.plateau_overlaps(seed=seed)

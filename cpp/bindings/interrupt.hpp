@@ -6,6 +6,7 @@
 #pragma once
 #include <pybind11/pybind11.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <exception>
@@ -29,14 +30,44 @@ py::object& interrupted_type();
 // signal handler may raise anything) is raised as it is.
 [[noreturn]] void raise_interrupted(py::object partial);
 
+// A persistent worker thread per calling thread, so that a call costs two hand-overs rather than a thread start
+// (and the worker's OpenMP team and allocator arenas stay warm between calls). After fork() a child makes a new
+// one (the parent's threads do not exist there; module.cpp bumps the generation).
+class Worker {
+ public:
+  Worker();
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+  // Starts job on the worker (which must be idle) and returns at once.
+  void start(std::function<void()> job);
+  // Waits up to `timeout` for the job; true once it has finished.
+  bool wait_for(std::chrono::milliseconds timeout);
+  bool busy() const { return busy_; }
+
+  // This thread's worker (made on first use, and anew after fork).
+  static Worker& for_this_thread();
+  static void forget_after_fork();
+
+ private:
+  void loop();
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::function<void()> job_;
+  // Each side spins for a few microseconds before it sleeps: a short call then costs no futex wake-ups.
+  std::atomic<bool> has_job_{false}, done_{true}, stop_{false};
+  bool busy_ = false;
+  std::thread thread_;
+};
+
 struct Poll {
   std::chrono::milliseconds every{10};
   std::function<void()> with_gil;  // also called with the GIL every `every` (progress bars); may be empty
 };
 
 // Runs work() (which must not touch Python) and converts its result with to_py() (with the GIL). on_worker: run it
-// on a worker thread, interruptible by Ctrl-C; otherwise on this thread (for calls too short to need it: starting
-// a thread costs tens of microseconds). Either way a cancellation requested during the call raises Interrupted.
+// on this thread's worker, interruptible by Ctrl-C; otherwise on this thread (for calls too short to need it).
+// Either way a cancellation requested during the call raises Interrupted.
 template <class Work, class ToPy>
 py::object run_cancellable(Work&& work, ToPy&& to_py, bool on_worker = true, const Poll& poll = {}) {
   using Result = decltype(work());
@@ -53,47 +84,34 @@ py::object run_cancellable(Work&& work, ToPy&& to_py, bool on_worker = true, con
         error = std::current_exception();
       }
     };
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    std::optional<std::thread> worker;
+    Worker* worker = nullptr;
     if (on_worker) {
       try {
-        worker.emplace([&] {
-          body();
-          std::lock_guard<std::mutex> lock(mu);
-          done = true;
-          cv.notify_one();
-        });
+        worker = &Worker::for_this_thread();
+        if (worker->busy()) worker = nullptr;  // re-entered from a progress callback: run here
       } catch (const std::system_error&) {  // no thread to be had: run here, not interruptible
       }
     }
     if (!worker) {
       body();
     } else {
-      std::unique_lock<std::mutex> lock(mu);
-      while (!cv.wait_for(lock, poll.every, [&] { return done; })) {
-        lock.unlock();
-        {
-          py::gil_scoped_acquire gil;
-          if (!signalled && PyErr_CheckSignals() != 0) {
+      worker->start(body);
+      while (!worker->wait_for(poll.every)) {
+        py::gil_scoped_acquire gil;
+        if (!signalled && PyErr_CheckSignals() != 0) {
+          signalled = true;
+          request_cancel();
+        }
+        if (poll.with_gil && !signalled) {
+          try {
+            poll.with_gil();
+          } catch (py::error_already_set& e) {  // a failing progress callback stops the call like Ctrl-C
+            e.restore();
             signalled = true;
             request_cancel();
           }
-          if (poll.with_gil && !signalled) {
-            try {
-              poll.with_gil();
-            } catch (py::error_already_set&) {  // a failing progress callback stops the call like Ctrl-C
-              signalled = true;
-              request_cancel();
-              py::error_already_set e;
-            }
-          }
         }
-        lock.lock();
       }
-      lock.unlock();
-      worker->join();
     }
   }
   if (poll.with_gil && !signalled) poll.with_gil();

@@ -5,6 +5,9 @@
 #include <pthread.h>
 #endif
 
+#include <atomic>
+#include <memory>
+
 #include "interrupt.hpp"
 #include "twolayer/gaussian.hpp"
 #include "twolayer/parallel.hpp"
@@ -30,12 +33,97 @@ void raise_interrupted(py::object partial) {
 }
 
 namespace {
-// In a forked child: the parent's OpenMP threads are gone, so run serially, and forget calls that were in flight.
+std::atomic<unsigned long> fork_generation{0};
+
+// In a forked child: the parent's threads are gone, so run serially, forget calls that were in flight and make new
+// workers.
 void after_fork_in_child() {
   run_serially();
   reset_cancellation();
+  Worker::forget_after_fork();
 }
 }  // namespace
+
+namespace {
+// Spins up to `limit` for flag to become true; whether it did.
+bool spin_until(const std::atomic<bool>& flag, std::chrono::microseconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (!flag.load(std::memory_order_acquire))
+    if (std::chrono::steady_clock::now() > end) return false;
+  return true;
+}
+// The worker waits for the next job a little longer (calls in a loop) than the caller for the end of one.
+constexpr std::chrono::microseconds kWorkerSpin{100}, kCallerSpin{30};
+}  // namespace
+
+Worker::Worker() : thread_([this] { loop(); }) {}
+
+Worker::~Worker() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_.store(true);
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void Worker::loop() {
+  for (;;) {
+    if (!spin_until(has_job_, kWorkerSpin)) {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return has_job_.load() || stop_.load(); });
+    }
+    if (!has_job_.load(std::memory_order_acquire)) return;  // stop_
+    has_job_.store(false, std::memory_order_relaxed);
+    job_();  // catches its own exceptions (run_cancellable's body)
+    job_ = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_.store(true, std::memory_order_release);
+    }
+    cv_.notify_all();
+  }
+}
+
+void Worker::start(std::function<void()> job) {
+  job_ = std::move(job);  // the worker is idle: it reads job_ only after has_job_
+  busy_ = true;
+  done_.store(false, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    has_job_.store(true, std::memory_order_release);
+  }
+  cv_.notify_all();
+}
+
+bool Worker::wait_for(std::chrono::milliseconds timeout) {
+  if (!spin_until(done_, kCallerSpin)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, timeout, [&] { return done_.load(); })) return false;
+  }
+  busy_ = false;
+  return true;
+}
+
+Worker& Worker::for_this_thread() {
+  struct Slot {
+    std::unique_ptr<Worker> worker;
+    unsigned long generation = 0;
+    ~Slot() {
+      if (generation != fork_generation.load()) (void)worker.release();  // its thread is the parent's: never join
+    }
+  };
+  thread_local Slot slot;
+  const unsigned long g = fork_generation.load();
+  if (!slot.worker || slot.generation != g) {
+    (void)slot.worker.release();  // a worker of the parent process (after fork): its thread does not exist here
+    slot.worker = std::make_unique<Worker>();
+    slot.generation = g;
+  }
+  return *slot.worker;
+}
+
+void Worker::forget_after_fork() { fork_generation.fetch_add(1); }
 void bind_gaussian(py::module_& m);
 void bind_population(py::module_& m);
 void bind_sgd(py::module_& m);
