@@ -1,8 +1,8 @@
-// Ctrl-C for the core: runs a computation without the GIL on a worker thread while the calling thread checks for
-// signals every few milliseconds (PyErr_CheckSignals). When a signal handler raises, the core's cancellation
-// flag is set (twolayer/cancel.hpp), the worker stops within one step of its loops, and the call raises
-// twolayer.Interrupted (a KeyboardInterrupt) carrying the partial result in its `partial` attribute. The worker
-// has ended when the call returns, whatever happened.
+// Ctrl-C for the core: runs a computation without the GIL on the calling thread's persistent worker while the
+// calling thread checks for signals every few milliseconds (PyErr_CheckSignals). When a signal handler raises, the
+// core's cancellation flag is set (twolayer/cancel.hpp), the work stops within one step of its loops, and the call
+// raises twolayer.Interrupted (a KeyboardInterrupt) carrying the partial result in its `partial` attribute. The
+// work has ended when the call returns, whatever happened; the idle worker sleeps until the next call.
 #pragma once
 #include <pybind11/pybind11.h>
 

@@ -270,18 +270,22 @@ void batch(const double* C, std::size_t count, double* out, int n_threads, F&& k
     double T[n * n * kBlock];
     for (std::size_t j = 0; j < m; ++j)
       for (int e = 0; e < n * n; ++e) T[e * kBlock + j] = Cb[j * n * n + e];
-    double fails = 0.0, extreme = 0.0;
+    double fails = 0.0;
     for (std::size_t j = 0; j < m; ++j) fails += covariance_failures<n>(T + j, kBlock);
     if (fails != 0.0)
       for (std::size_t j = 0; j < m; ++j)
         if (const char* why = covariance_error_n<n>(Cb + j * n * n))
           throw std::invalid_argument("C[" + std::to_string(i0 + j) + "]: " + why);
-    for (std::size_t j = 0; j < m; ++j)
-      unrolled<0, n>([&](auto i) {
-        const double v = T[(n * i + i) * kBlock + j];
-        extreme += (v == 0.0 || (v >= kVarLo && v <= kVarHi)) ? 0.0 : 1.0;
-      });
-    if (extreme == 0.0) {
+    int extreme = 0;  // an OR over the diagonal entries, one vectorised pass per variable
+    for (int i = 0; i < n; ++i) {
+      const double* diag = T + (n * i + i) * kBlock;
+#pragma omp simd reduction(| : extreme)
+      for (std::size_t j = 0; j < m; ++j) {
+        const double v = diag[j];
+        extreme |= (v == 0.0 || (v >= kVarLo && v <= kVarHi)) ? 0 : 1;
+      }
+    }
+    if (extreme == 0) {
       kernel_block(Cb, m, out + i0);
       return;
     }
