@@ -30,26 +30,40 @@ Method parse_method(const std::string& m) {
   throw std::invalid_argument("method: expected 'euler', 'rk4' or 'adaptive', got '" + m + "'");
 }
 
-// Model from (P, v) arrays; K from the state size.
+// Model of K student and M teacher units with the teacher's P (M x M) and v (M), validated.
 OdeModel make_model(const std::string& student, const std::string& teacher, const std::string& regime, bool spherical,
-                    int K, double lr, double lr_readout, double noise, const Array& P, const Array& v) {
-  expect_shape(v, "v", {-1});
-  const auto M = v.shape(0);
-  expect_shape(P, "P", {M, M});
+                    int K, int M, double lr, double lr_readout, double noise, const double* P, const double* v) {
   OdeModel m;
   m.student = parse_activation(student);
   m.teacher = parse_activation(teacher);
   m.K = K;
-  m.M = static_cast<int>(M);
+  m.M = M;
   m.regime = parse_regime(regime);
   m.spherical = spherical;
   m.lr = lr;
   m.lr_readout = lr_readout;
   m.noise = noise;
-  m.P.assign(P.data(), P.data() + M * M);
-  m.v.assign(v.data(), v.data() + M);
+  m.P.assign(P, P + static_cast<std::size_t>(M) * M);
+  m.v.assign(v, v + M);
   validate_model(m);
   return m;
+}
+
+// make_model from (P, v) arrays; M from v.
+OdeModel make_model(const std::string& student, const std::string& teacher, const std::string& regime, bool spherical,
+                    int K, double lr, double lr_readout, double noise, const Array& P, const Array& v) {
+  expect_shape(v, "v", {-1});
+  const auto M = v.shape(0);
+  expect_shape(P, "P", {M, M});
+  return make_model(student, teacher, regime, spherical, K, static_cast<int>(M), lr, lr_readout, noise, P.data(),
+                    v.data());
+}
+
+// Refuses systems beyond kMaxUnits (checked before any int size is formed).
+void check_units(py::ssize_t K, py::ssize_t M) {
+  if (K + M > kMaxUnits)
+    throw std::invalid_argument("K + M: expected at most " + std::to_string(kMaxUnits) + " units in all, got " +
+                                std::to_string(K + M));
 }
 
 IntegrateOptions make_options(const std::vector<double>& times, const std::string& method, double dt, double rtol,
@@ -102,9 +116,7 @@ py::dict to_dict(const IntegrateResult& r, int K, int M) {
 std::vector<double> state(const Array& Q, const Array& Mo, const Array& a, int& K, int& M) {
   expect_shape(a, "a", {-1});
   expect_shape(Mo, "M", {a.shape(0), -1});
-  if (a.shape(0) + Mo.shape(1) > kMaxUnits)
-    throw std::invalid_argument("K + M: expected at most " + std::to_string(kMaxUnits) + " units in all, got " +
-                                std::to_string(a.shape(0) + Mo.shape(1)));
+  check_units(a.shape(0), Mo.shape(1));
   K = static_cast<int>(a.shape(0));
   expect_shape(Q, "Q", {K, K});
   M = static_cast<int>(Mo.shape(1));
@@ -205,9 +217,7 @@ void bind_ode(py::module_& m) {
         const py::ssize_t B = a.shape(0), K = a.shape(1);
         expect_shape(Mo, "M", {B, K, -1});
         const py::ssize_t M = Mo.shape(2);
-        if (K + M > kMaxUnits)
-          throw std::invalid_argument("K + M: expected at most " + std::to_string(kMaxUnits) +
-                                      " units in all, got " + std::to_string(K + M));
+        check_units(K, M);
         expect_shape(Q, "Q", {B, K, K});
         const bool shared_P = P.ndim() == 2, shared_v = v.ndim() == 1;
         if (shared_P) expect_shape(P, "P", {M, M}); else expect_shape(P, "P", {B, M, M});
@@ -231,20 +241,9 @@ void bind_ode(py::module_& m) {
           std::copy(pm + b * km, pm + (b + 1) * km, y + kk);
           std::copy(pa + b * K, pa + (b + 1) * K, y + kk + km);
           y0s[b] = y;
-          OdeModel& md = models[b];
-          md.student = parse_activation(student);
-          md.teacher = parse_activation(teacher);
-          md.K = static_cast<int>(K);
-          md.M = static_cast<int>(M);
-          md.regime = parse_regime(regime);
-          md.spherical = spherical;
-          md.lr = lr_arr.data()[b];
-          md.lr_readout = lr_readout_arr.data()[b];
-          md.noise = noise_arr.data()[b];
-          const double* Pb = shared_P ? pp : pp + b * mm;
-          const double* vb = shared_v ? pv : pv + b * static_cast<std::size_t>(M);
-          md.P.assign(Pb, Pb + mm);
-          md.v.assign(vb, vb + M);
+          models[b] = make_model(student, teacher, regime, spherical, static_cast<int>(K), static_cast<int>(M),
+                                 lr_arr.data()[b], lr_readout_arr.data()[b], noise_arr.data()[b],
+                                 shared_P ? pp : pp + b * mm, shared_v ? pv : pv + b * static_cast<std::size_t>(M));
           stops[b].risk_tol = risk_tol_arr.data()[b];
           stops[b].risk_rtol = risk_rtol_arr.data()[b];
         }

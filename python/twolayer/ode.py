@@ -33,6 +33,7 @@ from numpy.typing import ArrayLike, NDArray
 from . import _core
 from ._grid import output_times
 from ._interrupt import Interrupted, partial_result
+from ._progress import progress_bar
 from ._validation import (
     INT32_MAX,
     as_float_array,
@@ -428,16 +429,8 @@ def integrate_batch(
                 raise
             done += len(idx)
 
-    if progress:
-        from tqdm.auto import tqdm
-
-        with tqdm(total=B, unit="member", desc="ODE batch") as bar:
-            def update(n: int) -> None:
-                bar.update(n - bar.n)
-
-            run(update)
-    else:
-        run(None)
+    with progress_bar(progress, B, "member", "ODE batch") as update:
+        run(update)
     return result()
 
 

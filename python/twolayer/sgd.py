@@ -53,7 +53,7 @@ from ._validation import (
 )
 from .networks import Network, check_network
 from .overlaps import check_pair, gram
-from .results import Trajectory, _xarray, variable_attrs
+from .results import Trajectory, _attrs, _xarray, variable_attrs
 
 __all__ = ["Ensemble", "grid", "simulate"]
 
@@ -242,8 +242,7 @@ class Ensemble:
             "run_id": var("run_id", ("run",), self.run_ids),
             **{k: var(k, ("run",), v) for k, v in self.params.items()},
         }
-        attrs = {k: v for k, v in self.meta.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)}
-        attrs.update({k: int(v) for k, v in self.meta.items() if isinstance(v, bool)})
+        attrs = _attrs(self.meta)
         return xr.Dataset(
             data,
             coords=coords,
@@ -296,6 +295,13 @@ def _check_distinct_runs(run_ids: NDArray[np.int64], params: dict[str, NDArray[n
         )
 
 
+def _run_ids(seeds: Any) -> NDArray[np.int64]:
+    """Run indices from ``seeds``: an int n gives 0..n-1, a sequence its entries (each in [0, 2^32))."""
+    if isinstance(seeds, (int, np.integer)) and not isinstance(seeds, (bool, np.bool_)):
+        return np.arange(integer(seeds, "seeds", 1, 2**32 - 1), dtype=np.int64)
+    return np.array(integers(seeds, "seeds", 0, 2**32 - 1), dtype=np.int64)
+
+
 def grid(seeds: int | Sequence[int], **axes: ArrayLike) -> dict[str, Any]:
     """The per-run arguments of :func:`simulate` for a Cartesian grid of parameters times runs.
 
@@ -312,10 +318,7 @@ def grid(seeds: int | Sequence[int], **axes: ArrayLike) -> dict[str, Any]:
     for name in axes:
         if name not in allowed:
             raise ValueError(f"{name}: expected grid axes among {', '.join(map(repr, allowed))}; got {name!r}")
-    if isinstance(seeds, (int, np.integer)) and not isinstance(seeds, (bool, np.bool_)):
-        ids = list(range(integer(seeds, "seeds", 1, 2**32 - 1)))
-    else:
-        ids = integers(seeds, "seeds", 0, 2**32 - 1)
+    ids = _run_ids(seeds).tolist()
     # each axis checked as simulate checks one value per run: lr > 0, the others >= 0
     for name, v in axes.items():
         if np.ndim(v) != 1:
@@ -500,14 +503,9 @@ def simulate(
     n = 0 if n_samples is None else integer(n_samples, "n_samples", 1, 2**32 - 1)
     if n and B > n:
         raise ValueError(f"batch_size: {B} exceeds the training set size n_samples={n}")
-    if seeds is None:
-        run_ids = np.array([0], dtype=np.int64)
-    elif isinstance(seeds, (int, np.integer)) and not isinstance(seeds, (bool, np.bool_)):
-        run_ids = np.arange(integer(seeds, "seeds", 1, 2**32 - 1), dtype=np.int64)
-    else:
-        run_ids = np.array(integers(seeds, "seeds", 0, 2**32 - 1), dtype=np.int64)
-        if run_ids.size == 0:
-            raise ValueError("seeds: expected at least one run")
+    run_ids = np.array([0], dtype=np.int64) if seeds is None else _run_ids(seeds)
+    if run_ids.size == 0:
+        raise ValueError("seeds: expected at least one run")
     if students is not None and len(students) != run_ids.size:
         raise ValueError(f"student: got {len(students)} initial networks for {run_ids.size} runs")
     R = int(run_ids.size)
