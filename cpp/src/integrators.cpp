@@ -11,7 +11,9 @@
 #include <stdexcept>
 #include <utility>
 
+#include "twolayer/batch_integrators.hpp"
 #include "twolayer/cancel.hpp"
+#include "twolayer/first_passage.hpp"
 #include "twolayer/gaussian.hpp"
 #include "twolayer/parallel.hpp"
 
@@ -153,34 +155,11 @@ struct Runner {
     s << ") at t = " << t_stop;
     stop(t_stop, "converged", s.str());
   }
-  // First passage inside an accepted step of length h from t: the smallest theta in (0, 1] (up to rounding) with
-  // R(at(theta)) <= threshold, given R(at(0)) = r0 > threshold >= R(at(1)). Illinois (modified regula falsi) on
-  // g = R - threshold, which keeps the bracket [lo, hi] with g(lo) > 0 >= g(hi); at(theta, out) writes the
-  // interpolated state. Returns hi, so the state returned satisfies R <= threshold.
+  // First passage inside an accepted step of length h from t (first_passage.hpp); at(theta, out) writes the
+  // interpolated state.
   template <class At>
   double first_passage(At&& at, double t, double h, double r0, double r1, std::vector<double>& out) {
-    double lo = 0.0, hi = 1.0, glo = r0 - threshold, ghi = r1 - threshold;
-    int side = 0;
-    const double tol = 4.0 * std::numeric_limits<double>::epsilon() * std::max(std::fabs(t), std::fabs(t + h));
-    for (int it = 0; it < 100 && ghi < 0.0 && (hi - lo) * h > tol; ++it) {
-      double c = (lo * ghi - hi * glo) / (ghi - glo);
-      if (!(c > lo && c < hi)) c = 0.5 * (lo + hi);
-      at(c, out.data());
-      const double gc = f.risk(out.data()) - threshold;
-      if (!std::isfinite(gc)) break;
-      if (gc <= 0.0) {
-        hi = c;
-        ghi = gc;
-        if (side == -1) glo *= 0.5;
-        side = -1;
-      } else {
-        lo = c;
-        glo = gc;
-        if (side == 1) ghi *= 0.5;
-        side = 1;
-      }
-    }
-    return hi;
+    return locate_first_passage(at, [&](const double* x) { return f.risk(x); }, threshold, t, h, r0, r1, out.data());
   }
 
   void run_fixed(std::vector<double>& y) {
@@ -426,6 +405,7 @@ IntegrateResult integrate(const OdeModel& model, const double* y0, const Integra
                           int n_threads) {
   check_options(opt);
   check_stop(stop);
+  if (lanes_supported(model, opt)) return integrate_lanes(model, y0, opt, stop);  // batch_integrators.cpp
   Runner r(model, opt, stop, n_threads);
   r.run(y0);
   return std::move(r.res);
@@ -445,32 +425,9 @@ std::vector<IntegrateResult> integrate_batch(const std::vector<OdeModel>& models
     throw std::invalid_argument("risk_tol, risk_rtol: one stop rule per batch member expected");
   for (const auto& m : models) validate_model(m);
   for (const auto& s : stops) check_stop(s);
-  std::vector<IntegrateResult> out(models.size());
-  std::exception_ptr error;
-  std::mutex mu;
-  const int threads = resolve_threads(n_threads);
-  const auto count = static_cast<std::ptrdiff_t>(models.size());
-  (void)threads;
-#ifdef TWOLAYER_OPENMP
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1 && count > 1)
-#endif
-  for (std::ptrdiff_t b = 0; b < count; ++b) {
-    if (cancel_requested()) {  // not started: no rows
-      out[b].status = "interrupted";
-      out[b].stop_time = 0.0;
-      out[b].message = "interrupted before it started";
-      continue;
-    }
-    try {
-      out[b] = integrate(models[b], y0s[b], opt, stops.empty() ? opt.stop : stops[b], 1);
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(mu);
-      if (!error) error = std::current_exception();
-    }
-    if (finished) finished->fetch_add(1, std::memory_order_relaxed);
-  }
-  if (error) std::rethrow_exception(error);
-  return out;
+  // Supported members in SIMD lane blocks, the others one by one (batch_integrators.cpp).
+  return integrate_batch_lanes(models, y0s, opt, stops.empty() ? std::vector<StopRule>(models.size(), opt.stop) : stops,
+                               n_threads, finished);
 }
 
 }  // namespace twolayer

@@ -1,0 +1,309 @@
+// The order-parameter right-hand side (dynamics.hpp) of L systems at once, structure-of-arrays over the systems
+// ("lanes"): every array is lane-major, entry e of lane l at [e * L + l], and every operation is written over the lane
+// index l in the innermost loop, so that a lane's arithmetic is the same sequence of IEEE operations whatever L is
+// (L = 1: one system; L = 8: eight systems in the SIMD registers) and whatever the other lanes hold. This is the
+// online-SGD right-hand side's one per-lane implementation for erf students and teachers: the CPU batch (lanes in
+// SIMD registers), the single system (L = 1) and a GPU kernel (one thread per lane, L = 1 on strided pointers) all
+// call it. Built with -ffp-contract=off (CMakeLists.txt): no fused multiply-add that the compiler could form in one
+// instantiation and not in another.
+//
+// The equations are those of dynamics.hpp for student and teacher erf, with its per-pair precomputation:
+//   Omega = [[Q, M], [M^T, P]], w = (-a, v), r_c = (1 + Omega_cc)^(-1/2);
+//   I2 and its derivatives for every (i < K, c < K + M) from the erf angle form (gaussian.hpp angle_pair_grad):
+//     c = Omega_ic r_i r_c, val = (2/pi) asin c, dI2/dC_ic = (2/pi) r_i r_c / sqrt(1 - c^2),
+//     dI2/dC_ii = -Omega_ic r_i^2 dI2/dC_ic / 2; at c = i the self pair's q-derivative 2 dI2/dC_ii + dI2/dC_ic,
+//     and dI2/dC_ik = J2(l_i, l_k) of the student pairs (Price) for the noise term;
+//   Psi_ic = E[g'(l_i) l_c E] = 2 Omega_ic A_i + sum_q B_iq Omega_qc, A_i = sum_{q != i} w_q dI2_iq/dC_ii,
+//     B_iq = w_q dI2_iq/dC_iq (B_ii = w_i dS_i/dq);
+//   dM_ir = lr a_i Psi_i,K+r, Phi_ik = lr (a_i Psi_ik + a_k Psi_ki)
+//     [+ online: lr^2 a_i a_k (sum_{j <= l} W_jl I4_ik,jl + Delta J2_ik), W_jl = (2 - [j = l]) w_j w_l];
+//   I4 (erf) = (4/pi^2) det(I + C_AA)^(-1/2) asin(c'_jl r'_j r'_l), c' = Omega conditioned on (l_i, l_k) observed
+//     at 0 with unit noise, r'_j = (1 + c'_jj)^(-1/2) (the diagonal term asin(c'_jj r'_j^2) = asin(1 - r'_j^2));
+//   spherical: dQ_ik = Phi_ik - Q_ik (Phi_ii + Phi_kk) / 2 (0 on the diagonal), dM_ir -= M_ir Phi_ii / 2;
+//   da_i = lr_readout sum_c w_c val_ic.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+
+#include "twolayer/activation.hpp"
+#include "twolayer/simd_math.hpp"
+
+#if defined(__CUDACC__)
+#define TWOLAYER_HD __host__ __device__
+#else
+#define TWOLAYER_HD
+#endif
+
+#if defined(TWOLAYER_OPENMP) && !defined(__CUDACC__)
+#define TWOLAYER_LANES _Pragma("omp simd")
+#else
+#define TWOLAYER_LANES
+#endif
+
+namespace twolayer {
+
+// The shape and flags shared by the lanes of one block.
+struct LaneShape {
+  int K = 1, M = 1;
+  bool online = true;     // Regime::Online (else gradient flow: no lr^2 and noise terms)
+  bool spherical = false;
+  std::size_t state_size() const {
+    return static_cast<std::size_t>(K) * K + static_cast<std::size_t>(K) * M + static_cast<std::size_t>(K);
+  }
+};
+
+// Per-lane parameters, lane-major: P [(r * M + s) * L + l], v [r * L + l], lr, lr_readout, noise [l].
+struct LaneParams {
+  const double* P;
+  const double* v;
+  const double* lr;
+  const double* lr_readout;
+  const double* noise;
+};
+
+// Scratch doubles erf_rhs_lanes<L> needs.
+inline std::size_t erf_rhs_lanes_workspace(const LaneShape& s, int L) {
+  const std::size_t K = static_cast<std::size_t>(s.K), u = K + static_cast<std::size_t>(s.M);
+  return static_cast<std::size_t>(L) * (u * u + 2 * u + 4 * K * u + 2 * K * K + 5 * u + 8);
+}
+
+// dy = f(y) for L lanes of student-erf, teacher-erf systems of shape s (see the header comment). y, dy: state_size()
+// entries per lane, lane-major; ws: erf_rhs_lanes_workspace(s, L) doubles.
+template <int L>
+TWOLAYER_HD void erf_rhs_lanes(const LaneShape& s, const LaneParams& p, const double* __restrict y,
+                               double* __restrict dy, double* __restrict ws) {
+  const int K = s.K, M = s.M, u = K + M;
+  constexpr double two_over_pi = 2.0 / kPi, four_over_pi2 = 4.0 / (kPi * kPi);
+  double* __restrict om = ws;                 // u x u
+  double* __restrict w = om + u * u * L;      // u
+  double* __restrict r = w + u * L;           // u: (1 + Omega_cc)^(-1/2)
+  double* __restrict val = r + u * L;         // K x u
+  double* __restrict D = val + K * u * L;     // K x u: dI2/dC_ii
+  double* __restrict B = D + K * u * L;       // K x u: dI2/dC_ic, then weighted
+  double* __restrict psi = B + K * u * L;     // K x u
+  double* __restrict phi = psi + K * u * L;   // K x K
+  double* __restrict j2 = phi + K * K * L;    // K x K (student pairs, for the noise term)
+  double* __restrict b1 = j2 + K * K * L;     // u: conditioning on a pair (i, k)
+  double* __restrict b2 = b1 + u * L;
+  double* __restrict t1 = b2 + u * L;
+  double* __restrict t2 = t1 + u * L;
+  double* __restrict rr = t2 + u * L;         // u: (1 + c'_jj)^(-1/2)
+  const double* Q = y;
+  const double* Mo = y + K * K * L;
+  const double* a = Mo + K * M * L;
+  auto at = [&](double* base, int row, int col, int ncol) { return base + (row * ncol + col) * L; };
+  // Omega and the unit weights.
+  for (int i = 0; i < K; ++i) {
+    for (int k = 0; k < K; ++k) {
+      const double* src = Q + (i * K + k) * L;
+      double* dst = at(om, i, k, u);
+      TWOLAYER_LANES
+      for (int l = 0; l < L; ++l) dst[l] = src[l];
+    }
+    for (int q = 0; q < M; ++q) {
+      const double* src = Mo + (i * M + q) * L;
+      double *d1 = at(om, i, K + q, u), *d2 = at(om, K + q, i, u);
+      TWOLAYER_LANES
+      for (int l = 0; l < L; ++l) d1[l] = d2[l] = src[l];
+    }
+  }
+  for (int q = 0; q < M; ++q)
+    for (int t = 0; t < M; ++t) {
+      const double* src = p.P + (q * M + t) * L;
+      double* dst = at(om, K + q, K + t, u);
+      TWOLAYER_LANES
+      for (int l = 0; l < L; ++l) dst[l] = src[l];
+    }
+  for (int j = 0; j < K; ++j) {
+    TWOLAYER_LANES
+    for (int l = 0; l < L; ++l) w[j * L + l] = -a[j * L + l];
+  }
+  for (int q = 0; q < M; ++q) {
+    TWOLAYER_LANES
+    for (int l = 0; l < L; ++l) w[(K + q) * L + l] = p.v[q * L + l];
+  }
+  for (int c = 0; c < u; ++c) {
+    const double* occ = at(om, c, c, u);
+    TWOLAYER_LANES
+    for (int l = 0; l < L; ++l) r[c * L + l] = 1.0 / std::sqrt(1.0 + occ[l]);
+  }
+  // 1. I2 and its derivatives for every (i, c); the self pair; J2 of the student pairs; B weighted.
+  for (int i = 0; i < K; ++i)
+    for (int c = 0; c < u; ++c) {
+      const double *o = at(om, i, c, u), *ri = r + i * L, *rc = r + c * L;
+      double *vv = at(val, i, c, u), *dd = at(D, i, c, u), *bb = at(B, i, c, u);
+      TWOLAYER_LANES
+      for (int l = 0; l < L; ++l) {
+        double cc = o[l] * ri[l] * rc[l];
+        cc = cc < 1.0 ? cc : 1.0;
+        cc = cc > -1.0 ? cc : -1.0;
+        const double sn = std::sqrt(1.0 - cc * cc);
+        const double gy = two_over_pi * ri[l] * rc[l] / sn;
+        vv[l] = two_over_pi * asin_simd(cc);
+        dd[l] = -0.5 * o[l] * ri[l] * ri[l] * gy;
+        bb[l] = gy;
+      }
+    }
+  for (int i = 0; i < K; ++i) {
+    double *dd = at(D, i, i, u), *bb = at(B, i, i, u);
+    TWOLAYER_LANES
+    for (int l = 0; l < L; ++l) dd[l] = 2.0 * dd[l] + bb[l];  // the self pair's dS/dq; bb stays J2(l_i, l_i)
+  }
+  for (int i = 0; i < K; ++i)
+    for (int k = i; k < K; ++k) {
+      const double *bb = at(B, i, k, u), *nz = p.noise;
+      double* jj = at(j2, i, k, K);
+      TWOLAYER_LANES
+      for (int l = 0; l < L; ++l) jj[l] = nz[l] > 0.0 ? bb[l] : 0.0;
+    }
+  for (int i = 0; i < K; ++i) {
+    for (int c = 0; c < u; ++c) {
+      double* bb = at(B, i, c, u);
+      const double* wc = w + c * L;
+      TWOLAYER_LANES
+      for (int l = 0; l < L; ++l) bb[l] *= wc[l];
+    }
+    double *bb = at(B, i, i, u), *dd = at(D, i, i, u);
+    const double* wi = w + i * L;
+    TWOLAYER_LANES
+    for (int l = 0; l < L; ++l) {
+      bb[l] = wi[l] * dd[l];
+      dd[l] = 0.0;
+    }
+  }
+  // 2. Psi_ic = 2 Omega_ic A_i + sum_q B_iq Omega_qc, A_i = sum_q w_q D_iq (D_ii = 0).
+  for (int i = 0; i < K; ++i) {
+    double A[L];
+    for (int l = 0; l < L; ++l) A[l] = 0.0;
+    for (int q = 0; q < u; ++q) {
+      const double *wq = w + q * L, *dq = at(D, i, q, u);
+      TWOLAYER_LANES
+      for (int l = 0; l < L; ++l) A[l] += wq[l] * dq[l];
+    }
+    for (int c = 0; c < u; ++c) {
+      const double* oic = at(om, i, c, u);
+      double* ps = at(psi, i, c, u);
+      TWOLAYER_LANES
+      for (int l = 0; l < L; ++l) ps[l] = 2.0 * oic[l] * A[l];
+      for (int q = 0; q < u; ++q) {
+        const double *bq = at(B, i, q, u), *oq = at(om, q, c, u);
+        TWOLAYER_LANES
+        for (int l = 0; l < L; ++l) ps[l] += bq[l] * oq[l];
+      }
+    }
+  }
+  // 3. First-order terms.
+  double* dQ = dy;
+  double* dM = dy + K * K * L;
+  double* da = dM + K * M * L;
+  for (int i = 0; i < K; ++i) {
+    const double* ai = a + i * L;
+    for (int k = i; k < K; ++k) {
+      const double *ak = a + k * L, *pik = at(psi, i, k, u), *pki = at(psi, k, i, u);
+      double* ph = at(phi, i, k, K);
+      TWOLAYER_LANES
+      for (int l = 0; l < L; ++l) ph[l] = p.lr[l] * (ai[l] * pik[l] + ak[l] * pki[l]);
+    }
+    for (int q = 0; q < M; ++q) {
+      const double* pq = at(psi, i, K + q, u);
+      double* d = dM + (i * M + q) * L;
+      TWOLAYER_LANES
+      for (int l = 0; l < L; ++l) d[l] = p.lr[l] * ai[l] * pq[l];
+    }
+  }
+  // 4. Online: lr^2 a_i a_k (E[g'(l_i) g'(l_k) E^2] + Delta J2) for the pairs i <= k, I4 by conditioning on the pair.
+  if (s.online) {
+    for (int i = 0; i < K; ++i)
+      for (int k = i; k < K; ++k) {
+        double det[L], acc[L];
+        {
+          const double *oii = at(om, i, i, u), *oik = at(om, i, k, u), *okk = at(om, k, k, u);
+          double i11[L], i12[L], i22[L];
+          TWOLAYER_LANES
+          for (int l = 0; l < L; ++l) {
+            const double a11 = oii[l] + 1.0, a12 = oik[l], a22 = okk[l] + 1.0;
+            det[l] = a11 * a22 - a12 * a12;
+            const double idet = 1.0 / det[l];
+            i11[l] = a22 * idet;
+            i12[l] = -a12 * idet;
+            i22[l] = a11 * idet;
+            acc[l] = 0.0;
+          }
+          for (int j = 0; j < u; ++j) {
+            const double *oij = at(om, i, j, u), *okj = at(om, k, j, u), *ojj = at(om, j, j, u);
+            double *u1 = b1 + j * L, *u2 = b2 + j * L, *v1 = t1 + j * L, *v2 = t2 + j * L, *rj = rr + j * L;
+            TWOLAYER_LANES
+            for (int l = 0; l < L; ++l) {
+              u1[l] = oij[l];
+              u2[l] = okj[l];
+              v1[l] = i11[l] * u1[l] + i12[l] * u2[l];
+              v2[l] = i12[l] * u1[l] + i22[l] * u2[l];
+              const double var = std::max(ojj[l] - (u1[l] * v1[l] + u2[l] * v2[l]), 0.0);
+              rj[l] = 1.0 / std::sqrt(1.0 + var);
+            }
+          }
+        }
+        for (int j = 0; j < u; ++j) {
+          const double *u1 = b1 + j * L, *u2 = b2 + j * L, *rj = rr + j * L, *wj = w + j * L;
+          TWOLAYER_LANES
+          for (int l = 0; l < L; ++l) acc[l] += wj[l] * wj[l] * asin_simd(1.0 - rj[l] * rj[l]);
+          for (int m = j + 1; m < u; ++m) {
+            const double *ojm = at(om, j, m, u), *v1 = t1 + m * L, *v2 = t2 + m * L, *rm = rr + m * L,
+                         *wm = w + m * L;
+            TWOLAYER_LANES
+            for (int l = 0; l < L; ++l)
+              acc[l] += 2.0 * wj[l] * wm[l] * asin_simd((ojm[l] - (u1[l] * v1[l] + u2[l] * v2[l])) * rj[l] * rm[l]);
+          }
+        }
+        const double *ai = a + i * L, *ak = a + k * L, *jj = at(j2, i, k, K);
+        double* ph = at(phi, i, k, K);
+        TWOLAYER_LANES
+        for (int l = 0; l < L; ++l) {
+          const double quad = four_over_pi2 / std::sqrt(det[l]) * acc[l];
+          ph[l] += p.lr[l] * p.lr[l] * ai[l] * ak[l] * (quad + p.noise[l] * jj[l]);
+        }
+      }
+  }
+  // 5. dQ (symmetric), with the spherical projection if asked (phi keeps the unconstrained Phi).
+  for (int i = 0; i < K; ++i)
+    for (int k = i; k < K; ++k) {
+      const double *ph = at(phi, i, k, K), *pii = at(phi, i, i, K), *pkk = at(phi, k, k, K), *qik = Q + (i * K + k) * L;
+      double *d1 = dQ + (i * K + k) * L, *d2 = dQ + (k * K + i) * L;
+      if (!s.spherical) {
+        TWOLAYER_LANES
+        for (int l = 0; l < L; ++l) d1[l] = d2[l] = ph[l];
+      } else if (i == k) {
+        TWOLAYER_LANES
+        for (int l = 0; l < L; ++l) d1[l] = 0.0;
+      } else {
+        TWOLAYER_LANES
+        for (int l = 0; l < L; ++l) d1[l] = d2[l] = ph[l] - 0.5 * qik[l] * (pii[l] + pkk[l]);
+      }
+    }
+  if (s.spherical)
+    for (int i = 0; i < K; ++i) {
+      const double* pii = at(phi, i, i, K);
+      for (int q = 0; q < M; ++q) {
+        double* d = dM + (i * M + q) * L;
+        const double* mq = Mo + (i * M + q) * L;
+        TWOLAYER_LANES
+        for (int l = 0; l < L; ++l) d[l] -= 0.5 * mq[l] * pii[l];
+      }
+    }
+  // 6. Second layer: da_i = lr_readout E[g(l_i) E].
+  for (int i = 0; i < K; ++i) {
+    double sum[L];
+    for (int l = 0; l < L; ++l) sum[l] = 0.0;
+    for (int c = 0; c < u; ++c) {
+      const double *wc = w + c * L, *vc = at(val, i, c, u);
+      TWOLAYER_LANES
+      for (int l = 0; l < L; ++l) sum[l] += wc[l] * vc[l];
+    }
+    double* d = da + i * L;
+    TWOLAYER_LANES
+    for (int l = 0; l < L; ++l) d[l] = p.lr_readout[l] != 0.0 ? p.lr_readout[l] * sum[l] : 0.0;
+  }
+}
+
+}  // namespace twolayer

@@ -1,0 +1,31 @@
+// The structure-of-arrays integrators: members of one shape group (equal K, M, activations, regime, spherical)
+// integrated L at a time in the SIMD lanes (batch_dynamics.hpp), each lane with its own time, step size, stop rule
+// and status, exactly as integrate() runs one system alone (integrate() itself runs supported systems here with one
+// lane, so that a member's rows are bitwise the same in a batch and alone, whatever the other lanes and the thread
+// count). Supported: erf student and teacher (any regime, spherical or not, any K, M). Everything else runs through
+// integrators.cpp's one-system Runner.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "twolayer/integrators.hpp"
+
+namespace twolayer {
+
+// Whether the structure-of-arrays path integrates this model (and options): the models and options it does not
+// know (other activations; future time-dependent learning rates) go to the one-system path.
+bool lanes_supported(const OdeModel& m, const IntegrateOptions& opt);
+
+// One supported system, one lane (validated options and rule).
+IntegrateResult integrate_lanes(const OdeModel& model, const double* y0, const IntegrateOptions& opt,
+                                const StopRule& stop);
+
+// The batch: supported members in blocks of lanes of equal shape, the others one by one through integrate();
+// OpenMP across blocks (results independent of the thread count). stops: one rule per member. Inputs validated.
+std::vector<IntegrateResult> integrate_batch_lanes(const std::vector<OdeModel>& models,
+                                                   const std::vector<const double*>& y0s,
+                                                   const IntegrateOptions& opt, const std::vector<StopRule>& stops,
+                                                   int n_threads, std::atomic<std::int64_t>* finished);
+
+}  // namespace twolayer

@@ -1,0 +1,670 @@
+// Euler, RK4 and Dormand-Prince 5(4) over L systems in the SIMD lanes (batch_integrators.hpp). Each lane keeps its
+// own time, step size, output cursor, stop rule and status; the right-hand side and the element-wise stage arithmetic
+// run over all lanes at once, and the per-lane control (acceptance, records, first passage, messages) is the one-
+// system Runner's (integrators.cpp), lane by lane. Finished lanes keep being evaluated (their results are no longer
+// read), so that a block's lanes stay in lockstep without masks. Compiled with -ffp-contract=off (CMakeLists.txt):
+// every lane does the same IEEE operations whatever L is, which makes a batch member bitwise equal to its run alone.
+#include "twolayer/batch_integrators.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+#include <tuple>
+
+#include "twolayer/batch_dynamics.hpp"
+#include "twolayer/cancel.hpp"
+#include "twolayer/first_passage.hpp"
+#include "twolayer/parallel.hpp"
+#include "twolayer/population.hpp"
+
+namespace twolayer {
+
+namespace {
+
+// Dormand-Prince 5(4) tableau and dense output (as integrators.cpp).
+constexpr double c_a21 = 1.0 / 5;
+constexpr double c_a31 = 3.0 / 40, c_a32 = 9.0 / 40;
+constexpr double c_a41 = 44.0 / 45, c_a42 = -56.0 / 15, c_a43 = 32.0 / 9;
+constexpr double c_a51 = 19372.0 / 6561, c_a52 = -25360.0 / 2187, c_a53 = 64448.0 / 6561, c_a54 = -212.0 / 729;
+constexpr double c_a61 = 9017.0 / 3168, c_a62 = -355.0 / 33, c_a63 = 46732.0 / 5247, c_a64 = 49.0 / 176,
+                 c_a65 = -5103.0 / 18656;
+constexpr double c_b1 = 35.0 / 384, c_b3 = 500.0 / 1113, c_b4 = 125.0 / 192, c_b5 = -2187.0 / 6784,
+                 c_b6 = 11.0 / 84;
+constexpr double c_d1 = -12715105075.0 / 11282082432.0, c_d3 = 87487479700.0 / 32700410799.0,
+                 c_d4 = -10690763975.0 / 1880347072.0, c_d5 = 701980252875.0 / 199316789632.0,
+                 c_d6 = -1453857185.0 / 822651844.0, c_d7 = 69997945.0 / 29380423.0;
+constexpr double c_e1 = 71.0 / 57600, c_e3 = -71.0 / 16695, c_e4 = 71.0 / 1920, c_e5 = -17253.0 / 339200,
+                 c_e6 = 22.0 / 525, c_e7 = -1.0 / 40;
+
+constexpr int kBatchLanes = 8;  // lanes per block in a batch (two AVX2 vectors: independent chains overlap)
+
+// The state checks of state_error (integrators.cpp), over all lanes: 0 (acceptable), 1 (not finite), 2 (overflow),
+// 3 (Omega not positive semi-definite: the Cholesky of Omega + psd_tol max|diag| I fails).
+const char* state_message(int code) {
+  switch (code) {
+    case 1: return "the state is not finite (NaN or inf)";
+    case 2: return "the state overflowed";
+    case 3: return "the overlap matrix Omega = [[Q, M], [M^T, P]] lost positive semi-definiteness";
+    default: return nullptr;
+  }
+}
+
+template <int L>
+class LaneRunner {
+ public:
+  LaneRunner(const LaneShape& shape, const IntegrateOptions& opt)
+      : sh_(shape), opt_(opt), K_(shape.K), M_(shape.M), u_(shape.K + shape.M), n_(shape.state_size()) {
+    const std::size_t nl = n_ * L;
+    for (auto* v : {&y_, &k1_, &k2_, &k3_, &k4_, &k5_, &k6_, &k7_, &tmp_, &ynew_, &err_, &yold_}) v->resize(nl);
+    ws_.resize(erf_rhs_lanes_workspace(shape, L));
+    chol_.resize(static_cast<std::size_t>(u_) * u_ * L);
+    P_.resize(static_cast<std::size_t>(M_) * M_ * L);
+    v_.resize(static_cast<std::size_t>(M_) * L);
+    lr_.resize(L);
+    lra_.resize(L);
+    noise_.resize(L);
+    a_.resize(n_);
+    b_.resize(n_);
+    c_.resize(n_);
+    r2_.resize(n_);
+    r3_.resize(n_);
+    r4_.resize(n_);
+    r5_.resize(n_);
+  }
+
+  // Runs count <= L members (lane l: models[l], y0s[l], stops[l], results into out[l]).
+  void run(const OdeModel* const* models, const double* const* y0s, const StopRule* const* stops, int count,
+           IntegrateResult* const* out) {
+    count_ = count;
+    for (int l = 0; l < L; ++l) {
+      const int s = l < count ? l : 0;  // padding lanes repeat lane 0 and are never live
+      const OdeModel& m = *models[s];
+      lane_[l] = Lane{&m, stops[s], l < count ? out[l] : nullptr, l < count};
+      for (int e = 0; e < M_ * M_; ++e) P_[e * L + l] = m.P[e];
+      for (int e = 0; e < M_; ++e) v_[e * L + l] = m.v[e];
+      lr_[l] = m.lr;
+      lra_[l] = m.lr_readout;
+      noise_[l] = sh_.online ? m.noise : 0.0;
+      for (std::size_t e = 0; e < n_; ++e) y_[e * L + l] = y0s[s][e];
+    }
+    int code[L];
+    check_states(y_.data(), code);
+    for (int l = 0; l < count; ++l)
+      if (code[l]) diverge(l, 0.0, state_message(code[l]));
+    for (int l = 0; l < count; ++l) {
+      Lane& ln = lane_[l];
+      if (!ln.live || !ln.rule->active()) continue;
+      gather(l, y_.data(), a_.data());
+      ln.risk_now = risk(l, a_.data());
+      ln.threshold = std::max(ln.rule->risk_tol, ln.rule->risk_rtol * ln.risk_now);
+      if (ln.risk_now <= ln.threshold) converge(l, 0.0, a_.data());  // already there: first passage at t = 0
+    }
+    if (any_live()) {
+      if (opt_.method == Method::Adaptive)
+        run_adaptive();
+      else
+        run_fixed();
+    }
+    for (int l = 0; l < count; ++l) {
+      IntegrateResult& res = *lane_[l].res;
+      if (res.status == "completed") {
+        std::ostringstream s;
+        s << "integrated to t = " << (opt_.times.empty() ? 0.0 : opt_.times.back()) << " in " << res.n_steps
+          << " steps (" << res.n_rhs << " right-hand-side evaluations)";
+        res.message = s.str();
+      }
+    }
+  }
+
+ private:
+  struct Lane {
+    const OdeModel* model;
+    const StopRule* rule;
+    IntegrateResult* res;
+    bool live;
+    double threshold = 0.0, risk_now = 0.0;
+  };
+
+  bool any_live() const {
+    for (int l = 0; l < count_; ++l)
+      if (lane_[l].live) return true;
+    return false;
+  }
+  void rhs(const double* y, double* dy) {
+    const LaneParams p{P_.data(), v_.data(), lr_.data(), lra_.data(), noise_.data()};
+    erf_rhs_lanes<L>(sh_, p, y, dy, ws_.data());
+    for (int l = 0; l < count_; ++l)
+      if (lane_[l].live) ++lane_[l].res->n_rhs;
+  }
+  void gather(int l, const double* src, double* dst) const {
+    for (std::size_t e = 0; e < n_; ++e) dst[e] = src[e * L + l];
+  }
+  void scatter(int l, const double* src, double* dst) const {
+    for (std::size_t e = 0; e < n_; ++e) dst[e * L + l] = src[e];
+  }
+  double risk(int l, const double* x) const {
+    const OdeModel& m = *lane_[l].model;
+    return overlap_risk(x, x + K_ * K_, m.P.data(), x + K_ * K_ + K_ * M_, m.v.data(), K_, M_, Activation::Erf,
+                        Activation::Erf);
+  }
+
+  // --- per-lane control, as Runner (integrators.cpp) ---
+  void stop(int l, double t, const char* status, const std::string& message) {
+    IntegrateResult& res = *lane_[l].res;
+    res.status = status;
+    res.stop_time = t;
+    res.message = message;
+    lane_[l].live = false;
+  }
+  void diverge(int l, double t, const std::string& why) {
+    std::ostringstream s;
+    s << "diverged at t = " << t << ": " << why;
+    stop(l, t, "diverged", s.str());
+  }
+  // Records the row (x contiguous); false (and the lane stopped) if its risk overflows.
+  bool record(int l, double t, const double* x) {
+    const double r = risk(l, x);
+    if (!std::isfinite(r)) {
+      diverge(l, t, "the excess risk is not finite (it overflows the double range)");
+      return false;
+    }
+    IntegrateResult& res = *lane_[l].res;
+    res.t.push_back(t);
+    res.y.insert(res.y.end(), x, x + n_);
+    res.risk.push_back(r);
+    return true;
+  }
+  bool may_continue(int l, double t) {
+    const IntegrateResult& res = *lane_[l].res;
+    if (cancel_requested()) {
+      std::ostringstream s;
+      s << "interrupted at t = " << t << " after " << res.n_steps << " steps";
+      stop(l, t, "interrupted", s.str());
+      return false;
+    }
+    if (res.n_steps >= opt_.max_steps) {
+      std::ostringstream s;
+      s << "max_steps = " << opt_.max_steps << " steps taken, stopped at t = " << t;
+      stop(l, t, "max_steps", s.str());
+      return false;
+    }
+    return true;
+  }
+  // Whether the accepted state x (contiguous) reached the lane's threshold (its risk kept in risk_now if not).
+  bool crossed(int l, const double* x) {
+    Lane& ln = lane_[l];
+    if (!ln.rule->active()) return false;
+    const double r = risk(l, x);
+    const bool hit = r <= ln.threshold;
+    if (!hit) ln.risk_now = r;
+    return hit;
+  }
+  void converge(int l, double t_stop, const double* x) {
+    if (!record(l, t_stop, x)) return;
+    const Lane& ln = lane_[l];
+    std::ostringstream s;
+    s << "excess risk " << ln.res->risk.back() << " reached the threshold " << ln.threshold << " (";
+    if (ln.rule->risk_tol > 0.0) s << "risk_tol = " << ln.rule->risk_tol << (ln.rule->risk_rtol > 0.0 ? ", " : "");
+    if (ln.rule->risk_rtol > 0.0) s << "risk_rtol = " << ln.rule->risk_rtol << " x the initial risk";
+    s << ") at t = " << t_stop;
+    stop(l, t_stop, "converged", s.str());
+  }
+
+  // state_error over the lanes (see state_message).
+  void check_states(const double* y, int* code) {
+    const int K = K_, M = M_, u = u_;
+    for (int l = 0; l < L; ++l) code[l] = 0;
+    for (std::size_t e = 0; e < n_; ++e) {
+      const double* ye = y + e * L;
+      TWOLAYER_LANES
+      for (int l = 0; l < L; ++l) {
+        const bool finite = std::isfinite(ye[l]);
+        const int c = !finite ? 1 : (std::fabs(ye[l]) > opt_.overflow ? 2 : 0);
+        code[l] = code[l] ? code[l] : c;
+      }
+    }
+    // Lower triangle of Omega (rows i, columns j <= i).
+    double* s = chol_.data();
+    auto S = [&](int i, int j) { return s + (static_cast<std::size_t>(i) * u + j) * L; };
+    const double* Mo = y + static_cast<std::size_t>(K) * K * L;
+    for (int i = 0; i < u; ++i)
+      for (int j = 0; j <= i; ++j) {
+        const double* src = i < K ? y + (static_cast<std::size_t>(i) * K + j) * L
+                            : j < K ? Mo + (static_cast<std::size_t>(j) * M + (i - K)) * L
+                                    : P_.data() + (static_cast<std::size_t>(i - K) * M + (j - K)) * L;
+        double* d = S(i, j);
+        TWOLAYER_LANES
+        for (int l = 0; l < L; ++l) d[l] = src[l];
+      }
+    double scale[L], bad[L];
+    for (int l = 0; l < L; ++l) scale[l] = 0.0, bad[l] = 0.0;
+    for (int i = 0; i < u; ++i) {
+      const double* d = S(i, i);
+      TWOLAYER_LANES
+      for (int l = 0; l < L; ++l) scale[l] = std::max(scale[l], std::fabs(d[l]));
+    }
+    for (int i = 0; i < u; ++i) {
+      double* d = S(i, i);
+      TWOLAYER_LANES
+      for (int l = 0; l < L; ++l) d[l] += opt_.psd_tol * std::max(scale[l], 1e-300);
+    }
+    for (int j = 0; j < u; ++j) {
+      double dd[L];
+      double* sjj = S(j, j);
+      TWOLAYER_LANES
+      for (int l = 0; l < L; ++l) dd[l] = sjj[l];
+      for (int k = 0; k < j; ++k) {
+        const double* sjk = S(j, k);
+        TWOLAYER_LANES
+        for (int l = 0; l < L; ++l) dd[l] -= sjk[l] * sjk[l];
+      }
+      TWOLAYER_LANES
+      for (int l = 0; l < L; ++l) {
+        bad[l] = !(dd[l] > 0.0) ? 1.0 : bad[l];
+        sjj[l] = std::sqrt(dd[l] > 0.0 ? dd[l] : 1.0);
+      }
+      for (int i = j + 1; i < u; ++i) {
+        double rr[L];
+        double* sij = S(i, j);
+        TWOLAYER_LANES
+        for (int l = 0; l < L; ++l) rr[l] = sij[l];
+        for (int k = 0; k < j; ++k) {
+          const double *sik = S(i, k), *sjk = S(j, k);
+          TWOLAYER_LANES
+          for (int l = 0; l < L; ++l) rr[l] -= sik[l] * sjk[l];
+        }
+        TWOLAYER_LANES
+        for (int l = 0; l < L; ++l) sij[l] = rr[l] / sjj[l];
+      }
+    }
+    for (int l = 0; l < L; ++l) code[l] = code[l] ? code[l] : (bad[l] != 0.0 ? 3 : 0);
+  }
+
+  void run_fixed() {
+    const bool rk4 = opt_.method == Method::Rk4;
+    const double dt = opt_.dt;
+    bool any_rule = false;
+    for (int l = 0; l < count_; ++l) any_rule = any_rule || lane_[l].rule->active();
+    const std::size_t N = n_ * L;
+    double *y = y_.data(), *k1 = k1_.data(), *k2 = k2_.data(), *k3 = k3_.data(), *k4 = k4_.data(),
+           *tmp = tmp_.data();
+    double t = 0.0;
+    for (double target : opt_.times) {
+      while (t < target) {
+        for (int l = 0; l < count_; ++l)
+          if (lane_[l].live) may_continue(l, t);
+        if (!any_live()) return;
+        double h = dt;
+        bool land = false;
+        if (t + h >= target - 1e-9 * dt) {
+          h = target - t;
+          land = true;
+        }
+        if (any_rule) std::copy(y_.begin(), y_.end(), yold_.begin());
+        double r_old[L];
+        for (int l = 0; l < L; ++l) r_old[l] = lane_[l].risk_now;
+        rhs(y, k1);
+        if (!rk4) {
+          TWOLAYER_LANES
+          for (std::size_t i = 0; i < N; ++i) y[i] += h * k1[i];
+        } else {
+          TWOLAYER_LANES
+          for (std::size_t i = 0; i < N; ++i) tmp[i] = y[i] + 0.5 * h * k1[i];
+          rhs(tmp, k2);
+          TWOLAYER_LANES
+          for (std::size_t i = 0; i < N; ++i) tmp[i] = y[i] + 0.5 * h * k2[i];
+          rhs(tmp, k3);
+          TWOLAYER_LANES
+          for (std::size_t i = 0; i < N; ++i) tmp[i] = y[i] + h * k3[i];
+          rhs(tmp, k4);
+          TWOLAYER_LANES
+          for (std::size_t i = 0; i < N; ++i) y[i] += h / 6.0 * (k1[i] + 2.0 * (k2[i] + k3[i]) + k4[i]);
+        }
+        const double t_new = land ? target : t + h;
+        int code[L];
+        check_states(y, code);
+        for (int l = 0; l < count_; ++l) {
+          if (!lane_[l].live) continue;
+          ++lane_[l].res->n_steps;
+          if (code[l]) {
+            diverge(l, t_new, state_message(code[l]));
+            continue;
+          }
+          if (!lane_[l].rule->active()) continue;
+          double* yl = a_.data();
+          gather(l, y, yl);
+          if (!crossed(l, yl)) continue;
+          // the chord between the last two states
+          double* yo = b_.data();
+          gather(l, yold_.data(), yo);
+          const double r_new = risk(l, yl);
+          auto chord = [&](double th, double* o) {
+            for (std::size_t i = 0; i < n_; ++i) o[i] = yo[i] + th * (yl[i] - yo[i]);
+          };
+          const double th = locate_first_passage(chord, [&](const double* x) { return risk(l, x); },
+                                                 lane_[l].threshold, t, t_new - t, r_old[l], r_new, c_.data());
+          if (th < 1.0) {
+            chord(th, c_.data());
+            converge(l, t + th * (t_new - t), c_.data());
+          } else {
+            converge(l, t_new, yl);
+          }
+        }
+        t = t_new;
+      }
+      for (int l = 0; l < count_; ++l) {
+        if (!lane_[l].live) continue;
+        gather(l, y, a_.data());
+        record(l, target, a_.data());
+      }
+    }
+  }
+
+  // sqrt(mean((x / (atol + rtol max(|ya|, |yb|)))^2)) per lane.
+  void norm(const double* x, const double* ya, const double* yb, double* out) const {
+    double s[L];
+    for (int l = 0; l < L; ++l) s[l] = 0.0;
+    for (std::size_t i = 0; i < n_; ++i) {
+      const double *xi = x + i * L, *ai = ya + i * L, *bi = yb + i * L;
+      TWOLAYER_LANES
+      for (int l = 0; l < L; ++l) {
+        const double sc = opt_.atol + opt_.rtol * std::max(std::fabs(ai[l]), std::fabs(bi[l]));
+        const double e = xi[l] / sc;
+        s[l] += e * e;
+      }
+    }
+    for (int l = 0; l < L; ++l) out[l] = std::sqrt(s[l] / static_cast<double>(n_));
+  }
+
+  void run_adaptive() {
+    const std::size_t N = n_ * L;
+    const std::size_t nout = opt_.times.size();
+    std::size_t next0 = 0;
+    while (next0 < nout && opt_.times[next0] <= 0.0) {
+      for (int l = 0; l < count_; ++l) {
+        if (!lane_[l].live) continue;
+        gather(l, y_.data(), a_.data());
+        record(l, opt_.times[next0], a_.data());
+      }
+      ++next0;
+    }
+    if (next0 == nout || !any_live()) return;
+    const double t_end = opt_.times.back();
+    double *y = y_.data(), *k1 = k1_.data(), *k2 = k2_.data(), *k3 = k3_.data(), *k4 = k4_.data(),
+           *k5 = k5_.data(), *k6 = k6_.data(), *k7 = k7_.data(), *tmp = tmp_.data(), *ynew = ynew_.data(),
+           *err = err_.data();
+    rhs(y, k1);
+    double t[L], h[L], hs[L], e[L];
+    bool last[L];
+    std::size_t next[L];
+    for (int l = 0; l < L; ++l) t[l] = 0.0, h[l] = opt_.h0, hs[l] = 0.0, last[l] = false, next[l] = next0;
+    if (!(opt_.h0 > 0.0)) {  // initial step (Hairer, Norsett & Wanner, II.4)
+      double d0[L], d1[L], d2[L], hh[L];
+      norm(y, y, y, d0);
+      norm(k1, y, y, d1);
+      for (int l = 0; l < L; ++l) hh[l] = (d0[l] < 1e-5 || d1[l] < 1e-5) ? 1e-6 : 0.01 * d0[l] / d1[l];
+      for (std::size_t i = 0; i < n_; ++i) {
+        TWOLAYER_LANES
+        for (int l = 0; l < L; ++l) tmp[i * L + l] = y[i * L + l] + hh[l] * k1[i * L + l];
+      }
+      rhs(tmp, k2);
+      for (std::size_t i = 0; i < n_; ++i) {
+        TWOLAYER_LANES
+        for (int l = 0; l < L; ++l) err[i * L + l] = (k2[i * L + l] - k1[i * L + l]) / hh[l];
+      }
+      norm(err, y, y, d2);
+      for (int l = 0; l < L; ++l) {
+        const double m = std::max(d1[l], d2[l]);
+        const double h1 = m <= 1e-15 ? std::max(1e-6, hh[l] * 1e-3) : std::pow(0.01 / m, 0.2);
+        h[l] = std::min(100.0 * hh[l], h1);
+      }
+    }
+    if (opt_.h_max > 0.0)
+      for (int l = 0; l < L; ++l) h[l] = std::min(h[l], opt_.h_max);
+    // One step attempt per live lane per round.
+    auto stage = [&](double* out, std::initializer_list<std::pair<const double*, double>> ks) {
+      for (std::size_t i = 0; i < n_; ++i) {
+        double s[L];
+        for (int l = 0; l < L; ++l) s[l] = 0.0;
+        for (const auto& kc : ks) {
+          const double* k = kc.first + i * L;
+          const double c = kc.second;
+          TWOLAYER_LANES
+          for (int l = 0; l < L; ++l) s[l] += c * k[l];
+        }
+        TWOLAYER_LANES
+        for (int l = 0; l < L; ++l) tmp[i * L + l] = y[i * L + l] + hs[l] * s[l];
+      }
+      rhs(tmp, out);
+    };
+    while (true) {
+      for (int l = 0; l < count_; ++l) {
+        if (!lane_[l].live) continue;
+        if (!(t[l] < t_end)) {
+          lane_[l].live = false;  // completed
+          continue;
+        }
+        if (!may_continue(l, t[l])) continue;
+        if (!std::isfinite(h[l]) || h[l] < 1e-13 * std::max(1.0, t[l])) {
+          diverge(l, t[l], "the adaptive step size underflowed (the solution blows up or is not smooth here)");
+          continue;
+        }
+        last[l] = t[l] + h[l] >= t_end - 1e-12 * std::max(1.0, t_end);
+        hs[l] = last[l] ? t_end - t[l] : h[l];
+      }
+      if (!any_live()) return;
+      stage(k2, {{k1, c_a21}});
+      stage(k3, {{k1, c_a31}, {k2, c_a32}});
+      stage(k4, {{k1, c_a41}, {k2, c_a42}, {k3, c_a43}});
+      stage(k5, {{k1, c_a51}, {k2, c_a52}, {k3, c_a53}, {k4, c_a54}});
+      stage(k6, {{k1, c_a61}, {k2, c_a62}, {k3, c_a63}, {k4, c_a64}, {k5, c_a65}});
+      for (std::size_t i = 0; i < n_; ++i) {
+        TWOLAYER_LANES
+        for (int l = 0; l < L; ++l) {
+          const std::size_t x = i * L + l;
+          ynew[x] = y[x] + hs[l] * (c_b1 * k1[x] + c_b3 * k3[x] + c_b4 * k4[x] + c_b5 * k5[x] + c_b6 * k6[x]);
+        }
+      }
+      rhs(ynew, k7);
+      for (std::size_t i = 0; i < n_; ++i) {
+        TWOLAYER_LANES
+        for (int l = 0; l < L; ++l) {
+          const std::size_t x = i * L + l;
+          err[x] = hs[l] * (c_e1 * k1[x] + c_e3 * k3[x] + c_e4 * k4[x] + c_e5 * k5[x] + c_e6 * k6[x] + c_e7 * k7[x]);
+        }
+      }
+      norm(err, y, ynew, e);
+      int code[L];
+      check_states(ynew, code);
+      for (int l = 0; l < count_; ++l) {
+        Lane& ln = lane_[l];
+        if (!ln.live) continue;
+        IntegrateResult& res = *ln.res;
+        const double el = std::isfinite(e[l]) ? e[l] : std::numeric_limits<double>::infinity();
+        if (!(el <= 1.0)) {
+          ++res.n_rejected;
+          const double fac = std::isfinite(el) ? std::max(0.2, 0.9 * std::pow(el, -0.2)) : 0.2;
+          h[l] = hs[l] * std::min(1.0, fac);
+          continue;
+        }
+        const double t0 = t[l], hl = hs[l];
+        const double t_new = last[l] ? t_end : t0 + hl;
+        if (code[l]) {
+          diverge(l, t_new, state_message(code[l]));
+          continue;
+        }
+        double* yn = a_.data();
+        gather(l, ynew, yn);
+        const double r_old = ln.risk_now;
+        const bool cross = crossed(l, yn);
+        // Dense output (Hairer's dopri5 CONTD5) for the output times in (t, t_new) and for the crossing.
+        auto dense = [&](double th, double* o) {
+          const double th1 = 1.0 - th;
+          for (std::size_t i = 0; i < n_; ++i)
+            o[i] = y[i * L + l] + th * (r2_[i] + th1 * (r3_[i] + th * (r4_[i] + th1 * r5_[i])));
+        };
+        if (cross || (next[l] < nout && opt_.times[next[l]] < t_new)) {
+          for (std::size_t i = 0; i < n_; ++i) {
+            const std::size_t x = i * L + l;
+            r2_[i] = ynew[x] - y[x];
+            r3_[i] = hl * k1[x] - r2_[i];
+            r4_[i] = r2_[i] - hl * k7[x] - r3_[i];
+            r5_[i] = hl * (c_d1 * k1[x] + c_d3 * k3[x] + c_d4 * k4[x] + c_d5 * k5[x] + c_d6 * k6[x] + c_d7 * k7[x]);
+          }
+        }
+        double t_stop = t_new, th_stop = 1.0;
+        if (cross) {
+          th_stop = locate_first_passage(dense, [&](const double* x) { return risk(l, x); }, ln.threshold, t0, hl,
+                                         r_old, risk(l, yn), c_.data());
+          if (th_stop < 1.0) t_stop = t0 + th_stop * hl;
+        }
+        bool ok = true;
+        while (ok && next[l] < nout && opt_.times[next[l]] < t_stop) {
+          dense((opt_.times[next[l]] - t0) / hl, b_.data());
+          ok = record(l, opt_.times[next[l]++], b_.data());
+        }
+        if (!ok) continue;
+        if (cross) {
+          ++res.n_steps;
+          if (th_stop < 1.0) {
+            dense(th_stop, c_.data());
+            converge(l, t_stop, c_.data());
+          } else {
+            converge(l, t_new, yn);
+          }
+          continue;
+        }
+        t[l] = t_new;
+        scatter(l, yn, y);  // y <- ynew, k1 <- k7 (FSAL)
+        for (std::size_t i = 0; i < n_; ++i) k1[i * L + l] = k7[i * L + l];
+        ++res.n_steps;
+        while (ok && next[l] < nout && opt_.times[next[l]] <= t[l]) ok = record(l, opt_.times[next[l]++], yn);
+        if (!ok) continue;
+        const double fac = el == 0.0 ? 5.0 : std::min(5.0, std::max(0.2, 0.9 * std::pow(el, -0.2)));
+        h[l] = hl * fac;
+        if (opt_.h_max > 0.0) h[l] = std::min(h[l], opt_.h_max);
+      }
+    }
+    (void)N;
+  }
+
+  LaneShape sh_;
+  const IntegrateOptions& opt_;
+  int K_, M_, u_;
+  std::size_t n_;
+  int count_ = 0;
+  Lane lane_[L];
+  std::vector<double> y_, k1_, k2_, k3_, k4_, k5_, k6_, k7_, tmp_, ynew_, err_, yold_;
+  std::vector<double> ws_, chol_, P_, v_, lr_, lra_, noise_;
+  std::vector<double> a_, b_, c_, r2_, r3_, r4_, r5_;  // one lane, contiguous
+};
+
+LaneShape shape_of(const OdeModel& m) {
+  LaneShape s;
+  s.K = m.K;
+  s.M = m.M;
+  s.online = m.regime == Regime::Online;
+  s.spherical = m.spherical;
+  return s;
+}
+
+}  // namespace
+
+bool lanes_supported(const OdeModel& m, const IntegrateOptions& /*opt*/) {
+  return m.student == Activation::Erf && m.teacher == Activation::Erf;
+}
+
+IntegrateResult integrate_lanes(const OdeModel& model, const double* y0, const IntegrateOptions& opt,
+                                const StopRule& stop) {
+  validate_model(model);
+  IntegrateResult res;
+  LaneRunner<1> runner(shape_of(model), opt);
+  const OdeModel* m = &model;
+  const StopRule* s = &stop;
+  IntegrateResult* r = &res;
+  runner.run(&m, &y0, &s, 1, &r);
+  return res;
+}
+
+std::vector<IntegrateResult> integrate_batch_lanes(const std::vector<OdeModel>& models,
+                                                   const std::vector<const double*>& y0s,
+                                                   const IntegrateOptions& opt, const std::vector<StopRule>& stops,
+                                                   int n_threads, std::atomic<std::int64_t>* finished) {
+  const std::size_t B = models.size();
+  std::vector<IntegrateResult> out(B);
+  // Work items: blocks of up to kBatchLanes supported members of one shape (in input order), or one other member.
+  struct Item {
+    std::vector<std::size_t> members;
+    bool lanes;
+  };
+  std::vector<Item> items;
+  std::map<std::tuple<int, int, bool, bool>, std::size_t> open;  // shape -> its block being filled
+  for (std::size_t b = 0; b < B; ++b) {
+    if (!lanes_supported(models[b], opt)) {
+      items.push_back({{b}, false});
+      continue;
+    }
+    const auto key = std::make_tuple(models[b].K, models[b].M, models[b].regime == Regime::Online,
+                                     models[b].spherical);
+    auto it = open.find(key);
+    if (it == open.end() || items[it->second].members.size() == static_cast<std::size_t>(kBatchLanes)) {
+      open[key] = items.size();
+      items.push_back({{b}, true});
+    } else {
+      items[it->second].members.push_back(b);
+    }
+  }
+  std::exception_ptr error;
+  std::mutex mu;
+  const int threads = resolve_threads(n_threads);
+  const auto count = static_cast<std::ptrdiff_t>(items.size());
+  (void)threads;
+#ifdef TWOLAYER_OPENMP
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1 && count > 1)
+#endif
+  for (std::ptrdiff_t w = 0; w < count; ++w) {
+    const Item& item = items[w];
+    if (cancel_requested()) {  // not started: no rows
+      for (std::size_t b : item.members) {
+        out[b].status = "interrupted";
+        out[b].stop_time = 0.0;
+        out[b].message = "interrupted before it started";
+      }
+      continue;
+    }
+    try {
+      if (!item.lanes) {
+        const std::size_t b = item.members[0];
+        out[b] = integrate(models[b], y0s[b], opt, stops[b], 1);
+      } else {
+        const OdeModel* ms[kBatchLanes];
+        const double* ys[kBatchLanes];
+        const StopRule* ss[kBatchLanes];
+        IntegrateResult* rs[kBatchLanes];
+        const int cnt = static_cast<int>(item.members.size());
+        for (int l = 0; l < cnt; ++l) {
+          const std::size_t b = item.members[l];
+          ms[l] = &models[b];
+          ys[l] = y0s[b];
+          ss[l] = &stops[b];
+          rs[l] = &out[b];
+        }
+        LaneRunner<kBatchLanes> runner(shape_of(models[item.members[0]]), opt);
+        runner.run(ms, ys, ss, cnt, rs);
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!error) error = std::current_exception();
+    }
+    if (finished) finished->fetch_add(static_cast<std::int64_t>(item.members.size()), std::memory_order_relaxed);
+  }
+  if (error) std::rethrow_exception(error);
+  return out;
+}
+
+}  // namespace twolayer
