@@ -256,3 +256,66 @@ def print_rate_table():
         wall, cpu = cpp_rate(K)
         n = numpy_rate(K) if K <= 16 else float("nan")
         print(f"  {K:2d}   {wall:14.4g}   {cpu:18.4g}   {n:11.4g}   {cpu / n:10.1f}")
+
+
+# ------------------------------------------------------ structure-of-arrays batch against the single-system path
+
+
+def batch_rate(K, B, method, steps, dt=0.01, n_threads=1):
+    """Member right-hand sides per second of one ``integrate_batch`` core call on B stacked K = M erf systems
+    (online, lr spread over [0.5, 1.5]), ``steps`` fixed steps (or the adaptive method up to t = steps dt)."""
+    Q, Mo, P, a, v = stacked_systems(B, K)
+    lr = np.linspace(0.5, 1.5, B)
+    zeros = np.zeros(B)
+    ts = output_times(steps * dt, 101)
+    t0 = time.perf_counter()
+    out = _core.ode_integrate_batch(Q, Mo, a, P, v, "erf", "erf", "online", False, lr, zeros, zeros, ts, method,
+                                    dt, 1e-8, 1e-10, 0.0, 0.0, zeros, zeros, 100_000_000, n_threads, None)
+    seconds = time.perf_counter() - t0
+    assert np.all(out["status"] == "completed")
+    return float(np.sum(out["n_rhs"])) / seconds
+
+
+def single_rate(K, method, steps, dt=0.01):
+    """Right-hand sides per second of one ``ode.integrate`` core call (the single-system path) on one such system."""
+    Q, Mo, P, a, v = stacked_systems(1, K)
+    ts = output_times(steps * dt, 101)
+    t0 = time.perf_counter()
+    out = _core.ode_integrate(Q[0], Mo[0], a[0], P[0], v[0], "erf", "erf", "online", False, 0.7, 0.0, 0.0, ts,
+                              method, dt, 1e-8, 1e-10)
+    return out["n_rhs"] / (time.perf_counter() - t0)
+
+
+def print_batch_table(repeats=3):
+    """Best of ``repeats`` (interleaved) for each row: the batch's member-RHS rate, the single-system path's rate
+    (``ode.integrate``, which runs the same per-lane code with one lane), and the one-system right-hand side
+    alone (``OdeRhs``, no integrator: the general path, used for the other activations)."""
+    rows = {}
+    cases = [(2, 10_000, 1000), (4, 1000, 1000), (8, 100, 200)]
+    for K, B, steps in cases:
+        for method in ("euler", "rk4", "adaptive"):
+            if K == 2 and method != "euler":
+                B_run = 2000
+            else:
+                B_run = B
+            best = [0.0, 0.0, 0.0]
+            for _ in range(repeats):
+                best[0] = max(best[0], batch_rate(K, B_run, method, steps))
+                best[1] = max(best[1], single_rate(K, method, max(steps, 20_000 // K**2)))
+                best[2] = max(best[2], cpp_rate(K, repeats=1, min_time=0.1)[0])
+            rows[(K, method)] = (B_run, *best)
+    print("\n   K  method    members   batch member-RHS/s   single path RHS/s   OdeRhs RHS/s   batch/single"
+          "   batch/OdeRhs")
+    for (K, method), (B, b, s, o) in rows.items():
+        print(f"  {K:2d}  {method:8s} {B:8d}   {b:18.4g}   {s:17.4g}   {o:12.4g}   {b / s:12.2f}   {b / o:12.2f}")
+    return rows
+
+
+def test_bench_batch_lanes_vs_single(benchmark):
+    """Issue 10's target: 10^4 K = M = 2 erf online members, Euler, 1000 steps, one thread, integrated in SIMD lanes:
+    >= 1e7 member-RHS/s (goal) and >= 3x the single-system path in the same run; K = M = 4 and 8, RK4 and adaptive
+    reported. Wall clock, best of 3 interleaved (the machine is shared)."""
+    rows = benchmark.pedantic(print_batch_table, rounds=1, iterations=1)
+    for (K, method), (B, b, s, o) in rows.items():
+        benchmark.extra_info[f"K{K}_{method}"] = dict(members=B, batch_rhs_per_s=b, single_rhs_per_s=s,
+                                                      odeRhs_rhs_per_s=o)

@@ -91,6 +91,11 @@ class LaneRunner {
       lra_[l] = m.lr_readout;
       noise_[l] = sh_.online ? m.noise : 0.0;
       for (std::size_t e = 0; e < n_; ++e) y_[e * L + l] = y0s[s][e];
+      if (l < count) {  // the output rows, allocated once
+        out[l]->t.reserve(opt_.times.size() + 1);
+        out[l]->risk.reserve(opt_.times.size() + 1);
+        out[l]->y.reserve((opt_.times.size() + 1) * n_);
+      }
     }
     int code[L];
     check_states(y_.data(), code);
@@ -137,7 +142,7 @@ class LaneRunner {
   }
   void rhs(const double* y, double* dy) {
     const LaneParams p{P_.data(), v_.data(), lr_.data(), lra_.data(), noise_.data()};
-    erf_rhs_lanes<L>(sh_, p, y, dy, ws_.data());
+    rhs_fn_(sh_, p, y, dy, ws_.data());
     for (int l = 0; l < count_; ++l)
       if (lane_[l].live) ++lane_[l].res->n_rhs;
   }
@@ -555,6 +560,7 @@ class LaneRunner {
 
   LaneShape sh_;
   const IntegrateOptions& opt_;
+  ErfRhsLanesFn rhs_fn_ = select_erf_rhs_lanes<L>(sh_.K, sh_.M);
   int K_, M_, u_;
   std::size_t n_;
   int count_ = 0;

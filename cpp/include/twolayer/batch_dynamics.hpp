@@ -69,11 +69,16 @@ inline std::size_t erf_rhs_lanes_workspace(const LaneShape& s, int L) {
 }
 
 // dy = f(y) for L lanes of student-erf, teacher-erf systems of shape s (see the header comment). y, dy: state_size()
-// entries per lane, lane-major; ws: erf_rhs_lanes_workspace(s, L) doubles.
-template <int L>
+// entries per lane, lane-major; ws: erf_rhs_lanes_workspace(s, L) doubles. KC, MC > 0: K = KC and M = MC at compile
+// time (the loops over units unroll; the same operations as at run time). The table of I2 values (val, for da) is
+// computed only when a lane has lr_readout != 0: a lane with lr_readout = 0 gets da = 0 either way.
+template <int L, int KC = 0, int MC = 0>
 TWOLAYER_HD void erf_rhs_lanes(const LaneShape& s, const LaneParams& p, const double* __restrict y,
                                double* __restrict dy, double* __restrict ws) {
-  const int K = s.K, M = s.M, u = K + M;
+  static_assert((KC > 0) == (MC > 0), "both sizes fixed or both at run time");
+  const int K = KC > 0 ? KC : s.K, M = MC > 0 ? MC : s.M, u = K + M;
+  bool readout = false;
+  for (int l = 0; l < L; ++l) readout = readout || p.lr_readout[l] != 0.0;
   constexpr double two_over_pi = 2.0 / kPi, four_over_pi2 = 4.0 / (kPi * kPi);
   double* __restrict om = ws;                 // u x u
   double* __restrict w = om + u * u * L;      // u
@@ -140,7 +145,7 @@ TWOLAYER_HD void erf_rhs_lanes(const LaneShape& s, const LaneParams& p, const do
         cc = cc > -1.0 ? cc : -1.0;
         const double sn = std::sqrt(1.0 - cc * cc);
         const double gy = two_over_pi * ri[l] * rc[l] / sn;
-        vv[l] = two_over_pi * asin_simd(cc);
+        if (readout) vv[l] = two_over_pi * asin_simd(cc);
         dd[l] = -0.5 * o[l] * ri[l] * ri[l] * gy;
         bb[l] = gy;
       }
@@ -292,7 +297,7 @@ TWOLAYER_HD void erf_rhs_lanes(const LaneShape& s, const LaneParams& p, const do
       }
     }
   // 6. Second layer: da_i = lr_readout E[g(l_i) E].
-  for (int i = 0; i < K; ++i) {
+  for (int i = 0; i < K && readout; ++i) {
     double sum[L];
     for (int l = 0; l < L; ++l) sum[l] = 0.0;
     for (int c = 0; c < u; ++c) {
@@ -304,6 +309,23 @@ TWOLAYER_HD void erf_rhs_lanes(const LaneShape& s, const LaneParams& p, const do
     TWOLAYER_LANES
     for (int l = 0; l < L; ++l) d[l] = p.lr_readout[l] != 0.0 ? p.lr_readout[l] * sum[l] : 0.0;
   }
+  if (!readout)
+    for (int i = 0; i < K * L; ++i) da[i] = 0.0;
+}
+
+// erf_rhs_lanes<L, KC, MC> for the sizes compiled with fixed K and M (K, M <= 4, and K = M = 8), the run-time size
+// otherwise.
+using ErfRhsLanesFn = void (*)(const LaneShape&, const LaneParams&, const double*, double*, double*);
+template <int L>
+ErfRhsLanesFn select_erf_rhs_lanes(int K, int M) {
+  static constexpr ErfRhsLanesFn small[4][4] = {
+      {&erf_rhs_lanes<L, 1, 1>, &erf_rhs_lanes<L, 1, 2>, &erf_rhs_lanes<L, 1, 3>, &erf_rhs_lanes<L, 1, 4>},
+      {&erf_rhs_lanes<L, 2, 1>, &erf_rhs_lanes<L, 2, 2>, &erf_rhs_lanes<L, 2, 3>, &erf_rhs_lanes<L, 2, 4>},
+      {&erf_rhs_lanes<L, 3, 1>, &erf_rhs_lanes<L, 3, 2>, &erf_rhs_lanes<L, 3, 3>, &erf_rhs_lanes<L, 3, 4>},
+      {&erf_rhs_lanes<L, 4, 1>, &erf_rhs_lanes<L, 4, 2>, &erf_rhs_lanes<L, 4, 3>, &erf_rhs_lanes<L, 4, 4>}};
+  if (K <= 4 && M <= 4) return small[K - 1][M - 1];
+  if (K == 8 && M == 8) return &erf_rhs_lanes<L, 8, 8>;
+  return &erf_rhs_lanes<L, 0, 0>;
 }
 
 }  // namespace twolayer
