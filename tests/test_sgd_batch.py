@@ -259,3 +259,46 @@ def test_ensemble_dataset_stores_the_teacher() -> None:
     np.testing.assert_array_equal(ds["P"].values, te.W @ te.W.T / te.scale)
     np.testing.assert_array_equal(ds["v"].values, te.effective_a)
     assert ds["P"].attrs["units"] == "1" and "teacher-teacher" in ds["P"].attrs["long_name"]
+
+
+def test_ensemble_netcdf_round_trip_and_restart(tmp_path) -> None:
+    """to_xarray -> NetCDF -> Ensemble.from_xarray gives back every run (rows, status, message, stop time,
+    parameters, stream key, meta) bit for bit, and the ODE restarts from a restored run's last state exactly as
+    from the original's."""
+    xr = pytest.importorskip("xarray")
+    st, te = teacher_student(2, 3, 60, "erf", seed=2)
+    grid = tl.sgd.grid(seeds=2, lr=[0.5, 1.0], noise=[0.0, 0.1])
+    full = tl.sgd.simulate(st, te, t_max=4.0, records=9, **grid)
+    tol = 0.5 * full[0].risk[0]
+    ens = tl.sgd.simulate(st, te, t_max=4.0, records=9, risk_tol=[tol] + [1e-12] * 7, **grid)
+    assert ens[0].status == "converged" and len(ens[0]) < 9  # a run that stopped early, padded in the dataset
+    path = tmp_path / "ensemble.nc"
+    ens.to_xarray().to_netcdf(path)
+    with xr.open_dataset(path) as ds:
+        back = tl.sgd.Ensemble.from_xarray(ds.load())
+    assert len(back) == len(ens) and back.seed == ens.seed
+    np.testing.assert_array_equal(back.t, ens.t)
+    np.testing.assert_array_equal(back.run_ids, ens.run_ids)
+    assert list(back.params) == list(ens.params)
+    for name, column in ens.params.items():
+        np.testing.assert_array_equal(back.params[name], column, err_msg=name)
+    np.testing.assert_array_equal(back.stop_time, ens.stop_time)
+    assert back.status == ens.status
+    for a, b in zip(back, ens, strict=True):
+        assert a.status == b.status and a.student is None  # the final weights are not stored
+        for name in ("t", "Q", "M", "a", "risk"):
+            np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+        assert a.stop_time == b.stop_time or (np.isnan(a.stop_time) and np.isnan(b.stop_time))
+        assert a.message == b.message and a.time_unit == b.time_unit
+        np.testing.assert_array_equal(a.P, b.P)
+        np.testing.assert_array_equal(a.v, b.v)
+        np.testing.assert_equal(a.meta, {k: (int(v) if isinstance(v, bool) else v) for k, v in b.meta.items()})
+    assert back[0].meta["stop_step"] == ens[0].meta["stop_step"]
+    np.testing.assert_array_equal(back.select(lr=1.0, noise=0.1).mean().risk,
+                                  ens.select(lr=1.0, noise=0.1).mean().risk)
+    # restart the ODE from a restored run's last state
+    times = np.linspace(0.0, 1.0, 3)
+    restarted = tl.ode.integrate(back[3].overlaps_at(-1), lr=1.0, times=times)
+    original = tl.ode.integrate(ens[3].overlaps_at(-1), lr=1.0, times=times)
+    np.testing.assert_array_equal(restarted.risk, original.risk)
+    np.testing.assert_array_equal(restarted.Q[0], ens[3].Q[-1])

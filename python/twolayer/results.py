@@ -51,6 +51,7 @@ _LABELS: dict[str, tuple[str, str]] = {
     "n_teacher": ("teacher units M", "1"),
     "run": ("run, in call order", "1"),
     "run_id": ("run index j of the random streams keyed by (seed, j)", "1"),
+    "stop_step": ("SGD step of the stop (-1: no stop)", "1"),
 }
 
 # Dimensions of the overlap fields after their leading (member or run, then t) axes.
@@ -97,6 +98,24 @@ def _attrs(meta: Mapping[str, Any]) -> dict[str, Any]:
 
 def _from_attr(v: Any) -> Any:
     return v.item() if isinstance(v, np.generic) else v
+
+
+def _dataset_parts(ds: Any) -> tuple[dict[str, Any], list[str], str]:
+    """(attributes, parameter names, time unit) of a ``to_xarray`` Dataset of a batch or an ensemble: its
+    attributes as Python scalars, without ``params`` (the names of the per-member / per-run parameter
+    coordinates, stored space-separated) and ``time_unit``, which are returned apart."""
+    attrs = {k: _from_attr(v) for k, v in ds.attrs.items()}
+    names = [p for p in str(attrs.pop("params", "")).split() if p]
+    time_unit = str(attrs.pop("time_unit", ds["t"].attrs.get("units", "t")))
+    return attrs, names, time_unit
+
+
+def _f64(ds: Any, name: str) -> NDArray[np.float64]:
+    return np.array(ds[name].values, dtype=np.float64)
+
+
+def _i64(ds: Any, name: str) -> NDArray[np.int64]:
+    return np.array(ds[name].values, dtype=np.int64)
 
 
 @dataclass(eq=False)
@@ -336,15 +355,13 @@ class BatchTrajectory:
     @classmethod
     def from_xarray(cls, ds: Any) -> BatchTrajectory:
         """The BatchTrajectory a :meth:`to_xarray` Dataset (possibly saved and reopened) describes."""
-        attrs = {k: _from_attr(v) for k, v in ds.attrs.items()}
-        names = [p for p in str(attrs.pop("params", "")).split() if p]
-        time_unit = str(attrs.pop("time_unit", ds["t"].attrs.get("units", "t")))
+        attrs, names, time_unit = _dataset_parts(ds)
 
         def f64(name: str) -> NDArray[np.float64]:
-            return np.array(ds[name].values, dtype=np.float64)
+            return _f64(ds, name)
 
         def i64(name: str) -> NDArray[np.int64]:
-            return np.array(ds[name].values, dtype=np.int64)
+            return _i64(ds, name)
 
         return cls(
             t=f64("t"), Q=f64("Q"), M=f64("M"), a=f64("a"), risk=f64("risk"), P=f64("P"), v=f64("v"),

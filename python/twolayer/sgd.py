@@ -53,7 +53,7 @@ from ._validation import (
 )
 from .networks import Network, check_network
 from .overlaps import check_pair, gram
-from .results import Trajectory, _attrs, _xarray, variable_attrs
+from .results import Trajectory, _attrs, _dataset_parts, _f64, _i64, _xarray, variable_attrs
 
 __all__ = ["Ensemble", "grid", "simulate"]
 
@@ -224,6 +224,7 @@ class Ensemble:
         def var(name: str, dims: tuple[str, ...], values: Any) -> Any:
             return xr.Variable(dims, values, attrs=variable_attrs(name, unit))
 
+        stop_step = [int(r.meta.get("stop_step", -1)) for r in self.runs]
         data = {
             "Q": var("Q", ("run", "t", "student", "student2"), self._padded("Q")),
             "M": var("M", ("run", "t", "student", "teacher"), self._padded("M")),
@@ -231,6 +232,9 @@ class Ensemble:
             "risk": var("risk", ("run", "t"), self._padded("risk")),
             "status": var("status", ("run",), np.array(self.status, dtype=str)),
             "stop_time": var("stop_time", ("run",), self.stop_time),
+            "message": var("message", ("run",), np.array([r.message for r in self.runs], dtype=str)),
+            "n_recorded": var("n_recorded", ("run",), np.array([len(r) for r in self.runs], dtype=np.int64)),
+            "stop_step": var("stop_step", ("run",), np.array(stop_step, dtype=np.int64)),
         }
         first = self.runs[0]
         if first.P is not None and first.v is not None:  # one teacher for every run: rebuild overlaps from P, v
@@ -246,14 +250,64 @@ class Ensemble:
         return xr.Dataset(
             data,
             coords=coords,
-            attrs={**attrs, "seed": self.seed, "time_unit": unit, "n_diverged": self.n_diverged},
+            attrs={**attrs, "seed": self.seed, "time_unit": unit, "n_diverged": self.n_diverged,
+                   "params": " ".join(self.params)},
         )
+
+    @classmethod
+    def from_xarray(cls, ds: Any) -> Ensemble:
+        """The Ensemble a :meth:`to_xarray` Dataset (possibly saved and reopened) describes: every run's rows
+        (up to its ``n_recorded``), status, message, stop time and parameters, and the teacher's ``P`` and ``v``
+        (so that ``ens[j].overlaps_at(-1)`` restarts the ODE from run j's last state). The final student
+        weights are not stored: ``student`` is None."""
+        attrs, names, _ = _dataset_parts(ds)
+        seed = int(attrs["seed"])
+        attrs.pop("n_diverged", None)
+        t, run_ids = _f64(ds, "t"), _i64(ds, "run_id")
+        params = {p: _f64(ds, p) for p in names}
+        P = _f64(ds, "P") if "P" in ds else None
+        v = _f64(ds, "v") if "v" in ds else None
+        rows = {name: _f64(ds, name) for name in ("Q", "M", "a", "risk")}
+        n_recorded, stop_step, stop_time = _i64(ds, "n_recorded"), _i64(ds, "stop_step"), _f64(ds, "stop_time")
+        status = np.array(ds["status"].values, dtype=str)
+        message = np.array(ds["message"].values, dtype=str)
+        runs = [
+            Trajectory(
+                t=t[: n_recorded[j]].copy(),
+                **{name: x[j, : n_recorded[j]].copy() for name, x in rows.items()},
+                status=str(status[j]),
+                message=str(message[j]),
+                time_unit=_TIME_UNIT,
+                meta=_run_meta(attrs, params, j, int(run_ids[j]), str(status[j]), int(stop_step[j])),
+                P=None if P is None else P.copy(),
+                v=None if v is None else v.copy(),
+                stop_time=float(stop_time[j]),
+            )
+            for j in range(run_ids.size)
+        ]
+        return cls(runs=runs, run_ids=run_ids, t=t, seed=seed, meta=attrs, params=params)
 
     def __repr__(self) -> str:
         return (
             f"Ensemble(runs={len(self.runs)}, T={len(self.t)}, diverged={self.n_diverged}, "
             f"converged={self.n_converged}, seed={self.seed})"
         )
+
+
+# The clock of SGD trajectories.
+_TIME_UNIT = "t = steps / d"
+
+
+def _run_meta(meta: dict[str, Any], params: dict[str, NDArray[np.float64]], j: int, run: int, status: str,
+              stop_step: int) -> dict[str, Any]:
+    """The ``meta`` of run j (stream index ``run``): the ensemble's, its own parameters, and the step of its
+    stop when it did not complete."""
+    return {
+        **meta,
+        **{k: float(v[j]) for k, v in params.items()},
+        "run": run,
+        **({"stop_step": stop_step} if status != "completed" else {}),
+    }
 
 
 # The core's status codes of a run.
@@ -596,14 +650,9 @@ def simulate(
             risk=out["risk"][j, :T].copy(),
             status=status,
             message=msg,
-            time_unit="t = steps / d",
+            time_unit=_TIME_UNIT,
             student=final,
-            meta={
-                **meta,
-                **{k: float(v[j]) for k, v in params.items()},
-                "run": int(run),
-                **({"stop_step": stop} if status != "completed" else {}),
-            },
+            meta=_run_meta(meta, params, j, int(run), status, stop),
             P=P_teacher,
             v=teacher.effective_a.copy(),
             stop_time=stop_time,
