@@ -387,11 +387,10 @@ def test_relu_online_rhs_and_integrators():
     np.testing.assert_allclose(ad.risk, rk.risk, rtol=0, atol=1e-6)
 
 
-def test_online_pair_without_i4_raises_not_implemented():
-    """A relu student with an erf teacher needs I4(relu; relu, erf), which has no implementation."""
+def test_online_relu_student_with_erf_teacher_integrates():
+    """A relu student with an erf teacher needs I4(relu; relu, erf) (orthant moments, tests/test_kernels_mixed.py)."""
     ov = random_overlaps(2, 2, seed=11)
-    with pytest.raises(NotImplementedError, match="relu, relu, erf|relu, erf"):
-        tl.ode.integrate(ov, "relu", teacher_activation="erf", lr=0.5, t_max=1.0)
+    assert tl.ode.integrate(ov, "relu", teacher_activation="erf", lr=0.5, t_max=1.0).status == "completed"
 
 
 # ------------------------------------------------------------------------------------------------- bad input

@@ -1,5 +1,6 @@
 // Bindings for the order-parameter ODE: argument checks, GIL release, result arrays. No maths here.
 #include <atomic>
+#include <cmath>
 #include <chrono>
 #include <cstdint>
 #include <limits>
@@ -12,6 +13,7 @@
 #include "twolayer/activation.hpp"
 #include "twolayer/dynamics.hpp"
 #include "twolayer/integrators.hpp"
+#include "twolayer/large_batch.hpp"
 
 namespace twolayer::bind {
 
@@ -203,6 +205,32 @@ void bind_ode(py::module_& m) {
       py::arg("times"), py::arg("method"), py::arg("dt"), py::arg("rtol"), py::arg("atol"), py::arg("h0") = 0.0,
       py::arg("h_max") = 0.0, py::arg("risk_tol") = 0.0, py::arg("risk_rtol") = 0.0,
       py::arg("max_steps") = 100000000LL, py::arg("n_threads") = 1);
+  // The large-batch map (large_batch.hpp): rows at every iteration 0..steps.
+  m.def(
+      "large_batch_iterate",
+      [](const Array& Q, const Array& Mo, const Array& a, const Array& P, const Array& v, const std::string& student,
+         const std::string& teacher, double gamma0, double alpha, long long steps, double noise, bool spherical,
+         int n_threads) {
+        int K, M;
+        std::vector<double> y = state(Q, Mo, a, K, M);
+        OdeModel model = make_model(student, teacher, "online", false, K, 1.0, 0.0, noise, P, v);
+        if (model.M != M) throw std::invalid_argument("M: its columns must match the teacher's units");
+        if (!(std::isfinite(gamma0) && gamma0 >= 0.0))
+          throw std::invalid_argument("lr: expected a finite step gamma0 >= 0");
+        if (!(std::isfinite(alpha) && alpha > 0.0))
+          throw std::invalid_argument("batch_ratio: expected a finite number > 0");
+        if (steps < 1) throw std::invalid_argument("steps: expected a positive number of iterations");
+        LargeBatchOptions opt;
+        opt.steps = steps;
+        opt.gamma0 = gamma0;
+        opt.alpha = alpha;
+        opt.spherical = spherical;
+        return run_cancellable([&] { return iterate_large_batch(model, y.data(), opt, n_threads); },
+                               [&](const IntegrateResult& r) { return to_dict(r, K, M); });
+      },
+      py::arg("Q"), py::arg("M"), py::arg("a"), py::arg("P"), py::arg("v"), py::arg("act"), py::arg("act_teacher"),
+      py::arg("gamma0"), py::arg("alpha"), py::arg("steps"), py::arg("noise"), py::arg("spherical"),
+      py::arg("n_threads") = 1);
   // One shape group of a batch, stacked: Q (B, K, K), M (B, K, M), a (B, K), P (B, M, M) or (M, M) (shared),
   // v (B, M) or (M,); lr, lr_readout, noise, risk_tol, risk_rtol (B,). Returns stacked arrays (B, T, ...) whose rows
   // after a member's n_recorded are NaN, and per-member status, message, stop_time and counts.

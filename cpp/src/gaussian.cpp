@@ -8,6 +8,7 @@
 #include <string>
 #include <type_traits>
 
+#include "twolayer/gaussian_orthant.hpp"
 #include "twolayer/gaussian_relu_i4.hpp"
 #include "twolayer/parallel.hpp"
 
@@ -92,7 +93,7 @@ double i4(Activation s, Activation a, Activation b, const double* C) {
           for (int k = 0; k < 4; ++k) S[4 * i + k] = C[4 * perm[i] + perm[k]];
         return detail::relu_i4_linear_relu(S);
       }
-      break;
+      return detail::relu_i4_general(a, b, C);  // orthant moments (gaussian_orthant.hpp)
   }
   throw not_implemented(std::string("i4: no closed form or quadrature for (") + activation_name(s) + ", " +
                         activation_name(a) + ", " + activation_name(b) + ")");

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _core, activations, kernels, landscape, networks, ode, population, sgd
+from . import _core, activations, kernels, landscape, large_batch, networks, ode, population, sgd
 from ._interrupt import Interrupted
 from .networks import Network
 from .overlaps import BatchOverlaps, Overlaps
@@ -34,6 +34,7 @@ __all__ = [
     "build_info",
     "kernels",
     "landscape",
+    "large_batch",
     "networks",
     "ode",
     "population",

@@ -137,6 +137,21 @@ def ode_integrate(
     max_steps: int = 100000000,
     n_threads: int = 1,
 ) -> dict[str, Any]: ...
+def large_batch_iterate(
+    Q: _F,
+    M: _F,
+    a: _F,
+    P: _F,
+    v: _F,
+    act: str,
+    act_teacher: str,
+    gamma0: float,
+    alpha: float,
+    steps: int,
+    noise: float,
+    spherical: bool,
+    n_threads: int = 1,
+) -> dict[str, Any]: ...
 def ode_integrate_batch(
     Q: _F,
     M: _F,

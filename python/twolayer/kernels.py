@@ -11,7 +11,11 @@ With (l1, ..., ln) ~ N(0, C) and activations named as in :mod:`twolayer.activati
 theorem (so they exist for every pair, including ``step``, whose derivative is a delta); I4 is closed form for
 ``linear``, ``quadratic``, ``erf`` and ``step`` units with any (a, b); for ``relu`` units, (relu, relu) by Price
 interpolation (one-dimensional Gauss-Legendre / sinh quadrature, ~1e-13 relative) and (linear, relu),
-(linear, linear) in closed form; other pairs raise NotImplementedError. Zero-variance entries mean the unit is
+(linear, linear) in closed form, every other pair by orthant moments (Stein's lemma down to closed-form orthant
+probabilities of up to three variables, the four-variable one by the same Price quadrature; erf through
+erf(l/sqrt 2) = 2 P(l - w > 0) - 1, w ~ N(0, 1) independent): no pair is missing. For ``step`` students the
+online ODE's E[s'(l_i)^2 ...] (a squared delta) is infinite: online SGD does not apply to them (gradient flow
+does), and the ODE refuses it with a ValueError. Zero-variance entries mean the unit is
 identically 0 (step(0) = 0). Each C must be finite, symmetric and positive semi-definite (ValueError otherwise).
 """
 

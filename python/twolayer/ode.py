@@ -203,7 +203,7 @@ def integrate(
     lr: float,
     lr_readout: float = 0.0,
     noise: float = 0.0,
-    regime: Regime = "online",
+    regime: Regime | Literal["large_batch"] = "online",
     spherical: bool = False,
     t_max: float | None = None,
     times: ArrayLike | None = None,
@@ -218,6 +218,8 @@ def integrate(
     h_max: float | None = None,
     max_steps: int = 100_000_000,
     n_threads: int | None = None,
+    batch_ratio: float | None = None,
+    steps: int | None = None,
 ) -> Trajectory:
     """Integrate the order-parameter ODE from ``overlaps`` (effective second layers a, v; see the module
     docstring).
@@ -247,8 +249,18 @@ def integrate(
     ``n_threads``: threads inside the right-hand side (used for K >= 8; None = the OpenMP default).
     The trajectory records the teacher's ``P`` and ``v`` (``traj.overlaps_at(-1)`` continues the run); ``meta``
     records the parameters and the cost (``n_rhs`` right-hand-side evaluations, ``n_steps``).
+
+    ``regime="large_batch"`` (seed 002): the d -> infinity map of SGD with fresh batches of ``batch_ratio`` * d
+    samples and step ``lr`` = gamma0 (the simulator's ``lr / d``), iterated ``steps`` times with the second layer
+    fixed; one row per iteration, t = iteration (:mod:`twolayer.large_batch`). Only ``noise``, ``spherical``
+    and ``n_threads`` of the other options apply.
     """
     act, t_act = _activations(activation, teacher_activation, overlaps)
+    if regime == "large_batch":
+        from .large_batch import iterate
+
+        return iterate(_check_overlaps(overlaps), act, t_act, lr=lr, batch_ratio=batch_ratio, steps=steps,
+                       noise=noise, spherical=spherical, n_threads=n_threads)
     reg, meth, ro = _common(act, regime, method, readout)
     spherical = boolean(spherical, "spherical")
     ov = _check_overlaps(overlaps, spherical=spherical)

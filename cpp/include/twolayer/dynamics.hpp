@@ -66,6 +66,11 @@ class OdeRhs {
   double risk(const double* y) const;
   // Omega = [[Q, M], [M^T, P]] ((K + M) x (K + M), row-major) of state y, into out.
   void omega(const double* y, double* out) const;
+  // The expectations of the last evaluation, for maps built from them (large_batch.hpp): psi() row i (K + M
+  // entries) is E[g'(l_i) l_c E] for every unit c (students, then teachers); online only, second_moment(p) is
+  // E[g'(l_i) g'(l_k) E^2] + Delta J2 for the p-th student pair i <= k (row-major order of the upper triangle).
+  const double* psi() const { return psi_.data(); }
+  double second_moment(int p) const { return quad_[p] + m_.noise * j2_[p]; }
 
  private:
   // The right-hand side with K = KC, M = MC fixed at compile time when positive (small systems: every loop

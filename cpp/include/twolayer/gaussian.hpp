@@ -15,7 +15,8 @@
 //   * I4, erf s:       s'(x) = sqrt(2/pi) exp(-x^2/2) acts as a Gaussian observation of (l1, l2) at 0:
 //                      I4 = (2/pi) det(I + C_AA)^(-1/2) I2(a, b; C_BB - C_BA (I + C_AA)^(-1) C_AB).
 //   * I4, step s:      s' = delta: I4 = p_A(0, 0) I2(a, b; C_BB - C_BA C_AA^(-1) C_AB).
-//   * I4, relu s:      see gaussian_relu_i4.hpp (Price interpolation along C(t) = (1-t) C0 + t C).
+//   * I4, relu s:      see gaussian_relu_i4.hpp (Price interpolation along C(t) = (1-t) C0 + t C) for relu and
+//                      linear units; every other pair through orthant moments (gaussian_orthant.hpp).
 #pragma once
 #include <cmath>
 #include <cstddef>

@@ -232,17 +232,22 @@ inline bool setup(const double* C, Setup& S) {
   return true;
 }
 
-// h(s) + r34 (1 - s) g(s) of section 3 at s = 1 - tau; all covariances are those of R(s).
-inline double integrand(const Setup& S, double tau) {
-  const double s = 1.0 - tau;
+// The quantities of R(s), s = 1 - tau, shared by the integrands: per pair k, om = 1 - s |r_k|, isq =
+// 1 / sqrt(1 - s^2 r_k^2), rt = sqrt(1 - s^2 r_k^2), q[j] = Q(partial correlation of pair j given pair 5 - j);
+// S23 = cov(l3, l4 | l1 = l2 = 0) and sq01 = the square root of its determinant.
+struct Partials {
   double om[6], isq[6], rt[6], q[6];
+  double S23 = 0.0, sq01 = 0.0;
+};
+inline void partials(const Setup& S, double tau, Partials& P) {
+  const double s = 1.0 - tau;
+  double *om = P.om, *isq = P.isq, *rt = P.rt, *q = P.q;
   for (int k = 0; k < 6; ++k) {
     om[k] = S.eta[k] + tau * S.ar[k];                           // 1 - s |r_k|
     const double dd = std::max(om[k] * (2.0 - om[k]), 1e-300);  // 1 - s^2 r_k^2
     isq[k] = 1.0 / std::sqrt(dd);
     rt[k] = dd * isq[k];
   }
-  double S23 = 0.0, sq01 = 0.0;  // cov(l3, l4 | l1 = l2 = 0) and sqrt of its determinant
   for (int k = 0; k < 6; ++k) {  // the complementary pair (a, b) given pair k at zero
     const double f = s * s * isq[k] * isq[k];
     const double saa = clamp(1.0 - f * (S.A[k][0] + om[k] * S.B[k][0]), 0.0, 1.0);
@@ -252,10 +257,28 @@ inline double integrand(const Setup& S, double tau) {
     const double sq = std::sqrt(det > 0.0 ? det : 0.0);
     q[5 - k] = 0.25 + kInv2Pi * angle(sab, sq);  // q[j] = Q(partial correlation of pair j given pair 5 - j)
     if (k == 0) {
-      S23 = det < 0.0 ? std::copysign(std::sqrt(saa * sbb), sab) : sab;
-      sq01 = sq;
+      P.S23 = det < 0.0 ? std::copysign(std::sqrt(saa * sbb), sab) : sab;
+      P.sq01 = sq;
     }
   }
+}
+
+// dP4/ds of section 3 (the quadrivariate orthant probability along the path) at s = 1 - tau.
+inline double orthant4_integrand(const Setup& S, double tau) {
+  Partials P;
+  partials(S, tau, P);
+  double g = 0.0;
+  for (int k = 0; k < 6; ++k) g += S.r[k] * P.isq[k] * P.q[5 - k];
+  return kInv2Pi * g;
+}
+
+// h(s) + r34 (1 - s) g(s) of section 3 at s = 1 - tau; all covariances are those of R(s).
+inline double integrand(const Setup& S, double tau) {
+  const double s = 1.0 - tau;
+  Partials P;
+  partials(S, tau, P);
+  const double *om = P.om, *isq = P.isq, *rt = P.rt, *q = P.q;
+  const double S23 = P.S23, sq01 = P.sq01;
   // Stein coefficient S_zx / sqrt(S_xx) given l_c = 0, bounded by sqrt(S_zz); j indexes (z, x, c), kx and kz are the
   // pairs (x, c) and (z, c)
   auto coef = [&](int j, int kx, int kz) {
@@ -274,9 +297,9 @@ inline double integrand(const Setup& S, double tau) {
 }
 
 // Gauss-Legendre sum (half tables) of 2 t integrand(t^2) over t in [lo, hi]
-template <std::size_t N>
-inline double gl_sum(const Setup& S, const std::array<double, N>& x, const std::array<double, N>& w, double lo,
-                     double hi) {
+template <std::size_t N, class F>
+inline double gl_sum(const Setup& S, F&& integrand, const std::array<double, N>& x, const std::array<double, N>& w,
+                     double lo, double hi) {
   const double L = hi - lo;
   double acc = 0.0;
   for (std::size_t i = 0; i < N; ++i) {
@@ -287,9 +310,10 @@ inline double gl_sum(const Setup& S, const std::array<double, N>& x, const std::
 }
 
 // int_0^1 2 t integrand(t^2) dt by the rules of section 5
-inline double path_integral(const Setup& S) {
-  if (S.a >= kPlainMin) return gl_sum(S, kGL20x, kGL20w, 0.0, 1.0);
-  double acc = gl_sum(S, kGL16x, kGL16w, kSplit, 1.0);
+template <class F>
+inline double path_integral(const Setup& S, F&& integrand) {
+  if (S.a >= kPlainMin) return gl_sum(S, integrand, kGL20x, kGL20w, 0.0, 1.0);
+  double acc = gl_sum(S, integrand, kGL16x, kGL16w, kSplit, 1.0);
   // t in [0, kSplit] as t = a sinh(u), u in [0, U]: m equal panels of 24 points
   const double U = std::asinh(kSplit / S.a);
   const int m = static_cast<int>(std::ceil(U / kPanel));
@@ -345,8 +369,18 @@ inline double relu_i4(const double* C) {
   if (impl::has_nan(C)) return std::nan("");
   impl::Setup S;
   if (!impl::setup(C, S)) return 0.0;
-  const double v = S.scale * (1.0 / (8.0 * impl::kPi) + S.r[5] / 16.0 + impl::path_integral(S));
+  const double v = S.scale * (1.0 / (8.0 * impl::kPi) + S.r[5] / 16.0 + impl::path_integral(S, impl::integrand));
   return impl::clamp(v, 0.0, 0.5 * S.scale);  // 0 <= I4 <= sqrt(E[relu3^2] E[relu4^2]) = sqrt(C33 C44) / 2
+}
+
+// P4(C) = P(l1 > 0, l2 > 0, l3 > 0, l4 > 0), the quadrivariate orthant probability: 1/16 + int_0^1 dP4/ds ds along the
+// same path and with the same quadrature (sections 3 and 5). A zero variance or an antipodal pair gives 0.
+inline double orthant4(const double* C) {
+  namespace impl = relu_i4_impl;
+  if (impl::has_nan(C)) return std::nan("");
+  impl::Setup S;
+  if (!impl::setup(C, S)) return 0.0;
+  return impl::clamp(1.0 / 16.0 + impl::path_integral(S, impl::orthant4_integrand), 0.0, 0.5);
 }
 
 // E[step(l1) step(l2) l3 relu(l4)] (relu student, linear unit l3), closed form (section 8).

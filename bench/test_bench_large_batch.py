@@ -1,0 +1,97 @@
+"""The large-batch regime (seed 002): one iteration of the d -> infinity map against one SGD step at d = 4000,
+n_b = d, each next to a plain NumPy version, measured in one run.
+
+* map, twolayer: ``tl.ode.integrate(..., regime="large_batch", steps=S)``, per iteration (S = 200);
+* map, NumPy: the same update with the expectations psi = E[g'(l_i) l_c E] and E[g'g'E^2] estimated by Monte Carlo
+  over 10^5 samples of (l, l*) ~ N(0, Omega) (what one writes without the closed forms), with its error against
+  the exact map;
+* SGD, twolayer: ``tl.sgd.simulate(lr=gamma0 d, batch_size=d)``, per step (one thread);
+* SGD, NumPy: X (n_b x d) @ W^T, the batch gradient, W += (lr / sqrt d) a g^T X / n_b.
+K = M = 2 erf units. Run with ``python -m pytest bench/test_bench_large_batch.py --benchmark-only -s``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+import twolayer as tl
+from twolayer.networks import teacher_student
+
+try:
+    from scipy.special import erf as sp_erf
+except ImportError:  # pragma: no cover
+    sp_erf = None
+
+D, GAMMA0, ALPHA = 4000, 1.0, 1.0
+
+
+def best_time(fn, repeats: int = 3) -> float:
+    best = math.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def numpy_map_step(ov: tl.Overlaps, n: int, rng: np.random.Generator):
+    """One map iteration with Monte Carlo expectations (erf units)."""
+    K, M = ov.M.shape
+    Om = np.block([[ov.Q, ov.M], [ov.M.T, ov.P]])
+    L = rng.standard_normal((n, K + M)) @ np.linalg.cholesky(Om + 1e-14 * np.eye(K + M)).T
+    lam, lst = L[:, :K], L[:, K:]
+    err = sp_erf(lst / math.sqrt(2)) @ ov.v - sp_erf(lam / math.sqrt(2)) @ ov.a
+    u = math.sqrt(2 / math.pi) * np.exp(-0.5 * lam**2) * err[:, None]  # g'(l_i) E
+    psi = u.T @ L / n  # (K, K + M)
+    hd = (u.T @ u) / n
+    g = psi @ np.linalg.pinv(Om) @ psi.T
+    a = ov.a
+    Q = ov.Q + GAMMA0 * (a[:, None] * psi[:, :K] + (a[:, None] * psi[:, :K]).T) + GAMMA0**2 * np.outer(a, a) * (
+        g + hd / ALPHA)
+    Mn = ov.M + GAMMA0 * a[:, None] * psi[:, K:]
+    return Q, Mn
+
+
+def numpy_sgd_step(W, a, Wt, v, rng):
+    d = W.shape[1]
+    nb = int(ALPHA * d)
+    X = rng.standard_normal((nb, d))
+    s = 1 / math.sqrt(d)
+    lam = X @ W.T * s
+    y = sp_erf(X @ Wt.T * (s / math.sqrt(2))) @ v
+    E = y - sp_erf(lam / math.sqrt(2)) @ a
+    g = a * math.sqrt(2 / math.pi) * np.exp(-0.5 * lam * lam) * E[:, None]  # (nb, K)
+    W += (GAMMA0 * d * s / nb) * (g.T @ X)
+
+
+@pytest.mark.skipif(sp_erf is None, reason="needs scipy")
+def test_large_batch_map_vs_sgd_step(benchmark):
+    st, te = teacher_student(2, 2, D, "erf", seed=1)
+    ov = tl.Overlaps.from_networks(st, te)
+    S = 200
+    t_map = best_time(lambda: tl.ode.integrate(ov, lr=GAMMA0, regime="large_batch", batch_ratio=ALPHA, steps=S,
+                                               n_threads=1)) / S
+    exact = tl.ode.integrate(ov, lr=GAMMA0, regime="large_batch", batch_ratio=ALPHA, steps=1)
+    rng = np.random.default_rng(0)
+    t_np_map = best_time(lambda: numpy_map_step(ov, 100_000, rng))
+    Qmc, Mmc = numpy_map_step(ov, 100_000, rng)
+    mc_err = max(np.abs(Qmc - exact.Q[1]).max(), np.abs(Mmc - exact.M[1]).max())
+    steps = 5
+    t_sgd = best_time(lambda: tl.sgd.simulate(st, te, lr=GAMMA0 * D, batch_size=int(ALPHA * D), t_max=steps / D,
+                                              records=2, keep_weights=False, n_threads=1), repeats=2) / steps
+    W = st.W.copy()
+    t_np_sgd = best_time(lambda: numpy_sgd_step(W, st.a, te.W, te.a, rng))
+    rows = [("map, twolayer (exact)", t_map), ("map, NumPy Monte Carlo 1e5", t_np_map),
+            (f"SGD step, twolayer d={D} n_b=d", t_sgd), (f"SGD step, NumPy d={D} n_b=d", t_np_sgd)]
+    print(f"\nlarge batch, K = M = 2 erf, gamma0 = {GAMMA0}, alpha = {ALPHA} (wall time per iteration)")
+    for name, t in rows:
+        print(f"  {name:<34}{t * 1e6:12.1f} us")
+        benchmark.extra_info[name] = t
+    print(f"  map vs SGD step (twolayer): x{t_sgd / t_map:.0f};  map vs NumPy MC map: x{t_np_map / t_map:.0f} "
+          f"(MC error {mc_err:.2g});  SGD twolayer vs NumPy: x{t_np_sgd / t_sgd:.1f}")
+    benchmark.extra_info["mc_map_error"] = mc_err
+    benchmark.pedantic(lambda: tl.ode.integrate(ov, lr=GAMMA0, regime="large_batch", batch_ratio=ALPHA, steps=S,
+                                                n_threads=1), rounds=1, iterations=1)

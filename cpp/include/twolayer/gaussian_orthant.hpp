@@ -1,0 +1,37 @@
+// Orthant moments of a small Gaussian and the ReLU-student I4 for every teacher activation pair.
+//
+//   orthant_moment(C, n, S, p) = E[prod_{j in S} 1(l_j > 0) prod_j l_j^p_j],  l ~ N(0, C), n <= 4.
+//
+// 1. Stein's lemma on a variable m with p_m > 0, E[l_m G] = sum_j C_mj E[d_j G], with d_j of 1(l_j > 0) the delta
+//    (Gaussian integration by parts, exact for these piecewise-polynomial G):
+//      E[l_m G] = sum_j C_mj (p'_j E[G / l_j] + [j in S, p'_j = 0] p_j(0) E[G without 1(l_j > 0) | l_j = 0]),
+//    p' = p - e_m, p_j(0) = 1 / sqrt(2 pi C_jj); conditioning on l_j = 0 is the Schur complement C - C_.j C_j. / C_jj
+//    (a delta at a point where l_j^q, q > 0, vanishes contributes nothing). Every step lowers the total degree or
+//    the number of variables, so the recursion ends at orthant probabilities with no powers left:
+//      P0 = 1, P1 = 1/2, P2 = 1/4 + asin(r12) / (2 pi), P3 = 1/8 + (asin r12 + asin r13 + asin r23) / (4 pi)
+//    (closed forms) and P4 (no closed form: the one-dimensional Price-path integral of gaussian_relu_i4.hpp).
+// 2. Degenerate covariances, before every step: a variable of (relatively) zero variance is identically 0 (step(0) =
+//    0, so the moment vanishes if it carries a step or a power; otherwise it is dropped); a pair with
+//    C_jk^2 >= (1 - 1e-14) C_jj C_kk is one variable, l_k = +-c l_j with c = sqrt(C_kk / C_jj) (1(l_j > 0)^2 =
+//    1(l_j > 0); 1(-l_j > 0) = 1 - 1(l_j > 0) almost surely; 1(l_j > 0) 1(-l_j > 0) = 0), so the conditioning never
+//    meets a singular block. (These are the exact ODE cases: the diagonal pairs i = k, a unit with itself, a student
+//    equal to a teacher unit.) Pairs closer to alignment than the tolerance are merged: the moments are continuous
+//    there, and the merge moves them by O(1e-7) of their scale at most; just outside it the conditioning loses about
+//    eps / (1 - r^2) of relative accuracy.
+//
+// ReLU-student I4, E[step(l1) step(l2) a(l3) b(l4)], for any teacher activations a, b: each factor is a sum of
+// orthant-moment factors: linear l, quadratic l^2, relu l 1(l > 0), step 1(l > 0), and erf through
+// erf(l / sqrt 2) = 2 Phi(l) - 1 = 2 E_w[1(l - w > 0)] - 1 with an independent w ~ N(0, 1): the variable's variance
+// grows by 1 and its covariances stay (two erf factors get independent w's).
+#pragma once
+#include "twolayer/activation.hpp"
+
+namespace twolayer::detail {
+
+// E[prod_{j in S} 1(l_j > 0) prod_j l_j^p_j] for l ~ N(0, C), C n x n row-major PSD (n <= 4), S a bit mask.
+double orthant_moment(const double* C, int n, unsigned S, const int* p);
+
+// E[step(l1) step(l2) a(l3) b(l4)], l ~ N(0, C), C 4x4 row-major PSD: the ReLU student's I4 for any pair (a, b).
+double relu_i4_general(Activation a, Activation b, const double* C);
+
+}  // namespace twolayer::detail

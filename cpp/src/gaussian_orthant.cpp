@@ -1,0 +1,206 @@
+// Orthant moments of a small Gaussian (see gaussian_orthant.hpp for the method).
+#include "twolayer/gaussian_orthant.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "twolayer/gaussian_relu_i4.hpp"
+
+namespace twolayer::detail {
+
+namespace {
+
+// Relative to the variables' variances before any conditioning (ref): a variance below kZeroTol ref_j is zero, a pair
+// whose 2x2 determinant is below kAlignTol ref_j ref_k is one variable (round-off of the Schur complements is a few
+// eps ref).
+constexpr double kAlignTol = 1e-14;
+constexpr double kZeroTol = 1e-14;
+
+// A moment problem on up to four variables.
+struct Problem {
+  int n = 0;
+  double C[16];
+  unsigned S = 0;  // bit j: the factor 1(l_j > 0)
+  int p[4] = {0, 0, 0, 0};
+  double ref[4] = {0, 0, 0, 0};  // variances before conditioning
+  double& c(int i, int j) { return C[4 * i + j]; }
+  double c(int i, int j) const { return C[4 * i + j]; }
+  bool step(int j) const { return (S >> j) & 1u; }
+};
+
+// Removes variable k (the last variable moves into its slot).
+void remove_var(Problem& P, int k) {
+  const int last = P.n - 1;
+  if (k != last) {
+    for (int i = 0; i < P.n; ++i) {
+      P.c(k, i) = P.c(last, i);
+    }
+    for (int i = 0; i < P.n; ++i) P.c(i, k) = P.c(i, last);
+    P.c(k, k) = P.c(last, last);
+    P.p[k] = P.p[last];
+    P.ref[k] = P.ref[last];
+    const bool s = P.step(last);
+    P.S = (P.S & ~(1u << k)) | (s ? (1u << k) : 0u);
+  }
+  P.S &= ~(1u << last);
+  P.p[last] = 0;
+  --P.n;
+}
+
+double orthant_probability(const Problem& P) {
+  // only the step variables matter: gather them
+  int idx[4], m = 0;
+  for (int j = 0; j < P.n; ++j)
+    if (P.step(j)) idx[m++] = j;
+  auto r = [&](int a, int b) {
+    const double v = P.c(idx[a], idx[b]) / std::sqrt(P.c(idx[a], idx[a]) * P.c(idx[b], idx[b]));
+    return std::max(-1.0, std::min(1.0, v));
+  };
+  switch (m) {
+    case 0: return 1.0;
+    case 1: return 0.5;
+    case 2: return 0.25 + std::asin(r(0, 1)) / (2.0 * kPi);
+    case 3: return 0.125 + (std::asin(r(0, 1)) + std::asin(r(0, 2)) + std::asin(r(1, 2))) / (4.0 * kPi);
+    default: {
+      double C4[16];
+      for (int a = 0; a < 4; ++a)
+        for (int b = 0; b < 4; ++b) C4[4 * a + b] = P.c(idx[a], idx[b]);
+      return orthant4(C4);
+    }
+  }
+}
+
+double moment(Problem P);
+
+// Normalises degenerate variables (header, section 2) and evaluates; coef multiplies the result.
+double normalised(Problem P) {
+  double coef = 1.0;
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int j = 0; j < P.n && !changed; ++j) {
+      const double v = P.c(j, j);
+      if (!(v > kZeroTol * P.ref[j])) {  // identically 0
+        if (P.step(j) || P.p[j] > 0) return 0.0;
+        remove_var(P, j);
+        changed = true;
+      } else if (!P.step(j) && P.p[j] == 0) {  // no factor of its own
+        remove_var(P, j);
+        changed = true;
+      }
+    }
+    for (int j = 0; j < P.n && !changed; ++j)
+      for (int k = j + 1; k < P.n && !changed; ++k) {
+        const double cjk = P.c(j, k), vj = P.c(j, j), vk = P.c(k, k);
+        if (vj * vk - cjk * cjk > kAlignTol * P.ref[j] * P.ref[k]) continue;
+        const double c = std::sqrt(vk / vj);  // l_k = sg c l_j
+        const bool pos = cjk > 0.0;
+        coef *= std::pow(pos ? c : -c, P.p[k]);
+        P.p[j] += P.p[k];
+        if (pos) {
+          if (P.step(k)) P.S |= 1u << j;
+        } else if (P.step(k)) {
+          if (P.step(j)) return 0.0;  // 1(l_j > 0) 1(-l_j > 0) = 0
+          // 1(-l_j > 0) = 1 - 1(l_j > 0)
+          Problem A = P;
+          A.S &= ~(1u << k);
+          remove_var(A, k);
+          Problem B = A;
+          B.S |= 1u << j;
+          return coef * (normalised(A) - normalised(B));
+        }
+        P.S &= ~(1u << k);
+        remove_var(P, k);
+        changed = true;
+      }
+  }
+  return coef * moment(P);
+}
+
+// The Stein step (header, section 1) on a normalised problem.
+double moment(Problem P) {
+  int m = -1;
+  for (int j = 0; j < P.n; ++j)
+    if (P.p[j] > 0 && (m < 0 || P.p[j] > P.p[m])) m = j;
+  if (m < 0) return orthant_probability(P);
+  --P.p[m];
+  double total = 0.0;
+  for (int j = 0; j < P.n; ++j) {
+    const double cmj = P.c(m, j);
+    if (cmj == 0.0) continue;
+    double t = 0.0;
+    if (P.p[j] > 0) {
+      Problem A = P;
+      --A.p[j];
+      t += P.p[j] * normalised(A);
+    } else if (P.step(j)) {  // the delta: p_j(0) E[... | l_j = 0]
+      Problem B = P;
+      const double vj = P.c(j, j);
+      for (int a = 0; a < P.n; ++a)
+        for (int b = 0; b < P.n; ++b) B.c(a, b) = P.c(a, b) - P.c(a, j) * P.c(j, b) / vj;
+      B.S &= ~(1u << j);
+      remove_var(B, j);
+      t += normalised(B) / std::sqrt(2.0 * kPi * vj);
+    }
+    total += cmj * t;
+  }
+  return total;
+}
+
+// The orthant-moment factors of sigma(l): sum of coef * [1(l' > 0) if step] * l^power, l' with variance + extra.
+struct Factor {
+  double coef;
+  bool step;
+  int power;
+  double extra;
+};
+int factors(Activation a, Factor out[2]) {
+  switch (a) {
+    case Activation::Linear: out[0] = {1.0, false, 1, 0.0}; return 1;
+    case Activation::Quadratic: out[0] = {1.0, false, 2, 0.0}; return 1;
+    case Activation::Relu: out[0] = {1.0, true, 1, 0.0}; return 1;
+    case Activation::Step: out[0] = {1.0, true, 0, 0.0}; return 1;
+    case Activation::Erf:
+      out[0] = {2.0, true, 0, 1.0};
+      out[1] = {-1.0, false, 0, 0.0};
+      return 2;
+  }
+  return 0;
+}
+
+}  // namespace
+
+double orthant_moment(const double* C, int n, unsigned S, const int* p) {
+  Problem P;
+  P.n = n;
+  double sum = 0.0;
+  for (int i = 0; i < n; ++i) {
+    P.p[i] = p[i];
+    P.ref[i] = C[n * i + i];
+    for (int j = 0; j < n; ++j) {
+      P.c(i, j) = 0.5 * (C[n * i + j] + C[n * j + i]);
+      sum += C[n * i + j];
+    }
+  }
+  if (std::isnan(sum)) return std::nan("");
+  P.S = S & ((1u << n) - 1u);
+  return normalised(P);
+}
+
+double relu_i4_general(Activation a, Activation b, const double* C) {
+  Factor fa[2], fb[2];
+  const int na = factors(a, fa), nb = factors(b, fb);
+  double total = 0.0;
+  for (int x = 0; x < na; ++x)
+    for (int y = 0; y < nb; ++y) {
+      double D[16];
+      std::copy(C, C + 16, D);
+      D[10] += fa[x].extra;
+      D[15] += fb[y].extra;
+      const int p[4] = {0, 0, fa[x].power, fb[y].power};
+      const unsigned S = 3u | (fa[x].step ? 4u : 0u) | (fb[y].step ? 8u : 0u);
+      total += fa[x].coef * fb[y].coef * orthant_moment(D, 4, S, p);
+    }
+  return total;
+}
+
+}  // namespace twolayer::detail

@@ -1,0 +1,143 @@
+// The large-batch map of the overlaps (see large_batch.hpp for the derivation).
+#include "twolayer/large_batch.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "twolayer/cancel.hpp"
+
+namespace twolayer {
+
+namespace {
+
+// Eigen-decomposition of the symmetric n x n matrix A (overwritten: its diagonal ends as the eigenvalues) by cyclic
+// Jacobi rotations; U (n x n) receives the eigenvectors as columns. Converges quadratically; n is small (K + k).
+void jacobi_eigen(double* A, double* U, int n) {
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) U[i * n + j] = i == j ? 1.0 : 0.0;
+  for (int sweep = 0; sweep < 60; ++sweep) {
+    double off = 0.0, diag = 0.0;
+    for (int i = 0; i < n; ++i) {
+      diag += A[i * n + i] * A[i * n + i];
+      for (int j = i + 1; j < n; ++j) off += A[i * n + j] * A[i * n + j];
+    }
+    if (!(off > 1e-32 * diag)) return;  // converged (or NaN: the caller sees it in the result)
+    for (int p = 0; p < n; ++p)
+      for (int q = p + 1; q < n; ++q) {
+        const double apq = A[p * n + q];
+        if (apq == 0.0) continue;
+        const double theta = (A[q * n + q] - A[p * n + p]) / (2.0 * apq);
+        const double t = (theta >= 0.0 ? 1.0 : -1.0) / (std::fabs(theta) + std::sqrt(theta * theta + 1.0));
+        const double c = 1.0 / std::sqrt(t * t + 1.0), s = t * c;
+        for (int k = 0; k < n; ++k) {  // columns p, q
+          const double akp = A[k * n + p], akq = A[k * n + q];
+          A[k * n + p] = c * akp - s * akq;
+          A[k * n + q] = s * akp + c * akq;
+        }
+        for (int k = 0; k < n; ++k) {  // rows p, q
+          const double apk = A[p * n + k], aqk = A[q * n + k];
+          A[p * n + k] = c * apk - s * aqk;
+          A[q * n + k] = s * apk + c * aqk;
+        }
+        A[p * n + q] = A[q * n + p] = 0.0;
+        for (int k = 0; k < n; ++k) {
+          const double ukp = U[k * n + p], ukq = U[k * n + q];
+          U[k * n + p] = c * ukp - s * ukq;
+          U[k * n + q] = s * ukp + c * ukq;
+        }
+      }
+  }
+}
+
+}  // namespace
+
+std::size_t large_batch_workspace(int n) {
+  const std::size_t N = static_cast<std::size_t>(n);
+  return 2 * N * N + N * N;  // A, U, X (K x n <= n x n)
+}
+
+void large_batch_update(int K, int n, const double* omega, const double* psi, const double* hd, const double* a,
+                        double gamma0, double alpha, bool spherical, double* Q_new, double* M_new, double* ws) {
+  const int k_t = n - K;
+  double *A = ws, *U = ws + static_cast<std::size_t>(n) * n, *X = U + static_cast<std::size_t>(n) * n;
+  // psi_i^T Omega^+ psi_k through Omega = U diag(e) U^T: X_ie = (U^T psi_i)_e / sqrt(e), eigenvalues below
+  // 1e-12 max(e) dropped (psi_i lies in Omega's range, so they carry nothing but round-off).
+  std::copy(omega, omega + static_cast<std::size_t>(n) * n, A);
+  jacobi_eigen(A, U, n);
+  double emax = 0.0;
+  for (int e = 0; e < n; ++e) emax = std::max(emax, A[e * n + e]);
+  const double cut = 1e-12 * emax;
+  for (int i = 0; i < K; ++i)
+    for (int e = 0; e < n; ++e) {
+      const double ev = A[e * n + e];
+      double s = 0.0;
+      for (int c = 0; c < n; ++c) s += U[c * n + e] * psi[i * n + c];
+      X[i * n + e] = ev > cut ? s / std::sqrt(ev) : 0.0;
+    }
+  for (int i = 0; i < K; ++i) {
+    for (int k = i; k < K; ++k) {
+      double g = 0.0;
+      for (int e = 0; e < n; ++e) g += X[i * n + e] * X[k * n + e];
+      const double v = omega[i * n + k] + gamma0 * (a[i] * psi[i * n + k] + a[k] * psi[k * n + i]) +
+                       gamma0 * gamma0 * a[i] * a[k] * (g + hd[i * K + k] / alpha);
+      Q_new[i * K + k] = Q_new[k * K + i] = v;
+    }
+    for (int r = 0; r < k_t; ++r) M_new[i * k_t + r] = omega[i * n + K + r] + gamma0 * a[i] * psi[i * n + K + r];
+  }
+  if (spherical) {
+    for (int i = 0; i < K; ++i) A[i] = 1.0 / std::sqrt(Q_new[i * K + i]);
+    for (int i = 0; i < K; ++i) {
+      for (int k = 0; k < K; ++k) Q_new[i * K + k] = i == k ? 1.0 : Q_new[i * K + k] * A[i] * A[k];
+      for (int r = 0; r < k_t; ++r) M_new[i * k_t + r] *= A[i];
+    }
+  }
+}
+
+IntegrateResult iterate_large_batch(const OdeModel& model_in, const double* y0, const LargeBatchOptions& opt,
+                                    int n_threads) {
+  OdeModel model = model_in;
+  model.regime = Regime::Online;  // the second-moment table of the online right-hand side
+  model.spherical = false;        // the projection is the map's own (exact rescaling, not its derivative)
+  model.lr = 1.0;
+  model.lr_readout = 0.0;
+  OdeRhs f(model);
+  const int K = model.K, M = model.M, n = K + M;
+  const std::size_t S = model.state_size();
+  std::vector<double> y(y0, y0 + S), dy(S), om(static_cast<std::size_t>(n) * n), hd(static_cast<std::size_t>(K) * K),
+      ws(large_batch_workspace(n)), scratch;
+  IntegrateResult res;
+  IntegrateOptions check;  // state_error's tolerances, as the ODE integrators use them
+  auto record = [&](long long t) {
+    res.t.push_back(static_cast<double>(t));
+    res.y.insert(res.y.end(), y.begin(), y.end());
+    res.risk.push_back(f.risk(y.data()));
+  };
+  record(0);
+  for (long long t = 1; t <= opt.steps; ++t) {
+    if (cancel_requested()) {
+      res.status = "interrupted";
+      res.message = "interrupted (Ctrl-C) before iteration " + std::to_string(t);
+      res.stop_time = static_cast<double>(t - 1);
+      return res;
+    }
+    f(y.data(), dy.data(), n_threads);
+    ++res.n_rhs;
+    f.omega(y.data(), om.data());
+    for (int p = 0, i = 0; i < K; ++i)
+      for (int k = i; k < K; ++k, ++p) hd[i * K + k] = hd[k * K + i] = f.second_moment(p);
+    large_batch_update(K, n, om.data(), f.psi(), hd.data(), y.data() + model.offset_a(), opt.gamma0, opt.alpha,
+                       opt.spherical, y.data(), y.data() + model.offset_M(), ws.data());
+    ++res.n_steps;
+    if (const char* why = state_error(f, y.data(), check, scratch)) {
+      res.status = "diverged";
+      res.message = std::string("diverged at iteration ") + std::to_string(t) + ": " + why;
+      res.stop_time = static_cast<double>(t);
+      return res;
+    }
+    record(t);
+  }
+  return res;
+}
+
+}  // namespace twolayer

@@ -1,0 +1,224 @@
+"""The large-batch map of seed 002: SGD with fresh batches of n_b = alpha d samples and an O(1) step per iteration,
+in the limit d -> infinity, as a deterministic map of the overlaps (iterations, not a continuous time).
+
+Conventions (DESIGN.md §3: lambda = w.x / sqrt d, effective second layer a, error E = y - f with label noise).
+One iteration of the simulator ``twolayer.sgd.simulate(lr=gamma0 * d, batch_size=alpha * d)``,
+``w_i += (lr / sqrt d) mean_batch[a_i g'(l_i) E x]``, becomes, with psi_ic = E[g'(l_i) l_c E] for every unit c
+(students, then teacher units) and Omega = [[Q, M], [M^T, P]]::
+
+    M_ir <- M_ir + gamma0 a_i psi_{i,K+r}
+    Q_ik <- Q_ik + gamma0 (a_i psi_ik + a_k psi_ki)
+                 + gamma0^2 a_i a_k (psi_i^T Omega^+ psi_k + (E[g'(l_i) g'(l_k) E^2] + Delta E[g'g']) / alpha)
+
+the linear term, the squared population gradient (the gradient E[g'(l_i) E x] lies in the span of the weights;
+its Gram matrix in overlap space is psi Omega^+ psi^T) and the finite-batch term phi^HD / alpha. This is seed 002's
+eq. (6) with (n_b, gamma_d) = (alpha d, gamma0) split into its pairs of distinct samples and its diagonal (the
+transcription's second sum names sigma'(lambda_{l'}), a typo for lambda_l; its 1/p factors are the "mean" readout,
+absorbed here in the effective second layers). Its step gamma0 is the simulator's ``lr / d`` because the seed's
+weights have unit norm (lambda = w.z) and ours norm sqrt d. The clock is t = iteration (t = 0, 1, ..., steps).
+``spherical=True`` (seed 002's eq. 7): every w_i is rescaled to |w_i|^2 = d after each step (exact in overlap
+space: Q_ik / sqrt(Q_ii Q_kk), M_ir / sqrt(Q_ii)).
+
+Layer-wise training (seed 002): :func:`layerwise` runs the map on the first layer with a fixed, then sets the
+second layer to the population ridge solution a = (E[g(l) g(l)^T] + ridge I)^(-1) E[g(l) y], computed from the
+closed-form I2 kernels; :func:`simulate_layerwise` is its finite-d counterpart (``sgd.simulate`` with
+``batch_size = alpha d``, then ridge regression on fresh samples).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from . import _core
+from ._interrupt import partial_result
+from ._validation import boolean, integer, n_threads_arg, positive, seed_arg
+from .activations import ActivationName, check_activation, sigma
+from .kernels import i2
+from .networks import Network, check_network
+from .overlaps import Overlaps
+from .results import Trajectory
+
+__all__ = ["LayerwiseResult", "iterate", "layerwise", "ridge_readout", "simulate_layerwise"]
+
+_TIME_UNIT = "t = iteration (large-batch map)"
+
+
+def _batch_ratio(batch_ratio: Any) -> float:
+    if batch_ratio is None:
+        raise ValueError("batch_ratio: regime='large_batch' needs the batch size over d, alpha = n_b / d > 0 "
+                         "(got None)")
+    return positive(batch_ratio, "batch_ratio")
+
+
+def _steps(steps: Any) -> int:
+    if steps is None:
+        raise ValueError("steps: regime='large_batch' needs the number of iterations (a positive int, got None)")
+    return integer(steps, "steps", 1)
+
+
+def iterate(
+    overlaps: Overlaps,
+    activation: str,
+    teacher_activation: str,
+    *,
+    lr: float,
+    batch_ratio: float | None,
+    steps: int | None,
+    noise: float = 0.0,
+    spherical: bool = False,
+    n_threads: int | None = None,
+) -> Trajectory:
+    """Iterate the large-batch map ``steps`` times from ``overlaps`` (see the module docstring).
+
+    ``lr`` is the step gamma0 (the simulator's ``lr / d``), ``batch_ratio`` alpha = n_b / d; the second layer a
+    stays fixed. Returns a :class:`~twolayer.Trajectory` with one row per iteration, t = 0, 1, ..., steps
+    (``time_unit`` "t = iteration"); a state that is not finite or leaves the PSD cone stops it with
+    ``status="diverged"``. Called by ``twolayer.ode.integrate(..., regime="large_batch")``, which validates the
+    overlaps and activations.
+    """
+    gamma0 = positive(lr, "lr", allow_zero=True)
+    alpha = _batch_ratio(batch_ratio)
+    T = _steps(steps)
+    noise_ = positive(noise, "noise", allow_zero=True)
+    spherical = boolean(spherical, "spherical")
+    if activation == "step":
+        raise ValueError("activation: the step activation's derivative is a delta; the large-batch map (like online "
+                         "SGD) needs E[g'(l_i)^2 E^2], which is infinite for step units")
+    if spherical and not np.allclose(np.diag(overlaps.Q), 1.0, rtol=0, atol=1e-10):
+        raise ValueError("overlaps: spherical=True needs diag(Q) = 1 (weights on the sphere |w|^2 = d)")
+    meta = {"activation": activation, "teacher_activation": teacher_activation, "regime": "large_batch",
+            "spherical": int(spherical), "lr": gamma0, "batch_ratio": alpha, "steps": T, "noise": noise_}
+
+    def to_trajectory(out: dict[str, Any]) -> Trajectory:
+        return Trajectory(t=out["t"], Q=out["Q"], M=out["M"], a=out["a"], risk=out["risk"],
+                          status=str(out["status"]), message=str(out["message"]), time_unit=_TIME_UNIT,
+                          meta={**meta, "n_rhs": int(out["n_rhs"]), "n_steps": int(out["n_steps"])},
+                          P=overlaps.P.copy(), v=overlaps.v.copy(), stop_time=float(out["stop_time"]))
+
+    with partial_result(to_trajectory):
+        out = _core.large_batch_iterate(overlaps.Q, overlaps.M, overlaps.a, overlaps.P, overlaps.v, activation,
+                                        teacher_activation, gamma0, alpha, T, noise_, spherical,
+                                        n_threads_arg(n_threads))
+    return to_trajectory(out)
+
+
+def ridge_readout(
+    overlaps: Overlaps, activation: ActivationName, teacher_activation: ActivationName, ridge: float = 0.0
+) -> NDArray[np.float64]:
+    """The population ridge second layer for the first layer of ``overlaps``:
+    a = (I2_ss + ridge I)^(-1) I2_st v, with (I2_ss)_ik = E[g(l_i) g(l_k)] and (I2_st)_ir = E[g(l_i) t(l*_r)]
+    (closed-form I2 kernels), the minimiser of (1/2) E[(y - sum_i a_i g(l_i))^2] + (ridge/2) |a|^2 (effective
+    second layer; label noise does not enter). ``ridge`` >= 0; with ridge = 0 a singular I2_ss gets the
+    minimum-norm solution (least squares)."""
+    act = check_activation(activation, "activation")
+    t_act = check_activation(teacher_activation, "teacher_activation")
+    lam = positive(ridge, "ridge", allow_zero=True)
+    Q, M, P = overlaps.Q, overlaps.M, overlaps.P
+    K, Mt = M.shape
+    cq = np.empty((K, K, 2, 2))
+    cq[..., 0, 0] = np.diag(Q)[:, None]
+    cq[..., 1, 1] = np.diag(Q)[None, :]
+    cq[..., 0, 1] = cq[..., 1, 0] = Q
+    cm = np.empty((K, Mt, 2, 2))
+    cm[..., 0, 0] = np.diag(Q)[:, None]
+    cm[..., 1, 1] = np.diag(P)[None, :]
+    cm[..., 0, 1] = cm[..., 1, 0] = M
+    A = np.asarray(i2(act, act, cq)) + lam * np.eye(K)
+    b = np.asarray(i2(act, t_act, cm)) @ overlaps.v
+    return np.asarray(np.linalg.lstsq(A, b, rcond=None)[0], dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class LayerwiseResult:
+    """Layer-wise training: ``first`` the first-layer phase (a fixed), ``a`` the ridge second layer fitted after it
+    (effective units), ``risk`` the excess population risk with that second layer, ``overlaps`` the final state."""
+
+    first: Trajectory
+    a: NDArray[np.float64]
+    risk: float
+    overlaps: Overlaps
+
+
+def _final_overlaps(traj: Trajectory, a: NDArray[np.float64], act: str, t_act: str) -> Overlaps:
+    return Overlaps(traj.Q[-1], traj.M[-1], traj.P, a, traj.v, activation=act, teacher_activation=t_act)
+
+
+def _risk(ov: Overlaps, act: str, t_act: str) -> float:
+    out = _core.ode_integrate(ov.Q, ov.M, ov.a, ov.P, ov.v, act, t_act, "gradient_flow", False, 0.0, 0.0, 0.0,
+                              np.zeros(1), "euler", 1.0, 0.0, 0.0)
+    return float(out["risk"][0])
+
+
+def layerwise(
+    overlaps: Overlaps,
+    activation: str | None = None,
+    teacher_activation: str | None = None,
+    *,
+    lr: float,
+    batch_ratio: float,
+    steps: int,
+    ridge: float = 0.0,
+    noise: float = 0.0,
+    spherical: bool = False,
+    n_threads: int | None = None,
+) -> LayerwiseResult:
+    """Seed 002's layer-wise training in the large-batch limit: ``steps`` iterations of the map on the first layer
+    with the second fixed (:func:`iterate`), then the second layer by population ridge regression
+    (:func:`ridge_readout`) on the learned features."""
+    from .ode import integrate  # the validated entry point (activations from the overlaps if not given)
+
+    first = integrate(overlaps, activation, teacher_activation, lr=lr, regime="large_batch",
+                      batch_ratio=batch_ratio, steps=steps, noise=noise, spherical=spherical, n_threads=n_threads)
+    act, t_act = str(first.meta["activation"]), str(first.meta["teacher_activation"])
+    last = _final_overlaps(first, first.a[-1], act, t_act)
+    a = ridge_readout(last, act, t_act, ridge)
+    final = _final_overlaps(first, a, act, t_act)
+    return LayerwiseResult(first=first, a=a, risk=_risk(final, act, t_act), overlaps=final)
+
+
+def simulate_layerwise(
+    student: Network,
+    teacher: Network,
+    *,
+    lr: float,
+    batch_size: int,
+    steps: int,
+    ridge: float = 0.0,
+    n_ridge: int | None = None,
+    noise: float = 0.0,
+    spherical: bool = False,
+    seed: int = 0,
+) -> LayerwiseResult:
+    """Layer-wise training at finite d: ``steps`` SGD steps on the first layer (``sgd.simulate`` with ``lr``,
+    ``batch_size``, second layer fixed; for the large-batch regime lr = gamma0 d, batch_size = alpha d), then the
+    second layer by ridge regression on ``n_ridge`` fresh samples (default: ``batch_size``):
+    minimise (1/2n) sum (y - c sum_i a_i g(l_i))^2 + (ridge/2) |c a|^2 in the effective second layer c a.
+    The returned ``a`` and ``risk`` (exact, from the overlaps) are effective, as in :func:`layerwise`."""
+    from .sgd import simulate
+
+    student = check_network(student, "student")
+    teacher = check_network(teacher, "teacher")
+    T = integer(steps, "steps", 1)
+    lam = positive(ridge, "ridge", allow_zero=True)
+    n = integer(batch_size if n_ridge is None else n_ridge, "n_ridge", 1)
+    seed_ = seed_arg(seed)
+    d = student.d
+    first = simulate(student, teacher, lr=lr, batch_size=batch_size, t_max=T / d, records=T + 1, noise=noise,
+                     spherical=spherical, seed=seed_)
+    assert isinstance(first, Trajectory) and first.student is not None
+    net = first.student
+    rng = np.random.default_rng([seed_, 0x5EED002])  # the ridge samples: a stream apart from the simulator's
+    X = rng.standard_normal((n, d))
+    s = math.sqrt(net.scale)
+    G = sigma(net.activation, X @ net.W.T / s)  # (n, K) features
+    y = teacher(X) + math.sqrt(positive(noise, "noise", allow_zero=True)) * rng.standard_normal(n)
+    a = np.linalg.lstsq(G.T @ G / n + lam * np.eye(net.K), G.T @ y / n, rcond=None)[0]
+    act, t_act = net.activation, teacher.activation
+    final = Overlaps(first.Q[-1], first.M[-1], first.P, a, first.v, activation=act, teacher_activation=t_act)
+    return LayerwiseResult(first=first, a=np.asarray(a, dtype=np.float64), risk=_risk(final, act, t_act),
+                           overlaps=final)
