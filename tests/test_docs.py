@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 import twolayer as tl
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"

@@ -1,7 +1,8 @@
 """twolayer: learning dynamics of two-layer neural networks in the teacher-student setting.
 
-Layers (see the documentation's home and Conventions pages): Gaussian angle kernels (:mod:`twolayer.kernels`), population quantities
-(:mod:`twolayer.population`) and, built on them, order-parameter dynamics and weight-space simulations.
+Layers (see the documentation's home and Conventions pages): Gaussian angle kernels (:mod:`twolayer.kernels`),
+population quantities (:mod:`twolayer.population`) and, built on them, order-parameter dynamics and weight-space
+simulations.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Order-parameter ODEs: online SGD in the high-dimensional limit (Saad-Solla) and population gradient flow.
 
-Conventions (the documentation's Conventions page): student pre-activations l_i = w_i . x / sqrt(d), x ~ N(0, I_d); Q = W W^T / d,
-M = W W*^T / d, P = W* W*^T / d; output f = sum_i a_i g(l_i) with the *effective* (readout-scaled) second
-layer a held by :class:`~twolayer.Overlaps`; teacher y = sum_r v_r t(l*_r) + sqrt(Delta) xi; error
-E = y - f. With E over (l, l*) ~ N(0, Omega), Omega = [[Q, M], [M^T, P]]:
+Conventions (the documentation's Conventions page): student pre-activations l_i = w_i . x / sqrt(d),
+x ~ N(0, I_d); Q = W W^T / d, M = W W*^T / d, P = W* W*^T / d; output f = sum_i a_i g(l_i) with the
+*effective* (readout-scaled) second layer a held by :class:`~twolayer.Overlaps`; teacher
+y = sum_r v_r t(l*_r) + sqrt(Delta) xi; error E = y - f. With E over (l, l*) ~ N(0, Omega), Omega = [[Q, M], [M^T, P]]:
 
 * ``dM_ir/dt = lr a_i E[g'(l_i) l*_r E]``
 * ``dQ_ik/dt = lr a_i E[g'(l_i) l_k E] + lr a_k E[g'(l_k) l_i E]

@@ -12,7 +12,8 @@ both evaluated before the step. One online step of learning rate lr is in expect
 gradient descent with learning rate lr, and the d -> infinity limit is ``tl.ode.integrate`` with the same
 ``lr``, ``lr_readout``, ``noise`` and ``readout`` (in the ODE's effective units the readout moves with
 c^2 lr_readout). ``spherical=True`` (spherical SGD, as in "Escaping mediocrity", Arnaboldi et al. 2023) then
-rescales every w_i to ``|w_i|^2 = s``, i.e. Q_ii = 1 (the initial weights are projected too). Trajectory.a holds the effective second layer c a, as Overlaps does.
+rescales every w_i to ``|w_i|^2 = s``, i.e. Q_ii = 1 (the initial weights are projected too). Trajectory.a
+holds the effective second layer c a, as Overlaps does.
 
 Time is t = steps / d. Online (``n_samples=None``): every step draws B fresh samples. With ``n_samples=n``
 (the correlated-samples regime of "First order optimization methods in two-layer neural networks training",

@@ -74,9 +74,12 @@ class MultistartResult:
 
     Notes
     -----
-    :meth:`table` summarises how often each family is reached. The partial result of :class:`twolayer.Interrupted` holds the search's end points as they are, not refined
-    or classified (kind "unclassified", index -1; :func:`classify_batch` does the rest); runs cut short have
-    status and kind "interrupted" and keep their last iterate (NaN loss if never started).
+    :meth:`table` summarises how often each family is reached. The partial
+    result of :class:`twolayer.Interrupted` holds the search's end points as
+    they are, not refined or classified (kind "unclassified", index -1;
+    :func:`classify_batch` does the rest); runs cut short have status and
+    kind "interrupted" and keep their last iterate (NaN loss if never
+    started).
 
     Examples
     --------
