@@ -22,6 +22,7 @@ extensions = [
     "sphinx.ext.mathjax",
     "sphinx.ext.viewcode",
     "numpydoc",
+    "sphinx-mathjax-offline",  # MathJax served from the built site: the pages' equations render offline too
 ]
 
 exclude_patterns = ["_build", "README.md"]
@@ -36,6 +37,39 @@ autosummary_generate = False
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
 numpydoc_xref_param_type = False
+
+
+
+def _skip_dataclass_fields(app, what, name, obj, skip, options):
+    """Dataclass fields are documented by their class docstring's Parameters / Attributes section; skip the bare
+    field entries autodoc would add (methods and properties of the same name are kept)."""
+    if what == "class" and name in _FIELDS and not (callable(obj) or isinstance(obj, property)):
+        return True
+    return None
+
+
+def _dataclass_fields() -> set[str]:
+    import dataclasses
+    import importlib
+    import pkgutil
+
+    names: set[str] = set()
+    for info in pkgutil.walk_packages(twolayer.__path__, "twolayer."):
+        if info.name.endswith("_core"):
+            continue
+        module = importlib.import_module(info.name)
+        for obj in vars(module).values():
+            if isinstance(obj, type) and dataclasses.is_dataclass(obj):
+                names.update(f.name for f in dataclasses.fields(obj))
+    return names
+
+
+_FIELDS = _dataclass_fields()
+
+
+def setup(app):
+    app.connect("autodoc-skip-member", _skip_dataclass_fields)
+
 
 # The docstring examples run in the default test run (tests/test_docs.py); the doctest builder runs the
 # examples on the pages.

@@ -446,11 +446,6 @@ def integrate_batch(
     progress : bool
         Show a ``tqdm.auto`` bar of members finished (off by default; no effect on the results).
 
-    Activations (from the arguments, else from the overlaps as in :func:`integrate`), regime, method and output
-    times are shared by every member; the other arguments are as in :func:`integrate`. Each member is integrated
-    exactly as :func:`integrate` would integrate it alone (bitwise: same steps, same rows), with its own step
-    sizes and its own status: a stiff or diverging member does not affect the others.
-
     Returns
     -------
     BatchTrajectory
@@ -460,6 +455,13 @@ def integrate_batch(
         (NaN: no stop), ``n_rhs``. Iterating or indexing it gives each member's :class:`~twolayer.Trajectory`.
         On Ctrl-C, :class:`twolayer.Interrupted`'s ``partial`` is the BatchTrajectory so far: finished members as
         they are, the others with ``status="interrupted"`` and the rows they reached (none if never started).
+
+    Notes
+    -----
+    Activations (from the arguments, else from the overlaps as in :func:`integrate`), regime, method and output
+    times are shared by every member; the other arguments are as in :func:`integrate`. Each member is integrated
+    exactly as :func:`integrate` would integrate it alone (bitwise: same steps, same rows), with its own step
+    sizes and its own status: a stiff or diverging member does not affect the others.
 
     Examples
     --------

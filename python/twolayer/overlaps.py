@@ -228,23 +228,26 @@ def _read_only(x: NDArray[np.float64]) -> NDArray[np.float64]:
 
 @dataclass(frozen=True, eq=False)
 class BatchOverlaps:
-    """B systems of equal K and M stacked along a leading batch axis: Q (B, K, K), M (B, K, M), P (B, M, M),
-    a (B, K), v (B, M).
+    """B systems of equal K and M stacked along a leading batch axis.
+
+    Q (B, K, K), M (B, K, M), P (B, M, M), a (B, K), v (B, M). The arrays are
+    copied and made read-only, and validated once on construction, all
+    members together (:func:`check_stack`); an error names the first bad
+    member, e.g. ``"Q[17]: expected a positive semi-definite matrix, ..."``.
+    ``len()`` is B, indexing gives the member's :class:`Overlaps`, and
+    :meth:`stack` builds one from a sequence of :class:`Overlaps` of equal
+    shape.
 
     Parameters
     ----------
     Q, M, a : array_like
         Per member, shapes (B, K, K), (B, K, M), (B, K).
     P, v : array_like
-        Per member, (B, M, M) and (B, M), or one teacher shared by every member, (M, M) and (M,) (then stored
-        as a broadcast view, no copy).
+        Per member, (B, M, M) and (B, M), or one teacher shared by every
+        member, (M, M) and (M,) (then stored as a broadcast view, no copy).
     activation, teacher_activation : str, optional
-        The activations of the networks the overlaps describe (None: not known; the ODE then needs them).
-
-    The arrays are copied and made read-only, and validated once on construction, all members together
-    (:func:`check_stack`); an error names the first bad member, e.g. ``"Q[17]: expected a positive
-    semi-definite matrix, ..."``. ``len()`` is B, indexing gives the member's :class:`Overlaps`, and
-    :meth:`stack` builds one from a sequence of :class:`Overlaps` of equal shape.
+        The activations of the networks the overlaps describe (None: not
+        known; the ODE then needs them).
 
     Examples
     --------

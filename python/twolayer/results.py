@@ -286,6 +286,8 @@ class BatchTrajectory:
     meta : dict
         The parameters shared by every member (activations, regime, method, ...).
 
+    Notes
+    -----
     ``len()`` is B; ``batch[b]`` (and iteration) gives member b as a :class:`Trajectory` whose arrays are views of
     its rows (plus the crossing row of an early stop, copied), trimmed to its own K and M — exactly what
     :func:`twolayer.ode.integrate` returns for that member alone.
