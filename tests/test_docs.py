@@ -142,3 +142,15 @@ def test_no_design_md_citations() -> None:
     hits = [str(p) for root in roots if root.is_dir() for p in root.rglob("*") if p.suffix in (".py", ".hpp", ".cpp")
             and "DESIGN.md" in p.read_text(encoding="utf-8")]
     assert not hits, f"DESIGN.md cited in {hits}; cite the documentation's conventions page instead"
+
+
+def test_every_public_module_has_an_api_page() -> None:
+    """Each public module of the package has its page in the API reference (docs/api/<name>.rst, listed in
+    docs/api/index.rst), so a new module cannot go undocumented."""
+    if not DOCS.is_dir():
+        pytest.skip("no docs/ directory beside tests/ (tests run from an installed copy)")
+    modules = sorted(m.name for m in pkgutil.iter_modules(tl.__path__) if not m.name.startswith("_"))
+    index = (DOCS / "api" / "index.rst").read_text(encoding="utf-8")
+    missing = [m for m in modules if not (DOCS / "api" / f"{m}.rst").is_file()
+               or not re.search(rf"^\s+{m}\s*$", index, re.MULTILINE)]
+    assert not missing, f"no API page (docs/api/<name>.rst in docs/api/index.rst's toctree) for {missing}"
