@@ -1,7 +1,8 @@
 """twolayer: learning dynamics of two-layer neural networks in the teacher-student setting.
 
-Layers (see DESIGN.md): Gaussian angle kernels (:mod:`twolayer.kernels`), population quantities
-(:mod:`twolayer.population`) and, built on them, order-parameter dynamics and weight-space simulations.
+Layers (see the documentation's home and Conventions pages): Gaussian angle kernels (:mod:`twolayer.kernels`),
+population quantities (:mod:`twolayer.population`) and, built on them, order-parameter dynamics and weight-space
+simulations.
 """
 
 from __future__ import annotations
@@ -18,8 +19,21 @@ __version__: str = _core.build_info()["version"]
 
 
 def build_info() -> dict[str, Any]:
-    """Version, OpenMP on/off, OpenMP's default thread count, the thread cap of one call and CUDA on/off of the
-    compiled core."""
+    """How the compiled core was built.
+
+    Returns
+    -------
+    dict
+        ``version``, ``openmp`` (on/off), ``max_threads`` (OpenMP's default
+        thread count), ``thread_limit`` (the thread cap of one call),
+        ``cuda`` (on/off), and whatever else the core reports.
+
+    Examples
+    --------
+    >>> info = tl.build_info()
+    >>> info["version"] == tl.__version__
+    True
+    """
     return dict(_core.build_info())
 
 

@@ -20,18 +20,84 @@ ACTIVATIONS: tuple[str, ...] = ("linear", "erf", "relu", "step", "quadratic")
 
 
 def check_activation(name: object, argument: str = "activation") -> str:
-    """Return ``name`` if it is a known activation: TypeError (not a str) or ValueError (unknown name) naming
-    ``argument`` otherwise."""
+    """Check an activation name.
+
+    Parameters
+    ----------
+    name : object
+        The name to check.
+    argument : str, default "activation"
+        The argument name the error message names.
+
+    Returns
+    -------
+    str
+        ``name``, if it is one of ``ACTIVATIONS``.
+
+    Raises
+    ------
+    TypeError
+        ``name`` is not a str.
+    ValueError
+        ``name`` is not a known activation.
+
+    Examples
+    --------
+    >>> tl.activations.check_activation("relu")
+    'relu'
+    >>> tl.activations.check_activation("tanh", "act_b")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    ValueError: act_b: expected one of ...
+    """
     return choice(name, argument, ACTIVATIONS)
 
 
 def sigma(name: ActivationName, x: ArrayLike) -> NDArray[np.float64]:
-    """sigma(x), elementwise, in the shape of ``x`` (NaN in, NaN out)."""
+    """sigma(x), elementwise.
+
+    Parameters
+    ----------
+    name : str
+        The activation (see the module docstring).
+    x : array_like
+        Inputs (NaN in, NaN out).
+
+    Returns
+    -------
+    ndarray
+        sigma(x) in the shape of ``x``.
+
+    Examples
+    --------
+    >>> tl.activations.sigma("relu", [-1.0, 2.0])
+    array([0., 2.])
+    """
     arr = as_float_array(x, "x", finite=False)
     return _core.sigma(check_activation(name), arr).reshape(np.shape(x))
 
 
 def derivative(name: ActivationName, x: ArrayLike) -> NDArray[np.float64]:
-    """sigma'(x), elementwise, in the shape of ``x`` (0 for ``step``, whose derivative is a delta)."""
+    """sigma'(x), elementwise (0 for ``step``, whose derivative is a delta).
+
+    Parameters
+    ----------
+    name : str
+        The activation (see the module docstring).
+    x : array_like
+        Inputs.
+
+    Returns
+    -------
+    ndarray
+        sigma'(x) in the shape of ``x``.
+
+    Examples
+    --------
+    erf(s / sqrt 2) has slope sqrt(2 / pi) at 0:
+
+    >>> print(f"{tl.activations.derivative('erf', 0.0):.6f}")
+    0.797885
+    """
     arr = as_float_array(x, "x", finite=False)
     return _core.dsigma(check_activation(name), arr).reshape(np.shape(x))

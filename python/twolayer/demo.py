@@ -1,6 +1,6 @@
-"""The main job, ``twolayer demo``: seed 000's experiment and the Saad-Solla plateau (ODE and SGD).
+"""The main job, ``twolayer demo``: Mariantoni & Chizat's symmetry-breaking experiment and the Saad-Solla plateau.
 
-Seed 000 (Mariantoni & Chizat): step units (sigma = 1(s > 0)), m = 4 teacher and 4 student units in d = 50,
+Mariantoni & Chizat (2022): step units (sigma = 1(s > 0)), m = 4 teacher and 4 student units in d = 50,
 trained by gradient descent on the population loss. Students and teachers start either with i.i.d. Gaussian
 entries or as one orthonormal set of 2m vectors ("orthogonal dynamics"). The orthogonal start is invariant under
 permutations of the units, so descent stays on a symmetric saddle (excess risk ~0.356) for a long time; Gaussian
@@ -31,6 +31,31 @@ from .results import Trajectory
 
 @dataclass
 class DemoConfig:
+    """The symmetry-breaking experiment of Mariantoni & Chizat (2022).
+
+    Attributes
+    ----------
+    units : int, default 4
+        Teacher and student units m.
+    d : int, default 50
+        Input dimension.
+    lr : float, default 1.0
+        Step of population gradient descent.
+    steps : int, default 20000
+        Iterations.
+    seeds : tuple of int
+        One run per seed and initialisation.
+    inits : tuple of str
+        ``"gaussian"`` and/or ``"orthogonal"``.
+    records : int, default 60
+        Log-spaced records per run.
+
+    Examples
+    --------
+    >>> tl.demo.DemoConfig(units=2, d=8, steps=100)
+    DemoConfig(units=2, d=8, lr=1.0, steps=100, seeds=(0, 1, 2, 3, 4), inits=('gaussian', 'orthogonal'), records=60)
+    """
+
     units: int = 4
     d: int = 50
     lr: float = 1.0
@@ -42,6 +67,29 @@ class DemoConfig:
 
 @dataclass
 class PlateauConfig:
+    """The Saad-Solla plateau panel: an erf K = M = 2 student by online SGD and the ODE.
+
+    Attributes
+    ----------
+    d : int, default 1000
+        Input dimension of the SGD runs.
+    lr : float, default 1.0
+        Learning rate.
+    t_max : float, default 200.0
+        Duration (t = steps / d).
+    seeds : int, default 5
+        SGD runs.
+    student_scale : float, default 0.3
+        Student entries N(0, scale^2): Q ~ scale^2 I, M ~ scale / sqrt(d).
+    records : int, default 201
+        Recorded times.
+
+    Examples
+    --------
+    >>> tl.demo.PlateauConfig(d=20, t_max=5.0, seeds=2, records=6).t_max
+    5.0
+    """
+
     d: int = 1000
     lr: float = 1.0
     t_max: float = 200.0
@@ -52,6 +100,24 @@ class PlateauConfig:
 
 @dataclass
 class PlateauResult:
+    """What :func:`run_plateau` returns.
+
+    Attributes
+    ----------
+    config : PlateauConfig
+        The configuration.
+    ode : Trajectory
+        The ODE from the SGD runs' initial overlaps.
+    sgd : twolayer.sgd.Ensemble
+        The SGD runs.
+
+    Examples
+    --------
+    >>> cfg = tl.demo.PlateauConfig(d=20, t_max=5.0, seeds=2, records=6)
+    >>> tl.demo.run_plateau(cfg).sgd
+    Ensemble(runs=2, T=6, diverged=0, converged=0, seed=11)
+    """
+
     config: PlateauConfig
     ode: Trajectory
     sgd: sgd.Ensemble
@@ -59,12 +125,32 @@ class PlateauResult:
 
 @dataclass
 class DemoResult:
+    """What :func:`run_seed000` and :func:`run` return.
+
+    Attributes
+    ----------
+    config : DemoConfig
+        The configuration.
+    runs : dict of str to list of Trajectory
+        The descent runs per initialisation, one per seed.
+    plateau : PlateauResult or None
+        The plateau panel (filled by :func:`run`).
+
+    Examples
+    --------
+    >>> cfg = tl.demo.DemoConfig(units=2, d=8, steps=100, seeds=(0, 1), records=5)
+    >>> print(tl.demo.run_seed000(cfg).table())
+    init         seeds      median         min         max   reached < 1e-2
+    gaussian         2     0.05131    0.008911     0.09371         1 of 2
+    orthogonal       2      0.1647      0.1647      0.1647         0 of 2
+    """
+
     config: DemoConfig
     runs: dict[str, list[Trajectory]] = field(default_factory=dict)
     plateau: PlateauResult | None = None
 
     def table(self) -> str:
-        """A short text table: final excess risk per initialisation."""
+        """A short text table: final excess risk per initialisation (and the plateau's)."""
         lines = [f"{'init':<12}{'seeds':>6}{'median':>12}{'min':>12}{'max':>12}{'  reached < 1e-2':>17}"]
         for init, runs in self.runs.items():
             final = np.array([r.final_risk for r in runs])
@@ -107,7 +193,27 @@ def _check_config(config: object, cls: type, name: str) -> None:
 
 
 def run_seed000(config: DemoConfig | None = None, progress: bool = False) -> DemoResult:
-    """Population gradient descent for every (init, seed) of ``config``."""
+    """Population gradient descent for every (init, seed) of ``config``.
+
+    Parameters
+    ----------
+    config : DemoConfig, optional
+        Default: ``DemoConfig()`` (m = 4, d = 50, five seeds).
+    progress : bool, default False
+        A tqdm bar over the runs.
+
+    Returns
+    -------
+    DemoResult
+        Without the plateau panel.
+
+    Examples
+    --------
+    >>> cfg = tl.demo.DemoConfig(units=2, d=8, steps=100, seeds=(0,), records=5)
+    >>> res = tl.demo.run_seed000(cfg)
+    >>> sorted(res.runs), len(res.runs["gaussian"][0].t)
+    (['gaussian', 'orthogonal'], 5)
+    """
     cfg = DemoConfig() if config is None else config
     _check_config(cfg, DemoConfig, "config")
     progress = boolean(progress, "progress")
@@ -126,7 +232,26 @@ def run_seed000(config: DemoConfig | None = None, progress: bool = False) -> Dem
 
 
 def run_plateau(config: PlateauConfig | None = None, progress: bool = False) -> PlateauResult:
-    """The erf K = M = 2 plateau: SGD ensemble at finite d and the ODE from the same initial overlaps."""
+    """The erf K = M = 2 plateau: SGD ensemble at finite d and the ODE from the same initial overlaps.
+
+    Parameters
+    ----------
+    config : PlateauConfig, optional
+        Default: ``PlateauConfig()`` (d = 1000, five seeds).
+    progress : bool, default False
+        A tqdm bar over the SGD steps.
+
+    Returns
+    -------
+    PlateauResult
+
+    Examples
+    --------
+    >>> cfg = tl.demo.PlateauConfig(d=20, t_max=5.0, seeds=2, records=6)
+    >>> res = tl.demo.run_plateau(cfg)
+    >>> bool(np.array_equal(res.ode.t, res.sgd.t))
+    True
+    """
     cfg = PlateauConfig() if config is None else config
     _check_config(cfg, PlateauConfig, "config")
     student, teacher = teacher_student(2, 2, cfg.d, "erf", init="orthogonal", seed=7)
@@ -140,7 +265,27 @@ def run_plateau(config: PlateauConfig | None = None, progress: bool = False) -> 
 
 
 def write_csv(result: DemoResult, path: str) -> None:
-    """Long format: panel, series, seed (or -1), time (iterations or t = steps / d), excess risk."""
+    """Write the demo's data as CSV.
+
+    Long format: panel, series, seed (or -1), time (iterations or
+    t = steps / d), excess risk.
+
+    Parameters
+    ----------
+    result : DemoResult
+        The results.
+    path : str
+        The file to write.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> cfg = tl.demo.DemoConfig(units=2, d=8, steps=10, seeds=(0,), records=3)
+    >>> with tempfile.TemporaryDirectory() as out:
+    ...     tl.demo.write_csv(tl.demo.run_seed000(cfg), os.path.join(out, "demo.csv"))
+    ...     print(open(os.path.join(out, "demo.csv")).readline().strip())
+    panel,series,seed,time,risk
+    """
     with open(path, "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["panel", "series", "seed", "time", "risk"])
@@ -187,10 +332,40 @@ def _write(path: str, writer: Callable[[str], object]) -> None:
 
 def run(out: str = ".", progress: bool = False, config: DemoConfig | None = None,
         plateau: PlateauConfig | None = None) -> DemoResult:
-    """Run the demo, print nothing, write demo.csv and demo.png into ``out``; return the results.
+    """Run the demo, print nothing, write demo.csv and demo.png into ``out``.
 
-    The arguments are checked and ``out`` is created and tested for writing before the (minutes long) runs
-    start; a failure to write raises OSError whose message names the file and the directory."""
+    The arguments are checked and ``out`` is created and tested for writing
+    before the runs start; a failure to write raises OSError whose message
+    names the file and the directory. Needs matplotlib (the ``plot`` extra).
+
+    Parameters
+    ----------
+    out : str, default "."
+        Output directory (created if needed).
+    progress : bool, default False
+        Progress bars.
+    config : DemoConfig, optional
+        The symmetry-breaking experiment (default ``DemoConfig()``).
+    plateau : PlateauConfig, optional
+        The plateau panel (default ``PlateauConfig()``).
+
+    Returns
+    -------
+    DemoResult
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> cfg = tl.demo.DemoConfig(units=2, d=8, steps=10, seeds=(0,), records=3)
+    >>> plateau = tl.demo.PlateauConfig(d=20, t_max=2.0, seeds=2, records=3)
+    >>> with tempfile.TemporaryDirectory() as out:  # doctest: +SKIP
+    ...     res = tl.demo.run(out, config=cfg, plateau=plateau)
+    ...     sorted(os.listdir(out))
+    ['demo.csv', 'demo.png']
+
+    (Not run by the doctests, it takes seconds: ``tests/test_cli.py`` runs
+    the demo.)
+    """
     progress = boolean(progress, "progress")
     _check_config(DemoConfig() if config is None else config, DemoConfig, "config")
     _check_config(PlateauConfig() if plateau is None else plateau, PlateauConfig, "plateau")

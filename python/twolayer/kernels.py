@@ -41,17 +41,92 @@ def _batched(fn: Any, C: ArrayLike, n: int, n_threads: int | None, *acts: str) -
 
 
 def i2(act_a: ActivationName, act_b: ActivationName, C: ArrayLike, n_threads: int | None = None) -> Any:
-    """E[a(l1) b(l2)] for (l1, l2) ~ N(0, C); C (..., 2, 2) -> (...)."""
+    """E[a(l1) b(l2)] for (l1, l2) ~ N(0, C), in closed form for every pair.
+
+    Parameters
+    ----------
+    act_a, act_b : str
+        Activations a and b: ``"linear"``, ``"erf"``, ``"relu"``, ``"step"``
+        or ``"quadratic"``.
+    C : array_like, shape (..., 2, 2)
+        Covariances: finite, symmetric, positive semi-definite.
+    n_threads : int, optional
+        OpenMP threads (None: the OpenMP default).
+
+    Returns
+    -------
+    float or ndarray, shape (...)
+        One value per covariance.
+
+    Examples
+    --------
+    Step units: (pi - theta) / (2 pi) with cos(theta) = C12 / sqrt(C11 C22).
+
+    >>> C = np.array([[1.0, 0.5], [0.5, 1.0]])
+    >>> print(f"{tl.kernels.i2('step', 'step', C):.6f}")
+    0.333333
+    >>> tl.kernels.i2("relu", "erf", np.stack([C, C])).shape
+    (2,)
+    """
     return _batched(_core.i2, C, 2, n_threads, check_activation(act_a, "act_a"), check_activation(act_b, "act_b"))
 
 
 def i3(act: ActivationName, act_b: ActivationName, C: ArrayLike, n_threads: int | None = None) -> Any:
-    """E[s'(l1) l2 b(l3)] for (l1, l2, l3) ~ N(0, C); C (..., 3, 3) -> (...)."""
+    """E[s'(l1) l2 b(l3)] for (l1, l2, l3) ~ N(0, C).
+
+    The first-order term of the ODE (see the documentation's Conventions
+    page); from I2 by Stein's lemma, so it exists for every pair.
+
+    Parameters
+    ----------
+    act : str
+        Activation s whose derivative is taken.
+    act_b : str
+        Activation b.
+    C : array_like, shape (..., 3, 3)
+        Covariances: finite, symmetric, positive semi-definite.
+    n_threads : int, optional
+        OpenMP threads (None: the OpenMP default).
+
+    Returns
+    -------
+    float or ndarray, shape (...)
+        One value per covariance.
+
+    Examples
+    --------
+    >>> C = np.array([[1.0, 0.5, 0.2], [0.5, 1.0, 0.3], [0.2, 0.3, 1.0]])
+    >>> print(f"{tl.kernels.i3('erf', 'erf', C):.6f}")
+    0.079978
+    """
     return _batched(_core.i3, C, 3, n_threads, check_activation(act, "act"), check_activation(act_b, "act_b"))
 
 
 def j2(act: ActivationName, C: ArrayLike, n_threads: int | None = None) -> Any:
-    """E[s'(l1) s'(l2)] for (l1, l2) ~ N(0, C); C (..., 2, 2) -> (...)."""
+    """E[s'(l1) s'(l2)] for (l1, l2) ~ N(0, C): the label-noise term of the ODE.
+
+    Parameters
+    ----------
+    act : str
+        Activation s.
+    C : array_like, shape (..., 2, 2)
+        Covariances: finite, symmetric, positive semi-definite.
+    n_threads : int, optional
+        OpenMP threads (None: the OpenMP default).
+
+    Returns
+    -------
+    float or ndarray, shape (...)
+        One value per covariance.
+
+    Examples
+    --------
+    erf: (2 / pi) (1 + C11 + C22 + C11 C22 - C12^2)^(-1/2).
+
+    >>> C = np.array([[1.0, 0.5], [0.5, 1.0]])
+    >>> print(f"{tl.kernels.j2('erf', C):.6f}")
+    0.328749
+    """
     return _batched(_core.j2, C, 2, n_threads, check_activation(act, "act"))
 
 
@@ -62,7 +137,40 @@ def i4(
     C: ArrayLike,
     n_threads: int | None = None,
 ) -> Any:
-    """E[s'(l1) s'(l2) a(l3) b(l4)] for l ~ N(0, C); C (..., 4, 4) -> (...)."""
+    """E[s'(l1) s'(l2) a(l3) b(l4)] for l ~ N(0, C): the eta^2 term of the ODE.
+
+    Closed form for ``linear``, ``quadratic``, ``erf`` and ``step`` units s
+    with any (a, b); for ``relu`` units, (relu, relu) by Price interpolation
+    (one-dimensional quadrature, ~1e-13 relative) and (linear, relu),
+    (linear, linear) in closed form. Other relu pairs raise
+    NotImplementedError.
+
+    Parameters
+    ----------
+    act : str
+        Activation s whose derivative is taken (twice).
+    act_a, act_b : str
+        Activations a and b.
+    C : array_like, shape (..., 4, 4)
+        Covariances: finite, symmetric, positive semi-definite.
+    n_threads : int, optional
+        OpenMP threads (None: the OpenMP default).
+
+    Returns
+    -------
+    float or ndarray, shape (...)
+        One value per covariance.
+
+    Examples
+    --------
+    For linear units it is C34:
+
+    >>> C = np.eye(4) + 0.25 * (np.ones((4, 4)) - np.eye(4))
+    >>> float(tl.kernels.i4("linear", "linear", "linear", C))
+    0.25
+    >>> print(f"{tl.kernels.i4('erf', 'erf', 'erf', C):.6f}")
+    0.020459
+    """
     return _batched(
         _core.i4,
         C,
@@ -75,7 +183,29 @@ def i4(
 
 
 def covariance(*rows: ArrayLike, scale: float = 1.0) -> NDArray[np.float64]:
-    """The covariance of the pre-activations w_k . x / sqrt(scale) for weight vectors ``rows``: Gram / scale."""
+    """The covariance of the pre-activations w_k . x / sqrt(scale).
+
+    For x ~ N(0, I) this is the Gram matrix of the weight vectors over
+    ``scale``.
+
+    Parameters
+    ----------
+    *rows : array_like, shape (d,)
+        One or more weight vectors of equal length.
+    scale : float, default 1.0
+        s in lambda = w . x / sqrt(s) (> 0): d for the ``"sqrt_d"`` scaling.
+
+    Returns
+    -------
+    ndarray, shape (n, n)
+        W W^T / scale for the n rows.
+
+    Examples
+    --------
+    >>> tl.kernels.covariance([1.0, 0.0, 1.0], [0.0, 2.0, 0.0], scale=2.0)
+    array([[1., 0.],
+           [0., 2.]])
+    """
     vs = [as_float_array(r, f"rows[{i}]", ndim=1) for i, r in enumerate(rows)]
     if not vs or any(v.shape != vs[0].shape for v in vs):
         raise ValueError(f"rows: expected one or more vectors of equal length, got shapes {[v.shape for v in vs]}")

@@ -1,7 +1,8 @@
 """Two-layer networks f(x) = c * sum_i a_i sigma(w_i . x / sqrt(s)).
 
 ``scaling="sqrt_d"``: s = d (Saad-Solla/Goldt; overlaps Q = W W^T / d). ``scaling="none"``: s = 1 (lambda = w.x as in
-Safran-Shamir; Q = W W^T). ``readout="sum"`` gives c = 1, ``readout="mean"`` gives c = 1/K (seeds 002-003).
+Safran-Shamir; Q = W W^T). ``readout="sum"`` gives c = 1, ``readout="mean"`` gives c = 1/K (as in the
+first-order-methods and escaping-mediocrity papers). See the documentation's Conventions page.
 """
 
 from __future__ import annotations
@@ -22,7 +23,34 @@ Init = Literal["gaussian", "orthogonal"]
 
 @dataclass(frozen=True, eq=False)
 class Network:
-    """First-layer weights ``W`` (K, d), second layer ``a`` (K,), activation, pre-activation scaling, readout."""
+    """A two-layer network f(x) = c sum_i a_i sigma(w_i . x / sqrt(s)).
+
+    Frozen (immutable attributes) and validated on construction.
+
+    Parameters
+    ----------
+    W : array_like, shape (K, d)
+        First-layer weights, one row w_i per hidden unit.
+    a : array_like, shape (K,), optional
+        Second layer (default: ones).
+    activation : str, default "erf"
+        sigma: ``"linear"``, ``"erf"``, ``"relu"``, ``"step"`` or
+        ``"quadratic"``.
+    scaling : {"sqrt_d", "none"}
+        Pre-activations lambda = w . x / sqrt(d) (``"sqrt_d"``) or w . x
+        (``"none"``).
+    readout : {"sum", "mean"}
+        Readout factor c = 1 (``"sum"``) or 1/K (``"mean"``).
+
+    Examples
+    --------
+    >>> net = tl.Network([[1.0, 0.0], [0.0, 1.0]], [1.0, -1.0], "relu",
+    ...                  scaling="none")
+    >>> net(np.array([[1.0, 2.0], [3.0, -1.0]]))
+    array([-1.,  3.])
+    >>> net.K, net.d
+    (2, 2)
+    """
 
     W: NDArray[np.float64]
     a: NDArray[np.float64]
@@ -76,11 +104,23 @@ class Network:
         return self.a * self.readout_factor
 
     def with_weights(self, W: ArrayLike, a: ArrayLike | None = None) -> Network:
-        """The same architecture with new weights."""
+        """The same architecture with new weights.
+
+        Parameters
+        ----------
+        W : array_like, shape (K', d')
+            First-layer weights.
+        a : array_like, optional
+            Second layer (default: this network's ``a``).
+
+        Returns
+        -------
+        Network
+        """
         return Network(W, self.a if a is None else a, self.activation, self.scaling, self.readout)
 
     def __call__(self, X: ArrayLike) -> NDArray[np.float64]:
-        """Outputs on inputs X (n, d)."""
+        """Outputs f(x) on the rows of ``X`` (n, d): an array of shape (n,)."""
         from .activations import sigma
 
         X_ = as_float_array(X, "X", ndim=2)
@@ -106,16 +146,71 @@ class Network:
         scaling: Scaling = "sqrt_d",
         readout: Readout = "sum",
     ) -> Network:
-        """A random network: ``gaussian`` draws W_ij ~ N(0, 1); ``orthogonal`` draws orthonormal rows scaled to
-        norm sqrt(s), so that Q = I exactly (needs K <= d). ``a`` defaults to ones. ``K``, ``d``: integers in
-        [1, 2**31-1]; ``seed``: None or an integer in [0, 2**64-1]."""
+        """A random network.
+
+        Parameters
+        ----------
+        K, d : int
+            Hidden units and input dimension, in [1, 2**31-1].
+        activation : str, default "erf"
+            The activation.
+        init : {"gaussian", "orthogonal"}
+            ``"gaussian"``: W_ij ~ N(0, 1); ``"orthogonal"``: orthonormal
+            rows scaled to norm sqrt(s), so that Q = I exactly (needs
+            K <= d).
+        seed : int, optional
+            None or an integer in [0, 2**64-1].
+        a : array_like, optional
+            Second layer (default: ones).
+        scaling, readout : str
+            As in :class:`Network`.
+
+        Returns
+        -------
+        Network
+
+        Examples
+        --------
+        >>> net = tl.Network.random(3, 10, init="orthogonal", seed=0)
+        >>> bool(np.allclose(net.W @ net.W.T / 10, np.eye(3)))
+        True
+        """
         W = random_weights(K, d, init, np.random.default_rng(seed_arg(seed, allow_none=True)), scaling)
         return cls(W, a, activation, scaling, readout)
 
 
 def check_network(net: object, name: str) -> Network:
-    """``net`` if it is a :class:`Network` with finite weights (its arrays can be edited in place after
-    construction, so engines re-check them): TypeError / ValueError naming ``name`` otherwise."""
+    """Check that ``net`` is a :class:`Network` with finite weights.
+
+    Its arrays can be edited in place after construction, so the engines
+    re-check them.
+
+    Parameters
+    ----------
+    net : object
+        The object to check.
+    name : str
+        The argument name the error message names.
+
+    Returns
+    -------
+    Network
+        ``net`` itself.
+
+    Raises
+    ------
+    TypeError
+        ``net`` is not a Network.
+    ValueError
+        Its weights are not finite.
+
+    Examples
+    --------
+    >>> tl.networks.check_network(np.eye(2), "student")
+    Traceback (most recent call last):
+        ...
+    TypeError: student: expected a twolayer.Network, got ndarray
+    """
     if not isinstance(net, Network):
         raise TypeError(f"{name}: expected a twolayer.Network, got {type(net).__name__}")
     for field, arr in (("W", net.W), ("a", net.a)):
@@ -125,7 +220,30 @@ def check_network(net: object, name: str) -> Network:
 
 
 def random_weights(K: int, d: int, init: str, rng: np.random.Generator, scaling: str = "sqrt_d") -> NDArray[np.float64]:
-    """K random weight rows in R^d (see :meth:`Network.random`)."""
+    """K random weight rows in R^d (see :meth:`Network.random`).
+
+    Parameters
+    ----------
+    K, d : int
+        Rows and their length.
+    init : {"gaussian", "orthogonal"}
+        N(0, 1) entries, or orthonormal rows (K <= d) scaled to norm sqrt(d)
+        for ``scaling="sqrt_d"`` (norm 1 for ``"none"``).
+    rng : numpy.random.Generator
+        The random stream.
+    scaling : {"sqrt_d", "none"}
+        The scaling the rows are meant for.
+
+    Returns
+    -------
+    ndarray, shape (K, d)
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> tl.networks.random_weights(2, 3, "gaussian", rng).shape
+    (2, 3)
+    """
     K, d = integer(K, "K", 1, INT32_MAX), integer(d, "d", 1, INT32_MAX)
     choice(init, "init", ("gaussian", "orthogonal"))
     choice(scaling, "scaling", ("sqrt_d", "none"))
@@ -151,9 +269,37 @@ def teacher_student(
     scaling: Scaling = "sqrt_d",
     readout: Readout = "sum",
 ) -> tuple[Network, Network]:
-    """A (student, teacher) pair. With ``init="orthogonal"`` the K + M rows of student and teacher together are
-    orthonormal (seed 000's "orthogonal dynamics", needs K + M <= d); otherwise all entries are N(0, 1).
-    ``K``, ``M``, ``d``: integers in [1, 2**31-1]; ``seed``: None or an integer in [0, 2**64-1]."""
+    """A random (student, teacher) pair with unit second layers.
+
+    Parameters
+    ----------
+    K, M, d : int
+        Student units, teacher units and input dimension, in [1, 2**31-1].
+    activation : str, default "erf"
+        The student's activation.
+    teacher_activation : str, optional
+        The teacher's (default: the student's).
+    init : {"gaussian", "orthogonal"}
+        ``"gaussian"``: all entries N(0, 1); ``"orthogonal"``: the K + M rows
+        of student and teacher together orthonormal (the "orthogonal
+        dynamics" of Mariantoni & Chizat; needs K + M <= d).
+    seed : int, optional
+        None or an integer in [0, 2**64-1].
+    scaling, readout : str
+        As in :class:`Network`, for both networks.
+
+    Returns
+    -------
+    student, teacher : Network
+
+    Examples
+    --------
+    >>> student, teacher = tl.networks.teacher_student(
+    ...     2, 3, 10, "relu", init="orthogonal", seed=1)
+    >>> ov = tl.Overlaps.from_networks(student, teacher)
+    >>> bool(np.allclose(ov.omega, np.eye(5)))
+    True
+    """
     K, M = integer(K, "K", 1, INT32_MAX), integer(M, "M", 1, INT32_MAX)
     rng = np.random.default_rng(seed_arg(seed, allow_none=True))
     W = random_weights(K + M, d, init, rng, scaling)

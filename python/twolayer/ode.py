@@ -1,9 +1,9 @@
 """Order-parameter ODEs: online SGD in the high-dimensional limit (Saad-Solla) and population gradient flow.
 
-Conventions (DESIGN.md §3): student pre-activations l_i = w_i . x / sqrt(d), x ~ N(0, I_d); Q = W W^T / d,
-M = W W*^T / d, P = W* W*^T / d; output f = sum_i a_i g(l_i) with the *effective* (readout-scaled) second
-layer a held by :class:`~twolayer.Overlaps`; teacher y = sum_r v_r t(l*_r) + sqrt(Delta) xi; error
-E = y - f. With E over (l, l*) ~ N(0, Omega), Omega = [[Q, M], [M^T, P]]:
+Conventions (the documentation's Conventions page): student pre-activations l_i = w_i . x / sqrt(d),
+x ~ N(0, I_d); Q = W W^T / d, M = W W*^T / d, P = W* W*^T / d; output f = sum_i a_i g(l_i) with the
+*effective* (readout-scaled) second layer a held by :class:`~twolayer.Overlaps`; teacher
+y = sum_r v_r t(l*_r) + sqrt(Delta) xi; error E = y - f. With E over (l, l*) ~ N(0, Omega), Omega = [[Q, M], [M^T, P]]:
 
 * ``dM_ir/dt = lr a_i E[g'(l_i) l*_r E]``
 * ``dQ_ik/dt = lr a_i E[g'(l_i) l_k E] + lr a_k E[g'(l_k) l_i E]
@@ -16,8 +16,8 @@ E = y - f. With E over (l, l*) ~ N(0, Omega), Omega = [[Q, M], [M^T, P]]:
 w_i += (lr / sqrt d) a_i g'(l_i) E x, a_i += (lr_readout / d) c g(l_i) E), time t = steps / d.
 ``regime="gradient_flow"``: the first-order terms only — the exact population gradient flow at any finite
 d >= K + M (weight-space population GD with step eps, lambda = w.x / sqrt d, is Euler for this flow with
-lr = 1 and dt = eps / d); output noise has no effect there. ``spherical=True``: projected SGD (seed 003),
-which keeps Q_ii = 1 exactly.
+lr = 1 and dt = eps / d); output noise has no effect there. ``spherical=True``: projected SGD (as in
+Arnaboldi, Krzakala, Loureiro & Stephan 2023, "Escaping mediocrity"), which keeps Q_ii = 1 exactly.
 The recorded ``risk`` is the excess population risk (no Delta / 2).
 """
 
@@ -221,39 +221,117 @@ def integrate(
     batch_ratio: float | None = None,
     steps: int | None = None,
 ) -> Trajectory:
-    """Integrate the order-parameter ODE from ``overlaps`` (effective second layers a, v; see the module
-    docstring).
+    """Integrate the order-parameter ODE from ``overlaps``.
 
-    ``activation``, ``teacher_activation``: the student's and teacher's activations. When ``activation`` is not
-    given, both come from the overlaps (``Overlaps.from_networks`` records them; ``teacher_activation`` may
-    still override the teacher's); overlaps built by hand remember none, and then ``activation`` is required
-    (TypeError). When it is given, ``teacher_activation`` defaults to it.
+    The equations, time t = steps / d and the effective second layers a, v
+    are those of the module docstring and the documentation's Conventions
+    page.
 
-    ``method``: ``"euler"`` or ``"rk4"`` with fixed step ``dt`` (a step is shortened only to land on an output
-    time off the dt grid), or ``"adaptive"``: Dormand-Prince 5(4) with error control ``rtol``, ``atol``
-    (weighted RMS norm over the state). Output at ``times``, by default at the grid SGD records on
-    (``twolayer.sgd.simulate``): ``n_points`` equally spaced times t_k = k t_max / (n_points - 1), each the
-    correctly rounded double, so that ODE and SGD results align point by point in xarray (for the fixed-step
-    methods, default times off the dt grid are moved to the nearest multiple of dt).
-    ``risk_tol``, ``risk_rtol``: stop early, with ``status="converged"``, at the first time the excess risk R(t)
-    falls to ``max(risk_tol, risk_rtol * R(0))`` (None: no threshold of that kind). The crossing is located inside
-    the step where it happens: on the adaptive method's 4th-order dense output (Illinois root finding to a few
-    ulps of t), and for ``"euler"``/``"rk4"`` on the straight line between the last two states (linear
-    interpolation, an O(dt^2) approximation of the crossing). The last recorded row is the state there, and
-    ``stop_time`` its time; output times after it are not recorded.
-    A run whose state becomes non-finite, overflows or leaves the positive semi-definite cone stops with
-    ``status="diverged"``; one that has taken ``max_steps`` steps stops with ``status="max_steps"``; the
-    trajectory then holds the outputs reached and ``message`` / ``stop_time`` say when (``stop_time`` is NaN when
-    the run completed). Ctrl-C stops the integration within a fraction of a second and raises
-    :class:`twolayer.Interrupted`, whose ``partial`` is the trajectory so far (``status="interrupted"``).
-    ``n_threads``: threads inside the right-hand side (used for K >= 8; None = the OpenMP default).
-    The trajectory records the teacher's ``P`` and ``v`` (``traj.overlaps_at(-1)`` continues the run); ``meta``
-    records the parameters and the cost (``n_rhs`` right-hand-side evaluations, ``n_steps``).
+    Parameters
+    ----------
+    overlaps : Overlaps
+        The initial Q, M, a and the teacher's P, v.
+    activation, teacher_activation : str, optional
+        The student's and teacher's activations. When ``activation`` is not
+        given, both come from the overlaps (``Overlaps.from_networks``
+        records them; ``teacher_activation`` may still override the
+        teacher's); overlaps built by hand remember none, and then
+        ``activation`` is required (TypeError). When it is given,
+        ``teacher_activation`` defaults to it.
+    lr : float
+        First-layer learning rate eta (>= 0).
+    lr_readout : float, default 0.0
+        Second-layer learning rate (0: the readout is fixed).
+    noise : float, default 0.0
+        Label-noise variance Delta (no effect for ``"gradient_flow"``).
+    regime : {"online", "gradient_flow", "large_batch"}
+        Online SGD as d -> infinity, or population gradient flow (the same
+        ODE without the eta^2 and noise terms), or ``"large_batch"``: the
+        d -> infinity map of SGD with fresh batches of ``batch_ratio`` * d
+        samples and step ``lr`` = gamma0 (the simulator's ``lr / d``),
+        iterated ``steps`` times with the second layer fixed; one row per
+        iteration, t = iteration (:mod:`twolayer.large_batch`). Only
+        ``noise``, ``spherical`` and ``n_threads`` of the other options
+        apply.
+    spherical : bool, default False
+        Projected SGD on the sphere (needs diag(Q) = 1).
+    t_max : float, optional
+        Integrate to this time (give ``t_max`` or ``times``).
+    times : array_like, optional
+        Output times (non-decreasing, >= 0). Default: ``n_points`` equally
+        spaced times t_k = k t_max / (n_points - 1), each the correctly
+        rounded double, the grid :func:`twolayer.sgd.simulate` records on,
+        so that ODE and SGD results align point by point in xarray (for the
+        fixed-step methods, default times off the dt grid move to the
+        nearest multiple of dt).
+    method : {"adaptive", "rk4", "euler"}
+        ``"adaptive"``: Dormand-Prince 5(4) with error control ``rtol``,
+        ``atol`` (weighted RMS norm over the state); ``"euler"``, ``"rk4"``:
+        fixed step ``dt`` (shortened only to land on an output time off the
+        dt grid).
+    dt : float, default 0.01
+        Step of the fixed-step methods.
+    rtol, atol : float
+        Tolerances of the adaptive method (default 1e-8, 1e-10).
+    readout : {"sum", "mean"}
+        The readout factor c (1 or 1/K) of the trained second layer.
+    risk_tol, risk_rtol : float, optional
+        Stop early, with ``status="converged"``, at the first time the
+        excess risk R(t) falls to ``max(risk_tol, risk_rtol * R(0))`` (None:
+        no threshold of that kind). The crossing is located inside the step:
+        on the adaptive method's 4th-order dense output (Illinois root
+        finding to a few ulps of t), and for ``"euler"``/``"rk4"`` on the
+        straight line between the last two states (an O(dt^2)
+        approximation). The last recorded row is the state there and
+        ``stop_time`` its time; later output times are not recorded.
+    n_points : int, default 101
+        Number of default output times.
+    h_max : float, optional
+        Largest step of the adaptive method.
+    max_steps : int, default 100_000_000
+        Step budget; when spent the run stops with ``status="max_steps"``.
+    n_threads : int, optional
+        Threads inside the right-hand side (used for K >= 8; None: the
+        OpenMP default).
+    batch_ratio : float, optional
+        alpha = n_b / d of ``regime="large_batch"`` (required there).
+    steps : int, optional
+        Number of iterations of ``regime="large_batch"`` (required there).
 
-    ``regime="large_batch"`` (seed 002): the d -> infinity map of SGD with fresh batches of ``batch_ratio`` * d
-    samples and step ``lr`` = gamma0 (the simulator's ``lr / d``), iterated ``steps`` times with the second layer
-    fixed; one row per iteration, t = iteration (:mod:`twolayer.large_batch`). Only ``noise``, ``spherical``
-    and ``n_threads`` of the other options apply.
+    Returns
+    -------
+    Trajectory
+        ``t``, ``Q``, ``M``, ``a``, ``risk`` (the excess risk) at the output
+        times, the teacher's ``P`` and ``v`` (``traj.overlaps_at(-1)``
+        continues the run), ``status``, ``message``, ``stop_time`` (NaN when
+        the run completed), and ``meta`` with the parameters and the cost
+        (``n_rhs`` right-hand-side evaluations, ``n_steps``).
+
+    Notes
+    -----
+    A run whose state becomes non-finite, overflows or leaves the positive
+    semi-definite cone stops with ``status="diverged"``; the trajectory then
+    holds the outputs reached and ``message`` / ``stop_time`` say when.
+    Ctrl-C stops the integration within a fraction of a second and raises
+    :class:`twolayer.Interrupted`, whose ``partial`` is the trajectory so far
+    (``status="interrupted"``).
+
+    Examples
+    --------
+    The Saad-Solla plateau of two erf students and its escape:
+
+    >>> ov = tl.ode.plateau_overlaps(K=2, M=2)
+    >>> traj = tl.ode.integrate(ov, "erf", lr=1.0, t_max=300, n_points=4)
+    >>> traj.t
+    array([  0., 100., 200., 300.])
+    >>> np.round(traj.risk, 4)
+    array([0.4598, 0.0207, 0.0009, 0.    ])
+
+    Stop where the excess risk reaches 1e-2:
+
+    >>> traj = tl.ode.integrate(ov, "erf", lr=1.0, t_max=300, risk_tol=1e-2)
+    >>> traj.status, round(traj.stop_time, 3)
+    ('converged', 166.818)
     """
     act, t_act = _activations(activation, teacher_activation, overlaps)
     if regime == "large_batch":
@@ -368,7 +446,9 @@ def integrate_batch(
     n_threads: int | None = None,
     progress: bool = False,
 ) -> BatchTrajectory:
-    """Integrate B independent systems in one C++ call per shape (GIL released, OpenMP across members).
+    """Integrate B independent systems in one C++ call per shape.
+
+    The GIL is released and members run in parallel (OpenMP).
 
     Parameters
     ----------
@@ -383,11 +463,6 @@ def integrate_batch(
     progress : bool
         Show a ``tqdm.auto`` bar of members finished (off by default; no effect on the results).
 
-    Activations (from the arguments, else from the overlaps as in :func:`integrate`), regime, method and output
-    times are shared by every member; the other arguments are as in :func:`integrate`. Each member is integrated
-    exactly as :func:`integrate` would integrate it alone (bitwise: same steps, same rows), with its own step
-    sizes and its own status: a stiff or diverging member does not affect the others.
-
     Returns
     -------
     BatchTrajectory
@@ -397,6 +472,27 @@ def integrate_batch(
         (NaN: no stop), ``n_rhs``. Iterating or indexing it gives each member's :class:`~twolayer.Trajectory`.
         On Ctrl-C, :class:`twolayer.Interrupted`'s ``partial`` is the BatchTrajectory so far: finished members as
         they are, the others with ``status="interrupted"`` and the rows they reached (none if never started).
+
+    Notes
+    -----
+    Activations (from the arguments, else from the overlaps as in :func:`integrate`), regime, method and output
+    times are shared by every member; the other arguments are as in :func:`integrate`. Each member is integrated
+    exactly as :func:`integrate` would integrate it alone (bitwise: same steps, same rows), with its own step
+    sizes and its own status: a stiff or diverging member does not affect the others.
+
+    Examples
+    --------
+    Two members with their own learning rate and threshold:
+
+    >>> ov = tl.ode.plateau_overlaps()
+    >>> batch = tl.ode.integrate_batch([ov, ov], "erf", lr=[1.0, 1.0],
+    ...                                t_max=300, risk_tol=[1e-2, 1e-3])
+    >>> batch
+    BatchTrajectory(B=2, T=101, converged=2)
+    >>> np.round(batch.stop_time, 3)
+    array([166.818, 198.457])
+    >>> batch[0].status, batch.risk.shape
+    ('converged', (2, 101))
     """
     groups, B, source = _batch_groups(overlaps)
     act, t_act = _activations(activation, teacher_activation, source)
@@ -516,11 +612,46 @@ def rhs(
     readout: Readout = "sum",
     n_threads: int | None = None,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
-    """The right-hand side (dQ/dt, dM/dt, da/dt) at ``overlaps`` (same conventions as :func:`integrate`).
+    """The right-hand side of the ODE at ``overlaps``.
 
-    Activations as in :func:`integrate` (from the overlaps when ``activation`` is not given). Overlaps above
-    1e100 in magnitude (where :func:`integrate` stops with "diverged"), or a right-hand side beyond the double
-    range, raise ValueError."""
+    Same conventions and arguments as :func:`integrate` (activations from
+    the overlaps when ``activation`` is not given). Overlaps above 1e100 in
+    magnitude (where :func:`integrate` stops with "diverged"), or a
+    right-hand side beyond the double range, raise ValueError.
+
+    Parameters
+    ----------
+    overlaps : Overlaps
+        Where to evaluate.
+    activation, teacher_activation : str, optional
+        As in :func:`integrate`.
+    lr, lr_readout, noise : float
+        Learning rates and label-noise variance.
+    regime : {"online", "gradient_flow"}
+        As in :func:`integrate`.
+    spherical : bool, default False
+        Projected SGD.
+    readout : {"sum", "mean"}
+        The readout factor of the trained second layer.
+    n_threads : int, optional
+        Threads (used for K >= 8).
+
+    Returns
+    -------
+    dQ, dM, da : ndarray
+        Shapes (K, K), (K, M), (K,).
+
+    Examples
+    --------
+    Gradient flow is the online ODE without the eta^2 terms, so the two
+    differ in dQ only:
+
+    >>> ov = tl.ode.plateau_overlaps()
+    >>> dQ, dM, da = tl.ode.rhs(ov, "erf", lr=1.0)
+    >>> dQg, dMg, dag = tl.ode.rhs(ov, "erf", lr=1.0, regime="gradient_flow")
+    >>> bool(np.allclose(dM, dMg)), bool(np.allclose(dQ, dQg))
+    (True, False)
+    """
     act, t_act = _activations(activation, teacher_activation, overlaps)
     reg, _, ro = _common(act, regime, "adaptive", readout)
     spherical = boolean(spherical, "spherical")
@@ -552,7 +683,33 @@ def rhs(
 
 
 def plateau_overlaps(K: int = 2, M: int = 2, q0: float = 0.25, m0: float = 1e-3, seed: int = 0) -> Overlaps:
-    """A near-symmetric erf start (Saad & Solla 1995): Q = q0 I, P = I, tiny M, a = v = 1."""
+    """A near-symmetric erf start (Saad & Solla 1995): Q = q0 I, P = I, tiny M, a = v = 1.
+
+    Parameters
+    ----------
+    K, M : int, default 2
+        Student and teacher units.
+    q0 : float, default 0.25
+        Q = q0 I.
+    m0 : float, default 1e-3
+        M_ir = m0 (1 + 0.5 z_ir) with z_ir ~ N(0, 1) from ``seed``.
+    seed : int, default 0
+        Seed of the asymmetry.
+
+    Returns
+    -------
+    Overlaps
+        (Remembering no activation: pass ``"erf"`` to the ODE.)
+
+    Examples
+    --------
+    >>> ov = tl.ode.plateau_overlaps()
+    >>> ov.Q
+    array([[0.25, 0.  ],
+           [0.  , 0.25]])
+    >>> bool(np.all(np.abs(ov.M) < 2e-3))
+    True
+    """
     K, M = integer(K, "K", 1, INT32_MAX), integer(M, "M", 1, INT32_MAX)
     q0, m0 = positive(q0, "q0"), real(m0, "m0")
     rng = np.random.default_rng(seed_arg(seed))
@@ -563,12 +720,34 @@ def plateau_overlaps(K: int = 2, M: int = 2, q0: float = 0.25, m0: float = 1e-3,
 def plateau_example(
     t_max: float = 2000.0, lr: float = 1.0, method: Method = "adaptive", **kwargs: Any
 ) -> Trajectory:
-    """The erf K = M = 2 Saad-Solla plateau and its escape, integrated by the online ODE (for the demo panel).
+    """The erf K = M = 2 Saad-Solla plateau and its escape, by the online ODE.
 
-    The excess risk falls quickly onto the symmetric plateau (students not yet specialised: all M_ir nearly
-    equal), stays there for a time growing like log(1 / asymmetry), then escapes to 0 as each student
-    specialises
-    on one teacher unit."""
+    The excess risk falls quickly onto the symmetric plateau (students not
+    yet specialised: all M_ir nearly equal), stays there for a time growing
+    like log(1 / asymmetry), then escapes to 0 as each student specialises
+    on one teacher unit.
+
+    Parameters
+    ----------
+    t_max : float, default 2000.0
+        Duration.
+    lr : float, default 1.0
+        Learning rate.
+    method : {"adaptive", "rk4", "euler"}
+        The integrator.
+    **kwargs
+        Passed to :func:`integrate` (``n_points`` defaults to 400).
+
+    Returns
+    -------
+    Trajectory
+
+    Examples
+    --------
+    >>> traj = tl.ode.plateau_example(t_max=50, n_points=3)
+    >>> traj
+    Trajectory(T=3, K=2, M=2, status='completed', final_risk=0.0207531)
+    """
     return integrate(
         plateau_overlaps(),
         "erf",

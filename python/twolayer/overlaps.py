@@ -51,10 +51,32 @@ def check_stack(
     v: NDArray[np.float64],
     label: Callable[[int, str], str],
 ) -> None:
-    """Validate B stacked systems at once: Q (B, K, K), M (B, K, M), P (B, M, M), a (B, K), v (B, M) (shapes
-    already checked). Raises ValueError naming the first bad member through ``label(b, field)`` (e.g.
-    ``"Q[17]"``): entries not finite, Q or P not symmetric, or Omega not positive semi-definite (then the message
-    says whether Q or P alone already fails, or the cross overlaps M do)."""
+    """Validate B stacked systems at once (shapes already checked).
+
+    Raises ValueError naming the first bad member through
+    ``label(b, field)`` (e.g. ``"Q[17]"``): entries not finite, Q or P not
+    symmetric, or Omega not positive semi-definite (then the message says
+    whether Q or P alone already fails, or the cross overlaps M do).
+
+    Parameters
+    ----------
+    Q, M, P : ndarray
+        Shapes (B, K, K), (B, K, M), (B, M, M).
+    a, v : ndarray
+        Shapes (B, K), (B, M).
+    label : callable
+        ``label(b, field) -> str``: how an error names member b's field.
+
+    Examples
+    --------
+    >>> Q = np.array([[[1.0, 2.0], [2.0, 1.0]]])          # not PSD
+    >>> M, P = np.zeros((1, 2, 1)), np.ones((1, 1, 1))
+    >>> tl.overlaps.check_stack(Q, M, P, np.ones((1, 2)), np.ones((1, 1)),
+    ...                         lambda b, field: f"{field}[{b}]")
+    Traceback (most recent call last):
+        ...
+    ValueError: Q[0]: expected a positive semi-definite matrix, got smallest eigenvalue -1
+    """
     for name, arr in (("Q", Q), ("M", M), ("P", P), ("a", a), ("v", v)):
         bad = ~np.isfinite(arr).reshape(arr.shape[0], -1).all(axis=1)
         if bad.any():
@@ -91,11 +113,35 @@ def check_stack(
 
 @dataclass(frozen=True, eq=False)
 class Overlaps:
-    """One system's order parameters: Q (K, K), M (K, M), P (M, M), a (K,), v (M,).
+    """One system's order parameters.
 
-    ``activation`` and ``teacher_activation`` name the activations of the networks the overlaps describe
-    (set by :meth:`from_networks`; None for overlaps built by hand): :func:`twolayer.ode.integrate` uses them
-    when it is given none.
+    Omega = [[Q, M], [M^T, P]] is the covariance of the student and teacher
+    pre-activations (see the documentation's Conventions page). Validated on
+    construction: finite, Q and P symmetric, Omega positive semi-definite.
+
+    Parameters
+    ----------
+    Q : array_like, shape (K, K)
+        Student-student overlaps W W^T / s.
+    M : array_like, shape (K, M)
+        Student-teacher overlaps W W*^T / s.
+    P : array_like, shape (M, M)
+        Teacher-teacher overlaps W* W*^T / s.
+    a : array_like, shape (K,)
+        The student's effective (readout-scaled) second layer.
+    v : array_like, shape (M,)
+        The teacher's effective second layer.
+    activation, teacher_activation : str, optional
+        The activations of the networks the overlaps describe (set by
+        :meth:`from_networks`; None for overlaps built by hand):
+        :func:`twolayer.ode.integrate` uses them when it is given none.
+
+    Examples
+    --------
+    >>> ov = tl.Overlaps(Q=0.5 * np.eye(2), M=np.zeros((2, 1)), P=np.eye(1),
+    ...                  a=[1.0, 1.0], v=[1.0])
+    >>> ov.K, ov.n_teacher, ov.omega.shape
+    (2, 1, (3, 3))
     """
 
     Q: NDArray[np.float64]
@@ -135,10 +181,12 @@ class Overlaps:
 
     @property
     def K(self) -> int:
+        """Number of student units."""
         return int(self.a.shape[0])
 
     @property
     def n_teacher(self) -> int:
+        """Number of teacher units M."""
         return int(self.v.shape[0])
 
     @property
@@ -148,8 +196,24 @@ class Overlaps:
 
     @classmethod
     def from_networks(cls, student: Network, teacher: Network) -> Overlaps:
-        """Overlaps of a student and a teacher with the same input dimension and scaling; they remember the two
-        activations."""
+        """The overlaps of a student and a teacher network.
+
+        Parameters
+        ----------
+        student, teacher : Network
+            Same input dimension and scaling.
+
+        Returns
+        -------
+        Overlaps
+            Remembering the two activations.
+
+        Examples
+        --------
+        >>> s, t = tl.networks.teacher_student(2, 2, 50, "erf", seed=0)
+        >>> tl.Overlaps.from_networks(s, t).activation
+        'erf'
+        """
         check_pair(student, teacher)
         W, Wt = student.W, teacher.W
         return cls(gram(W, W, student.scale, "student.W"), gram(W, Wt, student.scale, "student.W, teacher.W"),
@@ -164,23 +228,39 @@ def _read_only(x: NDArray[np.float64]) -> NDArray[np.float64]:
 
 @dataclass(frozen=True, eq=False)
 class BatchOverlaps:
-    """B systems of equal K and M stacked along a leading batch axis: Q (B, K, K), M (B, K, M), P (B, M, M),
-    a (B, K), v (B, M).
+    """B systems of equal K and M stacked along a leading batch axis.
+
+    Q (B, K, K), M (B, K, M), P (B, M, M), a (B, K), v (B, M). The arrays are
+    copied and made read-only, and validated once on construction, all
+    members together (:func:`check_stack`); an error names the first bad
+    member, e.g. ``"Q[17]: expected a positive semi-definite matrix, ..."``.
+    ``len()`` is B, indexing gives the member's :class:`Overlaps`, and
+    :meth:`stack` builds one from a sequence of :class:`Overlaps` of equal
+    shape.
 
     Parameters
     ----------
     Q, M, a : array_like
         Per member, shapes (B, K, K), (B, K, M), (B, K).
     P, v : array_like
-        Per member, (B, M, M) and (B, M), or one teacher shared by every member, (M, M) and (M,) (then stored
-        as a broadcast view, no copy).
+        Per member, (B, M, M) and (B, M), or one teacher shared by every
+        member, (M, M) and (M,) (then stored as a broadcast view, no copy).
     activation, teacher_activation : str, optional
-        The activations of the networks the overlaps describe (None: not known; the ODE then needs them).
+        The activations of the networks the overlaps describe (None: not
+        known; the ODE then needs them).
 
-    The arrays are copied and made read-only, and validated once on construction, all members together
-    (:func:`check_stack`); an error names the first bad member, e.g. ``"Q[17]: expected a positive
-    semi-definite matrix, ..."``. ``len()`` is B, indexing gives the member's :class:`Overlaps`, and
-    :meth:`stack` builds one from a sequence of :class:`Overlaps` of equal shape.
+    Examples
+    --------
+    Three members sharing one teacher:
+
+    >>> B, K = 3, 2
+    >>> batch = tl.BatchOverlaps(Q=np.tile(0.5 * np.eye(K), (B, 1, 1)),
+    ...                          M=np.zeros((B, K, 1)), P=np.eye(1),
+    ...                          a=np.ones((B, K)), v=np.ones(1))
+    >>> batch
+    BatchOverlaps(B=3, K=2, M=1, activation=None)
+    >>> batch.shared_teacher, batch[0].Q.shape
+    (True, (2, 2))
     """
 
     Q: NDArray[np.float64]
@@ -233,8 +313,27 @@ class BatchOverlaps:
 
     @classmethod
     def stack(cls, members: Sequence[Overlaps], name: str = "overlaps") -> BatchOverlaps:
-        """Stack :class:`Overlaps` of equal K and M (errors name ``name[b]``). The activations are kept when
-        every member remembers the same ones, and None otherwise."""
+        """Stack :class:`Overlaps` of equal K and M.
+
+        Parameters
+        ----------
+        members : sequence of Overlaps
+            At least one, all of the same K and M.
+        name : str, default "overlaps"
+            Errors name the bad member ``name[b]``.
+
+        Returns
+        -------
+        BatchOverlaps
+            Keeping the activations when every member remembers the same
+            ones (None otherwise).
+
+        Examples
+        --------
+        >>> ov = tl.ode.plateau_overlaps()
+        >>> len(tl.BatchOverlaps.stack([ov, ov]))
+        2
+        """
         ovs = list(members)
         if not ovs:
             raise ValueError(f"{name}: expected at least one Overlaps")
@@ -255,10 +354,12 @@ class BatchOverlaps:
 
     @property
     def K(self) -> int:
+        """Number of student units of every member."""
         return int(self.a.shape[1])
 
     @property
     def n_teacher(self) -> int:
+        """Number of teacher units M of every member."""
         return int(self.v.shape[1])
 
     @property
@@ -288,7 +389,26 @@ def gram(A: NDArray[np.float64], B: NDArray[np.float64], scale: float, name: str
 
 
 def check_pair(student: Network, teacher: Network) -> None:
-    """Raise unless student and teacher are Networks with finite weights, the same input dimension and scaling."""
+    """Check a (student, teacher) pair.
+
+    Parameters
+    ----------
+    student, teacher : Network
+        Must have finite weights, the same input dimension and scaling.
+
+    Raises
+    ------
+    TypeError, ValueError
+        Naming ``student`` or ``teacher``.
+
+    Examples
+    --------
+    >>> s, t = tl.Network(np.ones((2, 3))), tl.Network(np.ones((1, 4)))
+    >>> tl.overlaps.check_pair(s, t)
+    Traceback (most recent call last):
+        ...
+    ValueError: teacher: input dimension d=4 does not match the student's d=3
+    """
     check_network(student, "student")
     check_network(teacher, "teacher")
     if student.d != teacher.d:

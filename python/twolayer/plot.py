@@ -23,14 +23,59 @@ def _pyplot() -> Any:
 
 
 def risk_curves(ax: Any, trajectories: list[Trajectory], color: str, label: str) -> None:
-    """Excess risk against time on log-log axes; iteration 0 is drawn at 1/2 to keep it on the log axis."""
+    """Excess risk against time on log-log axes.
+
+    Time 0 is drawn at 1/2 to keep it on the log axis.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        The axes.
+    trajectories : list of Trajectory
+        One curve each.
+    color : str
+        Their colour.
+    label : str
+        Legend label (on the first curve).
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> traj = tl.ode.integrate(tl.ode.plateau_overlaps(), "erf", lr=1.0,
+    ...                         t_max=10, n_points=5)
+    >>> fig, ax = plt.subplots()
+    >>> tl.plot.risk_curves(ax, [traj], "k", "ODE")
+    >>> len(ax.lines)
+    1
+    >>> plt.close(fig)
+    """
     for k, tr in enumerate(trajectories):
         t = np.where(tr.t > 0, tr.t, 0.5)
         ax.loglog(t, np.maximum(tr.risk, 1e-16), color=color, alpha=0.8, lw=1.2, label=label if k == 0 else None)
 
 
 def demo_figure(result: DemoResult, path: str) -> None:
-    """demo.png: one panel per experiment of the demo."""
+    """Draw demo.png: one panel per experiment of the demo.
+
+    Parameters
+    ----------
+    result : DemoResult
+        From :func:`twolayer.demo.run` (or :func:`~twolayer.demo.run_seed000`,
+        then without the plateau panel).
+    path : str
+        The image file to write.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> cfg = tl.demo.DemoConfig(units=2, d=8, steps=10, seeds=(0,), records=3)
+    >>> with tempfile.TemporaryDirectory() as out:
+    ...     tl.plot.demo_figure(tl.demo.run_seed000(cfg), os.path.join(out, "a.png"))
+    ...     os.listdir(out)
+    ['a.png']
+    """
     plt = _pyplot()
     panels = 2 if result.plateau is not None else 1
     fig, axes = plt.subplots(1, panels, figsize=(6.4 * panels, 4.6), constrained_layout=True, squeeze=False)
@@ -49,7 +94,29 @@ def demo_figure(result: DemoResult, path: str) -> None:
 
 
 def plateau_panel(ax: Any, plateau: Any) -> None:
-    """Excess risk of the SGD ensemble (runs, mean and +-1 std band) over the ODE, against t = steps / d."""
+    """The plateau panel: the SGD ensemble over the ODE, against t = steps / d.
+
+    Draws the runs, their mean and a +-1 std band, and the ODE.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        The axes.
+    plateau : PlateauResult
+        From :func:`twolayer.demo.run_plateau`.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> cfg = tl.demo.PlateauConfig(d=20, t_max=2.0, seeds=2, records=3)
+    >>> fig, ax = plt.subplots()
+    >>> tl.plot.plateau_panel(ax, tl.demo.run_plateau(cfg))
+    >>> ax.get_xlabel()
+    't = steps / d'
+    >>> plt.close(fig)
+    """
     ens, c = plateau.sgd, plateau.config
     risk = ens.risk
     mean, std = risk.mean(axis=0), risk.std(axis=0, ddof=1)

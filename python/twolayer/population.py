@@ -4,7 +4,8 @@ R = 1/2 E_x[(y(x) - f(x))^2] with x ~ N(0, I_d), computed exactly from the overl
 R = 1/2 sum_ik a_i a_k I2(Q) - sum_ir a_i v_r I2(Q, M, P) + 1/2 sum_rt v_r v_t I2(P), with effective (readout-scaled)
 second layers. The returned risk is the *excess* risk; output noise of variance Delta adds Delta/2 and is
 only included when ``noise`` is given. Everything is computed in the C++ core (Gram matrices, kernel Jets,
-two GEMM-like contractions for the gradient, rank updates for the Hessian).
+two GEMM-like contractions for the gradient, rank updates for the Hessian). Conventions: the documentation's
+Conventions page.
 """
 
 from __future__ import annotations
@@ -81,8 +82,30 @@ def _finite(x: NDArray[np.float64], what: str) -> NDArray[np.float64]:
 
 
 def aligned_step_units(student: Network, teacher: Network) -> str | None:
-    """Which step units are exactly aligned (1 - cos^2 < 1e-16: two student rows, or a student row on a step
-    teacher row), where the risk has a kink and its Hessian is undefined; None if there are none."""
+    """Which step units are exactly aligned, if any.
+
+    Exactly aligned (1 - cos^2 < 1e-16): two student rows, or a student row
+    on a step teacher row. The risk has a kink there and its Hessian is
+    undefined.
+
+    Parameters
+    ----------
+    student, teacher : Network
+        The pair.
+
+    Returns
+    -------
+    str or None
+        What is aligned, or None (always None for non-step students).
+
+    Examples
+    --------
+    >>> s, t = tl.networks.teacher_student(2, 2, 10, "step", seed=0)
+    >>> tl.population.aligned_step_units(s, t) is None
+    True
+    >>> tl.population.aligned_step_units(s.with_weights([s.W[0], 2 * s.W[0]]), t)
+    'student row 0 and student row 1 are exactly aligned (|cos| = 1)'
+    """
     check_pair(student, teacher)
     if student.activation != "step":
         return None
@@ -105,8 +128,32 @@ def aligned_step_units(student: Network, teacher: Network) -> str | None:
 
 
 def risk(student: Network, teacher: Network, noise: float = 0.0, n_threads: int | None = None) -> float:
-    """Population risk 1/2 E[(y - f)^2]: the excess risk, plus noise/2 when the teacher's output noise variance
-    ``noise`` is given."""
+    """The population risk 1/2 E[(y - f)^2], exactly (closed-form kernels).
+
+    Parameters
+    ----------
+    student, teacher : Network
+        Same input dimension and scaling.
+    noise : float, default 0.0
+        Variance Delta of the teacher's output noise: adds Delta / 2.
+    n_threads : int, optional
+        OpenMP threads (None: the OpenMP default).
+
+    Returns
+    -------
+    float
+        The excess risk (plus ``noise / 2``).
+
+    Examples
+    --------
+    >>> s, t = tl.networks.teacher_student(2, 2, 10, "erf", seed=0)
+    >>> print(f"{tl.population.risk(s, t):.6f}")
+    0.520377
+    >>> print(f"{tl.population.risk(s, t, noise=0.5):.6f}")
+    0.770377
+    >>> tl.population.risk(t, t) < 1e-15               # the teacher itself
+    True
+    """
     noise_ = positive(noise, "noise", allow_zero=True)
     args, _, _ = _args(student, teacher)
     r = np.asarray(_core.population_risk(*args, n_threads=n_threads_arg(n_threads)))
@@ -116,10 +163,36 @@ def risk(student: Network, teacher: Network, noise: float = 0.0, n_threads: int 
 def gradient(
     student: Network, teacher: Network, train_readout: bool = True, n_threads: int | None = None
 ) -> tuple[NDArray[np.float64], NDArray[np.float64] | None]:
-    """(dR/dW (K, d), dR/da (K,)) of the population risk; dR/da is None when ``train_readout`` is False.
+    """The gradient of the population risk.
 
-    Non-finite weights raise ValueError; huge or tiny rows are rescaled (homogeneity), and a gradient beyond the
-    double range raises ValueError."""
+    Non-finite weights raise ValueError; huge or tiny rows are rescaled
+    (homogeneity), and a gradient beyond the double range raises ValueError.
+
+    Parameters
+    ----------
+    student, teacher : Network
+        Same input dimension and scaling.
+    train_readout : bool, default True
+        Also return dR/da (with respect to the network's ``a``).
+    n_threads : int, optional
+        OpenMP threads (None: the OpenMP default).
+
+    Returns
+    -------
+    dW : ndarray, shape (K, d)
+        dR/dW.
+    da : ndarray, shape (K,), or None
+        dR/da, None when ``train_readout`` is False.
+
+    Examples
+    --------
+    >>> s, t = tl.networks.teacher_student(2, 2, 10, "erf", seed=0)
+    >>> dW, da = tl.population.gradient(s, t)
+    >>> dW.shape, da.shape
+    ((2, 10), (2,))
+    >>> float(np.abs(tl.population.gradient(t, t)[0]).max()) < 1e-12
+    True
+    """
     train_readout = boolean(train_readout, "train_readout")
     args, DW, Da = _args(student, teacher)
     dW, da = _core.population_gradient(*args, n_threads=n_threads_arg(n_threads))
@@ -132,11 +205,33 @@ def gradient(
 def hessian(
     student: Network, teacher: Network, train_readout: bool = True, n_threads: int | None = None
 ) -> NDArray[np.float64]:
-    """The analytic Hessian of the population risk on [vec(W) row-major, a] (or vec(W) alone), size K d (+ K).
+    """The analytic Hessian of the population risk.
 
-    Exactly aligned relu pairs (a student on a teacher, as at the global minimum) use the weight-space limit
-    of the angle terms (they vanish like sin(theta)); exactly aligned step units make the Hessian undefined
-    (ValueError, see :func:`aligned_step_units`)."""
+    Exactly aligned relu pairs (a student on a teacher, as at the global
+    minimum) use the weight-space limit of the angle terms (they vanish like
+    sin(theta)); exactly aligned step units make the Hessian undefined
+    (ValueError, see :func:`aligned_step_units`).
+
+    Parameters
+    ----------
+    student, teacher : Network
+        Same input dimension and scaling.
+    train_readout : bool, default True
+        On [vec(W) row-major, a]; False: on vec(W) alone.
+    n_threads : int, optional
+        OpenMP threads (None: the OpenMP default).
+
+    Returns
+    -------
+    ndarray, shape (K d + K, K d + K) or (K d, K d)
+
+    Examples
+    --------
+    >>> s, t = tl.networks.teacher_student(2, 2, 10, "erf", seed=0)
+    >>> H = tl.population.hessian(s, t)
+    >>> H.shape, bool(np.allclose(H, H.T))
+    ((22, 22), True)
+    """
     train_readout = boolean(train_readout, "train_readout")
     args, DW, Da = _args(student, teacher)
     why = aligned_step_units(student, teacher)
@@ -164,10 +259,42 @@ def descend(
     records: int = 100,
     n_threads: int | None = None,
 ) -> Trajectory:
-    """Gradient descent on the population risk in weight space (seed 000's experiment):
-    W <- W - lr dR/dW, a <- a - lr_readout dR/da, for ``steps`` iterations, recording the overlaps and the excess
-    risk at ``records`` log-spaced iterations (0 and ``steps`` included). ``t`` counts iterations. Ctrl-C raises
-    :class:`twolayer.Interrupted` with the records so far as ``partial`` (``status="interrupted"``)."""
+    """Gradient descent on the population risk in weight space.
+
+    W <- W - lr dR/dW, a <- a - lr_readout dR/da (the experiment of
+    Mariantoni & Chizat). Ctrl-C raises :class:`twolayer.Interrupted` with
+    the records so far as ``partial`` (``status="interrupted"``).
+
+    Parameters
+    ----------
+    student, teacher : Network
+        The start and the teacher.
+    lr : float
+        Step on W (> 0).
+    steps : int
+        Iterations.
+    lr_readout : float, default 0.0
+        Step on a (0: fixed).
+    records : int, default 100
+        Log-spaced iterations recorded (0 and ``steps`` included).
+    n_threads : int, optional
+        OpenMP threads (None: the OpenMP default).
+
+    Returns
+    -------
+    Trajectory
+        Overlaps and excess risk; ``t`` counts iterations, ``student`` is
+        the final network; status "completed" or "diverged".
+
+    Examples
+    --------
+    >>> s, t = tl.networks.teacher_student(2, 2, 10, "erf", seed=0)
+    >>> traj = tl.population.descend(s, t, lr=0.5, steps=100, records=4)
+    >>> traj.t, traj.time_unit
+    (array([  0.,   1.,  10., 100.]), 'iterations')
+    >>> np.round(traj.risk, 4)
+    array([0.5204, 0.4888, 0.2643, 0.0097])
+    """
     lr_ = positive(lr, "lr")
     lr_a = positive(lr_readout, "lr_readout", allow_zero=True)
     steps = integer(steps, "steps", 0)

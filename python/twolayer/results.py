@@ -130,6 +130,43 @@ class Trajectory:
     the clock (e.g. "t = steps / d" or "iterations"). ``P`` (M, M) and ``v`` (M,): the fixed teacher overlaps and
     second layer, when known (None otherwise), so that :meth:`overlaps_at` can rebuild the overlaps at any row.
     ``student`` holds the final network of weight-space runs (None for the ODE).
+
+    Attributes
+    ----------
+    t : ndarray, shape (T,)
+        Output times, in the clock ``time_unit`` names.
+    Q, M, a : ndarray, shapes (T, K, K), (T, K, M), (T, K)
+        The order parameters (``a``: the effective second layer).
+    risk : ndarray, shape (T,)
+        The excess population risk.
+    status, message : str
+        How the run ended, and why and when.
+    time_unit : str
+        The clock.
+    student : Network or None
+        The final network of a weight-space run.
+    meta : dict
+        The run's parameters and costs.
+    P, v : ndarray or None
+        The teacher's overlaps and second layer.
+    stop_time : float
+        When the run stopped (NaN: it completed).
+
+    Examples
+    --------
+    >>> traj = tl.ode.integrate(tl.ode.plateau_overlaps(), "erf", lr=1.0,
+    ...                         t_max=300, n_points=4)
+    >>> traj
+    Trajectory(T=4, K=2, M=2, status='completed', final_risk=1.59016e-07)
+    >>> traj.Q.shape, traj.time_unit
+    ((4, 2, 2), 't = steps / d')
+
+    Continue from the last state:
+
+    >>> more = tl.ode.integrate(traj.overlaps_at(-1), "erf", lr=1.0, t_max=10,
+    ...                         n_points=2)
+    >>> bool(np.allclose(more.Q[0], traj.Q[-1]))
+    True
     """
 
     t: NDArray[np.float64]
@@ -155,8 +192,21 @@ class Trajectory:
         return float(self.risk[-1]) if len(self.risk) else float("nan")
 
     def overlaps_at(self, index: int = -1) -> Any:
-        """The :class:`~twolayer.Overlaps` of row ``index`` (default: the last state, e.g. to continue the run
-        with :func:`twolayer.ode.integrate`), with the activations recorded in ``meta``. Needs ``P`` and ``v``."""
+        """The :class:`~twolayer.Overlaps` of row ``index``.
+
+        Default: the last state, e.g. to continue the run with
+        :func:`twolayer.ode.integrate`; with the activations recorded in
+        ``meta``. Needs ``P`` and ``v``.
+
+        Parameters
+        ----------
+        index : int, default -1
+            The row.
+
+        Returns
+        -------
+        Overlaps
+        """
         from .overlaps import Overlaps
 
         if self.P is None or self.v is None:
@@ -184,7 +234,17 @@ class Trajectory:
 
     @classmethod
     def from_xarray(cls, ds: Any) -> Trajectory:
-        """The Trajectory a :meth:`to_xarray` Dataset (possibly saved and reopened) describes."""
+        """The Trajectory a :meth:`to_xarray` Dataset (possibly saved and reopened) describes.
+
+        Parameters
+        ----------
+        ds : xarray.Dataset
+            From :meth:`to_xarray`.
+
+        Returns
+        -------
+        Trajectory
+        """
         attrs = {k: _from_attr(v) for k, v in ds.attrs.items()}
         reserved = ("status", "message", "time_unit")
         P = np.array(ds["P"].values, dtype=np.float64) if "P" in ds else None
@@ -245,9 +305,24 @@ class BatchTrajectory:
     meta : dict
         The parameters shared by every member (activations, regime, method, ...).
 
+    Notes
+    -----
     ``len()`` is B; ``batch[b]`` (and iteration) gives member b as a :class:`Trajectory` whose arrays are views of
     its rows (plus the crossing row of an early stop, copied), trimmed to its own K and M — exactly what
     :func:`twolayer.ode.integrate` returns for that member alone.
+
+    Examples
+    --------
+    >>> ov = tl.ode.plateau_overlaps()
+    >>> batch = tl.ode.integrate_batch([ov, ov], "erf", lr=[0.5, 1.0], t_max=20,
+    ...                                n_points=3)
+    >>> batch
+    BatchTrajectory(B=2, T=3, completed=2)
+    >>> batch.Q.shape, batch[1].Q.shape
+    ((2, 3, 2, 2), (3, 2, 2))
+    >>> bool(np.array_equal(batch[1].risk, tl.ode.integrate(
+    ...     ov, "erf", lr=1.0, t_max=20, n_points=3).risk))
+    True
     """
 
     t: NDArray[np.float64]
@@ -354,7 +429,17 @@ class BatchTrajectory:
 
     @classmethod
     def from_xarray(cls, ds: Any) -> BatchTrajectory:
-        """The BatchTrajectory a :meth:`to_xarray` Dataset (possibly saved and reopened) describes."""
+        """The BatchTrajectory a :meth:`to_xarray` Dataset (possibly saved and reopened) describes.
+
+        Parameters
+        ----------
+        ds : xarray.Dataset
+            From :meth:`to_xarray`.
+
+        Returns
+        -------
+        BatchTrajectory
+        """
         attrs, names, time_unit = _dataset_parts(ds)
 
         def f64(name: str) -> NDArray[np.float64]:

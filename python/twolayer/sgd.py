@@ -1,6 +1,6 @@
 """Finite-d SGD of a two-layer student on samples from a teacher: the ground truth for the ODEs.
 
-Conventions (DESIGN.md §3). Inputs x ~ N(0, I_d); pre-activations lambda = W x / sqrt(s) (s = d
+Conventions (the documentation's Conventions page). Inputs x ~ N(0, I_d); pre-activations lambda = W x / sqrt(s) (s = d
 for ``scaling="sqrt_d"``, 1 for ``"none"``); f(x) = c sum_i a_i sigma(lambda_i) with c the readout factor
 (1 for ``readout="sum"``, 1/K for ``"mean"``); y = sum_r v_r sigma*(lambda*_r) + sqrt(noise) xi. With
 E = y - f, one step on a batch of B samples is plain SGD on the network's parameters W and a::
@@ -11,11 +11,13 @@ E = y - f, one step on a batch of B samples is plain SGD on the network's parame
 both evaluated before the step. One online step of learning rate lr is in expectation one step of population
 gradient descent with learning rate lr, and the d -> infinity limit is ``tl.ode.integrate`` with the same
 ``lr``, ``lr_readout``, ``noise`` and ``readout`` (in the ODE's effective units the readout moves with
-c^2 lr_readout). ``spherical=True`` (seed 003) then rescales every w_i to |w_i|^2 = s, i.e. Q_ii = 1 (the
-initial weights are projected too). Trajectory.a holds the effective second layer c a, as Overlaps does.
+c^2 lr_readout). ``spherical=True`` (spherical SGD, as in "Escaping mediocrity", Arnaboldi et al. 2023) then
+rescales every w_i to ``|w_i|^2 = s``, i.e. Q_ii = 1 (the initial weights are projected too). Trajectory.a
+holds the effective second layer c a, as Overlaps does.
 
 Time is t = steps / d. Online (``n_samples=None``): every step draws B fresh samples. With ``n_samples=n``
-(the correlated-samples regime of seed 002, n = alpha d) one training set is drawn per run and visited in
+(the correlated-samples regime of "First order optimization methods in two-layer neural networks training",
+n = alpha d) one training set is drawn per run and visited in
 batches of B, epoch after epoch, reshuffled every epoch unless ``shuffle=False``; ``batch_size=n_samples`` is
 full-batch gradient descent. Seed 002's large-batch SGD (batches of n_b = alpha d, step gamma0 on unit-norm
 weights, lambda = w.z) is ``lr = gamma0 * d, batch_size = alpha * d`` here (our weights have norm sqrt d); its
@@ -80,6 +82,32 @@ class Ensemble:
     end at its stop, so it has no value at later times (study it through ``stop_time``). The statistics are
     over repetitions of one experiment: they raise ValueError when the completed runs differ in their
     parameters (take a sub-ensemble of one grid point with :meth:`select`, or group ``to_xarray()``).
+
+    Attributes
+    ----------
+    runs : list of Trajectory
+        One per run, in call order.
+    run_ids : ndarray of int, shape (R,)
+        The stream keys (seed, run id).
+    t : ndarray, shape (T,)
+        The requested record times (t = steps / d).
+    seed : int
+        The master seed.
+    meta : dict
+        The parameters shared by every run.
+    params : dict of ndarray, shape (R,)
+        The per-run parameters.
+
+    Examples
+    --------
+    >>> s, t = tl.networks.teacher_student(2, 2, 100, "erf", seed=0)
+    >>> ens = tl.sgd.simulate(s, t, lr=1.0, t_max=5, records=6, seeds=4)
+    >>> ens
+    Ensemble(runs=4, T=6, diverged=0, converged=0, seed=0)
+    >>> ens.risk.shape, ens.Q.shape
+    ((4, 6), (4, 6, 2, 2))
+    >>> np.round(ens.mean().risk, 3)
+    array([0.735, 0.353, 0.176, 0.101, 0.064, 0.048])
     """
 
     runs: list[Trajectory]
@@ -100,6 +128,7 @@ class Ensemble:
 
     @property
     def status(self) -> list[str]:
+        """The status of every run."""
         return [r.status for r in self.runs]
 
     @property
@@ -110,19 +139,32 @@ class Ensemble:
 
     @property
     def completed(self) -> list[Trajectory]:
+        """The runs that completed (neither converged early, diverged nor were interrupted)."""
         return [r for r in self.runs if r.status == "completed"]
 
     @property
     def n_diverged(self) -> int:
+        """Number of diverged runs."""
         return sum(r.status == "diverged" for r in self.runs)
 
     @property
     def n_converged(self) -> int:
+        """Number of runs stopped early by ``risk_tol`` / ``risk_rtol``."""
         return sum(r.status == "converged" for r in self.runs)
 
     def select(self, **values: float) -> Ensemble:
         """The sub-ensemble of the runs whose parameters equal ``values`` (keywords among ``lr``,
-        ``lr_readout``, ``noise``, ``risk_tol``, ``risk_rtol``, ``run_id``), e.g. one point of a grid."""
+        ``lr_readout``, ``noise``, ``risk_tol``, ``risk_rtol``, ``run_id``), e.g. one point of a grid.
+
+        Parameters
+        ----------
+        **values : float
+            Parameter values to keep.
+
+        Returns
+        -------
+        Ensemble
+        """
         keep = np.ones(len(self.runs), dtype=bool)
         for name, value in values.items():
             column = self.run_ids if name == "run_id" else self.params.get(name)
@@ -144,7 +186,17 @@ class Ensemble:
         )
 
     def stack(self, name: str) -> NDArray[np.float64]:
-        """``name`` ("Q", "M", "a" or "risk") of the completed runs, run first."""
+        """``name`` ("Q", "M", "a" or "risk") of the completed runs, run first.
+
+        Parameters
+        ----------
+        name : {"Q", "M", "a", "risk"}
+            The field.
+
+        Returns
+        -------
+        ndarray, shape (R_completed, T, ...)
+        """
         if name not in ("Q", "M", "a", "risk"):
             raise ValueError(f"name: expected one of 'Q', 'M', 'a', 'risk'; got {name!r}")
         runs = self.completed
@@ -369,8 +421,27 @@ def grid(seeds: int | Sequence[int], **axes: ArrayLike) -> dict[str, Any]:
     (fastest). Returns ``{"seeds": [...], name: array, ...}`` to pass as ``simulate(..., **grid(...))``;
     ``Ensemble.to_xarray().set_index(run=[*axes, "run_id"]).unstack("run")`` restores the grid.
 
-    >>> grid(seeds=2, lr=[0.1, 0.2], noise=[0.0])["lr"]
-    array([0.1, 0.1, 0.2, 0.2])
+    Parameters
+    ----------
+    seeds : int or sequence of int
+        Run indices repeated at every grid point (an int n: 0..n-1).
+    **axes : array_like
+        1-d grid values of per-run parameters.
+
+    Returns
+    -------
+    dict
+        ``{"seeds": [...], name: array, ...}``, one entry per run.
+
+    Examples
+    --------
+    >>> g = tl.sgd.grid(seeds=2, lr=[0.1, 0.2], noise=[0.0])
+    >>> g["seeds"], g["lr"]
+    ([0, 1, 0, 1], array([0.1, 0.1, 0.2, 0.2]))
+    >>> s, t = tl.networks.teacher_student(2, 2, 100, "erf", seed=0)
+    >>> ens = tl.sgd.simulate(s, t, t_max=5, records=6, **g)
+    >>> ens.select(lr=0.2)
+    Ensemble(runs=2, T=6, diverged=0, converged=0, seed=0)
     """
     allowed = ("lr", "lr_readout", "noise", "risk_tol", "risk_rtol")
     for name in axes:
@@ -485,7 +556,7 @@ def simulate(
     batch_size : int >= 1
         Samples averaged per step.
     spherical : bool
-        Project every w_i back to |w_i|^2 = s after each step (seed 003).
+        Project every w_i back to ``|w_i|^2 = s`` after each step (spherical SGD).
     t_max, times, records
         Run until t_max = steps / d, recording at ``records`` equally spaced times (0 and t_max
         included), or at the given ``times`` (rounded to whole steps; the returned ``t`` holds the exact
@@ -518,6 +589,28 @@ def simulate(
         interpolated linearly in t between that record and the previous one (the record's own time when it
         is the first). ``stop_time`` of a diverged or interrupted run is the time it stopped; NaN for a run
         that ran to the end.
+
+    Returns
+    -------
+    Trajectory or Ensemble
+        Without ``seeds``: the single run j = 0 as a :class:`~twolayer.Trajectory` (``t`` in steps / d, ``Q``,
+        ``M``, the effective ``a``, the exact excess ``risk``, ``status``, the final network as ``student``).
+        With ``seeds``: an :class:`Ensemble`. Ctrl-C raises :class:`twolayer.Interrupted` whose ``partial``
+        is the result so far.
+
+    Examples
+    --------
+    >>> s, t = tl.networks.teacher_student(2, 2, 100, "erf", seed=0)
+    >>> run = tl.sgd.simulate(s, t, lr=1.0, t_max=5, records=6, seed=3)
+    >>> run.t, run.meta["steps"]
+    (array([0., 1., 2., 3., 4., 5.]), 500)
+
+    Runs stopped when their recorded risk falls to 5 % of the initial one:
+
+    >>> ens = tl.sgd.simulate(s, t, lr=1.0, t_max=50, records=51, seeds=2,
+    ...                       risk_rtol=0.05)
+    >>> ens.status, np.round(ens.stop_time, 2)
+    (['converged', 'converged'], array([7.19, 6.11]))
     """
     if isinstance(student, Network):
         students: list[Network] | None = None

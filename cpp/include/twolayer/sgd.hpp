@@ -1,4 +1,4 @@
-// Finite-d SGD of a two-layer student on samples from a two-layer teacher (DESIGN.md §3).
+// Finite-d SGD of a two-layer student on samples from a two-layer teacher (conventions: docs/conventions.rst).
 //
 //   x ~ N(0, I_d),  l = W x / sqrt(s),  l* = W* x / sqrt(s)   (s = d or 1),
 //   f = sum_i a_i sigma(l_i),  y = sum_r v_r sigma*(l*_r) + sqrt(Delta) xi,  E = y - f

@@ -1,13 +1,15 @@
-"""Loss-landscape toolkit (seeds 000, 001, 004): critical points, symmetry, Hessian spectra, alignment.
+"""Loss-landscape toolkit: critical points, symmetry, Hessian spectra, alignment.
+
+Built for Mariantoni & Chizat (2022), Arjevani & Field (2021) and the alignment paper (see the documentation's
+paper-reproduction pages).
 
 - :func:`refine`, :class:`CriticalPoint`, :func:`spectrum` — Newton refinement and classification (critical).
 - :func:`isotropy`, :class:`FixedPointSpace` — symmetry of weight matrices (symmetry).
-- :class:`SubspaceProblem`, :func:`continue_family` — critical points in fixed-point subspaces, continued in
-k.
+- :class:`SubspaceProblem`, :func:`continue_family` — critical points in fixed-point subspaces, continued in k.
 - :func:`continue_real_k` — the ΔS_{k-1} family at real k and the k where it turns into a minimum.
 - :func:`multistart` — many parallel searches, refined and classified.
 - :func:`alignment_determinants`, :func:`procrustes`, :func:`step_gradient_flow`, :func:`alignment_flow` —
-  seeds 000 and 004.
+  alignment and the comparison of Gaussian and orthogonal starts.
 """
 
 from __future__ import annotations

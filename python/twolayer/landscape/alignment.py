@@ -1,18 +1,22 @@
-"""Alignment and symmetry breaking along training (seeds 000 and 004).
+"""Alignment and symmetry breaking along training (the alignment paper; Mariantoni & Chizat 2022).
 
-- :func:`alignment_determinants` (seed 004, Theorem 5.1): for student polar angles 0 = theta_0 < theta_1 < ...
-<
-  theta_m < 2 pi (d = 2, one teacher at angle 0), f(t) = sin t + (pi - t) cos t of the angular distances gives
-  M = [f(theta_ij)]_{i,j=1..m} and M_i = M with column i replaced by [f(theta_j0)]_j. The determinant
-  condition is det M > 0 and min_i det M_i <= 0 (then no non-aligned critical point exists).
-- :func:`alignment_flow` (seed 004, Figure 1): population gradient descent in d = 2 recording student
-directions.
-- :func:`step_gradient_flow` (seed 000): weight-space gradient flow of step units, recording the weights.
-- :func:`procrustes`, :func:`procrustes_distance` (seed 000, section 3): the orthogonal P minimising
-  |A - P B|_F is P = U V^T from the SVD A B^T = U S V^T. (The seed writes V U^T with its SVD of theta(0) = U S
-  V^T; for theta_O(0) = I our formula gives U V^T of that same SVD — the seed's transposition is a typo,
-  checked numerically in the tests.) When B has orthonormal columns, min_P |A - P B|_F^2 = sum_i (s_i - 1)^2
-  over the singular values of A (seed 000, Lemma 2; the seed's "s_i^2 - 2 s_i - 1" should read "+ 1").
+- :func:`alignment_determinants` (alignment paper, Theorem 5.1): for student polar angles
+  0 = theta_0 < theta_1 < ... < theta_m < 2 pi (d = 2, one teacher at angle 0), f(t) = sin t + (pi - t) cos t
+  of the angular distances gives M = [f(theta_ij)]_{i,j=1..m} and M_i = M with column i replaced by
+  [f(theta_j0)]_j. The determinant condition is det M > 0 and min_i det M_i <= 0 (then no non-aligned
+  critical point exists).
+- :func:`alignment_flow` (alignment paper, Figure 1): population gradient descent in d = 2 recording student
+  directions.
+- :func:`step_gradient_flow` (Mariantoni & Chizat): weight-space gradient flow of step units, recording the
+  weights.
+- :func:`procrustes`, :func:`procrustes_distance` (Mariantoni & Chizat, section 3): the orthogonal P minimising
+  ``|A - P B|_F`` is P = U V^T from the SVD A B^T = U S V^T. (The report writes V U^T with its SVD of
+  theta(0) = U S V^T; for theta_O(0) = I our formula gives U V^T of that same SVD — the report's transposition
+  is a typo, checked numerically in the tests.) When B has orthonormal columns,
+  ``min_P |A - P B|_F^2 = sum_i (s_i - 1)^2`` over the singular values of A (Lemma 2; the report's
+  "s_i^2 - 2 s_i - 1" should read "+ 1").
+
+See the documentation's paper-reproduction pages.
 """
 
 from __future__ import annotations
@@ -41,14 +45,49 @@ __all__ = [
 
 
 def ad_function(t: ArrayLike) -> NDArray[np.float64]:
-    """f(t) = sin t + (pi - t) cos t on angular distances t in [0, pi] (seed 004)."""
+    """The angular-distance function f(t) = sin t + (pi - t) cos t.
+
+    Parameters
+    ----------
+    t : array_like
+        Angular distances in [0, pi].
+
+    Returns
+    -------
+    ndarray
+        f(t) in the shape of ``t``.
+
+    Examples
+    --------
+    >>> tl.landscape.alignment.ad_function(np.array([0.0, np.pi / 2]))
+    array([3.14159265, 1.        ])
+    """
     t_ = as_float_array(t, "t", finite=False).reshape(np.shape(t))  # a scalar stays a scalar
     return np.sin(t_) + (np.pi - t_) * np.cos(t_)
 
 
 def alignment_determinants(angles: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """(det M, min_i det M_i) for angle sets ``angles`` (..., m), each strictly increasing in (0, 2 pi) (the
-    teacher sits at theta_0 = 0). Vectorised over the leading axes; returns two arrays of shape (...)."""
+    """The determinant condition of the alignment paper's Theorem 5.1.
+
+    Vectorised over the leading axes (one batched solve; Cramer's rule).
+
+    Parameters
+    ----------
+    angles : array_like, shape (..., m)
+        Student polar angles, each set strictly increasing in (0, 2 pi) (the
+        teacher sits at theta_0 = 0).
+
+    Returns
+    -------
+    det_M, min_det_Mi : ndarray, shape (...)
+        det M and min_i det M_i (see the module docstring).
+
+    Examples
+    --------
+    >>> det_M, min_det_Mi = tl.landscape.alignment_determinants([1.0, 2.0, 4.0])
+    >>> print(f"{det_M:.6f} {min_det_Mi:.6f}")
+    17.867042 -8.528654
+    """
     th = as_float_array(angles, "angles")
     if np.ndim(angles) < 1 or th.shape[-1] < 1:
         raise ValueError(f"angles: expected shape (..., m) with m >= 1, got {th.shape}")
@@ -81,8 +120,26 @@ def alignment_determinants(angles: ArrayLike) -> tuple[NDArray[np.float64], NDAr
 
 
 def alignment_determinants_direct(angles: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """:func:`alignment_determinants` by m + 1 explicit determinants per set (the reference it is tested
-    against)."""
+    """:func:`alignment_determinants` by m + 1 explicit determinants per set.
+
+    The reference :func:`alignment_determinants` is tested against.
+
+    Parameters
+    ----------
+    angles : array_like, shape (..., m)
+        As in :func:`alignment_determinants`.
+
+    Returns
+    -------
+    det_M, min_det_Mi : ndarray, shape (...)
+
+    Examples
+    --------
+    >>> from twolayer.landscape.alignment import alignment_determinants_direct
+    >>> det_M, min_det_Mi = alignment_determinants_direct([1.0, 2.0, 4.0])
+    >>> print(f"{det_M:.6f} {min_det_Mi:.6f}")
+    17.867042 -8.528654
+    """
     th = as_float_array(angles, "angles")
     diff = np.abs(th[..., :, None] - th[..., None, :])
     M = ad_function(np.minimum(diff, 2 * np.pi - diff))
@@ -95,7 +152,26 @@ def alignment_determinants_direct(angles: ArrayLike) -> tuple[NDArray[np.float64
 
 
 def procrustes(A: ArrayLike, B: ArrayLike) -> NDArray[np.float64]:
-    """The orthogonal P (d, d) minimising |A - P B|_F for A, B (d, n): P = U V^T with A B^T = U S V^T."""
+    """The orthogonal P minimising the Frobenius norm of A - P B.
+
+    P = U V^T with A B^T = U S V^T (orthogonal Procrustes).
+
+    Parameters
+    ----------
+    A, B : array_like, shape (d, n)
+        The two configurations.
+
+    Returns
+    -------
+    ndarray, shape (d, d)
+
+    Examples
+    --------
+    >>> R = np.array([[0.0, -1.0], [1.0, 0.0]])      # a rotation by pi / 2
+    >>> B = np.array([[1.0, 2.0], [0.5, -1.0]])
+    >>> bool(np.allclose(tl.landscape.procrustes(R @ B, B), R))
+    True
+    """
     A_ = as_float_array(A, "A", ndim=2)
     B_ = as_float_array(B, "B", ndim=2)
     if A_.shape != B_.shape:
@@ -112,9 +188,37 @@ def _unit(X: NDArray[np.float64]) -> NDArray[np.float64]:
 
 
 def procrustes_distance(A: ArrayLike, B: ArrayLike, P: ArrayLike | None = None) -> float:
-    """|A - P B|_F, with the minimising orthogonal P unless given. Without P this needs no d x d work:
-    min_P |A - P B|_F^2 = |A|^2 + |B|^2 - 2 sum sigma(A B^T), and with thin QR factors A = Q_A R_A,
-    B = Q_B R_B the singular values of A B^T are those of R_A R_B^T (n x n)."""
+    """The Frobenius norm of A - P B, with the minimising orthogonal P unless given.
+
+    Without P this needs no d x d work:
+    ``min_P |A - P B|_F^2 = |A|_F^2 + |B|_F^2 - 2 sum sigma(A B^T)``, and with
+    thin QR factors A = Q_A R_A, B = Q_B R_B the singular values of A B^T are
+    those of R_A R_B^T (n x n).
+
+    Parameters
+    ----------
+    A, B : array_like, shape (d, n)
+        The two configurations.
+    P : array_like, shape (d, d), optional
+        A given rotation (default: the minimising one).
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    Lemma 2 of Mariantoni & Chizat: for B with orthonormal columns the
+    squared distance is sum_i (s_i - 1)^2 over the singular values of A.
+
+    >>> rng = np.random.default_rng(1)
+    >>> A = rng.standard_normal((50, 6)) / np.sqrt(50)
+    >>> B, _ = np.linalg.qr(rng.standard_normal((50, 6)))
+    >>> s = np.linalg.svd(A, compute_uv=False)
+    >>> bool(np.isclose(tl.landscape.procrustes_distance(A, B) ** 2,
+    ...                 np.sum((s - 1) ** 2)))
+    True
+    """
     A_ = as_float_array(A, "A", ndim=2)
     B_ = as_float_array(B, "B", ndim=2)
     if A_.shape != B_.shape:
@@ -137,8 +241,29 @@ def procrustes_distance(A: ArrayLike, B: ArrayLike, P: ArrayLike | None = None) 
 
 @dataclass(eq=False)
 class WeightPath:
-    """Weights along population gradient descent: ``tau`` (T,) flow time lr * iterations, ``W`` (T, K, d),
-    ``risk`` (T,), the teacher, and ``status``."""
+    """Weights along population gradient descent.
+
+    Attributes
+    ----------
+    tau : ndarray, shape (T,)
+        Flow time lr * iterations.
+    W : ndarray, shape (T, K, d)
+        The student's weights.
+    risk : ndarray, shape (T,)
+        The excess risk.
+    teacher : Network
+        The teacher.
+    status : str
+        "completed" or "diverged".
+
+    Examples
+    --------
+    >>> teacher = tl.Network([[1.0, 0.0]], None, "relu", scaling="none")
+    >>> student = tl.Network([[0.6, 0.8]], None, "relu", scaling="none")
+    >>> path = tl.landscape.alignment_flow(student, teacher, [0.0, 50.0], lr=0.1)
+    >>> path.W.shape, path.theta.shape
+    ((2, 1, 2), (2, 2, 2))
+    """
 
     tau: NDArray[np.float64]
     W: NDArray[np.float64]
@@ -194,9 +319,33 @@ def _path(student: Network, teacher: Network, lr: float, times: ArrayLike) -> We
 
 
 def step_gradient_flow(student: Network, teacher: Network, times: ArrayLike, lr: float = 1e-2) -> WeightPath:
-    """Seed 000: gradient flow dW/dtau = -grad R of step units (sigma = 1(s > 0)) in weight space, by
-    population gradient descent with step ``lr`` (Euler; tau = lr * iterations), recording the weights at
-    ``times``. Both networks must use the step activation."""
+    """Weight-space gradient flow of step units (Mariantoni & Chizat).
+
+    dW/dtau = -grad R for sigma = 1(s > 0), by population gradient descent
+    with step ``lr`` (Euler; tau = lr * iterations).
+
+    Parameters
+    ----------
+    student, teacher : Network
+        Both with the ``"step"`` activation.
+    times : array_like
+        Flow times at which the weights are recorded (rounded to steps).
+    lr : float, default 1e-2
+        The Euler step.
+
+    Returns
+    -------
+    WeightPath
+
+    Examples
+    --------
+    >>> teacher = tl.Network([[1.0, 0.0]], None, "step", scaling="none")
+    >>> student = tl.Network([[0.6, 0.8], [0.0, 1.0]], None, "step",
+    ...                      scaling="none")
+    >>> path = tl.landscape.step_gradient_flow(student, teacher, [0.0, 1.0], lr=0.1)
+    >>> path.tau, np.round(path.risk, 6)
+    (array([0., 1.]), array([0.545167, 0.444338]))
+    """
     for name, net in (("student", student), ("teacher", teacher)):
         if isinstance(net, Network) and net.activation != "step":
             raise ValueError(f"{name}: expected the 'step' activation, got {net.activation!r}")
@@ -204,8 +353,32 @@ def step_gradient_flow(student: Network, teacher: Network, times: ArrayLike, lr:
 
 
 def alignment_flow(student: Network, teacher: Network, times: ArrayLike, lr: float = 1e-2) -> WeightPath:
-    """Seed 004, Figure 1: population gradient descent of relu units in d = 2, recording the student weights
-    (use :attr:`WeightPath.angles` for the directions) at flow times ``times``."""
+    """Population gradient descent of relu units in d = 2 (alignment paper, Figure 1).
+
+    Parameters
+    ----------
+    student, teacher : Network
+        relu networks with d = 2.
+    times : array_like
+        Flow times (lr * iterations) at which the weights are recorded.
+    lr : float, default 1e-2
+        The step.
+
+    Returns
+    -------
+    WeightPath
+        Use :attr:`WeightPath.angles` for the student directions.
+
+    Examples
+    --------
+    A student unit turns onto the teacher direction (angle 0):
+
+    >>> teacher = tl.Network([[1.0, 0.0]], None, "relu", scaling="none")
+    >>> student = tl.Network([[0.6, 0.8]], None, "relu", scaling="none")
+    >>> path = tl.landscape.alignment_flow(student, teacher, [0.0, 50.0], lr=0.1)
+    >>> np.round(path.angles[:, 0], 4)
+    array([0.9273, 0.    ])
+    """
     if isinstance(student, Network) and student.d != 2:
         raise ValueError(f"student: expected d = 2, got d = {student.d}")
     return _path(student, teacher, lr, times)

@@ -30,20 +30,48 @@ __all__ = [
 
 @dataclass(eq=False)
 class CriticalPoint:
-    """A refined critical point.
+    """A refined critical point (what :func:`refine` returns).
 
-    ``student`` the network there; ``loss`` its excess population risk; ``grad_norm`` the Euclidean norm of
-    the gradient on the trained parameters; ``eigenvalues`` the Hessian spectrum (ascending); ``index`` the
-    number of eigenvalues below -``zero_tol``; ``nullity`` the number with |lambda| <= ``zero_tol``; ``kind``
-    one of ``"global minimum"`` (loss <= ``global_tol``: the risk is non-negative, so no Hessian is needed),
+    Attributes
+    ----------
+    student : Network
+        The network at the point.
+    loss : float
+        Its excess population risk.
+    grad_norm : float
+        Euclidean norm of the gradient on the trained parameters.
+    eigenvalues : ndarray
+        The Hessian spectrum, ascending.
+    index, nullity : int
+        Eigenvalues below -``zero_tol``, and with ``abs(lambda) <= zero_tol``.
+    kind : str
+        The classification (below).
+    converged : bool
+        Whether ``grad_norm <= tol`` was reached.
+    iterations : int
+        Newton iterations taken.
+    history : list of float
+        The gradient norm at every iteration (for convergence-rate checks).
+    train_readout : bool
+        Whether the second layer is among the parameters.
+
+    Notes
+    -----
+    ``kind`` is one of ``"global minimum"`` (loss <= ``global_tol``: the risk is non-negative, so no Hessian is needed),
     ``"spurious minimum"`` (index 0, no unexpected flat directions, a larger loss), ``"saddle"`` (index > 0),
     ``"degenerate"`` (index 0 but more flat directions than the continuous symmetries of the model explain:
     second order cannot decide) or ``"non-differentiable"`` (a relu or step student with a zero-norm row, or
     step units exactly aligned, at a loss above ``global_tol``: the risk has a kink there, so neither the
     gradient nor the Hessian classifies the point). ``eigenvalues`` is empty where the Hessian is undefined
-    (exactly aligned step units).
-    ``strict`` is True for the two minimum kinds. ``converged`` says whether grad_norm <= tol was reached;
-    ``history`` holds the gradient norm at every iteration (for convergence-rate checks).
+    (exactly aligned step units). ``strict`` is True for the two minimum
+    kinds.
+
+    Examples
+    --------
+    >>> teacher = tl.landscape.identity_teacher(3)
+    >>> cp = tl.landscape.refine(teacher.with_weights(np.eye(3) + 1e-3), teacher)
+    >>> cp.kind, cp.strict, cp.spurious, cp.converged
+    ('global minimum', True, False, True)
     """
 
     student: Network
@@ -65,14 +93,26 @@ class CriticalPoint:
 
     @property
     def is_minimum(self) -> bool:
+        """Same as :attr:`strict`."""
         return self.strict
 
     @property
     def spurious(self) -> bool:
+        """True for a spurious (non-global) strict minimum."""
         return self.kind == "spurious minimum"
 
     def spectrum(self, tol: float = 1e-7) -> list[tuple[float, int]]:
-        """Distinct Hessian eigenvalues with multiplicities (see :func:`spectrum`)."""
+        """Distinct Hessian eigenvalues with multiplicities (see :func:`spectrum`).
+
+        Parameters
+        ----------
+        tol : float, default 1e-7
+            Relative gap below which sorted eigenvalues are one.
+
+        Returns
+        -------
+        list of (float, int)
+        """
         return _group(self.eigenvalues, positive(tol, "tol"))
 
     @classmethod
@@ -89,7 +129,13 @@ class CriticalPoint:
         iterations: int = 0,
         history: list[float] | None = None,
     ) -> CriticalPoint:
-        """The point ``student`` with its loss and the classification of its Hessian ``eigenvalues``."""
+        """The point ``student`` with its loss and the classification of its
+        Hessian ``eigenvalues`` (the other arguments as in :func:`refine`).
+
+        Returns
+        -------
+        CriticalPoint
+        """
         loss = population.risk(student, teacher)
         index, nullity, kind = _classify(
             eigenvalues, loss, symmetry_nullity(student, train_readout), zero_tol, global_tol,
@@ -107,8 +153,28 @@ class CriticalPoint:
 
 
 def symmetry_nullity(student: Network, train_readout: bool) -> int:
-    """Flat Hessian directions forced by continuous symmetries: positive homogeneity gives one per unit for
-    relu with a trained second layer (w_i -> c w_i, a_i -> a_i / c) and for step units (w_i -> c w_i)."""
+    """Flat Hessian directions forced by continuous symmetries.
+
+    Positive homogeneity gives one per unit for relu with a trained second
+    layer (w_i -> c w_i, a_i -> a_i / c) and for step units (w_i -> c w_i).
+
+    Parameters
+    ----------
+    student : Network
+        The student.
+    train_readout : bool
+        Whether the second layer is among the parameters.
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> net = tl.Network(np.eye(2), None, "relu")
+    >>> tl.landscape.critical.symmetry_nullity(net, train_readout=True)
+    2
+    """
     check_network(student, "student")
     train_readout = boolean(train_readout, "train_readout")
     if student.activation == "step":
@@ -119,9 +185,29 @@ def symmetry_nullity(student: Network, train_readout: bool) -> int:
 
 
 def non_differentiable(student: Network, teacher: Network) -> bool:
-    """True where the risk has a kink: a relu or step student with a zero-norm row (its unit's angles are
-    undefined), or step units exactly aligned with each other or with a step teacher unit (the Hessian is
-    undefined there, see :func:`twolayer.population.hessian`)."""
+    """Whether the risk has a kink at ``student``.
+
+    True for a relu or step student with a zero-norm row (its unit's angles
+    are undefined), or step units exactly aligned with each other or with a
+    step teacher unit (the Hessian is undefined there, see
+    :func:`twolayer.population.hessian`).
+
+    Parameters
+    ----------
+    student, teacher : Network
+        The pair.
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> teacher = tl.landscape.identity_teacher(3)
+    >>> zero_row = tl.Network(np.zeros((1, 3)), None, "relu", scaling="none")
+    >>> tl.landscape.critical.non_differentiable(zero_row, teacher)
+    True
+    """
     if student.activation not in ("relu", "step"):
         return False
     if np.any(np.all(student.W == 0.0, axis=1)):
@@ -148,10 +234,27 @@ def _group(eigenvalues: ArrayLike, tol: float) -> list[tuple[float, int]]:
 
 
 def spectrum(H: ArrayLike, tol: float = 1e-7) -> list[tuple[float, int]]:
-    """Distinct eigenvalues of the symmetric matrix ``H`` with their multiplicities, ascending.
+    """Distinct eigenvalues of a symmetric matrix with their multiplicities.
 
-    Sorted eigenvalues closer than ``tol * max(1, max |lambda|)`` to their neighbour are one eigenvalue
-    (reported as the group mean). ``tol`` must be positive.
+    Sorted eigenvalues closer than ``tol * max(1, max abs(lambda))`` to their
+    neighbour are one eigenvalue (reported as the group mean).
+
+    Parameters
+    ----------
+    H : array_like, shape (n, n)
+        A symmetric matrix.
+    tol : float, default 1e-7
+        The relative gap (> 0).
+
+    Returns
+    -------
+    list of (float, int)
+        (eigenvalue, multiplicity), ascending.
+
+    Examples
+    --------
+    >>> tl.landscape.spectrum(np.diag([1.0, 1.0, 2.0]))
+    [(1.0, 2), (2.0, 1)]
     """
     H_ = as_float_array(H, "H", ndim=2)
     if H_.shape[0] != H_.shape[1]:
@@ -181,7 +284,26 @@ def _pack(student: Network, train_readout: bool) -> NDArray[np.float64]:
 
 
 def flat_gradient(student: Network, teacher: Network, train_readout: bool) -> NDArray[np.float64]:
-    """The population gradient on [vec(W), a] (or vec(W)) as one vector."""
+    """The population gradient on [vec(W), a] (or vec(W)) as one vector.
+
+    Parameters
+    ----------
+    student, teacher : Network
+        The pair.
+    train_readout : bool
+        Include dR/da.
+
+    Returns
+    -------
+    ndarray, shape (K d,) or (K d + K,)
+
+    Examples
+    --------
+    >>> teacher = tl.landscape.identity_teacher(3)
+    >>> g = tl.landscape.critical.flat_gradient(teacher, teacher, False)
+    >>> g.shape, float(np.abs(g).max())
+    ((9,), 0.0)
+    """
     train_readout = boolean(train_readout, "train_readout")
     dW, da = population.gradient(student, teacher, train_readout=train_readout)
     return np.concatenate([dW.ravel(), da]) if train_readout else dW.ravel()
@@ -195,9 +317,34 @@ def classify(
     zero_tol: float | None = None,
     global_tol: float = 1e-10,
 ) -> tuple[int, int, str]:
-    """(index, nullity, kind) of a critical point from its Hessian eigenvalues (see :class:`CriticalPoint`).
+    """Classify a critical point by its Hessian eigenvalues.
 
-    ``zero_tol`` defaults to 1e-8 * max(1, max |lambda|)."""
+    Parameters
+    ----------
+    student, teacher : Network
+        The point and the teacher.
+    train_readout : bool, default False
+        Whether the second layer is among the parameters.
+    eigenvalues : ndarray, optional
+        The Hessian spectrum (computed when not given).
+    zero_tol : float, optional
+        Eigenvalues with ``abs(lambda) <= zero_tol`` count as zero (default
+        1e-8 * max(1, max abs(lambda))).
+    global_tol : float, default 1e-10
+        Loss at or below which a point is a global minimum.
+
+    Returns
+    -------
+    index, nullity : int
+    kind : str
+        As in :class:`CriticalPoint`.
+
+    Examples
+    --------
+    >>> teacher = tl.landscape.identity_teacher(3)
+    >>> tl.landscape.classify(teacher, teacher)
+    (0, 0, 'global minimum')
+    """
     check_pair(student, teacher)
     train_readout = boolean(train_readout, "train_readout")
     zero_tol, global_tol = _tolerances(zero_tol, global_tol)
@@ -258,13 +405,40 @@ def refine(
     zero_tol: float | None = None,
     global_tol: float = 1e-10,
 ) -> CriticalPoint:
-    """Newton (Levenberg-Marquardt on grad R = 0, analytic Hessian) from ``student`` to a critical point with
-    |grad R| <= ``tol``; returns the point classified by its Hessian spectrum (see :class:`CriticalPoint`).
+    """Refine ``student`` to a nearby critical point and classify it.
 
-    ``train_readout`` includes the second layer in the parameters (and in the Hessian). ``tol`` must be
-    positive; if it cannot be reached (floating-point floor, or no critical point nearby) the best point found
-    is returned with ``converged=False``. ``zero_tol`` (default 1e-8 max|lambda|) separates zero from non-zero
-    eigenvalues and ``global_tol`` is the loss below which a minimum counts as global.
+    Newton's method (Levenberg-Marquardt on grad R = 0 with the analytic
+    Hessian), until the gradient norm is at most ``tol``.
+
+    Parameters
+    ----------
+    student, teacher : Network
+        The starting point and the teacher.
+    tol : float, default 1e-12
+        Target gradient norm (> 0). If it cannot be reached (floating-point
+        floor, or no critical point nearby) the best point found is returned
+        with ``converged=False``.
+    train_readout : bool, default False
+        Include the second layer in the parameters (and the Hessian).
+    max_iter : int, default 100
+        Newton iterations at most.
+    zero_tol : float, optional
+        Separates zero from non-zero eigenvalues (default
+        1e-8 max abs(lambda)).
+    global_tol : float, default 1e-10
+        Loss below which a minimum counts as global.
+
+    Returns
+    -------
+    CriticalPoint
+        The point, classified by its Hessian spectrum.
+
+    Examples
+    --------
+    >>> teacher = tl.landscape.identity_teacher(3)
+    >>> cp = tl.landscape.refine(teacher.with_weights(np.eye(3) + 1e-3), teacher)
+    >>> cp.kind, cp.grad_norm < 1e-12
+    ('global minimum', True)
     """
     check_pair(student, teacher)
     tol_ = positive(tol, "tol")

@@ -1,4 +1,4 @@
-"""Many local searches from random starts, each refined to a critical point and classified (seed 001).
+"""Many local searches from random starts, each refined to a critical point and classified (Arjevani & Field).
 
 The searches are L-BFGS runs on the population risk in the C++ core (OpenMP across runs, one
 ``population_gradient`` per iteration); the end points are then refined by batched Newton steps (stacked
@@ -52,14 +52,44 @@ class ClassifiedBatch(TypedDict):
 
 @dataclass(eq=False)
 class MultistartResult:
-    """Per-run end points and their classification; :meth:`table` summarises how often each family is reached.
+    """Per-run end points of :func:`multistart` and their classification.
 
-    ``W`` (runs, k, d) and ``a`` (runs, k) the refined end points, ``loss``, ``grad_norm``, ``index`` (runs,),
-    ``kind`` and ``isotropy`` (lists of str), ``status`` the search status of each run ("converged",
-    "max_iter", "stalled" (no resolvable decrease left), "diverged"), ``iterations`` the L-BFGS iterations.
-    The partial result of :class:`twolayer.Interrupted` holds the search's end points as they are, not refined
-    or classified (kind "unclassified", index -1; :func:`classify_batch` does the rest); runs cut short have
-    status and kind "interrupted" and keep their last iterate (NaN loss if never started)."""
+    Attributes
+    ----------
+    W, a : ndarray, shapes (runs, k, d) and (runs, k)
+        The refined end points.
+    loss, grad_norm : ndarray, shape (runs,)
+        Their excess risk and gradient norm.
+    index : ndarray of int, shape (runs,)
+        Hessian index (-1 where not classified).
+    kind, isotropy : list of str
+        Classification (as :class:`CriticalPoint`'s kind) and isotropy group.
+    status : list of str
+        The search status of each run: "converged", "max_iter", "stalled"
+        (no resolvable decrease left) or "diverged".
+    iterations : ndarray of int
+        L-BFGS iterations.
+    meta : dict
+        The call's parameters.
+
+    Notes
+    -----
+    :meth:`table` summarises how often each family is reached. The partial
+    result of :class:`twolayer.Interrupted` holds the search's end points as
+    they are, not refined or classified (kind "unclassified", index -1;
+    :func:`classify_batch` does the rest); runs cut short have status and
+    kind "interrupted" and keep their last iterate (NaN loss if never
+    started).
+
+    Examples
+    --------
+    >>> res = tl.landscape.multistart(3, runs=4, seed=0)
+    >>> res.runs, res.status
+    (4, ['converged', 'converged', 'converged', 'converged'])
+    >>> print(res.table())
+     count fraction  kind                      loss index  isotropy
+         4    1.000  global minimum ...0.000000     0  ΔS_3
+    """
 
     W: NDArray[np.float64]
     a: NDArray[np.float64]
@@ -74,10 +104,21 @@ class MultistartResult:
 
     @property
     def runs(self) -> int:
+        """Number of runs."""
         return int(self.loss.shape[0])
 
     def families(self, decimals: int = 6) -> Counter[tuple[str, float, int, str]]:
-        """Counts of (kind, loss rounded to ``decimals``, index, isotropy)."""
+        """Counts of (kind, loss rounded to ``decimals``, index, isotropy).
+
+        Parameters
+        ----------
+        decimals : int, default 6
+            Rounding of the loss.
+
+        Returns
+        -------
+        collections.Counter
+        """
         decimals = integer(decimals, "decimals", 0, 17)
         return Counter(
             (k, float(np.round(lo, decimals)), int(i), iso)
@@ -85,7 +126,17 @@ class MultistartResult:
         )
 
     def table(self, decimals: int = 6) -> str:
-        """A text table of the families reached, most frequent first."""
+        """A text table of the families reached, most frequent first.
+
+        Parameters
+        ----------
+        decimals : int, default 6
+            Rounding of the loss.
+
+        Returns
+        -------
+        str
+        """
         decimals = integer(decimals, "decimals", 0, 17)
         lines = [f"{'count':>6} {'fraction':>8}  {'kind':<17} {'loss':>12} {'index':>5}  isotropy"]
         for (kind, loss, index, iso), n in self.families(decimals).most_common():
@@ -94,9 +145,30 @@ class MultistartResult:
 
 
 def random_starts(runs: int, k: int, d: int, init: str, seed: int) -> NDArray[np.float64]:
-    """(runs, k, d) starts; run r uses its own stream keyed by (seed, r), so results do not depend on how runs
-    are batched. ``init``: "xavier" N(0, 1/d) entries (Safran-Shamir), "gaussian" N(0, 1), "orthogonal"
-    orthonormal rows (k <= d). ``seed``: an integer in [0, 2**64-1]."""
+    """Random starting weights, one stream per run.
+
+    Run r uses its own stream keyed by (seed, r), so results do not depend
+    on how runs are batched.
+
+    Parameters
+    ----------
+    runs, k, d : int
+        Number of starts and their shape.
+    init : {"xavier", "gaussian", "orthogonal"}
+        N(0, 1/d) entries (Safran-Shamir), N(0, 1) entries, or orthonormal
+        rows (k <= d).
+    seed : int
+        In [0, 2**64-1].
+
+    Returns
+    -------
+    ndarray, shape (runs, k, d)
+
+    Examples
+    --------
+    >>> tl.landscape.random_starts(2, 3, 4, "orthogonal", seed=0).shape
+    (2, 3, 4)
+    """
     runs = integer(runs, "runs", 1, INT32_MAX)
     k, d = integer(k, "k", 1, INT32_MAX), integer(d, "d", 1, INT32_MAX)
     choice(init, "init", ("xavier", "gaussian", "orthogonal"))
@@ -125,10 +197,48 @@ def classify_batch(
     iso_tol: float = 1e-6,
     global_tol: float = 1e-10,
 ) -> ClassifiedBatch:
-    """Refine end points (runs, k, d) by up to ``newton_steps`` batched Newton steps (batched solves with the
-    analytic Hessian; least squares where it is singular), a step being kept only if it lowers |grad|, and
-    classify them by the spectrum at the refined points. Returns W, a, loss, grad_norm, index, kind,
-    isotropy (see :class:`MultistartResult`)."""
+    """Refine and classify a batch of search end points.
+
+    Up to ``newton_steps`` batched Newton steps (batched solves with the
+    analytic Hessian; least squares where it is singular), a step being kept
+    only if it lowers the gradient norm; then classification by the Hessian
+    spectrum at the refined points.
+
+    Parameters
+    ----------
+    W : ndarray, shape (runs, k, d)
+        End points (non-finite ones are classified "failed").
+    a : ndarray, shape (runs, k)
+        Their second layers.
+    teacher : Network
+        The teacher.
+    activation : str, default "relu"
+        The students' activation.
+    train_readout : bool, default False
+        Whether the second layer is among the parameters.
+    newton_steps : int, default 3
+        Newton steps at most.
+    tol : float, default 1e-12
+        Gradient norm at which a point needs no more steps.
+    iso_tol : float, default 1e-6
+        Tolerance of the isotropy.
+    global_tol : float, default 1e-10
+        Loss at or below which a point is a global minimum.
+
+    Returns
+    -------
+    dict
+        ``W``, ``a``, ``loss``, ``grad_norm``, ``index``, ``kind``,
+        ``isotropy`` (see :class:`MultistartResult`).
+
+    Examples
+    --------
+    >>> from twolayer.landscape.multistart import classify_batch
+    >>> out = classify_batch(np.stack([np.eye(3)] * 2) + 1e-9, np.ones((2, 3)),
+    ...                      tl.landscape.identity_teacher(3))
+    >>> out["kind"], out["isotropy"]
+    (['global minimum', 'global minimum'], ['ΔS_3', 'ΔS_3'])
+    """
     W = as_float_array(W, "W", ndim=3, finite=False).copy()  # non-finite end points are classified "failed"
     a = as_float_array(a, "a", ndim=2, finite=False).copy()
     runs, k, d = W.shape
@@ -248,12 +358,56 @@ def multistart(
     n_threads: int | None = None,
     progress: bool = False,
 ) -> MultistartResult:
-    """``runs`` L-BFGS searches on the Safran-Shamir problem (teacher W* = I_k, lambda = w.x, unit second
-    layers; with ``train_readout`` the student's second layer is trained too) from random starts (see
-    :func:`random_starts`), run in parallel in C++ until |grad| <= ``gtol``, then refined by batched Newton
-    steps to |grad| <= ``tol`` and classified by loss, index and isotropy (see
-    :meth:`MultistartResult.table`). ``progress``: a tqdm bar of the searches finished. Ctrl-C raises
-    :class:`twolayer.Interrupted` with the searches' end points so far as ``partial``."""
+    """Many L-BFGS searches on the Safran-Shamir problem, refined and classified.
+
+    Teacher W* = I_k, lambda = w . x, unit second layers (with
+    ``train_readout`` the student's second layer is trained too). The
+    searches run in parallel in C++ until the gradient norm is at most
+    ``gtol``, then are refined by batched Newton steps to ``tol`` and
+    classified by loss, index and isotropy (see
+    :meth:`MultistartResult.table`). Ctrl-C raises
+    :class:`twolayer.Interrupted` with the searches' end points so far as
+    ``partial``.
+
+    Parameters
+    ----------
+    k : int
+        Units of student and teacher.
+    runs : int
+        Number of searches.
+    init : {"xavier", "gaussian", "orthogonal"}
+        Random starts (see :func:`random_starts`).
+    seed : int, default 0
+        Run r's start uses the stream (seed, r).
+    d : int, optional
+        Input dimension >= k (default k; the teacher is padded with zeros).
+    train_readout : bool, default False
+        Train the second layer too.
+    activation : str, default "relu"
+        Activation of student and teacher.
+    max_iter : int, default 5000
+        L-BFGS iterations per search at most.
+    gtol : float, default 1e-8
+        Gradient norm at which a search stops.
+    memory : int, default 10
+        L-BFGS memory.
+    tol : float, default 1e-12
+        Gradient norm the Newton refinement aims at.
+    n_threads : int, optional
+        OpenMP threads across searches (None: the OpenMP default).
+    progress : bool, default False
+        A tqdm bar of the searches finished.
+
+    Returns
+    -------
+    MultistartResult
+
+    Examples
+    --------
+    >>> res = tl.landscape.multistart(4, runs=8, seed=0)
+    >>> sorted(set(res.kind)), sorted(set(res.isotropy))
+    (['global minimum'], ['ΔS_4'])
+    """
     k = integer(k, "k", 1, INT32_MAX)
     runs = integer(runs, "runs", 1, INT32_MAX)
     d_ = k if d is None else integer(d, "d", k, INT32_MAX)
@@ -308,11 +462,38 @@ def multistart(
 
 
 def numpy_relu_loss_grad(W: NDArray[np.float64], V: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]]:
-    """Closed-form NumPy population loss and gradient for unit second layers, relu, lambda = w.x (the
-    reference the C++ search is benchmarked against):
-    L = 1/2 sum_ij f(w_i, w_j) - sum_ij f(w_i, v_j) + 1/2 sum_ij f(v_i, v_j)
-    with f(u, v) = |u||v| (sin t + (pi - t) cos t) / (2 pi), and dL/dw_i = w_i/2 + sum_{j != i} g(w_i, w_j)
-    - sum_j g(w_i, v_j), g(u, v) = ((pi - t) v + |v| sin t u/|u|) / (2 pi)."""
+    """Closed-form NumPy population loss and gradient (relu, lambda = w . x).
+
+    Unit second layers; the reference the C++ search is tested and
+    benchmarked against::
+
+        L = 1/2 sum_ij f(w_i, w_j) - sum_ij f(w_i, v_j) + 1/2 sum_ij f(v_i, v_j)
+        f(u, v) = |u| |v| (sin t + (pi - t) cos t) / (2 pi)
+        dL/dw_i = w_i / 2 + sum_{j != i} g(w_i, w_j) - sum_j g(w_i, v_j)
+        g(u, v) = ((pi - t) v + |v| sin t u / |u|) / (2 pi)
+
+    with t the angle between u and v.
+
+    Parameters
+    ----------
+    W : ndarray, shape (k, d)
+        Student weights (non-zero rows).
+    V : ndarray, shape (m, d)
+        Teacher weights (non-zero rows).
+
+    Returns
+    -------
+    loss : float
+    grad : ndarray, shape (k, d)
+
+    Examples
+    --------
+    >>> W = np.eye(3) + 0.1
+    >>> loss, grad = tl.landscape.numpy_relu_loss_grad(W, np.eye(3))
+    >>> student = tl.Network(W, None, "relu", scaling="none")
+    >>> bool(np.isclose(loss, tl.population.risk(student, tl.landscape.identity_teacher(3))))
+    True
+    """
     W = as_float_array(W, "W", ndim=2)
     V = as_float_array(V, "V", ndim=2)
     if V.shape[1] != W.shape[1]:

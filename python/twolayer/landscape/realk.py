@@ -1,4 +1,4 @@
-"""Families of critical points at real k (seed 001's "fractional dimension"; stretch goal).
+"""Families of critical points at real k (the "fractional dimension" of Arjevani & Field 2021).
 
 For the Safran-Shamir problem (teacher W* = I_k, relu, lambda = w.x, unit second layers) restricted to the
 fixed-point space of a Young subgroup Δ(S_n1 × ... × S_nr) (consecutive blocks, as in
@@ -30,8 +30,25 @@ __all__ = ["reduced_risk", "reduced_layout", "RealKFamily", "continue_real_k"]
 
 
 def reduced_layout(sizes: ArrayLike) -> list[tuple[str, int, int]]:
-    """Coordinates of the Young fixed-point space with (real) block sizes: ("diag", b, b), ("off", b, b) when
-    n_b > 1, ("block", b, c) for b != c, in FixedPointSpace order."""
+    """The coordinates of the Young fixed-point space with (real) block sizes.
+
+    Parameters
+    ----------
+    sizes : array_like, shape (r,)
+        Block sizes n_b (real allowed).
+
+    Returns
+    -------
+    list of (str, int, int)
+        ("diag", b, b), ("off", b, b) when n_b > 1, ("block", b, c) for
+        b != c, in :class:`~twolayer.landscape.FixedPointSpace` order.
+
+    Examples
+    --------
+    >>> from twolayer.landscape.realk import reduced_layout
+    >>> reduced_layout([4.5, 1.0])
+    [('diag', 0, 0), ('off', 0, 0), ('diag', 1, 1), ('block', 0, 1), ('block', 1, 0)]
+    """
     n = as_float_array(sizes, "sizes", ndim=1)
     out: list[tuple[str, int, int]] = []
     for b in range(n.size):
@@ -67,9 +84,35 @@ def metric(sizes: ArrayLike) -> NDArray[np.float64]:
 
 
 def reduced_risk(x: ArrayLike, sizes: ArrayLike) -> float:
-    """The population risk of the matrix with coordinates ``x`` in the Young fixed-point space with block
-    sizes ``sizes`` (real allowed), teacher W* = I_k, k = sum(sizes), relu, lambda = w.x, unit second
-    layers."""
+    """The population risk on a Young fixed-point space, at real block sizes.
+
+    Teacher W* = I_k with k = sum(sizes), relu, lambda = w . x, unit second
+    layers; every overlap is a polynomial in the block sizes, so the risk is
+    analytic in real sizes.
+
+    Parameters
+    ----------
+    x : array_like
+        Coordinates (see :func:`reduced_layout`).
+    sizes : array_like
+        Block sizes (real allowed).
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    At integer sizes it is the population risk of the matrix:
+
+    >>> x = [0.986704, -0.050413, -0.601512, 0.308011, 0.224516]
+    >>> print(f"{tl.landscape.reduced_risk(x, [5.0, 1.0]):.6f}")
+    0.025081
+    >>> W, _ = tl.landscape.FixedPointSpace((5, 1)).matrix(x)
+    >>> student = tl.Network(W, None, "relu", scaling="none")
+    >>> print(f"{tl.population.risk(student, tl.landscape.identity_teacher(6)):.6f}")
+    0.025081
+    """
     n = as_float_array(sizes, "sizes", ndim=1)
     x_ = as_float_array(x, "x", ndim=1)
     if x_.size != len(reduced_layout(n)):
@@ -147,9 +190,31 @@ def _solve(x0: NDArray[np.float64], sizes: NDArray[np.float64], tol: float = 1e-
 
 @dataclass(eq=False)
 class RealKFamily:
-    """The ΔS_{k-1} family on a grid of real k: coordinates ``x`` (len(k), 5), ``loss``, the 5 trivial and the
-    5 standard-representation eigenvalues (ascending), and ``k_turn``: where the smallest standard eigenvalue
-    changes sign (None if it does not on the grid)."""
+    """The ΔS_{k-1} family on a grid of real k (what :func:`continue_real_k` returns).
+
+    Attributes
+    ----------
+    k : ndarray, shape (n,)
+        The grid.
+    x : ndarray, shape (n, 5)
+        Coordinates of the critical point at each k.
+    loss : ndarray, shape (n,)
+        Its risk.
+    trivial, standard : ndarray, shape (n, 5)
+        The 5 trivial- and the 5 standard-representation eigenvalues,
+        ascending.
+    k_turn : float or None
+        Where the smallest standard eigenvalue changes sign (None if it does
+        not on the grid).
+
+    Examples
+    --------
+    >>> import dataclasses
+    >>> [f.name for f in dataclasses.fields(tl.landscape.RealKFamily)]
+    ['k', 'x', 'loss', 'trivial', 'standard', 'k_turn']
+
+    See :func:`continue_real_k` for one computed.
+    """
 
     k: NDArray[np.float64]
     x: NDArray[np.float64]
@@ -181,8 +246,39 @@ def _eigs(x5: NDArray[np.float64], k: float) -> tuple[NDArray[np.float64], NDArr
 
 
 def continue_real_k(x0: ArrayLike, k0: float, ks: ArrayLike) -> RealKFamily:
-    """Continue the ΔS_{k-1} family from coordinates ``x0`` (a critical point at k0, e.g. from
-    :class:`SubspaceProblem`) along the real values ``ks`` (monotone from near k0)."""
+    """Continue the ΔS_{k-1} family in real k.
+
+    Solves the restricted system at each k (scipy ``root``), computes the
+    trivial and standard-representation eigenvalues, and locates by Brent's
+    method the k where the smallest standard eigenvalue changes sign (the
+    family turns from saddle into minimum). Needs scipy.
+
+    Parameters
+    ----------
+    x0 : array_like, shape (5,)
+        Coordinates of a critical point at k0 (e.g. from
+        :class:`SubspaceProblem`).
+    k0 : float
+        Its k (> 3).
+    ks : array_like
+        Real values of k (> 3), monotone from near k0.
+
+    Returns
+    -------
+    RealKFamily
+
+    Examples
+    --------
+    The smallest standard-representation eigenvalue at k = 6 is positive
+    (a minimum):
+
+    >>> x6 = [0.986704, -0.050413, -0.601512, 0.308011, 0.224516]
+    >>> fam = tl.landscape.continue_real_k(x6, 6.0, [6.0])
+    >>> fam.x.shape, fam.k_turn is None
+    ((1, 5), True)
+    >>> print(f"{fam.standard[0, 0]:.4f}")
+    0.0047
+    """
     x0_ = as_float_array(x0, "x0", ndim=1)
     if x0_.shape[0] != 5:
         raise ValueError(f"x0: expected the 5 coordinates of a ΔS_(k-1) point, got {x0_.shape[0]}")

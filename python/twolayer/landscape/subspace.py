@@ -1,4 +1,4 @@
-"""Critical points inside fixed-point subspaces and their continuation in k (seed 001, Safran-Shamir setting).
+"""Critical points inside fixed-point subspaces and their continuation in k (Arjevani & Field 2021).
 
 Because the risk is invariant under the diagonal permutation action, its gradient at a point fixed by a group
 G is fixed by G too: it lies in the fixed-point subspace. So a point of the subspace is critical in the full
@@ -25,12 +25,56 @@ __all__ = ["identity_teacher", "SubspaceProblem", "FamilyPoint", "continue_famil
 
 
 def identity_teacher(k: int, activation: ActivationName = "relu") -> Network:
-    """The Safran-Shamir teacher: W* = I_k, unit second layer, lambda = w.x (scaling "none")."""
+    """The Safran-Shamir teacher: W* = I_k, unit second layer, lambda = w . x.
+
+    Parameters
+    ----------
+    k : int
+        Units (and input dimension).
+    activation : str, default "relu"
+        The activation.
+
+    Returns
+    -------
+    Network
+        With ``scaling="none"``.
+
+    Examples
+    --------
+    >>> teacher = tl.landscape.identity_teacher(3)
+    >>> teacher.W.shape, teacher.scaling
+    ((3, 3), 'none')
+    """
     return Network(np.eye(integer(k, "k", 1, INT32_MAX)), None, activation, scaling="none")
 
 
 class SubspaceProblem:
-    """The population risk restricted to a :class:`FixedPointSpace` (teacher W* = I by default)."""
+    """The population risk restricted to a :class:`FixedPointSpace`.
+
+    Because the risk is invariant under the group, its gradient at a fixed
+    point lies in the fixed-point space: a point is critical in the full
+    space iff the restricted gradient vanishes.
+
+    Parameters
+    ----------
+    space : FixedPointSpace
+        The subspace.
+    teacher : Network, optional
+        Default: :func:`identity_teacher` of size ``space.k``.
+    activation : str, default "relu"
+        The student's activation.
+
+    Examples
+    --------
+    The ΔS_5 spurious minimum at k = 6:
+
+    >>> prob = tl.landscape.SubspaceProblem(tl.landscape.FixedPointSpace((5, 1)))
+    >>> x, grad_norm, ok = prob.solve([1.0, -0.05, -0.6, 0.3, 0.2])
+    >>> ok, np.round(x, 4)
+    (True, array([ 0.9867, -0.0504, -0.6015,  0.308 ,  0.2245]))
+    >>> prob.critical_point(x).kind
+    'spurious minimum'
+    """
 
     def __init__(
         self, space: FixedPointSpace, teacher: Network | None = None, activation: ActivationName = "relu"
@@ -45,10 +89,12 @@ class SubspaceProblem:
             raise ValueError(f"teacher: expected input dimension {space.k}, got {self.teacher.d}")
 
     def network(self, x: ArrayLike) -> Network:
+        """The student at coordinates ``x``."""
         W, a = self.space.matrix(x)
         return Network(W, a, self.activation, scaling=self.teacher.scaling)
 
     def risk(self, x: ArrayLike) -> float:
+        """The excess population risk at coordinates ``x``."""
         return population.risk(self.network(x), self.teacher)
 
     def gradient(self, x: ArrayLike) -> NDArray[np.float64]:
@@ -63,10 +109,27 @@ class SubspaceProblem:
     def solve(
         self, x0: ArrayLike, tol: float = 1e-12, max_iter: int = 100
     ) -> tuple[NDArray[np.float64], float, bool]:
-        """Newton/Levenberg-Marquardt on the restricted gradient from ``x0``: (x, |grad|, converged).
+        """Newton/Levenberg-Marquardt on the restricted gradient from ``x0``.
 
-        |grad| is the norm of the full gradient, which lies in the subspace (so tol means the same as in
-        :func:`twolayer.landscape.refine`)."""
+        Parameters
+        ----------
+        x0 : array_like, shape (dim,)
+            Starting coordinates.
+        tol : float, default 1e-12
+            Target norm of the full gradient, which lies in the subspace (so
+            ``tol`` means the same as in :func:`twolayer.landscape.refine`).
+        max_iter : int, default 100
+            Iterations at most.
+
+        Returns
+        -------
+        x : ndarray
+            The coordinates reached.
+        grad_norm : float
+            The norm of the full gradient there.
+        converged : bool
+            Whether ``grad_norm <= tol``.
+        """
         tol_ = positive(tol, "tol")
         max_iter = integer(max_iter, "max_iter", 0)
         x = as_float_array(x0, "x0", ndim=1).copy()
@@ -108,7 +171,19 @@ class SubspaceProblem:
         return x, gn, gn <= tol_
 
     def critical_point(self, x: ArrayLike, global_tol: float = 1e-10) -> CriticalPoint:
-        """Classify the point x of the subspace by the full Hessian spectrum."""
+        """Classify the point x of the subspace by the full Hessian spectrum.
+
+        Parameters
+        ----------
+        x : array_like
+            Coordinates.
+        global_tol : float, default 1e-10
+            Loss at or below which a point is a global minimum.
+
+        Returns
+        -------
+        CriticalPoint
+        """
         global_tol = positive(global_tol, "global_tol", allow_zero=True)
         net = self.network(x)
         tr = self.space.train_readout
@@ -119,7 +194,28 @@ class SubspaceProblem:
 
 @dataclass(eq=False)
 class FamilyPoint:
-    """One member of a continued family: k, subspace coordinates, the critical point and its spectrum."""
+    """One member of a family continued by :func:`continue_family`.
+
+    Attributes
+    ----------
+    k : int
+        The size.
+    x : ndarray
+        Subspace coordinates.
+    point : CriticalPoint
+        The classified critical point.
+    spectrum : list of (float, int)
+        Its Hessian spectrum with multiplicities.
+    isotropy : str
+        Its isotropy group.
+
+    Examples
+    --------
+    >>> x6 = [0.986704, -0.050413, -0.601512, 0.308011, 0.224516]
+    >>> p, = tl.landscape.continue_family(lambda k: (k - 1, 1), [6], x6)
+    >>> p.k, p.isotropy, round(p.loss, 6)
+    (6, 'ΔS_5', 0.025081)
+    """
 
     k: int
     x: NDArray[np.float64]
@@ -129,6 +225,7 @@ class FamilyPoint:
 
     @property
     def loss(self) -> float:
+        """The point's excess population risk."""
         return self.point.loss
 
 
@@ -141,10 +238,43 @@ def continue_family(
     tol: float = 1e-12,
     spectrum_tol: float = 1e-6,
 ) -> list[FamilyPoint]:
-    """Continue a family of critical points in k: at each k in ``ks`` (increasing) solve the restricted system
-    in ``FixedPointSpace(sizes(k))`` starting from the previous solution (``x0`` at the first k; coordinates
-    keep their meaning across k when the block structure does, e.g. sizes(k) = (k - 1, 1)). Stops at the first
-    k where Newton fails to converge. Each point carries the full Hessian spectrum and its isotropy."""
+    """Continue a family of critical points in k.
+
+    At each k in ``ks`` solve the restricted system in
+    ``FixedPointSpace(sizes(k))`` starting from the previous solution.
+    Stops at the first k where Newton fails to converge.
+
+    Parameters
+    ----------
+    sizes : callable
+        k -> block sizes, e.g. ``lambda k: (k - 1, 1)`` (coordinates keep
+        their meaning across k when the block structure does).
+    ks : iterable of int
+        The values of k, in order.
+    x0 : array_like
+        Coordinates of the critical point at the first k.
+    train_readout : bool, default False
+        Include the second layer.
+    activation : str, default "relu"
+        The activation.
+    tol : float, default 1e-12
+        Target gradient norm.
+    spectrum_tol : float, default 1e-6
+        Relative gap of the grouped spectrum.
+
+    Returns
+    -------
+    list of FamilyPoint
+        Each with the full Hessian spectrum and its isotropy.
+
+    Examples
+    --------
+    >>> x6 = [0.986704, -0.050413, -0.601512, 0.308011, 0.224516]
+    >>> for p in tl.landscape.continue_family(lambda k: (k - 1, 1), [6, 7], x6):
+    ...     print(p.k, f"{p.loss:.6f}", p.point.kind, p.isotropy)
+    6 0.025081 spurious minimum ΔS_5
+    7 0.023203 spurious minimum ΔS_6
+    """
     if not callable(sizes):
         raise TypeError(f"sizes: expected a function k -> block sizes, got {type(sizes).__name__}")
     train_readout = boolean(train_readout, "train_readout")

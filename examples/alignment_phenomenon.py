@@ -1,13 +1,13 @@
-"""Seed 004: alignment of student neurons with teacher neurons (ReLU, d = 2, unit second layers).
+"""The alignment paper: alignment of student neurons with teacher neurons (ReLU, d = 2, unit second layers).
 
 1. Figure 1: population gradient descent of m = 10 students on a 5-neuron teacher; student directions over
 time
    converge onto the teacher directions.
 2. Figure 4 / Theorem 5.1: the determinant condition det M > 0 and min_i det M_i <= 0 for 100 000 random angle
    sets with m = 6 and m = 9 (one teacher at angle 0), vectorised.
-Writes seed004_alignment.png.
+Writes alignment_phenomenon.png.
 
-Run: python examples/seed004_alignment.py
+Run: python examples/alignment_phenomenon.py
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def main() -> None:
     parser.add_argument("--sets", type=int, default=100_000)
     parser.add_argument("--teachers", type=int, default=1)
     parser.add_argument("--students", type=int, default=6)
-    parser.add_argument("--out", default="seed004_alignment.png")
+    parser.add_argument("--out", default="alignment_phenomenon.png")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
 
@@ -46,7 +46,7 @@ def main() -> None:
     final = path.W[-1]
     norms = np.linalg.norm(final, axis=1)
     # with several teachers a zero-loss point may also put students on -w*_r (relu(z) = (z + |z|)/2: the |.|
-    # parts see only the line, the linear parts must add up), the "negative alignment" of the seed
+    # parts see only the line, the linear parts must add up), the "negative alignment" of the paper
     both = np.concatenate([t_angles, np.mod(t_angles + np.pi, 2 * np.pi)])
     diff = np.abs(path.angles[-1][:, None] - both[None, :])
     diff = np.minimum(diff, 2 * np.pi - diff)

@@ -1,5 +1,4 @@
-"""Seed 001 (Safran-Shamir setting, Arjevani-Field): spurious minima of two-layer ReLU networks and their
-symmetry.
+"""Arjevani & Field (2021), Safran-Shamir setting: spurious minima of two-layer ReLU networks and their symmetry.
 
 Teacher W* = I_k, k = d, lambda = w.x, unit second layers. This script
 1. runs many L-BFGS searches from Xavier starts for k = 6..10 and tabulates how often each family of critical
@@ -7,9 +6,9 @@ Teacher W* = I_k, k = d, lambda = w.x, unit second layers. This script
 2. solves the 5-dimensional ΔS_{k-1} fixed-point system at k = 6, refines the point in the full space and
    continues the family for k = 5..20 (loss, smallest Hessian eigenvalue: a saddle at k = 5, a minimum from
    6);
-3. writes seed001_spurious_minima.png.
+3. writes arjevani_field_spurious_minima.png.
 
-Run: python examples/seed001_spurious_minima.py [--runs 200]
+Run: python examples/arjevani_field_spurious_minima.py [--runs 200]
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ L = tl.landscape
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=200, help="searches per k")
-    parser.add_argument("--out", default="seed001_spurious_minima.png")
+    parser.add_argument("--out", default="arjevani_field_spurious_minima.png")
     args = parser.parse_args()
 
     print("1. multistart: families reached from Xavier starts")

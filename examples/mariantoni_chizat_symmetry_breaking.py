@@ -1,14 +1,14 @@
-"""Seed 000: symmetry breaking in the gradient flow of step-activation networks (teacher-student, m = m*).
+"""Mariantoni & Chizat (2022): symmetry breaking in the gradient flow of step-activation networks (m = m*).
 
 sigma(s) = 1(s > 0), lambda = w.x, unit second layers. The flow depends on the weights only through their
 angles, and is equivariant under rotations of the input space. We compare
   * Gaussian initialisation theta(0) (d x 2m, entries N(0, 1/d): teacher and student columns) and
   * orthogonal initialisation theta_O(0) (2m orthonormal columns),
-align them with the Procrustes rotation P = argmin |theta(0) - P theta_O(0)|_F (seed 000, section 3) and
+align them with the Procrustes rotation P = argmin |theta(0) - P theta_O(0)|_F (section 3 of the report) and
 follow |theta(t) - P theta_O(t)|_F along the flow (Lemma 1) for growing d; the initial distance is the Lemma 2
-quantity sum_i (s_i - 1)^2 -> 0 as d grows. Writes seed000_step_symmetry.png.
+quantity sum_i (s_i - 1)^2 -> 0 as d grows. Writes mariantoni_chizat_symmetry_breaking.png.
 
-Run: python examples/seed000_step_symmetry.py
+Run: python examples/mariantoni_chizat_symmetry_breaking.py
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def runs(m: int, d: int, seed: int, times: np.ndarray, lr: float):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--m", type=int, default=3)
-    parser.add_argument("--out", default="seed000_step_symmetry.png")
+    parser.add_argument("--out", default="mariantoni_chizat_symmetry_breaking.png")
     args = parser.parse_args()
     m = args.m
     times = np.concatenate([[0.0], np.geomspace(0.1, 200.0, 25)])
@@ -87,7 +87,7 @@ def main() -> None:
         print(f"{d:8d}   {v:.5f}   {d * v:.3f}")
     ax[2].loglog(ds, mean, "o-", label="mean over 50 draws")
     ax[2].loglog(ds, (n * n + n) / (4 * ds), "k--", label="(n² + n) / (4d)")
-    ax[2].loglog(ds, n * n / ds, "k:", label="seed bound n² / d")
+    ax[2].loglog(ds, n * n / ds, "k:", label="bound n² / d of the report")
     ax[2].set(xlabel="d", ylabel="min_P |θ(0) − P θ_O(0)|²", title=f"Lemma 2 (n = 2m = {n})")
     ax[2].legend()
     fig.tight_layout()
