@@ -1,0 +1,81 @@
+"""The structure-of-arrays ODE path (cpp/include/twolayer/batch_dynamics.hpp, cpp/src/batch_integrators.cpp):
+erf systems integrated L at a time in the SIMD lanes. Its per-lane right-hand side agrees with the general one
+(OdeRhs, what ``ode.rhs`` evaluates) to round-off, and a member's run does not depend on its block (lane position,
+the other members, full or partial blocks) or on the thread count: bitwise its run alone."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import twolayer as tl
+from test_ode_batch import METHODS, assert_same, random_overlaps
+
+
+def spherical_overlaps(K, M, seed):
+    """Overlaps with Q_ii = 1 (spherical SGD's constraint)."""
+    ov = random_overlaps(K, M, seed=seed)
+    s = 1 / np.sqrt(np.diag(ov.Q))
+    return tl.Overlaps(ov.Q * np.outer(s, s), ov.M * s[:, None], ov.P, ov.a, ov.v)
+
+
+@pytest.mark.parametrize("K,M", [(1, 1), (2, 2), (3, 1), (4, 4), (5, 3), (8, 8)])
+@pytest.mark.parametrize("regime,spherical", [("online", False), ("gradient_flow", False), ("online", True)])
+def test_lane_rhs_matches_the_general_rhs(K, M, regime, spherical):
+    """One Euler step of ``ode.integrate`` (the lane path, one lane) against ``ode.rhs`` (the general OdeRhs):
+    (y1 - y0) / dt agree to round-off, every field (dQ, dM, da), with noise and a trained readout."""
+    ov = spherical_overlaps(K, M, seed=K + 7 * M) if spherical else random_overlaps(K, M, seed=K + 7 * M)
+    opts = dict(lr=0.7, lr_readout=0.3, noise=0.2, regime=regime, spherical=spherical)
+    dt = 1e-2
+    tr = tl.ode.integrate(ov, "erf", times=[0.0, dt], method="euler", dt=dt, **opts)
+    assert tr.status == "completed" and len(tr) == 2
+    dQ, dM, da = tl.ode.rhs(ov, "erf", **opts)
+    scale = max(1.0, np.abs(dQ).max(), np.abs(dM).max(), np.abs(da).max())
+    np.testing.assert_allclose((tr.Q[1] - tr.Q[0]) / dt, dQ, rtol=0, atol=1e-12 * scale)
+    np.testing.assert_allclose((tr.M[1] - tr.M[0]) / dt, dM, rtol=0, atol=1e-12 * scale)
+    np.testing.assert_allclose((tr.a[1] - tr.a[0]) / dt, da, rtol=0, atol=1e-12 * scale)
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_blocks_threads_and_lane_positions_do_not_matter(method):
+    """21 members (blocks of 8, 8 and 5 lanes) with per-member lr, readout, noise and thresholds, a member that
+    stops early and a stiff one, K = M = 2 and a run-time size (K = 5, M = 3) in the same call: every member
+    is bitwise its run alone, with 1 or 2 threads and in reversed order (other lane positions and neighbours)."""
+    opts = METHODS[method]
+    rng = np.random.default_rng(3)
+    members = [random_overlaps(2, 2, seed=s) for s in range(17)] + [random_overlaps(5, 3, seed=s) for s in range(4)]
+    B = len(members)
+    lr = rng.uniform(0.3, 1.2, B)
+    lr[4] = 5e3  # stiff: the adaptive method takes more steps for it alone
+    lr_readout = np.where(rng.random(B) < 0.5, 0.0, 0.2)
+    noise = np.where(rng.random(B) < 0.5, 0.0, 0.1)
+    risk_rtol = np.zeros(B)
+    risk_rtol[[2, 11]] = 0.9  # stop early
+    ts = np.linspace(0, 2, 5)
+    kw = dict(times=ts, **opts)
+    one = tl.ode.integrate_batch(members, "erf", lr=lr, lr_readout=lr_readout, noise=noise, risk_rtol=risk_rtol,
+                                 n_threads=1, **kw)
+    two = tl.ode.integrate_batch(members, "erf", lr=lr, lr_readout=lr_readout, noise=noise, risk_rtol=risk_rtol,
+                                 n_threads=2, **kw)
+    rev = tl.ode.integrate_batch(members[::-1], "erf", lr=lr[::-1], lr_readout=lr_readout[::-1],
+                                 noise=noise[::-1], risk_rtol=risk_rtol[::-1], n_threads=2, **kw)
+    assert one.status[2] == "converged" and one.status[11] == "converged"
+    if method == "adaptive":
+        assert one.n_steps[4] > one.n_steps[[0, 1, 3, 5, 6]].max()
+    for b, ov in enumerate(members):
+        alone = tl.ode.integrate(ov, "erf", lr=lr[b], lr_readout=lr_readout[b], noise=noise[b],
+                                 risk_rtol=risk_rtol[b] or None, **kw)
+        assert_same(one[b], alone)
+        assert_same(two[b], alone)
+        assert_same(rev[B - 1 - b], alone)
+
+
+def test_gradient_flow_and_spherical_blocks():
+    """The regime and the spherical projection are per call: blocks of gradient-flow and of spherical members are
+    bitwise their runs alone (adaptive)."""
+    plain = [random_overlaps(3, 2, seed=s) for s in range(10)]
+    sph = [spherical_overlaps(2, 3, seed=s) for s in range(10)]
+    lr = np.linspace(0.2, 1.0, 10)
+    for members, kw in ((plain, dict(regime="gradient_flow")), (sph, dict(spherical=True, noise=0.05))):
+        batch = tl.ode.integrate_batch(members, "erf", lr=lr, t_max=3.0, **kw)
+        for b, ov in enumerate(members):
+            assert_same(batch[b], tl.ode.integrate(ov, "erf", lr=lr[b], t_max=3.0, **kw))
