@@ -168,6 +168,12 @@ def test_bad_input():
         tl.ode.integrate(ov, lr=1.0, regime="large_batch", batch_ratio=1.0, steps=1, spherical=True)
     with pytest.raises(ValueError, match="regime"):
         tl.ode.integrate(ov, lr=1.0, regime="large", t_max=1.0)
+    with pytest.raises(ValueError, match="t_max"):
+        tl.ode.integrate(ov, lr=1.0, regime="large_batch", batch_ratio=1.0, steps=1, t_max=1.0)
+    with pytest.raises(ValueError, match="lr_readout"):
+        tl.ode.integrate(ov, lr=1.0, lr_readout=0.1, regime="large_batch", batch_ratio=1.0, steps=1)
+    with pytest.raises(ValueError, match="ridge"):
+        tl.large_batch.ridge_readout(ov, "erf", "erf", ridge=-1.0)
 
 
 def test_divergence_is_reported():

@@ -115,8 +115,8 @@ def ridge_readout(
     (closed-form I2 kernels), the minimiser of (1/2) E[(y - sum_i a_i g(l_i))^2] + (ridge/2) |a|^2 (effective
     second layer; label noise does not enter). ``ridge`` >= 0; with ridge = 0 a singular I2_ss gets the
     minimum-norm solution (least squares)."""
-    act = check_activation(activation, "activation")
-    t_act = check_activation(teacher_activation, "teacher_activation")
+    act: Any = check_activation(activation, "activation")
+    t_act: Any = check_activation(teacher_activation, "teacher_activation")
     lam = positive(ridge, "ridge", allow_zero=True)
     Q, M, P = overlaps.Q, overlaps.M, overlaps.P
     K, Mt = M.shape
@@ -145,6 +145,7 @@ class LayerwiseResult:
 
 
 def _final_overlaps(traj: Trajectory, a: NDArray[np.float64], act: str, t_act: str) -> Overlaps:
+    assert traj.P is not None and traj.v is not None
     return Overlaps(traj.Q[-1], traj.M[-1], traj.P, a, traj.v, activation=act, teacher_activation=t_act)
 
 
@@ -156,8 +157,8 @@ def _risk(ov: Overlaps, act: str, t_act: str) -> float:
 
 def layerwise(
     overlaps: Overlaps,
-    activation: str | None = None,
-    teacher_activation: str | None = None,
+    activation: ActivationName | None = None,
+    teacher_activation: ActivationName | None = None,
     *,
     lr: float,
     batch_ratio: float,
@@ -174,7 +175,8 @@ def layerwise(
 
     first = integrate(overlaps, activation, teacher_activation, lr=lr, regime="large_batch",
                       batch_ratio=batch_ratio, steps=steps, noise=noise, spherical=spherical, n_threads=n_threads)
-    act, t_act = str(first.meta["activation"]), str(first.meta["teacher_activation"])
+    act: Any = first.meta["activation"]
+    t_act: Any = first.meta["teacher_activation"]
     last = _final_overlaps(first, first.a[-1], act, t_act)
     a = ridge_readout(last, act, t_act, ridge)
     final = _final_overlaps(first, a, act, t_act)
@@ -219,6 +221,6 @@ def simulate_layerwise(
     y = teacher(X) + math.sqrt(positive(noise, "noise", allow_zero=True)) * rng.standard_normal(n)
     a = np.linalg.lstsq(G.T @ G / n + lam * np.eye(net.K), G.T @ y / n, rcond=None)[0]
     act, t_act = net.activation, teacher.activation
-    final = Overlaps(first.Q[-1], first.M[-1], first.P, a, first.v, activation=act, teacher_activation=t_act)
+    final = _final_overlaps(first, a, act, t_act)
     return LayerwiseResult(first=first, a=np.asarray(a, dtype=np.float64), risk=_risk(final, act, t_act),
                            overlaps=final)

@@ -337,6 +337,12 @@ def integrate(
     if regime == "large_batch":
         from .large_batch import iterate
 
+        for name, value in (("t_max", t_max), ("times", times)):
+            if value is not None:
+                raise ValueError(f"{name}: regime='large_batch' counts iterations; give steps= instead")
+        if lr_readout != 0.0:
+            raise ValueError("lr_readout: regime='large_batch' keeps the second layer fixed (use "
+                             "twolayer.large_batch.layerwise for a ridge second layer)")
         return iterate(_check_overlaps(overlaps), act, t_act, lr=lr, batch_ratio=batch_ratio, steps=steps,
                        noise=noise, spherical=spherical, n_threads=n_threads)
     reg, meth, ro = _common(act, regime, method, readout)

@@ -10,14 +10,21 @@
 //    the number of variables, so the recursion ends at orthant probabilities with no powers left:
 //      P0 = 1, P1 = 1/2, P2 = 1/4 + asin(r12) / (2 pi), P3 = 1/8 + (asin r12 + asin r13 + asin r23) / (4 pi)
 //    (closed forms) and P4 (no closed form: the one-dimensional Price-path integral of gaussian_relu_i4.hpp).
-// 2. Degenerate covariances, before every step: a variable of (relatively) zero variance is identically 0 (step(0) =
-//    0, so the moment vanishes if it carries a step or a power; otherwise it is dropped); a pair with
-//    C_jk^2 >= (1 - 1e-14) C_jj C_kk is one variable, l_k = +-c l_j with c = sqrt(C_kk / C_jj) (1(l_j > 0)^2 =
-//    1(l_j > 0); 1(-l_j > 0) = 1 - 1(l_j > 0) almost surely; 1(l_j > 0) 1(-l_j > 0) = 0), so the conditioning never
-//    meets a singular block. (These are the exact ODE cases: the diagonal pairs i = k, a unit with itself, a student
-//    equal to a teacher unit.) Pairs closer to alignment than the tolerance are merged: the moments are continuous
-//    there, and the merge moves them by O(1e-7) of their scale at most; just outside it the conditioning loses about
+// 2. Degenerate covariances, before every step (tolerances relative to each variable's variance before any
+//    conditioning, ref, so that the Schur complements' round-off, a few eps ref, is recognised): a variable of
+//    variance below 1e-14 ref is identically 0 (step(0) = 0, so the moment vanishes if it carries a step or a
+//    power; otherwise it is dropped); a pair whose 2x2 determinant is below 1e-14 ref_j ref_k is one variable,
+//    l_k = +-c l_j with c = sqrt(C_kk / C_jj) (1(l_j > 0)^2 = 1(l_j > 0); 1(-l_j > 0) = 1 - 1(l_j > 0) almost surely;
+//    1(l_j > 0) 1(-l_j > 0) = 0), so the conditioning never meets a singular block. These are the exact ODE cases
+//    (the diagonal pairs i = k, a unit with itself, a student equal to a teacher unit) and the exactly rank-deficient
+//    blocks (l3 in the span of l1, l2). The moments are continuous across the merge; pairs closer to alignment than
+//    the tolerance move by at most O(1e-7) of the scale, and just outside it the conditioning loses about
 //    eps / (1 - r^2) of relative accuracy.
+// 3. Accuracy, measured (scratch program against the path-integral relu I4 and the closed forms of
+//    gaussian_relu_i4.hpp, which this recursion re-derives for (relu, relu), (linear, relu), (linear, linear)) on 2000
+//    random covariances of rank 1 to 4, with duplicated variables (l1 = l2, l3 = l4, l3 = l1): max error 1e-11
+//    sqrt(C33 C44) (relu, relu; the path integral's own accuracy near aligned pairs), 2e-14 (linear cases). Cost
+//    0.4 to 7 us per I4 (erf pairs, which reach the four-variable orthant probability, the most).
 //
 // ReLU-student I4, E[step(l1) step(l2) a(l3) b(l4)], for any teacher activations a, b: each factor is a sum of
 // orthant-moment factors: linear l, quadratic l^2, relu l 1(l > 0), step 1(l > 0), and erf through
