@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _core, activations, kernels, landscape, networks, ode, population, sgd
+from . import _core, activations, kernels, landscape, networks, ode, population, sgd, targets
 from ._interrupt import Interrupted
 from .networks import Network
 from .overlaps import BatchOverlaps, Overlaps
@@ -38,4 +38,5 @@ __all__ = [
     "ode",
     "population",
     "sgd",
+    "targets",
 ]
