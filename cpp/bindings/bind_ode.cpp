@@ -1,4 +1,5 @@
 // Bindings for the order-parameter ODE: argument checks, GIL release, result arrays. No maths here.
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <chrono>
@@ -10,6 +11,7 @@
 
 #include "common.hpp"
 #include "interrupt.hpp"
+#include "target_arg.hpp"
 #include "twolayer/activation.hpp"
 #include "twolayer/dynamics.hpp"
 #include "twolayer/integrators.hpp"
@@ -231,6 +233,63 @@ void bind_ode(py::module_& m) {
       py::arg("Q"), py::arg("M"), py::arg("a"), py::arg("P"), py::arg("v"), py::arg("act"), py::arg("act_teacher"),
       py::arg("gamma0"), py::arg("alpha"), py::arg("steps"), py::arg("noise"), py::arg("spherical"),
       py::arg("n_threads") = 1);
+  // A polynomial target (target.hpp) instead of the committee teacher: M (K, k), P = I_k, the target's terms exact.
+  auto target_model = [](const IntArray& alpha, const Array& coef, const std::string& student,
+                         const std::string& regime, bool spherical, int K, int M, double lr, double lr_readout,
+                         double noise) {
+    auto t = make_target(alpha, coef);
+    if (M != t->k) throw std::invalid_argument("M: expected k = " + std::to_string(t->k) + " columns, got " +
+                                               std::to_string(M));
+    std::vector<double> P(static_cast<std::size_t>(M) * M, 0.0), v(static_cast<std::size_t>(M), 0.0);
+    for (int r = 0; r < M; ++r) P[static_cast<std::size_t>(r) * M + r] = 1.0;
+    OdeModel model = make_model(student, student, regime, spherical, K, M, lr, lr_readout, noise, P.data(), v.data());
+    model.target = t;
+    return model;
+  };
+  m.def(
+      "ode_rhs_target",
+      [target_model](const Array& Q, const Array& Mo, const Array& a, const IntArray& alpha, const Array& coef,
+                     const std::string& student, const std::string& regime, bool spherical, double lr,
+                     double lr_readout, double noise, long long evals) {
+        int K, M;
+        std::vector<double> y = state(Q, Mo, a, K, M);
+        OdeModel model = target_model(alpha, coef, student, regime, spherical, K, M, lr, lr_readout, noise);
+        std::vector<double> dy(y.size());
+        double seconds = 0.0;
+        {
+          py::gil_scoped_release release;
+          OdeRhs f(model);
+          const auto start = std::chrono::steady_clock::now();
+          for (long long e = 0; e < std::max(1LL, evals); ++e) f(y.data(), dy.data(), 1);
+          seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        }
+        Array dQ({K, K}), dM({K, M}), da({K});
+        std::copy(dy.begin(), dy.begin() + K * K, dQ.mutable_data());
+        std::copy(dy.begin() + K * K, dy.begin() + K * K + K * M, dM.mutable_data());
+        std::copy(dy.begin() + K * K + K * M, dy.end(), da.mutable_data());
+        return py::make_tuple(dQ, dM, da, seconds);
+      },
+      py::arg("Q"), py::arg("M"), py::arg("a"), py::arg("alpha"), py::arg("coef"), py::arg("act"), py::arg("regime"),
+      py::arg("spherical"), py::arg("lr"), py::arg("lr_readout"), py::arg("noise"), py::arg("evals") = 1);
+  m.def(
+      "ode_integrate_target",
+      [target_model](const Array& Q, const Array& Mo, const Array& a, const IntArray& alpha, const Array& coef,
+                     const std::string& student, const std::string& regime, bool spherical, double lr,
+                     double lr_readout, double noise, const Array& times_arr, const std::string& method, double dt,
+                     double rtol, double atol, double h_max, double risk_tol, double risk_rtol, long long max_steps) {
+        int K, M;
+        std::vector<double> y = state(Q, Mo, a, K, M);
+        OdeModel model = target_model(alpha, coef, student, regime, spherical, K, M, lr, lr_readout, noise);
+        const std::vector<double> times = to_vector(times_arr, "times");
+        IntegrateOptions opt =
+            make_options(times, method, dt, rtol, atol, 0.0, h_max, risk_tol, risk_rtol, max_steps);
+        return run_cancellable([&] { return integrate(model, y.data(), opt, 1); },
+                               [&](const IntegrateResult& r) { return to_dict(r, K, M); });
+      },
+      py::arg("Q"), py::arg("M"), py::arg("a"), py::arg("alpha"), py::arg("coef"), py::arg("act"), py::arg("regime"),
+      py::arg("spherical"), py::arg("lr"), py::arg("lr_readout"), py::arg("noise"), py::arg("times"),
+      py::arg("method"), py::arg("dt"), py::arg("rtol"), py::arg("atol"), py::arg("h_max"), py::arg("risk_tol"),
+      py::arg("risk_rtol"), py::arg("max_steps"));
   // One shape group of a batch, stacked: Q (B, K, K), M (B, K, M), a (B, K), P (B, M, M) or (M, M) (shared),
   // v (B, M) or (M,); lr, lr_readout, noise, risk_tol, risk_rtol (B,). Returns stacked arrays (B, T, ...) whose rows
   // after a member's n_recorded are NaN, and per-member status, message, stop_time and counts.

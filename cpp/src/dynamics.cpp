@@ -12,6 +12,7 @@
 #include "twolayer/gaussian_tables.hpp"
 #include "twolayer/parallel.hpp"
 #include "twolayer/population.hpp"
+#include "twolayer/target.hpp"
 
 namespace twolayer {
 
@@ -132,6 +133,32 @@ OdeRhs::OdeRhs(const OdeModel& model) : m_(model), u_(model.K + model.M) {
     for (int q = 0; q < m_.M; ++q) om_[(m_.K + r) * u_ + m_.K + q] = m_.P[r * m_.M + q];
   ws_size_ = std::max(i4_contract_workspace(u_, chunk_),
                       i2_grad_table_workspace(u_, m_.K));
+  if (m_.target) {
+    if (m_.target->k != m_.M) throw std::invalid_argument("target: M must have k = " + std::to_string(m_.target->k) +
+                                                          " columns, one per target direction");
+    for (double vr : m_.v)
+      if (vr != 0.0) throw std::invalid_argument("v: must be 0 with a target (the committee part is the student's)");
+    target_ = std::make_shared<const TargetRhs>(*m_.target, m_.student, m_.K, m_.regime == Regime::Online, m_.lr,
+                                                m_.lr_readout);
+    project_ = m_.spherical;
+    m_.spherical = false;
+    committee_eval_ = eval_;
+    eval_ = &OdeRhs::eval_target;
+  }
+}
+
+void OdeRhs::eval_target(const double* y, double* dy, int n_threads) {
+  (this->*committee_eval_)(y, dy, n_threads);
+  const int K = m_.K, M = m_.M;
+  double* dQ = dy;
+  double* dM = dy + m_.offset_M();
+  target_->add(y, dQ, dM, dy + m_.offset_a());
+  if (!project_) return;
+  for (int i = 0; i < K; ++i) phi_[i] = dQ[i * K + i];  // Phi_ii (phi_ has K^2 >= K entries)
+  for (int i = 0; i < K; ++i) {
+    for (int r = 0; r < M; ++r) dM[i * M + r] -= 0.5 * y[m_.offset_M() + i * M + r] * phi_[i];
+    for (int k = 0; k < K; ++k) dQ[i * K + k] = i == k ? 0.0 : dQ[i * K + k] - 0.5 * y[i * K + k] * (phi_[i] + phi_[k]);
+  }
 }
 
 void OdeRhs::omega(const double* y, double* o) const {
@@ -148,7 +175,7 @@ void OdeRhs::omega(const double* y, double* o) const {
 
 double OdeRhs::risk(const double* y) const {
   return overlap_risk(y, y + m_.offset_M(), m_.P.data(), y + m_.offset_a(), m_.v.data(), m_.K, m_.M, m_.student,
-                      m_.teacher);
+                      m_.teacher) + (target_ ? target_->risk_part(y) : 0.0);
 }
 
 template <int KC, int MC>

@@ -15,6 +15,7 @@
 #include "twolayer/parallel.hpp"
 #include "twolayer/population.hpp"
 #include "twolayer/rng.hpp"
+#include "twolayer/target.hpp"
 
 namespace twolayer {
 
@@ -187,6 +188,17 @@ class Run {
   }
 
   double teacher_label(const double* lam_t, double xi) const {
+    if (sp_.target) {
+      double z[16];
+      std::vector<double> heap;
+      double* zp = z;
+      if (M_ > 16) {
+        heap.resize(static_cast<std::size_t>(M_));
+        zp = heap.data();
+      }
+      for (int r = 0; r < M_; ++r) zp[r] = lam_t[r] * inv_sqrt_s_;
+      return sp_.target->eval(zp) + sqrt_noise_ * xi;
+    }
     double y = 0.0;
     for (int r = 0; r < M_; ++r) y += v_[r] * sigma(sp_.teacher, lam_t[r] * inv_sqrt_s_);
     return y + sqrt_noise_ * xi;
@@ -435,7 +447,9 @@ class Run {
     gram(W_.data(), K_, Wt_, M_, d_, sp_.scale, Mo_.data(), 1);
     for (int i = 0; i < K_; ++i)
       if (!(std::fabs(Q_[static_cast<std::size_t>(i) * K_ + i]) <= sp_.blowup)) throw Diverged{step};
-    const double r = overlap_risk(Q_.data(), Mo_.data(), P_, a_.data(), v_, K_, M_, sp_.student, sp_.teacher);
+    const double r = sp_.target ? target_risk(*sp_.target, Q_.data(), Mo_.data(), a_.data(), K_, sp_.student)
+                                : overlap_risk(Q_.data(), Mo_.data(), P_, a_.data(), v_, K_, M_, sp_.student,
+                                               sp_.teacher);
     if (!std::isfinite(r)) throw Diverged{step};
     return r;
   }

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _core, activations, kernels, landscape, large_batch, networks, ode, population, sgd
+from . import _core, activations, kernels, landscape, large_batch, networks, ode, population, sgd, targets
 from ._interrupt import Interrupted
 from .networks import Network
 from .overlaps import BatchOverlaps, Overlaps
@@ -53,4 +53,5 @@ __all__ = [
     "ode",
     "population",
     "sgd",
+    "targets",
 ]

@@ -220,6 +220,7 @@ def integrate(
     n_threads: int | None = None,
     batch_ratio: float | None = None,
     steps: int | None = None,
+    target: Any = None,
 ) -> Trajectory:
     """Integrate the order-parameter ODE from ``overlaps``.
 
@@ -297,6 +298,14 @@ def integrate(
         alpha = n_b / d of ``regime="large_batch"`` (required there).
     steps : int, optional
         Number of iterations of ``regime="large_batch"`` (required there).
+    target : HermiteTarget, optional
+        A polynomial target of :mod:`twolayer.targets` instead of the
+        committee teacher (default: the one ``Overlaps.from_networks(student,
+        target)`` remembers). Then M is (K, k), P = I_k, v = 0, the error is
+        E = f(z) - sum_j a_j g(l_j), and every expectation with the target is
+        exact (Gaussian conditioning on the student fields, closed-form
+        orthant moments); ``teacher_activation`` is unused. A
+        :class:`~twolayer.targets.FunctionTarget` has no ODE (TypeError).
 
     Returns
     -------
@@ -333,6 +342,12 @@ def integrate(
     >>> traj.status, round(traj.stop_time, 3)
     ('converged', 166.818)
     """
+    tgt = _target_arg(target, overlaps)
+    if tgt is not None:
+        return _integrate_target(overlaps, activation, tgt, lr=lr, lr_readout=lr_readout, noise=noise, regime=regime,
+                                 spherical=spherical, t_max=t_max, times=times, method=method, dt=dt, rtol=rtol,
+                                 atol=atol, readout=readout, risk_tol=risk_tol, risk_rtol=risk_rtol,
+                                 n_points=n_points, h_max=h_max, max_steps=max_steps)
     act, t_act = _activations(activation, teacher_activation, overlaps)
     if regime == "large_batch":
         from .large_batch import iterate
@@ -617,6 +632,7 @@ def rhs(
     spherical: bool = False,
     readout: Readout = "sum",
     n_threads: int | None = None,
+    target: Any = None,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
     """The right-hand side of the ODE at ``overlaps``.
 
@@ -641,6 +657,14 @@ def rhs(
         The readout factor of the trained second layer.
     n_threads : int, optional
         Threads (used for K >= 8).
+    target : HermiteTarget, optional
+        A polynomial target of :mod:`twolayer.targets` instead of the
+        committee teacher (default: the one ``Overlaps.from_networks(student,
+        target)`` remembers). Then M is (K, k), P = I_k, v = 0, the error is
+        E = f(z) - sum_j a_j g(l_j), and every expectation with the target is
+        exact (Gaussian conditioning on the student fields, closed-form
+        orthant moments); ``teacher_activation`` is unused. A
+        :class:`~twolayer.targets.FunctionTarget` has no ODE (TypeError).
 
     Returns
     -------
@@ -658,6 +682,10 @@ def rhs(
     >>> bool(np.allclose(dM, dMg)), bool(np.allclose(dQ, dQg))
     (True, False)
     """
+    tgt = _target_arg(target, overlaps)
+    if tgt is not None:
+        return _rhs_target(overlaps, activation, tgt, lr=lr, lr_readout=lr_readout, noise=noise, regime=regime,
+                           spherical=spherical, readout=readout)
     act, t_act = _activations(activation, teacher_activation, overlaps)
     reg, _, ro = _common(act, regime, "adaptive", readout)
     spherical = boolean(spherical, "spherical")
@@ -763,3 +791,81 @@ def plateau_example(
         n_points=kwargs.pop("n_points", 400),
         **kwargs,
     )
+
+
+# ---- polynomial targets (twolayer.targets.HermiteTarget): the core's target right-hand side (target.hpp) ----
+
+def _target_arg(target: Any, overlaps: Any) -> Any:
+    """The polynomial target of a call: ``target``, else the one the overlaps remember, else None; TypeError
+    for targets without an ODE."""
+    from .networks import Network
+    from .targets import FunctionTarget, HermiteTarget
+
+    tgt = target if target is not None else getattr(overlaps, "target", None)
+    if tgt is None or isinstance(tgt, HermiteTarget):
+        return tgt
+    if isinstance(tgt, FunctionTarget):
+        raise TypeError("target: a FunctionTarget (a Python function of the projections) has no order-parameter "
+                        "ODE: its expectations are not known in closed form; use sgd.simulate, or write the target "
+                        "as a polynomial (targets.hermite)")
+    if isinstance(tgt, Network):
+        raise TypeError("target: a committee Network is the ODE's ordinary teacher: pass its overlaps "
+                        "(Overlaps.from_networks(student, teacher)) without target=")
+    raise TypeError(f"target: expected a twolayer.targets.HermiteTarget, got {type(tgt).__name__}")
+
+
+def _target_state(overlaps: Any, activation: Any, tgt: Any, spherical: bool) -> tuple[Overlaps, str]:
+    """The checked overlaps (M (K, k), P = I_k, v = 0) and the student activation of a target run."""
+    ov = _check_overlaps(overlaps, spherical=spherical)
+    act = activation if activation is not None else ov.activation
+    if act is None:
+        raise TypeError("activation: required (the overlaps do not remember the student's activation)")
+    act = check_activation(act, "activation")
+    if ov.M.shape != (ov.K, tgt.k):
+        raise ValueError(f"overlaps: M must be (K, k) = ({ov.K}, {tgt.k}) for a target of k = {tgt.k} directions, "
+                         f"got {ov.M.shape}")
+    if not np.allclose(ov.P, np.eye(tgt.k), rtol=0.0, atol=1e-10):
+        raise ValueError("overlaps: P must be the identity I_k with a target (orthonormal directions)")
+    return ov, act
+
+
+def _integrate_target(overlaps: Any, activation: Any, tgt: Any, *, lr: float, lr_readout: float, noise: float,
+                      regime: Any, spherical: Any, t_max: float | None, times: ArrayLike | None, method: Any,
+                      dt: float, rtol: float, atol: float, readout: Any, risk_tol: float | None,
+                      risk_rtol: float | None, n_points: int, h_max: float | None, max_steps: int) -> Trajectory:
+    spherical = boolean(spherical, "spherical")
+    ov, act = _target_state(overlaps, activation, tgt, spherical)
+    reg, meth, ro = _common(act, regime, method, readout)
+    lr_ = positive(lr, "lr", allow_zero=True)
+    lr_a = positive(lr_readout, "lr_readout", allow_zero=True)
+    noise_ = positive(noise, "noise", allow_zero=True)
+    tol = 0.0 if risk_tol is None else positive(risk_tol, "risk_tol")
+    rtol_r = 0.0 if risk_rtol is None else positive(risk_rtol, "risk_rtol")
+    tail, keywords, solver_meta = _solver_options(meth, t_max, times, dt, rtol, atol, n_points, h_max, max_steps,
+                                                  1)
+    c = 1.0 if ro == "sum" else 1.0 / ov.K
+    meta = {**_model_meta(act, "target", reg, spherical, ro), **solver_meta, "lr": lr_, "lr_readout": lr_a,
+            "noise": noise_, "risk_tol": tol or math.nan, "risk_rtol": rtol_r or math.nan, "target": repr(tgt)}
+    alpha, coef = tgt._arrays()
+    with partial_result(lambda out: _trajectory(out, meta, ov)):
+        out = _core.ode_integrate_target(ov.Q, ov.M, ov.a, alpha, coef, act, reg, bool(spherical), lr_,
+                                         lr_a * c * c, noise_, *tail, keywords["h_max"], tol, rtol_r,
+                                         keywords["max_steps"])
+    return _trajectory(out, meta, ov)
+
+
+def _rhs_target(overlaps: Any, activation: Any, tgt: Any, *, lr: float, lr_readout: float, noise: float,
+                regime: Any, spherical: Any, readout: Any) -> tuple[NDArray[np.float64], NDArray[np.float64],
+                                                                    NDArray[np.float64]]:
+    spherical = boolean(spherical, "spherical")
+    ov, act = _target_state(overlaps, activation, tgt, spherical)
+    reg, _, ro = _common(act, regime, "adaptive", readout)
+    c = 1.0 if ro == "sum" else 1.0 / ov.K
+    alpha, coef = tgt._arrays()
+    dQ, dM, da, _ = _core.ode_rhs_target(ov.Q, ov.M, ov.a, alpha, coef, act, reg, bool(spherical),
+                                         positive(lr, "lr", allow_zero=True),
+                                         positive(lr_readout, "lr_readout", allow_zero=True) * c * c,
+                                         positive(noise, "noise", allow_zero=True))
+    if not (np.all(np.isfinite(dQ)) and np.all(np.isfinite(dM)) and np.all(np.isfinite(da))):
+        raise ValueError("overlaps: out of range: the right-hand side exceeds the double range")
+    return dQ, dM, da

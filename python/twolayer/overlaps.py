@@ -195,13 +195,18 @@ class Overlaps:
         return np.block([[self.Q, self.M], [self.M.T, self.P]])
 
     @classmethod
-    def from_networks(cls, student: Network, teacher: Network) -> Overlaps:
+    def from_networks(cls, student: Network, teacher: Any) -> Overlaps:
         """The overlaps of a student and a teacher network.
 
         Parameters
         ----------
-        student, teacher : Network
-            Same input dimension and scaling.
+        student : Network
+        teacher : Network or target
+            Same input dimension and scaling as the student. A target of
+            :mod:`twolayer.targets` (k directions W*) gives M = W W*^T / s
+            (K, k), P = I_k, v = 0 (the committee part is the student's
+            alone), and the overlaps remember it (``overlaps.target``), which
+            :func:`twolayer.ode.integrate` then uses.
 
         Returns
         -------
@@ -214,6 +219,19 @@ class Overlaps:
         >>> tl.Overlaps.from_networks(s, t).activation
         'erf'
         """
+        from .targets import is_target
+
+        if is_target(teacher):
+            check_network(student, "student")
+            if teacher.d != student.d or teacher.scaling != student.scaling:
+                raise ValueError(f"teacher: the target's d = {teacher.d}, scaling {teacher.scaling!r} do not match "
+                                 f"the student's d = {student.d}, scaling {student.scaling!r}")
+            W = student.W
+            ov = cls(gram(W, W, student.scale, "student.W"), gram(W, teacher.directions, student.scale,
+                                                                   "student.W, teacher.directions"),
+                     np.eye(teacher.k), student.effective_a, np.zeros(teacher.k), activation=student.activation)
+            object.__setattr__(ov, "target", teacher)
+            return ov
         check_pair(student, teacher)
         W, Wt = student.W, teacher.W
         return cls(gram(W, W, student.scale, "student.W"), gram(W, Wt, student.scale, "student.W, teacher.W"),

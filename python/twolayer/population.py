@@ -19,9 +19,10 @@ from numpy.typing import NDArray
 from . import _core
 from ._interrupt import partial_result
 from ._validation import INT32_MAX, as_float_array, boolean, integer, n_threads_arg, positive
-from .networks import Network
+from .networks import Network, check_network
 from .overlaps import check_pair, gram
 from .results import Trajectory
+from .targets import HermiteTarget, is_target
 
 _CoreArgs = tuple[NDArray[np.float64], NDArray[np.float64], str, NDArray[np.float64], NDArray[np.float64], str, float]
 
@@ -127,13 +128,60 @@ def aligned_step_units(student: Network, teacher: Network) -> str | None:
     return None
 
 
-def risk(student: Network, teacher: Network, noise: float = 0.0, n_threads: int | None = None) -> float:
+def _hermite(student: Network, target: Any, what: str) -> HermiteTarget:
+    """``target`` if it is a polynomial target matching the student (d, scaling); a clear error otherwise."""
+    check_network(student, "student")
+    if not isinstance(target, HermiteTarget):
+        raise TypeError(f"teacher: the {what} of a {type(target).__name__} has no closed form (only committee "
+                        "Networks and polynomial HermiteTargets); estimate it from samples, e.g. with sgd.simulate")
+    if target.d != student.d or target.scaling != student.scaling:
+        raise ValueError(f"teacher: the target's d = {target.d}, scaling {target.scaling!r} do not match the "
+                         f"student's d = {student.d}, scaling {student.scaling!r}")
+    return target
+
+
+def _target_overlaps(student: Network, target: HermiteTarget) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    return (gram(student.W, student.W, student.scale, "student.W"),
+            gram(student.W, target.directions, student.scale, "student.W, teacher.directions"))
+
+
+def _target_risk(student: Network, target: Any) -> float:
+    """Excess risk against a polynomial target (exact: target.hpp)."""
+    tgt = _hermite(student, target, "population risk")
+    Q, M = _target_overlaps(student, tgt)
+    return float(_finite(np.asarray(_core.target_risk(*tgt._arrays(), Q, M, student.effective_a,
+                                                      student.activation)), "risk"))
+
+
+def _target_gradient(student: Network, target: Any, train_readout: bool) -> tuple[NDArray[np.float64],
+                                                                                 NDArray[np.float64] | None]:
+    """The committee part 1/2 E[f^2] through the core (a zero teacher), plus the target part through the overlaps:
+    dR/dw_i = 2 dR/dQ_ii w_i / s + sum_r dR/dM_ir w*_r / s, dR/da_i = -c E[sigma(l_i) f]."""
+    tgt = _hermite(student, target, "population gradient")
+    zero = Network(tgt.directions[:1], np.zeros(1), student.activation, student.scaling)
+    dW, da = gradient(student, zero, train_readout)
+    Q, M = _target_overlaps(student, tgt)
+    alpha, coef = tgt._arrays()
+    dQ, dM = _core.target_cross_grad(alpha, coef, Q, M, student.effective_a, student.activation)
+    s = student.scale
+    dW = dW + 2.0 * np.diag(dQ)[:, None] * student.W / s + dM @ tgt.directions / s
+    if da is not None:
+        sig = np.array([_core.target_expectation(student.activation, Q[i:i + 1, i:i + 1], M[i:i + 1],
+                                                 np.array([[0, 1, 0]]), alpha, coef) for i in range(student.K)])
+        da = da - student.readout_factor * sig
+    return _finite(dW, "gradient"), da
+
+
+def risk(student: Network, teacher: Network | HermiteTarget, noise: float = 0.0,
+         n_threads: int | None = None) -> float:
     """The population risk 1/2 E[(y - f)^2], exactly (closed-form kernels).
 
     Parameters
     ----------
-    student, teacher : Network
-        Same input dimension and scaling.
+    student : Network
+    teacher : Network or HermiteTarget
+        Same input dimension and scaling. For a polynomial target the risk
+        is 1/2 a^T I2(Q) a - sum_i a_i E[sigma(l_i) f] + 1/2 E[f^2], exact.
     noise : float, default 0.0
         Variance Delta of the teacher's output noise: adds Delta / 2.
     n_threads : int, optional
@@ -155,13 +203,15 @@ def risk(student: Network, teacher: Network, noise: float = 0.0, n_threads: int 
     True
     """
     noise_ = positive(noise, "noise", allow_zero=True)
+    if is_target(teacher):
+        return _target_risk(student, teacher) + 0.5 * noise_
     args, _, _ = _args(student, teacher)
     r = np.asarray(_core.population_risk(*args, n_threads=n_threads_arg(n_threads)))
     return float(_finite(r, "risk")) + 0.5 * noise_
 
 
 def gradient(
-    student: Network, teacher: Network, train_readout: bool = True, n_threads: int | None = None
+    student: Network, teacher: Network | HermiteTarget, train_readout: bool = True, n_threads: int | None = None
 ) -> tuple[NDArray[np.float64], NDArray[np.float64] | None]:
     """The gradient of the population risk.
 
@@ -170,8 +220,9 @@ def gradient(
 
     Parameters
     ----------
-    student, teacher : Network
-        Same input dimension and scaling.
+    student : Network
+    teacher : Network or HermiteTarget
+        Same input dimension and scaling (a polynomial target too).
     train_readout : bool, default True
         Also return dR/da (with respect to the network's ``a``).
     n_threads : int, optional
@@ -194,6 +245,8 @@ def gradient(
     True
     """
     train_readout = boolean(train_readout, "train_readout")
+    if is_target(teacher):
+        return _target_gradient(student, teacher, train_readout)
     args, DW, Da = _args(student, teacher)
     dW, da = _core.population_gradient(*args, n_threads=n_threads_arg(n_threads))
     with np.errstate(over="ignore", invalid="ignore"):
@@ -214,8 +267,9 @@ def hessian(
 
     Parameters
     ----------
-    student, teacher : Network
-        Same input dimension and scaling.
+    student : Network
+    teacher : Network or HermiteTarget
+        Same input dimension and scaling (a polynomial target too).
     train_readout : bool, default True
         On [vec(W) row-major, a]; False: on vec(W) alone.
     n_threads : int, optional

@@ -462,7 +462,7 @@ def grid(seeds: int | Sequence[int], **axes: ArrayLike) -> dict[str, Any]:
 @overload
 def simulate(
     student: Network | Sequence[Network],
-    teacher: Network,
+    teacher: Any,
     lr: ArrayLike,
     lr_readout: ArrayLike = ...,
     noise: ArrayLike = ...,
@@ -486,7 +486,7 @@ def simulate(
 @overload
 def simulate(
     student: Network | Sequence[Network],
-    teacher: Network,
+    teacher: Any,
     lr: ArrayLike,
     lr_readout: ArrayLike = ...,
     noise: ArrayLike = ...,
@@ -511,7 +511,7 @@ def simulate(
 
 def simulate(
     student: Network | Sequence[Network],
-    teacher: Network,
+    teacher: Any,
     lr: ArrayLike,
     lr_readout: ArrayLike = 0.0,
     noise: ArrayLike = 0.0,
@@ -537,7 +537,10 @@ def simulate(
     Parameters
     ----------
     student, teacher : Network
-        Same input dimension d and scaling. ``student`` may be a sequence of Networks, one initial
+        Same input dimension d and scaling. ``teacher`` may also be a target of :mod:`twolayer.targets`: a
+        polynomial HermiteTarget (labels f(W* x / sqrt(s)) in the core; M is then (K, k), the recorded risk
+        exact), or a FunctionTarget (a NumPy function of the projections: a slower pure-NumPy simulator, see
+        :mod:`twolayer._sgd_function`). ``student`` may be a sequence of Networks, one initial
         condition per run (then ``seeds`` must give as many runs).
     lr : float > 0, or array (R,)
         First-layer learning rate (per-sample step lr / sqrt(d) on w for ``sqrt_d`` scaling).
@@ -635,6 +638,25 @@ def simulate(
                     "scaling and readout"
                 )
         first = students[0]
+    from .targets import FunctionTarget, HermiteTarget, is_target
+
+    if isinstance(teacher, FunctionTarget):
+        from ._sgd_function import simulate_function_target
+
+        return simulate_function_target(student, teacher, lr=lr, lr_readout=lr_readout, noise=noise,
+                                        batch_size=batch_size, spherical=spherical, t_max=t_max, times=times,
+                                        seed=seed, seeds=seeds, n_samples=n_samples, records=records,
+                                        train_first_layer=train_first_layer)
+    target = teacher if isinstance(teacher, HermiteTarget) else None
+    if target is not None:
+        check_network(first, "student")
+        if target.d != first.d or target.scaling != first.scaling:
+            raise ValueError(f"teacher: the target's d = {target.d}, scaling {target.scaling!r} do not match the "
+                             f"student's d = {first.d}, scaling {first.scaling!r}")
+        # the core's teacher rows are the directions, v = 0 unused; labels f(z) from the target
+        teacher = Network(target.directions, np.zeros(target.k), first.activation, first.scaling)
+    elif is_target(teacher):  # pragma: no cover - every target type is handled above
+        raise TypeError(f"teacher: unsupported target {type(teacher).__name__}")
     check_pair(first, teacher)  # finite weights, same d and scaling
     spherical = boolean(spherical, "spherical")
     shuffle = boolean(shuffle, "shuffle")
@@ -714,8 +736,11 @@ def simulate(
         "train_first_layer": bool(train_first_layer),
         "risk_method": "exact (closed-form kernels)",
         "activation": first.activation,
-        "teacher_activation": teacher.activation,
+        "teacher_activation": teacher.activation if target is None else "target",
     }
+    if target is not None:
+        kwargs["target_alpha"], kwargs["target_coef"] = target._arrays()
+        meta["target"] = repr(target)
     c = first.readout_factor
     P_teacher = gram(teacher.W, teacher.W, teacher.scale, "teacher.W")  # with v: what overlaps_at needs
 

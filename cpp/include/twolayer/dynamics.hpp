@@ -20,11 +20,15 @@
 // arguments) and i4_contract (gaussian_tables.hpp), which conditions on (l_i, l_k) once per pair.
 #pragma once
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 #include "twolayer/activation.hpp"
 
 namespace twolayer {
+
+struct PolyTarget;  // target.hpp
+class TargetRhs;
 
 enum class Regime : int { Online = 0, GradientFlow = 1 };
 
@@ -43,6 +47,9 @@ struct OdeModel {
   double noise = 0.0;       // output-noise variance Delta (online regime only)
   std::vector<double> P;    // M x M teacher overlaps (fixed)
   std::vector<double> v;    // M effective teacher second layer (fixed)
+  // A polynomial multi-index target instead of the committee teacher (target.hpp): then M = k, P = I_k, v = 0, and
+  // the right-hand side is the student-only committee one plus the exact target terms (TargetRhs).
+  std::shared_ptr<const PolyTarget> target;
 
   // State y = [Q (K x K, full symmetric, row-major), M (K x M, row-major), a (K)].
   std::size_t state_size() const {
@@ -79,6 +86,11 @@ class OdeRhs {
   void eval(const double* y, double* dy, int n_threads);
   using Eval = void (OdeRhs::*)(const double*, double*, int);
   static Eval select_eval(int K, int M);
+  // With a target: the committee eval (v = 0, no projection), then the target terms, then the projection.
+  void eval_target(const double* y, double* dy, int n_threads);
+  Eval committee_eval_ = nullptr;
+  std::shared_ptr<const TargetRhs> target_;
+  bool project_ = false;
 
   OdeModel m_;
   Eval eval_;

@@ -28,12 +28,15 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "twolayer/activation.hpp"
 
 namespace twolayer {
+
+struct PolyTarget;  // target.hpp
 
 struct SgdSpec {
   int K = 0, M = 0, d = 0;
@@ -48,6 +51,9 @@ struct SgdSpec {
   std::vector<long long> record_steps;  // strictly increasing, each in [0, steps]
   std::uint64_t seed = 0;  // master seed: run streams are keyed by (seed, SgdRun::id)
   double blowup = 1e100;  // |E| or |w_i|^2 / s above this (or non-finite) ends a run as diverged
+  // A polynomial target instead of the committee: labels f(z) with z = Wt x / sqrt(s) the M = k projections (v and
+  // the teacher activation unused); the recorded risk is target_risk.
+  std::shared_ptr<const PolyTarget> target;
 };
 
 // One run's own parameters.

@@ -1,0 +1,68 @@
+"""Benchmarks of the order-parameter ODE with a polynomial target (run: python -m pytest
+bench/test_bench_targets.py --benchmark-only -s).
+
+Online right-hand side for the staircase z1 + z1 z2 + z1 z2 z3 (k = 3) and a K = 4 relu or erf student:
+the exact core RHS (Gaussian conditioning + closed-form orthant moments, target.hpp) against what peers do
+today, a NumPy Monte Carlo estimate of the same right-hand side from 10^5 samples of (l, z) ~ N(0, Omega).
+``extra_info`` records RHS/s of each, and the accuracy of the Monte Carlo estimate against the exact RHS
+(max |error| over the entries of dQ, dM, relative to max |RHS|); the exact RHS is checked to rounding against the
+committee kernels and to 1e-10 against quadrature in tests/test_targets.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.special import erf
+
+import twolayer as tl
+from twolayer import _core
+
+LR = 0.5
+N_MC = 100_000
+
+
+def staircase_system(act: str):
+    d = 64
+    tgt = tl.targets.staircase(3, d=d, seed=0)
+    st = tl.Network.random(4, d, act, init="orthogonal", seed=1)
+    st = st.with_weights(0.8 * st.W + 0.3 * tgt.directions[[0, 1, 2, 0]], np.array([0.6, 0.5, -0.4, 0.3]))
+    return tl.Overlaps.from_networks(st, tgt), tgt
+
+
+def numpy_mc_rhs(ov, tgt, act, n=N_MC, seed=0):
+    """Online RHS (dQ, dM) by Monte Carlo: samples of (l, z) ~ N(0, Omega), E = f(z) - sum_j a_j g(l_j)."""
+    K = ov.K
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, K + tgt.k)) @ np.linalg.cholesky(ov.omega).T
+    lam, z = X[:, :K], X[:, K:]
+    if act == "relu":
+        g, dg = np.maximum(lam, 0), (lam > 0) * 1.0
+    else:
+        g, dg = erf(lam / np.sqrt(2)), np.sqrt(2 / np.pi) * np.exp(-lam**2 / 2)
+    E = tgt.function(z) - g @ ov.a
+    A = dg * E[:, None] * ov.a[None, :]  # a_i g'(l_i) E
+    dM = LR * A.T @ z / n
+    psi = A.T @ lam / n
+    B = dg * ov.a[None, :] * E[:, None]
+    dQ = LR * (psi + psi.T) + LR**2 * (B.T @ B) / n
+    return dQ, dM
+
+
+@pytest.mark.parametrize("act", ["relu", "erf"])
+def test_bench_target_rhs_exact(benchmark, act):
+    ov, tgt = staircase_system(act)
+    alpha, coef = tgt._arrays()
+    evals = 20
+    out = benchmark(_core.ode_rhs_target, ov.Q, ov.M, ov.a, alpha, coef, act, "online", False, LR, 0.0, 0.0, evals)
+    benchmark.extra_info["rhs_per_s"] = evals / out[3]
+    dQ, dM = numpy_mc_rhs(ov, tgt, act)
+    err = max(np.max(np.abs(dQ - out[0])), np.max(np.abs(dM - out[1])))
+    benchmark.extra_info["mc_1e5_max_abs_error"] = float(err)
+    benchmark.extra_info["mc_1e5_rel_error"] = float(err / max(np.max(np.abs(out[0])), np.max(np.abs(out[1]))))
+
+
+@pytest.mark.parametrize("act", ["relu", "erf"])
+def test_bench_target_rhs_numpy_mc(benchmark, act):
+    ov, tgt = staircase_system(act)
+    benchmark(numpy_mc_rhs, ov, tgt, act)

@@ -1,0 +1,82 @@
+// Bindings for polynomial multi-index targets: labels, exact expectations, risk and its overlap gradient.
+#include <vector>
+
+#include "common.hpp"
+#include "target_arg.hpp"
+#include "twolayer/activation.hpp"
+#include "twolayer/target.hpp"
+
+namespace twolayer::bind {
+
+void bind_target(py::module_& m) {
+  m.def(
+      "target_eval",
+      [](const IntArray& alpha, const Array& coef, const Array& Z) {
+        auto t = make_target(alpha, coef);
+        expect_shape(Z, "z", {-1, t->k});
+        const py::ssize_t n = Z.shape(0);
+        Array y({n});
+        {
+          py::gil_scoped_release release;
+          for (py::ssize_t j = 0; j < n; ++j) y.mutable_data()[j] = t->eval(Z.data() + j * t->k);
+        }
+        return y;
+      },
+      py::arg("alpha"), py::arg("coef"), py::arg("z"));
+  // E[prod_s F_s(l_s) p(z)]: fields' covariance Qs (n, n), cross covariance Ms (n, k), factors (n, 3) rows
+  // (n_deriv, n_sigma, power); p given like the target.
+  m.def(
+      "target_expectation",
+      [](const std::string& act, const Array& Qs, const Array& Ms, const IntArray& factors, const IntArray& alpha,
+         const Array& coef) {
+        auto t = make_target(alpha, coef);
+        expect_shape(Qs, "Qs", {-1, -1});
+        const py::ssize_t n = Qs.shape(0);
+        if (n < 1 || n > 3) throw std::invalid_argument("Qs: expected 1 to 3 student fields");
+        expect_shape(Qs, "Qs", {n, n});
+        expect_shape(Ms, "Ms", {n, t->k});
+        if (factors.ndim() != 2 || factors.shape(0) != n || factors.shape(1) != 3)
+          throw std::invalid_argument("factors: expected shape (n, 3)");
+        std::vector<FieldFactor> ff(static_cast<std::size_t>(n));
+        for (py::ssize_t s = 0; s < n; ++s)
+          ff[static_cast<std::size_t>(s)] = {static_cast<int>(factors.at(s, 0)), static_cast<int>(factors.at(s, 1)),
+                                             static_cast<int>(factors.at(s, 2))};
+        if (t->f.empty()) return 0.0;
+        return target_expectation(parse_activation(act), static_cast<int>(n), Qs.data(), Ms.data(), t->k, ff.data(),
+                                  t->f);
+      },
+      py::arg("act"), py::arg("Qs"), py::arg("Ms"), py::arg("factors"), py::arg("alpha"), py::arg("coef"));
+  m.def(
+      "target_risk",
+      [](const IntArray& alpha, const Array& coef, const Array& Q, const Array& M, const Array& a,
+         const std::string& act) {
+        auto t = make_target(alpha, coef);
+        expect_shape(a, "a", {-1});
+        const py::ssize_t K = a.shape(0);
+        expect_shape(Q, "Q", {K, K});
+        expect_shape(M, "M", {K, t->k});
+        py::gil_scoped_release release;
+        return target_risk(*t, Q.data(), M.data(), a.data(), static_cast<int>(K), parse_activation(act));
+      },
+      py::arg("alpha"), py::arg("coef"), py::arg("Q"), py::arg("M"), py::arg("a"), py::arg("act"));
+  m.def(
+      "target_cross_grad",
+      [](const IntArray& alpha, const Array& coef, const Array& Q, const Array& M, const Array& a,
+         const std::string& act) {
+        auto t = make_target(alpha, coef);
+        expect_shape(a, "a", {-1});
+        const py::ssize_t K = a.shape(0);
+        expect_shape(Q, "Q", {K, K});
+        expect_shape(M, "M", {K, t->k});
+        Array dQ({K, K}), dM({K, static_cast<py::ssize_t>(t->k)});
+        {
+          py::gil_scoped_release release;
+          target_cross_grad(*t, Q.data(), M.data(), a.data(), static_cast<int>(K), parse_activation(act),
+                            dQ.mutable_data(), dM.mutable_data());
+        }
+        return py::make_tuple(dQ, dM);
+      },
+      py::arg("alpha"), py::arg("coef"), py::arg("Q"), py::arg("M"), py::arg("a"), py::arg("act"));
+}
+
+}  // namespace twolayer::bind

@@ -1,0 +1,95 @@
+// Polynomial multi-index targets and their exact Gaussian expectations against student units.
+//
+// Target: y = f(z) + sqrt(Delta) xi, f(z) = sum_alpha c_alpha prod_r He_{alpha_r}(z_r) (probabilists' Hermite),
+// z = W* x / sqrt(s) with k orthonormal directions, so z ~ N(0, I_k) and (l, z) is jointly Gaussian with
+// Cov(l) = Q, Cov(l, z) = M (K x k), Cov(z) = I_k.
+//
+// Exact expectations E[prod_s F_s(l_s) p(z)] (p a Hermite polynomial, F_s products of sigma, sigma', powers of l_s
+// on at most three distinct student fields), by conditioning the target fields on the student fields:
+//   z | l_S ~ N(A l_S, I - G),  A = M_S^T Q_S^+,  G = A Q_S A^T,
+//   E[He_alpha(z) | l_S] = H^G_alpha(A l_S)   (multivariate Hermite polynomial of covariance G:
+//                          generating function exp(t . mu - t^T G t / 2); H_{alpha+e_r} = mu_r H_alpha -
+//                          sum_q G_rq alpha_q H_{alpha-e_q}),
+// which leaves E[prod_s F_s(l_s) l_S^beta] over a Gaussian of at most three dimensions, in closed form:
+//   relu/step sigma and relu sigma' are indicators 1(l > 0) (times l); step sigma' = delta(l) conditions l = 0;
+//   erf sigma'(l)^n = (2/pi)^(n/2) exp(-n l^2/2) reweights the Gaussian (C -> (I + C D)^-1 C, det(I + C D)^-1/2);
+//   erf sigma(l) = E_xi[sign(l - xi)] = 2 P(u > 0 | l) - 1 with u = l - xi, xi ~ N(0, 1) (one more Gaussian
+//   dimension with an indicator); linear and quadratic are polynomials.
+// Orthant moments E[x^beta prod_{a in A} 1(x_a > 0)] (|A| <= 3) follow from Stein's lemma
+//   E[x_a g(x)] = sum_b C_ab E[d_b g(x)],
+// whose indicator derivatives are deltas that condition one variable at 0 (one dimension less), down to the orthant
+// probabilities 1/2, 1/4 + asin(rho)/(2 pi), 1/8 + sum asin(rho_ab)/(4 pi). Everything is closed form: the
+// results are exact to rounding.
+#pragma once
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "twolayer/activation.hpp"
+
+namespace twolayer {
+
+// A polynomial in k variables in the Hermite basis: exponents (k per term) -> coefficient.
+using HermitePoly = std::map<std::vector<int>, double>;
+
+struct PolyTarget {
+  int k = 1;
+  HermitePoly f;  // the target function, terms with a zero coefficient removed
+
+  // Throws std::invalid_argument unless k >= 1, every term has k non-negative exponents and finite coefficient.
+  void validate() const;
+  int degree() const;
+  // f at one point z (k values).
+  double eval(const double* z) const;
+  // E[f(z)^2] = sum_alpha c_alpha^2 alpha! (orthonormality of the He_alpha / sqrt(alpha!)).
+  double second_moment() const;
+};
+
+// Hermite-basis algebra (products linearised per coordinate: He_m He_n = sum_j C(m,j) C(n,j) j! He_{m+n-2j}).
+HermitePoly hermite_product(const HermitePoly& p, const HermitePoly& q);
+HermitePoly hermite_times_z(const HermitePoly& p, int r);  // z_r p: z He_n = He_{n+1} + n He_{n-1}
+
+// One student field's factor: sigma'(l)^n_deriv sigma(l)^n_sigma l^power, with n_sigma <= 1.
+struct FieldFactor {
+  int n_deriv = 0, n_sigma = 0, power = 0;
+};
+
+// E[prod_s F_s(l_s) p(z)] for the n <= 3 distinct fields l_S of covariance Qs (n x n), Cov(l_S, z) = Ms (n x k).
+// Step units allow n_deriv <= 1 (a delta). Throws std::domain_error when Qs is singular where it must not be.
+double target_expectation(Activation act, int n, const double* Qs, const double* Ms, int k,
+                          const FieldFactor* factors, const HermitePoly& p);
+// The same for several polynomials at once (the conditioning and moment tables are shared).
+void target_expectations(Activation act, int n, const double* Qs, const double* Ms, int k, const FieldFactor* factors,
+                         const std::vector<const HermitePoly*>& ps, double* out);
+
+// Excess risk of a student (Q, M (K x k), effective a) on the target: 1/2 a^T I2(Q) a - sum_i a_i E[sigma(l_i) f]
+// + 1/2 E[f^2].
+double target_risk(const PolyTarget& t, const double* Q, const double* M, const double* a, int K, Activation act);
+// dR/dQ (K x K, symmetric: the derivative with respect to Q_ik = Q_ki counted on both entries as 1/2 each) and
+// dR/dM (K x k) of the target part -sum_i a_i E[sigma(l_i) f] only.
+void target_cross_grad(const PolyTarget& t, const double* Q, const double* M, const double* a, int K, Activation act,
+                       double* dQ, double* dM);
+
+// The target terms of the order-parameter ODE (see dynamics.hpp, OdeModel::target): added to the student-only
+// right-hand side (the committee RHS with v = 0) before the spherical projection.
+class TargetRhs {
+ public:
+  TargetRhs(const PolyTarget& t, Activation act, int K, bool online, double lr, double lr_readout);
+  // Adds to dQ (unprojected Phi, K x K), dM (K x k), da (K) at state y = [Q, M, a].
+  void add(const double* y, double* dQ, double* dM, double* da) const;
+  // -sum_i a_i E[sigma(l_i) f] + E[f^2] / 2: the target part of the risk.
+  double risk_part(const double* y) const;
+
+ private:
+  PolyTarget t_;
+  Activation act_;
+  int K_, k_;
+  bool online_;
+  double lr_, lr_readout_;
+  HermitePoly f2_;
+  std::vector<HermitePoly> zf_;
+  double f2mean_;
+};
+
+}  // namespace twolayer

@@ -1,0 +1,705 @@
+// Exact expectations of polynomial multi-index targets against student units (see target.hpp for the method).
+#include "twolayer/target.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+
+#include "twolayer/population.hpp"
+
+namespace twolayer {
+
+namespace {
+
+constexpr int kMaxFields = 3;  // distinct student fields of one expectation
+constexpr int kMaxVars = 4;    // plus one auxiliary variable for an erf sigma
+
+double factorial(int n) {
+  double f = 1.0;
+  for (int j = 2; j <= n; ++j) f *= j;
+  return f;
+}
+
+double binomial(int n, int j) {
+  double b = 1.0;
+  for (int q = 1; q <= j; ++q) b = b * (n - j + q) / q;
+  return b;
+}
+
+// Dense polynomial in n <= 3 variables of total degree <= D (index e0 + (D + 1) (e1 + (D + 1) e2)).
+struct LPoly {
+  int n = 0, D = 0;
+  std::vector<double> c;
+  LPoly() = default;
+  LPoly(int n_, int D_) : n(n_), D(D_), c(static_cast<std::size_t>(std::pow(D_ + 1, n_)), 0.0) {}
+  std::size_t idx(const int* e) const {
+    std::size_t s = 0;
+    for (int q = n - 1; q >= 0; --q) s = s * (D + 1) + e[q];
+    return s;
+  }
+};
+
+// Orthant moments E[x^beta prod_{a in A} 1(x_a > 0)] of x ~ N(0, C) (m <= 4 variables) by Stein's lemma, memoised.
+// A variable conditioned at 0 keeps its (zero) row and column.
+class Orthant {
+ public:
+  Orthant(int m, const double* C, unsigned A, double scale) : m_(m), A_(A), scale_(scale) {
+    std::copy(C, C + m * m, C_.begin());
+    for (int b = 0; b < m_; ++b)
+      if ((A_ >> b & 1u) && !(C_[b * m_ + b] > 1e-13 * scale_)) zero_ = true;  // 1(x_b > 0) with x_b = 0
+  }
+
+  double moment(const std::array<int, kMaxVars>& beta) {
+    if (zero_) return 0.0;
+    int a = -1;
+    for (int q = 0; q < m_; ++q)
+      if (beta[q] > 0) {
+        a = q;
+        break;
+      }
+    if (a < 0) return probability();
+    std::uint32_t key = 0;
+    for (int q = 0; q < m_; ++q) key = key * 64u + static_cast<std::uint32_t>(beta[q]);
+    auto it = memo_.find(key);
+    if (it != memo_.end()) return it->second;
+    std::array<int, kMaxVars> bp = beta;
+    --bp[a];
+    double s = 0.0;
+    for (int b = 0; b < m_; ++b) {
+      const double cab = C_[a * m_ + b];
+      if (cab == 0.0) continue;
+      if (bp[b] > 0) {
+        std::array<int, kMaxVars> bq = bp;
+        --bq[b];
+        s += cab * bp[b] * moment(bq);
+      } else if (A_ >> b & 1u) {
+        s += cab / std::sqrt(2.0 * kPi * C_[b * m_ + b]) * child(b).moment(bp);
+      }
+    }
+    memo_.emplace(key, s);
+    return s;
+  }
+
+ private:
+  int m_;
+  unsigned A_;
+  double scale_;
+  bool zero_ = false;
+  std::array<double, kMaxVars * kMaxVars> C_{};
+  std::unordered_map<std::uint32_t, double> memo_;
+  std::array<std::unique_ptr<Orthant>, kMaxVars> children_;
+
+  // The law given x_b = 0, indicator b dropped.
+  Orthant& child(int b) {
+    if (!children_[b]) {
+      std::array<double, kMaxVars * kMaxVars> Cc{};
+      const double cbb = C_[b * m_ + b];
+      for (int i = 0; i < m_; ++i)
+        for (int j = 0; j < m_; ++j) Cc[i * m_ + j] = C_[i * m_ + j] - C_[i * m_ + b] * C_[b * m_ + j] / cbb;
+      for (int i = 0; i < m_; ++i) Cc[i * m_ + b] = Cc[b * m_ + i] = 0.0;
+      children_[b] = std::make_unique<Orthant>(m_, Cc.data(), A_ & ~(1u << b), scale_);
+    }
+    return *children_[b];
+  }
+
+  double rho(int a, int b) const {
+    const double r = C_[a * m_ + b] / std::sqrt(C_[a * m_ + a] * C_[b * m_ + b]);
+    return std::max(-1.0, std::min(1.0, r));
+  }
+
+  double probability() const {
+    int v[kMaxVars], n = 0;
+    for (int b = 0; b < m_; ++b)
+      if (A_ >> b & 1u) v[n++] = b;
+    switch (n) {
+      case 0: return 1.0;
+      case 1: return 0.5;
+      case 2: return 0.25 + std::asin(rho(v[0], v[1])) / (2.0 * kPi);
+      case 3:
+        return 0.125 + (std::asin(rho(v[0], v[1])) + std::asin(rho(v[0], v[2])) + std::asin(rho(v[1], v[2]))) /
+                           (4.0 * kPi);
+      default: throw std::logic_error("orthant probability of more than three variables");
+    }
+  }
+};
+
+// Symmetric eigen-decomposition of an n x n (n <= 3) matrix by cyclic Jacobi: A = V diag(w) V^T.
+void jacobi_eigen(int n, const double* A, double* w, double* V) {
+  double a[9];
+  std::copy(A, A + n * n, a);
+  for (int i = 0; i < n * n; ++i) V[i] = 0.0;
+  for (int i = 0; i < n; ++i) V[i * n + i] = 1.0;
+  for (int sweep = 0; sweep < 60; ++sweep) {
+    double off = 0.0, diag = 0.0;
+    for (int p = 0; p < n; ++p) {
+      diag += a[p * n + p] * a[p * n + p];
+      for (int q = p + 1; q < n; ++q) off += a[p * n + q] * a[p * n + q];
+    }
+    if (off <= 1e-32 * diag || off == 0.0) break;
+    for (int p = 0; p < n; ++p)
+      for (int q = p + 1; q < n; ++q) {
+        if (a[p * n + q] == 0.0) continue;
+        const double theta = (a[q * n + q] - a[p * n + p]) / (2.0 * a[p * n + q]);
+        const double t = (theta >= 0 ? 1.0 : -1.0) / (std::fabs(theta) + std::sqrt(theta * theta + 1.0));
+        const double c = 1.0 / std::sqrt(t * t + 1.0), s = t * c;
+        for (int r = 0; r < n; ++r) {  // columns p, q
+          const double arp = a[r * n + p], arq = a[r * n + q];
+          a[r * n + p] = c * arp - s * arq;
+          a[r * n + q] = s * arp + c * arq;
+        }
+        for (int r = 0; r < n; ++r) {  // rows p, q
+          const double apr = a[p * n + r], aqr = a[q * n + r];
+          a[p * n + r] = c * apr - s * aqr;
+          a[q * n + r] = s * apr + c * aqr;
+        }
+        for (int r = 0; r < n; ++r) {
+          const double vrp = V[r * n + p], vrq = V[r * n + q];
+          V[r * n + p] = c * vrp - s * vrq;
+          V[r * n + q] = s * vrp + c * vrq;
+        }
+      }
+  }
+  for (int i = 0; i < n; ++i) w[i] = a[i * n + i];
+}
+
+// Moore-Penrose pseudo-inverse of a symmetric positive semi-definite n x n matrix (n <= 3).
+void psd_pinv(int n, const double* A, double* out) {
+  double w[3], V[9];
+  jacobi_eigen(n, A, w, V);
+  double wmax = 0.0;
+  for (int i = 0; i < n; ++i) wmax = std::max(wmax, std::fabs(w[i]));
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) {
+      double s = 0.0;
+      for (int q = 0; q < n; ++q)
+        if (w[q] > 1e-12 * wmax) s += V[i * n + q] * V[j * n + q] / w[q];
+      out[i * n + j] = s;
+    }
+}
+
+// Inverse and determinant of an n x n matrix (n <= 3) by Gauss-Jordan with partial pivoting.
+double invert(int n, const double* A, double* inv) {
+  double a[9], b[9];
+  std::copy(A, A + n * n, a);
+  for (int i = 0; i < n * n; ++i) b[i] = 0.0;
+  for (int i = 0; i < n; ++i) b[i * n + i] = 1.0;
+  double det = 1.0;
+  for (int c = 0; c < n; ++c) {
+    int p = c;
+    for (int r = c + 1; r < n; ++r)
+      if (std::fabs(a[r * n + c]) > std::fabs(a[p * n + c])) p = r;
+    if (a[p * n + c] == 0.0) throw std::domain_error("target expectation: singular reweighting matrix");
+    if (p != c) {
+      for (int j = 0; j < n; ++j) {
+        std::swap(a[p * n + j], a[c * n + j]);
+        std::swap(b[p * n + j], b[c * n + j]);
+      }
+      det = -det;
+    }
+    const double piv = a[c * n + c];
+    det *= piv;
+    for (int j = 0; j < n; ++j) {
+      a[c * n + j] /= piv;
+      b[c * n + j] /= piv;
+    }
+    for (int r = 0; r < n; ++r)
+      if (r != c) {
+        const double f = a[r * n + c];
+        if (f == 0.0) continue;
+        for (int j = 0; j < n; ++j) {
+          a[r * n + j] -= f * a[c * n + j];
+          b[r * n + j] -= f * b[c * n + j];
+        }
+      }
+  }
+  std::copy(b, b + n * n, inv);
+  return det;
+}
+
+// E[He_alpha(z) | l_S] as polynomials in l_S: the multivariate Hermite polynomials of covariance G at mu = A l.
+class ConditionalHermite {
+ public:
+  ConditionalHermite(int n, const double* Qs, const double* Ms, int k, int D) : n_(n), k_(k), D_(D) {
+    double Qp[9];
+    psd_pinv(n, Qs, Qp);
+    A_.assign(static_cast<std::size_t>(k) * n, 0.0);  // A = M_S^T Q_S^+ (k x n)
+    for (int r = 0; r < k; ++r)
+      for (int s = 0; s < n; ++s) {
+        double v = 0.0;
+        for (int q = 0; q < n; ++q) v += Ms[q * k + r] * Qp[q * n + s];
+        A_[r * n + s] = v;
+      }
+    G_.assign(static_cast<std::size_t>(k) * k, 0.0);  // G = A M_S (= A Q_S A^T)
+    for (int r = 0; r < k; ++r)
+      for (int t = 0; t < k; ++t) {
+        double v = 0.0;
+        for (int q = 0; q < n; ++q) v += A_[r * n + q] * Ms[q * k + t];
+        G_[r * k + t] = v;
+      }
+  }
+
+  const LPoly& get(const std::vector<int>& alpha) {
+    auto it = memo_.find(alpha);
+    if (it != memo_.end()) return it->second;
+    LPoly h(n_, D_);
+    int r = -1;
+    for (int q = 0; q < k_; ++q)
+      if (alpha[q] > 0) {
+        r = q;
+        break;
+      }
+    if (r < 0) {
+      h.c[0] = 1.0;
+    } else {
+      std::vector<int> beta = alpha;
+      --beta[r];
+      const LPoly hb = get(beta);  // copy: the map may rehash (std::map does not, but keep it simple)
+      // mu_r H_beta
+      int e[3] = {0, 0, 0};
+      for (std::size_t id = 0; id < hb.c.size(); ++id) {
+        if (hb.c[id] == 0.0) continue;
+        std::size_t rem = id;
+        for (int q = 0; q < n_; ++q) {
+          e[q] = static_cast<int>(rem % (D_ + 1));
+          rem /= (D_ + 1);
+        }
+        for (int s = 0; s < n_; ++s) {
+          const double as = A_[r * n_ + s];
+          if (as == 0.0) continue;
+          ++e[s];
+          h.c[h.idx(e)] += as * hb.c[id];
+          --e[s];
+        }
+      }
+      for (int q = 0; q < k_; ++q) {
+        if (beta[q] == 0 || G_[r * k_ + q] == 0.0) continue;
+        std::vector<int> g = beta;
+        --g[q];
+        const LPoly& hg = get(g);
+        const double f = G_[r * k_ + q] * beta[q];
+        for (std::size_t id = 0; id < hg.c.size(); ++id) h.c[id] -= f * hg.c[id];
+      }
+    }
+    return memo_.emplace(alpha, std::move(h)).first->second;
+  }
+
+ private:
+  int n_, k_, D_;
+  std::vector<double> A_, G_;
+  std::map<std::vector<int>, LPoly> memo_;
+};
+
+// E[prod_s F_s(l_s) l^beta] for every beta: the factors turned into a constant, a reweighted covariance, deltas,
+// indicators and erf auxiliaries (see target.hpp).
+class FactorMoments {
+ public:
+  FactorMoments(Activation act, int n, const double* Qs, const FieldFactor* fac) : n_(n) {
+    std::array<double, 9> C{};
+    std::copy(Qs, Qs + n * n, C.begin());
+    double scale = 0.0;
+    for (int s = 0; s < n; ++s) scale = std::max(scale, std::fabs(C[s * n + s]));
+    scale = std::max(scale, 1e-300);
+    double Dw[3] = {0, 0, 0};
+    bool reweight = false;
+    unsigned ind = 0;
+    std::vector<int> deltas, erfs;
+    for (int s = 0; s < n; ++s) {
+      const FieldFactor& f = fac[s];
+      if (f.n_sigma > 1 || f.n_deriv < 0 || f.n_sigma < 0 || f.power < 0)
+        throw std::invalid_argument("target expectation: unsupported field factor");
+      pw_[s] = f.power;
+      switch (act) {
+        case Activation::Linear: pw_[s] += f.n_sigma; break;
+        case Activation::Quadratic:
+          c0_ *= std::pow(2.0, f.n_deriv);
+          pw_[s] += f.n_deriv + 2 * f.n_sigma;
+          break;
+        case Activation::Relu:
+          if (f.n_deriv + f.n_sigma > 0) ind |= 1u << s;
+          pw_[s] += f.n_sigma;
+          break;
+        case Activation::Step:
+          if (f.n_deriv > 1) throw std::invalid_argument("target expectation: step units have delta derivatives");
+          if (f.n_deriv == 1 && f.n_sigma == 1)
+            throw std::invalid_argument("target expectation: delta(l) 1(l > 0) is undefined");
+          if (f.n_sigma) ind |= 1u << s;
+          if (f.n_deriv) deltas.push_back(s);
+          break;
+        case Activation::Erf:
+          if (f.n_deriv) {
+            c0_ *= std::pow(2.0 / kPi, 0.5 * f.n_deriv);
+            Dw[s] = f.n_deriv;
+            reweight = true;
+          }
+          if (f.n_sigma) erfs.push_back(s);
+          break;
+      }
+    }
+    if (reweight) {  // C' = (I + C D)^-1 C, factor det(I + C D)^-1/2
+      double B[9], Bi[9];
+      for (int i = 0; i < n; ++i)
+        for (int j = 0; j < n; ++j) B[i * n + j] = (i == j ? 1.0 : 0.0) + C[i * n + j] * Dw[j];
+      const double det = invert(n, B, Bi);
+      c0_ /= std::sqrt(det);
+      std::array<double, 9> Cn{};
+      for (int i = 0; i < n; ++i)
+        for (int j = 0; j < n; ++j) {
+          double v = 0.0;
+          for (int q = 0; q < n; ++q) v += Bi[i * n + q] * C[q * n + j];
+          Cn[i * n + j] = v;
+        }
+      for (int i = 0; i < n; ++i)
+        for (int j = i + 1; j < n; ++j) Cn[i * n + j] = Cn[j * n + i] = 0.5 * (Cn[i * n + j] + Cn[j * n + i]);
+      C = Cn;
+    }
+    for (int s : deltas) {  // E[delta(l_s) g] = N(0; C_ss) E[g | l_s = 0]
+      const double css = C[s * n + s];
+      if (!(css > 1e-13 * scale))
+        throw std::domain_error("target expectation: a step unit's field has zero variance (delta undefined)");
+      c0_ /= std::sqrt(2.0 * kPi * css);
+      std::array<double, 9> Cc{};
+      for (int i = 0; i < n; ++i)
+        for (int j = 0; j < n; ++j) Cc[i * n + j] = C[i * n + j] - C[i * n + s] * C[s * n + j] / css;
+      for (int i = 0; i < n; ++i) Cc[i * n + s] = Cc[s * n + i] = 0.0;
+      C = Cc;
+      zeroed_ |= 1u << s;
+    }
+    if (erfs.size() > 1) throw std::invalid_argument("target expectation: at most one erf sigma factor");
+    // Augmented covariance: fields, then u = l_e - xi for the erf sigma.
+    const int m = n + static_cast<int>(erfs.size());
+    std::array<double, kMaxVars * kMaxVars> Ca{};
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j) Ca[i * m + j] = C[i * n + j];
+    if (!erfs.empty()) {
+      const int e = erfs[0];
+      for (int i = 0; i < n; ++i) Ca[i * m + n] = Ca[n * m + i] = C[e * n + i];
+      Ca[n * m + n] = C[e * n + e] + 1.0;
+      // erf(l / sqrt2) = 2 P(u > 0 | l) - 1
+      parts_.push_back({2.0, std::make_unique<Orthant>(m, Ca.data(), ind | (1u << n), scale)});
+      parts_.push_back({-1.0, std::make_unique<Orthant>(m, Ca.data(), ind, scale)});
+    } else {
+      parts_.push_back({1.0, std::make_unique<Orthant>(m, Ca.data(), ind, scale)});
+    }
+  }
+
+  // c0 E[... l^beta] with the field powers added.
+  double operator()(const int* beta) {
+    std::array<int, kMaxVars> b{};
+    for (int s = 0; s < n_; ++s) {
+      b[s] = beta[s] + pw_[s];
+      if ((zeroed_ >> s & 1u) && b[s] > 0) return 0.0;
+    }
+    double v = 0.0;
+    for (auto& [w, o] : parts_) v += w * o->moment(b);
+    return c0_ * v;
+  }
+
+ private:
+  int n_;
+  double c0_ = 1.0;
+  int pw_[3] = {0, 0, 0};
+  unsigned zeroed_ = 0;
+  std::vector<std::pair<double, std::unique_ptr<Orthant>>> parts_;
+};
+
+int poly_degree(const HermitePoly& p) {
+  int D = 0;
+  for (const auto& [alpha, c] : p) {
+    int s = 0;
+    for (int e : alpha) s += e;
+    D = std::max(D, s);
+  }
+  return D;
+}
+
+}  // namespace
+
+void PolyTarget::validate() const {
+  if (k < 1) throw std::invalid_argument("target: needs at least one direction");
+  for (const auto& [alpha, c] : f) {
+    if (static_cast<int>(alpha.size()) != k)
+      throw std::invalid_argument("target: every exponent tuple must have k = " + std::to_string(k) + " entries");
+    for (int e : alpha)
+      if (e < 0 || e > 60) throw std::invalid_argument("target: exponents must lie in [0, 60]");
+    if (!std::isfinite(c)) throw std::invalid_argument("target: coefficients must be finite");
+  }
+}
+
+int PolyTarget::degree() const { return poly_degree(f); }
+
+double PolyTarget::eval(const double* z) const {
+  const int D = degree();
+  double he[8 * 61];
+  double* H = D <= 60 && k <= 8 ? he : nullptr;
+  std::vector<double> heap;
+  if (!H) {
+    heap.resize(static_cast<std::size_t>(k) * (D + 1));
+    H = heap.data();
+  }
+  for (int r = 0; r < k; ++r) {
+    double* h = H + static_cast<std::size_t>(r) * (D + 1);
+    h[0] = 1.0;
+    if (D >= 1) h[1] = z[r];
+    for (int n = 1; n < D; ++n) h[n + 1] = z[r] * h[n] - n * h[n - 1];
+  }
+  double y = 0.0;
+  for (const auto& [alpha, c] : f) {
+    double t = c;
+    for (int r = 0; r < k; ++r) t *= H[static_cast<std::size_t>(r) * (D + 1) + alpha[r]];
+    y += t;
+  }
+  return y;
+}
+
+double PolyTarget::second_moment() const {
+  double s = 0.0;
+  for (const auto& [alpha, c] : f) {
+    double fa = 1.0;
+    for (int e : alpha) fa *= factorial(e);
+    s += c * c * fa;
+  }
+  return s;
+}
+
+HermitePoly hermite_product(const HermitePoly& p, const HermitePoly& q) {
+  HermitePoly out;
+  for (const auto& [a, ca] : p)
+    for (const auto& [b, cb] : q) {
+      // product over coordinates of sum_j C(m,j) C(n,j) j! He_{m+n-2j}
+      std::vector<std::pair<std::vector<int>, double>> terms{{std::vector<int>(), ca * cb}};
+      for (std::size_t r = 0; r < a.size(); ++r) {
+        std::vector<std::pair<std::vector<int>, double>> next;
+        const int m = a[r], n = b[r];
+        for (const auto& [e, c] : terms)
+          for (int j = 0; j <= std::min(m, n); ++j) {
+            std::vector<int> e2 = e;
+            e2.push_back(m + n - 2 * j);
+            next.push_back({e2, c * binomial(m, j) * binomial(n, j) * factorial(j)});
+          }
+        terms.swap(next);
+      }
+      for (const auto& [e, c] : terms) out[e] += c;
+    }
+  return out;
+}
+
+HermitePoly hermite_times_z(const HermitePoly& p, int r) {
+  HermitePoly out;
+  for (const auto& [a, c] : p) {
+    std::vector<int> up = a;
+    ++up[r];
+    out[up] += c;
+    if (a[r] > 0) {
+      std::vector<int> dn = a;
+      --dn[r];
+      out[dn] += c * a[r];
+    }
+  }
+  return out;
+}
+
+void target_expectations(Activation act, int n, const double* Qs, const double* Ms, int k, const FieldFactor* factors,
+                         const std::vector<const HermitePoly*>& ps, double* out) {
+  if (n < 1 || n > kMaxFields) throw std::invalid_argument("target expectation: 1 to 3 student fields");
+  int D = 0;
+  for (const HermitePoly* p : ps) D = std::max(D, poly_degree(*p));
+  if (D > 60) throw std::invalid_argument("target expectation: degree above 60");
+  ConditionalHermite ch(n, Qs, Ms, k, D);
+  FactorMoments fm(act, n, Qs, factors);
+  // moments of every beta of degree <= D, computed once
+  LPoly mom(n, D);
+  std::vector<char> have(mom.c.size(), 0);
+  for (std::size_t j = 0; j < ps.size(); ++j) {
+    double total = 0.0;
+    for (const auto& [alpha, c] : *ps[j]) {
+      if (c == 0.0) continue;
+      const LPoly& h = ch.get(alpha);
+      double s = 0.0;
+      int e[3] = {0, 0, 0};
+      for (std::size_t id = 0; id < h.c.size(); ++id) {
+        if (h.c[id] == 0.0) continue;
+        if (!have[id]) {
+          std::size_t rem = id;
+          for (int q = 0; q < n; ++q) {
+            e[q] = static_cast<int>(rem % (D + 1));
+            rem /= (D + 1);
+          }
+          mom.c[id] = fm(e);
+          have[id] = 1;
+        }
+        s += h.c[id] * mom.c[id];
+      }
+      total += c * s;
+    }
+    out[j] = total;
+  }
+}
+
+double target_expectation(Activation act, int n, const double* Qs, const double* Ms, int k,
+                          const FieldFactor* factors, const HermitePoly& p) {
+  double v;
+  target_expectations(act, n, Qs, Ms, k, factors, {&p}, &v);
+  return v;
+}
+
+namespace {
+// Q_S (n x n) and M_S (n x k) of the student fields idx[0..n) from Q (K x K) and M (K x k).
+void gather(const double* Q, const double* M, int K, int k, const int* idx, int n, double* Qs, double* Ms) {
+  for (int s = 0; s < n; ++s) {
+    for (int t = 0; t < n; ++t) Qs[s * n + t] = Q[idx[s] * K + idx[t]];
+    for (int r = 0; r < k; ++r) Ms[s * k + r] = M[idx[s] * k + r];
+  }
+}
+}  // namespace
+
+double target_risk(const PolyTarget& t, const double* Q, const double* M, const double* a, int K, Activation act) {
+  double r = overlap_risk(Q, nullptr, nullptr, a, nullptr, K, 0, act, act) + 0.5 * t.second_moment();
+  const FieldFactor sig{0, 1, 0};
+  std::vector<double> Ms(t.k);
+  for (int i = 0; i < K; ++i) {
+    double Qs;
+    gather(Q, M, K, t.k, &i, 1, &Qs, Ms.data());
+    r -= a[i] * target_expectation(act, 1, &Qs, Ms.data(), t.k, &sig, t.f);
+  }
+  return r;
+}
+
+void target_cross_grad(const PolyTarget& t, const double* Q, const double* M, const double* a, int K, Activation act,
+                       double* dQ, double* dM) {
+  const int k = t.k;
+  std::fill(dQ, dQ + static_cast<std::size_t>(K) * K, 0.0);
+  // d/dM_ir E[sigma(l_i) f] = E[sigma'(l_i) d_r f] (Price); d/dQ_ii E[sigma(l_i) f] = E[sigma''(l_i) f] / 2
+  // = (E[l_i sigma'(l_i) f] - sum_r M_ir E[sigma'(l_i) d_r f]) / (2 Q_ii) (Stein on l_i).
+  std::vector<HermitePoly> df(k);
+  for (const auto& [alpha, c] : t.f)
+    for (int r = 0; r < k; ++r)
+      if (alpha[r] > 0) {
+        std::vector<int> b = alpha;
+        --b[r];
+        df[r][b] += c * alpha[r];
+      }
+  for (int r = 0; r < k; ++r)
+    if (df[r].empty()) df[r][std::vector<int>(k, 0)] = 0.0;
+  std::vector<const HermitePoly*> ps;
+  for (auto& p : df) ps.push_back(&p);
+  const FieldFactor d1{1, 0, 0}, d1l{1, 0, 1};
+  std::vector<double> Ms(k), e(k);
+  for (int i = 0; i < K; ++i) {
+    double Qs;
+    gather(Q, M, K, k, &i, 1, &Qs, Ms.data());
+    target_expectations(act, 1, &Qs, Ms.data(), k, &d1, ps, e.data());
+    double corr = 0.0;
+    for (int r = 0; r < k; ++r) {
+      dM[i * k + r] = -a[i] * e[r];
+      corr += Ms[r] * e[r];
+    }
+    if (act == Activation::Linear) {
+      dQ[i * K + i] = 0.0;
+      continue;
+    }
+    if (!(Qs > 0.0)) throw std::domain_error("target gradient: a student unit has zero norm");
+    const double lsf = target_expectation(act, 1, &Qs, Ms.data(), k, &d1l, t.f);
+    dQ[i * K + i] = -a[i] * 0.5 * (lsf - corr) / Qs;
+  }
+}
+
+TargetRhs::TargetRhs(const PolyTarget& t, Activation act, int K, bool online, double lr, double lr_readout)
+    : t_(t), act_(act), K_(K), k_(t.k), online_(online), lr_(lr), lr_readout_(lr_readout) {
+  t_.validate();
+  f2_ = hermite_product(t_.f, t_.f);
+  for (int r = 0; r < k_; ++r) zf_.push_back(hermite_times_z(t_.f, r));
+  f2mean_ = t_.second_moment();
+  if (t_.f.empty()) t_.f[std::vector<int>(k_, 0)] = 0.0;
+  if (f2_.empty()) f2_[std::vector<int>(k_, 0)] = 0.0;
+  for (auto& p : zf_)
+    if (p.empty()) p[std::vector<int>(k_, 0)] = 0.0;
+}
+
+double TargetRhs::risk_part(const double* y) const {
+  const int K = K_, k = k_;
+  const double* M = y + static_cast<std::size_t>(K) * K;
+  const double* a = M + static_cast<std::size_t>(K) * k;
+  const FieldFactor sig{0, 1, 0};
+  std::vector<double> Ms(k);
+  double r = 0.5 * f2mean_;
+  for (int i = 0; i < K; ++i) {
+    double Qs;
+    gather(y, M, K, k, &i, 1, &Qs, Ms.data());
+    r -= a[i] * target_expectation(act_, 1, &Qs, Ms.data(), k, &sig, t_.f);
+  }
+  return r;
+}
+
+void TargetRhs::add(const double* y, double* dQ, double* dM, double* da) const {
+  const int K = K_, k = k_;
+  const double* Q = y;
+  const double* M = y + static_cast<std::size_t>(K) * K;
+  const double* a = M + static_cast<std::size_t>(K) * k;
+  const double lr = lr_, lr2 = online_ ? lr_ * lr_ : 0.0;
+  double Qs[9];
+  std::vector<double> Ms(3 * k);
+  std::vector<const HermitePoly*> zf;
+  for (const auto& p : zf_) zf.push_back(&p);
+  std::vector<double> e(k);
+  for (int i = 0; i < K; ++i) {
+    gather(Q, M, K, k, &i, 1, Qs, Ms.data());
+    // dM_ir += lr a_i E[sigma'(l_i) z_r f]
+    const FieldFactor d1{1, 0, 0};
+    target_expectations(act_, 1, Qs, Ms.data(), k, &d1, zf, e.data());
+    for (int r = 0; r < k; ++r) dM[i * k + r] += lr * a[i] * e[r];
+    // Phi_ii += 2 lr a_i E[sigma'(l_i) l_i f]
+    const FieldFactor d1l{1, 0, 1};
+    dQ[i * K + i] += 2.0 * lr * a[i] * target_expectation(act_, 1, Qs, Ms.data(), k, &d1l, t_.f);
+    if (lr_readout_ != 0.0) {
+      const FieldFactor sig{0, 1, 0};
+      da[i] += lr_readout_ * target_expectation(act_, 1, Qs, Ms.data(), k, &sig, t_.f);
+    }
+    if (lr2 != 0.0) {
+      // lr^2 a_i^2 (E[sigma'(l_i)^2 f^2] - 2 sum_j a_j E[sigma'(l_i)^2 sigma(l_j) f])
+      const FieldFactor d2{2, 0, 0}, d2s{2, 1, 0};
+      double s = target_expectation(act_, 1, Qs, Ms.data(), k, &d2, f2_);
+      s -= 2.0 * a[i] * target_expectation(act_, 1, Qs, Ms.data(), k, &d2s, t_.f);
+      for (int j = 0; j < K; ++j) {
+        if (j == i) continue;
+        const int idx[2] = {i, j};
+        gather(Q, M, K, k, idx, 2, Qs, Ms.data());
+        const FieldFactor ff[2] = {{2, 0, 0}, {0, 1, 0}};
+        s -= 2.0 * a[j] * target_expectation(act_, 2, Qs, Ms.data(), k, ff, t_.f);
+      }
+      dQ[i * K + i] += lr2 * a[i] * a[i] * s;
+    }
+  }
+  for (int i = 0; i < K; ++i)
+    for (int kk = i + 1; kk < K; ++kk) {
+      const int idx[2] = {i, kk};
+      gather(Q, M, K, k, idx, 2, Qs, Ms.data());
+      const FieldFactor fa[2] = {{1, 0, 0}, {0, 0, 1}}, fb[2] = {{0, 0, 1}, {1, 0, 0}};
+      double v = lr * (a[i] * target_expectation(act_, 2, Qs, Ms.data(), k, fa, t_.f) +
+                       a[kk] * target_expectation(act_, 2, Qs, Ms.data(), k, fb, t_.f));
+      if (lr2 != 0.0) {
+        const FieldFactor dd[2] = {{1, 0, 0}, {1, 0, 0}};
+        double s = target_expectation(act_, 2, Qs, Ms.data(), k, dd, f2_);
+        const FieldFactor di[2] = {{1, 1, 0}, {1, 0, 0}}, dk[2] = {{1, 0, 0}, {1, 1, 0}};
+        s -= 2.0 * a[i] * target_expectation(act_, 2, Qs, Ms.data(), k, di, t_.f);
+        s -= 2.0 * a[kk] * target_expectation(act_, 2, Qs, Ms.data(), k, dk, t_.f);
+        for (int j = 0; j < K; ++j) {
+          if (j == i || j == kk) continue;
+          const int idx3[3] = {i, kk, j};
+          double Q3[9];
+          std::vector<double> M3(3 * k);
+          gather(Q, M, K, k, idx3, 3, Q3, M3.data());
+          const FieldFactor f3[3] = {{1, 0, 0}, {1, 0, 0}, {0, 1, 0}};
+          s -= 2.0 * a[j] * target_expectation(act_, 3, Q3, M3.data(), k, f3, t_.f);
+        }
+        v += lr2 * a[i] * a[kk] * s;
+      }
+      dQ[i * K + kk] += v;
+      dQ[kk * K + i] += v;
+    }
+}
+
+}  // namespace twolayer

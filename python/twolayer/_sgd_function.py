@@ -1,0 +1,114 @@
+"""Online SGD on a :class:`~twolayer.targets.FunctionTarget` (a NumPy function of the k projections), in NumPy.
+
+The same update as :func:`twolayer.sgd.simulate` (module docstring there): per step B fresh samples,
+w_i += (lr sqrt(s) / d) mean_batch[c a_i sigma'(l_i) E x], a_i += (lr_readout / d) mean_batch[c sigma(l_i) E],
+spherical projection optional, t = steps / d. The labels come from Python, so this is much slower than the core's
+simulator (one NumPy step costs tens of microseconds); the random streams are NumPy's (seed, run), not the core's
+Philox streams, and the recorded risk is a Monte Carlo estimate on a fixed test set of ``n_test`` samples
+(``meta["risk_method"]``): no closed form exists for an arbitrary function.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ._validation import INT32_MAX, boolean, integer, positive, seed_arg
+from .activations import derivative as dsigma
+from .activations import sigma
+from .networks import Network, check_network
+from .results import Trajectory
+from .targets import FunctionTarget
+
+_N_TEST = 20_000
+
+
+def simulate_function_target(student: Any, target: FunctionTarget, *, lr: Any, lr_readout: Any, noise: Any,
+                             batch_size: int, spherical: bool, t_max: float | None, times: Any, seed: int,
+                             seeds: Any, n_samples: int | None, records: int,
+                             train_first_layer: bool) -> Any:
+    from .sgd import Ensemble, _record_steps, _run_ids
+
+    if not isinstance(student, Network):
+        raise TypeError("student: a FunctionTarget takes a single initial Network")
+    check_network(student, "student")
+    if target.d != student.d or target.scaling != student.scaling:
+        raise ValueError(f"teacher: the target's d = {target.d}, scaling {target.scaling!r} do not match the "
+                         f"student's d = {student.d}, scaling {student.scaling!r}")
+    if n_samples is not None:
+        raise ValueError("n_samples: a FunctionTarget runs online SGD only (n_samples=None)")
+    if student.activation == "step" and train_first_layer:
+        raise ValueError("activation: the step activation has a delta derivative, so SGD cannot train the first "
+                         "layer")
+    lr_ = positive(lr, "lr")
+    lr_a = positive(lr_readout, "lr_readout", allow_zero=True)
+    noise_ = positive(noise, "noise", allow_zero=True)
+    B = integer(batch_size, "batch_size", 1, INT32_MAX)
+    spherical = boolean(spherical, "spherical")
+    train_first_layer = boolean(train_first_layer, "train_first_layer")
+    seed_ = seed_arg(seed)
+    d, s, c = student.d, student.scale, student.readout_factor
+    rec = _record_steps(d, t_max, times, records)
+    steps = int(rec[-1]) if t_max is None else max(int(round(positive(t_max, "t_max") * d)), int(rec[-1]))
+    run_ids = np.array([0]) if seeds is None else _run_ids(seeds)
+    Wt = target.directions
+    act = student.activation
+    test_rng = np.random.default_rng([seed_, 2**32 + 1])
+    Xt = test_rng.standard_normal((_N_TEST, d))
+    yt = target.function(Xt @ Wt.T / math.sqrt(s))
+    runs = []
+    for run in run_ids:
+        rng = np.random.default_rng([seed_, int(run)])
+        W = student.W.copy()
+        a = student.effective_a.copy()
+        if spherical:
+            W *= math.sqrt(s) / np.linalg.norm(W, axis=1, keepdims=True)
+        Qs, Ms, As, Rs = [], [], [], []
+        nxt = 0
+        for step in range(steps + 1):
+            if nxt < len(rec) and rec[nxt] == step:
+                nxt += 1
+                Qs.append(W @ W.T / s)
+                Ms.append(W @ Wt.T / s)
+                As.append(a.copy())
+                pred = sigma(act, Xt @ W.T / math.sqrt(s)) @ a
+                Rs.append(0.5 * float(np.mean((yt - pred) ** 2)))
+            if step == steps:
+                break
+            X = rng.standard_normal((B, d))
+            lam = X @ W.T / math.sqrt(s)
+            y = target.function(X @ Wt.T / math.sqrt(s))
+            if noise_ > 0:
+                y = y + math.sqrt(noise_) * rng.standard_normal(B)
+            err = y - sigma(act, lam) @ a
+            if train_first_layer:
+                G = (a[None, :] * dsigma(act, lam) * err[:, None]).T @ X  # (K, d)
+                W_new = W + lr_ * math.sqrt(s) / (d * B) * G
+            else:
+                W_new = W
+            if lr_a > 0:
+                a = a + lr_a * c * c / (d * B) * (sigma(act, lam).T @ err)
+            W = W_new
+            if spherical:
+                W *= math.sqrt(s) / np.linalg.norm(W, axis=1, keepdims=True)
+            if not np.all(np.isfinite(W)):
+                break
+        T = len(Rs)
+        runs.append(Trajectory(t=rec[:T] / d, Q=np.array(Qs), M=np.array(Ms), a=np.array(As), risk=np.array(Rs),
+                               status="completed" if T == len(rec) else "diverged",
+                               message=f"{steps} NumPy SGD steps on a FunctionTarget", time_unit="t = steps / d",
+                               student=student.with_weights(W, a / c),
+                               meta={"batch_size": B, "d": d, "seed": seed_, "run": int(run), "lr": lr_,
+                                     "lr_readout": lr_a, "noise": noise_, "activation": act,
+                                     "teacher_activation": "function", "regime": "online",
+                                     "risk_method": f"Monte Carlo ({_N_TEST} test samples)"},
+                               P=np.eye(target.k), v=np.zeros(target.k)))
+    if seeds is None:
+        return runs[0]
+    R = len(runs)
+    params = {"lr": np.full(R, lr_), "lr_readout": np.full(R, lr_a), "noise": np.full(R, noise_),
+              "risk_tol": np.full(R, np.nan), "risk_rtol": np.full(R, np.nan)}
+    return Ensemble(runs=runs, run_ids=run_ids.astype(np.int64), t=rec / d, seed=seed_,
+                    meta={"d": d, "batch_size": B, "risk_method": runs[0].meta["risk_method"]}, params=params)
