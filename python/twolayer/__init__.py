@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _core, activations, kernels, landscape, networks, ode, population, sgd
+from . import _core, activations, kernels, landscape, networks, ode, passage, population, sgd, theory
 from ._interrupt import Interrupted
 from .networks import Network
 from .overlaps import BatchOverlaps, Overlaps
@@ -36,6 +36,8 @@ __all__ = [
     "landscape",
     "networks",
     "ode",
+    "passage",
     "population",
     "sgd",
+    "theory",
 ]

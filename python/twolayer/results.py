@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from .passage import FirstPassage, first_passage, first_passage_time
+
 __all__ = ["BatchTrajectory", "Trajectory"]
 
 _STATUSES = ("completed", "converged", "diverged", "max_steps", "interrupted")
@@ -134,6 +136,11 @@ class Trajectory:
     def final_risk(self) -> float:
         """The last recorded excess risk (NaN if nothing was recorded)."""
         return float(self.risk[-1]) if len(self.risk) else float("nan")
+
+    def first_passage(self, level: float, relative: bool = True) -> float:
+        """First t with risk <= level * R(0) (``relative``) or <= level, interpolated; NaN if never
+        (:mod:`twolayer.passage`)."""
+        return first_passage_time(self.t, self.risk, level, relative)
 
     def overlaps_at(self, index: int = -1) -> Any:
         """The :class:`~twolayer.Overlaps` of row ``index`` (default: the last state, e.g. to continue the run
@@ -285,6 +292,10 @@ class BatchTrajectory:
 
     def __iter__(self) -> Iterator[Trajectory]:
         return (self[b] for b in range(len(self)))
+
+    def first_passage(self, level: float, relative: bool = True) -> FirstPassage:
+        """Per-member first passage (:meth:`Trajectory.first_passage`) with censoring (:mod:`twolayer.passage`)."""
+        return first_passage(self, level, relative)
 
     def overlaps_at(self, index: int = -1) -> Any:
         """The :class:`~twolayer.BatchOverlaps` of every member at output row ``index``, or with ``index=-1`` at

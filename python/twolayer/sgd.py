@@ -53,6 +53,7 @@ from ._validation import (
 )
 from .networks import Network, check_network
 from .overlaps import check_pair, gram
+from .passage import FirstPassage, first_passage
 from .results import Trajectory, _attrs, _xarray, variable_attrs
 
 __all__ = ["Ensemble", "grid", "simulate"]
@@ -115,6 +116,10 @@ class Ensemble:
     @property
     def n_converged(self) -> int:
         return sum(r.status == "converged" for r in self.runs)
+
+    def first_passage(self, level: float, relative: bool = True) -> FirstPassage:
+        """Per-run first passage of the risk with censoring (:mod:`twolayer.passage`)."""
+        return first_passage(self.runs, level, relative)
 
     def select(self, **values: float) -> Ensemble:
         """The sub-ensemble of the runs whose parameters equal ``values`` (keywords among ``lr``,
