@@ -129,6 +129,7 @@ void bind_population(py::module_& m);
 void bind_sgd(py::module_& m);
 void bind_ode(py::module_& m);
 void bind_landscape(py::module_& m);
+void bind_sde(py::module_& m);
 }  // namespace twolayer::bind
 
 #ifndef TWOLAYER_VERSION
@@ -177,4 +178,5 @@ PYBIND11_MODULE(_core, m) {
   twolayer::bind::bind_sgd(m);
   twolayer::bind::bind_ode(m);
   twolayer::bind::bind_landscape(m);
+  twolayer::bind::bind_sde(m);
 }

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _core, activations, kernels, landscape, networks, ode, passage, population, sgd, theory
+from . import _core, activations, kernels, landscape, networks, ode, passage, population, sde, sgd, theory
 from ._interrupt import Interrupted
 from .networks import Network
 from .overlaps import BatchOverlaps, Overlaps
@@ -38,6 +38,7 @@ __all__ = [
     "ode",
     "passage",
     "population",
+    "sde",
     "sgd",
     "theory",
 ]

@@ -22,7 +22,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from ._validation import boolean, real
 
-__all__ = ["FirstPassage", "first_passage", "first_passage_time"]
+__all__ = ["FirstPassage", "first_passage", "first_passage_time", "run_passage"]
 
 
 def _level(level: Any, relative: Any) -> tuple[float, bool]:
@@ -124,8 +124,28 @@ class FirstPassage:
                 f"sem={self.sem():.3g})")
 
 
+def _own_stop(run: Any, level: float, relative: bool) -> float:
+    """The run's own located crossing (``stop_time`` of a "converged" run) when its early-stop threshold
+    max(risk_tol, risk_rtol R(0)) is this level; NaN otherwise."""
+    if getattr(run, "status", None) != "converged" or not len(run.risk):
+        return math.nan
+    meta = getattr(run, "meta", {})
+    tol, rtol = meta.get("risk_tol", math.nan), meta.get("risk_rtol", math.nan)
+    r0 = float(run.risk[0])
+    own = max(tol if tol == tol and tol > 0 else -math.inf, rtol * r0 if rtol == rtol and rtol > 0 else -math.inf)
+    thr = level * r0 if relative else level
+    return float(run.stop_time) if math.isfinite(own) and abs(own - thr) <= 1e-12 * abs(thr) else math.nan
+
+
+def run_passage(run: Any, level: float, relative: bool = True) -> float:
+    """First passage of one trajectory: its own located crossing when it stopped early at this level (the ODE's
+    root on the dense output, the SDE's interpolation between steps), else :func:`first_passage_time`."""
+    own = _own_stop(run, level, relative)
+    return own if own == own else first_passage_time(run.t, run.risk, level, relative)
+
+
 def first_passage(runs: Iterable[Any], level: float, relative: bool = True) -> FirstPassage:
     """:class:`FirstPassage` of trajectories (anything with ``t`` and ``risk`` arrays)."""
     lv, rel = _level(level, relative)
-    times = np.array([first_passage_time(r.t, r.risk, lv, rel) for r in runs], dtype=np.float64)
+    times = np.array([run_passage(r, lv, rel) for r in runs], dtype=np.float64)
     return FirstPassage(times=times, censored=np.isnan(times), level=lv, relative=rel)

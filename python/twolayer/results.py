@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .passage import FirstPassage, first_passage, first_passage_time
+from .passage import FirstPassage, first_passage, run_passage
 
 __all__ = ["BatchTrajectory", "Trajectory"]
 
@@ -140,7 +140,7 @@ class Trajectory:
     def first_passage(self, level: float, relative: bool = True) -> float:
         """First t with risk <= level * R(0) (``relative``) or <= level, interpolated; NaN if never
         (:mod:`twolayer.passage`)."""
-        return first_passage_time(self.t, self.risk, level, relative)
+        return run_passage(self, level, relative)
 
     def overlaps_at(self, index: int = -1) -> Any:
         """The :class:`~twolayer.Overlaps` of row ``index`` (default: the last state, e.g. to continue the run
