@@ -75,10 +75,31 @@ IncrementMoments::IncrementMoments(const OdeModel& model, std::vector<double> no
   proj_.resize(nc * nc);
   tmp_.resize(nc * nc);
   idx_.resize(u);
+  // The product rule once: every multi-index, the last unit fastest.
+  const int n = static_cast<int>(x_.size());
+  std::size_t count = 1;
+  for (int q = 0; q < u_; ++q) {
+    if (count > (std::size_t{1} << 26) / static_cast<std::size_t>(n))
+      throw std::invalid_argument("n_nodes: n_nodes^(K + M) quadrature nodes exceed 2^26; use fewer nodes or units");
+    count *= static_cast<std::size_t>(n);
+  }
+  grid_.resize(count * u);
+  gw_.resize(count);
+  std::fill(idx_.begin(), idx_.end(), 0);
+  for (std::size_t p = 0; p < count; ++p) {
+    double wt = 1.0;
+    for (int q = 0; q < u_; ++q) {
+      grid_[p * u + q] = x_[idx_[q]];
+      wt *= w_[idx_[q]];
+    }
+    gw_[p] = wt;
+    int q = u_ - 1;
+    while (q >= 0 && ++idx_[q] == n) idx_[q--] = 0;
+  }
 }
 
 bool IncrementMoments::operator()(const double* y, double* mean, double* cov) {
-  const int K = m_.K, M = m_.M, u = u_, nc = nc_, n = static_cast<int>(x_.size());
+  const int K = m_.K, M = m_.M, u = u_, nc = nc_;
   const double* Q = y;
   const double* Mo = y + m_.offset_M();
   const double* a = y + m_.offset_a();
@@ -93,14 +114,13 @@ bool IncrementMoments::operator()(const double* y, double* mean, double* cov) {
   const double lr = m_.lr, lra = m_.lr_readout, s = std::sqrt(m_.noise);
   std::fill(S_.begin(), S_.end(), 0.0);
   std::fill(mu_.begin(), mu_.end(), 0.0);
-  std::fill(idx_.begin(), idx_.end(), 0);
-  // Every multi-index of the product rule, the last unit fastest.
-  for (;;) {
-    double wt = 1.0;
-    for (int q = 0; q < u; ++q) wt *= w_[idx_[q]];
+  const std::size_t n_points = gw_.size();
+  for (std::size_t p = 0; p < n_points; ++p) {
+    const double wt = gw_[p];
+    const double* xp = grid_.data() + p * u;
     for (int q = 0; q < u; ++q) {
       double t = 0.0;
-      for (int c = 0; c <= q; ++c) t += L_[q * u + c] * x_[idx_[c]];
+      for (int c = 0; c <= q; ++c) t += L_[q * u + c] * xp[c];
       z_[q] = t;
     }
     double e = 0.0;  // noiseless error y* - f at this node
@@ -141,9 +161,6 @@ bool IncrementMoments::operator()(const double* y, double* mean, double* cov) {
       for (int be = al; be < nc; ++be)
         row[be] += wt * (a0 * c0_[be] + a1 * c1_[be] + a0 * c2_[be] + a2 * c0_[be] + 3.0 * a2 * c2_[be]);
     }
-    int q = u - 1;
-    while (q >= 0 && ++idx_[q] == n) idx_[q--] = 0;
-    if (q < 0) break;
   }
   for (int al = 0; al < nc; ++al)
     for (int be = al; be < nc; ++be) {
@@ -218,10 +235,11 @@ class Path {
     const double thr = std::max(sp_.risk_tol, sp_.risk_rtol >= 0.0 ? sp_.risk_rtol * r_prev : -1.0);
     long long reported = 0;
     for (long long step = 0;; ++step) {
-      const double r = step == 0 ? r_prev : rhs_.risk(y_.data());
+      const bool at_record = next < sp_.record_steps.size() && sp_.record_steps[next] == step;
+      const double r = step == 0 ? r_prev : (thr >= 0.0 || at_record) ? rhs_.risk(y_.data()) : 0.0;
       if (!std::isfinite(r)) return stop(1, step);
       const bool crossed = thr >= 0.0 && r <= thr;
-      if (crossed || (next < sp_.record_steps.size() && sp_.record_steps[next] == step)) {
+      if (crossed || at_record) {
         record(r);
         if (!crossed) ++next;
       }

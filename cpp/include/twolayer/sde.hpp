@@ -43,6 +43,7 @@ class IncrementMoments {
   OdeModel m_;
   std::vector<double> x_, w_;  // Gauss-Hermite rule for N(0, 1)
   int u_, nc_;
+  std::vector<double> grid_, gw_;  // the product rule: n^u nodes (u coordinates each) and their weights
   std::vector<double> om_, L_, z_, g_, dg_, c0_, c1_, c2_, S_, mu_, proj_, tmp_;
   std::vector<int> idx_;
 };
