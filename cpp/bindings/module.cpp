@@ -130,6 +130,7 @@ void bind_sgd(py::module_& m);
 void bind_ode(py::module_& m);
 void bind_landscape(py::module_& m);
 void bind_target(py::module_& m);
+void bind_sde(py::module_& m);
 }  // namespace twolayer::bind
 
 #ifndef TWOLAYER_VERSION
@@ -179,4 +180,5 @@ PYBIND11_MODULE(_core, m) {
   twolayer::bind::bind_ode(m);
   twolayer::bind::bind_landscape(m);
   twolayer::bind::bind_target(m);
+  twolayer::bind::bind_sde(m);
 }

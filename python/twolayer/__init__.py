@@ -9,7 +9,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _core, activations, kernels, landscape, large_batch, networks, ode, population, sgd, targets
+from . import (
+    _core,
+    activations,
+    kernels,
+    landscape,
+    large_batch,
+    networks,
+    ode,
+    passage,
+    population,
+    sde,
+    sgd,
+    targets,
+    theory,
+)
 from ._interrupt import Interrupted
 from .networks import Network
 from .overlaps import BatchOverlaps, Overlaps
@@ -51,7 +65,10 @@ __all__ = [
     "large_batch",
     "networks",
     "ode",
+    "passage",
     "population",
+    "sde",
     "sgd",
     "targets",
+    "theory",
 ]

@@ -193,3 +193,13 @@ def multistart_lbfgs(
     n_threads: int = 0,
     progress: Callable[[int], object] | None = None,
 ) -> dict[str, Any]: ...
+
+def sde_increment_moments(
+    y: _F, K: int, P: _F, v: _F, act: str, act_teacher: str, spherical: bool, lr: float, lr_readout: float,
+    noise: float, nodes: _F, weights: _F,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]: ...
+def sde_simulate(
+    y0: _F, K: int, P: _F, v: _F, act: str, act_teacher: str, spherical: bool, lr: float, lr_readout: float,
+    noise: float, d: int, dt: float, steps: int, record_steps: Any, nodes: _F, weights: _F, seed: int, runs: Any,
+    risk_tol: float, risk_rtol: float, n_threads: int = 0, progress: Any = None,
+) -> dict[str, Any]: ...

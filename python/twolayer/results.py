@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from .passage import FirstPassage, first_passage, run_passage
+
 __all__ = ["BatchTrajectory", "Trajectory"]
 
 _STATUSES = ("completed", "converged", "diverged", "max_steps", "interrupted")
@@ -190,6 +192,11 @@ class Trajectory:
     def final_risk(self) -> float:
         """The last recorded excess risk (NaN if nothing was recorded)."""
         return float(self.risk[-1]) if len(self.risk) else float("nan")
+
+    def first_passage(self, level: float, relative: bool = True) -> float:
+        """First t with risk <= level * R(0) (``relative``) or <= level, interpolated; NaN if never
+        (:mod:`twolayer.passage`)."""
+        return run_passage(self, level, relative)
 
     def overlaps_at(self, index: int = -1) -> Any:
         """The :class:`~twolayer.Overlaps` of row ``index``.
@@ -379,6 +386,10 @@ class BatchTrajectory:
 
     def __iter__(self) -> Iterator[Trajectory]:
         return (self[b] for b in range(len(self)))
+
+    def first_passage(self, level: float, relative: bool = True) -> FirstPassage:
+        """Per-member first passage (:meth:`Trajectory.first_passage`) with censoring (:mod:`twolayer.passage`)."""
+        return first_passage(self, level, relative)
 
     def overlaps_at(self, index: int = -1) -> Any:
         """The :class:`~twolayer.BatchOverlaps` of every member at output row ``index``, or with ``index=-1`` at

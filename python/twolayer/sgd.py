@@ -59,6 +59,7 @@ from ._validation import (
 )
 from .networks import Network, check_network
 from .overlaps import check_pair, gram
+from .passage import FirstPassage, first_passage
 from .results import Trajectory, _attrs, _dataset_parts, _f64, _i64, _xarray, variable_attrs
 
 __all__ = ["Ensemble", "grid", "simulate"]
@@ -151,6 +152,10 @@ class Ensemble:
     def n_converged(self) -> int:
         """Number of runs stopped early by ``risk_tol`` / ``risk_rtol``."""
         return sum(r.status == "converged" for r in self.runs)
+
+    def first_passage(self, level: float, relative: bool = True) -> FirstPassage:
+        """Per-run first passage of the risk with censoring (:mod:`twolayer.passage`)."""
+        return first_passage(self.runs, level, relative)
 
     def select(self, **values: float) -> Ensemble:
         """The sub-ensemble of the runs whose parameters equal ``values`` (keywords among ``lr``,

@@ -1,0 +1,73 @@
+// Diffusion approximation of online SGD at finite d (seed 003, "does stochasticity help?").
+//
+// One online SGD step moves the state y = (Q, M, a) by dy = xi / d, with the per-sample increment (E = y - f, one
+// fresh sample, label noise sqrt(Delta) zeta; |x|^2 / d -> 1)
+//   xi_M_ir = lr a_i g'(l_i) l*_r E,   xi_a_i = lr_readout g(l_i) E,
+//   xi_Q_ik = lr (a_i g'(l_i) l_k + a_k g'(l_k) l_i) E + lr^2 a_i a_k g'(l_i) g'(l_k) E^2,
+// and, spherical, its linear projection xi_M_ir - M_ir xi_Q_ii / 2, xi_Q_ik - Q_ik (xi_Q_ii + xi_Q_kk) / 2.
+// Over dt = 1/d (one step) the mean of xi is the ODE's right-hand side (OdeRhs) and the covariance is Cov(xi) / d
+// per unit time, so with t = steps / d
+//   dy = F(y) dt + sqrt(Cov(xi)(y) / d) dB_t.
+// Cov(xi) is computed by Gauss-Hermite product quadrature over (l, l*) ~ N(0, Omega) (Omega = L L^T, l = L u with
+// u on an n^(K+M) grid) and exactly over zeta (xi is a polynomial of degree <= 2 in zeta): exact for polynomial
+// activations once 2n - 1 >= the degree of xi_alpha xi_beta (linear: n >= 3, quadratic: n >= 7), converged
+// spectrally for erf (smooth). The drift is the ODE's right-hand side itself (OdeRhs), never re-derived.
+//
+// The integrator is Euler-Maruyama on a fixed step dt (strong order 1/2, weak order 1): y += F dt + sqrt(dt) S z
+// with S S^T = Cov(xi) / d (Cholesky, zero pivots skipped), z standard normal from the counter-based stream
+// (seed, run, kSde), Gaussians [n_c step, n_c (step + 1)) at step `step` (n_c = components of xi). Each path is one
+// thread's work with no cross-thread reduction: bit-identical results for any thread count.
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "twolayer/dynamics.hpp"
+
+namespace twolayer {
+
+// The random stream of the SDE's Brownian increments (distinct from the SGD simulator's streams in rng.hpp).
+inline constexpr std::uint32_t kSdeStream = 16;
+
+// Mean and covariance of the one-sample increment xi (see above) at a state, by quadrature. Components: Q_ik for
+// i <= k (row-major upper triangle), then M_ir, then a_i when lr_readout > 0. Not thread-safe (workspace).
+class IncrementMoments {
+ public:
+  IncrementMoments(const OdeModel& model, std::vector<double> nodes, std::vector<double> weights);
+  int n_components() const { return nc_; }
+  // mean (n_c), cov (n_c x n_c). Returns false when Omega is not positive semi-definite.
+  bool operator()(const double* y, double* mean, double* cov);
+
+ private:
+  OdeModel m_;
+  std::vector<double> x_, w_;  // Gauss-Hermite rule for N(0, 1)
+  int u_, nc_;
+  std::vector<double> grid_, gw_;  // the product rule: n^u nodes (u coordinates each) and their weights
+  std::vector<double> om_, L_, z_, g_, dg_, c0_, c1_, c2_, S_, mu_, proj_, tmp_;
+  std::vector<int> idx_;
+};
+
+struct SdeSpec {
+  OdeModel model;
+  int d = 1;
+  double dt = 0.01;
+  long long steps = 0;
+  std::vector<long long> record_steps;  // strictly increasing in [0, steps]
+  std::vector<double> nodes, weights;   // Gauss-Hermite rule
+  std::uint64_t seed = 0;
+  double risk_tol = -1.0, risk_rtol = -1.0;  // < 0: off
+};
+
+struct SdeOut {
+  double *Q = nullptr, *M = nullptr, *a = nullptr, *risk = nullptr;  // (T, ...) rows
+  std::size_t recorded = 0;
+  int status = 0;  // 0 completed, 1 diverged, 2 interrupted, 3 converged
+  double stop_time = 0.0;
+};
+
+// Simulates paths j = 0..n-1 from y0 + j * y0_stride (state layout of OdeModel), run ids runs[j].
+void sde_simulate(const SdeSpec& spec, const double* y0, std::size_t y0_stride, const std::uint32_t* runs,
+                  std::size_t n_paths, SdeOut* out, int n_threads, std::atomic<long long>* progress);
+
+}  // namespace twolayer

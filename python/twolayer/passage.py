@@ -1,0 +1,151 @@
+"""First-passage times of the excess risk: when a run first reaches a level, and the statistics of many runs.
+
+The passage of a run is the first time t with R(t) <= level * R(0) (``relative=True``; the seed-003 escape is
+``level = 1 - T``) or R(t) <= level (``relative=False``), R the recorded excess risk. Between two records it is
+located by linear interpolation of R in t (exact on the records; for the ODE's early stop ``risk_rtol`` /
+``risk_tol`` at the same level the last record *is* the crossing, located on the dense output, so the passage is
+exact there). A run that never reaches the level is **censored**: its time is NaN. Censoring is reported, never
+imputed: :class:`FirstPassage` gives the statistics of the runs that crossed together with the censored count,
+and its quantiles count censored runs as later than every crossing (exact when runs are censored only by the end
+of the run, t_max, after all observed crossings; otherwise a statement about the crossed runs only).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from ._validation import boolean, real
+
+__all__ = ["FirstPassage", "first_passage", "first_passage_time", "run_passage"]
+
+
+def _level(level: Any, relative: Any) -> tuple[float, bool]:
+    rel = boolean(relative, "relative")
+    lv = real(level, "level")
+    if rel and not lv > 0:
+        raise ValueError(f"level: expected a fraction > 0 of the initial risk, got {lv}")
+    return lv, rel
+
+
+def first_passage_time(t: ArrayLike, risk: ArrayLike, level: float, relative: bool = True) -> float:
+    """The first time the recorded ``risk`` reaches the level (see the module docstring), linearly interpolated
+    between records; NaN if it never does (censored) or nothing was recorded."""
+    lv, rel = _level(level, relative)
+    ts, rs = np.asarray(t, dtype=np.float64), np.asarray(risk, dtype=np.float64)
+    if ts.shape != rs.shape or ts.ndim != 1:
+        raise ValueError(f"risk: expected the shape of t {ts.shape}, got {rs.shape}")
+    if ts.size == 0:
+        return math.nan
+    thr = lv * rs[0] if rel else lv
+    below = np.flatnonzero(rs <= thr)
+    if below.size == 0:
+        return math.nan
+    k = int(below[0])
+    if k == 0 or rs[k] == thr:
+        return float(ts[k])
+    r0, r1 = rs[k - 1], rs[k]
+    return float(ts[k - 1] + (ts[k] - ts[k - 1]) * (r0 - thr) / (r0 - r1))
+
+
+@dataclass(frozen=True)
+class FirstPassage:
+    """First-passage times of R runs: ``times`` (R,) with NaN where censored, ``censored`` (R,) bool.
+
+    ``mean()``, ``std()``, ``sem()`` are over the runs that crossed (``n_crossed`` of them; NaN if none): read
+    them together with ``fraction_censored``. ``quantile(q)`` counts censored runs as +inf (later than every
+    crossing): it is finite while q <= the crossed fraction, +inf beyond.
+    """
+
+    times: NDArray[np.float64]
+    censored: NDArray[np.bool_]
+    level: float
+    relative: bool
+
+    @property
+    def n(self) -> int:
+        return int(self.times.shape[0])
+
+    @property
+    def n_censored(self) -> int:
+        return int(np.count_nonzero(self.censored))
+
+    @property
+    def n_crossed(self) -> int:
+        return self.n - self.n_censored
+
+    @property
+    def fraction_censored(self) -> float:
+        return self.n_censored / self.n if self.n else math.nan
+
+    @property
+    def crossed(self) -> NDArray[np.float64]:
+        """The times of the runs that crossed."""
+        return self.times[~self.censored]
+
+    def mean(self) -> float:
+        c = self.crossed
+        return float(np.mean(c)) if c.size else math.nan
+
+    def std(self) -> float:
+        """Sample standard deviation (ddof = 1) over the crossed runs."""
+        c = self.crossed
+        return float(np.std(c, ddof=1)) if c.size > 1 else math.nan
+
+    def sem(self) -> float:
+        """Standard error of :meth:`mean`: std / sqrt(n_crossed)."""
+        c = self.crossed
+        return self.std() / math.sqrt(c.size) if c.size > 1 else math.nan
+
+    def quantile(self, q: ArrayLike) -> NDArray[np.float64] | float:
+        """Empirical quantile(s) (linear interpolation) with censored runs at +inf."""
+        qs = np.asarray(q, dtype=np.float64)
+        if np.any(~(qs >= 0) | ~(qs <= 1)):
+            raise ValueError(f"q: expected quantiles in [0, 1], got {q!r}")
+        if self.n == 0:
+            return math.nan if qs.ndim == 0 else np.full(qs.shape, math.nan)
+        x = np.sort(np.where(self.censored, np.inf, self.times))
+        pos = qs * (self.n - 1)
+        lo = np.floor(pos).astype(np.int64)
+        hi = np.minimum(lo + 1, self.n - 1)
+        frac = pos - lo
+        with np.errstate(invalid="ignore"):
+            out = np.where(frac == 0, x[lo], x[lo] + frac * (x[hi] - x[lo]))
+        out = np.where(np.isnan(out), np.inf, out)
+        return float(out) if qs.ndim == 0 else out
+
+    def __repr__(self) -> str:
+        return (f"FirstPassage(n={self.n}, censored={self.n_censored}, mean={self.mean():.6g}, "
+                f"sem={self.sem():.3g})")
+
+
+def _own_stop(run: Any, level: float, relative: bool) -> float:
+    """The run's own located crossing (``stop_time`` of a "converged" run) when its early-stop threshold
+    max(risk_tol, risk_rtol R(0)) is this level; NaN otherwise."""
+    if getattr(run, "status", None) != "converged" or not len(run.risk):
+        return math.nan
+    meta = getattr(run, "meta", {})
+    tol, rtol = meta.get("risk_tol", math.nan), meta.get("risk_rtol", math.nan)
+    r0 = float(run.risk[0])
+    own = max(tol if tol == tol and tol > 0 else -math.inf, rtol * r0 if rtol == rtol and rtol > 0 else -math.inf)
+    thr = level * r0 if relative else level
+    return float(run.stop_time) if math.isfinite(own) and abs(own - thr) <= 1e-12 * abs(thr) else math.nan
+
+
+def run_passage(run: Any, level: float, relative: bool = True) -> float:
+    """First passage of one trajectory: its own located crossing when it stopped early at this level (the ODE's
+    root on the dense output, the SDE's interpolation between steps), else :func:`first_passage_time`."""
+    own = _own_stop(run, level, relative)
+    return own if own == own else first_passage_time(run.t, run.risk, level, relative)
+
+
+def first_passage(runs: Iterable[Any], level: float, relative: bool = True) -> FirstPassage:
+    """:class:`FirstPassage` of trajectories (anything with ``t`` and ``risk`` arrays)."""
+    lv, rel = _level(level, relative)
+    times = np.array([run_passage(r, lv, rel) for r in runs], dtype=np.float64)
+    return FirstPassage(times=times, censored=np.isnan(times), level=lv, relative=rel)

@@ -1,0 +1,334 @@
+"""Closed forms of seed 003 (Arnaboldi, Krzakala, Loureiro, Stephan, "Escaping mediocrity"): spherical online SGD
+of a square-activation student f = (1/p) sum_j (w_j . x)^2 on a square-activation teacher y = (w* . x)^2 +
+sqrt(Delta) xi, every |w|^2 = d, learning rate gamma.
+
+**Time.** Every function here returns times on the package's clock, t = steps / d (``tl.ode`` and ``tl.sgd``).
+The seed writes the p = 1 ODE on the clock tau = gamma t and the wide-p formulas on tau = (gamma / p) t (its
+increments carry gamma / (p d)); the conversion is done here (checked against the package's ODE in
+tests/test_theory.py). In package units the student is ``Overlaps(Q, M, [[1]], a=[1/p]*p, v=[1])`` with
+activation ``"quadratic"``, ``lr=gamma``, ``noise=Delta``, ``spherical=True``.
+
+**p = 1** (one overlap m = w . w* / d, u = m^2). With A = 4 (1 - 6 gamma) - 2 gamma Delta and B = 4 (1 - 6 gamma),
+the package ODE is exactly du/dt = 2 gamma u (A - B u) (the seed's dm/dtau = m [4 (1 - 6 gamma)(1 - m^2) -
+2 gamma Delta]), solved by
+
+    u(t) = A u0 e^{2 A gamma t} / (A + B u0 (e^{2 A gamma t} - 1)),
+
+and the excess risk is R = 2 (1 - u). The escape (seed's Eq. EXT) is the first t with R(t) = (1 - T) R(0), i.e.
+u = u* = T + (1 - T) u0, reached at
+
+    t_exit(u0) = [log(u* / u0) + log((A - B u0) / (A - B u*))] / (2 A gamma).            (exact)
+
+The seed prints t = log(T d + 1 - T) / (8 (1 - 6 gamma) - 4 gamma Delta) (clock tau; annealed u0 = E[m0^2] =
+1/d), which is the first logarithm only: it drops log((A - B u0) / (A - B u*)), a term that vanishes as T -> 0
+(u* -> u0) but not otherwise (at gamma = 0.05, Delta = 0.5, T = 0.5, d = 1e4 the printed time is 8.3 % short).
+``formula="printed"`` gives the seed's expressions, ``"exact"`` (the default at p = 1) the exact ones.
+
+**Initial overlaps.** w_0 and w* are independent and uniform on their spheres, so m0 is the cosine of two random
+unit vectors in R^d: u0 = m0^2 ~ Beta(1/2, (d - 1)/2), E[u0] = 1/d (d u0 -> chi^2(1) as d -> infinity, the seed's
+law). ``average="annealed"`` puts u0 = E[u0] into the solution ("before solving"); ``"quenched"`` averages the
+solution over u0 ("after solving"): exactly, by Gauss-Jacobi quadrature for the Beta law (the log u0 singularity
+integrated in closed form, E[log u0] = psi(1/2) - psi(d/2)). ``"printed"`` quenched uses the seed's chi^2(1).
+
+**Wide p** (the seed's formulas, an approximation; no closed form exists): with kappa = 1 - (gamma / p)(1 + 1/p +
+4/p^2 + Delta / 2), mu0 = d sum_j m_j0^2, tau0 = 2 d sum_{j<l} Q_jl0^2,
+
+    t_exit = (p / gamma) log[(T p (p + 1) d + (2 p mu0 - tau0)(1 - T)) / (2 p mu0)] / (8 kappa),
+
+annealed with mu0 = p, tau0 = p (p - 1). At p = 1 it is the printed p = 1 formula. Quenched: the expectation over
+the seed's d -> infinity law of (mu0, tau0), mu0 ~ chi^2(p) and tau0 ~ 2 chi^2(p (p - 1) / 2) independent, by
+generalised Gauss-Laguerre quadrature (E[log mu0] = log 2 + psi(p / 2) in closed form). Measured against the ODE
+(tests/test_theory.py, the example seed003_escape.py): at d = 1e4, T = 0.5, p = 2..8 the formula underestimates
+the ODE's escape time by 10-40 %, more at gamma near gamma_opt and large p.
+
+``optimal_lr(p, Delta)`` minimises the wide-p annealed escape time: gamma_opt = p / (2 + 2/p + 8/p^2 + Delta)
+(= 1 / (12 + Delta) at p = 1, exact there since the p = 1 rate 2 A gamma is maximal at it); ``gain_factor(Delta) =
+(12 + Delta) / (2 + Delta)``, the ratio of the optimal escape rates at p = 1 and p -> infinity.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from ._validation import choice, describe, integer, positive, real
+
+__all__ = ["escape_time", "escape_time_p1", "escape_time_wide", "fixed_point_risk", "gain_factor", "optimal_lr",
+           "overlap_p1", "risk_p1"]
+
+Average = Literal["annealed", "quenched"]
+Formula = Literal["exact", "printed"]
+
+_N_NODES = 96  # quadrature nodes (converged to ~1e-13 relative for d >= 2; tests compare with twice as many)
+
+
+def _lr(lr: Any) -> float:
+    g = positive(lr, "lr")
+    if g >= 1.0 / 6.0:
+        raise ValueError(
+            f"lr: expected lr < 1/6, got {describe(lr)}: the m^3 coefficient 4 (1 - 6 lr) of the p = 1 ODE (the lr^2 "
+            "term of spherical SGD) must be positive for an informative fixed point m != 0 to exist")
+    return g
+
+
+def _rates(lr: Any, noise: Any) -> tuple[float, float, float]:
+    """gamma, A, B of the p = 1 ODE du/dt = 2 gamma u (A - B u); needs A > 0 (the origin unstable)."""
+    g = _lr(lr)
+    delta = positive(noise, "noise", allow_zero=True)
+    A, B = 4.0 * (1.0 - 6.0 * g) - 2.0 * g * delta, 4.0 * (1.0 - 6.0 * g)
+    if A <= 0.0:
+        raise ValueError(
+            f"lr: expected lr < 2 / (12 + noise) = {2.0 / (12.0 + delta):.6g}, got {describe(lr)}: above it the "
+            "noise term 2 lr noise outweighs 4 (1 - 6 lr), m = 0 is stable and the student never escapes")
+    return g, A, B
+
+
+def _threshold(threshold: Any) -> float:
+    T = real(threshold, "threshold")
+    if not 0.0 < T < 1.0:
+        raise ValueError(f"threshold: expected T in (0, 1) (the escape is at risk (1 - T) R(0)), got "
+                         f"{describe(threshold)}")
+    return T
+
+
+def _dimension(d: Any) -> int:
+    return integer(d, "d", 2)
+
+
+def _p(p: Any) -> int:
+    return integer(p, "p", 1)
+
+
+def overlap_p1(t: ArrayLike, m0: float, lr: float, noise: float = 0.0) -> NDArray[np.float64]:
+    """m(t) of the p = 1 ODE at package times ``t`` (steps / d), from m(0) = ``m0`` (sign kept):
+    u = m^2 = A u0 e^{2 A gamma t} / (A + B u0 (e^{2 A gamma t} - 1)), A = 4 (1 - 6 gamma) - 2 gamma Delta,
+    B = 4 (1 - 6 gamma). Needs lr < 1/6; A <= 0 is allowed here (m then decays)."""
+    g = _lr(lr)
+    delta = positive(noise, "noise", allow_zero=True)
+    m0_ = real(m0, "m0")
+    if not -1.0 <= m0_ <= 1.0:
+        raise ValueError(f"m0: expected a cosine in [-1, 1], got {describe(m0)}")
+    ts = np.asarray(t, dtype=np.float64)
+    A, B = 4.0 * (1.0 - 6.0 * g) - 2.0 * g * delta, 4.0 * (1.0 - 6.0 * g)
+    u0 = m0_ * m0_
+    x = 2.0 * A * g * ts
+    if A > 0.0:  # divided through by e^x: no overflow at late times
+        u = A * u0 / (A * np.exp(-x) - B * u0 * np.expm1(-x))
+    elif A < 0.0:
+        u = A * u0 * np.exp(x) / (A + B * u0 * np.expm1(x))
+    else:
+        u = u0 / (1.0 + 2.0 * g * B * u0 * ts)
+    return np.asarray(math.copysign(1.0, m0_) * np.sqrt(u), dtype=np.float64)
+
+
+def risk_p1(m: ArrayLike) -> NDArray[np.float64]:
+    """Excess population risk of p = 1 at overlap m: R = 2 (1 - m^2) (the seed's R minus Delta / 2)."""
+    return np.asarray(2.0 * (1.0 - np.square(np.asarray(m, dtype=np.float64))), dtype=np.float64)
+
+
+def fixed_point_risk(lr: float, noise: float) -> float:
+    """The excess risk the p = 1 dynamics converges to: gamma Delta / (1 - 6 gamma) (at m_inf^2 = A / B).
+
+    Needs lr < 1/6 (else no fixed point m != 0 exists) and lr < 2 / (12 + noise) (else m = 0 is the attractor and
+    the risk stays 2): ValueError otherwise, saying which."""
+    g, A, B = _rates(lr, noise)
+    return float(2.0 * (1.0 - A / B))
+
+
+def optimal_lr(p: int, noise: float) -> float:
+    """gamma_opt(p, Delta) = p / (2 + 2/p + 8/p^2 + Delta), the learning rate minimising the (annealed) escape time
+    in package time; 1 / (12 + Delta) at p = 1 (exact there), -> p / (2 + Delta) for large p."""
+    p_ = _p(p)
+    delta = positive(noise, "noise", allow_zero=True)
+    return p_ / (2.0 + 2.0 / p_ + 8.0 / p_**2 + delta)
+
+
+def gain_factor(noise: float) -> float:
+    """(12 + Delta) / (2 + Delta): SGD steps to escape at p = 1 over those at p -> infinity, each at its gamma_opt
+    (the ratio of the optimal escape rates 8 kappa gamma / p, 4 / (12 + Delta) and 4 / (2 + Delta))."""
+    delta = positive(noise, "noise", allow_zero=True)
+    return (12.0 + delta) / (2.0 + delta)
+
+
+def escape_time_p1(m0: ArrayLike, lr: float, noise: float, threshold: float) -> NDArray[np.float64]:
+    """The exact p = 1 escape time (package clock) from initial overlap(s) ``m0``: t_exit(u0), u0 = m0^2 (see the
+    module docstring). +inf where m0 = 0; ValueError where the threshold u* = T + (1 - T) u0 lies at or above the
+    fixed point A / B (the risk never falls that far)."""
+    g, A, B = _rates(lr, noise)
+    T = _threshold(threshold)
+    u0 = np.square(np.asarray(m0, dtype=np.float64))
+    us = T + (1.0 - T) * u0
+    if np.any(B * us >= A):
+        raise ValueError(f"threshold: the risk never falls to (1 - T) R(0) = {2 * (1 - float(np.max(us))):.6g} from "
+                         f"m0 = {math.sqrt(float(np.max(u0))):.6g}: the fixed-point risk at lr = {g}, noise = {noise} "
+                         f"is {2 * (1 - A / B):.6g}")
+    with np.errstate(divide="ignore"):
+        out = (np.log(us / u0) + np.log((A - B * u0) / (A - B * us))) / (2.0 * A * g)
+    return np.asarray(out, dtype=np.float64)
+
+
+def escape_time_wide(mu0: ArrayLike, tau0: ArrayLike, d: int, p: int, lr: float, noise: float,
+                     threshold: float) -> NDArray[np.float64]:
+    """The seed's wide-p escape time (an approximation; see the module docstring) from mu0 = d sum_j m_j0^2 and
+    tau0 = 2 d sum_{j<l} Q_jl0^2, converted to package time (times p / gamma)."""
+    d_, p_ = _dimension(d), _p(p)
+    g, kappa = _wide_rate(lr, noise, p_)
+    T = _threshold(threshold)
+    mu, tau = np.asarray(mu0, dtype=np.float64), np.asarray(tau0, dtype=np.float64)
+    arg = T * p_ * (p_ + 1) * d_ + (2.0 * p_ * mu - tau) * (1.0 - T)
+    if np.any(arg <= 0):
+        raise ValueError("tau0: the wide-p formula's logarithm is undefined (tau0 > 2 p mu0 + T p (p + 1) d / (1 - T))")
+    with np.errstate(divide="ignore"):
+        return np.asarray(np.log(arg / (2.0 * p_ * mu)) / (8.0 * kappa) * p_ / g, dtype=np.float64)
+
+
+def _wide_rate(lr: Any, noise: Any, p: int) -> tuple[float, float]:
+    g = positive(lr, "lr")
+    delta = positive(noise, "noise", allow_zero=True)
+    kappa = 1.0 - g / p * (1.0 + 1.0 / p + 4.0 / p**2 + delta / 2.0)
+    if kappa <= 0.0:
+        raise ValueError(f"lr: expected lr < p / (1 + 1/p + 4/p^2 + noise/2) = {g / (1.0 - kappa):.6g} at p = {p}, "
+                         f"got {describe(lr)}: the seed's escape rate 8 (1 - (lr/p)(1 + 1/p + 4/p^2 + noise/2)) must "
+                         "be positive")
+    return g, kappa
+
+
+def escape_time(
+    d: int,
+    lr: float,
+    noise: float,
+    threshold: float,
+    p: int = 1,
+    average: Average = "annealed",
+    formula: Formula | None = None,
+) -> float:
+    """Escape time of seed 003 in package time t = steps / d: the first time the excess risk falls to
+    (1 - ``threshold``) R(0), from a random start at dimension ``d``.
+
+    Parameters
+    ----------
+    d : int >= 2
+        Dimension (fixes the law of the initial overlaps).
+    lr, noise : float
+        gamma and Delta (p = 1 needs gamma < 2 / (12 + Delta) <= 1/6).
+    threshold : float in (0, 1)
+        The seed's T.
+    p : int
+        Student width.
+    average : "annealed" or "quenched"
+        Initial overlaps replaced by their mean before solving, or the solution averaged over their law (exact
+        quadrature, never sampling).
+    formula : "exact", "printed" or None
+        "exact": the exact solution of the p = 1 ODE (p = 1 only); "printed": the seed's expressions, converted to
+        package time (they drop a term that vanishes as T -> 0; for p > 1 they are the seed's approximation).
+        None: "exact" at p = 1, "printed" otherwise.
+    """
+    d_, p_ = _dimension(d), _p(p)
+    avg = choice(average, "average", ("annealed", "quenched"))
+    form = choice(formula if formula is not None else ("exact" if p_ == 1 else "printed"), "formula",
+                  ("exact", "printed"))
+    T = _threshold(threshold)
+    if form == "exact":
+        if p_ != 1:
+            raise ValueError(f"formula: 'exact' exists for p = 1 only (got p = {p_}); the wide-p escape time has no "
+                             "closed form: use formula='printed' (the seed's approximation) or integrate the ODE")
+        g, A, B = _rates(lr, noise)
+        if avg == "annealed":
+            return float(escape_time_p1(math.sqrt(1.0 / d_), lr, noise, T))
+        return _quenched_p1_exact(d_, g, A, B, T)
+    if p_ == 1:
+        _rates(lr, noise)  # the same domain as the exact form
+    g, kappa = _wide_rate(lr, noise, p_)
+    c0 = T * p_ * (p_ + 1) * d_
+    scale = p_ / (8.0 * kappa * g)
+    if avg == "annealed":
+        return float(escape_time_wide(p_, p_ * (p_ - 1), d_, p_, lr, noise, T))
+    # E log(c0 + (2 p mu - tau)(1 - T)) - log(2 p) - E log mu, mu ~ chi^2(p), tau ~ 2 chi^2(p (p - 1) / 2).
+    xm, wm = _gen_laguerre(p_ / 2.0 - 1.0, _N_NODES)
+    mu = 2.0 * xm
+    n_pairs = p_ * (p_ - 1) // 2
+    if n_pairs:
+        xt, wt = _gen_laguerre(n_pairs / 2.0 - 1.0, _N_NODES)
+        tau = 4.0 * xt
+    else:
+        tau, wt = np.zeros(1), np.ones(1)
+    arg = c0 + (2.0 * p_ * mu[:, None] - tau[None, :]) * (1.0 - T)
+    if np.any(arg <= 0):
+        raise ValueError("d: too small for the wide-p quenched formula (its logarithm is undefined on part of the "
+                         "initial law)")
+    first = float(wm @ np.log(arg) @ wt)
+    e_log_mu = math.log(2.0) + _digamma(p_ / 2.0)
+    return scale * (first - math.log(2.0 * p_) - e_log_mu)
+
+
+def _quenched_p1_exact(d: int, g: float, A: float, B: float, T: float) -> float:
+    """E over u0 ~ Beta(1/2, (d - 1)/2) of the exact t_exit(u0)."""
+    us_max = T + (1.0 - T)  # u* at u0 = 1
+    u_c = (A / B - T) / (1.0 - T)  # u0 above it never escapes
+    if T * B >= A:
+        raise ValueError(f"threshold: T = {T} is beyond the fixed point: the risk never falls to (1 - T) R(0)")
+    if us_max * B >= A:
+        # Initial overlaps u0 >= u_c (rare) never escape; their probability must be negligible for the mean to be
+        # finite in double precision: bound P(u0 >= u_c) <= 2 (1 - u_c)^{(d-1)/2} / ((d - 1) B(1/2, (d-1)/2) sqrt(u_c)).
+        log_tail = (math.log(2.0) + 0.5 * (d - 1) * math.log1p(-u_c) - math.log(d - 1) - 0.5 * math.log(u_c)
+                    - (math.lgamma(0.5) + math.lgamma(0.5 * (d - 1)) - math.lgamma(0.5 * d)))
+        if log_tail > math.log(1e-15):
+            raise ValueError(f"d: at d = {d} a non-negligible fraction (up to {math.exp(log_tail):.3g}) of random "
+                             "starts lies beyond the fixed point and never escapes, so the quenched mean is infinite")
+    x, w = _jacobi_01(-0.5, 0.5 * (d - 3), _N_NODES)  # weight u^{-1/2} (1 - u)^{(d-3)/2} on [0, 1]
+    us = T + (1.0 - T) * x
+    ok = B * us < A  # nodes beyond u_c carry weights below the bound above (and would give log of a negative)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        smooth = np.where(ok, np.log(us) + np.log((A - B * x) / (A - B * us)), 0.0)
+    e_log_u0 = _digamma(0.5) - _digamma(0.5 * d)
+    return float((w @ smooth - e_log_u0) / (2.0 * A * g))
+
+
+# ------------------------------------------------------------------------------------------- quadrature helpers
+
+
+def _golub_welsch(diag: NDArray[np.float64], off: NDArray[np.float64]) -> tuple[NDArray[np.float64],
+                                                                                  NDArray[np.float64]]:
+    """Nodes and probability weights (summing to 1) of the Gauss rule of a Jacobi matrix."""
+    J = np.diag(diag) + np.diag(off, 1) + np.diag(off, -1)
+    x, V = np.linalg.eigh(J)
+    w = V[0] ** 2
+    return x, w / w.sum()
+
+
+def _gen_laguerre(alpha: float, n: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Gauss rule for x ~ Gamma(alpha + 1, 1) (weight x^alpha e^-x): E f(x) ~ sum w_i f(x_i)."""
+    k = np.arange(n, dtype=np.float64)
+    return _golub_welsch(2.0 * k + alpha + 1.0, np.sqrt(k[1:] * (k[1:] + alpha)))
+
+
+def _jacobi_01(a: float, b: float, n: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Gauss rule for the weight u^a (1 - u)^b on [0, 1] (a, b > -1), i.e. u ~ Beta(a + 1, b + 1).
+
+    Built from the monic Jacobi recurrence for the weight (1 - x)^a (1 + x)^b on [-1, 1] mapped by u = (1 - x)/2
+    (Golub-Welsch)."""
+    k = np.arange(n, dtype=np.float64)
+    s = 2.0 * k + a + b
+    with np.errstate(divide="ignore", invalid="ignore"):
+        alpha = np.where(np.abs(s * (s + 2.0)) > 0, (b * b - a * a) / (s * (s + 2.0)), (b - a) / (a + b + 2.0))
+    alpha[0] = (b - a) / (a + b + 2.0)
+    kk = k[1:]
+    s1 = 2.0 * kk + a + b
+    beta = 4.0 * kk * (kk + a) * (kk + b) * (kk + a + b) / (s1 * s1 * (s1 + 1.0) * (s1 - 1.0))
+    beta[0] = 4.0 * (1.0 + a) * (1.0 + b) / ((2.0 + a + b) ** 2 * (3.0 + a + b))  # k = 1, the (k + a + b) cancelled
+    x, w = _golub_welsch((1.0 - alpha) / 2.0, np.sqrt(beta) / 2.0)
+    return np.clip(x, 0.0, 1.0), w
+
+
+def _digamma(x: float) -> float:
+    """psi(x) for x > 0: recurrence up to x >= 16, then the asymptotic series (error < 1e-15)."""
+    acc = 0.0
+    while x < 16.0:
+        acc -= 1.0 / x
+        x += 1.0
+    inv = 1.0 / (x * x)
+    series = inv * (1 / 12 - inv * (1 / 120 - inv * (1 / 252 - inv * (1 / 240 - inv * (1 / 132)))))
+    return acc + math.log(x) - 0.5 / x - series

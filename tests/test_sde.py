@@ -1,0 +1,165 @@
+"""The SDE of online SGD (twolayer.sde): increment moments against one-step SGD, paths against SGD ensembles."""
+
+import math
+
+import numpy as np
+import pytest
+import twolayer as tl
+
+
+def networks_with_overlaps(Q, M, a, d, act):
+    """Student (K, d) and teacher (1, d) with exactly these Q and M (P = 1), lambda = w.x / sqrt(d)."""
+    K = len(a)
+    G = np.block([[np.asarray(Q), np.asarray(M)], [np.asarray(M).T, np.ones((1, 1))]])
+    L = np.linalg.cholesky(G)  # rows: coordinates of (w_1..w_K, w*) / sqrt(d) in an orthonormal basis
+    basis = np.linalg.qr(np.random.default_rng(0).standard_normal((d, K + 1)))[0].T
+    V = math.sqrt(d) * L @ basis
+    return tl.Network(V[:K], a, act), tl.Network(V[K:], [1.0], act)
+
+
+def one_step_increments(student, teacher, lr, noise, n, spherical=False):
+    d = student.d
+    ens = tl.sgd.simulate(student, teacher, lr=lr, noise=noise, spherical=spherical, times=[0.0, 1.0 / d], seeds=n,
+                          keep_weights=False)
+    Q, M = ens.stack("Q"), ens.stack("M")
+    K = Q.shape[-1]
+    iu = np.triu_indices(K)
+    dQ = (Q[:, 1] - Q[:, 0])[:, iu[0], iu[1]]
+    dM = (M[:, 1] - M[:, 0]).reshape(n, -1)
+    return d * np.concatenate([dQ, dM], axis=1)
+
+
+def assert_moments(xi, ic, n_se=4.0):
+    n = xi.shape[0]
+    mu = xi.mean(axis=0)
+    dev = xi - mu
+    se_mu = xi.std(axis=0, ddof=1) / math.sqrt(n)
+    assert np.all(np.abs(mu - ic.mean) <= n_se * se_mu + 1e-9), (mu, ic.mean, se_mu)
+    prod = dev[:, :, None] * dev[:, None, :]
+    cov = prod.mean(axis=0) * n / (n - 1)
+    se_cov = prod.std(axis=0, ddof=1) / math.sqrt(n)
+    assert np.all(np.abs(cov - ic.cov) <= n_se * se_cov + 1e-9), (cov, ic.cov, se_cov)
+
+
+@pytest.mark.parametrize("act,spherical,n", [
+    ("quadratic", True, 5000), ("erf", False, 5000),
+    pytest.param("quadratic", False, 20_000, marks=pytest.mark.slow),
+    pytest.param("quadratic", True, 20_000, marks=pytest.mark.slow),
+    pytest.param("erf", False, 20_000, marks=pytest.mark.slow)])
+def test_increment_covariance_against_one_step_sgd(act, spherical, n):
+    Q = [[1.0, 0.3], [0.3, 1.0]] if spherical else [[1.0, 0.3], [0.3, 0.8]]
+    M, a = [[0.4], [-0.2]], [0.7, 0.5]
+    d, lr, noise = 1000, 0.2, 0.5
+    student, teacher = networks_with_overlaps(Q, M, a, d, act)
+    ov = tl.Overlaps.from_networks(student, teacher)
+    ic = tl.sde.increment_covariance(ov, act, lr=lr, noise=noise, spherical=spherical)
+    assert ic.labels == ("Q[0,0]", "Q[0,1]", "Q[1,1]", "M[0,0]", "M[1,0]")
+    # the mean is the ODE right-hand side (exact for quadratic, converged quadrature for erf)
+    dQ, dM, _ = tl.ode.rhs(ov, act, lr=lr, noise=noise, spherical=spherical)
+    np.testing.assert_allclose(ic.mean, [dQ[0, 0], dQ[0, 1], dQ[1, 1], dM[0, 0], dM[1, 0]], rtol=1e-8, atol=1e-12)
+    xi = one_step_increments(student, teacher, lr, noise, n, spherical)
+    assert_moments(xi, ic)
+
+
+def test_increment_covariance_quadrature_is_exact_or_converged():
+    ov = tl.Overlaps([[1.0, 0.2], [0.2, 1.5]], [[0.3], [0.1]], [[1.0]], [0.7, 0.4], [1.0])
+    kw = {"lr": 0.3, "noise": 0.5, "lr_readout": 0.2}
+    q7 = tl.sde.increment_covariance(ov, "quadratic", **kw)
+    q12 = tl.sde.increment_covariance(ov, "quadratic", n_nodes=12, **kw)
+    np.testing.assert_allclose(q7.cov, q12.cov, rtol=1e-11, atol=1e-13)  # polynomial: exact at 7 nodes
+    assert q7.labels[-2:] == ("a[0]", "a[1]")
+    e48 = tl.sde.increment_covariance(ov, "erf", **kw)
+    e64 = tl.sde.increment_covariance(ov, "erf", n_nodes=64, **kw)
+    np.testing.assert_allclose(e48.cov, e64.cov, rtol=1e-6, atol=1e-9)
+    dQ, dM, da = tl.ode.rhs(ov, "erf", **kw)
+    np.testing.assert_allclose(e48.mean, [dQ[0, 0], dQ[0, 1], dQ[1, 1], dM[0, 0], dM[1, 0], da[0], da[1]],
+                               rtol=1e-8, atol=1e-10)
+    with pytest.raises(ValueError, match="activation: no diffusion term for 'relu'"):
+        tl.sde.increment_covariance(ov, "relu", lr=0.1)
+
+
+def p1(m0):
+    return tl.Overlaps([[1.0]], [[m0]], [[1.0]], [1.0], [1.0])
+
+
+def test_paths_reproducible_across_threads_and_subsets():
+    kw = {"lr": 0.05, "noise": 0.5, "d": 500, "spherical": True, "t_max": 5.0, "records": 11}
+    a = tl.sde.simulate(p1(0.1), "quadratic", seeds=6, n_threads=1, **kw)
+    b = tl.sde.simulate(p1(0.1), "quadratic", seeds=6, n_threads=2, **kw)
+    c = tl.sde.simulate(p1(0.1), "quadratic", seeds=[4], **kw)
+    np.testing.assert_array_equal(a.stack("M"), b.stack("M"))
+    np.testing.assert_array_equal(a[4].M, c[0].M)
+    assert np.all(a.stack("Q") == 1.0)  # spherical: Q_ii stays 1 exactly
+    assert len(set(a.stack("M")[:, -1, 0, 0])) == 6
+
+
+def test_sde_matches_sgd_overlap_statistics_small():
+    """Mean and variance of m at fixed times, SDE vs spherical SGD (p = 1, d = 300, 200 runs each), 3 SEM."""
+    d, lr, noise, m0, n = 300, 0.05, 0.5, 0.1, 200
+    times = [0.0, 1.5, 3.0]
+    teacher = tl.Network(math.sqrt(d) * np.eye(1, d), [1.0], "quadratic")
+    student = tl.Network(math.sqrt(d) * np.array([[m0, math.sqrt(1 - m0 * m0)] + [0.0] * (d - 2)]), [1.0],
+                         "quadratic")
+    sgd = tl.sgd.simulate(student, teacher, lr=lr, noise=noise, spherical=True, times=times, seeds=n,
+                          keep_weights=False).stack("M")[:, :, 0, 0]
+    sde = tl.sde.simulate(p1(m0), "quadratic", lr=lr, noise=noise, d=d, spherical=True, times=times, seeds=n,
+                          dt=0.01).stack("M")[:, :, 0, 0]
+    for k in (1, 2):
+        a, b = sgd[:, k], sde[:, k]
+        se = math.sqrt(a.var(ddof=1) / n + b.var(ddof=1) / n)
+        assert abs(a.mean() - b.mean()) < 3 * se
+        va, vb = a.var(ddof=1), b.var(ddof=1)
+        assert abs(va - vb) < 3 * math.sqrt(2 / (n - 1)) * math.hypot(va, vb)
+
+
+def test_d_var_m_independent_of_d_at_early_times():
+    """At early times the fluctuation of m is O(1/sqrt d): d Var(m) agrees at d = 1000 and 4000."""
+    out = []
+    n = 1500
+    for d in (1000, 4000):
+        e = tl.sde.simulate(p1(0.2), "quadratic", lr=0.05, noise=0.5, d=d, spherical=True, times=[0.0, 1.0],
+                            seeds=n, dt=0.02)
+        m = e.stack("M")[:, 1, 0, 0]
+        out.append((d * m.var(ddof=1), d * m.var(ddof=1) * math.sqrt(2 / (n - 1))))
+    (v1, s1), (v2, s2) = out
+    assert abs(v1 - v2) < 3 * math.hypot(s1, s2)
+
+
+def test_escape_time_ensemble_and_bad_input():
+    d = 1000
+    e = tl.sde.simulate(p1(1 / math.sqrt(d)), "quadratic", lr=0.05, noise=0.5, d=d, spherical=True, t_max=200.0,
+                        seeds=50, risk_rtol=0.5)
+    fp = e.first_passage(0.5)
+    assert fp.n_censored == 0 and np.all(np.isfinite(fp.times))
+    np.testing.assert_allclose(fp.times, e.stop_time)
+    assert all(r.risk[-1] <= 0.5 * r.risk[0] for r in e)
+    with pytest.raises(ValueError, match="d"):
+        tl.sde.simulate(p1(0.1), "quadratic", lr=0.05, d=0, t_max=1.0)
+    with pytest.raises(ValueError, match="t_max"):
+        tl.sde.simulate(p1(0.1), "quadratic", lr=0.05, d=10)
+    with pytest.raises(ValueError, match="spherical=True needs diag"):
+        tl.sde.simulate(tl.Overlaps([[2.0]], [[0.1]], [[1.0]], [1.0], [1.0]), "quadratic", lr=0.05, d=10,
+                        spherical=True, t_max=1.0)
+    with pytest.raises(ValueError, match="overlaps: got 2 starts for 3 paths"):
+        tl.sde.simulate([p1(0.1), p1(0.2)], "quadratic", lr=0.05, d=10, t_max=1.0, seeds=3)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("d", [1000, 4000])
+def test_sde_matches_sgd_escape_time(d):
+    """Mean escape time (T = 0.5) of spherical SGD and of the SDE from the same random starts, within 3 SEM."""
+    lr, noise, n = 0.05, 0.5, 300
+    rng = np.random.default_rng(d)
+    teacher = tl.Network(math.sqrt(d) * np.eye(1, d), [1.0], "quadratic")
+    students, starts = [], []
+    for _ in range(n):
+        w = rng.standard_normal(d)
+        w *= math.sqrt(d) / np.linalg.norm(w)
+        students.append(tl.Network(w[None], [1.0], "quadratic"))
+        starts.append(p1(w[0] / math.sqrt(d)))
+    sgd = tl.sgd.simulate(students, teacher, lr=lr, noise=noise, spherical=True, t_max=150.0, records=3001,
+                          seeds=n, risk_rtol=0.5, keep_weights=False).first_passage(0.5)
+    sde = tl.sde.simulate(starts, "quadratic", lr=lr, noise=noise, d=d, spherical=True, t_max=150.0, seeds=n,
+                          risk_rtol=0.5, dt=0.005).first_passage(0.5)
+    assert sgd.n_censored == 0 and sde.n_censored == 0
+    assert abs(sgd.mean() - sde.mean()) < 3 * math.hypot(sgd.sem(), sde.sem())
