@@ -7,6 +7,7 @@
 
 #include "common.hpp"
 #include "interrupt.hpp"
+#include "schedule_arg.hpp"
 #include "twolayer/activation.hpp"
 #include "twolayer/rng.hpp"
 #include "twolayer/sgd.hpp"
@@ -21,7 +22,7 @@ void bind_sgd(py::module_& m) {
          const Array& noise, const Array& risk_tol, const Array& risk_rtol, int batch, bool spherical, long long n_samples, bool shuffle, long long steps,
          const py::array_t<long long, py::array::c_style | py::array::forcecast>& record_steps_arr,
          std::uint64_t seed, const py::array_t<std::uint32_t, py::array::c_style | py::array::forcecast>& runs_arr,
-         bool keep_weights, int n_threads, const py::object& progress) {
+         bool keep_weights, int n_threads, const py::object& progress, const py::object& schedule) {
         // Plain arrays rather than STL casters (no pybind11/stl.h in this module).
         const std::vector<long long> record_steps(record_steps_arr.data(),
                                                   record_steps_arr.data() + record_steps_arr.size());
@@ -72,6 +73,7 @@ void bind_sgd(py::module_& m) {
         sp.steps = steps;
         sp.record_steps = record_steps;
         sp.seed = seed;
+        sp.schedule = schedule_arg(schedule);
         sgd_check(sp, params.data(), params.size());
         const auto T = static_cast<py::ssize_t>(record_steps.size());
         Array Q = new_array({R, T, K, K}), Mo = new_array({R, T, K, M}), A = new_array({R, T, K}),
@@ -124,7 +126,7 @@ void bind_sgd(py::module_& m) {
       py::arg("scale"), py::arg("lr"), py::arg("train_first"), py::arg("lr_readout"), py::arg("noise"),
       py::arg("risk_tol"), py::arg("risk_rtol"), py::arg("batch"), py::arg("spherical"), py::arg("n_samples"), py::arg("shuffle"), py::arg("steps"),
       py::arg("record_steps"), py::arg("seed"), py::arg("runs"), py::arg("keep_weights") = true,
-      py::arg("n_threads") = 0, py::arg("progress") = py::none());
+      py::arg("n_threads") = 0, py::arg("progress") = py::none(), py::arg("schedule") = py::none());
 
   m.def(
       "philox4x32",

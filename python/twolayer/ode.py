@@ -49,6 +49,7 @@ from ._validation import (
 from .activations import ActivationName, check_activation
 from .overlaps import BatchOverlaps, Overlaps, check_stack
 from .results import BatchTrajectory, Trajectory
+from .schedules import Schedule, as_schedule, core_arg
 
 Regime = Literal["online", "gradient_flow"]
 Method = Literal["euler", "rk4", "adaptive"]
@@ -218,6 +219,7 @@ def integrate(
     h_max: float | None = None,
     max_steps: int = 100_000_000,
     n_threads: int | None = None,
+    schedule: Schedule | Callable[..., Any] | None = None,
 ) -> Trajectory:
     """Integrate the order-parameter ODE from ``overlaps`` (effective second layers a, v; see the module
     docstring).
@@ -247,6 +249,10 @@ def integrate(
     ``n_threads``: threads inside the right-hand side (used for K >= 8; None = the OpenMP default).
     The trajectory records the teacher's ``P`` and ``v`` (``traj.overlaps_at(-1)`` continues the run); ``meta``
     records the parameters and the cost (``n_rhs`` right-hand-side evaluations, ``n_steps``).
+    ``schedule``: a learning-rate multiplier s(t) (:mod:`twolayer.schedules`): lr(t) = lr s(t) and
+    lr_readout(t) = lr_readout s(t), evaluated at every stage's time inside the core (a callable is evaluated
+    once, on 4097 points of [0, t_end], and linearly interpolated); the adaptive method ends its steps at the
+    jumps of a piecewise-constant one.
     """
     act, t_act = _activations(activation, teacher_activation, overlaps)
     reg, meth, ro = _common(act, regime, method, readout)
@@ -260,12 +266,14 @@ def integrate(
     tail, keywords, solver_meta = _solver_options(meth, t_max, times, dt, rtol, atol, n_points, h_max, max_steps,
                                                   n_threads)
     c = 1.0 if ro == "sum" else 1.0 / ov.K
+    sched = as_schedule(schedule, t_max=float(tail[0][-1]))
     meta = {**_model_meta(act, t_act, reg, spherical, ro), **solver_meta, "lr": lr_, "lr_readout": lr_a,
-            "noise": noise_, "risk_tol": tol or math.nan, "risk_rtol": rtol_r or math.nan}
+            "noise": noise_, "risk_tol": tol or math.nan, "risk_rtol": rtol_r or math.nan,
+            **({} if sched is None else {"schedule": repr(sched)})}
     with partial_result(lambda out: _trajectory(out, meta, ov)):
         out = _core.ode_integrate(ov.Q, ov.M, ov.a, ov.P, ov.v, act, t_act, reg, bool(spherical), lr_,
                                   lr_a * c * c, noise_, *tail, 0.0, keywords["h_max"], tol, rtol_r,
-                                  keywords["max_steps"], keywords["n_threads"])
+                                  keywords["max_steps"], keywords["n_threads"], schedule=core_arg(sched))
     return _trajectory(out, meta, ov)
 
 
@@ -355,6 +363,7 @@ def integrate_batch(
     max_steps: int = 100_000_000,
     n_threads: int | None = None,
     progress: bool = False,
+    schedule: Schedule | Callable[..., Any] | None = None,
 ) -> BatchTrajectory:
     """Integrate B independent systems in one C++ call per shape (GIL released, OpenMP across members).
 
@@ -370,6 +379,9 @@ def integrate_batch(
         threshold).
     progress : bool
         Show a ``tqdm.auto`` bar of members finished (off by default; no effect on the results).
+    schedule : Schedule or callable, optional
+        Learning-rate multiplier s(t) shared by every member (each keeps its own base ``lr``), as in
+        :func:`integrate`.
 
     Activations (from the arguments, else from the overlaps as in :func:`integrate`), regime, method and output
     times are shared by every member; the other arguments are as in :func:`integrate`. Each member is integrated
@@ -403,7 +415,9 @@ def integrate_batch(
     }
     tail, keywords, solver_meta = _solver_options(meth, t_max, times, dt, rtol, atol, n_points, h_max, max_steps,
                                                   n_threads)
-    meta = {**_model_meta(act, t_act, reg, spherical, ro), **solver_meta}
+    sched = as_schedule(schedule, t_max=float(tail[0][-1]))
+    meta = {**_model_meta(act, t_act, reg, spherical, ro), **solver_meta,
+            **({} if sched is None else {"schedule": repr(sched)})}
     ts = tail[0]
     outs: list[dict[str, Any] | None] = [None] * len(groups)
 
@@ -421,7 +435,7 @@ def integrate_batch(
                     stack.Q, stack.M, stack.a, P, v, act, t_act, reg, bool(spherical), params["lr"][idx],
                     params["lr_readout"][idx] * c2, params["noise"][idx], *tail, 0.0, keywords["h_max"],
                     params["risk_tol"][idx], params["risk_rtol"][idx], keywords["max_steps"], keywords["n_threads"],
-                    callback)
+                    callback, schedule=core_arg(sched))
             except Interrupted as exc:
                 if exc.partial is not None:
                     outs[g] = exc.partial

@@ -10,10 +10,11 @@ two GEMM-like contractions for the gradient, rank updates for the Hessian).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from . import _core
 from ._interrupt import partial_result
@@ -21,6 +22,7 @@ from ._validation import INT32_MAX, as_float_array, boolean, integer, n_threads_
 from .networks import Network
 from .overlaps import check_pair, gram
 from .results import Trajectory
+from .schedules import Schedule, as_schedule, core_arg
 
 _CoreArgs = tuple[NDArray[np.float64], NDArray[np.float64], str, NDArray[np.float64], NDArray[np.float64], str, float]
 
@@ -163,12 +165,19 @@ def descend(
     lr_readout: float = 0.0,
     records: int = 100,
     n_threads: int | None = None,
+    schedule: Schedule | ArrayLike | Callable[..., Any] | None = None,
 ) -> Trajectory:
     """Gradient descent on the population risk in weight space (seed 000's experiment):
     W <- W - lr dR/dW, a <- a - lr_readout dR/da, for ``steps`` iterations, recording the overlaps and the excess
     risk at ``records`` log-spaced iterations (0 and ``steps`` included). ``t`` counts iterations. Ctrl-C raises
-    :class:`twolayer.Interrupted` with the records so far as ``partial`` (``status="interrupted"``)."""
+    :class:`twolayer.Interrupted` with the records so far as ``partial`` (``status="interrupted"``).
+
+    ``schedule``: learning-rate multiplier s(n) at iteration n (:mod:`twolayer.schedules`: iteration n uses
+    lr s(n), lr_readout s(n)); an array is one value per iteration, a callable is evaluated once at
+    n = 0 .. steps - 1. Step units need a decaying one to converge below the oscillation floor of fixed steps
+    on the cusp of their loss (e.g. ``schedules.geometric(0.5, every=2000, start=...)``)."""
     lr_ = positive(lr, "lr")
+    sched = as_schedule(schedule, steps=integer(steps, "steps", 0))
     lr_a = positive(lr_readout, "lr_readout", allow_zero=True)
     steps = integer(steps, "steps", 0)
     records = integer(records, "records", 2, INT32_MAX)
@@ -195,12 +204,13 @@ def descend(
         return Trajectory(t=record_steps[:T].astype(np.float64), Q=out["Q"], M=out["M"], a=out["a"],
                           risk=out["risk"], status=status, message=message, time_unit="iterations", student=final,
                           meta={"lr": lr_, "lr_readout": lr_a, "activation": student.activation,
-                                "teacher_activation": teacher.activation},
+                                "teacher_activation": teacher.activation,
+                                **({} if sched is None else {"schedule": repr(sched)})},
                           P=P, v=teacher.effective_a.copy(),
                           stop_time=math.nan if status == "completed" else float(out["stop_step"]))
 
     with partial_result(result):
         out = _core.population_descend(*args, lr=lr_, lr_readout=lr_a * student.readout_factor**2,
                                        steps=int(steps), record_steps=record_steps.tolist(),
-                                       n_threads=n_threads_arg(n_threads))
+                                       n_threads=n_threads_arg(n_threads), schedule=core_arg(sched))
     return result(out)

@@ -30,7 +30,7 @@ pair has a closed-form I2, so no estimate is ever needed.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias, overload
 
@@ -54,6 +54,7 @@ from ._validation import (
 from .networks import Network, check_network
 from .overlaps import check_pair, gram
 from .results import Trajectory, _attrs, _xarray, variable_attrs
+from .schedules import Schedule, as_schedule, core_arg
 
 __all__ = ["Ensemble", "grid", "simulate"]
 
@@ -353,6 +354,7 @@ def simulate(
     progress: bool = ...,
     risk_tol: ArrayLike | None = ...,
     risk_rtol: ArrayLike | None = ...,
+    schedule: Schedule | ArrayLike | Callable[..., Any] | None = ...,
 ) -> Trajectory: ...
 @overload
 def simulate(
@@ -377,6 +379,7 @@ def simulate(
     progress: bool = ...,
     risk_tol: ArrayLike | None = ...,
     risk_rtol: ArrayLike | None = ...,
+    schedule: Schedule | ArrayLike | Callable[..., Any] | None = ...,
 ) -> Ensemble: ...
 
 
@@ -402,6 +405,7 @@ def simulate(
     progress: bool = False,
     risk_tol: ArrayLike | None = None,
     risk_rtol: ArrayLike | None = None,
+    schedule: Schedule | ArrayLike | Callable[..., Any] | None = None,
 ) -> Trajectory | Ensemble:
     """Simulate SGD of ``student`` on samples labelled by ``teacher`` (conventions in the module docstring).
 
@@ -460,6 +464,10 @@ def simulate(
         interpolated linearly in t between that record and the previous one (the record's own time when it
         is the first). ``stop_time`` of a diverged or interrupted run is the time it stopped; NaN for a run
         that ran to the end.
+    schedule : Schedule, array or callable, optional
+        Learning-rate multiplier (:mod:`twolayer.schedules`): step n uses lr s(n / d) and lr_readout s(n / d),
+        evaluated in the core's loop, the same s(t) as :func:`twolayer.ode.integrate`'s; an array holds one
+        value per step, a callable is evaluated once at t = n / d, n = 0 .. steps - 1. Shared by all runs.
     """
     if isinstance(student, Network):
         students: list[Network] | None = None
@@ -527,6 +535,7 @@ def simulate(
     rec = _record_steps(d, t_max, times, records)
     steps = int(round(positive(t_max, "t_max") * d)) if t_max is not None else int(rec[-1])
     steps = max(steps, int(rec[-1]))
+    sched = as_schedule(schedule, steps=steps, step_time=1.0 / d)
 
     if students is None:
         W0, a0 = first.W, first.effective_a
@@ -550,6 +559,7 @@ def simulate(
         runs=run_ids.astype(np.uint32),
         keep_weights=bool(keep_weights),
         n_threads=n_threads_arg(n_threads),
+        schedule=core_arg(sched),
     )
     t_all = rec.astype(np.float64) / d
     meta: dict[str, Any] = {
@@ -564,6 +574,7 @@ def simulate(
         "risk_method": "exact (closed-form kernels)",
         "activation": first.activation,
         "teacher_activation": teacher.activation,
+        **({} if sched is None else {"schedule": repr(sched)}),
     }
     c = first.readout_factor
     P_teacher = gram(teacher.W, teacher.W, teacher.scale, "teacher.W")  # with v: what overlaps_at needs

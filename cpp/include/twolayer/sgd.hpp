@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "twolayer/activation.hpp"
+#include "twolayer/schedule.hpp"
 
 namespace twolayer {
 
@@ -48,6 +49,7 @@ struct SgdSpec {
   std::vector<long long> record_steps;  // strictly increasing, each in [0, steps]
   std::uint64_t seed = 0;  // master seed: run streams are keyed by (seed, SgdRun::id)
   double blowup = 1e100;  // |E| or |w_i|^2 / s above this (or non-finite) ends a run as diverged
+  Schedule schedule;      // step n uses lr s(n / d) and lr_readout s(n / d) (schedule.hpp); default s = 1
 };
 
 // One run's own parameters.
