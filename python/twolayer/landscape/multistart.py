@@ -54,9 +54,11 @@ class ClassifiedBatch(TypedDict):
 class MultistartResult:
     """Per-run end points and their classification; :meth:`table` summarises how often each family is reached.
 
-    ``W`` (runs, k, d) and ``a`` (runs, k) the refined end points, ``loss``, ``grad_norm``, ``index`` (runs,),
-    ``kind`` and ``isotropy`` (lists of str), ``status`` the search status of each run ("converged",
-    "max_iter", "stalled" (no resolvable decrease left), "diverged"), ``iterations`` the L-BFGS iterations.
+    ``W`` (runs, n, d) and ``a`` (runs, n) the refined end points, ``loss``, ``grad_norm``, ``index`` (runs,),
+    ``kind`` and ``isotropy`` (lists of str), ``status`` why each run stopped: "converged" (the search reached
+    ``gtol``), "converged after refinement" (the search stopped on "max_iter" or "stalled" — no resolvable
+    decrease left in double precision — and the Newton refinement then reached ``tol``), else the search's
+    own "max_iter", "stalled", "diverged"; ``iterations`` the L-BFGS iterations.
     The partial result of :class:`twolayer.Interrupted` holds the search's end points as they are, not refined
     or classified (kind "unclassified", index -1; :func:`classify_batch` does the rest); runs cut short have
     status and kind "interrupted" and keep their last iterate (NaN loss if never started)."""
@@ -75,6 +77,14 @@ class MultistartResult:
     @property
     def runs(self) -> int:
         return int(self.loss.shape[0])
+
+    def fraction(self, kind: str | tuple[str, ...]) -> float:
+        """The fraction of runs classified as ``kind`` (or as any of a tuple of kinds), e.g.
+        ``"spurious minimum"``, ``"global minimum"``, ``"saddle"``, ``"degenerate"``."""
+        kinds = (kind,) if isinstance(kind, str) else tuple(kind) if isinstance(kind, (tuple, list)) else ()
+        if not kinds or not all(isinstance(x, str) for x in kinds):
+            raise TypeError(f"kind: expected a kind name or a tuple of them, got {kind!r}")
+        return sum(k in kinds for k in self.kind) / self.runs
 
     def families(self, decimals: int = 6) -> Counter[tuple[str, float, int, str]]:
         """Counts of (kind, loss rounded to ``decimals``, index, isotropy)."""
@@ -247,16 +257,35 @@ def multistart(
     tol: float = 1e-12,
     n_threads: int | None = None,
     progress: bool = False,
+    n_students: int | None = None,
+    teacher: Network | None = None,
 ) -> MultistartResult:
     """``runs`` L-BFGS searches on the Safran-Shamir problem (teacher W* = I_k, lambda = w.x, unit second
     layers; with ``train_readout`` the student's second layer is trained too) from random starts (see
     :func:`random_starts`), run in parallel in C++ until |grad| <= ``gtol``, then refined by batched Newton
     steps to |grad| <= ``tol`` and classified by loss, index and isotropy (see
-    :meth:`MultistartResult.table`). ``progress``: a tqdm bar of the searches finished. Ctrl-C raises
-    :class:`twolayer.Interrupted` with the searches' end points so far as ``partial``."""
+    :meth:`MultistartResult.table`, :meth:`MultistartResult.fraction`). ``progress``: a tqdm bar of the
+    searches finished. Ctrl-C raises :class:`twolayer.Interrupted` with the searches' end points so far as
+    ``partial``.
+
+    ``n_students``: the student width n (default k; n = k + 1, k + 2 is mild over-parameterisation).
+    ``teacher``: any teacher Network with k units, ``scaling="none"`` and the student's activation (e.g. an
+    orthonormal one); default the identity I_k (zero-padded to d columns). The input dimension d defaults to
+    the teacher's."""
     k = integer(k, "k", 1, INT32_MAX)
     runs = integer(runs, "runs", 1, INT32_MAX)
-    d_ = k if d is None else integer(d, "d", k, INT32_MAX)
+    n = k if n_students is None else integer(n_students, "n_students", 1, INT32_MAX)
+    if teacher is not None:
+        check_network(teacher, "teacher")
+        if teacher.K != k:
+            raise ValueError(f"teacher: expected k = {k} units, got {teacher.K}")
+        if teacher.scaling != "none" or teacher.activation != activation:
+            raise ValueError(f"teacher: expected scaling='none' and activation {activation!r}, got "
+                             f"{teacher.scaling!r}, {teacher.activation!r}")
+        if d is not None and integer(d, "d", 1, INT32_MAX) != teacher.d:
+            raise ValueError(f"d: expected the teacher's input dimension {teacher.d}, got {d}")
+        d = teacher.d
+    d_ = max(k, n) if d is None else integer(d, "d", 1 if teacher is not None else k, INT32_MAX)
     choice(init, "init", ("xavier", "gaussian", "orthogonal"))
     seed = seed_arg(seed)
     train_readout = boolean(train_readout, "train_readout")
@@ -264,17 +293,22 @@ def multistart(
     max_iter = integer(max_iter, "max_iter", 0, INT32_MAX)
     memory = integer(memory, "memory", 1, INT32_MAX)
     gtol = positive(gtol, "gtol", allow_zero=True)
-    positive(tol, "tol")
-    teacher = identity_teacher(k, activation)
-    if d_ > k:
-        teacher = Network(np.eye(k, d_), None, activation, scaling="none")
-    W0 = random_starts(int(runs), int(k), int(d_), init, seed)
-    a0 = np.ones((runs, k))
-    meta: dict[str, object] = {"k": k, "d": d_, "init": init, "seed": seed, "train_readout": train_readout}
+    if teacher is None:
+        teacher = identity_teacher(k, activation)
+        if d_ > k:
+            teacher = Network(np.eye(k, d_), None, activation, scaling="none")
+    W0 = random_starts(int(runs), int(n), int(d_), init, seed)
+    a0 = np.ones((runs, n))
+    meta: dict[str, object] = {"k": k, "n_students": n, "d": d_, "init": init, "seed": seed,
+                               "train_readout": train_readout}
+    tol_ = positive(tol, "tol")
+    teacher_: Network = teacher
 
     def result(out: dict[str, NDArray[Any]]) -> MultistartResult:
         status = [STATUS[int(s)] for s in out["status"]]
-        cls = classify_batch(out["W"], out["a"], teacher, activation, train_readout, tol=tol)
+        cls = classify_batch(out["W"], out["a"], teacher_, activation, train_readout, tol=tol_)
+        status = ["converged after refinement" if s in ("stalled", "max_iter") and g <= tol_ else s
+                  for s, g in zip(status, cls["grad_norm"], strict=True)]
         return MultistartResult(**cls, status=status, iterations=np.asarray(out["iterations"], dtype=np.int64),
                                 meta=meta)
 
