@@ -30,7 +30,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from . import _core
+from . import _core, step_flow
 from ._grid import output_times
 from ._interrupt import Interrupted, partial_result
 from ._progress import progress_bar
@@ -249,6 +249,9 @@ def integrate(
     ``n_threads``: threads inside the right-hand side (used for K >= 8; None = the OpenMP default).
     The trajectory records the teacher's ``P`` and ``v`` (``traj.overlaps_at(-1)`` continues the run); ``meta``
     records the parameters and the cost (``n_rhs`` right-hand-side evaluations, ``n_steps``).
+    Step units (student and teacher) in the gradient-flow regime are integrated by
+    :mod:`twolayer.step_flow` whatever ``method`` (event location at alignment and Filippov sliding: their
+    right-hand side is discontinuous there), with error control ``rtol``, ``atol``.
     ``schedule``: a learning-rate multiplier s(t) (:mod:`twolayer.schedules`): lr(t) = lr s(t) and
     lr_readout(t) = lr_readout s(t), evaluated at every stage's time inside the core (a callable is evaluated
     once, on 4097 points of [0, t_end], and linearly interpolated); the adaptive method ends its steps at the
@@ -270,6 +273,11 @@ def integrate(
     meta = {**_model_meta(act, t_act, reg, spherical, ro), **solver_meta, "lr": lr_, "lr_readout": lr_a,
             "noise": noise_, "risk_tol": tol or math.nan, "risk_rtol": rtol_r or math.nan,
             **({} if sched is None else {"schedule": repr(sched)})}
+    if act == t_act == "step" and reg == "gradient_flow" and not spherical:  # discontinuous at alignment
+        meta["method"] = "step_events"
+        out = step_flow.integrate(ov, lr_, lr_a * c * c, tail[0], sched, tail[3], tail[4], tol, rtol_r,
+                                  keywords["max_steps"], keywords["h_max"])
+        return _trajectory(out, meta, ov)
     with partial_result(lambda out: _trajectory(out, meta, ov)):
         out = _core.ode_integrate(ov.Q, ov.M, ov.a, ov.P, ov.v, act, t_act, reg, bool(spherical), lr_,
                                   lr_a * c * c, noise_, *tail, 0.0, keywords["h_max"], tol, rtol_r,
