@@ -1,8 +1,8 @@
 """The alignment paper: alignment of student neurons with teacher neurons (ReLU, d = 2, unit second layers).
 
-1. Figure 1: population gradient descent of m = 10 students on a 5-neuron teacher; student directions over
-time
-   converge onto the teacher directions.
+1. Figure 1: population gradient descent of ``--students`` students (default 6) on a ``--teachers``-neuron
+   teacher (default 1); student directions over time converge onto the teacher directions. The paper's
+   Figure 1 is ``--students 10 --teachers 5``.
 2. Figure 4 / Theorem 5.1: the determinant condition det M > 0 and min_i det M_i <= 0 for 100 000 random angle
    sets with m = 6 and m = 9 (one teacher at angle 0), vectorised.
 Writes alignment_phenomenon.png.

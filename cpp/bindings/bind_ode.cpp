@@ -12,6 +12,7 @@
 #include "common.hpp"
 #include "interrupt.hpp"
 #include "target_arg.hpp"
+#include "schedule_arg.hpp"
 #include "twolayer/activation.hpp"
 #include "twolayer/dynamics.hpp"
 #include "twolayer/integrators.hpp"
@@ -68,6 +69,15 @@ void check_units(py::ssize_t K, py::ssize_t M) {
   if (K + M > kMaxUnits)
     throw std::invalid_argument("K + M: expected at most " + std::to_string(kMaxUnits) + " units in all, got " +
                                 std::to_string(K + M));
+}
+
+// The schedule of an ODE run: any but a per-step table (an ODE has no steps).
+Schedule ode_schedule(const py::object& o) {
+  Schedule s = schedule_arg(o);
+  if (s.kind == Schedule::Kind::Table && s.per_step)
+    throw std::invalid_argument("schedule: a per-step table needs a time spacing dt for the ODE (t = steps / d: "
+                                "dt = 1 / d)");
+  return s;
 }
 
 IntegrateOptions make_options(const std::vector<double>& times, const std::string& method, double dt, double rtol,
@@ -191,7 +201,7 @@ void bind_ode(py::module_& m) {
          const std::string& teacher, const std::string& regime, bool spherical, double lr, double lr_readout,
          double noise, const Array& times_arr, const std::string& method, double dt, double rtol,
          double atol, double h0, double h_max, double risk_tol, double risk_rtol, long long max_steps,
-         int n_threads) {
+         int n_threads, const py::object& schedule) {
         int K, M;
         std::vector<double> y = state(Q, Mo, a, K, M);
         OdeModel model = make_model(student, teacher, regime, spherical, K, lr, lr_readout, noise, P, v);
@@ -199,6 +209,7 @@ void bind_ode(py::module_& m) {
         const std::vector<double> times = to_vector(times_arr, "times");
         IntegrateOptions opt =
             make_options(times, method, dt, rtol, atol, h0, h_max, risk_tol, risk_rtol, max_steps);
+        opt.schedule = ode_schedule(schedule);
         return run_cancellable([&] { return integrate(model, y.data(), opt, n_threads); },
                                [&](const IntegrateResult& r) { return to_dict(r, K, M); });
       },
@@ -206,7 +217,7 @@ void bind_ode(py::module_& m) {
       py::arg("regime"), py::arg("spherical"), py::arg("lr"), py::arg("lr_readout"), py::arg("noise"),
       py::arg("times"), py::arg("method"), py::arg("dt"), py::arg("rtol"), py::arg("atol"), py::arg("h0") = 0.0,
       py::arg("h_max") = 0.0, py::arg("risk_tol") = 0.0, py::arg("risk_rtol") = 0.0,
-      py::arg("max_steps") = 100000000LL, py::arg("n_threads") = 1);
+      py::arg("max_steps") = 100000000LL, py::arg("n_threads") = 1, py::arg("schedule") = py::none());
   // The large-batch map (large_batch.hpp): rows at every iteration 0..steps.
   m.def(
       "large_batch_iterate",
@@ -299,7 +310,8 @@ void bind_ode(py::module_& m) {
          const std::string& teacher, const std::string& regime, bool spherical, const Array& lr_arr,
          const Array& lr_readout_arr, const Array& noise_arr, const Array& times_arr, const std::string& method,
          double dt, double rtol, double atol, double h0, double h_max, const Array& risk_tol_arr,
-         const Array& risk_rtol_arr, long long max_steps, int n_threads, const py::object& progress) {
+         const Array& risk_rtol_arr, long long max_steps, int n_threads, const py::object& progress,
+         const py::object& schedule) {
         expect_shape(a, "a", {-1, -1});
         const py::ssize_t B = a.shape(0), K = a.shape(1);
         expect_shape(Mo, "M", {B, K, -1});
@@ -335,7 +347,8 @@ void bind_ode(py::module_& m) {
           stops[b].risk_rtol = risk_rtol_arr.data()[b];
         }
         const std::vector<double> times = to_vector(times_arr, "times");
-        const IntegrateOptions opt = make_options(times, method, dt, rtol, atol, h0, h_max, 0.0, 0.0, max_steps);
+        IntegrateOptions opt = make_options(times, method, dt, rtol, atol, h0, h_max, 0.0, 0.0, max_steps);
+        opt.schedule = ode_schedule(schedule);
         std::atomic<std::int64_t> finished{0};
         Poll poll;
         if (!progress.is_none())
@@ -422,7 +435,7 @@ void bind_ode(py::module_& m) {
       py::arg("regime"), py::arg("spherical"), py::arg("lr"), py::arg("lr_readout"), py::arg("noise"),
       py::arg("times"), py::arg("method"), py::arg("dt"), py::arg("rtol"), py::arg("atol"), py::arg("h0"),
       py::arg("h_max"), py::arg("risk_tol"), py::arg("risk_rtol"), py::arg("max_steps"), py::arg("n_threads") = 0,
-      py::arg("progress") = py::none());
+      py::arg("progress") = py::none(), py::arg("schedule") = py::none());
 }
 
 }  // namespace twolayer::bind

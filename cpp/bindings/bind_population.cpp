@@ -6,6 +6,7 @@
 
 #include "common.hpp"
 #include "interrupt.hpp"
+#include "schedule_arg.hpp"
 #include "twolayer/activation.hpp"
 #include "twolayer/population.hpp"
 
@@ -92,8 +93,9 @@ void bind_population(py::module_& m) {
       "population_descend",
       [](const Array& W0, const Array& a0, const std::string& act, const Array& Wt, const Array& v,
          const std::string& act_t, double scale, double lr, double lr_readout, long long steps,
-         const std::vector<long long>& record_steps, int n_threads) {
+         const std::vector<long long>& record_steps, int n_threads, const py::object& schedule_obj) {
         Args g = make(W0, a0, act, Wt, v, act_t, scale);
+        const Schedule schedule = schedule_arg(schedule_obj);
         const py::ssize_t K = W0.shape(0), d = W0.shape(1), M = Wt.shape(0);
         Array W = new_array({K, d}), a = new_array({K});
         std::copy(W0.data(), W0.data() + K * d, W.mutable_data());
@@ -118,11 +120,12 @@ void bind_population(py::module_& m) {
           return out;
         };
         return run_cancellable(
-            [&] { return population_descend(pw, pa, g.p, lr, lr_readout, steps, record_steps, n_threads); }, to_py);
+            [&] { return population_descend(pw, pa, g.p, lr, lr_readout, steps, record_steps, n_threads, &schedule);
+            }, to_py);
       },
       py::arg("W"), py::arg("a"), py::arg("act"), py::arg("W_teacher"), py::arg("v"), py::arg("act_teacher"),
       py::arg("scale"), py::arg("lr"), py::arg("lr_readout"), py::arg("steps"), py::arg("record_steps"),
-      py::arg("n_threads") = 0);
+      py::arg("n_threads") = 0, py::arg("schedule") = py::none());
 }
 
 }  // namespace twolayer::bind

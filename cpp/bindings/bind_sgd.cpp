@@ -8,6 +8,7 @@
 #include "common.hpp"
 #include "interrupt.hpp"
 #include "target_arg.hpp"
+#include "schedule_arg.hpp"
 #include "twolayer/activation.hpp"
 #include "twolayer/rng.hpp"
 #include "twolayer/sgd.hpp"
@@ -23,7 +24,7 @@ void bind_sgd(py::module_& m) {
          const py::array_t<long long, py::array::c_style | py::array::forcecast>& record_steps_arr,
          std::uint64_t seed, const py::array_t<std::uint32_t, py::array::c_style | py::array::forcecast>& runs_arr,
          bool keep_weights, int n_threads, const py::object& progress, const py::object& target_alpha,
-         const py::object& target_coef) {
+         const py::object& target_coef, const py::object& schedule) {
         // Plain arrays rather than STL casters (no pybind11/stl.h in this module).
         const std::vector<long long> record_steps(record_steps_arr.data(),
                                                   record_steps_arr.data() + record_steps_arr.size());
@@ -78,6 +79,7 @@ void bind_sgd(py::module_& m) {
           sp.target = make_target(target_alpha.cast<IntArray>(), target_coef.cast<Array>());
           if (sp.target->k != sp.M) throw std::invalid_argument("target: expected k = M direction rows");
         }
+        sp.schedule = schedule_arg(schedule);
         sgd_check(sp, params.data(), params.size());
         const auto T = static_cast<py::ssize_t>(record_steps.size());
         Array Q = new_array({R, T, K, K}), Mo = new_array({R, T, K, M}), A = new_array({R, T, K}),
@@ -131,7 +133,8 @@ void bind_sgd(py::module_& m) {
       py::arg("risk_tol"), py::arg("risk_rtol"), py::arg("batch"), py::arg("spherical"), py::arg("n_samples"), py::arg("shuffle"), py::arg("steps"),
       py::arg("record_steps"), py::arg("seed"), py::arg("runs"), py::arg("keep_weights") = true,
       py::arg("n_threads") = 0, py::arg("progress") = py::none(), py::arg("target_alpha") = py::none(),
-      py::arg("target_coef") = py::none());
+      py::arg("target_coef") = py::none(),
+      py::arg("schedule") = py::none());
 
   m.def(
       "philox4x32",

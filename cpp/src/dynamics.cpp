@@ -220,7 +220,7 @@ void OdeRhs::eval(const double* y, double* dy, int n_threads) {
   //    O(K (K + M)^2) flops: serial (one OpenMP region per right-hand side, for the I4 tables, is enough).
   psi_rows<KC + MC>(K, u, om, w, D, B, psi_.data());
   // 3. First-order terms.
-  const double lr = m_.lr;
+  const double lr = m_.lr * rate_;
   double* dQ = dy;
   double* dM = dy + m_.offset_M();
   double* da = dy + m_.offset_a();
@@ -261,7 +261,7 @@ void OdeRhs::eval(const double* y, double* dy, int n_threads) {
     double s = 0.0;
     if (m_.lr_readout != 0.0)
       for (int c = 0; c < u; ++c) s += w[c] * val_[i * u + c];
-    da[i] = m_.lr_readout * s;
+    da[i] = m_.lr_readout * rate_ * s;
   }
 }
 

@@ -82,9 +82,24 @@ struct Runner {
   Runner(const OdeModel& m, const IntegrateOptions& o, const StopRule& s, int th)
       : f(m), opt(o), rule(s), threads(th), n(m.state_size()) {}
 
-  void rhs(const double* y, double* dy) {
+  // Learning-rate schedule (scheduled runs only). A piecewise-constant schedule is evaluated once per step, at its
+  // midpoint (steps end at its jumps, so the rate is exact over the whole step); a continuous one at every stage.
+  const bool scheduled = !opt.schedule.identity();
+  const bool piecewise = opt.schedule.piecewise_constant();
+  double step_rate = 1.0;  // piecewise: the rate of the step in progress
+  // dy = f(t, y): the schedule's multiplier at time t (a scheduled run), then the model's right-hand side.
+  void rhs(double t, const double* y, double* dy) {
+    if (scheduled) f.set_rate(piecewise ? step_rate : opt.schedule(t));
     f(y, dy, threads);
     ++res.n_rhs;
+  }
+  // Piecewise schedules: the rate of the step [t, t + h]; true when it differs from the one k1 was computed with.
+  bool begin_step(double t, double h) {
+    if (!scheduled || !piecewise) return false;
+    const double r = opt.schedule(t + 0.5 * h);
+    const bool changed = r != step_rate;
+    step_rate = r;
+    return changed;
   }
   // Thrown by record() after diverge(): the run ends there (caught in run()).
   struct RiskOverflow {};
@@ -179,16 +194,17 @@ struct Runner {
         }
         if (rule.active()) std::copy(y.begin(), y.end(), y_old.begin());
         const double r_old = risk_now;
-        rhs(y.data(), k1.data());
+        begin_step(t, h);
+        rhs(t, y.data(), k1.data());
         if (!rk4) {
           for (std::size_t i = 0; i < n; ++i) y[i] += h * k1[i];
         } else {
           for (std::size_t i = 0; i < n; ++i) tmp[i] = y[i] + 0.5 * h * k1[i];
-          rhs(tmp.data(), k2.data());
+          rhs(t + 0.5 * h, tmp.data(), k2.data());
           for (std::size_t i = 0; i < n; ++i) tmp[i] = y[i] + 0.5 * h * k2[i];
-          rhs(tmp.data(), k3.data());
+          rhs(t + 0.5 * h, tmp.data(), k3.data());
           for (std::size_t i = 0; i < n; ++i) tmp[i] = y[i] + h * k3[i];
-          rhs(tmp.data(), k4.data());
+          rhs(t + h, tmp.data(), k4.data());
           for (std::size_t i = 0; i < n; ++i) y[i] += h / 6.0 * (k1[i] + 2.0 * (k2[i] + k3[i]) + k4[i]);
         }
         const double t_new = land ? target : t + h;
@@ -235,14 +251,15 @@ struct Runner {
     while (next < nout && opt.times[next] <= 0.0) record(opt.times[next++], y.data());
     if (next == nout) return;
     const double t_end = opt.times.back();
-    rhs(y.data(), k1.data());
+    if (scheduled && piecewise) step_rate = opt.schedule(0.0);
+    rhs(0.0, y.data(), k1.data());
     // Initial step (Hairer, Norsett & Wanner, II.4).
     double h = opt.h0;
     if (!(h > 0.0)) {
       const double d0 = norm(y, y, y), d1 = norm(k1, y, y);
       double hh = (d0 < 1e-5 || d1 < 1e-5) ? 1e-6 : 0.01 * d0 / d1;
       for (std::size_t i = 0; i < n; ++i) tmp[i] = y[i] + hh * k1[i];
-      rhs(tmp.data(), k2.data());
+      rhs(hh, tmp.data(), k2.data());
       for (std::size_t i = 0; i < n; ++i) err[i] = (k2[i] - k1[i]) / hh;
       const double d2 = norm(err, y, y);
       const double m = std::max(d1, d2);
@@ -256,26 +273,35 @@ struct Runner {
         diverge(t, "the adaptive step size underflowed (the solution blows up or is not smooth here)");
         return;
       }
-      const bool last = t + h >= t_end - 1e-12 * std::max(1.0, t_end);
-      const double hs = last ? t_end - t : h;
-      auto stage = [&](std::vector<double>& out, std::initializer_list<std::pair<const std::vector<double>*, double>> ks) {
+      bool last = t + h >= t_end - 1e-12 * std::max(1.0, t_end);
+      double hs = last ? t_end - t : h;
+      if (scheduled) {  // a jump of the schedule ends the step; the step after it recomputes k1 at the new rate
+        const double jump = opt.schedule.next_jump(t);
+        if (jump < t + hs) {
+          hs = jump - t;
+          last = false;
+        }
+        if (begin_step(t, hs)) rhs(t, y.data(), k1.data());
+      }
+      auto stage = [&](std::vector<double>& out, double c,
+                       std::initializer_list<std::pair<const std::vector<double>*, double>> ks) {
         for (std::size_t i = 0; i < n; ++i) {
           double s = 0.0;
           for (const auto& kc : ks) s += kc.second * (*kc.first)[i];
           tmp[i] = y[i] + hs * s;
         }
-        rhs(tmp.data(), out.data());
+        rhs(t + c * hs, tmp.data(), out.data());
       };
       bool ok = true;
       try {
-        stage(k2, {{&k1, a21}});
-        stage(k3, {{&k1, a31}, {&k2, a32}});
-        stage(k4, {{&k1, a41}, {&k2, a42}, {&k3, a43}});
-        stage(k5, {{&k1, a51}, {&k2, a52}, {&k3, a53}, {&k4, a54}});
-        stage(k6, {{&k1, a61}, {&k2, a62}, {&k3, a63}, {&k4, a64}, {&k5, a65}});
+        stage(k2, c2, {{&k1, a21}});
+        stage(k3, c3, {{&k1, a31}, {&k2, a32}});
+        stage(k4, c4, {{&k1, a41}, {&k2, a42}, {&k3, a43}});
+        stage(k5, c5, {{&k1, a51}, {&k2, a52}, {&k3, a53}, {&k4, a54}});
+        stage(k6, 1.0, {{&k1, a61}, {&k2, a62}, {&k3, a63}, {&k4, a64}, {&k5, a65}});
         for (std::size_t i = 0; i < n; ++i)
           ynew[i] = y[i] + hs * (b1 * k1[i] + b3 * k3[i] + b4 * k4[i] + b5 * k5[i] + b6 * k6[i]);
-        rhs(ynew.data(), k7.data());
+        rhs(t + hs, ynew.data(), k7.data());
       } catch (const std::domain_error&) {
         ok = false;  // a stage left the kernels' domain: retry with a smaller step
       }

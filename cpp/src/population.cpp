@@ -389,8 +389,10 @@ void population_hessian(const Population& p, bool train_readout, double* H, int 
 }
 
 DescentResult population_descend(double* W, double* a, const Population& p0, double lr, double lr_readout,
-                                 long long steps, const std::vector<long long>& record_steps, int n_threads) {
+                                 long long steps, const std::vector<long long>& record_steps, int n_threads,
+                                 const Schedule* schedule) {
   Population p = p0;
+  const bool scheduled = schedule != nullptr && !schedule->identity();
   p.student.W = W;
   p.student.a = a;
   const int K = p.student.units, M = p.teacher.units, d = p.d;
@@ -427,9 +429,11 @@ DescentResult population_descend(double* W, double* a, const Population& p0, dou
       out.stop_step = step;
       return out;
     }
-    for (std::size_t c = 0; c < dW.size(); ++c) W[c] -= lr * dW[c];
-    if (lr_readout != 0.0)
-      for (int i = 0; i < K; ++i) a[i] -= lr_readout * da[i];
+    const double rate = scheduled ? schedule->at_step(step, 1.0) : 1.0;  // lr(n) = lr s(n), n iterations
+    const double lr_n = scheduled ? lr * rate : lr, lr_a_n = scheduled ? lr_readout * rate : lr_readout;
+    for (std::size_t c = 0; c < dW.size(); ++c) W[c] -= lr_n * dW[c];
+    if (lr_a_n != 0.0)
+      for (int i = 0; i < K; ++i) a[i] -= lr_a_n * da[i];
   }
   } catch (const Interrupted&) {  // the records so far are kept
     out.status = "interrupted";

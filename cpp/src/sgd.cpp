@@ -65,6 +65,9 @@ class Run {
     const double B = sp.batch;
     gw_ = sp.train_first ? rp.lr * std::sqrt(sp.scale) / (sp.d * B) : 0.0;
     ga_ = rp.lr_readout / (sp.d * B);
+    gw0_ = gw_;
+    ga0_ = ga_;
+    scheduled_ = !sp.schedule.identity();
     sqrt_noise_ = std::sqrt(rp.noise);
     has_noise_ = rp.noise > 0.0;
     norms_.assign(K_, 0.0);
@@ -119,6 +122,11 @@ class Run {
           out_.stop_step = step;
           break;
         }
+        if (scheduled_) {  // the learning rates of step n: lr s(n / d), lr_readout s(n / d)
+          const double rate = sp_.schedule.at_step(step, 1.0 / d_);
+          gw_ = gw0_ * rate;
+          ga_ = ga0_ * rate;
+        }
         do_step(step);
         if (progress && ((step + 1) & 4095) == 0) {
           progress->fetch_add(step + 1 - reported, std::memory_order_relaxed);
@@ -145,6 +153,8 @@ class Run {
   std::vector<double> W_, a_, norms_;
   rng::StreamId inputs_, noise_, train_x_, train_noise_, shuffle_;
   double inv_sqrt_s_, gw_, ga_, sqrt_noise_;
+  double gw0_ = 0.0, ga0_ = 0.0;  // the unscheduled step factors (gw_, ga_ = these times s(n / d))
+  bool scheduled_ = false;
   bool has_noise_ = false;
   double threshold_ = -std::numeric_limits<double>::infinity();  // early stop below this recorded risk
   std::vector<const double*> rows_;

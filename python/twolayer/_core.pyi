@@ -8,6 +8,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 _F = NDArray[np.float64]
+# A learning-rate schedule (kind, value, gamma, every, start, dt, linear, per_step, table): schedules.Schedule._core()
+_Schedule = tuple[int, float, float, float, float, float, bool, bool, _F]
 
 class KernelNotImplemented(NotImplementedError): ...
 
@@ -52,6 +54,7 @@ def population_descend(
     steps: int,
     record_steps: list[int],
     n_threads: int = 0,
+    schedule: _Schedule | None = None,
 ) -> dict[str, Any]: ...
 
 def sgd_simulate(
@@ -79,6 +82,7 @@ def sgd_simulate(
     keep_weights: bool = True,
     n_threads: int = 0,
     progress: Callable[[int], object] | None = None,
+    schedule: _Schedule | None = None,
 ) -> dict[str, Any]: ...
 def philox4x32(counter: NDArray[np.uint32], key: NDArray[np.uint32]) -> NDArray[np.uint32]: ...
 def rng_gaussians(seed: int, run: int, stream: int, first: int, n: int, scalar: bool = False) -> _F: ...
@@ -136,6 +140,7 @@ def ode_integrate(
     risk_rtol: float = 0.0,
     max_steps: int = 100000000,
     n_threads: int = 1,
+    schedule: _Schedule | None = None,
 ) -> dict[str, Any]: ...
 def large_batch_iterate(
     Q: _F,
@@ -177,6 +182,7 @@ def ode_integrate_batch(
     max_steps: int,
     n_threads: int = 0,
     progress: Callable[[int], object] | None = None,
+    schedule: _Schedule | None = None,
 ) -> dict[str, Any]: ...
 def multistart_lbfgs(
     W: _F,

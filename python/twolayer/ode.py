@@ -30,7 +30,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from . import _core
+from . import _core, step_flow
 from ._grid import output_times
 from ._interrupt import Interrupted, partial_result
 from ._progress import progress_bar
@@ -49,6 +49,7 @@ from ._validation import (
 from .activations import ActivationName, check_activation
 from .overlaps import BatchOverlaps, Overlaps, check_stack
 from .results import BatchTrajectory, Trajectory
+from .schedules import Schedule, as_schedule, core_arg
 
 Regime = Literal["online", "gradient_flow"]
 Method = Literal["euler", "rk4", "adaptive"]
@@ -221,6 +222,7 @@ def integrate(
     batch_ratio: float | None = None,
     steps: int | None = None,
     target: Any = None,
+    schedule: Schedule | Callable[..., Any] | None = None,
 ) -> Trajectory:
     """Integrate the order-parameter ODE from ``overlaps``.
 
@@ -298,6 +300,12 @@ def integrate(
         alpha = n_b / d of ``regime="large_batch"`` (required there).
     steps : int, optional
         Number of iterations of ``regime="large_batch"`` (required there).
+    schedule : Schedule or callable, optional
+        A learning-rate multiplier s(t) (:mod:`twolayer.schedules`):
+        lr(t) = lr s(t) and lr_readout(t) = lr_readout s(t), evaluated at
+        every stage's time inside the core (a callable is evaluated once, on
+        4097 points of [0, t_end], and linearly interpolated); the adaptive
+        method ends its steps at the jumps of a piecewise-constant one.
     target : HermiteTarget, optional
         A polynomial target of :mod:`twolayer.targets` instead of the
         committee teacher (default: the one ``Overlaps.from_networks(student,
@@ -324,6 +332,11 @@ def integrate(
     Ctrl-C stops the integration within a fraction of a second and raises
     :class:`twolayer.Interrupted`, whose ``partial`` is the trajectory so far
     (``status="interrupted"``).
+
+    Step units (student and teacher) in the gradient-flow regime are
+    integrated by :mod:`twolayer.step_flow` whatever ``method`` (event
+    location at alignment and Filippov sliding: their right-hand side is
+    discontinuous there), with error control ``rtol``, ``atol``.
 
     Examples
     --------
@@ -371,12 +384,19 @@ def integrate(
     tail, keywords, solver_meta = _solver_options(meth, t_max, times, dt, rtol, atol, n_points, h_max, max_steps,
                                                   n_threads)
     c = 1.0 if ro == "sum" else 1.0 / ov.K
+    sched = as_schedule(schedule, t_max=float(tail[0][-1]))
     meta = {**_model_meta(act, t_act, reg, spherical, ro), **solver_meta, "lr": lr_, "lr_readout": lr_a,
-            "noise": noise_, "risk_tol": tol or math.nan, "risk_rtol": rtol_r or math.nan}
+            "noise": noise_, "risk_tol": tol or math.nan, "risk_rtol": rtol_r or math.nan,
+            **({} if sched is None else {"schedule": repr(sched)})}
+    if act == t_act == "step" and reg == "gradient_flow" and not spherical:  # discontinuous at alignment
+        meta["method"] = "step_events"
+        out = step_flow.integrate(ov, lr_, lr_a * c * c, tail[0], sched, tail[3], tail[4], tol, rtol_r,
+                                  keywords["max_steps"], keywords["h_max"])
+        return _trajectory(out, meta, ov)
     with partial_result(lambda out: _trajectory(out, meta, ov)):
         out = _core.ode_integrate(ov.Q, ov.M, ov.a, ov.P, ov.v, act, t_act, reg, bool(spherical), lr_,
                                   lr_a * c * c, noise_, *tail, 0.0, keywords["h_max"], tol, rtol_r,
-                                  keywords["max_steps"], keywords["n_threads"])
+                                  keywords["max_steps"], keywords["n_threads"], schedule=core_arg(sched))
     return _trajectory(out, meta, ov)
 
 
@@ -466,6 +486,7 @@ def integrate_batch(
     max_steps: int = 100_000_000,
     n_threads: int | None = None,
     progress: bool = False,
+    schedule: Schedule | Callable[..., Any] | None = None,
 ) -> BatchTrajectory:
     """Integrate B independent systems in one C++ call per shape.
 
@@ -483,6 +504,9 @@ def integrate_batch(
         threshold).
     progress : bool
         Show a ``tqdm.auto`` bar of members finished (off by default; no effect on the results).
+    schedule : Schedule or callable, optional
+        Learning-rate multiplier s(t) shared by every member (each keeps its own base ``lr``), as in
+        :func:`integrate`.
 
     Returns
     -------
@@ -532,7 +556,9 @@ def integrate_batch(
     }
     tail, keywords, solver_meta = _solver_options(meth, t_max, times, dt, rtol, atol, n_points, h_max, max_steps,
                                                   n_threads)
-    meta = {**_model_meta(act, t_act, reg, spherical, ro), **solver_meta}
+    sched = as_schedule(schedule, t_max=float(tail[0][-1]))
+    meta = {**_model_meta(act, t_act, reg, spherical, ro), **solver_meta,
+            **({} if sched is None else {"schedule": repr(sched)})}
     ts = tail[0]
     outs: list[dict[str, Any] | None] = [None] * len(groups)
 
@@ -550,7 +576,7 @@ def integrate_batch(
                     stack.Q, stack.M, stack.a, P, v, act, t_act, reg, bool(spherical), params["lr"][idx],
                     params["lr_readout"][idx] * c2, params["noise"][idx], *tail, 0.0, keywords["h_max"],
                     params["risk_tol"][idx], params["risk_rtol"][idx], keywords["max_steps"], keywords["n_threads"],
-                    callback)
+                    callback, schedule=core_arg(sched))
             except Interrupted as exc:
                 if exc.partial is not None:
                     outs[g] = exc.partial

@@ -11,10 +11,11 @@ Conventions page.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from . import _core
 from ._interrupt import partial_result
@@ -23,6 +24,7 @@ from .networks import Network, check_network
 from .overlaps import check_pair, gram
 from .results import Trajectory
 from .targets import HermiteTarget, is_target
+from .schedules import Schedule, as_schedule, core_arg
 
 _CoreArgs = tuple[NDArray[np.float64], NDArray[np.float64], str, NDArray[np.float64], NDArray[np.float64], str, float]
 
@@ -312,6 +314,7 @@ def descend(
     lr_readout: float = 0.0,
     records: int = 100,
     n_threads: int | None = None,
+    schedule: Schedule | ArrayLike | Callable[..., Any] | None = None,
 ) -> Trajectory:
     """Gradient descent on the population risk in weight space.
 
@@ -333,6 +336,14 @@ def descend(
         Log-spaced iterations recorded (0 and ``steps`` included).
     n_threads : int, optional
         OpenMP threads (None: the OpenMP default).
+    schedule : Schedule, array or callable, optional
+        Learning-rate multiplier s(n) at iteration n
+        (:mod:`twolayer.schedules`: iteration n uses lr s(n), lr_readout
+        s(n)); an array is one value per iteration, a callable is evaluated
+        once at n = 0 .. steps - 1. Step units need a decaying one to
+        converge below the oscillation floor of fixed steps on the cusp of
+        their loss (e.g. ``schedules.geometric(0.5, every=2000,
+        start=...)``).
 
     Returns
     -------
@@ -350,6 +361,7 @@ def descend(
     array([0.5204, 0.4888, 0.2643, 0.0097])
     """
     lr_ = positive(lr, "lr")
+    sched = as_schedule(schedule, steps=integer(steps, "steps", 0))
     lr_a = positive(lr_readout, "lr_readout", allow_zero=True)
     steps = integer(steps, "steps", 0)
     records = integer(records, "records", 2, INT32_MAX)
@@ -376,12 +388,13 @@ def descend(
         return Trajectory(t=record_steps[:T].astype(np.float64), Q=out["Q"], M=out["M"], a=out["a"],
                           risk=out["risk"], status=status, message=message, time_unit="iterations", student=final,
                           meta={"lr": lr_, "lr_readout": lr_a, "activation": student.activation,
-                                "teacher_activation": teacher.activation},
+                                "teacher_activation": teacher.activation,
+                                **({} if sched is None else {"schedule": repr(sched)})},
                           P=P, v=teacher.effective_a.copy(),
                           stop_time=math.nan if status == "completed" else float(out["stop_step"]))
 
     with partial_result(result):
         out = _core.population_descend(*args, lr=lr_, lr_readout=lr_a * student.readout_factor**2,
                                        steps=int(steps), record_steps=record_steps.tolist(),
-                                       n_threads=n_threads_arg(n_threads))
+                                       n_threads=n_threads_arg(n_threads), schedule=core_arg(sched))
     return result(out)

@@ -36,7 +36,7 @@ pair has a closed-form I2, so no estimate is ever needed.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias, overload
 
@@ -61,6 +61,7 @@ from .networks import Network, check_network
 from .overlaps import check_pair, gram
 from .passage import FirstPassage, first_passage
 from .results import Trajectory, _attrs, _dataset_parts, _f64, _i64, _xarray, variable_attrs
+from .schedules import Schedule, as_schedule, core_arg
 
 __all__ = ["Ensemble", "grid", "simulate"]
 
@@ -487,6 +488,7 @@ def simulate(
     progress: bool = ...,
     risk_tol: ArrayLike | None = ...,
     risk_rtol: ArrayLike | None = ...,
+    schedule: Schedule | ArrayLike | Callable[..., Any] | None = ...,
 ) -> Trajectory: ...
 @overload
 def simulate(
@@ -511,6 +513,7 @@ def simulate(
     progress: bool = ...,
     risk_tol: ArrayLike | None = ...,
     risk_rtol: ArrayLike | None = ...,
+    schedule: Schedule | ArrayLike | Callable[..., Any] | None = ...,
 ) -> Ensemble: ...
 
 
@@ -536,6 +539,7 @@ def simulate(
     progress: bool = False,
     risk_tol: ArrayLike | None = None,
     risk_rtol: ArrayLike | None = None,
+    schedule: Schedule | ArrayLike | Callable[..., Any] | None = None,
 ) -> Trajectory | Ensemble:
     """Simulate SGD of ``student`` on samples labelled by ``teacher`` (conventions in the module docstring).
 
@@ -597,6 +601,10 @@ def simulate(
         interpolated linearly in t between that record and the previous one (the record's own time when it
         is the first). ``stop_time`` of a diverged or interrupted run is the time it stopped; NaN for a run
         that ran to the end.
+    schedule : Schedule, array or callable, optional
+        Learning-rate multiplier (:mod:`twolayer.schedules`): step n uses lr s(n / d) and lr_readout s(n / d),
+        evaluated in the core's loop, the same s(t) as :func:`twolayer.ode.integrate`'s; an array holds one
+        value per step, a callable is evaluated once at t = n / d, n = 0 .. steps - 1. Shared by all runs.
 
     Returns
     -------
@@ -705,6 +713,7 @@ def simulate(
     rec = _record_steps(d, t_max, times, records)
     steps = int(round(positive(t_max, "t_max") * d)) if t_max is not None else int(rec[-1])
     steps = max(steps, int(rec[-1]))
+    sched = as_schedule(schedule, steps=steps, step_time=1.0 / d)
 
     if students is None:
         W0, a0 = first.W, first.effective_a
@@ -728,6 +737,7 @@ def simulate(
         runs=run_ids.astype(np.uint32),
         keep_weights=bool(keep_weights),
         n_threads=n_threads_arg(n_threads),
+        schedule=core_arg(sched),
     )
     t_all = rec.astype(np.float64) / d
     meta: dict[str, Any] = {
@@ -742,6 +752,7 @@ def simulate(
         "risk_method": "exact (closed-form kernels)",
         "activation": first.activation,
         "teacher_activation": teacher.activation if target is None else "target",
+        **({} if sched is None else {"schedule": repr(sched)}),
     }
     if target is not None:
         kwargs["target_alpha"], kwargs["target_coef"] = target._arrays()

@@ -69,6 +69,8 @@ class OdeRhs {
   const OdeModel& model() const { return m_; }
   // dy = f(y). n_threads: 1 runs serially; otherwise OpenMP inside (used for large K, M; <= 0: OpenMP default).
   void operator()(const double* y, double* dy, int n_threads = 1) { (this->*eval_)(y, dy, n_threads); }
+  // Multiplies lr and lr_readout by s (a learning-rate schedule's value at the time of the next evaluations).
+  void set_rate(double s) { rate_ = s; }
   // Excess population risk of state y.
   double risk(const double* y) const;
   // Omega = [[Q, M], [M^T, P]] ((K + M) x (K + M), row-major) of state y, into out.
@@ -93,6 +95,7 @@ class OdeRhs {
   bool project_ = false;
 
   OdeModel m_;
+  double rate_ = 1.0;  // schedule multiplier of lr and lr_readout (set_rate)
   Eval eval_;
   int u_;                          // K + M units
   std::vector<Activation> acts_;   // per unit

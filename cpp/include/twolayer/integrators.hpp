@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "twolayer/dynamics.hpp"
+#include "twolayer/schedule.hpp"
 
 namespace twolayer {
 
@@ -38,6 +39,9 @@ struct IntegrateOptions {
   long long max_steps = 100000000;
   double psd_tol = 1e-8;       // Omega's LDL pivots below -psd_tol * max|diag| mean "diverged"
   double overflow = 1e100;     // |y| above this means "diverged"
+  // lr(t) = lr s(t), lr_readout(t) = lr_readout s(t) (schedule.hpp), evaluated at every stage's time; the adaptive
+  // method ends its steps at the schedule's jumps. Not per_step tables (an ODE has no steps).
+  Schedule schedule;
 };
 
 struct IntegrateResult {

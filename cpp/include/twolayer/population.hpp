@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "twolayer/activation.hpp"
+#include "twolayer/schedule.hpp"
 
 namespace twolayer {
 
@@ -53,6 +54,7 @@ struct DescentResult {
   long long stop_step = -1;  // step at which a divergence was detected
 };
 DescentResult population_descend(double* W, double* a, const Population& p, double lr, double lr_readout,
-                                 long long steps, const std::vector<long long>& record_steps, int n_threads);
+                                 long long steps, const std::vector<long long>& record_steps, int n_threads,
+                                 const Schedule* schedule = nullptr);  // lr(n) = lr s(n) at iteration n (null: s = 1)
 
 }  // namespace twolayer

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "twolayer/activation.hpp"
+#include "twolayer/schedule.hpp"
 
 namespace twolayer {
 
@@ -54,6 +55,7 @@ struct SgdSpec {
   // A polynomial target instead of the committee: labels f(z) with z = Wt x / sqrt(s) the M = k projections (v and
   // the teacher activation unused); the recorded risk is target_risk.
   std::shared_ptr<const PolyTarget> target;
+  Schedule schedule;      // step n uses lr s(n / d) and lr_readout s(n / d) (schedule.hpp); default s = 1
 };
 
 // One run's own parameters.

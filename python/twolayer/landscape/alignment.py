@@ -21,6 +21,7 @@ See the documentation's paper-reproduction pages.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
 
@@ -31,6 +32,7 @@ from .. import population
 from .._validation import as_float_array, positive
 from ..networks import Network
 from ..overlaps import check_pair
+from ..schedules import Schedule, as_schedule, per_step
 
 __all__ = [
     "alignment_determinants",
@@ -287,38 +289,89 @@ class WeightPath:
 
 # Flow times are counted in whole iterations (int64, exact below 2^53): more cannot be run or represented.
 _MAX_ITERATIONS = 2.0**53
+# A scheduled flow keeps its multipliers s(n), one per iteration, in memory: at most this many.
+_MAX_SCHEDULED = 1 << 24
 
 
-def _path(student: Network, teacher: Network, lr: float, times: ArrayLike) -> WeightPath:
-    """Population gradient descent with step ``lr``, recording W at flow times ``times`` (rounded to
-    steps)."""
+def _rate_function(schedule: object) -> Callable[[NDArray[np.float64]], NDArray[np.float64]] | None:
+    """s(n) of iterations n (an array) from a Schedule, a per-step array or a vectorised callable; None: s = 1."""
+    if schedule is None or isinstance(schedule, (Schedule, list, tuple, np.ndarray)):
+        sched = as_schedule(schedule)
+        return None if sched is None else sched.__call__
+    if not callable(schedule):
+        raise TypeError(f"schedule: expected a twolayer.schedules.Schedule, an array or a callable s(n), got "
+                        f"{type(schedule).__name__}")
+
+    def rate(n: NDArray[np.float64]) -> NDArray[np.float64]:
+        out = np.asarray(schedule(n), dtype=np.float64)
+        if out.shape != n.shape or not np.all(np.isfinite(out)) or np.any(out < 0):
+            raise ValueError("schedule: the callable must map an array of iterations to finite values >= 0")
+        return out
+
+    return rate
+
+
+def _flow_iterations(t: NDArray[np.float64], lr: float,
+                     sched: Callable[[NDArray[np.float64]], NDArray[np.float64]] | None
+                     ) -> tuple[NDArray[np.int64], NDArray[np.float64] | None]:
+    """The iteration reaching each flow time of ``t``, and (scheduled runs) the multipliers s(n) up to the last.
+
+    Unscheduled: tau = lr n, n = round(t / lr). Scheduled: tau_n = lr sum_{j < n} s(j), n the iteration whose
+    tau_n is nearest to t."""
+    if sched is None:
+        with np.errstate(over="ignore"):
+            iterations = np.round(t / lr)
+        if not np.all(iterations <= _MAX_ITERATIONS):
+            raise ValueError(f"times, lr: times[-1] / lr = {t[-1] / lr:.3g} iterations is beyond the usable range "
+                             f"(at most {_MAX_ITERATIONS:.0e}; raise lr or shorten times)")
+        return iterations.astype(np.int64), None
+    rates: list[NDArray[np.float64]] = []
+    total, n = 0.0, 0
+    chunk = 1 << 14
+    while total < t[-1] * (1 - 1e-12):
+        if n >= _MAX_SCHEDULED:
+            raise ValueError(f"times, schedule: the flow time lr * sum_n s(n) reaches only {total:.6g} after "
+                             f"{n} iterations, short of times[-1] = {t[-1]:.6g} (the schedule decays too fast)")
+        s = sched(np.arange(n, n + chunk, dtype=np.float64))
+        rates.append(s)
+        total += lr * float(np.sum(s))
+        n += chunk
+        chunk = min(chunk * 2, 1 << 22)
+    s_all = np.concatenate(rates) if rates else np.zeros(0)
+    tau = np.concatenate([[0.0], lr * np.cumsum(s_all)])
+    idx = np.clip(np.searchsorted(tau, t), 1, tau.size - 1) if tau.size > 1 else np.zeros(t.size, np.int64)
+    nearest = np.where(np.abs(tau[idx - 1] - t) <= np.abs(tau[np.minimum(idx, tau.size - 1)] - t), idx - 1, idx)
+    return np.asarray(nearest, dtype=np.int64), s_all
+
+
+def _path(student: Network, teacher: Network, lr: float, times: ArrayLike, schedule: object = None) -> WeightPath:
+    """Population gradient descent with step ``lr`` (times the schedule's s(n) at iteration n), recording W at
+    flow times ``times`` (rounded to iterations)."""
     check_pair(student, teacher)
     lr_ = positive(lr, "lr")
     t = as_float_array(times, "times", ndim=1)
     if t.size == 0 or np.any(t < 0) or np.any(np.diff(t) < 0):
         raise ValueError("times: expected a non-empty non-decreasing array of non-negative flow times")
-    with np.errstate(over="ignore"):
-        iterations = np.round(t / lr_)
-    if not np.all(iterations <= _MAX_ITERATIONS):
-        raise ValueError(f"times, lr: times[-1] / lr = {t[-1] / lr_:.3g} iterations is beyond the usable range "
-                         f"(at most {_MAX_ITERATIONS:.0e}; raise lr or shorten times)")
-    steps = iterations.astype(np.int64)
+    steps, rates = _flow_iterations(t, lr_, _rate_function(schedule))
     Ws, risks, taus = [], [], []
     net, done, status = student, 0, "completed"
+    tau_of = (lambda n: n * lr_) if rates is None else (lambda n: lr_ * float(np.sum(rates[:n])))
     for s in steps:
         if s > done:
-            traj = population.descend(net, teacher, lr=lr_, steps=int(s - done), records=2)
+            traj = population.descend(net, teacher, lr=lr_, steps=int(s - done), records=2,
+                                      schedule=None if rates is None else per_step(rates[done:s]))
             if traj.status != "completed":
                 status = "diverged"
                 break
             net, done = traj.student, int(s)
         Ws.append(net.W.copy())
         risks.append(population.risk(net, teacher))
-        taus.append(done * lr_)
+        taus.append(tau_of(done))
     return WeightPath(np.asarray(taus), np.asarray(Ws), np.asarray(risks), teacher, status)
 
 
-def step_gradient_flow(student: Network, teacher: Network, times: ArrayLike, lr: float = 1e-2) -> WeightPath:
+def step_gradient_flow(student: Network, teacher: Network, times: ArrayLike, lr: float = 1e-2,
+                       schedule: Schedule | object | None = None) -> WeightPath:
     """Weight-space gradient flow of step units (Mariantoni & Chizat).
 
     dW/dtau = -grad R for sigma = 1(s > 0), by population gradient descent
@@ -332,6 +385,14 @@ def step_gradient_flow(student: Network, teacher: Network, times: ArrayLike, lr:
         Flow times at which the weights are recorded (rounded to steps).
     lr : float, default 1e-2
         The Euler step.
+    schedule : Schedule or callable, optional
+        (:mod:`twolayer.schedules`, or a vectorised callable s(n)):
+        iteration n takes the step lr s(n), and the flow time is
+        tau_n = lr sum_{j < n} s(j); ``times`` are flow times, each recorded
+        at the iteration whose tau_n is nearest. A decaying schedule lets
+        the Euler steps resolve the cusp of the step units' loss at
+        alignment (fixed steps oscillate there with an amplitude ~ lr); its
+        total flow time must reach ``times[-1]``.
 
     Returns
     -------
@@ -349,7 +410,7 @@ def step_gradient_flow(student: Network, teacher: Network, times: ArrayLike, lr:
     for name, net in (("student", student), ("teacher", teacher)):
         if isinstance(net, Network) and net.activation != "step":
             raise ValueError(f"{name}: expected the 'step' activation, got {net.activation!r}")
-    return _path(student, teacher, lr, times)
+    return _path(student, teacher, lr, times, schedule)
 
 
 def alignment_flow(student: Network, teacher: Network, times: ArrayLike, lr: float = 1e-2) -> WeightPath:

@@ -56,7 +56,7 @@ class MultistartResult:
 
     Attributes
     ----------
-    W, a : ndarray, shapes (runs, k, d) and (runs, k)
+    W, a : ndarray, shapes (runs, n, d) and (runs, n)
         The refined end points.
     loss, grad_norm : ndarray, shape (runs,)
         Their excess risk and gradient norm.
@@ -65,8 +65,11 @@ class MultistartResult:
     kind, isotropy : list of str
         Classification (as :class:`CriticalPoint`'s kind) and isotropy group.
     status : list of str
-        The search status of each run: "converged", "max_iter", "stalled"
-        (no resolvable decrease left) or "diverged".
+        Why each run stopped: "converged" (the search reached ``gtol``),
+        "converged after refinement" (the search stopped on "max_iter" or
+        "stalled" -- no resolvable decrease left in double precision -- and
+        the Newton refinement then reached ``tol``), else the search's own
+        "max_iter", "stalled", "diverged".
     iterations : ndarray of int
         L-BFGS iterations.
     meta : dict
@@ -106,6 +109,14 @@ class MultistartResult:
     def runs(self) -> int:
         """Number of runs."""
         return int(self.loss.shape[0])
+
+    def fraction(self, kind: str | tuple[str, ...]) -> float:
+        """The fraction of runs classified as ``kind`` (or as any of a tuple of kinds), e.g.
+        ``"spurious minimum"``, ``"global minimum"``, ``"saddle"``, ``"degenerate"``."""
+        kinds = (kind,) if isinstance(kind, str) else tuple(kind) if isinstance(kind, (tuple, list)) else ()
+        if not kinds or not all(isinstance(x, str) for x in kinds):
+            raise TypeError(f"kind: expected a kind name or a tuple of them, got {kind!r}")
+        return sum(k in kinds for k in self.kind) / self.runs
 
     def families(self, decimals: int = 6) -> Counter[tuple[str, float, int, str]]:
         """Counts of (kind, loss rounded to ``decimals``, index, isotropy).
@@ -357,10 +368,12 @@ def multistart(
     tol: float = 1e-12,
     n_threads: int | None = None,
     progress: bool = False,
+    n_students: int | None = None,
+    teacher: Network | None = None,
 ) -> MultistartResult:
     """Many L-BFGS searches on the Safran-Shamir problem, refined and classified.
 
-    Teacher W* = I_k, lambda = w . x, unit second layers (with
+    Teacher W* = I_k by default, lambda = w . x, unit second layers (with
     ``train_readout`` the student's second layer is trained too). The
     searches run in parallel in C++ until the gradient norm is at most
     ``gtol``, then are refined by batched Newton steps to ``tol`` and
@@ -372,7 +385,7 @@ def multistart(
     Parameters
     ----------
     k : int
-        Units of student and teacher.
+        Units of the teacher (and of the student unless ``n_students``).
     runs : int
         Number of searches.
     init : {"xavier", "gaussian", "orthogonal"}
@@ -397,6 +410,14 @@ def multistart(
         OpenMP threads across searches (None: the OpenMP default).
     progress : bool, default False
         A tqdm bar of the searches finished.
+    n_students : int, optional
+        The student width n (default k; n = k + 1, k + 2 is mild
+        over-parameterisation).
+    teacher : Network, optional
+        Any teacher Network with k units, ``scaling="none"`` and the
+        student's activation (e.g. an orthonormal one); default the identity
+        I_k (zero-padded to d columns). The input dimension d then defaults
+        to the teacher's.
 
     Returns
     -------
@@ -410,7 +431,18 @@ def multistart(
     """
     k = integer(k, "k", 1, INT32_MAX)
     runs = integer(runs, "runs", 1, INT32_MAX)
-    d_ = k if d is None else integer(d, "d", k, INT32_MAX)
+    n = k if n_students is None else integer(n_students, "n_students", 1, INT32_MAX)
+    if teacher is not None:
+        check_network(teacher, "teacher")
+        if teacher.K != k:
+            raise ValueError(f"teacher: expected k = {k} units, got {teacher.K}")
+        if teacher.scaling != "none" or teacher.activation != activation:
+            raise ValueError(f"teacher: expected scaling='none' and activation {activation!r}, got "
+                             f"{teacher.scaling!r}, {teacher.activation!r}")
+        if d is not None and integer(d, "d", 1, INT32_MAX) != teacher.d:
+            raise ValueError(f"d: expected the teacher's input dimension {teacher.d}, got {d}")
+        d = teacher.d
+    d_ = max(k, n) if d is None else integer(d, "d", 1 if teacher is not None else k, INT32_MAX)
     choice(init, "init", ("xavier", "gaussian", "orthogonal"))
     seed = seed_arg(seed)
     train_readout = boolean(train_readout, "train_readout")
@@ -418,17 +450,22 @@ def multistart(
     max_iter = integer(max_iter, "max_iter", 0, INT32_MAX)
     memory = integer(memory, "memory", 1, INT32_MAX)
     gtol = positive(gtol, "gtol", allow_zero=True)
-    positive(tol, "tol")
-    teacher = identity_teacher(k, activation)
-    if d_ > k:
-        teacher = Network(np.eye(k, d_), None, activation, scaling="none")
-    W0 = random_starts(int(runs), int(k), int(d_), init, seed)
-    a0 = np.ones((runs, k))
-    meta: dict[str, object] = {"k": k, "d": d_, "init": init, "seed": seed, "train_readout": train_readout}
+    if teacher is None:
+        teacher = identity_teacher(k, activation)
+        if d_ > k:
+            teacher = Network(np.eye(k, d_), None, activation, scaling="none")
+    W0 = random_starts(int(runs), int(n), int(d_), init, seed)
+    a0 = np.ones((runs, n))
+    meta: dict[str, object] = {"k": k, "n_students": n, "d": d_, "init": init, "seed": seed,
+                               "train_readout": train_readout}
+    tol_ = positive(tol, "tol")
+    teacher_: Network = teacher
 
     def result(out: dict[str, NDArray[Any]]) -> MultistartResult:
         status = [STATUS[int(s)] for s in out["status"]]
-        cls = classify_batch(out["W"], out["a"], teacher, activation, train_readout, tol=tol)
+        cls = classify_batch(out["W"], out["a"], teacher_, activation, train_readout, tol=tol_)
+        status = ["converged after refinement" if s in ("stalled", "max_iter") and g <= tol_ else s
+                  for s, g in zip(status, cls["grad_norm"], strict=True)]
         return MultistartResult(**cls, status=status, iterations=np.asarray(out["iterations"], dtype=np.int64),
                                 meta=meta)
 

@@ -230,8 +230,9 @@ class FixedPointSpace:
     Coordinates, in order: for each block its diagonal value and (if its size >= 2) its off-diagonal value;
     for each ordered pair of different blocks (A, B) the value of the A-rows/B-columns block; then, with
     ``train_readout``, one second-layer value per block. E.g. ``FixedPointSpace((k-1, 1))`` is the
-    5-dimensional ΔS_{k-1} space [[x0 I + x1 (J - I), x2 1], [x3 1^T, x4]]. The sizes must be integers >= 1
-    (1.5 is refused, not rounded) and ``train_readout`` a bool.
+    5-dimensional ΔS_{k-1} space [[x0 I + x1 (J - I), x3 1], [x4 1^T, x2]] (labels diag[0], off[0], diag[1],
+    block[0,1], block[1,0]: the 1 x 1 block's diagonal x2 comes before the off-diagonal blocks). The sizes must
+    be integers >= 1 (1.5 is refused, not rounded) and ``train_readout`` a bool.
 
     Parameters
     ----------

@@ -1,0 +1,217 @@
+"""Learning-rate schedules: one multiplier s(t) >= 0 of the learning rates, shared by every engine.
+
+An engine given ``schedule=s`` uses ``lr(t) = lr s(t)`` and ``lr_readout(t) = lr_readout s(t)``, with t its
+own time: iterations for :func:`twolayer.population.descend` (and
+:func:`twolayer.landscape.step_gradient_flow`), t = steps / d for :func:`twolayer.sgd.simulate` (step n uses
+s(n / d)) and :func:`twolayer.ode.integrate` (continuous t, evaluated inside the C++ right-hand side, so the
+ODE and SGD runs of one schedule describe the same process). Per-run / per-member base rates (SGD grids, ODE
+batches) share the schedule. With u = max(t - start, 0):
+
+* :func:`constant`: s = value (1: the engines' unscheduled path, bitwise today's results);
+* :func:`step_decay`: s = gamma^floor(u / every) (piecewise constant);
+* :func:`geometric`: s = gamma^(u / every) (continuous exponential decay);
+* :func:`inverse_time`: s = 1 / (1 + u / t0) — Saad & Solla's annealing, lr(t) ~ lr t0 / t at late times
+  (their optimal schedule is lr(t) = c / t with a problem-dependent c: choose ``lr * t0 = c``);
+* :func:`per_step`: an array, one value per engine step (iteration, SGD step; not for the ODE, which has
+  no steps: use :func:`table` with dt = 1 / d there);
+* :func:`table`: values on t_j = j dt, ``"previous"`` (s = values[floor(t / dt)]) or ``"linear"``
+  interpolation, the end values held outside the table;
+* :func:`from_function`: a Python callable evaluated **once** on a grid into a :func:`table` (no Python call
+  per step). Engines also accept a callable directly (evaluated on their own grid, see :func:`as_schedule`)
+  and an array (= :func:`per_step`).
+
+The C++ core receives one representation (kind and parameters, or the table), ``cpp/include/twolayer/
+schedule.hpp``; :meth:`Schedule.__call__` is the same formula in NumPy. The adaptive ODE integrator ends its
+steps at the jumps of piecewise-constant schedules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from ._validation import as_float_array, choice, describe, integer, positive
+
+Kind = Literal["constant", "step", "geometric", "inverse_time", "table"]
+_KIND_ID = {"constant": 0, "step": 1, "geometric": 2, "inverse_time": 3, "table": 4}
+
+__all__ = ["Schedule", "as_schedule", "constant", "from_function", "geometric", "inverse_time", "per_step",
+           "step_decay", "table"]
+
+
+@dataclass(frozen=True, eq=False)
+class Schedule:
+    """A learning-rate multiplier s(t) (see the module docstring for the kinds and the time of each engine).
+
+    Build one with the module's functions rather than directly. ``schedule(t)`` evaluates it (NumPy, the
+    core's formula); for a per-step table t counts steps."""
+
+    kind: Kind
+    value: float = 1.0
+    gamma: float = 1.0
+    every: float = 1.0
+    start: float = 0.0
+    values: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    dt: float | None = None
+    interpolation: Literal["previous", "linear"] = "previous"
+
+    @property
+    def per_step(self) -> bool:
+        """A table indexed by the engine's step counter (no time spacing)."""
+        return self.kind == "table" and self.dt is None
+
+    @property
+    def identity(self) -> bool:
+        """s = 1 everywhere (what no schedule means)."""
+        return self.kind == "constant" and self.value == 1.0
+
+    def __call__(self, t: ArrayLike) -> NDArray[np.float64]:
+        t = np.asarray(t, dtype=np.float64)
+        u = np.maximum(t - self.start, 0.0)
+        if self.kind == "constant":
+            return np.full(t.shape, self.value)
+        if self.kind == "step":
+            return self.value * self.gamma ** np.floor(u / self.every)
+        if self.kind == "geometric":
+            return self.value * self.gamma ** (u / self.every)
+        if self.kind == "inverse_time":
+            return self.value / (1.0 + u / self.every)
+        n = self.values.size
+        x = np.maximum(t, 0.0) / (1.0 if self.dt is None else self.dt)
+        if self.dt is None or self.interpolation == "previous":
+            return self.values[np.minimum(np.floor(x), n - 1).astype(np.int64)]
+        return np.interp(x, np.arange(n, dtype=np.float64), self.values)
+
+    def _core(self) -> tuple[int, float, float, float, float, float, bool, bool, NDArray[np.float64]]:
+        """The tuple the core's ``schedule`` arguments take (cpp/bindings/schedule_arg.hpp)."""
+        return (_KIND_ID[self.kind], float(self.value), float(self.gamma), float(self.every), float(self.start),
+                1.0 if self.dt is None else float(self.dt), self.interpolation == "linear", self.per_step,
+                np.ascontiguousarray(self.values, dtype=np.float64))
+
+    def __repr__(self) -> str:
+        if self.kind == "table":
+            spacing = "per step" if self.dt is None else f"dt={self.dt:g}, {self.interpolation}"
+            return f"Schedule(table of {self.values.size} values, {spacing})"
+        extra = {"constant": "", "step": f", gamma={self.gamma:g}, every={self.every:g}",
+                 "geometric": f", gamma={self.gamma:g}, every={self.every:g}",
+                 "inverse_time": f", t0={self.every:g}"}[self.kind]
+        start = f", start={self.start:g}" if self.start else ""
+        return f"Schedule({self.kind}, value={self.value:g}{extra}{start})"
+
+
+def _fraction(x: Any, name: str) -> float:
+    g = positive(x, name, allow_zero=True)
+    if g > 1.0:
+        raise ValueError(f"{name}: expected a decay factor in [0, 1], got {describe(x)}")
+    return g
+
+
+def constant(value: float = 1.0) -> Schedule:
+    """s(t) = value."""
+    return Schedule("constant", value=positive(value, "value", allow_zero=True))
+
+
+def step_decay(gamma: float, every: float, start: float = 0.0) -> Schedule:
+    """s(t) = gamma^floor(max(t - start, 0) / every): the rate drops by ``gamma`` every ``every`` time units
+    after ``start``."""
+    return Schedule("step", gamma=_fraction(gamma, "gamma"), every=positive(every, "every"),
+                    start=positive(start, "start", allow_zero=True))
+
+
+def geometric(gamma: float, every: float = 1.0, start: float = 0.0) -> Schedule:
+    """s(t) = gamma^(max(t - start, 0) / every): continuous exponential decay, a factor ``gamma`` per ``every``
+    time units after ``start`` (per iteration for population descent with every = 1)."""
+    return Schedule("geometric", gamma=_fraction(gamma, "gamma"), every=positive(every, "every"),
+                    start=positive(start, "start", allow_zero=True))
+
+
+def inverse_time(t0: float, start: float = 0.0) -> Schedule:
+    """s(t) = 1 / (1 + max(t - start, 0) / t0): Saad & Solla's 1/t annealing, lr(t) = lr t0 / (t0 + t - start)
+    (asymptotically lr t0 / t)."""
+    return Schedule("inverse_time", every=positive(t0, "t0"), start=positive(start, "start", allow_zero=True))
+
+
+def _values(values: ArrayLike, name: str) -> NDArray[np.float64]:
+    v = as_float_array(values, name, ndim=1).copy()
+    if v.size == 0:
+        raise ValueError(f"{name}: expected at least one value")
+    if np.any(v < 0):
+        raise ValueError(f"{name}: expected values >= 0 (learning-rate multipliers), got min {v.min():g}")
+    v.flags.writeable = False
+    return v
+
+
+def per_step(values: ArrayLike) -> Schedule:
+    """s at step n = values[n] (the last value held after the end): one multiplier per iteration / SGD step."""
+    return Schedule("table", values=_values(values, "values"))
+
+
+def table(values: ArrayLike, dt: float, interpolation: Literal["previous", "linear"] = "linear") -> Schedule:
+    """s(t) from ``values`` at t_j = j dt: ``"linear"`` interpolation or ``"previous"`` (piecewise constant,
+    s = values[floor(t / dt)]); the end values are held outside [0, (n - 1) dt]."""
+    return Schedule("table", values=_values(values, "values"), dt=positive(dt, "dt"),
+                    interpolation=choice(interpolation, "interpolation", ("previous", "linear")))  # type: ignore[arg-type]
+
+
+def _evaluate(f: Callable[..., Any], t: NDArray[np.float64], name: str) -> NDArray[np.float64]:
+    """f on the grid t: one vectorised call when f maps the array to an array of its shape, else one call per
+    point (still all before the run)."""
+    try:
+        out = np.asarray(f(t), dtype=np.float64)
+    except Exception:
+        out = None
+    if out is None or out.shape != t.shape:
+        try:
+            out = np.array([float(f(float(x))) for x in t])
+        except Exception as exc:
+            raise ValueError(f"{name}: calling it on the schedule's times failed: {exc}") from exc
+    if not np.all(np.isfinite(out)) or np.any(out < 0):
+        raise ValueError(f"{name}: expected finite values >= 0 on [0, {t[-1]:g}]")
+    return out
+
+
+def from_function(f: Callable[..., Any], t_max: float, dt: float | None = None, n: int = 4097,
+                  interpolation: Literal["previous", "linear"] = "linear") -> Schedule:
+    """The callable ``f(t) -> s`` evaluated once on t_j = j dt over [0, t_max] (``dt`` default t_max / (n - 1))
+    into a :func:`table`."""
+    if not callable(f):
+        raise TypeError(f"f: expected a callable, got {describe(f)}")
+    T = positive(t_max, "t_max")
+    step = T / (integer(n, "n", 2) - 1) if dt is None else positive(dt, "dt")
+    t = np.arange(int(np.floor(T / step + 1e-9)) + 1, dtype=np.float64) * step
+    return table(_evaluate(f, t, "f"), step, interpolation)
+
+
+def as_schedule(schedule: Any, steps: int | None = None, step_time: float = 1.0,
+                t_max: float | None = None) -> Schedule | None:
+    """An engine's ``schedule`` argument as a Schedule (None when there is none, or it is the constant 1).
+
+    A Schedule as it is; an array: :func:`per_step`; a callable: evaluated once, per step (``f(n step_time)``,
+    n < ``steps``) for an engine with steps, else on 4097 points of [0, ``t_max``] with linear interpolation."""
+    if schedule is None:
+        return None
+    if isinstance(schedule, Schedule):
+        s = schedule
+    elif callable(schedule):
+        if steps is not None:
+            grid = np.arange(max(steps, 1), dtype=np.float64) * step_time
+            s = per_step(_evaluate(schedule, grid, "schedule"))
+        else:
+            if t_max is None:
+                raise ValueError("schedule: a callable needs the run's duration (t_max or times)")
+            s = from_function(schedule, t_max)
+    elif isinstance(schedule, (list, tuple, np.ndarray)):
+        s = per_step(schedule)
+    else:
+        raise TypeError(f"schedule: expected a twolayer.schedules.Schedule, an array of per-step multipliers or a "
+                        f"callable s(t), got {describe(schedule)}")
+    return None if s.identity else s
+
+
+def core_arg(schedule: Schedule | None) -> tuple[Any, ...] | None:
+    """What the core's ``schedule`` keyword takes (None: no schedule)."""
+    return None if schedule is None else schedule._core()
