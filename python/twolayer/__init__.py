@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _core, activations, kernels, landscape, networks, ode, population, sgd
+from . import _core, activations, kernels, landscape, networks, ode, population, scan, sgd
 from ._interrupt import Interrupted
 from .networks import Network
 from .overlaps import BatchOverlaps, Overlaps
@@ -37,5 +37,6 @@ __all__ = [
     "networks",
     "ode",
     "population",
+    "scan",
     "sgd",
 ]
