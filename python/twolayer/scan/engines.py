@@ -12,8 +12,8 @@ call, returning the group's arrays (configuration first).
 
 Initial conditions (``ode``, ``sgd``, ``descend``) are derived from ``(K, M, d, init, seed)``: the student and
 teacher of :func:`twolayer.networks.teacher_student` (``init`` "gaussian" or "orthogonal", activations,
-``scaling``, ``readout``), their overlaps for the ODE (with ``spherical=True`` every row is first scaled to
-|w|^2 = s, as projected SGD does with its initial weights); the ODE also takes ``init="plateau"``:
+``scaling``, ``readout``; with ``spherical=True`` every student and teacher row is scaled onto the sphere
+|w|^2 = s, as in seed 003), and their overlaps for the ODE; the ODE also takes ``init="plateau"``:
 :func:`twolayer.ode.plateau_overlaps` ``(K, M, q0, m0, seed)``. :func:`initial_overlaps` and
 :func:`initial_networks` give a configuration's start, so that a scan can be checked against single calls.
 """
@@ -148,19 +148,48 @@ def _hashable(v: Any) -> Any:
 # ------------------------------------------------------------------------------------------ initial conditions
 
 
-def initial_networks(config: Mapping[str, Any]) -> tuple[Any, Any]:
-    """(student, teacher) of a configuration: :func:`twolayer.networks.teacher_student` with its K, M, d,
-    activation, teacher_activation, init, seed, scaling, readout (defaults as in the ``ode``/``sgd`` engines)."""
-    from ..networks import teacher_student
-
+def _network_config(config: Mapping[str, Any]) -> dict[str, Any]:
     c = {k: d for k, (d, _) in _NETWORK.items()}
     c.update({k: v for k, v in config.items() if k in _NETWORK})
-    return teacher_student(c["K"], c["M"], c["d"], c["activation"], c["teacher_activation"], c["init"], c["seed"],
-                           c["scaling"], c["readout"])
+    c["spherical"] = bool(config.get("spherical", False))
+    return c
+
+
+def _weights(c: Mapping[str, Any]) -> tuple[NDArray[np.float64], NDArray[np.float64], float]:
+    """Student and teacher weight rows of a configuration, drawn exactly as
+    :func:`twolayer.networks.teacher_student` draws them (one (K + M, d) block from ``default_rng(seed)``), put on
+    the sphere |w|^2 = s where ``spherical``; and s."""
+    from ..networks import random_weights
+
+    K, d = c["K"], c["d"]
+    rng = np.random.default_rng(c["seed"])
+    if c["init"] == "gaussian":  # random_weights' Gaussian draw, without its per-call checks (done by the Scan)
+        W = rng.standard_normal((K + c["M"], d))
+    else:
+        W = random_weights(K + c["M"], d, c["init"], rng, c["scaling"])
+    s = float(d) if c["scaling"] == "sqrt_d" else 1.0
+    if c["spherical"]:  # seed 003: student and teacher rows on the sphere |w|^2 = s
+        W = W * (np.sqrt(s) / np.linalg.norm(W, axis=1))[:, None]
+    return W[:K], W[K:], s
+
+
+def initial_networks(config: Mapping[str, Any]) -> tuple[Any, Any]:
+    """(student, teacher) of a configuration: :func:`twolayer.networks.teacher_student` with its K, M, d,
+    activation, teacher_activation, init, seed, scaling, readout (defaults as in the ``ode``/``sgd`` engines);
+    with ``spherical=True`` every row scaled onto the sphere |w|^2 = s."""
+    from ..networks import Network
+
+    c = _network_config(config)
+    W, Wt, _ = _weights(c)
+    act = c["activation"]
+    return (Network(W, None, act, c["scaling"], c["readout"]),
+            Network(Wt, None, c["teacher_activation"] or act, c["scaling"], c["readout"]))
 
 
 def initial_overlaps(config: Mapping[str, Any]) -> Any:
-    """The :class:`~twolayer.Overlaps` an ``ode`` configuration starts from (see the module docstring)."""
+    """The :class:`~twolayer.Overlaps` an ``ode`` configuration starts from (see the module docstring); for
+    ``init`` "gaussian"/"orthogonal" without ``spherical`` they equal
+    ``Overlaps.from_networks(*initial_networks(config))`` bit for bit."""
     from ..overlaps import Overlaps
 
     Q, M, P, a, v = _overlap_arrays(ENGINES["ode"].complete(config))
@@ -170,20 +199,20 @@ def initial_overlaps(config: Mapping[str, Any]) -> Any:
 
 def _overlap_arrays(c: Mapping[str, Any]) -> tuple[NDArray[np.float64], ...]:
     from ..ode import plateau_overlaps
-    from ..overlaps import gram
 
     if c["init"] == "plateau":
         ov = plateau_overlaps(c["K"], c["M"], c["q0"], c["m0"], c["seed"])
         return ov.Q, ov.M, ov.P, ov.a, ov.v
-    student, teacher = initial_networks(c)
-    W, Wt, s = student.W, teacher.W, student.scale
-    if c["spherical"]:
-        W = W * (np.sqrt(s) / np.linalg.norm(W, axis=1))[:, None]
-    Q = gram(W, W, s, "student.W")
-    if c["spherical"]:
-        np.fill_diagonal(Q, 1.0)  # |w_i|^2 = s up to rounding: exactly on the sphere
-    return Q, gram(W, Wt, s, "student.W, teacher.W"), gram(Wt, Wt, s, "teacher.W"), student.effective_a, \
-        teacher.effective_a
+    W, Wt, s = _weights(c)
+    # the products of overlaps.gram (W W^T / s), unchecked here: BatchOverlaps checks the whole stack at once
+    Q, P = W @ W.T / s, Wt @ Wt.T / s
+    if c["spherical"]:  # |w_i|^2 = s up to rounding: exactly on the sphere
+        np.fill_diagonal(Q, 1.0)
+        np.fill_diagonal(P, 1.0)
+    mean = c["readout"] == "mean"
+    a = np.full(c["K"], 1.0 / c["K"] if mean else 1.0)
+    v = np.full(c["M"], 1.0 / c["M"] if mean else 1.0)
+    return Q, W @ Wt.T / s, P, a, v
 
 
 # ------------------------------------------------------------------------------------------ ode

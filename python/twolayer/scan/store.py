@@ -80,27 +80,34 @@ def prepare(store: str | Path, scan: Scan, n_groups: int, resume: bool) -> set[i
 
 
 def complete_groups(store: str | Path) -> set[int]:
-    """The ids of the groups whose ``complete`` marker is written."""
-    zarr = _zarr()
-    try:
-        groups = zarr.open_group(str(store), path="groups", mode="r")
-    except Exception:
-        return set()
+    """The ids of the groups whose ``complete`` marker is written. Read from the group directories' metadata
+    (``groups/g*/zarr.json``, which Zarr replaces atomically), not through Zarr's hierarchy listing, which trips
+    over the temporary files of groups being written at the same moment by other workers."""
     done = set()
-    for name in groups.group_keys():
-        try:
-            if groups[name].attrs.get("complete") is True:
-                done.add(int(name[1:]))
-        except Exception:  # a group whose metadata was cut short by a kill: not complete
+    for meta in Path(store, "groups").glob("g*/zarr.json"):
+        name = meta.parent.name
+        if len(name) != 8 or not name[1:].isdigit():
             continue
+        try:
+            attrs = json.loads(meta.read_text()).get("attributes", {})
+        except (OSError, ValueError):  # vanished or unreadable: not complete
+            continue
+        if attrs.get("complete") is True:
+            done.add(int(name[1:]))
     return done
 
 
 def write_group(store: str | Path, name: str, indices: list[int], part: Part) -> None:
-    """Write one group's results (overwriting a partial earlier attempt), then its completion marker."""
-    zarr = _zarr()
-    grp = zarr.open_group(str(store), path=f"groups/{name}", mode="w")
-    grp.create_array("_index", data=np.asarray(indices, dtype=np.int64))
+    """Write one group's results (overwriting a partial earlier attempt; every array one chunk), then its
+    completion marker. The arrays are written concurrently (Zarr's asynchronous API): one round trip per
+    group, not one per array."""
+    import asyncio
+
+    from zarr.api.asynchronous import open_group
+    from zarr.core.sync import sync
+
+    arrays: dict[str, tuple[NDArray[Any], dict[str, Any]]] = {
+        "_index": (np.asarray(indices, dtype=np.int64), {"dims": ["config"], "role": "index"})}
     for role, table in (("data", part.data), ("coord", part.coords)):
         for key, (dims, values) in table.items():
             arr = np.asarray(values)
@@ -109,26 +116,45 @@ def write_group(store: str | Path, name: str, indices: list[int], part: Part) ->
                 categories, codes = np.unique(arr, return_inverse=True)
                 attrs["categories"] = categories.tolist()
                 arr = codes.reshape(arr.shape).astype(np.int32)
-            z = grp.create_array(key, data=np.ascontiguousarray(arr))
-            z.attrs.update(attrs)
-    grp.attrs["complete"] = True
+            arrays[key] = (np.ascontiguousarray(arr), attrs)
+
+    async def write() -> None:
+        grp = await open_group(store=str(store), path=f"groups/{name}", mode="w")
+        await asyncio.gather(*(grp.create_array(key, data=arr, chunks=arr.shape if arr.size else "auto",
+                                                attributes=attrs) for key, (arr, attrs) in arrays.items()))
+        await grp.update_attributes({"complete": True})
+
+    _zarr()
+    sync(write())
 
 
 def read_group(store: str | Path, gid: int) -> tuple[NDArray[np.int64], Part]:
-    """One finished group: its configuration indices and results."""
-    zarr = _zarr()
-    grp = zarr.open_group(str(store), path=f"groups/g{gid:07d}", mode="r")
+    """One finished group: its configuration indices and results (arrays read concurrently)."""
+    import asyncio
+
+    from zarr.api.asynchronous import open_group
+    from zarr.core.sync import sync
+
+    async def read() -> list[tuple[str, dict[str, Any], NDArray[Any]]]:
+        grp = await open_group(store=str(store), path=f"groups/g{gid:07d}", mode="r")
+        members = [a async for _, a in grp.arrays()]
+
+        async def one(a: Any) -> tuple[str, dict[str, Any], NDArray[Any]]:
+            return a.basename, dict(a.attrs), np.asarray(await a.getitem(...))
+
+        return list(await asyncio.gather(*(one(a) for a in members)))
+
+    _zarr()
     part = Part({}, {})
-    for key in grp.array_keys():
+    index = np.zeros(0, dtype=np.int64)
+    for key, attrs, values in sync(read()):
         if key == "_index":
+            index = values.astype(np.int64)
             continue
-        z = grp[key]
-        attrs = dict(z.attrs)
-        values = z[...]
         if "categories" in attrs:
             values = np.asarray(attrs["categories"], dtype=str)[values] if values.size else values.astype(str)
         (part.data if attrs["role"] == "data" else part.coords)[key] = (tuple(attrs["dims"]), values)
-    return np.asarray(grp["_index"][...], dtype=np.int64), part
+    return index, part
 
 
 def definition(store: str | Path) -> Scan:
@@ -219,7 +245,7 @@ def assemble(scan: Scan, parts: Iterable[tuple[Any, Part]]) -> Any:
     rename = {k: _RENAME.get(k, f"param_{k}") for k in [*scan.coords, *grid] if k in specs or k in shared}
     data = {}
     for k, (dims, _, _) in specs.items():
-        data[k] = ((*(rename.get(g, g) for g in grid), *dims), full[k].reshape(*grid.values(), *full[k].shape[1:]),
+        data[k] = ((*(rename.get(g, g) for g in grid), *dims), full[k].reshape((*grid.values(), *full[k].shape[1:])),
                    _labels(k, unit))
     coords: dict[str, Any] = {rename.get(name, name): (rename.get(dim, dim), values,
                                                            _labels(rename.get(name, name), unit))
