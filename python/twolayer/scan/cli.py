@@ -150,7 +150,7 @@ def _run(args: argparse.Namespace) -> int:
         writer.writerows(rows)
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.6), constrained_layout=True)
-    for e, ds in results.items():
+    for ds in results.values():
         t = ds["t"].values
         tt = np.where(t > 0, t, np.nan)
         if "run" in ds["risk"].dims:

@@ -78,13 +78,14 @@ def _seeds(x: Any, n: str) -> Any:
     return integer(x, n, 1, 2**32 - 1)
 
 
-_NETWORK = {
+_Params = dict[str, tuple[Any, Any]]
+_NETWORK: _Params = {
     "K": (2, _int(1)), "M": (2, _int(1)), "d": (1000, _int(1)), "init": ("gaussian", None), "seed": (0, seed_arg),
     "activation": ("erf", _act), "teacher_activation": (None, _act), "scaling": ("sqrt_d", _choice("sqrt_d", "none")),
     "readout": ("sum", _choice("sum", "mean")),
 }
-_RATES = {"lr": (REQUIRED, _nonneg), "lr_readout": (0.0, _nonneg), "noise": (0.0, _nonneg)}
-_STOP = {"risk_tol": (None, _pos), "risk_rtol": (None, _pos)}
+_RATES: _Params = {"lr": (REQUIRED, _nonneg), "lr_readout": (0.0, _nonneg), "noise": (0.0, _nonneg)}
+_STOP: _Params = {"risk_tol": (None, _pos), "risk_rtol": (None, _pos)}
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,7 @@ class Engine:
     computes one group (list of full configurations) into a :class:`Part`."""
 
     name: str
-    params: Mapping[str, tuple[Any, Callable[[Any, str], Any] | None]]
+    params: Mapping[str, tuple[Any, Any]]  # (default or REQUIRED, check(value, where) or None)
     run: Callable[[list[dict[str, Any]]], Part]
     group_size: int
     batched: frozenset[str] | None = None
@@ -132,13 +133,15 @@ class Engine:
         out.update(config)
         return out
 
-    def group_key(self, config: Mapping[str, Any]) -> tuple[Any, ...]:
-        """Configurations with equal keys may run in one call."""
+    def group_names(self, config: Mapping[str, Any]) -> tuple[str, ...]:
+        """The parameters whose values must agree inside one group (for configurations with these keys)."""
         if self.batched is None:
-            keys: Any = self.shape_keys
-        else:
-            keys = sorted(k for k in config if k not in self.batched)
-        return tuple((k, _hashable(config.get(k))) for k in keys)
+            return self.shape_keys
+        return tuple(sorted(k for k in config if k not in self.batched))
+
+    def group_key(self, config: Mapping[str, Any], names: tuple[str, ...] | None = None) -> tuple[Any, ...]:
+        """Configurations with equal keys may run in one call (``names``: :meth:`group_names`, if known)."""
+        return tuple(_hashable(config.get(k)) for k in (self.group_names(config) if names is None else names))
 
 
 def _hashable(v: Any) -> Any:
@@ -227,9 +230,17 @@ def _run_ode(configs: list[dict[str, Any]]) -> Part:
     from ..overlaps import BatchOverlaps
 
     c0 = configs[0]
-    arrays = [_overlap_arrays(c) for c in configs]
-    stack = BatchOverlaps(*(np.stack([a[i] for a in arrays]) for i in range(5)),
-                          _label=lambda b, f: f"configuration {b} of the group: {f}")
+    # one derivation per distinct start: an lr x seed grid draws each seed's networks once
+    init_keys = ("K", "M", "d", "init", "seed", "q0", "m0", "scaling", "readout", "spherical")
+    cache: dict[tuple[Any, ...], tuple[NDArray[np.float64], ...]] = {}
+    arrays = []
+    for c in configs:
+        key = tuple(c[k] for k in init_keys)
+        if key not in cache:
+            cache[key] = _overlap_arrays(c)
+        arrays.append(cache[key])
+    Q, M, P, a, v = (np.stack([x[i] for x in arrays]) for i in range(5))
+    stack = BatchOverlaps(Q, M, P, a, v, _label=lambda b, f: f"configuration {b} of the group: {f}")
     act = c0["activation"]
     res = integrate_batch(
         stack, act, c0["teacher_activation"] or act, lr=_per(configs, "lr"), lr_readout=_per(configs, "lr_readout"),
@@ -238,7 +249,8 @@ def _run_ode(configs: list[dict[str, Any]]) -> Part:
         risk_tol=_per(configs, "risk_tol"), risk_rtol=_per(configs, "risk_rtol"), n_points=c0["n_points"],
         h_max=c0["h_max"], max_steps=c0["max_steps"], n_threads=c0["n_threads"])
     data: dict[str, tuple[tuple[str, ...], NDArray[Any]]] = {
-        "risk": (("t",), res.risk), "Q": (("t", "student", "student2"), res.Q), "M": (("t", "student", "teacher"), res.M),
+        "risk": (("t",), res.risk), "Q": (("t", "student", "student2"), res.Q),
+        "M": (("t", "student", "teacher"), res.M),
         "a": (("t", "student"), res.a), "P": (("teacher", "teacher2"), np.ascontiguousarray(res.P)),
         "v": (("teacher",), np.ascontiguousarray(res.v)),
     }
@@ -248,7 +260,7 @@ def _run_ode(configs: list[dict[str, Any]]) -> Part:
     return Part(data, {"t": (("t",), res.t)})
 
 
-_ODE_PARAMS = {
+_ODE_PARAMS: _Params = {
     **_NETWORK, "init": ("gaussian", _choice("gaussian", "orthogonal", "plateau")), "q0": (0.25, _pos),
     "m0": (1e-3, None), **_RATES, **_STOP, "regime": ("online", _choice("online", "gradient_flow")),
     "spherical": (False, boolean), "t_max": (REQUIRED, _pos), "method": ("adaptive", _choice("euler", "rk4",
@@ -296,7 +308,7 @@ def _run_sgd(configs: list[dict[str, Any]]) -> Part:
     return Part(data, {"t": (("t",), ens.t), "run_id": (("run",), np.array(ids, dtype=np.int64))})
 
 
-_SGD_PARAMS = {
+_SGD_PARAMS: _Params = {
     **_NETWORK, "init": ("gaussian", _choice("gaussian", "orthogonal")), **_RATES,
     "risk_tol": (None, _pos), "risk_rtol": (None, _pos), "batch_size": (1, _int(1)), "spherical": (False, boolean),
     "t_max": (REQUIRED, _pos), "seeds": (1, _seeds), "n_samples": (None, lambda x, n: integer(x, n, 1, 2**32 - 1)),
@@ -308,6 +320,7 @@ _SGD_PARAMS = {
 
 
 def _stack_parts(rows: list[dict[str, tuple[tuple[str, ...], Any]]]) -> dict[str, tuple[tuple[str, ...], Any]]:
+    # rows: name -> (dims, array) per configuration
     """The rows of a group stacked, each padded to the largest shape (a run that stopped early has fewer
     records) with :func:`fill_value`."""
     out = {}
@@ -316,7 +329,7 @@ def _stack_parts(rows: list[dict[str, tuple[tuple[str, ...], Any]]]) -> dict[str
         shape = tuple(max(s) for s in zip(*(a.shape for a in arrays), strict=True))
         full = np.full((len(arrays), *shape), fill_value(arrays[0].dtype), dtype=np.result_type(*arrays))
         for i, a in enumerate(arrays):
-            full[(i, *(slice(0, n) for n in a.shape))] = a
+            full[(i,) + tuple(slice(0, n) for n in a.shape)] = a
         out[k] = (dims, full)
     return out
 
@@ -324,7 +337,8 @@ def _stack_parts(rows: list[dict[str, tuple[tuple[str, ...], Any]]]) -> dict[str
 def _run_descend(configs: list[dict[str, Any]]) -> Part:
     from ..population import descend
 
-    rows, t = [], None
+    rows: list[dict[str, tuple[tuple[str, ...], Any]]] = []
+    t = None
     for c in configs:  # the group shares steps and records: every run records at the same iterations
         student, teacher = initial_networks(c)
         tr = descend(student, teacher, c["lr"], c["steps"], c["lr_readout"], c["records"], c["n_threads"])
@@ -336,7 +350,7 @@ def _run_descend(configs: list[dict[str, Any]]) -> Part:
     return Part(_stack_parts(rows), {"t": (("t",), t)})
 
 
-_DESCEND_PARAMS = {
+_DESCEND_PARAMS: _Params = {
     **_NETWORK, "init": ("gaussian", _choice("gaussian", "orthogonal")), "lr": (REQUIRED, _pos),
     "lr_readout": (0.0, _nonneg), "steps": (REQUIRED, lambda x, n: integer(x, n, 0)), "records": (100, _int(2)),
     "n_threads": (None, _int(1)),
@@ -346,7 +360,7 @@ _DESCEND_PARAMS = {
 def _run_multistart(configs: list[dict[str, Any]]) -> Part:
     from ..landscape import multistart
 
-    rows = []
+    rows: list[dict[str, tuple[tuple[str, ...], Any]]] = []
     names = ("k", "runs", "init", "seed", "d", "train_readout", "activation", "max_iter", "gtol", "memory", "tol",
              "n_threads")
     for c in configs:
@@ -358,7 +372,7 @@ def _run_multistart(configs: list[dict[str, Any]]) -> Part:
     return Part(_stack_parts(rows))
 
 
-_MULTISTART_PARAMS = {
+_MULTISTART_PARAMS: _Params = {
     "k": (REQUIRED, _int(1)), "runs": (REQUIRED, _int(1)), "init": ("xavier", _choice("xavier", "gaussian",
                                                                                         "orthogonal")),
     "seed": (0, seed_arg), "d": (None, _int(1)), "train_readout": (False, boolean), "activation": ("relu", _act),
@@ -396,12 +410,12 @@ def _function_engine(fn: Callable[..., Any], name: str) -> Engine:
 
 def _function_runner(fn: Callable[..., Any]) -> Callable[[list[dict[str, Any]]], Part]:
     def run(configs: list[dict[str, Any]]) -> Part:
-        rows = []
+        rows: list[dict[str, tuple[tuple[str, ...], Any]]] = []
         for i, c in enumerate(configs):
             out = fn(**c)
             if not isinstance(out, Mapping):
                 raise TypeError(f"engine: the function must return a dict of arrays, got {type(out).__name__}")
-            row = {}
+            row: dict[str, tuple[tuple[str, ...], Any]] = {}
             for k, v in out.items():
                 arr = np.asarray(v)
                 if arr.dtype.kind not in "biufU":

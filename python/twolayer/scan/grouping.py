@@ -32,9 +32,12 @@ def make_groups(scan: Scan) -> list[Group]:
     eng = engine_for(scan.engine)
     size = scan.resolved_group_size
     keyed: dict[tuple[Any, ...], list[tuple[int, dict[str, Any]]]] = {}
+    defaults = eng.complete({})
+    # every configuration has the same parameter names, and only scanned ones can differ between configurations
+    names = tuple(n for n in eng.group_names({**defaults, **next(scan.configs())}) if n in scan.coords)
     for i, cfg in enumerate(scan.configs()):
-        full = eng.complete(cfg)
-        keyed.setdefault(eng.group_key(full), []).append((i, full))
+        full = {**defaults, **cfg}
+        keyed.setdefault(eng.group_key(full, names), []).append((i, full))
     chunks = [members[s:s + size] for members in keyed.values() for s in range(0, len(members), size)]
     chunks.sort(key=lambda c: c[0][0])
     return [Group(g, [i for i, _ in c], [cfg for _, cfg in c]) for g, c in enumerate(chunks)]

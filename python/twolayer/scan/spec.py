@@ -245,10 +245,12 @@ def _plain_list(values: Any, where: str) -> list[Any]:
 def read_toml(path: str | Path) -> dict[str, Any]:
     """The table of a TOML file; a missing file raises FileNotFoundError, a syntax error ValueError naming the
     file."""
-    try:
+    import sys
+
+    if sys.version_info >= (3, 11):
         import tomllib as toml
-    except ImportError:  # pragma: no cover - Python 3.10
-        import tomli as toml  # type: ignore[no-redef]
+    else:  # pragma: no cover - Python 3.10: the tomli backport (in the scan extra)
+        import tomli as toml
     p = Path(path)
     try:
         with p.open("rb") as f:

@@ -12,8 +12,8 @@ Layout::
 A group is complete when its ``complete`` attribute is set: it is written after every array of the group, so a
 process killed while writing (even by SIGKILL) leaves an incomplete group, which is recomputed and overwritten on
 resumption. Workers write their own groups (each its own Zarr group: no two writers share a chunk), so the client
-never holds the results. Arrays are stored losslessly (float64, Zstandard), so a dataset read back is bitwise the
-one computed.
+never holds the results. Arrays are stored as they are (float64, uncompressed: trajectories of doubles barely
+compress, and Zstandard tripled the write time of a group), so a dataset read back is bitwise the one computed.
 """
 
 from __future__ import annotations
@@ -38,7 +38,10 @@ def _zarr() -> Any:
     try:
         import zarr
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("a scan store needs zarr: pip install 'twolayer[scan]'") from exc
+        raise ImportError("store: a scan store needs zarr >= 3 (Python >= 3.11): pip install 'twolayer[scan]'") \
+            from exc
+    if int(zarr.__version__.split(".")[0]) < 3:  # pragma: no cover - depends on the environment
+        raise ImportError(f"store: a scan store needs zarr >= 3 (Python >= 3.11), found zarr {zarr.__version__}")
     return zarr
 
 
@@ -121,7 +124,8 @@ def write_group(store: str | Path, name: str, indices: list[int], part: Part) ->
     async def write() -> None:
         grp = await open_group(store=str(store), path=f"groups/{name}", mode="w")
         await asyncio.gather(*(grp.create_array(key, data=arr, chunks=arr.shape if arr.size else "auto",
-                                                attributes=attrs) for key, (arr, attrs) in arrays.items()))
+                                                attributes=attrs, compressors=None)
+                               for key, (arr, attrs) in arrays.items()))
         await grp.update_attributes({"complete": True})
 
     _zarr()
@@ -196,8 +200,8 @@ def assemble(scan: Scan, parts: Iterable[tuple[Any, Part]]) -> Any:
     the engine's own dimensions (``run``, ``t``, ``student``, ...); every scanned parameter is a coordinate, the
     constants, the definition and the package version are attributes. Shapes that differ between groups (K, M)
     are padded (NaN, -1 or ""); a scanned parameter named like a result variable is renamed (``M`` ->
-    ``n_teacher``, others ``param_<name>``); output times that differ between groups (e.g. a scanned ``t_max``) become the
-    per-configuration variable ``time`` on a ``t`` dimension without coordinate."""
+    ``n_teacher``, others ``param_<name>``); output times that differ between groups (e.g. a scanned ``t_max``)
+    become the per-configuration variable ``time`` on a ``t`` dimension without coordinate."""
     from ..results import _xarray
 
     xr = _xarray()
@@ -215,12 +219,13 @@ def assemble(scan: Scan, parts: Iterable[tuple[Any, Part]]) -> Any:
         if all(v[0] == vals[0][0] and v[1].shape == vals[0][1].shape and np.array_equal(v[1], vals[0][1])
                for v in vals):
             shared[k] = vals[0]
-    specs: dict[str, tuple[tuple[str, ...], list[int], np.dtype[Any]]] = {}
+    specs: dict[str, tuple[tuple[str, ...], list[int], Any]] = {}
     for _, part in collected:
         for k, v in part.coords.items():
             if k not in shared:
                 per_config["time" if k == "t" else f"{k}_values"] = v
-        items = [(k, (dims, arr.shape[1:], arr.dtype)) for k, (dims, arr) in part.data.items()]
+        items: list[tuple[str, tuple[tuple[str, ...], tuple[int, ...], Any]]] = [
+            (k, (dims, arr.shape[1:], arr.dtype)) for k, (dims, arr) in part.data.items()]
         items += [("time" if k == "t" else f"{k}_values", (dims, arr.shape, arr.dtype)) for k, (dims, arr) in
                   part.coords.items() if k not in shared]
         for k, (dims, shape, dtype) in items:
@@ -231,8 +236,8 @@ def assemble(scan: Scan, parts: Iterable[tuple[Any, Part]]) -> Any:
             else:
                 specs[k] = (dims, list(shape), dtype)
     full: dict[str, NDArray[Any]] = {}
-    for k, (_, shape, dtype) in specs.items():
-        full[k] = np.full((n, *shape), fill_value(dtype), dtype=dtype)
+    for k, (_, dims_shape, dtype) in specs.items():
+        full[k] = np.full((n, *dims_shape), fill_value(dtype), dtype=dtype)
     for idx, part in collected:
         idx = np.asarray(idx, dtype=np.int64)
         rows: dict[str, NDArray[Any]] = {k: arr for k, (_, arr) in part.data.items()}
@@ -240,7 +245,7 @@ def assemble(scan: Scan, parts: Iterable[tuple[Any, Part]]) -> Any:
             if k not in shared:
                 rows["time" if k == "t" else f"{k}_values"] = np.broadcast_to(arr, (len(idx), *arr.shape))
         for k, arr in rows.items():
-            full[k][(idx, *(slice(0, s) for s in arr.shape[1:]))] = arr
+            full[k][(idx,) + tuple(slice(0, s) for s in arr.shape[1:])] = arr
     unit = "t = steps / d" if scan.engine_name in ("ode", "sgd") else "iterations"
     rename = {k: _RENAME.get(k, f"param_{k}") for k in [*scan.coords, *grid] if k in specs or k in shared}
     data = {}
