@@ -131,6 +131,8 @@ def _quadratic(x, c=0.0):
      r"constants\.activation: "),
     ({"engine": "sgd", "constants": {"t_max": 1.0, "lr": 1.0, "seeds": 0}}, r"constants\.seeds: expected an integer"),
     ({"engine": "tests.nowhere:fn"}, r"engine: cannot import"),
+    ({"engine": "ode", "constants": {"t_max": 1.0, "lr": 1.0}, "zip": {"s": {"K": [1, 0], "M": [1, 2]}}},
+     r"zip\.s\.K\[1\]: expected an integer in \[1, "),
 ])
 def test_bad_definitions_name_the_key(definition, match):
     with pytest.raises((ValueError, TypeError), match=match):

@@ -85,10 +85,10 @@ def _scan(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 130
     finally:
-        if executor is not None:
-            executor.shutdown() if hasattr(executor, "shutdown") else None
-            if hasattr(executor, "close"):
-                executor.close()
+        if args.workers is not None:
+            executor.shutdown(cancel_futures=True)
+        elif executor is not None:  # our client only: the cluster stays up
+            executor.close()
     print(f"{len(scan)} configurations in {summary.groups} groups: {summary.computed} computed, {summary.skipped} "
           f"already stored; {time.perf_counter() - start:.1f} s; store {store}")
     return 0

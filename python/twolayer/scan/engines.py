@@ -114,13 +114,14 @@ class Engine:
             if default is REQUIRED and name not in given:
                 raise ValueError(f"{name}: engine {self.name!r} needs it (give it in constants or as an axis)")
 
-    def check_values(self, constants: Mapping[str, Any], axes: Mapping[str, list[Any]]) -> None:
-        """Every given value through its parameter's check (errors name ``constants.x`` or ``axes.x[i]``)."""
+    def check_values(self, constants: Mapping[str, Any], axes: Mapping[str, tuple[str, list[Any]]]) -> None:
+        """Every given value through its parameter's check; ``axes``: name -> (where, values). Errors name
+        ``constants.x``, ``axes.x[i]`` or ``zip.dim.x[i]``."""
         for name, value in constants.items():
             self._check(name, value, f"constants.{name}")
-        for name, values in axes.items():
+        for name, (where, values) in axes.items():
             for i, value in enumerate(values):
-                self._check(name, value, f"axes.{name}[{i}]")
+                self._check(name, value, f"{where}[{i}]")
 
     def _check(self, name: str, value: Any, where: str) -> None:
         spec = self.params.get(name)

@@ -147,7 +147,8 @@ class Scan:
         object.__setattr__(self, "zip", zipped)
         # every value of every parameter through the engine's checks (one config per axis value suffices: the
         # checks are per parameter), so that a bad value fails here, not in the middle of a run
-        eng.check_values(constants, {**axes, **{k: v for cols in zipped.values() for k, v in cols.items()}})
+        eng.check_values(constants, {**{k: (f"axes.{k}", v) for k, v in axes.items()},
+                                     **{k: (f"zip.{d}.{k}", v) for d, cols in zipped.items() for k, v in cols.items()}})
 
     # ------------------------------------------------------------------ construction from data
 

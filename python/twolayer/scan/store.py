@@ -5,15 +5,17 @@ Layout::
 
     scan.zarr/                  attrs: scan_hash, scan_definition (JSON), engine, n_configs, n_groups,
                                 twolayer_version
-    scan.zarr/groups/g0000007/  one group: ``_index`` (its flat configuration indices) and one array per result
-                                (configuration first; attrs ``dims``, strings stored as int32 codes with their
-                                ``categories``); attr ``complete = true`` written last
+    scan.zarr/groups/g0000007/  one group: ``_index`` (its flat configuration indices), ``float64`` and
+                                ``int64`` (its results, configuration first, raveled: see :func:`write_group`);
+                                attrs ``variables`` and ``complete = true``, written last
 
 A group is complete when its ``complete`` attribute is set: it is written after every array of the group, so a
 process killed while writing (even by SIGKILL) leaves an incomplete group, which is recomputed and overwritten on
 resumption. Workers write their own groups (each its own Zarr group: no two writers share a chunk), so the client
 never holds the results. Arrays are stored as they are (float64, uncompressed: trajectories of doubles barely
 compress, and Zstandard tripled the write time of a group), so a dataset read back is bitwise the one computed.
+Strings (status, message) keep their values, not their fixed width: a dataset read back has the width of its
+longest string.
 """
 
 from __future__ import annotations
@@ -101,64 +103,57 @@ def complete_groups(store: str | Path) -> set[int]:
 
 
 def write_group(store: str | Path, name: str, indices: list[int], part: Part) -> None:
-    """Write one group's results (overwriting a partial earlier attempt; every array one chunk), then its
-    completion marker. The arrays are written concurrently (Zarr's asynchronous API): one round trip per
-    group, not one per array."""
-    import asyncio
+    """Write one group's results (overwriting a partial earlier attempt), then its completion marker.
 
-    from zarr.api.asynchronous import open_group
-    from zarr.core.sync import sync
-
-    arrays: dict[str, tuple[NDArray[Any], dict[str, Any]]] = {
-        "_index": (np.asarray(indices, dtype=np.int64), {"dims": ["config"], "role": "index"})}
+    A group is three one-chunk arrays: ``_index`` (its configurations), ``float64`` and ``int64`` (every result
+    of that kind, raveled and concatenated; strings as int codes), described by the group attribute
+    ``variables`` (name, role, dims, shape, dtype, offset, string categories). Zarr's cost is per array (~5-10 ms
+    here), so a group of any number of variables costs three."""
+    zarr = _zarr()
+    variables: list[dict[str, Any]] = []
+    blocks: dict[str, list[NDArray[Any]]] = {"float64": [], "int64": []}
+    sizes = {"float64": 0, "int64": 0}
     for role, table in (("data", part.data), ("coord", part.coords)):
         for key, (dims, values) in table.items():
             arr = np.asarray(values)
-            attrs: dict[str, Any] = {"dims": list(dims), "role": role}
+            entry: dict[str, Any] = {"name": key, "role": role, "dims": list(dims), "shape": list(arr.shape),
+                                     "dtype": arr.dtype.str}
             if arr.dtype.kind == "U":
                 categories, codes = np.unique(arr, return_inverse=True)
-                attrs["categories"] = categories.tolist()
-                arr = codes.reshape(arr.shape).astype(np.int32)
-            arrays[key] = (np.ascontiguousarray(arr), attrs)
-
-    async def write() -> None:
-        grp = await open_group(store=str(store), path=f"groups/{name}", mode="w")
-        await asyncio.gather(*(grp.create_array(key, data=arr, chunks=arr.shape if arr.size else "auto",
-                                                attributes=attrs, compressors=None)
-                               for key, (arr, attrs) in arrays.items()))
-        await grp.update_attributes({"complete": True})
-
-    _zarr()
-    sync(write())
+                entry["categories"] = categories.tolist()
+                arr = codes.reshape(arr.shape)
+            elif arr.dtype.kind not in "biuf":
+                raise TypeError(f"{key}: cannot store values of dtype {arr.dtype}")
+            kind = "float64" if arr.dtype.kind == "f" else "int64"
+            flat = np.ascontiguousarray(arr, dtype=kind).ravel()
+            entry["block"], entry["offset"] = kind, sizes[kind]
+            blocks[kind].append(flat)
+            sizes[kind] += flat.size
+            variables.append(entry)
+    grp = zarr.open_group(str(store), path=f"groups/{name}", mode="w")
+    for kind, arrays in (("_index", [np.asarray(indices, dtype=np.int64)]), *blocks.items()):
+        data = np.concatenate(arrays) if arrays else np.zeros(0, dtype=kind if kind != "_index" else np.int64)
+        grp.create_array(kind, data=data, chunks=(max(data.size, 1),), compressors=None)
+    grp.update_attributes({"variables": variables, "complete": True})  # one metadata write, last
 
 
 def read_group(store: str | Path, gid: int) -> tuple[NDArray[np.int64], Part]:
-    """One finished group: its configuration indices and results (arrays read concurrently)."""
-    import asyncio
-
-    from zarr.api.asynchronous import open_group
-    from zarr.core.sync import sync
-
-    async def read() -> list[tuple[str, dict[str, Any], NDArray[Any]]]:
-        grp = await open_group(store=str(store), path=f"groups/g{gid:07d}", mode="r")
-        members = [a async for _, a in grp.arrays()]
-
-        async def one(a: Any) -> tuple[str, dict[str, Any], NDArray[Any]]:
-            return a.basename, dict(a.attrs), np.asarray(await a.getitem(...))
-
-        return list(await asyncio.gather(*(one(a) for a in members)))
-
-    _zarr()
+    """One finished group: its configuration indices and results, bitwise as written."""
+    zarr = _zarr()
+    grp = zarr.open_group(str(store), path=f"groups/g{gid:07d}", mode="r")
+    blocks = {kind: np.asarray(grp[kind][...]) for kind in ("float64", "int64")}
     part = Part({}, {})
-    index = np.zeros(0, dtype=np.int64)
-    for key, attrs, values in sync(read()):
-        if key == "_index":
-            index = values.astype(np.int64)
-            continue
-        if "categories" in attrs:
-            values = np.asarray(attrs["categories"], dtype=str)[values] if values.size else values.astype(str)
-        (part.data if attrs["role"] == "data" else part.coords)[key] = (tuple(attrs["dims"]), values)
-    return index, part
+    for v in grp.attrs["variables"]:
+        shape = tuple(v["shape"])
+        n = int(np.prod(shape, dtype=np.int64))
+        flat = blocks[v["block"]][v["offset"]:v["offset"] + n]
+        if "categories" in v:
+            values = np.asarray(v["categories"], dtype=np.str_)[flat].reshape(shape) if n else \
+                np.zeros(shape, dtype=np.str_)
+        else:
+            values = flat.reshape(shape).astype(np.dtype(v["dtype"]))
+        (part.data if v["role"] == "data" else part.coords)[v["name"]] = (tuple(v["dims"]), values)
+    return np.asarray(grp["_index"][...], dtype=np.int64), part
 
 
 def definition(store: str | Path) -> Scan:
