@@ -1,4 +1,5 @@
-"""Command line: ``twolayer demo`` (the main job) and ``twolayer info``.
+"""Command line: ``twolayer demo`` (the main job), ``twolayer info``, and the scan commands ``twolayer run``,
+``twolayer scan``, ``twolayer plot`` (:mod:`twolayer.scan.cli`).
 
 Expected failures (an output directory that cannot be written, a missing optional dependency) print one line
 ``twolayer: <what went wrong>`` to stderr and exit with status 1; bad arguments are argparse's (status 2)."""
@@ -52,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("info", help="print the build configuration (version, OpenMP, threads, CUDA)",
                        description="Print the build configuration of the compiled core.")
     p.set_defaults(func=_info)
+    from .scan.cli import add_commands  # run, scan, plot
+
+    add_commands(sub)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))
@@ -60,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         text = exc.strerror if exc.filename is None and exc.strerror else str(exc)
         return _fail(text)
     except ImportError as exc:  # an optional dependency (matplotlib for demo.png)
+        return _fail(str(exc))
+    except (ValueError, TypeError) as exc:  # a bad config file (twolayer run / scan), naming the key
         return _fail(str(exc))
 
 

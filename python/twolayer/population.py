@@ -23,8 +23,8 @@ from ._validation import INT32_MAX, as_float_array, boolean, integer, n_threads_
 from .networks import Network, check_network
 from .overlaps import check_pair, gram
 from .results import Trajectory
-from .targets import HermiteTarget, is_target
 from .schedules import Schedule, as_schedule, core_arg
+from .targets import HermiteTarget, is_target
 
 _CoreArgs = tuple[NDArray[np.float64], NDArray[np.float64], str, NDArray[np.float64], NDArray[np.float64], str, float]
 

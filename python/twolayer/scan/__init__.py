@@ -1,0 +1,158 @@
+"""Declarative, stored, resumable parameter scans over every engine of the package.
+
+A :class:`Scan` names an engine, constants and axes (a Cartesian product and zipped axes) as plain data, in
+Python or a TOML file (:mod:`twolayer.scan.spec`). :func:`run` cuts the grid into groups of configurations that one
+core call computes together (:mod:`~twolayer.scan.grouping`), runs them in this process, on a
+``concurrent.futures`` executor or a ``dask.distributed`` client (:mod:`~twolayer.scan.executors`), writes each
+finished group to a Zarr store (:mod:`~twolayer.scan.store`) and returns one ``xarray.Dataset``: one dimension per
+axis, then the engine's own (``run``, ``t``, ``student``, ...), every scanned parameter a coordinate; constants,
+the definition's hash and the package version in ``attrs``. Configurations that diverged keep their ``status``
+and ``stop_time``. Running the same scan on the same store with ``resume=True`` computes only the groups
+missing (after Ctrl-C or a killed process) and gives the dataset of an uninterrupted run, bit for bit.
+
+>>> scan = tl.scan.Scan("ode", constants={"K": 2, "M": 2, "t_max": 100.0, "risk_tol": 1e-3},
+...                     axes={"lr": [0.5, 1.0], "d": [100, 1000]})
+>>> ds = tl.scan.run(scan, store="plateau.zarr", progress=True)      # doctest: +SKIP
+>>> ds.stop_time.sel(d=1000)                                         # doctest: +SKIP
+
+Needs the ``scan`` extra (xarray, zarr; dask.distributed for a Dask client): ``pip install 'twolayer[scan]'``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .._validation import boolean
+from .engines import Engine, Part, engine_for, initial_networks, initial_overlaps
+from .executors import Task, check_executor, execute
+from .grouping import Group, make_groups
+from .spec import Scan, read_toml
+from .store import assemble, open_dataset
+
+__all__ = ["Engine", "Group", "Scan", "Summary", "initial_networks", "initial_overlaps", "load", "make_groups",
+           "open_dataset", "run"]
+
+
+def load(definition: Scan | Mapping[str, Any] | str | Path) -> Scan:
+    """A :class:`Scan` from a Scan, a dict, or the path of a TOML file."""
+    if isinstance(definition, Scan):
+        return definition
+    if isinstance(definition, (str, Path)):
+        return Scan.from_toml(definition)
+    if isinstance(definition, Mapping):
+        return Scan.from_dict(definition)
+    raise TypeError(f"scan: expected a Scan, a dict or the path of a TOML file, got {type(definition).__name__}")
+
+
+class Summary:
+    """What a :func:`run` did: ``groups`` in all, ``computed`` now, ``skipped`` (already stored), ``seconds``."""
+
+    def __init__(self, groups: int, computed: int, skipped: int, seconds: float) -> None:
+        self.groups, self.computed, self.skipped, self.seconds = groups, computed, skipped, seconds
+
+    def __repr__(self) -> str:
+        return (f"Summary(groups={self.groups}, computed={self.computed}, skipped={self.skipped}, "
+                f"seconds={self.seconds:.3g})")
+
+
+def run(
+    scan: Scan | Mapping[str, Any] | str | Path,
+    store: str | Path | None = None,
+    *,
+    executor: Any = None,
+    resume: bool = False,
+    progress: bool = False,
+    load_result: bool = True,
+) -> Any:
+    """Run a scan and return its ``xarray.Dataset`` (see the module docstring).
+
+    Parameters
+    ----------
+    scan : Scan, dict or path of a TOML file
+        The definition, validated in full before anything runs.
+    store : path, optional
+        A Zarr directory written group by group (needed for an ``executor``). An existing store of the same
+        definition is continued with ``resume=True`` (only missing groups are computed); one of another
+        definition is refused (ValueError).
+    executor : None, concurrent.futures.Executor or dask.distributed.Client
+        Where groups run; None: in this process, one group after the other (OpenMP inside each core call).
+    progress : bool
+        A tqdm bar over configurations (groups as they finish).
+    load_result : bool
+        Return the dataset read back from the store (default), or only a :class:`Summary` (a scan too large to
+        hold in memory: open parts of the store with :func:`open_dataset` or xarray later).
+
+    Ctrl-C in-process stops within a fraction of a second; the groups already stored stay (without a store,
+    :class:`twolayer.Interrupted`'s ``partial`` is the dataset of the finished groups).
+    """
+    sc = load(scan)
+    check_executor(executor)
+    resume = boolean(resume, "resume")
+    progress = boolean(progress, "progress")
+    load_result = boolean(load_result, "load_result")
+    groups = make_groups(sc)
+    eng = engine_for(sc.engine)
+    start = time.perf_counter()
+    if store is None:
+        if executor is not None:
+            raise ValueError("store: an executor's workers write their groups to a store: give store=")
+        return _run_in_memory(sc, eng, groups, progress)
+    store = str(store)
+    done = prepare_store(store, sc, len(groups), resume)
+    tasks = [Task(sc.engine, g.configs, g.indices, store, g.name) for g in groups if g.gid not in done]
+    with _bar(progress, len(sc), sum(len(g.indices) for g in groups if g.gid in done)) as bar:
+        execute(tasks, executor, lambda t: bar(len(t.indices)))
+    summary = Summary(len(groups), len(tasks), len(done), time.perf_counter() - start)
+    return open_dataset(store) if load_result else summary
+
+
+def prepare_store(store: str, scan: Scan, n_groups: int, resume: bool) -> set[int]:
+    from .store import prepare
+
+    return prepare(store, scan, n_groups, resume)
+
+
+def _run_in_memory(sc: Scan, eng: Engine, groups: list[Group], progress: bool) -> Any:
+    from .._interrupt import Interrupted
+
+    parts: list[tuple[list[int], Part]] = []
+    with _bar(progress, len(sc), 0) as bar:
+        for g in groups:
+            try:
+                parts.append((g.indices, eng.run(g.configs)))
+            except Interrupted as exc:
+                exc.partial = assemble(sc, parts)
+                raise
+            bar(len(g.indices))
+    ds = assemble(sc, parts)
+    ds.attrs.update({"n_groups": len(groups), "n_groups_complete": len(groups)})
+    return ds
+
+
+class _bar:
+    """A tqdm bar over configurations (a no-op when disabled); calling it advances by n."""
+
+    def __init__(self, enabled: bool, total: int, initial: int) -> None:
+        self.enabled, self.total, self.initial = enabled, total, initial
+        self.tqdm: Any = None
+
+    def __enter__(self) -> _bar:
+        if self.enabled:
+            from tqdm.auto import tqdm
+
+            self.tqdm = tqdm(total=self.total, initial=self.initial, unit="config", desc="scan")
+        return self
+
+    def __call__(self, n: int) -> None:
+        if self.tqdm is not None:
+            self.tqdm.update(n)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.tqdm is not None:
+            self.tqdm.close()
+
+
+_ = read_toml  # re-exported for the CLI

@@ -1,0 +1,458 @@
+"""The engines a scan runs, each as a table of its parameters (default, check) and one function that runs a
+*group* of configurations — configurations that differ only in what one core call takes per member — in one
+call, returning the group's arrays (configuration first).
+
+* ``"ode"``: :func:`twolayer.ode.integrate_batch`; per member: the initial overlaps (from ``d``, ``init``,
+  ``seed``, ``q0``, ``m0``, ``scaling``), ``lr``, ``lr_readout``, ``noise``, ``risk_tol``, ``risk_rtol``.
+* ``"sgd"``: :func:`twolayer.sgd.simulate` with ``seeds`` runs per configuration (the ``run`` dimension); per
+  run: ``lr``, ``lr_readout``, ``noise`` (the configurations of a group share the initial networks).
+* ``"descend"``: :func:`twolayer.population.descend`, ``"multistart"``: :func:`twolayer.landscape.multistart`
+  (one call per configuration: the core has no batch of these).
+* ``"package.module:function"`` or a callable: ``function(**config) -> {name: array}``, once per configuration.
+
+Initial conditions (``ode``, ``sgd``, ``descend``) are derived from ``(K, M, d, init, seed)``: the student and
+teacher of :func:`twolayer.networks.teacher_student` (``init`` "gaussian" or "orthogonal", activations,
+``scaling``, ``readout``; with ``spherical=True`` every student and teacher row is scaled onto the sphere
+|w|^2 = s, as in seed 003), and their overlaps for the ODE; the ODE also takes ``init="plateau"``:
+:func:`twolayer.ode.plateau_overlaps` ``(K, M, q0, m0, seed)``. :func:`initial_overlaps` and
+:func:`initial_networks` give a configuration's start, so that a scan can be checked against single calls.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .._validation import INT32_MAX, boolean, choice, integer, positive, seed_arg
+from .._validation import integers as _integers
+from ..activations import check_activation
+from .spec import suggest
+
+__all__ = ["Engine", "Part", "engine_for", "initial_networks", "initial_overlaps"]
+
+REQUIRED = object()
+
+
+@dataclass
+class Part:
+    """A group's results: ``data`` name -> (dims after the configuration axis, array (n_configs, ...)),
+    ``coords`` name -> (dims, array) shared by the group (e.g. the output times ``t``)."""
+
+    data: dict[str, tuple[tuple[str, ...], NDArray[Any]]]
+    coords: dict[str, tuple[tuple[str, ...], NDArray[Any]]] = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------------------------------ parameter checks
+
+
+def _pos(x: Any, n: str) -> Any:
+    return positive(x, n)
+
+
+def _nonneg(x: Any, n: str) -> Any:
+    return positive(x, n, allow_zero=True)
+
+
+def _int(lo: int) -> Callable[[Any, str], Any]:
+    return lambda x, n: integer(x, n, lo, INT32_MAX)
+
+
+def _choice(*names: str) -> Callable[[Any, str], Any]:
+    return lambda x, n: choice(x, n, names)
+
+
+def _act(x: Any, n: str) -> Any:
+    return check_activation(x, n)
+
+
+def _seeds(x: Any, n: str) -> Any:
+    if isinstance(x, list):
+        return _integers(x, n, 0, 2**32 - 1)
+    return integer(x, n, 1, 2**32 - 1)
+
+
+_Params = dict[str, tuple[Any, Any]]
+_NETWORK: _Params = {
+    "K": (2, _int(1)), "M": (2, _int(1)), "d": (1000, _int(1)), "init": ("gaussian", None), "seed": (0, seed_arg),
+    "activation": ("erf", _act), "teacher_activation": (None, _act), "scaling": ("sqrt_d", _choice("sqrt_d", "none")),
+    "readout": ("sum", _choice("sum", "mean")),
+}
+_RATES: _Params = {"lr": (REQUIRED, _nonneg), "lr_readout": (0.0, _nonneg), "noise": (0.0, _nonneg)}
+_STOP: _Params = {"risk_tol": (None, _pos), "risk_rtol": (None, _pos)}
+
+
+@dataclass(frozen=True)
+class Engine:
+    """An engine: its ``params`` (name -> (default or REQUIRED, check)), the parameters that may differ inside
+    one group (``batched``; None: everything but ``shape_keys``), its default ``group_size``, and ``run``, which
+    computes one group (list of full configurations) into a :class:`Part`."""
+
+    name: str
+    params: Mapping[str, tuple[Any, Any]]  # (default or REQUIRED, check(value, where) or None)
+    run: Callable[[list[dict[str, Any]]], Part]
+    group_size: int
+    batched: frozenset[str] | None = None
+    shape_keys: tuple[str, ...] = ()
+    open_params: bool = False  # a function with **kwargs: any name is accepted
+
+    def check_names(self, given: Mapping[str, str]) -> None:
+        """Unknown parameter names (with the closest known one) and missing required ones raise ValueError."""
+        known = list(self.params)
+        if not self.open_params:
+            for name, where in given.items():
+                if name not in self.params:
+                    raise ValueError(f"{where}.{name}: unknown parameter of engine {self.name!r}{suggest(name, known)}"
+                                     f" (known: {', '.join(known)})")
+        for name, (default, _) in self.params.items():
+            if default is REQUIRED and name not in given:
+                raise ValueError(f"{name}: engine {self.name!r} needs it (give it in constants or as an axis)")
+
+    def check_values(self, constants: Mapping[str, Any], axes: Mapping[str, tuple[str, list[Any]]]) -> None:
+        """Every given value through its parameter's check; ``axes``: name -> (where, values). Errors name
+        ``constants.x``, ``axes.x[i]`` or ``zip.dim.x[i]``."""
+        for name, value in constants.items():
+            self._check(name, value, f"constants.{name}")
+        for name, (where, values) in axes.items():
+            for i, value in enumerate(values):
+                self._check(name, value, f"{where}[{i}]")
+
+    def _check(self, name: str, value: Any, where: str) -> None:
+        spec = self.params.get(name)
+        if spec is not None and spec[1] is not None:
+            spec[1](value, where)
+
+    def complete(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """The configuration with every default filled in."""
+        out = {k: d for k, (d, _) in self.params.items() if d is not REQUIRED}
+        out.update(config)
+        return out
+
+    def group_names(self, config: Mapping[str, Any]) -> tuple[str, ...]:
+        """The parameters whose values must agree inside one group (for configurations with these keys)."""
+        if self.batched is None:
+            return self.shape_keys
+        return tuple(sorted(k for k in config if k not in self.batched))
+
+    def group_key(self, config: Mapping[str, Any], names: tuple[str, ...] | None = None) -> tuple[Any, ...]:
+        """Configurations with equal keys may run in one call (``names``: :meth:`group_names`, if known)."""
+        return tuple(_hashable(config.get(k)) for k in (self.group_names(config) if names is None else names))
+
+
+def _hashable(v: Any) -> Any:
+    return tuple(v) if isinstance(v, list) else v
+
+
+# ------------------------------------------------------------------------------------------ initial conditions
+
+
+def _network_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    c = {k: d for k, (d, _) in _NETWORK.items()}
+    c.update({k: v for k, v in config.items() if k in _NETWORK})
+    c["spherical"] = bool(config.get("spherical", False))
+    return c
+
+
+def _weights(c: Mapping[str, Any]) -> tuple[NDArray[np.float64], NDArray[np.float64], float]:
+    """Student and teacher weight rows of a configuration, drawn exactly as
+    :func:`twolayer.networks.teacher_student` draws them (one (K + M, d) block from ``default_rng(seed)``), put on
+    the sphere |w|^2 = s where ``spherical``; and s."""
+    from ..networks import random_weights
+
+    K, d = c["K"], c["d"]
+    rng = np.random.default_rng(c["seed"])
+    if c["init"] == "gaussian":  # random_weights' Gaussian draw, without its per-call checks (done by the Scan)
+        W = rng.standard_normal((K + c["M"], d))
+    else:
+        W = random_weights(K + c["M"], d, c["init"], rng, c["scaling"])
+    s = float(d) if c["scaling"] == "sqrt_d" else 1.0
+    if c["spherical"]:  # seed 003: student and teacher rows on the sphere |w|^2 = s
+        W = W * (np.sqrt(s) / np.linalg.norm(W, axis=1))[:, None]
+    return W[:K], W[K:], s
+
+
+def initial_networks(config: Mapping[str, Any]) -> tuple[Any, Any]:
+    """(student, teacher) of a configuration: :func:`twolayer.networks.teacher_student` with its K, M, d,
+    activation, teacher_activation, init, seed, scaling, readout (defaults as in the ``ode``/``sgd`` engines);
+    with ``spherical=True`` every row scaled onto the sphere |w|^2 = s."""
+    from ..networks import Network
+
+    c = _network_config(config)
+    W, Wt, _ = _weights(c)
+    act = c["activation"]
+    return (Network(W, None, act, c["scaling"], c["readout"]),
+            Network(Wt, None, c["teacher_activation"] or act, c["scaling"], c["readout"]))
+
+
+def initial_overlaps(config: Mapping[str, Any]) -> Any:
+    """The :class:`~twolayer.Overlaps` an ``ode`` configuration starts from (see the module docstring); for
+    ``init`` "gaussian"/"orthogonal" without ``spherical`` they equal
+    ``Overlaps.from_networks(*initial_networks(config))`` bit for bit."""
+    from ..overlaps import Overlaps
+
+    Q, M, P, a, v = _overlap_arrays(ENGINES["ode"].complete(config))
+    act = config.get("activation", "erf")
+    return Overlaps(Q, M, P, a, v, act, config.get("teacher_activation") or act)
+
+
+def _overlap_arrays(c: Mapping[str, Any]) -> tuple[NDArray[np.float64], ...]:
+    from ..ode import plateau_overlaps
+
+    if c["init"] == "plateau":
+        ov = plateau_overlaps(c["K"], c["M"], c["q0"], c["m0"], c["seed"])
+        return ov.Q, ov.M, ov.P, ov.a, ov.v
+    W, Wt, s = _weights(c)
+    # the products of overlaps.gram (W W^T / s), unchecked here: BatchOverlaps checks the whole stack at once
+    Q, P = W @ W.T / s, Wt @ Wt.T / s
+    if c["spherical"]:  # |w_i|^2 = s up to rounding: exactly on the sphere
+        np.fill_diagonal(Q, 1.0)
+        np.fill_diagonal(P, 1.0)
+    mean = c["readout"] == "mean"
+    a = np.full(c["K"], 1.0 / c["K"] if mean else 1.0)
+    v = np.full(c["M"], 1.0 / c["M"] if mean else 1.0)
+    return Q, W @ Wt.T / s, P, a, v
+
+
+# ------------------------------------------------------------------------------------------ ode
+
+
+def _per(configs: list[dict[str, Any]], name: str, none: float = 0.0) -> NDArray[np.float64]:
+    return np.array([none if c.get(name) is None else c[name] for c in configs], dtype=np.float64)
+
+
+def _run_ode(configs: list[dict[str, Any]]) -> Part:
+    from ..ode import integrate_batch
+    from ..overlaps import BatchOverlaps
+
+    c0 = configs[0]
+    # one derivation per distinct start: an lr x seed grid draws each seed's networks once
+    init_keys = ("K", "M", "d", "init", "seed", "q0", "m0", "scaling", "readout", "spherical")
+    cache: dict[tuple[Any, ...], tuple[NDArray[np.float64], ...]] = {}
+    arrays = []
+    for c in configs:
+        key = tuple(c[k] for k in init_keys)
+        if key not in cache:
+            cache[key] = _overlap_arrays(c)
+        arrays.append(cache[key])
+    Q, M, P, a, v = (np.stack([x[i] for x in arrays]) for i in range(5))
+    stack = BatchOverlaps(Q, M, P, a, v, _label=lambda b, f: f"configuration {b} of the group: {f}")
+    act = c0["activation"]
+    res = integrate_batch(
+        stack, act, c0["teacher_activation"] or act, lr=_per(configs, "lr"), lr_readout=_per(configs, "lr_readout"),
+        noise=_per(configs, "noise"), regime=c0["regime"], spherical=c0["spherical"], t_max=c0["t_max"],
+        method=c0["method"], dt=c0["dt"], rtol=c0["rtol"], atol=c0["atol"], readout=c0["readout"],
+        risk_tol=_per(configs, "risk_tol"), risk_rtol=_per(configs, "risk_rtol"), n_points=c0["n_points"],
+        h_max=c0["h_max"], max_steps=c0["max_steps"], n_threads=c0["n_threads"])
+    data: dict[str, tuple[tuple[str, ...], NDArray[Any]]] = {
+        "risk": (("t",), res.risk), "Q": (("t", "student", "student2"), res.Q),
+        "M": (("t", "student", "teacher"), res.M),
+        "a": (("t", "student"), res.a), "P": (("teacher", "teacher2"), np.ascontiguousarray(res.P)),
+        "v": (("teacher",), np.ascontiguousarray(res.v)),
+    }
+    for name in ("status", "message", "stop_time", "t_final", "risk_final", "n_recorded", "n_rhs", "n_steps",
+                 "n_rejected"):
+        data[name] = ((), getattr(res, name))
+    return Part(data, {"t": (("t",), res.t)})
+
+
+_ODE_PARAMS: _Params = {
+    **_NETWORK, "init": ("gaussian", _choice("gaussian", "orthogonal", "plateau")), "q0": (0.25, _pos),
+    "m0": (1e-3, None), **_RATES, **_STOP, "regime": ("online", _choice("online", "gradient_flow")),
+    "spherical": (False, boolean), "t_max": (REQUIRED, _pos), "method": ("adaptive", _choice("euler", "rk4",
+                                                                                              "adaptive")),
+    "dt": (0.01, _pos), "rtol": (1e-8, _nonneg), "atol": (1e-10, _nonneg), "n_points": (101, _int(2)),
+    "h_max": (None, _pos), "max_steps": (100_000_000, lambda x, n: integer(x, n, 1)),
+    "n_threads": (None, _int(1)),
+}
+
+# ------------------------------------------------------------------------------------------ sgd
+
+
+def _run_ids(seeds: Any) -> list[int]:
+    return list(range(seeds)) if isinstance(seeds, int) else list(seeds)
+
+
+def _run_sgd(configs: list[dict[str, Any]]) -> Part:
+    from ..sgd import simulate
+
+    c0 = configs[0]
+    student, teacher = initial_networks(c0)
+    ids = _run_ids(c0["seeds"])
+    R, n = len(ids), len(configs)
+
+    def per_run(name: str) -> NDArray[np.float64]:
+        return np.repeat(_per(configs, name), R)
+
+    ens = simulate(student, teacher, lr=per_run("lr"), lr_readout=per_run("lr_readout"), noise=per_run("noise"),
+                   batch_size=c0["batch_size"], spherical=c0["spherical"], t_max=c0["t_max"], seed=c0["seed"],
+                   seeds=ids * n, n_samples=c0["n_samples"], shuffle=c0["shuffle"],
+                   train_first_layer=c0["train_first_layer"], records=c0["records"], keep_weights=False,
+                   n_threads=c0["n_threads"], risk_tol=c0["risk_tol"], risk_rtol=c0["risk_rtol"])
+
+    def grid(x: NDArray[Any]) -> NDArray[Any]:
+        return x.reshape(n, R, *x.shape[1:])
+
+    run = ("run",)
+    data: dict[str, tuple[tuple[str, ...], NDArray[Any]]] = {
+        "risk": (("run", "t"), grid(ens._padded("risk"))), "Q": (("run", "t", "student", "student2"),
+                                                                 grid(ens._padded("Q"))),
+        "M": (("run", "t", "student", "teacher"), grid(ens._padded("M"))),
+        "a": (("run", "t", "student"), grid(ens._padded("a"))),
+        "status": (run, grid(np.array(ens.status, dtype=str))), "stop_time": (run, grid(ens.stop_time)),
+    }
+    return Part(data, {"t": (("t",), ens.t), "run_id": (("run",), np.array(ids, dtype=np.int64))})
+
+
+_SGD_PARAMS: _Params = {
+    **_NETWORK, "init": ("gaussian", _choice("gaussian", "orthogonal")), **_RATES,
+    "risk_tol": (None, _pos), "risk_rtol": (None, _pos), "batch_size": (1, _int(1)), "spherical": (False, boolean),
+    "t_max": (REQUIRED, _pos), "seeds": (1, _seeds), "n_samples": (None, lambda x, n: integer(x, n, 1, 2**32 - 1)),
+    "shuffle": (True, boolean), "train_first_layer": (True, boolean), "records": (101, _int(2)),
+    "n_threads": (None, _int(1)),
+}
+
+# ------------------------------------------------------------------------------------------ descend, multistart
+
+
+def _stack_parts(rows: list[dict[str, tuple[tuple[str, ...], Any]]]) -> dict[str, tuple[tuple[str, ...], Any]]:
+    # rows: name -> (dims, array) per configuration
+    """The rows of a group stacked, each padded to the largest shape (a run that stopped early has fewer
+    records) with :func:`fill_value`."""
+    out = {}
+    for k, (dims, _) in rows[0].items():
+        arrays = [np.asarray(r[k][1]) for r in rows]
+        shape = tuple(max(s) for s in zip(*(a.shape for a in arrays), strict=True))
+        full = np.full((len(arrays), *shape), fill_value(arrays[0].dtype), dtype=np.result_type(*arrays))
+        for i, a in enumerate(arrays):
+            full[(i,) + tuple(slice(0, n) for n in a.shape)] = a
+        out[k] = (dims, full)
+    return out
+
+
+def _run_descend(configs: list[dict[str, Any]]) -> Part:
+    from ..population import descend
+
+    rows: list[dict[str, tuple[tuple[str, ...], Any]]] = []
+    t = None
+    for c in configs:  # the group shares steps and records: every run records at the same iterations
+        student, teacher = initial_networks(c)
+        tr = descend(student, teacher, c["lr"], c["steps"], c["lr_readout"], c["records"], c["n_threads"])
+        t = tr.t if t is None or len(tr.t) > len(t) else t
+        rows.append({"risk": (("t",), tr.risk), "Q": (("t", "student", "student2"), tr.Q),
+                     "M": (("t", "student", "teacher"), tr.M), "a": (("t", "student"), tr.a),
+                     "status": ((), np.array(tr.status)), "stop_time": ((), np.array(tr.stop_time))})
+    assert t is not None
+    return Part(_stack_parts(rows), {"t": (("t",), t)})
+
+
+_DESCEND_PARAMS: _Params = {
+    **_NETWORK, "init": ("gaussian", _choice("gaussian", "orthogonal")), "lr": (REQUIRED, _pos),
+    "lr_readout": (0.0, _nonneg), "steps": (REQUIRED, lambda x, n: integer(x, n, 0)), "records": (100, _int(2)),
+    "n_threads": (None, _int(1)),
+}
+
+
+def _run_multistart(configs: list[dict[str, Any]]) -> Part:
+    from ..landscape import multistart
+
+    rows: list[dict[str, tuple[tuple[str, ...], Any]]] = []
+    names = ("k", "runs", "init", "seed", "d", "train_readout", "activation", "max_iter", "gtol", "memory", "tol",
+             "n_threads")
+    for c in configs:
+        r = multistart(**{k: c[k] for k in names})
+        rows.append({"loss": (("run",), r.loss), "grad_norm": (("run",), r.grad_norm),
+                     "index": (("run",), r.index), "kind": (("run",), np.array(r.kind, dtype=str)),
+                     "isotropy": (("run",), np.array(r.isotropy, dtype=str)),
+                     "status": (("run",), np.array(r.status, dtype=str)), "iterations": (("run",), r.iterations)})
+    return Part(_stack_parts(rows))
+
+
+_MULTISTART_PARAMS: _Params = {
+    "k": (REQUIRED, _int(1)), "runs": (REQUIRED, _int(1)), "init": ("xavier", _choice("xavier", "gaussian",
+                                                                                        "orthogonal")),
+    "seed": (0, seed_arg), "d": (None, _int(1)), "train_readout": (False, boolean), "activation": ("relu", _act),
+    "max_iter": (5000, _int(0)), "gtol": (1e-8, _nonneg), "memory": (10, _int(1)), "tol": (1e-12, _pos),
+    "n_threads": (None, _int(1)),
+}
+
+ENGINES: dict[str, Engine] = {
+    "ode": Engine("ode", _ODE_PARAMS, _run_ode, 1000,
+                  batched=frozenset({"d", "init", "seed", "q0", "m0", "scaling", "lr", "lr_readout", "noise",
+                                     "risk_tol", "risk_rtol"})),
+    "sgd": Engine("sgd", _SGD_PARAMS, _run_sgd, 64, batched=frozenset({"lr", "lr_readout", "noise"})),
+    "descend": Engine("descend", _DESCEND_PARAMS, _run_descend, 16, shape_keys=("K", "M", "steps", "records")),
+    "multistart": Engine("multistart", _MULTISTART_PARAMS, _run_multistart, 4, shape_keys=("runs",)),
+}
+
+
+# ------------------------------------------------------------------------------------------ user functions
+
+
+def _function_engine(fn: Callable[..., Any], name: str) -> Engine:
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):  # pragma: no cover - builtins without a signature
+        return Engine(name, {}, _function_runner(fn), 16, open_params=True)
+    params: dict[str, tuple[Any, Any]] = {}
+    open_params = False
+    for p in sig.parameters.values():
+        if p.kind is p.VAR_KEYWORD:
+            open_params = True
+        elif p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            params[p.name] = (REQUIRED if p.default is p.empty else p.default, None)
+    return Engine(name, params, _function_runner(fn), 16, open_params=open_params)
+
+
+def _function_runner(fn: Callable[..., Any]) -> Callable[[list[dict[str, Any]]], Part]:
+    def run(configs: list[dict[str, Any]]) -> Part:
+        rows: list[dict[str, tuple[tuple[str, ...], Any]]] = []
+        for i, c in enumerate(configs):
+            out = fn(**c)
+            if not isinstance(out, Mapping):
+                raise TypeError(f"engine: the function must return a dict of arrays, got {type(out).__name__}")
+            row: dict[str, tuple[tuple[str, ...], Any]] = {}
+            for k, v in out.items():
+                arr = np.asarray(v)
+                if arr.dtype.kind not in "biufU":
+                    raise TypeError(f"engine: output {k!r} must be numbers or strings, got dtype {arr.dtype}")
+                row[str(k)] = (tuple(f"{k}_{j}" for j in range(arr.ndim)), arr)
+            if rows and {k: v[1].shape for k, v in row.items()} != {k: v[1].shape for k, v in rows[0].items()}:
+                raise ValueError(f"engine: configuration {i} of the group returned other names or shapes than the "
+                                 "first")
+            rows.append(row)
+        return Part(_stack_parts(rows))
+
+    return run
+
+
+def engine_for(engine: Any) -> Engine:
+    """The :class:`Engine` of a name (``"ode"``, ...), a ``"package.module:function"`` string or a callable."""
+    if isinstance(engine, Engine):
+        return engine
+    if callable(engine):
+        return _function_engine(engine, f"{engine.__module__}:{engine.__qualname__}")
+    if not isinstance(engine, str):
+        raise TypeError(f"engine: expected a name ({', '.join(map(repr, ENGINES))}), 'package.module:function' or a "
+                        f"callable, got {type(engine).__name__}")
+    if engine in ENGINES:
+        return ENGINES[engine]
+    if ":" not in engine:
+        raise ValueError(f"engine: unknown engine {engine!r}{suggest(engine, list(ENGINES))} (expected one of "
+                         f"{', '.join(map(repr, ENGINES))} or 'package.module:function')")
+    module, _, attr = engine.partition(":")
+    try:
+        fn = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"engine: cannot import {engine!r}: {exc}") from None
+    return _function_engine(fn, engine)
+
+
+def fill_value(dtype: np.dtype[Any]) -> Any:
+    """The fill of configurations not (yet) computed: NaN for floats, -1 for integers, "" for strings."""
+    return {"f": math.nan, "U": "", "b": False}.get(dtype.kind, -1)

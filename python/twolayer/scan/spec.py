@@ -1,0 +1,263 @@
+"""A scan definition: plain data (a dict, or a TOML file) naming an engine, its constant parameters and the axes
+to scan, checked in full before anything runs.
+
+Layout (the same keys in Python and TOML)::
+
+    engine = "ode"                 # "ode", "sgd", "descend", "multistart", or "package.module:function"
+    group_size = 1000              # optional: most configurations per group (one engine call, one stored chunk)
+    store = "plateau.zarr"         # optional (TOML only): where `twolayer scan` writes, relative to the file
+    [constants]                    # parameters shared by every configuration
+    activation = "erf"
+    t_max = 100.0
+    [axes]                         # a Cartesian product: one dimension per axis, in this order
+    lr = [0.5, 1.0, 2.0]
+    d = [100, 1000]
+    [zip.size]                     # zipped axes: one dimension ("size") along which K and M move together
+    K = [1, 2, 4]
+    M = [1, 2, 4]
+
+Configurations are enumerated in C order over the dimensions (the product axes as listed, then each zip);
+configuration ``i`` is ``constants`` updated with the axis values at grid position ``unravel(i)``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import math
+import numbers
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Scan", "suggest"]
+
+_TOP_KEYS = ("engine", "group_size", "store", "constants", "axes", "zip")
+
+
+def suggest(name: str, known: list[str] | tuple[str, ...]) -> str:
+    """``"; did you mean 'x'?"`` for the closest of ``known`` to ``name`` (empty when none is close)."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def _plain(value: Any, where: str) -> Any:
+    """``value`` as plain JSON-able data (numbers, strings, bools, lists of them): numpy scalars and arrays are
+    converted; anything else (None included: TOML has no null) raises TypeError naming ``where``."""
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        v = float(value)
+        if not math.isfinite(v):
+            raise ValueError(f"{where}: expected a finite number, got {v}")
+        return v
+    if isinstance(value, (list, tuple)):
+        return [_plain(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    raise TypeError(f"{where}: expected a number, string, bool or a list of them, got {type(value).__name__}")
+
+
+def _axis_values(values: Any, where: str) -> list[Any]:
+    if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple, np.ndarray)):
+        raise TypeError(f"{where}: expected a list of values, got {type(values).__name__}")
+    out = _plain(list(values) if not isinstance(values, np.ndarray) else values, where)
+    if len(out) == 0:
+        raise ValueError(f"{where}: an axis needs at least one value, got an empty list")
+    keys = [json.dumps(v, sort_keys=True) for v in out]
+    if len(set(keys)) != len(keys):
+        dup = next(v for v, k in zip(out, keys, strict=True) if keys.count(k) > 1)
+        raise ValueError(f"{where}: the values of an axis must be distinct, {dup!r} appears twice")
+    return list(out)
+
+
+@dataclass(frozen=True)
+class Scan:
+    """A declarative scan: ``engine`` over the grid ``axes`` (Cartesian product) x ``zip`` (each entry a named
+    dimension along which several parameters move together), every configuration completed by ``constants``.
+
+    ``engine``: ``"ode"``, ``"sgd"``, ``"descend"``, ``"multistart"`` (see :mod:`twolayer.scan.engines` for their
+    parameters), ``"package.module:function"`` or a Python callable taking one configuration as keyword
+    arguments and returning a dict of arrays. ``group_size``: the most configurations run together in one engine
+    call and stored as one chunk (None: the engine's default). Build one from Python, :meth:`from_dict` or
+    :meth:`from_toml`; it is validated on construction (unknown names with the closest known one, empty axes,
+    zipped lengths, a parameter given twice, parameter values), before anything runs.
+    """
+
+    engine: Any
+    constants: Mapping[str, Any] = field(default_factory=dict)
+    axes: Mapping[str, Any] = field(default_factory=dict)
+    zip: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    group_size: int | None = None
+
+    def __post_init__(self) -> None:
+        from .engines import engine_for
+
+        eng = engine_for(self.engine)
+        if not isinstance(self.constants, Mapping):
+            raise TypeError(f"constants: expected a table of parameter values, got {type(self.constants).__name__}")
+        if not isinstance(self.axes, Mapping):
+            raise TypeError(f"axes: expected a table of name = [values], got {type(self.axes).__name__}")
+        if not isinstance(self.zip, Mapping):
+            raise TypeError(f"zip: expected a table of [zip.<dimension>] tables, got {type(self.zip).__name__}")
+        constants = {str(k): _plain(v, f"constants.{k}") for k, v in self.constants.items()}
+        axes = {str(k): _axis_values(v, f"axes.{k}") for k, v in self.axes.items()}
+        zipped: dict[str, dict[str, list[Any]]] = {}
+        for dim, table in self.zip.items():
+            if not isinstance(table, Mapping) or not table:
+                raise ValueError(f"zip.{dim}: expected a non-empty table of name = [values] moving together")
+            cols = {str(k): _axis_values(v, f"zip.{dim}.{k}") if len(table) == 1 else _plain_list(v, f"zip.{dim}.{k}")
+                    for k, v in table.items()}
+            lengths = {k: len(v) for k, v in cols.items()}
+            if len(set(lengths.values())) != 1:
+                raise ValueError(f"zip.{dim}: zipped axes need equal lengths, got " +
+                                 ", ".join(f"{k} ({n})" for k, n in lengths.items()))
+            rows = [json.dumps([c[i] for c in cols.values()]) for i in range(next(iter(lengths.values())))]
+            if len(set(rows)) != len(rows):
+                raise ValueError(f"zip.{dim}: the zipped rows must be distinct")
+            zipped[str(dim)] = cols
+        seen: dict[str, str] = {}
+        for where, names in (("constants", constants), ("axes", axes),
+                             *((f"zip.{d}", cols) for d, cols in zipped.items())):
+            for name in names:
+                if name in seen:
+                    raise ValueError(f"{where}.{name}: {name!r} is already given in {seen[name]}")
+                seen[name] = where
+        dims = [*axes, *zipped]
+        for dim in zipped:
+            if dim in axes:
+                raise ValueError(f"zip.{dim}: the dimension name {dim!r} is also an axis")
+        if len(set(dims)) != len(dims):
+            raise ValueError("zip: dimension names must be distinct")
+        eng.check_names(seen)
+        if self.group_size is not None:
+            from .._validation import integer
+
+            object.__setattr__(self, "group_size", integer(self.group_size, "group_size", 1, 2**31 - 1))
+        object.__setattr__(self, "constants", constants)
+        object.__setattr__(self, "axes", axes)
+        object.__setattr__(self, "zip", zipped)
+        # every value of every parameter through the engine's checks (one config per axis value suffices: the
+        # checks are per parameter), so that a bad value fails here, not in the middle of a run
+        eng.check_values(constants, {**{k: (f"axes.{k}", v) for k, v in axes.items()},
+                                     **{k: (f"zip.{d}.{k}", v) for d, cols in zipped.items() for k, v in cols.items()}})
+
+    # ------------------------------------------------------------------ construction from data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Scan:
+        """A scan from plain data (e.g. a parsed TOML file): the keys ``engine``, ``constants``, ``axes``,
+        ``zip``, ``group_size`` (``store`` is accepted and ignored here: :func:`twolayer.scan.run` takes it)."""
+        if not isinstance(data, Mapping):
+            raise TypeError(f"scan: expected a table, got {type(data).__name__}")
+        for key in data:
+            if key not in _TOP_KEYS:
+                raise ValueError(f"{key}: unknown key of a scan definition (expected {', '.join(_TOP_KEYS)})"
+                                 f"{suggest(str(key), _TOP_KEYS)}")
+        if "engine" not in data:
+            raise ValueError("engine: missing (one of 'ode', 'sgd', 'descend', 'multistart' or "
+                             "'package.module:function')")
+        return cls(engine=data["engine"], constants=data.get("constants", {}), axes=data.get("axes", {}),
+                   zip=data.get("zip", {}), group_size=data.get("group_size"))
+
+    @classmethod
+    def from_toml(cls, path: str | Path) -> Scan:
+        """A scan from a TOML file (see the module docstring); syntax errors name the file and line."""
+        return cls.from_dict(read_toml(path))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The definition as plain data (``Scan.from_dict(s.to_dict())`` is ``s``)."""
+        out: dict[str, Any] = {"engine": self.engine_name, "constants": dict(self.constants),
+                               "axes": dict(self.axes), "zip": {k: dict(v) for k, v in self.zip.items()}}
+        if self.group_size is not None:
+            out["group_size"] = self.group_size
+        return out
+
+    @property
+    def engine_name(self) -> str:
+        from .engines import engine_for
+
+        return engine_for(self.engine).name
+
+    def digest(self) -> str:
+        """SHA-256 of the canonical JSON of :meth:`to_dict` (with the resolved group size): stores written by a
+        different definition are refused."""
+        d = self.to_dict()
+        d["group_size"] = self.resolved_group_size
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
+
+    @property
+    def resolved_group_size(self) -> int:
+        from .engines import engine_for
+
+        return self.group_size if self.group_size is not None else engine_for(self.engine).group_size
+
+    # ------------------------------------------------------------------ the grid
+
+    @property
+    def dims(self) -> dict[str, int]:
+        """The grid's dimensions and sizes: each product axis, then each zip."""
+        out = {k: len(v) for k, v in self.axes.items()}
+        out.update({k: len(next(iter(cols.values()))) for k, cols in self.zip.items()})
+        return out
+
+    @property
+    def coords(self) -> dict[str, tuple[str, list[Any]]]:
+        """Every scanned parameter: (its dimension, its values)."""
+        out: dict[str, tuple[str, list[Any]]] = {k: (k, v) for k, v in self.axes.items()}
+        for dim, cols in self.zip.items():
+            out.update({k: (dim, v) for k, v in cols.items()})
+        return out
+
+    def __len__(self) -> int:
+        return int(np.prod(list(self.dims.values()), dtype=np.int64))
+
+    def configs(self) -> Iterator[dict[str, Any]]:
+        """Every configuration, in C order over :attr:`dims` (constants updated with the axis values)."""
+        sizes = list(self.dims.values())
+        columns = [[{k: v} for k, v in ((name, x) for x in vals)] for name, vals in self.axes.items()]
+        for cols in self.zip.values():
+            n = len(next(iter(cols.values())))
+            columns.append([{k: v[i] for k, v in cols.items()} for i in range(n)])
+        for pos in np.ndindex(*sizes) if sizes else [()]:
+            cfg = dict(self.constants)
+            for col, i in zip(columns, pos, strict=True):
+                cfg.update(col[i])
+            yield cfg
+
+
+def _plain_list(values: Any, where: str) -> list[Any]:
+    if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple, np.ndarray)):
+        raise TypeError(f"{where}: expected a list of values, got {type(values).__name__}")
+    out = _plain(values, where)
+    if len(out) == 0:
+        raise ValueError(f"{where}: an axis needs at least one value, got an empty list")
+    return list(out)
+
+
+def read_toml(path: str | Path) -> dict[str, Any]:
+    """The table of a TOML file; a missing file raises FileNotFoundError, a syntax error ValueError naming the
+    file."""
+    import sys
+
+    if sys.version_info >= (3, 11):
+        import tomllib as toml
+    else:  # pragma: no cover - Python 3.10: the tomli backport (in the scan extra)
+        import tomli as toml
+    p = Path(path)
+    try:
+        with p.open("rb") as f:
+            return dict(toml.load(f))
+    except toml.TOMLDecodeError as exc:
+        raise ValueError(f"{p}: not valid TOML: {exc}") from None
+
+
+Check = Callable[[Any, str], Any]

@@ -1,0 +1,261 @@
+"""The scan store: a Zarr (v3) directory written group by group, and the assembly of groups into one
+``xarray.Dataset``.
+
+Layout::
+
+    scan.zarr/                  attrs: scan_hash, scan_definition (JSON), engine, n_configs, n_groups,
+                                twolayer_version
+    scan.zarr/groups/g0000007/  one group: ``_index`` (its flat configuration indices), ``float64`` and
+                                ``int64`` (its results, configuration first, raveled: see :func:`write_group`);
+                                attrs ``variables`` and ``complete = true``, written last
+
+A group is complete when its ``complete`` attribute is set: it is written after every array of the group, so a
+process killed while writing (even by SIGKILL) leaves an incomplete group, which is recomputed and overwritten on
+resumption. Workers write their own groups (each its own Zarr group: no two writers share a chunk), so the client
+never holds the results. Arrays are stored as they are (float64, uncompressed: trajectories of doubles barely
+compress, and Zstandard tripled the write time of a group), so a dataset read back is bitwise the one computed.
+Strings (status, message) keep their values, not their fixed width: a dataset read back has the width of its
+longest string.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .engines import Part, fill_value
+from .spec import Scan
+
+__all__ = ["assemble", "complete_groups", "open_dataset", "prepare", "read_group", "write_group"]
+
+_FORMAT = "twolayer-scan/1"
+
+
+def _zarr() -> Any:
+    try:
+        import zarr
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("store: a scan store needs zarr >= 3 (Python >= 3.11): pip install 'twolayer[scan]'") \
+            from exc
+    if int(zarr.__version__.split(".")[0]) < 3:  # pragma: no cover - depends on the environment
+        raise ImportError(f"store: a scan store needs zarr >= 3 (Python >= 3.11), found zarr {zarr.__version__}")
+    return zarr
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+def prepare(store: str | Path, scan: Scan, n_groups: int, resume: bool) -> set[int]:
+    """Create the store for ``scan``, or check an existing one: a store of another definition raises ValueError;
+    one holding finished groups needs ``resume`` (FileExistsError otherwise). Returns the finished group ids."""
+    zarr = _zarr()
+    path = Path(store)
+    digest = scan.digest()
+    if path.exists():
+        try:
+            root = zarr.open_group(str(path), mode="r")
+            attrs = dict(root.attrs)
+        except Exception:
+            raise ValueError(f"store: {path} exists and is not a scan store (not a Zarr group)") from None
+        if attrs.get("format") != _FORMAT:
+            raise ValueError(f"store: {path} exists and is not a twolayer scan store")
+        if attrs.get("scan_hash") != digest:
+            raise ValueError(f"store: {path} was written by a different scan definition (hash "
+                             f"{str(attrs.get('scan_hash'))[:12]}..., this scan {digest[:12]}...): use another "
+                             "store, or delete it to start over")
+        done = complete_groups(path)
+        if done and not resume:
+            raise FileExistsError(f"store: {path} already holds {len(done)} of {n_groups} finished groups of this "
+                                  "scan: pass resume=True (--resume) to compute only the missing ones, or delete it")
+        return done
+    root = zarr.open_group(str(path), mode="w")
+    root.create_group("groups")
+    root.attrs.update({"format": _FORMAT, "scan_hash": digest, "scan_definition": json.dumps(scan.to_dict()),
+                       "engine": scan.engine_name, "n_configs": len(scan), "n_groups": n_groups,
+                       "twolayer_version": _version()})
+    return set()
+
+
+def complete_groups(store: str | Path) -> set[int]:
+    """The ids of the groups whose ``complete`` marker is written. Read from the group directories' metadata
+    (``groups/g*/zarr.json``, which Zarr replaces atomically), not through Zarr's hierarchy listing, which trips
+    over the temporary files of groups being written at the same moment by other workers."""
+    done = set()
+    for meta in Path(store, "groups").glob("g*/zarr.json"):
+        name = meta.parent.name
+        if len(name) != 8 or not name[1:].isdigit():
+            continue
+        try:
+            attrs = json.loads(meta.read_text()).get("attributes", {})
+        except (OSError, ValueError):  # vanished or unreadable: not complete
+            continue
+        if attrs.get("complete") is True:
+            done.add(int(name[1:]))
+    return done
+
+
+def write_group(store: str | Path, name: str, indices: list[int], part: Part) -> None:
+    """Write one group's results (overwriting a partial earlier attempt), then its completion marker.
+
+    A group is three one-chunk arrays: ``_index`` (its configurations), ``float64`` and ``int64`` (every result
+    of that kind, raveled and concatenated; strings as int codes), described by the group attribute
+    ``variables`` (name, role, dims, shape, dtype, offset, string categories). Zarr's cost is per array (~5-10 ms
+    here), so a group of any number of variables costs three."""
+    zarr = _zarr()
+    variables: list[dict[str, Any]] = []
+    blocks: dict[str, list[NDArray[Any]]] = {"float64": [], "int64": []}
+    sizes = {"float64": 0, "int64": 0}
+    for role, table in (("data", part.data), ("coord", part.coords)):
+        for key, (dims, values) in table.items():
+            arr = np.asarray(values)
+            entry: dict[str, Any] = {"name": key, "role": role, "dims": list(dims), "shape": list(arr.shape),
+                                     "dtype": arr.dtype.str}
+            if arr.dtype.kind == "U":
+                categories, codes = np.unique(arr, return_inverse=True)
+                entry["categories"] = categories.tolist()
+                arr = codes.reshape(arr.shape)
+            elif arr.dtype.kind not in "biuf":
+                raise TypeError(f"{key}: cannot store values of dtype {arr.dtype}")
+            kind = "float64" if arr.dtype.kind == "f" else "int64"
+            flat = np.ascontiguousarray(arr, dtype=kind).ravel()
+            entry["block"], entry["offset"] = kind, sizes[kind]
+            blocks[kind].append(flat)
+            sizes[kind] += flat.size
+            variables.append(entry)
+    grp = zarr.open_group(str(store), path=f"groups/{name}", mode="w")
+    for kind, arrays in (("_index", [np.asarray(indices, dtype=np.int64)]), *blocks.items()):
+        data = np.concatenate(arrays) if arrays else np.zeros(0, dtype=kind if kind != "_index" else np.int64)
+        grp.create_array(kind, data=data, chunks=(max(data.size, 1),), compressors=None)
+    grp.update_attributes({"variables": variables, "complete": True})  # one metadata write, last
+
+
+def read_group(store: str | Path, gid: int) -> tuple[NDArray[np.int64], Part]:
+    """One finished group: its configuration indices and results, bitwise as written."""
+    zarr = _zarr()
+    grp = zarr.open_group(str(store), path=f"groups/g{gid:07d}", mode="r")
+    blocks = {kind: np.asarray(grp[kind][...]) for kind in ("float64", "int64")}
+    part = Part({}, {})
+    for v in grp.attrs["variables"]:
+        shape = tuple(v["shape"])
+        n = int(np.prod(shape, dtype=np.int64))
+        flat = blocks[v["block"]][v["offset"]:v["offset"] + n]
+        if "categories" in v:
+            values = np.asarray(v["categories"], dtype=np.str_)[flat].reshape(shape) if n else \
+                np.zeros(shape, dtype=np.str_)
+        else:
+            values = flat.reshape(shape).astype(np.dtype(v["dtype"]))
+        (part.data if v["role"] == "data" else part.coords)[v["name"]] = (tuple(v["dims"]), values)
+    return np.asarray(grp["_index"][...], dtype=np.int64), part
+
+
+def definition(store: str | Path) -> Scan:
+    """The scan definition recorded in a store."""
+    attrs = dict(_zarr().open_group(str(store), mode="r").attrs)
+    if attrs.get("format") != _FORMAT:
+        raise ValueError(f"store: {store} is not a twolayer scan store")
+    return Scan.from_dict(json.loads(attrs["scan_definition"]))
+
+
+def open_dataset(store: str | Path) -> Any:
+    """The stored scan as an ``xarray.Dataset`` (the finished groups; configurations not computed yet are NaN,
+    -1 or "")."""
+    if not Path(store).exists():
+        raise FileNotFoundError(f"store: {store} does not exist")
+    scan = definition(store)
+    done = sorted(complete_groups(store))
+    ds = assemble(scan, (read_group(store, g) for g in done))
+    ds.attrs.update({"n_groups": int(_zarr().open_group(str(store), mode="r").attrs["n_groups"]),
+                     "n_groups_complete": len(done)})
+    return ds
+
+
+# scanned parameters whose names are also result variables (the teacher size M and the overlaps M) are renamed
+_RENAME = {"M": "n_teacher", "K": "n_student"}
+
+
+def _labels(name: str, unit: str) -> dict[str, str]:
+    from ..results import variable_attrs
+
+    try:
+        return variable_attrs(name, unit)
+    except KeyError:
+        return {}
+
+
+def assemble(scan: Scan, parts: Iterable[tuple[Any, Part]]) -> Any:
+    """One ``xarray.Dataset`` from (indices, :class:`Part`) pairs: one dimension per scanned axis (or zip), then
+    the engine's own dimensions (``run``, ``t``, ``student``, ...); every scanned parameter is a coordinate, the
+    constants, the definition and the package version are attributes. Shapes that differ between groups (K, M)
+    are padded (NaN, -1 or ""); a scanned parameter named like a result variable is renamed (``M`` ->
+    ``n_teacher``, others ``param_<name>``); output times that differ between groups (e.g. a scanned ``t_max``)
+    become the per-configuration variable ``time`` on a ``t`` dimension without coordinate."""
+    from ..results import _xarray
+
+    xr = _xarray()
+    n = len(scan)
+    grid = scan.dims
+    collected = list(parts)
+    # coordinates shared by every group stay coordinates; the others become per-configuration data
+    coord_values: dict[str, list[tuple[tuple[str, ...], NDArray[Any]]]] = {}
+    for _, part in collected:
+        for k, v in part.coords.items():
+            coord_values.setdefault(k, []).append(v)
+    shared: dict[str, tuple[tuple[str, ...], NDArray[Any]]] = {}
+    per_config: dict[str, tuple[tuple[str, ...], NDArray[Any]]] = {}
+    for k, vals in coord_values.items():
+        if all(v[0] == vals[0][0] and v[1].shape == vals[0][1].shape and np.array_equal(v[1], vals[0][1])
+               for v in vals):
+            shared[k] = vals[0]
+    specs: dict[str, tuple[tuple[str, ...], list[int], Any]] = {}
+    for _, part in collected:
+        for k, v in part.coords.items():
+            if k not in shared:
+                per_config["time" if k == "t" else f"{k}_values"] = v
+        items: list[tuple[str, tuple[tuple[str, ...], tuple[int, ...], Any]]] = [
+            (k, (dims, arr.shape[1:], arr.dtype)) for k, (dims, arr) in part.data.items()]
+        items += [("time" if k == "t" else f"{k}_values", (dims, arr.shape, arr.dtype)) for k, (dims, arr) in
+                  part.coords.items() if k not in shared]
+        for k, (dims, shape, dtype) in items:
+            if k in specs:
+                old = specs[k]
+                specs[k] = (dims, [max(a, b) for a, b in zip(old[1], shape, strict=True)], np.result_type(old[2],
+                                                                                                         dtype))
+            else:
+                specs[k] = (dims, list(shape), dtype)
+    full: dict[str, NDArray[Any]] = {}
+    for k, (_, dims_shape, dtype) in specs.items():
+        full[k] = np.full((n, *dims_shape), fill_value(dtype), dtype=dtype)
+    for idx, part in collected:
+        idx = np.asarray(idx, dtype=np.int64)
+        rows: dict[str, NDArray[Any]] = {k: arr for k, (_, arr) in part.data.items()}
+        for k, (_, arr) in part.coords.items():
+            if k not in shared:
+                rows["time" if k == "t" else f"{k}_values"] = np.broadcast_to(arr, (len(idx), *arr.shape))
+        for k, arr in rows.items():
+            full[k][(idx,) + tuple(slice(0, s) for s in arr.shape[1:])] = arr
+    unit = "t = steps / d" if scan.engine_name in ("ode", "sgd") else "iterations"
+    rename = {k: _RENAME.get(k, f"param_{k}") for k in [*scan.coords, *grid] if k in specs or k in shared}
+    data = {}
+    for k, (dims, _, _) in specs.items():
+        data[k] = ((*(rename.get(g, g) for g in grid), *dims), full[k].reshape((*grid.values(), *full[k].shape[1:])),
+                   _labels(k, unit))
+    coords: dict[str, Any] = {rename.get(name, name): (rename.get(dim, dim), values,
+                                                           _labels(rename.get(name, name), unit))
+                              for name, (dim, values) in scan.coords.items()}
+    for k, (dims, arr) in shared.items():
+        coords[k] = (dims, arr, _labels(k, unit))
+    attrs: dict[str, Any] = {}
+    for k, v in scan.constants.items():
+        attrs[k] = json.dumps(v) if isinstance(v, list) else (int(v) if isinstance(v, bool) else v)
+    attrs.update({"engine": scan.engine_name, "scan_hash": scan.digest(),
+                  "scan_definition": json.dumps(scan.to_dict()), "twolayer_version": _version(),
+                  "time_unit": unit})
+    return xr.Dataset(data, coords=coords, attrs=attrs)
