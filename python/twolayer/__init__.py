@@ -18,9 +18,15 @@ __version__: str = _core.build_info()["version"]
 
 
 def build_info() -> dict[str, Any]:
-    """Version, OpenMP on/off, OpenMP's default thread count, the thread cap of one call and CUDA on/off of the
-    compiled core."""
-    return dict(_core.build_info())
+    """The compiled core's build: version, ``simd_level`` (the instruction level in use), ``simd_levels`` (those
+    compiled in), ``simd_supported`` (those this CPU runs), ``compiler`` and ``flags``, OpenMP on/off, OpenMP's
+    default thread count, the thread cap of one call and CUDA on/off. ``TWOLAYER_SIMD`` forces the level."""
+    from . import _dispatch
+
+    info = dict(_core.build_info())
+    info["simd_levels"] = list(_dispatch.compiled())
+    info["simd_supported"] = [lvl for lvl in _dispatch.supported() if lvl != "native"]
+    return info
 
 
 __all__ = [
