@@ -28,7 +28,7 @@ import twolayer as tl  # noqa: E402
 from twolayer.landscape.multistart import _relu_loss_grad, classify_batch  # noqa: E402
 
 L = tl.landscape
-RUNS = int(os.environ.get("TWOLAYER_BENCH_RUNS", "1000"))
+RUNS = int(os.environ.get("TWOLAYER_BENCH_RUNS", "300"))
 K_MS = 10
 _times: dict[str, float] = {}
 _results: dict[str, dict] = {}
@@ -54,20 +54,22 @@ def _fd_hessian(W: np.ndarray, h: float = 1e-6) -> np.ndarray:
     return 0.5 * (H + H.T)
 
 
-@pytest.mark.parametrize("k", [20, 50])
-def test_hessian_spectrum_twolayer(benchmark, k):
+@pytest.mark.parametrize("k", [pytest.param(20, marks=pytest.mark.quick), 50])
+def test_hessian_spectrum_twolayer(benchmark, k, record):
     benchmark.group = f"hessian+spectrum k=d={k}"
     _, s, t = _point(k)
-    spec = benchmark.pedantic(lambda: L.spectrum(tl.population.hessian(s, t, train_readout=False)), rounds=3)
+    spec = benchmark.pedantic(lambda: L.spectrum(tl.population.hessian(s, t, train_readout=False)), rounds=5)
+    record(benchmark, unit="Hessian+spectrum", ref=f"test_hessian_spectrum_numpy_fd_reference[{k}]")
     _results[f"spec{k}"] = {"ours": spec}
     assert sum(m for _, m in spec) == k * k
 
 
-@pytest.mark.parametrize("k", [20, 50])
-def test_hessian_spectrum_numpy_fd_reference(benchmark, k):
+@pytest.mark.parametrize("k", [pytest.param(20, marks=pytest.mark.quick), 50])
+def test_hessian_spectrum_numpy_fd_reference(benchmark, k, record):
     benchmark.group = f"hessian+spectrum k=d={k}"
     W, s, t = _point(k)
-    lam = benchmark.pedantic(lambda: np.linalg.eigvalsh(_fd_hessian(W)), rounds=1)
+    lam = benchmark.pedantic(lambda: np.linalg.eigvalsh(_fd_hessian(W)), rounds=3)
+    record(benchmark, unit="Hessian+spectrum")
     ours = np.linalg.eigvalsh(tl.population.hessian(s, t, train_readout=False))
     # central differences: error ~ h^2 |D^4 R| + eps |grad| / h ~ 1e-9
     np.testing.assert_allclose(lam, ours, atol=1e-6)
@@ -101,7 +103,7 @@ def _freq(kinds, losses) -> dict[tuple[str, float], float]:
     return {key: keys.count(key) / len(keys) for key in sorted(set(keys))}
 
 
-def test_multistart_twolayer(benchmark):
+def test_multistart_twolayer(benchmark, record):
     benchmark.group = f"multistart k={K_MS} runs={RUNS}"
 
     def run():
@@ -110,12 +112,13 @@ def test_multistart_twolayer(benchmark):
         _times["ours"] = time.perf_counter() - t0
         return res
 
-    res = benchmark.pedantic(run, rounds=1, iterations=1)
+    res = benchmark.pedantic(run, rounds=3, iterations=1)
+    record(benchmark, work=RUNS, unit="search", ref="test_multistart_scipy_reference")
     _results["ms"] = {"ours": res}
     print("\n" + res.table())
 
 
-def test_multistart_scipy_reference(benchmark):
+def test_multistart_scipy_reference(benchmark, record):
     benchmark.group = f"multistart k={K_MS} runs={RUNS}"
     W0 = L.random_starts(RUNS, K_MS, K_MS, "xavier", 0)
     teacher = L.identity_teacher(K_MS)
@@ -127,7 +130,8 @@ def test_multistart_scipy_reference(benchmark):
         _times["ref"] = time.perf_counter() - t0
         return cls
 
-    cls = benchmark.pedantic(run, rounds=1, iterations=1)
+    cls = benchmark.pedantic(run, rounds=3, iterations=1)
+    record(benchmark, work=RUNS, unit="search")
     ref = _freq(cls["kind"], cls["loss"])
     print("\nreference families:", ref)
     if "ms" in _results:

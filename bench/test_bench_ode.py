@@ -1,5 +1,5 @@
 """Benchmarks of the order-parameter ODE engine (run: python -m pytest bench/test_bench_ode.py
---benchmark-only -s).
+--benchmark-only; conventions in bench/conftest.py).
 
 * right-hand-side evaluations per second, erf online regime, single thread, K = M in {2, 4, 8, 16, 32},
   against a
@@ -78,34 +78,10 @@ def system(K, seed=0):
     return Om[:K, :K].copy(), Om[:K, K:].copy(), Om[K:, K:].copy(), np.ones(K), np.ones(K)
 
 
-def cpp_rate(K, n_threads=1, min_time=0.2, repeats=5):
-    """C++ RHS evaluations per second, timed around a loop inside C++ (no Python call overhead): best of
-    ``repeats`` by wall clock and by this thread's CPU time (robust to a shared machine)."""
-    Q, Mo, P, a, v = system(K)
-    n = 1
-    while _core.ode_rhs_timing(Q, Mo, a, P, v, "erf", "erf", "online", 0.7, 0.0, n, n_threads) < min_time:
-        n *= 2
-    wall = cpu = 0.0
-    for _ in range(repeats):
-        c0 = time.thread_time()
-        s = _core.ode_rhs_timing(Q, Mo, a, P, v, "erf", "erf", "online", 0.7, 0.0, n, n_threads)
-        c = time.thread_time() - c0
-        wall, cpu = max(wall, n / s), max(cpu, n / c)
-    return wall, cpu
-
-
-def numpy_rate(K, min_time=0.3):
-    Q, Mo, P, a, v = system(K)
-    n, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < min_time:
-        numpy_rhs_erf(Q, Mo, P, a, v, 0.7, 0.0)
-        n += 1
-    return n / (time.perf_counter() - t0)
-
-
-def test_numpy_reference_matches_cpp(benchmark):
+def test_numpy_reference_matches_cpp(benchmark, record):
     """The NumPy reference agrees with the C++ right-hand side (and is timed against it)."""
     benchmark.pedantic(numpy_rhs_erf, args=(*system(5)[:5], 0.7, 0.1), rounds=20)
+    record(benchmark, work=1, unit="RHS")
     for K in (2, 5):
         Q, Mo, P, a, v = system(K, seed=K)
         a = a * np.linspace(0.5, 1.5, K)
@@ -119,30 +95,36 @@ def test_numpy_reference_matches_cpp(benchmark):
 # ---------------------------------------------------------------------------------------------- benchmarks
 
 
-@pytest.mark.parametrize("K", [2, 4, 8, 16, 32])
-def test_bench_rhs_cpp(benchmark, K):
-    Q, Mo, P, a, v = system(K)
-    evals = max(1, int(2e6 / K**4))
-    seconds = benchmark(_core.ode_rhs_timing, Q, Mo, a, P, v, "erf", "erf", "online", 0.7, 0.1, evals, 1)
-    benchmark.extra_info["rhs_per_s"] = evals / seconds
-    if K == 2:
-        benchmark.extra_info["target"] = 3e6
-    if K == 16:
-        benchmark.extra_info["target"] = 2e3
+QUICK_K = pytest.mark.quick
 
 
-@pytest.mark.parametrize("K", [2, 4, 8, 16])
-def test_bench_rhs_numpy(benchmark, K):
+@pytest.mark.parametrize("K", [pytest.param(2, marks=QUICK_K), 4, pytest.param(8, marks=QUICK_K), 16, 32])
+def test_bench_rhs_cpp(benchmark, K, record):
+    """One timed call = a loop of ``evals`` right-hand sides inside C++ (one thread): rate in RHS/s."""
     Q, Mo, P, a, v = system(K)
+    evals = max(1, int(2e5 / K**4))
+    benchmark.group = f"ODE RHS, erf online, K = M = {K}"
+    benchmark(_core.ode_rhs_timing, Q, Mo, a, P, v, "erf", "erf", "online", 0.7, 0.1, evals, 1)
+    record(benchmark, work=evals, unit="RHS", ref=f"test_bench_rhs_numpy[{K}]" if K <= 16 else None,
+           target={2: 3e6, 16: 2e3}.get(K))
+
+
+@pytest.mark.parametrize("K", [pytest.param(2, marks=QUICK_K), 4, pytest.param(8, marks=QUICK_K), 16])
+def test_bench_rhs_numpy(benchmark, K, record):
+    Q, Mo, P, a, v = system(K)
+    benchmark.group = f"ODE RHS, erf online, K = M = {K}"
     benchmark(numpy_rhs_erf, Q, Mo, P, a, v, 0.7, 0.1)
+    record(benchmark, work=1, unit="RHS")
 
 
 @pytest.mark.parametrize("n_threads", [1, 2, 4, 8, 16])
-def test_bench_threads_single_K32(benchmark, n_threads):
+def test_bench_threads_single_K32(benchmark, n_threads, record):
     if n_threads > (os.cpu_count() or 1):
         pytest.skip("not enough cores")
     Q, Mo, P, a, v = system(32)
+    benchmark.group = "ODE RHS thread scaling, one K = M = 32 system"
     benchmark(_core.ode_rhs_timing, Q, Mo, a, P, v, "erf", "erf", "online", 0.7, 0.1, 20, n_threads)
+    record(benchmark, work=20, unit="RHS", ref="test_bench_threads_single_K32[1]" if n_threads > 1 else None)
 
 
 @pytest.fixture(scope="module")
@@ -156,11 +138,12 @@ def batch_members():
 
 
 @pytest.mark.parametrize("n_threads", [1, 2, 4, 8, 16])
-def test_bench_threads_batch_10k_K2(benchmark, batch_members, n_threads):
+def test_bench_threads_batch_10k_K2(benchmark, batch_members, n_threads, record):
     """10^4 K = M = 2 systems, 100 Euler steps each (10^6 right-hand sides) in one call."""
     if n_threads > (os.cpu_count() or 1):
         pytest.skip("not enough cores")
     lrs = np.linspace(0.5, 1.5, len(batch_members))
+    benchmark.group = "ODE batch thread scaling, 10^4 K = M = 2 systems"
     out = benchmark.pedantic(
         tl.ode.integrate_batch,
         args=(batch_members, "erf"),
@@ -169,7 +152,7 @@ def test_bench_threads_batch_10k_K2(benchmark, batch_members, n_threads):
         iterations=1,
     )
     assert all(o.status == "completed" for o in out)
-    benchmark.extra_info["rhs_per_s"] = 1e6 / benchmark.stats.stats.mean
+    record(benchmark, work=1e6, unit="RHS", ref="test_bench_threads_batch_10k_K2[1]" if n_threads > 1 else None)
 
 
 def stacked_systems(B, K, seed=0):
@@ -211,20 +194,22 @@ def batch_overhead(monkeypatch, B=10_000, K=2, repeats=3, **opts):
 
 
 @pytest.mark.parametrize("method", ["euler", "adaptive"])
-def test_bench_batch_python_overhead_10k(benchmark, monkeypatch, method):
+def test_bench_batch_python_overhead_10k(benchmark, monkeypatch, method, record):
     """10^4 K = M = 2 members from stacked arrays, t_max = 1 on the default 101-point grid (Euler dt = 0.01:
     100 steps, 10^6 right-hand sides; adaptive: rtol 1e-8), one thread: Python-side overhead <= 5 % of the
     call."""
     opts = dict(t_max=1.0, method=method, dt=0.01, n_threads=1)
-    python, core = benchmark.pedantic(batch_overhead, args=(monkeypatch,), kwargs=opts, rounds=1, iterations=1)
+    runs: list[tuple[float, float]] = []
+    benchmark.group = "ODE batch, Python-side overhead"
+    benchmark.pedantic(lambda: runs.append(batch_overhead(monkeypatch, repeats=1, **opts)), rounds=3, iterations=1)
+    python, core = min(r[0] for r in runs), min(r[1] for r in runs)
     share = python / (python + core)
-    print(f"\n  {method}: core call {core * 1e3:.1f} ms, Python side (validation + result assembly) "
-          f"{python * 1e3:.1f} ms = {100 * share:.2f} % of the call")
-    benchmark.extra_info.update(python_s=python, core_s=core, overhead_share=share)
+    record(benchmark, value=100 * share, unit="%", metric="Python share of the call", python_s=python,
+           core_s=core)
     assert share <= 0.05
 
 
-def test_time_to_accuracy_plateau(benchmark):
+def test_time_to_accuracy_plateau(benchmark, record):
     """Adaptive DP5(4) vs Euler dt = 0.01 on the K = M = 2 erf plateau trajectory up to t = 2000: max
     excess-risk
     error against a converged reference (rtol 1e-13), and right-hand-side evaluations."""
@@ -232,6 +217,7 @@ def test_time_to_accuracy_plateau(benchmark):
     ts = np.linspace(0, 2000, 2001)
     ref = tl.ode.integrate(ov, "erf", lr=1.0, times=ts, rtol=1e-13, atol=1e-15)
     opts = dict(lr=1.0, times=ts, rtol=1e-8, atol=1e-10)
+    benchmark.group = "ODE time to accuracy"
     benchmark.pedantic(tl.ode.integrate, args=(ov, "erf"), kwargs=opts, rounds=5)
     eu = tl.ode.integrate(ov, "erf", lr=1.0, times=ts, method="euler", dt=0.01)
     rows = [("euler dt=0.01", eu.meta["n_rhs"], np.max(np.abs(eu.risk - ref.risk)))]
@@ -242,20 +228,11 @@ def test_time_to_accuracy_plateau(benchmark):
     for name, n, err in rows:
         print(f"  {name:22s} {n:9d}   {err:.2e}")
     best = min((n for name, n, err in rows[1:] if err <= 1e-8), default=None)
+    err8 = rows[2][2]
+    record(benchmark, value=benchmark.stats.stats.median, unit="s",
+           metric=f"adaptive rtol 1e-8 to t = 2000 (|risk error| {err8:.1e})",
+           rhs_euler_over_adaptive=eu.meta["n_rhs"] / best if best else None)
     assert best is not None and eu.meta["n_rhs"] / best >= 20
-
-
-def test_rhs_rate_table(benchmark):
-    """Prints the table: C++ (1 thread) and NumPy RHS evaluations per second, erf online, K = M, no noise."""
-    benchmark.pedantic(print_rate_table, rounds=1, iterations=1)
-
-
-def print_rate_table():
-    print("\n   K   C++ RHS/s (wall)   C++ RHS/s (CPU time)   NumPy RHS/s   speed-up (CPU)")
-    for K in (2, 4, 8, 16, 32):
-        wall, cpu = cpp_rate(K)
-        n = numpy_rate(K) if K <= 16 else float("nan")
-        print(f"  {K:2d}   {wall:14.4g}   {cpu:18.4g}   {n:11.4g}   {cpu / n:10.1f}")
 
 
 # ------------------------------------------------------ structure-of-arrays batch against the single-system path
@@ -274,6 +251,15 @@ def batch_rate(K, B, method, steps, dt=0.01, n_threads=1):
     seconds = time.perf_counter() - t0
     assert np.all(out["status"] == "completed")
     return float(np.sum(out["n_rhs"])) / seconds
+
+
+def rhs_rate(K, min_time=0.1):
+    """Right-hand sides per second of the general one-system ``OdeRhs`` (a loop inside C++, one thread)."""
+    Q, Mo, P, a, v = system(K)
+    n = 1
+    while (s := _core.ode_rhs_timing(Q, Mo, a, P, v, "erf", "erf", "online", 0.7, 0.0, n, 1)) < min_time:
+        n *= 2
+    return n / s
 
 
 def single_rate(K, method, steps, dt=0.01):
@@ -302,7 +288,7 @@ def print_batch_table(repeats=3):
             for _ in range(repeats):
                 best[0] = max(best[0], batch_rate(K, B_run, method, steps))
                 best[1] = max(best[1], single_rate(K, method, max(steps, 20_000 // K**2)))
-                best[2] = max(best[2], cpp_rate(K, repeats=1, min_time=0.1)[0])
+                best[2] = max(best[2], rhs_rate(K))
             rows[(K, method)] = (B_run, *best)
     print("\n   K  method    members   batch member-RHS/s   single path RHS/s   OdeRhs RHS/s   batch/single"
           "   batch/OdeRhs")

@@ -16,28 +16,34 @@ def problem():
     return W, V, tl.Network(W, None, "relu", "none"), tl.Network(V, None, "relu", "none")
 
 
+@pytest.mark.quick
 @pytest.mark.benchmark(group="relu population gradient, K = M = d = 100")
-def test_gradient_numpy(benchmark, problem):
+def test_gradient_numpy(benchmark, problem, record):
     W, V, student, teacher = problem
     g = benchmark(relu_gradient_numpy, W, V)
+    record(benchmark, unit="gradient")
     assert np.allclose(g, tl.population.gradient(student, teacher, train_readout=False)[0], atol=1e-11)
 
 
+@pytest.mark.quick
 @pytest.mark.benchmark(group="relu population gradient, K = M = d = 100")
-def test_gradient_twolayer_1_thread(benchmark, problem):
+def test_gradient_twolayer_1_thread(benchmark, problem, record):
     _, _, student, teacher = problem
     benchmark(tl.population.gradient, student, teacher, train_readout=False, n_threads=1)
+    record(benchmark, unit="gradient", ref="test_gradient_numpy")
 
 
 @pytest.mark.benchmark(group="relu population gradient, K = M = d = 100")
-def test_gradient_twolayer_all_threads(benchmark, problem):
+def test_gradient_twolayer_all_threads(benchmark, problem, record):
     _, _, student, teacher = problem
     benchmark(tl.population.gradient, student, teacher, train_readout=False)
+    record(benchmark, unit="gradient", ref="test_gradient_numpy")
 
 
 @pytest.mark.benchmark(group="relu population Hessian")
 @pytest.mark.parametrize("k", [20, 50])
-def test_hessian_twolayer(benchmark, k):
+def test_hessian_twolayer(benchmark, k, record):
     net = tl.Network(np.random.default_rng(k).standard_normal((k, k)), None, "relu", "none")
     teacher = tl.Network(np.eye(k), None, "relu", "none")
     benchmark(tl.population.hessian, net, teacher)
+    record(benchmark, unit="Hessian")

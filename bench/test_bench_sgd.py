@@ -1,16 +1,14 @@
 """Online SGD throughput: ``tl.sgd.simulate`` against a straightforward NumPy loop and a PyTorch CPU loop.
 
-Run with ``python -m pytest bench/test_bench_sgd.py --benchmark-only -s`` (``bench`` extra; torch is
-optional). Every implementation runs the same computation single-threaded: K student and M = K teacher erf
-units, one fresh Gaussian sample x in R^d per step, first layer trained, the update of DESIGN.md §3. Steps per
-second are reported from both the process CPU time and the wall clock (on a shared machine the CPU time is
-the fairer number; the two agree on an idle one) in ``extra_info`` and printed.
+Run with ``python -m pytest bench/test_bench_sgd.py --benchmark-only`` (``bench`` extra; torch is optional;
+conventions in bench/conftest.py). Every implementation runs the same computation single-threaded: K student and
+M = K teacher erf units, one fresh Gaussian sample x in R^d per step, first layer trained, the update of
+DESIGN.md §3. Steps per second (median of 5 rounds) are the headline metric.
 """
 
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -73,17 +71,6 @@ def run_torch(st, te, steps: int) -> None:
             W.add_(torch.outer(g, x), alpha=LR * s)
 
 
-def measure(fn, st, te, steps: int, repeats: int = 3) -> tuple[float, float]:
-    """Best-of-``repeats`` (steps per CPU second, steps per wall second)."""
-    best_cpu = best_wall = 0.0
-    for _ in range(repeats):
-        c0, w0 = time.process_time(), time.perf_counter()
-        fn(st, te, steps)
-        c, w = time.process_time() - c0, time.perf_counter() - w0
-        best_cpu, best_wall = max(best_cpu, steps / max(c, 1e-9)), max(best_wall, steps / w)
-    return best_cpu, best_wall
-
-
 @pytest.fixture(autouse=True, scope="module")
 def _single_thread_torch():
     if torch is not None:
@@ -95,39 +82,50 @@ def _single_thread_torch():
         yield
 
 
+def _steps(d: int, K: int) -> int:
+    return int(min(100_000, max(2000, 3e7 / (d * (K + 8)))))
+
+
 @pytest.mark.parametrize("K", [2, 8, 32])
-@pytest.mark.parametrize("d", [100, 1000, 10_000])
-def test_twolayer_steps_per_second(benchmark, d, K):
+@pytest.mark.parametrize("d", [100, pytest.param(1000, marks=pytest.mark.quick), 10_000])
+def test_twolayer_steps_per_second(benchmark, d, K, record):
+    """One thread, first layer trained; one timed call = ``steps`` SGD steps (rate in steps/s)."""
     st, te = problem(d, K)
-    steps = int(min(400_000, max(2000, 3e8 / (d * (K + 8)))))
-    cpu, wall = measure(run_twolayer, st, te, steps)
-    benchmark.extra_info.update(d=d, K=K, steps=steps, steps_per_cpu_s=cpu, steps_per_wall_s=wall)
-    print(f"\ntwolayer online SGD d={d:>6} K=M={K:>3}: {cpu:10.4g} steps/s (CPU time), {wall:10.4g} (wall)")
-    benchmark.pedantic(run_twolayer, args=(st, te, steps), rounds=1, iterations=1)
+    steps = _steps(d, K)
+    benchmark.group = f"online SGD, one thread, K = M = {K}"
+    benchmark.pedantic(run_twolayer, args=(st, te, steps), rounds=5, iterations=1, warmup_rounds=1)
+    record(benchmark, work=steps, unit="step", d=d, K=K)
     if d == 1000 and K == 2:
-        assert cpu >= 2e5, f"{cpu:.3g} steps per CPU second at d = 1000, K = 2 (target 2e5)"
+        rate = benchmark.extra_info["rate"]
+        assert rate >= 2e5, f"{rate:.3g} steps per second at d = 1000, K = 2 (target 2e5)"
 
 
+SIDE = "online SGD, d = 1000, K = M = 2, one thread: twolayer vs NumPy vs PyTorch"
+
+
+@pytest.mark.quick
 @pytest.mark.skipif(sp_erf is None, reason="needs scipy")
-def test_side_by_side_numpy_torch(benchmark):
-    """d = 1000, K = M = 2: twolayer vs NumPy vs PyTorch, measured in one run."""
-    d, K = 1000, 2
-    st, te = problem(d, K)
-    ours = measure(run_twolayer, st, te, 200_000)
-    ref_np = measure(run_numpy, st, te, 10_000)
-    rows = [("twolayer", ours), ("numpy", ref_np)]
-    if torch is not None:
-        rows.append((f"torch {torch.__version__}", measure(run_torch, st, te, 10_000)))
-    print(f"\nonline SGD, d={d}, K=M={K}, one thread")
-    for name, (cpu, wall) in rows:
-        print(f"  {name:<22}{cpu:12.4g} steps/s CPU {wall:12.4g} steps/s wall   x{ours[0] / cpu:8.1f} (CPU)"
-              f"  x{ours[1] / wall:8.1f} (wall)")
-        benchmark.extra_info[f"{name} steps_per_cpu_s"] = cpu
-        benchmark.extra_info[f"{name} steps_per_wall_s"] = wall
-    benchmark.pedantic(run_twolayer, args=(st, te, 200_000), rounds=1, iterations=1)
-    assert ours[0] >= 10 * ref_np[0], "twolayer must be at least 10x the NumPy loop"
-    if torch is not None:
-        assert ours[0] >= 3 * rows[2][1][0], "twolayer must be at least 3x the PyTorch loop"
+@pytest.mark.benchmark(group=SIDE)
+def test_sgd_numpy_loop(benchmark, record):
+    st, te = problem(1000, 2)
+    benchmark.pedantic(run_numpy, args=(st, te, 2000), rounds=5, iterations=1)
+    record(benchmark, work=2000, unit="step")
+
+
+@pytest.mark.skipif(torch is None, reason="needs torch (optional)")
+@pytest.mark.benchmark(group=SIDE)
+def test_sgd_torch_loop(benchmark, record):
+    st, te = problem(1000, 2)
+    benchmark.pedantic(run_torch, args=(st, te, 2000), rounds=5, iterations=1)
+    record(benchmark, work=2000, unit="step", ref="test_sgd_numpy_loop", torch=torch.__version__)
+
+
+@pytest.mark.quick
+@pytest.mark.benchmark(group=SIDE)
+def test_sgd_twolayer(benchmark, record):
+    st, te = problem(1000, 2)
+    benchmark.pedantic(run_twolayer, args=(st, te, 50_000), rounds=5, iterations=1, warmup_rounds=1)
+    record(benchmark, work=50_000, unit="step", ref="test_sgd_numpy_loop")
 
 
 # --- SGD grid: 20 lr x 5 noise x 5 seeds at d = 500, K = M = 2 (500 runs), one call against 100 calls
@@ -154,16 +152,17 @@ def grid_loop(st, te, n_threads=None):
 _grid_times: dict[str, float] = {}
 
 
-@pytest.mark.benchmark(group="sgd-grid")
-@pytest.mark.parametrize("how", ["one_call", "loop_of_100"])
-def test_grid_lr_noise_seeds(benchmark, how):
+@pytest.mark.benchmark(group="SGD grid: 500 runs, d = 500, K = M = 2")
+@pytest.mark.parametrize("how", [pytest.param("one_call", marks=pytest.mark.quick), "loop_of_100"])
+def test_grid_lr_noise_seeds(benchmark, how, record):
     """20 lr x 5 noise x 5 seeds = 500 runs of online SGD, d = 500, K = M = 2, t_max = 2 (1000 steps each):
     one batched call against a loop of 100 calls of 5 seeds (the same runs, bitwise: tests/test_sgd_batch.py)."""
     st, te = problem(500, 2)
     fn = grid_one_call if how == "one_call" else grid_loop
     benchmark.pedantic(fn, args=(st, te), rounds=3, iterations=1, warmup_rounds=1)
     _grid_times[how] = benchmark.stats.stats.min
-    benchmark.extra_info.update(runs=500, d=500, K=2, steps_per_run=1000, calls=1 if how == "one_call" else 100)
+    record(benchmark, work=500_000, unit="step", ref="test_grid_lr_noise_seeds[loop_of_100]" if how == "one_call"
+           else None, runs=500, d=500, K=2, steps_per_run=1000, calls=1 if how == "one_call" else 100)
     if len(_grid_times) == 2:
         ratio = _grid_times["loop_of_100"] / _grid_times["one_call"]
         benchmark.extra_info["loop_over_one_call"] = ratio

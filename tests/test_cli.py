@@ -18,11 +18,11 @@ def test_demo_quick_writes_png_and_csv(tmp_path, capsys):
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
     rows = list(csv.DictReader(open(tmp_path / "demo.csv")))
     panels = {r["panel"] for r in rows}
-    assert panels == {"seed000", "plateau"}
+    assert panels == {"symmetry_breaking", "plateau"}
     # The orthogonal start stays on the symmetric saddle: its final risk is far above the Gaussian starts' best.
     final = {}
     for r in rows:
-        if r["panel"] == "seed000":
+        if r["panel"] == "symmetry_breaking":
             final[(r["series"], r["seed"])] = float(r["risk"])
     assert min(v for (s, _), v in final.items() if s == "orthogonal") > 0.3
 

@@ -136,8 +136,21 @@ void bind_sde(py::module_& m);
 #ifndef TWOLAYER_VERSION
 #define TWOLAYER_VERSION "0.0.0"
 #endif
+// One module per instruction level (CMakeLists.txt): twolayer._core_<level>, loaded by python/twolayer/_core.py.
+#ifndef TWOLAYER_MODULE_NAME
+#define TWOLAYER_MODULE_NAME _core
+#endif
+#ifndef TWOLAYER_SIMD_LEVEL
+#define TWOLAYER_SIMD_LEVEL "unknown"
+#endif
+#ifndef TWOLAYER_COMPILER
+#define TWOLAYER_COMPILER "unknown"
+#endif
+#ifndef TWOLAYER_CXX_FLAGS
+#define TWOLAYER_CXX_FLAGS ""
+#endif
 
-PYBIND11_MODULE(_core, m) {
+PYBIND11_MODULE(TWOLAYER_MODULE_NAME, m) {
   m.doc() = "twolayer C++ core (Gaussian kernels, population quantities, dynamics)";
   py::register_exception<twolayer::not_implemented>(m, "KernelNotImplemented", PyExc_NotImplementedError);
   twolayer::bind::interrupted_type() = py::reinterpret_steal<py::object>(PyErr_NewExceptionWithDoc(
@@ -164,6 +177,9 @@ PYBIND11_MODULE(_core, m) {
   m.def("build_info", [] {
     py::dict info;
     info["version"] = TWOLAYER_VERSION;
+    info["simd_level"] = TWOLAYER_SIMD_LEVEL;
+    info["compiler"] = TWOLAYER_COMPILER;
+    info["flags"] = TWOLAYER_CXX_FLAGS;
     info["openmp"] = twolayer::openmp_enabled();
     info["max_threads"] = twolayer::resolve_threads(0);
     info["thread_limit"] = twolayer::thread_limit();

@@ -40,17 +40,27 @@ def build_info() -> dict[str, Any]:
     Returns
     -------
     dict
-        ``version``, ``openmp`` (on/off), ``max_threads`` (OpenMP's default
-        thread count), ``thread_limit`` (the thread cap of one call),
-        ``cuda`` (on/off), and whatever else the core reports.
+        ``version``, ``simd_level`` (the instruction level in use),
+        ``simd_levels`` (those compiled in), ``simd_supported`` (those this
+        CPU runs), ``compiler`` and ``flags``, ``openmp`` (on/off),
+        ``max_threads`` (OpenMP's default thread count), ``thread_limit``
+        (the thread cap of one call) and ``cuda`` (on/off).
+        ``TWOLAYER_SIMD`` forces the level.
 
     Examples
     --------
     >>> info = tl.build_info()
     >>> info["version"] == tl.__version__
     True
+    >>> info["simd_level"] in info["simd_levels"]
+    True
     """
-    return dict(_core.build_info())
+    from . import _dispatch
+
+    info = dict(_core.build_info())
+    info["simd_levels"] = list(_dispatch.compiled())
+    info["simd_supported"] = [lvl for lvl in _dispatch.supported() if lvl != "native"]
+    return info
 
 
 __all__ = [

@@ -239,7 +239,7 @@ def run_seed000(config: DemoConfig | None = None, progress: bool = False) -> Dem
     if progress:
         from tqdm import tqdm
 
-        iterator = tqdm(jobs, desc="seed 000: population descent", unit="run")
+        iterator = tqdm(jobs, desc="Mariantoni-Chizat: population descent", unit="run")
     for init, seed in iterator:
         student, teacher = teacher_student(cfg.units, cfg.units, cfg.d, "step", init=init, seed=seed)
         result.runs.setdefault(init, []).append(
@@ -309,7 +309,7 @@ def write_csv(result: DemoResult, path: str) -> None:
         for init, runs in result.runs.items():
             for seed, tr in zip(result.config.seeds, runs, strict=True):
                 for t, r in zip(tr.t, tr.risk, strict=True):
-                    w.writerow(["seed000", init, seed, int(t), f"{r:.10g}"])
+                    w.writerow(["symmetry_breaking", init, seed, int(t), f"{r:.10g}"])
         if result.plateau is not None:
             p = result.plateau
             for t, r in zip(p.ode.t, p.ode.risk, strict=True):

@@ -85,7 +85,7 @@ def demo_figure(result: DemoResult, path: str) -> None:
         risk_curves(ax, runs, colors.get(init, "k"), f"{init} init ({len(runs)} seeds)")
     c = result.config
     ax.set(xlabel="iteration", ylabel="excess population risk",
-           title=f"Seed 000: step units, m = {c.units}, d = {c.d}, lr = {c.lr}")
+           title=f"Mariantoni & Chizat symmetry breaking: step units, m = {c.units}, d = {c.d}, lr = {c.lr}")
     ax.legend()
     if result.plateau is not None:
         plateau_panel(axes[0, 1], result.plateau)

@@ -1,0 +1,8 @@
+"""``python -m twolayer``: the command line (same as the ``twolayer`` command)."""
+
+import sys
+
+from .cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())
