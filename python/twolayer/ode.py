@@ -399,6 +399,9 @@ def integrate_batch(
         On Ctrl-C, :class:`twolayer.Interrupted`'s ``partial`` is the BatchTrajectory so far: finished members as
         they are, the others with ``status="interrupted"`` and the rows they reached (none if never started).
     """
+    if isinstance(overlaps, Sequence) and any(getattr(o, "target", None) is not None for o in overlaps):
+        raise TypeError("overlaps: integrate_batch does not take polynomial targets yet; integrate each member with "
+                        "ode.integrate(..., target=)")
     groups, B, source = _batch_groups(overlaps)
     act, t_act = _activations(activation, teacher_activation, source)
     reg, meth, ro = _common(act, regime, method, readout)

@@ -155,7 +155,7 @@ def risk(student: Network, teacher: Network | HermiteTarget, noise: float = 0.0,
     ``noise`` is given. ``teacher``: a committee Network or a polynomial :class:`~twolayer.targets.HermiteTarget`
     (1/2 a^T I2(Q) a - sum_i a_i E[sigma(l_i) f] + 1/2 E[f^2], exact)."""
     noise_ = positive(noise, "noise", allow_zero=True)
-    if is_target(teacher):
+    if not isinstance(teacher, Network):
         return _target_risk(student, teacher) + 0.5 * noise_
     args, _, _ = _args(student, teacher)
     r = np.asarray(_core.population_risk(*args, n_threads=n_threads_arg(n_threads)))
