@@ -7,7 +7,8 @@ k = 2: quadratic, k = 3: erf with a = -1), so the population drift of m is ~ lr 
 noise term ~ lr^2 m of the spherical projection. k = 1, 2 run at a fixed lr: escape time O(1) and ~ log d.
 For k = 3 the noise term stalls m at m* ~ lr unless lr ~ m0 ~ d^(-1/2): with lr = 0.4 / sqrt(d) the escape time
 grows ~ d, i.e. ~ d^2 samples = d^(k-1) (t = steps / d). Dots: SGD runs; lines: the order-parameter ODE (exact
-expectations for the target) from m0 = 1 / sqrt(d). Writes seed002_staircase_online.png (about a minute).
+expectations for the target) from m0 = 1 / sqrt(d); SGD runs not escaped by t_max (6 d for k = 3) are left out
+(printed as nan). Writes seed002_staircase_online.png (about a minute).
 
 Run: python examples/seed002_staircase_online.py
 """
