@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy.special import erf
-
 import twolayer as tl
+from scipy.special import erf
 from twolayer import _core
 
 LR = 0.5

@@ -9,9 +9,8 @@ import os
 
 import numpy as np
 import pytest
-from scipy.special import erf
-
 import twolayer as tl
+from scipy.special import erf
 from twolayer import _core
 
 ACTS = ["erf", "relu", "linear", "quadratic", "step"]
@@ -326,7 +325,7 @@ def test_online_rhs_equals_committee_with_linear_and_quadratic_teachers(act, sph
     """A linear committee teacher with orthonormal rows is the target sum_r v_r He_1(z_r); a quadratic one
     is sum_r v_r (He_2(z_r) + 1): the online right-hand sides (lr^2 and noise terms included) agree with the
     committee ODE's kernels to rounding."""
-    d, k = 40, 2
+    d = 40
     v = np.array([0.8, -0.5])
     for t_act, coefs in (("linear", {(1, 0): v[0], (0, 1): v[1]}),
                          ("quadratic", {(2, 0): v[0], (0, 2): v[1], (0, 0): v[0] + v[1]})):

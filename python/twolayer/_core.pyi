@@ -82,6 +82,8 @@ def sgd_simulate(
     keep_weights: bool = True,
     n_threads: int = 0,
     progress: Callable[[int], object] | None = None,
+    target_alpha: NDArray[np.int64] | None = None,
+    target_coef: _F | None = None,
     schedule: _Schedule | None = None,
 ) -> dict[str, Any]: ...
 def philox4x32(counter: NDArray[np.uint32], key: NDArray[np.uint32]) -> NDArray[np.uint32]: ...
@@ -208,4 +210,20 @@ def sde_simulate(
     y0: _F, K: int, P: _F, v: _F, act: str, act_teacher: str, spherical: bool, lr: float, lr_readout: float,
     noise: float, d: int, dt: float, steps: int, record_steps: Any, nodes: _F, weights: _F, seed: int, runs: Any,
     risk_tol: float, risk_rtol: float, n_threads: int = 0, progress: Any = None,
+) -> dict[str, Any]: ...
+# Polynomial multi-index targets (bind_target.cpp, bind_ode.cpp): exponents (n_terms, k), coefficients (n_terms,).
+_I = NDArray[np.int64]
+
+def target_eval(alpha: _I, coef: _F, z: _F) -> _F: ...
+def target_expectation(act: str, Qs: _F, Ms: _F, factors: Any, alpha: _I, coef: _F) -> float: ...
+def target_risk(alpha: _I, coef: _F, Q: _F, M: _F, a: _F, act: str) -> float: ...
+def target_cross_grad(alpha: _I, coef: _F, Q: _F, M: _F, a: _F, act: str) -> tuple[_F, _F]: ...
+def ode_rhs_target(
+    Q: _F, M: _F, a: _F, alpha: _I, coef: _F, act: str, regime: str, spherical: bool, lr: float,
+    lr_readout: float, noise: float, evals: int = 1,
+) -> tuple[_F, _F, _F, float]: ...
+def ode_integrate_target(
+    Q: _F, M: _F, a: _F, alpha: _I, coef: _F, act: str, regime: str, spherical: bool, lr: float,
+    lr_readout: float, noise: float, times: _F, method: str, dt: float, rtol: float, atol: float, h_max: float,
+    risk_tol: float, risk_rtol: float, max_steps: int,
 ) -> dict[str, Any]: ...

@@ -539,6 +539,9 @@ def integrate_batch(
     >>> batch[0].status, batch.risk.shape
     ('converged', (2, 101))
     """
+    if isinstance(overlaps, Sequence) and any(getattr(o, "target", None) is not None for o in overlaps):
+        raise TypeError("overlaps: integrate_batch does not take polynomial targets yet; integrate each member with "
+                        "ode.integrate(..., target=)")
     groups, B, source = _batch_groups(overlaps)
     act, t_act = _activations(activation, teacher_activation, source)
     reg, meth, ro = _common(act, regime, method, readout)

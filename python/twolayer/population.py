@@ -205,7 +205,7 @@ def risk(student: Network, teacher: Network | HermiteTarget, noise: float = 0.0,
     True
     """
     noise_ = positive(noise, "noise", allow_zero=True)
-    if is_target(teacher):
+    if not isinstance(teacher, Network):
         return _target_risk(student, teacher) + 0.5 * noise_
     args, _, _ = _args(student, teacher)
     r = np.asarray(_core.population_risk(*args, n_threads=n_threads_arg(n_threads)))
