@@ -290,20 +290,22 @@ void bind_ode(py::module_& m) {
       [target_model](const Array& Q, const Array& Mo, const Array& a, const IntArray& alpha, const Array& coef,
                      const std::string& student, const std::string& regime, bool spherical, double lr,
                      double lr_readout, double noise, const Array& times_arr, const std::string& method, double dt,
-                     double rtol, double atol, double h_max, double risk_tol, double risk_rtol, long long max_steps) {
+                     double rtol, double atol, double h_max, double risk_tol, double risk_rtol, long long max_steps,
+                     const py::object& schedule) {
         int K, M;
         std::vector<double> y = state(Q, Mo, a, K, M);
         OdeModel model = target_model(alpha, coef, student, regime, spherical, K, M, lr, lr_readout, noise);
         const std::vector<double> times = to_vector(times_arr, "times");
         IntegrateOptions opt =
             make_options(times, method, dt, rtol, atol, 0.0, h_max, risk_tol, risk_rtol, max_steps);
+        opt.schedule = ode_schedule(schedule);
         return run_cancellable([&] { return integrate(model, y.data(), opt, 1); },
                                [&](const IntegrateResult& r) { return to_dict(r, K, M); });
       },
       py::arg("Q"), py::arg("M"), py::arg("a"), py::arg("alpha"), py::arg("coef"), py::arg("act"), py::arg("regime"),
       py::arg("spherical"), py::arg("lr"), py::arg("lr_readout"), py::arg("noise"), py::arg("times"),
       py::arg("method"), py::arg("dt"), py::arg("rtol"), py::arg("atol"), py::arg("h_max"), py::arg("risk_tol"),
-      py::arg("risk_rtol"), py::arg("max_steps"));
+      py::arg("risk_rtol"), py::arg("max_steps"), py::arg("schedule") = py::none());
   // One shape group of a batch, stacked: Q (B, K, K), M (B, K, M), a (B, K), P (B, M, M) or (M, M) (shared),
   // v (B, M) or (M,); lr, lr_readout, noise, risk_tol, risk_rtol (B,). Returns stacked arrays (B, T, ...) whose rows
   // after a member's n_recorded are NaN, and per-member status, message, stop_time and counts.

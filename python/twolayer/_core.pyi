@@ -225,5 +225,5 @@ def ode_rhs_target(
 def ode_integrate_target(
     Q: _F, M: _F, a: _F, alpha: _I, coef: _F, act: str, regime: str, spherical: bool, lr: float,
     lr_readout: float, noise: float, times: _F, method: str, dt: float, rtol: float, atol: float, h_max: float,
-    risk_tol: float, risk_rtol: float, max_steps: int,
+    risk_tol: float, risk_rtol: float, max_steps: int, schedule: _Schedule | None = None,
 ) -> dict[str, Any]: ...

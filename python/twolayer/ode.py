@@ -360,7 +360,7 @@ def integrate(
         return _integrate_target(overlaps, activation, tgt, lr=lr, lr_readout=lr_readout, noise=noise, regime=regime,
                                  spherical=spherical, t_max=t_max, times=times, method=method, dt=dt, rtol=rtol,
                                  atol=atol, readout=readout, risk_tol=risk_tol, risk_rtol=risk_rtol,
-                                 n_points=n_points, h_max=h_max, max_steps=max_steps)
+                                 n_points=n_points, h_max=h_max, max_steps=max_steps, schedule=schedule)
     act, t_act = _activations(activation, teacher_activation, overlaps)
     if regime == "large_batch":
         from .large_batch import iterate
@@ -861,9 +861,13 @@ def _target_state(overlaps: Any, activation: Any, tgt: Any, spherical: bool) -> 
 def _integrate_target(overlaps: Any, activation: Any, tgt: Any, *, lr: float, lr_readout: float, noise: float,
                       regime: Any, spherical: Any, t_max: float | None, times: ArrayLike | None, method: Any,
                       dt: float, rtol: float, atol: float, readout: Any, risk_tol: float | None,
-                      risk_rtol: float | None, n_points: int, h_max: float | None, max_steps: int) -> Trajectory:
+                      risk_rtol: float | None, n_points: int, h_max: float | None, max_steps: int,
+                      schedule: Any = None) -> Trajectory:
     spherical = boolean(spherical, "spherical")
     ov, act = _target_state(overlaps, activation, tgt, spherical)
+    if regime == "large_batch":
+        raise ValueError("regime: 'large_batch' with a polynomial target is not available yet (the map takes "
+                         "committee teachers); use sgd.simulate(tgt, batch_size=...) for targets")
     reg, meth, ro = _common(act, regime, method, readout)
     lr_ = positive(lr, "lr", allow_zero=True)
     lr_a = positive(lr_readout, "lr_readout", allow_zero=True)
@@ -875,11 +879,14 @@ def _integrate_target(overlaps: Any, activation: Any, tgt: Any, *, lr: float, lr
     c = 1.0 if ro == "sum" else 1.0 / ov.K
     meta = {**_model_meta(act, "target", reg, spherical, ro), **solver_meta, "lr": lr_, "lr_readout": lr_a,
             "noise": noise_, "risk_tol": tol or math.nan, "risk_rtol": rtol_r or math.nan, "target": repr(tgt)}
+    sched = as_schedule(schedule, t_max=float(tail[0][-1]))
+    if sched is not None:
+        meta["schedule"] = repr(sched)
     alpha, coef = tgt._arrays()
     with partial_result(lambda out: _trajectory(out, meta, ov)):
         out = _core.ode_integrate_target(ov.Q, ov.M, ov.a, alpha, coef, act, reg, bool(spherical), lr_,
                                          lr_a * c * c, noise_, *tail, keywords["h_max"], tol, rtol_r,
-                                         keywords["max_steps"])
+                                         keywords["max_steps"], schedule=core_arg(sched))
     return _trajectory(out, meta, ov)
 
 
