@@ -33,7 +33,7 @@ from .spec import Scan, read_toml
 from .store import assemble, open_dataset
 
 __all__ = ["Engine", "Group", "Scan", "Summary", "initial_networks", "initial_overlaps", "load", "make_groups",
-           "open_dataset", "run"]
+           "open_dataset", "read_toml", "run"]
 
 
 def load(definition: Scan | Mapping[str, Any] | str | Path) -> Scan:
@@ -153,6 +153,3 @@ class _bar:
     def __exit__(self, *exc: Any) -> None:
         if self.tqdm is not None:
             self.tqdm.close()
-
-
-_ = read_toml  # re-exported for the CLI
