@@ -31,8 +31,10 @@ Method (event location and Filippov sliding):
 5. Risk from the angles theta = 2 atan2(|u - v|, |u + v|) (exact at alignment: a converged run reports ~1e-16,
    not the ~2e-9 floor of cosines).
 
-Not handled: two students meeting away from any teacher (their cusp is repulsive unless a_i a_k < 0, e.g. with
-a trained readout changing sign); such runs are integrated without merging (the limiter then shrinks the steps).
+Not handled: two students meeting, aligned or antipodal. The antipodal case is real for step units: 1(u.x > 0) +
+1(-u.x > 0) = 1, so the repulsion between two students with equal readouts pins them at antipodes (a sliding
+pair that then moves as one rigid pair). A run stops there with status "diverged" and a message naming the two
+students (``_MET`` = 1e-7 rad); weight-space descent (:func:`twolayer.population.descend`) still applies.
 """
 
 from __future__ import annotations
@@ -43,10 +45,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .overlaps import Overlaps
+from .networks import Network
+from .overlaps import Overlaps, check_pair
 from .schedules import Schedule
 
 SNAP = 1e-10  # rad: below this a student is set exactly onto the teacher it approaches
+_MET = 1e-7  # rad: two students this close to aligned or antipodal stop the run (not merged)
 _NEAR, _SLACK = 1e-4, 0.05  # error slack near arrival (see integrate)
 _APPROACH = 0.5  # a step covers at most this fraction of the time to reach the nearest approached unit
 
@@ -67,7 +71,7 @@ _B4 = np.array([5179 / 57600, 0.0, 7571 / 16695, 393 / 640, -92097 / 339200, 187
 
 def realisation(ov: Overlaps) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Rows (K, n) for the students and (M, n) for the teachers, n = K + M, with the Gram matrix Omega."""
-    K, M = ov.K, ov.n_teacher
+    M = ov.n_teacher
     omega = np.block([[ov.P, ov.M.T], [ov.M, ov.Q]])
     lam, V = np.linalg.eigh(0.5 * (omega + omega.T))
     X = V * np.sqrt(np.clip(lam, 0.0, None))
@@ -118,7 +122,8 @@ class _Flow:
         same = (nrm == 0) & (proj == 0)
         same[np.arange(self.K), self.M + np.arange(self.K)] = False
         self.E_t = tang[:, :self.M] * inv[:, :self.M, None]
-        self.th_t = 2.0 * np.arctan2(np.linalg.norm(D[:, :self.M], axis=2), np.linalg.norm(X[None, :self.M] + U[:, None], axis=2))
+        self.th_t = 2.0 * np.arctan2(np.linalg.norm(D[:, :self.M], axis=2),
+                                     np.linalg.norm(X[None, :self.M] + U[:, None], axis=2))
         return F, same @ w
 
     def velocity(self, t: float, U: NDArray[np.float64], a: NDArray[np.float64]) -> tuple[NDArray[np.float64],
@@ -147,9 +152,8 @@ class _Flow:
 
     def events(self, U: NDArray[np.float64], a: NDArray[np.float64]) -> NDArray[np.float64]:
         """Attach students that came within SNAP of a teacher; release those whose sliding condition fails
-        (moved off by SNAP along their other forces). Returns U (a copy if changed)."""
+        (moved off by 10 SNAP along their other forces). Returns the new U (a copy)."""
         th = _angles(U, self.T)
-        changed = False
         U = U.copy()
         for i in range(self.K):
             if self.attached[i] < 0:
@@ -157,18 +161,29 @@ class _Flow:
                 if th[i, r] < SNAP:
                     U[i] = self.T[r]
                     self.attached[i] = r
-                    changed = True
         if np.any(self.attached >= 0):
             F, c = self.forces(U, a)
-            for i in np.flatnonzero(self.attached >= 0):
-                fn = float(np.linalg.norm(F[i]))
-                if not (a[i] * c[i] > 0 and fn <= abs(c[i])) and fn > 0:
-                    direction = np.sign(a[i]) * F[i] / fn
-                    U[i] = U[i] + 10 * SNAP * direction
-                    U[i] /= np.linalg.norm(U[i])
-                    self.attached[i] = -1
-                    changed = True
-        return U if changed else U
+            for j in map(int, np.flatnonzero(self.attached >= 0)):
+                fn = float(np.linalg.norm(F[j]))
+                if not (a[j] * c[j] > 0 and fn <= abs(c[j])) and fn > 0:
+                    direction = np.sign(a[j]) * F[j] / fn
+                    U[j] = U[j] + 10 * SNAP * direction
+                    U[j] /= np.linalg.norm(U[j])
+                    self.attached[j] = -1
+        return U
+
+    def students_met(self, U: NDArray[np.float64]) -> tuple[int, int, str] | None:
+        """Two students aligned or antipodal (an antipodal pair of step units with equal readouts is the
+        constant a: its repulsive cusp pins it there) — the one alignment this integrator does not merge."""
+        if self.K < 2:
+            return None
+        th = _angles(U, U)
+        iu = np.triu_indices(self.K, 1)
+        close = np.minimum(th[iu], np.pi - th[iu])
+        j = int(np.argmin(close))
+        if close[j] < _MET:
+            return int(iu[0][j]), int(iu[1][j]), "aligned" if th[iu][j] < 1.0 else "antipodal"
+        return None
 
     def limit(self, dU: NDArray[np.float64]) -> float:
         """The largest step allowed by the approach limiter, from the last :meth:`velocity` state: for each free
@@ -183,6 +198,20 @@ class _Flow:
         arrive = th[ok] / rate[ok]
         frac = np.where(th[ok] < 1e-3, 0.98, _APPROACH)
         return float(np.min(frac * arrive))
+
+
+def risk(student: Network, teacher: Network) -> float:
+    """Excess population risk of step networks from their weights, with the angles 2 atan2(|u - v|, |u + v|) of
+    the unit rows: exact at alignment, where :func:`twolayer.population.risk` (through the cosines of the
+    overlaps) cannot resolve angles below ~1.5e-8 (a risk floor ~2e-9 per aligned pair)."""
+    check_pair(student, teacher)
+    if student.activation != "step" or teacher.activation != "step":
+        raise ValueError("student, teacher: expected the 'step' activation for both")
+    U = student.W / np.linalg.norm(student.W, axis=1, keepdims=True)
+    T = teacher.W / np.linalg.norm(teacher.W, axis=1, keepdims=True)
+    a, v = student.effective_a, teacher.effective_a
+    i2 = [(np.pi - _angles(X, Y)) / (2 * np.pi) for X, Y in ((U, U), (U, T), (T, T))]
+    return 0.5 * float(a @ i2[0] @ a) - float(a @ i2[1] @ v) + 0.5 * float(v @ i2[2] @ v)
 
 
 def integrate(ov: Overlaps, lr: float, lr_readout: float, times: NDArray[np.float64], schedule: Schedule | None,
@@ -261,6 +290,14 @@ def integrate(ov: Overlaps, lr: float, lr_readout: float, times: NDArray[np.floa
         pinned = flow.attached >= 0
         U_new[pinned] = flow.T[flow.attached[pinned]]  # bitwise on their teacher
         U_new = flow.events(U_new, a_new)
+        pair = flow.students_met(U_new)
+        if pair is not None:
+            status, stop_time = "diverged", t_new
+            message = (f"stopped at t = {t_new:g}: students {pair[0]} and {pair[1]} became {pair[2]} (angle within "
+                       f"{_MET:g} rad of {'0' if pair[2] == 'aligned' else 'pi'}); merging two students into one "
+                       "sliding pair is not implemented")
+            record(t_new, U_new, a_new)
+            break
         # outputs inside (t, t_new]: linear interpolation of the directions between the two states
         stop = False
         r_new = flow.risk(U_new, a_new) if threshold > -math.inf else math.inf
