@@ -288,8 +288,9 @@ def single_rate(K, method, steps, dt=0.01):
 
 def print_batch_table(repeats=3):
     """Best of ``repeats`` (interleaved) for each row: the batch's member-RHS rate, the single-system path's rate
-    (``ode.integrate``, which runs the same per-lane code with one lane), and the one-system right-hand side
-    alone (``OdeRhs``, no integrator: the general path, used for the other activations)."""
+    (``ode.integrate``, which runs the same per-lane code with one lane for K, M <= 4), and the one-system
+    right-hand side alone (``OdeRhs``, no integrator: the general path, used for the other activations and for
+    K or M > 4, where a batch runs its members one by one)."""
     rows = {}
     cases = [(2, 10_000, 1000), (4, 1000, 1000), (8, 100, 200)]
     for K, B, steps in cases:

@@ -582,7 +582,8 @@ LaneShape shape_of(const OdeModel& m) {
 }  // namespace
 
 bool lanes_supported(const OdeModel& m, const IntegrateOptions& /*opt*/) {
-  return m.student == Activation::Erf && m.teacher == Activation::Erf;
+  return m.student == Activation::Erf && m.teacher == Activation::Erf && m.K <= kLaneMaxUnits &&
+         m.M <= kLaneMaxUnits;
 }
 
 IntegrateResult integrate_lanes(const OdeModel& model, const double* y0, const IntegrateOptions& opt,
