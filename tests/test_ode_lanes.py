@@ -18,7 +18,7 @@ def spherical_overlaps(K, M, seed):
     return tl.Overlaps(ov.Q * np.outer(s, s), ov.M * s[:, None], ov.P, ov.a, ov.v)
 
 
-@pytest.mark.parametrize("K,M", [(1, 1), (2, 2), (3, 1), (4, 4), (5, 3), (8, 8)])
+@pytest.mark.parametrize("K,M", [(1, 1), (2, 2), (3, 1), (1, 4), (4, 4)])
 @pytest.mark.parametrize("regime,spherical", [("online", False), ("gradient_flow", False), ("online", True)])
 def test_lane_rhs_matches_the_general_rhs(K, M, regime, spherical):
     """One Euler step of ``ode.integrate`` (the lane path, one lane) against ``ode.rhs`` (the general OdeRhs):
@@ -38,7 +38,7 @@ def test_lane_rhs_matches_the_general_rhs(K, M, regime, spherical):
 @pytest.mark.parametrize("method", list(METHODS))
 def test_blocks_threads_and_lane_positions_do_not_matter(method):
     """21 members (blocks of 8, 8 and 5 lanes) with per-member lr, readout, noise and thresholds, a member that
-    stops early and a stiff one, K = M = 2 and a run-time size (K = 5, M = 3) in the same call: every member
+    stops early and a stiff one, K = M = 2 and K = 5, M = 3 (the one-system path) in the same call: every member
     is bitwise its run alone, with 1 or 2 threads and in reversed order (other lane positions and neighbours)."""
     opts = METHODS[method]
     rng = np.random.default_rng(3)

@@ -581,10 +581,11 @@ LaneShape shape_of(const OdeModel& m) {
 
 }  // namespace
 
-// The lanes hold the committee erf-erf right-hand side at a constant learning rate: a polynomial target's terms
-// (target.hpp) and a learning-rate schedule (schedule.hpp) run on the one-system path.
+// The lanes hold the committee erf-erf right-hand side at a constant learning rate, K, M <= kLaneMaxUnits: a
+// polynomial target's terms (target.hpp) and a learning-rate schedule (schedule.hpp) run on the one-system path.
 bool lanes_supported(const OdeModel& m, const IntegrateOptions& opt) {
-  return m.student == Activation::Erf && m.teacher == Activation::Erf && !m.target && opt.schedule.identity();
+  return m.student == Activation::Erf && m.teacher == Activation::Erf && m.K <= kLaneMaxUnits &&
+         m.M <= kLaneMaxUnits && !m.target && opt.schedule.identity();
 }
 
 IntegrateResult integrate_lanes(const OdeModel& model, const double* y0, const IntegrateOptions& opt,

@@ -313,8 +313,7 @@ TWOLAYER_HD void erf_rhs_lanes(const LaneShape& s, const LaneParams& p, const do
     for (int i = 0; i < K * L; ++i) da[i] = 0.0;
 }
 
-// erf_rhs_lanes<L, KC, MC> for the sizes compiled with fixed K and M (K, M <= 4, and K = M = 8), the run-time size
-// otherwise.
+// erf_rhs_lanes<L, KC, MC> for the sizes compiled with fixed K and M (K, M <= 4), the run-time size otherwise.
 using ErfRhsLanesFn = void (*)(const LaneShape&, const LaneParams&, const double*, double*, double*);
 template <int L>
 ErfRhsLanesFn select_erf_rhs_lanes(int K, int M) {
@@ -324,7 +323,6 @@ ErfRhsLanesFn select_erf_rhs_lanes(int K, int M) {
       {&erf_rhs_lanes<L, 3, 1>, &erf_rhs_lanes<L, 3, 2>, &erf_rhs_lanes<L, 3, 3>, &erf_rhs_lanes<L, 3, 4>},
       {&erf_rhs_lanes<L, 4, 1>, &erf_rhs_lanes<L, 4, 2>, &erf_rhs_lanes<L, 4, 3>, &erf_rhs_lanes<L, 4, 4>}};
   if (K <= 4 && M <= 4) return small[K - 1][M - 1];
-  if (K == 8 && M == 8) return &erf_rhs_lanes<L, 8, 8>;
   return &erf_rhs_lanes<L, 0, 0>;
 }
 
