@@ -41,7 +41,9 @@ the seed's d -> infinity law of (mu0, tau0), mu0 ~ chi^2(p) and tau0 ~ 2 chi^2(p
 generalised Gauss-Laguerre quadrature (E[log mu0] = log 2 + psi(p / 2) in closed form). Measured against the ODE
 (tests/test_theory.py, the example seed003_escape.py; one random start each, d = 1e4, T = 0.5, Delta = 0.5): the
 formula underestimates the ODE's escape time by 10 % (p = 2), 11-25 % (p = 4) and 21-37 % (p = 8) for gamma =
-gamma_opt / 5 .. gamma_opt / 2; part of it (8-9 % at p = 1) is the dropped finite-T term above.
+gamma_opt / 5 .. gamma_opt / 2; part of it (8-9 % at p = 1) is the dropped finite-T term above. At the formula's
+gamma_opt(p) itself the ODE does not escape at all for p = 4 and 8 (d = 1e4, Delta = 0.5: the risk stays at or above
+R(0)), so for p > 2 ``optimal_lr`` is the seed's value, not a safe learning rate.
 
 ``optimal_lr(p, Delta)`` minimises the wide-p annealed escape time: gamma_opt = p / (2 + 2/p + 8/p^2 + Delta)
 (= 1 / (12 + Delta) at p = 1, exact there since the p = 1 rate 2 A gamma is maximal at it); ``gain_factor(Delta) =
