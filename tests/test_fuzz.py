@@ -629,7 +629,7 @@ ENTRY_POINTS: list[Entry] = [
           lambda D: {"rows": array((D["K"], D["d"]), strict=False), "scale": real(extreme=(1e-300, 1e300))},
           SMALL, check=lambda v, out: expect_shape(out, (len(v["rows"]),) * 2)),
     Entry("Network", tl.Network,
-          lambda D: {"W": array((D["K"], D["d"]), strict=False), "a": array((D["K"],), optional=True),
+          lambda D: {"W": array((D["K"], D["d"]), strict=False), "a": array((D["K"],), optional=True, none_ok=True),
                      "activation": ACTIVATION, "scaling": choice("sqrt_d", "none"), "readout": choice("sum", "mean")},
           SMALL),
     Entry("Network.random", tl.Network.random,

@@ -62,9 +62,10 @@ def _bound(v: int) -> str:
     return str(v)
 
 
-def as_float_array(x: Any, name: str, ndim: int | None = None, finite: bool = True) -> NDArray[np.float64]:
-    """``x`` as a C-contiguous float64 array (at least 1-d: a scalar becomes shape (1,)), checked for dtype,
-    dimension and finiteness.
+def as_float_array(x: Any, name: str, ndim: int | None = None, finite: bool = True,
+                   scalar_ok: bool = True) -> NDArray[np.float64]:
+    """``x`` as a C-contiguous float64 array (at least 1-d: a scalar becomes shape (1,), unless ``scalar_ok`` is
+    False: then a scalar raises, e.g. for a vector of K weights), checked for dtype, dimension and finiteness.
 
     Any integer or floating dtype is accepted (and object arrays whose entries are all real numbers); complex,
     string, bytes, boolean and other object arrays raise TypeError, never a silent truncation or parse."""
@@ -86,6 +87,8 @@ def as_float_array(x: Any, name: str, ndim: int | None = None, finite: bool = Tr
     elif kind not in "iuf":
         what = {"c": "complex", "U": "string", "S": "bytes", "b": "boolean"}.get(kind, "non-numeric")
         raise TypeError(f"{name}: expected an array of real numbers, got {what} values (dtype {raw.dtype})")
+    if raw.ndim == 0 and not scalar_ok:
+        raise ValueError(f"{name}: expected a {ndim or 1}-d array, got the scalar {describe(x)}")
     arr = np.ascontiguousarray(raw, dtype=np.float64)
     if ndim is not None and arr.ndim != ndim:
         raise ValueError(f"{name}: expected a {ndim}-d array, got shape {arr.shape}")

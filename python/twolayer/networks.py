@@ -69,7 +69,7 @@ class Network:
         W_ = as_float_array(W, "W", ndim=2)
         if W_.shape[0] < 1 or W_.shape[1] < 1:
             raise ValueError(f"W: expected shape (K, d) with K, d >= 1, got {W_.shape}")
-        a_ = np.ones(W_.shape[0]) if a is None else as_float_array(a, "a", ndim=1)
+        a_ = np.ones(W_.shape[0]) if a is None else as_float_array(a, "a", ndim=1, scalar_ok=False)
         if a_.shape != (W_.shape[0],):
             raise ValueError(f"a: expected shape ({W_.shape[0]},) to match W's {W_.shape[0]} rows, got {a_.shape}")
         object.__setattr__(self, "W", W_)

@@ -165,8 +165,8 @@ class Overlaps:
         Q_ = as_float_array(Q, "Q", ndim=2)
         M_ = as_float_array(M, "M", ndim=2)
         P_ = as_float_array(P, "P", ndim=2)
-        a_ = as_float_array(a, "a", ndim=1)
-        v_ = as_float_array(v, "v", ndim=1)
+        a_ = as_float_array(a, "a", ndim=1, scalar_ok=False)
+        v_ = as_float_array(v, "v", ndim=1, scalar_ok=False)
         K, Mt = a_.shape[0], v_.shape[0]
         for name, arr, shape in (("Q", Q_, (K, K)), ("M", M_, (K, Mt)), ("P", P_, (Mt, Mt))):
             if arr.shape != shape:

@@ -156,7 +156,7 @@ def isotropy(W: ArrayLike, tol: float = 1e-8, a: ArrayLike | None = None) -> Iso
     k, d = W_.shape
     a_ = None
     if a is not None:
-        a_ = as_float_array(a, "a", ndim=1)
+        a_ = as_float_array(a, "a", ndim=1, scalar_ok=False)
         if a_.shape[0] != k:
             raise ValueError(f"a: expected length {k} (rows of W), got {a_.shape[0]}")
     rows, cols = _UnionFind(k), _UnionFind(d)
@@ -373,7 +373,7 @@ class FixedPointSpace:
         r_ord = np.array(rows + rest_r)
         c_ord = np.array(cols + rest_c)
         space = cls(sizes, train_readout)
-        a_ord = None if a is None else as_float_array(a, "a", ndim=1)[r_ord]
+        a_ord = None if a is None else as_float_array(a, "a", ndim=1, scalar_ok=False)[r_ord]
         x = space.coordinates(W_[np.ix_(r_ord, c_ord)], a_ord)
         if not np.allclose(space.matrix(x)[0], W_[np.ix_(r_ord, c_ord)], rtol=0, atol=10 * tol):
             raise ValueError("W: the reordered matrix is not in the fixed-point space of its isotropy")
@@ -417,7 +417,7 @@ class FixedPointSpace:
         if W_.shape != (self.k, self.k):
             raise ValueError(f"W: expected shape ({self.k}, {self.k}), got {W_.shape}")
         v = W_.ravel()
-        a_ = None if a is None else as_float_array(a, "a", ndim=1)  # checked even where train_readout ignores it
+        a_ = None if a is None else as_float_array(a, "a", ndim=1, scalar_ok=False)  # checked even where train_readout ignores it
         if self.train_readout:
             v = np.concatenate([v, np.ones(self.k) if a_ is None else a_])
         return np.asarray(np.linalg.lstsq(self.basis, v, rcond=None)[0], dtype=np.float64)
