@@ -72,8 +72,13 @@ def iterate(
     noise: float = 0.0,
     spherical: bool = False,
     n_threads: int | None = None,
+    target: Any = None,
 ) -> Trajectory:
     """Iterate the large-batch map ``steps`` times from ``overlaps`` (see the module docstring).
+
+    ``target`` (a :class:`twolayer.targets.HermiteTarget`, with ``teacher_activation`` "target"): the teacher units
+    are the target's k directions (M (K, k), P = I_k) and psi, phi^HD take the target's exact terms
+    (psi_ic += E[g'(l_i) l_c f], phi^HD_ik += E[g'g' f^2] - 2 E[g'g' f fhat], C++ ``TargetRhs::add_raw``).
 
     ``lr`` is the step gamma0 (the simulator's ``lr / d``), ``batch_ratio`` alpha = n_b / d; the second layer a
     stays fixed. Returns a :class:`~twolayer.Trajectory` with one row per iteration, t = 0, 1, ..., steps
@@ -100,6 +105,13 @@ def iterate(
                           meta={**meta, "n_rhs": int(out["n_rhs"]), "n_steps": int(out["n_steps"])},
                           P=overlaps.P.copy(), v=overlaps.v.copy(), stop_time=float(out["stop_time"]))
 
+    if target is not None:
+        meta["target"] = repr(target)
+        alpha_t, coef = target._arrays()
+        with partial_result(to_trajectory):
+            out = _core.large_batch_iterate_target(overlaps.Q, overlaps.M, overlaps.a, alpha_t, coef, activation,
+                                                   gamma0, alpha, T, noise_, spherical)
+        return to_trajectory(out)
     with partial_result(to_trajectory):
         out = _core.large_batch_iterate(overlaps.Q, overlaps.M, overlaps.a, overlaps.P, overlaps.v, activation,
                                         teacher_activation, gamma0, alpha, T, noise_, spherical,
