@@ -15,7 +15,8 @@ steps that does not depend on d. Leap 2: at M = 0 it has none (E[sigma'(l) z1 z1
 E[sigma''] -> 0): M grows geometrically from its 1 / sqrt(d) start, and the number of steps grows like log d.
 Left: overlap against iteration (map lines, SGD markers) at d = 1000, 4000. Right: steps to reach 0.3 against d,
 map (d up to 64000; mean +- sd over 8 random starts) and SGD (d = 1000, 2000, 4000; mean +- sd over runs
-from the first 3 of those starts; the left panel's map line is the mean over those same 3 starts). Writes seed002_leap.png (about a minute).
+from the first 3 of those starts; the left panel's map line is the mean over those same 3 starts).
+Writes seed002_leap.png (about a minute).
 
 Run: python examples/seed002_leap.py
 """
