@@ -76,15 +76,43 @@ def iterate(
 ) -> Trajectory:
     """Iterate the large-batch map ``steps`` times from ``overlaps`` (see the module docstring).
 
-    ``target`` (a :class:`twolayer.targets.HermiteTarget`, with ``teacher_activation`` "target"): the teacher units
-    are the target's k directions (M (K, k), P = I_k) and psi, phi^HD take the target's exact terms
-    (psi_ic += E[g'(l_i) l_c f], phi^HD_ik += E[g'g' f^2] - 2 E[g'g' f fhat], C++ ``TargetRhs::add_raw``).
+    Called by ``twolayer.ode.integrate(..., regime="large_batch")``, which validates the overlaps and activations.
 
-    ``lr`` is the step gamma0 (the simulator's ``lr / d``), ``batch_ratio`` alpha = n_b / d; the second layer a
-    stays fixed. Returns a :class:`~twolayer.Trajectory` with one row per iteration, t = 0, 1, ..., steps
-    (``time_unit`` "t = iteration"); a state that is not finite or leaves the PSD cone stops it with
-    ``status="diverged"``. Called by ``twolayer.ode.integrate(..., regime="large_batch")``, which validates the
-    overlaps and activations.
+    Parameters
+    ----------
+    overlaps : Overlaps
+        The start (Q, M, P, a, v); with a target M is (K, k) and P = I_k.
+    activation, teacher_activation : str
+        Student and teacher activations ("target" for a polynomial target).
+    lr : float
+        The step gamma0 (the simulator's ``lr / d``).
+    batch_ratio : float
+        alpha = n_b / d > 0.
+    steps : int
+        Number of iterations.
+    noise : float, default 0
+        Label-noise variance Delta.
+    spherical : bool, default False
+        Rescale every |w_i|^2 to d after each step (needs diag(Q) = 1).
+    n_threads : int, optional
+        OpenMP threads inside the committee expectations.
+    target : HermiteTarget, optional
+        A polynomial target: the teacher units are its k directions, and psi, phi^HD take its exact terms
+        (psi_ic += E[g'(l_i) l_c f], phi^HD_ik += E[g'g' f^2] - 2 E[g'g' f fhat], C++ ``TargetRhs::add_raw``).
+
+    Returns
+    -------
+    Trajectory
+        One row per iteration, t = 0, 1, ..., steps (``time_unit`` "t = iteration"), the second layer a fixed; a
+        state that is not finite or leaves the PSD cone stops it with ``status="diverged"``.
+
+    Examples
+    --------
+    >>> tgt = tl.targets.staircase(2, d=100, seed=0)
+    >>> ov = tl.Overlaps.from_networks(tl.Network.random(2, 100, "relu", seed=1), tgt)
+    >>> tr = tl.ode.integrate(ov, "relu", target=tgt, lr=1.0, regime="large_batch", batch_ratio=1.0, steps=3)
+    >>> tr.t, tr.M.shape, tr.status
+    (array([0., 1., 2., 3.]), (4, 2, 2), 'completed')
     """
     gamma0 = positive(lr, "lr", allow_zero=True)
     alpha = _batch_ratio(batch_ratio)
