@@ -6,7 +6,9 @@ n_b = d, each next to a plain NumPy version, measured in one run.
   over 10^5 samples of (l, l*) ~ N(0, Omega) (what one writes without the closed forms), with its error against
   the exact map;
 * SGD, twolayer: ``tl.sgd.simulate(lr=gamma0 d, batch_size=d)``, per step (one thread);
-* SGD, NumPy: X (n_b x d) @ W^T, the batch gradient, W += (lr / sqrt d) a g^T X / n_b.
+* SGD, NumPy: X (n_b x d) @ W^T, the batch gradient, W += (lr / sqrt d) a g^T X / n_b;
+* map with the staircase target (group "large_batch_target"): the exact map step, relu K = 4, k = 3, against
+  the same step with Monte Carlo expectations over 10^5 samples (speed-up and the Monte Carlo error recorded).
 K = M = 2 erf units. Run with ``python -m pytest bench/test_bench_large_batch.py --benchmark-only -s``.
 """
 
@@ -95,3 +97,55 @@ def test_large_batch_map_vs_sgd_step(benchmark):
     benchmark.extra_info["mc_map_error"] = mc_err
     benchmark.pedantic(lambda: tl.ode.integrate(ov, lr=GAMMA0, regime="large_batch", batch_ratio=ALPHA, steps=S,
                                                 n_threads=1), rounds=1, iterations=1)
+
+
+# The map with a polynomial target: the staircase z1 + z1 z2 + z1 z2 z3 (k = 3), K = 4 relu student (the system of
+# bench/test_bench_targets.py). twolayer: exact expectations (TargetRhs::add_raw + the committee part), per
+# iteration over S iterations; NumPy: one iteration with psi and phi^HD by Monte Carlo over 10^5 samples of
+# (l, z) ~ N(0, Omega), with its error against the exact map step (extra_info).
+S_TARGET = 20
+
+
+def numpy_map_step_target(ov: tl.Overlaps, tgt, n: int = 100_000, seed: int = 0):
+    """One map iteration with Monte Carlo expectations (relu student, polynomial target)."""
+    K = ov.K
+    Om = ov.omega
+    X = np.random.default_rng(seed).standard_normal((n, Om.shape[0])) @ np.linalg.cholesky(Om).T
+    lam, z = X[:, :K], X[:, K:]
+    err = tgt.function(z) - np.maximum(lam, 0) @ ov.a
+    u = (lam > 0) * err[:, None]  # g'(l_i) E
+    psi = u.T @ X / n  # (K, K + k)
+    hd = u.T @ u / n
+    g = psi @ np.linalg.pinv(Om) @ psi.T
+    a = ov.a
+    aps = a[:, None] * psi[:, :K]
+    Q = ov.Q + GAMMA0 * (aps + aps.T) + GAMMA0**2 * np.outer(a, a) * (g + hd / ALPHA)
+    return Q, ov.M + GAMMA0 * a[:, None] * psi[:, K:]
+
+
+@pytest.mark.quick
+@pytest.mark.benchmark(group="large_batch_target")
+def test_bench_large_batch_map_staircase(benchmark, record):
+    from test_bench_targets import staircase_system
+
+    ov, tgt = staircase_system("relu")
+    run = lambda: tl.ode.integrate(ov, "relu", target=tgt, lr=GAMMA0, regime="large_batch",  # noqa: E731
+                                   batch_ratio=ALPHA, steps=S_TARGET)
+    tr = benchmark.pedantic(run, rounds=5, iterations=1)
+    assert tr.status == "completed"
+    record(benchmark, work=S_TARGET, unit="iteration", ref="test_bench_large_batch_map_staircase_numpy_mc")
+    Qmc, Mmc = numpy_map_step_target(ov, tgt)
+    scale = max(np.abs(tr.Q[1] - ov.Q).max(), np.abs(tr.M[1] - ov.M).max())
+    err = max(np.abs(Qmc - tr.Q[1]).max(), np.abs(Mmc - tr.M[1]).max())
+    benchmark.extra_info["mc_1e5_max_abs_error"] = float(err)
+    benchmark.extra_info["mc_1e5_error_rel_to_step"] = float(err / scale)
+
+
+@pytest.mark.quick
+@pytest.mark.benchmark(group="large_batch_target")
+def test_bench_large_batch_map_staircase_numpy_mc(benchmark, record):
+    from test_bench_targets import staircase_system
+
+    ov, tgt = staircase_system("relu")
+    benchmark.pedantic(numpy_map_step_target, args=(ov, tgt), rounds=5, iterations=1)
+    record(benchmark, work=1, unit="iteration")

@@ -285,6 +285,30 @@ void bind_ode(py::module_& m) {
       },
       py::arg("Q"), py::arg("M"), py::arg("a"), py::arg("alpha"), py::arg("coef"), py::arg("act"), py::arg("regime"),
       py::arg("spherical"), py::arg("lr"), py::arg("lr_readout"), py::arg("noise"), py::arg("evals") = 1);
+  // The large-batch map with a polynomial target (large_batch.hpp): rows at every iteration 0..steps.
+  m.def(
+      "large_batch_iterate_target",
+      [target_model](const Array& Q, const Array& Mo, const Array& a, const IntArray& alpha, const Array& coef,
+                     const std::string& student, double gamma0, double alpha_b, long long steps, double noise,
+                     bool spherical) {
+        int K, M;
+        std::vector<double> y = state(Q, Mo, a, K, M);
+        OdeModel model = target_model(alpha, coef, student, "online", false, K, M, 1.0, 0.0, noise);
+        if (!(std::isfinite(gamma0) && gamma0 >= 0.0))
+          throw std::invalid_argument("lr: expected a finite step gamma0 >= 0");
+        if (!(std::isfinite(alpha_b) && alpha_b > 0.0))
+          throw std::invalid_argument("batch_ratio: expected a finite number > 0");
+        if (steps < 1) throw std::invalid_argument("steps: expected a positive number of iterations");
+        LargeBatchOptions opt;
+        opt.steps = steps;
+        opt.gamma0 = gamma0;
+        opt.alpha = alpha_b;
+        opt.spherical = spherical;
+        return run_cancellable([&] { return iterate_large_batch(model, y.data(), opt, 1); },
+                               [&](const IntegrateResult& r) { return to_dict(r, K, M); });
+      },
+      py::arg("Q"), py::arg("M"), py::arg("a"), py::arg("alpha"), py::arg("coef"), py::arg("act"),
+      py::arg("gamma0"), py::arg("batch_ratio"), py::arg("steps"), py::arg("noise"), py::arg("spherical"));
   m.def(
       "ode_integrate_target",
       [target_model](const Array& Q, const Array& Mo, const Array& a, const IntArray& alpha, const Array& coef,

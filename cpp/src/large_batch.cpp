@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
 
 #include "twolayer/cancel.hpp"
+#include "twolayer/target.hpp"
 
 namespace twolayer {
 
@@ -101,11 +103,18 @@ IntegrateResult iterate_large_batch(const OdeModel& model_in, const double* y0, 
   model.spherical = false;        // the projection is the map's own (exact rescaling, not its derivative)
   model.lr = 1.0;
   model.lr_readout = 0.0;
-  OdeRhs f(model);
+  OdeRhs f(model);  // risk, Omega, the state checks (with the target's risk part)
+  // With a polynomial target, the committee part (the student's own units, v = 0) gives psi and the second moment
+  // of -fhat; the target's raw parts (TargetRhs::add_raw) complete them to E = f - fhat.
+  OdeModel committee = model;
+  committee.target.reset();
+  OdeRhs fc(committee);
+  std::unique_ptr<TargetRhs> target;
+  if (model.target) target = std::make_unique<TargetRhs>(*model.target, model.student, model.K, true, 1.0, 0.0);
   const int K = model.K, M = model.M, n = K + M;
   const std::size_t S = model.state_size();
   std::vector<double> y(y0, y0 + S), dy(S), om(static_cast<std::size_t>(n) * n), hd(static_cast<std::size_t>(K) * K),
-      ws(large_batch_workspace(n)), scratch;
+      ws(large_batch_workspace(n)), scratch, psi_t;
   IntegrateResult res;
   IntegrateOptions check;  // state_error's tolerances, as the ODE integrators use them
   auto record = [&](long long t) {
@@ -121,12 +130,18 @@ IntegrateResult iterate_large_batch(const OdeModel& model_in, const double* y0, 
       res.stop_time = static_cast<double>(t - 1);
       return res;
     }
-    f(y.data(), dy.data(), n_threads);
+    fc(y.data(), dy.data(), n_threads);
     ++res.n_rhs;
     f.omega(y.data(), om.data());
     for (int p = 0, i = 0; i < K; ++i)
-      for (int k = i; k < K; ++k, ++p) hd[i * K + k] = hd[k * K + i] = f.second_moment(p);
-    large_batch_update(K, n, om.data(), f.psi(), hd.data(), y.data() + model.offset_a(), opt.gamma0, opt.alpha,
+      for (int k = i; k < K; ++k, ++p) hd[i * K + k] = hd[k * K + i] = fc.second_moment(p);
+    const double* psi = fc.psi();
+    if (target) {
+      psi_t.assign(fc.psi(), fc.psi() + static_cast<std::size_t>(K) * n);
+      target->add_raw(y.data(), psi_t.data(), hd.data());
+      psi = psi_t.data();
+    }
+    large_batch_update(K, n, om.data(), psi, hd.data(), y.data() + model.offset_a(), opt.gamma0, opt.alpha,
                        opt.spherical, y.data(), y.data() + model.offset_M(), ws.data());
     ++res.n_steps;
     if (const char* why = state_error(f, y.data(), check, scratch)) {

@@ -634,12 +634,11 @@ double TargetRhs::risk_part(const double* y) const {
   return r;
 }
 
-void TargetRhs::add(const double* y, double* dQ, double* dM, double* da) const {
-  const int K = K_, k = k_;
+void TargetRhs::add_raw(const double* y, double* psi, double* hd) const {
+  const int K = K_, k = k_, n = K_ + k_;
   const double* Q = y;
   const double* M = y + static_cast<std::size_t>(K) * K;
   const double* a = M + static_cast<std::size_t>(K) * k;
-  const double lr = lr_, lr2 = online_ ? lr_ * lr_ : 0.0;
   double Qs[9];
   std::vector<double> Ms(3 * k);
   std::vector<const HermitePoly*> zf;
@@ -647,19 +646,15 @@ void TargetRhs::add(const double* y, double* dQ, double* dM, double* da) const {
   std::vector<double> e(k);
   for (int i = 0; i < K; ++i) {
     gather(Q, M, K, k, &i, 1, Qs, Ms.data());
-    // dM_ir += lr a_i E[sigma'(l_i) z_r f]
+    // psi_{i,K+r} += E[sigma'(l_i) z_r f]
     const FieldFactor d1{1, 0, 0};
     target_expectations(act_, 1, Qs, Ms.data(), k, &d1, zf, e.data());
-    for (int r = 0; r < k; ++r) dM[i * k + r] += lr * a[i] * e[r];
-    // Phi_ii += 2 lr a_i E[sigma'(l_i) l_i f]
+    for (int r = 0; r < k; ++r) psi[i * n + K + r] += e[r];
+    // psi_ii += E[sigma'(l_i) l_i f]
     const FieldFactor d1l{1, 0, 1};
-    dQ[i * K + i] += 2.0 * lr * a[i] * target_expectation(act_, 1, Qs, Ms.data(), k, &d1l, t_.f);
-    if (lr_readout_ != 0.0) {
-      const FieldFactor sig{0, 1, 0};
-      da[i] += lr_readout_ * target_expectation(act_, 1, Qs, Ms.data(), k, &sig, t_.f);
-    }
-    if (lr2 != 0.0) {
-      // lr^2 a_i^2 (E[sigma'(l_i)^2 f^2] - 2 sum_j a_j E[sigma'(l_i)^2 sigma(l_j) f])
+    psi[i * n + i] += target_expectation(act_, 1, Qs, Ms.data(), k, &d1l, t_.f);
+    if (hd) {
+      // E[sigma'(l_i)^2 f^2] - 2 sum_j a_j E[sigma'(l_i)^2 sigma(l_j) f]
       const FieldFactor d2{2, 0, 0}, d2s{2, 1, 0};
       double s = target_expectation(act_, 1, Qs, Ms.data(), k, &d2, f2_);
       s -= 2.0 * a[i] * target_expectation(act_, 1, Qs, Ms.data(), k, &d2s, t_.f);
@@ -670,7 +665,7 @@ void TargetRhs::add(const double* y, double* dQ, double* dM, double* da) const {
         const FieldFactor ff[2] = {{2, 0, 0}, {0, 1, 0}};
         s -= 2.0 * a[j] * target_expectation(act_, 2, Qs, Ms.data(), k, ff, t_.f);
       }
-      dQ[i * K + i] += lr2 * a[i] * a[i] * s;
+      hd[i * K + i] += s;
     }
   }
   for (int i = 0; i < K; ++i)
@@ -678,9 +673,9 @@ void TargetRhs::add(const double* y, double* dQ, double* dM, double* da) const {
       const int idx[2] = {i, kk};
       gather(Q, M, K, k, idx, 2, Qs, Ms.data());
       const FieldFactor fa[2] = {{1, 0, 0}, {0, 0, 1}}, fb[2] = {{0, 0, 1}, {1, 0, 0}};
-      double v = lr * (a[i] * target_expectation(act_, 2, Qs, Ms.data(), k, fa, t_.f) +
-                       a[kk] * target_expectation(act_, 2, Qs, Ms.data(), k, fb, t_.f));
-      if (lr2 != 0.0) {
+      psi[i * n + kk] += target_expectation(act_, 2, Qs, Ms.data(), k, fa, t_.f);
+      psi[kk * n + i] += target_expectation(act_, 2, Qs, Ms.data(), k, fb, t_.f);
+      if (hd) {
         const FieldFactor dd[2] = {{1, 0, 0}, {1, 0, 0}};
         double s = target_expectation(act_, 2, Qs, Ms.data(), k, dd, f2_);
         const FieldFactor di[2] = {{1, 1, 0}, {1, 0, 0}}, dk[2] = {{1, 0, 0}, {1, 1, 0}};
@@ -695,8 +690,36 @@ void TargetRhs::add(const double* y, double* dQ, double* dM, double* da) const {
           const FieldFactor f3[3] = {{1, 0, 0}, {1, 0, 0}, {0, 1, 0}};
           s -= 2.0 * a[j] * target_expectation(act_, 3, Q3, M3.data(), k, f3, t_.f);
         }
-        v += lr2 * a[i] * a[kk] * s;
+        hd[i * K + kk] += s;
+        hd[kk * K + i] += s;
       }
+    }
+}
+
+void TargetRhs::add(const double* y, double* dQ, double* dM, double* da) const {
+  const int K = K_, k = k_, n = K_ + k_;
+  const double* Q = y;
+  const double* M = y + static_cast<std::size_t>(K) * K;
+  const double* a = M + static_cast<std::size_t>(K) * k;
+  const double lr = lr_, lr2 = online_ ? lr_ * lr_ : 0.0;
+  std::vector<double> psi(static_cast<std::size_t>(K) * n, 0.0), hd(lr2 != 0.0 ? static_cast<std::size_t>(K) * K : 0);
+  add_raw(y, psi.data(), lr2 != 0.0 ? hd.data() : nullptr);
+  for (int i = 0; i < K; ++i) {
+    for (int r = 0; r < k; ++r) dM[i * k + r] += lr * a[i] * psi[i * n + K + r];
+    dQ[i * K + i] += 2.0 * lr * a[i] * psi[i * n + i];
+    if (lr_readout_ != 0.0) {
+      double Qs;
+      std::vector<double> Ms(k);
+      gather(Q, M, K, k, &i, 1, &Qs, Ms.data());
+      const FieldFactor sig{0, 1, 0};
+      da[i] += lr_readout_ * target_expectation(act_, 1, &Qs, Ms.data(), k, &sig, t_.f);
+    }
+    if (lr2 != 0.0) dQ[i * K + i] += lr2 * a[i] * a[i] * hd[i * K + i];
+  }
+  for (int i = 0; i < K; ++i)
+    for (int kk = i + 1; kk < K; ++kk) {
+      double v = lr * (a[i] * psi[i * n + kk] + a[kk] * psi[kk * n + i]);
+      if (lr2 != 0.0) v += lr2 * a[i] * a[kk] * hd[i * K + kk];
       dQ[i * K + kk] += v;
       dQ[kk * K + i] += v;
     }

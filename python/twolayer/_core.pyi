@@ -222,6 +222,10 @@ def ode_rhs_target(
     Q: _F, M: _F, a: _F, alpha: _I, coef: _F, act: str, regime: str, spherical: bool, lr: float,
     lr_readout: float, noise: float, evals: int = 1,
 ) -> tuple[_F, _F, _F, float]: ...
+def large_batch_iterate_target(
+    Q: _F, M: _F, a: _F, alpha: _I, coef: _F, act: str, gamma0: float, batch_ratio: float, steps: int,
+    noise: float, spherical: bool,
+) -> dict[str, Any]: ...
 def ode_integrate_target(
     Q: _F, M: _F, a: _F, alpha: _I, coef: _F, act: str, regime: str, spherical: bool, lr: float,
     lr_readout: float, noise: float, times: _F, method: str, dt: float, rtol: float, atol: float, h_max: float,

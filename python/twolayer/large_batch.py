@@ -72,14 +72,47 @@ def iterate(
     noise: float = 0.0,
     spherical: bool = False,
     n_threads: int | None = None,
+    target: Any = None,
 ) -> Trajectory:
     """Iterate the large-batch map ``steps`` times from ``overlaps`` (see the module docstring).
 
-    ``lr`` is the step gamma0 (the simulator's ``lr / d``), ``batch_ratio`` alpha = n_b / d; the second layer a
-    stays fixed. Returns a :class:`~twolayer.Trajectory` with one row per iteration, t = 0, 1, ..., steps
-    (``time_unit`` "t = iteration"); a state that is not finite or leaves the PSD cone stops it with
-    ``status="diverged"``. Called by ``twolayer.ode.integrate(..., regime="large_batch")``, which validates the
-    overlaps and activations.
+    Called by ``twolayer.ode.integrate(..., regime="large_batch")``, which validates the overlaps and activations.
+
+    Parameters
+    ----------
+    overlaps : Overlaps
+        The start (Q, M, P, a, v); with a target M is (K, k) and P = I_k.
+    activation, teacher_activation : str
+        Student and teacher activations ("target" for a polynomial target).
+    lr : float
+        The step gamma0 (the simulator's ``lr / d``).
+    batch_ratio : float
+        alpha = n_b / d > 0.
+    steps : int
+        Number of iterations.
+    noise : float, default 0
+        Label-noise variance Delta.
+    spherical : bool, default False
+        Rescale every |w_i|^2 to d after each step (needs diag(Q) = 1).
+    n_threads : int, optional
+        OpenMP threads inside the committee expectations.
+    target : HermiteTarget, optional
+        A polynomial target: the teacher units are its k directions, and psi, phi^HD take its exact terms
+        (psi_ic += E[g'(l_i) l_c f], phi^HD_ik += E[g'g' f^2] - 2 E[g'g' f fhat], C++ ``TargetRhs::add_raw``).
+
+    Returns
+    -------
+    Trajectory
+        One row per iteration, t = 0, 1, ..., steps (``time_unit`` "t = iteration"), the second layer a fixed; a
+        state that is not finite or leaves the PSD cone stops it with ``status="diverged"``.
+
+    Examples
+    --------
+    >>> tgt = tl.targets.staircase(2, d=100, seed=0)
+    >>> ov = tl.Overlaps.from_networks(tl.Network.random(2, 100, "relu", seed=1), tgt)
+    >>> tr = tl.ode.integrate(ov, "relu", target=tgt, lr=1.0, regime="large_batch", batch_ratio=1.0, steps=3)
+    >>> tr.t, tr.M.shape, tr.status
+    (array([0., 1., 2., 3.]), (4, 2, 2), 'completed')
     """
     gamma0 = positive(lr, "lr", allow_zero=True)
     alpha = _batch_ratio(batch_ratio)
@@ -100,6 +133,13 @@ def iterate(
                           meta={**meta, "n_rhs": int(out["n_rhs"]), "n_steps": int(out["n_steps"])},
                           P=overlaps.P.copy(), v=overlaps.v.copy(), stop_time=float(out["stop_time"]))
 
+    if target is not None:
+        meta["target"] = repr(target)
+        alpha_t, coef = target._arrays()
+        with partial_result(to_trajectory):
+            out = _core.large_batch_iterate_target(overlaps.Q, overlaps.M, overlaps.a, alpha_t, coef, activation,
+                                                   gamma0, alpha, T, noise_, spherical)
+        return to_trajectory(out)
     with partial_result(to_trajectory):
         out = _core.large_batch_iterate(overlaps.Q, overlaps.M, overlaps.a, overlaps.P, overlaps.v, activation,
                                         teacher_activation, gamma0, alpha, T, noise_, spherical,

@@ -360,7 +360,8 @@ def integrate(
         return _integrate_target(overlaps, activation, tgt, lr=lr, lr_readout=lr_readout, noise=noise, regime=regime,
                                  spherical=spherical, t_max=t_max, times=times, method=method, dt=dt, rtol=rtol,
                                  atol=atol, readout=readout, risk_tol=risk_tol, risk_rtol=risk_rtol,
-                                 n_points=n_points, h_max=h_max, max_steps=max_steps, schedule=schedule)
+                                 n_points=n_points, h_max=h_max, max_steps=max_steps, schedule=schedule,
+                                 batch_ratio=batch_ratio, steps=steps)
     act, t_act = _activations(activation, teacher_activation, overlaps)
     if regime == "large_batch":
         from .large_batch import iterate
@@ -862,12 +863,21 @@ def _integrate_target(overlaps: Any, activation: Any, tgt: Any, *, lr: float, lr
                       regime: Any, spherical: Any, t_max: float | None, times: ArrayLike | None, method: Any,
                       dt: float, rtol: float, atol: float, readout: Any, risk_tol: float | None,
                       risk_rtol: float | None, n_points: int, h_max: float | None, max_steps: int,
-                      schedule: Any = None) -> Trajectory:
+                      schedule: Any = None, batch_ratio: float | None = None,
+                      steps: int | None = None) -> Trajectory:
     spherical = boolean(spherical, "spherical")
     ov, act = _target_state(overlaps, activation, tgt, spherical)
     if regime == "large_batch":
-        raise ValueError("regime: 'large_batch' with a polynomial target is not available yet (the map takes "
-                         "committee teachers); use sgd.simulate(tgt, batch_size=...) for targets")
+        from .large_batch import iterate
+
+        for name, value in (("t_max", t_max), ("times", times), ("schedule", schedule)):
+            if value is not None:
+                raise ValueError(f"{name}: regime='large_batch' counts iterations at a fixed step; give steps= "
+                                 "instead")
+        if lr_readout != 0.0:
+            raise ValueError("lr_readout: regime='large_batch' keeps the second layer fixed")
+        return iterate(ov, act, "target", lr=lr, batch_ratio=batch_ratio, steps=steps, noise=noise,
+                       spherical=spherical, target=tgt)
     reg, meth, ro = _common(act, regime, method, readout)
     lr_ = positive(lr, "lr", allow_zero=True)
     lr_a = positive(lr_readout, "lr_readout", allow_zero=True)

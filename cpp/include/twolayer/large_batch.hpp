@@ -51,6 +51,8 @@ struct LargeBatchOptions {
 // Rows are recorded at every iteration t = 0..steps (t as a double), the state y = [Q, M, a] with a fixed; a state
 // that is not finite or leaves the PSD cone stops the run with status "diverged" (stop_time = its iteration),
 // Ctrl-C with "interrupted"; n_rhs counts expectation evaluations, n_steps iterations.
+// With model.target (a polynomial target, M = k, v = 0, P = I_k), psi and hd are the committee part's (the student
+// units against themselves) plus TargetRhs::add_raw's exact target terms; the risk includes the target's part.
 IntegrateResult iterate_large_batch(const OdeModel& model, const double* y0, const LargeBatchOptions& opt,
                                     int n_threads);
 
