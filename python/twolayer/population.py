@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -249,7 +249,7 @@ def gradient(
     train_readout = boolean(train_readout, "train_readout")
     if is_target(teacher):
         return _target_gradient(student, teacher, train_readout)
-    args, DW, Da = _args(student, teacher)
+    args, DW, Da = _args(student, cast(Network, teacher))  # checked there (a TypeError for anything else)
     dW, da = _core.population_gradient(*args, n_threads=n_threads_arg(n_threads))
     with np.errstate(over="ignore", invalid="ignore"):
         dW = _finite(dW * DW.reshape(dW.shape), "gradient")

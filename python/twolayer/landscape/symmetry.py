@@ -417,7 +417,8 @@ class FixedPointSpace:
         if W_.shape != (self.k, self.k):
             raise ValueError(f"W: expected shape ({self.k}, {self.k}), got {W_.shape}")
         v = W_.ravel()
-        a_ = None if a is None else as_float_array(a, "a", ndim=1, scalar_ok=False)  # checked even where train_readout ignores it
+        # a is checked even where train_readout ignores it
+        a_ = None if a is None else as_float_array(a, "a", ndim=1, scalar_ok=False)
         if self.train_readout:
             v = np.concatenate([v, np.ones(self.k) if a_ is None else a_])
         return np.asarray(np.linalg.lstsq(self.basis, v, rcond=None)[0], dtype=np.float64)
