@@ -2,6 +2,8 @@
 // is reused from L1 by all rows; A B^T through a transposed copy of B.
 #include "twolayer/linalg.hpp"
 
+#include <cmath>
+
 #include <algorithm>
 #include <memory>
 
@@ -73,6 +75,45 @@ void gemm_nt(const double* A, int na, const double* B, int nb, int d, double alp
         for (int k = k0; k < std::min(k0 + 8, d); ++k)
           Bt[static_cast<std::size_t>(k) * nb + j] = B[static_cast<std::size_t>(j) * d + k];
   gemm_nn(A, d, Bt.get(), na, d, nb, out, alpha, false, diag);
+}
+
+// Eigen-decomposition of the symmetric n x n matrix A (overwritten: its diagonal ends as the eigenvalues) by cyclic
+// Jacobi rotations; U (n x n) receives the eigenvectors as columns. Converges quadratically; n is small (K + k).
+void jacobi_eigen(double* A, double* U, int n) {
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < n; ++j) U[i * n + j] = i == j ? 1.0 : 0.0;
+  for (int sweep = 0; sweep < 60; ++sweep) {
+    double off = 0.0, diag = 0.0;
+    for (int i = 0; i < n; ++i) {
+      diag += A[i * n + i] * A[i * n + i];
+      for (int j = i + 1; j < n; ++j) off += A[i * n + j] * A[i * n + j];
+    }
+    if (!(off > 1e-32 * diag)) return;  // converged (or NaN: the caller sees it in the result)
+    for (int p = 0; p < n; ++p)
+      for (int q = p + 1; q < n; ++q) {
+        const double apq = A[p * n + q];
+        if (apq == 0.0) continue;
+        const double theta = (A[q * n + q] - A[p * n + p]) / (2.0 * apq);
+        const double t = (theta >= 0.0 ? 1.0 : -1.0) / (std::fabs(theta) + std::sqrt(theta * theta + 1.0));
+        const double c = 1.0 / std::sqrt(t * t + 1.0), s = t * c;
+        for (int k = 0; k < n; ++k) {  // columns p, q
+          const double akp = A[k * n + p], akq = A[k * n + q];
+          A[k * n + p] = c * akp - s * akq;
+          A[k * n + q] = s * akp + c * akq;
+        }
+        for (int k = 0; k < n; ++k) {  // rows p, q
+          const double apk = A[p * n + k], aqk = A[q * n + k];
+          A[p * n + k] = c * apk - s * aqk;
+          A[q * n + k] = s * apk + c * aqk;
+        }
+        A[p * n + q] = A[q * n + p] = 0.0;
+        for (int k = 0; k < n; ++k) {
+          const double ukp = U[k * n + p], ukq = U[k * n + q];
+          U[k * n + p] = c * ukp - s * ukq;
+          U[k * n + q] = s * ukp + c * ukq;
+        }
+      }
+  }
 }
 
 }  // namespace twolayer

@@ -9,6 +9,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "twolayer/linalg.hpp"
 #include "twolayer/population.hpp"
 
 namespace twolayer {
@@ -127,42 +128,11 @@ class Orthant {
   }
 };
 
-// Symmetric eigen-decomposition of an n x n (n <= 3) matrix by cyclic Jacobi: A = V diag(w) V^T.
+// Symmetric eigen-decomposition of an n x n (n <= 3) matrix: A = V diag(w) V^T (linalg.hpp's Jacobi).
 void jacobi_eigen(int n, const double* A, double* w, double* V) {
   double a[9];
   std::copy(A, A + n * n, a);
-  for (int i = 0; i < n * n; ++i) V[i] = 0.0;
-  for (int i = 0; i < n; ++i) V[i * n + i] = 1.0;
-  for (int sweep = 0; sweep < 60; ++sweep) {
-    double off = 0.0, diag = 0.0;
-    for (int p = 0; p < n; ++p) {
-      diag += a[p * n + p] * a[p * n + p];
-      for (int q = p + 1; q < n; ++q) off += a[p * n + q] * a[p * n + q];
-    }
-    if (off <= 1e-32 * diag || off == 0.0) break;
-    for (int p = 0; p < n; ++p)
-      for (int q = p + 1; q < n; ++q) {
-        if (a[p * n + q] == 0.0) continue;
-        const double theta = (a[q * n + q] - a[p * n + p]) / (2.0 * a[p * n + q]);
-        const double t = (theta >= 0 ? 1.0 : -1.0) / (std::fabs(theta) + std::sqrt(theta * theta + 1.0));
-        const double c = 1.0 / std::sqrt(t * t + 1.0), s = t * c;
-        for (int r = 0; r < n; ++r) {  // columns p, q
-          const double arp = a[r * n + p], arq = a[r * n + q];
-          a[r * n + p] = c * arp - s * arq;
-          a[r * n + q] = s * arp + c * arq;
-        }
-        for (int r = 0; r < n; ++r) {  // rows p, q
-          const double apr = a[p * n + r], aqr = a[q * n + r];
-          a[p * n + r] = c * apr - s * aqr;
-          a[q * n + r] = s * apr + c * aqr;
-        }
-        for (int r = 0; r < n; ++r) {
-          const double vrp = V[r * n + p], vrq = V[r * n + q];
-          V[r * n + p] = c * vrp - s * vrq;
-          V[r * n + q] = s * vrp + c * vrq;
-        }
-      }
-  }
+  twolayer::jacobi_eigen(a, V, n);
   for (int i = 0; i < n; ++i) w[i] = a[i * n + i];
 }
 

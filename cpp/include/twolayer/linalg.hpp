@@ -16,4 +16,8 @@ void gemm_nt(const double* A, int na, const double* B, int nb, int d, double alp
 void gemm_nn(const double* X, int ldx, const double* Y, int m, int k, int n, double* C, double alpha, bool accumulate,
              int diag = -1);
 
+// Eigen-decomposition of the symmetric n x n matrix A (overwritten: its diagonal ends as the eigenvalues) by cyclic
+// Jacobi rotations; U (n x n) receives the eigenvectors as columns. For small n (the overlap blocks).
+void jacobi_eigen(double* A, double* U, int n);
+
 }  // namespace twolayer
