@@ -70,7 +70,28 @@ _B4 = np.array([5179 / 57600, 0.0, 7571 / 16695, 393 / 640, -92097 / 339200, 187
 
 
 def realisation(ov: Overlaps) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Rows (K, n) for the students and (M, n) for the teachers, n = K + M, with the Gram matrix Omega."""
+    """Rows (K, n) for the students and (M, n) for the teachers, n = K + M, with the Gram matrix Omega.
+
+    Parameters
+    ----------
+    ov : Overlaps
+        The order parameters (Q, M, P; second layers unused).
+
+    Returns
+    -------
+    W : ndarray, shape (K, K + M)
+        Student rows, W W^T = Q.
+    T : ndarray, shape (M, K + M)
+        Teacher rows, T T^T = P and W T^T = M.
+
+    Examples
+    --------
+    >>> s, t = tl.networks.teacher_student(K=2, M=2, d=10, activation="step", seed=0)
+    >>> ov = tl.Overlaps.from_networks(s, t)
+    >>> W, T = tl.step_flow.realisation(ov)
+    >>> W.shape, bool(np.allclose(W @ W.T, ov.Q)), bool(np.allclose(W @ T.T, ov.M))
+    ((2, 4), True, True)
+    """
     M = ov.n_teacher
     omega = np.block([[ov.P, ov.M.T], [ov.M, ov.Q]])
     lam, V = np.linalg.eigh(0.5 * (omega + omega.T))
@@ -203,7 +224,26 @@ class _Flow:
 def risk(student: Network, teacher: Network) -> float:
     """Excess population risk of step networks from their weights, with the angles 2 atan2(|u - v|, |u + v|) of
     the unit rows: exact at alignment, where :func:`twolayer.population.risk` (through the cosines of the
-    overlaps) cannot resolve angles below ~1.5e-8 (a risk floor ~2e-9 per aligned pair)."""
+    overlaps) cannot resolve angles below ~1.5e-8 (a risk floor ~2e-9 per aligned pair).
+
+    Parameters
+    ----------
+    student, teacher : Network
+        Step networks (``activation="step"``) of the same input dimension.
+
+    Returns
+    -------
+    float
+        The excess population risk (the documentation's Conventions page), 0 exactly at the teacher.
+
+    Examples
+    --------
+    >>> s, t = tl.networks.teacher_student(K=2, M=2, d=10, activation="step", seed=0)
+    >>> print(f"{tl.step_flow.risk(s, t):.6f} {tl.population.risk(s, t):.6f}")
+    0.564643 0.564643
+    >>> tl.step_flow.risk(t, t)
+    0.0
+    """
     check_pair(student, teacher)
     if student.activation != "step" or teacher.activation != "step":
         raise ValueError("student, teacher: expected the 'step' activation for both")
@@ -218,7 +258,41 @@ def integrate(ov: Overlaps, lr: float, lr_readout: float, times: NDArray[np.floa
               rtol: float = 1e-8, atol: float = 1e-10, risk_tol: float = 0.0, risk_rtol: float = 0.0,
               max_steps: int = 1_000_000, h_max: float = 0.0) -> dict[str, Any]:
     """Integrate the step-unit gradient flow from ``ov`` to the output ``times`` (see the module docstring).
-    Returns the arrays and counters :func:`twolayer.ode.integrate` makes its Trajectory from."""
+    Returns the arrays and counters :func:`twolayer.ode.integrate` makes its Trajectory from (which is the way to
+    call it: ``ode.integrate`` routes step units in the gradient-flow regime here).
+
+    Parameters
+    ----------
+    ov : Overlaps
+        Initial order parameters of step units (Q_ii > 0, P_rr > 0).
+    lr, lr_readout : float
+        Rates of the first layer and of the second layer (0: second layer fixed).
+    times : ndarray
+        Increasing output times.
+    schedule : Schedule or None
+        Learning-rate multiplier s(t) (:mod:`twolayer.schedules`).
+    rtol, atol : float
+        Error tolerances of the Dormand-Prince steps.
+    risk_tol, risk_rtol : float
+        Early stop at risk <= max(risk_tol, risk_rtol R(0)) (0: off).
+    max_steps : int
+        Accepted steps before stopping with status "max_steps".
+    h_max : float
+        Largest step (0: unlimited).
+
+    Returns
+    -------
+    dict
+        ``t``, ``Q``, ``M``, ``a``, ``risk`` arrays at the recorded times, ``status``, ``message``, ``stop_time``
+        and the counters ``n_rhs``, ``n_steps``, ``n_rejected``.
+
+    Examples
+    --------
+    >>> s, t = tl.networks.teacher_student(K=2, M=2, d=10, activation="step", seed=0)
+    >>> out = tl.step_flow.integrate(tl.Overlaps.from_networks(s, t), 1.0, 0.0, np.linspace(0, 5, 3), None)
+    >>> out["status"], out["Q"].shape, np.round(out["risk"], 6).tolist()
+    ('completed', (3, 2, 2), [0.564643, 0.243404, 0.202205])
+    """
     flow = _Flow(ov, lr, lr_readout, schedule)
     K, M = flow.K, flow.M
     U, a = flow.U0.copy(), np.asarray(ov.a, dtype=np.float64).copy()
