@@ -12,23 +12,25 @@ Method (event location and Filippov sliding):
 
 1. Weight realisation: Omega = [[P, M^T], [M, Q]] = X X^T (eigendecomposition), rows x_u in R^(K+M): the
    flow depends on the weights only through Omega, so it is solved for these K + M vectors exactly.
-2. Unit vectors: with e(i -> u) the unit tangent at u_i = w_i / |w_i| pointing to u_u (computed from the
-   difference u_u - u_i, accurate down to angles ~1e-15), the flow is (w_c = v_r for teachers, -a_k for students)
+2. Unit vectors: with e(i -> u) the unit tangent at u_i = w_i / ``|w_i|`` pointing to u_u (computed from the
+   difference u_u - u_i, accurate down to angles ~1e-15), the flow is (w_c = v_r for teachers, -a_k for students)::
+
        du_i/dt = lr s(t) a_i F_i / (2 pi Q_ii),   F_i = sum_{u != i} w_u e(i -> u),   |w_i| constant,
        da_i/dt = lr_readout s(t) (sum_r v_r I2_ir - sum_k a_k I2_ik),   I2 = (pi - theta) / (2 pi)
+
    (the ODE of ``twolayer.ode`` with the step kernels; the self term vanishes).
 3. Integration: Dormand-Prince 5(4) with error control on (u, a) between events, its step also limited to a
    fifth of the time any student needs to reach the nearest unit it approaches (so a step never crosses an
    alignment and the arrival is approached geometrically).
 4. Alignment (event): a student within ``SNAP`` = 1e-12 rad of a teacher is set exactly onto it ("attached").
    While attached, the cusp pins it as long as the Filippov sliding condition holds — the other forces F_other
-   (all units not exactly aligned with it) are weaker than the cusp, a_i c > 0 and |F_other| <= |c| with
+   (all units not exactly aligned with it) are weaker than the cusp, a_i c > 0 and ``|F_other| <= |c|`` with
    c = v_r - sum of the a_k of the other students attached there — and its velocity is then 0 (the pair moves
    as one: the teacher is fixed). When the condition fails the student leaves along F_other (moved off by
    ``SNAP``), as the Filippov solution does.
    Units exactly aligned with each other act on a third unit through their summed weight (their tangents are
    bitwise equal), so a student facing an occupied teacher feels v_r - a_i.
-5. Risk from the angles theta = 2 atan2(|u - v|, |u + v|) (exact at alignment: a converged run reports ~1e-16,
+5. Risk from the angles theta = ``2 atan2(|u - v|, |u + v|)`` (exact at alignment: a converged run reports ~1e-16,
    not the ~2e-9 floor of cosines).
 
 Not handled: two students meeting, aligned or antipodal. The antipodal case is real for step units: 1(u.x > 0) +
@@ -222,7 +224,7 @@ class _Flow:
 
 
 def risk(student: Network, teacher: Network) -> float:
-    """Excess population risk of step networks from their weights, with the angles 2 atan2(|u - v|, |u + v|) of
+    """Excess population risk of step networks from their weights, with the angles ``2 atan2(|u - v|, |u + v|)`` of
     the unit rows: exact at alignment, where :func:`twolayer.population.risk` (through the cosines of the
     overlaps) cannot resolve angles below ~1.5e-8 (a risk floor ~2e-9 per aligned pair).
 

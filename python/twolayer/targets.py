@@ -17,7 +17,7 @@ A target is one of
 * a :class:`FunctionTarget`: any vectorised NumPy function of the k projections, for SGD only (labels are
   computed in Python, so it is slower; the ODE and the exact population risk refuse it).
 
-Hermite structure (reported by :class:`HermiteTarget`): the *information exponent* is the smallest degree |alpha|
+Hermite structure (reported by :class:`HermiteTarget`): the *information exponent* is the smallest degree ``|alpha|``
 >= 1 of a nonzero coefficient (for a single-index He_n it is n); the *leap* is the smallest L such that the terms
 can be ordered so that each adds degree at most L in directions no earlier term touched (Abbe, Boix-Adsera &
 Misiakiewicz 2023: Leap(S) = min over orderings max_i sum_{r not in supp(alpha_1..alpha_{i-1})} alpha_{i,r}). The
@@ -158,7 +158,7 @@ class HermiteTarget(_Projected):
 
     @property
     def degree(self) -> int:
-        """The largest |alpha| of a nonzero term."""
+        """The largest ``|alpha|`` of a nonzero term."""
         return max((sum(a) for a in self.coefficients), default=0)
 
     @property
@@ -178,7 +178,7 @@ class HermiteTarget(_Projected):
 
     @property
     def information_exponent(self) -> int:
-        """Smallest |alpha| >= 1 with c_alpha != 0 (0 for a constant target)."""
+        """Smallest ``|alpha| >= 1`` with c_alpha != 0 (0 for a constant target)."""
         return min((sum(a) for a in self.coefficients if sum(a) > 0), default=0)
 
     @property

@@ -13,7 +13,7 @@ call, returning the group's arrays (configuration first).
 Initial conditions (``ode``, ``sgd``, ``descend``) are derived from ``(K, M, d, init, seed)``: the student and
 teacher of :func:`twolayer.networks.teacher_student` (``init`` "gaussian" or "orthogonal", activations,
 ``scaling``, ``readout``; with ``spherical=True`` every student and teacher row is scaled onto the sphere
-|w|^2 = s, as in seed 003), and their overlaps for the ODE; the ODE also takes ``init="plateau"``:
+``|w|^2 = s``, as in seed 003), and their overlaps for the ODE; the ODE also takes ``init="plateau"``:
 :func:`twolayer.ode.plateau_overlaps` ``(K, M, q0, m0, seed)``. :func:`initial_overlaps` and
 :func:`initial_networks` give a configuration's start, so that a scan can be checked against single calls.
 """
@@ -203,7 +203,7 @@ def _network_config(config: Mapping[str, Any]) -> dict[str, Any]:
 def _weights(c: Mapping[str, Any]) -> tuple[NDArray[np.float64], NDArray[np.float64], float]:
     """Student and teacher weight rows of a configuration, drawn exactly as
     :func:`twolayer.networks.teacher_student` draws them (one (K + M, d) block from ``default_rng(seed)``), put on
-    the sphere |w|^2 = s where ``spherical``; and s."""
+    the sphere ``|w|^2 = s`` where ``spherical``; and s."""
     from ..networks import random_weights
 
     K, d = c["K"], c["d"]
@@ -221,7 +221,7 @@ def _weights(c: Mapping[str, Any]) -> tuple[NDArray[np.float64], NDArray[np.floa
 def initial_networks(config: Mapping[str, Any]) -> tuple[Any, Any]:
     """(student, teacher) of a configuration: :func:`twolayer.networks.teacher_student` with its K, M, d,
     activation, teacher_activation, init, seed, scaling, readout (defaults as in the ``ode``/``sgd`` engines);
-    with ``spherical=True`` every row scaled onto the sphere |w|^2 = s.
+    with ``spherical=True`` every row scaled onto the sphere ``|w|^2 = s``.
 
     Parameters
     ----------
