@@ -1,6 +1,6 @@
 """Closed forms of seed 003 (Arnaboldi, Krzakala, Loureiro, Stephan, "Escaping mediocrity"): spherical online SGD
 of a square-activation student f = (1/p) sum_j (w_j . x)^2 on a square-activation teacher y = (w* . x)^2 +
-sqrt(Delta) xi, every |w|^2 = d, learning rate gamma.
+sqrt(Delta) xi, every ``|w|^2 = d``, learning rate gamma.
 
 **Time.** Every function here returns times on the package's clock, t = steps / d (``tl.ode`` and ``tl.sgd``).
 The seed writes the p = 1 ODE on the clock tau = gamma t and the wide-p formulas on tau = (gamma / p) t (its
