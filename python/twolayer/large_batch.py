@@ -1,7 +1,8 @@
 """The large-batch map of seed 002: SGD with fresh batches of n_b = alpha d samples and an O(1) step per iteration,
 in the limit d -> infinity, as a deterministic map of the overlaps (iterations, not a continuous time).
 
-Conventions (DESIGN.md §3: lambda = w.x / sqrt d, effective second layer a, error E = y - f with label noise).
+Conventions (the documentation's Conventions page: lambda = w.x / sqrt d, effective second layer a, error
+E = y - f with label noise).
 One iteration of the simulator ``twolayer.sgd.simulate(lr=gamma0 * d, batch_size=alpha * d)``,
 ``w_i += (lr / sqrt d) mean_batch[a_i g'(l_i) E x]``, becomes, with psi_ic = E[g'(l_i) l_c E] for every unit c
 (students, then teacher units) and Omega = [[Q, M], [M^T, P]]::
