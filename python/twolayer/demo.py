@@ -64,8 +64,9 @@ class DemoConfig:
 
     Examples
     --------
-    >>> tl.demo.DemoConfig(units=2, d=8, steps=100)
-    DemoConfig(units=2, d=8, lr=1.0, steps=100, seeds=(0, 1, 2, 3, 4), inits=('gaussian', 'orthogonal'), records=60, decay=0.5, decay_every=300, decay_start=10000)
+    >>> tl.demo.DemoConfig(units=2, d=8, steps=100)  # doctest: +NORMALIZE_WHITESPACE
+    DemoConfig(units=2, d=8, lr=1.0, steps=100, seeds=(0, 1, 2, 3, 4), inits=('gaussian', 'orthogonal'), records=60,
+               decay=0.5, decay_every=300, decay_start=10000)
     >>> tl.demo.DemoConfig().schedule()
     Schedule(step, value=1, gamma=0.5, every=300, start=10000)
     """

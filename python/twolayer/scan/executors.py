@@ -41,7 +41,9 @@ class Task:
 
     Examples
     --------
-    >>> g = tl.scan.make_groups(tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3}, axes={"lr": [0.5, 1.0]}))[0]
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    ...                   axes={"lr": [0.5, 1.0]})
+    >>> g = tl.scan.make_groups(sc)[0]
     >>> task = tl.scan.executors.Task("ode", g.configs, g.indices, "s.zarr", g.name)
     >>> task.name, len(task.configs)
     ('g0000000', 2)
@@ -69,7 +71,8 @@ def run_task(task: Task) -> str:
     Examples
     --------
     >>> import tempfile
-    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3}, axes={"lr": [0.5, 1.0]})
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    ...                   axes={"lr": [0.5, 1.0]})
     >>> g = tl.scan.make_groups(sc)[0]
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     _ = tl.scan.store.prepare(f"{tmp}/s.zarr", sc, 1, resume=False)
@@ -112,7 +115,8 @@ def execute(tasks: list[Task], executor: Any, done: Callable[[Task], None]) -> N
     Examples
     --------
     >>> import tempfile
-    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3}, axes={"lr": [0.5, 1.0]})
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    ...                   axes={"lr": [0.5, 1.0]})
     >>> g = tl.scan.make_groups(sc)[0]
     >>> finished = []
     >>> with tempfile.TemporaryDirectory() as tmp:

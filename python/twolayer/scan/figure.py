@@ -46,7 +46,9 @@ def scan_figure(ds: Any, path: str) -> None:
 
     Examples
     --------
-    >>> ds = tl.scan.run(tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3}, axes={"lr": [0.5, 1.0]}))
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    ...                   axes={"lr": [0.5, 1.0]})
+    >>> ds = tl.scan.run(sc)
     >>> tl.scan.figure.scan_figure(ds, "scan.png")  # doctest: +SKIP
     """
     from ..plot import _pyplot

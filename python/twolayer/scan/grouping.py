@@ -29,7 +29,9 @@ class Group:
 
     Examples
     --------
-    >>> g = tl.scan.make_groups(tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3}, axes={"lr": [0.5, 1.0]}))[0]
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    ...                   axes={"lr": [0.5, 1.0]})
+    >>> g = tl.scan.make_groups(sc)[0]
     >>> g.name, g.indices, g.configs[1]["lr"]
     ('g0000000', [0, 1], 1.0)
     """
@@ -58,7 +60,9 @@ def make_groups(scan: Scan) -> list[Group]:
 
     Examples
     --------
-    >>> groups = tl.scan.make_groups(tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3}, axes={"lr": [0.5, 1.0]}))
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    ...                   axes={"lr": [0.5, 1.0]})
+    >>> groups = tl.scan.make_groups(sc)
     >>> len(groups), groups[0].indices
     (1, [0, 1])
     """

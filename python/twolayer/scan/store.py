@@ -75,7 +75,8 @@ def prepare(store: str | Path, scan: Scan, n_groups: int, resume: bool) -> set[i
     Examples
     --------
     >>> import tempfile
-    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3}, axes={"lr": [0.5, 1.0]})
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    ...                   axes={"lr": [0.5, 1.0]})
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     first = tl.scan.store.prepare(f"{tmp}/s.zarr", sc, 1, resume=False)
     ...     again = tl.scan.store.prepare(f"{tmp}/s.zarr", sc, 1, resume=False)
@@ -127,8 +128,10 @@ def complete_groups(store: str | Path) -> set[int]:
     Examples
     --------
     >>> import tempfile
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    ...                   axes={"lr": [0.5, 1.0]})
     >>> with tempfile.TemporaryDirectory() as tmp:
-    ...     _ = tl.scan.run(tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3}, axes={"lr": [0.5, 1.0]}), store=f"{tmp}/s.zarr", load_result=False)
+    ...     _ = tl.scan.run(sc, store=f"{tmp}/s.zarr", load_result=False)
     ...     done = tl.scan.store.complete_groups(f"{tmp}/s.zarr")
     >>> done
     {0}
@@ -169,7 +172,8 @@ def write_group(store: str | Path, name: str, indices: list[int], part: Part) ->
     Examples
     --------
     >>> import tempfile
-    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3}, axes={"lr": [0.5, 1.0]})
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    ...                   axes={"lr": [0.5, 1.0]})
     >>> part = tl.scan.engines.Part({"loss": ((), np.array([1.5, 2.5]))})
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     _ = tl.scan.store.prepare(f"{tmp}/s.zarr", sc, 1, resume=False)
@@ -226,8 +230,10 @@ def read_group(store: str | Path, gid: int) -> tuple[NDArray[np.int64], Part]:
     Examples
     --------
     >>> import tempfile
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    ...                   axes={"lr": [0.5, 1.0]})
     >>> with tempfile.TemporaryDirectory() as tmp:
-    ...     _ = tl.scan.run(tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3}, axes={"lr": [0.5, 1.0]}), store=f"{tmp}/s.zarr", load_result=False)
+    ...     _ = tl.scan.run(sc, store=f"{tmp}/s.zarr", load_result=False)
     ...     index, part = tl.scan.store.read_group(f"{tmp}/s.zarr", 0)
     >>> index.tolist(), part.data["risk"][1].shape
     ([0, 1], (2, 3))
@@ -274,8 +280,10 @@ def open_dataset(store: str | Path) -> Any:
     Examples
     --------
     >>> import tempfile
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    ...                   axes={"lr": [0.5, 1.0]})
     >>> with tempfile.TemporaryDirectory() as tmp:
-    ...     _ = tl.scan.run(tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3}, axes={"lr": [0.5, 1.0]}), store=f"{tmp}/s.zarr", load_result=False)
+    ...     _ = tl.scan.run(sc, store=f"{tmp}/s.zarr", load_result=False)
     ...     ds = tl.scan.open_dataset(f"{tmp}/s.zarr")
     >>> ds.risk.dims, ds.attrs["n_groups_complete"]
     (('lr', 't'), 1)
@@ -324,7 +332,8 @@ def assemble(scan: Scan, parts: Iterable[tuple[Any, Part]]) -> Any:
 
     Examples
     --------
-    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3}, axes={"lr": [0.5, 1.0]})
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    ...                   axes={"lr": [0.5, 1.0]})
     >>> g = tl.scan.make_groups(sc)[0]
     >>> part = tl.scan.engines.engine_for("ode").run(g.configs)
     >>> ds = tl.scan.store.assemble(sc, [(g.indices, part)])
