@@ -9,8 +9,8 @@ excess risk <= (1 - T) R(0) (T = 0.5 below).
    and the ODE from m0 = 1/sqrt(d).
 2. Escape time against gamma at d = 10^4: minimum near gamma_opt = 1/(12 + Delta) (exact at T -> 0; the finite-T
    exact time's minimum moves slightly).
-3. Wide p: the ODE from random starts at gamma_opt(p) against the seed's wide-p formula, and the gain factor
-   (12 + Delta)/(2 + Delta) against the ratio of escape times.
+3. Wide p: the ODE from random starts at gamma_opt(p) / 2 against the seed's wide-p formula, and the gain factor
+   (12 + Delta)/(2 + Delta) (at the seed's gamma_opt(p) itself the ODE does not escape for p >= 4).
 4. Exit-time distributions of SGD, the SDE (tl.sde) and the ODE from the same random starts at d = 1000 and 4000.
 Writes seed003_escape.png. About a minute on two cores.
 
@@ -40,7 +40,7 @@ def p1(m0: float) -> tl.Overlaps:
 
 
 def ode_escape(ov: tl.Overlaps, lr: float) -> float:
-    tr = tl.ode.integrate(ov, "quadratic", lr=lr, noise=NOISE, spherical=True, t_max=1e4, risk_rtol=1 - T)
+    tr = tl.ode.integrate(ov, "quadratic", lr=lr, noise=NOISE, spherical=True, t_max=300.0, risk_rtol=1 - T)
     return tr.first_passage(1 - T)
 
 
@@ -83,11 +83,12 @@ def main() -> None:
     ax[0, 1].set(xlabel="gamma", ylabel="escape time", title=f"p = 1, d = {d}", yscale="log")
     ax[0, 1].legend()
 
-    # 3. wide p at gamma_opt(p)
+    # 3. wide p at gamma_opt(p) / 2: at the seed's gamma_opt(p) itself the ODE does not escape for p >= 4 (the
+    #    risk stays at R(0) or grows; measured), so the formula's optimum lies beyond the ODE's stable range there
     ps = [1, 2, 4, 8]
     ode_p, formula_p = [], []
     for p in ps:
-        gp = th.optimal_lr(p, NOISE)
+        gp = th.optimal_lr(p, NOISE) / 2
         times = [ode_escape(random_start(p, d, rng)[0], gp) for _ in range(3)]
         ode_p.append(np.mean(times))
         formula_p.append(th.escape_time(d, gp, NOISE, T, p=p, average="quenched"))
@@ -95,8 +96,10 @@ def main() -> None:
     ax[1, 0].plot(ps, formula_p, "s--", label="seed's wide-p formula (quenched)")
     gain = th.gain_factor(NOISE)
     ax[1, 0].axhline(ode_p[0] / gain, color="gray", lw=0.8,
-                     label=f"p = 1 time / gain factor {gain:.2f} (the p -> inf limit, up to logs)")
-    ax[1, 0].set(xscale="log", xlabel="p", ylabel="escape time t = steps / d", title=f"gamma_opt(p), d = {d}")
+                     label=f"p = 1 time / gain factor {gain:.2f} (the p -> inf limit, up to logs; the\n"
+                     "rate ratio is the same at gamma_opt / 2)")
+    ax[1, 0].set(xscale="log", xlabel="p", ylabel="escape time t = steps / d",
+                 title=f"gamma = gamma_opt(p) / 2, d = {d}")
     ax[1, 0].legend(fontsize=8)
 
     # 4. SGD vs SDE vs ODE exit-time distributions

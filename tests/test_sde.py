@@ -1,6 +1,10 @@
 """The SDE of online SGD (twolayer.sde): increment moments against one-step SGD, paths against SGD ensembles."""
 
 import math
+import os
+import signal
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -145,10 +149,10 @@ def test_escape_time_ensemble_and_bad_input():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("d", [1000, 4000])
-def test_sde_matches_sgd_escape_time(d):
+@pytest.mark.parametrize("d,n", [(1000, 300), (4000, 120)])
+def test_sde_matches_sgd_escape_time(d, n):
     """Mean escape time (T = 0.5) of spherical SGD and of the SDE from the same random starts, within 3 SEM."""
-    lr, noise, n = 0.05, 0.5, 300
+    lr, noise = 0.05, 0.5
     rng = np.random.default_rng(d)
     teacher = tl.Network(math.sqrt(d) * np.eye(1, d), [1.0], "quadratic")
     students, starts = [], []
@@ -163,3 +167,23 @@ def test_sde_matches_sgd_escape_time(d):
                           risk_rtol=0.5, dt=0.005).first_passage(0.5)
     assert sgd.n_censored == 0 and sde.n_censored == 0
     assert abs(sgd.mean() - sde.mean()) < 3 * math.hypot(sgd.sem(), sde.sem())
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGINT") or os.name != "posix", reason="POSIX signals")
+def test_ctrl_c_keeps_the_paths_so_far():
+    kw = {"lr": 0.05, "noise": 0.5, "d": 1000, "spherical": True, "records": 50, "n_threads": 2}
+    tl.sde.simulate(p1(0.1), "quadratic", t_max=0.1, seeds=4, **kw)  # warm: everything imported
+    sent = []
+    timer = threading.Timer(1.0, lambda: (sent.append(time.perf_counter()), os.kill(os.getpid(), signal.SIGINT)))
+    timer.start()
+    try:
+        with pytest.raises(tl.Interrupted) as info:
+            tl.sde.simulate(p1(0.1), "quadratic", t_max=1e7, seeds=4, **kw)
+        assert time.perf_counter() - sent[0] < 0.5
+    finally:
+        timer.cancel()
+        timer.join()
+    ens = info.value.partial
+    assert isinstance(ens, tl.sgd.Ensemble) and len(ens) == 4
+    assert all(r.status == "interrupted" and np.all(np.isfinite(r.M)) for r in ens)
+    assert any(r.stop_time > 0 and len(r) >= 1 for r in ens)  # the paths that started keep their records
