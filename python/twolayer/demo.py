@@ -54,11 +54,21 @@ class DemoConfig:
         ``"gaussian"`` and/or ``"orthogonal"``.
     records : int, default 60
         Log-spaced records per run.
+    decay : float, default 0.5
+        The step's factor every ``decay_every`` iterations after ``decay_start`` (1: fixed steps); see
+        :meth:`schedule`.
+    decay_every : int, default 300
+        Iterations between two decays of the step.
+    decay_start : int, default 10000
+        Iteration at which the step starts decaying.
 
     Examples
     --------
-    >>> tl.demo.DemoConfig(units=2, d=8, steps=100)
-    DemoConfig(units=2, d=8, lr=1.0, steps=100, seeds=(0, 1, 2, 3, 4), inits=('gaussian', 'orthogonal'), records=60)
+    >>> tl.demo.DemoConfig(units=2, d=8, steps=100)  # doctest: +NORMALIZE_WHITESPACE
+    DemoConfig(units=2, d=8, lr=1.0, steps=100, seeds=(0, 1, 2, 3, 4), inits=('gaussian', 'orthogonal'), records=60,
+               decay=0.5, decay_every=300, decay_start=10000)
+    >>> tl.demo.DemoConfig().schedule()
+    Schedule(step, value=1, gamma=0.5, every=300, start=10000)
     """
 
     units: int = 4
@@ -152,8 +162,8 @@ class DemoResult:
     --------
     >>> cfg = tl.demo.DemoConfig(units=2, d=8, steps=100, seeds=(0, 1), records=5)
     >>> print(tl.demo.run_seed000(cfg).table())
-    init         seeds      median         min         max   reached < 1e-2
-    gaussian         2     0.05131    0.008911     0.09371         1 of 2
+    init         seeds      median         min         max   reached < 1e-8
+    gaussian         2     0.05131    0.008911     0.09371         0 of 2
     orthogonal       2      0.1647      0.1647      0.1647         0 of 2
     """
 

@@ -35,7 +35,33 @@ def _level(level: Any, relative: Any) -> tuple[float, bool]:
 
 def first_passage_time(t: ArrayLike, risk: ArrayLike, level: float, relative: bool = True) -> float:
     """The first time the recorded ``risk`` reaches the level (see the module docstring), linearly interpolated
-    between records; NaN if it never does (censored) or nothing was recorded."""
+    between records; NaN if it never does (censored) or nothing was recorded.
+
+    Parameters
+    ----------
+    t : array_like, shape (T,)
+        Recorded times.
+    risk : array_like, shape (T,)
+        Recorded excess risk.
+    level : float
+        The level: a fraction of R(0) (``relative``, > 0) or an absolute risk.
+    relative : bool, default True
+        Whether ``level`` is relative to R(0).
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> fpt = tl.passage.first_passage_time
+    >>> fpt([0, 1, 2, 3], [1.0, 0.8, 0.4, 0.2], level=0.5)   # R = 0.5 between t = 1 and 2
+    1.75
+    >>> fpt([0, 1, 2, 3], [1.0, 0.8, 0.4, 0.2], level=0.3, relative=False)
+    2.5
+    >>> fpt([0, 1, 2], [1.0, 0.9, 0.8], level=0.5)            # censored
+    nan
+    """
     lv, rel = _level(level, relative)
     ts, rs = np.asarray(t, dtype=np.float64), np.asarray(risk, dtype=np.float64)
     if ts.shape != rs.shape or ts.ndim != 1:
@@ -60,6 +86,28 @@ class FirstPassage:
     ``mean()``, ``std()``, ``sem()`` are over the runs that crossed (``n_crossed`` of them; NaN if none): read
     them together with ``fraction_censored``. ``quantile(q)`` counts censored runs as +inf (later than every
     crossing): it is finite while q <= the crossed fraction, +inf beyond.
+
+    Attributes
+    ----------
+    times : ndarray, shape (R,)
+        First-passage times, NaN where censored.
+    censored : ndarray of bool, shape (R,)
+        Runs that never reached the level.
+    level : float
+        The level.
+    relative : bool
+        Whether the level is a fraction of R(0).
+
+    Examples
+    --------
+    >>> fp = tl.passage.FirstPassage(times=np.array([1.0, 2.0, np.nan, 4.0]),
+    ...                              censored=np.array([False, False, True, False]), level=0.5, relative=True)
+    >>> fp
+    FirstPassage(n=4, censored=1, mean=2.33333, sem=0.882)
+    >>> fp.n_crossed, fp.fraction_censored, fp.crossed.tolist()
+    (3, 0.25, [1.0, 2.0, 4.0])
+    >>> fp.quantile([0.0, 0.5, 1.0]).tolist()
+    [1.0, 3.0, inf]
     """
 
     times: NDArray[np.float64]
@@ -69,18 +117,22 @@ class FirstPassage:
 
     @property
     def n(self) -> int:
+        """Number of runs."""
         return int(self.times.shape[0])
 
     @property
     def n_censored(self) -> int:
+        """Runs that never reached the level."""
         return int(np.count_nonzero(self.censored))
 
     @property
     def n_crossed(self) -> int:
+        """Runs that reached the level."""
         return self.n - self.n_censored
 
     @property
     def fraction_censored(self) -> float:
+        """n_censored / n (NaN without runs)."""
         return self.n_censored / self.n if self.n else math.nan
 
     @property
@@ -89,6 +141,7 @@ class FirstPassage:
         return self.times[~self.censored]
 
     def mean(self) -> float:
+        """Mean over the crossed runs (NaN if none)."""
         c = self.crossed
         return float(np.mean(c)) if c.size else math.nan
 
@@ -139,13 +192,59 @@ def _own_stop(run: Any, level: float, relative: bool) -> float:
 
 def run_passage(run: Any, level: float, relative: bool = True) -> float:
     """First passage of one trajectory: its own located crossing when it stopped early at this level (the ODE's
-    root on the dense output, the SDE's interpolation between steps), else :func:`first_passage_time`."""
+    root on the dense output, the SDE's interpolation between steps), else :func:`first_passage_time`.
+
+    Parameters
+    ----------
+    run : Trajectory
+        Anything with ``t`` and ``risk`` arrays (``status``, ``stop_time`` and ``meta`` are used when present).
+    level : float
+        The level.
+    relative : bool, default True
+        Whether ``level`` is a fraction of R(0).
+
+    Returns
+    -------
+    float
+        NaN when censored.
+
+    Examples
+    --------
+    >>> ov = tl.ode.plateau_overlaps(K=2, M=2)
+    >>> run = tl.ode.integrate(ov, "erf", lr=1.0, t_max=300, risk_rtol=0.01)
+    >>> run.status, tl.passage.run_passage(run, 0.01) == run.stop_time
+    ('converged', True)
+    """
     own = _own_stop(run, level, relative)
     return own if own == own else first_passage_time(run.t, run.risk, level, relative)
 
 
 def first_passage(runs: Iterable[Any], level: float, relative: bool = True) -> FirstPassage:
-    """:class:`FirstPassage` of trajectories (anything with ``t`` and ``risk`` arrays)."""
+    """:class:`FirstPassage` of trajectories (anything with ``t`` and ``risk`` arrays).
+
+    Parameters
+    ----------
+    runs : iterable of Trajectory
+        E.g. an SGD or SDE :class:`twolayer.sgd.Ensemble`, or ODE trajectories.
+    level : float
+        The level.
+    relative : bool, default True
+        Whether ``level`` is a fraction of R(0).
+
+    Returns
+    -------
+    FirstPassage
+
+    Examples
+    --------
+    >>> student, teacher = tl.networks.teacher_student(K=2, M=2, d=100, activation="erf", seed=0)
+    >>> ens = tl.sgd.simulate(student, teacher, lr=0.5, t_max=20, records=21, seeds=6)
+    >>> fp = tl.passage.first_passage(ens, 0.5)
+    >>> fp.n, fp.n_censored
+    (6, 0)
+    >>> print(f"{fp.mean():.6f} +- {fp.sem():.6f}")
+    1.551512 +- 0.080708
+    """
     lv, rel = _level(level, relative)
     times = np.array([run_passage(r, lv, rel) for r in runs], dtype=np.float64)
     return FirstPassage(times=times, censored=np.isnan(times), level=lv, relative=rel)

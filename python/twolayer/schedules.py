@@ -48,7 +48,37 @@ class Schedule:
     """A learning-rate multiplier s(t) (see the module docstring for the kinds and the time of each engine).
 
     Build one with the module's functions rather than directly. ``schedule(t)`` evaluates it (NumPy, the
-    core's formula); for a per-step table t counts steps."""
+    core's formula); for a per-step table t counts steps.
+
+    Attributes
+    ----------
+    kind : {"constant", "step", "geometric", "inverse_time", "table"}
+        The formula (module docstring).
+    value : float
+        The overall factor (the constant's value; 1 for the decays).
+    gamma : float
+        Decay factor per ``every`` time units (``"step"``, ``"geometric"``).
+    every : float
+        Decay period (``"step"``, ``"geometric"``), or t0 (``"inverse_time"``).
+    start : float
+        Time before which the decays are flat.
+    values : ndarray
+        The table's values (``"table"``).
+    dt : float or None
+        The table's spacing (None: one value per engine step).
+    interpolation : {"previous", "linear"}
+        Between the table's points.
+
+    Examples
+    --------
+    >>> s = tl.schedules.step_decay(0.5, every=10, start=5)
+    >>> s
+    Schedule(step, value=1, gamma=0.5, every=10, start=5)
+    >>> s([0.0, 5.0, 15.0, 26.0]).tolist()
+    [1.0, 1.0, 0.5, 0.25]
+    >>> s.per_step, s.identity
+    (False, False)
+    """
 
     kind: Kind
     value: float = 1.0
@@ -111,27 +141,100 @@ def _fraction(x: Any, name: str) -> float:
 
 
 def constant(value: float = 1.0) -> Schedule:
-    """s(t) = value."""
+    """s(t) = value.
+
+    Parameters
+    ----------
+    value : float, default 1.0
+        The multiplier (>= 0); 1 is no schedule (the engines' unscheduled path).
+
+    Returns
+    -------
+    Schedule
+
+    Examples
+    --------
+    >>> tl.schedules.constant(0.5)([0.0, 3.0]).tolist()
+    [0.5, 0.5]
+    >>> tl.schedules.constant().identity
+    True
+    """
     return Schedule("constant", value=positive(value, "value", allow_zero=True))
 
 
 def step_decay(gamma: float, every: float, start: float = 0.0) -> Schedule:
     """s(t) = gamma^floor(max(t - start, 0) / every): the rate drops by ``gamma`` every ``every`` time units
-    after ``start``."""
+    after ``start``.
+
+    Parameters
+    ----------
+    gamma : float
+        Decay factor in [0, 1].
+    every : float
+        Time between two drops (> 0), in the engine's time.
+    start : float, default 0.0
+        Time of the first period's start (s = 1 before it).
+
+    Returns
+    -------
+    Schedule
+
+    Examples
+    --------
+    >>> tl.schedules.step_decay(0.5, every=10)([0.0, 9.9, 10.0, 25.0]).tolist()
+    [1.0, 1.0, 0.5, 0.25]
+    """
     return Schedule("step", gamma=_fraction(gamma, "gamma"), every=positive(every, "every"),
                     start=positive(start, "start", allow_zero=True))
 
 
 def geometric(gamma: float, every: float = 1.0, start: float = 0.0) -> Schedule:
     """s(t) = gamma^(max(t - start, 0) / every): continuous exponential decay, a factor ``gamma`` per ``every``
-    time units after ``start`` (per iteration for population descent with every = 1)."""
+    time units after ``start`` (per iteration for population descent with every = 1).
+
+    Parameters
+    ----------
+    gamma : float
+        Decay factor in [0, 1] per ``every`` time units.
+    every : float, default 1.0
+        Time over which the rate drops by ``gamma`` (> 0).
+    start : float, default 0.0
+        Time at which the decay starts (s = 1 before it).
+
+    Returns
+    -------
+    Schedule
+
+    Examples
+    --------
+    >>> s = tl.schedules.geometric(0.5, every=2)
+    >>> print(f"{float(s(1.0)):.6f} {float(s(4.0)):.6f}")
+    0.707107 0.250000
+    """
     return Schedule("geometric", gamma=_fraction(gamma, "gamma"), every=positive(every, "every"),
                     start=positive(start, "start", allow_zero=True))
 
 
 def inverse_time(t0: float, start: float = 0.0) -> Schedule:
     """s(t) = 1 / (1 + max(t - start, 0) / t0): Saad & Solla's 1/t annealing, lr(t) = lr t0 / (t0 + t - start)
-    (asymptotically lr t0 / t)."""
+    (asymptotically lr t0 / t).
+
+    Parameters
+    ----------
+    t0 : float
+        Time scale (> 0): the rate is halved at t = start + t0.
+    start : float, default 0.0
+        Time at which the annealing starts (s = 1 before it).
+
+    Returns
+    -------
+    Schedule
+
+    Examples
+    --------
+    >>> tl.schedules.inverse_time(10.0)([0.0, 10.0, 30.0]).tolist()
+    [1.0, 0.5, 0.25]
+    """
     return Schedule("inverse_time", every=positive(t0, "t0"), start=positive(start, "start", allow_zero=True))
 
 
@@ -146,13 +249,51 @@ def _values(values: ArrayLike, name: str) -> NDArray[np.float64]:
 
 
 def per_step(values: ArrayLike) -> Schedule:
-    """s at step n = values[n] (the last value held after the end): one multiplier per iteration / SGD step."""
+    """s at step n = values[n] (the last value held after the end): one multiplier per iteration / SGD step.
+
+    Parameters
+    ----------
+    values : array_like, shape (n,)
+        Multipliers >= 0, one per step (at least one).
+
+    Returns
+    -------
+    Schedule
+        A table with ``per_step`` True (not for the ODE, which has no steps).
+
+    Examples
+    --------
+    >>> s = tl.schedules.per_step([1.0, 0.5, 0.25])
+    >>> s, s([0, 1, 2, 5]).tolist()
+    (Schedule(table of 3 values, per step), [1.0, 0.5, 0.25, 0.25])
+    """
     return Schedule("table", values=_values(values, "values"))
 
 
 def table(values: ArrayLike, dt: float, interpolation: Literal["previous", "linear"] = "linear") -> Schedule:
     """s(t) from ``values`` at t_j = j dt: ``"linear"`` interpolation or ``"previous"`` (piecewise constant,
-    s = values[floor(t / dt)]); the end values are held outside [0, (n - 1) dt]."""
+    s = values[floor(t / dt)]); the end values are held outside [0, (n - 1) dt].
+
+    Parameters
+    ----------
+    values : array_like, shape (n,)
+        Multipliers >= 0 at t_j = j dt.
+    dt : float
+        Spacing of the table (> 0), in the engine's time.
+    interpolation : {"linear", "previous"}, default "linear"
+        Between two points.
+
+    Returns
+    -------
+    Schedule
+
+    Examples
+    --------
+    >>> tl.schedules.table([1.0, 0.0], dt=2.0)([0.0, 1.0, 2.0, 5.0]).tolist()
+    [1.0, 0.5, 0.0, 0.0]
+    >>> tl.schedules.table([1.0, 0.0], dt=2.0, interpolation="previous")([1.0, 2.0]).tolist()
+    [1.0, 0.0]
+    """
     return Schedule("table", values=_values(values, "values"), dt=positive(dt, "dt"),
                     interpolation=choice(interpolation, "interpolation", ("previous", "linear")))  # type: ignore[arg-type]
 
@@ -177,7 +318,35 @@ def _evaluate(f: Callable[..., Any], t: NDArray[np.float64], name: str) -> NDArr
 def from_function(f: Callable[..., Any], t_max: float, dt: float | None = None, n: int = 4097,
                   interpolation: Literal["previous", "linear"] = "linear") -> Schedule:
     """The callable ``f(t) -> s`` evaluated once on t_j = j dt over [0, t_max] (``dt`` default t_max / (n - 1))
-    into a :func:`table`."""
+    into a :func:`table`.
+
+    Parameters
+    ----------
+    f : callable
+        ``f(t) -> s``, vectorised (array in, array of its shape out) or scalar (called once per point); its values
+        must be finite and >= 0.
+    t_max : float
+        End of the grid (> 0).
+    dt : float, optional
+        Grid spacing (default t_max / (n - 1)).
+    n : int, default 4097
+        Grid points when ``dt`` is not given.
+    interpolation : {"linear", "previous"}, default "linear"
+        Between two grid points.
+
+    Returns
+    -------
+    Schedule
+        A table; no Python call happens during the run.
+
+    Examples
+    --------
+    >>> s = tl.schedules.from_function(lambda t: 1.0 / (1.0 + t), t_max=4.0, n=5)
+    >>> s
+    Schedule(table of 5 values, dt=1, linear)
+    >>> print(f"{float(s(2.0)):.6f}")
+    0.333333
+    """
     if not callable(f):
         raise TypeError(f"f: expected a callable, got {describe(f)}")
     T = positive(t_max, "t_max")
@@ -191,7 +360,34 @@ def as_schedule(schedule: Any, steps: int | None = None, step_time: float = 1.0,
     """An engine's ``schedule`` argument as a Schedule (None when there is none, or it is the constant 1).
 
     A Schedule as it is; an array: :func:`per_step`; a callable: evaluated once, per step (``f(n step_time)``,
-    n < ``steps``) for an engine with steps, else on 4097 points of [0, ``t_max``] with linear interpolation."""
+    n < ``steps``) for an engine with steps, else on 4097 points of [0, ``t_max``] with linear interpolation.
+
+    Parameters
+    ----------
+    schedule : Schedule, array_like, callable or None
+        What the engine was given.
+    steps : int, optional
+        The engine's number of steps (engines with steps: a callable is evaluated per step).
+    step_time : float, default 1.0
+        The time of one step (1 / d for SGD).
+    t_max : float, optional
+        The run's duration (engines without steps, e.g. the ODE: a callable is tabulated on [0, t_max]).
+
+    Returns
+    -------
+    Schedule or None
+        None when there is no schedule or it is the constant 1.
+
+    Examples
+    --------
+    >>> S = tl.schedules
+    >>> S.as_schedule(None) is None, S.as_schedule(S.constant()) is None
+    (True, True)
+    >>> S.as_schedule([1.0, 0.5])
+    Schedule(table of 2 values, per step)
+    >>> S.as_schedule(lambda t: 0.5 ** t, steps=3)([0, 1, 2]).tolist()
+    [1.0, 0.5, 0.25]
+    """
     if schedule is None:
         return None
     if isinstance(schedule, Schedule):

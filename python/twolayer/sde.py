@@ -5,7 +5,7 @@ One online SGD step (one fresh sample, conventions of :mod:`twolayer.sgd`, t = s
 parameters y = (Q, M, a) by xi / d, with the per-sample increment (E = y - f including the label noise)
 
 * ``xi_M_ir = lr a_i g'(l_i) l*_r E``, ``xi_a_i = lr_readout g(l_i) E`` (effective units, as in the ODE),
-* ``xi_Q_ik = lr (a_i g'(l_i) l_k + a_k g'(l_k) l_i) E + lr^2 a_i a_k g'(l_i) g'(l_k) E^2`` (|x|^2 / d -> 1),
+* ``xi_Q_ik = lr (a_i g'(l_i) l_k + a_k g'(l_k) l_i) E + lr^2 a_i a_k g'(l_i) g'(l_k) E^2`` (``|x|^2 / d -> 1``),
 
 and spherical SGD projects it linearly (``xi_M_ir - M_ir xi_Q_ii / 2``, ``xi_Q_ik - Q_ik (xi_Q_ii + xi_Q_kk) / 2``,
 Q_ii fixed) as the ODE does. Over dt = 1/d the mean of xi is the ODE's right-hand side and its covariance
@@ -62,6 +62,22 @@ class IncrementCovariance:
     ``labels`` name the components: ``Q[i,k]`` (i <= k), ``M[i,r]``, then ``a[i]`` when the readout is trained.
     ``mean`` (n,) is E[xi] (= the ODE right-hand side), ``cov`` (n, n) is Cov(xi); the SDE's diffusion matrix is
     ``cov / d``.
+
+    Attributes
+    ----------
+    labels : tuple of str
+        Component names.
+    mean : ndarray, shape (n,)
+        E[xi].
+    cov : ndarray, shape (n, n)
+        Cov(xi).
+
+    Examples
+    --------
+    >>> ov = tl.Overlaps([[1.0]], [[0.2]], [[1.0]], [1.0], [1.0], "linear", "linear")
+    >>> inc = tl.sde.increment_covariance(ov, lr=0.5)
+    >>> inc.labels, inc.cov.shape
+    (('Q[0,0]', 'M[0,0]'), (2, 2))
     """
 
     labels: tuple[str, ...]
@@ -105,7 +121,36 @@ def increment_covariance(
     n_nodes: int | None = None,
 ) -> IncrementCovariance:
     """Mean and covariance of the one-sample increment xi of online SGD at ``overlaps`` (see the module
-    docstring). ``n_nodes``: Gauss-Hermite nodes per unit (default: exact for linear/quadratic, 48 for erf)."""
+    docstring). ``n_nodes``: Gauss-Hermite nodes per unit (default: exact for linear/quadratic, 48 for erf).
+
+    Parameters
+    ----------
+    overlaps : Overlaps
+        The state y.
+    activation, teacher_activation : str, optional
+        ``"linear"``, ``"quadratic"`` or ``"erf"`` (default: those of ``overlaps``).
+    lr, noise, lr_readout, spherical
+        As in :func:`twolayer.ode.integrate` (online regime).
+    n_nodes : int, optional
+        Gauss-Hermite nodes per unit (1..64).
+
+    Returns
+    -------
+    IncrementCovariance
+
+    Examples
+    --------
+    Linear units, K = M = 1: the mean is the ODE's right-hand side (dQ/dt = 2 lr (M - Q) + lr^2 (Q - 2M + P),
+    dM/dt = lr (P - M)):
+
+    >>> ov = tl.Overlaps([[1.0]], [[0.2]], [[1.0]], [1.0], [1.0], "linear", "linear")
+    >>> inc = tl.sde.increment_covariance(ov, lr=0.5)
+    >>> print(np.round(inc.mean, 6), np.round(tl.ode.rhs(ov, lr=0.5)[0].ravel(), 6))
+    [-0.4  0.4] [-0.4]
+    >>> print(np.round(inc.cov, 6))
+    [[1.28 0.16]
+     [0.16 0.56]]
+    """
     act, t_act = _activations(activation, teacher_activation, overlaps)
     sph = boolean(spherical, "spherical")
     ov = _check_overlaps(overlaps, spherical=sph)
@@ -162,8 +207,31 @@ def simulate(
     n_nodes
         Gauss-Hermite nodes per unit for the covariance (see :func:`increment_covariance`).
 
-    Returns an :class:`twolayer.sgd.Ensemble` (statuses: completed, converged, diverged — the state left the
-    positive semi-definite cone or blew up — interrupted).
+    activation, teacher_activation : str, optional
+        ``"linear"``, ``"quadratic"`` or ``"erf"`` (default: those of ``overlaps``).
+    dt : float, default 0.01
+        Euler-Maruyama step.
+    n_threads : int, optional
+        OpenMP threads (paths are bitwise the same for any number).
+    progress : bool, default False
+        A tqdm bar over steps.
+
+    Returns
+    -------
+    twolayer.sgd.Ensemble
+        Statuses: completed, converged, diverged (the state left the positive semi-definite cone or blew up),
+        interrupted.
+
+    Examples
+    --------
+    >>> ov = tl.Overlaps([[1.0]], [[0.2]], [[1.0]], [1.0], [1.0], "linear", "linear")
+    >>> ens = tl.sde.simulate(ov, lr=0.5, d=100, t_max=1.0, records=3, seeds=4, seed=0)
+    >>> ens, ens.t.tolist()
+    (Ensemble(runs=4, T=3, diverged=0, converged=0, seed=0), [0.0, 0.5, 1.0])
+    >>> print(np.round(ens.mean().risk, 6))
+    [0.8      0.542449 0.378277]
+    >>> print(np.round(tl.ode.integrate(ov, lr=0.5, t_max=1.0, n_points=3).risk, 6))
+    [0.8      0.549831 0.377893]
     """
     if isinstance(overlaps, Overlaps):
         first, y0 = overlaps, None

@@ -12,23 +12,25 @@ Method (event location and Filippov sliding):
 
 1. Weight realisation: Omega = [[P, M^T], [M, Q]] = X X^T (eigendecomposition), rows x_u in R^(K+M): the
    flow depends on the weights only through Omega, so it is solved for these K + M vectors exactly.
-2. Unit vectors: with e(i -> u) the unit tangent at u_i = w_i / |w_i| pointing to u_u (computed from the
-   difference u_u - u_i, accurate down to angles ~1e-15), the flow is (w_c = v_r for teachers, -a_k for students)
+2. Unit vectors: with e(i -> u) the unit tangent at u_i = w_i / ``|w_i|`` pointing to u_u (computed from the
+   difference u_u - u_i, accurate down to angles ~1e-15), the flow is (w_c = v_r for teachers, -a_k for students)::
+
        du_i/dt = lr s(t) a_i F_i / (2 pi Q_ii),   F_i = sum_{u != i} w_u e(i -> u),   |w_i| constant,
        da_i/dt = lr_readout s(t) (sum_r v_r I2_ir - sum_k a_k I2_ik),   I2 = (pi - theta) / (2 pi)
+
    (the ODE of ``twolayer.ode`` with the step kernels; the self term vanishes).
 3. Integration: Dormand-Prince 5(4) with error control on (u, a) between events, its step also limited to a
    fifth of the time any student needs to reach the nearest unit it approaches (so a step never crosses an
    alignment and the arrival is approached geometrically).
 4. Alignment (event): a student within ``SNAP`` = 1e-12 rad of a teacher is set exactly onto it ("attached").
    While attached, the cusp pins it as long as the Filippov sliding condition holds — the other forces F_other
-   (all units not exactly aligned with it) are weaker than the cusp, a_i c > 0 and |F_other| <= |c| with
+   (all units not exactly aligned with it) are weaker than the cusp, a_i c > 0 and ``|F_other| <= |c|`` with
    c = v_r - sum of the a_k of the other students attached there — and its velocity is then 0 (the pair moves
    as one: the teacher is fixed). When the condition fails the student leaves along F_other (moved off by
    ``SNAP``), as the Filippov solution does.
    Units exactly aligned with each other act on a third unit through their summed weight (their tangents are
    bitwise equal), so a student facing an occupied teacher feels v_r - a_i.
-5. Risk from the angles theta = 2 atan2(|u - v|, |u + v|) (exact at alignment: a converged run reports ~1e-16,
+5. Risk from the angles theta = ``2 atan2(|u - v|, |u + v|)`` (exact at alignment: a converged run reports ~1e-16,
    not the ~2e-9 floor of cosines).
 
 Not handled: two students meeting, aligned or antipodal. The antipodal case is real for step units: 1(u.x > 0) +
@@ -70,7 +72,28 @@ _B4 = np.array([5179 / 57600, 0.0, 7571 / 16695, 393 / 640, -92097 / 339200, 187
 
 
 def realisation(ov: Overlaps) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Rows (K, n) for the students and (M, n) for the teachers, n = K + M, with the Gram matrix Omega."""
+    """Rows (K, n) for the students and (M, n) for the teachers, n = K + M, with the Gram matrix Omega.
+
+    Parameters
+    ----------
+    ov : Overlaps
+        The order parameters (Q, M, P; second layers unused).
+
+    Returns
+    -------
+    W : ndarray, shape (K, K + M)
+        Student rows, W W^T = Q.
+    T : ndarray, shape (M, K + M)
+        Teacher rows, T T^T = P and W T^T = M.
+
+    Examples
+    --------
+    >>> s, t = tl.networks.teacher_student(K=2, M=2, d=10, activation="step", seed=0)
+    >>> ov = tl.Overlaps.from_networks(s, t)
+    >>> W, T = tl.step_flow.realisation(ov)
+    >>> W.shape, bool(np.allclose(W @ W.T, ov.Q)), bool(np.allclose(W @ T.T, ov.M))
+    ((2, 4), True, True)
+    """
     M = ov.n_teacher
     omega = np.block([[ov.P, ov.M.T], [ov.M, ov.Q]])
     lam, V = np.linalg.eigh(0.5 * (omega + omega.T))
@@ -201,9 +224,28 @@ class _Flow:
 
 
 def risk(student: Network, teacher: Network) -> float:
-    """Excess population risk of step networks from their weights, with the angles 2 atan2(|u - v|, |u + v|) of
+    """Excess population risk of step networks from their weights, with the angles ``2 atan2(|u - v|, |u + v|)`` of
     the unit rows: exact at alignment, where :func:`twolayer.population.risk` (through the cosines of the
-    overlaps) cannot resolve angles below ~1.5e-8 (a risk floor ~2e-9 per aligned pair)."""
+    overlaps) cannot resolve angles below ~1.5e-8 (a risk floor ~2e-9 per aligned pair).
+
+    Parameters
+    ----------
+    student, teacher : Network
+        Step networks (``activation="step"``) of the same input dimension.
+
+    Returns
+    -------
+    float
+        The excess population risk (the documentation's Conventions page), 0 exactly at the teacher.
+
+    Examples
+    --------
+    >>> s, t = tl.networks.teacher_student(K=2, M=2, d=10, activation="step", seed=0)
+    >>> print(f"{tl.step_flow.risk(s, t):.6f} {tl.population.risk(s, t):.6f}")
+    0.564643 0.564643
+    >>> tl.step_flow.risk(t, t)
+    0.0
+    """
     check_pair(student, teacher)
     if student.activation != "step" or teacher.activation != "step":
         raise ValueError("student, teacher: expected the 'step' activation for both")
@@ -218,7 +260,41 @@ def integrate(ov: Overlaps, lr: float, lr_readout: float, times: NDArray[np.floa
               rtol: float = 1e-8, atol: float = 1e-10, risk_tol: float = 0.0, risk_rtol: float = 0.0,
               max_steps: int = 1_000_000, h_max: float = 0.0) -> dict[str, Any]:
     """Integrate the step-unit gradient flow from ``ov`` to the output ``times`` (see the module docstring).
-    Returns the arrays and counters :func:`twolayer.ode.integrate` makes its Trajectory from."""
+    Returns the arrays and counters :func:`twolayer.ode.integrate` makes its Trajectory from (which is the way to
+    call it: ``ode.integrate`` routes step units in the gradient-flow regime here).
+
+    Parameters
+    ----------
+    ov : Overlaps
+        Initial order parameters of step units (Q_ii > 0, P_rr > 0).
+    lr, lr_readout : float
+        Rates of the first layer and of the second layer (0: second layer fixed).
+    times : ndarray
+        Increasing output times.
+    schedule : Schedule or None
+        Learning-rate multiplier s(t) (:mod:`twolayer.schedules`).
+    rtol, atol : float
+        Error tolerances of the Dormand-Prince steps.
+    risk_tol, risk_rtol : float
+        Early stop at risk <= max(risk_tol, risk_rtol R(0)) (0: off).
+    max_steps : int
+        Accepted steps before stopping with status "max_steps".
+    h_max : float
+        Largest step (0: unlimited).
+
+    Returns
+    -------
+    dict
+        ``t``, ``Q``, ``M``, ``a``, ``risk`` arrays at the recorded times, ``status``, ``message``, ``stop_time``
+        and the counters ``n_rhs``, ``n_steps``, ``n_rejected``.
+
+    Examples
+    --------
+    >>> s, t = tl.networks.teacher_student(K=2, M=2, d=10, activation="step", seed=0)
+    >>> out = tl.step_flow.integrate(tl.Overlaps.from_networks(s, t), 1.0, 0.0, np.linspace(0, 5, 3), None)
+    >>> out["status"], out["Q"].shape, np.round(out["risk"], 6).tolist()
+    ('completed', (3, 2, 2), [0.564643, 0.243404, 0.202205])
+    """
     flow = _Flow(ov, lr, lr_readout, schedule)
     K, M = flow.K, flow.M
     U, a = flow.U0.copy(), np.asarray(ov.a, dtype=np.float64).copy()

@@ -17,7 +17,7 @@ A target is one of
 * a :class:`FunctionTarget`: any vectorised NumPy function of the k projections, for SGD only (labels are
   computed in Python, so it is slower; the ODE and the exact population risk refuse it).
 
-Hermite structure (reported by :class:`HermiteTarget`): the *information exponent* is the smallest degree |alpha|
+Hermite structure (reported by :class:`HermiteTarget`): the *information exponent* is the smallest degree ``|alpha|``
 >= 1 of a nonzero coefficient (for a single-index He_n it is n); the *leap* is the smallest L such that the terms
 can be ordered so that each adds degree at most L in directions no earlier term touched (Abbe, Boix-Adsera &
 Misiakiewicz 2023: Leap(S) = min over orderings max_i sum_{r not in supp(alpha_1..alpha_{i-1})} alpha_{i,r}). The
@@ -116,7 +116,29 @@ class _Projected:
 class HermiteTarget(_Projected):
     """f(z) = sum_alpha c_alpha prod_r He_{alpha_r}(z_r) over k orthonormal directions (module docstring).
 
-    ``coefficients`` maps exponent tuples (length k) to coefficients (zero terms dropped)."""
+    ``coefficients`` maps exponent tuples (length k) to coefficients (zero terms dropped). Build one with
+    :func:`hermite`, :func:`staircase` or :func:`hermite_single`.
+
+    Attributes
+    ----------
+    directions : ndarray, shape (k, d)
+        W*, orthonormal rows in the scaling (W* W*^T / s = I_k).
+    scaling : {"sqrt_d", "none"}
+        s = d (``"sqrt_d"``) or 1 in z = W* x / sqrt(s).
+    coefficients : dict of tuple of int to float
+        {alpha: c_alpha}.
+
+    Examples
+    --------
+    >>> tgt = tl.targets.staircase(3, d=20, seed=0)
+    >>> tgt
+    HermiteTarget(k=3, d=20, f = 1 He(1, 0, 0) + 1 He(1, 1, 0) + 1 He(1, 1, 1))
+    >>> tgt.degree, tgt.leap, tgt.information_exponent, tgt.mean, tgt.variance
+    (3, 1, 1, 0.0, 3.0)
+    >>> X = np.random.default_rng(0).standard_normal((4, 20))
+    >>> tgt.projections(X).shape, tgt(X).shape
+    ((4, 3), (4,))
+    """
 
     coefficients: dict[tuple[int, ...], float]
 
@@ -136,7 +158,7 @@ class HermiteTarget(_Projected):
 
     @property
     def degree(self) -> int:
-        """The largest |alpha| of a nonzero term."""
+        """The largest ``|alpha|`` of a nonzero term."""
         return max((sum(a) for a in self.coefficients), default=0)
 
     @property
@@ -156,7 +178,7 @@ class HermiteTarget(_Projected):
 
     @property
     def information_exponent(self) -> int:
-        """Smallest |alpha| >= 1 with c_alpha != 0 (0 for a constant target)."""
+        """Smallest ``|alpha| >= 1`` with c_alpha != 0 (0 for a constant target)."""
         return min((sum(a) for a in self.coefficients if sum(a) > 0), default=0)
 
     @property
@@ -186,7 +208,24 @@ class HermiteTarget(_Projected):
 @dataclass(frozen=True, eq=False)
 class FunctionTarget(_Projected):
     """y = fn(z) for a vectorised NumPy function ``fn``: (n, k) array -> (n,) array. SGD only (labels computed in
-    Python: slower than polynomial targets); the ODE and the exact population quantities refuse it."""
+    Python: slower than polynomial targets); the ODE and the exact population quantities refuse it. Build one
+    with :func:`function`.
+
+    Attributes
+    ----------
+    directions : ndarray, shape (k, d)
+        W*, orthonormal rows in the scaling.
+    scaling : {"sqrt_d", "none"}
+        s = d (``"sqrt_d"``) or 1 in z = W* x / sqrt(s).
+    fn : callable
+        (n, k) array -> (n,) array.
+
+    Examples
+    --------
+    >>> tgt = tl.targets.function(lambda z: np.tanh(z[:, 0] * z[:, 1]), k=2, d=10, seed=0)
+    >>> tgt.k, tgt.d, tgt(np.ones((3, 10))).shape
+    (2, 10, (3,))
+    """
 
     fn: Callable[[NDArray[np.float64]], Any]
 
@@ -206,7 +245,25 @@ Target = Network | HermiteTarget | FunctionTarget
 
 
 def is_target(x: Any) -> bool:
-    """Whether ``x`` is a non-committee target (HermiteTarget or FunctionTarget)."""
+    """Whether ``x`` is a non-committee target (HermiteTarget or FunctionTarget).
+
+    Parameters
+    ----------
+    x : object
+        Anything.
+
+    Returns
+    -------
+    bool
+        False for a committee :class:`~twolayer.Network` (the engines' teacher path) and for anything else.
+
+    Examples
+    --------
+    >>> tl.targets.is_target(tl.targets.hermite_single(2, d=10, seed=0))
+    True
+    >>> tl.targets.is_target(tl.targets.committee(np.eye(2, 10) * np.sqrt(10)))
+    False
+    """
     return isinstance(x, _Projected)
 
 
@@ -250,7 +307,26 @@ def hermite(
     ``scaling`` (ValueError otherwise, or when its row count differs from k); without it, Haar-random orthonormal
     directions in dimension ``d`` from ``seed``.
 
-    >>> tgt = hermite({(1, 0, 0): 1.0, (1, 1, 0): 1.0, (1, 1, 1): 1.0}, d=100, seed=0)
+    Parameters
+    ----------
+    coefficients : dict of tuple of int to float
+        {(alpha_1, ..., alpha_k): c_alpha}, every key of the same length k (an int key is a 1-tuple).
+    d : int, optional
+        Input dimension of random directions (needed without ``directions``).
+    seed : int, optional
+        Seed of the random directions.
+    directions : array_like, shape (k, d), optional
+        W*, orthonormal rows in the ``scaling``.
+    scaling : {"sqrt_d", "none"}, default "sqrt_d"
+        z = W* x / sqrt(d) (``"sqrt_d"``) or W* x.
+
+    Returns
+    -------
+    HermiteTarget
+
+    Examples
+    --------
+    >>> tgt = tl.targets.hermite({(1, 0, 0): 1.0, (1, 1, 0): 1.0, (1, 1, 1): 1.0}, d=100, seed=0)
     >>> tgt.k, tgt.leap, tgt.information_exponent, tgt.variance
     (3, 1, 1, 3.0)
     """
@@ -266,7 +342,25 @@ def hermite(
 
 def staircase(k: int, d: int | None = None, seed: int | None = None, *, directions: ArrayLike | None = None,
               scaling: Scaling = "sqrt_d") -> HermiteTarget:
-    """The staircase z1 + z1 z2 + ... + z1 z2 ... zk (leap 1, variance k)."""
+    """The staircase z1 + z1 z2 + ... + z1 z2 ... zk (leap 1, variance k).
+
+    Parameters
+    ----------
+    k : int
+        Number of directions (steps of the staircase).
+    d, seed, directions, scaling
+        As in :func:`hermite`.
+
+    Returns
+    -------
+    HermiteTarget
+
+    Examples
+    --------
+    >>> tgt = tl.targets.staircase(3, d=20, seed=0)
+    >>> tgt.k, tgt.leap, tgt.variance
+    (3, 1, 3.0)
+    """
     k = integer(k, "k", 1, 60)
     coefs = {tuple(1 if r <= j else 0 for r in range(k)): 1.0 for j in range(k)}
     return hermite(coefs, d, seed, directions=directions, scaling=scaling)
@@ -275,7 +369,29 @@ def staircase(k: int, d: int | None = None, seed: int | None = None, *, directio
 def hermite_single(degree: int, d: int | None = None, seed: int | None = None, *, normalized: bool = True,
                    directions: ArrayLike | None = None, scaling: Scaling = "sqrt_d") -> HermiteTarget:
     """The single-index target He_n(z1) (information exponent and leap n), divided by sqrt(n!) so that its
-    variance is 1 unless ``normalized=False``."""
+    variance is 1 unless ``normalized=False``.
+
+    Parameters
+    ----------
+    degree : int
+        n >= 1.
+    d, seed, directions, scaling
+        As in :func:`hermite` (one direction).
+    normalized : bool, default True
+        Divide by sqrt(n!) (unit variance).
+
+    Returns
+    -------
+    HermiteTarget
+
+    Examples
+    --------
+    >>> tgt = tl.targets.hermite_single(2, d=10, seed=0)
+    >>> tgt.information_exponent, tgt.leap, round(tgt.variance, 12)
+    (2, 2, 1.0)
+    >>> tgt.function(np.array([[0.0], [1.0]])).round(6).tolist()
+    [-0.707107, 0.0]
+    """
     n = integer(degree, "degree", 1, 60)
     c = 1.0 / math.sqrt(math.factorial(n)) if normalized else 1.0
     return hermite({(n,): c}, d, seed, directions=directions, scaling=scaling)
@@ -284,7 +400,27 @@ def hermite_single(degree: int, d: int | None = None, seed: int | None = None, *
 def function(fn: Callable[[NDArray[np.float64]], Any], k: int | None = None, d: int | None = None,
              seed: int | None = None, *, directions: ArrayLike | None = None,
              scaling: Scaling = "sqrt_d") -> FunctionTarget:
-    """y = fn(z) for a vectorised NumPy function of the k projections (SGD only, slower)."""
+    """y = fn(z) for a vectorised NumPy function of the k projections (SGD only, slower).
+
+    Parameters
+    ----------
+    fn : callable
+        (n, k) array -> (n,) array of finite values.
+    k : int, optional
+        Number of directions (needed without ``directions``).
+    d, seed, directions, scaling
+        As in :func:`hermite`.
+
+    Returns
+    -------
+    FunctionTarget
+
+    Examples
+    --------
+    >>> tgt = tl.targets.function(lambda z: z[:, 0] * z[:, 1], k=2, d=10, seed=0)
+    >>> tgt.function(np.array([[2.0, 3.0]])).tolist()
+    [6.0]
+    """
     if not callable(fn):
         raise TypeError(f"fn: expected a callable (n, k) -> (n,), got {type(fn).__name__}")
     k_ = None if k is None else integer(k, "k", 1, INT32_MAX)
@@ -297,5 +433,29 @@ def function(fn: Callable[[NDArray[np.float64]], Any], k: int | None = None, d: 
 def committee(W: ArrayLike, v: ArrayLike | None = None, activation: ActivationName = "erf",
               scaling: Scaling = "sqrt_d", readout: Literal["sum", "mean"] = "sum") -> Network:
     """A committee target y = c sum_r v_r sigma*(w*_r . x / sqrt(s)): a :class:`~twolayer.Network`, the teacher
-    every engine has always taken (results are bitwise those of the same Network)."""
+    every engine has always taken (results are bitwise those of the same Network).
+
+    Parameters
+    ----------
+    W : array_like, shape (M, d)
+        Teacher weights w*_r.
+    v : array_like, shape (M,), optional
+        Second layer (default ones).
+    activation : str, default "erf"
+        sigma*.
+    scaling : {"sqrt_d", "none"}, default "sqrt_d"
+        Pre-activation scaling.
+    readout : {"sum", "mean"}, default "sum"
+        c = 1 or 1 / M.
+
+    Returns
+    -------
+    Network
+
+    Examples
+    --------
+    >>> tgt = tl.targets.committee(np.eye(2, 10) * np.sqrt(10), activation="relu")
+    >>> tgt.K, tgt.activation
+    (2, 'relu')
+    """
     return Network(W, v, activation, scaling, readout)

@@ -1,6 +1,6 @@
 """Closed forms of seed 003 (Arnaboldi, Krzakala, Loureiro, Stephan, "Escaping mediocrity"): spherical online SGD
 of a square-activation student f = (1/p) sum_j (w_j . x)^2 on a square-activation teacher y = (w* . x)^2 +
-sqrt(Delta) xi, every |w|^2 = d, learning rate gamma.
+sqrt(Delta) xi, every ``|w|^2 = d``, learning rate gamma.
 
 **Time.** Every function here returns times on the package's clock, t = steps / d (``tl.ode`` and ``tl.sgd``).
 The seed writes the p = 1 ODE on the clock tau = gamma t and the wide-p formulas on tau = (gamma / p) t (its
@@ -109,7 +109,29 @@ def _p(p: Any) -> int:
 def overlap_p1(t: ArrayLike, m0: float, lr: float, noise: float = 0.0) -> NDArray[np.float64]:
     """m(t) of the p = 1 ODE at package times ``t`` (steps / d), from m(0) = ``m0`` (sign kept):
     u = m^2 = A u0 e^{2 A gamma t} / (A + B u0 (e^{2 A gamma t} - 1)), A = 4 (1 - 6 gamma) - 2 gamma Delta,
-    B = 4 (1 - 6 gamma). Needs lr < 1/6; A <= 0 is allowed here (m then decays)."""
+    B = 4 (1 - 6 gamma). Needs lr < 1/6; A <= 0 is allowed here (m then decays).
+
+    Parameters
+    ----------
+    t : array_like
+        Package times.
+    m0 : float
+        Initial overlap (a cosine in [-1, 1]).
+    lr : float
+        gamma, in (0, 1/6).
+    noise : float, default 0.0
+        Delta.
+
+    Returns
+    -------
+    ndarray
+        m(t), the shape of ``t``.
+
+    Examples
+    --------
+    >>> print(np.round(tl.theory.overlap_p1([0.0, 10.0, 100.0], m0=0.1, lr=0.05, noise=0.5), 6))
+    [0.1      0.368959 0.991031]
+    """
     g = _lr(lr)
     delta = positive(noise, "noise", allow_zero=True)
     m0_ = real(m0, "m0")
@@ -129,7 +151,22 @@ def overlap_p1(t: ArrayLike, m0: float, lr: float, noise: float = 0.0) -> NDArra
 
 
 def risk_p1(m: ArrayLike) -> NDArray[np.float64]:
-    """Excess population risk of p = 1 at overlap m: R = 2 (1 - m^2) (the seed's R minus Delta / 2)."""
+    """Excess population risk of p = 1 at overlap m: R = 2 (1 - m^2) (the seed's R minus Delta / 2).
+
+    Parameters
+    ----------
+    m : array_like
+        Overlap(s) m = w . w* / d.
+
+    Returns
+    -------
+    ndarray
+
+    Examples
+    --------
+    >>> tl.theory.risk_p1([0.0, 0.5, 1.0]).tolist()
+    [2.0, 1.5, 0.0]
+    """
     return np.asarray(2.0 * (1.0 - np.square(np.asarray(m, dtype=np.float64))), dtype=np.float64)
 
 
@@ -137,14 +174,50 @@ def fixed_point_risk(lr: float, noise: float) -> float:
     """The excess risk the p = 1 dynamics converges to: gamma Delta / (1 - 6 gamma) (at m_inf^2 = A / B).
 
     Needs lr < 1/6 (else no fixed point m != 0 exists) and lr < 2 / (12 + noise) (else m = 0 is the attractor and
-    the risk stays 2): ValueError otherwise, saying which."""
+    the risk stays 2): ValueError otherwise, saying which.
+
+    Parameters
+    ----------
+    lr : float
+        gamma.
+    noise : float
+        Delta.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> print(f"{tl.theory.fixed_point_risk(0.05, 0.5):.6f}")   # 0.05 * 0.5 / 0.7
+    0.035714
+    """
     g, A, B = _rates(lr, noise)
     return float(2.0 * (1.0 - A / B))
 
 
 def optimal_lr(p: int, noise: float) -> float:
     """gamma_opt(p, Delta) = p / (2 + 2/p + 8/p^2 + Delta), the learning rate minimising the (annealed) escape time
-    in package time; 1 / (12 + Delta) at p = 1 (exact there), -> p / (2 + Delta) for large p."""
+    in package time; 1 / (12 + Delta) at p = 1 (exact there), -> p / (2 + Delta) for large p.
+
+    For p > 2 it is the seed's value, not a safe learning rate (see the module docstring).
+
+    Parameters
+    ----------
+    p : int
+        Student width (>= 1).
+    noise : float
+        Delta.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> print(f"{tl.theory.optimal_lr(1, 0.5):.6f} {tl.theory.optimal_lr(4, 0.5):.6f}")
+    0.080000 1.142857
+    """
     p_ = _p(p)
     delta = positive(noise, "noise", allow_zero=True)
     return p_ / (2.0 + 2.0 / p_ + 8.0 / p_**2 + delta)
@@ -152,7 +225,22 @@ def optimal_lr(p: int, noise: float) -> float:
 
 def gain_factor(noise: float) -> float:
     """(12 + Delta) / (2 + Delta): SGD steps to escape at p = 1 over those at p -> infinity, each at its gamma_opt
-    (the ratio of the optimal escape rates 8 kappa gamma / p, 4 / (12 + Delta) and 4 / (2 + Delta))."""
+    (the ratio of the optimal escape rates 8 kappa gamma / p, 4 / (12 + Delta) and 4 / (2 + Delta)).
+
+    Parameters
+    ----------
+    noise : float
+        Delta.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> tl.theory.gain_factor(0.5)
+    5.0
+    """
     delta = positive(noise, "noise", allow_zero=True)
     return (12.0 + delta) / (2.0 + delta)
 
@@ -160,7 +248,35 @@ def gain_factor(noise: float) -> float:
 def escape_time_p1(m0: ArrayLike, lr: float, noise: float, threshold: float) -> NDArray[np.float64]:
     """The exact p = 1 escape time (package clock) from initial overlap(s) ``m0``: t_exit(u0), u0 = m0^2 (see the
     module docstring). +inf where m0 = 0; ValueError where the threshold u* = T + (1 - T) u0 lies at or above the
-    fixed point A / B (the risk never falls that far)."""
+    fixed point A / B (the risk never falls that far).
+
+    Parameters
+    ----------
+    m0 : array_like
+        Initial overlap(s).
+    lr, noise : float
+        gamma and Delta (gamma < 2 / (12 + Delta)).
+    threshold : float
+        T in (0, 1).
+
+    Returns
+    -------
+    ndarray
+        Escape times, the shape of ``m0``.
+
+    Examples
+    --------
+    >>> th = tl.theory
+    >>> t_exit = th.escape_time_p1([0.01, 0.1], lr=0.05, noise=0.5, threshold=0.5)
+    >>> print(np.round(t_exit, 6))
+    [33.559241 16.849673]
+
+    At that time the closed-form risk is (1 - T) R(0):
+
+    >>> m = th.overlap_p1(t_exit[1], 0.1, lr=0.05, noise=0.5)
+    >>> print(f"{float(th.risk_p1(m) / th.risk_p1(0.1)):.6f}")
+    0.500000
+    """
     g, A, B = _rates(lr, noise)
     T = _threshold(threshold)
     u0 = np.square(np.asarray(m0, dtype=np.float64))
@@ -177,7 +293,30 @@ def escape_time_p1(m0: ArrayLike, lr: float, noise: float, threshold: float) -> 
 def escape_time_wide(mu0: ArrayLike, tau0: ArrayLike, d: int, p: int, lr: float, noise: float,
                      threshold: float) -> NDArray[np.float64]:
     """The seed's wide-p escape time (an approximation; see the module docstring) from mu0 = d sum_j m_j0^2 and
-    tau0 = 2 d sum_{j<l} Q_jl0^2, converted to package time (times p / gamma)."""
+    tau0 = 2 d sum_{j<l} Q_jl0^2, converted to package time (times p / gamma).
+
+    Parameters
+    ----------
+    mu0, tau0 : array_like
+        The seed's initial statistics (annealed: p and p (p - 1)).
+    d : int
+        Dimension (>= 2).
+    p : int
+        Student width.
+    lr, noise : float
+        gamma and Delta.
+    threshold : float
+        T in (0, 1).
+
+    Returns
+    -------
+    ndarray
+
+    Examples
+    --------
+    >>> print(f"{float(tl.theory.escape_time_wide(2, 2, d=1000, p=2, lr=0.1, noise=0.5, threshold=0.5)):.6f}")
+    17.182393
+    """
     d_, p_ = _dimension(d), _p(p)
     g, kappa = _wide_rate(lr, noise, p_)
     T = _threshold(threshold)
@@ -229,6 +368,23 @@ def escape_time(
         "exact": the exact solution of the p = 1 ODE (p = 1 only); "printed": the seed's expressions, converted to
         package time (they drop a term that vanishes as T -> 0; for p > 1 they are the seed's approximation).
         None: "exact" at p = 1, "printed" otherwise.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> for average in ("annealed", "quenched"):
+    ...     for formula in ("exact", "printed"):
+    ...         t = tl.theory.escape_time(1000, lr=0.05, noise=0.5, threshold=0.5, average=average, formula=formula)
+    ...         print(average, formula, f"{t:.6f}")
+    annealed exact 25.189537
+    annealed printed 22.602209
+    quenched exact 29.805398
+    quenched printed 27.221707
+    >>> print(f"{tl.theory.escape_time(1000, lr=0.1, noise=0.5, threshold=0.5, p=2):.6f}")
+    17.182393
     """
     d_, p_ = _dimension(d), _p(p)
     avg = choice(average, "average", ("annealed", "quenched"))

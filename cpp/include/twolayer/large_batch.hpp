@@ -1,7 +1,7 @@
 // The large-batch map (seed 002): the d -> infinity deterministic map of the overlaps under SGD with fresh batches of
 // n_b = alpha d samples and a step of order one per iteration.
 //
-// Update (DESIGN.md §3 conventions, lambda = w.x / sqrt d, effective second layer a fixed during the step):
+// Update (the documentation's Conventions page: lambda = w.x / sqrt d, effective second layer a fixed during the step):
 //   w_i <- w_i + (lr / sqrt d) (1 / n_b) sum_mu a_i g'(l_i^mu) E^mu x^mu,   lr = gamma0 d.
 // Write u_i = g'(l_i) E (E = y - f, label noise included) and, for every unit c (K students, then the teacher or
 // target directions), psi_ic = E[u_i l_c] (the online right-hand side's E[g'(l_i) l_c E], dynamics.hpp). Projecting

@@ -37,7 +37,23 @@ __all__ = ["Engine", "Group", "Scan", "Summary", "initial_networks", "initial_ov
 
 
 def load(definition: Scan | Mapping[str, Any] | str | Path) -> Scan:
-    """A :class:`Scan` from a Scan, a dict, or the path of a TOML file."""
+    """A :class:`Scan` from a Scan, a dict, or the path of a TOML file.
+
+    Parameters
+    ----------
+    definition : Scan, dict or path
+        A Scan (returned as it is), plain data (:meth:`Scan.from_dict`) or a TOML file (:meth:`Scan.from_toml`).
+
+    Returns
+    -------
+    Scan
+
+    Examples
+    --------
+    >>> sc = tl.scan.load({"engine": "ode", "constants": {"t_max": 10.0}, "axes": {"lr": [0.5, 1.0]}})
+    >>> sc.engine_name, len(sc)
+    ('ode', 2)
+    """
     if isinstance(definition, Scan):
         return definition
     if isinstance(definition, (str, Path)):
@@ -48,7 +64,24 @@ def load(definition: Scan | Mapping[str, Any] | str | Path) -> Scan:
 
 
 class Summary:
-    """What a :func:`run` did: ``groups`` in all, ``computed`` now, ``skipped`` (already stored), ``seconds``."""
+    """What a :func:`run` did: ``groups`` in all, ``computed`` now, ``skipped`` (already stored), ``seconds``.
+
+    Parameters
+    ----------
+    groups : int
+        Groups of the scan.
+    computed : int
+        Groups computed by this call.
+    skipped : int
+        Groups already in the store (resumed).
+    seconds : float
+        Wall time of the call.
+
+    Examples
+    --------
+    >>> tl.scan.Summary(groups=3, computed=1, skipped=2, seconds=0.5)
+    Summary(groups=3, computed=1, skipped=2, seconds=0.5)
+    """
 
     def __init__(self, groups: int, computed: int, skipped: int, seconds: float) -> None:
         self.groups, self.computed, self.skipped, self.seconds = groups, computed, skipped, seconds
@@ -85,8 +118,27 @@ def run(
         Return the dataset read back from the store (default), or only a :class:`Summary` (a scan too large to
         hold in memory: open parts of the store with :func:`open_dataset` or xarray later).
 
+    Returns
+    -------
+    xarray.Dataset or Summary
+        One dimension per axis (or zip), then the engine's own; a :class:`Summary` when ``load_result=False``.
+
     Ctrl-C in-process stops within a fraction of a second; the groups already stored stay (without a store,
     :class:`twolayer.Interrupted`'s ``partial`` is the dataset of the finished groups).
+
+    Examples
+    --------
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    ...                   axes={"lr": [0.5, 1.0]})
+    >>> ds = tl.scan.run(sc)
+    >>> ds.risk.dims, ds.risk.shape
+    (('lr', 't'), (2, 3))
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     summary = tl.scan.run(sc, store=f"{tmp}/s.zarr", load_result=False)
+    ...     stored = tl.scan.open_dataset(f"{tmp}/s.zarr")
+    >>> summary.computed, bool(stored.risk.equals(ds.risk))
+    (1, True)
     """
     sc = load(scan)
     check_executor(executor)

@@ -23,7 +23,22 @@ __all__ = ["add_commands"]
 
 
 def add_commands(sub: Any) -> None:
-    """Add the ``run``, ``scan`` and ``plot`` subcommands to an argparse subparsers object."""
+    """Add the ``run``, ``scan`` and ``plot`` subcommands to an argparse subparsers object.
+
+    Parameters
+    ----------
+    sub : argparse subparsers action
+        What ``ArgumentParser.add_subparsers()`` returns.
+
+    Examples
+    --------
+    >>> import argparse
+    >>> parser = argparse.ArgumentParser(prog="twolayer")
+    >>> tl.scan.cli.add_commands(parser.add_subparsers())
+    >>> args = parser.parse_args(["scan", "plateau.toml", "--resume", "--workers", "2"])
+    >>> args.config, args.resume, args.workers
+    ('plateau.toml', True, 2)
+    """
     p = sub.add_parser("run", help="run one experiment of a TOML config (ODE, SGD or both) and write CSV and PNG",
                        description="Run one experiment: engine = 'ode', 'sgd' or 'both' with its [constants]; "
                                    "writes <config>.csv and <config>.png.")

@@ -13,7 +13,7 @@ call, returning the group's arrays (configuration first).
 Initial conditions (``ode``, ``sgd``, ``descend``) are derived from ``(K, M, d, init, seed)``: the student and
 teacher of :func:`twolayer.networks.teacher_student` (``init`` "gaussian" or "orthogonal", activations,
 ``scaling``, ``readout``; with ``spherical=True`` every student and teacher row is scaled onto the sphere
-|w|^2 = s, as in seed 003), and their overlaps for the ODE; the ODE also takes ``init="plateau"``:
+``|w|^2 = s``, as in seed 003), and their overlaps for the ODE; the ODE also takes ``init="plateau"``:
 :func:`twolayer.ode.plateau_overlaps` ``(K, M, q0, m0, seed)``. :func:`initial_overlaps` and
 :func:`initial_networks` give a configuration's start, so that a scan can be checked against single calls.
 """
@@ -43,7 +43,21 @@ REQUIRED = object()
 @dataclass
 class Part:
     """A group's results: ``data`` name -> (dims after the configuration axis, array (n_configs, ...)),
-    ``coords`` name -> (dims, array) shared by the group (e.g. the output times ``t``)."""
+    ``coords`` name -> (dims, array) shared by the group (e.g. the output times ``t``).
+
+    Attributes
+    ----------
+    data : dict
+        name -> (dims, array with the configuration first).
+    coords : dict
+        name -> (dims, array) shared by the group.
+
+    Examples
+    --------
+    >>> part = tl.scan.engines.Part({"loss": ((), np.zeros(2))}, {"t": (("t",), np.arange(3.0))})
+    >>> part.data["loss"][1].shape, part.coords["t"][0]
+    ((2,), ('t',))
+    """
 
     data: dict[str, tuple[tuple[str, ...], NDArray[Any]]]
     coords: dict[str, tuple[tuple[str, ...], NDArray[Any]]] = field(default_factory=dict)
@@ -92,7 +106,34 @@ _STOP: _Params = {"risk_tol": (None, _pos), "risk_rtol": (None, _pos)}
 class Engine:
     """An engine: its ``params`` (name -> (default or REQUIRED, check)), the parameters that may differ inside
     one group (``batched``; None: everything but ``shape_keys``), its default ``group_size``, and ``run``, which
-    computes one group (list of full configurations) into a :class:`Part`."""
+    computes one group (list of full configurations) into a :class:`Part`.
+
+    Attributes
+    ----------
+    name : str
+        ``"ode"``, ``"sgd"``, ``"descend"``, ``"multistart"`` or ``"module:function"``.
+    params : dict
+        name -> (default or REQUIRED, check(value, where) or None).
+    run : callable
+        list of full configurations -> :class:`Part`.
+    group_size : int
+        Default most configurations per group.
+    batched : frozenset of str or None
+        Parameters that may differ inside a group (None: all but ``shape_keys``).
+    shape_keys : tuple of str
+        Parameters that set array shapes.
+    open_params : bool
+        Any parameter name is accepted (a function with ``**kwargs``).
+
+    Examples
+    --------
+    >>> eng = tl.scan.engines.engine_for("ode")
+    >>> eng.name, eng.complete({"lr": 0.5})["K"]
+    ('ode', 2)
+    >>> part = eng.run([eng.complete({"K": 1, "M": 1, "d": 10, "lr": 0.5, "t_max": 1.0, "n_points": 3})])
+    >>> part.data["risk"][1].shape
+    (1, 3)
+    """
 
     name: str
     params: Mapping[str, tuple[Any, Any]]  # (default or REQUIRED, check(value, where) or None)
@@ -162,7 +203,7 @@ def _network_config(config: Mapping[str, Any]) -> dict[str, Any]:
 def _weights(c: Mapping[str, Any]) -> tuple[NDArray[np.float64], NDArray[np.float64], float]:
     """Student and teacher weight rows of a configuration, drawn exactly as
     :func:`twolayer.networks.teacher_student` draws them (one (K + M, d) block from ``default_rng(seed)``), put on
-    the sphere |w|^2 = s where ``spherical``; and s."""
+    the sphere ``|w|^2 = s`` where ``spherical``; and s."""
     from ..networks import random_weights
 
     K, d = c["K"], c["d"]
@@ -180,7 +221,23 @@ def _weights(c: Mapping[str, Any]) -> tuple[NDArray[np.float64], NDArray[np.floa
 def initial_networks(config: Mapping[str, Any]) -> tuple[Any, Any]:
     """(student, teacher) of a configuration: :func:`twolayer.networks.teacher_student` with its K, M, d,
     activation, teacher_activation, init, seed, scaling, readout (defaults as in the ``ode``/``sgd`` engines);
-    with ``spherical=True`` every row scaled onto the sphere |w|^2 = s."""
+    with ``spherical=True`` every row scaled onto the sphere ``|w|^2 = s``.
+
+    Parameters
+    ----------
+    config : dict
+        A configuration (missing parameters take their defaults).
+
+    Returns
+    -------
+    student, teacher : Network
+
+    Examples
+    --------
+    >>> student, teacher = tl.scan.initial_networks({"K": 2, "M": 1, "d": 50})
+    >>> student.K, teacher.K, student.d
+    (2, 1, 50)
+    """
     from ..networks import Network
 
     c = _network_config(config)
@@ -193,7 +250,24 @@ def initial_networks(config: Mapping[str, Any]) -> tuple[Any, Any]:
 def initial_overlaps(config: Mapping[str, Any]) -> Any:
     """The :class:`~twolayer.Overlaps` an ``ode`` configuration starts from (see the module docstring); for
     ``init`` "gaussian"/"orthogonal" without ``spherical`` they equal
-    ``Overlaps.from_networks(*initial_networks(config))`` bit for bit."""
+    ``Overlaps.from_networks(*initial_networks(config))`` bit for bit.
+
+    Parameters
+    ----------
+    config : dict
+        An ``ode`` configuration (missing parameters take their defaults).
+
+    Returns
+    -------
+    Overlaps
+
+    Examples
+    --------
+    >>> config = {"K": 2, "M": 1, "d": 50}
+    >>> ov = tl.scan.initial_overlaps(config)
+    >>> ov.Q.shape, bool(np.array_equal(ov.M, tl.Overlaps.from_networks(*tl.scan.initial_networks(config)).M))
+    ((2, 2), True)
+    """
     from ..overlaps import Overlaps
 
     Q, M, P, a, v = _overlap_arrays(ENGINES["ode"].complete(config))
@@ -432,7 +506,28 @@ def _function_runner(fn: Callable[..., Any]) -> Callable[[list[dict[str, Any]]],
 
 
 def engine_for(engine: Any) -> Engine:
-    """The :class:`Engine` of a name (``"ode"``, ...), a ``"package.module:function"`` string or a callable."""
+    """The :class:`Engine` of a name (``"ode"``, ...), a ``"package.module:function"`` string or a callable.
+
+    Parameters
+    ----------
+    engine : Engine, str or callable
+        A built-in name, ``"package.module:function"`` or a function of one configuration's keyword arguments
+        returning a dict of arrays.
+
+    Returns
+    -------
+    Engine
+
+    Examples
+    --------
+    >>> tl.scan.engines.engine_for("sgd").name
+    'sgd'
+    >>> def square(x=1.0):
+    ...     return {"y": x * x}
+    >>> eng = tl.scan.engines.engine_for(square)
+    >>> eng.run([{"x": 2.0}, {"x": 3.0}]).data["y"][1].tolist()
+    [4.0, 9.0]
+    """
     if isinstance(engine, Engine):
         return engine
     if callable(engine):

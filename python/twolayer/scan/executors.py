@@ -24,7 +24,30 @@ __all__ = ["Task", "execute", "run_task"]
 @dataclass(frozen=True)
 class Task:
     """One group to compute: the engine (a name, 'module:function' or a picklable callable), its full
-    configurations, their flat indices, and the store and group name to write to."""
+    configurations, their flat indices, and the store and group name to write to.
+
+    Attributes
+    ----------
+    engine : str or callable
+        The engine (picklable for a process pool or Dask).
+    configs : list of dict
+        Full configurations.
+    indices : list of int
+        Their flat indices.
+    store : str
+        The Zarr store.
+    name : str
+        The group's name (:attr:`Group.name <twolayer.scan.Group.name>`).
+
+    Examples
+    --------
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    ...                   axes={"lr": [0.5, 1.0]})
+    >>> g = tl.scan.make_groups(sc)[0]
+    >>> task = tl.scan.executors.Task("ode", g.configs, g.indices, "s.zarr", g.name)
+    >>> task.name, len(task.configs)
+    ('g0000000', 2)
+    """
 
     engine: Any
     configs: list[dict[str, Any]]
@@ -34,7 +57,31 @@ class Task:
 
 
 def run_task(task: Task) -> str:
-    """Compute one group and write it to the store (on the worker); returns the group's name."""
+    """Compute one group and write it to the store (on the worker); returns the group's name.
+
+    Parameters
+    ----------
+    task : Task
+        The group (its store prepared by :func:`twolayer.scan.store.prepare`).
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    ...                   axes={"lr": [0.5, 1.0]})
+    >>> g = tl.scan.make_groups(sc)[0]
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     _ = tl.scan.store.prepare(f"{tmp}/s.zarr", sc, 1, resume=False)
+    ...     name = tl.scan.executors.run_task(tl.scan.executors.Task("ode", g.configs, g.indices, f"{tmp}/s.zarr",
+    ...                                                             g.name))
+    ...     done = tl.scan.store.complete_groups(f"{tmp}/s.zarr")
+    >>> name, done
+    ('g0000000', {0})
+    """
     part = engine_for(task.engine).run(task.configs)
     write_group(task.store, task.name, task.indices, part)
     return task.name
@@ -54,7 +101,31 @@ def check_executor(executor: Any) -> None:
 
 def execute(tasks: list[Task], executor: Any, done: Callable[[Task], None]) -> None:
     """Run ``tasks`` on ``executor`` (None: here, in order), calling ``done(task)`` as each one is stored. On an
-    error or Ctrl-C the tasks not started are cancelled and the exception propagates: what was stored stays."""
+    error or Ctrl-C the tasks not started are cancelled and the exception propagates: what was stored stays.
+
+    Parameters
+    ----------
+    tasks : list of Task
+        The groups to compute.
+    executor : None, concurrent.futures.Executor or dask.distributed.Client
+        Where they run.
+    done : callable
+        Called with each task once it is stored (in the calling process).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    ...                   axes={"lr": [0.5, 1.0]})
+    >>> g = tl.scan.make_groups(sc)[0]
+    >>> finished = []
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     _ = tl.scan.store.prepare(f"{tmp}/s.zarr", sc, 1, resume=False)
+    ...     tasks = [tl.scan.executors.Task("ode", g.configs, g.indices, f"{tmp}/s.zarr", g.name)]
+    ...     tl.scan.executors.execute(tasks, None, lambda t: finished.append(t.name))
+    >>> finished
+    ['g0000000']
+    """
     if executor is None:
         for task in tasks:
             run_task(task)

@@ -33,7 +33,24 @@ def _summary(ds: Any) -> tuple[Any, str]:
 
 
 def scan_figure(ds: Any, path: str) -> None:
-    """Write the standard figure of the scan dataset ``ds`` to ``path`` (PNG)."""
+    """Write the standard figure of the scan dataset ``ds`` to ``path`` (PNG).
+
+    Needs matplotlib (the ``plot`` extra); ``twolayer plot STORE`` calls it.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        A scan's dataset (:func:`twolayer.scan.run`, :func:`twolayer.scan.open_dataset`).
+    path : str
+        The PNG to write.
+
+    Examples
+    --------
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    ...                   axes={"lr": [0.5, 1.0]})
+    >>> ds = tl.scan.run(sc)
+    >>> tl.scan.figure.scan_figure(ds, "scan.png")  # doctest: +SKIP
+    """
     from ..plot import _pyplot
 
     plt = _pyplot()

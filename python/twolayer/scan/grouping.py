@@ -16,7 +16,25 @@ __all__ = ["Group", "make_groups"]
 @dataclass(frozen=True)
 class Group:
     """Group ``gid``: the flat indices (C order over the scan's dimensions) and the full configurations (defaults
-    filled in) of its members."""
+    filled in) of its members.
+
+    Attributes
+    ----------
+    gid : int
+        The group's id (its order of first configuration).
+    indices : list of int
+        Flat configuration indices.
+    configs : list of dict
+        Full configurations.
+
+    Examples
+    --------
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    ...                   axes={"lr": [0.5, 1.0]})
+    >>> g = tl.scan.make_groups(sc)[0]
+    >>> g.name, g.indices, g.configs[1]["lr"]
+    ('g0000000', [0, 1], 1.0)
+    """
 
     gid: int
     indices: list[int]
@@ -24,11 +42,30 @@ class Group:
 
     @property
     def name(self) -> str:
+        """The group's name in the store (``g`` and seven digits)."""
         return f"g{self.gid:07d}"
 
 
 def make_groups(scan: Scan) -> list[Group]:
-    """The groups of ``scan``, in the order of their first configuration."""
+    """The groups of ``scan``, in the order of their first configuration.
+
+    Parameters
+    ----------
+    scan : Scan
+        The definition.
+
+    Returns
+    -------
+    list of Group
+
+    Examples
+    --------
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    ...                   axes={"lr": [0.5, 1.0]})
+    >>> groups = tl.scan.make_groups(sc)
+    >>> len(groups), groups[0].indices
+    (1, [0, 1])
+    """
     eng = engine_for(scan.engine)
     size = scan.resolved_group_size
     keyed: dict[tuple[Any, ...], list[tuple[int, dict[str, Any]]]] = {}

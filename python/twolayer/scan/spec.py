@@ -40,7 +40,26 @@ _TOP_KEYS = ("engine", "group_size", "store", "constants", "axes", "zip")
 
 
 def suggest(name: str, known: list[str] | tuple[str, ...]) -> str:
-    """``"; did you mean 'x'?"`` for the closest of ``known`` to ``name`` (empty when none is close)."""
+    """``"; did you mean 'x'?"`` for the closest of ``known`` to ``name`` (empty when none is close).
+
+    Parameters
+    ----------
+    name : str
+        The unknown name.
+    known : list or tuple of str
+        The valid names.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> tl.scan.spec.suggest("lrr", ["lr", "noise"])
+    "; did you mean 'lr'?"
+    >>> tl.scan.spec.suggest("x", ["lr"])
+    ''
+    """
     close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
     return f"; did you mean {close[0]!r}?" if close else ""
 
@@ -90,6 +109,30 @@ class Scan:
     call and stored as one chunk (None: the engine's default). Build one from Python, :meth:`from_dict` or
     :meth:`from_toml`; it is validated on construction (unknown names with the closest known one, empty axes,
     zipped lengths, a parameter given twice, parameter values), before anything runs.
+
+    Parameters
+    ----------
+    engine : str or callable
+        The engine.
+    constants : dict, optional
+        Parameters shared by every configuration.
+    axes : dict, optional
+        name -> list of values: a Cartesian product, one dimension per axis in this order.
+    zip : dict, optional
+        dimension -> {name: list of values}: parameters moving together along one dimension.
+    group_size : int, optional
+        Most configurations per group.
+
+    Examples
+    --------
+    >>> sc = tl.scan.Scan("ode", constants={"t_max": 10.0}, axes={"lr": [0.5, 1.0]},
+    ...                   zip={"size": {"d": [10, 100], "seed": [0, 1]}})
+    >>> len(sc), sc.dims, sc.coords["d"]
+    (4, {'lr': 2, 'size': 2}, ('size', [10, 100]))
+    >>> [(c["lr"], c["d"]) for c in sc.configs()]
+    [(0.5, 10), (0.5, 100), (1.0, 10), (1.0, 100)]
+    >>> tl.scan.Scan.from_dict(sc.to_dict()).digest() == sc.digest()
+    True
     """
 
     engine: Any
@@ -183,6 +226,7 @@ class Scan:
 
     @property
     def engine_name(self) -> str:
+        """The engine's name (``"ode"``, ..., or ``"module:function"``)."""
         from .engines import engine_for
 
         return engine_for(self.engine).name
@@ -196,6 +240,7 @@ class Scan:
 
     @property
     def resolved_group_size(self) -> int:
+        """``group_size``, or the engine's default when it is None."""
         from .engines import engine_for
 
         return self.group_size if self.group_size is not None else engine_for(self.engine).group_size
@@ -245,7 +290,27 @@ def _plain_list(values: Any, where: str) -> list[Any]:
 
 def read_toml(path: str | Path) -> dict[str, Any]:
     """The table of a TOML file; a missing file raises FileNotFoundError, a syntax error ValueError naming the
-    file."""
+    file.
+
+    Parameters
+    ----------
+    path : str or Path
+        The TOML file.
+
+    Returns
+    -------
+    dict
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     p = pathlib.Path(tmp, "scan.toml")
+    ...     _ = p.write_text('engine = "ode"\\n[axes]\\nlr = [0.5, 1.0]\\n')
+    ...     table = tl.scan.read_toml(p)
+    >>> table
+    {'engine': 'ode', 'axes': {'lr': [0.5, 1.0]}}
+    """
     import sys
 
     if sys.version_info >= (3, 11):

@@ -55,7 +55,34 @@ def _version() -> str:
 
 def prepare(store: str | Path, scan: Scan, n_groups: int, resume: bool) -> set[int]:
     """Create the store for ``scan``, or check an existing one: a store of another definition raises ValueError;
-    one holding finished groups needs ``resume`` (FileExistsError otherwise). Returns the finished group ids."""
+    one holding finished groups needs ``resume`` (FileExistsError otherwise). Returns the finished group ids.
+
+    Parameters
+    ----------
+    store : str or Path
+        The Zarr directory.
+    scan : Scan
+        The definition (its hash is recorded).
+    n_groups : int
+        Number of groups of the scan.
+    resume : bool
+        Continue a store that already holds finished groups.
+
+    Returns
+    -------
+    set of int
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    ...                   axes={"lr": [0.5, 1.0]})
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     first = tl.scan.store.prepare(f"{tmp}/s.zarr", sc, 1, resume=False)
+    ...     again = tl.scan.store.prepare(f"{tmp}/s.zarr", sc, 1, resume=False)
+    >>> first, again
+    (set(), set())
+    """
     zarr = _zarr()
     path = Path(store)
     digest = scan.digest()
@@ -87,7 +114,28 @@ def prepare(store: str | Path, scan: Scan, n_groups: int, resume: bool) -> set[i
 def complete_groups(store: str | Path) -> set[int]:
     """The ids of the groups whose ``complete`` marker is written. Read from the group directories' metadata
     (``groups/g*/zarr.json``, which Zarr replaces atomically), not through Zarr's hierarchy listing, which trips
-    over the temporary files of groups being written at the same moment by other workers."""
+    over the temporary files of groups being written at the same moment by other workers.
+
+    Parameters
+    ----------
+    store : str or Path
+        The Zarr directory.
+
+    Returns
+    -------
+    set of int
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    ...                   axes={"lr": [0.5, 1.0]})
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     _ = tl.scan.run(sc, store=f"{tmp}/s.zarr", load_result=False)
+    ...     done = tl.scan.store.complete_groups(f"{tmp}/s.zarr")
+    >>> done
+    {0}
+    """
     done = set()
     for meta in Path(store, "groups").glob("g*/zarr.json"):
         name = meta.parent.name
@@ -108,7 +156,32 @@ def write_group(store: str | Path, name: str, indices: list[int], part: Part) ->
     A group is three one-chunk arrays: ``_index`` (its configurations), ``float64`` and ``int64`` (every result
     of that kind, raveled and concatenated; strings as int codes), described by the group attribute
     ``variables`` (name, role, dims, shape, dtype, offset, string categories). Zarr's cost is per array (~5-10 ms
-    here), so a group of any number of variables costs three."""
+    here), so a group of any number of variables costs three.
+
+    Parameters
+    ----------
+    store : str or Path
+        The Zarr directory (prepared by :func:`prepare`).
+    name : str
+        The group's name (``g`` and seven digits).
+    indices : list of int
+        Its flat configuration indices.
+    part : Part
+        Its results.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    ...                   axes={"lr": [0.5, 1.0]})
+    >>> part = tl.scan.engines.Part({"loss": ((), np.array([1.5, 2.5]))})
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     _ = tl.scan.store.prepare(f"{tmp}/s.zarr", sc, 1, resume=False)
+    ...     tl.scan.store.write_group(f"{tmp}/s.zarr", "g0000000", [0, 1], part)
+    ...     index, back = tl.scan.store.read_group(f"{tmp}/s.zarr", 0)
+    >>> index.tolist(), back.data["loss"][1].tolist()
+    ([0, 1], [1.5, 2.5])
+    """
     zarr = _zarr()
     variables: list[dict[str, Any]] = []
     blocks: dict[str, list[NDArray[Any]]] = {"float64": [], "int64": []}
@@ -138,7 +211,33 @@ def write_group(store: str | Path, name: str, indices: list[int], part: Part) ->
 
 
 def read_group(store: str | Path, gid: int) -> tuple[NDArray[np.int64], Part]:
-    """One finished group: its configuration indices and results, bitwise as written."""
+    """One finished group: its configuration indices and results, bitwise as written.
+
+    Parameters
+    ----------
+    store : str or Path
+        The Zarr directory.
+    gid : int
+        The group's id.
+
+    Returns
+    -------
+    indices : ndarray of int64
+        Its flat configuration indices.
+    part : Part
+        Its results.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    ...                   axes={"lr": [0.5, 1.0]})
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     _ = tl.scan.run(sc, store=f"{tmp}/s.zarr", load_result=False)
+    ...     index, part = tl.scan.store.read_group(f"{tmp}/s.zarr", 0)
+    >>> index.tolist(), part.data["risk"][1].shape
+    ([0, 1], (2, 3))
+    """
     zarr = _zarr()
     grp = zarr.open_group(str(store), path=f"groups/g{gid:07d}", mode="r")
     blocks = {kind: np.asarray(grp[kind][...]) for kind in ("float64", "int64")}
@@ -166,7 +265,29 @@ def definition(store: str | Path) -> Scan:
 
 def open_dataset(store: str | Path) -> Any:
     """The stored scan as an ``xarray.Dataset`` (the finished groups; configurations not computed yet are NaN,
-    -1 or "")."""
+    -1 or "").
+
+    Parameters
+    ----------
+    store : str or Path
+        The Zarr directory.
+
+    Returns
+    -------
+    xarray.Dataset
+        As :func:`twolayer.scan.run` returns it, with the attributes ``n_groups`` and ``n_groups_complete``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    ...                   axes={"lr": [0.5, 1.0]})
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     _ = tl.scan.run(sc, store=f"{tmp}/s.zarr", load_result=False)
+    ...     ds = tl.scan.open_dataset(f"{tmp}/s.zarr")
+    >>> ds.risk.dims, ds.attrs["n_groups_complete"]
+    (('lr', 't'), 1)
+    """
     if not Path(store).exists():
         raise FileNotFoundError(f"store: {store} does not exist")
     scan = definition(store)
@@ -196,7 +317,29 @@ def assemble(scan: Scan, parts: Iterable[tuple[Any, Part]]) -> Any:
     constants, the definition and the package version are attributes. Shapes that differ between groups (K, M)
     are padded (NaN, -1 or ""); a scanned parameter named like a result variable is renamed (``M`` ->
     ``n_teacher``, others ``param_<name>``); output times that differ between groups (e.g. a scanned ``t_max``)
-    become the per-configuration variable ``time`` on a ``t`` dimension without coordinate."""
+    become the per-configuration variable ``time`` on a ``t`` dimension without coordinate.
+
+    Parameters
+    ----------
+    scan : Scan
+        The definition.
+    parts : iterable of (indices, Part)
+        The finished groups (configurations missing from them are NaN, -1 or "").
+
+    Returns
+    -------
+    xarray.Dataset
+
+    Examples
+    --------
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    ...                   axes={"lr": [0.5, 1.0]})
+    >>> g = tl.scan.make_groups(sc)[0]
+    >>> part = tl.scan.engines.engine_for("ode").run(g.configs)
+    >>> ds = tl.scan.store.assemble(sc, [(g.indices, part)])
+    >>> ds.risk.shape, ds.attrs["engine"]
+    ((2, 3), 'ode')
+    """
     from ..results import _xarray
 
     xr = _xarray()
