@@ -1,7 +1,8 @@
 """The large-batch map of seed 002: SGD with fresh batches of n_b = alpha d samples and an O(1) step per iteration,
 in the limit d -> infinity, as a deterministic map of the overlaps (iterations, not a continuous time).
 
-Conventions (DESIGN.md §3: lambda = w.x / sqrt d, effective second layer a, error E = y - f with label noise).
+Conventions (the documentation's Conventions page: lambda = w.x / sqrt d, effective second layer a, error
+E = y - f with label noise).
 One iteration of the simulator ``twolayer.sgd.simulate(lr=gamma0 * d, batch_size=alpha * d)``,
 ``w_i += (lr / sqrt d) mean_batch[a_i g'(l_i) E x]``, becomes, with psi_ic = E[g'(l_i) l_c E] for every unit c
 (students, then teacher units) and Omega = [[Q, M], [M^T, P]]::
@@ -16,7 +17,7 @@ eq. (6) with (n_b, gamma_d) = (alpha d, gamma0) split into its pairs of distinct
 transcription's second sum names sigma'(lambda_{l'}), a typo for lambda_l; its 1/p factors are the "mean" readout,
 absorbed here in the effective second layers). Its step gamma0 is the simulator's ``lr / d`` because the seed's
 weights have unit norm (lambda = w.z) and ours norm sqrt d. The clock is t = iteration (t = 0, 1, ..., steps).
-``spherical=True`` (seed 002's eq. 7): every w_i is rescaled to |w_i|^2 = d after each step (exact in overlap
+``spherical=True`` (seed 002's eq. 7): every w_i is rescaled to ``|w_i|^2 = d`` after each step (exact in overlap
 space: Q_ik / sqrt(Q_ii Q_kk), M_ir / sqrt(Q_ii)).
 
 Layer-wise training (seed 002): :func:`layerwise` runs the map on the first layer with a fixed, then sets the
@@ -93,7 +94,7 @@ def iterate(
     noise : float, default 0
         Label-noise variance Delta.
     spherical : bool, default False
-        Rescale every |w_i|^2 to d after each step (needs diag(Q) = 1).
+        Rescale every ``|w_i|^2`` to d after each step (needs diag(Q) = 1).
     n_threads : int, optional
         OpenMP threads inside the committee expectations.
     target : HermiteTarget, optional
@@ -152,9 +153,30 @@ def ridge_readout(
 ) -> NDArray[np.float64]:
     """The population ridge second layer for the first layer of ``overlaps``:
     a = (I2_ss + ridge I)^(-1) I2_st v, with (I2_ss)_ik = E[g(l_i) g(l_k)] and (I2_st)_ir = E[g(l_i) t(l*_r)]
-    (closed-form I2 kernels), the minimiser of (1/2) E[(y - sum_i a_i g(l_i))^2] + (ridge/2) |a|^2 (effective
+    (closed-form I2 kernels), the minimiser of (1/2) E[(y - sum_i a_i g(l_i))^2] + (ridge/2) ``|a|^2`` (effective
     second layer; label noise does not enter). ``ridge`` >= 0; with ridge = 0 a singular I2_ss gets the
-    minimum-norm solution (least squares)."""
+    minimum-norm solution (least squares).
+
+    Parameters
+    ----------
+    overlaps : Overlaps
+        The first layer (Q, M) and teacher (P, v).
+    activation, teacher_activation : str
+        Student and teacher activations.
+    ridge : float, default 0.0
+        The ridge penalty.
+
+    Returns
+    -------
+    ndarray, shape (K,)
+
+    Examples
+    --------
+    >>> s, t = tl.networks.teacher_student(K=2, M=2, d=10, activation="relu", seed=0)
+    >>> ov = tl.Overlaps.from_networks(s, t)
+    >>> print(np.round(tl.large_batch.ridge_readout(ov, "relu", "relu", ridge=1.0), 6))
+    [0.024344 0.216942]
+    """
     act: Any = check_activation(activation, "activation")
     t_act: Any = check_activation(teacher_activation, "teacher_activation")
     lam = positive(ridge, "ridge", allow_zero=True)
@@ -176,7 +198,22 @@ def ridge_readout(
 @dataclass(frozen=True)
 class LayerwiseResult:
     """Layer-wise training: ``first`` the first-layer phase (a fixed), ``a`` the ridge second layer fitted after it
-    (effective units), ``risk`` the excess population risk with that second layer, ``overlaps`` the final state."""
+    (effective units), ``risk`` the excess population risk with that second layer, ``overlaps`` the final state.
+
+    Attributes
+    ----------
+    first : Trajectory
+    a : ndarray
+    risk : float
+    overlaps : Overlaps
+
+    Examples
+    --------
+    >>> s, t = tl.networks.teacher_student(K=2, M=2, d=10, activation="relu", seed=0)
+    >>> res = tl.large_batch.layerwise(tl.Overlaps.from_networks(s, t), lr=0.5, batch_ratio=2.0, steps=3)
+    >>> res.first.t.tolist(), f"{res.risk:.6f}"
+    ([0.0, 1.0, 2.0, 3.0], '0.121456')
+    """
 
     first: Trajectory
     a: NDArray[np.float64]
@@ -210,7 +247,30 @@ def layerwise(
 ) -> LayerwiseResult:
     """Seed 002's layer-wise training in the large-batch limit: ``steps`` iterations of the map on the first layer
     with the second fixed (:func:`iterate`), then the second layer by population ridge regression
-    (:func:`ridge_readout`) on the learned features."""
+    (:func:`ridge_readout`) on the learned features.
+
+    Parameters
+    ----------
+    overlaps : Overlaps
+        The start.
+    activation, teacher_activation : str, optional
+        Default: those of ``overlaps``.
+    lr, batch_ratio, steps, noise, spherical, n_threads
+        As in :func:`iterate`.
+    ridge : float, default 0.0
+        As in :func:`ridge_readout`.
+
+    Returns
+    -------
+    LayerwiseResult
+
+    Examples
+    --------
+    >>> s, t = tl.networks.teacher_student(K=2, M=2, d=10, activation="relu", seed=0)
+    >>> res = tl.large_batch.layerwise(tl.Overlaps.from_networks(s, t), lr=0.5, batch_ratio=2.0, steps=3)
+    >>> print(np.round(res.a, 6), f"{res.risk:.6f}")
+    [0.422672 0.997536] 0.121456
+    """
     from .ode import integrate  # the validated entry point (activations from the overlaps if not given)
 
     first = integrate(overlaps, activation, teacher_activation, lr=lr, regime="large_batch",
@@ -239,8 +299,31 @@ def simulate_layerwise(
     """Layer-wise training at finite d: ``steps`` SGD steps on the first layer (``sgd.simulate`` with ``lr``,
     ``batch_size``, second layer fixed; for the large-batch regime lr = gamma0 d, batch_size = alpha d), then the
     second layer by ridge regression on ``n_ridge`` fresh samples (default: ``batch_size``):
-    minimise (1/2n) sum (y - c sum_i a_i g(l_i))^2 + (ridge/2) |c a|^2 in the effective second layer c a.
-    The returned ``a`` and ``risk`` (exact, from the overlaps) are effective, as in :func:`layerwise`."""
+    minimise (1/2n) sum (y - c sum_i a_i g(l_i))^2 + (ridge/2) ``|c a|^2`` in the effective second layer c a.
+    The returned ``a`` and ``risk`` (exact, from the overlaps) are effective, as in :func:`layerwise`.
+
+    Parameters
+    ----------
+    student, teacher : Network
+        The start and the teacher.
+    lr, batch_size, steps, noise, spherical, seed
+        As in :func:`twolayer.sgd.simulate` (``steps`` SGD steps).
+    ridge : float, default 0.0
+        The ridge penalty.
+    n_ridge : int, optional
+        Fresh samples of the ridge regression.
+
+    Returns
+    -------
+    LayerwiseResult
+
+    Examples
+    --------
+    >>> s, t = tl.networks.teacher_student(K=2, M=2, d=50, activation="relu", seed=0)
+    >>> res = tl.large_batch.simulate_layerwise(s, t, lr=0.5 * 50, batch_size=100, steps=3, seed=0)
+    >>> res.first.t.tolist(), res.a.shape
+    ([0.0, 0.02, 0.04, 0.06], (2,))
+    """
     from .sgd import simulate
 
     student = check_network(student, "student")
