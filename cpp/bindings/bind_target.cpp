@@ -8,6 +8,19 @@
 
 namespace twolayer::bind {
 
+namespace {
+
+// K of a student state (Q (K, K), M (K, k), a (K,)) against target t; a clear error naming the argument otherwise.
+py::ssize_t student_units(const PolyTarget& t, const Array& Q, const Array& M, const Array& a) {
+  expect_shape(a, "a", {-1});
+  const py::ssize_t K = a.shape(0);
+  expect_shape(Q, "Q", {K, K});
+  expect_shape(M, "M", {K, t.k});
+  return K;
+}
+
+}  // namespace
+
 void bind_target(py::module_& m) {
   m.def(
       "target_eval",
@@ -51,10 +64,7 @@ void bind_target(py::module_& m) {
       [](const IntArray& alpha, const Array& coef, const Array& Q, const Array& M, const Array& a,
          const std::string& act) {
         auto t = make_target(alpha, coef);
-        expect_shape(a, "a", {-1});
-        const py::ssize_t K = a.shape(0);
-        expect_shape(Q, "Q", {K, K});
-        expect_shape(M, "M", {K, t->k});
+        const py::ssize_t K = student_units(*t, Q, M, a);
         py::gil_scoped_release release;
         return target_risk(*t, Q.data(), M.data(), a.data(), static_cast<int>(K), parse_activation(act));
       },
@@ -64,17 +74,14 @@ void bind_target(py::module_& m) {
       [](const IntArray& alpha, const Array& coef, const Array& Q, const Array& M, const Array& a,
          const std::string& act) {
         auto t = make_target(alpha, coef);
-        expect_shape(a, "a", {-1});
-        const py::ssize_t K = a.shape(0);
-        expect_shape(Q, "Q", {K, K});
-        expect_shape(M, "M", {K, t->k});
-        Array dQ({K, K}), dM({K, static_cast<py::ssize_t>(t->k)});
+        const py::ssize_t K = student_units(*t, Q, M, a);
+        Array dQ({K, K}), dM({K, static_cast<py::ssize_t>(t->k)}), sf({K});
         {
           py::gil_scoped_release release;
           target_cross_grad(*t, Q.data(), M.data(), a.data(), static_cast<int>(K), parse_activation(act),
-                            dQ.mutable_data(), dM.mutable_data());
+                            dQ.mutable_data(), dM.mutable_data(), sf.mutable_data());
         }
-        return py::make_tuple(dQ, dM);
+        return py::make_tuple(dQ, dM, sf);
       },
       py::arg("alpha"), py::arg("coef"), py::arg("Q"), py::arg("M"), py::arg("a"), py::arg("act"));
 }

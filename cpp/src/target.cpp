@@ -539,7 +539,7 @@ double target_risk(const PolyTarget& t, const double* Q, const double* M, const 
 }
 
 void target_cross_grad(const PolyTarget& t, const double* Q, const double* M, const double* a, int K, Activation act,
-                       double* dQ, double* dM) {
+                       double* dQ, double* dM, double* sf) {
   const int k = t.k;
   std::fill(dQ, dQ + static_cast<std::size_t>(K) * K, 0.0);
   // d/dM_ir E[sigma(l_i) f] = E[sigma'(l_i) d_r f] (Price); d/dQ_ii E[sigma(l_i) f] = E[sigma''(l_i) f] / 2
@@ -556,12 +556,13 @@ void target_cross_grad(const PolyTarget& t, const double* Q, const double* M, co
     if (df[r].empty()) df[r][std::vector<int>(k, 0)] = 0.0;
   std::vector<const HermitePoly*> ps;
   for (auto& p : df) ps.push_back(&p);
-  const FieldFactor d1{1, 0, 0}, d1l{1, 0, 1};
+  const FieldFactor d1{1, 0, 0}, d1l{1, 0, 1}, s0{0, 1, 0};
   std::vector<double> Ms(k), e(k);
   for (int i = 0; i < K; ++i) {
     double Qs;
     gather(Q, M, K, k, &i, 1, &Qs, Ms.data());
     target_expectations(act, 1, &Qs, Ms.data(), k, &d1, ps, e.data());
+    sf[i] = target_expectation(act, 1, &Qs, Ms.data(), k, &s0, t.f);
     double corr = 0.0;
     for (int r = 0; r < k; ++r) {
       dM[i * k + r] = -a[i] * e[r];

@@ -164,12 +164,10 @@ def _target_gradient(student: Network, target: Any, train_readout: bool) -> tupl
     dW, da = gradient(student, zero, train_readout)
     Q, M = _target_overlaps(student, tgt)
     alpha, coef = tgt._arrays()
-    dQ, dM = _core.target_cross_grad(alpha, coef, Q, M, student.effective_a, student.activation)
+    dQ, dM, sig = _core.target_cross_grad(alpha, coef, Q, M, student.effective_a, student.activation)
     s = student.scale
     dW = dW + 2.0 * np.diag(dQ)[:, None] * student.W / s + dM @ tgt.directions / s
     if da is not None:
-        sig = np.array([_core.target_expectation(student.activation, Q[i:i + 1, i:i + 1], M[i:i + 1],
-                                                 np.array([[0, 1, 0]]), alpha, coef) for i in range(student.K)])
         da = da - student.readout_factor * sig
     return _finite(dW, "gradient"), da
 

@@ -67,9 +67,10 @@ void target_expectations(Activation act, int n, const double* Qs, const double* 
 // + 1/2 E[f^2].
 double target_risk(const PolyTarget& t, const double* Q, const double* M, const double* a, int K, Activation act);
 // dR/dQ (K x K, symmetric: the derivative with respect to Q_ik = Q_ki counted on both entries as 1/2 each) and
-// dR/dM (K x k) of the target part -sum_i a_i E[sigma(l_i) f] only.
+// dR/dM (K x k) of the target part -sum_i a_i E[sigma(l_i) f] only, and sf (K) = E[sigma(l_i) f] (its derivative
+// with respect to a_i is -sf_i).
 void target_cross_grad(const PolyTarget& t, const double* Q, const double* M, const double* a, int K, Activation act,
-                       double* dQ, double* dM);
+                       double* dQ, double* dM, double* sf);
 
 // The target terms of the order-parameter ODE (see dynamics.hpp, OdeModel::target): added to the student-only
 // right-hand side (the committee RHS with v = 0) before the spherical projection.
