@@ -88,16 +88,9 @@ void bind_sde(py::module_& m) {
         else expect_shape(y0, "y0", {S});
         const auto T = static_cast<py::ssize_t>(sp.record_steps.size()) + 1;  // + the crossing row
         const py::ssize_t M = sp.model.M;
-        Array Q = new_array({R, T, K, K}), Mo = new_array({R, T, K, M}), A = new_array({R, T, K}),
-              risk = new_array({R, T});
+        RunRows rows(R, T, K, M);
         std::vector<SdeOut> outs(static_cast<std::size_t>(R));
-        for (py::ssize_t j = 0; j < R; ++j) {
-          SdeOut& o = outs[static_cast<std::size_t>(j)];
-          o.Q = Q.mutable_data() + j * T * K * K;
-          o.M = Mo.mutable_data() + j * T * K * M;
-          o.a = A.mutable_data() + j * T * K;
-          o.risk = risk.mutable_data() + j * T;
-        }
+        for (py::ssize_t j = 0; j < R; ++j) rows.point(outs[static_cast<std::size_t>(j)], j);
         std::atomic<long long> done{0};
         Poll poll;
         if (!progress.is_none()) poll.with_gil = [&] { progress(done.load(std::memory_order_relaxed)); };
@@ -117,10 +110,7 @@ void bind_sde(py::module_& m) {
             status.mutable_at(j) = o.status;
           }
           py::dict out;
-          out["Q"] = Q;
-          out["M"] = Mo;
-          out["a"] = A;
-          out["risk"] = risk;
+          rows.put(out);
           out["recorded"] = recorded;
           out["status"] = status;
           out["stop_time"] = stop_time;

@@ -82,16 +82,13 @@ void bind_sgd(py::module_& m) {
         sp.schedule = schedule_arg(schedule);
         sgd_check(sp, params.data(), params.size());
         const auto T = static_cast<py::ssize_t>(record_steps.size());
-        Array Q = new_array({R, T, K, K}), Mo = new_array({R, T, K, M}), A = new_array({R, T, K}),
-              risk = new_array({R, T}), a_final = new_array({R, K});
+        RunRows rows(R, T, K, M);
+        Array a_final = new_array({R, K});
         Array W = keep_weights ? new_array({R, K, d}) : new_array({0});
         std::vector<SgdOut> outs(static_cast<std::size_t>(R));
         for (py::ssize_t j = 0; j < R; ++j) {
           SgdOut& o = outs[static_cast<std::size_t>(j)];
-          o.Q = Q.mutable_data() + j * T * K * K;
-          o.M = Mo.mutable_data() + j * T * K * M;
-          o.a = A.mutable_data() + j * T * K;
-          o.risk = risk.mutable_data() + j * T;
+          rows.point(o, j);
           o.W = keep_weights ? W.mutable_data() + j * K * d : nullptr;
           o.a_final = a_final.mutable_data() + j * K;
         }
@@ -114,10 +111,7 @@ void bind_sgd(py::module_& m) {
             stop.mutable_at(j) = outs[static_cast<std::size_t>(j)].stop_step;
           }
           py::dict out;
-          out["Q"] = Q;
-          out["M"] = Mo;
-          out["a"] = A;
-          out["risk"] = risk;
+          rows.put(out);
           out["recorded"] = recorded;
           out["status"] = status;
           out["stop_step"] = stop;

@@ -34,4 +34,27 @@ inline int dimension(py::ssize_t n, const std::string& name) {
   return static_cast<int>(n);
 }
 
+// The recorded rows of R runs of T records each: Q (R, T, K, K), M (R, T, K, M), a (R, T, K), risk (R, T). point()
+// aims run j's output struct (fields Q, M, a, risk) at its rows; put() stores the arrays in a result dict.
+struct RunRows {
+  py::ssize_t T, K, M;
+  Array Q, Mo, a, risk;
+  RunRows(py::ssize_t R, py::ssize_t T_, py::ssize_t K_, py::ssize_t M_)
+      : T(T_), K(K_), M(M_), Q(new_array({R, T_, K_, K_})), Mo(new_array({R, T_, K_, M_})), a(new_array({R, T_, K_})),
+        risk(new_array({R, T_})) {}
+  template <class Out>
+  void point(Out& o, py::ssize_t j) {
+    o.Q = Q.mutable_data() + j * T * K * K;
+    o.M = Mo.mutable_data() + j * T * K * M;
+    o.a = a.mutable_data() + j * T * K;
+    o.risk = risk.mutable_data() + j * T;
+  }
+  void put(py::dict& out) const {
+    out["Q"] = Q;
+    out["M"] = Mo;
+    out["a"] = a;
+    out["risk"] = risk;
+  }
+};
+
 }  // namespace twolayer::bind
