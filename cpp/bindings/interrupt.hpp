@@ -114,16 +114,24 @@ py::object run_cancellable(Work&& work, ToPy&& to_py, bool on_worker = true, con
       }
     }
   }
+  // A signal that arrived in the last poll interval, after the work ended, still reports the (complete) result
+  // as Interrupted rather than surfacing as a bare KeyboardInterrupt that drops it.
+  if (on_worker && !signalled && PyErr_CheckSignals() != 0) signalled = true;
   if (poll.with_gil && !signalled) poll.with_gil();
   const bool cancelled = signalled || cancel_requested();
+  // The signal handler's exception waits aside while the result is converted (no Python call with one pending).
+  std::optional<py::error_already_set> pending;
+  if (PyErr_Occurred()) pending.emplace();
   if (error) {
     try {
       std::rethrow_exception(error);
     } catch (const Interrupted&) {
+      if (pending) pending->restore();
       raise_interrupted(py::none());
     }
   }
   py::object out = to_py(*result);
+  if (pending) pending->restore();
   if (cancelled) raise_interrupted(out);
   return out;
 }
