@@ -155,7 +155,7 @@ def test_toml_round_trip_and_syntax_error(tmp_path):
 # ------------------------------------------------------------------------------------------ store and resume
 
 
-def test_store_resume_refuse_and_incomplete_group(tmp_path, monkeypatch):
+def test_store_resume_refuse_and_incomplete_group(tmp_path, monkeypatch, capsys):
     scan = small_ode_scan()
     path = tmp_path / "s.zarr"
     ref = tl.scan.run(scan)
@@ -176,8 +176,10 @@ def test_store_resume_refuse_and_incomplete_group(tmp_path, monkeypatch):
     ran = []
     real = executors.run_task
     monkeypatch.setattr(executors, "run_task", lambda task: ran.append(task.name) or real(task))
-    identical(tl.scan.run(scan, store=path, resume=True), ref)
+    identical(tl.scan.run(scan, store=path, resume=True, progress=True), ref)
     assert ran == [g.name]
+    bar = capsys.readouterr().err  # the bar starts at the stored groups' configurations and counts groups
+    assert "9/12" in bar and "12/12" in bar and "groups 3/4" in bar and "groups 4/4" in bar
 
 
 KILL_SCRIPT = textwrap.dedent("""

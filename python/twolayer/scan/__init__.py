@@ -115,7 +115,7 @@ def run(
     executor : None, concurrent.futures.Executor or dask.distributed.Client
         Where groups run; None: in this process, one group after the other (OpenMP inside each core call).
     progress : bool
-        A tqdm bar over configurations (groups as they finish).
+        A tqdm bar over configurations, advancing as groups finish, with the count of groups stored.
     load_result : bool
         Return the dataset read back from the store (default), or only a :class:`Summary` (a scan too large to
         hold in memory: open parts of the store with :func:`open_dataset` or xarray later).
@@ -161,7 +161,8 @@ def run(
     store = str(store)
     done = prepare_store(store, sc, len(groups), resume, allow_version_change)
     tasks = [Task(sc.engine, g.configs, g.indices, store, g.name) for g in groups if g.gid not in done]
-    with _bar(progress, len(sc), sum(len(g.indices) for g in groups if g.gid in done)) as bar:
+    with _bar(progress, len(sc), sum(len(g.indices) for g in groups if g.gid in done), len(groups),
+              len(done)) as bar:
         execute(tasks, executor, lambda t: bar(len(t.indices)))
     summary = Summary(len(groups), len(tasks), len(done), time.perf_counter() - start)
     return open_dataset(store) if load_result else summary
@@ -177,7 +178,7 @@ def _run_in_memory(sc: Scan, eng: Engine, groups: list[Group], progress: bool) -
     from .._interrupt import Interrupted
 
     asm = Assembly(sc)  # each group copied into the full arrays as it finishes, then dropped
-    with _bar(progress, len(sc), 0) as bar:
+    with _bar(progress, len(sc), 0, len(groups), 0) as bar:
         for g in groups:
             try:
                 part = eng.run(g.configs)
@@ -193,10 +194,12 @@ def _run_in_memory(sc: Scan, eng: Engine, groups: list[Group], progress: bool) -
 
 
 class _bar:
-    """A tqdm bar over configurations (a no-op when disabled); calling it advances by n."""
+    """A tqdm bar over configurations, with the groups stored so far after it (a no-op when disabled); calling
+    it records one more finished group of n configurations."""
 
-    def __init__(self, enabled: bool, total: int, initial: int) -> None:
+    def __init__(self, enabled: bool, total: int, initial: int, groups: int, groups_done: int) -> None:
         self.enabled, self.total, self.initial = enabled, total, initial
+        self.groups, self.groups_done = groups, groups_done
         self.tqdm: Any = None
 
     def __enter__(self) -> _bar:
@@ -204,10 +207,16 @@ class _bar:
             from tqdm.auto import tqdm
 
             self.tqdm = tqdm(total=self.total, initial=self.initial, unit="config", desc="scan")
+            self.tqdm.set_postfix_str(self._groups(), refresh=False)
         return self
 
+    def _groups(self) -> str:
+        return f"groups {self.groups_done}/{self.groups}"
+
     def __call__(self, n: int) -> None:
+        self.groups_done += 1
         if self.tqdm is not None:
+            self.tqdm.set_postfix_str(self._groups(), refresh=False)
             self.tqdm.update(n)
 
     def __exit__(self, *exc: Any) -> None:

@@ -270,8 +270,13 @@ class Scan:
         yield from self.configs_at(range(len(self)))
 
     def configs_at(self, indices: Any, base: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
-        """The configurations at flat ``indices`` (C order over :attr:`dims`): ``base`` (default: the
-        constants) updated with the constants and the axis values at each grid position."""
+        """The configurations at flat ``indices`` (C order over :attr:`dims`): ``base`` (e.g. the engine's
+        defaults) updated with the constants and the axis values at each grid position.
+
+        >>> sc = tl.scan.Scan("ode", constants={"t_max": 10.0}, axes={"lr": [0.5, 1.0], "seed": [0, 1, 2]})
+        >>> [(c["lr"], c["seed"]) for c in sc.configs_at([1, 5])]
+        [(0.5, 1), (1.0, 2)]
+        """
         start = {**(base or {}), **self.constants}
         columns = [[{name: x} for x in vals] for name, vals in self.axes.items()]
         for cols in self.zip.values():
