@@ -206,8 +206,8 @@ class _bar:
         if self.enabled:
             from tqdm.auto import tqdm
 
-            self.tqdm = tqdm(total=self.total, initial=self.initial, unit="config", desc="scan")
-            self.tqdm.set_postfix_str(self._groups(), refresh=False)
+            self.tqdm = tqdm(total=self.total, initial=self.initial, unit="config", desc="scan",
+                             postfix=self._groups())
         return self
 
     def _groups(self) -> str:
