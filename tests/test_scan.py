@@ -301,7 +301,7 @@ def test_example_plateau_and_cli_resume(tmp_path, capsys):
     assert np.all(np.diff(t.values, axis=1) > 0)  # a larger d starts closer to the symmetric plateau
 
 
-def test_realistic_example_small_and_run_command(tmp_path, capsys):
+def test_realistic_example_small_and_run_command(tmp_path, capsys, monkeypatch):
     data = tl.scan.spec.read_toml(EXAMPLES / "scan_sgd_noise.toml")
     data["constants"].update({"d": 40, "t_max": 2.0, "records": 5})
     ds = tl.scan.run(data)
@@ -328,6 +328,10 @@ def test_realistic_example_small_and_run_command(tmp_path, capsys):
     config.write_text('engine = "both"\n[constants]\nt_max = 1.0\nlr = 1.0\nseedz = 3\n')
     assert cli.main(["run", str(config)]) == 1
     assert "constants.seedz: unknown parameter of ode and sgd; did you mean 'seed'?" in capsys.readouterr().err
+    config.write_text('engine = "ode"\n[constants]\nt_max = 1.0\nlr = 1.0\n')
+    monkeypatch.setattr(xr.backends, "list_engines", lambda: {"zarr": None})  # no NetCDF backend installed
+    assert cli.main(["run", str(config)]) == 1
+    assert "writes NetCDF: it needs scipy, netCDF4 or h5netcdf" in capsys.readouterr().err
 
 
 def test_interrupted_in_memory_scan_keeps_finished_groups(monkeypatch):
@@ -396,9 +400,9 @@ INTERRUPT_SCRIPT = textwrap.dedent("""
 
 
 def test_ctrl_c_in_process_then_resume(tmp_path, monkeypatch):
-    """SIGINT to `twolayer scan` running in-process (12 groups, each ~0.05 s in the core): it stops at once with exit code
-    130 and a message, the store holds the finished groups (complete, nothing half-marked), and resuming computes
-    only the others and gives the dataset of an uninterrupted run."""
+    """SIGINT to `twolayer scan` running in-process (12 groups, each ~0.05 s in the core): it stops at once with
+    exit code 130 and a message, the store holds the finished groups (complete, nothing half-marked), and resuming
+    computes only the others and gives the dataset of an uninterrupted run."""
     config, path, script = tmp_path / "c.toml", tmp_path / "c.zarr", tmp_path / "interrupt.py"
     config.write_text('engine = "ode"\ngroup_size = 1\n[constants]\nactivation = "erf"\nK = 2\nM = 2\nd = 100\n'
                       't_max = 100.0\nmethod = "rk4"\ndt = 0.01\nn_threads = 1\n'

@@ -126,6 +126,15 @@ def _plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_netcdf() -> None:
+    """ImportError (before anything runs) when xarray has no NetCDF backend to write with."""
+    from ..results import _xarray
+
+    if not {"netcdf4", "h5netcdf", "scipy"} & set(_xarray().backends.list_engines()):
+        raise ImportError("twolayer run writes NetCDF: it needs scipy, netCDF4 or h5netcdf: pip install "
+                          "'twolayer[scan]'")
+
+
 def _run(args: argparse.Namespace) -> int:
     from ..plot import _pyplot
     from .engines import ENGINES
@@ -147,6 +156,8 @@ def _run(args: argparse.Namespace) -> int:
     for key in constants:
         if key not in known:
             raise ValueError(f"constants.{key}: unknown parameter of {' and '.join(engines)}{suggest(key, known)}")
+    plt = _pyplot()  # the optional dependencies of the outputs, checked before anything runs
+    _check_netcdf()
     results = {}
     for e in engines:
         sc = Scan(e, constants={k: v for k, v in constants.items() if k in ENGINES[e].params})
@@ -172,7 +183,6 @@ def _run(args: argparse.Namespace) -> int:
     nc_paths = [out_dir / f"{config.stem}.{e}.nc" for e in results]
     for path, ds in zip(nc_paths, results.values(), strict=True):
         ds.to_netcdf(path)
-    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.6), constrained_layout=True)
     for ds in results.values():
         t = ds["t"].values
