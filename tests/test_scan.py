@@ -155,7 +155,7 @@ def test_toml_round_trip_and_syntax_error(tmp_path):
 # ------------------------------------------------------------------------------------------ store and resume
 
 
-def test_store_resume_refuse_and_incomplete_group(tmp_path, monkeypatch):
+def test_store_resume_refuse_and_incomplete_group(tmp_path, monkeypatch, capsys):
     scan = small_ode_scan()
     path = tmp_path / "s.zarr"
     ref = tl.scan.run(scan)
@@ -176,8 +176,10 @@ def test_store_resume_refuse_and_incomplete_group(tmp_path, monkeypatch):
     ran = []
     real = executors.run_task
     monkeypatch.setattr(executors, "run_task", lambda task: ran.append(task.name) or real(task))
-    identical(tl.scan.run(scan, store=path, resume=True), ref)
+    identical(tl.scan.run(scan, store=path, resume=True, progress=True), ref)
     assert ran == [g.name]
+    bar = capsys.readouterr().err  # the bar starts at the stored groups' configurations and counts groups
+    assert "10/12" in bar and "groups 3/4" in bar and "12/12" in bar and "groups 4/4" in bar
 
 
 KILL_SCRIPT = textwrap.dedent("""
@@ -299,7 +301,7 @@ def test_example_plateau_and_cli_resume(tmp_path, capsys):
     assert np.all(np.diff(t.values, axis=1) > 0)  # a larger d starts closer to the symmetric plateau
 
 
-def test_realistic_example_small_and_run_command(tmp_path, capsys):
+def test_realistic_example_small_and_run_command(tmp_path, capsys, monkeypatch):
     data = tl.scan.spec.read_toml(EXAMPLES / "scan_sgd_noise.toml")
     data["constants"].update({"d": 40, "t_max": 2.0, "records": 5})
     ds = tl.scan.run(data)
@@ -310,10 +312,26 @@ def test_realistic_example_small_and_run_command(tmp_path, capsys):
     assert cli.main(["run", str(config), "--no-progress"]) == 0
     rows = (tmp_path / "exp.csv").read_text().splitlines()
     assert rows[0] == "engine,t,risk,risk_std" and len(rows) == 1 + 2 * 101
-    assert (tmp_path / "exp.png").exists()
+    assert (tmp_path / "exp.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the full results of each engine as NetCDF, equal to what the experiment computes
+    ode, sgd = (xr.load_dataset(tmp_path / f"exp.{e}.nc") for e in ("ode", "sgd"))
+    constants = tl.scan.spec.read_toml(config)["constants"]
+    student, teacher = tl.scan.initial_networks(constants)
+    tr = tl.ode.integrate(tl.Overlaps.from_networks(student, teacher), lr=1.0, t_max=5.0)
+    np.testing.assert_array_equal(ode["risk"].values, tr.risk)
+    np.testing.assert_array_equal(ode["Q"].values, tr.Q)
+    assert str(ode["status"].values) == "completed" and ode.attrs["twolayer_version"] == tl.__version__
+    ens = tl.sgd.simulate(student, teacher, lr=1.0, t_max=5.0, seeds=constants["seeds"], seed=constants["seed"])
+    assert sgd["risk"].dims == ("run", "t")
+    np.testing.assert_array_equal(sgd["risk"].values, ens.risk)
+    assert list(sgd["status"].values) == ens.status
     config.write_text('engine = "both"\n[constants]\nt_max = 1.0\nlr = 1.0\nseedz = 3\n')
     assert cli.main(["run", str(config)]) == 1
     assert "constants.seedz: unknown parameter of ode and sgd; did you mean 'seed'?" in capsys.readouterr().err
+    config.write_text('engine = "ode"\n[constants]\nt_max = 1.0\nlr = 1.0\n')
+    monkeypatch.setattr(xr.backends, "list_engines", lambda: {"zarr": None})  # no NetCDF backend installed
+    assert cli.main(["run", str(config)]) == 1
+    assert "writes NetCDF: it needs scipy, netCDF4 or h5netcdf" in capsys.readouterr().err
 
 
 def test_interrupted_in_memory_scan_keeps_finished_groups(monkeypatch):
@@ -339,3 +357,78 @@ def test_interrupted_in_memory_scan_keeps_finished_groups(monkeypatch):
     monkeypatch.undo()
     ref = tl.scan.run(scan)
     np.testing.assert_array_equal(part["risk"].where(finished).values, ref["risk"].where(finished).values)
+
+
+def test_store_of_another_version_refused_unless_allowed(tmp_path, monkeypatch, capsys):
+    """Results of two versions need not agree bit for bit: resuming a store written by another version is refused
+    (naming both versions) unless allowed explicitly, and the store then records both."""
+    config = tmp_path / "v.toml"
+    config.write_text('engine = "ode"\ngroup_size = 4\n[constants]\nactivation = "linear"\nd = 50\nt_max = 4.0\n'
+                      '[axes]\nlr = [0.5, 1.0, 2.0]\nseed = [0, 1, 2]\n')
+    path = tmp_path / "v.zarr"
+    monkeypatch.setattr(store, "_version", lambda: "0.0.1.dev0")
+    tl.scan.run(config, store=path, load_result=False)
+    monkeypatch.undo()
+    import zarr
+
+    zarr.open_group(str(path), path="groups/g0000001", mode="a").attrs["complete"] = False  # work left to do
+    message = f"written by twolayer 0.0.1.dev0, this is twolayer {tl.__version__}.*allow_version_change=True"
+    with pytest.raises(ValueError, match=message):
+        tl.scan.run(config, store=path, resume=True)
+    assert cli.main(["scan", str(config), "--resume", "--no-progress"]) == 1
+    assert "--allow-version-change" in capsys.readouterr().err
+    assert store.complete_groups(path) == {0, 2}  # nothing was computed
+    assert cli.main(["scan", str(config), "--resume", "--allow-version-change", "--no-progress"]) == 0
+    assert "1 computed, 2 already stored" in capsys.readouterr().out
+    ds = tl.scan.open_dataset(path)
+    assert ds.attrs["twolayer_version"] == f"0.0.1.dev0, {tl.__version__}"
+    groups = zarr.open_group(str(path), path="groups", mode="r")
+    assert [groups[f"g000000{g}"].attrs["twolayer_version"] for g in range(3)] == \
+        ["0.0.1.dev0", tl.__version__, "0.0.1.dev0"]
+    ref = tl.scan.run(config)
+    ref.attrs["twolayer_version"] = ds.attrs["twolayer_version"]
+    identical(ds, ref)  # the same code computed both here: the same numbers
+    tl.scan.run(config, store=path, resume=True)  # this version is recorded now: no flag needed any more
+
+
+INTERRUPT_SCRIPT = textwrap.dedent("""
+    import signal, sys
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # a shell may start a background job with SIGINT ignored
+    from twolayer import cli
+    sys.exit(cli.main(["scan", sys.argv[1], "--store", sys.argv[2], "--no-progress"]))
+""")
+
+
+def test_ctrl_c_in_process_then_resume(tmp_path, monkeypatch):
+    """SIGINT to `twolayer scan` running in-process (12 groups, each ~0.05 s in the core): it stops at once with
+    exit code 130 and a message, the store holds the finished groups (complete, nothing half-marked), and resuming
+    computes only the others and gives the dataset of an uninterrupted run."""
+    config, path, script = tmp_path / "c.toml", tmp_path / "c.zarr", tmp_path / "interrupt.py"
+    config.write_text('engine = "ode"\ngroup_size = 1\n[constants]\nactivation = "erf"\nK = 2\nM = 2\nd = 100\n'
+                      't_max = 100.0\nmethod = "rk4"\ndt = 0.01\nn_threads = 1\n'
+                      '[axes]\nlr = [0.5, 1.0, 1.5, 2.0]\nseed = [0, 1, 2]\n')
+    scan = tl.scan.Scan.from_toml(config)
+    script.write_text(INTERRUPT_SCRIPT)
+    proc = subprocess.Popen([sys.executable, str(script), str(config), str(path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while (not path.exists() or len(store.complete_groups(path)) < 2) and time.monotonic() < deadline \
+            and proc.poll() is None:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, err)
+    assert "interrupted: the finished groups are in" in err and "--resume" in err
+    assert "Traceback" not in err
+    finished = store.complete_groups(path)
+    assert 2 <= len(finished) < 12, finished  # stopped midway
+    for g in finished:  # what is marked complete reads back whole
+        index, part = store.read_group(path, g)
+        assert part.data["risk"][1].shape == (1, 101) and str(part.data["status"][1][0]) == "completed"
+    ran = []
+    real = executors.run_task
+    monkeypatch.setattr(executors, "run_task", lambda task: ran.append(task.name) or real(task))
+    resumed = tl.scan.run(scan, store=path, resume=True)
+    names = {g.gid: g.name for g in tl.scan.make_groups(scan)}
+    assert sorted(ran) == sorted(names[g] for g in names if g not in finished)  # no finished group again
+    identical(resumed, tl.scan.run(scan))

@@ -10,6 +10,7 @@ point under xarray's default (inner) alignment.
 
 from __future__ import annotations
 
+import functools
 from fractions import Fraction
 
 import numpy as np
@@ -21,6 +22,12 @@ __all__ = ["output_times"]
 def output_times(t_max: float, n_points: int) -> NDArray[np.float64]:
     """The shared default grid: ``n_points`` >= 2 equally spaced times from 0 to ``t_max`` (both included),
     each correctly rounded (see the module docstring)."""
-    T = Fraction(float(t_max))
+    return _exact_grid(float(t_max), int(n_points)).copy()
+
+
+@functools.lru_cache(maxsize=64)
+def _exact_grid(t_max: float, n_points: int) -> NDArray[np.float64]:
+    """:func:`output_times`, computed once per (t_max, n_points): a scan asks for the same grid once per group."""
+    T = Fraction(t_max)
     last = n_points - 1
     return np.array([float(T * k / last) for k in range(n_points)], dtype=np.float64)

@@ -26,11 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from .._validation import boolean
-from .engines import Engine, Part, engine_for, initial_networks, initial_overlaps
+from .engines import Engine, engine_for, initial_networks, initial_overlaps
 from .executors import Task, check_executor, execute
 from .grouping import Group, make_groups
 from .spec import Scan, read_toml
-from .store import assemble, open_dataset
+from .store import Assembly, open_dataset
 
 __all__ = ["Engine", "Group", "Scan", "Summary", "initial_networks", "initial_overlaps", "load", "make_groups",
            "open_dataset", "read_toml", "run"]
@@ -99,6 +99,7 @@ def run(
     resume: bool = False,
     progress: bool = False,
     load_result: bool = True,
+    allow_version_change: bool = False,
 ) -> Any:
     """Run a scan and return its ``xarray.Dataset`` (see the module docstring).
 
@@ -109,14 +110,18 @@ def run(
     store : path, optional
         A Zarr directory written group by group (needed for an ``executor``). An existing store of the same
         definition is continued with ``resume=True`` (only missing groups are computed); one of another
-        definition is refused (ValueError).
+        definition is refused (ValueError), and so is one written by another twolayer version unless
+        ``allow_version_change``.
     executor : None, concurrent.futures.Executor or dask.distributed.Client
         Where groups run; None: in this process, one group after the other (OpenMP inside each core call).
     progress : bool
-        A tqdm bar over configurations (groups as they finish).
+        A tqdm bar over configurations, advancing as groups finish, with the count of groups stored.
     load_result : bool
         Return the dataset read back from the store (default), or only a :class:`Summary` (a scan too large to
         hold in memory: open parts of the store with :func:`open_dataset` or xarray later).
+    allow_version_change : bool
+        Continue a store written by another twolayer version (refused by default: results of two versions need
+        not agree bit for bit); the store then records both versions in ``twolayer_version``.
 
     Returns
     -------
@@ -145,6 +150,7 @@ def run(
     resume = boolean(resume, "resume")
     progress = boolean(progress, "progress")
     load_result = boolean(load_result, "load_result")
+    allow_version_change = boolean(allow_version_change, "allow_version_change")
     groups = make_groups(sc)
     eng = engine_for(sc.engine)
     start = time.perf_counter()
@@ -153,53 +159,64 @@ def run(
             raise ValueError("store: an executor's workers write their groups to a store: give store=")
         return _run_in_memory(sc, eng, groups, progress)
     store = str(store)
-    done = prepare_store(store, sc, len(groups), resume)
+    done = prepare_store(store, sc, len(groups), resume, allow_version_change)
     tasks = [Task(sc.engine, g.configs, g.indices, store, g.name) for g in groups if g.gid not in done]
-    with _bar(progress, len(sc), sum(len(g.indices) for g in groups if g.gid in done)) as bar:
+    with _bar(progress, len(sc), sum(len(g.indices) for g in groups if g.gid in done), len(groups),
+              len(done)) as bar:
         execute(tasks, executor, lambda t: bar(len(t.indices)))
     summary = Summary(len(groups), len(tasks), len(done), time.perf_counter() - start)
     return open_dataset(store) if load_result else summary
 
 
-def prepare_store(store: str, scan: Scan, n_groups: int, resume: bool) -> set[int]:
+def prepare_store(store: str, scan: Scan, n_groups: int, resume: bool, allow_version_change: bool) -> set[int]:
     from .store import prepare
 
-    return prepare(store, scan, n_groups, resume)
+    return prepare(store, scan, n_groups, resume, allow_version_change)
 
 
 def _run_in_memory(sc: Scan, eng: Engine, groups: list[Group], progress: bool) -> Any:
     from .._interrupt import Interrupted
 
-    parts: list[tuple[list[int], Part]] = []
-    with _bar(progress, len(sc), 0) as bar:
+    asm = Assembly(sc)  # each group copied into the full arrays as it finishes, then dropped
+    with _bar(progress, len(sc), 0, len(groups), 0) as bar:
         for g in groups:
             try:
-                parts.append((g.indices, eng.run(g.configs)))
+                part = eng.run(g.configs)
             except Interrupted as exc:
-                exc.partial = assemble(sc, parts)
+                exc.partial = asm.dataset()
                 raise
+            asm.add(g.indices, part)
+            del part
             bar(len(g.indices))
-    ds = assemble(sc, parts)
+    ds = asm.dataset()
     ds.attrs.update({"n_groups": len(groups), "n_groups_complete": len(groups)})
     return ds
 
 
 class _bar:
-    """A tqdm bar over configurations (a no-op when disabled); calling it advances by n."""
+    """A tqdm bar over configurations, with the groups stored so far after it (a no-op when disabled); calling
+    it records one more finished group of n configurations."""
 
-    def __init__(self, enabled: bool, total: int, initial: int) -> None:
+    def __init__(self, enabled: bool, total: int, initial: int, groups: int, groups_done: int) -> None:
         self.enabled, self.total, self.initial = enabled, total, initial
+        self.groups, self.groups_done = groups, groups_done
         self.tqdm: Any = None
 
     def __enter__(self) -> _bar:
         if self.enabled:
             from tqdm.auto import tqdm
 
-            self.tqdm = tqdm(total=self.total, initial=self.initial, unit="config", desc="scan")
+            self.tqdm = tqdm(total=self.total, initial=self.initial, unit="config", desc="scan",
+                             postfix=self._groups())
         return self
 
+    def _groups(self) -> str:
+        return f"groups {self.groups_done}/{self.groups}"
+
     def __call__(self, n: int) -> None:
+        self.groups_done += 1
         if self.tqdm is not None:
+            self.tqdm.set_postfix_str(self._groups(), refresh=False)
             self.tqdm.update(n)
 
     def __exit__(self, *exc: Any) -> None:

@@ -1,7 +1,8 @@
 """The scan commands of the command line (registered by :func:`add_commands` in :mod:`twolayer.cli`):
 
 * ``twolayer run CONFIG.toml``: one experiment (``engine = "ode"``, ``"sgd"`` or ``"both"``: the ODE and the SGD
-  runs from the same initial networks side by side), written as ``<config>.csv`` and ``<config>.png``;
+  runs from the same initial networks side by side), written as ``<config>.csv`` (the risk curves),
+  ``<config>.<engine>.nc`` (each engine's full ``xarray.Dataset`` as NetCDF) and ``<config>.png``;
 * ``twolayer scan CONFIG.toml [--resume] [--workers N | --scheduler ADDRESS] [--store PATH]``: a scan into a Zarr
   store, by default next to the config and named after it (``<config>.zarr``) unless the TOML's ``store`` says
   otherwise;
@@ -39,9 +40,11 @@ def add_commands(sub: Any) -> None:
     >>> args.config, args.resume, args.workers
     ('plateau.toml', True, 2)
     """
-    p = sub.add_parser("run", help="run one experiment of a TOML config (ODE, SGD or both) and write CSV and PNG",
+    p = sub.add_parser("run", help="run one experiment of a TOML config (ODE, SGD or both) and write CSV, NetCDF "
+                                   "and PNG",
                        description="Run one experiment: engine = 'ode', 'sgd' or 'both' with its [constants]; "
-                                   "writes <config>.csv and <config>.png.")
+                                   "writes <config>.csv (risk curves), <config>.<engine>.nc (each engine's full "
+                                   "results) and <config>.png.")
     p.add_argument("config", help="the experiment's TOML file")
     p.add_argument("--out", default=None, help="output directory (default: the config's directory)")
     p.add_argument("--no-progress", action="store_true", help="do not show progress bars")
@@ -52,6 +55,8 @@ def add_commands(sub: Any) -> None:
     p.add_argument("config", help="the scan's TOML file")
     p.add_argument("--store", default=None, help="the Zarr store to write (overrides the TOML)")
     p.add_argument("--resume", action="store_true", help="continue an existing store of this scan")
+    p.add_argument("--allow-version-change", action="store_true",
+                   help="with --resume: continue a store written by another twolayer version")
     how = p.add_mutually_exclusive_group()
     how.add_argument("--workers", type=int, default=None, help="run groups on N local worker processes")
     how.add_argument("--scheduler", default=None, help="run groups on a Dask cluster (scheduler ADDRESS)")
@@ -94,7 +99,7 @@ def _scan(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     try:
         summary = run(scan, store, executor=executor, resume=args.resume, progress=_progress(args),
-                      load_result=False)
+                      load_result=False, allow_version_change=args.allow_version_change)
     except KeyboardInterrupt:
         print(f"interrupted: the finished groups are in {store}; run again with --resume to complete it",
               file=sys.stderr)
@@ -121,6 +126,15 @@ def _plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_netcdf() -> None:
+    """ImportError (before anything runs) when xarray has no NetCDF backend to write with."""
+    from ..results import _xarray
+
+    if not {"netcdf4", "h5netcdf", "scipy"} & set(_xarray().backends.list_engines()):
+        raise ImportError("twolayer run writes NetCDF: it needs scipy, netCDF4 or h5netcdf: pip install "
+                          "'twolayer[scan]'")
+
+
 def _run(args: argparse.Namespace) -> int:
     from ..plot import _pyplot
     from .engines import ENGINES
@@ -142,6 +156,8 @@ def _run(args: argparse.Namespace) -> int:
     for key in constants:
         if key not in known:
             raise ValueError(f"constants.{key}: unknown parameter of {' and '.join(engines)}{suggest(key, known)}")
+    plt = _pyplot()  # the optional dependencies of the outputs, checked before anything runs
+    _check_netcdf()
     results = {}
     for e in engines:
         sc = Scan(e, constants={k: v for k, v in constants.items() if k in ENGINES[e].params})
@@ -163,7 +179,10 @@ def _run(args: argparse.Namespace) -> int:
         writer = csv.DictWriter(f, fieldnames=["engine", "t", "risk", "risk_std"])
         writer.writeheader()
         writer.writerows(rows)
-    plt = _pyplot()
+    # the full results (overlaps, status, ...), one NetCDF file per engine: their dimensions differ (run)
+    nc_paths = [out_dir / f"{config.stem}.{e}.nc" for e in results]
+    for path, ds in zip(nc_paths, results.values(), strict=True):
+        ds.to_netcdf(path)
     fig, ax = plt.subplots(figsize=(6.4, 4.6), constrained_layout=True)
     for ds in results.values():
         t = ds["t"].values
@@ -183,5 +202,5 @@ def _run(args: argparse.Namespace) -> int:
         final = last_recorded(ds["risk"])
         print(f"{e}: final excess risk {float(final.mean()):.6g}" + (f" (mean of {final.size} runs)"
                                                                        if final.size > 1 else ""))
-    print(f"wrote {csv_path} and {png_path}")
+    print(f"wrote {csv_path}, {', '.join(map(str, nc_paths))} and {png_path}")
     return 0

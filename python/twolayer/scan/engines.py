@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import math
+import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -297,7 +298,56 @@ def _overlap_arrays(c: Mapping[str, Any]) -> tuple[NDArray[np.float64], ...]:
 
 
 def _per(configs: list[dict[str, Any]], name: str, none: float = 0.0) -> NDArray[np.float64]:
-    return np.array([none if c.get(name) is None else c[name] for c in configs], dtype=np.float64)
+    values = list(map(operator.itemgetter(name), configs))
+    return np.array([none if x is None else x for x in values] if None in values else values, dtype=np.float64)
+
+
+_START_KEYS = ("K", "M", "d", "init", "seed", "q0", "m0", "scaling", "readout", "spherical")
+
+
+class _StartCache:
+    """The initial overlaps of recent starts, by their :data:`_START_KEYS` values: an ``lr x seed`` grid derives
+    each seed's networks once per process, not once per group. Bounded by ``max_floats`` (then emptied)."""
+
+    def __init__(self, max_floats: int = 4_000_000) -> None:
+        self.max_floats, self.floats = max_floats, 0
+        self.arrays: dict[tuple[Any, ...], tuple[NDArray[np.float64], ...]] = {}
+
+    def get(self, key: tuple[Any, ...], config: Mapping[str, Any]) -> tuple[NDArray[np.float64], ...]:
+        found = self.arrays.get(key)
+        if found is None:
+            found = _overlap_arrays(config)
+            size = sum(x.size for x in found)
+            if self.floats + size > self.max_floats:
+                self.arrays.clear()
+                self.floats = 0
+            self.arrays[key] = found
+            self.floats += size
+        return found
+
+
+_STARTS = _StartCache()
+
+
+def _start_stack(configs: list[dict[str, Any]]) -> tuple[NDArray[np.float64], ...]:
+    """(Q, M, P, a, v) of a group stacked along the configurations: each distinct start derived once (cached
+    across groups), stacked once, then spread to its configurations by one gather."""
+    index: dict[tuple[Any, ...], int] = {}
+    firsts: list[dict[str, Any]] = []
+    inverse = np.empty(len(configs), dtype=np.intp)
+    start_of = operator.itemgetter(*_START_KEYS)
+    for i, c in enumerate(configs):
+        key = start_of(c)
+        j = index.get(key)
+        if j is None:
+            j = index[key] = len(firsts)
+            firsts.append(c)
+        inverse[i] = j
+    unique = [_STARTS.get(k, c) for k, c in zip(index, firsts, strict=True)]
+    stacked = tuple(np.stack([u[f] for u in unique]) for f in range(5))
+    if len(unique) == len(configs):  # every start distinct: in order already
+        return stacked
+    return tuple(x[inverse] for x in stacked)
 
 
 def _run_ode(configs: list[dict[str, Any]]) -> Part:
@@ -305,16 +355,7 @@ def _run_ode(configs: list[dict[str, Any]]) -> Part:
     from ..overlaps import BatchOverlaps
 
     c0 = configs[0]
-    # one derivation per distinct start: an lr x seed grid draws each seed's networks once
-    init_keys = ("K", "M", "d", "init", "seed", "q0", "m0", "scaling", "readout", "spherical")
-    cache: dict[tuple[Any, ...], tuple[NDArray[np.float64], ...]] = {}
-    arrays = []
-    for c in configs:
-        key = tuple(c[k] for k in init_keys)
-        if key not in cache:
-            cache[key] = _overlap_arrays(c)
-        arrays.append(cache[key])
-    Q, M, P, a, v = (np.stack([x[i] for x in arrays]) for i in range(5))
+    Q, M, P, a, v = _start_stack(configs)
     stack = BatchOverlaps(Q, M, P, a, v, _label=lambda b, f: f"configuration {b} of the group: {f}")
     act = c0["activation"]
     res = integrate_batch(

@@ -7,7 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .engines import engine_for
+import numpy as np
+
+from .engines import _hashable, engine_for
 from .spec import Scan
 
 __all__ = ["Group", "make_groups"]
@@ -68,13 +70,26 @@ def make_groups(scan: Scan) -> list[Group]:
     """
     eng = engine_for(scan.engine)
     size = scan.resolved_group_size
-    keyed: dict[tuple[Any, ...], list[tuple[int, dict[str, Any]]]] = {}
     defaults = eng.complete({})
-    # every configuration has the same parameter names, and only scanned ones can differ between configurations
-    names = tuple(n for n in eng.group_names({**defaults, **next(scan.configs())}) if n in scan.coords)
-    for i, cfg in enumerate(scan.configs()):
-        full = {**defaults, **cfg}
-        keyed.setdefault(eng.group_key(full, names), []).append((i, full))
-    chunks = [members[s:s + size] for members in keyed.values() for s in range(0, len(members), size)]
-    chunks.sort(key=lambda c: c[0][0])
-    return [Group(g, [i for i, _ in c], [cfg for _, cfg in c]) for g, c in enumerate(chunks)]
+    n = len(scan)
+    # every configuration has the same parameter names, and only scanned ones can differ between configurations:
+    # the group key of a configuration is fixed by its positions along the dimensions holding such parameters
+    names = set(eng.group_names({**defaults, **scan.configs_at([0])[0]})) & set(scan.coords)
+    code = np.zeros(n, dtype=np.int64)
+    if names:
+        sizes = tuple(scan.dims.values())
+        positions = np.unravel_index(np.arange(n, dtype=np.int64), sizes)
+        for d, (dim, length) in enumerate(scan.dims.items()):
+            keyed = [k for k in sorted(names) if scan.coords[k][0] == dim]
+            if not keyed:
+                continue
+            # equal values at two positions give one code (a zip may repeat a shape)
+            values = [tuple(_hashable(scan.coords[k][1][i]) for k in keyed) for i in range(length)]
+            first: dict[tuple[Any, ...], int] = {}
+            dim_code = np.array([first.setdefault(v, len(first)) for v in values], dtype=np.int64)
+            code = code * len(first) + dim_code[positions[d]]
+    order = np.argsort(code, kind="stable")  # each key's members in increasing flat index
+    bounds = np.flatnonzero(np.diff(code[order])) + 1
+    chunks = [members[s:s + size] for members in np.split(order, bounds) for s in range(0, len(members), size)]
+    chunks.sort(key=lambda c: int(c[0]))
+    return [Group(g, c.tolist(), scan.configs_at(c, defaults)) for g, c in enumerate(chunks)]

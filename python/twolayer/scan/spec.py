@@ -267,16 +267,32 @@ class Scan:
 
     def configs(self) -> Iterator[dict[str, Any]]:
         """Every configuration, in C order over :attr:`dims` (constants updated with the axis values)."""
-        sizes = list(self.dims.values())
-        columns = [[{k: v} for k, v in ((name, x) for x in vals)] for name, vals in self.axes.items()]
+        yield from self.configs_at(range(len(self)))
+
+    def configs_at(self, indices: Any, base: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        """The configurations at flat ``indices`` (C order over :attr:`dims`): ``base`` (e.g. the engine's
+        defaults) updated with the constants and the axis values at each grid position.
+
+        >>> sc = tl.scan.Scan("ode", constants={"t_max": 10.0}, axes={"lr": [0.5, 1.0], "seed": [0, 1, 2]})
+        >>> [(c["lr"], c["seed"]) for c in sc.configs_at([1, 5])]
+        [(0.5, 1), (1.0, 2)]
+        """
+        start = {**(base or {}), **self.constants}
+        columns = [[{name: x} for x in vals] for name, vals in self.axes.items()]
         for cols in self.zip.values():
             n = len(next(iter(cols.values())))
             columns.append([{k: v[i] for k, v in cols.items()} for i in range(n)])
-        for pos in np.ndindex(*sizes) if sizes else [()]:
-            cfg = dict(self.constants)
+        idx = np.asarray(indices, dtype=np.int64)
+        if not columns:
+            return [dict(start) for _ in range(idx.size)]
+        positions = [p.tolist() for p in np.unravel_index(idx, tuple(len(c) for c in columns))]
+        out = []
+        for pos in zip(*positions, strict=True):
+            cfg = start.copy()
             for col, i in zip(columns, pos, strict=True):
                 cfg.update(col[i])
-            yield cfg
+            out.append(cfg)
+        return out
 
 
 def _plain_list(values: Any, where: str) -> list[Any]:

@@ -31,7 +31,7 @@ from numpy.typing import NDArray
 from .engines import Part, fill_value
 from .spec import Scan
 
-__all__ = ["assemble", "complete_groups", "open_dataset", "prepare", "read_group", "write_group"]
+__all__ = ["Assembly", "assemble", "complete_groups", "open_dataset", "prepare", "read_group", "write_group"]
 
 _FORMAT = "twolayer-scan/1"
 
@@ -53,9 +53,13 @@ def _version() -> str:
     return __version__
 
 
-def prepare(store: str | Path, scan: Scan, n_groups: int, resume: bool) -> set[int]:
+def prepare(store: str | Path, scan: Scan, n_groups: int, resume: bool, allow_version_change: bool = False) \
+        -> set[int]:
     """Create the store for ``scan``, or check an existing one: a store of another definition raises ValueError;
-    one holding finished groups needs ``resume`` (FileExistsError otherwise). Returns the finished group ids.
+    one holding finished groups needs ``resume`` (FileExistsError otherwise); one written by another version of
+    twolayer raises ValueError naming both versions unless ``allow_version_change`` (results of two versions
+    need not agree bit for bit: mixing them is the user's explicit choice, recorded in the store's
+    ``twolayer_version``, e.g. ``"0.1.0, 0.2.0"``, and per group). Returns the finished group ids.
 
     Parameters
     ----------
@@ -67,6 +71,8 @@ def prepare(store: str | Path, scan: Scan, n_groups: int, resume: bool) -> set[i
         Number of groups of the scan.
     resume : bool
         Continue a store that already holds finished groups.
+    allow_version_change : bool
+        Continue a store written by another twolayer version.
 
     Returns
     -------
@@ -102,6 +108,16 @@ def prepare(store: str | Path, scan: Scan, n_groups: int, resume: bool) -> set[i
         if done and not resume:
             raise FileExistsError(f"store: {path} already holds {len(done)} of {n_groups} finished groups of this "
                                   "scan: pass resume=True (--resume) to compute only the missing ones, or delete it")
+        versions = [v.strip() for v in str(attrs.get("twolayer_version", "")).split(",")]
+        if _version() not in versions:
+            if not done:  # nothing stored yet: nothing to mix
+                versions = []
+            elif not allow_version_change:
+                raise ValueError(f"store: {path} was written by twolayer {', '.join(versions)}, this is twolayer "
+                                 f"{_version()}: results of two versions need not agree bit for bit; pass "
+                                 "allow_version_change=True (--allow-version-change) to complete it anyway, or "
+                                 "use another store")
+            zarr.open_group(str(path), mode="a").attrs["twolayer_version"] = ", ".join([*versions, _version()])
         return done
     root = zarr.open_group(str(path), mode="w")
     root.create_group("groups")
@@ -207,7 +223,8 @@ def write_group(store: str | Path, name: str, indices: list[int], part: Part) ->
     for kind, arrays in (("_index", [np.asarray(indices, dtype=np.int64)]), *blocks.items()):
         data = np.concatenate(arrays) if arrays else np.zeros(0, dtype=kind if kind != "_index" else np.int64)
         grp.create_array(kind, data=data, chunks=(max(data.size, 1),), compressors=None)
-    grp.update_attributes({"variables": variables, "complete": True})  # one metadata write, last
+    # one metadata write, last
+    grp.update_attributes({"variables": variables, "twolayer_version": _version(), "complete": True})
 
 
 def read_group(store: str | Path, gid: int) -> tuple[NDArray[np.int64], Part]:
@@ -293,9 +310,18 @@ def open_dataset(store: str | Path) -> Any:
     scan = definition(store)
     done = sorted(complete_groups(store))
     ds = assemble(scan, (read_group(store, g) for g in done))
-    ds.attrs.update({"n_groups": int(_zarr().open_group(str(store), mode="r").attrs["n_groups"]),
-                     "n_groups_complete": len(done)})
+    attrs = _zarr().open_group(str(store), mode="r").attrs
+    ds.attrs.update({"n_groups": int(attrs["n_groups"]), "n_groups_complete": len(done),
+                     "twolayer_version": str(attrs["twolayer_version"])})  # every version that wrote groups
     return ds
+
+
+def _rows(indices: Any) -> slice | NDArray[np.int64]:
+    """The rows of flat ``indices``: a slice when they are consecutive (a plain copy), else an index array."""
+    idx = np.asarray(indices, dtype=np.int64)
+    if idx.size and idx[-1] - idx[0] == idx.size - 1 and np.all(np.diff(idx) == 1):
+        return slice(int(idx[0]), int(idx[-1]) + 1)
+    return idx
 
 
 # scanned parameters whose names are also result variables (the teacher size M and the overlaps M) are renamed
@@ -340,65 +366,111 @@ def assemble(scan: Scan, parts: Iterable[tuple[Any, Part]]) -> Any:
     >>> ds.risk.shape, ds.attrs["engine"]
     ((2, 3), 'ode')
     """
-    from ..results import _xarray
+    asm = Assembly(scan)
+    for indices, part in parts:
+        asm.add(indices, part)
+    return asm.dataset()
 
-    xr = _xarray()
-    n = len(scan)
-    grid = scan.dims
-    collected = list(parts)
-    # coordinates shared by every group stay coordinates; the others become per-configuration data
-    coord_values: dict[str, list[tuple[tuple[str, ...], NDArray[Any]]]] = {}
-    for _, part in collected:
-        for k, v in part.coords.items():
-            coord_values.setdefault(k, []).append(v)
-    shared: dict[str, tuple[tuple[str, ...], NDArray[Any]]] = {}
-    per_config: dict[str, tuple[tuple[str, ...], NDArray[Any]]] = {}
-    for k, vals in coord_values.items():
-        if all(v[0] == vals[0][0] and v[1].shape == vals[0][1].shape and np.array_equal(v[1], vals[0][1])
-               for v in vals):
-            shared[k] = vals[0]
-    specs: dict[str, tuple[tuple[str, ...], list[int], Any]] = {}
-    for _, part in collected:
-        for k, v in part.coords.items():
-            if k not in shared:
-                per_config["time" if k == "t" else f"{k}_values"] = v
-        items: list[tuple[str, tuple[tuple[str, ...], tuple[int, ...], Any]]] = [
-            (k, (dims, arr.shape[1:], arr.dtype)) for k, (dims, arr) in part.data.items()]
-        items += [("time" if k == "t" else f"{k}_values", (dims, arr.shape, arr.dtype)) for k, (dims, arr) in
-                  part.coords.items() if k not in shared]
-        for k, (dims, shape, dtype) in items:
-            if k in specs:
-                old = specs[k]
-                specs[k] = (dims, [max(a, b) for a, b in zip(old[1], shape, strict=True)], np.result_type(old[2],
-                                                                                                         dtype))
-            else:
-                specs[k] = (dims, list(shape), dtype)
-    full: dict[str, NDArray[Any]] = {}
-    for k, (_, dims_shape, dtype) in specs.items():
-        full[k] = np.full((n, *dims_shape), fill_value(dtype), dtype=dtype)
-    for idx, part in collected:
-        idx = np.asarray(idx, dtype=np.int64)
-        rows: dict[str, NDArray[Any]] = {k: arr for k, (_, arr) in part.data.items()}
-        for k, (_, arr) in part.coords.items():
-            if k not in shared:
-                rows["time" if k == "t" else f"{k}_values"] = np.broadcast_to(arr, (len(idx), *arr.shape))
-        for k, arr in rows.items():
-            full[k][(idx,) + tuple(slice(0, s) for s in arr.shape[1:])] = arr
-    unit = "t = steps / d" if scan.engine_name in ("ode", "sgd") else "iterations"
-    rename = {k: _RENAME.get(k, f"param_{k}") for k in [*scan.coords, *grid] if k in specs or k in shared}
-    data = {}
-    for k, (dims, _, _) in specs.items():
-        data[k] = ((*(rename.get(g, g) for g in grid), *dims), full[k].reshape((*grid.values(), *full[k].shape[1:])),
-                   _labels(k, unit))
-    coords: dict[str, Any] = {rename.get(name, name): (rename.get(dim, dim), values,
-                                                           _labels(rename.get(name, name), unit))
-                              for name, (dim, values) in scan.coords.items()}
-    for k, (dims, arr) in shared.items():
-        coords[k] = (dims, arr, _labels(k, unit))
-    attrs: dict[str, Any] = {}
-    for k, v in scan.constants.items():
-        attrs[k] = json.dumps(v) if isinstance(v, list) else (int(v) if isinstance(v, bool) else v)
-    attrs.update({"engine": scan.engine_name, "scan_hash": scan.digest(),
-                  "scan_definition": json.dumps(scan.to_dict()), "twolayer_version": _version(),
-                  "time_unit": unit})
-    return xr.Dataset(data, coords=coords, attrs=attrs)
+
+class Assembly:
+    """The arrays of a scan's dataset, filled group by group as the groups arrive (:meth:`add`), each result
+    copied once, straight into its row block of the full array (a slice when the group's configurations are
+    consecutive), so that a group's own arrays can be dropped at once; :meth:`dataset` wraps them. Rows of
+    configurations no group computed, and the padding of groups of smaller shape, are filled (NaN, -1 or "").
+
+    Parameters
+    ----------
+    scan : Scan
+        The definition.
+
+    Examples
+    --------
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    ...                   axes={"lr": [0.5, 1.0]})
+    >>> asm = tl.scan.store.Assembly(sc)
+    >>> asm.add([1], tl.scan.engines.Part({"loss": ((), np.array([2.5]))}))
+    >>> asm.dataset().loss.values.tolist()
+    [nan, 2.5]
+    """
+
+    def __init__(self, scan: Scan) -> None:
+        self.scan, self.n = scan, len(scan)
+        self.full: dict[str, NDArray[Any]] = {}  # name -> (n_configs, ...)
+        self.dims: dict[str, tuple[str, ...]] = {}
+        self.written = np.zeros(self.n, dtype=bool)
+        self.coords: list[tuple[NDArray[np.int64], dict[str, tuple[tuple[str, ...], NDArray[Any]]]]] = []
+
+    def add(self, indices: Any, part: Part) -> None:
+        """Copy one group's results (its flat configuration ``indices``) into the full arrays."""
+        idx = np.asarray(indices, dtype=np.int64)
+        rows = _rows(idx)
+        for k, (dims, arr) in part.data.items():
+            self._put(k, dims, rows, np.asarray(arr))
+        for k, out in self.full.items():
+            if k not in part.data:  # a variable this group does not have
+                out[rows] = fill_value(out.dtype)
+        self.coords.append((idx, dict(part.coords)))
+        self.written[idx] = True
+
+    def _put(self, k: str, dims: tuple[str, ...], rows: slice | NDArray[np.int64], arr: NDArray[Any]) -> None:
+        out = self.full.get(k)
+        shape, dtype = arr.shape[1:], arr.dtype
+        if out is None:  # rows written before without it are filled; rows never written, in dataset()
+            out = self.full[k] = np.empty((self.n, *shape), dtype=dtype)
+            self.dims[k] = dims
+            if self.written.any():
+                out[self.written] = fill_value(dtype)
+        elif out.shape[1:] != shape or np.result_type(out.dtype, dtype) != out.dtype:
+            grown = tuple(max(a, b) for a, b in zip(out.shape[1:], shape, strict=True))
+            if grown != out.shape[1:] or np.result_type(out.dtype, dtype) != out.dtype:  # pad earlier groups
+                new = np.full((self.n, *grown), fill_value(np.result_type(out.dtype, dtype)),
+                              dtype=np.result_type(out.dtype, dtype))
+                new[(slice(None),) + tuple(slice(0, s) for s in out.shape[1:])] = out
+                out = self.full[k] = new
+        if shape != out.shape[1:]:
+            out[rows] = fill_value(out.dtype)  # this group's padding
+        out[(rows,) + tuple(slice(0, s) for s in shape)] = arr
+
+    def dataset(self) -> Any:
+        """The ``xarray.Dataset`` of the groups added so far (see :func:`assemble`)."""
+        from ..results import _xarray
+
+        xr = _xarray()
+        scan = self.scan
+        grid = scan.dims
+        # coordinates shared by every group stay coordinates; the others become per-configuration data
+        values: dict[str, list[tuple[tuple[str, ...], NDArray[Any]]]] = {}
+        for _, group_coords in self.coords:
+            for k, v in group_coords.items():
+                values.setdefault(k, []).append(v)
+        shared = {k: vals[0] for k, vals in values.items()
+                  if all(v[0] == vals[0][0] and v[1].shape == vals[0][1].shape and np.array_equal(v[1], vals[0][1])
+                         for v in vals)}
+        for idx, group_coords in self.coords:
+            for k, (dims, arr) in group_coords.items():
+                if k not in shared:
+                    self._put("time" if k == "t" else f"{k}_values", dims, _rows(idx),
+                              np.broadcast_to(arr, (idx.size, *arr.shape)))
+        missing = ~self.written
+        if missing.any():
+            for out in self.full.values():
+                out[missing] = fill_value(out.dtype)
+        full, specs = self.full, self.dims
+        unit = "t = steps / d" if scan.engine_name in ("ode", "sgd") else "iterations"
+        rename = {k: _RENAME.get(k, f"param_{k}") for k in [*scan.coords, *grid] if k in specs or k in shared}
+        data = {}
+        for k, dims in specs.items():
+            data[k] = ((*(rename.get(g, g) for g in grid), *dims),
+                       full[k].reshape((*grid.values(), *full[k].shape[1:])), _labels(k, unit))
+        coords: dict[str, Any] = {rename.get(name, name): (rename.get(dim, dim), vals,
+                                                               _labels(rename.get(name, name), unit))
+                                  for name, (dim, vals) in scan.coords.items()}
+        for k, (dims, arr) in shared.items():
+            coords[k] = (dims, arr, _labels(k, unit))
+        attrs: dict[str, Any] = {}
+        for k, v in scan.constants.items():
+            attrs[k] = json.dumps(v) if isinstance(v, list) else (int(v) if isinstance(v, bool) else v)
+        attrs.update({"engine": scan.engine_name, "scan_hash": scan.digest(),
+                      "scan_definition": json.dumps(scan.to_dict()), "twolayer_version": _version(),
+                      "time_unit": unit})
+        return xr.Dataset(data, coords=coords, attrs=attrs)
