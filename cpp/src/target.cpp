@@ -578,6 +578,75 @@ void target_cross_grad(const PolyTarget& t, const double* Q, const double* M, co
   }
 }
 
+void target_unit_jet(const PolyTarget& t, double q, const double* m, Activation act, double* out) {
+  const int k = t.k;
+  if (!(q > 0.0) || !std::isfinite(q)) throw std::domain_error("target Hessian: a student unit has zero norm");
+  // f, d_r f, d_r d_t f in the Hermite basis (d He_n = n He_{n-1})
+  auto derivative = [k](const HermitePoly& p, int r) {
+    HermitePoly out;
+    for (const auto& [alpha, c] : p)
+      if (alpha[r] > 0) {
+        std::vector<int> b = alpha;
+        --b[r];
+        out[b] += c * alpha[r];
+      }
+    (void)k;
+    return out;
+  };
+  std::vector<HermitePoly> df(k), d2f(static_cast<std::size_t>(k) * k);
+  for (int r = 0; r < k; ++r) df[r] = derivative(t.f, r);
+  for (int r = 0; r < k; ++r)
+    for (int s = 0; s < k; ++s) d2f[static_cast<std::size_t>(r) * k + s] = derivative(df[r], s);
+  const int D = poly_degree(t.f);
+  ConditionalHermite ch(1, &q, m, k, D);
+  // h_P(l) = E[P(z) | l] as coefficients of l^j, j <= D + 3 (room for T^3)
+  const int L = D + 4;
+  auto conditional = [&](const HermitePoly& p) {
+    std::vector<double> h(L, 0.0);
+    for (const auto& [alpha, c] : p) {
+      const LPoly& hp = ch.get(alpha);
+      for (int j = 0; j <= D; ++j) h[j] += c * hp.c[j];
+    }
+    return h;
+  };
+  auto T = [&](const std::vector<double>& h) {  // l h / q - h'
+    std::vector<double> g(L, 0.0);
+    for (int j = 0; j + 1 < L; ++j) g[j + 1] += h[j] / q;
+    for (int j = 1; j < L; ++j) g[j - 1] -= j * h[j];
+    return g;
+  };
+  const FieldFactor s0{0, 1, 0}, d1{1, 0, 0};
+  FactorMoments m0(act, 1, &q, &s0), m1(act, 1, &q, &d1);
+  std::vector<double> mom0(L), mom1(L);
+  for (int j = 0; j < L; ++j) {
+    mom0[j] = j <= D ? m0(&j) : 0.0;
+    mom1[j] = m1(&j);
+  }
+  auto dot = [L](const std::vector<double>& h, const std::vector<double>& mom) {
+    double s = 0.0;
+    for (int j = 0; j < L; ++j)
+      if (h[j] != 0.0) s += h[j] * mom[j];
+    return s;
+  };
+  // E[sigma^(n)(l) P(z)] for n >= 1
+  auto deriv_moment = [&](const std::vector<double>& h, int n) {
+    std::vector<double> g = h;
+    for (int j = 1; j < n; ++j) g = T(g);
+    return dot(g, mom1);
+  };
+  const std::vector<double> hf = conditional(t.f);
+  out[0] = dot(hf, mom0);
+  out[1] = 0.5 * deriv_moment(hf, 2);
+  out[2 + k] = 0.25 * deriv_moment(hf, 4);
+  for (int r = 0; r < k; ++r) {
+    const std::vector<double> hr = conditional(df[r]);
+    out[2 + r] = deriv_moment(hr, 1);
+    out[3 + k + r] = 0.5 * deriv_moment(hr, 3);
+    for (int s = 0; s < k; ++s)
+      out[3 + 2 * k + r * k + s] = deriv_moment(conditional(d2f[static_cast<std::size_t>(r) * k + s]), 2);
+  }
+}
+
 TargetRhs::TargetRhs(const PolyTarget& t, Activation act, int K, bool online, double lr, double lr_readout)
     : t_(t), act_(act), K_(K), k_(t.k), online_(online), lr_(lr), lr_readout_(lr_readout) {
   t_.validate();
