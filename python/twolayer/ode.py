@@ -609,6 +609,14 @@ def integrate_batch(
     array([166.818, 198.457])
     >>> batch[0].status, batch.risk.shape
     ('converged', (2, 101))
+
+    A polynomial target shared by two students (or ``target=[t1, t2]``):
+
+    >>> tgt = tl.targets.staircase(2, d=30, seed=0)
+    >>> ovs = [tl.Overlaps.from_networks(tl.Network.random(2, 30, "relu", seed=s), tgt)
+    ...        for s in (1, 2)]
+    >>> tl.ode.integrate_batch(ovs, "relu", lr=0.5, t_max=1, n_points=3).M.shape
+    (2, 3, 2, 2)
     """
     if regime == "large_batch":
         raise ValueError("regime: integrate_batch integrates the ODE ('online' or 'gradient_flow'); the "

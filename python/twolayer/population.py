@@ -193,7 +193,7 @@ def _target_hessian(student: Network, target: Any, train_readout: bool, n_thread
         Hu = (2.0 * phi_q[i] * np.eye(d) + 4.0 * phi_qq[i] * np.outer(u, u) + 2.0 * (cross + cross.T)
               + Us.T @ phi_mm[i] @ Us)
         blk = slice(i * d, (i + 1) * d)
-        H[blk, blk] -= ea[i] * Hu / s
+        H[blk, blk] -= ea[i] * (0.5 * (Hu + Hu.T)) / s  # exactly symmetric
         if train_readout:
             g = (2.0 * phi_q[i] * u + phi_m[i] @ Us) / math.sqrt(s)
             H[blk, student.K * d + i] -= c * g
@@ -314,10 +314,18 @@ def hessian(
     >>> H = tl.population.hessian(s, t)
     >>> H.shape, bool(np.allclose(H, H.T))
     ((22, 22), True)
+
+    Against a polynomial target (exact: the target's cross term
+    -sum_i a_i E[sigma(l_i) f] differentiated twice by Price's theorem):
+
+    >>> tgt = tl.targets.staircase(2, d=10, seed=0)
+    >>> tl.population.hessian(s, tgt).shape
+    (22, 22)
     """
     train_readout = boolean(train_readout, "train_readout")
     if is_target(teacher):
         return _target_hessian(student, teacher, train_readout, n_threads)
+    teacher = cast(Network, teacher)  # checked in _args (a TypeError for anything else)
     args, DW, Da = _args(student, teacher)
     why = aligned_step_units(student, teacher)
     if why is not None:
