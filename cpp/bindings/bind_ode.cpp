@@ -340,7 +340,7 @@ void bind_ode(py::module_& m) {
          const Array& lr_readout_arr, const Array& noise_arr, const Array& times_arr, const std::string& method,
          double dt, double rtol, double atol, double h0, double h_max, const Array& risk_tol_arr,
          const Array& risk_rtol_arr, long long max_steps, int n_threads, const py::object& progress,
-         const py::object& schedule) {
+         const py::object& schedule, const py::object& targets) {
         expect_shape(a, "a", {-1, -1});
         const py::ssize_t B = a.shape(0), K = a.shape(1);
         expect_shape(Mo, "M", {B, K, -1});
@@ -355,6 +355,8 @@ void bind_ode(py::module_& m) {
                                         {&risk_rtol_arr, "risk_rtol"}})
           expect_shape(*arr, name, {B});
         const std::size_t nB = static_cast<std::size_t>(B);
+        if (!targets.is_none() && py::len(targets) != nB)
+          throw std::invalid_argument("targets: expected one (exponents, coefficients) pair per member");
         const std::size_t kk = static_cast<std::size_t>(K * K), km = static_cast<std::size_t>(K * M),
                           mm = static_cast<std::size_t>(M * M), n = kk + km + static_cast<std::size_t>(K);
         // Initial states, one block of n per member: [Q, M, a].
@@ -372,6 +374,14 @@ void bind_ode(py::module_& m) {
           models[b] = make_model(student, teacher, regime, spherical, static_cast<int>(K), static_cast<int>(M),
                                  lr_arr.data()[b], lr_readout_arr.data()[b], noise_arr.data()[b],
                                  shared_P ? pp : pp + b * mm, shared_v ? pv : pv + b * static_cast<std::size_t>(M));
+          if (!targets.is_none()) {  // member b's polynomial target (alpha, coef), as ode_integrate_target
+            const auto pair = targets.cast<py::sequence>()[b].cast<py::tuple>();
+            auto t = make_target(pair[0].cast<IntArray>(), pair[1].cast<Array>());
+            if (t->k != M) throw std::invalid_argument("M: expected k = " + std::to_string(t->k) + " columns, got " +
+                                                       std::to_string(M));
+            models[b].target = t;
+            validate_model(models[b]);
+          }
           stops[b].risk_tol = risk_tol_arr.data()[b];
           stops[b].risk_rtol = risk_rtol_arr.data()[b];
         }
@@ -464,7 +474,7 @@ void bind_ode(py::module_& m) {
       py::arg("regime"), py::arg("spherical"), py::arg("lr"), py::arg("lr_readout"), py::arg("noise"),
       py::arg("times"), py::arg("method"), py::arg("dt"), py::arg("rtol"), py::arg("atol"), py::arg("h0"),
       py::arg("h_max"), py::arg("risk_tol"), py::arg("risk_rtol"), py::arg("max_steps"), py::arg("n_threads") = 0,
-      py::arg("progress") = py::none(), py::arg("schedule") = py::none());
+      py::arg("progress") = py::none(), py::arg("schedule") = py::none(), py::arg("targets") = py::none());
 }
 
 }  // namespace twolayer::bind

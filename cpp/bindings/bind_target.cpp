@@ -84,6 +84,35 @@ void bind_target(py::module_& m) {
         return py::make_tuple(dQ, dM, sf);
       },
       py::arg("alpha"), py::arg("coef"), py::arg("Q"), py::arg("M"), py::arg("a"), py::arg("act"));
+  // Per unit i (q_i = Q_ii, m_i = M[i]): Phi = E[sigma(l_i) f] and its (q, m) derivatives (target_unit_jet):
+  // (phi (K), phi_q (K), phi_m (K, k), phi_qq (K), phi_qm (K, k), phi_mm (K, k, k)).
+  m.def(
+      "target_unit_jet",
+      [](const IntArray& alpha, const Array& coef, const Array& q, const Array& M, const std::string& act) {
+        auto t = make_target(alpha, coef);
+        expect_shape(q, "q", {-1});
+        const py::ssize_t K = q.shape(0), k = t->k;
+        expect_shape(M, "M", {K, k});
+        const Activation a = parse_activation(act);
+        Array phi({K}), phi_q({K}), phi_m({K, k}), phi_qq({K}), phi_qm({K, k}), phi_mm({K, k, k});
+        {
+          py::gil_scoped_release release;
+          std::vector<double> out(static_cast<std::size_t>(3 + 2 * k + k * k));
+          for (py::ssize_t i = 0; i < K; ++i) {
+            target_unit_jet(*t, q.data()[i], M.data() + i * k, a, out.data());
+            phi.mutable_data()[i] = out[0];
+            phi_q.mutable_data()[i] = out[1];
+            phi_qq.mutable_data()[i] = out[2 + k];
+            for (py::ssize_t r = 0; r < k; ++r) {
+              phi_m.mutable_data()[i * k + r] = out[2 + r];
+              phi_qm.mutable_data()[i * k + r] = out[3 + k + r];
+              for (py::ssize_t s = 0; s < k; ++s) phi_mm.mutable_data()[(i * k + r) * k + s] = out[3 + 2 * k + r * k + s];
+            }
+          }
+        }
+        return py::make_tuple(phi, phi_q, phi_m, phi_qq, phi_qm, phi_mm);
+      },
+      py::arg("alpha"), py::arg("coef"), py::arg("q"), py::arg("M"), py::arg("act"));
 }
 
 }  // namespace twolayer::bind

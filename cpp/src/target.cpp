@@ -227,7 +227,7 @@ class ConditionalHermite {
     } else {
       std::vector<int> beta = alpha;
       --beta[r];
-      const LPoly hb = get(beta);  // copy: the map may rehash (std::map does not, but keep it simple)
+      const LPoly& hb = get(beta);  // std::map: references stay valid through later insertions
       // mu_r H_beta
       int e[3] = {0, 0, 0};
       for (std::size_t id = 0; id < hb.c.size(); ++id) {
@@ -263,6 +263,28 @@ class ConditionalHermite {
   std::map<std::vector<int>, LPoly> memo_;
 };
 
+// A field factor split into its law part (what shapes the Gaussian law: indicators, deltas, the erf reweighting and
+// auxiliary) and what only multiplies: a power of l and a constant (relu sigma = l 1(l > 0), sigma' = 1(l > 0);
+// linear and quadratic are polynomials). Patterns with equal law parts share their moments (FieldTuple).
+struct FactorSplit {
+  FieldFactor law;
+  int power;
+  double c;
+};
+
+FactorSplit split_factor(Activation act, const FieldFactor& f) {
+  if (f.n_sigma > 1 || f.n_deriv < 0 || f.n_sigma < 0 || f.power < 0)
+    throw std::invalid_argument("target expectation: unsupported field factor");
+  switch (act) {
+    case Activation::Linear: return {{0, 0, 0}, f.power + f.n_sigma, 1.0};
+    case Activation::Quadratic: return {{0, 0, 0}, f.power + f.n_deriv + 2 * f.n_sigma, std::pow(2.0, f.n_deriv)};
+    case Activation::Relu: return {{f.n_deriv + f.n_sigma > 0 ? 1 : 0, 0, 0}, f.power + f.n_sigma, 1.0};
+    case Activation::Step:
+    case Activation::Erf: break;
+  }
+  return {{f.n_deriv, f.n_sigma, 0}, f.power, 1.0};
+}
+
 // E[prod_s F_s(l_s) l^beta] for every beta: the factors turned into a constant, a reweighted covariance, deltas,
 // indicators and erf auxiliaries (see target.hpp).
 class FactorMoments {
@@ -278,19 +300,15 @@ class FactorMoments {
     unsigned ind = 0;
     std::vector<int> deltas, erfs;
     for (int s = 0; s < n; ++s) {
-      const FieldFactor& f = fac[s];
-      if (f.n_sigma > 1 || f.n_deriv < 0 || f.n_sigma < 0 || f.power < 0)
-        throw std::invalid_argument("target expectation: unsupported field factor");
-      pw_[s] = f.power;
+      const FactorSplit sp = split_factor(act, fac[s]);
+      const FieldFactor& f = sp.law;
+      pw_[s] = sp.power;
+      c0_ *= sp.c;
       switch (act) {
-        case Activation::Linear: pw_[s] += f.n_sigma; break;
-        case Activation::Quadratic:
-          c0_ *= std::pow(2.0, f.n_deriv);
-          pw_[s] += f.n_deriv + 2 * f.n_sigma;
-          break;
+        case Activation::Linear:
+        case Activation::Quadratic: break;
         case Activation::Relu:
-          if (f.n_deriv + f.n_sigma > 0) ind |= 1u << s;
-          pw_[s] += f.n_sigma;
+          if (f.n_deriv) ind |= 1u << s;
           break;
         case Activation::Step:
           if (f.n_deriv > 1) throw std::invalid_argument("target expectation: step units have delta derivatives");
@@ -386,6 +404,91 @@ int poly_degree(const HermitePoly& p) {
   return D;
 }
 
+// One tuple of n <= 3 student fields l_S, conditioned once: every factor pattern and every polynomial on these
+// fields shares the conditional Hermite polynomials E[He_alpha(z) | l_S] (ConditionalHermite), and each polynomial
+// p is summed to one conditional polynomial E[p(z) | l_S] before it meets the moments, so an expectation costs one
+// dot product with the pattern's moments E[prod_s F_s(l_s) l^beta] (FactorMoments, the only per-pattern work).
+class FieldTuple {
+ public:
+  // D: the largest degree of the polynomials that will be asked for.
+  FieldTuple(Activation act, int n, const double* Qs, const double* Ms, int k, int D)
+      : act_(act), n_(n), D_(D), ch_(n, Qs, Ms, k, D) {
+    std::copy(Qs, Qs + n * n, Qs_.begin());
+  }
+
+  // out[j] = E[prod_s F_s(l_s) ps[j](z)].
+  void expect(const FieldFactor* factors, const HermitePoly* const* ps, std::size_t np, double* out) {
+    // the law part of the pattern: its moments are shared with every pattern of the same law on these fields
+    std::uint32_t key = 0;
+    int pw[3] = {0, 0, 0};
+    double c = 1.0;
+    FieldFactor law[3];
+    for (int q = 0; q < n_; ++q) {
+      const FactorSplit sp = split_factor(act_, factors[q]);
+      law[q] = sp.law;
+      pw[q] = sp.power;
+      c *= sp.c;
+      if (law[q].n_deriv > 15) throw std::invalid_argument("target expectation: unsupported field factor");
+      key = key * 32u + static_cast<std::uint32_t>(law[q].n_deriv * 2 + law[q].n_sigma);
+    }
+    auto it = laws_.find(key);
+    if (it == laws_.end()) it = laws_.emplace(key, Law{FactorMoments(act_, n_, Qs_.data(), law), {}}).first;
+    Law& L = it->second;
+    int e[3] = {0, 0, 0};
+    for (std::size_t j = 0; j < np; ++j) {
+      const LPoly& h = conditional(*ps[j]);
+      double s = 0.0;
+      for (std::size_t id = 0; id < h.c.size(); ++id) {
+        if (h.c[id] == 0.0) continue;
+        std::size_t rem = id;
+        std::uint32_t bkey = 0;
+        for (int q = 0; q < n_; ++q) {
+          e[q] = static_cast<int>(rem % (D_ + 1)) + pw[q];
+          rem /= (D_ + 1);
+          bkey = bkey * 128u + static_cast<std::uint32_t>(e[q]);
+        }
+        auto m = L.moments.find(bkey);
+        if (m == L.moments.end()) m = L.moments.emplace(bkey, L.fm(e)).first;
+        s += h.c[id] * m->second;
+      }
+      out[j] = c * s;
+    }
+  }
+
+  double expect(const FieldFactor* factors, const HermitePoly& p) {
+    const HermitePoly* q = &p;
+    double v;
+    expect(factors, &q, 1, &v);
+    return v;
+  }
+
+ private:
+  Activation act_;
+  int n_, D_;
+  std::array<double, 9> Qs_{};
+  ConditionalHermite ch_;
+  std::map<const HermitePoly*, LPoly> cond_;
+  struct Law {
+    FactorMoments fm;                                  // E[law factors l^beta]
+    std::unordered_map<std::uint32_t, double> moments;  // by beta (powers included)
+  };
+  std::unordered_map<std::uint32_t, Law> laws_;
+
+  // E[p(z) | l_S] = sum_alpha c_alpha E[He_alpha(z) | l_S], a polynomial in l_S (memoised per polynomial).
+  const LPoly& conditional(const HermitePoly& p) {
+    auto it = cond_.find(&p);
+    if (it != cond_.end()) return it->second;
+    if (poly_degree(p) > D_) throw std::logic_error("target expectation: polynomial above the tuple's degree");
+    LPoly h(n_, D_);
+    for (const auto& [alpha, c] : p) {
+      if (c == 0.0) continue;
+      const LPoly& ha = ch_.get(alpha);
+      for (std::size_t id = 0; id < ha.c.size(); ++id) h.c[id] += c * ha.c[id];
+    }
+    return cond_.emplace(&p, std::move(h)).first->second;
+  }
+};
+
 }  // namespace
 
 void PolyTarget::validate() const {
@@ -478,35 +581,7 @@ void target_expectations(Activation act, int n, const double* Qs, const double* 
   int D = 0;
   for (const HermitePoly* p : ps) D = std::max(D, poly_degree(*p));
   if (D > 60) throw std::invalid_argument("target expectation: degree above 60");
-  ConditionalHermite ch(n, Qs, Ms, k, D);
-  FactorMoments fm(act, n, Qs, factors);
-  // moments of every beta of degree <= D, computed once
-  LPoly mom(n, D);
-  std::vector<char> have(mom.c.size(), 0);
-  for (std::size_t j = 0; j < ps.size(); ++j) {
-    double total = 0.0;
-    for (const auto& [alpha, c] : *ps[j]) {
-      if (c == 0.0) continue;
-      const LPoly& h = ch.get(alpha);
-      double s = 0.0;
-      int e[3] = {0, 0, 0};
-      for (std::size_t id = 0; id < h.c.size(); ++id) {
-        if (h.c[id] == 0.0) continue;
-        if (!have[id]) {
-          std::size_t rem = id;
-          for (int q = 0; q < n; ++q) {
-            e[q] = static_cast<int>(rem % (D + 1));
-            rem /= (D + 1);
-          }
-          mom.c[id] = fm(e);
-          have[id] = 1;
-        }
-        s += h.c[id] * mom.c[id];
-      }
-      total += c * s;
-    }
-    out[j] = total;
-  }
+  FieldTuple(act, n, Qs, Ms, k, D).expect(factors, ps.data(), ps.size(), out);
 }
 
 double target_expectation(Activation act, int n, const double* Qs, const double* Ms, int k,
@@ -578,6 +653,75 @@ void target_cross_grad(const PolyTarget& t, const double* Q, const double* M, co
   }
 }
 
+void target_unit_jet(const PolyTarget& t, double q, const double* m, Activation act, double* out) {
+  const int k = t.k;
+  if (!(q > 0.0) || !std::isfinite(q)) throw std::domain_error("target Hessian: a student unit has zero norm");
+  // f, d_r f, d_r d_t f in the Hermite basis (d He_n = n He_{n-1})
+  auto derivative = [k](const HermitePoly& p, int r) {
+    HermitePoly out;
+    for (const auto& [alpha, c] : p)
+      if (alpha[r] > 0) {
+        std::vector<int> b = alpha;
+        --b[r];
+        out[b] += c * alpha[r];
+      }
+    (void)k;
+    return out;
+  };
+  std::vector<HermitePoly> df(k), d2f(static_cast<std::size_t>(k) * k);
+  for (int r = 0; r < k; ++r) df[r] = derivative(t.f, r);
+  for (int r = 0; r < k; ++r)
+    for (int s = 0; s < k; ++s) d2f[static_cast<std::size_t>(r) * k + s] = derivative(df[r], s);
+  const int D = poly_degree(t.f);
+  ConditionalHermite ch(1, &q, m, k, D);
+  // h_P(l) = E[P(z) | l] as coefficients of l^j, j <= D + 3 (room for T^3)
+  const int L = D + 4;
+  auto conditional = [&](const HermitePoly& p) {
+    std::vector<double> h(L, 0.0);
+    for (const auto& [alpha, c] : p) {
+      const LPoly& hp = ch.get(alpha);
+      for (int j = 0; j <= D; ++j) h[j] += c * hp.c[j];
+    }
+    return h;
+  };
+  auto T = [&](const std::vector<double>& h) {  // l h / q - h'
+    std::vector<double> g(L, 0.0);
+    for (int j = 0; j + 1 < L; ++j) g[j + 1] += h[j] / q;
+    for (int j = 1; j < L; ++j) g[j - 1] -= j * h[j];
+    return g;
+  };
+  const FieldFactor s0{0, 1, 0}, d1{1, 0, 0};
+  FactorMoments m0(act, 1, &q, &s0), m1(act, 1, &q, &d1);
+  std::vector<double> mom0(L), mom1(L);
+  for (int j = 0; j < L; ++j) {
+    mom0[j] = j <= D ? m0(&j) : 0.0;
+    mom1[j] = m1(&j);
+  }
+  auto dot = [L](const std::vector<double>& h, const std::vector<double>& mom) {
+    double s = 0.0;
+    for (int j = 0; j < L; ++j)
+      if (h[j] != 0.0) s += h[j] * mom[j];
+    return s;
+  };
+  // E[sigma^(n)(l) P(z)] for n >= 1
+  auto deriv_moment = [&](const std::vector<double>& h, int n) {
+    std::vector<double> g = h;
+    for (int j = 1; j < n; ++j) g = T(g);
+    return dot(g, mom1);
+  };
+  const std::vector<double> hf = conditional(t.f);
+  out[0] = dot(hf, mom0);
+  out[1] = 0.5 * deriv_moment(hf, 2);
+  out[2 + k] = 0.25 * deriv_moment(hf, 4);
+  for (int r = 0; r < k; ++r) {
+    const std::vector<double> hr = conditional(df[r]);
+    out[2 + r] = deriv_moment(hr, 1);
+    out[3 + k + r] = 0.5 * deriv_moment(hr, 3);
+    for (int s = 0; s < k; ++s)
+      out[3 + 2 * k + r * k + s] = deriv_moment(conditional(d2f[static_cast<std::size_t>(r) * k + s]), 2);
+  }
+}
+
 TargetRhs::TargetRhs(const PolyTarget& t, Activation act, int K, bool online, double lr, double lr_readout)
     : t_(t), act_(act), K_(K), k_(t.k), online_(online), lr_(lr), lr_readout_(lr_readout) {
   t_.validate();
@@ -606,65 +750,74 @@ double TargetRhs::risk_part(const double* y) const {
 }
 
 void TargetRhs::add_raw(const double* y, double* psi, double* hd) const {
+  // One FieldTuple per unit, per pair and (for hd) per triple of student fields: each is conditioned once and
+  // serves every factor pattern on it (the pair (i, k) also carries the unit terms sigma'(l_i)^2 sigma(l_k) f of
+  // hd_ii and hd_kk; the triple i < j < l carries sigma'(l_i) sigma'(l_j) sigma(l_l) f for each of its 3 pairs).
   const int K = K_, k = k_, n = K_ + k_;
   const double* Q = y;
   const double* M = y + static_cast<std::size_t>(K) * K;
   const double* a = M + static_cast<std::size_t>(K) * k;
+  const int Df = poly_degree(t_.f);
+  const int Dpair = hd ? poly_degree(f2_) : Df;
   double Qs[9];
-  std::vector<double> Ms(3 * k);
+  std::vector<double> Ms(3 * static_cast<std::size_t>(k));
   std::vector<const HermitePoly*> zf;
-  for (const auto& p : zf_) zf.push_back(&p);
-  std::vector<double> e(k);
+  int Dunit = Dpair;  // f, f^2 (hd) and the z_r f
+  for (const auto& p : zf_) {
+    zf.push_back(&p);
+    Dunit = std::max(Dunit, poly_degree(p));
+  }
+  std::vector<double> e(k), hl(hd ? static_cast<std::size_t>(K) * K : 0, 0.0);
   for (int i = 0; i < K; ++i) {
     gather(Q, M, K, k, &i, 1, Qs, Ms.data());
-    // psi_{i,K+r} += E[sigma'(l_i) z_r f]
-    const FieldFactor d1{1, 0, 0};
-    target_expectations(act_, 1, Qs, Ms.data(), k, &d1, zf, e.data());
+    FieldTuple u(act_, 1, Qs, Ms.data(), k, Dunit);
+    const FieldFactor d1{1, 0, 0}, d1l{1, 0, 1};
+    u.expect(&d1, zf.data(), zf.size(), e.data());  // psi_{i,K+r} += E[sigma'(l_i) z_r f]
     for (int r = 0; r < k; ++r) psi[i * n + K + r] += e[r];
-    // psi_ii += E[sigma'(l_i) l_i f]
-    const FieldFactor d1l{1, 0, 1};
-    psi[i * n + i] += target_expectation(act_, 1, Qs, Ms.data(), k, &d1l, t_.f);
-    if (hd) {
-      // E[sigma'(l_i)^2 f^2] - 2 sum_j a_j E[sigma'(l_i)^2 sigma(l_j) f]
+    psi[i * n + i] += u.expect(&d1l, t_.f);  // psi_ii += E[sigma'(l_i) l_i f]
+    if (hd) {  // E[sigma'(l_i)^2 f^2] - 2 a_i E[sigma'(l_i)^2 sigma(l_i) f]  (the j != i terms: pairs below)
       const FieldFactor d2{2, 0, 0}, d2s{2, 1, 0};
-      double s = target_expectation(act_, 1, Qs, Ms.data(), k, &d2, f2_);
-      s -= 2.0 * a[i] * target_expectation(act_, 1, Qs, Ms.data(), k, &d2s, t_.f);
-      for (int j = 0; j < K; ++j) {
-        if (j == i) continue;
-        const int idx[2] = {i, j};
-        gather(Q, M, K, k, idx, 2, Qs, Ms.data());
-        const FieldFactor ff[2] = {{2, 0, 0}, {0, 1, 0}};
-        s -= 2.0 * a[j] * target_expectation(act_, 2, Qs, Ms.data(), k, ff, t_.f);
-      }
-      hd[i * K + i] += s;
+      hl[i * K + i] += u.expect(&d2, f2_) - 2.0 * a[i] * u.expect(&d2s, t_.f);
     }
   }
   for (int i = 0; i < K; ++i)
     for (int kk = i + 1; kk < K; ++kk) {
       const int idx[2] = {i, kk};
       gather(Q, M, K, k, idx, 2, Qs, Ms.data());
+      FieldTuple p(act_, 2, Qs, Ms.data(), k, Dpair);
       const FieldFactor fa[2] = {{1, 0, 0}, {0, 0, 1}}, fb[2] = {{0, 0, 1}, {1, 0, 0}};
-      psi[i * n + kk] += target_expectation(act_, 2, Qs, Ms.data(), k, fa, t_.f);
-      psi[kk * n + i] += target_expectation(act_, 2, Qs, Ms.data(), k, fb, t_.f);
+      psi[i * n + kk] += p.expect(fa, t_.f);
+      psi[kk * n + i] += p.expect(fb, t_.f);
       if (hd) {
         const FieldFactor dd[2] = {{1, 0, 0}, {1, 0, 0}};
-        double s = target_expectation(act_, 2, Qs, Ms.data(), k, dd, f2_);
         const FieldFactor di[2] = {{1, 1, 0}, {1, 0, 0}}, dk[2] = {{1, 0, 0}, {1, 1, 0}};
-        s -= 2.0 * a[i] * target_expectation(act_, 2, Qs, Ms.data(), k, di, t_.f);
-        s -= 2.0 * a[kk] * target_expectation(act_, 2, Qs, Ms.data(), k, dk, t_.f);
-        for (int j = 0; j < K; ++j) {
-          if (j == i || j == kk) continue;
-          const int idx3[3] = {i, kk, j};
-          double Q3[9];
-          std::vector<double> M3(3 * k);
-          gather(Q, M, K, k, idx3, 3, Q3, M3.data());
-          const FieldFactor f3[3] = {{1, 0, 0}, {1, 0, 0}, {0, 1, 0}};
-          s -= 2.0 * a[j] * target_expectation(act_, 3, Q3, M3.data(), k, f3, t_.f);
-        }
-        hd[i * K + kk] += s;
-        hd[kk * K + i] += s;
+        hl[i * K + kk] += p.expect(dd, f2_) - 2.0 * a[i] * p.expect(di, t_.f) - 2.0 * a[kk] * p.expect(dk, t_.f);
+        const FieldFactor gi[2] = {{2, 0, 0}, {0, 1, 0}}, gk[2] = {{0, 1, 0}, {2, 0, 0}};
+        hl[i * K + i] -= 2.0 * a[kk] * p.expect(gi, t_.f);
+        hl[kk * K + kk] -= 2.0 * a[i] * p.expect(gk, t_.f);
       }
     }
+  if (hd) {
+    for (int i = 0; i < K; ++i)
+      for (int j = i + 1; j < K; ++j)
+        for (int l = j + 1; l < K; ++l) {
+          const int idx3[3] = {i, j, l};
+          gather(Q, M, K, k, idx3, 3, Qs, Ms.data());
+          FieldTuple tr(act_, 3, Qs, Ms.data(), k, Df);
+          const FieldFactor fl[3] = {{1, 0, 0}, {1, 0, 0}, {0, 1, 0}}, fj[3] = {{1, 0, 0}, {0, 1, 0}, {1, 0, 0}},
+                            fi[3] = {{0, 1, 0}, {1, 0, 0}, {1, 0, 0}};
+          hl[i * K + j] -= 2.0 * a[l] * tr.expect(fl, t_.f);
+          hl[i * K + l] -= 2.0 * a[j] * tr.expect(fj, t_.f);
+          hl[j * K + l] -= 2.0 * a[i] * tr.expect(fi, t_.f);
+        }
+    for (int i = 0; i < K; ++i) {
+      hd[i * K + i] += hl[i * K + i];
+      for (int kk = i + 1; kk < K; ++kk) {
+        hd[i * K + kk] += hl[i * K + kk];
+        hd[kk * K + i] += hl[i * K + kk];
+      }
+    }
+  }
 }
 
 void TargetRhs::add(const double* y, double* dQ, double* dM, double* da) const {

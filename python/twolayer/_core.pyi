@@ -1,7 +1,7 @@
 """Type stubs for the compiled core (twolayer._core). Arrays are float64, C-contiguous."""
 
 # ODE engine entries (bind_ode.cpp); the foundation's entries live beside these on main.
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -185,6 +185,7 @@ def ode_integrate_batch(
     n_threads: int = 0,
     progress: Callable[[int], object] | None = None,
     schedule: _Schedule | None = None,
+    targets: Sequence[tuple[NDArray[np.int64], _F]] | None = None,
 ) -> dict[str, Any]: ...
 def multistart_lbfgs(
     W: _F,
@@ -218,6 +219,7 @@ def target_eval(alpha: _I, coef: _F, z: _F) -> _F: ...
 def target_expectation(act: str, Qs: _F, Ms: _F, factors: Any, alpha: _I, coef: _F) -> float: ...
 def target_risk(alpha: _I, coef: _F, Q: _F, M: _F, a: _F, act: str) -> float: ...
 def target_cross_grad(alpha: _I, coef: _F, Q: _F, M: _F, a: _F, act: str) -> tuple[_F, _F, _F]: ...
+def target_unit_jet(alpha: _I, coef: _F, q: _F, M: _F, act: str) -> tuple[_F, _F, _F, _F, _F, _F]: ...
 def ode_rhs_target(
     Q: _F, M: _F, a: _F, alpha: _I, coef: _F, act: str, regime: str, spherical: bool, lr: float,
     lr_readout: float, noise: float, evals: int = 1,

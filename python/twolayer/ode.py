@@ -417,12 +417,14 @@ def _thresholds_off_as_nan(params: dict[str, NDArray[np.float64]]) -> dict[str, 
     return {k: np.where(v > 0, v, np.nan) if k in ("risk_tol", "risk_rtol") else v for k, v in params.items()}
 
 
-def _group_by_shape(overlaps: Sequence[Any]) -> dict[tuple[int, int], list[int]]:
-    groups: dict[tuple[int, int], list[int]] = {}
+def _group_by_shape(overlaps: Sequence[Any], tgts: Sequence[Any] | None = None) -> dict[tuple[int, int, bool],
+                                                                                      list[int]]:
+    """Member indices by (K, M, has a polynomial target)."""
+    groups: dict[tuple[int, int, bool], list[int]] = {}
     for b, ov in enumerate(overlaps):
         if not isinstance(ov, Overlaps):
             raise TypeError(f"overlaps[{b}]: expected a twolayer.Overlaps, got {type(ov).__name__}")
-        groups.setdefault((ov.K, ov.n_teacher), []).append(b)
+        groups.setdefault((ov.K, ov.n_teacher, tgts is not None and tgts[b] is not None), []).append(b)
     return groups
 
 
@@ -440,17 +442,21 @@ def _list_label(idx: list[int]) -> Callable[[int, str], str]:
     return label
 
 
-def _batch_groups(overlaps: Any) -> tuple[list[tuple[BatchOverlaps, NDArray[np.int64]]], int, Any]:
+def _batch_groups(overlaps: Any, tgts: list[Any] | None = None) -> tuple[list[tuple[BatchOverlaps,
+                                                                                NDArray[np.int64]]], int, Any]:
     """The input of :func:`integrate_batch` as shape groups: (stack, member indices) pairs, the batch size, and
     the object whose remembered activations apply (the BatchOverlaps, or the first member of a list when every
-    member remembers the same ones)."""
+    member remembers the same ones). With per-member targets (``tgts``), members with and without one are
+    separate groups."""
     if isinstance(overlaps, BatchOverlaps):
+        if tgts is not None and any(t is None for t in tgts):
+            raise TypeError("target: a BatchOverlaps takes one target for every member (or none)")
         return [(overlaps, np.arange(len(overlaps)))], len(overlaps), overlaps
     if isinstance(overlaps, Overlaps) or not isinstance(overlaps, Sequence) or isinstance(overlaps, str):
         raise TypeError(f"overlaps: expected a twolayer.BatchOverlaps or a sequence of twolayer.Overlaps, got "
                         f"{type(overlaps).__name__}")
     groups = []
-    for idx in _group_by_shape(overlaps).values():
+    for idx in _group_by_shape(overlaps, tgts).values():
         members = [overlaps[b] for b in idx]
         # Stacked copies, validated together (the Overlaps' own arrays are mutable: re-checked here).
         stack = BatchOverlaps(np.stack([o.Q for o in members]), np.stack([o.M for o in members]),
@@ -461,6 +467,60 @@ def _batch_groups(overlaps: Any) -> tuple[list[tuple[BatchOverlaps, NDArray[np.i
     acts = {(o.activation, o.teacher_activation) for o in overlaps}
     source = overlaps[0] if len(acts) == 1 else None
     return groups, len(overlaps), source
+
+
+def _batch_targets(target: Any, overlaps: Any) -> list[Any] | None:
+    """Each member's polynomial target (None: a committee member), or None when no member has one: ``target``
+    (one for all, or a sequence of one per member), else what the members' overlaps remember."""
+    if isinstance(overlaps, BatchOverlaps):
+        B = len(overlaps)
+        remembered: list[Any] = [None] * B
+    elif isinstance(overlaps, Sequence) and not isinstance(overlaps, str):
+        B = len(overlaps)
+        remembered = [getattr(o, "target", None) for o in overlaps]
+    else:
+        return None  # _batch_groups raises the TypeError
+    if target is None:
+        tgts = remembered
+    elif isinstance(target, Sequence) and not isinstance(target, str):
+        if len(target) != B:
+            raise ValueError(f"target: expected one target for all members or one per member ({B}), got "
+                             f"{len(target)}")
+        tgts = list(target)
+    else:
+        tgts = [target] * B
+    if all(t is None for t in tgts):
+        return None
+    per_member = target is not None and isinstance(target, Sequence) and not isinstance(target, str)
+    for b, t in enumerate(tgts):
+        if t is not None:
+            try:
+                _target_arg(t, None)
+            except TypeError as exc:
+                if not per_member:
+                    raise
+                raise TypeError(f"target[{b}]: {str(exc).removeprefix('target: ')}") from None
+    return tgts
+
+
+def _target_activation(activation: Any, source: Any) -> str:
+    """The student activation of a target batch (the argument, else what the overlaps remember)."""
+    act = activation if activation is not None else getattr(source, "activation", None)
+    if act is None:
+        raise TypeError("activation: required (the overlaps do not remember one shared student activation)")
+    return check_activation(act, "activation")
+
+
+def _check_target_stack(stack: BatchOverlaps, tgts: list[Any], label: Callable[[int, str], str]) -> None:
+    """Every member of a target group: M (K, k) for its target, P = I_k."""
+    eye = np.eye(stack.n_teacher)
+    for j, t in enumerate(tgts):
+        if t.k != stack.n_teacher:
+            raise ValueError(f"{label(j, 'M')}: must be (K, k) = ({stack.K}, {t.k}) for a target of k = {t.k} "
+                             f"directions, got {(stack.K, stack.n_teacher)}")
+        P = stack.P[0] if stack.shared_teacher else stack.P[j]
+        if not np.allclose(P, eye, rtol=0.0, atol=1e-10):
+            raise ValueError(f"{label(j, 'P')}: must be the identity I_k with a target (orthonormal directions)")
 
 
 def integrate_batch(
@@ -488,6 +548,7 @@ def integrate_batch(
     n_threads: int | None = None,
     progress: bool = False,
     schedule: Schedule | Callable[..., Any] | None = None,
+    target: Any = None,
 ) -> BatchTrajectory:
     """Integrate B independent systems in one C++ call per shape.
 
@@ -508,6 +569,15 @@ def integrate_batch(
     schedule : Schedule or callable, optional
         Learning-rate multiplier s(t) shared by every member (each keeps its own base ``lr``), as in
         :func:`integrate`.
+    target : HermiteTarget or sequence, optional
+        A polynomial target of :mod:`twolayer.targets` shared by every
+        member, or one per member (None for a committee member); without
+        it, the targets the members' overlaps remember
+        (``Overlaps.from_networks(student, target)``). Each target member
+        runs exactly as ``integrate(..., target=)`` runs it (M (K, k),
+        P = I_k); members of equal K and k share a core call. Regimes
+        'online' and 'gradient_flow' ('large_batch' is per member:
+        :func:`integrate`).
 
     Returns
     -------
@@ -539,18 +609,35 @@ def integrate_batch(
     array([166.818, 198.457])
     >>> batch[0].status, batch.risk.shape
     ('converged', (2, 101))
+
+    A polynomial target shared by two students (or ``target=[t1, t2]``):
+
+    >>> tgt = tl.targets.staircase(2, d=30, seed=0)
+    >>> ovs = [tl.Overlaps.from_networks(tl.Network.random(2, 30, "relu", seed=s), tgt)
+    ...        for s in (1, 2)]
+    >>> tl.ode.integrate_batch(ovs, "relu", lr=0.5, t_max=1, n_points=3).M.shape
+    (2, 3, 2, 2)
     """
-    if isinstance(overlaps, Sequence) and any(getattr(o, "target", None) is not None for o in overlaps):
-        raise TypeError("overlaps: integrate_batch does not take polynomial targets yet; integrate each member with "
-                        "ode.integrate(..., target=)")
-    groups, B, source = _batch_groups(overlaps)
-    act, t_act = _activations(activation, teacher_activation, source)
+    if regime == "large_batch":
+        raise ValueError("regime: integrate_batch integrates the ODE ('online' or 'gradient_flow'); the "
+                         "large-batch map counts iterations: run ode.integrate(..., regime='large_batch', "
+                         "batch_ratio=..., steps=...) per member")
+    tgts = _batch_targets(target, overlaps)
+    groups, B, source = _batch_groups(overlaps, tgts)
+    if tgts is None:
+        act, t_act = _activations(activation, teacher_activation, source)
+    else:
+        act = _target_activation(activation, source)
+        committee = [o for o, t in zip(overlaps, tgts, strict=True) if t is None]
+        t_act = "target" if not committee else _activations(act, teacher_activation, committee[0])[1]
     reg, meth, ro = _common(act, regime, method, readout)
     spherical = boolean(spherical, "spherical")
     progress = boolean(progress, "progress")
     for stack, idx in groups:
         label = _stack_label if isinstance(overlaps, BatchOverlaps) else _list_label(idx.tolist())
         _check_spherical(stack.Q, spherical, label)
+        if tgts is not None and tgts[idx[0]] is not None:
+            _check_target_stack(stack, [tgts[b] for b in idx], label)
     params = {
         "lr": _per_member(lr, "lr", B),
         "lr_readout": _per_member(lr_readout, "lr_readout", B),
@@ -563,6 +650,10 @@ def integrate_batch(
     sched = as_schedule(schedule, t_max=float(tail[0][-1]))
     meta = {**_model_meta(act, t_act, reg, spherical, ro), **solver_meta,
             **({} if sched is None else {"schedule": repr(sched)})}
+    if tgts is not None:
+        names = [repr(t) for t in tgts if t is not None]
+        meta["target"] = names[0] if len(set(names)) == 1 else "[" + ", ".join(map(str, (
+            repr(t) if t is not None else None for t in tgts))) + "]"
     ts = tail[0]
     outs: list[dict[str, Any] | None] = [None] * len(groups)
 
@@ -572,15 +663,22 @@ def integrate_batch(
     def run(report: Callable[[int], None] | None) -> None:
         done = 0
         for g, (stack, idx) in enumerate(groups):
-            c2 = 1.0 if ro == "sum" else 1.0 / stack.K**2
             P, v = (stack.P[0], stack.v[0]) if stack.shared_teacher else (stack.P, stack.v)
+            member_tgts = None if tgts is None or tgts[idx[0]] is None else [tgts[b]._arrays() for b in idx]
+            if member_tgts is None:
+                c2 = 1.0 if ro == "sum" else 1.0 / stack.K**2
+                lr_a, teacher = params["lr_readout"][idx] * c2, t_act
+            else:  # as ode.integrate(..., target=) runs each member: P = I_k exactly, v = 0, a linear zero committee
+                c = 1.0 if ro == "sum" else 1.0 / stack.K
+                lr_a, teacher = params["lr_readout"][idx] * c * c, "linear"
+                P, v = np.eye(stack.n_teacher), np.zeros(stack.n_teacher)
             callback = None if report is None else (lambda n, done=done: report(done + n))
             try:
                 outs[g] = _core.ode_integrate_batch(
-                    stack.Q, stack.M, stack.a, P, v, act, t_act, reg, bool(spherical), params["lr"][idx],
-                    params["lr_readout"][idx] * c2, params["noise"][idx], *tail, 0.0, keywords["h_max"],
+                    stack.Q, stack.M, stack.a, P, v, act, teacher, reg, bool(spherical), params["lr"][idx],
+                    lr_a, params["noise"][idx], *tail, 0.0, keywords["h_max"],
                     params["risk_tol"][idx], params["risk_rtol"][idx], keywords["max_steps"], keywords["n_threads"],
-                    callback, schedule=core_arg(sched))
+                    callback, schedule=core_arg(sched), targets=member_tgts)
             except Interrupted as exc:
                 if exc.partial is not None:
                     outs[g] = exc.partial

@@ -428,6 +428,12 @@ def check_pair(student: Network, teacher: Network) -> None:
     ValueError: teacher: input dimension d=4 does not match the student's d=3
     """
     check_network(student, "student")
+    from .targets import is_target
+
+    if is_target(teacher):
+        raise TypeError(f"teacher: expected a committee twolayer.Network here, got a {type(teacher).__name__} "
+                        "(polynomial targets are taken by population.risk/gradient/hessian, sgd.simulate, "
+                        "Overlaps.from_networks and the ODE; the landscape tools need a committee teacher)")
     check_network(teacher, "teacher")
     if student.d != teacher.d:
         raise ValueError(f"teacher: input dimension d={teacher.d} does not match the student's d={student.d}")

@@ -172,6 +172,35 @@ def _target_gradient(student: Network, target: Any, train_readout: bool) -> tupl
     return _finite(dW, "gradient"), da
 
 
+def _target_hessian(student: Network, target: Any, train_readout: bool, n_threads: int | None) -> NDArray[np.float64]:
+    """The student-only part through the core (a zero teacher), plus the target's cross term -sum_i c a_i phi_i,
+    phi_i(w_i) = Phi(q_i, m_i) = E[sigma(l_i) f] with q_i = |u_i|^2, m_ir = u_i . u*_r, u = w / sqrt(s):
+    d2 phi / du2 = 2 Phi_q I + 4 Phi_qq u u^T + 2 sum_r Phi_qr (u u*_r^T + u*_r u^T) + sum_rt Phi_rt u*_r u*_t^T
+    (one d x d block per unit; d/dw = d/du / sqrt(s)), and the (w_i, a_i) block -c d phi_i / dw_i."""
+    tgt = _hermite(student, target, "population Hessian")
+    zero = Network(tgt.directions[:1], np.zeros(1), student.activation, student.scaling)
+    H = hessian(student, zero, train_readout, n_threads)
+    Q, M = _target_overlaps(student, tgt)
+    alpha, coef = tgt._arrays()
+    _, phi_q, phi_m, phi_qq, phi_qm, phi_mm = _core.target_unit_jet(alpha, coef, np.diag(Q).copy(), M,
+                                                                    student.activation)
+    s, d, c = student.scale, student.d, student.readout_factor
+    U, Us = student.W / math.sqrt(s), tgt.directions / math.sqrt(s)
+    ea = student.effective_a
+    for i in range(student.K):
+        u = U[i]
+        cross = np.outer(u, phi_qm[i] @ Us)
+        Hu = (2.0 * phi_q[i] * np.eye(d) + 4.0 * phi_qq[i] * np.outer(u, u) + 2.0 * (cross + cross.T)
+              + Us.T @ phi_mm[i] @ Us)
+        blk = slice(i * d, (i + 1) * d)
+        H[blk, blk] -= ea[i] * (0.5 * (Hu + Hu.T)) / s  # exactly symmetric
+        if train_readout:
+            g = (2.0 * phi_q[i] * u + phi_m[i] @ Us) / math.sqrt(s)
+            H[blk, student.K * d + i] -= c * g
+            H[student.K * d + i, blk] -= c * g
+    return _finite(H, "Hessian")
+
+
 def risk(student: Network, teacher: Network | HermiteTarget, noise: float = 0.0,
          n_threads: int | None = None) -> float:
     """The population risk 1/2 E[(y - f)^2], exactly (closed-form kernels).
@@ -256,7 +285,7 @@ def gradient(
 
 
 def hessian(
-    student: Network, teacher: Network, train_readout: bool = True, n_threads: int | None = None
+    student: Network, teacher: Network | HermiteTarget, train_readout: bool = True, n_threads: int | None = None
 ) -> NDArray[np.float64]:
     """The analytic Hessian of the population risk.
 
@@ -285,8 +314,18 @@ def hessian(
     >>> H = tl.population.hessian(s, t)
     >>> H.shape, bool(np.allclose(H, H.T))
     ((22, 22), True)
+
+    Against a polynomial target (exact: the target's cross term
+    -sum_i a_i E[sigma(l_i) f] differentiated twice by Price's theorem):
+
+    >>> tgt = tl.targets.staircase(2, d=10, seed=0)
+    >>> tl.population.hessian(s, tgt).shape
+    (22, 22)
     """
     train_readout = boolean(train_readout, "train_readout")
+    if is_target(teacher):
+        return _target_hessian(student, teacher, train_readout, n_threads)
+    teacher = cast(Network, teacher)  # checked in _args (a TypeError for anything else)
     args, DW, Da = _args(student, teacher)
     why = aligned_step_units(student, teacher)
     if why is not None:

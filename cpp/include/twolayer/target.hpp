@@ -72,6 +72,14 @@ double target_risk(const PolyTarget& t, const double* Q, const double* M, const 
 void target_cross_grad(const PolyTarget& t, const double* Q, const double* M, const double* a, int K, Activation act,
                        double* dQ, double* dM, double* sf);
 
+// One unit's cross term Phi(q, m) = E[sigma(l) f(z)], l ~ N(0, q), Cov(l, z) = m (k), Cov(z) = I_k, and its
+// first and second derivatives (Price's theorem: d/dm_r = E[sigma'(l) d_r f], d/dq = E[sigma''(l) f] / 2, so
+// Phi_qq = E[sigma''''(l) f] / 4, Phi_qm_r = E[sigma'''(l) d_r f] / 2, Phi_m_r m_t = E[sigma''(l) d_r d_t f]).
+// The higher derivatives of sigma are moved onto the Gaussian density: with h(l) = E[P(z) | l] (a polynomial),
+// E[sigma^(n+1)(l) h(l)] = E[sigma'(l) (T^n h)(l)], T h = l h / q - h'. out (3 + 2k + k^2):
+// [Phi, Phi_q, Phi_m (k), Phi_qq, Phi_qm (k), Phi_mm (k x k)]. Throws std::domain_error when q = 0.
+void target_unit_jet(const PolyTarget& t, double q, const double* m, Activation act, double* out);
+
 // The target terms of the order-parameter ODE (see dynamics.hpp, OdeModel::target): added to the student-only
 // right-hand side (the committee RHS with v = 0) before the spherical projection.
 class TargetRhs {
