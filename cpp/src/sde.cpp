@@ -14,6 +14,7 @@
 #include "twolayer/parallel.hpp"
 #include "twolayer/population.hpp"
 #include "twolayer/rng.hpp"
+#include "twolayer/target.hpp"
 
 namespace twolayer {
 
@@ -47,18 +48,71 @@ bool cholesky_psd(double* A, int n, double rel_tol) {
 }
 }  // namespace
 
+namespace {
+// The Hermite polynomial He_n(l_j) in monomials: He_n = sum_m (-1)^m n! / (m! (n - 2m)! 2^m) l^(n - 2m).
+IndicatorPoly hermite_monomials(int j, int n) {
+  IndicatorPoly p;
+  double c = 1.0;  // the m = 0 coefficient, then the recurrence c_{m+1} = -c_m (n-2m)(n-2m-1) / (2 (m+1))
+  for (int m = 0; 2 * m <= n; ++m) {
+    p.axpy(c, IndicatorPoly::monomial(j, n - 2 * m, false));
+    c *= -static_cast<double>((n - 2 * m) * (n - 2 * m - 1)) / (2.0 * (m + 1));
+  }
+  return p;
+}
+
+bool is_piecewise_polynomial(Activation a) {
+  return a == Activation::Linear || a == Activation::Quadratic || a == Activation::Relu || a == Activation::Step;
+}
+
+// sigma(l_j) and sigma'(l_j) as piecewise polynomials (step' is a delta: never asked for).
+IndicatorPoly unit_poly(Activation a, int j) {
+  switch (a) {
+    case Activation::Linear: return IndicatorPoly::monomial(j, 1, false);
+    case Activation::Quadratic: return IndicatorPoly::monomial(j, 2, false);
+    case Activation::Relu: return IndicatorPoly::monomial(j, 1, true);
+    case Activation::Step: return IndicatorPoly::monomial(j, 0, true);
+    default: throw std::invalid_argument("unit_poly: not a piecewise-polynomial activation");
+  }
+}
+IndicatorPoly unit_dpoly(Activation a, int j) {
+  switch (a) {
+    case Activation::Linear: return IndicatorPoly::constant(1.0);
+    case Activation::Quadratic: return IndicatorPoly::monomial(j, 1, false, 2.0);
+    case Activation::Relu: return IndicatorPoly::monomial(j, 0, true);
+    default: throw std::invalid_argument("unit_dpoly: no derivative polynomial for this activation");
+  }
+}
+}  // namespace
+
 IncrementMoments::IncrementMoments(const OdeModel& model, std::vector<double> nodes, std::vector<double> weights)
     : m_(model), x_(std::move(nodes)), w_(std::move(weights)), u_(model.K + model.M) {
   validate_model(m_);
   if (m_.regime != Regime::Online) throw std::invalid_argument("regime: the SDE describes online SGD only");
-  if (m_.student == Activation::Step || m_.student == Activation::Relu)
-    throw std::invalid_argument(std::string("activation: no diffusion term for '") + activation_name(m_.student) +
-                                "' units (Gauss-Hermite quadrature of a kinked or discontinuous integrand does not "
-                                "converge spectrally); use 'linear', 'quadratic' or 'erf'");
-  if (m_.teacher == Activation::Step || m_.teacher == Activation::Relu)
-    throw std::invalid_argument(std::string("teacher_activation: no diffusion term for '") +
-                                activation_name(m_.teacher) + "' units; use 'linear', 'quadratic' or 'erf'");
-  if (x_.empty() || x_.size() != w_.size()) throw std::invalid_argument("nodes: expected as many nodes as weights");
+  if (m_.student == Activation::Step)
+    throw std::invalid_argument("activation: no diffusion term for 'step' students: sigma' = 0 almost everywhere, so "
+                                "online SGD never moves them (the ODE's online drift would need the delta sigma')");
+  const Activation teacher = m_.target ? Activation::Linear : m_.teacher;  // a target's committee part has v = 0
+  exact_ = m_.student == Activation::Relu || teacher == Activation::Relu || teacher == Activation::Step;
+  if (exact_) {
+    if (!is_piecewise_polynomial(m_.student) || !is_piecewise_polynomial(teacher))
+      throw std::invalid_argument(std::string("activation: the relu diffusion term is exact for relu with linear, "
+                                              "quadratic, relu or step units (or a polynomial target); got '") +
+                                  activation_name(m_.student) + "' students and '" + activation_name(m_.teacher) +
+                                  "' teachers");
+    if (u_ > IndicatorPoly::kMaxVars)
+      throw std::invalid_argument("K + M: the relu diffusion term is exact (orthant moments) for K + M <= 4 units, got " +
+                                  std::to_string(u_));
+    if (m_.target) {
+      for (const auto& [alpha, c] : m_.target->f) {
+        IndicatorPoly term = IndicatorPoly::constant(c);
+        for (int r = 0; r < m_.M; ++r)
+          if (alpha[static_cast<std::size_t>(r)] > 0) term = term * hermite_monomials(m_.K + r, alpha[r]);
+        target_poly_.axpy(1.0, term);
+      }
+    }
+  } else if (x_.empty() || x_.size() != w_.size()) {
+    throw std::invalid_argument("nodes: expected as many nodes as weights (at least one)");
+  }
   const int K = m_.K, M = m_.M;
   nc_ = K * (K + 1) / 2 + K * M + (m_.lr_readout > 0.0 ? K : 0);
   const std::size_t u = static_cast<std::size_t>(u_), nc = static_cast<std::size_t>(nc_);
@@ -75,6 +129,7 @@ IncrementMoments::IncrementMoments(const OdeModel& model, std::vector<double> no
   proj_.resize(nc * nc);
   tmp_.resize(nc * nc);
   idx_.resize(u);
+  if (exact_) return;
   // The product rule once: every multi-index, the last unit fastest.
   const int n = static_cast<int>(x_.size());
   std::size_t count = 1;
@@ -98,19 +153,9 @@ IncrementMoments::IncrementMoments(const OdeModel& model, std::vector<double> no
   }
 }
 
-bool IncrementMoments::operator()(const double* y, double* mean, double* cov) {
+void IncrementMoments::raw_quadrature(const double* y) {
   const int K = m_.K, M = m_.M, u = u_, nc = nc_;
-  const double* Q = y;
-  const double* Mo = y + m_.offset_M();
   const double* a = y + m_.offset_a();
-  for (int i = 0; i < K; ++i) {
-    for (int k = 0; k < K; ++k) om_[i * u + k] = Q[i * K + k];
-    for (int r = 0; r < M; ++r) om_[i * u + K + r] = om_[(K + r) * u + i] = Mo[i * M + r];
-  }
-  for (int r = 0; r < M; ++r)
-    for (int s = 0; s < M; ++s) om_[(K + r) * u + K + s] = m_.P[r * M + s];
-  std::copy(om_.begin(), om_.end(), L_.begin());
-  if (!cholesky_psd(L_.data(), u, 1e-13)) return false;
   const double lr = m_.lr, lra = m_.lr_readout, s = std::sqrt(m_.noise);
   std::fill(S_.begin(), S_.end(), 0.0);
   std::fill(mu_.begin(), mu_.end(), 0.0);
@@ -129,7 +174,9 @@ bool IncrementMoments::operator()(const double* y, double* mean, double* cov) {
       dg_[i] = dsigma(m_.student, z_[i]);
       e -= a[i] * g_[i];
     }
-    for (int r = 0; r < M; ++r) e += m_.v[r] * sigma(m_.teacher, z_[K + r]);
+    if (m_.target) e += m_.target->eval(z_.data() + K);
+    else
+      for (int r = 0; r < M; ++r) e += m_.v[r] * sigma(m_.teacher, z_[K + r]);
     // xi_alpha = c0 + c1 zeta + c2 zeta^2 with E = e + s zeta.
     int c = 0;
     for (int i = 0; i < K; ++i)
@@ -162,6 +209,81 @@ bool IncrementMoments::operator()(const double* y, double* mean, double* cov) {
         row[be] += wt * (a0 * c0_[be] + a1 * c1_[be] + a0 * c2_[be] + a2 * c0_[be] + 3.0 * a2 * c2_[be]);
     }
   }
+}
+
+void IncrementMoments::raw_exact(const double* y) {
+  const int K = m_.K, M = m_.M, nc = nc_;
+  const double* a = y + m_.offset_a();
+  const double lr = m_.lr, lra = m_.lr_readout, s = std::sqrt(m_.noise);
+  IndicatorExpectation E(om_.data(), u_);
+  std::vector<IndicatorPoly> g(static_cast<std::size_t>(K)), dg(static_cast<std::size_t>(K));
+  IndicatorPoly e = m_.target ? target_poly_ : IndicatorPoly();
+  for (int r = 0; r < M && !m_.target; ++r) e.axpy(m_.v[r], unit_poly(m_.teacher, K + r));
+  for (int i = 0; i < K; ++i) {
+    g[i] = unit_poly(m_.student, i);
+    dg[i] = unit_dpoly(m_.student, i);
+    e.axpy(-a[i], g[i]);
+  }
+  const IndicatorPoly e2 = e * e;
+  // xi_alpha = c0 + c1 zeta + c2 zeta^2 as piecewise polynomials.
+  std::vector<IndicatorPoly> c0(static_cast<std::size_t>(nc)), c1(c0), c2(c0);
+  int c = 0;
+  for (int i = 0; i < K; ++i)
+    for (int k = i; k < K; ++k, ++c) {
+      IndicatorPoly f1 = dg[i] * IndicatorPoly::monomial(k, 1, false, lr * a[i]);
+      f1.axpy(1.0, dg[k] * IndicatorPoly::monomial(i, 1, false, lr * a[k]));
+      IndicatorPoly f2 = dg[i] * dg[k];
+      IndicatorPoly f2e = f2 * e;
+      c0[c] = f1 * e;
+      c0[c].axpy(lr * lr * a[i] * a[k], f2 * e2);
+      c1[c].axpy(s, f1);
+      c1[c].axpy(2.0 * s * lr * lr * a[i] * a[k], f2e);
+      c2[c].axpy(s * s * lr * lr * a[i] * a[k], f2);
+    }
+  for (int i = 0; i < K; ++i)
+    for (int r = 0; r < M; ++r, ++c) {
+      const IndicatorPoly f1 = dg[i] * IndicatorPoly::monomial(K + r, 1, false, lr * a[i]);
+      c0[c] = f1 * e;
+      c1[c].axpy(s, f1);
+    }
+  if (lra > 0.0)
+    for (int i = 0; i < K; ++i, ++c) {
+      c0[c].axpy(lra, g[i] * e);
+      c1[c].axpy(s * lra, g[i]);
+    }
+  // E_zeta: E[zeta] = E[zeta^3] = 0, E[zeta^2] = 1, E[zeta^4] = 3.
+  for (int al = 0; al < nc; ++al) {
+    IndicatorPoly m = c0[al];
+    m.axpy(1.0, c2[al]);
+    mu_[al] = E(m);
+    for (int be = al; be < nc; ++be) {
+      IndicatorPoly b0 = c0[be], b2 = c0[be];
+      b0.axpy(1.0, c2[be]);
+      b2.axpy(3.0, c2[be]);
+      IndicatorPoly prod = c0[al] * b0;
+      prod.axpy(1.0, c1[al] * c1[be]);
+      prod.axpy(1.0, c2[al] * b2);
+      S_[static_cast<std::size_t>(al) * nc + be] = E(prod);
+    }
+  }
+}
+
+bool IncrementMoments::operator()(const double* y, double* mean, double* cov) {
+  const int K = m_.K, M = m_.M, u = u_, nc = nc_;
+  const double* Q = y;
+  const double* Mo = y + m_.offset_M();
+  for (int i = 0; i < K; ++i) {
+    for (int k = 0; k < K; ++k) om_[i * u + k] = Q[i * K + k];
+    for (int r = 0; r < M; ++r) om_[i * u + K + r] = om_[(K + r) * u + i] = Mo[i * M + r];
+  }
+  for (int r = 0; r < M; ++r)
+    for (int s = 0; s < M; ++s) om_[(K + r) * u + K + s] = m_.P[r * M + s];
+  std::copy(om_.begin(), om_.end(), L_.begin());
+  if (!cholesky_psd(L_.data(), u, 1e-13)) return false;
+  if (exact_)
+    raw_exact(y);
+  else
+    raw_quadrature(y);
   for (int al = 0; al < nc; ++al)
     for (int be = al; be < nc; ++be) {
       const double v = S_[al * nc + be] - mu_[al] * mu_[be];
