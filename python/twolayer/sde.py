@@ -13,19 +13,33 @@ contributes Cov(xi) / d per unit time, so
 
     dy = F(y) dt + sqrt(Cov(xi)(y) / d) dB_t,
 
-with F the core's online right-hand side (:func:`twolayer.ode.rhs`, not re-derived). This is the seed's SDE
+with F the ODE's online right-hand side. This is the seed's SDE
 ``dm = (Psi - m Phi / 2) dt + sqrt(gamma / d) (sigma_m - m sigma_Q / 2) . dB`` written for every order parameter and
-the full covariance. :func:`increment_covariance` gives Cov(xi) (and E[xi], which equals F: a test), by
-Gauss-Hermite product quadrature over the pre-activations and exact integration over the label noise: exact for
-``linear`` (3 nodes per unit) and ``quadratic`` (7 nodes) units for any K, M (cost n^(K+M)), converged
-quadrature for ``erf`` (default 48 nodes: mean within 1e-10, covariance within ~1e-7 relative of the
-64-node values at K + M = 3; the cost 48^(K+M) per evaluation limits the erf SDE to K + M <= 3). ``relu`` and
-``step`` have no diffusion term here (ValueError).
+the full covariance. :func:`increment_covariance` gives Cov(xi) and E[xi] (= F: a test), with the label noise
+integrated exactly and, over the pre-activations,
+
+* smooth units (``linear``, ``quadratic``, ``erf``; also a polynomial target of :mod:`twolayer.targets`, given as
+  ``target=`` or remembered by ``Overlaps.from_networks(student, target)``): Gauss-Hermite product quadrature,
+  exact for polynomial units and targets (the default node count is the smallest exact one: 3 for linear, 7 for
+  quadratic, more for higher-degree targets) for any K, M (cost n^(K+M)), converged for ``erf`` (default 48
+  nodes: mean within 1e-10, covariance within ~1e-7 relative of the 64-node values at K + M = 3; the cost
+  48^(K+M) limits the erf SDE to K + M <= 3 in practice);
+* any ``relu`` unit (relu students with linear, quadratic, relu or step teachers or a polynomial target, or relu
+  teachers with linear or quadratic students), K + M <= 4: exactly, writing relu = l 1(l > 0) and relu' =
+  1(l > 0) so that every moment is a sum of Gaussian orthant moments (closed forms, and a one-dimensional
+  Price-path integral where four indicators meet; ~1 ms per evaluation at K + M = 4). The kinks make
+  Gauss-Hermite rules converge only algebraically, hence no quadrature there.
+
+``step`` students have no diffusion term (ValueError): sigma' = 0 almost everywhere, so online SGD never moves
+them, while the ODE's drift comes from the delta and its covariance would need E[delta(l)^2] = infinity. Mixing
+``erf`` with ``relu`` is refused too (neither method applies).
 
 :func:`simulate` integrates the SDE by Euler-Maruyama (strong order 1/2, weak order 1 in dt) over many paths in one
-C++ call (OpenMP across paths, GIL released, Ctrl-C stops it), with Brownian increments from counter-based Philox
-streams keyed by (seed, path id): bit-identical for any thread count, path j equal to the path run alone. It
-returns a :class:`twolayer.sgd.Ensemble`, so ``first_passage``, ``mean``, ``std`` work as for SGD.
+C++ call (OpenMP across threads, paths in SIMD lanes within a thread for the quadrature moments; GIL released,
+Ctrl-C stops it), with Brownian increments from counter-based Philox streams keyed by (seed, path id):
+bit-identical for any thread count, path j equal to the path run alone. It returns a
+:class:`twolayer.sgd.Ensemble`, so ``first_passage``, ``mean``, ``std`` work as for SGD. See docs/conventions for
+the clock (t = steps / d) and the effective second layers.
 """
 
 from __future__ import annotations
@@ -163,11 +177,15 @@ def increment_covariance(
     overlaps : Overlaps
         The state y.
     activation, teacher_activation : str, optional
-        ``"linear"``, ``"quadratic"`` or ``"erf"`` (default: those of ``overlaps``).
+        ``"linear"``, ``"quadratic"``, ``"erf"``, ``"relu"`` (exact, K + M <= 4), or a ``"step"`` teacher with
+        relu/linear/quadratic students (default: those of ``overlaps``).
     lr, noise, lr_readout, spherical
         As in :func:`twolayer.ode.integrate` (online regime).
     n_nodes : int, optional
-        Gauss-Hermite nodes per unit (1..64).
+        Gauss-Hermite nodes per unit (1..64); not used by the exact relu moments.
+    target : HermiteTarget, optional
+        A polynomial target instead of the committee teacher (default: the one ``overlaps`` remembers); then M is
+        (K, k) and P = I_k, as in :func:`twolayer.ode.integrate`.
 
     Returns
     -------
@@ -242,11 +260,13 @@ def simulate(
         last two steps.
     n_nodes
         Gauss-Hermite nodes per unit for the covariance (see :func:`increment_covariance`).
-
+    target : HermiteTarget, optional
+        A polynomial target (see :func:`increment_covariance`).
     activation, teacher_activation : str, optional
-        ``"linear"``, ``"quadratic"`` or ``"erf"`` (default: those of ``overlaps``).
+        As in :func:`increment_covariance` (default: those of ``overlaps``).
     dt : float, default 0.01
-        Euler-Maruyama step.
+        Euler-Maruyama step. With quadrature moments the drift is E[xi] from the same rule (the ODE's right-hand
+        side: exactly for polynomial units, to the rule's accuracy for erf); with exact relu moments, the ODE's.
     n_threads : int, optional
         OpenMP threads (paths are bitwise the same for any number).
     progress : bool, default False

@@ -20,8 +20,12 @@
 //
 // The integrator is Euler-Maruyama on a fixed step dt (strong order 1/2, weak order 1): y += F dt + sqrt(dt) S z
 // with S S^T = Cov(xi) / d (Cholesky, zero pivots skipped), z standard normal from the counter-based stream
-// (seed, run, kSde), Gaussians [n_c step, n_c (step + 1)) at step `step` (n_c = components of xi). Each path is one
-// thread's work with no cross-thread reduction: bit-identical results for any thread count.
+// (seed, run, kSde), Gaussians [n_c step, n_c (step + 1)) at step `step` (n_c = components of xi).
+// Quadrature moments: paths run in SIMD lanes (blocks of 8 per thread; a lane takes the next path when its own ends)
+// and the drift F is E[xi] from the same quadrature (projected: the ODE's right-hand side, exactly for polynomial
+// units and targets, to the quadrature's accuracy for erf). Exact (relu) moments: one path per thread's turn, drift
+// from OdeRhs. Either way a path's arithmetic never depends on the other paths (fixed lane width, no FMA contraction
+// in sde.cpp): bit-identical results for any thread count or set of paths.
 #pragma once
 #include <atomic>
 #include <cstddef>
@@ -45,6 +49,17 @@ class IncrementMoments {
   int n_components() const { return nc_; }
   // Whether the moments are exact piecewise-polynomial expectations (a relu unit) rather than quadrature.
   bool exact() const { return exact_; }
+  // The pieces of operator(), for callers that evaluate the quadrature themselves (the lane-parallel path block):
+  // factor() writes Omega's lower Cholesky factor L (u x u, false when Omega is not PSD); raw_mean() and
+  // raw_second() (E[xi], E[xi xi^T] upper triangle, before the projection) are what finish() turns into the mean and
+  // covariance (spherical projection included).
+  bool factor(const double* y, double* L);
+  double* raw_mean() { return mu_.data(); }
+  double* raw_second() { return S_.data(); }
+  void finish(const double* y, double* mean, double* cov);
+  int n_units() const { return u_; }
+  const std::vector<double>& grid() const { return grid_; }
+  const std::vector<double>& grid_weights() const { return gw_; }
   // mean (n_c), cov (n_c x n_c). Returns false when Omega is not positive semi-definite.
   bool operator()(const double* y, double* mean, double* cov);
 
