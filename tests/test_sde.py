@@ -11,14 +11,14 @@ import pytest
 import twolayer as tl
 
 
-def networks_with_overlaps(Q, M, a, d, act):
-    """Student (K, d) and teacher (1, d) with exactly these Q and M (P = 1), lambda = w.x / sqrt(d)."""
-    K = len(a)
-    G = np.block([[np.asarray(Q), np.asarray(M)], [np.asarray(M).T, np.ones((1, 1))]])
+def networks_with_overlaps(Q, M, a, d, act, P=((1.0,),), v=(1.0,), teacher_act=None):
+    """Student (K, d) and teacher (len(v), d) with exactly these Q, M and P, lambda = w.x / sqrt(d)."""
+    K, R = len(a), len(v)
+    G = np.block([[np.asarray(Q), np.asarray(M)], [np.asarray(M).T, np.asarray(P)]])
     L = np.linalg.cholesky(G)  # rows: coordinates of (w_1..w_K, w*) / sqrt(d) in an orthonormal basis
-    basis = np.linalg.qr(np.random.default_rng(0).standard_normal((d, K + 1)))[0].T
+    basis = np.linalg.qr(np.random.default_rng(0).standard_normal((d, K + R)))[0].T
     V = math.sqrt(d) * L @ basis
-    return tl.Network(V[:K], a, act), tl.Network(V[K:], [1.0], act)
+    return tl.Network(V[:K], a, act), tl.Network(V[K:], list(v), teacher_act or act)
 
 
 def one_step_increments(student, teacher, lr, noise, n, spherical=False):
@@ -78,8 +78,58 @@ def test_increment_covariance_quadrature_is_exact_or_converged():
     dQ, dM, da = tl.ode.rhs(ov, "erf", **kw)
     np.testing.assert_allclose(e48.mean, [dQ[0, 0], dQ[0, 1], dQ[1, 1], dM[0, 0], dM[1, 0], da[0], da[1]],
                                rtol=1e-8, atol=1e-10)
-    with pytest.raises(ValueError, match="activation: no diffusion term for 'relu'"):
-        tl.sde.increment_covariance(ov, "relu", lr=0.1)
+    with pytest.raises(ValueError, match="activation: no diffusion term for 'step' students"):
+        tl.sde.increment_covariance(ov, "step", lr=0.1)
+    with pytest.raises(ValueError, match="activation: no diffusion term for 'relu' students with 'erf' teachers"):
+        tl.sde.increment_covariance(ov, "relu", "erf", lr=0.1)
+    ov5 = tl.Overlaps(np.eye(4), np.zeros((4, 1)), [[1.0]], np.ones(4), [1.0])
+    with pytest.raises(ValueError, match=r"K \+ M: the relu diffusion term is exact .* for K \+ M <= 4 units, got 5"):
+        tl.sde.increment_covariance(ov5, "relu", lr=0.1)
+
+
+@pytest.mark.parametrize("act,teacher_act,n", [
+    ("relu", "relu", 5000),
+    pytest.param("relu", "step", 20_000, marks=pytest.mark.slow),
+    pytest.param("linear", "relu", 20_000, marks=pytest.mark.slow)])
+def test_relu_increment_covariance_against_one_step_sgd(act, teacher_act, n):
+    """K + M = 4 relu units: exact orthant-moment covariance against one-step SGD increments (readout trained)."""
+    Q, M, P = [[1.0, 0.3], [0.3, 0.8]], [[0.4, 0.1], [-0.2, 0.5]], [[1.0, 0.2], [0.2, 0.9]]
+    a, v, d, lr, lr_a, noise = [0.7, 0.5], [1.0, -0.6], 1000, 0.2, 0.3, 0.5
+    student, teacher = networks_with_overlaps(Q, M, a, d, act, P, v, teacher_act)
+    ov = tl.Overlaps.from_networks(student, teacher)
+    ic = tl.sde.increment_covariance(ov, lr=lr, noise=noise, lr_readout=lr_a)
+    dQ, dM, da = tl.ode.rhs(ov, lr=lr, noise=noise, lr_readout=lr_a)
+    np.testing.assert_allclose(ic.mean, np.concatenate([dQ[np.triu_indices(2)], dM.ravel(), da]), rtol=1e-10,
+                               atol=1e-14)
+    ens = tl.sgd.simulate(student, teacher, lr=lr, lr_readout=lr_a, noise=noise, times=[0.0, 1.0 / d], seeds=n,
+                          keep_weights=False)
+    Qs, Ms, As = ens.stack("Q"), ens.stack("M"), ens.stack("a")
+    xi = d * np.concatenate([(Qs[:, 1] - Qs[:, 0])[:, [0, 0, 1], [0, 1, 1]], (Ms[:, 1] - Ms[:, 0]).reshape(n, -1),
+                             As[:, 1] - As[:, 0]], axis=1)
+    assert_moments(xi, ic)
+
+
+def test_hermite_target_increment_covariance_against_one_step_sgd():
+    """A polynomial target (k = 2, degree 3): exact Gauss-Hermite for linear students, exact orthant moments for
+    relu; both against one-step SGD on the target, and the mean against the target ODE."""
+    d, lr, noise, n = 1000, 0.2, 0.5, 5000
+    tgt = tl.targets.hermite({(1, 0): 0.6, (1, 1): 0.8, (0, 3): 0.3}, d=d, seed=0)
+    rng = np.random.default_rng(3)
+    W = rng.standard_normal((2, d))
+    W = math.sqrt(d) * W / np.linalg.norm(W, axis=1, keepdims=True)
+    for act in ("linear", "relu"):
+        student = tl.Network(W, [0.7, 0.5], act)
+        ov = tl.Overlaps.from_networks(student, tgt)
+        ic = tl.sde.increment_covariance(ov, lr=lr, noise=noise)
+        dQ, dM, _ = tl.ode.rhs(ov, lr=lr, noise=noise)
+        np.testing.assert_allclose(ic.mean, np.concatenate([dQ[np.triu_indices(2)], dM.ravel()]), rtol=1e-10,
+                                   atol=1e-13)
+        assert_moments(one_step_increments(student, tgt, lr, noise, n), ic)
+    q9 = tl.sde.increment_covariance(ov, "linear", lr=lr, noise=noise, n_nodes=9)
+    q7 = tl.sde.increment_covariance(ov, "linear", lr=lr, noise=noise)  # 7 nodes: exact for degree 3
+    np.testing.assert_allclose(q7.cov, q9.cov, rtol=1e-11, atol=1e-13)
+    with pytest.raises(ValueError, match="teacher_activation: not used with a polynomial target"):
+        tl.sde.increment_covariance(ov, "linear", "relu", lr=lr)
 
 
 def p1(m0):
@@ -114,6 +164,25 @@ def test_sde_matches_sgd_overlap_statistics_small():
         assert abs(a.mean() - b.mean()) < 3 * se
         va, vb = a.var(ddof=1), b.var(ddof=1)
         assert abs(va - vb) < 3 * math.sqrt(2 / (n - 1)) * math.hypot(va, vb)
+
+
+def test_relu_and_target_paths_follow_the_ode_at_large_d():
+    """SDE paths of a relu committee and of a Hermite target: reproducible, and their mean tends to the ODE."""
+    ov = tl.Overlaps([[1.0, 0.1], [0.1, 1.0]], [[0.3], [0.1]], [[1.0]], [0.7, 0.5], [1.0])
+    kw = {"lr": 0.5, "noise": 0.1, "t_max": 1.0, "records": 3, "seeds": 8, "dt": 0.05}
+    a = tl.sde.simulate(ov, "relu", d=10**6, n_threads=1, **kw)
+    b = tl.sde.simulate(ov, "relu", d=10**6, n_threads=2, **kw)
+    np.testing.assert_array_equal(a.stack("M"), b.stack("M"))
+    assert a.meta["diffusion"] == "exact" and a.runs[0].status == "completed"
+    ode = tl.ode.integrate(ov, "relu", lr=0.5, noise=0.1, t_max=1.0, method="euler", dt=0.05, n_points=3)
+    np.testing.assert_allclose(a.mean().M, ode.M, atol=3e-3)  # Euler steps alike; noise ~ 1/sqrt(d)
+    tgt = tl.targets.hermite({(1,): 1.0, (2,): 0.5}, d=50, seed=0)
+    ovt = tl.Overlaps([[1.0]], [[0.2]], [[1.0]], [0.5], [0.0])
+    c = tl.sde.simulate(ovt, "relu", d=10**6, target=tgt, **kw)
+    odet = tl.ode.integrate(ovt, "relu", lr=0.5, noise=0.1, t_max=1.0, method="euler", dt=0.05, n_points=3,
+                            target=tgt)
+    np.testing.assert_allclose(c.mean().M, odet.M, atol=3e-3)
+    np.testing.assert_allclose(c.mean().risk, odet.risk, rtol=1e-2)
 
 
 def test_d_var_m_independent_of_d_at_early_times():

@@ -6,6 +6,7 @@
 
 #include "common.hpp"
 #include "interrupt.hpp"
+#include "target_arg.hpp"
 #include "twolayer/activation.hpp"
 #include "twolayer/sde.hpp"
 
@@ -16,7 +17,8 @@ using U32Array = py::array_t<std::uint32_t, py::array::c_style | py::array::forc
 using I64Array = py::array_t<long long, py::array::c_style | py::array::forcecast>;
 
 OdeModel sde_model(const std::string& act, const std::string& act_t, bool spherical, int K, double lr,
-                   double lr_readout, double noise, const Array& P, const Array& v) {
+                   double lr_readout, double noise, const Array& P, const Array& v, const py::object& t_alpha,
+                   const py::object& t_coef) {
   expect_shape(v, "v", {-1});
   const auto M = v.shape(0);
   expect_shape(P, "P", {M, M});
@@ -33,6 +35,10 @@ OdeModel sde_model(const std::string& act, const std::string& act_t, bool spheri
   m.noise = noise;
   m.P.assign(P.data(), P.data() + M * M);
   m.v.assign(v.data(), v.data() + M);
+  if (!t_alpha.is_none()) {  // a polynomial target (target.hpp): Python passes P = I_k, v = 0
+    m.target = make_target(t_alpha.cast<IntArray>(), t_coef.cast<Array>());
+    m.teacher = Activation::Linear;
+  }
   validate_model(m);
   return m;
 }
@@ -44,8 +50,9 @@ void bind_sde(py::module_& m) {
   m.def(
       "sde_increment_moments",
       [](const Array& y, int K, const Array& P, const Array& v, const std::string& act, const std::string& act_t,
-         bool spherical, double lr, double lr_readout, double noise, const Array& nodes, const Array& weights) {
-        OdeModel model = sde_model(act, act_t, spherical, K, lr, lr_readout, noise, P, v);
+         bool spherical, double lr, double lr_readout, double noise, const Array& nodes, const Array& weights,
+         const py::object& target_alpha, const py::object& target_coef) {
+        OdeModel model = sde_model(act, act_t, spherical, K, lr, lr_readout, noise, P, v, target_alpha, target_coef);
         expect_shape(y, "y", {static_cast<py::ssize_t>(model.state_size())});
         IncrementMoments mom(model, vec(nodes), vec(weights));
         const auto nc = static_cast<py::ssize_t>(mom.n_components());
@@ -60,16 +67,17 @@ void bind_sde(py::module_& m) {
       },
       py::arg("y"), py::arg("K"), py::arg("P"), py::arg("v"), py::arg("act"), py::arg("act_teacher"),
       py::arg("spherical"), py::arg("lr"), py::arg("lr_readout"), py::arg("noise"), py::arg("nodes"),
-      py::arg("weights"));
+      py::arg("weights"), py::arg("target_alpha") = py::none(), py::arg("target_coef") = py::none());
 
   m.def(
       "sde_simulate",
       [](const Array& y0, int K, const Array& P, const Array& v, const std::string& act, const std::string& act_t,
          bool spherical, double lr, double lr_readout, double noise, int d, double dt, long long steps,
          const I64Array& record_steps, const Array& nodes, const Array& weights, std::uint64_t seed,
-         const U32Array& runs_arr, double risk_tol, double risk_rtol, int n_threads, const py::object& progress) {
+         const U32Array& runs_arr, double risk_tol, double risk_rtol, int n_threads, const py::object& progress,
+         const py::object& target_alpha, const py::object& target_coef) {
         SdeSpec sp;
-        sp.model = sde_model(act, act_t, spherical, K, lr, lr_readout, noise, P, v);
+        sp.model = sde_model(act, act_t, spherical, K, lr, lr_readout, noise, P, v, target_alpha, target_coef);
         sp.d = d;
         sp.dt = dt;
         sp.steps = steps;
@@ -122,7 +130,7 @@ void bind_sde(py::module_& m) {
       py::arg("spherical"), py::arg("lr"), py::arg("lr_readout"), py::arg("noise"), py::arg("d"), py::arg("dt"),
       py::arg("steps"), py::arg("record_steps"), py::arg("nodes"), py::arg("weights"), py::arg("seed"),
       py::arg("runs"), py::arg("risk_tol"), py::arg("risk_rtol"), py::arg("n_threads") = 0,
-      py::arg("progress") = py::none());
+      py::arg("progress") = py::none(), py::arg("target_alpha") = py::none(), py::arg("target_coef") = py::none());
 }
 
 }  // namespace twolayer::bind

@@ -14,6 +14,7 @@
 #include "twolayer/parallel.hpp"
 #include "twolayer/population.hpp"
 #include "twolayer/rng.hpp"
+#include "twolayer/target.hpp"
 
 namespace twolayer {
 
@@ -47,18 +48,71 @@ bool cholesky_psd(double* A, int n, double rel_tol) {
 }
 }  // namespace
 
+namespace {
+// The Hermite polynomial He_n(l_j) in monomials: He_n = sum_m (-1)^m n! / (m! (n - 2m)! 2^m) l^(n - 2m).
+IndicatorPoly hermite_monomials(int j, int n) {
+  IndicatorPoly p;
+  double c = 1.0;  // the m = 0 coefficient, then the recurrence c_{m+1} = -c_m (n-2m)(n-2m-1) / (2 (m+1))
+  for (int m = 0; 2 * m <= n; ++m) {
+    p.axpy(c, IndicatorPoly::monomial(j, n - 2 * m, false));
+    c *= -static_cast<double>((n - 2 * m) * (n - 2 * m - 1)) / (2.0 * (m + 1));
+  }
+  return p;
+}
+
+bool is_piecewise_polynomial(Activation a) {
+  return a == Activation::Linear || a == Activation::Quadratic || a == Activation::Relu || a == Activation::Step;
+}
+
+// sigma(l_j) and sigma'(l_j) as piecewise polynomials (step' is a delta: never asked for).
+IndicatorPoly unit_poly(Activation a, int j) {
+  switch (a) {
+    case Activation::Linear: return IndicatorPoly::monomial(j, 1, false);
+    case Activation::Quadratic: return IndicatorPoly::monomial(j, 2, false);
+    case Activation::Relu: return IndicatorPoly::monomial(j, 1, true);
+    case Activation::Step: return IndicatorPoly::monomial(j, 0, true);
+    default: throw std::invalid_argument("unit_poly: not a piecewise-polynomial activation");
+  }
+}
+IndicatorPoly unit_dpoly(Activation a, int j) {
+  switch (a) {
+    case Activation::Linear: return IndicatorPoly::constant(1.0);
+    case Activation::Quadratic: return IndicatorPoly::monomial(j, 1, false, 2.0);
+    case Activation::Relu: return IndicatorPoly::monomial(j, 0, true);
+    default: throw std::invalid_argument("unit_dpoly: no derivative polynomial for this activation");
+  }
+}
+}  // namespace
+
 IncrementMoments::IncrementMoments(const OdeModel& model, std::vector<double> nodes, std::vector<double> weights)
     : m_(model), x_(std::move(nodes)), w_(std::move(weights)), u_(model.K + model.M) {
   validate_model(m_);
   if (m_.regime != Regime::Online) throw std::invalid_argument("regime: the SDE describes online SGD only");
-  if (m_.student == Activation::Step || m_.student == Activation::Relu)
-    throw std::invalid_argument(std::string("activation: no diffusion term for '") + activation_name(m_.student) +
-                                "' units (Gauss-Hermite quadrature of a kinked or discontinuous integrand does not "
-                                "converge spectrally); use 'linear', 'quadratic' or 'erf'");
-  if (m_.teacher == Activation::Step || m_.teacher == Activation::Relu)
-    throw std::invalid_argument(std::string("teacher_activation: no diffusion term for '") +
-                                activation_name(m_.teacher) + "' units; use 'linear', 'quadratic' or 'erf'");
-  if (x_.empty() || x_.size() != w_.size()) throw std::invalid_argument("nodes: expected as many nodes as weights");
+  if (m_.student == Activation::Step)
+    throw std::invalid_argument("activation: no diffusion term for 'step' students: sigma' = 0 almost everywhere, so "
+                                "online SGD never moves them (the ODE's online drift would need the delta sigma')");
+  const Activation teacher = m_.target ? Activation::Linear : m_.teacher;  // a target's committee part has v = 0
+  exact_ = m_.student == Activation::Relu || teacher == Activation::Relu || teacher == Activation::Step;
+  if (exact_) {
+    if (!is_piecewise_polynomial(m_.student) || !is_piecewise_polynomial(teacher))
+      throw std::invalid_argument(std::string("activation: the relu diffusion term is exact for relu with linear, "
+                                              "quadratic, relu or step units (or a polynomial target); got '") +
+                                  activation_name(m_.student) + "' students and '" + activation_name(m_.teacher) +
+                                  "' teachers");
+    if (u_ > IndicatorPoly::kMaxVars)
+      throw std::invalid_argument("K + M: the relu diffusion term is exact (orthant moments) for K + M <= 4 units, got " +
+                                  std::to_string(u_));
+    if (m_.target) {
+      for (const auto& [alpha, c] : m_.target->f) {
+        IndicatorPoly term = IndicatorPoly::constant(c);
+        for (int r = 0; r < m_.M; ++r)
+          if (alpha[static_cast<std::size_t>(r)] > 0) term = term * hermite_monomials(m_.K + r, alpha[r]);
+        target_poly_.axpy(1.0, term);
+      }
+    }
+  } else if (x_.empty() || x_.size() != w_.size()) {
+    throw std::invalid_argument("nodes: expected as many nodes as weights (at least one)");
+  }
   const int K = m_.K, M = m_.M;
   nc_ = K * (K + 1) / 2 + K * M + (m_.lr_readout > 0.0 ? K : 0);
   const std::size_t u = static_cast<std::size_t>(u_), nc = static_cast<std::size_t>(nc_);
@@ -75,6 +129,7 @@ IncrementMoments::IncrementMoments(const OdeModel& model, std::vector<double> no
   proj_.resize(nc * nc);
   tmp_.resize(nc * nc);
   idx_.resize(u);
+  if (exact_) return;
   // The product rule once: every multi-index, the last unit fastest.
   const int n = static_cast<int>(x_.size());
   std::size_t count = 1;
@@ -98,19 +153,9 @@ IncrementMoments::IncrementMoments(const OdeModel& model, std::vector<double> no
   }
 }
 
-bool IncrementMoments::operator()(const double* y, double* mean, double* cov) {
+void IncrementMoments::raw_quadrature(const double* y) {
   const int K = m_.K, M = m_.M, u = u_, nc = nc_;
-  const double* Q = y;
-  const double* Mo = y + m_.offset_M();
   const double* a = y + m_.offset_a();
-  for (int i = 0; i < K; ++i) {
-    for (int k = 0; k < K; ++k) om_[i * u + k] = Q[i * K + k];
-    for (int r = 0; r < M; ++r) om_[i * u + K + r] = om_[(K + r) * u + i] = Mo[i * M + r];
-  }
-  for (int r = 0; r < M; ++r)
-    for (int s = 0; s < M; ++s) om_[(K + r) * u + K + s] = m_.P[r * M + s];
-  std::copy(om_.begin(), om_.end(), L_.begin());
-  if (!cholesky_psd(L_.data(), u, 1e-13)) return false;
   const double lr = m_.lr, lra = m_.lr_readout, s = std::sqrt(m_.noise);
   std::fill(S_.begin(), S_.end(), 0.0);
   std::fill(mu_.begin(), mu_.end(), 0.0);
@@ -129,7 +174,9 @@ bool IncrementMoments::operator()(const double* y, double* mean, double* cov) {
       dg_[i] = dsigma(m_.student, z_[i]);
       e -= a[i] * g_[i];
     }
-    for (int r = 0; r < M; ++r) e += m_.v[r] * sigma(m_.teacher, z_[K + r]);
+    if (m_.target) e += m_.target->eval(z_.data() + K);
+    else
+      for (int r = 0; r < M; ++r) e += m_.v[r] * sigma(m_.teacher, z_[K + r]);
     // xi_alpha = c0 + c1 zeta + c2 zeta^2 with E = e + s zeta.
     int c = 0;
     for (int i = 0; i < K; ++i)
@@ -162,6 +209,93 @@ bool IncrementMoments::operator()(const double* y, double* mean, double* cov) {
         row[be] += wt * (a0 * c0_[be] + a1 * c1_[be] + a0 * c2_[be] + a2 * c0_[be] + 3.0 * a2 * c2_[be]);
     }
   }
+}
+
+void IncrementMoments::raw_exact(const double* y) {
+  const int K = m_.K, M = m_.M, nc = nc_;
+  const double* a = y + m_.offset_a();
+  const double lr = m_.lr, lra = m_.lr_readout, s = std::sqrt(m_.noise);
+  IndicatorExpectation E(om_.data(), u_);
+  std::vector<IndicatorPoly> g(static_cast<std::size_t>(K)), dg(static_cast<std::size_t>(K));
+  IndicatorPoly e = m_.target ? target_poly_ : IndicatorPoly();
+  for (int r = 0; r < M && !m_.target; ++r) e.axpy(m_.v[r], unit_poly(m_.teacher, K + r));
+  for (int i = 0; i < K; ++i) {
+    g[i] = unit_poly(m_.student, i);
+    dg[i] = unit_dpoly(m_.student, i);
+    e.axpy(-a[i], g[i]);
+  }
+  const IndicatorPoly e2 = e * e;
+  // xi_alpha = c0 + c1 zeta + c2 zeta^2 as piecewise polynomials.
+  std::vector<IndicatorPoly> c0(static_cast<std::size_t>(nc)), c1(c0), c2(c0);
+  int c = 0;
+  for (int i = 0; i < K; ++i)
+    for (int k = i; k < K; ++k, ++c) {
+      IndicatorPoly f1 = dg[i] * IndicatorPoly::monomial(k, 1, false, lr * a[i]);
+      f1.axpy(1.0, dg[k] * IndicatorPoly::monomial(i, 1, false, lr * a[k]));
+      IndicatorPoly f2 = dg[i] * dg[k];
+      IndicatorPoly f2e = f2 * e;
+      c0[c] = f1 * e;
+      c0[c].axpy(lr * lr * a[i] * a[k], f2 * e2);
+      c1[c].axpy(s, f1);
+      c1[c].axpy(2.0 * s * lr * lr * a[i] * a[k], f2e);
+      c2[c].axpy(s * s * lr * lr * a[i] * a[k], f2);
+    }
+  for (int i = 0; i < K; ++i)
+    for (int r = 0; r < M; ++r, ++c) {
+      const IndicatorPoly f1 = dg[i] * IndicatorPoly::monomial(K + r, 1, false, lr * a[i]);
+      c0[c] = f1 * e;
+      c1[c].axpy(s, f1);
+    }
+  if (lra > 0.0)
+    for (int i = 0; i < K; ++i, ++c) {
+      c0[c].axpy(lra, g[i] * e);
+      c1[c].axpy(s * lra, g[i]);
+    }
+  // E_zeta: E[zeta] = E[zeta^3] = 0, E[zeta^2] = 1, E[zeta^4] = 3.
+  for (int al = 0; al < nc; ++al) {
+    IndicatorPoly m = c0[al];
+    m.axpy(1.0, c2[al]);
+    mu_[al] = E(m);
+    for (int be = al; be < nc; ++be) {
+      IndicatorPoly b0 = c0[be], b2 = c0[be];
+      b0.axpy(1.0, c2[be]);
+      b2.axpy(3.0, c2[be]);
+      IndicatorPoly prod = c0[al] * b0;
+      prod.axpy(1.0, c1[al] * c1[be]);
+      prod.axpy(1.0, c2[al] * b2);
+      S_[static_cast<std::size_t>(al) * nc + be] = E(prod);
+    }
+  }
+}
+
+bool IncrementMoments::factor(const double* y, double* L) {
+  const int K = m_.K, M = m_.M, u = u_;
+  const double* Q = y;
+  const double* Mo = y + m_.offset_M();
+  for (int i = 0; i < K; ++i) {
+    for (int k = 0; k < K; ++k) om_[i * u + k] = Q[i * K + k];
+    for (int r = 0; r < M; ++r) om_[i * u + K + r] = om_[(K + r) * u + i] = Mo[i * M + r];
+  }
+  for (int r = 0; r < M; ++r)
+    for (int s = 0; s < M; ++s) om_[(K + r) * u + K + s] = m_.P[r * M + s];
+  std::copy(om_.begin(), om_.end(), L);
+  return cholesky_psd(L, u, 1e-13);
+}
+
+bool IncrementMoments::operator()(const double* y, double* mean, double* cov) {
+  if (!factor(y, L_.data())) return false;
+  if (exact_)
+    raw_exact(y);
+  else
+    raw_quadrature(y);
+  finish(y, mean, cov);
+  return true;
+}
+
+void IncrementMoments::finish(const double* y, double* mean, double* cov) {
+  const int K = m_.K, M = m_.M, nc = nc_;
+  const double* Q = y;
+  const double* Mo = y + m_.offset_M();
   for (int al = 0; al < nc; ++al)
     for (int be = al; be < nc; ++be) {
       const double v = S_[al * nc + be] - mu_[al] * mu_[be];
@@ -170,7 +304,7 @@ bool IncrementMoments::operator()(const double* y, double* mean, double* cov) {
   if (!m_.spherical) {
     std::copy(mu_.begin(), mu_.end(), mean);
     std::copy(S_.begin(), S_.end(), cov);
-    return true;
+    return;
   }
   // Spherical: xi -> Pi xi (linear), mean Pi mu, covariance Pi S Pi^T.
   std::fill(proj_.begin(), proj_.end(), 0.0);
@@ -205,7 +339,6 @@ bool IncrementMoments::operator()(const double* y, double* mean, double* cov) {
       for (int g = 0; g < nc; ++g) v += tmp_[al * nc + g] * proj_[be * nc + g];
       cov[al * nc + be] = v;
     }
-  return true;
 }
 
 namespace {
@@ -315,6 +448,373 @@ class Path {
   std::vector<double> y_, f_, mean_, cov_, dz_, buf_;
 };
 
+// W paths in SIMD lanes (quadrature moments): the Gauss-Hermite loop runs over the nodes with the lanes innermost;
+// each lane is one path (its own stream, state and step count) and takes the next path when its own ends, so lanes
+// never wait for each other. Every lane executes the same instructions whatever the other lanes hold (fixed W, no
+// remainder loops, no FMA contraction in this file): a path is bitwise the same in any lane, block or thread.
+#if defined(TWOLAYER_OPENMP)
+#define SDE_LANES _Pragma("omp simd")
+#else
+#define SDE_LANES
+#endif
+
+class PathBlock {
+ public:
+  static constexpr int W = 8;
+
+  PathBlock(const SdeSpec& sp, const double* y0, std::size_t y0_stride, const std::uint32_t* runs, SdeOut* out,
+            std::atomic<std::size_t>& next_path, std::size_t n_paths)
+      : sp_(sp), rhs_(sp.model), mom_(sp.model, sp.nodes, sp.weights), y0_(y0), y0_stride_(y0_stride), runs_(runs),
+        out_(out), next_path_(next_path), n_paths_(n_paths) {
+    const OdeModel& m = sp.model;
+    K_ = m.K;
+    M_ = m.M;
+    u_ = mom_.n_units();
+    nc_ = mom_.n_components();
+    ss_ = static_cast<int>(m.state_size());
+    const std::size_t u = static_cast<std::size_t>(u_), nc = static_cast<std::size_t>(nc_);
+    y_.assign(W * static_cast<std::size_t>(ss_), 0.0);
+    L_.assign(u * u * W, 0.0);
+    z_.assign(u * W, 0.0);
+    g_.assign(u * W, 0.0);
+    dg_.assign(u * W, 0.0);
+    e_.assign(W, 0.0);
+    a_.assign(static_cast<std::size_t>(K_) * W, 0.0);
+    c0_.assign(nc * W, 0.0);
+    c1_.assign(nc * W, 0.0);
+    c2_.assign(nc * W, 0.0);
+    mu_.assign(nc * W, 0.0);
+    S_.assign(nc * nc * W, 0.0);
+    Ll_.assign(u * u, 0.0);
+    mean_.assign(nc, 0.0);
+    cov_.assign(nc * nc, 0.0);
+    buf_.assign(W * nc * static_cast<std::size_t>(kBufSteps), 0.0);
+    zt_.assign(static_cast<std::size_t>(M_), 0.0);
+  }
+
+  void go(std::atomic<long long>* progress) {
+    for (int l = 0; l < W; ++l) refill(l);
+    for (long long iter = 0;; ++iter) {
+      if ((iter & 255) == 0) {
+        if (cancel_requested()) {
+          for (int l = 0; l < W; ++l)
+            if (lane_[l].active) stop(l, 2, lane_[l].step);
+          return;
+        }
+        if (progress) {
+          progress->fetch_add(done_steps_, std::memory_order_relaxed);
+          done_steps_ = 0;
+        }
+      }
+      bool any = false;
+      for (int l = 0; l < W; ++l) any = any || lane_[l].active;
+      if (!any) break;
+      moments();
+      for (int l = 0; l < W; ++l)
+        if (lane_[l].active) advance(l);
+    }
+    if (progress) progress->fetch_add(done_steps_, std::memory_order_relaxed);
+  }
+
+ private:
+  static constexpr long long kBufSteps = 64;
+  struct Lane {
+    bool active = false;
+    std::size_t path = 0;
+    long long step = 0;
+    std::size_t next = 0;
+    double r_prev = 0.0, thr = -1.0;
+    rng::StreamId stream{0, 0, kSdeStream};
+  };
+
+  double* y(int l) { return y_.data() + static_cast<std::size_t>(l) * ss_; }
+
+  // Takes paths until lane l holds one that needs a step (or none are left: the lane idles with a harmless state).
+  void refill(int l) {
+    for (;;) {
+      const std::size_t j = next_path_.fetch_add(1, std::memory_order_relaxed);
+      if (j >= n_paths_) {
+        lane_[l].active = false;
+        idle(l);
+        return;
+      }
+      Lane& ln = lane_[l];
+      ln = Lane{};
+      ln.active = true;
+      ln.path = j;
+      ln.stream = {sp_.seed, runs_[j], kSdeStream};
+      SdeOut& o = out_[j];
+      o.recorded = 0;
+      o.status = 0;
+      o.stop_time = std::numeric_limits<double>::quiet_NaN();
+      if (cancel_requested()) {
+        stop(l, 2, 0);
+        continue;
+      }
+      std::copy(y0_ + j * y0_stride_, y0_ + j * y0_stride_ + ss_, y(l));
+      ln.r_prev = rhs_.risk(y(l));
+      ln.thr = std::max(sp_.risk_tol, sp_.risk_rtol >= 0.0 ? sp_.risk_rtol * ln.r_prev : -1.0);
+      if (prepare(l)) return;
+    }
+  }
+
+  // An idle lane computes on Omega = I, a = 0 (finite, discarded).
+  void idle(int l) {
+    const int u = u_;
+    for (int q = 0; q < u; ++q)
+      for (int c = 0; c < u; ++c) L_[(static_cast<std::size_t>(q) * u + c) * W + l] = q == c ? 1.0 : 0.0;
+    for (int i = 0; i < K_; ++i) a_[static_cast<std::size_t>(i) * W + l] = 0.0;
+  }
+
+  void stop(int l, int status, long long step) {
+    SdeOut& o = out_[lane_[l].path];
+    o.status = status;
+    o.stop_time = step * sp_.dt;
+    lane_[l].active = false;
+  }
+
+  void record(int l, double r) {
+    const OdeModel& m = sp_.model;
+    SdeOut& o = out_[lane_[l].path];
+    const double* yl = y(l);
+    const std::size_t t = o.recorded, KK = static_cast<std::size_t>(m.K) * m.K, KM = static_cast<std::size_t>(m.K) * m.M;
+    std::copy(yl, yl + KK, o.Q + t * KK);
+    std::copy(yl + KK, yl + KK + KM, o.M + t * KM);
+    std::copy(yl + KK + KM, yl + ss_, o.a + t * m.K);
+    o.risk[t] = r;
+    o.recorded = t + 1;
+  }
+
+  // Records, checks the stop conditions of lane l at its current step and loads its Cholesky factor and second
+  // layer into the lanes; false when the path has ended.
+  bool prepare(int l) {
+    Lane& ln = lane_[l];
+    const long long step = ln.step;
+    const bool at_record = ln.next < sp_.record_steps.size() && sp_.record_steps[ln.next] == step;
+    const double r = step == 0 ? ln.r_prev : (ln.thr >= 0.0 || at_record) ? rhs_.risk(y(l)) : 0.0;
+    if (!std::isfinite(r)) {
+      stop(l, 1, step);
+      return false;
+    }
+    const bool crossed = ln.thr >= 0.0 && r <= ln.thr;
+    if (crossed || at_record) {
+      record(l, r);
+      if (!crossed) ++ln.next;
+    }
+    if (crossed) {
+      SdeOut& o = out_[ln.path];
+      o.status = 3;
+      o.stop_time = step == 0 ? 0.0 : step * sp_.dt - sp_.dt * (ln.thr - r) / (ln.r_prev - r);
+      ln.active = false;
+      return false;
+    }
+    if (step == sp_.steps) {
+      ln.active = false;
+      return false;
+    }
+    ln.r_prev = r;
+    if (!mom_.factor(y(l), Ll_.data())) {
+      stop(l, 1, step);
+      return false;
+    }
+    const std::size_t uu = static_cast<std::size_t>(u_) * u_;
+    for (std::size_t q = 0; q < uu; ++q) L_[q * W + l] = Ll_[q];
+    const double* a = y(l) + sp_.model.offset_a();
+    for (int i = 0; i < K_; ++i) a_[static_cast<std::size_t>(i) * W + l] = a[i];
+    return true;
+  }
+
+  // sigma (and sigma') of units [q0, q1) in every lane.
+  void units(Activation act, int q0, int q1, bool deriv) {
+    for (int q = q0; q < q1; ++q) {
+      const double* z = z_.data() + static_cast<std::size_t>(q) * W;
+      double* g = g_.data() + static_cast<std::size_t>(q) * W;
+      double* dg = dg_.data() + static_cast<std::size_t>(q) * W;
+      switch (act) {
+        case Activation::Linear:
+          SDE_LANES for (int l = 0; l < W; ++l) g[l] = z[l];
+          if (deriv) {
+            SDE_LANES for (int l = 0; l < W; ++l) dg[l] = 1.0;
+          }
+          break;
+        case Activation::Quadratic:
+          SDE_LANES for (int l = 0; l < W; ++l) g[l] = z[l] * z[l];
+          if (deriv) {
+            SDE_LANES for (int l = 0; l < W; ++l) dg[l] = 2.0 * z[l];
+          }
+          break;
+        default:
+          for (int l = 0; l < W; ++l) g[l] = sigma(act, z[l]);
+          if (deriv)
+            for (int l = 0; l < W; ++l) dg[l] = dsigma(act, z[l]);
+      }
+    }
+  }
+
+  // Raw E[xi], E[xi xi^T] (upper triangle) of every lane by the Gauss-Hermite product rule (as raw_quadrature).
+  void moments() {
+    const OdeModel& m = sp_.model;
+    const int K = K_, M = M_, u = u_, nc = nc_;
+    const double lr = m.lr, lra = m.lr_readout, s = std::sqrt(m.noise);
+    std::fill(mu_.begin(), mu_.end(), 0.0);
+    std::fill(S_.begin(), S_.end(), 0.0);
+    const std::vector<double>& grid = mom_.grid();
+    const std::vector<double>& gw = mom_.grid_weights();
+    const std::size_t n_points = gw.size();
+    for (std::size_t p = 0; p < n_points; ++p) {
+      const double wt = gw[p];
+      const double* xp = grid.data() + p * u;
+      for (int q = 0; q < u; ++q) {
+        double* z = z_.data() + static_cast<std::size_t>(q) * W;
+        SDE_LANES for (int l = 0; l < W; ++l) z[l] = 0.0;
+        for (int c = 0; c <= q; ++c) {
+          const double* Lqc = L_.data() + (static_cast<std::size_t>(q) * u + c) * W;
+          const double x = xp[c];
+          SDE_LANES for (int l = 0; l < W; ++l) z[l] += Lqc[l] * x;
+        }
+      }
+      units(m.student, 0, K, true);
+      double* e = e_.data();
+      SDE_LANES for (int l = 0; l < W; ++l) e[l] = 0.0;
+      if (m.target) {
+        for (int l = 0; l < W; ++l) {
+          for (int r = 0; r < M; ++r) zt_[r] = z_[static_cast<std::size_t>(K + r) * W + l];
+          e[l] = m.target->eval(zt_.data());
+        }
+      } else {
+        units(m.teacher, K, K + M, false);
+        for (int r = 0; r < M; ++r) {
+          const double v = m.v[r];
+          const double* g = g_.data() + static_cast<std::size_t>(K + r) * W;
+          SDE_LANES for (int l = 0; l < W; ++l) e[l] += v * g[l];
+        }
+      }
+      for (int i = 0; i < K; ++i) {
+        const double* g = g_.data() + static_cast<std::size_t>(i) * W;
+        const double* a = a_.data() + static_cast<std::size_t>(i) * W;
+        SDE_LANES for (int l = 0; l < W; ++l) e[l] -= a[l] * g[l];
+      }
+      int c = 0;
+      for (int i = 0; i < K; ++i)
+        for (int k = i; k < K; ++k, ++c) {
+          const double *ai = a_.data() + static_cast<std::size_t>(i) * W, *ak = a_.data() + static_cast<std::size_t>(k) * W;
+          const double *dgi = dg_.data() + static_cast<std::size_t>(i) * W, *dgk = dg_.data() + static_cast<std::size_t>(k) * W;
+          const double *zi = z_.data() + static_cast<std::size_t>(i) * W, *zk = z_.data() + static_cast<std::size_t>(k) * W;
+          double *p0 = c0_.data() + static_cast<std::size_t>(c) * W, *p1 = c1_.data() + static_cast<std::size_t>(c) * W,
+                 *p2 = c2_.data() + static_cast<std::size_t>(c) * W;
+          SDE_LANES for (int l = 0; l < W; ++l) {
+            const double f1 = lr * (ai[l] * dgi[l] * zk[l] + ak[l] * dgk[l] * zi[l]);
+            const double f2 = lr * lr * ai[l] * ak[l] * dgi[l] * dgk[l];
+            p0[l] = f1 * e[l] + f2 * e[l] * e[l];
+            p1[l] = (f1 + 2.0 * f2 * e[l]) * s;
+            p2[l] = f2 * s * s;
+          }
+        }
+      for (int i = 0; i < K; ++i)
+        for (int r = 0; r < M; ++r, ++c) {
+          const double* ai = a_.data() + static_cast<std::size_t>(i) * W;
+          const double* dgi = dg_.data() + static_cast<std::size_t>(i) * W;
+          const double* zr = z_.data() + static_cast<std::size_t>(K + r) * W;
+          double *p0 = c0_.data() + static_cast<std::size_t>(c) * W, *p1 = c1_.data() + static_cast<std::size_t>(c) * W,
+                 *p2 = c2_.data() + static_cast<std::size_t>(c) * W;
+          SDE_LANES for (int l = 0; l < W; ++l) {
+            const double f1 = lr * ai[l] * dgi[l] * zr[l];
+            p0[l] = f1 * e[l];
+            p1[l] = f1 * s;
+            p2[l] = 0.0;
+          }
+        }
+      if (lra > 0.0)
+        for (int i = 0; i < K; ++i, ++c) {
+          const double* gi = g_.data() + static_cast<std::size_t>(i) * W;
+          double *p0 = c0_.data() + static_cast<std::size_t>(c) * W, *p1 = c1_.data() + static_cast<std::size_t>(c) * W,
+                 *p2 = c2_.data() + static_cast<std::size_t>(c) * W;
+          SDE_LANES for (int l = 0; l < W; ++l) {
+            p0[l] = lra * gi[l] * e[l];
+            p1[l] = lra * gi[l] * s;
+            p2[l] = 0.0;
+          }
+        }
+      for (int al = 0; al < nc; ++al) {
+        const double *a0 = c0_.data() + static_cast<std::size_t>(al) * W, *a1 = c1_.data() + static_cast<std::size_t>(al) * W,
+                     *a2 = c2_.data() + static_cast<std::size_t>(al) * W;
+        double* mu = mu_.data() + static_cast<std::size_t>(al) * W;
+        SDE_LANES for (int l = 0; l < W; ++l) mu[l] += wt * (a0[l] + a2[l]);
+        for (int be = al; be < nc; ++be) {
+          const double *b0 = c0_.data() + static_cast<std::size_t>(be) * W, *b1 = c1_.data() + static_cast<std::size_t>(be) * W,
+                       *b2 = c2_.data() + static_cast<std::size_t>(be) * W;
+          double* S = S_.data() + (static_cast<std::size_t>(al) * nc + be) * W;
+          SDE_LANES for (int l = 0; l < W; ++l)
+            S[l] += wt * (a0[l] * b0[l] + a1[l] * b1[l] + a0[l] * b2[l] + a2[l] * b0[l] + 3.0 * a2[l] * b2[l]);
+        }
+      }
+    }
+  }
+
+  // One Euler-Maruyama step of lane l: y += E[Pi xi] dt + sqrt(dt / d) chol(Cov(Pi xi)) z, then the next step's
+  // checks (or the next path).
+  void advance(int l) {
+    Lane& ln = lane_[l];
+    const OdeModel& m = sp_.model;
+    const int K = K_, M = M_, nc = nc_;
+    double* yl = y(l);
+    double* rm = mom_.raw_mean();
+    double* rs = mom_.raw_second();
+    for (int al = 0; al < nc; ++al) {
+      rm[al] = mu_[static_cast<std::size_t>(al) * W + l];
+      for (int be = al; be < nc; ++be) rs[al * nc + be] = S_[(static_cast<std::size_t>(al) * nc + be) * W + l];
+    }
+    mom_.finish(yl, mean_.data(), cov_.data());
+    if (!cholesky_psd(cov_.data(), nc, 1e-13)) {
+      stop(l, 1, ln.step);
+      return refill(l);
+    }
+    double* buf = buf_.data() + static_cast<std::size_t>(l) * nc * kBufSteps;
+    const long long slot = ln.step % kBufSteps;
+    if (slot == 0)
+      rng::gaussians(ln.stream, static_cast<std::uint64_t>(ln.step) * nc, static_cast<std::size_t>(nc) * kBufSteps, buf);
+    const double* zr = buf + slot * nc;
+    const double sq = std::sqrt(sp_.dt / sp_.d);
+    int c = 0;
+    auto inc = [&](int al) {
+      double t = 0.0;
+      for (int be = 0; be <= al; ++be) t += cov_[al * nc + be] * zr[be];
+      return sp_.dt * mean_[al] + sq * t;
+    };
+    for (int i = 0; i < K; ++i)
+      for (int k = i; k < K; ++k, ++c) {
+        yl[i * K + k] += inc(c);
+        if (k != i) yl[k * K + i] = yl[i * K + k];
+      }
+    for (int i = 0; i < K; ++i)
+      for (int r = 0; r < M; ++r, ++c) yl[m.offset_M() + i * M + r] += inc(c);
+    if (m.lr_readout > 0.0)
+      for (int i = 0; i < K; ++i, ++c) yl[m.offset_a() + i] += inc(c);
+    ++ln.step;
+    ++done_steps_;
+    for (int q = 0; q < ss_; ++q)
+      if (!std::isfinite(yl[q]) || std::fabs(yl[q]) > 1e12) {
+        stop(l, 1, ln.step);
+        return refill(l);
+      }
+    if (!prepare(l)) refill(l);
+  }
+
+  const SdeSpec& sp_;
+  OdeRhs rhs_;
+  IncrementMoments mom_;
+  const double* y0_;
+  std::size_t y0_stride_;
+  const std::uint32_t* runs_;
+  SdeOut* out_;
+  std::atomic<std::size_t>& next_path_;
+  std::size_t n_paths_;
+  int K_ = 0, M_ = 0, u_ = 0, nc_ = 0, ss_ = 0;
+  long long done_steps_ = 0;
+  Lane lane_[W];
+  std::vector<double> y_, L_, z_, g_, dg_, e_, a_, c0_, c1_, c2_, mu_, S_, Ll_, mean_, cov_, buf_, zt_;
+};
+
 }  // namespace
 
 void sde_simulate(const SdeSpec& sp, const double* y0, std::size_t y0_stride, const std::uint32_t* runs,
@@ -327,24 +827,40 @@ void sde_simulate(const SdeSpec& sp, const double* y0, std::size_t y0_stride, co
     prev = s;
   }
   IncrementMoments check(sp.model, sp.nodes, sp.weights);  // validates the model and the activations
-  (void)check;
   std::exception_ptr error;
   std::mutex error_mutex;
   const int threads = resolve_threads(n_threads);
   (void)threads;
+  for (std::size_t j = 0; j < n_paths; ++j) {  // a path never started (Ctrl-C first) reads as interrupted at 0
+    out[j].recorded = 0;
+    out[j].status = 2;
+    out[j].stop_time = 0.0;
+  }
+  if (!check.exact()) {  // quadrature moments: paths in SIMD lanes, each thread a block taking paths as lanes free up
+    std::atomic<std::size_t> next_path{0};
+#ifdef TWOLAYER_OPENMP
+#pragma omp parallel num_threads(threads) if (threads > 1 && n_paths > 1)
+#endif
+    {
+      try {
+        PathBlock block(sp, y0, y0_stride, runs, out, next_path, n_paths);
+        block.go(progress);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (!error) error = std::current_exception();
+      }
+    }
+    if (error) std::rethrow_exception(error);
+    return;
+  }
 #ifdef TWOLAYER_OPENMP
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1 && n_paths > 1)
 #endif
   for (std::ptrdiff_t j = 0; j < static_cast<std::ptrdiff_t>(n_paths); ++j) {
     const std::size_t jj = static_cast<std::size_t>(j);
-    out[jj].recorded = 0;
+    if (cancel_requested()) continue;
     out[jj].status = 0;
     out[jj].stop_time = std::numeric_limits<double>::quiet_NaN();
-    if (cancel_requested()) {
-      out[jj].status = 2;
-      out[jj].stop_time = 0.0;
-      continue;
-    }
     try {
       Path path(sp, runs[jj], out[jj]);
       path.go(y0 + jj * y0_stride, progress);

@@ -13,19 +13,33 @@ contributes Cov(xi) / d per unit time, so
 
     dy = F(y) dt + sqrt(Cov(xi)(y) / d) dB_t,
 
-with F the core's online right-hand side (:func:`twolayer.ode.rhs`, not re-derived). This is the seed's SDE
+with F the ODE's online right-hand side. This is the seed's SDE
 ``dm = (Psi - m Phi / 2) dt + sqrt(gamma / d) (sigma_m - m sigma_Q / 2) . dB`` written for every order parameter and
-the full covariance. :func:`increment_covariance` gives Cov(xi) (and E[xi], which equals F: a test), by
-Gauss-Hermite product quadrature over the pre-activations and exact integration over the label noise: exact for
-``linear`` (3 nodes per unit) and ``quadratic`` (7 nodes) units for any K, M (cost n^(K+M)), converged
-quadrature for ``erf`` (default 48 nodes: mean within 1e-10, covariance within ~1e-7 relative of the
-64-node values at K + M = 3; the cost 48^(K+M) per evaluation limits the erf SDE to K + M <= 3). ``relu`` and
-``step`` have no diffusion term here (ValueError).
+the full covariance. :func:`increment_covariance` gives Cov(xi) and E[xi] (= F: a test), with the label noise
+integrated exactly and, over the pre-activations,
+
+* smooth units (``linear``, ``quadratic``, ``erf``; also a polynomial target of :mod:`twolayer.targets`, given as
+  ``target=`` or remembered by ``Overlaps.from_networks(student, target)``): Gauss-Hermite product quadrature,
+  exact for polynomial units and targets (the default node count is the smallest exact one: 3 for linear, 7 for
+  quadratic, more for higher-degree targets) for any K, M (cost n^(K+M)), converged for ``erf`` (default 48
+  nodes: mean within 1e-10, covariance within ~1e-7 relative of the 64-node values at K + M = 3; the cost
+  48^(K+M) limits the erf SDE to K + M <= 3 in practice);
+* any ``relu`` unit (relu students with linear, quadratic, relu or step teachers or a polynomial target, or relu
+  teachers with linear or quadratic students), K + M <= 4: exactly, writing relu = l 1(l > 0) and relu' =
+  1(l > 0) so that every moment is a sum of Gaussian orthant moments (closed forms, and a one-dimensional
+  Price-path integral where four indicators meet; ~1 ms per evaluation at K + M = 4). The kinks make
+  Gauss-Hermite rules converge only algebraically, hence no quadrature there.
+
+``step`` students have no diffusion term (ValueError): sigma' = 0 almost everywhere, so online SGD never moves
+them, while the ODE's drift comes from the delta and its covariance would need E[delta(l)^2] = infinity. Mixing
+``erf`` with ``relu`` is refused too (neither method applies).
 
 :func:`simulate` integrates the SDE by Euler-Maruyama (strong order 1/2, weak order 1 in dt) over many paths in one
-C++ call (OpenMP across paths, GIL released, Ctrl-C stops it), with Brownian increments from counter-based Philox
-streams keyed by (seed, path id): bit-identical for any thread count, path j equal to the path run alone. It
-returns a :class:`twolayer.sgd.Ensemble`, so ``first_passage``, ``mean``, ``std`` work as for SGD.
+C++ call (OpenMP across threads, paths in SIMD lanes within a thread for the quadrature moments; GIL released,
+Ctrl-C stops it), with Brownian increments from counter-based Philox streams keyed by (seed, path id):
+bit-identical for any thread count, path j equal to the path run alone. It returns a
+:class:`twolayer.sgd.Ensemble`, so ``first_passage``, ``mean``, ``std`` work as for SGD. See docs/conventions for
+the clock (t = steps / d) and the effective second layers.
 """
 
 from __future__ import annotations
@@ -43,7 +57,7 @@ from ._interrupt import partial_result
 from ._progress import progress_bar
 from ._validation import INT32_MAX, as_float_array, boolean, integer, n_threads_arg, positive, seed_arg
 from .activations import ActivationName
-from .ode import _activations, _check_overlaps
+from .ode import _activations, _check_overlaps, _target_arg, _target_state
 from .overlaps import BatchOverlaps, Overlaps
 from .results import Trajectory
 from .sgd import Ensemble, _run_ids
@@ -97,16 +111,50 @@ def _state(ov: Overlaps) -> NDArray[np.float64]:
     return np.concatenate([ov.Q.ravel(), ov.M.ravel(), ov.a.ravel()])
 
 
-def _rule(act: str, t_act: str, n_nodes: int | None) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Gauss-Hermite rule for N(0, 1) (probabilists' Hermite polynomials), weights summing to 1."""
-    for name, a in (("activation", act), ("teacher_activation", t_act)):
-        if a not in _NODES:
-            raise ValueError(f"{name}: no diffusion term for {a!r} units (Gauss-Hermite quadrature of a kinked or "
-                             "discontinuous integrand does not converge spectrally); expected 'linear', 'quadratic' "
-                             "or 'erf'")
-    n = max(_NODES[act], _NODES[t_act]) if n_nodes is None else integer(n_nodes, "n_nodes", 1, 64)
+_DEGREE = {"linear": 1, "quadratic": 2}
+_EXACT = ("relu", "step")
+
+
+def _rule(act: str, t_act: str, n_nodes: int | None,
+          target_degree: int | None = None) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Gauss-Hermite rule for N(0, 1) (probabilists' Hermite polynomials), weights summing to 1: exact for
+    polynomial units and targets, 48 nodes for erf; a placeholder one-node rule when a relu or step unit makes the
+    moments exact piecewise-polynomial expectations (then ``n_nodes`` is not used)."""
+    if act == "step":
+        raise ValueError("activation: no diffusion term for 'step' students: sigma' = 0 almost everywhere, so online "
+                         "SGD never moves them (the ODE's drift comes from the delta sigma', and the covariance "
+                         "would need E[delta(l)^2] = infinity); use regime='gradient_flow' in twolayer.ode")
+    teacher = "linear" if target_degree is not None else t_act
+    if act in _EXACT or teacher in _EXACT:
+        if "erf" in (act, teacher):
+            raise ValueError(f"activation: no diffusion term for {act!r} students with {teacher!r} teachers: the "
+                             "relu/step term is exact (orthant moments) with linear, quadratic, relu or step units "
+                             "or a polynomial target, and erf is smooth-only (Gauss-Hermite)")
+        return np.zeros(1), np.ones(1)
+    if n_nodes is not None:
+        n = integer(n_nodes, "n_nodes", 1, 64)
+    elif "erf" in (act, teacher):
+        n = 48
+    else:  # exact: 2n - 1 >= deg(xi_alpha xi_beta) = 2 max(ds + de, 2 (ds - 1) + 2 de)
+        ds = _DEGREE[act]
+        de = max(ds, _DEGREE[teacher] if target_degree is None else target_degree)
+        n = max(ds + de, 2 * (ds - 1) + 2 * de) + 1
     x, w = np.polynomial.hermite_e.hermegauss(n)
     return np.ascontiguousarray(x), np.ascontiguousarray(w / w.sum())
+
+
+def _model(overlaps: Any, activation: Any, teacher_activation: Any, target: Any,
+           spherical: bool) -> tuple[Overlaps, str, str, Any, dict[str, Any]]:
+    """(checked overlaps, student and teacher activation, polynomial target or None, the core's target keywords)."""
+    tgt = _target_arg(target, overlaps)
+    if tgt is None:
+        act, t_act = _activations(activation, teacher_activation, overlaps)
+        return _check_overlaps(overlaps, spherical=spherical), act, t_act, None, {}
+    if teacher_activation is not None:
+        raise ValueError("teacher_activation: not used with a polynomial target (the target is the teacher)")
+    ov, act = _target_state(overlaps, activation, tgt, spherical)
+    alpha, coef = tgt._arrays()
+    return ov, act, "target", tgt, {"target_alpha": alpha, "target_coef": coef}
 
 
 def increment_covariance(
@@ -119,6 +167,7 @@ def increment_covariance(
     lr_readout: float = 0.0,
     spherical: bool = False,
     n_nodes: int | None = None,
+    target: Any = None,
 ) -> IncrementCovariance:
     """Mean and covariance of the one-sample increment xi of online SGD at ``overlaps`` (see the module
     docstring). ``n_nodes``: Gauss-Hermite nodes per unit (default: exact for linear/quadratic, 48 for erf).
@@ -128,11 +177,15 @@ def increment_covariance(
     overlaps : Overlaps
         The state y.
     activation, teacher_activation : str, optional
-        ``"linear"``, ``"quadratic"`` or ``"erf"`` (default: those of ``overlaps``).
+        ``"linear"``, ``"quadratic"``, ``"erf"``, ``"relu"`` (exact, K + M <= 4), or a ``"step"`` teacher with
+        relu/linear/quadratic students (default: those of ``overlaps``).
     lr, noise, lr_readout, spherical
         As in :func:`twolayer.ode.integrate` (online regime).
     n_nodes : int, optional
-        Gauss-Hermite nodes per unit (1..64).
+        Gauss-Hermite nodes per unit (1..64); not used by the exact relu moments.
+    target : HermiteTarget, optional
+        A polynomial target instead of the committee teacher (default: the one ``overlaps`` remembers); then M is
+        (K, k) and P = I_k, as in :func:`twolayer.ode.integrate`.
 
     Returns
     -------
@@ -151,14 +204,14 @@ def increment_covariance(
     [[1.28 0.16]
      [0.16 0.56]]
     """
-    act, t_act = _activations(activation, teacher_activation, overlaps)
     sph = boolean(spherical, "spherical")
-    ov = _check_overlaps(overlaps, spherical=sph)
+    ov, act, t_act, tgt, tkw = _model(overlaps, activation, teacher_activation, target, sph)
     lr_ = positive(lr, "lr")
     lr_a = positive(lr_readout, "lr_readout", allow_zero=True)
     noise_ = positive(noise, "noise", allow_zero=True)
-    x, w = _rule(act, t_act, n_nodes)
-    mean, cov = _core.sde_increment_moments(_state(ov), ov.K, ov.P, ov.v, act, t_act, sph, lr_, lr_a, noise_, x, w)
+    x, w = _rule(act, t_act, n_nodes, None if tgt is None else tgt.degree)
+    mean, cov = _core.sde_increment_moments(_state(ov), ov.K, ov.P, ov.v, act, "linear" if tgt else t_act, sph,
+                                            lr_, lr_a, noise_, x, w, **tkw)
     return IncrementCovariance(_labels(ov.K, ov.n_teacher, lr_a > 0), mean, cov)
 
 
@@ -183,6 +236,7 @@ def simulate(
     n_nodes: int | None = None,
     n_threads: int | None = None,
     progress: bool = False,
+    target: Any = None,
 ) -> Ensemble:
     """Paths of the SGD diffusion approximation at dimension ``d`` (Euler-Maruyama, step ``dt`` in t = steps / d).
 
@@ -206,11 +260,13 @@ def simulate(
         last two steps.
     n_nodes
         Gauss-Hermite nodes per unit for the covariance (see :func:`increment_covariance`).
-
+    target : HermiteTarget, optional
+        A polynomial target (see :func:`increment_covariance`).
     activation, teacher_activation : str, optional
-        ``"linear"``, ``"quadratic"`` or ``"erf"`` (default: those of ``overlaps``).
+        As in :func:`increment_covariance` (default: those of ``overlaps``).
     dt : float, default 0.01
-        Euler-Maruyama step.
+        Euler-Maruyama step. With quadrature moments the drift is E[xi] from the same rule (the ODE's right-hand
+        side: exactly for polynomial units, to the rule's accuracy for erf); with exact relu moments, the ODE's.
     n_threads : int, optional
         OpenMP threads (paths are bitwise the same for any number).
     progress : bool, default False
@@ -245,9 +301,9 @@ def simulate(
     else:
         raise TypeError(f"overlaps: expected a twolayer.Overlaps, BatchOverlaps or a non-empty sequence of Overlaps, "
                         f"got {type(overlaps).__name__}")
-    act, t_act = _activations(activation, teacher_activation, first)
     sph = boolean(spherical, "spherical")
-    ov = _check_overlaps(first, spherical=sph)
+    ov, act, t_act, tgt, tkw = _model(first, activation, teacher_activation,
+                                      target, sph)
     if y0 is not None and sph and np.any(np.abs(y0[:, : ov.K * ov.K : ov.K + 1] - 1.0) > 1e-10):
         raise ValueError("overlaps: spherical=True needs diag(Q) = 1 for every path")
     lr_ = positive(lr, "lr")
@@ -255,7 +311,7 @@ def simulate(
     noise_ = positive(noise, "noise", allow_zero=True)
     d_ = integer(d, "d", 1, INT32_MAX)
     dt_ = positive(dt, "dt")
-    x, w = _rule(act, t_act, n_nodes)
+    x, w = _rule(act, t_act, n_nodes, None if tgt is None else tgt.degree)
     run_ids = _run_ids(seeds)
     if y0 is not None and y0.shape[0] != run_ids.size:
         raise ValueError(f"overlaps: got {y0.shape[0]} starts for {run_ids.size} paths (seeds)")
@@ -278,8 +334,11 @@ def simulate(
     rtol = -1.0 if risk_rtol is None else positive(risk_rtol, "risk_rtol")
     seed_ = seed_arg(seed)
     meta: dict[str, Any] = {"activation": act, "teacher_activation": t_act, "spherical": sph, "d": d_, "dt": dt_,
-                            "seed": seed_, "integrator": "euler_maruyama", "n_nodes": int(x.size),
-                            "regime": "online"}
+                            "seed": seed_, "integrator": "euler_maruyama", "regime": "online",
+                            "diffusion": "exact" if act in _EXACT or t_act in _EXACT else "gauss_hermite",
+                            "n_nodes": 0 if act in _EXACT or t_act in _EXACT else int(x.size)}
+    if tgt is not None:
+        meta["target"] = repr(tgt)
     params = {"lr": np.full(run_ids.size, lr_), "lr_readout": np.full(run_ids.size, lr_a),
               "noise": np.full(run_ids.size, noise_), "risk_tol": np.full(run_ids.size, tol if tol > 0 else np.nan),
               "risk_rtol": np.full(run_ids.size, rtol if rtol > 0 else np.nan)}
@@ -308,8 +367,8 @@ def simulate(
 
     state = _state(ov) if y0 is None else np.ascontiguousarray(y0)
     with partial_result(results), progress_bar(progress, n_steps * run_ids.size, "step", "SDE", True) as update:
-        out = _core.sde_simulate(state, ov.K, ov.P, ov.v, act, t_act, sph, lr_, lr_a, noise_, d_, dt_, n_steps,
-                                 steps_rec, x, w, seed_, run_ids.astype(np.uint32), tol, rtol,
-                                 n_threads_arg(n_threads), progress=update)
+        out = _core.sde_simulate(state, ov.K, ov.P, ov.v, act, "linear" if tgt else t_act, sph, lr_, lr_a, noise_,
+                                 d_, dt_, n_steps, steps_rec, x, w, seed_, run_ids.astype(np.uint32), tol, rtol,
+                                 n_threads_arg(n_threads), progress=update, **tkw)
     return results(out)
 

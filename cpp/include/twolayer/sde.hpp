@@ -8,15 +8,24 @@
 // Over dt = 1/d (one step) the mean of xi is the ODE's right-hand side (OdeRhs) and the covariance is Cov(xi) / d
 // per unit time, so with t = steps / d
 //   dy = F(y) dt + sqrt(Cov(xi)(y) / d) dB_t.
-// Cov(xi) is computed by Gauss-Hermite product quadrature over (l, l*) ~ N(0, Omega) (Omega = L L^T, l = L u with
-// u on an n^(K+M) grid) and exactly over zeta (xi is a polynomial of degree <= 2 in zeta): exact for polynomial
-// activations once 2n - 1 >= the degree of xi_alpha xi_beta (linear: n >= 3, quadratic: n >= 7), converged
-// spectrally for erf (smooth). The drift is the ODE's right-hand side itself (OdeRhs), never re-derived.
+// The label noise zeta is integrated exactly (xi is a polynomial of degree <= 2 in zeta). Over (l, l*) ~ N(0, Omega):
+//  * smooth units (linear, quadratic, erf; a polynomial target f(z) of target.hpp in place of the committee):
+//    Gauss-Hermite product quadrature (Omega = L L^T, l = L u with u on an n^(K+M) grid): exact for polynomial
+//    activations and targets once 2n - 1 >= the degree of xi_alpha xi_beta (linear: n >= 3, quadratic: n >= 7),
+//    converged spectrally for erf;
+//  * any relu unit (with linear, quadratic, relu or step teachers, or a polynomial target; K + M <= 4): exactly, as
+//    piecewise polynomials (relu = l 1(l > 0), relu' = 1(l > 0)) whose terms are orthant moments (gaussian_poly.hpp).
+// A step student has no diffusion term: sigma' = 0 almost everywhere, so online SGD never moves it (validate_model
+// refuses it). The drift is the ODE's right-hand side itself (OdeRhs), never re-derived.
 //
 // The integrator is Euler-Maruyama on a fixed step dt (strong order 1/2, weak order 1): y += F dt + sqrt(dt) S z
 // with S S^T = Cov(xi) / d (Cholesky, zero pivots skipped), z standard normal from the counter-based stream
-// (seed, run, kSde), Gaussians [n_c step, n_c (step + 1)) at step `step` (n_c = components of xi). Each path is one
-// thread's work with no cross-thread reduction: bit-identical results for any thread count.
+// (seed, run, kSde), Gaussians [n_c step, n_c (step + 1)) at step `step` (n_c = components of xi).
+// Quadrature moments: paths run in SIMD lanes (blocks of 8 per thread; a lane takes the next path when its own ends)
+// and the drift F is E[xi] from the same quadrature (projected: the ODE's right-hand side, exactly for polynomial
+// units and targets, to the quadrature's accuracy for erf). Exact (relu) moments: one path per thread's turn, drift
+// from OdeRhs. Either way a path's arithmetic never depends on the other paths (fixed lane width, no FMA contraction
+// in sde.cpp): bit-identical results for any thread count or set of paths.
 #pragma once
 #include <atomic>
 #include <cstddef>
@@ -24,6 +33,7 @@
 #include <vector>
 
 #include "twolayer/dynamics.hpp"
+#include "twolayer/gaussian_poly.hpp"
 
 namespace twolayer {
 
@@ -34,8 +44,22 @@ inline constexpr std::uint32_t kSdeStream = 16;
 // i <= k (row-major upper triangle), then M_ir, then a_i when lr_readout > 0. Not thread-safe (workspace).
 class IncrementMoments {
  public:
+  // nodes, weights: the Gauss-Hermite rule (unused, may be empty, when exact()).
   IncrementMoments(const OdeModel& model, std::vector<double> nodes, std::vector<double> weights);
   int n_components() const { return nc_; }
+  // Whether the moments are exact piecewise-polynomial expectations (a relu unit) rather than quadrature.
+  bool exact() const { return exact_; }
+  // The pieces of operator(), for callers that evaluate the quadrature themselves (the lane-parallel path block):
+  // factor() writes Omega's lower Cholesky factor L (u x u, false when Omega is not PSD); raw_mean() and
+  // raw_second() (E[xi], E[xi xi^T] upper triangle, before the projection) are what finish() turns into the mean and
+  // covariance (spherical projection included).
+  bool factor(const double* y, double* L);
+  double* raw_mean() { return mu_.data(); }
+  double* raw_second() { return S_.data(); }
+  void finish(const double* y, double* mean, double* cov);
+  int n_units() const { return u_; }
+  const std::vector<double>& grid() const { return grid_; }
+  const std::vector<double>& grid_weights() const { return gw_; }
   // mean (n_c), cov (n_c x n_c). Returns false when Omega is not positive semi-definite.
   bool operator()(const double* y, double* mean, double* cov);
 
@@ -46,6 +70,10 @@ class IncrementMoments {
   std::vector<double> grid_, gw_;  // the product rule: n^u nodes (u coordinates each) and their weights
   std::vector<double> om_, L_, z_, g_, dg_, c0_, c1_, c2_, S_, mu_, proj_, tmp_;
   std::vector<int> idx_;
+  bool exact_ = false;
+  IndicatorPoly target_poly_;  // the polynomial target in monomials of l_K..l_{K+k-1} (exact mode)
+  void raw_quadrature(const double* y);
+  void raw_exact(const double* y);
 };
 
 struct SdeSpec {
