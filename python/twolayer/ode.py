@@ -526,7 +526,8 @@ def integrate_batch(
     Activations (from the arguments, else from the overlaps as in :func:`integrate`), regime, method and output
     times are shared by every member; the other arguments are as in :func:`integrate`. Each member is integrated
     exactly as :func:`integrate` would integrate it alone (bitwise: same steps, same rows), with its own step
-    sizes and its own status: a stiff or diverging member does not affect the others.
+    sizes and its own status: a stiff or diverging member does not affect the others. Step units in the
+    gradient-flow regime run the step-unit flow of :mod:`twolayer.step_flow`, member by member.
 
     Examples
     --------
