@@ -86,8 +86,8 @@ def test_overlap_flow_and_weight_descent_converge_together(m, seed):
 @pytest.mark.parametrize("m", [4, pytest.param(6, marks=pytest.mark.slow)])
 def test_orthogonal_start_stays_at_its_fixed_point(m):
     """Seed 000's orthogonal start (the demo's: d = 50, lambda = w.x / sqrt(d)): the flow stays at the symmetric
-    fixed point (0.356189... at m = 4), as population descent does. (At m = 2 that point is a saddle the rounding
-    errors of a long run leave.)"""
+    fixed point (0.356189... at m = 4) over the demo's horizon (t = 400), as population descent does. (The point is a
+    saddle: rounding-level asymmetry grows out of it by t ~ 1000 in the flow, the NumPy reference's too.)"""
     st, te = tl.networks.teacher_student(m, m, 50, "step", init="orthogonal", seed=2)
     flow = tl.ode.integrate(tl.Overlaps.from_networks(st, te), lr=1.0, regime="gradient_flow", t_max=400.0,
                             n_points=5)
