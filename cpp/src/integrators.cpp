@@ -13,9 +13,11 @@
 
 #include "twolayer/batch_integrators.hpp"
 #include "twolayer/cancel.hpp"
+#include "twolayer/dormand_prince.hpp"
 #include "twolayer/first_passage.hpp"
 #include "twolayer/gaussian.hpp"
 #include "twolayer/parallel.hpp"
+#include "twolayer/step_flow.hpp"
 
 namespace twolayer {
 
@@ -51,21 +53,7 @@ const char* state_error(const OdeRhs& f, const double* y, const IntegrateOptions
 
 namespace {
 
-// Dormand-Prince 5(4) tableau.
-constexpr double c2 = 1.0 / 5, c3 = 3.0 / 10, c4 = 4.0 / 5, c5 = 8.0 / 9;
-constexpr double a21 = 1.0 / 5;
-constexpr double a31 = 3.0 / 40, a32 = 9.0 / 40;
-constexpr double a41 = 44.0 / 45, a42 = -56.0 / 15, a43 = 32.0 / 9;
-constexpr double a51 = 19372.0 / 6561, a52 = -25360.0 / 2187, a53 = 64448.0 / 6561, a54 = -212.0 / 729;
-constexpr double a61 = 9017.0 / 3168, a62 = -355.0 / 33, a63 = 46732.0 / 5247, a64 = 49.0 / 176,
-                 a65 = -5103.0 / 18656;
-constexpr double b1 = 35.0 / 384, b3 = 500.0 / 1113, b4 = 125.0 / 192, b5 = -2187.0 / 6784, b6 = 11.0 / 84;
-// Dense output (Hairer's dopri5 CONTD5).
-constexpr double d1 = -12715105075.0 / 11282082432.0, d3 = 87487479700.0 / 32700410799.0,
-                 d4 = -10690763975.0 / 1880347072.0, d5 = 701980252875.0 / 199316789632.0,
-                 d6 = -1453857185.0 / 822651844.0, d7 = 69997945.0 / 29380423.0;
-constexpr double e1 = 71.0 / 57600, e3 = -71.0 / 16695, e4 = 71.0 / 1920, e5 = -17253.0 / 339200,
-                 e6 = 22.0 / 525, e7 = -1.0 / 40;
+using namespace dopri;  // the Dormand-Prince 5(4) tableau (dormand_prince.hpp)
 
 struct Runner {
   OdeRhs f;
@@ -322,17 +310,11 @@ struct Runner {
         const bool cross = crossed(ynew.data());
         // Dense output for the output times in (t, t_new) and for the crossing.
         auto dense = [&](double th, double* out) {
-          const double th1 = 1.0 - th;
-          for (std::size_t i = 0; i < n; ++i) out[i] = y[i] + th * (r2[i] + th1 * (r3[i] + th * (r4[i] + th1 * r5[i])));
+          dense_value(y.data(), r2.data(), r3.data(), r4.data(), r5.data(), th, n, out);
         };
-        if (cross || (next < nout && opt.times[next] < t_new)) {
-          for (std::size_t i = 0; i < n; ++i) {
-            r2[i] = ynew[i] - y[i];
-            r3[i] = hs * k1[i] - r2[i];
-            r4[i] = r2[i] - hs * k7[i] - r3[i];
-            r5[i] = hs * (d1 * k1[i] + d3 * k3[i] + d4 * k4[i] + d5 * k5[i] + d6 * k6[i] + d7 * k7[i]);
-          }
-        }
+        if (cross || (next < nout && opt.times[next] < t_new))
+          dense_coefficients(y.data(), ynew.data(), k1.data(), k3.data(), k4.data(), k5.data(), k6.data(), k7.data(),
+                             hs, n, r2.data(), r3.data(), r4.data(), r5.data());
         double t_stop = t_new, th_stop = 1.0;
         if (cross) {
           th_stop = first_passage(dense, t, hs, r_old, f.risk(ynew.data()), y_stop);
@@ -431,6 +413,7 @@ IntegrateResult integrate(const OdeModel& model, const double* y0, const Integra
                           int n_threads) {
   check_options(opt);
   check_stop(stop);
+  if (is_step_flow(model)) return step_flow_integrate(model, y0, opt, stop);  // discontinuous at alignment
   if (lanes_supported(model, opt)) return integrate_lanes(model, y0, opt, stop);  // batch_integrators.cpp
   Runner r(model, opt, stop, n_threads);
   r.run(y0);

@@ -116,7 +116,48 @@ double overlap_risk(const double* Q, const double* M, const double* P, const dou
   return r;
 }
 
+namespace {
+
+// 1 / |w| of the n rows of W (n x d), 0 for a zero row.
+std::vector<double> inverse_row_norms(const double* W, int n, int d) {
+  std::vector<double> out(static_cast<std::size_t>(n));
+  row_variances(W, n, d, 1.0, out.data());
+  for (double& x : out) x = x > 0.0 ? 1.0 / std::sqrt(x) : 0.0;
+  return out;
+}
+
+// I2 = (pi - theta) / (2 pi) of two step units from the rows (x, y) with inverse norms (rx, ry): theta from
+// unit_cos_sin, exact at alignment (0 for a zero row, as i2).
+double step_pair_value(const double* x, double rx, const double* y, double ry, int d) {
+  if (!(rx > 0.0 && ry > 0.0)) return 0.0;
+  const CosSin cs = unit_cos_sin(x, rx, y, ry, d);
+  return std::atan2(cs.s, -cs.c) / (2.0 * kPi);
+}
+
+// The excess risk of step students against a step teacher from the weights (the angles from unit_cos_sin: a
+// student on its teacher contributes exactly 0, where the cosines of the overlaps leave ~1e-9 per aligned pair).
+double step_risk(const Population& p) {
+  const int K = p.student.units, M = p.teacher.units, d = p.d;
+  const double *W = p.student.W, *Wt = p.teacher.W, *a = p.student.a, *v = p.teacher.a;
+  const std::vector<double> rs = inverse_row_norms(W, K, d), rt = inverse_row_norms(Wt, M, d);
+  auto row = [d](const double* X, int i) { return X + static_cast<std::size_t>(i) * d; };
+  double r = 0.0;
+  for (int i = 0; i < K; ++i) {
+    r += 0.5 * a[i] * a[i] * (rs[i] > 0.0 ? 0.5 : 0.0);
+    for (int k = i + 1; k < K; ++k) r += a[i] * a[k] * step_pair_value(row(W, i), rs[i], row(W, k), rs[k], d);
+    for (int q = 0; q < M; ++q) r -= a[i] * v[q] * step_pair_value(row(W, i), rs[i], row(Wt, q), rt[q], d);
+  }
+  for (int q = 0; q < M; ++q) {
+    r += 0.5 * v[q] * v[q] * (rt[q] > 0.0 ? 0.5 : 0.0);
+    for (int u = q + 1; u < M; ++u) r += v[q] * v[u] * step_pair_value(row(Wt, q), rt[q], row(Wt, u), rt[u], d);
+  }
+  return r;
+}
+
+}  // namespace
+
 double population_risk(const Population& p, int n_threads) {
+  if (p.student.act == Activation::Step && p.teacher.act == Activation::Step) return step_risk(p);
   const int K = p.student.units, M = p.teacher.units, d = p.d;
   check_buffer(static_cast<std::size_t>(K + M) * (K + M), "the overlaps Q, M, P ((K + M)^2 entries)");
   std::vector<double> Q(static_cast<std::size_t>(K) * K), Mo(static_cast<std::size_t>(K) * M),
@@ -157,6 +198,23 @@ template <Activation A, Activation B>
       gy[k] = j.g[1];
       gz[k] = j.g[2];
     }
+  }
+}
+
+// Step-step pairs of one row from the weights (for a step student with a step partner): unit x (inverse norm ux)
+// against the n rows of Y (stride d, inverse norms uy[k]); x and y are the variances (x, z[k]) of the kernel
+// (rx = x^-1/2, rz[k]). The angle comes from unit_cos_sin, not from the cosine of the Gram entry, so that the
+// force of a pair stays exact down to angles ~1e-13 (kStepUnresolvedSin) where the cosine loses it below ~1.5e-8.
+void step_row(const double* x, double ux, double rx, const double* Y, const double* uy, const double* rz, int n, int d,
+              double* v, double* gx, double* gy, double* gz) {
+  for (int k = 0; k < n; ++k) {
+    const bool live = ux > 0.0 && uy[k] > 0.0;
+    const CosSin cs = live ? unit_cos_sin(x, ux, Y + static_cast<std::size_t>(k) * d, uy[k], d) : CosSin{0.0, 0.0};
+    const PairGrad g = step_pair_grad(rx, rz[k], cs.c, cs.s < kStepUnresolvedSin ? 0.0 : cs.s);
+    v[k] = live ? std::atan2(cs.s, -cs.c) / (2.0 * kPi) : 0.0;
+    gx[k] = live ? g.gx : 0.0;
+    gy[k] = live ? g.gy : 0.0;
+    gz[k] = live ? g.gz : 0.0;
   }
 }
 
@@ -203,6 +261,10 @@ void gradient_impl(const Population& p, double* dW, double* da, double* t, int n
   for (int i = 0; i < K; ++i) rq[i] = angle_norm(sa, qd[i]);
   for (int r = 0; r < M; ++r) rp[r] = angle_norm(ta, pd[r]);
   const GradRow student_row = grad_row_for(sa, sa), teacher_row = grad_row_for(sa, ta);
+  // Step students: pairs among them (and with step teachers) from the weights' angles (step_row).
+  const bool step_s = sa == Activation::Step, step_t = step_s && ta == Activation::Step;
+  const std::vector<double> us = step_s ? inverse_row_norms(W, K, d) : std::vector<double>(),
+                            ut = step_t ? inverse_row_norms(Wt, M, d) : std::vector<double>();
   const double inv = 1.0 / p.scale;
   const bool big = static_cast<long long>(K) * (K + M) * d > 200000;
   const int threads = big ? resolve_threads(n_threads) : 1;
@@ -214,7 +276,11 @@ void gradient_impl(const Population& p, double* dW, double* da, double* t, int n
     if (n == 0) return;
     thread_local std::vector<double> gz;  // dK/dQ_kk of the row's pairs (kept across calls: no allocation)
     gz.resize(static_cast<std::size_t>(n));
-    student_row(qd[i], rq[i], Q + o + 1, &qd[i + 1], &rq[i + 1], n, SV + o + 1, SX + o + 1, SY + o + 1, gz.data());
+    if (step_s)
+      step_row(W + iu * d, us[i], rq[i], W + (iu + 1) * d, &us[i + 1], &rq[i + 1], n, d, SV + o + 1, SX + o + 1,
+               SY + o + 1, gz.data());
+    else
+      student_row(qd[i], rq[i], Q + o + 1, &qd[i + 1], &rq[i + 1], n, SV + o + 1, SX + o + 1, SY + o + 1, gz.data());
     for (int k = i + 1, e = 0; k < K; ++k, ++e) {
       const std::size_t m = static_cast<std::size_t>(k) * K + iu;
       SV[m] = SV[o + 1 + e];
@@ -247,7 +313,10 @@ void gradient_impl(const Population& p, double* dW, double* da, double* t, int n
         av += a[k] * sv[k];
         Bi[k] = a[i] * a[k] * sy[k];
       }
-      teacher_row(qi, rq[i], Mo + static_cast<std::size_t>(i) * M, pd.data(), rp.data(), M, kv, kx, ky, kz);
+      if (step_t)
+        step_row(W + static_cast<std::size_t>(i) * d, us[i], rq[i], Wt, ut.data(), rp.data(), M, d, kv, kx, ky, kz);
+      else
+        teacher_row(qi, rq[i], Mo + static_cast<std::size_t>(i) * M, pd.data(), rp.data(), M, kv, kx, ky, kz);
       double ti = 0.0, tx = 0.0;
       double* Ei = E + static_cast<std::size_t>(r) * M;
 #pragma omp simd reduction(+ : ti, tx)
@@ -279,8 +348,15 @@ double population_risk_gradient(const Population& p, double* dW, double* da, int
   const int K = p.student.units, M = p.teacher.units;
   std::vector<double> t(K), P(static_cast<std::size_t>(M) * M);
   gradient_impl(p, dW, da, t.data(), n_threads);
-  gram(p.teacher.W, M, p.teacher.W, M, p.d, p.scale, P.data(), 1);
-  double r = overlap_risk(nullptr, nullptr, P.data(), nullptr, p.teacher.a, 0, M, p.student.act, p.teacher.act);
+  double r;
+  if (p.student.act == Activation::Step && p.teacher.act == Activation::Step) {
+    Population teacher_only = p;
+    teacher_only.student.units = 0;
+    r = step_risk(teacher_only);
+  } else {
+    gram(p.teacher.W, M, p.teacher.W, M, p.d, p.scale, P.data(), 1);
+    r = overlap_risk(nullptr, nullptr, P.data(), nullptr, p.teacher.a, 0, M, p.student.act, p.teacher.act);
+  }
   for (int i = 0; i < K; ++i) r += 0.5 * p.student.a[i] * (da[i] - t[i]);
   return r;
 }

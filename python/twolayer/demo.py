@@ -7,9 +7,9 @@ permutations of the units, so descent stays on a symmetric fixed point (excess r
 Gaussian starts break the symmetry and mostly reach the global minimum, sometimes a spurious minimum. The loss
 has a cusp at alignment (it grows linearly with the angle), so fixed steps oscillate there with an amplitude
 ~ lr (excess risk ~1e-3): as in the paper, the step is decayed after ``decay_start`` iterations (halved every
-``decay_every``, :func:`twolayer.schedules.step_decay`), and the converging runs reach ~1e-9 — the resolution
-of the overlap-based risk in double precision (an aligned pair whose cos theta does not round to 1 keeps
-theta ~ 1.5e-8) — or exactly 0 up to rounding.
+``decay_every``, :func:`twolayer.schedules.step_decay`), and the converging runs reach ~1e-13 (the paper's
+"machine error, on the order of 1e-9"): the step pairs' angle comes from the chords of the unit vectors, resolved
+down to ~1e-13 rad, where the arccosine of the overlaps' cosine stalls at theta ~ 1.5e-8 (risk ~2e-9 a pair).
 
 Plateau panel: an erf student (K = 2) learns an erf teacher (M = 2, orthonormal rows) by online SGD. The
 order-parameter ODE (d -> infinity) started from the same overlaps shows the symmetric plateau and the escape

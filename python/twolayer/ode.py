@@ -30,7 +30,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from . import _core, step_flow
+from . import _core
 from ._grid import output_times
 from ._interrupt import Interrupted, partial_result
 from ._progress import progress_bar
@@ -389,16 +389,18 @@ def integrate(
     meta = {**_model_meta(act, t_act, reg, spherical, ro), **solver_meta, "lr": lr_, "lr_readout": lr_a,
             "noise": noise_, "risk_tol": tol or math.nan, "risk_rtol": rtol_r or math.nan,
             **({} if sched is None else {"schedule": repr(sched)})}
-    if act == t_act == "step" and reg == "gradient_flow" and not spherical:  # discontinuous at alignment
+    if _is_step_flow(act, t_act, reg, spherical):
         meta["method"] = "step_events"
-        out = step_flow.integrate(ov, lr_, lr_a * c * c, tail[0], sched, tail[3], tail[4], tol, rtol_r,
-                                  keywords["max_steps"], keywords["h_max"])
-        return _trajectory(out, meta, ov)
     with partial_result(lambda out: _trajectory(out, meta, ov)):
         out = _core.ode_integrate(ov.Q, ov.M, ov.a, ov.P, ov.v, act, t_act, reg, bool(spherical), lr_,
                                   lr_a * c * c, noise_, *tail, 0.0, keywords["h_max"], tol, rtol_r,
                                   keywords["max_steps"], keywords["n_threads"], schedule=core_arg(sched))
     return _trajectory(out, meta, ov)
+
+
+def _is_step_flow(act: str, t_act: str, regime: str, spherical: bool) -> bool:
+    """Whether the core integrates the system by the step-unit flow (:mod:`twolayer.step_flow`), whatever method."""
+    return act == t_act == "step" and regime == "gradient_flow" and not spherical
 
 
 def _max_steps(max_steps: Any) -> int:
@@ -594,7 +596,8 @@ def integrate_batch(
     Activations (from the arguments, else from the overlaps as in :func:`integrate`), regime, method and output
     times are shared by every member; the other arguments are as in :func:`integrate`. Each member is integrated
     exactly as :func:`integrate` would integrate it alone (bitwise: same steps, same rows), with its own step
-    sizes and its own status: a stiff or diverging member does not affect the others.
+    sizes and its own status: a stiff or diverging member does not affect the others. Step units in the
+    gradient-flow regime run the step-unit flow of :mod:`twolayer.step_flow`, member by member.
 
     Examples
     --------
@@ -649,7 +652,8 @@ def integrate_batch(
                                                   n_threads)
     sched = as_schedule(schedule, t_max=float(tail[0][-1]))
     meta = {**_model_meta(act, t_act, reg, spherical, ro), **solver_meta,
-            **({} if sched is None else {"schedule": repr(sched)})}
+            **({} if sched is None else {"schedule": repr(sched)}),
+            **({"method": "step_events"} if _is_step_flow(act, t_act, reg, spherical) else {})}
     if tgts is not None:
         names = [repr(t) for t in tgts if t is not None]
         meta["target"] = names[0] if len(set(names)) == 1 else "[" + ", ".join(map(str, (

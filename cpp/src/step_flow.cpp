@@ -1,0 +1,526 @@
+// The step-unit gradient flow through alignment (step_flow.hpp): Dormand-Prince steps limited by the time to the
+// next meeting, merging of units that meet, Filippov sliding of the clusters; forces and risk from population.cpp.
+#include "twolayer/step_flow.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "twolayer/cancel.hpp"
+#include "twolayer/dormand_prince.hpp"
+#include "twolayer/first_passage.hpp"
+#include "twolayer/gaussian.hpp"
+#include "twolayer/linalg.hpp"
+#include "twolayer/population.hpp"
+
+namespace twolayer {
+
+bool is_step_flow(const OdeModel& m) {
+  return m.student == Activation::Step && m.teacher == Activation::Step && m.regime == Regime::GradientFlow &&
+         !m.spherical && !m.target;
+}
+
+namespace {
+
+using namespace dopri;
+
+constexpr double kNear = 1e-4;      // rad: an approaching unit closer than this has its error measured relative to
+constexpr double kSlack = 0.05;     //      kSlack x its distance (its path is only Hoelder at the arrival)
+constexpr double kApproach = 0.5;   // a step covers at most this fraction of the time to the nearest meeting,
+constexpr double kLinear = 1e-3;    // or, closer than kLinear rad (where the arrival is nearly linear in t),
+constexpr double kFinal = 0.98;     // this fraction: the meeting is then reached in a few steps and snapped
+constexpr double kTwoPi = 2.0 * kPi;
+
+double dot(const double* x, const double* y, int n) {
+  double s = 0.0;
+  for (int j = 0; j < n; ++j) s += x[j] * y[j];
+  return s;
+}
+void normalise(double* x, int n) {
+  const double r = 1.0 / std::sqrt(dot(x, x, n));
+  for (int j = 0; j < n; ++j) x[j] *= r;
+}
+
+// A student's cluster: on teacher `teacher` (u_i = sign T_r), or with the students of lead `lead` (u_i = sign u_C),
+// or free (both -1).
+struct Link {
+  int teacher = -1, lead = -1;
+  double sign = 1.0;
+  bool linked() const { return teacher >= 0 || lead >= 0; }
+};
+
+class Flow {
+ public:
+  Flow(const OdeModel& m, const double* y0, const IntegrateOptions& opt)
+      : K(m.K), Mt(m.M), n(m.K + m.M), lr(m.lr), lr_a(m.lr_readout), sched(opt.schedule), v(m.v) {
+    // Omega = X X^T with teachers first; rows x_u = V_u sqrt(lambda)
+    std::vector<double> om(static_cast<std::size_t>(n) * n), V(om.size());
+    const double *Q = y0, *Mo = y0 + m.offset_M();
+    for (int r = 0; r < Mt; ++r)
+      for (int q = 0; q < Mt; ++q) om[r * n + q] = m.P[static_cast<std::size_t>(r) * Mt + q];
+    for (int i = 0; i < K; ++i) {
+      for (int r = 0; r < Mt; ++r) om[(Mt + i) * n + r] = om[r * n + Mt + i] = Mo[i * Mt + r];
+      for (int k = 0; k < K; ++k) om[(Mt + i) * n + Mt + k] = 0.5 * (Q[i * K + k] + Q[k * K + i]);
+    }
+    jacobi_eigen(om.data(), V.data(), n);
+    std::vector<double> X(om.size());
+    for (int u = 0; u < n; ++u)
+      for (int c = 0; c < n; ++c) X[u * n + c] = V[u * n + c] * std::sqrt(std::max(om[c * n + c], 0.0));
+    T.assign(X.begin(), X.begin() + static_cast<std::ptrdiff_t>(Mt) * n);
+    U0.assign(X.begin() + static_cast<std::ptrdiff_t>(Mt) * n, X.end());
+    tnorm.resize(Mt);
+    norm.resize(K);
+    norm2.resize(K);
+    for (int r = 0; r < Mt; ++r) {
+      tnorm[r] = std::sqrt(dot(&T[r * n], &T[r * n], n));
+      if (!(tnorm[r] > 0.0))
+        throw std::invalid_argument("P: step units need P_rr > 0 (a zero teacher vector has no direction)");
+      for (int c = 0; c < n; ++c) T[r * n + c] /= tnorm[r];
+    }
+    for (int i = 0; i < K; ++i) {
+      norm[i] = std::sqrt(dot(&U0[i * n], &U0[i * n], n));
+      if (!(norm[i] > 0.0))
+        throw std::invalid_argument("Q: step units need Q_ii > 0 (a zero student vector has no direction)");
+      norm2[i] = norm[i] * norm[i];
+      for (int c = 0; c < n; ++c) U0[i * n + c] /= norm[i];
+    }
+    Wt.resize(T.size());
+    for (int r = 0; r < Mt; ++r)
+      for (int c = 0; c < n; ++c) Wt[r * n + c] = T[r * n + c] * tnorm[r];
+    W.resize(U0.size());
+    dW.resize(U0.size());
+    ga.resize(K);
+    vf.resize(U0.size());
+    valid.assign(K, 1);
+    link.resize(K);
+  }
+
+  const int K, Mt, n;
+  const double lr, lr_a;
+  const Schedule& sched;
+  std::vector<double> v, T, Wt, U0, tnorm, norm, norm2;
+  std::vector<Link> link;
+  std::vector<double> W, dW, ga, vf;  // workspace; vf: the last velocity() call's free velocities
+  std::vector<char> valid;           // the last velocity() call's sliding condition per linked student
+
+  Population population(const double* U, const double* a) {
+    for (int i = 0; i < K; ++i)
+      for (int c = 0; c < n; ++c) W[i * n + c] = U[i * n + c] * norm[i];
+    Population p;
+    p.student = Layer{W.data(), a, K, Activation::Step};
+    p.teacher = Layer{Wt.data(), v.data(), Mt, Activation::Step};
+    p.d = n;
+    p.scale = 1.0;
+    return p;
+  }
+
+  double risk(const double* U, const double* a) { return population_risk(population(U, a), 1); }
+
+  // The state [Q, M, a] (dynamics.hpp) of directions U and readouts a.
+  void state(const double* U, const double* a, double* y) const {
+    for (int i = 0; i < K; ++i) {
+      for (int k = 0; k < K; ++k) y[i * K + k] = norm[i] * norm[k] * dot(&U[i * n], &U[k * n], n);
+      for (int r = 0; r < Mt; ++r) y[K * K + i * Mt + r] = norm[i] * tnorm[r] * dot(&U[i * n], &T[r * n], n);
+      y[K * K + K * Mt + i] = a[i];
+    }
+  }
+
+  // c_i of a linked student: the summed weight of the other units of its cluster, seen from i.
+  double cusp_weight(int i, const double* a) const {
+    const Link& l = link[i];
+    double c = l.teacher >= 0 ? l.sign * v[l.teacher] : 0.0;
+    for (int k = 0; k < K; ++k)
+      if (k != i && ((l.teacher >= 0 && link[k].teacher == l.teacher) || (l.lead >= 0 && link[k].lead == l.lead)))
+        c -= l.sign * link[k].sign * a[k];
+    return c;
+  }
+
+  // dU, da at rate s; the free velocities go to vf and the sliding conditions to valid.
+  void velocity(double s, const double* U, const double* a, double* dU, double* da) {
+    population_gradient(population(U, a), dW.data(), ga.data(), 1);
+    for (int i = 0; i < K; ++i)
+      for (int c = 0; c < n; ++c) vf[i * n + c] = -lr * s * dW[i * n + c] / norm[i];
+    for (int i = 0; i < K; ++i) da[i] = lr_a != 0.0 ? -lr_a * s * ga[i] : 0.0;
+    std::copy(vf.begin(), vf.end(), dU);
+    for (int i = 0; i < K; ++i) {
+      if (!link[i].linked() || (link[i].lead >= 0 && link[i].lead != i)) continue;
+      // the cluster of i (i: a student on a teacher, or a free cluster's lead); its velocity uc
+      std::vector<int> members;
+      if (link[i].teacher >= 0)
+        members.push_back(i);
+      else
+        for (int k = 0; k < K; ++k)
+          if (link[k].lead == i) members.push_back(k);
+      std::vector<double> uc(n, 0.0);
+      if (link[i].lead >= 0) {
+        double mass = 0.0;
+        for (int k : members) {
+          mass += norm2[k];
+          for (int c = 0; c < n; ++c) uc[c] += link[k].sign * norm2[k] * vf[k * n + c];
+        }
+        for (double& x : uc) x /= mass;
+      }
+      bool all = true;
+      for (int k : members) {
+        const double ck = cusp_weight(k, a);
+        double f = 0.0;
+        for (int c = 0; c < n; ++c) {
+          const double g = link[k].sign * uc[c] - vf[k * n + c];
+          f += g * g;
+        }
+        valid[k] = a[k] * ck > 0.0 && std::sqrt(f) <= lr * s * std::fabs(a[k] * ck) / (kTwoPi * norm2[k]);
+        all = all && valid[k];
+      }
+      if (all)
+        for (int k : members)
+          for (int c = 0; c < n; ++c) dU[k * n + c] = link[k].sign * uc[c];
+    }
+  }
+
+  // Angle between unit rows x and y, and the rate at which it closes (-dtheta/dt) under velocities dx, dy.
+  void approach(const double* x, const double* dx, const double* y, const double* dy, double& theta,
+                double& rate) const {
+    const CosSin cs = unit_cos_sin(x, 1.0 / std::sqrt(dot(x, x, n)), y, 1.0 / std::sqrt(dot(y, y, n)), n);
+    theta = std::atan2(cs.s, cs.c);
+    rate = 0.0;
+    if (!(cs.s > 0.0)) return;
+    for (int c = 0; c < n; ++c) {
+      rate += dx[c] * (y[c] - cs.c * x[c]) / cs.s;
+      if (dy) rate += dy[c] * (x[c] - cs.c * y[c]) / cs.s;
+    }
+  }
+  bool same_cluster(int i, int k) const {
+    return (link[i].teacher >= 0 && link[i].teacher == link[k].teacher) ||
+           (link[i].lead >= 0 && link[i].lead == link[k].lead);
+  }
+
+  // The approach limiter: the largest step (inf if none) and, per student, the distance to the nearest meeting it
+  // approaches (inf if none), from the state U and its velocity dU.
+  double limit(const double* U, const double* dU, std::vector<double>& near) const {
+    double h = std::numeric_limits<double>::infinity();
+    near.assign(K, std::numeric_limits<double>::infinity());
+    auto consider = [&](int i, int k, double theta, double rate) {
+      // to angle 0 (closing, rate > 0) or to pi (opening, rate < 0)
+      const double dist = rate > 0.0 ? theta : kPi - theta, speed = std::fabs(rate);
+      if (!(speed > 0.0) || !(dist > kStepSnap)) return;
+      const double frac = dist < kLinear ? kFinal : kApproach;
+      h = std::min(h, frac * dist / speed);
+      if (dist < kNear) {
+        near[i] = std::min(near[i], dist);
+        if (k >= 0) near[k] = std::min(near[k], dist);
+      }
+    };
+    for (int i = 0; i < K; ++i) {
+      const bool free = !link[i].linked();
+      double theta, rate;
+      if (link[i].teacher < 0)
+        for (int r = 0; r < Mt; ++r) {
+          approach(&U[i * n], &dU[i * n], &T[r * n], nullptr, theta, rate);
+          consider(i, -1, theta, rate);
+        }
+      for (int k = i + 1; k < K; ++k) {
+        if (same_cluster(i, k) || (!free && link[k].linked() && link[i].teacher >= 0 && link[k].teacher >= 0))
+          continue;
+        approach(&U[i * n], &dU[i * n], &U[k * n], &dU[k * n], theta, rate);
+        consider(i, k, theta, rate);
+      }
+    }
+    return h;
+  }
+
+  // Puts every linked student exactly on its cluster's direction (teacher, or the norm-weighted mean direction).
+  void impose(double* U) const {
+    for (int i = 0; i < K; ++i) {
+      const Link& l = link[i];
+      if (l.teacher >= 0) {
+        for (int c = 0; c < n; ++c) U[i * n + c] = l.sign * T[l.teacher * n + c];
+      } else if (l.lead == i) {
+        std::vector<double> uc(n, 0.0);
+        for (int k = 0; k < K; ++k)
+          if (link[k].lead == i)
+            for (int c = 0; c < n; ++c) uc[c] += link[k].sign * norm2[k] * U[k * n + c];
+        normalise(uc.data(), n);
+        for (int k = 0; k < K; ++k)
+          if (link[k].lead == i)
+            for (int c = 0; c < n; ++c) U[k * n + c] = link[k].sign * uc[c];
+      }
+    }
+  }
+
+  // Merges units that met (within kStepSnap of angle 0 or pi); returns whether any did.
+  bool merge(double* U) {
+    bool any = false;
+    auto angle = [&](const double* x, const double* y) {
+      const CosSin cs = unit_cos_sin(x, 1.0, y, 1.0, n);
+      return std::atan2(cs.s, cs.c);
+    };
+    // a free student or free cluster (by its lead) meeting a teacher: the whole cluster joins the teacher
+    for (int i = 0; i < K; ++i) {
+      if (link[i].teacher >= 0 || (link[i].lead >= 0 && link[i].lead != i)) continue;
+      for (int r = 0; r < Mt; ++r) {
+        const double th = angle(&U[i * n], &T[r * n]);
+        if (th >= kStepSnap && kPi - th >= kStepSnap) continue;
+        const double side = th < kStepSnap ? 1.0 : -1.0;
+        const bool lead = link[i].lead == i;
+        for (int k = 0; k < K; ++k)
+          if (k == i || (lead && link[k].lead == i)) {
+            const double sg = k == i ? 1.0 : link[k].sign;
+            link[k] = Link{r, -1, side * sg};
+          }
+        any = true;
+        break;
+      }
+    }
+    // two free students / clusters meeting: one cluster, led by the smaller lead
+    for (int i = 0; i < K; ++i) {
+      if (link[i].teacher >= 0 || (link[i].lead >= 0 && link[i].lead != i)) continue;
+      for (int k = i + 1; k < K; ++k) {
+        if (link[k].teacher >= 0 || (link[k].lead >= 0 && link[k].lead != k)) continue;
+        const double th = angle(&U[i * n], &U[k * n]);
+        if (th >= kStepSnap && kPi - th >= kStepSnap) continue;
+        const double side = th < kStepSnap ? 1.0 : -1.0;
+        if (link[i].lead < 0) link[i] = Link{-1, i, 1.0};
+        const int old = k;
+        for (int j = 0; j < K; ++j)
+          if (j == k || link[j].lead == old) {
+            const double sg = j == k ? 1.0 : link[j].sign;
+            link[j] = Link{-1, i, side * sg};
+          }
+        any = true;
+      }
+    }
+    if (any) impose(U);
+    return any;
+  }
+
+  // Releases the linked students whose sliding condition failed at the last velocity() call (state U): each leaves
+  // along its free velocity, moved off by 10 kStepSnap; clusters left with one student dissolve.
+  void release(double* U) {
+    for (int i = 0; i < K; ++i) {
+      if (!link[i].linked() || valid[i]) continue;
+      double f = std::sqrt(dot(&vf[i * n], &vf[i * n], n));
+      if (!(f > 0.0)) continue;
+      for (int c = 0; c < n; ++c) U[i * n + c] += 10.0 * kStepSnap * vf[i * n + c] / f;
+      normalise(&U[i * n], n);
+      const int lead = link[i].lead;
+      link[i] = Link{};
+      if (lead < 0) continue;
+      // re-lead the rest of the cluster
+      int first = -1, count = 0;
+      for (int k = 0; k < K; ++k)
+        if (link[k].lead == lead) {
+          if (first < 0) first = k;
+          ++count;
+        }
+      const double s0 = first >= 0 ? link[first].sign : 1.0;
+      for (int k = 0; k < K; ++k)
+        if (link[k].lead == lead) link[k] = count > 1 ? Link{-1, first, link[k].sign * s0} : Link{};
+    }
+  }
+
+  int count_on_teachers() const {
+    int c = 0;
+    for (const Link& l : link) c += l.teacher >= 0;
+    return c;
+  }
+  int count_in_clusters() const {
+    int c = 0;
+    for (const Link& l : link) c += l.lead >= 0;
+    return c;
+  }
+};
+
+void check(const IntegrateOptions& opt, const StopRule& stop) {
+  if (opt.max_steps < 1) throw std::invalid_argument("max_steps: expected a positive number of steps");
+  if (!(opt.rtol >= 0.0 && opt.atol >= 0.0 && opt.rtol + opt.atol > 0.0))
+    throw std::invalid_argument("rtol, atol: expected numbers >= 0, not both 0");
+  for (std::size_t i = 0; i < opt.times.size(); ++i)
+    if (!std::isfinite(opt.times[i]) || opt.times[i] < 0.0 || (i > 0 && opt.times[i] < opt.times[i - 1]))
+      throw std::invalid_argument("times: expected finite, non-negative, non-decreasing output times");
+  if (!(stop.risk_tol >= 0.0 && stop.risk_rtol >= 0.0))
+    throw std::invalid_argument("risk_tol, risk_rtol: expected numbers >= 0");
+}
+
+}  // namespace
+
+IntegrateResult step_flow_integrate(const OdeModel& model, const double* y0, const IntegrateOptions& opt,
+                                    const StopRule& stop) {
+  validate_model(model);
+  check(opt, stop);
+  Flow flow(model, y0, opt);
+  const int K = flow.K, n = flow.n;
+  // the integrated state Y = [U (K x n directions), a (K)]
+  const std::size_t nu = static_cast<std::size_t>(K) * n, N = nu + static_cast<std::size_t>(K);
+  IntegrateResult res;
+  std::vector<double> Y(N), yrow(model.state_size()), Yi(N);
+  std::copy(flow.U0.begin(), flow.U0.end(), Y.begin());
+  std::copy(y0 + model.offset_a(), y0 + model.offset_a() + K, Y.begin() + static_cast<std::ptrdiff_t>(nu));
+  auto risk = [&](const double* X) { return flow.risk(X, X + nu); };
+  auto record = [&](double t, const double* X) {
+    flow.state(X, X + nu, yrow.data());
+    res.t.push_back(t);
+    res.y.insert(res.y.end(), yrow.begin(), yrow.end());
+    res.risk.push_back(risk(X));
+  };
+  const bool scheduled = !opt.schedule.identity(), piecewise = opt.schedule.piecewise_constant();
+  double step_rate = scheduled && piecewise ? opt.schedule(0.0) : 1.0;
+  auto rate = [&](double t) { return !scheduled ? 1.0 : piecewise ? step_rate : opt.schedule(t); };
+  auto velocity = [&](double t, const double* X, double* dX) {
+    flow.velocity(rate(t), X, X + nu, dX, dX + nu);
+    ++res.n_rhs;
+  };
+
+  double t = 0.0;
+  std::size_t next = 0;
+  const std::size_t nt = opt.times.size();
+  const double t_end = nt ? opt.times.back() : 0.0;
+  std::vector<double> dY(N);
+  flow.merge(Y.data());
+  velocity(0.0, Y.data(), dY.data());
+  flow.release(Y.data());
+  velocity(0.0, Y.data(), dY.data());
+  while (next < nt && opt.times[next] <= 0.0) record(opt.times[next++], Y.data());
+  const double r0 = risk(Y.data());
+  const double threshold = std::max(stop.risk_tol, stop.risk_rtol * r0);
+  if (stop.active() && r0 <= threshold) {
+    if (res.t.empty()) record(0.0, Y.data());
+    std::ostringstream s;
+    s << "excess risk " << r0 << " reached the threshold " << threshold << " at t = 0";
+    res.status = "converged", res.stop_time = 0.0, res.message = s.str();
+    return res;
+  }
+
+  std::vector<double> k[7], Ys(N), Yn(N), r2(N), r3(N), r4(N), r5(N), near;
+  for (auto& kj : k) kj.resize(N);
+  static constexpr double A[7][6] = {{0, 0, 0, 0, 0, 0},         {a21, 0, 0, 0, 0, 0},
+                                     {a31, a32, 0, 0, 0, 0},     {a41, a42, a43, 0, 0, 0},
+                                     {a51, a52, a53, a54, 0, 0}, {a61, a62, a63, a64, a65, 0},
+                                     {b1, 0, b3, b4, b5, b6}};
+  static constexpr double C[7] = {0.0, c2, c3, c4, c5, 1.0, 1.0};
+  static constexpr double E[7] = {e1, 0.0, e3, e4, e5, e6, e7};
+  // the state at fraction th of the accepted step (dense output, directions normalised)
+  auto dense = [&](double th, double* out) {
+    dense_value(Y.data(), r2.data(), r3.data(), r4.data(), r5.data(), th, N, out);
+    for (int i = 0; i < K; ++i) normalise(out + static_cast<std::size_t>(i) * n, n);
+  };
+  double h = 1e-3;
+  while (next < nt) {
+    if (cancel_requested() || res.n_steps >= opt.max_steps) {
+      std::ostringstream s;
+      if (cancel_requested()) {
+        s << "interrupted at t = " << t << " after " << res.n_steps << " steps";
+        res.status = "interrupted";
+      } else {
+        s << "max_steps = " << opt.max_steps << " steps taken, stopped at t = " << t;
+        res.status = "max_steps";
+      }
+      res.stop_time = t, res.message = s.str();
+      return res;
+    }
+    h = std::min({h, flow.limit(Y.data(), dY.data(), near), t_end - t});
+    if (opt.h_max > 0.0) h = std::min(h, opt.h_max);
+    if (scheduled && piecewise) {
+      h = std::min(h, opt.schedule.next_jump(t) - t);
+      const double r = opt.schedule(t + 0.5 * h);
+      if (r != step_rate) {  // k1 at the rate of this step
+        step_rate = r;
+        velocity(t, Y.data(), dY.data());
+      }
+    }
+    h = std::max(h, 1e-300);
+    k[0] = dY;
+    for (int st = 1; st < 7; ++st) {
+      std::vector<double>& Yt = st == 6 ? Yn : Ys;
+      for (std::size_t j = 0; j < N; ++j) {
+        double x = 0.0;
+        for (int q = 0; q < st; ++q) x += A[st][q] * k[q][j];
+        Yt[j] = Y[j] + h * x;
+      }
+      velocity(t + C[st] * h, Yt.data(), k[st].data());
+    }
+    // error: RMS of h sum_j E_j k_j over atol + rtol max(|y|, |y_new|), plus the slack of approaching students
+    double e2 = 0.0;
+    for (std::size_t j = 0; j < N; ++j) {
+      double err = 0.0;
+      for (int q = 0; q < 7; ++q) err += E[q] * k[q][j];
+      const std::size_t i = j / static_cast<std::size_t>(n);
+      const double slack = j < nu && std::isfinite(near[i]) && flow.link[i].teacher < 0 ? kSlack * near[i] : 0.0;
+      const double sc = opt.atol + opt.rtol * std::max(std::fabs(Y[j]), std::fabs(Yn[j])) + slack;
+      e2 += (h * err / sc) * (h * err / sc);
+    }
+    double e = std::sqrt(e2 / static_cast<double>(N));
+    if (!std::isfinite(e)) e = std::numeric_limits<double>::infinity();
+    if (e > 1.0) {
+      ++res.n_rejected;
+      h *= std::isfinite(e) ? std::max(0.2, 0.9 * std::pow(e, -0.2)) : 0.2;
+      continue;
+    }
+    ++res.n_steps;
+    const double t_new = t + h;
+    dense_coefficients(Y.data(), Yn.data(), k[0].data(), k[2].data(), k[3].data(), k[4].data(), k[5].data(),
+                       k[6].data(), h, N, r2.data(), r3.data(), r4.data(), r5.data());
+    for (int i = 0; i < K; ++i) normalise(&Yn[static_cast<std::size_t>(i) * n], n);
+    flow.impose(Yn.data());
+    flow.merge(Yn.data());
+    for (double x : Yn)
+      if (!std::isfinite(x)) {
+        std::ostringstream s;
+        s << "diverged at t = " << t_new << ": the state is not finite (NaN or inf)";
+        res.status = "diverged", res.stop_time = t_new, res.message = s.str();
+        return res;
+      }
+    // outputs in (t, t_new], or the early stop located on the dense output
+    if (stop.active()) {
+      const double r_new = risk(Yn.data());
+      if (r_new <= threshold) {
+        std::vector<double> Ystop(N);
+        const double w = locate_first_passage(dense, risk, threshold, t, h, risk(Y.data()), r_new, Ystop.data());
+        const double t_stop = w < 1.0 ? t + w * h : t_new;
+        while (next < nt && opt.times[next] < t_stop) {
+          dense((opt.times[next] - t) / h, Yi.data());
+          record(opt.times[next++], Yi.data());
+        }
+        if (w < 1.0)
+          dense(w, Ystop.data());
+        else
+          Ystop = Yn;
+        record(t_stop, Ystop.data());
+        std::ostringstream s;
+        s << "excess risk " << res.risk.back() << " reached the threshold " << threshold << " at t = " << t_stop;
+        res.status = "converged", res.stop_time = t_stop, res.message = s.str();
+        return res;
+      }
+    }
+    for (; next < nt && opt.times[next] <= t_new; ++next) {
+      const double w = (opt.times[next] - t) / h;
+      if (w >= 1.0) {
+        record(opt.times[next], Yn.data());
+      } else {
+        dense(w, Yi.data());
+        record(opt.times[next], Yi.data());
+      }
+    }
+    t = t_new;
+    std::swap(Y, Yn);
+    velocity(t, Y.data(), dY.data());
+    bool release = false;
+    for (int i = 0; i < K; ++i) release = release || (flow.link[i].linked() && !flow.valid[i]);
+    if (release) {
+      flow.release(Y.data());
+      velocity(t, Y.data(), dY.data());
+    }
+    h *= e == 0.0 ? 5.0 : std::min(5.0, std::max(0.2, 0.9 * std::pow(e, -0.2)));
+  }
+  std::ostringstream s;
+  s << "integrated to t = " << t_end << " in " << res.n_steps << " steps (" << res.n_rhs
+    << " right-hand sides; step units: event location at alignment, Filippov sliding; " << flow.count_on_teachers()
+    << " of " << K << " students on a teacher, " << flow.count_in_clusters() << " in clusters of students at the end)";
+  res.message = s.str();
+  return res;
+}
+
+}  // namespace twolayer
