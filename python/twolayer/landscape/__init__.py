@@ -5,6 +5,8 @@ paper-reproduction pages).
 
 - :func:`refine`, :class:`CriticalPoint`, :func:`spectrum` — Newton refinement and classification (critical).
 - :func:`isotropy`, :class:`FixedPointSpace` — symmetry of weight matrices (symmetry).
+- :func:`canonical`, :func:`orbit_tangents`, :func:`split_spectrum` — the rescaling orbit of homogeneous units:
+  its canonical point and flat directions (orbit).
 - :class:`SubspaceProblem`, :func:`continue_family` — critical points in fixed-point subspaces, continued in k.
 - :func:`continue_real_k` — the ΔS_{k-1} family at real k and the k where it turns into a minimum.
 - :func:`multistart` — many parallel searches, refined and classified.
@@ -23,6 +25,7 @@ from .alignment import (
 )
 from .critical import CriticalPoint, classify, refine, spectrum
 from .multistart import MultistartResult, multistart, numpy_relu_loss_grad, random_starts
+from .orbit import canonical, canonical_weights, homogeneity_degree, orbit_tangents, split_spectrum
 from .realk import RealKFamily, continue_real_k, reduced_risk
 from .subspace import FamilyPoint, SubspaceProblem, continue_family, identity_teacher
 from .symmetry import FixedPointSpace, Isotropy, isotropy
@@ -37,18 +40,23 @@ __all__ = [
     "SubspaceProblem",
     "alignment_determinants",
     "alignment_flow",
+    "canonical",
+    "canonical_weights",
     "classify",
     "continue_family",
     "continue_real_k",
+    "homogeneity_degree",
     "identity_teacher",
     "isotropy",
     "multistart",
     "numpy_relu_loss_grad",
+    "orbit_tangents",
     "procrustes",
     "procrustes_distance",
     "random_starts",
     "reduced_risk",
     "refine",
     "spectrum",
+    "split_spectrum",
     "step_gradient_flow",
 ]
