@@ -74,7 +74,6 @@ def test_compression_is_lossless_for_any_point():
         (sym, None), (noisy, None), (noisy, np.ones(5) + 1e-14 * rng.standard_normal(5)),
         (rng.standard_normal((4, 4)), rng.standard_normal(4)),  # trivial isotropy: dense
         (rng.standard_normal((3, 6)), None),  # not square: dense
-        (np.array([[np.nan, 1.0], [np.inf, -0.0]]), np.array([1.0, -np.inf])),
     ]
     for W, a in cases:
         c = json.loads(json.dumps(L.compress_point(W, a), allow_nan=False))
@@ -98,6 +97,12 @@ def test_compression_is_lossless_for_any_point():
 
 
 def test_compression_validates():
+    with pytest.raises(ValueError, match="W"):
+        L.compress_point(np.array([[np.nan, 1.0], [np.inf, -0.0]]))  # (failed runs are exported dense by to_json)
+    for bad in ({"shape": [2, 2], "blocks": [2]}, {"shape": [2, 3], "blocks": [2], "labels": []},
+                {"shape": [0, 1], "dense": []}, {"shape": "ab", "dense": [1.0]}):
+        with pytest.raises(ValueError, match="data"):
+            L.decompress_point(bad)
     with pytest.raises(ValueError, match="a: expected length 3"):
         L.compress_point(np.eye(3), np.ones(2))
     with pytest.raises(ValueError, match="data"):
@@ -157,8 +162,11 @@ def test_json_validates(tmp_path):
         L.to_json({"W": 1})
     with pytest.raises(ValueError, match="text"):
         L.from_json('{"format": "other"}')
-    with pytest.raises(FileNotFoundError):
-        L.from_json(tmp_path / "missing.json")
+    for bad in (tmp_path / "missing.json", "", "not json", '{"format": "twolayer.landscape/1"}',
+                '{"format": "twolayer.landscape/1", "result": {"__type__": "CriticalPoint", "fields": {}}}',
+                '{"format": "twolayer.landscape/1", "result": {"__array__": "float"}}'):
+        with pytest.raises((ValueError, TypeError), match="text|CriticalPoint"):
+            L.from_json(bad)
 
 
 # ------------------------------------------------------------------------------------- tables and datasets

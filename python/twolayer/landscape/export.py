@@ -72,7 +72,8 @@ def compress_point(
     symmetrize : bool, default False
         Drop the entries that deviate from their block's value (the point
         becomes exactly symmetric; ``max_deviation`` records the largest
-        change). False keeps them: the round trip is exact.
+        change, capped at the largest double). False keeps them: the round
+        trip is exact.
 
     Returns
     -------
@@ -93,13 +94,18 @@ def compress_point(
     >>> bool(np.array_equal(tl.landscape.decompress_point(c)[0], W))
     True
     """
-    W_ = as_float_array(W, "W", ndim=2, finite=False)
+    W_ = as_float_array(W, "W", ndim=2)
+    a_ = None if a is None else as_float_array(a, "a", ndim=1, scalar_ok=False)
+    return _compress(W_, a_, positive(tol, "tol"), boolean(symmetrize, "symmetrize"))
+
+
+def _compress(
+    W_: NDArray[np.float64], a_: NDArray[np.float64] | None, tol_: float, symmetrize: bool
+) -> dict[str, Any]:
+    """:func:`compress_point` on checked arrays, non-finite entries allowed (stored dense: failed runs)."""
     k, d = W_.shape
-    a_ = None if a is None else as_float_array(a, "a", ndim=1, scalar_ok=False, finite=False)
     if a_ is not None and a_.shape[0] != k:
         raise ValueError(f"a: expected length {k} (rows of W), got {a_.shape[0]}")
-    tol_ = positive(tol, "tol")
-    symmetrize = boolean(symmetrize, "symmetrize")
     out: dict[str, Any] = {"shape": [k, d]}
     dense = {"dense": _nums(W_), **({} if a_ is None else {"a": _nums(a_)})}
     finite = bool(np.all(np.isfinite(W_))) and (a_ is None or bool(np.all(np.isfinite(a_))))
@@ -130,8 +136,10 @@ def compress_point(
         [int(rows[e // k]), int(cols[e % k]), _num(target[e])] if e < kk else [k, int(rows[e - kk]), _num(target[e])]
         for e in off
     ]
+    with np.errstate(over="ignore"):
+        deviation = min(float(np.max(np.abs(rebuilt - target), initial=0.0)), float(np.finfo(np.float64).max))
     structure = {"blocks": list(space.sizes), "rows": rows.tolist(), "cols": cols.tolist(), "labels": space.labels,
-                 "values": _nums(values), "max_deviation": float(np.max(np.abs(rebuilt - target), initial=0.0))}
+                 "values": _nums(values), "max_deviation": deviation}
     if 3 * len(exceptions) >= target.size:  # symmetric only to rounding: the dense point is shorter (and exact)
         return {**out, **dense, **structure}
     return {**out, **structure, "exceptions": exceptions}
@@ -164,11 +172,24 @@ def decompress_point(data: dict[str, Any]) -> tuple[NDArray[np.float64], NDArray
     """
     if not isinstance(data, dict) or "shape" not in data:
         raise ValueError("data: expected the dict of compress_point (with 'shape')")
+    try:
+        return _decompress(data)
+    except (KeyError, IndexError, TypeError, AttributeError, AssertionError, ValueError) as exc:
+        if str(exc).startswith("data:"):
+            raise
+        raise ValueError(f"data: not a valid compress_point dict ({type(exc).__name__}: {exc})") from None
+
+
+def _decompress(data: dict[str, Any]) -> tuple[NDArray[np.float64], NDArray[np.float64] | None]:
     k, d = (int(v) for v in data["shape"])
+    if k < 1 or d < 1:
+        raise ValueError(f"data: expected a positive shape, got {data['shape']}")
     if "dense" in data:
         W = np.array([_unnum(v) for v in data["dense"]], dtype=np.float64).reshape(k, d)
         a = np.array([_unnum(v) for v in data["a"]], dtype=np.float64) if "a" in data else None
         return W, a
+    if k != d:
+        raise ValueError(f"data: a block-compressed point must be square, got shape {data['shape']}")
     has_a = any(lab.startswith("a[") for lab in data["labels"])
     space = FixedPointSpace(tuple(int(s) for s in data["blocks"]), train_readout=has_a)
     values = np.array([_unnum(v) for v in data["values"]], dtype=np.float64)
@@ -193,11 +214,12 @@ def decompress_point(data: dict[str, Any]) -> tuple[NDArray[np.float64], NDArray
 def _encode(v: Any, symmetrize: bool) -> Any:
     if isinstance(v, Network):
         return {"__network__": {"activation": v.activation, "scaling": v.scaling, "readout": v.readout,
-                                "point": compress_point(v.W, v.a, symmetrize=symmetrize)}}
+                                "point": _compress(v.W, v.a, 1e-8, symmetrize)}}
     if isinstance(v, MultistartResult):
         fields = {f.name: _encode(getattr(v, f.name), symmetrize) for f in dataclasses.fields(v)
                   if f.name not in ("W", "a")}
-        fields["points"] = [compress_point(W, a, symmetrize=symmetrize) for W, a in zip(v.W, v.a, strict=True)]
+        fields["points"] = [_compress(np.asarray(W, dtype=np.float64), np.asarray(a, dtype=np.float64), 1e-8,
+                                      symmetrize) for W, a in zip(v.W, v.a, strict=True)]
         return {"__type__": "MultistartResult", "shape": list(v.W.shape), "fields": fields}
     if dataclasses.is_dataclass(v) and not isinstance(v, type) and type(v).__name__ in _TYPES:
         return {"__type__": type(v).__name__,
@@ -312,13 +334,24 @@ def from_json(text: str | Path) -> Any:
     (['global minimum', 'global minimum'], True)
     """
     if isinstance(text, Path) or (isinstance(text, str) and not text.lstrip().startswith("{")):
-        text = Path(text).read_text(encoding="utf-8")
+        try:
+            text = Path(text).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"text: neither JSON text nor a readable file: {_clip(text)} ({exc})") from None
     if not isinstance(text, str):
         raise TypeError(f"text: expected JSON text or a path, got {type(text).__name__}")
-    data = json.loads(text)
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
+    data = json.loads(text)  # JSONDecodeError is a ValueError
+    if not isinstance(data, dict) or data.get("format") != FORMAT or "result" not in data:
         raise ValueError(f"text: expected a {FORMAT!r} document from to_json")
-    return _decode(data["result"])
+    try:
+        return _decode(data["result"])
+    except (KeyError, IndexError, AttributeError, AssertionError) as exc:
+        raise ValueError(f"text: malformed {FORMAT!r} document ({type(exc).__name__}: {exc})") from None
+
+
+def _clip(x: Any) -> str:
+    r = repr(x)
+    return r if len(r) <= 80 else r[:77] + "..."
 
 
 # ------------------------------------------------------------------------------------- tables and datasets

@@ -125,7 +125,7 @@ def canonical_weights(
         assert p is not None
         ok = (norms > 0) & (a_ != 0)
         # c^(2p+2) = p a^2 / |w|^2, in logarithms (no overflow for norms near the double range)
-        with np.errstate(divide="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore"):
             log_c = (0.5 * np.log(p) + np.log(np.abs(a_)) - np.log(norms)) / (p + 1)
         c = np.where(ok, np.exp(np.where(ok, log_c, 0.0)), 1.0)
     W_ *= c[..., None]
@@ -256,12 +256,19 @@ def split_spectrum(H: ArrayLike, tangents: ArrayLike) -> tuple[NDArray[np.float6
         raise ValueError(f"H, tangents: expected shapes (n, n) and (n, m <= n), got {H_.shape} and {T.shape}")
     if not np.allclose(T.T @ T, np.eye(T.shape[1]), rtol=0.0, atol=1e-10):
         raise ValueError("tangents: expected orthonormal columns")
-    Hs = 0.5 * (H_ + H_.T)
-    if T.shape[1] == 0:
-        return np.asarray(np.linalg.eigvalsh(Hs), dtype=np.float64), np.empty(0)
-    P = np.linalg.qr(T, mode="complete")[0][:, T.shape[1]:]
-    transverse = np.asarray(np.linalg.eigvalsh(P.T @ Hs @ P), dtype=np.float64)
-    return transverse, np.asarray(np.linalg.eigvalsh(T.T @ Hs @ T), dtype=np.float64)
+    # at the unit scale (no overflow in the products for entries near the double range)
+    unit = float(np.max(np.abs(H_), initial=0.0)) or 1.0
+    Hs = H_ / unit
+    if not np.allclose(Hs, Hs.T, rtol=0.0, atol=1e-9):
+        raise ValueError("H: expected a symmetric matrix")
+    Hs = 0.5 * (Hs + Hs.T)
+    P = np.linalg.qr(T, mode="complete")[0][:, T.shape[1]:] if T.shape[1] else np.eye(n)
+    with np.errstate(over="ignore"):
+        transverse = np.linalg.eigvalsh(P.T @ Hs @ P) * unit
+        flat = np.linalg.eigvalsh(T.T @ Hs @ T) * unit if T.shape[1] else np.empty(0)
+    if not (np.all(np.isfinite(transverse)) and np.all(np.isfinite(flat))):
+        raise ValueError(f"H: eigenvalues exceed the double range (max |H_ij| = {unit:.3g})")
+    return np.asarray(transverse, dtype=np.float64), np.asarray(flat, dtype=np.float64)
 
 
 def orbit_spectrum(
