@@ -64,7 +64,7 @@ class CriticalPoint:
     train_readout : bool
         Whether the second layer is among the parameters.
     student
-        With an orbit, its canonical point (|w_i| = |a_i| for relu).
+        With an orbit, its canonical point (``||w_i|| = |a_i|`` for relu).
 
     Notes
     -----

@@ -13,9 +13,10 @@ parameters: with a trained second layer for p >= 1, always for step units (p = 0
 - the Hessian transforms by congruence, H(D theta) = D^-1 H(theta) D^-1, so index and nullity do not depend on
   the point of the orbit but the eigenvalues and the isotropy (equal rows need equal scales) do.
 
-:func:`canonical` picks one point per orbit, the one of least norm |theta|: c_i with |c w_i|^2 = p (c^-p a_i)^2,
-i.e. |w_i| = |a_i| for relu and linear (the "balanced" point, where the quantity |w_i|^2 - p a_i^2 that gradient
-flow conserves vanishes); unit rows |w_i| = 1 for step units (their risk depends on directions only). Row and
+:func:`canonical` picks one point per orbit, the one of least norm ``||theta||``: c_i with
+``||c w_i||^2 = p (c^-p a_i)^2``, i.e. ``||w_i|| = |a_i|`` for relu and linear (the "balanced" point, where the
+quantity ``||w_i||^2 - p a_i^2`` that gradient flow conserves vanishes); unit rows ``||w_i|| = 1`` for step units
+(their risk depends on directions only). Row and
 column permutations map balanced points to balanced points, so the representative of a symmetric orbit is
 symmetric: its isotropy is the orbit's. :func:`split_spectrum` separates the Hessian's action on the tangents
 (``flat``, ~0 at a critical point) from its action on their orthogonal complement (``transverse``); at a
@@ -138,8 +139,8 @@ def canonical(student: Network, train_readout: bool) -> Network:
     """The canonical representative of ``student``'s rescaling orbit.
 
     The point of least norm on the orbit (w_i, a_i) -> (c w_i, c^-p a_i):
-    |w_i|^2 = p a_i^2, so |w_i| = |a_i| for relu and linear; |w_i| = 1 for
-    step units. The same network function, the same risk.
+    ``||w_i||^2 = p a_i^2``, so ``||w_i|| = |a_i|`` for relu and linear;
+    ``||w_i|| = 1`` for step units. The same network function, the same risk.
 
     Parameters
     ----------
