@@ -739,7 +739,10 @@ ENTRY_POINTS: list[Entry] = [
           lambda D: {"W": Kind(array((D["K"], D["d"]), strict=False).good | _sampled(
                          [np.eye(4), np.ones((3, 3)), np.zeros((2, 5)), np.eye(5) * 0.5 + 0.1]),
                          array((D["K"], D["d"]), strict=False).bad),
-                     "tol": real(), "a": array((D["K"],), optional=True, none_ok=True)}, SMALL),
+                     "tol": real(), "a": array((D["K"],), optional=True, none_ok=True),
+                     "activation": Kind(ACTIVATION.good | st.just(None),
+                                        ACTIVATION.bad.filter(lambda v: v is not None))},
+          SMALL),
     Entry("landscape.FixedPointSpace", FixedPointSpace,
           lambda D: {"sizes": Kind(st.lists(st.integers(1, 3), min_size=1, max_size=3).map(tuple),
                                    _sampled([(1.5, 2), (0,), (), (-1, 2), ("2",), (2**40,), None, "22", (NAN,)])),

@@ -138,6 +138,18 @@ def test_global_minimum_off_the_balanced_point_gets_full_isotropy():
     np.testing.assert_allclose(out["W"], np.stack([np.eye(k)] * 2), atol=1e-14)
 
 
+def test_isotropy_of_the_orbit_with_an_activation():
+    c = np.array([2.0, 0.5, 3.0])
+    W, a = np.diag(c), 1 / c
+    assert L.isotropy(W, a=a).description == "1"
+    assert L.isotropy(W, a=a, activation="relu").description == "ΔS_3"
+    assert L.isotropy(W, a=a, activation="erf").description == "1"  # no orbit: as it is
+    assert L.isotropy(W, activation="step").description == "ΔS_3"  # step units: rows rescale alone
+    assert L.isotropy(W, activation="relu").description == "1"  # a fixed: no orbit
+    with pytest.raises(ValueError, match="activation"):
+        L.isotropy(W, a=a, activation="tanh")
+
+
 def test_multistart_and_families_with_trained_readout_report_the_orbits_isotropy(spurious6_readout):
     res = L.multistart(4, 6, seed=0, train_readout=True)
     assert res.isotropy == ["ΔS_4"] * 6
