@@ -74,6 +74,11 @@ def test_canonical_weights_leave_degenerate_units_and_batches_alone():
     np.testing.assert_allclose(np.linalg.norm(Wc[1], axis=1), np.abs(ac[1]), rtol=1e-15)
     with pytest.raises(ValueError, match="W, a"):
         L.canonical_weights(W, a[:, :1], "relu", True)
+    # |a| / |w| beyond the double range: the factors in logarithms
+    Wc, ac, c = L.canonical_weights(np.array([[1e-300, 0.0], [0.0, 1e300]]), np.array([1e300, -1e-300]), "relu",
+                                    True)
+    np.testing.assert_allclose(np.abs(Wc).max(axis=1), [1.0, 1.0], rtol=1e-12)
+    np.testing.assert_allclose(ac, [1.0, -1.0], rtol=1e-12)
 
 
 def test_tangents_are_flat_directions_of_the_hessian_at_a_critical_point(spurious6_readout):

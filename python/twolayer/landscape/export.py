@@ -28,7 +28,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from .._validation import as_float_array, boolean, positive
 from ..networks import Network
-from .critical import CriticalPoint
+from .critical import CriticalPoint, _group
 from .multistart import MultistartResult
 from .realk import RealKFamily
 from .subspace import FamilyPoint
@@ -423,8 +423,7 @@ def to_dataframe(result: Any) -> Any:
         return df
     if isinstance(result, CriticalPoint):
         rows = [(v, m, "transverse") for v, m in result.spectrum()] + [
-            (v, m, "flat") for v, m in CriticalPoint.spectrum(dataclasses.replace(
-                result, eigenvalues=result.flat_eigenvalues))]
+            (v, m, "flat") for v, m in _group(result.flat_eigenvalues, 1e-7)]
         df = pd.DataFrame(rows, columns=["eigenvalue", "multiplicity", "part"])
         df.attrs.update({"kind": result.kind, "loss": result.loss, "index": result.index})
         return df

@@ -125,10 +125,14 @@ def canonical_weights(
     else:
         assert p is not None
         ok = (norms > 0) & (a_ != 0)
-        # c^(2p+2) = p a^2 / |w|^2, in logarithms (no overflow for norms near the double range)
-        with np.errstate(divide="ignore", invalid="ignore"):
+        # c^(p+1) = sqrt(p) |a| / |w|: directly where the ratio is a normal number (a few ulps), else in
+        # logarithms (norms near the double range)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
+            r = np.sqrt(p) * np.abs(a_) / norms
+            direct = ok & np.isfinite(r) & (r >= np.finfo(np.float64).tiny)
             log_c = (0.5 * np.log(p) + np.log(np.abs(a_)) - np.log(norms)) / (p + 1)
-        c = np.where(ok, np.exp(np.where(ok, log_c, 0.0)), 1.0)
+            c_direct = np.sqrt(r) if p == 1 else r ** (1.0 / (p + 1))
+        c = np.where(direct, c_direct, np.where(ok, np.exp(np.where(ok, log_c, 0.0)), 1.0))
     W_ *= c[..., None]
     if p:
         a_ /= c**p
