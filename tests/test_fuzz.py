@@ -17,7 +17,9 @@ Entry points (the ENTRY_POINTS table below, one row each):
     matrix, coordinates, containing), SubspaceProblem (risk, gradient, hessian, solve, critical_point),
     continue_family, continue_real_k, reduced_risk, identity_teacher, multistart (MultistartResult),
     random_starts, numpy_relu_loss_grad, alignment_determinants, procrustes, procrustes_distance,
-    step_gradient_flow, alignment_flow (WeightPath); cli.main.
+    step_gradient_flow, alignment_flow (WeightPath), canonical, canonical_weights, orbit_tangents,
+    split_spectrum, homogeneity_degree, compress_point, decompress_point, to_json, from_json, to_dataframe,
+    to_xarray; cli.main.
     (demo.* and plot.* run for seconds per call: they are reached through cli.main's argument handling only.)
 
 How it runs: each case draws small dimensions, then every argument from its kind's strategy (one strategy per
@@ -572,6 +574,30 @@ def subspace_method(sizes: Any, activation: Any, method: str, x: Any) -> Any:
     return getattr(prob, method)(x)
 
 
+@functools.cache
+def landscape_results() -> tuple[Any, ...]:
+    """Small results of every exported kind (computed once per child process): a CriticalPoint with flat
+    directions, a MultistartResult, a family, a RealKFamily."""
+    teacher = tl.landscape.identity_teacher(2)
+    cp = tl.landscape.refine(teacher.with_weights(np.diag([2.0, 0.5]) + 1e-3, [0.5, 2.0]), teacher,
+                             train_readout=True)
+    fam = tl.landscape.continue_family(lambda k: (k - 1, 1), [6], [0.9867, -0.0504, -0.6015, 0.308, 0.2245])
+    real_k = tl.landscape.RealKFamily(np.array([5.0, 5.5]), np.ones((2, 5)), np.zeros(2), np.ones((2, 5)),
+                                      -np.ones((2, 5)), 5.25)
+    return cp, tl.landscape.multistart(2, 2, seed=0), fam, real_k
+
+
+def landscape_result() -> Kind:
+    return Kind(st.integers(0, 3).map(lambda i: landscape_results()[i]), _sampled([None, 1, "x", [1], [], {"W": 1}]))
+
+
+def compressed(W: Any) -> Any:
+    try:
+        return tl.landscape.compress_point(W)
+    except (TypeError, ValueError):  # e.g. a bool array
+        return {"shape": [1, 1], "dense": [1.0]}
+
+
 def continue_family(sizes: str, **kw: Any) -> Any:
     fn = {"(k-1, 1)": lambda k: (k - 1, 1), "(k,)": lambda k: (k,), "(1.5, k)": lambda k: (1.5, k)}[sizes]
     return tl.landscape.continue_family(fn, **kw)
@@ -713,7 +739,10 @@ ENTRY_POINTS: list[Entry] = [
           lambda D: {"W": Kind(array((D["K"], D["d"]), strict=False).good | _sampled(
                          [np.eye(4), np.ones((3, 3)), np.zeros((2, 5)), np.eye(5) * 0.5 + 0.1]),
                          array((D["K"], D["d"]), strict=False).bad),
-                     "tol": real(), "a": array((D["K"],), optional=True, none_ok=True)}, SMALL),
+                     "tol": real(), "a": array((D["K"],), optional=True, none_ok=True),
+                     "activation": Kind(ACTIVATION.good | st.just(None),
+                                        ACTIVATION.bad.filter(lambda v: v is not None))},
+          SMALL),
     Entry("landscape.FixedPointSpace", FixedPointSpace,
           lambda D: {"sizes": Kind(st.lists(st.integers(1, 3), min_size=1, max_size=3).map(tuple),
                                    _sampled([(1.5, 2), (0,), (), (-1, 2), ("2",), (2**40,), None, "22", (NAN,)])),
@@ -781,6 +810,36 @@ ENTRY_POINTS: list[Entry] = [
           lambda D: {**pair({**D, "d": 2}, acts=st.just("relu")),
                      "times": Kind(times(1.0).good.filter(lambda t: t is not OMIT), times().bad),
                      "lr": real(1e-2, 0.5)}, SMALL, examples=max(EXAMPLES // 2, 1)),
+    Entry("landscape.canonical", tl.landscape.canonical,
+          lambda D: {"student": network(D["K"], D["d"], D["scaling"], other_d=None), "train_readout": FLAG}, SMALL),
+    Entry("landscape.orbit_tangents", tl.landscape.orbit_tangents,
+          lambda D: {"student": network(D["K"], D["d"], D["scaling"], other_d=None), "train_readout": FLAG}, SMALL),
+    Entry("landscape.canonical_weights", tl.landscape.canonical_weights,
+          lambda D: {"W": array((D["K"], D["d"]), strict=False), "a": array((D["K"],)), "activation": ACTIVATION,
+                     "train_readout": FLAG}, SMALL),
+    Entry("landscape.homogeneity_degree", tl.landscape.homogeneity_degree, lambda D: {"activation": ACTIVATION}),
+    Entry("landscape.split_spectrum", tl.landscape.split_spectrum,
+          lambda D: {"H": covariance(D["K"], batched=False, symmetric_only=True),
+                     "tangents": Kind(_sampled([np.eye(D["K"])[:, :1], np.zeros((D["K"], 0)), np.eye(D["K"])]),
+                                      _sampled([2 * np.ones((D["K"], 1)), np.eye(D["K"] + 1)[:, :1], None, "x",
+                                                np.full((D["K"], 1), NAN)]))},
+          st.fixed_dictionaries({"K": st.integers(1, 5)})),
+    Entry("landscape.compress_point", tl.landscape.compress_point,
+          lambda D: {"W": array((D["K"], D["d"]), strict=False), "a": array((D["K"],), optional=True, none_ok=True),
+                     "tol": real(), "symmetrize": FLAG}, SMALL),
+    Entry("landscape.decompress_point", tl.landscape.decompress_point,
+          lambda D: {"data": Kind(array((D["K"], D["K"])).good.map(compressed),
+                                  _sampled([None, {}, "data", [1], {"shape": [2, 2]}, {"shape": [2, 2], "dense": [1.0]},
+                                            {"shape": [1, 1], "dense": ["x"]}, {"shape": [2, 2], "blocks": [2]}]))},
+          SMALL),
+    Entry("landscape.to_json", tl.landscape.to_json,
+          lambda D: {"result": landscape_result(), "symmetrize": FLAG}),
+    Entry("landscape.from_json", tl.landscape.from_json,
+          lambda D: {"text": Kind(st.integers(0, 3).map(lambda i: tl.landscape.to_json(landscape_results()[i])),
+                                  _sampled(["", "{}", "[1]", "not json", None, 1, '{"format": "twolayer.landscape/1"}',
+                                            '{"format": "twolayer.landscape/1", "result": {"__type__": "X"}}']))}),
+    Entry("landscape.to_dataframe", tl.landscape.to_dataframe, lambda D: {"result": landscape_result()}),
+    Entry("landscape.to_xarray", tl.landscape.to_xarray, lambda D: {"result": landscape_result()}),
     Entry("cli.main", cli_main,
           lambda D: {"argv": Kind(_sampled([["info"], ["--help"], ["demo", "--help"], [], ["bogus"],
                                             ["demo", "--quick", "--out"], ["info", "--quick"]])

@@ -5,15 +5,20 @@ paper-reproduction pages).
 
 - :func:`refine`, :class:`CriticalPoint`, :func:`spectrum` — Newton refinement and classification (critical).
 - :func:`isotropy`, :class:`FixedPointSpace` — symmetry of weight matrices (symmetry).
+- :func:`canonical`, :func:`orbit_tangents`, :func:`split_spectrum` — the rescaling orbit of homogeneous units:
+  its canonical point and flat directions (orbit).
 - :class:`SubspaceProblem`, :func:`continue_family` — critical points in fixed-point subspaces, continued in k.
 - :func:`continue_real_k` — the ΔS_{k-1} family at real k and the k where it turns into a minimum.
 - :func:`multistart` — many parallel searches, refined and classified.
+- :func:`to_json`, :func:`from_json`, :func:`to_dataframe`, :func:`to_xarray` — export (lossless JSON with
+  symmetry compression, pandas, xarray); :mod:`twolayer.landscape.figures` draws spectra and family curves.
 - :func:`alignment_determinants`, :func:`procrustes`, :func:`step_gradient_flow`, :func:`alignment_flow` —
   alignment and the comparison of Gaussian and orthogonal starts.
 """
 
 from __future__ import annotations
 
+from . import figures
 from .alignment import (
     alignment_determinants,
     alignment_flow,
@@ -22,7 +27,9 @@ from .alignment import (
     step_gradient_flow,
 )
 from .critical import CriticalPoint, classify, refine, spectrum
+from .export import compress_point, decompress_point, from_json, to_dataframe, to_json, to_xarray
 from .multistart import MultistartResult, multistart, numpy_relu_loss_grad, random_starts
+from .orbit import canonical, canonical_weights, homogeneity_degree, orbit_tangents, split_spectrum
 from .realk import RealKFamily, continue_real_k, reduced_risk
 from .subspace import FamilyPoint, SubspaceProblem, continue_family, identity_teacher
 from .symmetry import FixedPointSpace, Isotropy, isotropy
@@ -37,18 +44,30 @@ __all__ = [
     "SubspaceProblem",
     "alignment_determinants",
     "alignment_flow",
+    "canonical",
+    "canonical_weights",
     "classify",
     "continue_family",
+    "compress_point",
     "continue_real_k",
+    "decompress_point",
+    "figures",
+    "homogeneity_degree",
+    "from_json",
     "identity_teacher",
     "isotropy",
     "multistart",
     "numpy_relu_loss_grad",
+    "orbit_tangents",
     "procrustes",
     "procrustes_distance",
     "random_starts",
     "reduced_risk",
     "refine",
     "spectrum",
+    "split_spectrum",
     "step_gradient_flow",
+    "to_dataframe",
+    "to_json",
+    "to_xarray",
 ]

@@ -20,8 +20,9 @@ from numpy.typing import ArrayLike, NDArray
 
 from .. import population
 from .._validation import as_float_array, boolean, integer, positive
-from ..networks import Network, check_network
+from ..networks import Network
 from ..overlaps import check_pair
+from .orbit import canonical, orbit_spectrum, orbit_tangents
 
 __all__ = [
     "CriticalPoint", "refine", "spectrum", "classify", "symmetry_nullity", "flat_gradient", "non_differentiable"
@@ -41,9 +42,17 @@ class CriticalPoint:
     grad_norm : float
         Euclidean norm of the gradient on the trained parameters.
     eigenvalues : ndarray
-        The Hessian spectrum, ascending.
+        The Hessian spectrum, ascending; where the model has a rescaling
+        orbit (relu, linear, quadratic with a trained second layer; step
+        units) the spectrum across it, at the orbit's canonical point (see
+        :mod:`twolayer.landscape.orbit`), which does not depend on where on
+        the orbit the point was found.
+    flat_eigenvalues : ndarray
+        The Hessian on the orbit's tangents, one per unit (~0 at a critical
+        point; empty without an orbit).
     index, nullity : int
-        Eigenvalues below -``zero_tol``, and with ``abs(lambda) <= zero_tol``.
+        Eigenvalues below -``zero_tol``, and with ``abs(lambda) <= zero_tol``
+        (flat ones included).
     kind : str
         The classification (below).
     converged : bool
@@ -54,6 +63,8 @@ class CriticalPoint:
         The gradient norm at every iteration (for convergence-rate checks).
     train_readout : bool
         Whether the second layer is among the parameters.
+    student
+        With an orbit, its canonical point (``||w_i|| = |a_i|`` for relu).
 
     Notes
     -----
@@ -85,6 +96,7 @@ class CriticalPoint:
     iterations: int
     history: list[float] = field(default_factory=list)
     train_readout: bool = False
+    flat_eigenvalues: NDArray[np.float64] = field(default_factory=lambda: np.empty(0))
 
     @property
     def strict(self) -> bool:
@@ -132,18 +144,28 @@ class CriticalPoint:
         """The point ``student`` with its loss and the classification of its
         Hessian ``eigenvalues`` (the other arguments as in :func:`refine`).
 
+        Where the model has a rescaling orbit the point is first moved to the
+        orbit's canonical point, where the spectrum (split into transverse and
+        flat parts) and the gradient norm are recomputed; ``eigenvalues`` is
+        then not used.
+
         Returns
         -------
         CriticalPoint
         """
+        flat = np.empty(0)
+        if orbit_tangents(student, train_readout).shape[1]:
+            student, eigenvalues, flat = orbit_spectrum(student, teacher, train_readout)
+            grad_norm = euclidean_norm(flat_gradient(student, teacher, train_readout))
         loss = population.risk(student, teacher)
         index, nullity, kind = _classify(
-            eigenvalues, loss, symmetry_nullity(student, train_readout), zero_tol, global_tol,
-            non_differentiable(student, teacher)
+            np.concatenate([flat, eigenvalues]), loss, symmetry_nullity(student, train_readout), zero_tol,
+            global_tol, non_differentiable(student, teacher)
         )
         return cls(student=student, loss=loss, grad_norm=grad_norm, eigenvalues=eigenvalues, index=index,
                    nullity=nullity, kind=kind, converged=converged, iterations=iterations,
-                   history=[grad_norm] if history is None else history, train_readout=bool(train_readout))
+                   history=[grad_norm] if history is None else history, train_readout=bool(train_readout),
+                   flat_eigenvalues=flat)
 
     def __repr__(self) -> str:
         return (
@@ -155,8 +177,13 @@ class CriticalPoint:
 def symmetry_nullity(student: Network, train_readout: bool) -> int:
     """Flat Hessian directions forced by continuous symmetries.
 
-    Positive homogeneity gives one per unit for relu with a trained second
-    layer (w_i -> c w_i, a_i -> a_i / c) and for step units (w_i -> c w_i).
+    Positive homogeneity of degree p gives one per unit, the rescaling
+    (w_i, a_i) -> (c w_i, c^-p a_i): for relu, linear (p = 1) and quadratic
+    (p = 2) units with a trained second layer, and for step units (p = 0,
+    w_i -> c w_i) always (see :mod:`twolayer.landscape.orbit`; units whose
+    orbit is a point are not counted). Linear networks have more (any
+    (W, a) with the same a^T W): their critical points classify as
+    "degenerate".
 
     Parameters
     ----------
@@ -175,13 +202,7 @@ def symmetry_nullity(student: Network, train_readout: bool) -> int:
     >>> tl.landscape.critical.symmetry_nullity(net, train_readout=True)
     2
     """
-    check_network(student, "student")
-    train_readout = boolean(train_readout, "train_readout")
-    if student.activation == "step":
-        return student.K
-    if student.activation == "relu" and train_readout:
-        return student.K
-    return 0
+    return int(orbit_tangents(student, train_readout).shape[1])
 
 
 def non_differentiable(student: Network, teacher: Network) -> bool:
@@ -326,7 +347,9 @@ def classify(
     train_readout : bool, default False
         Whether the second layer is among the parameters.
     eigenvalues : ndarray, optional
-        The Hessian spectrum (computed when not given).
+        The Hessian spectrum (computed when not given, at the canonical
+        point of the rescaling orbit; index and nullity do not depend on the
+        point of the orbit, the Hessian changing by a congruence along it).
     zero_tol : float, optional
         Eigenvalues with ``abs(lambda) <= zero_tol`` count as zero (default
         1e-8 * max(1, max abs(lambda))).
@@ -348,11 +371,13 @@ def classify(
     check_pair(student, teacher)
     train_readout = boolean(train_readout, "train_readout")
     zero_tol, global_tol = _tolerances(zero_tol, global_tol)
-    lam = (
-        _eigh(student, teacher, train_readout)[0]
-        if eigenvalues is None
-        else as_float_array(eigenvalues, "eigenvalues", ndim=1)
-    )
+    if eigenvalues is not None:
+        lam = as_float_array(eigenvalues, "eigenvalues", ndim=1)
+    elif orbit_tangents(student, train_readout).shape[1]:
+        student, transverse, flat = orbit_spectrum(student, teacher, train_readout)
+        lam = np.concatenate([flat, transverse])
+    else:
+        lam = _eigh(student, teacher, train_readout)[0]
     return _classify(
         lam, population.risk(student, teacher), symmetry_nullity(student, train_readout), zero_tol, global_tol,
         non_differentiable(student, teacher)
@@ -408,7 +433,9 @@ def refine(
     """Refine ``student`` to a nearby critical point and classify it.
 
     Newton's method (Levenberg-Marquardt on grad R = 0 with the analytic
-    Hessian), until the gradient norm is at most ``tol``.
+    Hessian), until the gradient norm is at most ``tol``. Where the model has
+    a rescaling orbit (see :mod:`twolayer.landscape.orbit`) every iterate is
+    moved to the orbit's canonical point, so the result is canonical.
 
     Parameters
     ----------
@@ -445,8 +472,8 @@ def refine(
     train_readout = boolean(train_readout, "train_readout")
     max_iter = integer(max_iter, "max_iter", 0)
     zero_tol, global_tol = _tolerances(zero_tol, global_tol)
-    x = _pack(student, train_readout)
-    net = student
+    net = canonical(student, train_readout)  # iterates stay at the canonical point of their orbit
+    x = _pack(net, train_readout)
     g = flat_gradient(net, teacher, train_readout)
     gn = euclidean_norm(g)
     history = [gn]
@@ -464,8 +491,9 @@ def refine(
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
                 inv = np.where(np.abs(lam) > ztol, lam / (lam * lam + mu * scale * scale), 0.0)
             x_new = x - V @ (inv * gt)
-            net_new = _unpack(student, x_new, train_readout)
             try:
+                net_new = canonical(_unpack(student, x_new, train_readout), train_readout)
+                x_new = _pack(net_new, train_readout)
                 g_new = flat_gradient(net_new, teacher, train_readout)
             except ValueError:
                 continue

@@ -30,6 +30,7 @@ from .._validation import (
 from ..activations import ActivationName, check_activation
 from ..networks import Network, check_network
 from .critical import _classify, euclidean_norm, non_differentiable, symmetry_nullity
+from .orbit import canonical_weights
 from .subspace import identity_teacher
 from .symmetry import isotropy
 
@@ -57,7 +58,8 @@ class MultistartResult:
     Attributes
     ----------
     W, a : ndarray, shapes (runs, n, d) and (runs, n)
-        The refined end points.
+        The refined end points (at the canonical point of their rescaling
+        orbit where there is one, see :mod:`twolayer.landscape.orbit`).
     loss, grad_norm : ndarray, shape (runs,)
         Their excess risk and gradient norm.
     index : ndarray of int, shape (runs,)
@@ -210,6 +212,12 @@ def classify_batch(
 ) -> ClassifiedBatch:
     """Refine and classify a batch of search end points.
 
+    Where the model has a rescaling orbit (relu with ``train_readout``, step
+    units; see :mod:`twolayer.landscape.orbit`) the points are moved to the
+    orbit's canonical point first and after the Newton steps, so that the
+    isotropy is the orbit's (a global minimum found at W = diag(c),
+    a = 1/c is reported at W = I, a = 1 with isotropy ΔS_k).
+
     Up to ``newton_steps`` batched Newton steps (batched solves with the
     analytic Hessian; least squares where it is singular), a step being kept
     only if it lowers the gradient norm; then classification by the Hessian
@@ -273,6 +281,10 @@ def classify_batch(
         dW, da = population.gradient(net(r), teacher, train_readout=train_readout, n_threads=1)
         return np.concatenate([dW.ravel(), da]) if train_readout else dW.ravel()
 
+    def canonicalise(rows: NDArray[np.bool_]) -> None:
+        """Move the chosen runs to the canonical point of their rescaling orbit (a no-op without one)."""
+        W[rows], a[rows], _ = canonical_weights(W[rows], a[rows], activation, train_readout)
+
     def hessians(idx: NDArray[np.int64]) -> NDArray[np.float64]:
         H = np.empty((len(idx), G.shape[1], G.shape[1]))
         for j, r in enumerate(idx):
@@ -280,6 +292,7 @@ def classify_batch(
         return H
 
     finite = np.array([np.all(np.isfinite(W[r])) and np.all(np.isfinite(a[r])) for r in range(runs)])
+    canonicalise(finite)
     G = np.zeros((runs, nW + (k if train_readout else 0)))
     gn = np.full(runs, np.nan)
     for r in map(int, np.flatnonzero(finite)):
@@ -319,6 +332,7 @@ def classify_batch(
                     [np.linalg.lstsq(h, g, rcond=1e-10)[0] for h, g in zip(H, G[todo], strict=True)]
                 )
         moved: list[int] = []
+        stepped = np.zeros(runs, dtype=bool)
         for j, r in enumerate(map(int, todo)):
             W_old, a_old = W[r].copy(), a[r].copy()
             W[r] += dx[j, :nW].reshape(k, d)
@@ -331,11 +345,17 @@ def classify_batch(
                 gn_new = np.inf
             if gn_new < gn[r]:
                 G[r], gn[r] = g_new, gn_new
+                stepped[r] = True
                 if gn_new > tol:
                     moved.append(r)
             else:
                 W[r], a[r] = W_old, a_old
         todo = np.array(moved, dtype=np.int64)
+        if flat_modes and stepped.any():  # back to the canonical point (moves it by O(|step|^2))
+            canonicalise(stepped)
+            for r in map(int, np.flatnonzero(stepped)):
+                G[r] = grad(r)
+                gn[r] = euclidean_norm(G[r])
     loss = np.array([population.risk(net(r), teacher) if finite[r] else np.nan for r in range(runs)])
     nullity = symmetry_nullity(Network(W[0], a[0], activation, scaling=teacher.scaling), train_readout)
     index = np.full(runs, -1, dtype=np.int64)

@@ -292,6 +292,8 @@ def continue_family(
         if not ok:
             break
         cp = prob.critical_point(x)
+        if cp.flat_eigenvalues.size:  # the point was moved to the canonical point of its rescaling orbit
+            x = prob.space.coordinates(cp.student.W, cp.student.a)
         iso = isotropy(cp.student.W, tol=1e-8, a=cp.student.a if train_readout else None)
         out.append(FamilyPoint(int(k), x.copy(), cp, _group(cp.eigenvalues, spectrum_tol), iso.description))
     return out

@@ -19,6 +19,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .._validation import INT32_MAX, as_float_array, boolean, integers, positive
+from .orbit import canonical_weights
 
 __all__ = ["Isotropy", "isotropy", "FixedPointSpace"]
 
@@ -125,7 +126,7 @@ def _partner(W: NDArray[np.float64], i: int, j: int, tol: float) -> int | tuple[
     return None if rest.any() else (c, c2)
 
 
-def isotropy(W: ArrayLike, tol: float = 1e-8, a: ArrayLike | None = None) -> Isotropy:
+def isotropy(W: ArrayLike, tol: float = 1e-8, a: ArrayLike | None = None, activation: str | None = None) -> Isotropy:
     """The isotropy group of W under row and column permutations.
 
     The pairs (pi, rho) in S_k x S_d with P_pi W P_rho^T = W up to ``tol``.
@@ -138,6 +139,11 @@ def isotropy(W: ArrayLike, tol: float = 1e-8, a: ArrayLike | None = None) -> Iso
         Absolute, entrywise tolerance (> 0).
     a : array_like, shape (k,), optional
         A trained second layer: row permutations must then also fix it.
+    activation : str, optional
+        The units' activation: with ``a`` given and a homogeneous activation
+        (relu, linear, quadratic, step), the isotropy of the rescaling orbit
+        of (W, a), computed at its canonical point (see
+        :func:`twolayer.landscape.canonical`); step units also without ``a``.
 
     Returns
     -------
@@ -150,6 +156,8 @@ def isotropy(W: ArrayLike, tol: float = 1e-8, a: ArrayLike | None = None) -> Iso
     Isotropy(ΔS_5, order=120)
     >>> tl.landscape.isotropy(np.diag([1.0, 1.0, 2.0])).description
     'ΔS_2'
+    >>> tl.landscape.isotropy(np.diag([2.0, 0.5]), a=[0.5, 2.0], activation="relu").description
+    'ΔS_2'
     """
     W_ = as_float_array(W, "W", ndim=2)
     tol_ = positive(tol, "tol")
@@ -159,6 +167,9 @@ def isotropy(W: ArrayLike, tol: float = 1e-8, a: ArrayLike | None = None) -> Iso
         a_ = as_float_array(a, "a", ndim=1, scalar_ok=False)
         if a_.shape[0] != k:
             raise ValueError(f"a: expected length {k} (rows of W), got {a_.shape[0]}")
+    if activation is not None:
+        W_, a_c, _ = canonical_weights(W_, np.ones(k) if a_ is None else a_, activation, a_ is not None)
+        a_ = None if a_ is None else a_c
     rows, cols = _UnionFind(k), _UnionFind(d)
     row_only: set[int] = set()
     paired: set[int] = set()

@@ -1,0 +1,290 @@
+"""The rescaling orbit of positively homogeneous units: canonical representative, flat directions, split spectrum.
+
+For an activation homogeneous of degree p (sigma(c z) = c^p sigma(z) for c > 0: linear and relu p = 1, quadratic
+p = 2, step p = 0) the unit output a_i sigma(w_i . x) is unchanged by
+
+    (w_i, a_i) -> (c w_i, c^-p a_i),   c > 0,
+
+so the population risk is constant on this orbit (one dimension per unit) whenever it is a change of the
+parameters: with a trained second layer for p >= 1, always for step units (p = 0, a_i is untouched). Hence
+
+- the orbit's tangent t_i = (w_i, -p a_i) (on unit i's entries of theta = [vec(W), a], zero elsewhere) is a flat
+  direction of the Hessian at every critical point (differentiate grad R(D theta) = D^-1 grad R(theta) in c);
+- the Hessian transforms by congruence, H(D theta) = D^-1 H(theta) D^-1, so index and nullity do not depend on
+  the point of the orbit but the eigenvalues and the isotropy (equal rows need equal scales) do.
+
+:func:`canonical` picks one point per orbit, the one of least norm ``||theta||``: c_i with
+``||c w_i||^2 = p (c^-p a_i)^2``, i.e. ``||w_i|| = |a_i|`` for relu and linear (the "balanced" point, where the
+quantity ``||w_i||^2 - p a_i^2`` that gradient flow conserves vanishes); unit rows ``||w_i|| = 1`` for step units
+(their risk depends on directions only). Row and
+column permutations map balanced points to balanced points, so the representative of a symmetric orbit is
+symmetric: its isotropy is the orbit's. :func:`split_spectrum` separates the Hessian's action on the tangents
+(``flat``, ~0 at a critical point) from its action on their orthogonal complement (``transverse``); at a
+critical point the tangent span is invariant, so the two together are exactly the spectrum, and at the canonical
+point neither depends on where on the orbit one started.
+
+Not covered: erf (not homogeneous: no continuous symmetry of this kind); the discrete sign symmetries of linear
+(c < 0) and quadratic (w_i -> -w_i) units; the larger continuous symmetry of linear networks (any (W, a) with the
+same a^T W is the same function: Kd + K - d flat directions, of which only the K rescalings are split off here).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from .. import population
+from .._validation import as_float_array, boolean
+from ..networks import Network, check_network
+
+__all__ = ["homogeneity_degree", "orbit_tangents", "canonical", "canonical_weights", "split_spectrum"]
+
+# sigma(c z) = c^p sigma(z) for c > 0 (erf: not homogeneous)
+_DEGREE = {"linear": 1, "relu": 1, "quadratic": 2, "step": 0}
+
+
+def homogeneity_degree(activation: str) -> int | None:
+    """The degree p of positive homogeneity, sigma(c z) = c^p sigma(z) for c > 0.
+
+    Parameters
+    ----------
+    activation : str
+        An activation name.
+
+    Returns
+    -------
+    int or None
+        1 for linear and relu, 2 for quadratic, 0 for step, None for erf.
+
+    Examples
+    --------
+    >>> tl.landscape.homogeneity_degree("relu"), tl.landscape.homogeneity_degree("erf")
+    (1, None)
+    """
+    if not isinstance(activation, str) or activation not in (*_DEGREE, "erf"):
+        raise ValueError(f"activation: expected one of {sorted((*_DEGREE, 'erf'))}, got {activation!r}")
+    return _DEGREE.get(activation)
+
+
+def _has_orbit(activation: str, train_readout: bool) -> bool:
+    p = _DEGREE.get(activation)
+    return p is not None and (p == 0 or train_readout)
+
+
+def _row_norms(W: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Row norms at the unit scale (no overflow of the squares)."""
+    m = np.max(np.abs(W), axis=-1)
+    safe = np.where(m > 0, m, 1.0)
+    return np.asarray(m * np.linalg.norm(W / safe[..., None], axis=-1), dtype=np.float64)
+
+
+def canonical_weights(
+    W: ArrayLike, a: ArrayLike, activation: str, train_readout: bool
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """The canonical point of the rescaling orbit, for one or a batch of weight sets.
+
+    Parameters
+    ----------
+    W : array_like, shape (..., K, d)
+        First layers.
+    a : array_like, shape (..., K)
+        Second layers.
+    activation : str
+        The units' activation.
+    train_readout : bool
+        Whether the second layer is among the parameters.
+
+    Returns
+    -------
+    W, a : ndarray
+        The canonical representative (copies; unchanged where there is no
+        orbit, and for units with w_i = 0 or, for p >= 1, a_i = 0).
+    c : ndarray, shape (..., K)
+        The factors: W_out = c W, a_out = c^-p a.
+
+    Examples
+    --------
+    >>> W, a, c = tl.landscape.canonical_weights(np.diag([4.0, 1.0]), [1.0, 4.0], "relu", True)
+    >>> W, a, c
+    (array([[2., 0.],
+           [0., 2.]]), array([2., 2.]), array([0.5, 2. ]))
+    """
+    W_ = as_float_array(W, "W").copy()
+    a_ = as_float_array(a, "a").copy()
+    if W_.ndim < 2 or a_.shape != W_.shape[:-1]:
+        raise ValueError(f"W, a: expected shapes (..., K, d) and (..., K), got {W_.shape} and {a_.shape}")
+    train_readout = boolean(train_readout, "train_readout")
+    p = homogeneity_degree(activation)
+    c = np.ones(a_.shape)
+    if not _has_orbit(activation, train_readout):
+        return W_, a_, c
+    norms = _row_norms(W_)
+    if p == 0:
+        ok = norms > 0
+        c = np.where(ok, 1.0 / np.where(ok, norms, 1.0), 1.0)
+    else:
+        assert p is not None
+        ok = (norms > 0) & (a_ != 0)
+        # c^(p+1) = sqrt(p) |a| / |w|: directly where the ratio is a normal number (a few ulps), else in
+        # logarithms (norms near the double range)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
+            r = np.sqrt(p) * np.abs(a_) / norms
+            direct = ok & np.isfinite(r) & (r >= np.finfo(np.float64).tiny)
+            log_c = (0.5 * np.log(p) + np.log(np.abs(a_)) - np.log(norms)) / (p + 1)
+            c_direct = np.sqrt(r) if p == 1 else r ** (1.0 / (p + 1))
+        c = np.where(direct, c_direct, np.where(ok, np.exp(np.where(ok, log_c, 0.0)), 1.0))
+    W_ *= c[..., None]
+    if p:
+        a_ /= c**p
+    return W_, a_, c
+
+
+def canonical(student: Network, train_readout: bool) -> Network:
+    """The canonical representative of ``student``'s rescaling orbit.
+
+    The point of least norm on the orbit (w_i, a_i) -> (c w_i, c^-p a_i):
+    ``||w_i||^2 = p a_i^2``, so ``||w_i|| = |a_i|`` for relu and linear;
+    ``||w_i|| = 1`` for step units. The same network function, the same risk.
+
+    Parameters
+    ----------
+    student : Network
+        The point.
+    train_readout : bool
+        Whether the second layer is among the parameters (without it only
+        step units have an orbit).
+
+    Returns
+    -------
+    Network
+        ``student`` itself where there is no orbit (erf; relu, linear and
+        quadratic without ``train_readout``).
+
+    Examples
+    --------
+    A global minimum away from the balanced point has trivial isotropy until
+    it is canonicalised:
+
+    >>> teacher = tl.landscape.identity_teacher(3)
+    >>> c = np.array([2.0, 0.5, 3.0])
+    >>> student = tl.Network(np.diag(c), 1 / c, "relu", scaling="none")
+    >>> tl.landscape.isotropy(student.W, a=student.a).description
+    '1'
+    >>> can = tl.landscape.canonical(student, train_readout=True)
+    >>> tl.landscape.isotropy(can.W, a=can.a).description
+    'ΔS_3'
+    """
+    check_network(student, "student")
+    train_readout = boolean(train_readout, "train_readout")
+    if not _has_orbit(student.activation, train_readout):
+        return student
+    W, a, _ = canonical_weights(student.W, student.a, student.activation, train_readout)
+    return student.with_weights(W, a)
+
+
+def orbit_tangents(student: Network, train_readout: bool) -> NDArray[np.float64]:
+    """Orthonormal tangents of the rescaling orbit, one per unit.
+
+    t_i = (w_i, -p a_i) on unit i's entries of theta = [vec(W) row-major, a]
+    (or vec(W) alone without ``train_readout``; step units: (w_i, 0)),
+    normalised; tangents of different units have disjoint supports.
+
+    Parameters
+    ----------
+    student : Network
+        The point.
+    train_readout : bool
+        Whether the second layer is among the parameters.
+
+    Returns
+    -------
+    ndarray, shape (n_params, m)
+        m = K where there is an orbit (units whose tangent vanishes are
+        left out), else 0.
+
+    Examples
+    --------
+    >>> net = tl.Network(np.eye(2), [1.0, 1.0], "relu", scaling="none")
+    >>> T = tl.landscape.orbit_tangents(net, train_readout=True)
+    >>> T.shape, bool(np.allclose(T.T @ T, np.eye(2)))
+    ((6, 2), True)
+    """
+    check_network(student, "student")
+    train_readout = boolean(train_readout, "train_readout")
+    K, d = student.K, student.d
+    n = K * d + (K if train_readout else 0)
+    if not _has_orbit(student.activation, train_readout):
+        return np.zeros((n, 0))
+    p = _DEGREE[student.activation]
+    T = np.zeros((n, K))
+    for i in range(K):
+        T[i * d:(i + 1) * d, i] = student.W[i]
+        if train_readout:
+            T[K * d + i, i] = -p * student.a[i]
+    m = np.max(np.abs(T), axis=0)
+    keep = m > 0
+    T = T[:, keep] / m[keep]
+    return np.asarray(T / np.linalg.norm(T, axis=0), dtype=np.float64)
+
+
+def split_spectrum(H: ArrayLike, tangents: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """The Hessian's eigenvalues across and along given orthonormal directions.
+
+    With T the tangents and P an orthonormal basis of their complement:
+    ``transverse`` = eig(P^T H P), ``flat`` = eig(T^T H T). Where H T = 0
+    (the tangents of a symmetry orbit at a critical point) the two together
+    are the spectrum of H.
+
+    Parameters
+    ----------
+    H : array_like, shape (n, n)
+        A symmetric matrix.
+    tangents : array_like, shape (n, m)
+        Orthonormal columns.
+
+    Returns
+    -------
+    transverse : ndarray, shape (n - m,)
+    flat : ndarray, shape (m,)
+        Both ascending.
+
+    Examples
+    --------
+    >>> H = np.diag([0.0, 2.0, 3.0])
+    >>> tl.landscape.split_spectrum(H, np.array([[1.0], [0.0], [0.0]]))
+    (array([2., 3.]), array([0.]))
+    """
+    H_ = as_float_array(H, "H", ndim=2)
+    T = as_float_array(tangents, "tangents", ndim=2)
+    n = H_.shape[0]
+    if H_.shape != (n, n) or T.shape[0] != n or T.shape[1] > n:
+        raise ValueError(f"H, tangents: expected shapes (n, n) and (n, m <= n), got {H_.shape} and {T.shape}")
+    if not np.allclose(T.T @ T, np.eye(T.shape[1]), rtol=0.0, atol=1e-10):
+        raise ValueError("tangents: expected orthonormal columns")
+    # at the unit scale (no overflow in the products for entries near the double range)
+    unit = float(np.max(np.abs(H_), initial=0.0)) or 1.0
+    Hs = H_ / unit
+    if not np.allclose(Hs, Hs.T, rtol=0.0, atol=1e-9):
+        raise ValueError("H: expected a symmetric matrix")
+    Hs = 0.5 * (Hs + Hs.T)
+    P = np.linalg.qr(T, mode="complete")[0][:, T.shape[1]:] if T.shape[1] else np.eye(n)
+    with np.errstate(over="ignore"):
+        transverse = np.linalg.eigvalsh(P.T @ Hs @ P) * unit
+        flat = np.linalg.eigvalsh(T.T @ Hs @ T) * unit if T.shape[1] else np.empty(0)
+    if not (np.all(np.isfinite(transverse)) and np.all(np.isfinite(flat))):
+        raise ValueError(f"H: eigenvalues exceed the double range (max |H_ij| = {unit:.3g})")
+    return np.asarray(transverse, dtype=np.float64), np.asarray(flat, dtype=np.float64)
+
+
+def orbit_spectrum(
+    student: Network, teacher: Network, train_readout: bool
+) -> tuple[Network, NDArray[np.float64], NDArray[np.float64]]:
+    """Canonicalise, then split the Hessian spectrum there (internal: empty spectra where the Hessian is
+    undefined, i.e. at exactly aligned step units)."""
+    can = canonical(student, train_readout)
+    T = orbit_tangents(can, train_readout)
+    if can.activation == "step" and population.aligned_step_units(can, teacher) is not None:
+        return can, np.empty(0), np.empty(0)
+    H = population.hessian(can, teacher, train_readout=train_readout)
+    transverse, flat = split_spectrum(H, T)
+    return can, transverse, flat

@@ -1,0 +1,228 @@
+"""tl.landscape.export (JSON with symmetry compression, pandas, xarray) and tl.landscape.figures."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+import twolayer as tl
+from twolayer.landscape import FixedPointSpace, SubspaceProblem
+
+L = tl.landscape
+X6 = np.array([0.986704, -0.050413, -0.601512, 0.308011, 0.224516])
+
+
+@pytest.fixture(scope="module")
+def family():
+    return L.continue_family(lambda k: (k - 1, 1), [6, 7, 8], X6)
+
+
+@pytest.fixture(scope="module")
+def readout_point():
+    prob = SubspaceProblem(FixedPointSpace((5, 1), train_readout=True))
+    x, _, ok = prob.solve(np.r_[X6, 1.0, 1.0])
+    assert ok
+    return prob.critical_point(x)
+
+
+def same(x, y) -> None:
+    """Equal to 1e-15 (here: bit for bit, NaN where NaN)."""
+    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def assert_same_point(p: L.CriticalPoint, q: L.CriticalPoint) -> None:
+    for f in dataclasses.fields(p):
+        u, v = getattr(p, f.name), getattr(q, f.name)
+        if isinstance(u, tl.Network):
+            same(u.W, v.W)
+            same(u.a, v.a)
+            assert (u.activation, u.scaling, u.readout) == (v.activation, v.scaling, v.readout)
+        elif isinstance(u, np.ndarray):
+            same(u, v)
+        else:
+            assert u == v, f.name
+
+
+# ---------------------------------------------------------------------------------------------- compression
+def test_a_fixed_point_space_point_compresses_to_its_distinct_values_exactly(family):
+    for p in family:
+        W = p.point.student.W
+        c = L.compress_point(W)
+        assert c["blocks"] == [p.k - 1, 1] and c["exceptions"] == [] and len(c["values"]) == 5
+        np.testing.assert_array_equal(np.sort(c["values"]), np.sort(np.unique(W)))
+        back, a = L.decompress_point(json.loads(json.dumps(c)))
+        same(back, W)
+        assert a is None
+    # a permuted copy: same blocks, the orders undo the permutation
+    W = family[0].point.student.W
+    rng = np.random.default_rng(0)
+    P, Q = rng.permutation(6), rng.permutation(6)
+    c = L.compress_point(W[np.ix_(P, Q)], np.ones(6))
+    assert c["blocks"] == [5, 1] and c["exceptions"] == []
+    back, a = L.decompress_point(c)
+    same(back, W[np.ix_(P, Q)])
+    same(a, np.ones(6))
+
+
+def test_compression_is_lossless_for_any_point():
+    rng = np.random.default_rng(1)
+    sym = np.eye(5) + 0.1 * (np.ones((5, 5)) - np.eye(5))
+    noisy = sym + 1e-13 * rng.standard_normal((5, 5))  # symmetric only to 1e-13: many exceptions
+    cases = [
+        (sym, None), (noisy, None), (noisy, np.ones(5) + 1e-14 * rng.standard_normal(5)),
+        (rng.standard_normal((4, 4)), rng.standard_normal(4)),  # trivial isotropy: dense
+        (rng.standard_normal((3, 6)), None),  # not square: dense
+    ]
+    for W, a in cases:
+        c = json.loads(json.dumps(L.compress_point(W, a), allow_nan=False))
+        back, a_back = L.decompress_point(c)
+        same(back, W)
+        if a is None:
+            assert a_back is None
+        else:
+            same(a_back, a)
+    c = L.compress_point(noisy)
+    assert "dense" in c and c["blocks"] == [5] and 0 < c["max_deviation"] < 1e-12
+    sym_c = L.compress_point(noisy, symmetrize=True)
+    back, _ = L.decompress_point(sym_c)
+    assert np.max(np.abs(back - noisy)) <= sym_c["max_deviation"] < 1e-12
+    assert L.isotropy(back, tol=1e-300).description == "ΔS_5"  # exactly symmetric
+    few = sym.copy()
+    few[0, 1] += 1e-14
+    c = L.compress_point(few)
+    assert c["exceptions"] == [[0, 1, few[0, 1]]] and "dense" not in c
+    same(L.decompress_point(c)[0], few)
+
+
+def test_compression_validates():
+    with pytest.raises(ValueError, match="W"):
+        L.compress_point(np.array([[np.nan, 1.0], [np.inf, -0.0]]))  # (failed runs are exported dense by to_json)
+    for bad in ({"shape": [2, 2], "blocks": [2]}, {"shape": [2, 3], "blocks": [2], "labels": []},
+                {"shape": [0, 1], "dense": []}, {"shape": "ab", "dense": [1.0]}):
+        with pytest.raises(ValueError, match="data"):
+            L.decompress_point(bad)
+    with pytest.raises(ValueError, match="a: expected length 3"):
+        L.compress_point(np.eye(3), np.ones(2))
+    with pytest.raises(ValueError, match="data"):
+        L.decompress_point({"values": []})
+
+
+# ------------------------------------------------------------------------------------------------ JSON
+def test_json_round_trip_of_critical_points_and_families(family, readout_point, tmp_path):
+    for cp in (family[0].point, readout_point):
+        back = L.from_json(L.to_json(cp))
+        assert_same_point(cp, back)
+    assert readout_point.flat_eigenvalues.size == 6
+    text = L.to_json(family, path=tmp_path / "fam.json")
+    W8 = family[-1].point.student.W  # 64 entries, 5 distinct values: the compressed point is much shorter
+    assert 4 * len(json.dumps(L.compress_point(W8))) < len(json.dumps(W8.tolist()))
+    for src in (text, tmp_path / "fam.json", str(tmp_path / "fam.json")):
+        back = L.from_json(src)
+        assert [p.k for p in back] == [6, 7, 8]
+        for p, q in zip(family, back, strict=True):
+            same(p.x, q.x)
+            assert p.spectrum == q.spectrum and p.isotropy == q.isotropy
+            assert_same_point(p.point, q.point)
+
+
+def test_json_round_trip_of_multistart_results_with_failed_runs():
+    res = L.multistart(5, 6, seed=2, train_readout=True)
+    back = L.from_json(L.to_json(res))
+    for f in dataclasses.fields(res):
+        u, v = getattr(res, f.name), getattr(back, f.name)
+        if isinstance(u, np.ndarray):
+            same(u, v)
+        else:
+            assert u == v, f.name
+    W = res.W.copy()
+    W[1] = np.nan
+    broken = dataclasses.replace(res, W=W, loss=np.r_[res.loss[:-1], np.nan], kind=[*res.kind[:-1], "failed"])
+    text = L.to_json(broken)
+    json.loads(text)  # strict JSON: no bare NaN
+    assert "NaN" not in text
+    back = L.from_json(text)
+    same(back.W, W)
+    same(back.loss, broken.loss)
+    sym = L.from_json(L.to_json(res, symmetrize=True))
+    assert np.max(np.abs(sym.W - res.W)) < 1e-12
+
+
+def test_json_round_trip_of_real_k_families():
+    fam = L.RealKFamily(np.array([5.0, 5.5]), np.arange(10.0).reshape(2, 5) / 7, np.array([0.1, np.inf]),
+                        np.ones((2, 5)) / 3, -np.ones((2, 5)) / 3, 5.25)
+    back = L.from_json(L.to_json(fam))
+    for f in dataclasses.fields(fam):
+        same(getattr(fam, f.name), getattr(back, f.name))
+
+
+def test_json_validates(tmp_path):
+    with pytest.raises(TypeError, match="result"):
+        L.to_json({"W": 1})
+    with pytest.raises(ValueError, match="text"):
+        L.from_json('{"format": "other"}')
+    for bad in (tmp_path / "missing.json", "", "not json", '{"format": "twolayer.landscape/1"}',
+                '{"format": "twolayer.landscape/1", "result": {"__type__": "CriticalPoint", "fields": {}}}',
+                '{"format": "twolayer.landscape/1", "result": {"__array__": "float"}}'):
+        with pytest.raises((ValueError, TypeError), match="text|CriticalPoint"):
+            L.from_json(bad)
+
+
+# ------------------------------------------------------------------------------------- tables and datasets
+def test_dataframes_and_datasets_hold_the_results(family, readout_point):
+    res = L.multistart(4, 3, seed=0)
+    df = L.to_dataframe(res)
+    assert len(df) == 3 and list(df["kind"]) == res.kind and df.attrs["k"] == 4
+    same(df["loss"].to_numpy(), res.loss)
+    ds = L.to_xarray(res)
+    same(ds["W"].values, res.W)
+    assert list(ds["isotropy"].values) == res.isotropy and ds.attrs["train_readout"] == 0
+
+    df = L.to_dataframe(family)
+    assert list(df["k"]) == [6, 7, 8] and list(df["isotropy"]) == ["ΔS_5", "ΔS_6", "ΔS_7"]
+    same(df[[f"x{j}" for j in range(5)]].to_numpy(), np.stack([p.x for p in family]))
+    same(df["lambda_min"].to_numpy(), [p.point.eigenvalues[0] for p in family])
+    ds = L.to_xarray(family)
+    assert ds.sizes["eigen"] == 64 and np.isnan(ds["eigenvalues"].values[0, 36:]).all()
+    same(ds["eigenvalues"].values[2], family[2].point.eigenvalues)
+
+    df = L.to_dataframe(readout_point)
+    assert df.loc[df["part"] == "flat", "multiplicity"].sum() == 6
+    assert df.loc[df["part"] == "transverse", "multiplicity"].sum() == 36
+    ds = L.to_xarray(readout_point)
+    same(ds["flat_eigenvalues"].values, readout_point.flat_eigenvalues)
+
+    fam = L.RealKFamily(np.array([5.0, 5.5]), np.ones((2, 5)), np.zeros(2), np.ones((2, 5)), np.ones((2, 5)), None)
+    assert L.to_dataframe(fam).shape == (2, 17) and "k_turn" not in L.to_xarray(fam).attrs
+    for fn in (L.to_dataframe, L.to_xarray):
+        with pytest.raises(TypeError, match="result"):
+            fn([1, 2])
+
+
+# ------------------------------------------------------------------------------------------------ figures
+def test_figures_draw_spectra_and_family_curves(family, readout_point):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # the test extra has matplotlib: no silent skip in CI
+
+    fig, axes = plt.subplots(1, 4)
+    try:
+        L.figures.plot_spectrum(readout_point, ax=axes[0])
+        # 12 distinct transverse eigenvalues (ΔS_5 at k = 6, second layer trained too) and one flat group
+        assert len(axes[0].lines[0].get_xdata()) == len(readout_point.spectrum())
+        assert len(axes[0].lines[1].get_xdata()) == 1
+        L.figures.plot_spectrum(np.array([-1.0, 2.0, 2.0]), ax=axes[1])
+        L.figures.plot_family(family, "loss", ax=axes[2])
+        same(axes[2].lines[0].get_ydata(), [p.loss for p in family])
+        fam = L.RealKFamily(np.array([5.0, 5.5]), np.ones((2, 5)), np.zeros(2), np.ones((2, 5)),
+                            np.array([[-1.0] * 5, [1.0] * 5]), 5.25)
+        L.figures.plot_family(fam, "eigenvalues", ax=axes[3])
+        assert len(axes[3].lines) == 10 + 1 + 1  # 5 + 5 eigenvalue curves, k_turn, zero line
+        with pytest.raises(ValueError, match="quantity"):
+            L.figures.plot_family(family, "index", ax=axes[3])
+        with pytest.raises(TypeError, match="family"):
+            L.figures.plot_family([], ax=axes[3])
+    finally:
+        plt.close(fig)
