@@ -23,18 +23,23 @@ from .alignment import (
 )
 from .critical import CriticalPoint, classify, refine, spectrum
 from .multistart import MultistartResult, multistart, numpy_relu_loss_grad, random_starts
-from .realk import RealKFamily, continue_real_k, reduced_risk
+from .realk import Crossing, RealKFamily, continue_real_k, reduced_risk
+from .saddle import saddle_connections, saddle_search
 from .subspace import FamilyPoint, SubspaceProblem, continue_family, identity_teacher
 from .symmetry import FixedPointSpace, Isotropy, isotropy
+from .young import IsotypicSpectrum, YoungProblem
 
 __all__ = [
     "CriticalPoint",
+    "Crossing",
     "FamilyPoint",
     "FixedPointSpace",
+    "IsotypicSpectrum",
     "Isotropy",
     "MultistartResult",
     "RealKFamily",
     "SubspaceProblem",
+    "YoungProblem",
     "alignment_determinants",
     "alignment_flow",
     "classify",
@@ -49,6 +54,8 @@ __all__ = [
     "random_starts",
     "reduced_risk",
     "refine",
+    "saddle_connections",
+    "saddle_search",
     "spectrum",
     "step_gradient_flow",
 ]
