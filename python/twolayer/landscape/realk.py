@@ -20,7 +20,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from .._validation import as_float_array, boolean, positive, real
 from ..activations import ActivationName, check_activation
-from .young import IsotypicSpectrum, YoungProblem, _newton
+from .young import IsotypicSpectrum, YoungProblem, _newton, gauged_solve
 
 __all__ = ["reduced_risk", "reduced_layout", "RealKFamily", "Crossing", "continue_real_k"]
 
@@ -266,7 +266,7 @@ def continue_real_k(
     >>> fam.status, fam.index.tolist()
     ('completed', [0.0, 3.5, 3.0])
     >>> print(f"{fam.k_turn:.10f}")
-    5.5960787426
+    5.5855052474
     """
     x_ = as_float_array(x0, "x0", ndim=1)
     k0_ = real(k0, "k0")
@@ -325,8 +325,12 @@ def continue_real_k(
         A[:-1, :-1] = prob.hessian(x, size_vector(k))
         A[:-1, -1] = d_dk(x, k)
         A[-1] = prev
-        t = np.linalg.solve(A, np.concatenate([np.zeros(x.size), [1.0]]))
+        t = gauged_solve(A, np.concatenate([np.zeros(x.size), [1.0]]), gauge(x, k))
         return t / np.linalg.norm(t)
+
+    def gauge(x: NDArray[np.float64], k: float) -> NDArray[np.float64]:
+        S = prob.symmetry_directions(x, size_vector(k))
+        return np.hstack([S, np.zeros((S.shape[0], 1))])
 
     t = tangent(x, k, np.concatenate([np.zeros(x.size), [direction]]))
     spec = prob.spectrum(x, size_vector(k))
@@ -382,10 +386,7 @@ def continue_real_k(
                 A[:-1, -1] = d_dk(xc, kc)
                 A[-1] = t
                 rhs = -np.concatenate([g, [t @ (zc - zp)]])
-                try:
-                    dz = np.linalg.solve(A, rhs)
-                except np.linalg.LinAlgError:
-                    break
+                dz = gauged_solve(A, rhs, gauge(xc, kc))
                 zc = zc + dz
                 gnc = prob.gradient_norm(zc[:-1], size_vector(float(zc[-1])))
                 if gnc <= tol_:
@@ -441,7 +442,8 @@ def continue_real_k(
     comps = list(spec.eigenvalues)
     n_out = len(out_k)
     S = np.array([size_vector(kk) for kk in out_k]).reshape(n_out, n0.size)
-    eig = {c: np.array([s.eigenvalues[c] for s in out_spec]).reshape(n_out, -1) for c in comps}
+    eig = {c: np.array([s.eigenvalues[c] for s in out_spec]).reshape(n_out, spec.eigenvalues[c].size)
+           for c in comps}
     dims = {c: np.array([s.dimension[c] for s in out_spec]) for c in comps}
     index = np.array([s.index(ztol) for s in out_spec])
     k_turn = _turn(crossings, out_spec[0] if out_spec else None, ztol)

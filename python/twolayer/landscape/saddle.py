@@ -194,11 +194,19 @@ def saddle_search(
     radius = radius_max
     history = [euclidean_norm(g)]
     it = 0
+    best, stale = np.inf, 0
     while it < max_iter:
         gn = euclidean_norm(g)
         n_neg = int(np.sum(lam < -ztol))
-        if gn <= switch and n_neg == index:
-            break
+        if gn <= tol_ and (n_neg == index or n_neg > index and it > 0):
+            break  # converged (to another index when n_neg > index: the result says so)
+        if n_neg == index and gn <= switch:
+            # eigenvector following converges by itself near a saddle of the right index: go on while it
+            # improves (Newton could slide off a degenerate one), then let refine finish
+            stale = stale + 1 if gn >= 0.5 * best else 0
+            best = min(best, gn)
+            if gn <= tol_ or stale >= 3:
+                break
         it += 1
         live = np.flatnonzero(np.abs(lam) > ztol)
         Vl = V[:, live]
@@ -213,7 +221,7 @@ def saddle_search(
         lam_l = lam[live]
         gt = Vl.T @ g
         s = np.zeros(live.size)
-        if np.linalg.norm(gt[up]) <= 1e-3 * max(gn, 1e-300) or it == 1 and gn <= switch:
+        if (it == 1 and gn <= switch) or (n_neg < index and np.linalg.norm(gt[up]) <= 1e-3 * gn):
             # at a stationary point (or no uphill gradient yet): push along the followed modes
             signs = np.sign(Vl[:, up].T @ U).diagonal() * sign
             s[up] = signs * radius / np.sqrt(up.size)

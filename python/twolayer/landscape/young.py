@@ -122,8 +122,8 @@ class IsotypicSpectrum:
 
     Examples
     --------
-    >>> prob = tl.landscape.YoungProblem((5, 1))
-    >>> spec = prob.spectrum([0.986704, -0.050413, -0.601512, 0.308011, 0.224516])
+    >>> prob = tl.landscape.YoungProblem(2)
+    >>> spec = prob.spectrum([0.986704, -0.050413, -0.601512, 0.308011, 0.224516], [5, 1])
     >>> list(spec.eigenvalues), spec.dimension["exterior[0]"]
     (['trivial', 'standard[0]', 'exterior[0]', 'symmetric[0]'], 6.0)
     """
@@ -198,7 +198,7 @@ class YoungProblem:
     >>> print(f"{prob.risk(x, [5, 1]):.6f}")
     0.025081
     >>> print(f"{prob.risk(x, [5.5, 1]):.6f}")  # and analytic in the sizes
-    0.024229
+    0.027644
     """
 
     def __init__(
@@ -481,6 +481,33 @@ class YoungProblem:
         g = self.gradient(x, sizes)
         return float(np.sqrt(g @ (g / self.metric(sizes))))
 
+    def symmetry_directions(self, x: ArrayLike, sizes: ArrayLike) -> NDArray[np.float64]:
+        """The flat directions of the rescaling symmetry inside the space, one row per block.
+
+        Relu with a trained second layer: (w_i, a_i) -> (c w_i, a_i / c) for
+        the rows of block b moves the coordinates of those rows along x and
+        a_b along -a_b. Other problems: none (shape (0, dim)).
+
+        Parameters
+        ----------
+        x : array_like
+            Coordinates.
+        sizes : array_like
+            Block sizes.
+
+        Returns
+        -------
+        ndarray, shape (m, dim)
+        """
+        lay = self.layout(sizes)
+        x_ = as_float_array(x, "x", ndim=1)
+        if not (self.train_readout and self.activation == "relu"):
+            return np.zeros((0, len(lay)))
+        S = np.zeros((self.r, len(lay)))
+        for i, (kind, b, _) in enumerate(lay):
+            S[b, i] = -x_[i] if kind == "a" else x_[i]
+        return S
+
     # ----- isotypic spectrum --------------------------------------------------------------------------------
     def _refined(
         self, n: NDArray[np.float64], splits: dict[int, tuple[float, ...]]
@@ -568,7 +595,7 @@ class YoungProblem:
         >>> x = prob.solve([1.0, -0.05, -0.6, 0.3, 0.2], [5, 1])[0]
         >>> spec = prob.spectrum(x, [5, 1])
         >>> np.round(spec.eigenvalues["standard[0]"], 4)
-        array([0.0047, 0.1062, 0.2974, 0.6076, 1.126 ])
+        array([0.0047, 0.0773, 0.2383, 0.3389, 1.672 ])
         >>> spec.index()
         0.0
         """
@@ -663,7 +690,7 @@ class YoungProblem:
         >>> prob = tl.landscape.YoungProblem(2)
         >>> x, gn, ok = prob.solve([1.0, -0.05, -0.6, 0.3, 0.2], [5.5, 1.0])
         >>> ok, gn < 1e-12, np.round(x, 4)
-        (True, True, array([ 0.9891, -0.0479, -0.6246,  0.3003,  0.2118]))
+        (True, True, array([ 0.9929, -0.0417, -0.618 ,  0.2828,  0.2032]))
         """
         x, gn, _ = _newton(self, as_float_array(x0, "x0", ndim=1), self._sizes(sizes), tol, max_iter)
         return x, gn, gn <= tol
@@ -684,10 +711,7 @@ def _newton(
     it = 0
     while it < max_iter and gn > tol:
         it += 1
-        try:
-            step = np.linalg.solve(H, g)
-        except np.linalg.LinAlgError:
-            step = np.linalg.lstsq(H, g, rcond=None)[0]
+        step = gauged_solve(H, g, prob.symmetry_directions(x, n))
         t = 1.0
         accepted = False
         for _ in range(30):
@@ -714,3 +738,25 @@ def _derivatives(
     _, g, H = prob._evaluate(x, n, 2)
     assert g is not None and H is not None
     return g, H
+
+
+def gauged_solve(
+    A: NDArray[np.float64], b: NDArray[np.float64], S: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    """The solution y of A y = b with S y = 0 (rows of S: flat symmetry directions, none for most problems):
+    the bordered system [[A, S^T], [S, 0]] [y; l] = [b; 0], least squares if it is singular."""
+    m = S.shape[0]
+    if m:
+        n = A.shape[0]
+        K = np.zeros((n + m, n + m))
+        K[:n, :n] = A
+        K[:n, n:] = S.T
+        K[n:, :n] = S
+        rhs = np.concatenate([b, np.zeros(m)])
+    else:
+        K, rhs = A, b
+    try:
+        y = np.linalg.solve(K, rhs)
+    except np.linalg.LinAlgError:
+        y = np.linalg.lstsq(K, rhs, rcond=None)[0]
+    return np.asarray(y[: A.shape[0]])
