@@ -6,7 +6,11 @@ paper-reproduction pages).
 - :func:`refine`, :class:`CriticalPoint`, :func:`spectrum` — Newton refinement and classification (critical).
 - :func:`isotropy`, :class:`FixedPointSpace` — symmetry of weight matrices (symmetry).
 - :class:`SubspaceProblem`, :func:`continue_family` — critical points in fixed-point subspaces, continued in k.
-- :func:`continue_real_k` — the ΔS_{k-1} family at real k and the k where it turns into a minimum.
+- :class:`YoungProblem`, :func:`continue_real_k` — the risk on a Young fixed-point space at real block sizes
+  with exact derivatives and the Hessian spectrum by isotypic component; families continued in real k and the
+  k where they turn from saddle into minimum.
+- :func:`saddle_search`, :func:`saddle_connections` — saddles of a given Morse index by eigenvector following,
+  and the minima an index-1 saddle connects.
 - :func:`multistart` — many parallel searches, refined and classified.
 - :func:`alignment_determinants`, :func:`procrustes`, :func:`step_gradient_flow`, :func:`alignment_flow` —
   alignment and the comparison of Gaussian and orthogonal starts.

@@ -190,6 +190,8 @@ def saddle_search(
         raise ValueError("start: the Hessian is undefined there (exactly aligned step units)")
     ztol = 1e-8 * max(1.0, float(np.max(np.abs(lam)))) if zero_tol is None else positive(zero_tol, "zero_tol")
     live = np.flatnonzero(np.abs(lam) > ztol)
+    if index > live.size:
+        raise ValueError(f"index: expected at most {live.size} (the non-flat Hessian directions), got {index}")
     U = _canonical_modes(lam[live], V[:, live], follow, index)  # the followed directions, tracked by overlap
     radius = radius_max
     history = [euclidean_norm(g)]

@@ -501,6 +501,8 @@ class YoungProblem:
         """
         lay = self.layout(sizes)
         x_ = as_float_array(x, "x", ndim=1)
+        if x_.size != len(lay):
+            raise ValueError(f"x: expected {len(lay)} coordinates, got {x_.size}")
         if not (self.train_readout and self.activation == "relu"):
             return np.zeros((0, len(lay)))
         S = np.zeros((self.r, len(lay)))
