@@ -150,6 +150,12 @@ def saddle_search(
         eigenvector-following and Newton steps; ``history`` holds the
         gradient norms.
 
+    Notes
+    -----
+    Index-1 searches from the k = 6 minima (every softest-mode start) end at index-1 saddles; searches for a
+    higher index can wander (e.g. index 2 from the ΔS_5 minimum ends at a minimum after ``max_iter`` steps,
+    although a degenerate index-2 point lies nearby): the result's ``index`` is the check.
+
     Examples
     --------
     An index-1 saddle next to the ΔS_5 spurious minimum at k = 6:
