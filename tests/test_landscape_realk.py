@@ -86,6 +86,7 @@ def test_type_a_family_turns_into_a_minimum_at_a_k_known_to_ten_digits():
     # independently: from k = 5 upwards with other steps, and the eigenvalue re-solved at the root
     up = L.continue_real_k(down.x[-1], 5.0, [5.2, 6.0], max_step=0.05)
     assert up.k_turn == pytest.approx(down.k_turn, abs=1e-10)
+    assert L.continue_real_k(X6, 6.0, [5.0]).k_turn == pytest.approx(down.k_turn, abs=1e-10)  # between outputs
     prob = YoungProblem(2)
     sizes = [down.k_turn - 1.0, 1.0]
     x, gn, ok = prob.solve(down.x[1], sizes, tol=1e-14)

@@ -336,6 +336,7 @@ def continue_real_k(
     spec = prob.spectrum(x, size_vector(k))
     ztol = spec._zero_tol(None)
     neg = _negatives(spec, ztol)
+    spec0 = spec
 
     out_k: list[float] = []
     out_x: list[NDArray[np.float64]] = []
@@ -446,27 +447,20 @@ def continue_real_k(
            for c in comps}
     dims = {c: np.array([s.dimension[c] for s in out_spec]) for c in comps}
     index = np.array([s.index(ztol) for s in out_spec])
-    k_turn = _turn(crossings, out_spec[0] if out_spec else None, ztol)
+    k_turn = _turn(crossings, spec0, ztol)
     loss = np.array([prob.risk(xx, S[i]) for i, xx in enumerate(out_x)])
     X = np.array(out_x).reshape(n_out, len(layout))
     return RealKFamily(np.array(out_k), S, X, loss, np.array(out_gn), eig, dims, index, crossings, k_turn, status,
                        message, steps)
 
 
-def _turn(crossings: list[Crossing], first: IsotypicSpectrum | None, ztol: float) -> float | None:
+def _turn(crossings: list[Crossing], first: IsotypicSpectrum, ztol: float) -> float | None:
     """The first crossing where the count of negative eigenvalues over all components goes to or from zero."""
-    if first is None and not crossings:
-        return None
-    neg: dict[str, int] = {}
-    if first is not None:
-        neg = {c: int(np.sum(v < -ztol)) for c, v in first.eigenvalues.items()}
+    neg = {c: int(np.sum(v < -ztol)) for c, v in first.eigenvalues.items()}
     for c in crossings:
-        before = sum(neg.values()) if neg else None
+        before = sum(neg.values())
         neg[c.component] = c.negative_after
-        after = sum(neg.values())
-        if before is None:
-            before = c.negative_before
-        if (before == 0) != (after == 0):
+        if (before == 0) != (sum(neg.values()) == 0):
             return c.k
     return None
 
