@@ -598,6 +598,18 @@ def compressed(W: Any) -> Any:
         return {"shape": [1, 1], "dense": [1.0]}
 
 
+def young_method(sizes: Any, train_readout: Any, activation: Any, method: str, x: Any) -> Any:
+    prob = tl.landscape.YoungProblem(2, train_readout, activation)
+    if method == "solve":
+        return prob.solve(x, sizes, max_iter=3)
+    return getattr(prob, method)(x, sizes)
+
+
+def saddle_connections_of(student: Any, teacher: Any, step: Any) -> Any:
+    cp = tl.landscape.refine(student, teacher, max_iter=2)
+    return tl.landscape.saddle_connections(cp, teacher, step=step, max_iter=50)
+
+
 def continue_family(sizes: str, **kw: Any) -> Any:
     fn = {"(k-1, 1)": lambda k: (k - 1, 1), "(k,)": lambda k: (k,), "(1.5, k)": lambda k: (1.5, k)}[sizes]
     return tl.landscape.continue_family(fn, **kw)
@@ -775,6 +787,23 @@ ENTRY_POINTS: list[Entry] = [
                      "k0": real(2.0, 6.0), "ks": Kind(st.lists(st.floats(3.0, 6.0), min_size=1, max_size=2),
                                                      array((2,)).bad)},
           examples=max(EXAMPLES // 4, 1)),
+    Entry("landscape.YoungProblem", young_method,
+          lambda D: {"sizes": Kind(_sampled([(2, 1), (4.5, 1.0), (3.7, 3.2)]),
+                                   _sampled([(0.5, 1), (2,), "ab", None, (NAN, 1)])),
+                     "train_readout": FLAG, "activation": ACTIVATION,
+                     "method": Kind(_sampled(["risk", "gradient", "hessian", "solve", "spectrum", "gradient_norm",
+                                              "symmetry_directions"])),
+                     "x": Kind(_sampled([np.array([1.0, 0, 0, 0, 1]), np.array([1.0, 0.1, 0.9, 0.1, 0.2, 0.2])]),
+                               array((5,)).bad)},
+          examples=max(EXAMPLES // 2, 1)),
+    Entry("landscape.saddle_search", tl.landscape.saddle_search,
+          lambda D: {**pair(D), "index": count(1, 2, huge=False, python_only=True),
+                     "direction": Kind(_sampled([1.0, -1.0]), _sampled([0.0, NAN, "up"])),
+                     "train_readout": FLAG, "trust_radius": real(), "max_iter": count(0, 5, huge=False,
+                                                                                      python_only=True),
+                     "tol": real(), "switch_tol": real()}, SMALL),
+    Entry("landscape.saddle_connections", saddle_connections_of,
+          lambda D: {**pair(D), "step": real()}, SMALL),
     Entry("landscape.reduced_risk", tl.landscape.reduced_risk,
           lambda D: {"x": array((5,)), "sizes": Kind(st.lists(st.floats(1.0, 6.0), min_size=2, max_size=2),
                                                       array((2,)).bad)}),
@@ -962,7 +991,7 @@ def test_entry_point(name: str, fuzz_results: dict[str, str | None]) -> None:
 
 # Result objects are checked through the entry points that return them.
 RESULT_TYPES = {"Trajectory", "BatchTrajectory", "Interrupted", "Ensemble", "CriticalPoint", "Isotropy",
-                "MultistartResult", "RealKFamily",
+                "MultistartResult", "RealKFamily", "Crossing", "IsotypicSpectrum",
                 "FamilyPoint", "WeightPath"}
 
 

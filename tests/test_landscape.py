@@ -324,17 +324,6 @@ def test_reduced_risk_at_integer_sizes_is_the_population_risk(sizes):
     assert L.reduced_risk(x, np.array(sizes, float)) == pytest.approx(tl.population.risk(s, t), abs=1e-13)
 
 
-def test_real_k_eigenvalues_match_the_full_spectrum_at_k6(spurious6):
-    from twolayer.landscape.realk import _eigs
-
-    prob, x = spurious6
-    triv, std = _eigs(x, 6.0)
-    spec = prob.critical_point(x).spectrum(1e-7)
-    # FD Hessians of the reduced risk: ~1e-6 accuracy
-    np.testing.assert_allclose(triv, [v for v, m in spec if m == 1], atol=5e-6)
-    np.testing.assert_allclose(std, [v for v, m in spec if m == 4], atol=5e-6)  # multiplicity k - 2
-
-
 @pytest.mark.slow
 def test_real_k_family_turns_into_a_minimum_between_5_and_6(spurious6):
     _, x = spurious6

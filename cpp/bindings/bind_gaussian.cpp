@@ -66,6 +66,53 @@ void bind_gaussian(py::module_& m) {
       },
       py::arg("act_a"), py::arg("act_b"), py::arg("C"), py::arg("n_threads") = 0);
   m.def(
+      "i2_jet",
+      [](const std::string& a, const std::string& b, const Array& C) {
+        // I2 with its exact gradient and Hessian in (C11, C12, C22) (the Jet of gaussian.hpp); shapes (n,), (n, 3),
+        // (n, 3, 3). A small-batch helper (the real-k landscape): no threads, no cancellation.
+        const Activation aa = parse_activation(a), bb = parse_activation(b);
+        expect_shape(C, "C", {-1, 2, 2});
+        const auto n = static_cast<py::ssize_t>(C.shape(0));
+        Array v = new_array({n}), g = new_array({n, 3}), h = new_array({n, 3, 3});
+        const double* c = C.data();
+        double *pv = v.mutable_data(), *pg = g.mutable_data(), *ph = h.mutable_data();
+        {
+          py::gil_scoped_release release;
+          for (py::ssize_t i = 0; i < n; ++i) {
+            const Jet j = i2_jet(aa, bb, c[4 * i], c[4 * i + 1], c[4 * i + 3]);
+            pv[i] = j.v;
+            for (int p = 0; p < 3; ++p) {
+              pg[3 * i + p] = j.g[p];
+              for (int q = 0; q < 3; ++q) ph[9 * i + 3 * p + q] = j.hess(p, q);
+            }
+          }
+        }
+        return py::make_tuple(v, g, h);
+      },
+      py::arg("act_a"), py::arg("act_b"), py::arg("C"));
+  m.def(
+      "i2_self_jet",
+      [](const std::string& a, const std::string& b, const Array& q) {
+        // E[a(l) b(l)], l ~ N(0, q), with its first and second q-derivatives (i2_self on a Jet); shapes (n,) each.
+        const Activation aa = parse_activation(a), bb = parse_activation(b);
+        expect_shape(q, "q", {-1});
+        const auto n = static_cast<py::ssize_t>(q.shape(0));
+        Array v = new_array({n}), d1 = new_array({n}), d2 = new_array({n});
+        const double* pq = q.data();
+        double *pv = v.mutable_data(), *p1 = d1.mutable_data(), *p2 = d2.mutable_data();
+        {
+          py::gil_scoped_release release;
+          for (py::ssize_t i = 0; i < n; ++i) {
+            const Jet j = i2_self(aa, bb, Jet::variable(pq[i], 0));
+            pv[i] = j.v;
+            p1[i] = j.g[0];
+            p2[i] = j.hess(0, 0);
+          }
+        }
+        return py::make_tuple(v, d1, d2);
+      },
+      py::arg("act_a"), py::arg("act_b"), py::arg("q"));
+  m.def(
       "i3",
       [](const std::string& s, const std::string& b, const Array& C, int n_threads) {
         const Activation ss = parse_activation(s), bb = parse_activation(b);

@@ -1,32 +1,28 @@
 """Families of critical points at real k (the "fractional dimension" of Arjevani & Field 2021).
 
-For the Safran-Shamir problem (teacher W* = I_k, relu, lambda = w.x, unit second layers) restricted to the
+For the Safran-Shamir problem (teacher W* = I_k, lambda = w.x, unit teacher second layer) restricted to the
 fixed-point space of a Young subgroup Δ(S_n1 × ... × S_nr) (consecutive blocks, as in
 :class:`~twolayer.landscape.FixedPointSpace`), every overlap is a polynomial in the block sizes, so the
-restricted risk is an analytic function of real sizes. Its Hessian in the subspace coordinates x is B^T H B,
-whose generalised eigenvalues against the metric G = B^T B (the number of matrix entries carried by each
-coordinate) are eigenvalues of the full Hessian at integer sizes.
-
-At a ΔS_{k-1} point, the space of the smaller group Δ(S_{k-2} × S_1 × S_1) carries the 5
-trivial-representation eigenvalues and the 5 eigenvalues of the standard representation of S_{k-1}
-(multiplicity k - 2 in the full spectrum); continuing both in real k locates where the family turns from
-saddle into minimum. (Only this component is continued: it carries the negative eigenvalues below the turn,
-index k - 2 = 3 at k = 5; the exterior-square and (n-2, 2) components are not.)
-Kernels are tl.kernels.i2; derivatives are central finite differences of the restricted risk (accuracy ~1e-7
-for the Hessian, enough to locate sign changes).
+restricted risk, its exact gradient and Hessian and the Hessian eigenvalues of every isotypic component are
+analytic functions of real sizes (:class:`~twolayer.landscape.YoungProblem`). :func:`continue_real_k`
+follows a family of critical points along sizes(k) by pseudo-arclength continuation with Newton correctors on
+the exact reduced gradient, tracks the Morse index of every component and locates each eigenvalue crossing
+(where a family turns from saddle into minimum) to about 1e-12 in k.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .. import kernels
-from .._validation import as_float_array, real
+from .._validation import as_float_array, boolean, positive, real
+from ..activations import ActivationName, check_activation
+from .young import IsotypicSpectrum, YoungProblem, _newton, gauged_solve
 
-__all__ = ["reduced_risk", "reduced_layout", "RealKFamily", "continue_real_k"]
+__all__ = ["reduced_risk", "reduced_layout", "RealKFamily", "Crossing", "continue_real_k"]
 
 
 def reduced_layout(sizes: ArrayLike) -> list[tuple[str, int, int]]:
@@ -57,30 +53,6 @@ def reduced_layout(sizes: ArrayLike) -> list[tuple[str, int, int]]:
             out.append(("off", b, b))
     out += [("block", b, c) for b in range(n.size) for c in range(n.size) if b != c]
     return out
-
-
-def _unpack(x: NDArray[np.float64], sizes: NDArray[np.float64]):
-    r = sizes.size
-    diag = np.zeros(r)
-    off = np.zeros(r)
-    blk = np.zeros((r, r))
-    for v, (kind, b, c) in zip(x, reduced_layout(sizes), strict=True):
-        if kind == "diag":
-            diag[b] = v
-        elif kind == "off":
-            off[b] = v
-        else:
-            blk[b, c] = v
-    return diag, off, blk
-
-
-def metric(sizes: ArrayLike) -> NDArray[np.float64]:
-    """G = B^T B: the number of matrix entries carried by each coordinate (diagonal)."""
-    n = as_float_array(sizes, "sizes", ndim=1)
-    w = []
-    for kind, b, c in reduced_layout(n):
-        w.append(n[b] if kind == "diag" else n[b] * (n[b] - 1) if kind == "off" else n[b] * n[c])
-    return np.diag(w)
 
 
 def reduced_risk(x: ArrayLike, sizes: ArrayLike) -> float:
@@ -114,154 +86,171 @@ def reduced_risk(x: ArrayLike, sizes: ArrayLike) -> float:
     0.025081
     """
     n = as_float_array(sizes, "sizes", ndim=1)
-    x_ = as_float_array(x, "x", ndim=1)
-    if x_.size != len(reduced_layout(n)):
-        raise ValueError(f"x: expected {len(reduced_layout(n))} coordinates, got {x_.size}")
-    al, be, ga = _unpack(x_, n)
-    r = n.size
-    others = [np.array([c for c in range(r) if c != b], dtype=int) for b in range(r)]
-    q = np.array(
-        [
-            al[b] ** 2 + (n[b] - 1) * be[b] ** 2 + np.sum(n[others[b]] * ga[b, others[b]] ** 2)
-            for b in range(r)
-        ]
-    )
-    q_same = np.array(
-        [
-            2 * al[b] * be[b] + (n[b] - 2) * be[b] ** 2 + np.sum(n[others[b]] * ga[b, others[b]] ** 2)
-            for b in range(r)
-        ]
-    )
-    q_cross = np.zeros((r, r))
-    for b in range(r):
-        for c in range(r):
-            if b == c:
-                continue
-            rest = np.array([e for e in range(r) if e not in (b, c)], dtype=int)
-            q_cross[b, c] = (
-                ga[c, b] * (al[b] + (n[b] - 1) * be[b])
-                + ga[b, c] * (al[c] + (n[c] - 1) * be[c])
-                + np.sum(n[rest] * ga[b, rest] * ga[c, rest])
-            )
-    # pairs (x, y, z, weight) of I2(relu, relu) terms
-    terms: list[tuple[float, float, float, float]] = []
-    for b in range(r):
-        terms.append((q[b], q[b], q[b], 0.5 * n[b]))  # self: E[relu^2] = q / 2 = I2 at C12 = q
-        terms.append((q[b], q_same[b], q[b], 0.5 * n[b] * (n[b] - 1)))
-        for c in range(r):
-            if c != b:
-                terms.append((q[b], q_cross[b, c], q[c], 0.5 * n[b] * n[c]))
-        terms.append((q[b], al[b], 1.0, -n[b]))  # teacher: own column
-        terms.append((q[b], be[b], 1.0, -n[b] * (n[b] - 1)))
-        for c in range(r):
-            if c != b:
-                terms.append((q[b], ga[b, c], 1.0, -n[b] * n[c]))
-    T = np.array(terms)
-    C = np.stack([np.stack([T[:, 0], T[:, 1]], -1), np.stack([T[:, 1], T[:, 2]], -1)], -2)
-    k = float(n.sum())
-    return float(T[:, 3] @ kernels.i2("relu", "relu", C)) + 0.5 * (0.5 * k + k * (k - 1) / (2 * np.pi))
+    return YoungProblem(max(n.size, 1)).risk(x, n)
 
 
-def _grad(f, x: NDArray[np.float64], h: float = 1e-6) -> NDArray[np.float64]:
-    e = np.eye(x.size) * h
-    return np.array([(f(x + e[i]) - f(x - e[i])) / (2 * h) for i in range(x.size)])
+@dataclass(frozen=True)
+class Crossing:
+    """An eigenvalue of one isotypic component crossing zero along a real-k family.
 
+    Attributes
+    ----------
+    k : float
+        Where (the root of the eigenvalue, to about 1e-12).
+    component : str
+        The isotypic component (see :class:`~twolayer.landscape.YoungProblem`).
+    position : int
+        Which of the component's eigenvalues (0 = smallest).
+    negative_before, negative_after : int
+        The component's negative eigenvalues before and after, in the
+        direction of continuation.
 
-def _hess(f, x: NDArray[np.float64], h: float = 1e-4) -> NDArray[np.float64]:
-    H = np.array([_grad(f, x + h * ei, 1e-6) - _grad(f, x - h * ei, 1e-6) for ei in np.eye(x.size)]) / (2 * h)
-    return 0.5 * (H + H.T)
+    Examples
+    --------
+    >>> c = tl.landscape.Crossing(5.6, "standard[0]", 0, 1, 0)
+    >>> c.component, c.negative_after
+    ('standard[0]', 0)
+    """
 
-
-def _solve(x0: NDArray[np.float64], sizes: NDArray[np.float64], tol: float = 1e-10) -> NDArray[np.float64]:
-    from scipy.optimize import root
-
-    def residual(y: NDArray[np.float64]) -> NDArray[np.float64]:
-        return _grad(lambda z: reduced_risk(z, sizes), y)
-
-    sol = root(residual, x0, method="hybr", tol=tol)
-    # The residual is a finite-difference gradient with noise ~ eps / h ~ 1e-10: hybr may stop on "no good
-    # progress" at that noise floor, which is a solution.
-    if not sol.success and np.max(np.abs(sol.fun)) <= 1e-8:
-        return sol.x
-    if not sol.success:
-        raise RuntimeError(f"real-k continuation: no critical point found at sizes {sizes} ({sol.message})")
-    return sol.x
+    k: float
+    component: str
+    position: int
+    negative_before: int
+    negative_after: int
 
 
 @dataclass(eq=False)
 class RealKFamily:
-    """The ΔS_{k-1} family on a grid of real k (what :func:`continue_real_k` returns).
+    """A family of critical points on a grid of real k (what :func:`continue_real_k` returns).
 
     Attributes
     ----------
     k : ndarray, shape (n,)
-        The grid.
-    x : ndarray, shape (n, 5)
-        Coordinates of the critical point at each k.
+        The grid points reached.
+    sizes : ndarray, shape (n, r)
+        The block sizes there.
+    x : ndarray, shape (n, dim)
+        Coordinates of the critical point (:class:`FixedPointSpace` order).
     loss : ndarray, shape (n,)
-        Its risk.
-    trivial, standard : ndarray, shape (n, 5)
-        The 5 trivial- and the 5 standard-representation eigenvalues,
-        ascending.
+        Its excess risk.
+    grad_norm : ndarray, shape (n,)
+        Its full-gradient norm.
+    eigenvalues : dict of str to ndarray, shape (n, m)
+        The Hessian eigenvalues of each isotypic component (ascending).
+    dimension : dict of str to ndarray, shape (n,)
+        The multiplicity of each component's eigenvalues in the full spectrum.
+    index : ndarray, shape (n,)
+        The Morse index (sum of negative eigenvalues x dimension; real
+        between integers).
+    crossings : list of Crossing
+        Every eigenvalue crossing zero on the path, located by root finding.
     k_turn : float or None
-        Where the smallest standard eigenvalue changes sign (None if it does
-        not on the grid).
+        The first crossing where the index changes between zero and
+        non-zero (saddle <-> minimum), or None.
+    status : str
+        "completed", or why the continuation stopped early: "fold" (the
+        branch turns back in k), "step too small" (Newton failed at the
+        smallest step) or "layout changed" (a block size crossed 1 or 3).
+    message : str
+        Details of an early stop.
+    steps : int
+        Accepted continuation steps.
 
     Examples
     --------
     >>> import dataclasses
-    >>> [f.name for f in dataclasses.fields(tl.landscape.RealKFamily)]
-    ['k', 'x', 'loss', 'trivial', 'standard', 'k_turn']
+    >>> [f.name for f in dataclasses.fields(tl.landscape.RealKFamily)][:6]
+    ['k', 'sizes', 'x', 'loss', 'grad_norm', 'eigenvalues']
 
     See :func:`continue_real_k` for one computed.
     """
 
     k: NDArray[np.float64]
+    sizes: NDArray[np.float64]
     x: NDArray[np.float64]
     loss: NDArray[np.float64]
-    trivial: NDArray[np.float64]
-    standard: NDArray[np.float64]
-    k_turn: float | None
+    grad_norm: NDArray[np.float64]
+    eigenvalues: dict[str, NDArray[np.float64]]
+    dimension: dict[str, NDArray[np.float64]]
+    index: NDArray[np.float64]
+    crossings: list[Crossing] = field(default_factory=list)
+    k_turn: float | None = None
+    status: str = "completed"
+    message: str = ""
+    steps: int = 0
+
+    @property
+    def trivial(self) -> NDArray[np.float64]:
+        """The trivial-representation eigenvalues, shape (n, m)."""
+        return self.eigenvalues["trivial"]
+
+    @property
+    def standard(self) -> NDArray[np.float64]:
+        """The standard-representation eigenvalues of the first block, shape (n, m)."""
+        return self.eigenvalues["standard[0]"]
 
 
-def _split_point(x: NDArray[np.float64]) -> NDArray[np.float64]:
-    """ΔS_{k-1} coordinates (5) -> the same matrix in the Δ(S_{k-2} × S_1 × S_1) space (10)."""
-    a, b, f, c, e = x
-    # blocks 0 (k-2), 1 (1), 2 (1): diag0, off0, diag1, diag2, then blocks (0,1), (0,2), (1,0), (1,2), (2,0),
-    # (2,1)
-    return np.array([a, b, a, f, b, c, b, c, e, e])
+def _check_sizes(n: NDArray[np.float64], k: float) -> None:
+    bad = [float(v) for v in n if not (v == round(v) and v >= 1.0) and not v > 3.0]
+    if bad:
+        raise ValueError(f"sizes: expected block sizes that are integers >= 1 or reals > 3 (so that the refined "
+                         f"layouts keep their coordinates), got {n.tolist()} at k = {k}")
 
 
-def _eigs(x5: NDArray[np.float64], k: float) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    from scipy.linalg import eigh
-
-    s2 = np.array([k - 1.0, 1.0])
-    s3 = np.array([k - 2.0, 1.0, 1.0])
-    triv = eigh(_hess(lambda z: reduced_risk(z, s2), x5), metric(s2), eigvals_only=True)
-    both = eigh(_hess(lambda z: reduced_risk(z, s3), _split_point(x5)), metric(s3), eigvals_only=True)
-    rest = list(both)
-    for t in triv:  # remove the trivial eigenvalues from the larger problem
-        rest.pop(int(np.argmin(np.abs(np.array(rest) - t))))
-    return np.sort(triv), np.sort(rest)
+def _negatives(spec: IsotypicSpectrum, tol: float) -> dict[str, int]:
+    return {c: int(np.sum(v < -tol)) for c, v in spec.eigenvalues.items()}
 
 
-def continue_real_k(x0: ArrayLike, k0: float, ks: ArrayLike) -> RealKFamily:
-    """Continue the ΔS_{k-1} family in real k.
+def continue_real_k(
+    x0: ArrayLike,
+    k0: float,
+    ks: ArrayLike,
+    sizes: Callable[[float], Sequence[float]] | None = None,
+    train_readout: bool = False,
+    activation: ActivationName = "relu",
+    tol: float = 1e-12,
+    max_step: float = 0.5,
+    min_step: float = 1e-7,
+) -> RealKFamily:
+    """Continue a family of critical points of a Young fixed-point space in real k.
 
-    Solves the restricted system at each k (scipy ``root``), computes the
-    trivial and standard-representation eigenvalues, and locates by Brent's
-    method the k where the smallest standard eigenvalue changes sign (the
-    family turns from saddle into minimum). Needs scipy.
+    Pseudo-arclength continuation in (x, k) along the block sizes
+    ``sizes(k)`` (default (k - 1, 1): the ΔS_{k-1} family of seed 001): a
+    tangent predictor, a Newton corrector on the exact reduced gradient
+    bordered by the arclength condition, the step halved when Newton fails
+    and doubled after easy steps; the grid points ``ks`` are landed on
+    exactly (Newton at fixed k). At every step the Hessian spectrum of every
+    isotypic component is evaluated exactly
+    (:meth:`YoungProblem.spectrum`); where a component's count of negative
+    eigenvalues changes, the crossing eigenvalue's root in k is located by
+    the Illinois method with the point re-solved at each trial k.
+
+    Accuracy: points are solved to full-gradient norm ``tol``; eigenvalues
+    are those of the exact Hessian (they equal the integer-k full Hessian's
+    to ~1e-14); crossings are located to |dk| <= 1e-13 max(1, k).
 
     Parameters
     ----------
-    x0 : array_like, shape (5,)
-        Coordinates of a critical point at k0 (e.g. from
-        :class:`SubspaceProblem`).
+    x0 : array_like
+        Coordinates of a critical point (or a close guess) at k0, in the
+        order of ``FixedPointSpace(sizes(k0), train_readout)``.
     k0 : float
-        Its k (> 3).
+        Its k.
     ks : array_like
-        Real values of k (> 3), monotone from near k0.
+        Grid points to report, strictly monotone, starting on one side of k0
+        (the continuation runs from k0 towards them).
+    sizes : callable, optional
+        Real k -> block sizes (default ``lambda k: (k - 1, 1)``); e.g.
+        ``lambda k: (k - 2, 2)`` or ``lambda k: (k / 2, k / 2)``. Each size
+        must stay an integer or stay above 3 along the path.
+    train_readout : bool, default False
+        Include one second-layer coordinate per block.
+    activation : str, default "relu"
+        Student and teacher activation.
+    tol : float, default 1e-12
+        Target full-gradient norm of every point.
+    max_step, min_step : float, default 0.5, 1e-7
+        Largest and smallest arclength steps.
 
     Returns
     -------
@@ -269,46 +258,230 @@ def continue_real_k(x0: ArrayLike, k0: float, ks: ArrayLike) -> RealKFamily:
 
     Examples
     --------
-    The smallest standard-representation eigenvalue at k = 6 is positive
-    (a minimum):
+    The ΔS_{k-1} family from its spurious minimum at k = 6 down to k = 5:
+    it turns from minimum into saddle in between.
 
     >>> x6 = [0.986704, -0.050413, -0.601512, 0.308011, 0.224516]
-    >>> fam = tl.landscape.continue_real_k(x6, 6.0, [6.0])
-    >>> fam.x.shape, fam.k_turn is None
-    ((1, 5), True)
-    >>> print(f"{fam.standard[0, 0]:.4f}")
-    0.0047
+    >>> fam = tl.landscape.continue_real_k(x6, 6.0, [6.0, 5.5, 5.0])
+    >>> fam.status, fam.index.tolist()
+    ('completed', [0.0, 3.5, 3.0])
+    >>> print(f"{fam.k_turn:.10f}")
+    5.5855052474
     """
-    x0_ = as_float_array(x0, "x0", ndim=1)
-    if x0_.shape[0] != 5:
-        raise ValueError(f"x0: expected the 5 coordinates of a ΔS_(k-1) point, got {x0_.shape[0]}")
+    x_ = as_float_array(x0, "x0", ndim=1)
     k0_ = real(k0, "k0")
     ks_ = as_float_array(ks, "ks", ndim=1)
-    if ks_.size == 0 or np.any(ks_ <= 3.0) or k0_ <= 3.0:
-        raise ValueError(f"k0, ks: expected real k > 3 (the split blocks k - 2, 1, 1 need k - 2 > 1), got k0={k0_}, "
-                         f"ks={ks_.tolist()[:8]}")
-    x = _solve(x0_, np.array([k0_ - 1.0, 1.0]))
-    X, loss, tr, st = [], [], [], []
+    if sizes is None:
+        def sizes(k: float) -> tuple[float, float]:
+            return (k - 1.0, 1.0)
+    if not callable(sizes):
+        raise TypeError(f"sizes: expected a function k -> block sizes, got {type(sizes).__name__}")
+    train_readout = boolean(train_readout, "train_readout")
+    check_activation(activation)
+    tol_ = positive(tol, "tol")
+    h_max = positive(max_step, "max_step")
+    h_min = positive(min_step, "min_step")
+    if h_min > h_max:
+        raise ValueError(f"min_step: expected at most max_step = {h_max}, got {h_min}")
+    if ks_.size == 0:
+        raise ValueError("ks: expected at least one value of k")
+    d = np.diff(ks_)
+    if ks_.size > 1 and not (np.all(d > 0) or np.all(d < 0)):
+        raise ValueError(f"ks: expected a strictly monotone grid, got {ks_.tolist()[:8]}")
+    direction = float(np.sign(ks_[-1] - k0_)) if ks_.size > 1 or ks_[0] != k0_ else 1.0
+    if ks_.size > 1 and np.sign(ks_[-1] - ks_[0]) != direction or direction * (ks_[0] - k0_) < 0:
+        raise ValueError(f"ks: expected a grid running away from k0 = {k0_}, got {ks_.tolist()[:8]}")
+
+    def size_vector(k: float) -> NDArray[np.float64]:
+        n = as_float_array(sizes(k), "sizes(k)", ndim=1)
+        _check_sizes(n, k)
+        return n
+
+    n0 = size_vector(k0_)
     for k in ks_:
-        x = _solve(x, np.array([k - 1.0, 1.0]))
-        t, s = _eigs(x, float(k))
-        X.append(x)
-        loss.append(reduced_risk(x, [k - 1.0, 1.0]))
-        tr.append(t)
-        st.append(s)
-    st_ = np.array(st)
-    smin = st_[:, 0]
-    k_turn = None
-    idx = np.flatnonzero(np.sign(smin[:-1]) != np.sign(smin[1:]))
-    if idx.size:
-        from scipy.optimize import brentq
+        size_vector(float(k))
+    prob = YoungProblem(n0.size, train_readout, activation)
+    layout = prob.layout(n0)
+    if x_.size != len(layout):
+        raise ValueError(f"x0: expected {len(layout)} coordinates for sizes {n0.tolist()}, got {x_.size}")
 
-        i = int(idx[0])
-        xs = {"x": X[i]}
+    def grad(x: NDArray[np.float64], k: float) -> NDArray[np.float64]:
+        return prob.gradient(x, size_vector(k))
 
-        def g(k: float) -> float:
-            xs["x"] = _solve(xs["x"], np.array([k - 1.0, 1.0]))
-            return float(_eigs(xs["x"], k)[1][0])
+    def d_dk(x: NDArray[np.float64], k: float) -> NDArray[np.float64]:
+        dk = 1e-5 * max(1.0, abs(k))
+        return (grad(x, k + dk) - grad(x, k - dk)) / (2.0 * dk)
 
-        k_turn = float(brentq(g, ks_[i], ks_[i + 1], xtol=1e-8))
-    return RealKFamily(ks_, np.array(X), np.array(loss), np.array(tr), st_, k_turn)
+    def correct_at(x: NDArray[np.float64], k: float) -> tuple[NDArray[np.float64], float, int]:
+        return _newton(prob, x, size_vector(k), tol_, 12)
+
+    x, gn, _ = _newton(prob, x_, n0, tol_, 50)
+    if gn > tol_:
+        raise ValueError(f"x0: no critical point found near x0 at k0 = {k0_} (gradient norm {gn:.3g} > tol)")
+    k = k0_
+
+    def tangent(x: NDArray[np.float64], k: float, prev: NDArray[np.float64]) -> NDArray[np.float64]:
+        A = np.zeros((x.size + 1, x.size + 1))
+        A[:-1, :-1] = prob.hessian(x, size_vector(k))
+        A[:-1, -1] = d_dk(x, k)
+        A[-1] = prev
+        t = gauged_solve(A, np.concatenate([np.zeros(x.size), [1.0]]), gauge(x, k))
+        return t / np.linalg.norm(t)
+
+    def gauge(x: NDArray[np.float64], k: float) -> NDArray[np.float64]:
+        S = prob.symmetry_directions(x, size_vector(k))
+        return np.hstack([S, np.zeros((S.shape[0], 1))])
+
+    t = tangent(x, k, np.concatenate([np.zeros(x.size), [direction]]))
+    spec = prob.spectrum(x, size_vector(k))
+    ztol = spec._zero_tol(None)
+    neg = _negatives(spec, ztol)
+    spec0 = spec
+
+    out_k: list[float] = []
+    out_x: list[NDArray[np.float64]] = []
+    out_spec: list[IsotypicSpectrum] = []
+    out_gn: list[float] = []
+    crossings: list[Crossing] = []
+    status, message = "completed", ""
+    targets = list(ks_)
+    if targets and targets[0] == k:
+        out_k.append(k)
+        out_x.append(x.copy())
+        out_spec.append(spec)
+        out_gn.append(gn)
+        targets.pop(0)
+    h = min(h_max, 0.1)
+    steps = 0
+
+    def eig_at(kk: float, xg: NDArray[np.float64], comp: str, pos: int) -> tuple[float, NDArray[np.float64]]:
+        xs, _, _ = _newton(prob, xg, size_vector(kk), 1e-3 * tol_, 12)  # Newton to its floating-point floor
+        return float(prob.spectrum(xs, size_vector(kk)).eigenvalues[comp][pos]), xs
+
+    while targets:
+        kt = targets[0]
+        z = np.concatenate([x, [k]])
+        zp = z + h * t
+        land = direction * (zp[-1] - kt) >= 0.0
+        if land:
+            if t[-1] * direction <= 0:  # pragma: no cover - folds stop below
+                break
+            xp = x + t[:-1] * (kt - k) / t[-1]
+            x_new, gn_new, its = correct_at(xp, kt)
+            k_new = kt
+            ok = gn_new <= tol_
+        else:
+            zc = zp.copy()
+            ok = False
+            its = 0
+            for _ in range(12):
+                its += 1
+                xc, kc = zc[:-1], float(zc[-1])
+                try:
+                    _check_sizes(as_float_array(sizes(kc), "sizes(k)", ndim=1), kc)
+                except ValueError:
+                    break
+                g = grad(xc, kc)
+                A = np.zeros((xc.size + 1, xc.size + 1))
+                A[:-1, :-1] = prob.hessian(xc, size_vector(kc))
+                A[:-1, -1] = d_dk(xc, kc)
+                A[-1] = t
+                rhs = -np.concatenate([g, [t @ (zc - zp)]])
+                dz = gauged_solve(A, rhs, gauge(xc, kc))
+                zc = zc + dz
+                gnc = prob.gradient_norm(zc[:-1], size_vector(float(zc[-1])))
+                if gnc <= tol_:
+                    ok = True
+                    break
+                if not np.isfinite(gnc) or np.linalg.norm(dz) > 10 * h:
+                    break
+            x_new, k_new = zc[:-1], float(zc[-1])
+            gn_new = prob.gradient_norm(x_new, size_vector(k_new)) if ok else np.inf
+        if not ok:
+            h *= 0.5
+            if h < h_min:
+                status, message = "step too small", f"Newton failed at k = {k:.12g} with step {2 * h:.3g}"
+                break
+            continue
+        if prob.layout(size_vector(k_new)) != layout:
+            status, message = "layout changed", f"the coordinates change between k = {k} and k = {k_new}"
+            break
+        steps += 1
+        t_new = tangent(x_new, k_new, t)
+        spec_new = prob.spectrum(x_new, size_vector(k_new))
+        if set(spec_new.eigenvalues) != set(spec.eigenvalues):
+            status, message = "layout changed", f"the isotypic components change between k = {k} and k = {k_new}"
+            break
+        neg_new = _negatives(spec_new, ztol)
+        for comp in spec.eigenvalues:
+            if neg_new[comp] == neg[comp]:
+                continue
+            pos = min(neg[comp], neg_new[comp])
+            def f(kk: float, xa: NDArray[np.float64] = x, xb: NDArray[np.float64] = x_new, ka: float = k,
+                  kb: float = k_new, comp: str = comp, pos: int = pos) -> float:
+                return eig_at(kk, xa + (xb - xa) * (kk - ka) / (kb - ka), comp, pos)[0]
+
+            kc = _illinois(f, k, k_new, float(spec.eigenvalues[comp][pos]), float(spec_new.eigenvalues[comp][pos]))
+            crossings.append(Crossing(kc, comp, pos, neg[comp], neg_new[comp]))
+        if t_new[-1] * direction <= 0.0:
+            status, message = "fold", f"the branch turns back in k near k = {k_new:.12g}"
+            x, k, spec, neg, t = x_new, k_new, spec_new, neg_new, t_new
+            break
+        x, k, spec, neg, t = x_new, k_new, spec_new, neg_new, t_new
+        if land:
+            out_k.append(k)
+            out_x.append(x.copy())
+            out_spec.append(spec)
+            out_gn.append(gn_new)
+            targets.pop(0)
+        if its <= 3:
+            h = min(2.0 * h, h_max)
+        elif its >= 6:
+            h = max(0.5 * h, h_min)
+
+    crossings.sort(key=lambda c: direction * c.k)
+    comps = list(spec.eigenvalues)
+    n_out = len(out_k)
+    S = np.array([size_vector(kk) for kk in out_k]).reshape(n_out, n0.size)
+    eig = {c: np.array([s.eigenvalues[c] for s in out_spec]).reshape(n_out, spec.eigenvalues[c].size)
+           for c in comps}
+    dims = {c: np.array([s.dimension[c] for s in out_spec]) for c in comps}
+    index = np.array([s.index(ztol) for s in out_spec])
+    k_turn = _turn(crossings, spec0, ztol)
+    loss = np.array([prob.risk(xx, S[i]) for i, xx in enumerate(out_x)])
+    X = np.array(out_x).reshape(n_out, len(layout))
+    return RealKFamily(np.array(out_k), S, X, loss, np.array(out_gn), eig, dims, index, crossings, k_turn, status,
+                       message, steps)
+
+
+def _turn(crossings: list[Crossing], first: IsotypicSpectrum, ztol: float) -> float | None:
+    """The first crossing where the count of negative eigenvalues over all components goes to or from zero."""
+    neg = {c: int(np.sum(v < -ztol)) for c, v in first.eigenvalues.items()}
+    for c in crossings:
+        before = sum(neg.values())
+        neg[c.component] = c.negative_after
+        if (before == 0) != (sum(neg.values()) == 0):
+            return c.k
+    return None
+
+
+def _illinois(f: Callable[[float], float], a: float, b: float, fa: float, fb: float) -> float:
+    """A root of f in [a, b] (f(a) f(b) <= 0) by the Illinois variant of regula falsi, to 1e-13 max(1, |k|)."""
+    if fa == 0.0:
+        return a
+    if fb == 0.0:
+        return b
+    c = b
+    for _ in range(100):
+        c = b - fb * (b - a) / (fb - fa)
+        fc = f(c)
+        if fc == 0.0:
+            return c
+        if fc * fb < 0:
+            a, fa = b, fb
+        else:
+            fa *= 0.5
+        b, fb = c, fc
+        if abs(b - a) <= 1e-13 * max(1.0, abs(c)):
+            break
+    return c

@@ -1,0 +1,141 @@
+"""Young fixed-point spaces at real sizes (exact derivatives, isotypic spectra) and real-k continuation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import twolayer as tl
+from twolayer.landscape import FixedPointSpace, SubspaceProblem, YoungProblem
+
+L = tl.landscape
+X6 = [0.986704, -0.050413, -0.601512, 0.308011, 0.224516]  # the ΔS_5 spurious minimum at k = 6
+
+
+def _point(sizes, readout, seed):
+    space = FixedPointSpace(sizes, readout)
+    x = 0.5 * np.random.default_rng(seed).standard_normal(space.dim)
+    if readout:
+        x[-len(sizes):] = 1.0 + 0.3 * np.random.default_rng(seed + 1).standard_normal(len(sizes))
+    return space, x
+
+
+LAYOUTS = [((5, 1), False), ((3, 2), False), ((4, 2, 1), False), ((5, 1), True), ((3, 3), True), ((2, 2, 2), False),
+           ((4,), False)]
+
+
+@pytest.mark.parametrize(("sizes", "readout"), LAYOUTS)
+def test_young_problem_equals_the_subspace_problem_at_integer_sizes(sizes, readout):
+    space, x = _point(sizes, readout, 3)
+    ref = SubspaceProblem(space)
+    prob = YoungProblem(len(sizes), readout)
+    assert prob.risk(x, sizes) == pytest.approx(ref.risk(x), abs=1e-13)
+    np.testing.assert_allclose(prob.gradient(x, sizes), ref.gradient(x), rtol=0, atol=1e-13)
+    np.testing.assert_allclose(prob.hessian(x, sizes), ref.hessian(x), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(prob.metric(sizes), np.diag(space.basis.T @ space.basis), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(("sizes", "readout"), [((5.37, 1.0), False), ((4.2, 3.6), True), ((3.5, 2.0, 1.0), False)])
+def test_young_derivatives_at_real_sizes_match_finite_differences(sizes, readout):
+    prob = YoungProblem(len(sizes), readout)
+    x = 0.4 * np.random.default_rng(5).standard_normal(len(prob.layout(sizes)))
+    if readout:
+        x[-len(sizes):] += 1.0
+    h = 1e-5
+    E = np.eye(x.size) * h
+    g_fd = np.array([(prob.risk(x + e, sizes) - prob.risk(x - e, sizes)) / (2 * h) for e in E])
+    H_fd = np.array([(prob.gradient(x + e, sizes) - prob.gradient(x - e, sizes)) / (2 * h) for e in E])
+    g, H = prob.gradient(x, sizes), prob.hessian(x, sizes)
+    np.testing.assert_allclose(g, g_fd, rtol=0, atol=1e-8 * max(1.0, np.abs(g).max()))
+    np.testing.assert_allclose(H, H_fd, rtol=0, atol=1e-7 * max(1.0, np.abs(H).max()))
+
+
+@pytest.mark.parametrize(("sizes", "readout"), LAYOUTS)
+def test_isotypic_spectrum_is_the_full_hessian_spectrum(sizes, readout):
+    # at any fixed point (critical or not) the Hessian commutes with the group
+    space, x = _point(sizes, readout, 7)
+    spec = YoungProblem(len(sizes), readout).spectrum(x, sizes)
+    W, a = space.matrix(x)
+    net = tl.Network(W, a, "relu", scaling="none")
+    full = np.linalg.eigvalsh(tl.population.hessian(net, L.identity_teacher(space.k), train_readout=readout))
+    mine = spec.full()
+    assert mine.size == full.size == space.k * space.k + (space.k if readout else 0)
+    np.testing.assert_allclose(mine, full, rtol=0, atol=1e-10)
+
+
+def test_continuation_eigenvalues_at_integer_k_equal_the_full_hessian():
+    fam = L.continue_real_k(X6, 6.0, [6.0, 7.0, 9.0], max_step=0.3)
+    assert fam.status == "completed"
+    for i, k in enumerate(fam.k):
+        k = int(k)
+        prob = SubspaceProblem(FixedPointSpace((k - 1, 1)))
+        x, gn, ok = prob.solve(fam.x[i])
+        assert ok and np.abs(x - fam.x[i]).max() <= 1e-10
+        cp = prob.critical_point(fam.x[i])
+        assert cp.grad_norm <= 1e-12 and fam.loss[i] == pytest.approx(cp.loss, abs=1e-14)
+        assembled = np.sort(np.concatenate([np.repeat(fam.eigenvalues[c][i], round(fam.dimension[c][i]))
+                                            for c in fam.eigenvalues]))
+        np.testing.assert_allclose(assembled, cp.eigenvalues, rtol=0, atol=1e-10)
+
+
+def test_type_a_family_turns_into_a_minimum_at_a_k_known_to_ten_digits():
+    down = L.continue_real_k(X6, 6.0, [6.0, 5.5, 5.0])
+    assert down.status == "completed" and down.k_turn is not None
+    assert down.index.tolist() == [0.0, 3.5, 3.0]  # one standard eigenvalue of dimension k - 2 below the turn
+    (c,) = down.crossings
+    assert (c.component, c.position, c.negative_before, c.negative_after) == ("standard[0]", 0, 0, 1)
+    # independently: from k = 5 upwards with other steps, and the eigenvalue re-solved at the root
+    up = L.continue_real_k(down.x[-1], 5.0, [5.2, 6.0], max_step=0.05)
+    assert up.k_turn == pytest.approx(down.k_turn, abs=1e-10)
+    assert L.continue_real_k(X6, 6.0, [5.0]).k_turn == pytest.approx(down.k_turn, abs=1e-10)  # between outputs
+    prob = YoungProblem(2)
+    sizes = [down.k_turn - 1.0, 1.0]
+    x, gn, ok = prob.solve(down.x[1], sizes, tol=1e-14)
+    lam = prob.spectrum(x, sizes).eigenvalues["standard[0]"][0]
+    assert abs(lam) <= 1e-12
+    # the finite-difference implementation this replaces gave 5.58558 (eigenvalues ~1e-6 off)
+    assert down.k_turn == pytest.approx(5.5855052474, abs=1e-9)
+
+
+def test_continuation_takes_large_k_steps_and_agrees_with_integer_k():
+    fam = L.continue_real_k(X6, 6.0, [12.0, 20.0])
+    assert fam.status == "completed" and fam.k.tolist() == [12.0, 20.0]
+    ints = L.continue_family(lambda k: (k - 1, 1), [6, 8, 10, 12, 14, 16, 18, 20], X6)
+    np.testing.assert_allclose(fam.x[-1], ints[-1].x, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(fam.index, [0.0, 0.0])
+
+
+def test_continuation_of_other_families():
+    # Δ(S_8 × S_2) spurious minimum at k = 10 (from a multistart), continued along (k - 2, 2) in real k
+    prob = SubspaceProblem(FixedPointSpace((8, 2)))
+    x10, gn, ok = prob.solve([0.997564, -0.037412, -0.72984, 0.153265, 0.191012, 0.135519])
+    assert ok
+    fam = L.continue_real_k(x10, 10.0, [10.5, 11.0], sizes=lambda k: (k - 2.0, 2.0))
+    assert fam.status == "completed"
+    assert set(fam.eigenvalues) == {"trivial", "standard[0]", "exterior[0]", "symmetric[0]", "standard[1]",
+                                    "standard[0,1]"}
+    x11, gn, ok = SubspaceProblem(FixedPointSpace((9, 2))).solve(fam.x[-1])
+    assert ok and np.abs(x11 - fam.x[-1]).max() <= 1e-10
+    # a trained second layer and two growing blocks: Δ(S_a × S_a) with a = k / 2
+    space = FixedPointSpace((4, 4), train_readout=True)
+    W = np.eye(8) + 0.05 * (np.ones((8, 8)) - np.eye(8))
+    x0 = space.coordinates(W)
+    fam2 = L.continue_real_k(x0, 8.0, [9.0, 10.0], sizes=lambda k: (k / 2, k / 2), train_readout=True)
+    assert fam2.status == "completed"
+    assert np.all(fam2.loss <= 1e-14)  # the global minimum family: W = c I, a = 1 / c (rescaling orbit)
+    diag0, off0, diag1, off1, b01, b10, a0, a1 = fam2.x[-1]
+    np.testing.assert_allclose([off0, off1, b01, b10, diag0 * a0 - 1, diag1 * a1 - 1], 0, atol=1e-10)
+
+
+def test_continue_real_k_rejects_bad_input():
+    with pytest.raises(ValueError, match="ks"):
+        L.continue_real_k(X6, 6.0, [6.0, 7.0, 6.5])
+    with pytest.raises(ValueError, match="ks"):
+        L.continue_real_k(X6, 6.0, [5.0, 7.0])
+    with pytest.raises(ValueError, match="sizes"):
+        L.continue_real_k(X6, 6.0, [3.5])  # block 2.5: not an integer and not above 3
+    with pytest.raises(ValueError, match="x0"):
+        L.continue_real_k(X6[:4], 6.0, [6.5])
+    with pytest.raises(TypeError, match="sizes"):
+        L.continue_real_k(X6, 6.0, [6.5], sizes=(5, 1))
+    with pytest.raises(ValueError, match="component"):
+        tl.landscape.young.irrep_dimension("wedge[0]", [5, 1])

@@ -1,0 +1,62 @@
+"""Saddle search by eigenvector following and the minima an index-1 saddle connects."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import twolayer as tl
+from twolayer.landscape import FixedPointSpace, SubspaceProblem
+
+L = tl.landscape
+
+
+@pytest.fixture(scope="module")
+def spurious6():
+    prob = SubspaceProblem(FixedPointSpace((5, 1)))
+    x, gn, ok = prob.solve([1.0, -0.05, -0.6, 0.3, 0.2])
+    assert ok
+    return L.refine(prob.network(x), prob.teacher), prob.teacher
+
+
+def _exact_index(cp, teacher):
+    lam = np.linalg.eigvalsh(tl.population.hessian(cp.student, teacher, train_readout=False))
+    return int(np.sum(lam < -1e-8 * np.abs(lam).max())), lam
+
+
+def test_index_one_saddle_from_the_spurious_minimum_connects_it_to_the_global_minimum(spurious6):
+    start, teacher = spurious6
+    assert start.kind == "spurious minimum"
+    sd = L.saddle_search(start, teacher, index=1)
+    assert sd.kind == "saddle" and sd.index == 1 and sd.converged
+    assert sd.grad_norm <= 1e-10
+    idx, lam = _exact_index(sd, teacher)
+    assert idx == 1 and abs(lam[1]) > 1e-6  # non-degenerate
+    assert sd.loss > start.loss  # a barrier
+    ends = L.saddle_connections(sd, teacher)
+    assert sorted(e.kind for e in ends) == ["global minimum", "spurious minimum"]
+    spur = next(e for e in ends if e.kind == "spurious minimum")
+    assert spur.loss == pytest.approx(start.loss, abs=1e-12)
+
+
+def test_saddle_search_follows_other_modes_and_directions(spurious6):
+    start, teacher = spurious6
+    sd = L.saddle_search(start, teacher, index=1, modes=3, direction=1.0)
+    assert sd.index == 1 and sd.grad_norm <= 1e-10
+    assert _exact_index(sd, teacher)[0] == 1
+    assert sd.loss > start.loss + 1e-3  # a higher saddle than the softest mode's
+
+
+def test_saddle_search_rejects_bad_input(spurious6):
+    start, teacher = spurious6
+    with pytest.raises(ValueError, match="index"):
+        L.saddle_search(start, teacher, index=0)
+    with pytest.raises(ValueError, match="direction"):
+        L.saddle_search(start, teacher, direction=0.0)
+    with pytest.raises(ValueError, match="modes"):
+        L.saddle_search(start, teacher, index=2, modes=[0])
+    with pytest.raises(ValueError, match="modes"):
+        L.saddle_search(start, teacher, modes=99)
+    with pytest.raises(TypeError, match="start"):
+        L.saddle_search("W", teacher)
+    with pytest.raises(ValueError, match="saddle"):
+        L.saddle_connections(start, teacher)  # a minimum, not a saddle
