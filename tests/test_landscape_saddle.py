@@ -46,6 +46,18 @@ def test_saddle_search_follows_other_modes_and_directions(spurious6):
     assert sd.loss > start.loss + 1e-3  # a higher saddle than the softest mode's
 
 
+def test_saddle_search_with_a_trained_second_layer(spurious6):
+    # relu homogeneity leaves one flat direction per unit: left out of the steps and of the index
+    start, teacher = spurious6
+    start = L.refine(start.student, teacher, train_readout=True)
+    sd = L.saddle_search(start, teacher)
+    assert sd.train_readout and sd.kind == "saddle" and sd.index == 1 and sd.grad_norm <= 1e-10
+    assert sd.nullity == 6
+    lam = np.linalg.eigvalsh(tl.population.hessian(sd.student, teacher, train_readout=True))
+    assert int(np.sum(lam < -1e-8 * np.abs(lam).max())) == 1
+    assert sorted(e.kind for e in L.saddle_connections(sd, teacher)) == ["global minimum", "spurious minimum"]
+
+
 def test_saddle_search_rejects_bad_input(spurious6):
     start, teacher = spurious6
     with pytest.raises(ValueError, match="index"):

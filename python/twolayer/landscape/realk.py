@@ -227,7 +227,7 @@ def continue_real_k(
 
     Accuracy: points are solved to full-gradient norm ``tol``; eigenvalues
     are those of the exact Hessian (they equal the integer-k full Hessian's
-    to ~1e-14); crossings are located to |dk| <= 1e-13 max(1, k).
+    to ~1e-14); crossings are located to within 1e-13 max(1, k) in k.
 
     Parameters
     ----------
