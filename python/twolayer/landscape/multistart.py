@@ -292,7 +292,10 @@ def classify_batch(
         return H
 
     finite = np.array([np.all(np.isfinite(W[r])) and np.all(np.isfinite(a[r])) for r in range(runs)])
-    canonicalise(finite)
+    # exactly aligned step units stay as they are (normalising their rows would open the alignment by ~1e-8 rad)
+    canonicalise(finite & ~np.array([bool(finite[r]) and activation == "step"
+                                     and population.aligned_step_units(net(r), teacher) is not None
+                                     for r in range(runs)]))
     G = np.zeros((runs, nW + (k if train_readout else 0)))
     gn = np.full(runs, np.nan)
     for r in map(int, np.flatnonzero(finite)):
