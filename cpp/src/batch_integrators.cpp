@@ -41,7 +41,7 @@ constexpr double c_d1 = -12715105075.0 / 11282082432.0, c_d3 = 87487479700.0 / 3
 constexpr double c_e1 = 71.0 / 57600, c_e3 = -71.0 / 16695, c_e4 = 71.0 / 1920, c_e5 = -17253.0 / 339200,
                  c_e6 = 22.0 / 525, c_e7 = -1.0 / 40;
 
-constexpr int kBatchLanes = 8;  // lanes per block in a batch (two AVX2 vectors: independent chains overlap)
+constexpr int kBatchLanes = 8;  // lanes per block in a batch (two AVX2 vectors; 16 lanes measured no faster)
 
 // The state checks of state_error (integrators.cpp), over all lanes: 0 (acceptable), 1 (not finite), 2 (overflow),
 // 3 (Omega not positive semi-definite: the Cholesky of Omega + psd_tol max|diag| I fails).
@@ -62,7 +62,7 @@ class LaneRunner {
     const std::size_t nl = n_ * L;
     for (auto* v : {&y_, &k1_, &k2_, &k3_, &k4_, &k5_, &k6_, &k7_, &tmp_, &ynew_, &err_, &yold_}) v->resize(nl);
     ws_.resize(erf_rhs_lanes_workspace(shape, L));
-    chol_.resize(static_cast<std::size_t>(u_) * u_ * L);
+    chol_.resize(omega_check_lanes_workspace(shape, L));
     P_.resize(static_cast<std::size_t>(M_) * M_ * L);
     v_.resize(static_cast<std::size_t>(M_) * L);
     lr_.resize(L);
@@ -152,10 +152,13 @@ class LaneRunner {
   void scatter(int l, const double* src, double* dst) const {
     for (std::size_t e = 0; e < n_; ++e) dst[e * L + l] = src[e];
   }
+  // The excess risk of lane l at the contiguous state x: erf_risk_lanes with one lane, the arithmetic of every lane
+  // of risk_lanes (so that a row's risk is the same whichever of the two computed it).
   double risk(int l, const double* x) const {
     const OdeModel& m = *lane_[l].model;
-    return overlap_risk(x, x + K_ * K_, m.P.data(), x + K_ * K_ + K_ * M_, m.v.data(), K_, M_, Activation::Erf,
-                        Activation::Erf);
+    double r;
+    risk1_fn_(sh_, m.P.data(), m.v.data(), x, &r);
+    return r;
   }
 
   // --- per-lane control, as Runner (integrators.cpp) ---
@@ -171,9 +174,10 @@ class LaneRunner {
     s << "diverged at t = " << t << ": " << why;
     stop(l, t, "diverged", s.str());
   }
-  // Records the row (x contiguous); false (and the lane stopped) if its risk overflows.
-  bool record(int l, double t, const double* x) {
-    const double r = risk(l, x);
+  // Records the row (x contiguous; r: its risk if known, else NaN); false (and the lane stopped) if its risk
+  // overflows.
+  bool record(int l, double t, const double* x, double r = std::numeric_limits<double>::quiet_NaN()) {
+    if (std::isnan(r)) r = risk(l, x);
     if (!std::isfinite(r)) {
       diverge(l, t, "the excess risk is not finite (it overflows the double range)");
       return false;
@@ -220,74 +224,9 @@ class LaneRunner {
     stop(l, t_stop, "converged", s.str());
   }
 
-  // state_error over the lanes (see state_message).
+  // state_error over the lanes (see state_message; omega_check_lanes in batch_dynamics.hpp).
   void check_states(const double* y, int* code) {
-    const int K = K_, M = M_, u = u_;
-    for (int l = 0; l < L; ++l) code[l] = 0;
-    for (std::size_t e = 0; e < n_; ++e) {
-      const double* ye = y + e * L;
-      TWOLAYER_LANES
-      for (int l = 0; l < L; ++l) {
-        const bool finite = std::isfinite(ye[l]);
-        const int c = !finite ? 1 : (std::fabs(ye[l]) > opt_.overflow ? 2 : 0);
-        code[l] = code[l] ? code[l] : c;
-      }
-    }
-    // Lower triangle of Omega (rows i, columns j <= i).
-    double* s = chol_.data();
-    auto S = [&](int i, int j) { return s + (static_cast<std::size_t>(i) * u + j) * L; };
-    const double* Mo = y + static_cast<std::size_t>(K) * K * L;
-    for (int i = 0; i < u; ++i)
-      for (int j = 0; j <= i; ++j) {
-        const double* src = i < K ? y + (static_cast<std::size_t>(i) * K + j) * L
-                            : j < K ? Mo + (static_cast<std::size_t>(j) * M + (i - K)) * L
-                                    : P_.data() + (static_cast<std::size_t>(i - K) * M + (j - K)) * L;
-        double* d = S(i, j);
-        TWOLAYER_LANES
-        for (int l = 0; l < L; ++l) d[l] = src[l];
-      }
-    double scale[L], bad[L];
-    for (int l = 0; l < L; ++l) scale[l] = 0.0, bad[l] = 0.0;
-    for (int i = 0; i < u; ++i) {
-      const double* d = S(i, i);
-      TWOLAYER_LANES
-      for (int l = 0; l < L; ++l) scale[l] = std::max(scale[l], std::fabs(d[l]));
-    }
-    for (int i = 0; i < u; ++i) {
-      double* d = S(i, i);
-      TWOLAYER_LANES
-      for (int l = 0; l < L; ++l) d[l] += opt_.psd_tol * std::max(scale[l], 1e-300);
-    }
-    for (int j = 0; j < u; ++j) {
-      double dd[L];
-      double* sjj = S(j, j);
-      TWOLAYER_LANES
-      for (int l = 0; l < L; ++l) dd[l] = sjj[l];
-      for (int k = 0; k < j; ++k) {
-        const double* sjk = S(j, k);
-        TWOLAYER_LANES
-        for (int l = 0; l < L; ++l) dd[l] -= sjk[l] * sjk[l];
-      }
-      TWOLAYER_LANES
-      for (int l = 0; l < L; ++l) {
-        bad[l] = !(dd[l] > 0.0) ? 1.0 : bad[l];
-        sjj[l] = std::sqrt(dd[l] > 0.0 ? dd[l] : 1.0);
-      }
-      for (int i = j + 1; i < u; ++i) {
-        double rr[L];
-        double* sij = S(i, j);
-        TWOLAYER_LANES
-        for (int l = 0; l < L; ++l) rr[l] = sij[l];
-        for (int k = 0; k < j; ++k) {
-          const double *sik = S(i, k), *sjk = S(j, k);
-          TWOLAYER_LANES
-          for (int l = 0; l < L; ++l) rr[l] -= sik[l] * sjk[l];
-        }
-        TWOLAYER_LANES
-        for (int l = 0; l < L; ++l) sij[l] = rr[l] / sjj[l];
-      }
-    }
-    for (int l = 0; l < L; ++l) code[l] = code[l] ? code[l] : (bad[l] != 0.0 ? 3 : 0);
+    check_fn_(sh_, P_.data(), y, opt_.overflow, opt_.psd_tol, chol_.data(), code);
   }
 
   void run_fixed() {
@@ -362,10 +301,12 @@ class LaneRunner {
         }
         t = t_new;
       }
+      double r[L];
+      risk_fn_(sh_, P_.data(), v_.data(), y, r);  // all lanes at once
       for (int l = 0; l < count_; ++l) {
         if (!lane_[l].live) continue;
         gather(l, y, a_.data());
-        record(l, target, a_.data());
+        record(l, target, a_.data(), std::isnan(r[l]) ? risk(l, a_.data()) : r[l]);
       }
     }
   }
@@ -561,6 +502,8 @@ class LaneRunner {
   LaneShape sh_;
   const IntegrateOptions& opt_;
   ErfRhsLanesFn rhs_fn_ = select_erf_rhs_lanes<L>(sh_.K, sh_.M);
+  OmegaCheckLanesFn check_fn_ = select_omega_check_lanes<L>(sh_.K, sh_.M);
+  ErfRiskLanesFn risk_fn_ = select_erf_risk_lanes<L>(sh_.K, sh_.M), risk1_fn_ = select_erf_risk_lanes<1>(sh_.K, sh_.M);
   int K_, M_, u_;
   std::size_t n_;
   int count_ = 0;

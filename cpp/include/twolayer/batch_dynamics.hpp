@@ -35,6 +35,12 @@
 #define TWOLAYER_HD
 #endif
 
+#if defined(__CUDACC__)
+#define TWOLAYER_UNROLL _Pragma("unroll")
+#else
+#define TWOLAYER_UNROLL _Pragma("GCC unroll 16")
+#endif
+
 #if defined(TWOLAYER_OPENMP) && !defined(__CUDACC__)
 #define TWOLAYER_LANES _Pragma("omp simd")
 #else
@@ -42,6 +48,8 @@
 #endif
 
 namespace twolayer {
+
+constexpr int kLaneUnitsCap = 4;  // K, M <= this in the lanes (batch_integrators.hpp kLaneMaxUnits)
 
 // The shape and flags shared by the lanes of one block.
 struct LaneShape {
@@ -252,13 +260,32 @@ TWOLAYER_HD void erf_rhs_lanes(const LaneShape& s, const LaneParams& p, const do
         for (int j = 0; j < u; ++j) {
           const double *u1 = b1 + j * L, *u2 = b2 + j * L, *rj = rr + j * L, *wj = w + j * L;
           TWOLAYER_LANES
-          for (int l = 0; l < L; ++l) acc[l] += wj[l] * wj[l] * asin_simd(1.0 - rj[l] * rj[l]);
+          for (int l = 0; l < L; ++l) acc[l] += wj[l] * wj[l] * asin_one_minus_sq_simd(rj[l]);
           for (int m = j + 1; m < u; ++m) {
             const double *ojm = at(om, j, m, u), *v1 = t1 + m * L, *v2 = t2 + m * L, *rm = rr + m * L,
                          *wm = w + m * L;
+            if constexpr (L == 1) {  // one lane: no data-dependent branch
+              acc[0] += 2.0 * wj[0] * wm[0] * asin_simd((ojm[0] - (u1[0] * v1[0] + u2[0] * v2[0])) * rj[0] * rm[0]);
+              continue;
+            }
+            double x[L], xmax[L];
             TWOLAYER_LANES
-            for (int l = 0; l < L; ++l)
-              acc[l] += 2.0 * wj[l] * wm[l] * asin_simd((ojm[l] - (u1[l] * v1[l] + u2[l] * v2[l])) * rj[l] * rm[l]);
+            for (int l = 0; l < L; ++l) {
+              x[l] = (ojm[l] - (u1[l] * v1[l] + u2[l] * v2[l])) * rj[l] * rm[l];
+              xmax[l] = std::fabs(x[l]);
+            }
+            double big = 0.0;
+            for (int l = 0; l < L; ++l) big = xmax[l] > big ? xmax[l] : big;  // NaN lanes: asin_simd's NaN either way
+            if (!(big <= 0.5)) {
+              TWOLAYER_LANES
+              for (int l = 0; l < L; ++l) acc[l] += 2.0 * wj[l] * wm[l] * asin_simd(x[l]);
+            } else {  // no lane needs the half-angle branch (its square root): asin_simd's own arithmetic for |x| <= 1/2
+              TWOLAYER_LANES
+              for (int l = 0; l < L; ++l) {
+                const double a = std::fabs(x[l]);
+                acc[l] += 2.0 * wj[l] * wm[l] * std::copysign(asin_half_simd(a, a * a), x[l]);
+              }
+            }
           }
         }
         const double *ai = a + i * L, *ak = a + k * L, *jj = at(j2, i, k, K);
@@ -313,6 +340,149 @@ TWOLAYER_HD void erf_rhs_lanes(const LaneShape& s, const LaneParams& p, const do
     for (int i = 0; i < K * L; ++i) da[i] = 0.0;
 }
 
+// The state check of the integrators (integrators.cpp state_error) for L lanes: code[l] = 0 (acceptable), 1 (an
+// entry not finite), 2 (an entry above `overflow` in magnitude), 3 (Omega + delta I, delta = psd_tol max|diag Omega|,
+// is not positive definite: an LDL^T pivot is not > 0; the pivots are the squares of state_error's Cholesky
+// diagonal, computed without square roots). Codes 1 and 2: the first offending entry in state order decides, as in
+// state_error. y: state_size() entries per lane, lane-major; P: lane-major M x M; ws: (K + M)^2 L doubles. KC, MC > 0:
+// sizes fixed at compile time (as erf_rhs_lanes).
+template <int L, int KC = 0, int MC = 0>
+TWOLAYER_HD void omega_check_lanes(const LaneShape& s, const double* __restrict P, const double* __restrict y,
+                                   double overflow, double psd_tol, double* __restrict ws, int* code) {
+  constexpr int UM = KC > 0 ? KC + MC : 2 * kLaneUnitsCap;
+  const int K = KC > 0 ? KC : s.K, M = MC > 0 ? MC : s.M, u = std::min(K + M, UM);
+  const int n = K * K + K * M + K;
+  // Entries: one pass of max |y| (non-finite entries make the sum y - y NaN); the exact first-offender order only
+  // when a lane has an offending entry.
+  double nan_sum[L], big[L];
+  for (int l = 0; l < L; ++l) nan_sum[l] = 0.0, big[l] = 0.0;
+  for (int e = 0; e < n; ++e) {
+    const double* ye = y + e * L;
+    TWOLAYER_LANES
+    for (int l = 0; l < L; ++l) {
+      nan_sum[l] += ye[l] - ye[l];
+      const double m = std::fabs(ye[l]);
+      big[l] = m > big[l] ? m : big[l];
+    }
+  }
+  double flag = 0.0;
+  TWOLAYER_LANES
+  for (int l = 0; l < L; ++l) flag += (nan_sum[l] == 0.0 && big[l] <= overflow) ? 0.0 : 1.0;
+  for (int l = 0; l < L; ++l) code[l] = 0;
+  const bool any = flag != 0.0;
+  if (any)
+    for (int l = 0; l < L; ++l)
+      for (int e = 0; e < n && code[l] == 0; ++e) {
+        const double x = y[e * L + l];
+        code[l] = !std::isfinite(x) ? 1 : (std::fabs(x) > overflow ? 2 : 0);
+      }
+  // LDL^T of Omega + delta I (e_ij = L_ij d_j, i > j; inv_j = 1 / d_j), lane loops innermost.
+  const double* Mo = y + K * K * L;
+  auto om = [&](int i, int j) {  // Omega_ij's lanes, i >= j
+    return i < K ? y + (i * K + j) * L : j < K ? Mo + (j * M + (i - K)) * L : P + ((i - K) * M + (j - K)) * L;
+  };
+  double e[UM * UM][L], inv[UM][L], delta[L], bad[L];
+  for (int l = 0; l < L; ++l) delta[l] = 0.0, bad[l] = 0.0;
+  TWOLAYER_UNROLL
+  for (int i = 0; i < u; ++i) {
+    const double* o = om(i, i);
+    TWOLAYER_LANES
+    for (int l = 0; l < L; ++l) delta[l] = std::max(delta[l], std::fabs(o[l]));
+  }
+  TWOLAYER_LANES
+  for (int l = 0; l < L; ++l) delta[l] = psd_tol * std::max(delta[l], 1e-300);
+  TWOLAYER_UNROLL
+  for (int j = 0; j < u; ++j) {
+    double d[L];
+    const double* o = om(j, j);
+    TWOLAYER_LANES
+    for (int l = 0; l < L; ++l) d[l] = o[l] + delta[l];
+    TWOLAYER_UNROLL
+    for (int k = 0; k < j; ++k) {
+      TWOLAYER_LANES
+      for (int l = 0; l < L; ++l) d[l] -= e[j * UM + k][l] * e[j * UM + k][l] * inv[k][l];
+    }
+    TWOLAYER_LANES
+    for (int l = 0; l < L; ++l) {
+      bad[l] = !(d[l] > 0.0) ? 1.0 : bad[l];
+      inv[j][l] = 1.0 / (d[l] > 0.0 ? d[l] : 1.0);
+    }
+    TWOLAYER_UNROLL
+    for (int i = j + 1; i < u; ++i) {
+      double r[L];
+      const double* oij = om(i, j);
+      TWOLAYER_LANES
+      for (int l = 0; l < L; ++l) r[l] = oij[l];
+      TWOLAYER_UNROLL
+      for (int k = 0; k < j; ++k) {
+        TWOLAYER_LANES
+        for (int l = 0; l < L; ++l) r[l] -= e[i * UM + k][l] * e[j * UM + k][l] * inv[k][l];
+      }
+      TWOLAYER_LANES
+      for (int l = 0; l < L; ++l) e[i * UM + j][l] = r[l];
+    }
+  }
+  (void)ws;
+  for (int l = 0; l < L; ++l) code[l] = code[l] ? code[l] : (bad[l] != 0.0 ? 3 : 0);
+}
+
+// Scratch doubles omega_check_lanes<L> needs.
+inline std::size_t omega_check_lanes_workspace(const LaneShape& s, int L) {
+  const std::size_t u = static_cast<std::size_t>(s.K) + static_cast<std::size_t>(s.M);
+  return static_cast<std::size_t>(L) * (u * u + u);
+}
+
+// The excess risk of L lanes of erf student, erf teacher systems (population.cpp overlap_risk, with the erf I2 in its
+// arcsine form I2(c, d) = (2/pi) asin(Omega_cd r_c r_d), r_c = (1 + Omega_cc)^(-1/2)), in overlap_risk's order of
+// terms: sum_i [a_i^2 I2_ii / 2 + sum_{k > i} a_i a_k I2_ik - sum_q a_i v_q I2_iq] + sum_q [v_q^2 I2_qq / 2 +
+// sum_{t > q} v_q v_t I2_qt]. y: state lanes (lane-major); P, v: lane-major teacher; risk: L values.
+template <int L, int KC = 0, int MC = 0>
+TWOLAYER_HD void erf_risk_lanes(const LaneShape& s, const double* __restrict P, const double* __restrict v,
+                                const double* __restrict y, double* __restrict risk) {
+  constexpr int UM = KC > 0 ? KC + MC : 2 * kLaneUnitsCap;
+  const int K = KC > 0 ? KC : s.K, M = MC > 0 ? MC : s.M, u = std::min(K + M, UM);
+  constexpr double two_over_pi = 2.0 / kPi;
+  const double* Mo = y + K * K * L;
+  const double* a = Mo + K * M * L;
+  auto om = [&](int i, int j) {  // Omega_ij's lanes, i <= j
+    return j < K ? y + (i * K + j) * L : i < K ? Mo + (i * M + (j - K)) * L : P + ((i - K) * M + (j - K)) * L;
+  };
+  double r[UM][L], acc[L];
+  TWOLAYER_UNROLL
+  for (int c = 0; c < u; ++c) {
+    const double* o = om(c, c);
+    TWOLAYER_LANES
+    for (int l = 0; l < L; ++l) r[c][l] = 1.0 / std::sqrt(1.0 + o[l]);
+  }
+  for (int l = 0; l < L; ++l) acc[l] = 0.0;
+  TWOLAYER_UNROLL
+  for (int c = 0; c < u; ++c) {
+    const double* wc = c < K ? a + c * L : v + (c - K) * L;
+    TWOLAYER_UNROLL
+    for (int d = c; d < u; ++d) {
+      const double* wd = d < K ? a + d * L : v + (d - K) * L;
+      const double* o = om(c, d);
+      const double f = c == d ? 0.5 : (c < K && d >= K ? -1.0 : 1.0);
+      TWOLAYER_LANES
+      for (int l = 0; l < L; ++l)
+        acc[l] += f * wc[l] * wd[l] * (two_over_pi * asin_simd(o[l] * r[c][l] * r[d][l]));
+    }
+  }
+  for (int l = 0; l < L; ++l) risk[l] = acc[l];
+}
+
+using ErfRiskLanesFn = void (*)(const LaneShape&, const double*, const double*, const double*, double*);
+template <int L>
+ErfRiskLanesFn select_erf_risk_lanes(int K, int M) {
+  static constexpr ErfRiskLanesFn small[4][4] = {
+      {&erf_risk_lanes<L, 1, 1>, &erf_risk_lanes<L, 1, 2>, &erf_risk_lanes<L, 1, 3>, &erf_risk_lanes<L, 1, 4>},
+      {&erf_risk_lanes<L, 2, 1>, &erf_risk_lanes<L, 2, 2>, &erf_risk_lanes<L, 2, 3>, &erf_risk_lanes<L, 2, 4>},
+      {&erf_risk_lanes<L, 3, 1>, &erf_risk_lanes<L, 3, 2>, &erf_risk_lanes<L, 3, 3>, &erf_risk_lanes<L, 3, 4>},
+      {&erf_risk_lanes<L, 4, 1>, &erf_risk_lanes<L, 4, 2>, &erf_risk_lanes<L, 4, 3>, &erf_risk_lanes<L, 4, 4>}};
+  if (K <= 4 && M <= 4) return small[K - 1][M - 1];
+  return &erf_risk_lanes<L, 0, 0>;
+}
+
 // erf_rhs_lanes<L, KC, MC> for the sizes compiled with fixed K and M (K, M <= 4), the run-time size otherwise.
 using ErfRhsLanesFn = void (*)(const LaneShape&, const LaneParams&, const double*, double*, double*);
 template <int L>
@@ -324,6 +494,19 @@ ErfRhsLanesFn select_erf_rhs_lanes(int K, int M) {
       {&erf_rhs_lanes<L, 4, 1>, &erf_rhs_lanes<L, 4, 2>, &erf_rhs_lanes<L, 4, 3>, &erf_rhs_lanes<L, 4, 4>}};
   if (K <= 4 && M <= 4) return small[K - 1][M - 1];
   return &erf_rhs_lanes<L, 0, 0>;
+}
+
+// omega_check_lanes<L, KC, MC> likewise.
+using OmegaCheckLanesFn = void (*)(const LaneShape&, const double*, const double*, double, double, double*, int*);
+template <int L>
+OmegaCheckLanesFn select_omega_check_lanes(int K, int M) {
+  static constexpr OmegaCheckLanesFn small[4][4] = {
+      {&omega_check_lanes<L, 1, 1>, &omega_check_lanes<L, 1, 2>, &omega_check_lanes<L, 1, 3>, &omega_check_lanes<L, 1, 4>},
+      {&omega_check_lanes<L, 2, 1>, &omega_check_lanes<L, 2, 2>, &omega_check_lanes<L, 2, 3>, &omega_check_lanes<L, 2, 4>},
+      {&omega_check_lanes<L, 3, 1>, &omega_check_lanes<L, 3, 2>, &omega_check_lanes<L, 3, 3>, &omega_check_lanes<L, 3, 4>},
+      {&omega_check_lanes<L, 4, 1>, &omega_check_lanes<L, 4, 2>, &omega_check_lanes<L, 4, 3>, &omega_check_lanes<L, 4, 4>}};
+  if (K <= 4 && M <= 4) return small[K - 1][M - 1];
+  return &omega_check_lanes<L, 0, 0>;
 }
 
 }  // namespace twolayer

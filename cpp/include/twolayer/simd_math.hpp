@@ -26,4 +26,24 @@ inline double asin_simd(double x) {
   return std::copysign(big ? large : s + s * r, x);
 }
 
+// asin(s) for |s| <= 1/2: Cephes' s + s z P(z)/Q(z), z = s^2 (the kernel of asin_simd).
+inline double asin_half_simd(double s, double z) {
+  const double p = ((((4.253011369004428248960E-3 * z - 6.019598008014123785661E-1) * z + 5.444622390564711410273E0) *
+                         z - 1.626247967210700244449E1) * z + 1.956261983317594739197E1) * z - 8.198089802484824371615E0;
+  const double q = ((((z - 1.474091372988853791896E1) * z + 7.049610280856842141659E1) * z -
+                     1.471791292232726029859E2) * z + 1.395105614657485689735E2) * z - 4.918853881490881290097E1;
+  return s + s * (z * p / q);
+}
+
+// asin(1 - r^2) for 0 <= r <= 1 without a square root: 1 - r^2 <= 1/2 directly; above, the half-angle identity
+// asin(x) = pi/2 - 2 asin(sqrt((1 - x) / 2)) with sqrt((1 - x) / 2) = r / sqrt(2) <= 1/2.
+inline double asin_one_minus_sq_simd(double r) {
+  const double r2 = r * r;
+  const bool big = r2 < 0.5;
+  const double s = big ? r * 0.70710678118654752440 : 1.0 - r2;
+  const double y = asin_half_simd(s, s * s);
+  const double pio2_hi = 1.57079632679489655800E+00, pio2_lo = 6.12323399573676603587E-17;
+  return big ? (pio2_hi - 2.0 * y) + pio2_lo : y;
+}
+
 }  // namespace twolayer
