@@ -582,8 +582,7 @@ def landscape_results() -> tuple[Any, ...]:
     cp = tl.landscape.refine(teacher.with_weights(np.diag([2.0, 0.5]) + 1e-3, [0.5, 2.0]), teacher,
                              train_readout=True)
     fam = tl.landscape.continue_family(lambda k: (k - 1, 1), [6], [0.9867, -0.0504, -0.6015, 0.308, 0.2245])
-    real_k = tl.landscape.RealKFamily(np.array([5.0, 5.5]), np.ones((2, 5)), np.zeros(2), np.ones((2, 5)),
-                                      -np.ones((2, 5)), 5.25)
+    real_k = tl.landscape.continue_real_k([0.9867, -0.0504, -0.6015, 0.308, 0.2245], 6.0, [6.0, 5.5])
     return cp, tl.landscape.multistart(2, 2, seed=0), fam, real_k
 
 

@@ -20,6 +20,14 @@ def family():
 
 
 @pytest.fixture(scope="module")
+def real_k():
+    """The ΔS_{k-1} family from k = 6 to 5 (it turns from minimum into saddle at k = 5.5855...)."""
+    fam = L.continue_real_k(X6, 6.0, [6.0, 5.5, 5.0])
+    assert fam.status == "completed" and len(fam.crossings) == 1
+    return fam
+
+
+@pytest.fixture(scope="module")
 def readout_point():
     prob = SubspaceProblem(FixedPointSpace((5, 1), train_readout=True))
     x, _, ok = prob.solve(np.r_[X6, 1.0, 1.0])
@@ -149,12 +157,26 @@ def test_json_round_trip_of_multistart_results_with_failed_runs():
     assert np.max(np.abs(sym.W - res.W)) < 1e-12
 
 
-def test_json_round_trip_of_real_k_families():
-    fam = L.RealKFamily(np.array([5.0, 5.5]), np.arange(10.0).reshape(2, 5) / 7, np.array([0.1, np.inf]),
-                        np.ones((2, 5)) / 3, -np.ones((2, 5)) / 3, 5.25)
-    back = L.from_json(L.to_json(fam))
-    for f in dataclasses.fields(fam):
-        same(getattr(fam, f.name), getattr(back, f.name))
+def test_json_round_trip_of_real_k_families(real_k):
+    back = L.from_json(L.to_json(real_k))
+    assert isinstance(back, L.RealKFamily)
+    for f in dataclasses.fields(real_k):
+        u, v = getattr(real_k, f.name), getattr(back, f.name)
+        if isinstance(u, dict):  # eigenvalues, dimension: every component, bit for bit
+            assert list(u) == list(v) == ["trivial", "standard[0]", "exterior[0]", "symmetric[0]"]
+            for name in u:
+                same(u[name], v[name])
+        elif isinstance(u, np.ndarray):
+            same(u, v)
+        else:  # crossings (a list of Crossing), k_turn, status, message, steps
+            assert u == v, f.name
+    assert back.crossings[0] == L.Crossing(real_k.k_turn, "standard[0]", 0, 0, 1)
+    # non-finite numbers and a stopped continuation survive too
+    odd = dataclasses.replace(real_k, loss=np.array([0.1, np.inf, np.nan]), k_turn=None, crossings=[],
+                              status="fold", message="the branch turns back")
+    back = L.from_json(L.to_json(odd))
+    same(back.loss, odd.loss)
+    assert (back.k_turn, back.crossings, back.status, back.message) == (None, [], "fold", "the branch turns back")
 
 
 def test_json_validates(tmp_path):
@@ -193,15 +215,49 @@ def test_dataframes_and_datasets_hold_the_results(family, readout_point):
     ds = L.to_xarray(readout_point)
     same(ds["flat_eigenvalues"].values, readout_point.flat_eigenvalues)
 
-    fam = L.RealKFamily(np.array([5.0, 5.5]), np.ones((2, 5)), np.zeros(2), np.ones((2, 5)), np.ones((2, 5)), None)
-    assert L.to_dataframe(fam).shape == (2, 17) and "k_turn" not in L.to_xarray(fam).attrs
     for fn in (L.to_dataframe, L.to_xarray):
         with pytest.raises(TypeError, match="result"):
             fn([1, 2])
 
 
+def test_real_k_families_as_dataframes_and_datasets(real_k):
+    df = L.to_dataframe(real_k)
+    # k, 2 sizes, loss, grad_norm, index, 5 x, 5 + 5 + 1 + 1 eigenvalues, 4 dimensions
+    assert df.shape == (3, 1 + 2 + 3 + 5 + 12 + 4)
+    same(df["k"].to_numpy(), [6.0, 5.5, 5.0])
+    same(df[["size0", "size1"]].to_numpy(), real_k.sizes)
+    same(df["index"].to_numpy(), [0.0, 3.5, 3.0])
+    same(df[[f"x{j}" for j in range(5)]].to_numpy(), real_k.x)
+    for name, lam in real_k.eigenvalues.items():
+        same(df[[f"{name}:{j}" for j in range(lam.shape[1])]].to_numpy(), lam)
+        same(df[f"dim:{name}"].to_numpy(), real_k.dimension[name])
+    same(df["dim:standard[0]"].to_numpy(), [4.0, 3.5, 3.0])  # k - 2
+    assert df.attrs["k_turn"] == real_k.k_turn and df.attrs["status"] == "completed"
+    assert df.attrs["crossings"] == [{"k": real_k.k_turn, "component": "standard[0]", "position": 0,
+                                      "negative_before": 0, "negative_after": 1}]
+
+    ds = L.to_xarray(real_k)
+    assert dict(ds.sizes) == {"k": 3, "block": 2, "coord": 5, "component": 4, "eigen": 5, "crossing": 1}
+    assert list(ds["component"].values) == ["trivial", "standard[0]", "exterior[0]", "symmetric[0]"]
+    for name, lam in real_k.eigenvalues.items():
+        e = ds["eigenvalues"].sel(component=name).values
+        same(e[:, : lam.shape[1]], lam)
+        assert np.isnan(e[:, lam.shape[1]:]).all()
+        same(ds["dimension"].sel(component=name).values, real_k.dimension[name])
+    same(ds["x"].values, real_k.x)
+    assert float(ds["crossing_k"][0]) == real_k.k_turn == ds.attrs["k_turn"]
+    assert str(ds["crossing_component"].values[0]) == "standard[0]" and int(ds["negative_after"][0]) == 1
+    assert ds.attrs["steps"] == real_k.steps
+    # the standard[0] eigenvalue changes sign between k = 6 and 5.5
+    assert ds["eigenvalues"].sel(component="standard[0]", eigen=0).values[0] > 0 > \
+        ds["eigenvalues"].sel(component="standard[0]", eigen=0).values[1]
+    none = dataclasses.replace(real_k, k_turn=None, crossings=[])
+    assert "k_turn" not in L.to_xarray(none).attrs and L.to_xarray(none).sizes["crossing"] == 0
+
+
+
 # ------------------------------------------------------------------------------------------------ figures
-def test_figures_draw_spectra_and_family_curves(family, readout_point):
+def test_figures_draw_spectra_and_family_curves(family, readout_point, real_k):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -216,10 +272,17 @@ def test_figures_draw_spectra_and_family_curves(family, readout_point):
         L.figures.plot_spectrum(np.array([-1.0, 2.0, 2.0]), ax=axes[1])
         L.figures.plot_family(family, "loss", ax=axes[2])
         same(axes[2].lines[0].get_ydata(), [p.loss for p in family])
-        fam = L.RealKFamily(np.array([5.0, 5.5]), np.ones((2, 5)), np.zeros(2), np.ones((2, 5)),
-                            np.array([[-1.0] * 5, [1.0] * 5]), 5.25)
-        L.figures.plot_family(fam, "eigenvalues", ax=axes[3])
-        assert len(axes[3].lines) == 10 + 1 + 1  # 5 + 5 eigenvalue curves, k_turn, zero line
+        L.figures.plot_family(real_k, "eigenvalues", ax=axes[3])
+        lines = axes[3].lines
+        assert len(lines) == 12 + 1 + 1  # 5 + 5 + 1 + 1 eigenvalue curves (4 components), k_turn, zero line
+        same(lines[5].get_xdata(), [6.0, 5.5, 5.0])
+        same(lines[5].get_ydata(), real_k.eigenvalues["standard[0]"][:, 0])
+        assert lines[0].get_color() != lines[5].get_color() != lines[10].get_color()
+        assert list(lines[12].get_xdata()) == [real_k.k_turn] * 2  # the dotted k_turn line, at 5.5855...
+        assert abs(real_k.k_turn - 5.5855052474) < 1e-10
+        assert [t.get_text() for t in axes[3].get_legend().get_texts()][:4] == list(real_k.eigenvalues)
+        L.figures.plot_family(real_k, "loss", ax=axes[3])
+        same(axes[3].lines[-1].get_ydata(), real_k.loss)
         with pytest.raises(ValueError, match="quantity"):
             L.figures.plot_family(family, "index", ax=axes[3])
         with pytest.raises(TypeError, match="family"):

@@ -192,3 +192,26 @@ def test_kernels_at_extreme_scales(name: str, acts: tuple[str, ...], n: int) -> 
         assert np.isfinite(v)
         if log_expected > -290:
             assert v == pytest.approx(ref * (s / s0) ** half, rel=1e-12), (s, v, ref)
+
+
+@pytest.mark.filterwarnings("error")
+@pytest.mark.parametrize("fn", ["gradient", "hessian"])
+def test_population_tiny_rows_are_exact_or_raise(fn: str) -> None:
+    """A relu row at 1e-280 |w| has the w -> 0 limit of the derivatives (they are degree 0 in w: a 1e-30 row
+    agrees to ~1e-30); a subnormal row (1e-315: its rescaled a_i |w_i| would be subnormal, the derivatives
+    would lose their bits, and 1 / c overflowed before) raises a ValueError instead of a warning or a NaN."""
+    S, T = _pair("relu")
+    W = S.W.copy()
+    W[0] *= 1e-280
+    tiny = getattr(tl.population, fn)(tl.Network(W, S.a, "relu"), T)
+    W[0] *= 1e250
+    small = getattr(tl.population, fn)(tl.Network(W, S.a, "relu"), T)
+    if fn == "gradient":
+        tiny, small = tiny[0], small[0]
+    else:  # the rows and columns of w_0: the Hessian blows up like 1 / |w_0| there
+        keep = np.r_[S.d:S.K * S.d + S.K]
+        tiny, small = tiny[np.ix_(keep, keep)], small[np.ix_(keep, keep)]
+    np.testing.assert_allclose(tiny, small, rtol=1e-12, atol=1e-14)
+    W[0] *= 1e-285  # |w_0| ~ 1e-315
+    with pytest.raises(ValueError, match=r"student\.W: weights out of range.*below the normal double range"):
+        getattr(tl.population, fn)(tl.Network(W, S.a, "relu"), T)

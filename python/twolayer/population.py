@@ -57,24 +57,32 @@ def _unit_scale(net: Network, name: str) -> tuple[NDArray[np.float64], NDArray[n
         target = np.ones(net.K)
         k = np.full(net.K, _DEGREE[net.activation])
     c[out] = np.exp2(np.round(np.log2(sd[out] / target[out])))
-    with np.errstate(over="ignore"):
-        a = a * c**k
-    if not np.all(np.isfinite(a)):
+    with np.errstate(over="ignore", under="ignore"):
+        scaled = a * c**k
+    if not np.all(np.isfinite(scaled)):
         raise ValueError(f"{name}.W: weights out of range: a_i |w_i|^k (k the degree of {net.activation!r}) "
                          f"exceeds the double range (max |w_i| / sqrt(s) = {np.max(sd):.3g})")
+    # a subnormal (or underflowed) a~_i would carry too few bits: the gradient a~_i g~ / c_i loses its precision
+    if np.any(out & (a != 0) & (np.abs(scaled) < np.finfo(np.float64).tiny)):
+        raise ValueError(f"{name}.W: weights out of range: a_i |w_i|^k (k the degree of {net.activation!r}) "
+                         f"falls below the normal double range (min |w_i| / sqrt(s) = {np.min(sd[out]):.3g})")
+    a = scaled
     return W / c[:, None], a, c
 
 
-def _args(student: Network, teacher: Network) -> tuple[_CoreArgs, NDArray[np.float64], NDArray[np.float64]]:
-    """The core's arguments at rescaled weights (see _unit_scale), and the diagonal D of the change of variables
-    theta~ = D theta on the student's [vec(W), a] (gradient = D grad~, Hessian = D H~ D)."""
+def _args(student: Network, teacher: Network) -> tuple[_CoreArgs, NDArray[np.int64], NDArray[np.int64]]:
+    """The core's arguments at rescaled weights (see _unit_scale), and the diagonal D = 2^e of the change of
+    variables theta~ = D theta on the student's [vec(W), a] (gradient = D grad~, Hessian = D H~ D), as the
+    integer exponents e (eW, ea): applied with np.ldexp, exact and free of intermediate overflow (1 / c
+    itself overflows for a subnormal row, c < 2^-1022, although D grad~ is finite)."""
     check_pair(student, teacher)
     Ws, as_, c = _unit_scale(student, "student")
     Wt, at, _ = _unit_scale(teacher, "teacher")
     k = 1 if student.activation == "erf" else _DEGREE.get(student.activation, 0)
-    dW = np.repeat(1.0 / c, student.d)
-    da = c ** np.where((student.activation == "erf") & (c > 1.0), 0, k)
-    return (Ws, as_, student.activation, Wt, at, teacher.activation, student.scale), dW, da
+    e = np.log2(c).astype(np.int64)  # c is a power of two
+    eW = np.repeat(-e, student.d)
+    ea = e * np.where((student.activation == "erf") & (c > 1.0), 0, k)
+    return (Ws, as_, student.activation, Wt, at, teacher.activation, student.scale), eW, ea
 
 
 def _finite(x: NDArray[np.float64], what: str) -> NDArray[np.float64]:
@@ -279,8 +287,8 @@ def gradient(
     args, DW, Da = _args(student, cast(Network, teacher))  # checked there (a TypeError for anything else)
     dW, da = _core.population_gradient(*args, n_threads=n_threads_arg(n_threads))
     with np.errstate(over="ignore", invalid="ignore"):
-        dW = _finite(dW * DW.reshape(dW.shape), "gradient")
-        da = _finite(da * Da, "gradient")
+        dW = _finite(np.ldexp(dW, DW.reshape(dW.shape)), "gradient")
+        da = _finite(np.ldexp(da, Da), "gradient")
     return dW, (da * student.readout_factor if train_readout else None)
 
 
@@ -332,9 +340,9 @@ def hessian(
         raise ValueError(f"student.W: the Hessian of step units is undefined where they are aligned: {why}")
     H = _core.population_hessian(*args, train_readout=train_readout, n_threads=n_threads_arg(n_threads))
     D = np.concatenate([DW, Da]) if train_readout else DW
-    if np.any(D != 1.0):
+    if np.any(D != 0):
         with np.errstate(over="ignore", invalid="ignore"):
-            H = _finite(H * D[:, None] * D[None, :], "Hessian")
+            H = _finite(np.ldexp(H, D[:, None] + D[None, :]), "Hessian")
     if train_readout:
         c = student.readout_factor
         n = student.K * student.d
@@ -408,7 +416,7 @@ def descend(
     # The core steps the effective second layer c a; plain descent on a moves it by c^2 lr_readout dR/d(c a).
     args, DW, _ = _args(student, teacher)
     risk(student, teacher)  # raises where the start is out of range
-    if np.any(DW < 1.0):  # the core steps the weights themselves: no rescaling of huge rows
+    if np.any(DW < 0):  # the core steps the weights themselves: no rescaling of huge rows
         raise ValueError(f"student.W: weights out of range for gradient descent (a row's |w| / sqrt(s) is above "
                          f"{_SD_RANGE[1]:.0e})")
 

@@ -30,14 +30,14 @@ from .._validation import as_float_array, boolean, positive
 from ..networks import Network
 from .critical import CriticalPoint, _group
 from .multistart import MultistartResult
-from .realk import RealKFamily
+from .realk import Crossing, RealKFamily
 from .subspace import FamilyPoint
 from .symmetry import FixedPointSpace, isotropy
 
 __all__ = ["compress_point", "decompress_point", "to_json", "from_json", "to_dataframe", "to_xarray"]
 
 FORMAT = "twolayer.landscape/1"
-_TYPES: dict[str, type] = {c.__name__: c for c in (CriticalPoint, MultistartResult, RealKFamily, FamilyPoint)}
+_TYPES: dict[str, type] = {c.__name__: c for c in (CriticalPoint, MultistartResult, RealKFamily, Crossing, FamilyPoint)}
 
 
 # ------------------------------------------------------------------------------------------------ numbers
@@ -374,12 +374,61 @@ def _check_family(result: Any) -> list[FamilyPoint] | None:
     return None
 
 
+def _real_k_attrs(fam: RealKFamily) -> dict[str, Any]:
+    return {"k_turn": None if fam.k_turn is None else float(fam.k_turn), "status": fam.status,
+            "message": fam.message, "steps": int(fam.steps)}
+
+
+def _real_k_frame(pd: Any, fam: RealKFamily) -> Any:
+    """One row per k: sizes, loss, grad_norm, index, x, every component's eigenvalues and dimension."""
+    cols: dict[str, Any] = {"k": fam.k}
+    for b in range(fam.sizes.shape[1]):
+        cols[f"size{b}"] = fam.sizes[:, b]
+    cols.update({"loss": fam.loss, "grad_norm": fam.grad_norm, "index": fam.index})
+    for j in range(fam.x.shape[1]):
+        cols[f"x{j}"] = fam.x[:, j]
+    for name, lam in fam.eigenvalues.items():
+        for j in range(lam.shape[1]):
+            cols[f"{name}:{j}"] = lam[:, j]
+        cols[f"dim:{name}"] = fam.dimension[name]
+    df = pd.DataFrame(cols)
+    df.attrs.update(_real_k_attrs(fam))
+    df.attrs["crossings"] = [dataclasses.asdict(c) for c in fam.crossings]
+    return df
+
+
+def _real_k_dataset(xr: Any, fam: RealKFamily) -> Any:
+    """Dimensions k, block, coord, component (every isotypic component), eigen (NaN-padded), crossing."""
+    names = list(fam.eigenvalues)
+    width = max((lam.shape[1] for lam in fam.eigenvalues.values()), default=0)
+    eig = np.full((fam.k.size, len(names), width), np.nan)
+    for c, name in enumerate(names):
+        lam = fam.eigenvalues[name]
+        eig[:, c, : lam.shape[1]] = lam
+    dim = np.stack([fam.dimension[n] for n in names], axis=1) if names else np.empty((fam.k.size, 0))
+    cr = fam.crossings
+    attrs = {key: v for key, v in _real_k_attrs(fam).items() if v is not None}
+    return xr.Dataset(
+        {"sizes": (("k", "block"), fam.sizes), "loss": ("k", fam.loss), "grad_norm": ("k", fam.grad_norm),
+         "index": ("k", fam.index), "x": (("k", "coord"), fam.x),
+         "eigenvalues": (("k", "component", "eigen"), eig), "dimension": (("k", "component"), dim),
+         "crossing_k": ("crossing", np.array([c.k for c in cr], dtype=np.float64)),
+         "crossing_component": ("crossing", np.array([c.component for c in cr], dtype=str)),
+         "crossing_position": ("crossing", np.array([c.position for c in cr], dtype=np.int64)),
+         "negative_before": ("crossing", np.array([c.negative_before for c in cr], dtype=np.int64)),
+         "negative_after": ("crossing", np.array([c.negative_after for c in cr], dtype=np.int64))},
+        coords={"k": fam.k, "component": np.array(names, dtype=str)}, attrs=attrs)
+
+
 def to_dataframe(result: Any) -> Any:
     """A landscape result as a pandas DataFrame (needs pandas: the xarray extra).
 
-    One row per run (MultistartResult), per k (a family, RealKFamily), or
-    per distinct eigenvalue (CriticalPoint: columns ``eigenvalue``,
-    ``multiplicity``, ``part`` = "transverse" or "flat").
+    One row per run (MultistartResult), per k (a family; RealKFamily:
+    columns ``k``, ``size{b}``, ``loss``, ``grad_norm``, ``index``,
+    ``x{j}``, and for every isotypic component ``{component}:{j}`` (its
+    eigenvalues) and ``dim:{component}``), or per distinct eigenvalue
+    (CriticalPoint: columns ``eigenvalue``, ``multiplicity``, ``part`` =
+    "transverse" or "flat").
 
     Parameters
     ----------
@@ -389,8 +438,8 @@ def to_dataframe(result: Any) -> Any:
     Returns
     -------
     pandas.DataFrame
-        The call's parameters (MultistartResult.meta, RealKFamily.k_turn)
-        in ``attrs``.
+        The call's parameters (MultistartResult.meta; RealKFamily's
+        k_turn, status, message, steps and crossings as dicts) in ``attrs``.
 
     Examples
     --------
@@ -413,14 +462,7 @@ def to_dataframe(result: Any) -> Any:
     if family is not None:
         return pd.DataFrame(_family_rows(family))
     if isinstance(result, RealKFamily):
-        cols: dict[str, Any] = {"k": result.k, "loss": result.loss}
-        for name in ("x", "trivial", "standard"):
-            arr = np.asarray(getattr(result, name))
-            for j in range(arr.shape[1]):
-                cols[f"{name}{j}"] = arr[:, j]
-        df = pd.DataFrame(cols)
-        df.attrs["k_turn"] = result.k_turn
-        return df
+        return _real_k_frame(pd, result)
     if isinstance(result, CriticalPoint):
         rows = [(v, m, "transverse") for v, m in result.spectrum()] + [
             (v, m, "flat") for v, m in _group(result.flat_eigenvalues, 1e-7)]
@@ -436,8 +478,9 @@ def to_xarray(result: Any) -> Any:
 
     MultistartResult: dimensions ``run``, ``unit``, ``input`` (W, a and the
     per-run classification); a family: dimension ``k`` (and ``coord`` for x,
-    ``eigen`` for the spectra, NaN-padded); RealKFamily: ``k``, ``coord``,
-    ``eigen``; CriticalPoint: ``unit``, ``input``, ``eigen``, ``flat``.
+    ``eigen`` for the spectra, NaN-padded); RealKFamily: ``k``, ``block``,
+    ``coord``, ``component`` (every isotypic component), ``eigen``
+    (NaN-padded) and ``crossing``; CriticalPoint: ``unit``, ``input``, ``eigen``, ``flat``.
 
     Parameters
     ----------
@@ -482,10 +525,7 @@ def to_xarray(result: Any) -> Any:
         return xr.Dataset({**data, "x": (("k", "coord"), xs), "eigenvalues": (("k", "eigen"), eig)},
                           coords={"k": np.asarray(cols["k"])})
     if isinstance(result, RealKFamily):
-        return xr.Dataset({"loss": ("k", result.loss), "x": (("k", "coord"), result.x),
-                           "trivial": (("k", "eigen"), result.trivial), "standard": (("k", "eigen"), result.standard)},
-                          coords={"k": result.k},
-                          attrs={} if result.k_turn is None else {"k_turn": result.k_turn})
+        return _real_k_dataset(xr, result)
     if isinstance(result, CriticalPoint):
         s = result.student
         return xr.Dataset({"W": (("unit", "input"), s.W), "a": ("unit", s.a),

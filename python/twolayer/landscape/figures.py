@@ -84,8 +84,9 @@ def plot_family(family: list[FamilyPoint] | RealKFamily, quantity: str = "loss",
         :func:`~twolayer.landscape.continue_real_k`.
     quantity : {"loss", "eigenvalues"}, default "loss"
         "eigenvalues": the smallest Hessian eigenvalue per k (a family) or
-        the trivial- and standard-representation eigenvalues (RealKFamily,
-        with the turning point marked).
+        every eigenvalue of every isotypic component (RealKFamily, one
+        colour per component, the turning point k_turn marked by a dotted
+        vertical line).
     ax : matplotlib.axes.Axes, optional
         Where to draw (default: a new figure's axes).
 
@@ -119,10 +120,9 @@ def plot_family(family: list[FamilyPoint] | RealKFamily, quantity: str = "loss",
         ax.set(xlabel="k", ylabel="loss")
         return ax
     if isinstance(family, RealKFamily):
-        for name, color in (("trivial", "tab:blue"), ("standard", "tab:red")):
-            lam = np.asarray(getattr(family, name))
+        for c, (name, lam) in enumerate(family.eigenvalues.items()):
             for j in range(lam.shape[1]):
-                ax.plot(k, lam[:, j], "-", color=color, lw=1, label=name if j == 0 else None)
+                ax.plot(k, lam[:, j], "-", color=f"C{c % 10}", lw=1, label=name if j == 0 else None)
         if family.k_turn is not None:
             ax.axvline(family.k_turn, color="k", ls=":", label=f"k = {family.k_turn:.6f}")
         ax.set_yscale("symlog", linthresh=1e-3)
