@@ -182,7 +182,7 @@ def test_function_target_fixed_training_set():
     d = 30
     fn = tl.targets.function(lambda z: z[:, 0] * z[:, 1], k=2, d=d, seed=0)
     st = tl.Network.random(2, d, "erf", seed=0)
-    kw = dict(lr=0.5, t_max=2.0, batch_size=7, n_samples=25, seed=3)
+    kw = dict(lr=0.5, t_max=2.0, batch_size=7, n_samples=25, seed=3, records=4)
     a, b = tl.sgd.simulate(st, fn, **kw), tl.sgd.simulate(st, fn, **kw)
     np.testing.assert_array_equal(a.Q, b.Q)
     assert a.meta["n_samples"] == 25 and "training set of 25" in a.message
