@@ -194,3 +194,14 @@ def test_function_target_fixed_training_set():
         tl.sgd.simulate(st, fn, **{**kw, "batch_size": 30})
     with pytest.raises(ValueError, match="n_samples"):
         tl.sgd.simulate(st, fn, **{**kw, "n_samples": 0})
+
+
+def test_sde_refuses_target_overlaps():
+    tgt = tl.targets.staircase(2, d=30, seed=0)
+    ov = tl.Overlaps.from_networks(tl.Network.random(2, 30, "erf", seed=0), tgt)
+    with pytest.raises(TypeError, match="overlaps: the overlaps of a polynomial target have no SDE"):
+        tl.sde.simulate(ov, "erf", lr=0.5, t_max=1.0, d=100)
+    with pytest.raises(TypeError, match=r"overlaps\[0\]: the overlaps of a polynomial target have no SDE"):
+        tl.sde.simulate([ov], "erf", lr=0.5, t_max=1.0, d=100)
+    with pytest.raises(TypeError, match="overlaps: the overlaps of a polynomial target have no SDE"):
+        tl.sde.increment_covariance(ov, "erf", lr=0.5)

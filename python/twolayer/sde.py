@@ -93,6 +93,14 @@ def _labels(K: int, M: int, readout: bool) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _no_target(ov: Any, name: str) -> None:
+    """The SDE's drift and diffusion are the committee kernels': a clear error for overlaps of a polynomial
+    target (``Overlaps.from_networks(student, target)``), which would otherwise run as a zero teacher."""
+    if getattr(ov, "target", None) is not None:
+        raise TypeError(f"{name}: the overlaps of a polynomial target have no SDE here (its diffusion term is not "
+                        "implemented); use ode.integrate(..., target=) or sgd.simulate(student, target)")
+
+
 def _state(ov: Overlaps) -> NDArray[np.float64]:
     return np.concatenate([ov.Q.ravel(), ov.M.ravel(), ov.a.ravel()])
 
@@ -151,6 +159,7 @@ def increment_covariance(
     [[1.28 0.16]
      [0.16 0.56]]
     """
+    _no_target(overlaps, "overlaps")
     act, t_act = _activations(activation, teacher_activation, overlaps)
     sph = boolean(spherical, "spherical")
     ov = _check_overlaps(overlaps, spherical=sph)
@@ -245,6 +254,8 @@ def simulate(
     else:
         raise TypeError(f"overlaps: expected a twolayer.Overlaps, BatchOverlaps or a non-empty sequence of Overlaps, "
                         f"got {type(overlaps).__name__}")
+    for j, o in enumerate(overlaps if isinstance(overlaps, Sequence) else [overlaps]):
+        _no_target(o, "overlaps" if isinstance(overlaps, Overlaps) else f"overlaps[{j}]")
     act, t_act = _activations(activation, teacher_activation, first)
     sph = boolean(spherical, "spherical")
     ov = _check_overlaps(first, spherical=sph)
