@@ -173,3 +173,36 @@ def test_targets_where_not_taken_give_clear_errors():
         tl.population.hessian(tl.Network.random(2, 12, "relu", seed=0), tgt)
     with pytest.raises(TypeError, match="student: expected a twolayer.Network"):
         tl.population.hessian(np.eye(2), tgt)
+
+
+def test_function_target_fixed_training_set():
+    """A FunctionTarget trains on a fixed set too (n_samples, shuffle as the core's simulator): reproducible,
+    the order matters only when shuffled, batches crossing an epoch are allowed, and a tiny set is fitted
+    (memorised) where online SGD is not."""
+    d = 30
+    fn = tl.targets.function(lambda z: z[:, 0] * z[:, 1], k=2, d=d, seed=0)
+    st = tl.Network.random(2, d, "erf", seed=0)
+    kw = dict(lr=0.5, t_max=2.0, batch_size=7, n_samples=25, seed=3, records=4)
+    a, b = tl.sgd.simulate(st, fn, **kw), tl.sgd.simulate(st, fn, **kw)
+    np.testing.assert_array_equal(a.Q, b.Q)
+    assert a.meta["n_samples"] == 25 and "training set of 25" in a.message
+    c = tl.sgd.simulate(st, fn, **{**kw, "shuffle": False})
+    assert not np.array_equal(a.Q, c.Q)
+    full = [tl.sgd.simulate(st, fn, **{**kw, "batch_size": 25, "shuffle": s}) for s in (True, False)]
+    np.testing.assert_array_equal(full[0].Q, full[1].Q)  # full batches: the order does not matter
+    with pytest.raises(ValueError, match="batch_size: 30 exceeds the training set size n_samples=25"):
+        tl.sgd.simulate(st, fn, **{**kw, "batch_size": 30})
+    with pytest.raises(ValueError, match="n_samples"):
+        tl.sgd.simulate(st, fn, **{**kw, "n_samples": 0})
+
+
+def test_sde_takes_the_target_the_overlaps_remember():
+    # Overlaps.from_networks(student, target) carry the target: the SDE uses it (not a zero teacher), exactly as
+    # when it is passed explicitly.
+    tgt = tl.targets.staircase(2, d=30, seed=0)
+    ov = tl.Overlaps.from_networks(tl.Network.random(2, 30, "relu", seed=0), tgt)
+    remembered = tl.sde.increment_covariance(ov, "relu", lr=0.5)
+    explicit = tl.sde.increment_covariance(ov, "relu", lr=0.5, target=tgt)
+    np.testing.assert_array_equal(remembered.cov, explicit.cov)
+    np.testing.assert_array_equal(remembered.mean, explicit.mean)
+    assert np.abs(remembered.mean).max() > 0

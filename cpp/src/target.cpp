@@ -36,7 +36,12 @@ struct LPoly {
   int n = 0, D = 0;
   std::vector<double> c;
   LPoly() = default;
-  LPoly(int n_, int D_) : n(n_), D(D_), c(static_cast<std::size_t>(std::pow(D_ + 1, n_)), 0.0) {}
+  LPoly(int n_, int D_) : n(n_), D(D_), c(size(n_, D_), 0.0) {}
+  static std::size_t size(int n, int D) {
+    std::size_t s = 1;
+    for (int q = 0; q < n; ++q) s *= static_cast<std::size_t>(D + 1);
+    return s;
+  }
   std::size_t idx(const int* e) const {
     std::size_t s = 0;
     for (int q = n - 1; q >= 0; --q) s = s * (D + 1) + e[q];
@@ -247,10 +252,10 @@ class ConditionalHermite {
       }
       for (int q = 0; q < k_; ++q) {
         if (beta[q] == 0 || G_[r * k_ + q] == 0.0) continue;
-        std::vector<int> g = beta;
-        --g[q];
-        const LPoly& hg = get(g);
         const double f = G_[r * k_ + q] * beta[q];
+        --beta[q];  // beta - e_q (get copies the key it stores)
+        const LPoly& hg = get(beta);
+        ++beta[q];
         for (std::size_t id = 0; id < hg.c.size(); ++id) h.c[id] -= f * hg.c[id];
       }
     }

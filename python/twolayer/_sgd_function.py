@@ -1,6 +1,9 @@
-"""Online SGD on a :class:`~twolayer.targets.FunctionTarget` (a NumPy function of the k projections), in NumPy.
+"""SGD on a :class:`~twolayer.targets.FunctionTarget` (a NumPy function of the k projections), in NumPy.
 
-The same update as :func:`twolayer.sgd.simulate` (module docstring there): per step B fresh samples,
+The same update as :func:`twolayer.sgd.simulate` (module docstring there): per step B fresh samples (online), or
+with ``n_samples=n`` B samples of one training set drawn per run (labels and their noise fixed), visited at
+positions p = step B + j in epochs of n, each epoch in its own random order unless ``shuffle=False`` (as the
+core's simulator; the order comes from NumPy's stream, not Philox),
 w_i += (lr sqrt(s) / d) mean_batch[c a_i sigma'(l_i) E x], a_i += (lr_readout / d) mean_batch[c sigma(l_i) E],
 spherical projection optional, t = steps / d. The labels come from Python, so this is much slower than the core's
 simulator (one NumPy step costs tens of microseconds); the random streams are NumPy's (seed, run), not the core's
@@ -28,7 +31,7 @@ _N_TEST = 20_000
 def simulate_function_target(student: Any, target: FunctionTarget, *, lr: Any, lr_readout: Any, noise: Any,
                              batch_size: int, spherical: bool, t_max: float | None, times: Any, seed: int,
                              seeds: Any, n_samples: int | None, records: int,
-                             train_first_layer: bool) -> Any:
+                             train_first_layer: bool, shuffle: bool = True) -> Any:
     from .sgd import Ensemble, _record_steps, _run_ids
 
     if not isinstance(student, Network):
@@ -37,8 +40,6 @@ def simulate_function_target(student: Any, target: FunctionTarget, *, lr: Any, l
     if target.d != student.d or target.scaling != student.scaling:
         raise ValueError(f"teacher: the target's d = {target.d}, scaling {target.scaling!r} do not match the "
                          f"student's d = {student.d}, scaling {student.scaling!r}")
-    if n_samples is not None:
-        raise ValueError("n_samples: a FunctionTarget runs online SGD only (n_samples=None)")
     if student.activation == "step" and train_first_layer:
         raise ValueError("activation: the step activation has a delta derivative, so SGD cannot train the first "
                          "layer")
@@ -46,6 +47,10 @@ def simulate_function_target(student: Any, target: FunctionTarget, *, lr: Any, l
     lr_a = positive(lr_readout, "lr_readout", allow_zero=True)
     noise_ = positive(noise, "noise", allow_zero=True)
     B = integer(batch_size, "batch_size", 1, INT32_MAX)
+    n = 0 if n_samples is None else integer(n_samples, "n_samples", 1, 2**32 - 1)
+    if n and B > n:
+        raise ValueError(f"batch_size: {B} exceeds the training set size n_samples={n}")
+    shuffle = boolean(shuffle, "shuffle")
     spherical = boolean(spherical, "spherical")
     train_first_layer = boolean(train_first_layer, "train_first_layer")
     seed_ = seed_arg(seed)
@@ -61,6 +66,12 @@ def simulate_function_target(student: Any, target: FunctionTarget, *, lr: Any, l
     runs = []
     for run in run_ids:
         rng = np.random.default_rng([seed_, int(run)])
+        Xn, yn, order, epoch = np.empty((0, d)), np.empty(0), np.arange(n), -1
+        if n:  # the run's training set: inputs, labels and label noise drawn once
+            Xn = rng.standard_normal((n, d))
+            yn = target.function(Xn @ Wt.T / math.sqrt(s))
+            if noise_ > 0:
+                yn = yn + math.sqrt(noise_) * rng.standard_normal(n)
         W = student.W.copy()
         a = student.effective_a.copy()
         if spherical:
@@ -77,11 +88,21 @@ def simulate_function_target(student: Any, target: FunctionTarget, *, lr: Any, l
                 Rs.append(0.5 * float(np.mean((yt - pred) ** 2)))
             if step == steps:
                 break
-            X = rng.standard_normal((B, d))
+            if n:
+                pos = step * B + np.arange(B)
+                idx = np.empty(B, dtype=np.int64)
+                for e in np.unique(pos // n):  # a batch may cross into the next epoch
+                    if e != epoch:
+                        order, epoch = (rng.permutation(n) if shuffle and B < n else np.arange(n)), int(e)
+                    sel = pos // n == e
+                    idx[sel] = order[pos[sel] % n]
+                X, y = Xn[idx], yn[idx]
+            else:
+                X = rng.standard_normal((B, d))
+                y = target.function(X @ Wt.T / math.sqrt(s))
+                if noise_ > 0:
+                    y = y + math.sqrt(noise_) * rng.standard_normal(B)
             lam = X @ W.T / math.sqrt(s)
-            y = target.function(X @ Wt.T / math.sqrt(s))
-            if noise_ > 0:
-                y = y + math.sqrt(noise_) * rng.standard_normal(B)
             err = y - sigma(act, lam) @ a
             if train_first_layer:
                 G = (a[None, :] * dsigma(act, lam) * err[:, None]).T @ X  # (K, d)
@@ -98,11 +119,13 @@ def simulate_function_target(student: Any, target: FunctionTarget, *, lr: Any, l
         T = len(Rs)
         runs.append(Trajectory(t=rec[:T] / d, Q=np.array(Qs), M=np.array(Ms), a=np.array(As), risk=np.array(Rs),
                                status="completed" if T == len(rec) else "diverged",
-                               message=f"{steps} NumPy SGD steps on a FunctionTarget", time_unit="t = steps / d",
+                               message=f"{steps} NumPy SGD steps on a FunctionTarget"
+                                       + (f" (training set of {n})" if n else ""), time_unit="t = steps / d",
                                student=student.with_weights(W, a / c),
                                meta={"batch_size": B, "d": d, "seed": seed_, "run": int(run), "lr": lr_,
                                      "lr_readout": lr_a, "noise": noise_, "activation": act,
                                      "teacher_activation": "function", "regime": "online",
+                                     **({"n_samples": n, "shuffle": shuffle} if n else {}),
                                      "risk_method": f"Monte Carlo ({_N_TEST} test samples)"},
                                P=np.eye(target.k), v=np.zeros(target.k)))
     if seeds is None:

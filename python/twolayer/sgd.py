@@ -659,7 +659,7 @@ def simulate(
         return simulate_function_target(student, teacher, lr=lr, lr_readout=lr_readout, noise=noise,
                                         batch_size=batch_size, spherical=spherical, t_max=t_max, times=times,
                                         seed=seed, seeds=seeds, n_samples=n_samples, records=records,
-                                        train_first_layer=train_first_layer)
+                                        train_first_layer=train_first_layer, shuffle=shuffle)
     target = teacher if isinstance(teacher, HermiteTarget) else None
     if target is not None:
         check_network(first, "student")
