@@ -666,8 +666,10 @@ class PathBlock {
       const double* xp = grid.data() + p * u;
       for (int q = 0; q < u; ++q) {
         double* z = z_.data() + static_cast<std::size_t>(q) * W;
-        SDE_LANES for (int l = 0; l < W; ++l) z[l] = 0.0;
-        for (int c = 0; c <= q; ++c) {
+        const double* Lq0 = L_.data() + static_cast<std::size_t>(q) * u * W;
+        const double x0 = xp[0];
+        SDE_LANES for (int l = 0; l < W; ++l) z[l] = Lq0[l] * x0;  // assigned, not zeroed then added (store forwarding)
+        for (int c = 1; c <= q; ++c) {
           const double* Lqc = L_.data() + (static_cast<std::size_t>(q) * u + c) * W;
           const double x = xp[c];
           SDE_LANES for (int l = 0; l < W; ++l) z[l] += Lqc[l] * x;
@@ -675,7 +677,6 @@ class PathBlock {
       }
       units(m.student, 0, K, true);
       double* e = e_.data();
-      SDE_LANES for (int l = 0; l < W; ++l) e[l] = 0.0;
       if (m.target) {
         for (int l = 0; l < W; ++l) {
           for (int r = 0; r < M; ++r) zt_[r] = z_[static_cast<std::size_t>(K + r) * W + l];
@@ -683,7 +684,12 @@ class PathBlock {
         }
       } else {
         units(m.teacher, K, K + M, false);
-        for (int r = 0; r < M; ++r) {
+        {
+          const double v = m.v[0];
+          const double* g = g_.data() + static_cast<std::size_t>(K) * W;
+          SDE_LANES for (int l = 0; l < W; ++l) e[l] = v * g[l];
+        }
+        for (int r = 1; r < M; ++r) {
           const double v = m.v[r];
           const double* g = g_.data() + static_cast<std::size_t>(K + r) * W;
           SDE_LANES for (int l = 0; l < W; ++l) e[l] += v * g[l];
