@@ -238,11 +238,19 @@ class LaneRunner {
     double *y = y_.data(), *k1 = k1_.data(), *k2 = k2_.data(), *k3 = k3_.data(), *k4 = k4_.data(),
            *tmp = tmp_.data();
     double t = 0.0;
+    // The live lanes step together, so that their step counts grow alike: the lane-by-lane checks of may_continue
+    // run only when this block's largest count reaches max_steps or a cancel is requested.
+    long long steps = 0;
+    for (int l = 0; l < count_; ++l)
+      if (lane_[l].live) steps = std::max(steps, static_cast<long long>(lane_[l].res->n_steps));
     for (double target : opt_.times) {
       while (t < target) {
-        for (int l = 0; l < count_; ++l)
-          if (lane_[l].live) may_continue(l, t);
+        if (cancel_requested() || steps >= static_cast<long long>(opt_.max_steps)) {
+          for (int l = 0; l < count_; ++l)
+            if (lane_[l].live) may_continue(l, t);
+        }
         if (!any_live()) return;
+        ++steps;
         double h = dt;
         bool land = false;
         if (t + h >= target - 1e-9 * dt) {
