@@ -18,6 +18,7 @@
 
 #include "twolayer/batch_dynamics.hpp"
 #include "twolayer/cancel.hpp"
+#include "twolayer/dormand_prince.hpp"
 #include "twolayer/first_passage.hpp"
 #include "twolayer/parallel.hpp"
 #include "twolayer/population.hpp"
@@ -25,21 +26,6 @@
 namespace twolayer {
 
 namespace {
-
-// Dormand-Prince 5(4) tableau and dense output (as integrators.cpp).
-constexpr double c_a21 = 1.0 / 5;
-constexpr double c_a31 = 3.0 / 40, c_a32 = 9.0 / 40;
-constexpr double c_a41 = 44.0 / 45, c_a42 = -56.0 / 15, c_a43 = 32.0 / 9;
-constexpr double c_a51 = 19372.0 / 6561, c_a52 = -25360.0 / 2187, c_a53 = 64448.0 / 6561, c_a54 = -212.0 / 729;
-constexpr double c_a61 = 9017.0 / 3168, c_a62 = -355.0 / 33, c_a63 = 46732.0 / 5247, c_a64 = 49.0 / 176,
-                 c_a65 = -5103.0 / 18656;
-constexpr double c_b1 = 35.0 / 384, c_b3 = 500.0 / 1113, c_b4 = 125.0 / 192, c_b5 = -2187.0 / 6784,
-                 c_b6 = 11.0 / 84;
-constexpr double c_d1 = -12715105075.0 / 11282082432.0, c_d3 = 87487479700.0 / 32700410799.0,
-                 c_d4 = -10690763975.0 / 1880347072.0, c_d5 = 701980252875.0 / 199316789632.0,
-                 c_d6 = -1453857185.0 / 822651844.0, c_d7 = 69997945.0 / 29380423.0;
-constexpr double c_e1 = 71.0 / 57600, c_e3 = -71.0 / 16695, c_e4 = 71.0 / 1920, c_e5 = -17253.0 / 339200,
-                 c_e6 = 22.0 / 525, c_e7 = -1.0 / 40;
 
 constexpr int kBatchLanes = 8;  // lanes per block in a batch (two AVX2 vectors; 16 lanes measured no faster)
 
@@ -412,16 +398,17 @@ class LaneRunner {
         hs[l] = last[l] ? t_end - t[l] : h[l];
       }
       if (!any_live()) return;
-      stage(k2, {{k1, c_a21}});
-      stage(k3, {{k1, c_a31}, {k2, c_a32}});
-      stage(k4, {{k1, c_a41}, {k2, c_a42}, {k3, c_a43}});
-      stage(k5, {{k1, c_a51}, {k2, c_a52}, {k3, c_a53}, {k4, c_a54}});
-      stage(k6, {{k1, c_a61}, {k2, c_a62}, {k3, c_a63}, {k4, c_a64}, {k5, c_a65}});
+      stage(k2, {{k1, dopri::a21}});
+      stage(k3, {{k1, dopri::a31}, {k2, dopri::a32}});
+      stage(k4, {{k1, dopri::a41}, {k2, dopri::a42}, {k3, dopri::a43}});
+      stage(k5, {{k1, dopri::a51}, {k2, dopri::a52}, {k3, dopri::a53}, {k4, dopri::a54}});
+      stage(k6, {{k1, dopri::a61}, {k2, dopri::a62}, {k3, dopri::a63}, {k4, dopri::a64}, {k5, dopri::a65}});
       for (std::size_t i = 0; i < n_; ++i) {
         TWOLAYER_LANES
         for (int l = 0; l < L; ++l) {
           const std::size_t x = i * L + l;
-          ynew[x] = y[x] + hs[l] * (c_b1 * k1[x] + c_b3 * k3[x] + c_b4 * k4[x] + c_b5 * k5[x] + c_b6 * k6[x]);
+          ynew[x] = y[x] + hs[l] * (dopri::b1 * k1[x] + dopri::b3 * k3[x] + dopri::b4 * k4[x] + dopri::b5 * k5[x] +
+              dopri::b6 * k6[x]);
         }
       }
       rhs(ynew, k7);
@@ -429,7 +416,8 @@ class LaneRunner {
         TWOLAYER_LANES
         for (int l = 0; l < L; ++l) {
           const std::size_t x = i * L + l;
-          err[x] = hs[l] * (c_e1 * k1[x] + c_e3 * k3[x] + c_e4 * k4[x] + c_e5 * k5[x] + c_e6 * k6[x] + c_e7 * k7[x]);
+          err[x] = hs[l] * (dopri::e1 * k1[x] + dopri::e3 * k3[x] + dopri::e4 * k4[x] + dopri::e5 * k5[x] +
+              dopri::e6 * k6[x] + dopri::e7 * k7[x]);
         }
       }
       norm(err, y, ynew, e);
@@ -468,7 +456,8 @@ class LaneRunner {
             r2_[i] = ynew[x] - y[x];
             r3_[i] = hl * k1[x] - r2_[i];
             r4_[i] = r2_[i] - hl * k7[x] - r3_[i];
-            r5_[i] = hl * (c_d1 * k1[x] + c_d3 * k3[x] + c_d4 * k4[x] + c_d5 * k5[x] + c_d6 * k6[x] + c_d7 * k7[x]);
+            r5_[i] = hl * (dopri::d1 * k1[x] + dopri::d3 * k3[x] + dopri::d4 * k4[x] + dopri::d5 * k5[x] +
+                dopri::d6 * k6[x] + dopri::d7 * k7[x]);
           }
         }
         double t_stop = t_new, th_stop = 1.0;
