@@ -91,6 +91,29 @@ def test_sgd_scan_equals_single_ensembles_bitwise():
     np.testing.assert_array_equal(ds["t"].values, ens.t)
 
 
+def test_large_batch_scan_equals_single_maps_bitwise():
+    # lr x batch_ratio of seed 002's large-batch map: one ode.integrate per configuration, t = iteration
+    scan = tl.scan.Scan("ode", constants={"K": 2, "M": 2, "d": 50, "activation": "linear", "regime": "large_batch",
+                                          "steps": 12},
+                        axes={"lr": [0.5, 2.0, 1e6], "batch_ratio": [0.5, 4.0]}, group_size=4)
+    ds = tl.scan.run(scan)
+    assert ds["risk"].dims == ("lr", "batch_ratio", "t") and ds.attrs["time_unit"] == "t = iteration (large-batch map)"
+    np.testing.assert_array_equal(ds["t"].values, np.arange(13.0))
+    for cfg in scan.configs():
+        tr = tl.ode.integrate(tl.scan.initial_overlaps(cfg), "linear", lr=cfg["lr"], regime="large_batch",
+                              batch_ratio=cfg["batch_ratio"], steps=12)
+        one = ds.sel(lr=cfg["lr"], batch_ratio=cfg["batch_ratio"])
+        n = len(tr.t)
+        assert str(one["status"].values) == tr.status and int(one["n_recorded"]) == n
+        for name in ("risk", "Q", "M", "a"):
+            np.testing.assert_array_equal(one[name].values[:n], getattr(tr, name))
+            assert np.all(np.isnan(one[name].values[n:]))  # rows after a divergence
+        np.testing.assert_array_equal(one["stop_time"].values, tr.stop_time)
+    # lr = 1e6 overflows within 12 iterations; the others, in the same group, are untouched by it
+    assert set(ds["status"].sel(lr=1e6).values) == {"diverged"}
+    assert set(ds["status"].sel(lr=[0.5, 2.0]).values.ravel()) == {"completed"}
+
+
 def test_descend_multistart_and_function_engines():
     ds = tl.scan.run(tl.scan.Scan("descend", constants={"K": 2, "M": 2, "d": 6, "steps": 50, "records": 8},
                                   axes={"lr": [0.1, 0.5]}))
@@ -133,6 +156,25 @@ def _quadratic(x, c=0.0):
     ({"engine": "tests.nowhere:fn"}, r"engine: cannot import"),
     ({"engine": "ode", "constants": {"t_max": 1.0, "lr": 1.0}, "zip": {"s": {"K": [1, 0], "M": [1, 2]}}},
      r"zip\.s\.K\[1\]: expected an integer in \[1, "),
+    ({"engine": "ode", "constants": {"t_max": 1.0, "lr": 1.0, "steps": 3}},
+     r"constants\.steps: only regime 'large_batch' takes it \(this scan's regime: 'online'\)"),
+    ({"engine": "ode", "constants": {"t_max": 1.0, "lr": 1.0, "regime": "gradient_flow"},
+      "axes": {"batch_ratio": [1.0, 2.0]}}, r"axes\.batch_ratio: only regime 'large_batch' takes it"),
+    ({"engine": "ode", "constants": {"lr": 1.0, "regime": "large_batch", "batch_ratio": 1.0}},
+     r"steps: engine 'ode' with regime 'large_batch' needs it"),
+    ({"engine": "ode", "constants": {"lr": 1.0, "regime": "large_batch", "steps": 3}},
+     r"batch_ratio: engine 'ode' with regime 'large_batch' needs it"),
+    ({"engine": "ode", "constants": {"lr": 1.0, "regime": "large_batch", "steps": 3, "batch_ratio": 1.0,
+                                     "t_max": 1.0}}, r"constants\.t_max: regime 'large_batch' does not take it"),
+    ({"engine": "ode", "constants": {"lr": 1.0, "regime": "large_batch", "steps": 3, "batch_ratio": 1.0,
+                                     "lr_readout": 0.5}}, r"constants\.lr_readout: regime 'large_batch' keeps"),
+    ({"engine": "ode", "constants": {"lr": 1.0, "steps": 3, "batch_ratio": 1.0},
+      "axes": {"regime": ["online", "large_batch"]}},
+     r"axes\.regime: 'large_batch' cannot be scanned together with 'online'"),
+    ({"engine": "ode", "constants": {"lr": 1.0, "regime": "large_batch", "steps": 3},
+      "axes": {"batch_ratio": [1.0, 0.0]}}, r"axes\.batch_ratio\[1\]: expected a finite number > 0"),
+    ({"engine": "ode", "constants": {"lr": 1.0, "regime": "large_batch", "steps": 0, "batch_ratio": 1.0}},
+     r"constants\.steps: expected an integer in \[1, "),
 ])
 def test_bad_definitions_name_the_key(definition, match):
     with pytest.raises((ValueError, TypeError), match=match):

@@ -4,6 +4,12 @@ call, returning the group's arrays (configuration first).
 
 * ``"ode"``: :func:`twolayer.ode.integrate_batch`; per member: the initial overlaps (from ``d``, ``init``,
   ``seed``, ``q0``, ``m0``, ``scaling``), ``lr``, ``lr_readout``, ``noise``, ``risk_tol``, ``risk_rtol``.
+  ``regime="large_batch"`` (seed 002's large-batch map, :mod:`twolayer.large_batch`) takes ``batch_ratio``
+  (alpha = n_b / d > 0, may be scanned) and ``steps`` (iterations; both required there, refused by the other
+  regimes) instead of ``t_max`` and the solver options, and runs one :func:`twolayer.ode.integrate` per
+  configuration (the map has no batched core call; an iteration is cheap); ``t`` is the iteration 0, 1, ...,
+  ``steps`` (a run that diverged early is padded with NaN), and it cannot be mixed with the other regimes in one
+  scan (another clock).
 * ``"sgd"``: :func:`twolayer.sgd.simulate` with ``seeds`` runs per configuration (the ``run`` dimension); per
   run: ``lr``, ``lr_readout``, ``noise`` (the configurations of a group share the initial networks).
 * ``"descend"``: :func:`twolayer.population.descend`, ``"multistart"``: :func:`twolayer.landscape.multistart`
@@ -125,6 +131,9 @@ class Engine:
         Parameters that set array shapes.
     open_params : bool
         Any parameter name is accepted (a function with ``**kwargs``).
+    check_together : callable or None
+        ``(given, values)`` -> None or ValueError: rules between parameters (``given``: name -> where it is
+        given, ``values``: name -> every value it takes), after the per-value checks.
 
     Examples
     --------
@@ -143,6 +152,7 @@ class Engine:
     batched: frozenset[str] | None = None
     shape_keys: tuple[str, ...] = ()
     open_params: bool = False  # a function with **kwargs: any name is accepted
+    check_together: Callable[[Mapping[str, str], Mapping[str, list[Any]]], None] | None = None
 
     def check_names(self, given: Mapping[str, str]) -> None:
         """Unknown parameter names (with the closest known one) and missing required ones raise ValueError."""
@@ -164,6 +174,12 @@ class Engine:
         for name, (where, values) in axes.items():
             for i, value in enumerate(values):
                 self._check(name, value, f"{where}[{i}]")
+
+    def check_combination(self, given: Mapping[str, str], values: Mapping[str, list[Any]]) -> None:
+        """Rules between parameters (e.g. the ODE's ``steps`` only with ``regime="large_batch"``); ``given``:
+        name -> where (``constants``, ``axes``, ``zip.dim``), ``values``: name -> every value it takes."""
+        if self.check_together is not None:
+            self.check_together(given, values)
 
     def _check(self, name: str, value: Any, where: str) -> None:
         spec = self.params.get(name)
@@ -355,6 +371,8 @@ def _run_ode(configs: list[dict[str, Any]]) -> Part:
     from ..overlaps import BatchOverlaps
 
     c0 = configs[0]
+    if c0["regime"] == "large_batch":
+        return _run_large_batch(configs)
     Q, M, P, a, v = _start_stack(configs)
     stack = BatchOverlaps(Q, M, P, a, v, _label=lambda b, f: f"configuration {b} of the group: {f}")
     act = c0["activation"]
@@ -376,14 +394,85 @@ def _run_ode(configs: list[dict[str, Any]]) -> Part:
     return Part(data, {"t": (("t",), res.t)})
 
 
+def _run_large_batch(configs: list[dict[str, Any]]) -> Part:
+    """One :func:`twolayer.ode.integrate` (``regime="large_batch"``) per configuration of a group sharing
+    ``steps``; rows past a divergence are NaN, so every configuration has ``t = 0, 1, ..., steps``."""
+    from ..ode import integrate
+    from ..overlaps import Overlaps
+
+    Q, M, P, a, v = _start_stack(configs)
+    T = configs[0]["steps"] + 1
+    rows: list[dict[str, tuple[tuple[str, ...], Any]]] = []
+    for i, c in enumerate(configs):
+        act = c["activation"]
+        t_act = c["teacher_activation"] or act
+        tr = integrate(Overlaps(Q[i], M[i], P[i], a[i], v[i], act, t_act), act, t_act, lr=c["lr"],
+                       noise=c["noise"], regime="large_batch", spherical=c["spherical"], batch_ratio=c["batch_ratio"],
+                       steps=c["steps"], n_threads=c["n_threads"])
+        rows.append({"risk": (("t",), _pad_rows(tr.risk, T)),
+                     "Q": (("t", "student", "student2"), _pad_rows(tr.Q, T)),
+                     "M": (("t", "student", "teacher"), _pad_rows(tr.M, T)),
+                     "a": (("t", "student"), _pad_rows(tr.a, T)),
+                     "P": (("teacher", "teacher2"), P[i]), "v": (("teacher",), v[i]),
+                     "status": ((), np.array(tr.status)), "message": ((), np.array(tr.message)),
+                     "stop_time": ((), np.array(tr.stop_time)), "n_recorded": ((), np.array(len(tr.t))),
+                     "n_steps": ((), np.array(tr.meta["n_steps"]))})
+    return Part(_stack_parts(rows), {"t": (("t",), np.arange(T, dtype=np.float64))})
+
+
+def _pad_rows(x: NDArray[np.float64], n: int) -> NDArray[np.float64]:
+    """``x`` with NaN rows appended up to ``n`` rows (a run that stopped early)."""
+    if len(x) == n:
+        return x
+    out = np.full((n, *x.shape[1:]), np.nan)
+    out[:len(x)] = x
+    return out
+
+
+_SOLVER_KEYS = ("t_max", "method", "dt", "rtol", "atol", "n_points", "h_max", "max_steps", "risk_tol", "risk_rtol")
+_LARGE_BATCH_KEYS = ("batch_ratio", "steps")
+
+
+def _ode_together(given: Mapping[str, str], values: Mapping[str, list[Any]]) -> None:
+    """The ODE's rules between parameters: ``regime="large_batch"`` needs ``batch_ratio`` and ``steps``, takes
+    none of the time-integration options and a zero ``lr_readout``, and is not mixed with the other regimes; the
+    other regimes need ``t_max`` and take neither ``batch_ratio`` nor ``steps``."""
+    regimes = list(values.get("regime", ["online"]))
+    where = given.get("regime", "constants")
+    if "large_batch" in regimes:
+        if len(regimes) > 1:
+            raise ValueError(f"{where}.regime: 'large_batch' cannot be scanned together with "
+                             f"{', '.join(repr(r) for r in regimes if r != 'large_batch')} (its clock counts "
+                             "iterations, not t = steps / d): run separate scans")
+        for name in _LARGE_BATCH_KEYS:
+            if name not in given:
+                raise ValueError(f"{name}: engine 'ode' with regime 'large_batch' needs it (give it in constants or "
+                                 "as an axis)")
+        for name in _SOLVER_KEYS:
+            if name in given:
+                raise ValueError(f"{given[name]}.{name}: regime 'large_batch' does not take it (it iterates the map "
+                                 "`steps` times)")
+        if any(x != 0 for x in values.get("lr_readout", [])):
+            raise ValueError(f"{given['lr_readout']}.lr_readout: regime 'large_batch' keeps the second layer fixed "
+                             "(expected 0)")
+        return
+    if "t_max" not in given:
+        raise ValueError(f"t_max: engine 'ode' needs it for regime {regimes[0]!r} (give it in constants or as an axis)")
+    for name in _LARGE_BATCH_KEYS:
+        if name in given:
+            raise ValueError(f"{given[name]}.{name}: only regime 'large_batch' takes it (this scan's regime: "
+                             f"{regimes[0]!r})")
+
+
 _ODE_PARAMS: _Params = {
     **_NETWORK, "init": ("gaussian", _choice("gaussian", "orthogonal", "plateau")), "q0": (0.25, _pos),
-    "m0": (1e-3, None), **_RATES, **_STOP, "regime": ("online", _choice("online", "gradient_flow")),
-    "spherical": (False, boolean), "t_max": (REQUIRED, _pos), "method": ("adaptive", _choice("euler", "rk4",
-                                                                                              "adaptive")),
+    "m0": (1e-3, None), **_RATES, **_STOP,
+    "regime": ("online", _choice("online", "gradient_flow", "large_batch")),
+    "spherical": (False, boolean), "t_max": (None, _pos), "method": ("adaptive", _choice("euler", "rk4",
+                                                                                           "adaptive")),
     "dt": (0.01, _pos), "rtol": (1e-8, _nonneg), "atol": (1e-10, _nonneg), "n_points": (101, _int(2)),
     "h_max": (None, _pos), "max_steps": (100_000_000, lambda x, n: integer(x, n, 1)),
-    "n_threads": (None, _int(1)),
+    "n_threads": (None, _int(1)), "batch_ratio": (None, _pos), "steps": (None, _int(1)),
 }
 
 # ------------------------------------------------------------------------------------------ sgd
@@ -499,7 +588,7 @@ _MULTISTART_PARAMS: _Params = {
 ENGINES: dict[str, Engine] = {
     "ode": Engine("ode", _ODE_PARAMS, _run_ode, 1000,
                   batched=frozenset({"d", "init", "seed", "q0", "m0", "scaling", "lr", "lr_readout", "noise",
-                                     "risk_tol", "risk_rtol"})),
+                                     "risk_tol", "risk_rtol", "batch_ratio"}), check_together=_ode_together),
     "sgd": Engine("sgd", _SGD_PARAMS, _run_sgd, 64, batched=frozenset({"lr", "lr_readout", "noise"})),
     "descend": Engine("descend", _DESCEND_PARAMS, _run_descend, 16, shape_keys=("K", "M", "steps", "records")),
     "multistart": Engine("multistart", _MULTISTART_PARAMS, _run_multistart, 4, shape_keys=("runs",)),

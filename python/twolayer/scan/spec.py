@@ -16,6 +16,17 @@ Layout (the same keys in Python and TOML)::
     K = [1, 2, 4]
     M = [1, 2, 4]
 
+The ODE engine's ``regime = "large_batch"`` (seed 002's map) takes ``batch_ratio`` (scannable) and ``steps`` in
+place of ``t_max`` and the solver options (its ``t`` counts iterations)::
+
+    engine = "ode"
+    [constants]
+    regime = "large_batch"
+    steps = 50
+    lr = 1.0
+    [axes]
+    batch_ratio = [0.5, 1.0, 2.0]
+
 Configurations are enumerated in C order over the dimensions (the product axes as listed, then each zip);
 configuration ``i`` is ``constants`` updated with the axis values at grid position ``unravel(i)``.
 """
@@ -192,6 +203,8 @@ class Scan:
         # checks are per parameter), so that a bad value fails here, not in the middle of a run
         eng.check_values(constants, {**{k: (f"axes.{k}", v) for k, v in axes.items()},
                                      **{k: (f"zip.{d}.{k}", v) for d, cols in zipped.items() for k, v in cols.items()}})
+        eng.check_combination(seen, {**{k: [v] for k, v in constants.items()}, **axes,
+                                     **{k: v for cols in zipped.values() for k, v in cols.items()}})
 
     # ------------------------------------------------------------------ construction from data
 

@@ -337,6 +337,15 @@ def _labels(name: str, unit: str) -> dict[str, str]:
         return {}
 
 
+def _time_unit(scan: Scan) -> str:
+    """The clock of a scan's ``t``: the ODE and SGD's t = steps / d, the large-batch map's iteration (a scan has
+    one regime then: :func:`twolayer.scan.engines._ode_together`), the others' iterations."""
+    regimes = scan.coords.get("regime", ("", [scan.constants.get("regime")]))[1]
+    if scan.engine_name == "ode" and "large_batch" in regimes:
+        return "t = iteration (large-batch map)"
+    return "t = steps / d" if scan.engine_name in ("ode", "sgd") else "iterations"
+
+
 def assemble(scan: Scan, parts: Iterable[tuple[Any, Part]]) -> Any:
     """One ``xarray.Dataset`` from (indices, :class:`Part`) pairs: one dimension per scanned axis (or zip), then
     the engine's own dimensions (``run``, ``t``, ``student``, ...); every scanned parameter is a coordinate, the
@@ -456,7 +465,7 @@ class Assembly:
             for out in self.full.values():
                 out[missing] = fill_value(out.dtype)
         full, specs = self.full, self.dims
-        unit = "t = steps / d" if scan.engine_name in ("ode", "sgd") else "iterations"
+        unit = _time_unit(scan)
         rename = {k: _RENAME.get(k, f"param_{k}") for k in [*scan.coords, *grid] if k in specs or k in shared}
         data = {}
         for k, dims in specs.items():
