@@ -370,6 +370,9 @@ def test_realistic_example_small_and_run_command(tmp_path, capsys, monkeypatch):
     config.write_text('engine = "both"\n[constants]\nt_max = 1.0\nlr = 1.0\nseedz = 3\n')
     assert cli.main(["run", str(config)]) == 1
     assert "constants.seedz: unknown parameter of ode and sgd; did you mean 'seed'?" in capsys.readouterr().err
+    config.write_text('engine = "both"\n[constants]\nt_max = 1.0\nlr = 1.0\nregime = "gradient_flow"\n')
+    assert cli.main(["run", str(config)]) == 1  # the ODE's regime must match online SGD
+    assert "constants.regime: engine 'both' puts the ODE beside online SGD" in capsys.readouterr().err
     config.write_text('engine = "ode"\n[constants]\nt_max = 1.0\nlr = 1.0\n')
     monkeypatch.setattr(xr.backends, "list_engines", lambda: {"zarr": None})  # no NetCDF backend installed
     assert cli.main(["run", str(config)]) == 1

@@ -156,6 +156,10 @@ def _run(args: argparse.Namespace) -> int:
     for key in constants:
         if key not in known:
             raise ValueError(f"constants.{key}: unknown parameter of {' and '.join(engines)}{suggest(key, known)}")
+    regime = constants.get("regime", "online")
+    if engine == "both" and regime != "online":
+        raise ValueError(f"constants.regime: engine 'both' puts the ODE beside online SGD, so it needs the online "
+                         f"regime, got {regime!r} (use engine = 'ode' for it)")
     plt = _pyplot()  # the optional dependencies of the outputs, checked before anything runs
     _check_netcdf()
     results = {}
