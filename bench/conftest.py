@@ -10,7 +10,11 @@ Conventions for every benchmark file (bench/test_bench_<area>.py):
 * Related benchmarks share ``@pytest.mark.benchmark(group="...")``: the twolayer call and its NumPy reference (same
   computation, same run) sit in one group, and each group's table compares like with like.
 * Every benchmark runs enough rounds for a median: ``benchmark(fn, ...)`` (calibrated, at least 5 rounds) or
-  ``benchmark.pedantic(fn, ..., rounds=5 or more)``; never ``rounds=1``.
+  ``benchmark.pedantic(fn, ..., rounds=5 or more)`` (3 for the longest); never ``rounds=1``.
+* Speed is reported, not asserted: a target goes into ``extra_info`` (``target_...``, ``target_met``); only
+  correctness (results agree with the reference) is asserted.
+* Sizes keep the whole suite at about 3 minutes on 2 cores; a headline configuration that is inherently long
+  runs smaller by default and at full size with ``TWOLAYER_BENCH_FULL=1`` (``bench/sizes.py``).
 * After timing, call the ``record`` fixture (:func:`_record`) with the work one timed call does, e.g.
   ``record(benchmark, work=len(C), unit="cov")`` or ``record(benchmark, work=evals, unit="RHS", ref=name)``.
   The timings are then per unit of work: the main table's times and OPS column (= rate in units/s) compare calls

@@ -2,10 +2,11 @@
 
 Run: .venv/bin/python -m pytest bench/test_bench_landscape.py --benchmark-only -s
 
-- Hessian + spectrum at k = d = 20, 50 (Safran-Shamir point near W = I): analytic C++ Hessian + grouped
-  eigenvalues vs a NumPy central-difference Hessian of the closed-form gradient + the same eigensolver.
-- multistart, 1000 runs at k = 10: the C++ L-BFGS batch (OpenMP across runs) + batched Newton classification
-vs
+- Hessian + spectrum at k = d = 20 (and 50 with TWOLAYER_BENCH_FULL=1) (Safran-Shamir point near W = I):
+  analytic C++ Hessian + grouped eigenvalues vs a NumPy central-difference Hessian of the closed-form gradient + the
+  same eigensolver.
+- multistart, RUNS runs at k = 10 (100; 300 with TWOLAYER_BENCH_FULL=1; or TWOLAYER_BENCH_RUNS): the C++ L-BFGS
+  batch (OpenMP across runs) + batched Newton classification vs
   a loop of SciPy L-BFGS-B over the NumPy closed-form loss/gradient from the same starts + the same
   classification. The family frequencies of the two must agree.
 
@@ -25,11 +26,14 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import twolayer as tl  # noqa: E402
+from sizes import size  # noqa: E402
 from twolayer.landscape.multistart import _relu_loss_grad, classify_batch  # noqa: E402
 
 L = tl.landscape
-RUNS = int(os.environ.get("TWOLAYER_BENCH_RUNS", "300"))
+RUNS_DEFAULT = 100
+RUNS = int(os.environ.get("TWOLAYER_BENCH_RUNS", size(RUNS_DEFAULT, 300)))
 K_MS = 10
+K_HESSIAN = [pytest.param(20, marks=pytest.mark.quick), *size([], [50])]  # k^2 x k^2 Hessians, eigensolver ~ k^6
 _times: dict[str, float] = {}
 _results: dict[str, dict] = {}
 
@@ -54,7 +58,7 @@ def _fd_hessian(W: np.ndarray, h: float = 1e-6) -> np.ndarray:
     return 0.5 * (H + H.T)
 
 
-@pytest.mark.parametrize("k", [pytest.param(20, marks=pytest.mark.quick), 50])
+@pytest.mark.parametrize("k", K_HESSIAN)
 def test_hessian_spectrum_twolayer(benchmark, k, record):
     benchmark.group = f"hessian+spectrum k=d={k}"
     _, s, t = _point(k)
@@ -64,7 +68,7 @@ def test_hessian_spectrum_twolayer(benchmark, k, record):
     assert sum(m for _, m in spec) == k * k
 
 
-@pytest.mark.parametrize("k", [pytest.param(20, marks=pytest.mark.quick), 50])
+@pytest.mark.parametrize("k", K_HESSIAN)
 def test_hessian_spectrum_numpy_fd_reference(benchmark, k, record):
     benchmark.group = f"hessian+spectrum k=d={k}"
     W, s, t = _point(k)

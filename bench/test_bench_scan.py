@@ -1,7 +1,7 @@
 """Benchmarks of the scan layer (run: python -m pytest bench/test_bench_scan.py --benchmark-only -s).
 
-On 10^4 erf K = M = 2 online ODE configurations (t_max = 100, adaptive, lr x seed grid, initial overlaps from
-random networks at d = 100), one OpenMP thread:
+On 3000 (10^4 with ``TWOLAYER_BENCH_FULL=1``) erf K = M = 2 online ODE configurations (t_max = 100, adaptive,
+lr x seed grid, initial overlaps from random networks at d = 100), one OpenMP thread:
 
 * ``test_scan_overhead``: the scan in memory (``tl.scan.run(scan)``: configurations, groups of 1000, initial
   overlaps, one ``integrate_batch`` per group, the Dataset) against the bare ``integrate_batch`` call on the stacked
@@ -12,9 +12,9 @@ random networks at d = 100), one OpenMP thread:
   empty caches (initial overlaps, output grid), so it pays what a first scan pays.
 * ``test_scan_store``: the same scan into a Zarr store (written group by group), then read back.
 * ``test_naive_loop``: the loop users write today (one ``ode.integrate`` per configuration, results combined with
-  ``xarray.combine_by_coords``), on the first 1000 configurations; its speed-up column is per configuration
+  ``xarray.combine_by_coords``), on the first N_NAIVE (200) configurations; its speed-up column is per configuration
   against the scan in memory.
-* ``test_group_cost_*``: the cost of the distribution layer per group: 40 tiny groups (t_max = 1, one
+* ``test_group_cost_*``: the cost of the distribution layer per group: 20 tiny groups (t_max = 1, one
   configuration each) into a store, in-process and on a 2-worker Dask LocalCluster, so that users can choose
   the group size (a group should compute for much longer than the difference per group).
 """
@@ -27,6 +27,7 @@ import time
 import numpy as np
 import pytest
 import twolayer as tl
+from sizes import size
 from twolayer import _grid
 from twolayer.scan import engines
 from twolayer.scan.engines import ENGINES, _overlap_arrays
@@ -34,7 +35,7 @@ from twolayer.scan.engines import ENGINES, _overlap_arrays
 xr = pytest.importorskip("xarray")
 pytest.importorskip("zarr")
 
-N_LR, N_SEED = 100, 100  # 10^4 configurations
+N_LR, N_SEED = size(30, 100), 100  # 3000 configurations (10^4 with TWOLAYER_BENCH_FULL=1)
 N_CONFIGS = N_LR * N_SEED
 SCAN = tl.scan.Scan("ode", constants={"activation": "erf", "K": 2, "M": 2, "d": 100, "t_max": 100.0, "n_threads": 1},
                     axes={"lr": np.linspace(0.1, 2.0, N_LR).tolist(), "seed": list(range(N_SEED))})
@@ -129,7 +130,7 @@ def test_scan_store(benchmark, record, tmp_path):
               f"reading it back {wall:.3f} s")
 
 
-N_NAIVE = 1000  # the naive loop on the first 1000 configurations (its cost is per configuration)
+N_NAIVE = 200  # the naive loop on the first 200 configurations (its cost is per configuration)
 
 
 @pytest.mark.benchmark(group="scan overhead")
@@ -154,8 +155,8 @@ def test_naive_loop(benchmark, record):
 
 
 TINY = tl.scan.Scan("ode", constants={"K": 2, "M": 2, "d": 100, "t_max": 1.0, "n_threads": 1},
-                    axes={"lr": np.linspace(0.1, 2.0, 20).tolist(), "seed": [0, 1]}, group_size=1)
-N_TINY = len(TINY)  # 40 groups of one configuration
+                    axes={"lr": np.linspace(0.1, 2.0, 10).tolist(), "seed": [0, 1]}, group_size=1)
+N_TINY = len(TINY)  # 20 groups of one configuration
 
 
 @pytest.mark.benchmark(group="scan distribution, per group")

@@ -1,5 +1,6 @@
 """SDE of online SGD (``tl.sde.simulate``): paths to the escape of the seed-003 p = 1 system, against a vectorised
-NumPy Euler-Maruyama of the same equations, and against SGD itself at d = 4000 for the same number of escapes.
+NumPy Euler-Maruyama of the same equations, and against SGD itself at d = 1000 (4000 with
+``TWOLAYER_BENCH_FULL=1``) for the same number of escapes.
 
 Run with ``python -m pytest bench/test_bench_sde.py --benchmark-only -s`` (the SDE benchmarks before their
 references, in file order, so that the CPU-time ratios land in ``extra_info``). The system: spherical online SGD,
@@ -18,9 +19,10 @@ import time
 import numpy as np
 import pytest
 import twolayer as tl
+from sizes import size
 
 LR, NOISE, T = 0.05, 0.5, 0.5
-N_PATHS, DT = 10_000, 0.05
+N_PATHS, DT = size(2000, 10_000), 0.05
 
 
 def p1(m0: float) -> tl.Overlaps:
@@ -95,7 +97,8 @@ _CPU: dict[str, float] = {}
 @pytest.mark.quick
 @pytest.mark.benchmark(group="sde-p1-escape")
 def test_sde_escape_twolayer(benchmark, record):
-    """10^4 SDE paths of the p = 1 system to the escape: C++ (paths in SIMD lanes, OpenMP)."""
+    """N_PATHS SDE paths (2000; 10^4 with TWOLAYER_BENCH_FULL=1) of the p = 1 system to the escape: C++ (paths in
+    SIMD lanes, OpenMP)."""
     fp, cpu = cpu_rounds(benchmark, lambda: sde_twolayer(1000, N_PATHS))
     assert fp.n_censored == 0
     _CPU["twolayer"] = cpu
@@ -112,35 +115,38 @@ def test_sde_escape_numpy(benchmark, record):
     extra = {"cpu_speedup_twolayer": cpu / _CPU["twolayer"]} if "twolayer" in _CPU else {}
     record(benchmark, work=N_PATHS, unit="path", cpu_s=cpu, mean_escape=float(np.mean(t_exit)),
            sem=float(np.std(t_exit) / math.sqrt(N_PATHS)), **extra)
-    print("\nSDE escape, 10^4 paths: CPU s twolayer", _CPU.get("twolayer"), "numpy", cpu, extra)
+    print(f"\nSDE escape, {N_PATHS} paths: CPU s twolayer", _CPU.get("twolayer"), "numpy", cpu, extra)
 
 
-N_ESCAPES = 16
+N_ESCAPES = size(8, 16)
+D_ESCAPE = size(1000, 4000)  # SGD costs ~ d^2 per unit time, the SDE ~ nothing more
 
 
 @pytest.mark.benchmark(group="sde-vs-sgd")
-def test_sde_escapes_d4000(benchmark, record):
-    """The SDE at d = 4000, N_ESCAPES paths to the escape (the SGD benchmark below does the same escapes)."""
-    fp, cpu = cpu_rounds(benchmark, lambda: sde_twolayer(4000, N_ESCAPES))
+def test_sde_escapes_vs_sgd(benchmark, record):
+    """The SDE at d = D_ESCAPE (1000; 4000 with TWOLAYER_BENCH_FULL=1), N_ESCAPES paths to the escape (the SGD
+    benchmark below does the same escapes)."""
+    fp, cpu = cpu_rounds(benchmark, lambda: sde_twolayer(D_ESCAPE, N_ESCAPES))
     assert fp.n_censored == 0
-    _CPU["sde4000"] = cpu
-    record(benchmark, work=N_ESCAPES, unit="escape", ref="test_sgd_escapes_d4000", cpu_s=cpu, mean_escape=fp.mean(),
+    _CPU["sde_escapes"] = cpu
+    record(benchmark, work=N_ESCAPES, unit="escape", ref="test_sgd_escapes_vs_sde", cpu_s=cpu, mean_escape=fp.mean(),
            sem=fp.sem())
 
 
 @pytest.mark.benchmark(group="sde-vs-sgd")
-def test_sgd_escapes_d4000(benchmark, record):
-    """Spherical SGD at d = 4000 from m0 = 1/sqrt(d), N_ESCAPES runs to the escape (the reference the SDE replaces)."""
-    d = 4000
+def test_sgd_escapes_vs_sde(benchmark, record):
+    """Spherical SGD at d = D_ESCAPE from m0 = 1/sqrt(d), N_ESCAPES runs to the escape (the reference the SDE
+    replaces)."""
+    d = D_ESCAPE
     teacher = tl.Network(math.sqrt(d) * np.eye(1, d), [1.0], "quadratic")
     m0 = 1 / math.sqrt(d)
     student = tl.Network(math.sqrt(d) * np.array([[m0, math.sqrt(1 - m0 * m0)] + [0.0] * (d - 2)]), [1.0],
                          "quadratic")
     fp, cpu = cpu_rounds(benchmark, lambda: tl.sgd.simulate(
         student, teacher, lr=LR, noise=NOISE, spherical=True, t_max=300.0, records=6001, seeds=N_ESCAPES,
-        risk_rtol=1 - T, keep_weights=False).first_passage(1 - T), rounds=2)
+        risk_rtol=1 - T, keep_weights=False).first_passage(1 - T))
     assert fp.n_censored == 0
-    extra = {"cpu_sgd_over_sde": cpu / _CPU["sde4000"]} if "sde4000" in _CPU else {}
-    record(benchmark, work=N_ESCAPES, unit="escape", cpu_s=cpu,
+    extra = {"cpu_sgd_over_sde": cpu / _CPU["sde_escapes"]} if "sde_escapes" in _CPU else {}
+    record(benchmark, work=N_ESCAPES, unit="escape", cpu_s=cpu, d=d,
            mean_escape=fp.mean(), sem=fp.sem(), **extra)
-    print("\nSDE vs SGD at d = 4000,", N_ESCAPES, "escapes: CPU s SDE", _CPU.get("sde4000"), "SGD", cpu, extra)
+    print(f"\nSDE vs SGD at d = {d},", N_ESCAPES, "escapes: CPU s SDE", _CPU.get("sde_escapes"), "SGD", cpu, extra)

@@ -94,10 +94,10 @@ def test_twolayer_steps_per_second(benchmark, d, K, record):
     steps = _steps(d, K)
     benchmark.group = f"online SGD, one thread, K = M = {K}"
     benchmark.pedantic(run_twolayer, args=(st, te, steps), rounds=5, iterations=1, warmup_rounds=1)
-    record(benchmark, work=steps, unit="step", d=d, K=K)
-    if d == 1000 and K == 2:
-        rate = benchmark.extra_info["rate"]
-        assert rate >= 2e5, f"{rate:.3g} steps per second at d = 1000, K = 2 (target 2e5)"
+    target = {"target_rate": 2e5} if (d, K) == (1000, 2) else {}  # the project's target: reported, not asserted
+    record(benchmark, work=steps, unit="step", d=d, K=K, **target)
+    if target and benchmark.extra_info.get("rate") is not None:
+        benchmark.extra_info["target_met"] = bool(benchmark.extra_info["rate"] >= 2e5)
 
 
 SIDE = "online SGD, d = 1000, K = M = 2, one thread: twolayer vs NumPy vs PyTorch"

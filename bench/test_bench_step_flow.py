@@ -39,7 +39,7 @@ def test_step_flow_twolayer(benchmark, record, m):
 def test_step_flow_numpy(benchmark, record, m):
     benchmark.group = f"step-unit flow m={m} to t=250"
     ov = _overlaps(m)
-    out = benchmark.pedantic(ref.integrate, (ov, 1.0, 0.0, TIMES, None), rounds=5)
+    out = benchmark.pedantic(ref.integrate, (ov, 1.0, 0.0, TIMES, None), rounds=3)
     assert out["status"] == "completed" and abs(out["risk"][-1]) <= 1e-9
     traj = tl.ode.integrate(ov, lr=1.0, regime="gradient_flow", times=TIMES)
     np.testing.assert_allclose(out["Q"][-1], traj.Q[-1], atol=1e-6)
