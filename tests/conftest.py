@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable
 
 import numpy as np
 import pytest
+
+# A shell starts a background job (`cmd &`) with SIGINT ignored, and Python then keeps it ignored: the Ctrl-C tests
+# send SIGINT to this process and need Python's usual handler, as in a foreground run.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 MC_SAMPLES = 10_000_000
 MC_CHUNK = 1_000_000
