@@ -22,7 +22,7 @@ from .. import population
 from .._validation import as_float_array, boolean, integer, positive
 from ..networks import Network
 from ..overlaps import check_pair
-from .orbit import canonical_at, orbit_spectrum, orbit_tangents
+from .orbit import canonical, orbit_spectrum, orbit_tangents
 
 __all__ = [
     "CriticalPoint", "refine", "spectrum", "classify", "symmetry_nullity", "flat_gradient", "non_differentiable"
@@ -472,7 +472,7 @@ def refine(
     train_readout = boolean(train_readout, "train_readout")
     max_iter = integer(max_iter, "max_iter", 0)
     zero_tol, global_tol = _tolerances(zero_tol, global_tol)
-    net = canonical_at(student, teacher, train_readout)  # iterates stay at the canonical point of their orbit
+    net = canonical(student, train_readout)  # iterates stay at the canonical point of their orbit
     x = _pack(net, train_readout)
     g = flat_gradient(net, teacher, train_readout)
     gn = euclidean_norm(g)
@@ -492,7 +492,7 @@ def refine(
                 inv = np.where(np.abs(lam) > ztol, lam / (lam * lam + mu * scale * scale), 0.0)
             x_new = x - V @ (inv * gt)
             try:
-                net_new = canonical_at(_unpack(student, x_new, train_readout), teacher, train_readout)
+                net_new = canonical(_unpack(student, x_new, train_readout), train_readout)
                 x_new = _pack(net_new, train_readout)
                 g_new = flat_gradient(net_new, teacher, train_readout)
             except ValueError:

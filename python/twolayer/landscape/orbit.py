@@ -23,9 +23,9 @@ symmetric: its isotropy is the orbit's. :func:`split_spectrum` separates the Hes
 critical point the tangent span is invariant, so the two together are exactly the spectrum, and at the canonical
 point neither depends on where on the orbit one started.
 
-Exactly aligned step units (a kink of the risk, no Hessian) are left where they are by the classification paths:
-the risk sees angles through cosines, and the ulp by which normalising a row moves it opens an exact alignment to
-an angle ~1e-8 (arccos near 1), changing the risk by as much.
+At exactly aligned step units (a kink of the risk) the Hessian is undefined: the classification paths report no
+spectrum there. Normalising their rows is harmless: the risk takes the angles of step pairs from chords, exact
+at alignment.
 
 Not covered: erf (not homogeneous: no continuous symmetry of this kind); the discrete sign symmetries of linear
 (c < 0) and quadratic (w_i -> -w_i) units; the larger continuous symmetry of linear networks (any (W, a) with the
@@ -280,20 +280,11 @@ def split_spectrum(H: ArrayLike, tangents: ArrayLike) -> tuple[NDArray[np.float6
     return np.asarray(transverse, dtype=np.float64), np.asarray(flat, dtype=np.float64)
 
 
-def canonical_at(student: Network, teacher: Network, train_readout: bool) -> Network:
-    """:func:`canonical`, except at exactly aligned step units (internal). There the point stays as it is: the
-    risk depends on angles through their cosines, so the ulp that normalising a row moves it by opens an
-    exactly aligned pair to an angle ~1e-8 (arccos near 1) and the risk by as much."""
-    if student.activation == "step" and population.aligned_step_units(student, teacher) is not None:
-        return student
-    return canonical(student, train_readout)
-
-
 def orbit_spectrum(
     student: Network, teacher: Network, train_readout: bool
 ) -> tuple[Network, NDArray[np.float64], NDArray[np.float64]]:
     """Canonicalise, then split the Hessian spectrum there (internal: the point as it is and empty spectra where
-    the Hessian is undefined, i.e. at exactly aligned step units: see :func:`canonical_at`)."""
+    the Hessian is undefined, i.e. at exactly aligned step units)."""
     if student.activation == "step" and population.aligned_step_units(student, teacher) is not None:
         return student, np.empty(0), np.empty(0)
     can = canonical(student, train_readout)
