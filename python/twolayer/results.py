@@ -252,22 +252,19 @@ class Trajectory:
         -------
         Trajectory
         """
-        attrs = {k: _from_attr(v) for k, v in ds.attrs.items()}
-        reserved = ("status", "message", "time_unit")
-        P = np.array(ds["P"].values, dtype=np.float64) if "P" in ds else None
-        v = np.array(ds["v"].values, dtype=np.float64) if "v" in ds else None
+        attrs, _, time_unit = _dataset_parts(ds)
         return cls(
-            t=np.array(ds["t"].values, dtype=np.float64),
-            Q=np.array(ds["Q"].values, dtype=np.float64),
-            M=np.array(ds["M"].values, dtype=np.float64),
-            a=np.array(ds["a"].values, dtype=np.float64),
-            risk=np.array(ds["risk"].values, dtype=np.float64),
+            t=_f64(ds, "t"),
+            Q=_f64(ds, "Q"),
+            M=_f64(ds, "M"),
+            a=_f64(ds, "a"),
+            risk=_f64(ds, "risk"),
             status=str(attrs.get("status", "completed")),
             message=str(attrs.get("message", "")),
-            time_unit=str(attrs.get("time_unit", ds["t"].attrs.get("units", "t"))),
-            meta={k: v for k, v in attrs.items() if k not in reserved},
-            P=P,
-            v=v,
+            time_unit=time_unit,
+            meta={k: v for k, v in attrs.items() if k not in ("status", "message")},
+            P=_f64(ds, "P") if "P" in ds else None,
+            v=_f64(ds, "v") if "v" in ds else None,
             stop_time=float(attrs.get("stop_time", math.nan)),
         )
 
