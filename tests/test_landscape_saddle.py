@@ -38,6 +38,34 @@ def test_index_one_saddle_from_the_spurious_minimum_connects_it_to_the_global_mi
     assert spur.loss == pytest.approx(start.loss, abs=1e-12)
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_saddle_search_does_not_depend_on_the_eigensolvers_basis(spurious6, monkeypatch, seed):
+    # The softest mode of the S_5-symmetric minimum is 4-fold: an eigensolver's basis of it is arbitrary (rounding
+    # turns it). Rotate every degenerate eigenspace at random: the search must reach the same saddle.
+    from twolayer.landscape import saddle as saddle_module
+
+    start, teacher = spurious6
+    reference = L.saddle_search(start, teacher, index=1)
+    rng = np.random.default_rng(seed)
+    eigh = saddle_module._eigh
+
+    def rotated(net, teacher_, tr):
+        lam, V = eigh(net, teacher_, tr)
+        V = V.copy()
+        groups = saddle_module._eigen_groups(lam)
+        for g in np.unique(groups):
+            cols = np.flatnonzero(groups == g)
+            if cols.size > 1:
+                R, _ = np.linalg.qr(rng.standard_normal((cols.size, cols.size)))
+                V[:, cols] = V[:, cols] @ R
+        return lam, V
+
+    monkeypatch.setattr(saddle_module, "_eigh", rotated)
+    sd = L.saddle_search(start, teacher, index=1)
+    assert sd.kind == "saddle" and sd.index == 1 and sd.grad_norm <= 1e-10
+    assert sd.loss == pytest.approx(reference.loss, rel=1e-10)
+
+
 def test_saddle_search_follows_other_modes_and_directions(spurious6):
     start, teacher = spurious6
     sd = L.saddle_search(start, teacher, index=1, modes=3, direction=1.0)

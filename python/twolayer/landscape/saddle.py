@@ -50,8 +50,7 @@ def _canonical_modes(
     multiplicity). Within each eigenspace (minus the directions already taken) the direction is the projection
     of the coordinate axis that projects longest, pointing along it: an eigensolver's basis of a degenerate
     eigenspace, and its signs, are arbitrary."""
-    scale = max(1.0, float(np.max(np.abs(lam))))
-    groups = np.concatenate([[0], np.cumsum(np.diff(lam) > 1e-7 * scale)])  # distinct-eigenvalue position
+    groups = _eigen_groups(lam)
     if follow is None:
         follow = [int(g) for g in groups[:index]]
     if max(follow) > groups[-1]:
@@ -68,6 +67,30 @@ def _canonical_modes(
         j = int(np.flatnonzero(norms >= norms.max() - 1e-9)[0])
         out.append(P[:, j] / np.linalg.norm(P[:, j]))
     return np.stack(out, axis=1)
+
+
+def _eigen_groups(lam: NDArray[np.float64]) -> NDArray[np.int64]:
+    """Position of each (ascending) eigenvalue among the distinct ones (equal within 1e-7 of the largest |lam|)."""
+    scale = max(1.0, float(np.max(np.abs(lam))))
+    return np.concatenate([[0], np.cumsum(np.diff(lam) > 1e-7 * scale)])
+
+
+def _aligned_basis(lam: NDArray[np.float64], V: NDArray[np.float64], U: NDArray[np.float64]) -> NDArray[np.float64]:
+    """V with the basis of each degenerate eigenspace rotated so that its first vectors are the (orthonormalised)
+    projections of the followed directions U: the steps then follow U rather than an eigensolver's arbitrary basis
+    of the eigenspace, which rounding can turn (e.g. the 4-fold softest mode of the S_5-symmetric minima)."""
+    groups = _eigen_groups(lam)
+    out = V.copy()
+    for g in np.unique(groups):
+        cols = np.flatnonzero(groups == g)
+        C = V[:, cols].T @ U  # U's projections onto the eigenspace, in its basis
+        C = C[:, np.linalg.norm(C, axis=0) > 1e-6]
+        if cols.size < 2 or C.shape[1] == 0:
+            continue
+        R, _ = np.linalg.qr(np.concatenate([C, np.eye(cols.size)], axis=1))  # Gram-Schmidt, C's columns first
+        # (signs are immaterial: the push takes its sign from U, the other steps are sign-free)
+        out[:, cols] = V[:, cols] @ R
+    return out
 
 
 def _rfo_step(lam: NDArray[np.float64], g: NDArray[np.float64], largest: bool) -> NDArray[np.float64]:
@@ -217,7 +240,7 @@ def saddle_search(
                 break
         it += 1
         live = np.flatnonzero(np.abs(lam) > ztol)
-        Vl = V[:, live]
+        Vl = _aligned_basis(lam[live], V[:, live], U)
         overlap = np.abs(Vl.T @ U)  # (live, followed)
         chosen: list[int] = []
         for j in range(U.shape[1]):
