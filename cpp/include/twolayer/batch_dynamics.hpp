@@ -43,8 +43,11 @@
 
 #if defined(TWOLAYER_OPENMP) && !defined(__CUDACC__)
 #define TWOLAYER_LANES _Pragma("omp simd")
+#define TWOLAYER_PRAGMA(text) _Pragma(#text)
+#define TWOLAYER_LANES_OR(flag) TWOLAYER_PRAGMA(omp simd reduction(| : flag))  // lanes loop OR-ing into an int flag
 #else
 #define TWOLAYER_LANES
+#define TWOLAYER_LANES_OR(flag)
 #endif
 
 namespace twolayer {
@@ -73,7 +76,7 @@ struct LaneParams {
 // Scratch doubles erf_rhs_lanes<L> needs.
 inline std::size_t erf_rhs_lanes_workspace(const LaneShape& s, int L) {
   const std::size_t K = static_cast<std::size_t>(s.K), u = K + static_cast<std::size_t>(s.M);
-  return static_cast<std::size_t>(L) * (u * u + 2 * u + 4 * K * u + 2 * K * K + 5 * u + 8);
+  return static_cast<std::size_t>(L) * (2 * u + 4 * K * u + 2 * K * K + 3 * u + 8);
 }
 
 // dy = f(y) for L lanes of student-erf, teacher-erf systems of shape s (see the header comment). y, dy: state_size()
@@ -88,8 +91,7 @@ TWOLAYER_HD void erf_rhs_lanes(const LaneShape& s, const LaneParams& p, const do
   bool readout = false;
   for (int l = 0; l < L; ++l) readout = readout || p.lr_readout[l] != 0.0;
   constexpr double two_over_pi = 2.0 / kPi, four_over_pi2 = 4.0 / (kPi * kPi);
-  double* __restrict om = ws;                 // u x u
-  double* __restrict w = om + u * u * L;      // u
+  double* __restrict w = ws;                  // u
   double* __restrict r = w + u * L;           // u: (1 + Omega_cc)^(-1/2)
   double* __restrict val = r + u * L;         // K x u
   double* __restrict D = val + K * u * L;     // K x u: dI2/dC_ii
@@ -97,37 +99,19 @@ TWOLAYER_HD void erf_rhs_lanes(const LaneShape& s, const LaneParams& p, const do
   double* __restrict psi = B + K * u * L;     // K x u
   double* __restrict phi = psi + K * u * L;   // K x K
   double* __restrict j2 = phi + K * K * L;    // K x K (student pairs, for the noise term)
-  double* __restrict b1 = j2 + K * K * L;     // u: conditioning on a pair (i, k)
-  double* __restrict b2 = b1 + u * L;
-  double* __restrict t1 = b2 + u * L;
+  double* __restrict t1 = j2 + K * K * L;     // u: conditioning on a pair (i, k)
   double* __restrict t2 = t1 + u * L;
   double* __restrict rr = t2 + u * L;         // u: (1 + c'_jj)^(-1/2)
   const double* Q = y;
   const double* Mo = y + K * K * L;
   const double* a = Mo + K * M * L;
   auto at = [&](double* base, int row, int col, int ncol) { return base + (row * ncol + col) * L; };
-  // Omega and the unit weights.
-  for (int i = 0; i < K; ++i) {
-    for (int k = 0; k < K; ++k) {
-      const double* src = Q + (i * K + k) * L;
-      double* dst = at(om, i, k, u);
-      TWOLAYER_LANES
-      for (int l = 0; l < L; ++l) dst[l] = src[l];
-    }
-    for (int q = 0; q < M; ++q) {
-      const double* src = Mo + (i * M + q) * L;
-      double *d1 = at(om, i, K + q, u), *d2 = at(om, K + q, i, u);
-      TWOLAYER_LANES
-      for (int l = 0; l < L; ++l) d1[l] = d2[l] = src[l];
-    }
-  }
-  for (int q = 0; q < M; ++q)
-    for (int t = 0; t < M; ++t) {
-      const double* src = p.P + (q * M + t) * L;
-      double* dst = at(om, K + q, K + t, u);
-      TWOLAYER_LANES
-      for (int l = 0; l < L; ++l) dst[l] = src[l];
-    }
+  // Omega_cd's lanes, read in place from y and P (no copy; with K, M fixed at compile time, constant offsets).
+  auto om = [&](int row, int col) {
+    return row < K ? (col < K ? Q + (row * K + col) * L : Mo + (row * M + col - K) * L)
+                   : (col < K ? Mo + (col * M + row - K) * L : p.P + ((row - K) * M + col - K) * L);
+  };
+  // The unit weights.
   for (int j = 0; j < K; ++j) {
     TWOLAYER_LANES
     for (int l = 0; l < L; ++l) w[j * L + l] = -a[j * L + l];
@@ -137,27 +121,31 @@ TWOLAYER_HD void erf_rhs_lanes(const LaneShape& s, const LaneParams& p, const do
     for (int l = 0; l < L; ++l) w[(K + q) * L + l] = p.v[q * L + l];
   }
   for (int c = 0; c < u; ++c) {
-    const double* occ = at(om, c, c, u);
+    const double* occ = om(c, c);
     TWOLAYER_LANES
     for (int l = 0; l < L; ++l) r[c * L + l] = 1.0 / std::sqrt(1.0 + occ[l]);
   }
   // 1. I2 and its derivatives for every (i, c); the self pair; J2 of the student pairs; B weighted.
   for (int i = 0; i < K; ++i)
     for (int c = 0; c < u; ++c) {
-      const double *o = at(om, i, c, u), *ri = r + i * L, *rc = r + c * L;
+      const double *o = om(i, c), *ri = r + i * L, *rc = r + c * L;
       double *vv = at(val, i, c, u), *dd = at(D, i, c, u), *bb = at(B, i, c, u);
       TWOLAYER_LANES
       for (int l = 0; l < L; ++l) {
         double cc = o[l] * ri[l] * rc[l];
         cc = cc < 1.0 ? cc : 1.0;
         cc = cc > -1.0 ? cc : -1.0;
+        vv[l] = cc;  // the I2 argument, for the readout's values below
         const double sn = std::sqrt(1.0 - cc * cc);
         const double gy = two_over_pi * ri[l] * rc[l] / sn;
-        if (readout) vv[l] = two_over_pi * asin_simd(cc);
         dd[l] = -0.5 * o[l] * ri[l] * ri[l] * gy;
         bb[l] = gy;
       }
     }
+  if (readout) {
+    TWOLAYER_LANES
+    for (int e = 0; e < K * u * L; ++e) val[e] = two_over_pi * asin_simd(val[e]);
+  }
   for (int i = 0; i < K; ++i) {
     double *dd = at(D, i, i, u), *bb = at(B, i, i, u);
     TWOLAYER_LANES
@@ -195,12 +183,12 @@ TWOLAYER_HD void erf_rhs_lanes(const LaneShape& s, const LaneParams& p, const do
       for (int l = 0; l < L; ++l) A[l] += wq[l] * dq[l];
     }
     for (int c = 0; c < u; ++c) {
-      const double* oic = at(om, i, c, u);
+      const double* oic = om(i, c);
       double* ps = at(psi, i, c, u);
       TWOLAYER_LANES
       for (int l = 0; l < L; ++l) ps[l] = 2.0 * oic[l] * A[l];
       for (int q = 0; q < u; ++q) {
-        const double *bq = at(B, i, q, u), *oq = at(om, q, c, u);
+        const double *bq = at(B, i, q, u), *oq = om(q, c);
         TWOLAYER_LANES
         for (int l = 0; l < L; ++l) ps[l] += bq[l] * oq[l];
       }
@@ -231,7 +219,7 @@ TWOLAYER_HD void erf_rhs_lanes(const LaneShape& s, const LaneParams& p, const do
       for (int k = i; k < K; ++k) {
         double det[L], acc[L];
         {
-          const double *oii = at(om, i, i, u), *oik = at(om, i, k, u), *okk = at(om, k, k, u);
+          const double *oii = om(i, i), *oik = om(i, k), *okk = om(k, k);
           double i11[L], i12[L], i22[L];
           TWOLAYER_LANES
           for (int l = 0; l < L; ++l) {
@@ -244,12 +232,10 @@ TWOLAYER_HD void erf_rhs_lanes(const LaneShape& s, const LaneParams& p, const do
             acc[l] = 0.0;
           }
           for (int j = 0; j < u; ++j) {
-            const double *oij = at(om, i, j, u), *okj = at(om, k, j, u), *ojj = at(om, j, j, u);
-            double *u1 = b1 + j * L, *u2 = b2 + j * L, *v1 = t1 + j * L, *v2 = t2 + j * L, *rj = rr + j * L;
+            const double *u1 = om(i, j), *u2 = om(k, j), *ojj = om(j, j);
+            double *v1 = t1 + j * L, *v2 = t2 + j * L, *rj = rr + j * L;
             TWOLAYER_LANES
             for (int l = 0; l < L; ++l) {
-              u1[l] = oij[l];
-              u2[l] = okj[l];
               v1[l] = i11[l] * u1[l] + i12[l] * u2[l];
               v2[l] = i12[l] * u1[l] + i22[l] * u2[l];
               const double var = std::max(ojj[l] - (u1[l] * v1[l] + u2[l] * v2[l]), 0.0);
@@ -258,25 +244,24 @@ TWOLAYER_HD void erf_rhs_lanes(const LaneShape& s, const LaneParams& p, const do
           }
         }
         for (int j = 0; j < u; ++j) {
-          const double *u1 = b1 + j * L, *u2 = b2 + j * L, *rj = rr + j * L, *wj = w + j * L;
+          const double *u1 = om(i, j), *u2 = om(k, j), *rj = rr + j * L, *wj = w + j * L;
           TWOLAYER_LANES
           for (int l = 0; l < L; ++l) acc[l] += wj[l] * wj[l] * asin_one_minus_sq_simd(rj[l]);
           for (int m = j + 1; m < u; ++m) {
-            const double *ojm = at(om, j, m, u), *v1 = t1 + m * L, *v2 = t2 + m * L, *rm = rr + m * L,
+            const double *ojm = om(j, m), *v1 = t1 + m * L, *v2 = t2 + m * L, *rm = rr + m * L,
                          *wm = w + m * L;
             if constexpr (L == 1) {  // one lane: no data-dependent branch
               acc[0] += 2.0 * wj[0] * wm[0] * asin_simd((ojm[0] - (u1[0] * v1[0] + u2[0] * v2[0])) * rj[0] * rm[0]);
               continue;
             }
-            double x[L], xmax[L];
-            TWOLAYER_LANES
+            double x[L];
+            int big = 0;  // a lane with |x| > 1/2 (or NaN: asin_simd's NaN either way)
+            TWOLAYER_LANES_OR(big)
             for (int l = 0; l < L; ++l) {
               x[l] = (ojm[l] - (u1[l] * v1[l] + u2[l] * v2[l])) * rj[l] * rm[l];
-              xmax[l] = std::fabs(x[l]);
+              big |= !(std::fabs(x[l]) <= 0.5);
             }
-            double big = 0.0;
-            for (int l = 0; l < L; ++l) big = xmax[l] > big ? xmax[l] : big;  // NaN lanes: asin_simd's NaN either way
-            if (!(big <= 0.5)) {
+            if (big) {
               TWOLAYER_LANES
               for (int l = 0; l < L; ++l) acc[l] += 2.0 * wj[l] * wm[l] * asin_simd(x[l]);
             } else {  // no lane needs the half-angle branch (its square root): asin_simd's own arithmetic for |x| <= 1/2
