@@ -145,6 +145,84 @@ std::vector<double> to_vector(const Array& x, const char* name) {
   return std::vector<double>(x.data(), x.data() + x.shape(0));
 }
 
+// A batch's rows written straight into its output arrays as they are recorded (RowSink): the rows of member b on
+// the output grid into Q[b, s], M[b, s], a[b, s], risk[b, s], s = 0, 1, ... (n_recorded[b] counts them); every row
+// also into the (B, ...) "final" arrays, which so keep the member's last row (for an early stop, its state at the stop
+// time). finish() fills the grid rows after n_recorded[b] with NaN. The arrays are allocated (with the GIL) before
+// the run; the workers write disjoint members' entries.
+class GridRows final : public RowSink {
+ public:
+  GridRows(const std::vector<double>& times, py::ssize_t B, py::ssize_t K, py::ssize_t M)
+      : times_(times), B_(static_cast<std::size_t>(B)), T_(times.size()), kk_(static_cast<std::size_t>(K * K)),
+        km_(static_cast<std::size_t>(K * M)), K_(static_cast<std::size_t>(K)),
+        t_({static_cast<py::ssize_t>(T_)}), Q_({B, static_cast<py::ssize_t>(T_), K, K}),
+        M_({B, static_cast<py::ssize_t>(T_), K, M}), a_({B, static_cast<py::ssize_t>(T_), K}),
+        risk_({B, static_cast<py::ssize_t>(T_)}), t_f_({B}), Q_f_({B, K, K}), M_f_({B, K, M}), a_f_({B, K}),
+        risk_f_({B}), n_rec_(B), grid_{Q_.mutable_data(), M_.mutable_data(), a_.mutable_data(), risk_.mutable_data()},
+        last_{Q_f_.mutable_data(), M_f_.mutable_data(), a_f_.mutable_data(), risk_f_.mutable_data()},
+        t_last_(t_f_.mutable_data()), count_(n_rec_.mutable_data()) {
+    std::copy(times.begin(), times.end(), t_.mutable_data());
+    std::fill(count_, count_ + B_, std::int64_t{0});
+    std::fill(t_last_, t_last_ + B_, kNaN);
+    for (std::size_t b = 0; b < B_; ++b) blank(last_, b);
+  }
+  void row(std::size_t b, double t, const double* y, double r) override {
+    const auto s = static_cast<std::size_t>(count_[b]);
+    if (s < T_ && t == times_[s]) {
+      put(grid_, b * T_ + s, y, r);
+      ++count_[b];
+    }
+    put(last_, b, y, r);
+    t_last_[b] = t;
+  }
+  // NaN in the grid rows no member recorded.
+  void finish() {
+    for (std::size_t b = 0; b < B_; ++b)
+      for (auto s = static_cast<std::size_t>(count_[b]); s < T_; ++s) blank(grid_, b * T_ + s);
+  }
+  py::dict arrays() const {
+    py::dict d;
+    d["t"] = t_;
+    d["Q"] = Q_;
+    d["M"] = M_;
+    d["a"] = a_;
+    d["risk"] = risk_;
+    d["n_recorded"] = n_rec_;
+    d["t_final"] = t_f_;
+    d["Q_final"] = Q_f_;
+    d["M_final"] = M_f_;
+    d["a_final"] = a_f_;
+    d["risk_final"] = risk_f_;
+    return d;
+  }
+
+ private:
+  static constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  struct Rows {  // the data of (Q, M, a, risk) arrays with rows of K x K, K x M, K and 1 entries
+    double *Q, *M, *a, *risk;
+  };
+  // State y = [Q, M, a] and its risk r into row i.
+  void put(const Rows& o, std::size_t i, const double* y, double r) const {
+    std::copy(y, y + kk_, o.Q + i * kk_);
+    std::copy(y + kk_, y + kk_ + km_, o.M + i * km_);
+    std::copy(y + kk_ + km_, y + kk_ + km_ + K_, o.a + i * K_);
+    o.risk[i] = r;
+  }
+  void blank(const Rows& o, std::size_t i) const {
+    std::fill(o.Q + i * kk_, o.Q + (i + 1) * kk_, kNaN);
+    std::fill(o.M + i * km_, o.M + (i + 1) * km_, kNaN);
+    std::fill(o.a + i * K_, o.a + (i + 1) * K_, kNaN);
+    o.risk[i] = kNaN;
+  }
+  const std::vector<double>& times_;
+  std::size_t B_, T_, kk_, km_, K_;
+  Array t_, Q_, M_, a_, risk_, t_f_, Q_f_, M_f_, a_f_, risk_f_;
+  py::array_t<std::int64_t> n_rec_;
+  Rows grid_, last_;
+  double* t_last_;
+  std::int64_t* count_;
+};
+
 }  // namespace
 
 void bind_ode(py::module_& m) {
@@ -392,55 +470,18 @@ void bind_ode(py::module_& m) {
         Poll poll;
         if (!progress.is_none())
           poll.with_gil = [&] { progress(static_cast<long long>(finished.load(std::memory_order_relaxed))); };
-        auto work = [&] { return integrate_batch(models, y0s, opt, n_threads, stops, &finished); };
-        // Rows on the output grid go to (B, T, ...) arrays (NaN after a member's n_recorded); the last row a member
-        // recorded, which for an early stop is its state at the stop time between two output times, also goes to
-        // the (B, ...) "final" arrays.
+        // Rows on the output grid go to (B, T, ...) arrays as they are recorded (GridRows; NaN after a member's
+        // n_recorded); the last row a member recorded, which for an early stop is its state at the stop time between
+        // two output times, also goes to the (B, ...) "final" arrays.
+        GridRows rows(times, B, K, M);
+        auto work = [&] { return integrate_batch(models, y0s, opt, n_threads, stops, &finished, &rows); };
         auto to_py = [&](const std::vector<IntegrateResult>& rs) {
-          const auto T = static_cast<py::ssize_t>(times.size());
-          const std::size_t Tn = times.size();
-          Array t({T}), Qo({B, T, K, K}), Mout({B, T, K, M}), ao({B, T, K}), risk({B, T}), stop_time({B});
-          Array t_f({B}), Q_f({B, K, K}), M_f({B, K, M}), a_f({B, K}), risk_f({B});
-          py::array_t<std::int64_t> n_rec(B), n_rhs(B), n_steps(B), n_rej(B);
-          std::copy(times.begin(), times.end(), t.mutable_data());
-          const double nan = std::numeric_limits<double>::quiet_NaN();
-          auto put = [&](const double* y, double* q, double* mo, double* ar) {
-            std::copy(y, y + kk, q);
-            std::copy(y + kk, y + kk + km, mo);
-            std::copy(y + kk + km, y + n, ar);
-          };
-          auto blank = [&](double* q, double* mo, double* ar) {
-            std::fill(q, q + kk, nan);
-            std::fill(mo, mo + km, nan);
-            std::fill(ar, ar + K, nan);
-          };
+          rows.finish();
+          py::array_t<std::int64_t> n_rhs(B), n_steps(B), n_rej(B);
+          Array stop_time({B});
           py::list status, message;
           for (std::size_t b = 0; b < nB; ++b) {
             const IntegrateResult& r = rs[b];
-            std::size_t on_grid = r.t.size();
-            if (on_grid > 0 && (on_grid > Tn || r.t.back() != times[on_grid - 1])) --on_grid;  // a stop row
-            for (std::size_t s = 0; s < Tn; ++s) {
-              const std::size_t row = b * Tn + s;
-              if (s < on_grid) {
-                put(r.y.data() + s * n, Qo.mutable_data() + row * kk, Mout.mutable_data() + row * km,
-                    ao.mutable_data() + row * K);
-                risk.mutable_data()[row] = r.risk[s];
-              } else {
-                blank(Qo.mutable_data() + row * kk, Mout.mutable_data() + row * km, ao.mutable_data() + row * K);
-                risk.mutable_data()[row] = nan;
-              }
-            }
-            if (!r.t.empty()) {
-              put(r.y.data() + (r.t.size() - 1) * n, Q_f.mutable_data() + b * kk, M_f.mutable_data() + b * km,
-                  a_f.mutable_data() + b * K);
-              t_f.mutable_data()[b] = r.t.back();
-              risk_f.mutable_data()[b] = r.risk.back();
-            } else {
-              blank(Q_f.mutable_data() + b * kk, M_f.mutable_data() + b * km, a_f.mutable_data() + b * K);
-              t_f.mutable_data()[b] = nan;
-              risk_f.mutable_data()[b] = nan;
-            }
-            n_rec.mutable_data()[b] = static_cast<std::int64_t>(on_grid);
             stop_time.mutable_data()[b] = r.stop_time;
             n_rhs.mutable_data()[b] = r.n_rhs;
             n_steps.mutable_data()[b] = r.n_steps;
@@ -448,18 +489,7 @@ void bind_ode(py::module_& m) {
             status.append(py::str(r.status));
             message.append(py::str(r.message));
           }
-          py::dict d;
-          d["t"] = t;
-          d["Q"] = Qo;
-          d["M"] = Mout;
-          d["a"] = ao;
-          d["risk"] = risk;
-          d["n_recorded"] = n_rec;
-          d["t_final"] = t_f;
-          d["Q_final"] = Q_f;
-          d["M_final"] = M_f;
-          d["a_final"] = a_f;
-          d["risk_final"] = risk_f;
+          py::dict d = rows.arrays();
           d["status"] = status;
           d["message"] = message;
           d["stop_time"] = stop_time;

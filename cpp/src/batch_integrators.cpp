@@ -63,21 +63,26 @@ class LaneRunner {
     r5_.resize(n_);
   }
 
-  // Runs count <= L members (lane l: models[l], y0s[l], stops[l], results into out[l]).
+  // Runs count <= L members (lane l: models[l], y0s[l], stops[l], results into out[l]; its rows into out[l] or,
+  // with a sink, to sink as those of member members[l]).
   void run(const OdeModel* const* models, const double* const* y0s, const StopRule* const* stops, int count,
-           IntegrateResult* const* out) {
+           IntegrateResult* const* out, RowSink* sink = nullptr, const std::size_t* members = nullptr) {
     count_ = count;
+    sink_ = sink;
     for (int l = 0; l < L; ++l) {
       const int s = l < count ? l : 0;  // padding lanes repeat lane 0 and are never live
       const OdeModel& m = *models[s];
-      lane_[l] = Lane{&m, stops[s], l < count ? out[l] : nullptr, l < count};
+      lane_[l] = Lane{&m, stops[s], l < count ? out[l] : nullptr, l < count, sink ? members[s] : 0};
       for (int e = 0; e < M_ * M_; ++e) P_[e * L + l] = m.P[e];
       for (int e = 0; e < M_; ++e) v_[e * L + l] = m.v[e];
       lr_[l] = m.lr;
       lra_[l] = m.lr_readout;
       noise_[l] = sh_.online ? m.noise : 0.0;
       for (std::size_t e = 0; e < n_; ++e) y_[e * L + l] = y0s[s][e];
-      if (l < count) {  // the output rows, allocated once
+      if (l < count && sink) {  // the output rows, allocated once
+        staged_[l].clear();
+        staged_[l].reserve((opt_.times.size() + 1) * (n_ + 2));
+      } else if (l < count) {
         out[l]->t.reserve(opt_.times.size() + 1);
         out[l]->risk.reserve(opt_.times.size() + 1);
         out[l]->y.reserve((opt_.times.size() + 1) * n_);
@@ -101,6 +106,7 @@ class LaneRunner {
       else
         run_fixed();
     }
+    if (sink_) flush();
     for (int l = 0; l < count; ++l) {
       IntegrateResult& res = *lane_[l].res;
       if (res.status == "completed") {
@@ -118,9 +124,19 @@ class LaneRunner {
     const StopRule* rule;
     IntegrateResult* res;
     bool live;
-    double threshold = 0.0, risk_now = 0.0;
+    std::size_t member;  // the sink's member index
+    double threshold = 0.0, risk_now = 0.0, last_risk = 0.0;  // last_risk: of the last recorded row
   };
 
+  // The staged rows to the sink, lane by lane: a member's rows go out in one sequential pass at the end of its block
+  // (contiguous in the sink's (B, T, ...) arrays), not scattered over the rows of L members at every output time.
+  void flush() {
+    const std::size_t w = n_ + 2;
+    for (int l = 0; l < count_; ++l) {
+      const std::vector<double>& s = staged_[l];
+      for (std::size_t i = 0; i + w <= s.size(); i += w) sink_->row(lane_[l].member, s[i], s.data() + i + 2, s[i + 1]);
+    }
+  }
   bool any_live() const {
     for (int l = 0; l < count_; ++l)
       if (lane_[l].live) return true;
@@ -168,6 +184,14 @@ class LaneRunner {
       diverge(l, t, "the excess risk is not finite (it overflows the double range)");
       return false;
     }
+    lane_[l].last_risk = r;
+    if (sink_) {  // staged; handed to the sink when the block ends (flush)
+      std::vector<double>& s = staged_[l];
+      s.push_back(t);
+      s.push_back(r);
+      s.insert(s.end(), x, x + n_);
+      return true;
+    }
     IntegrateResult& res = *lane_[l].res;
     res.t.push_back(t);
     res.y.insert(res.y.end(), x, x + n_);
@@ -203,7 +227,7 @@ class LaneRunner {
     if (!record(l, t_stop, x)) return;
     const Lane& ln = lane_[l];
     std::ostringstream s;
-    s << "excess risk " << ln.res->risk.back() << " reached the threshold " << ln.threshold << " (";
+    s << "excess risk " << ln.last_risk << " reached the threshold " << ln.threshold << " (";
     if (ln.rule->risk_tol > 0.0) s << "risk_tol = " << ln.rule->risk_tol << (ln.rule->risk_rtol > 0.0 ? ", " : "");
     if (ln.rule->risk_rtol > 0.0) s << "risk_rtol = " << ln.rule->risk_rtol << " x the initial risk";
     s << ") at t = " << t_stop;
@@ -504,6 +528,8 @@ class LaneRunner {
   int K_, M_, u_;
   std::size_t n_;
   int count_ = 0;
+  RowSink* sink_ = nullptr;
+  std::vector<double> staged_[L];  // with a sink: lane l's rows (t, risk, state) until the block ends
   Lane lane_[L];
   std::vector<double> y_, k1_, k2_, k3_, k4_, k5_, k6_, k7_, tmp_, ynew_, err_, yold_;
   std::vector<double> ws_, chol_, P_, v_, lr_, lra_, noise_;
@@ -543,7 +569,8 @@ IntegrateResult integrate_lanes(const OdeModel& model, const double* y0, const I
 std::vector<IntegrateResult> integrate_batch_lanes(const std::vector<OdeModel>& models,
                                                    const std::vector<const double*>& y0s,
                                                    const IntegrateOptions& opt, const std::vector<StopRule>& stops,
-                                                   int n_threads, std::atomic<std::int64_t>* finished) {
+                                                   int n_threads, std::atomic<std::int64_t>* finished,
+                                                   RowSink* sink) {
   const std::size_t B = models.size();
   std::vector<IntegrateResult> out(B);
   // Work items: blocks of up to kBatchLanes supported members of one shape (in input order), or one other member.
@@ -590,6 +617,14 @@ std::vector<IntegrateResult> integrate_batch_lanes(const std::vector<OdeModel>& 
       if (!item.lanes) {
         const std::size_t b = item.members[0];
         out[b] = integrate(models[b], y0s[b], opt, stops[b], 1);
+        if (sink) {  // its rows, recorded by the one-system path, handed over
+          IntegrateResult& r = out[b];
+          const std::size_t n = models[b].state_size();
+          for (std::size_t i = 0; i < r.t.size(); ++i) sink->row(b, r.t[i], r.y.data() + i * n, r.risk[i]);
+          r.t = {};
+          r.y = {};
+          r.risk = {};
+        }
       } else {
         const OdeModel* ms[kBatchLanes];
         const double* ys[kBatchLanes];
@@ -604,7 +639,7 @@ std::vector<IntegrateResult> integrate_batch_lanes(const std::vector<OdeModel>& 
           rs[l] = &out[b];
         }
         LaneRunner<kBatchLanes> runner(shape_of(models[item.members[0]]), opt);
-        runner.run(ms, ys, ss, cnt, rs);
+        runner.run(ms, ys, ss, cnt, rs, sink, item.members.data());
       }
     } catch (...) {
       std::lock_guard<std::mutex> lock(mu);

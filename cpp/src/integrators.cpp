@@ -427,7 +427,7 @@ IntegrateResult integrate(const OdeModel& model, const double* y0, const Integra
 std::vector<IntegrateResult> integrate_batch(const std::vector<OdeModel>& models,
                                              const std::vector<const double*>& y0s, const IntegrateOptions& opt,
                                              int n_threads, const std::vector<StopRule>& stops,
-                                             std::atomic<std::int64_t>* finished) {
+                                             std::atomic<std::int64_t>* finished, RowSink* sink) {
   check_options(opt);
   if (models.size() != y0s.size()) throw std::invalid_argument("y0s: one initial state per model");
   if (!stops.empty() && stops.size() != models.size())
@@ -436,7 +436,7 @@ std::vector<IntegrateResult> integrate_batch(const std::vector<OdeModel>& models
   for (const auto& s : stops) check_stop(s);
   // Supported members in SIMD lane blocks, the others one by one (batch_integrators.cpp).
   return integrate_batch_lanes(models, y0s, opt, stops.empty() ? std::vector<StopRule>(models.size(), opt.stop) : stops,
-                               n_threads, finished);
+                               n_threads, finished, sink);
 }
 
 }  // namespace twolayer

@@ -26,10 +26,12 @@ IntegrateResult integrate_lanes(const OdeModel& model, const double* y0, const I
                                 const StopRule& stop);
 
 // The batch: supported members in blocks of lanes of equal shape, the others one by one through integrate();
-// OpenMP across blocks (results independent of the thread count). stops: one rule per member. Inputs validated.
+// OpenMP across blocks (results independent of the thread count). stops: one rule per member; sink: as
+// integrate_batch. Inputs validated.
 std::vector<IntegrateResult> integrate_batch_lanes(const std::vector<OdeModel>& models,
                                                    const std::vector<const double*>& y0s,
                                                    const IntegrateOptions& opt, const std::vector<StopRule>& stops,
-                                                   int n_threads, std::atomic<std::int64_t>* finished);
+                                                   int n_threads, std::atomic<std::int64_t>* finished,
+                                                   RowSink* sink);
 
 }  // namespace twolayer

@@ -54,6 +54,16 @@ struct IntegrateResult {
   long long n_rhs = 0, n_steps = 0, n_rejected = 0;
 };
 
+// Where a batch's recorded rows go instead of its members' IntegrateResult vectors (which then stay empty): row()
+// is called for member b's rows in time order, from the thread that runs b (members run on several threads at once,
+// each member's rows on one). The batch binding writes them straight into its (B, T, ...) output arrays, so that a
+// trajectory is written once rather than kept per member and copied.
+class RowSink {
+ public:
+  virtual ~RowSink() = default;
+  virtual void row(std::size_t member, double t, const double* y, double risk) = 0;
+};
+
 // Why state y of model m is not acceptable (nullptr if it is): used after every accepted step.
 const char* state_error(const OdeRhs& f, const double* y, const IntegrateOptions& opt, std::vector<double>& scratch);
 
@@ -66,10 +76,11 @@ IntegrateResult integrate(const OdeModel& model, const double* y0, const Integra
 // Integrates every system (each with its own initial state y0s[b], of size models[b].state_size()) with the same
 // options; OpenMP across systems, each system serial, each exactly as integrate() would (bitwise). stops: empty
 // (opt.stop for every member) or one rule per member. finished (may be null): incremented as each member ends, for
-// progress reports. Errors that are not divergence (bad input, a missing kernel) are rethrown after the loop.
+// progress reports. sink (may be null): receives the rows (RowSink). Errors that are not divergence (bad input, a
+// missing kernel) are rethrown after the loop.
 std::vector<IntegrateResult> integrate_batch(const std::vector<OdeModel>& models,
                                              const std::vector<const double*>& y0s, const IntegrateOptions& opt,
                                              int n_threads, const std::vector<StopRule>& stops = {},
-                                             std::atomic<std::int64_t>* finished = nullptr);
+                                             std::atomic<std::int64_t>* finished = nullptr, RowSink* sink = nullptr);
 
 }  // namespace twolayer
