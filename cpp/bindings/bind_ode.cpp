@@ -97,6 +97,13 @@ IntegrateOptions make_options(const std::vector<double>& times, const std::strin
   return o;
 }
 
+// State y = [Q (K x K), M (K x M), a (K)] into row i of the Q, M and a arrays' data.
+void put_state(const double* y, std::size_t K, std::size_t M, std::size_t i, double* Q, double* Mo, double* a) {
+  std::copy(y, y + K * K, Q + i * K * K);
+  std::copy(y + K * K, y + K * K + K * M, Mo + i * K * M);
+  std::copy(y + K * K + K * M, y + K * K + K * M + K, a + i * K);
+}
+
 py::dict to_dict(const IntegrateResult& r, int K, int M) {
   const auto T = static_cast<py::ssize_t>(r.t.size());
   const std::size_t n = static_cast<std::size_t>(K) * K + static_cast<std::size_t>(K) * M + K;
@@ -107,10 +114,7 @@ py::dict to_dict(const IntegrateResult& r, int K, int M) {
   for (py::ssize_t s = 0; s < T; ++s) {
     pt[s] = r.t[s];
     pr[s] = r.risk[s];
-    const double* y = r.y.data() + static_cast<std::size_t>(s) * n;
-    std::copy(y, y + K * K, pq + s * K * K);
-    std::copy(y + K * K, y + K * K + K * M, pm + s * K * M);
-    std::copy(y + K * K + K * M, y + n, pa + s * K);
+    put_state(r.y.data() + static_cast<std::size_t>(s) * n, K, M, s, pq, pm, pa);
   }
   py::dict d;
   d["t"] = t;
@@ -203,9 +207,7 @@ class GridRows final : public RowSink {
   };
   // State y = [Q, M, a] and its risk r into row i.
   void put(const Rows& o, std::size_t i, const double* y, double r) const {
-    std::copy(y, y + kk_, o.Q + i * kk_);
-    std::copy(y + kk_, y + kk_ + km_, o.M + i * km_);
-    std::copy(y + kk_ + km_, y + kk_ + km_ + K_, o.a + i * K_);
+    put_state(y, K_, km_ / K_, i, o.Q, o.M, o.a);
     o.risk[i] = r;
   }
   void blank(const Rows& o, std::size_t i) const {

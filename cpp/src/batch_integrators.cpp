@@ -79,13 +79,9 @@ class LaneRunner {
       lra_[l] = m.lr_readout;
       noise_[l] = sh_.online ? m.noise : 0.0;
       for (std::size_t e = 0; e < n_; ++e) y_[e * L + l] = y0s[s][e];
-      if (l < count && sink) {  // the output rows, allocated once
+      if (l < count) {  // the output rows, allocated once
         staged_[l].clear();
         staged_[l].reserve((opt_.times.size() + 1) * (n_ + 2));
-      } else if (l < count) {
-        out[l]->t.reserve(opt_.times.size() + 1);
-        out[l]->risk.reserve(opt_.times.size() + 1);
-        out[l]->y.reserve((opt_.times.size() + 1) * n_);
       }
     }
     int code[L];
@@ -106,7 +102,7 @@ class LaneRunner {
       else
         run_fixed();
     }
-    if (sink_) flush();
+    flush();
     for (int l = 0; l < count; ++l) {
       IntegrateResult& res = *lane_[l].res;
       if (res.status == "completed") {
@@ -128,13 +124,24 @@ class LaneRunner {
     double threshold = 0.0, risk_now = 0.0, last_risk = 0.0;  // last_risk: of the last recorded row
   };
 
-  // The staged rows to the sink, lane by lane: a member's rows go out in one sequential pass at the end of its block
-  // (contiguous in the sink's (B, T, ...) arrays), not scattered over the rows of L members at every output time.
+  // The staged rows to the sink or else the lane's result, lane by lane: a member's rows go out in one sequential
+  // pass at the end of its block (contiguous in the sink's (B, T, ...) arrays), not scattered over the rows of L
+  // members at every output time.
   void flush() {
     const std::size_t w = n_ + 2;
     for (int l = 0; l < count_; ++l) {
       const std::vector<double>& s = staged_[l];
-      for (std::size_t i = 0; i + w <= s.size(); i += w) sink_->row(lane_[l].member, s[i], s.data() + i + 2, s[i + 1]);
+      IntegrateResult& res = *lane_[l].res;
+      for (std::size_t i = 0; i + w <= s.size(); i += w) {
+        const double* y = s.data() + i + 2;
+        if (sink_) {
+          sink_->row(lane_[l].member, s[i], y, s[i + 1]);
+        } else {
+          res.t.push_back(s[i]);
+          res.risk.push_back(s[i + 1]);
+          res.y.insert(res.y.end(), y, y + n_);
+        }
+      }
     }
   }
   bool any_live() const {
@@ -185,17 +192,10 @@ class LaneRunner {
       return false;
     }
     lane_[l].last_risk = r;
-    if (sink_) {  // staged; handed to the sink when the block ends (flush)
-      std::vector<double>& s = staged_[l];
-      s.push_back(t);
-      s.push_back(r);
-      s.insert(s.end(), x, x + n_);
-      return true;
-    }
-    IntegrateResult& res = *lane_[l].res;
-    res.t.push_back(t);
-    res.y.insert(res.y.end(), x, x + n_);
-    res.risk.push_back(r);
+    std::vector<double>& s = staged_[l];  // handed over when the block ends (flush)
+    s.push_back(t);
+    s.push_back(r);
+    s.insert(s.end(), x, x + n_);
     return true;
   }
   bool may_continue(int l, double t) {
@@ -529,7 +529,7 @@ class LaneRunner {
   std::size_t n_;
   int count_ = 0;
   RowSink* sink_ = nullptr;
-  std::vector<double> staged_[L];  // with a sink: lane l's rows (t, risk, state) until the block ends
+  std::vector<double> staged_[L];  // lane l's rows (t, risk, state) until the block ends
   Lane lane_[L];
   std::vector<double> y_, k1_, k2_, k3_, k4_, k5_, k6_, k7_, tmp_, ynew_, err_, yold_;
   std::vector<double> ws_, chol_, P_, v_, lr_, lra_, noise_;
