@@ -21,7 +21,7 @@ Needs the ``scan`` extra (xarray, zarr; dask.distributed for a Dask client): ``p
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,7 @@ __all__ = ["Engine", "Group", "Scan", "Summary", "engine_for", "initial_networks
            "make_groups", "open_dataset", "read_toml", "run"]
 
 
-def load(definition: Scan | Mapping[str, Any] | str | Path, allow_import: Any = False) -> Scan:
+def load(definition: Scan | Mapping[str, Any] | str | Path, allow_import: bool | str | Collection[str] = False) -> Scan:
     """A :class:`Scan` from a Scan, a dict, or the path of a TOML file.
 
     Parameters
@@ -103,7 +103,7 @@ def run(
     progress: bool = False,
     load_result: bool = True,
     allow_version_change: bool = False,
-    allow_import: Any = False,
+    allow_import: bool | str | Collection[str] = False,
 ) -> Any:
     """Run a scan and return its ``xarray.Dataset`` (see the module docstring).
 

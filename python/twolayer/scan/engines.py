@@ -33,7 +33,7 @@ import importlib
 import inspect
 import math
 import operator
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -708,7 +708,7 @@ def _import_function(engine: str, allow_import: bool | tuple[str, ...]) -> Calla
     return fn
 
 
-def engine_for(engine: Any, allow_import: Any = False) -> Engine:
+def engine_for(engine: Any, allow_import: bool | str | Collection[str] = False) -> Engine:
     """The :class:`Engine` of a name (``"ode"``, ...), a callable, or a ``"package.module:function"`` string.
 
     A string is data (it may come from a config file): it names one of the package's engines, or a function

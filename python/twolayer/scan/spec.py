@@ -51,7 +51,7 @@ import hashlib
 import json
 import math
 import numbers
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -168,7 +168,7 @@ class Scan:
     axes: Mapping[str, Any] = field(default_factory=dict)
     zip: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     group_size: int | None = None
-    allow_import: Any = field(default=False, repr=False, compare=False)
+    allow_import: bool | str | Collection[str] = field(default=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         from .engines import engine_for, trusted_modules
@@ -228,7 +228,7 @@ class Scan:
     # ------------------------------------------------------------------ construction from data
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], allow_import: Any = False) -> Scan:
+    def from_dict(cls, data: Mapping[str, Any], allow_import: bool | str | Collection[str] = False) -> Scan:
         """A scan from plain data (e.g. a parsed TOML file): the keys ``engine``, ``constants``, ``axes``,
         ``zip``, ``group_size`` (``store`` is accepted and ignored here: :func:`twolayer.scan.run` takes it,
         ``twolayer scan`` reads it with :func:`config_store`); ``allow_import`` as for :class:`Scan`."""
@@ -245,7 +245,7 @@ class Scan:
                    zip=data.get("zip", {}), group_size=data.get("group_size"), allow_import=allow_import)
 
     @classmethod
-    def from_toml(cls, path: str | Path, allow_import: Any = False) -> Scan:
+    def from_toml(cls, path: str | Path, allow_import: bool | str | Collection[str] = False) -> Scan:
         """A scan from a TOML file (see the module docstring); syntax errors name the file and line;
         ``allow_import`` as for :class:`Scan`."""
         return cls.from_dict(read_toml(path), allow_import)
