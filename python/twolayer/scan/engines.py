@@ -701,7 +701,10 @@ def _import_function(engine: str, allow_import: bool | tuple[str, ...]) -> Calla
                          f"allow_import={module!r} (command line: --allow-import {module})")
     try:
         fn = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as exc:
+    except ImportError as exc:
+        raise ValueError(f"engine: cannot import {engine!r}: {exc} (the module must be importable: installed, or "
+                         "on PYTHONPATH)") from None
+    except AttributeError as exc:
         raise ValueError(f"engine: cannot import {engine!r}: {exc}") from None
     if not callable(fn):
         raise TypeError(f"engine: {engine!r} is not callable (a {type(fn).__name__})")
