@@ -354,7 +354,7 @@ def simulate(
                 t[-1] = math.ceil(stop_time / dt_ - 1e-9) * dt_
             msg = {"completed": f"{n_steps} Euler-Maruyama steps of dt = {dt_:g}",
                    "converged": f"reached the risk threshold; interpolated crossing at t = {stop_time:g}",
-                   "diverged": f"diverged at t = {stop_time:g} (left the positive semi-definite cone or blew up)",
+                   "diverged": f"diverged at t = {stop_time:g}: {out['reason'][j]}",
                    "interrupted": f"interrupted at t = {stop_time:g}"}[status]
             runs.append(Trajectory(t=t, Q=out["Q"][j, :T].copy(), M=out["M"][j, :T].copy(),
                                    a=out["a"][j, :T].copy(), risk=out["risk"][j, :T].copy(), status=status,
