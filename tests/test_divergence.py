@@ -88,6 +88,11 @@ def test_lane_and_single_ode_apply_each_members_own_bound() -> None:
         single = tl.ode.integrate(member, "erf", lr=1e6, times=ts)
         assert b.status == single.status
         np.testing.assert_array_equal(b.Q, single.Q)
+    # the one-system integrator (a schedule s = 1 keeps erf off the lanes) applies divergence_code, the scalar form
+    # of the lanes' check: the same verdict, at the same time to the adaptive steps' accuracy
+    scalar = tl.ode.integrate(ov, "erf", lr=1e6, times=ts, schedule=tl.schedules.step_decay(1.0, 0.5, 100.0))
+    assert scalar.status == "diverged" and GREW in scalar.message
+    assert abs(scalar.stop_time - batch.stop_time[0]) < 0.02 * batch.stop_time[0]
 
 
 def test_function_target_sgd_uses_the_same_rule() -> None:

@@ -275,8 +275,9 @@ def simulate(
     Returns
     -------
     twolayer.sgd.Ensemble
-        Statuses: completed, converged, diverged (the state left the positive semi-definite cone or blew up),
-        interrupted.
+        Statuses: completed, converged, diverged (by the rule every engine shares, checked at every step: the
+        state not finite, grown past 1e8 times the scale of its start and teacher, or out of the positive
+        semi-definite cone; docs: conventions, "Divergence"; the message says which), interrupted.
 
     Examples
     --------
