@@ -14,6 +14,7 @@
 #include "target_arg.hpp"
 #include "schedule_arg.hpp"
 #include "twolayer/activation.hpp"
+#include "twolayer/divergence.hpp"
 #include "twolayer/dynamics.hpp"
 #include "twolayer/integrators.hpp"
 #include "twolayer/large_batch.hpp"
@@ -228,6 +229,39 @@ class GridRows final : public RowSink {
 }  // namespace
 
 void bind_ode(py::module_& m) {
+  m.def(
+      "divergence",
+      [](const Array& Q, const Array& Mo, const Array& a, const Array& P, const Array& v, const Array& Q0,
+         const Array& M0, const Array& a0) {
+        expect_shape(a, "a", {-1});
+        const py::ssize_t K = a.shape(0);
+        expect_shape(Mo, "M", {K, -1});
+        const py::ssize_t M = Mo.shape(1);
+        check_units(K, M);
+        expect_shape(Q, "Q", {K, K});
+        expect_shape(P, "P", {M, M});
+        expect_shape(v, "v", {M});
+        expect_shape(Q0, "Q0", {K, K});
+        expect_shape(M0, "M0", {K, M});
+        expect_shape(a0, "a0", {K});
+        auto state = [&](const Array& q, const Array& mo, const Array& aa) {
+          std::vector<double> y(q.data(), q.data() + K * K);
+          y.insert(y.end(), mo.data(), mo.data() + K * M);
+          y.insert(y.end(), aa.data(), aa.data() + K);
+          return y;
+        };
+        const std::vector<double> y = state(Q, Mo, a), y0 = state(Q0, M0, a0);
+        std::vector<double> scratch(static_cast<std::size_t>((K + M) * (K + M)));
+        const double bound = divergence_bound(y0.data(), y0.size(), P.data(), static_cast<std::size_t>(M * M),
+                                              v.data(), static_cast<std::size_t>(M));
+        const char* why = divergence_message(divergence_code(y.data(), static_cast<int>(K), static_cast<int>(M),
+                                                             P.data(), bound, scratch.data()));
+        return std::string(why ? why : "");
+      },
+      py::arg("Q"), py::arg("M"), py::arg("a"), py::arg("P"), py::arg("v"), py::arg("Q0"), py::arg("M0"),
+      py::arg("a0"),
+      "Why the state (Q, M, a) of a run that started at (Q0, M0, a0), teacher P and v, has diverged by the rule of "
+      "every engine (divergence.hpp); '' if it has not.");
   m.def(
       "ode_rhs",
       [](const Array& Q, const Array& Mo, const Array& a, const Array& P, const Array& v, const std::string& student,

@@ -8,6 +8,7 @@
 #include "interrupt.hpp"
 #include "target_arg.hpp"
 #include "twolayer/activation.hpp"
+#include "twolayer/divergence.hpp"
 #include "twolayer/sde.hpp"
 
 namespace twolayer::bind {
@@ -122,6 +123,9 @@ void bind_sde(py::module_& m) {
           out["recorded"] = recorded;
           out["status"] = status;
           out["stop_time"] = stop_time;
+          py::list reason;  // why a path diverged (divergence.hpp), "" for the others
+          for (const SdeOut& o : outs) reason.append(o.reason ? divergence_message(o.reason) : "");
+          out["reason"] = reason;
           return out;
         };
         return run_cancellable(work, to_py, true, poll);

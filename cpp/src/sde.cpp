@@ -11,6 +11,7 @@
 
 #include "twolayer/activation.hpp"
 #include "twolayer/cancel.hpp"
+#include "twolayer/divergence.hpp"
 #include "twolayer/parallel.hpp"
 #include "twolayer/population.hpp"
 #include "twolayer/rng.hpp"
@@ -362,6 +363,8 @@ class Path {
     std::copy(y0, y0 + y_.size(), y_.begin());
     const OdeModel& m = sp_.model;
     const int K = m.K, M = m.M;
+    const double bound = divergence_bound(y0, y_.size(), m.P.data(), m.P.size(), m.v.data(), m.v.size());
+    std::vector<double> scratch(static_cast<std::size_t>(K + M) * (K + M));
     const double sq = std::sqrt(sp_.dt), inv_d = 1.0 / sp_.d;
     std::size_t next = 0;
     double r_prev = rhs_.risk(y_.data());
@@ -370,7 +373,7 @@ class Path {
     for (long long step = 0;; ++step) {
       const bool at_record = next < sp_.record_steps.size() && sp_.record_steps[next] == step;
       const double r = step == 0 ? r_prev : (thr >= 0.0 || at_record) ? rhs_.risk(y_.data()) : 0.0;
-      if (!std::isfinite(r)) return stop(1, step);
+      if (!std::isfinite(r)) return stop(1, step, kRiskNotFinite);
       const bool crossed = thr >= 0.0 && r <= thr;
       if (crossed || at_record) {
         record(r);
@@ -393,8 +396,8 @@ class Path {
       r_prev = r;
       // y += F dt + sqrt(dt / d) chol(Cov xi) z
       rhs_(y_.data(), f_.data(), 1);
-      if (!mom_(y_.data(), mean_.data(), cov_.data())) return stop(1, step);
-      if (!cholesky_psd(cov_.data(), nc_, 1e-13)) return stop(1, step);
+      if (!mom_(y_.data(), mean_.data(), cov_.data())) return stop(1, step, kNotPsd);
+      if (!cholesky_psd(cov_.data(), nc_, 1e-13)) return stop(1, step, kNotPsd);
       const long long slot = step % kBufSteps;
       if (slot == 0) rng::gaussians(stream_, static_cast<std::uint64_t>(step) * nc_, buf_.size(), buf_.data());
       const double* z = buf_.data() + slot * nc_;
@@ -414,8 +417,8 @@ class Path {
         for (int rr = 0; rr < M; ++rr, ++c) y_[m.offset_M() + i * M + rr] += dz_[c];
       if (m.lr_readout > 0.0)
         for (int i = 0; i < K; ++i, ++c) y_[m.offset_a() + i] += dz_[c];
-      for (double v : y_)
-        if (!std::isfinite(v) || std::fabs(v) > 1e12) return stop(1, step + 1);
+      if (const int code = divergence_code(y_.data(), K, M, m.P.data(), bound, scratch.data()))
+        return stop(1, step + 1, code);
     }
     if (progress) progress->fetch_add(sp_.steps - reported, std::memory_order_relaxed);
   }
@@ -423,8 +426,9 @@ class Path {
  private:
   static constexpr long long kBufSteps = 256;
 
-  void stop(int status, long long step) {
+  void stop(int status, long long step, int reason = 0) {
     out_.status = status;
+    out_.reason = reason;
     out_.stop_time = step * sp_.dt;
   }
 
@@ -474,6 +478,7 @@ class PathBlock {
     ss_ = static_cast<int>(m.state_size());
     const std::size_t u = static_cast<std::size_t>(u_), nc = static_cast<std::size_t>(nc_);
     y_.assign(W * static_cast<std::size_t>(ss_), 0.0);
+    scratch_.assign(u * u, 0.0);
     L_.assign(u * u * W, 0.0);
     z_.assign(u * W, 0.0);
     g_.assign(u * W, 0.0);
@@ -524,6 +529,7 @@ class PathBlock {
     long long step = 0;
     std::size_t next = 0;
     double r_prev = 0.0, thr = -1.0;
+    double bound = 0.0;  // the path's divergence bound (divergence.hpp)
     rng::StreamId stream{0, 0, kSdeStream};
   };
 
@@ -546,12 +552,15 @@ class PathBlock {
       SdeOut& o = out_[j];
       o.recorded = 0;
       o.status = 0;
+      o.reason = 0;
       o.stop_time = std::numeric_limits<double>::quiet_NaN();
       if (cancel_requested()) {
         stop(l, 2, 0);
         continue;
       }
       std::copy(y0_ + j * y0_stride_, y0_ + j * y0_stride_ + ss_, y(l));
+      const OdeModel& m = sp_.model;
+      ln.bound = divergence_bound(y(l), static_cast<std::size_t>(ss_), m.P.data(), m.P.size(), m.v.data(), m.v.size());
       ln.r_prev = rhs_.risk(y(l));
       ln.thr = std::max(sp_.risk_tol, sp_.risk_rtol >= 0.0 ? sp_.risk_rtol * ln.r_prev : -1.0);
       if (prepare(l)) return;
@@ -566,9 +575,10 @@ class PathBlock {
     for (int i = 0; i < K_; ++i) a_[static_cast<std::size_t>(i) * W + l] = 0.0;
   }
 
-  void stop(int l, int status, long long step) {
+  void stop(int l, int status, long long step, int reason = 0) {
     SdeOut& o = out_[lane_[l].path];
     o.status = status;
+    o.reason = reason;
     o.stop_time = step * sp_.dt;
     lane_[l].active = false;
   }
@@ -593,7 +603,7 @@ class PathBlock {
     const bool at_record = ln.next < sp_.record_steps.size() && sp_.record_steps[ln.next] == step;
     const double r = step == 0 ? ln.r_prev : (ln.thr >= 0.0 || at_record) ? rhs_.risk(y(l)) : 0.0;
     if (!std::isfinite(r)) {
-      stop(l, 1, step);
+      stop(l, 1, step, kRiskNotFinite);
       return false;
     }
     const bool crossed = ln.thr >= 0.0 && r <= ln.thr;
@@ -614,7 +624,7 @@ class PathBlock {
     }
     ln.r_prev = r;
     if (!mom_.factor(y(l), Ll_.data())) {
-      stop(l, 1, step);
+      stop(l, 1, step, kNotPsd);
       return false;
     }
     const std::size_t uu = static_cast<std::size_t>(u_) * u_;
@@ -772,7 +782,7 @@ class PathBlock {
     }
     mom_.finish(yl, mean_.data(), cov_.data());
     if (!cholesky_psd(cov_.data(), nc, 1e-13)) {
-      stop(l, 1, ln.step);
+      stop(l, 1, ln.step, kNotPsd);
       return refill(l);
     }
     double* buf = buf_.data() + static_cast<std::size_t>(l) * nc * kBufSteps;
@@ -798,11 +808,10 @@ class PathBlock {
       for (int i = 0; i < K; ++i, ++c) yl[m.offset_a() + i] += inc(c);
     ++ln.step;
     ++done_steps_;
-    for (int q = 0; q < ss_; ++q)
-      if (!std::isfinite(yl[q]) || std::fabs(yl[q]) > 1e12) {
-        stop(l, 1, ln.step);
-        return refill(l);
-      }
+    if (const int code = divergence_code(yl, K, M, m.P.data(), ln.bound, scratch_.data())) {
+      stop(l, 1, ln.step, code);
+      return refill(l);
+    }
     if (!prepare(l)) refill(l);
   }
 
@@ -819,6 +828,7 @@ class PathBlock {
   long long done_steps_ = 0;
   Lane lane_[W];
   std::vector<double> y_, L_, z_, g_, dg_, e_, a_, c0_, c1_, c2_, mu_, S_, Ll_, mean_, cov_, buf_, zt_;
+  std::vector<double> scratch_;  // divergence_code's workspace
 };
 
 }  // namespace
@@ -840,6 +850,7 @@ void sde_simulate(const SdeSpec& sp, const double* y0, std::size_t y0_stride, co
   for (std::size_t j = 0; j < n_paths; ++j) {  // a path never started (Ctrl-C first) reads as interrupted at 0
     out[j].recorded = 0;
     out[j].status = 2;
+    out[j].reason = 0;
     out[j].stop_time = 0.0;
   }
   if (!check.exact()) {  // quadrature moments: paths in SIMD lanes, each thread a block taking paths as lanes free up
@@ -866,6 +877,7 @@ void sde_simulate(const SdeSpec& sp, const double* y0, std::size_t y0_stride, co
     const std::size_t jj = static_cast<std::size_t>(j);
     if (cancel_requested()) continue;
     out[jj].status = 0;
+    out[jj].reason = 0;
     out[jj].stop_time = std::numeric_limits<double>::quiet_NaN();
     try {
       Path path(sp, runs[jj], out[jj]);

@@ -748,7 +748,8 @@ def _assemble(
         params=_thresholds_off_as_nan(params), time_unit=_TIME_UNIT, meta=meta, **arrays)
 
 
-# |state| above which the integrators report "diverged" (IntegrateOptions::overflow in integrators.hpp).
+# |overlaps| above which rhs() refuses to evaluate (the kernels' range; integrate() stops far earlier, at the
+# divergence rule's bound: docs/conventions.rst, "Divergence").
 _OVERFLOW = 1e100
 
 
@@ -770,8 +771,9 @@ def rhs(
 
     Same conventions and arguments as :func:`integrate` (activations from
     the overlaps when ``activation`` is not given). Overlaps above 1e100 in
-    magnitude (where :func:`integrate` stops with "diverged"), or a
-    right-hand side beyond the double range, raise ValueError.
+    magnitude (beyond the kernels' range; :func:`integrate` stops a run long
+    before, at 1e8 times the scale of its start), or a right-hand side beyond
+    the double range, raise ValueError.
 
     Parameters
     ----------
@@ -825,8 +827,8 @@ def rhs(
     for name in ("Q", "M", "a", "P", "v"):
         big = float(np.max(np.abs(getattr(ov, name)), initial=0.0))
         if big > _OVERFLOW:
-            raise ValueError(f"overlaps: {name} out of range (max |{name}| = {big:.3g} > {_OVERFLOW:.0e}, where the "
-                             "integrators stop with 'diverged')")
+            raise ValueError(f"overlaps: {name} out of range (max |{name}| = {big:.3g} > {_OVERFLOW:.0e}, beyond the "
+                             "kernels' range)")
     c = 1.0 if ro == "sum" else 1.0 / ov.K
     dQ, dM, da = _core.ode_rhs(
         ov.Q,

@@ -275,8 +275,9 @@ def simulate(
     Returns
     -------
     twolayer.sgd.Ensemble
-        Statuses: completed, converged, diverged (the state left the positive semi-definite cone or blew up),
-        interrupted.
+        Statuses: completed, converged, diverged (by the rule every engine shares, checked at every step: the
+        state not finite, grown past 1e8 times the scale of its start and teacher, or out of the positive
+        semi-definite cone; docs: conventions, "Divergence"; the message says which), interrupted.
 
     Examples
     --------
@@ -354,7 +355,7 @@ def simulate(
                 t[-1] = math.ceil(stop_time / dt_ - 1e-9) * dt_
             msg = {"completed": f"{n_steps} Euler-Maruyama steps of dt = {dt_:g}",
                    "converged": f"reached the risk threshold; interpolated crossing at t = {stop_time:g}",
-                   "diverged": f"diverged at t = {stop_time:g} (left the positive semi-definite cone or blew up)",
+                   "diverged": f"diverged at t = {stop_time:g}: {out['reason'][j]}",
                    "interrupted": f"interrupted at t = {stop_time:g}"}[status]
             runs.append(Trajectory(t=t, Q=out["Q"][j, :T].copy(), M=out["M"][j, :T].copy(),
                                    a=out["a"][j, :T].copy(), risk=out["risk"][j, :T].copy(), status=status,
