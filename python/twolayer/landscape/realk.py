@@ -136,7 +136,10 @@ class RealKFamily:
     grad_norm : ndarray, shape (n,)
         Its full-gradient norm.
     eigenvalues : dict of str to ndarray, shape (n, m)
-        The Hessian eigenvalues of each isotypic component (ascending).
+        The Hessian eigenvalues of each isotypic component (ascending);
+        with a rescaling orbit (relu with a trained second layer) those
+        across the orbit's tangents (:attr:`IsotypicSpectrum.eigenvalues`),
+        the ones whose signs and crossings are tracked.
     dimension : dict of str to ndarray, shape (n,)
         The multiplicity of each component's eigenvalues in the full spectrum.
     index : ndarray, shape (n,)
@@ -155,6 +158,9 @@ class RealKFamily:
         Details of an early stop.
     steps : int
         Accepted continuation steps.
+    flat_eigenvalues : dict of str to ndarray, shape (n, m)
+        Each component's eigenvalues along the rescaling orbit's tangents
+        (~0; m = 0 without an orbit), kept apart from ``eigenvalues``.
 
     Examples
     --------
@@ -178,6 +184,7 @@ class RealKFamily:
     status: str = "completed"
     message: str = ""
     steps: int = 0
+    flat_eigenvalues: dict[str, NDArray[np.float64]] = field(default_factory=dict)
 
     @property
     def trivial(self) -> NDArray[np.float64]:
@@ -445,13 +452,14 @@ def continue_real_k(
     S = np.array([size_vector(kk) for kk in out_k]).reshape(n_out, n0.size)
     eig = {c: np.array([s.eigenvalues[c] for s in out_spec]).reshape(n_out, spec.eigenvalues[c].size)
            for c in comps}
+    flat = {c: np.array([s.flat[c] for s in out_spec]).reshape(n_out, spec.flat[c].size) for c in comps}
     dims = {c: np.array([s.dimension[c] for s in out_spec]) for c in comps}
     index = np.array([s.index(ztol) for s in out_spec])
     k_turn = _turn(crossings, spec0, ztol)
     loss = np.array([prob.risk(xx, S[i]) for i, xx in enumerate(out_x)])
     X = np.array(out_x).reshape(n_out, len(layout))
     return RealKFamily(np.array(out_k), S, X, loss, np.array(out_gn), eig, dims, index, crossings, k_turn, status,
-                       message, steps)
+                       message, steps, flat)
 
 
 def _turn(crossings: list[Crossing], first: IsotypicSpectrum, ztol: float) -> float | None:
