@@ -204,3 +204,45 @@ def test_continue_real_k_rejects_bad_input():
         L.continue_real_k(X6, 6.0, [6.5], sizes=(5, 1))
     with pytest.raises(ValueError, match="component"):
         tl.landscape.young.irrep_dimension("wedge[0]", [5, 1])
+
+
+def test_continuation_in_log_k_reaches_the_large_k_limits():
+    # issue 28: steps in k stopped with "step too small" near k = 1.3e4 (Newton's tol below the rounding level of
+    # a gradient whose terms grow like k^2) after ~3.5e4 steps and 270 s; in log k, to the gradient's rounding
+    # level, k = 1e8 takes a few dozen steps
+    ks = [1e4, 1e6, 1e8]
+    fam = L.continue_real_k(X6, 6.0, ks)
+    assert fam.status == "completed" and fam.k.tolist() == ks and fam.steps < 100
+    assert fam.index.tolist() == [0.0, 0.0, 0.0] and fam.crossings == []
+    k = fam.k[-1]
+    lo, hi = 0.25 - 0.5 / np.pi, 0.25 + 0.5 / np.pi  # the global minimum's bulk eigenvalues, exact at every k
+    net = tl.Network(np.eye(8), np.ones(8), "relu", scaling="none")
+    bulk = np.linalg.eigvalsh(tl.population.hessian(net, L.identity_teacher(8), train_readout=False))
+    assert np.sum(np.abs(bulk - lo) < 1e-12) == 28 and np.sum(np.abs(bulk - hi) < 1e-12) == 20  # k(k-1)/2, k(k-3)/2
+    # the spurious family's spectrum tends to the same bulk and to outliers k / (2 pi), k / 4 (Arjevani & Field:
+    # the spectra coincide to O(k^-1/2)); the slowest eigenvalues approach as c / sqrt(k), c fixed to 1 %
+    eig = {c: v[-1] for c, v in fam.eigenvalues.items()}
+    np.testing.assert_allclose(eig["exterior[0]"], [lo], rtol=0, atol=1e-7)
+    np.testing.assert_allclose(eig["symmetric[0]"], [hi], rtol=0, atol=1e-7)
+    np.testing.assert_allclose(eig["standard[0]"][1:3], [lo, 0.25], rtol=0, atol=2e-7)
+    np.testing.assert_allclose([eig["standard[0]"][4] / k, *eig["trivial"][2:] / k], [0.25, 0.5 / np.pi, 0.25, 0.25],
+                               rtol=1e-6)
+    for comp, j, limit in (("standard[0]", 0, lo), ("standard[0]", 3, hi), ("trivial", 1, 0.25)):
+        c = (limit - fam.eigenvalues[comp][:, j]) * np.sqrt(fam.k)
+        assert 0 < c[-1] < 0.5 and c[-1] == pytest.approx(c[-2], rel=1e-2), (comp, j, c)
+    # the point tends to W = I with the singleton row reversed: x -> (1, 0, -1, 0, 0), the singleton column ~ 2 / k
+    np.testing.assert_allclose(fam.x[-1], [1.0, 0.0, -1.0, 0.0, 0.0], rtol=0, atol=1e-7)
+    assert fam.x[-2, 3] * fam.k[-2] == pytest.approx(2.0, rel=1e-5)
+    assert fam.grad_norm[-1] <= YoungProblem(2).gradient_floor(fam.x[-1], fam.sizes[-1])
+
+
+def test_gradient_floor_bounds_the_gradient_noise_newton_stops_at():
+    prob = YoungProblem(2)
+    x = L.continue_real_k(X6, 6.0, [1e5]).x[-1]
+    floor = prob.gradient_floor(x, [1e5 - 1.0, 1.0])
+    assert 1e-10 < floor < 1e-8  # far above tol = 1e-12 at k = 1e5
+    for seed in range(4):
+        xs = x * (1.0 + 1e-9 * np.random.default_rng(seed).standard_normal(x.size))
+        _, gn, _ = prob.solve(xs, [1e5 - 1.0, 1.0], tol=0.0, max_iter=30)
+        assert gn <= floor
+    assert prob.gradient_floor(X6, [5, 1]) < 1e-14  # negligible at small k

@@ -376,7 +376,8 @@ class YoungProblem:
 
     def _evaluate(
         self, x: ArrayLike, sizes: ArrayLike, order: int
-    ) -> tuple[float, NDArray[np.float64] | None, NDArray[np.float64] | None]:
+    ) -> tuple[float, NDArray[np.float64] | None, NDArray[np.float64] | None, NDArray[np.float64] | None]:
+        """(risk, gradient, Hessian, gradient's absolute terms) to the requested order (the rest None)."""
         n = self._sizes(sizes)
         dw, A, L, c0, terms = self._forms(n)
         dim = dw + (self.r if self.train_readout else 0)
@@ -409,19 +410,23 @@ class YoungProblem:
         m = au * av
         risk = float(np.sum(w * m * K)) + self._teacher(n)
         if order == 0:
-            return risk, None, None
+            return risk, None, None, None
         J = grd[T]  # (terms, 3, dw)
         dK = np.einsum("tp,tpi->ti", g, J)
         grad = np.zeros(dim)
         grad[:dw] = (w * m) @ dK
+        size = np.zeros(dim)  # sum of the absolute values of the terms (their rounding sets the gradient's)
+        size[:dw] = np.abs(w * m) @ np.einsum("tp,tpi->ti", np.abs(g), np.abs(J))
         if self.train_readout:
             # dm/da_u = a_v (a_u a_v terms; 2 a_u when u = v), dm/da_u = 1 (a_u terms)
             for t in range(len(terms)):
                 grad[dw + u[t]] += w[t] * av[t] * K[t]
+                size[dw + u[t]] += abs(w[t] * av[t] * K[t])
                 if v[t] >= 0:
                     grad[dw + v[t]] += w[t] * au[t] * K[t]
+                    size[dw + v[t]] += abs(w[t] * au[t] * K[t])
         if order == 1:
-            return risk, grad, None
+            return risk, grad, None, size
         hess = np.zeros((dim, dim))
         d2K = np.einsum("tpi,tpq,tqj->tij", J, h, J) + 2.0 * np.einsum("tp,tpij->tij", g, A[T])
         hess[:dw, :dw] = np.einsum("t,tij->ij", w * m, d2K)
@@ -433,7 +438,7 @@ class YoungProblem:
                     hess[dw + u[t], dw + v[t]] += w[t] * K[t]
                     hess[dw + v[t], dw + u[t]] += w[t] * K[t]
             hess[dw:, :dw] = hess[:dw, dw:].T
-        return risk, grad, 0.5 * (hess + hess.T)
+        return risk, grad, 0.5 * (hess + hess.T), size
 
     def risk(self, x: ArrayLike, sizes: ArrayLike) -> float:
         """The excess population risk at coordinates ``x`` and block sizes ``sizes`` (real allowed).
@@ -503,6 +508,37 @@ class YoungProblem:
         """
         g = self.gradient(x, sizes)
         return float(np.sqrt(g @ (g / self.metric(sizes))))
+
+    def gradient_floor(self, x: ArrayLike, sizes: ArrayLike) -> float:
+        """The rounding level of :meth:`gradient_norm`: below it a gradient norm is noise.
+
+        The gradient is a sum of terms weighted by the numbers of row pairs
+        (up to ~k^2) that cancel at a critical point, so its rounding error is
+        about eps times the sum of their absolute values s:
+        ``eps sqrt(s^T G^-1 s)`` (it grows about like k^1.5 eps along the
+        ΔS_{k-1} family: 2e-12 at k = 1e3, 2e-9 at k = 1e5).
+
+        Parameters
+        ----------
+        x : array_like
+            Coordinates.
+        sizes : array_like
+            Block sizes.
+
+        Returns
+        -------
+        float
+
+        Examples
+        --------
+        >>> prob = tl.landscape.YoungProblem(2)
+        >>> x = [0.986704, -0.050413, -0.601512, 0.308011, 0.224516]
+        >>> bool(1e-16 < prob.gradient_floor(x, [5, 1]) < 1e-14)
+        True
+        """
+        size = self._evaluate(x, sizes, 1)[3]
+        assert size is not None
+        return float(np.finfo(np.float64).eps * np.sqrt(size @ (size / self.metric(sizes))))
 
     def symmetry_directions(self, x: ArrayLike, sizes: ArrayLike) -> NDArray[np.float64]:
         """The flat directions of the rescaling symmetry inside the space, one row per block.
@@ -574,11 +610,18 @@ class YoungProblem:
 
     @staticmethod
     def _complement(E: NDArray[np.float64], G: NDArray[np.float64]) -> NDArray[np.float64]:
-        """A basis of the G-orthogonal complement of range(E)."""
-        M = E.T * G  # E^T diag(G)
-        _, s, Vt = np.linalg.svd(M)
-        rank = int(np.sum(s > 1e-12 * max(1.0, float(s[0]) if s.size else 1.0)))
-        return np.asarray(Vt[rank:].T)
+        """A G-orthonormal basis P (P^T G P = I) of the G-orthogonal complement of range(E).
+
+        Worked in the full space's Euclidean coordinates G^1/2 y, where the columns of E (normalised) are unit
+        vectors: the rank is then found without the spread ~k^2 of the weights G.
+        """
+        r = np.sqrt(G)
+        B = r[:, None] * E
+        norms = np.linalg.norm(B, axis=0)
+        B = B[:, norms > 0] / norms[norms > 0]
+        U, s, _ = np.linalg.svd(B)
+        rank = int(np.sum(s > 1e-10 * max(1.0, float(s[0]) if s.size else 1.0)))
+        return np.asarray(U[:, rank:] / r[:, None])
 
     @staticmethod
     def _pencil(
@@ -684,8 +727,9 @@ class YoungProblem:
             for i, (kind, p, q) in enumerate(lf):
                 T[pos[(kind, swap.get(p, p), swap.get(q, q))], i] = 1.0
             I = np.eye(len(lf))
+            r = np.sqrt(Gf)  # T permutes coordinates of equal weight: it commutes with G
             for name, S in ((f"exterior[{b}]", I - T), (f"symmetric[{b}]", I + T)):
-                P = self._span(S @ P0)
+                P = self._span(S @ (r[:, None] * P0)) / r[:, None]
                 if P.shape[1]:
                     eig[name], flat[name] = self._pencil(Hf, Gf, P, Sf)
                     dims[name] = irrep_dimension(name, n)
@@ -779,7 +823,7 @@ def _newton(
 def _derivatives(
     prob: YoungProblem, x: NDArray[np.float64], n: NDArray[np.float64]
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    _, g, H = prob._evaluate(x, n, 2)
+    _, g, H, _ = prob._evaluate(x, n, 2)
     assert g is not None and H is not None
     return g, H
 
