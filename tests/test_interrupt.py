@@ -287,3 +287,43 @@ def test_multistart_progress_bar_counts_runs(capsys: pytest.CaptureFixture[str])
     assert "8/8" in capsys.readouterr().err
     without = tl.landscape.multistart(4, runs=8, seed=0)
     np.testing.assert_array_equal(with_bar.W, without.W)
+
+
+def _erf_sde_start(K: int, M: int) -> tl.Overlaps:
+    student, teacher = tl.networks.teacher_student(K=K, M=M, d=50, activation="erf", seed=0)
+    return tl.Overlaps.from_networks(student, teacher)
+
+
+@pytest.mark.parametrize("after", [0.15, 0.4])
+def test_sde_quadrature_paths_stop_within_a_step(after: float) -> None:
+    # erf, K + M = 3, trained readout: each step of a block of 8 paths costs ~50-500 ms (48^3 quadrature points);
+    # the cancellation was checked every 256 steps (tens of seconds)
+    ov = _erf_sde_start(2, 1)
+    exc, latency = interrupt(lambda: tl.sde.simulate(ov, lr=1.0, d=100, t_max=100, dt=0.01, seeds=16, records=5,
+                                                     lr_readout=0.5, n_threads=2), after=after)
+    print(f"sde K+M=3 latency {latency:.3f} s")
+    assert latency < DEADLINE
+    ens = exc.partial
+    assert isinstance(ens, tl.sgd.Ensemble) and len(ens) == 16
+    assert all(r.status == "interrupted" for r in ens)
+    for r in ens:
+        assert 0 <= r.stop_time < 100
+        assert len(r) >= 1 and np.all(np.isfinite(r.risk))  # the row at t = 0 was recorded
+
+
+def test_sde_stops_inside_one_long_step() -> None:
+    # erf, K + M = 4: one step is 48^4 quadrature points per block of paths (seconds): stopped between points
+    ov = _erf_sde_start(2, 2)
+    exc, latency = interrupt(lambda: tl.sde.simulate(ov, lr=1.0, d=100, t_max=1.0, dt=0.01, seeds=2, records=2,
+                                                     n_threads=1), after=0.3)
+    print(f"sde K+M=4 latency {latency:.3f} s")
+    assert latency < DEADLINE
+    assert all(r.status == "interrupted" for r in exc.partial)
+
+
+def test_sde_increment_covariance_is_interruptible() -> None:
+    ov = _erf_sde_start(2, 2)  # 64^4 quadrature points: seconds
+    exc, latency = interrupt(lambda: tl.sde.increment_covariance(ov, lr=1.0, n_nodes=64), after=0.3)
+    print(f"increment_covariance latency {latency:.3f} s")
+    assert latency < DEADLINE
+    assert exc.partial is None

@@ -13,6 +13,7 @@
 #include "twolayer/cancel.hpp"
 #include "twolayer/parallel.hpp"
 #include "twolayer/population.hpp"
+#include "twolayer/progress.hpp"
 #include "twolayer/rng.hpp"
 #include "twolayer/target.hpp"
 
@@ -161,6 +162,7 @@ void IncrementMoments::raw_quadrature(const double* y) {
   std::fill(mu_.begin(), mu_.end(), 0.0);
   const std::size_t n_points = gw_.size();
   for (std::size_t p = 0; p < n_points; ++p) {
+    throw_if_cancelled();  // up to 2^26 points: seconds
     const double wt = gw_[p];
     const double* xp = grid_.data() + p * u;
     for (int q = 0; q < u; ++q) {
@@ -366,7 +368,7 @@ class Path {
     std::size_t next = 0;
     double r_prev = rhs_.risk(y_.data());
     const double thr = std::max(sp_.risk_tol, sp_.risk_rtol >= 0.0 ? sp_.risk_rtol * r_prev : -1.0);
-    long long reported = 0;
+    ProgressReporter report(progress);
     for (long long step = 0;; ++step) {
       const bool at_record = next < sp_.record_steps.size() && sp_.record_steps[next] == step;
       const double r = step == 0 ? r_prev : (thr >= 0.0 || at_record) ? rhs_.risk(y_.data()) : 0.0;
@@ -383,13 +385,7 @@ class Path {
         return;
       }
       if (step == sp_.steps) break;
-      if ((step & 255) == 0) {
-        if (cancel_requested()) return stop(2, step);
-        if (progress) {
-          progress->fetch_add(step - reported, std::memory_order_relaxed);
-          reported = step;
-        }
-      }
+      if (cancel_requested()) return stop(2, step);  // every step: one can take milliseconds
       r_prev = r;
       // y += F dt + sqrt(dt / d) chol(Cov xi) z
       rhs_(y_.data(), f_.data(), 1);
@@ -416,8 +412,8 @@ class Path {
         for (int i = 0; i < K; ++i, ++c) y_[m.offset_a() + i] += dz_[c];
       for (double v : y_)
         if (!std::isfinite(v) || std::fabs(v) > 1e12) return stop(1, step + 1);
+      report.add(1);
     }
-    if (progress) progress->fetch_add(sp_.steps - reported, std::memory_order_relaxed);
   }
 
  private:
@@ -492,28 +488,25 @@ class PathBlock {
     zt_.assign(static_cast<std::size_t>(M_), 0.0);
   }
 
+  // Ctrl-C is checked before every step and between the quadrature points of one (a step costs up to seconds at
+  // K + M = 4): the lanes stop at the step they were about to take.
   void go(std::atomic<long long>* progress) {
+    ProgressReporter report(progress);
     for (int l = 0; l < W; ++l) refill(l);
-    for (long long iter = 0;; ++iter) {
-      if ((iter & 255) == 0) {
-        if (cancel_requested()) {
-          for (int l = 0; l < W; ++l)
-            if (lane_[l].active) stop(l, 2, lane_[l].step);
-          return;
-        }
-        if (progress) {
-          progress->fetch_add(done_steps_, std::memory_order_relaxed);
-          done_steps_ = 0;
-        }
-      }
+    for (;;) {
       bool any = false;
       for (int l = 0; l < W; ++l) any = any || lane_[l].active;
       if (!any) break;
-      moments();
+      if (cancel_requested() || !moments()) {
+        for (int l = 0; l < W; ++l)
+          if (lane_[l].active) stop(l, 2, lane_[l].step);
+        return;
+      }
       for (int l = 0; l < W; ++l)
         if (lane_[l].active) advance(l);
+      report.add(done_steps_);
+      done_steps_ = 0;
     }
-    if (progress) progress->fetch_add(done_steps_, std::memory_order_relaxed);
   }
 
  private:
@@ -651,8 +644,9 @@ class PathBlock {
     }
   }
 
-  // Raw E[xi], E[xi xi^T] (upper triangle) of every lane by the Gauss-Hermite product rule (as raw_quadrature).
-  void moments() {
+  // Raw E[xi], E[xi xi^T] (upper triangle) of every lane by the Gauss-Hermite product rule (as raw_quadrature);
+  // false when a cancellation cut them short.
+  bool moments() {
     const OdeModel& m = sp_.model;
     const int K = K_, M = M_, u = u_, nc = nc_;
     const double lr = m.lr, lra = m.lr_readout, s = std::sqrt(m.noise);
@@ -662,6 +656,7 @@ class PathBlock {
     const std::vector<double>& gw = mom_.grid_weights();
     const std::size_t n_points = gw.size();
     for (std::size_t p = 0; p < n_points; ++p) {
+      if (cancel_requested()) return false;
       const double wt = gw[p];
       const double* xp = grid.data() + p * u;
       for (int q = 0; q < u; ++q) {
@@ -755,6 +750,7 @@ class PathBlock {
         }
       }
     }
+    return true;
   }
 
   // One Euler-Maruyama step of lane l: y += E[Pi xi] dt + sqrt(dt / d) chol(Cov(Pi xi)) z, then the next step's
