@@ -327,3 +327,80 @@ def test_sde_increment_covariance_is_interruptible() -> None:
     print(f"increment_covariance latency {latency:.3f} s")
     assert latency < DEADLINE
     assert exc.partial is None
+
+
+def interrupt_inside(obj: Any, name: str, call: Callable[[], Any], after: float = 0.05, nth: int = 1,
+                     monkeypatch: pytest.MonkeyPatch | None = None) -> tuple[tl.Interrupted, float]:
+    """Runs call() with ``obj.name`` wrapped so that SIGINT arrives ``after`` seconds into its ``nth`` call (a
+    Python phase of the call under test); returns the Interrupted and the seconds from the signal to it."""
+    assert monkeypatch is not None
+    original = getattr(obj, name)
+    calls: list[int] = []
+    sent: list[float] = []
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == nth:
+            def fire() -> None:
+                sent.append(time.perf_counter())
+                os.kill(os.getpid(), signal.SIGINT)
+            timer = threading.Timer(after, fire)
+            timer.start()
+            try:
+                out = original(*args, **kwargs)
+                time.sleep(1.0)  # the signal lands in Python code here at the latest
+            finally:
+                timer.cancel()
+            return out
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(obj, name, wrapped)
+    with pytest.raises(tl.Interrupted) as info:
+        call()
+    latency = time.perf_counter() - sent[0]
+    assert isinstance(info.value, KeyboardInterrupt)
+    return info.value, latency
+
+
+@pytest.mark.parametrize("after", [0.0, 0.05, 0.2])
+def test_multistart_interrupted_while_classifying_keeps_the_searches(after: float,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    ms = sys.modules["twolayer.landscape.multistart"]
+    exc, latency = interrupt_inside(ms, "classify_batch", lambda: tl.landscape.multistart(
+        8, runs=40, seed=0, n_threads=2), after=after, monkeypatch=monkeypatch)
+    print(f"multistart classify latency {latency:.3f} s")
+    assert latency < DEADLINE
+    res = exc.partial
+    assert isinstance(res, tl.landscape.MultistartResult) and res.runs == 40
+    # every search had finished: their end points as the core returned them, not classified
+    assert "interrupted" not in res.status
+    assert set(res.kind) == {"unclassified"} and np.all(res.index == -1)
+    assert np.all(np.isfinite(res.loss))
+    ref = tl.landscape.multistart(8, runs=40, seed=0, n_threads=2)
+    np.testing.assert_array_equal(res.iterations, ref.iterations)
+
+
+@pytest.mark.parametrize("nth", [1, 2, 3])
+def test_scan_in_memory_interrupted_in_python_keeps_finished_groups(nth: int,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from twolayer.scan.store import Assembly
+
+    sc = tl.scan.Scan("ode", constants={"M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+                      axes={"K": [1, 2, 3], "lr": [0.5, 1.0]})
+    ref = tl.scan.run(sc)
+    # the signal lands while group nth is copied into the dataset (after its core call ended)
+    exc, latency = interrupt_inside(Assembly, "add", lambda: tl.scan.run(sc), after=0.0, nth=nth,
+                                    monkeypatch=monkeypatch)
+    print(f"scan in-memory latency {latency:.3f} s")
+    assert latency < DEADLINE
+    ds = exc.partial
+    if "risk" not in ds:  # no group was finished
+        assert nth == 1
+        return
+    assert ds.risk.shape == ref.risk.shape
+    done = np.isfinite(ds.risk.values).all(axis=(1, 2))
+    # the groups before nth are in, those after it are not (group nth is in if its copy had ended)
+    assert done[:nth - 1].all() and not done[nth:].any()
+    np.testing.assert_array_equal(ds.risk.values[done], ref.risk.values[done])

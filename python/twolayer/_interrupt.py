@@ -26,3 +26,21 @@ def partial_result(build: Callable[[Any], Any]) -> Iterator[None]:
         if exc.partial is not None:
             exc.partial = build(exc.partial)
         raise
+
+
+@contextmanager
+def keep_partial(finished: Callable[[], Any]) -> Iterator[None]:
+    """Inside the block, a Ctrl-C that lands in Python code (a bare ``KeyboardInterrupt``, e.g. while results are
+    classified or assembled after the core's runs ended), or in a core call with nothing partial of its own,
+    raises :class:`Interrupted` with ``partial = finished()``: what was finished so far (None if nothing). An
+    :class:`Interrupted` with a partial result passes unchanged."""
+    try:
+        yield
+    except Interrupted as exc:
+        if exc.partial is None:
+            exc.partial = finished()
+        raise
+    except KeyboardInterrupt as exc:
+        err = Interrupted("interrupted (Ctrl-C); what was computed so far is in .partial")
+        err.partial = finished()
+        raise err.with_traceback(exc.__traceback__) from None
