@@ -404,3 +404,23 @@ def test_scan_in_memory_interrupted_in_python_keeps_finished_groups(nth: int,
     # the groups before nth are in, those after it are not (group nth is in if its copy had ended)
     assert done[:nth - 1].all() and not done[nth:].any()
     np.testing.assert_array_equal(ds.risk.values[done], ref.risk.values[done])
+
+
+def test_large_integrate_batch_partial_is_prompt() -> None:
+    # 10^5 members x 101 rows: the rows no member reached were filled with NaN after the signal (~1 s)
+    B = 100_000
+    ov = tl.ode.plateau_overlaps()
+    batch = tl.BatchOverlaps(np.broadcast_to(ov.Q, (B, 2, 2)), np.broadcast_to(ov.M, (B, 2, 2)), ov.P,
+                             np.broadcast_to(ov.a, (B, 2)), ov.v, "erf", "erf")
+    exc, latency = interrupt(lambda: tl.ode.integrate_batch(batch, lr=1.0, t_max=1e4, method="euler", dt=0.1,
+                                                            n_threads=2), after=0.5)
+    print(f"integrate_batch B=1e5 latency {latency:.3f} s")
+    assert latency < DEADLINE
+    part = exc.partial
+    assert isinstance(part, tl.BatchTrajectory) and len(part) == B
+    done = part.status == "completed"
+    assert (part.status[~done] == "interrupted").all()
+    n = part.n_recorded
+    rows = np.arange(part.t.size)
+    assert np.isnan(part.risk[rows[None, :] >= n[:, None]]).all()
+    assert np.isfinite(part.risk[rows[None, :] < n[:, None]]).all()
