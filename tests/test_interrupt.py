@@ -424,3 +424,40 @@ def test_large_integrate_batch_partial_is_prompt() -> None:
     rows = np.arange(part.t.size)
     assert np.isnan(part.risk[rows[None, :] >= n[:, None]]).all()
     assert np.isfinite(part.risk[rows[None, :] < n[:, None]]).all()
+
+
+def _prompt(call: Callable[[], Any], error: type[Exception], match: str) -> float:
+    t0 = time.perf_counter()
+    with pytest.raises(error, match=match):
+        call()
+    return time.perf_counter() - t0
+
+
+def test_impossible_output_grids_are_refused_at_once() -> None:
+    # the grid was built point by point in exact fractions before any size check (~80 min for 10^9 points)
+    ov = tl.ode.plateau_overlaps()
+    n = 2**31 - 1
+    for call in (lambda: tl.ode.integrate_batch([ov] * 64, "erf", lr=1.0, t_max=1, n_points=n),
+                 lambda: tl.ode.integrate(ov, "erf", lr=1.0, t_max=1, n_points=n)):
+        elapsed = _prompt(call, MemoryError, r"n_points: 2147483647 output times would need .* GiB")
+        assert elapsed < 0.5
+
+
+def test_impossible_batch_overlaps_are_refused_before_copying() -> None:
+    B = 2 * 10**9  # broadcast views: no memory until copied
+    ov = tl.ode.plateau_overlaps()
+    elapsed = _prompt(lambda: tl.BatchOverlaps(np.broadcast_to(ov.Q, (B, 2, 2)), np.broadcast_to(ov.M, (B, 2, 2)),
+                                               ov.P, np.broadcast_to(ov.a, (B, 2)), ov.v),
+                      MemoryError, r"Q, M, a: a batch of B = 2000000000 members of K = 2, M = 2 units would need")
+    assert elapsed < 0.5
+
+
+@pytest.mark.parametrize("t_max", [1.0, 300.0, 0.1, 3.7, 1e-3, 123.456, 1e300])
+@pytest.mark.parametrize("n", [2, 3, 101, 997])
+def test_vectorised_grid_is_the_exact_one(t_max: float, n: int) -> None:
+    from fractions import Fraction
+
+    from twolayer._grid import output_times
+
+    exact = [float(Fraction(t_max) * k / (n - 1)) for k in range(n)]
+    np.testing.assert_array_equal(output_times(t_max, n), exact)

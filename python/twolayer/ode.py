@@ -38,6 +38,7 @@ from ._validation import (
     INT32_MAX,
     as_float_array,
     boolean,
+    check_memory,
     choice,
     integer,
     n_threads_arg,
@@ -81,10 +82,13 @@ def _check_spherical(Q: NDArray[np.float64], spherical: bool, label: Callable[[i
 
 
 def _times(
-    t_max: float | None, times: ArrayLike | None, method: str, dt: float, n_points: int
+    t_max: float | None, times: ArrayLike | None, method: str, dt: float, n_points: int, row_bytes: int = 0
 ) -> NDArray[np.float64]:
+    """The output times, checked; ``row_bytes``: the bytes of the results per output time (checked against
+    memory before the grid is built)."""
     if times is not None:
         ts = as_float_array(times, "times", ndim=1)
+        check_memory(ts.size * row_bytes, "times", f"{ts.size} output times")
         if ts.size == 0:
             raise ValueError("times: expected at least one output time")
         if np.any(ts < 0) or np.any(np.diff(ts) < 0):
@@ -96,6 +100,7 @@ def _times(
         raise ValueError("t_max: give t_max or times")
     T = positive(t_max, "t_max")
     n_points = integer(n_points, "n_points", 2, INT32_MAX)
+    check_memory(n_points * row_bytes, "n_points", f"{n_points} output times")
     ts = output_times(T, n_points)  # the grid SGD records on (twolayer._grid)
     if method != "adaptive":  # times off the fixed-step grid move to it, so outputs need no shortened steps
         k = np.round(ts / dt)
@@ -172,15 +177,17 @@ def _solver_options(
     h_max: float | None,
     max_steps: int,
     n_threads: int | None,
+    row_bytes: int = 0,
 ) -> tuple[tuple[NDArray[np.float64], str, float, float, float], dict[str, Any], dict[str, Any]]:
     """The integrator settings shared by :func:`integrate` and :func:`integrate_batch`, checked: the core's
-    positional tail (times, method, dt, rtol, atol), its keyword arguments, and the matching metadata."""
+    positional tail (times, method, dt, rtol, atol), its keyword arguments, and the matching metadata.
+    ``row_bytes``: the bytes of the results per output time."""
     dt_ = positive(dt, "dt")
     rtol_ = positive(rtol, "rtol", allow_zero=True)
     atol_ = positive(atol, "atol", allow_zero=True)
     if meth == "adaptive" and rtol_ == 0 and atol_ == 0:
         raise ValueError("rtol, atol: they cannot both be 0")
-    ts = _times(t_max, times, meth, dt_, n_points)
+    ts = _times(t_max, times, meth, dt_, n_points, row_bytes)
     keywords = {
         "h_max": 0.0 if h_max is None else positive(h_max, "h_max"),
         "max_steps": _max_steps(max_steps),
@@ -382,8 +389,9 @@ def integrate(
     noise_ = positive(noise, "noise", allow_zero=True)
     tol = 0.0 if risk_tol is None else positive(risk_tol, "risk_tol")
     rtol_r = 0.0 if risk_rtol is None else positive(risk_rtol, "risk_rtol")
+    row_bytes = (ov.K * ov.K + ov.K * ov.n_teacher + ov.K + 1) * 8
     tail, keywords, solver_meta = _solver_options(meth, t_max, times, dt, rtol, atol, n_points, h_max, max_steps,
-                                                  n_threads)
+                                                  n_threads, row_bytes=row_bytes)
     c = 1.0 if ro == "sum" else 1.0 / ov.K
     sched = as_schedule(schedule, t_max=float(tail[0][-1]))
     meta = {**_model_meta(act, t_act, reg, spherical, ro), **solver_meta, "lr": lr_, "lr_readout": lr_a,
@@ -648,8 +656,9 @@ def integrate_batch(
         "risk_tol": _per_member(risk_tol, "risk_tol", B, none=0.0),
         "risk_rtol": _per_member(risk_rtol, "risk_rtol", B, none=0.0),
     }
+    K, Mt = (max((getattr(s, n) for s, _ in groups), default=0) for n in ("K", "n_teacher"))
     tail, keywords, solver_meta = _solver_options(meth, t_max, times, dt, rtol, atol, n_points, h_max, max_steps,
-                                                  n_threads)
+                                                  n_threads, row_bytes=B * (K * K + K * Mt + K + 1) * 8)
     sched = as_schedule(schedule, t_max=float(tail[0][-1]))
     meta = {**_model_meta(act, t_act, reg, spherical, ro), **solver_meta,
             **({} if sched is None else {"schedule": repr(sched)}),
