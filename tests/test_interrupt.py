@@ -461,3 +461,40 @@ def test_vectorised_grid_is_the_exact_one(t_max: float, n: int) -> None:
 
     exact = [float(Fraction(t_max) * k / (n - 1)) for k in range(n)]
     np.testing.assert_array_equal(output_times(t_max, n), exact)
+
+
+@pytest.mark.slow  # two worker processes: ~8 s of CPU
+def test_cli_scan_with_workers_stops_promptly(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+
+    # four groups (K = 1..4), each an Euler run of minutes; the CLI waited for the running ones on Ctrl-C
+    cfg = tmp_path / "slow.toml"
+    cfg.write_text('engine = "ode"\n[constants]\nM = 1\nd = 10\nt_max = 1e7\nn_points = 3\nmethod = "euler"\n'
+                   'dt = 1e-3\nactivation = "erf"\nlr = 0.5\n[axes]\nK = [1, 2, 3, 4]\n')
+    store = tmp_path / "slow.zarr"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "twolayer.cli", "scan", str(cfg), "--workers", "2",
+                             "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.perf_counter() + 60
+        # the groups run once the store exists and the workers have started
+        while not (store / ".zattrs").exists() and not (store / "zarr.json").exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.perf_counter() < deadline
+            time.sleep(0.05)
+        time.sleep(1.0)
+        sent = time.perf_counter()
+        proc.send_signal(signal.SIGINT)  # the main process only, as a signal from outside the terminal
+        _, err = proc.communicate(timeout=30)
+        latency = time.perf_counter() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    print(f"cli scan --workers 2 exit latency {latency:.3f} s")
+    assert proc.returncode == 130, err
+    assert "run again with --resume" in err
+    assert latency < 3.0  # interpreter shutdown included
+    from twolayer.scan.store import complete_groups
+
+    assert complete_groups(str(store)) == set()  # nothing finished, nothing claimed

@@ -101,6 +101,8 @@ def _scan(args: argparse.Namespace) -> int:
         summary = run(scan, store, executor=executor, resume=args.resume, progress=_progress(args),
                       load_result=False, allow_version_change=args.allow_version_change)
     except KeyboardInterrupt:
+        if args.workers is not None:
+            _stop_workers(executor)
         print(f"interrupted: the finished groups are in {store}; run again with --resume to complete it",
               file=sys.stderr)
         return 130
@@ -112,6 +114,20 @@ def _scan(args: argparse.Namespace) -> int:
     print(f"{len(scan)} configurations in {summary.groups} groups: {summary.computed} computed, {summary.skipped} "
           f"already stored; {time.perf_counter() - start:.1f} s; store {store}")
     return 0
+
+
+def _stop_workers(executor: Any) -> None:
+    """Ends the worker processes of our pool at once instead of waiting for their running groups (up to minutes):
+    a group is complete only once its marker is written after its data, so a group cut short anywhere is
+    recomputed on resume and the store stays consistent."""
+    if hasattr(executor, "terminate_workers"):  # Python >= 3.14
+        executor.terminate_workers()
+        return
+    processes = list((getattr(executor, "_processes", None) or {}).values())
+    for p in processes:
+        p.terminate()
+    for p in processes:
+        p.join(1.0)
 
 
 def _plot(args: argparse.Namespace) -> int:
