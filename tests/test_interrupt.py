@@ -498,3 +498,33 @@ def test_cli_scan_with_workers_stops_promptly(tmp_path: Any) -> None:
     from twolayer.scan.store import complete_groups
 
     assert complete_groups(str(store)) == set()  # nothing finished, nothing claimed
+
+
+def test_mixed_shape_integrate_batch_partial_is_prompt(monkeypatch: pytest.MonkeyPatch) -> None:
+    # two shapes of 10^4 members each: their rows were scattered into padded arrays after the signal (seconds for
+    # 10^5 members); now every group writes into the padded arrays as it runs
+    B = 10_000
+    ov2 = tl.ode.plateau_overlaps()
+    s3, t3 = tl.networks.teacher_student(K=3, M=2, d=50, activation="erf", seed=0)
+    ov3 = tl.Overlaps.from_networks(s3, t3)
+    members = [ov2 if b % 2 else ov3 for b in range(2 * B)]
+    exc, latency = interrupt_inside(tl._core, "ode_integrate_batch", lambda: tl.ode.integrate_batch(
+        members, "erf", lr=1.0, t_max=1e3, method="euler", dt=0.1, n_threads=2), after=0.5, nth=1,
+        monkeypatch=monkeypatch)
+    print(f"mixed integrate_batch latency {latency:.3f} s")
+    assert latency < DEADLINE
+    part = exc.partial
+    assert isinstance(part, tl.BatchTrajectory) and len(part) == 2 * B
+    assert part.Q.shape[2:] == (3, 3) and part.M.shape[3] == 2
+    np.testing.assert_array_equal(part.n_student, [2 if b % 2 else 3 for b in range(2 * B)])
+    assert set(part.status) <= {"completed", "interrupted"} and "interrupted" in set(part.status)
+    rows = np.arange(part.t.size)
+    n = part.n_recorded
+    assert np.isnan(part.risk[rows[None, :] >= n[:, None]]).all()
+    assert np.isnan(part.Q[1::2, :, 2, :]).all()  # K = 2 members: the padding stays NaN
+    done = np.flatnonzero(part.status == "completed")
+    assert done.size > 0
+    b = int(done[0])
+    ref = tl.ode.integrate(members[b], "erf", lr=1.0, t_max=1e3, method="euler", dt=0.1)
+    np.testing.assert_array_equal(part[b].risk, ref.risk)
+    np.testing.assert_array_equal(part[b].Q, ref.Q)
