@@ -498,6 +498,8 @@ def test_cli_scan_with_workers_stops_promptly(tmp_path: Any) -> None:
     from twolayer.scan.store import complete_groups
 
     assert complete_groups(str(store)) == set()  # nothing finished, nothing claimed
+    sc = tl.scan.load(str(cfg))  # the store is consistent: a resume accepts it and would compute every group
+    assert tl.scan.prepare_store(str(store), sc, len(tl.scan.make_groups(sc)), True, False) == set()
 
 
 def test_mixed_shape_integrate_batch_partial_is_prompt(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,7 +3,11 @@
 Convention (the same for every entry point): the call raises :class:`Interrupted`, a ``KeyboardInterrupt``, so
 that scripts and notebooks stop as usual; its attribute ``partial`` holds the public result object the call would
 have returned, built from what was finished (runs, batch members, records), with status ``"interrupted"`` where
-something was cut short; ``partial`` is None for calls that have nothing partial to give (kernels, risk, gradient).
+something was cut short; ``partial`` is None for calls that have nothing partial to give (kernels, risk, gradient)
+and when the signal came before anything was finished. The same holds when the signal lands in a call's Python
+code rather than in the core (refining and classifying search end points, copying a scan's groups, between two
+core calls): :func:`keep_partial` turns the bare ``KeyboardInterrupt`` into :class:`Interrupted` with what was
+finished, so that an expensive run that had ended is never lost to the timing of the signal.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@
   ``<config>.<engine>.nc`` (each engine's full ``xarray.Dataset`` as NetCDF) and ``<config>.png``;
 * ``twolayer scan CONFIG.toml [--resume] [--workers N | --scheduler ADDRESS] [--store PATH]``: a scan into a Zarr
   store, by default next to the config and named after it (``<config>.zarr``) unless the TOML's ``store`` says
-  otherwise;
+  otherwise; Ctrl-C stops it at once, ending the ``--workers`` processes too (the groups they were computing have
+  no completion marker and are recomputed by ``--resume``);
 * ``twolayer plot STORE``: the standard figure of a stored scan (``<store>.png``).
 """
 
