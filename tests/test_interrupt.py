@@ -530,3 +530,24 @@ def test_mixed_shape_integrate_batch_partial_is_prompt(monkeypatch: pytest.Monke
     ref = tl.ode.integrate(members[b], "erf", lr=1.0, t_max=1e3, method="euler", dt=0.1)
     np.testing.assert_array_equal(part[b].risk, ref.risk)
     np.testing.assert_array_equal(part[b].Q, ref.Q)
+
+
+@pytest.mark.parametrize("engine", ["sgd", "sde"])
+def test_ensemble_interrupted_while_converting_keeps_the_runs(engine: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    module = sys.modules[f"twolayer.{engine}"]
+    ensemble = tl.sgd.Ensemble
+    student, teacher = tl.networks.teacher_student(K=2, M=1, d=30, activation="erf", seed=0)
+    ov = tl.Overlaps.from_networks(student, teacher)
+    call: Callable[[], Any] = {
+        "sgd": lambda: tl.sgd.simulate(student, teacher, lr=0.5, t_max=2, seeds=3, records=5),
+        "sde": lambda: tl.sde.simulate(ov, lr=0.5, d=30, t_max=0.5, seeds=3, records=5),
+    }[engine]
+    ref = call()
+    exc, latency = interrupt_inside(module, "Ensemble", call, after=0.0, monkeypatch=monkeypatch)
+    print(f"{engine} conversion latency {latency:.3f} s")
+    assert latency < DEADLINE
+    assert isinstance(exc.partial, ensemble)
+    assert [r.status for r in exc.partial] == [r.status for r in ref]
+    np.testing.assert_array_equal(exc.partial.risk, ref.risk)
