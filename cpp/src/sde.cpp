@@ -6,6 +6,7 @@
 #include <exception>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -139,16 +140,18 @@ IncrementMoments::IncrementMoments(const OdeModel& model, std::vector<double> no
       throw std::invalid_argument("n_nodes: n_nodes^(K + M) quadrature nodes exceed 2^26; use fewer nodes or units");
     count *= static_cast<std::size_t>(n);
   }
-  grid_.resize(count * u);
-  gw_.resize(count);
+  // reserved and appended, not zero-filled first: a single pass over up to 2 GiB, with Ctrl-C checked per point
+  grid_.reserve(count * u);
+  gw_.reserve(count);
   std::fill(idx_.begin(), idx_.end(), 0);
   for (std::size_t p = 0; p < count; ++p) {
+    throw_if_cancelled();
     double wt = 1.0;
     for (int q = 0; q < u_; ++q) {
-      grid_[p * u + q] = x_[idx_[q]];
+      grid_.push_back(x_[idx_[q]]);
       wt *= w_[idx_[q]];
     }
-    gw_[p] = wt;
+    gw_.push_back(wt);
     int q = u_ - 1;
     while (q >= 0 && ++idx_[q] == n) idx_[q--] = 0;
   }
@@ -828,17 +831,24 @@ void sde_simulate(const SdeSpec& sp, const double* y0, std::size_t y0_stride, co
     if (s <= prev || s > sp.steps) throw std::invalid_argument("record_steps: must increase strictly within [0, steps]");
     prev = s;
   }
-  IncrementMoments check(sp.model, sp.nodes, sp.weights);  // validates the model and the activations
-  std::exception_ptr error;
-  std::mutex error_mutex;
-  const int threads = resolve_threads(n_threads);
-  (void)threads;
   for (std::size_t j = 0; j < n_paths; ++j) {  // a path never started (Ctrl-C first) reads as interrupted at 0
     out[j].recorded = 0;
     out[j].status = 2;
     out[j].stop_time = 0.0;
   }
-  if (!check.exact()) {  // quadrature moments: paths in SIMD lanes, each thread a block taking paths as lanes free up
+  // Building a quadrature grid (here and in each thread's block) stops with Interrupted on Ctrl-C: every path
+  // then reads as never started.
+  std::optional<IncrementMoments> check;
+  try {
+    check.emplace(sp.model, sp.nodes, sp.weights);  // validates the model and the activations
+  } catch (const Interrupted&) {
+    return;
+  }
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  const int threads = resolve_threads(n_threads);
+  (void)threads;
+  if (!check->exact()) {  // quadrature moments: paths in SIMD lanes, each thread a block taking paths as lanes free up
     std::atomic<std::size_t> next_path{0};
 #ifdef TWOLAYER_OPENMP
 #pragma omp parallel num_threads(threads) if (threads > 1 && n_paths > 1)
@@ -847,6 +857,7 @@ void sde_simulate(const SdeSpec& sp, const double* y0, std::size_t y0_stride, co
       try {
         PathBlock block(sp, y0, y0_stride, runs, out, next_path, n_paths);
         block.go(progress);
+      } catch (const Interrupted&) {  // while building the block's grid: its paths were never started
       } catch (...) {
         std::lock_guard<std::mutex> lock(error_mutex);
         if (!error) error = std::current_exception();
