@@ -6,6 +6,7 @@
 #include <exception>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -14,6 +15,7 @@
 #include "twolayer/divergence.hpp"
 #include "twolayer/parallel.hpp"
 #include "twolayer/population.hpp"
+#include "twolayer/progress.hpp"
 #include "twolayer/rng.hpp"
 #include "twolayer/target.hpp"
 
@@ -139,16 +141,18 @@ IncrementMoments::IncrementMoments(const OdeModel& model, std::vector<double> no
       throw std::invalid_argument("n_nodes: n_nodes^(K + M) quadrature nodes exceed 2^26; use fewer nodes or units");
     count *= static_cast<std::size_t>(n);
   }
-  grid_.resize(count * u);
-  gw_.resize(count);
+  // reserved and appended, not zero-filled first: a single pass over up to 2 GiB, with Ctrl-C checked per point
+  grid_.reserve(count * u);
+  gw_.reserve(count);
   std::fill(idx_.begin(), idx_.end(), 0);
   for (std::size_t p = 0; p < count; ++p) {
+    throw_if_cancelled();
     double wt = 1.0;
     for (int q = 0; q < u_; ++q) {
-      grid_[p * u + q] = x_[idx_[q]];
+      grid_.push_back(x_[idx_[q]]);
       wt *= w_[idx_[q]];
     }
-    gw_[p] = wt;
+    gw_.push_back(wt);
     int q = u_ - 1;
     while (q >= 0 && ++idx_[q] == n) idx_[q--] = 0;
   }
@@ -162,6 +166,7 @@ void IncrementMoments::raw_quadrature(const double* y) {
   std::fill(mu_.begin(), mu_.end(), 0.0);
   const std::size_t n_points = gw_.size();
   for (std::size_t p = 0; p < n_points; ++p) {
+    throw_if_cancelled();  // up to 2^26 points: seconds
     const double wt = gw_[p];
     const double* xp = grid_.data() + p * u;
     for (int q = 0; q < u; ++q) {
@@ -369,7 +374,7 @@ class Path {
     std::size_t next = 0;
     double r_prev = rhs_.risk(y_.data());
     const double thr = std::max(sp_.risk_tol, sp_.risk_rtol >= 0.0 ? sp_.risk_rtol * r_prev : -1.0);
-    long long reported = 0;
+    ProgressReporter report(progress);
     for (long long step = 0;; ++step) {
       const bool at_record = next < sp_.record_steps.size() && sp_.record_steps[next] == step;
       const double r = step == 0 ? r_prev : (thr >= 0.0 || at_record) ? rhs_.risk(y_.data()) : 0.0;
@@ -386,13 +391,7 @@ class Path {
         return;
       }
       if (step == sp_.steps) break;
-      if ((step & 255) == 0) {
-        if (cancel_requested()) return stop(2, step);
-        if (progress) {
-          progress->fetch_add(step - reported, std::memory_order_relaxed);
-          reported = step;
-        }
-      }
+      if (cancel_requested()) return stop(2, step);  // every step: one can take milliseconds
       r_prev = r;
       // y += F dt + sqrt(dt / d) chol(Cov xi) z
       rhs_(y_.data(), f_.data(), 1);
@@ -419,8 +418,8 @@ class Path {
         for (int i = 0; i < K; ++i, ++c) y_[m.offset_a() + i] += dz_[c];
       if (const int code = divergence_code(y_.data(), K, M, m.P.data(), bound, scratch.data()))
         return stop(1, step + 1, code);
+      report.add(1);
     }
-    if (progress) progress->fetch_add(sp_.steps - reported, std::memory_order_relaxed);
   }
 
  private:
@@ -497,28 +496,25 @@ class PathBlock {
     zt_.assign(static_cast<std::size_t>(M_), 0.0);
   }
 
+  // Ctrl-C is checked before every step and between the quadrature points of one (a step costs up to seconds at
+  // K + M = 4): the lanes stop at the step they were about to take.
   void go(std::atomic<long long>* progress) {
+    ProgressReporter report(progress);
     for (int l = 0; l < W; ++l) refill(l);
-    for (long long iter = 0;; ++iter) {
-      if ((iter & 255) == 0) {
-        if (cancel_requested()) {
-          for (int l = 0; l < W; ++l)
-            if (lane_[l].active) stop(l, 2, lane_[l].step);
-          return;
-        }
-        if (progress) {
-          progress->fetch_add(done_steps_, std::memory_order_relaxed);
-          done_steps_ = 0;
-        }
-      }
+    for (;;) {
       bool any = false;
       for (int l = 0; l < W; ++l) any = any || lane_[l].active;
       if (!any) break;
-      moments();
+      if (cancel_requested() || !moments()) {
+        for (int l = 0; l < W; ++l)
+          if (lane_[l].active) stop(l, 2, lane_[l].step);
+        return;
+      }
       for (int l = 0; l < W; ++l)
         if (lane_[l].active) advance(l);
+      report.add(done_steps_);
+      done_steps_ = 0;
     }
-    if (progress) progress->fetch_add(done_steps_, std::memory_order_relaxed);
   }
 
  private:
@@ -661,8 +657,9 @@ class PathBlock {
     }
   }
 
-  // Raw E[xi], E[xi xi^T] (upper triangle) of every lane by the Gauss-Hermite product rule (as raw_quadrature).
-  void moments() {
+  // Raw E[xi], E[xi xi^T] (upper triangle) of every lane by the Gauss-Hermite product rule (as raw_quadrature);
+  // false when a cancellation cut them short.
+  bool moments() {
     const OdeModel& m = sp_.model;
     const int K = K_, M = M_, u = u_, nc = nc_;
     const double lr = m.lr, lra = m.lr_readout, s = std::sqrt(m.noise);
@@ -672,6 +669,7 @@ class PathBlock {
     const std::vector<double>& gw = mom_.grid_weights();
     const std::size_t n_points = gw.size();
     for (std::size_t p = 0; p < n_points; ++p) {
+      if (cancel_requested()) return false;
       const double wt = gw[p];
       const double* xp = grid.data() + p * u;
       for (int q = 0; q < u; ++q) {
@@ -765,6 +763,7 @@ class PathBlock {
         }
       }
     }
+    return true;
   }
 
   // One Euler-Maruyama step of lane l: y += E[Pi xi] dt + sqrt(dt / d) chol(Cov(Pi xi)) z, then the next step's
@@ -842,18 +841,25 @@ void sde_simulate(const SdeSpec& sp, const double* y0, std::size_t y0_stride, co
     if (s <= prev || s > sp.steps) throw std::invalid_argument("record_steps: must increase strictly within [0, steps]");
     prev = s;
   }
-  IncrementMoments check(sp.model, sp.nodes, sp.weights);  // validates the model and the activations
-  std::exception_ptr error;
-  std::mutex error_mutex;
-  const int threads = resolve_threads(n_threads);
-  (void)threads;
   for (std::size_t j = 0; j < n_paths; ++j) {  // a path never started (Ctrl-C first) reads as interrupted at 0
     out[j].recorded = 0;
     out[j].status = 2;
     out[j].reason = 0;
     out[j].stop_time = 0.0;
   }
-  if (!check.exact()) {  // quadrature moments: paths in SIMD lanes, each thread a block taking paths as lanes free up
+  // Building a quadrature grid (here and in each thread's block) stops with Interrupted on Ctrl-C: every path
+  // then reads as never started.
+  std::optional<IncrementMoments> check;
+  try {
+    check.emplace(sp.model, sp.nodes, sp.weights);  // validates the model and the activations
+  } catch (const Interrupted&) {
+    return;
+  }
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  const int threads = resolve_threads(n_threads);
+  (void)threads;
+  if (!check->exact()) {  // quadrature moments: paths in SIMD lanes, each thread a block taking paths as lanes free up
     std::atomic<std::size_t> next_path{0};
 #ifdef TWOLAYER_OPENMP
 #pragma omp parallel num_threads(threads) if (threads > 1 && n_paths > 1)
@@ -862,6 +868,7 @@ void sde_simulate(const SdeSpec& sp, const double* y0, std::size_t y0_stride, co
       try {
         PathBlock block(sp, y0, y0_stride, runs, out, next_path, n_paths);
         block.go(progress);
+      } catch (const Interrupted&) {  // while building the block's grid: its paths were never started
       } catch (...) {
         std::lock_guard<std::mutex> lock(error_mutex);
         if (!error) error = std::current_exception();

@@ -189,6 +189,8 @@ def ode_integrate_batch(
     progress: Callable[[int], object] | None = None,
     schedule: _Schedule | None = None,
     targets: Sequence[tuple[NDArray[np.int64], _F]] | None = None,
+    out: dict[str, NDArray[Any]] | None = None,
+    members: NDArray[np.int64] | None = None,
 ) -> dict[str, Any]: ...
 def multistart_lbfgs(
     W: _F,

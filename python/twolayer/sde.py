@@ -53,7 +53,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _core
-from ._interrupt import partial_result
+from ._interrupt import keep_partial, partial_result
 from ._progress import progress_bar
 from ._validation import INT32_MAX, as_float_array, boolean, integer, n_threads_arg, positive, seed_arg
 from .activations import ActivationName
@@ -367,9 +367,11 @@ def simulate(
         return Ensemble(runs=runs, run_ids=run_ids, t=t_rec, seed=seed_, meta=meta, params=params)
 
     state = _state(ov) if y0 is None else np.ascontiguousarray(y0)
-    with partial_result(results), progress_bar(progress, n_steps * run_ids.size, "step", "SDE", True) as update:
-        out = _core.sde_simulate(state, ov.K, ov.P, ov.v, act, "linear" if tgt else t_act, sph, lr_, lr_a, noise_,
-                                 d_, dt_, n_steps, steps_rec, x, w, seed_, run_ids.astype(np.uint32), tol, rtol,
-                                 n_threads_arg(n_threads), progress=update, **tkw)
-    return results(out)
+    out: dict[str, Any] | None = None
+    with keep_partial(lambda: None if out is None else results(out)):  # a Ctrl-C in the bar or the conversion
+        with partial_result(results), progress_bar(progress, n_steps * run_ids.size, "step", "SDE", True) as update:
+            out = _core.sde_simulate(state, ov.K, ov.P, ov.v, act, "linear" if tgt else t_act, sph, lr_, lr_a,
+                                     noise_, d_, dt_, n_steps, steps_rec, x, w, seed_, run_ids.astype(np.uint32), tol,
+                                     rtol, n_threads_arg(n_threads), progress=update, **tkw)
+        return results(out)
 

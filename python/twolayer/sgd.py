@@ -44,7 +44,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _core
-from ._interrupt import partial_result
+from ._interrupt import keep_partial, partial_result
 from ._progress import progress_bar
 from ._validation import (
     INT32_MAX,
@@ -806,6 +806,8 @@ def simulate(
         return Ensemble(runs=trajs, run_ids=run_ids, t=t_all, seed=seed_, meta=meta, params=params)
 
     args: _SgdArgs = (W0, a0, first.activation, teacher.W, teacher.effective_a, teacher.activation, first.scale)
-    with partial_result(results), progress_bar(progress, steps * run_ids.size, "step", "SGD", True) as update:
-        out = _core.sgd_simulate(*args, **kwargs, progress=update)
-    return results(out)
+    out: dict[str, Any] | None = None
+    with keep_partial(lambda: None if out is None else results(out)):  # a Ctrl-C in the bar or the conversion
+        with partial_result(results), progress_bar(progress, steps * run_ids.size, "step", "SGD", True) as update:
+            out = _core.sgd_simulate(*args, **kwargs, progress=update)
+        return results(out)

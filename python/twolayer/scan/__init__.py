@@ -182,10 +182,11 @@ def prepare_store(store: str, scan: Scan, n_groups: int, resume: bool, allow_ver
 
 
 def _run_in_memory(sc: Scan, eng: Engine, groups: list[Group], progress: bool) -> Any:
-    from .._interrupt import Interrupted
+    from .._interrupt import Interrupted, keep_partial
 
     asm = Assembly(sc)  # each group copied into the full arrays as it finishes, then dropped
-    with _bar(progress, len(sc), 0, len(groups), 0) as bar:
+    # Ctrl-C, in the core or in Python (an engine's own phases, the copy, the bar): the finished groups
+    with keep_partial(asm.dataset), _bar(progress, len(sc), 0, len(groups), 0) as bar:
         for g in groups:
             try:
                 part = eng.run(g.configs)
@@ -195,8 +196,8 @@ def _run_in_memory(sc: Scan, eng: Engine, groups: list[Group], progress: bool) -
             asm.add(g.indices, part)
             del part
             bar(len(g.indices))
-    ds = asm.dataset()
-    ds.attrs.update({"n_groups": len(groups), "n_groups_complete": len(groups)})
+        ds = asm.dataset()
+        ds.attrs.update({"n_groups": len(groups), "n_groups_complete": len(groups)})
     return ds
 
 

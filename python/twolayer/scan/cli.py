@@ -6,7 +6,9 @@
 * ``twolayer scan CONFIG.toml [--resume] [--workers N | --scheduler ADDRESS] [--store PATH] [--allow-import
   MODULE]``: a scan into a Zarr store, by default next to the config and named after it (``<config>.zarr``) unless
   the TOML's ``store`` says otherwise (a path inside the config's directory; ``--store`` may point anywhere); an
-  engine ``"MODULE:function"`` runs only when ``--allow-import MODULE`` trusts its module;
+  engine ``"MODULE:function"`` runs only when ``--allow-import MODULE`` trusts its module; Ctrl-C stops it at once,
+  ending the ``--workers`` processes too (the groups they were computing have no completion marker and are
+  recomputed by ``--resume``);
 * ``twolayer plot STORE``: the standard figure of a stored scan (``<store>.png``).
 """
 
@@ -106,6 +108,8 @@ def _scan(args: argparse.Namespace) -> int:
         summary = run(scan, store, executor=executor, resume=args.resume, progress=_progress(args),
                       load_result=False, allow_version_change=args.allow_version_change)
     except KeyboardInterrupt:
+        if args.workers is not None:
+            _stop_workers(executor)
         print(f"interrupted: the finished groups are in {store}; run again with --resume to complete it",
               file=sys.stderr)
         return 130
@@ -117,6 +121,20 @@ def _scan(args: argparse.Namespace) -> int:
     print(f"{len(scan)} configurations in {summary.groups} groups: {summary.computed} computed, {summary.skipped} "
           f"already stored; {time.perf_counter() - start:.1f} s; store {store}")
     return 0
+
+
+def _stop_workers(executor: Any) -> None:
+    """Ends the worker processes of our pool at once instead of waiting for their running groups (up to minutes):
+    a group is complete only once its marker is written after its data, so a group cut short anywhere is
+    recomputed on resume and the store stays consistent."""
+    if hasattr(executor, "terminate_workers"):  # Python >= 3.14
+        executor.terminate_workers()
+        return
+    processes = list((getattr(executor, "_processes", None) or {}).values())
+    for p in processes:
+        p.terminate()
+    for p in processes:
+        p.join(1.0)
 
 
 def _plot(args: argparse.Namespace) -> int:
