@@ -291,6 +291,9 @@ def test_relu_risk_grouping_equals_the_plain_sum(sizes, readout):
         if readout:
             x[-len(sizes):] = rng.choice([-1.0, 1.0], len(sizes)) * (0.5 + rng.random(len(sizes)))
         assert prob.risk(x, sizes) == pytest.approx(prob._evaluate(x, sizes, 0)[0], rel=1e-13, abs=1e-14)
+        x[: len(prob.layout(sizes)) - (len(sizes) if readout else 0)] = 0.0  # zero rows: relu units that are off
+        x[0] = 0.7
+        assert prob.risk(x, sizes) == pytest.approx(prob._evaluate(x, sizes, 0)[0], rel=1e-13, abs=1e-14)
 
 
 def test_relu_risk_keeps_its_digits_at_large_k():

@@ -478,6 +478,7 @@ class YoungProblem:
                           for b in range(r)])  # |w_b|^2 off its own column
         q = al * al + perp2
         norm = np.sqrt(q)
+        inv = np.divide(1.0, norm, out=np.zeros(r), where=norm > 0.0)  # a zero row (m = 0) has no angle terms
         m = a * norm
         nu = a * ((al - 1.0) * (al + 1.0) + perp2) / (norm + 1.0) + (a - 1.0)  # a |w| - 1
         gap = _line_gap(np.arctan2(np.sqrt(perp2), np.abs(al)))
@@ -489,15 +490,15 @@ class YoungProblem:
             if n[b] > 1.0:
                 same = 2.0 * al[b] * be[b] + (n[b] - 2.0) * be[b] ** 2 + sum(
                     n[c] * ga(b, c) ** 2 for c in range(r) if c != b)
-                phi += n[b] * (n[b] - 1.0) * (m[b] * m[b] * _phi_tilde(same / q[b])
-                                              - 2.0 * m[b] * _phi_tilde(be[b] / norm[b]))
+                phi += n[b] * (n[b] - 1.0) * (m[b] * m[b] * _phi_tilde(same * inv[b] ** 2)
+                                              - 2.0 * m[b] * _phi_tilde(be[b] * inv[b]))
             for c in range(r):
                 if c == b:
                     continue
                 cross = (al[b] + (n[b] - 1.0) * be[b]) * ga(c, b) + ga(b, c) * (al[c] + (n[c] - 1.0) * be[c]) + sum(
                     n[e] * ga(b, e) * ga(c, e) for e in range(r) if e not in (b, c))
-                phi += n[b] * n[c] * (m[b] * m[c] * _phi_tilde(cross / (norm[b] * norm[c]))
-                                      - m[b] * _phi_tilde(ga(b, c) / norm[b]) - m[c] * _phi_tilde(ga(c, b) / norm[c]))
+                phi += n[b] * n[c] * (m[b] * m[c] * _phi_tilde(cross * inv[b] * inv[c])
+                                      - m[b] * _phi_tilde(ga(b, c) * inv[b]) - m[c] * _phi_tilde(ga(c, b) * inv[c]))
         linear = float(n @ (cols * cols)) / 4.0
         even = float(n @ ((1.0 - 2.0 / np.pi) * nu * nu + (4.0 / np.pi) * m * gap)) / 4.0
         return 0.5 * (linear + even + (float(n @ nu) ** 2 + float(phi)) / (2.0 * np.pi))
