@@ -237,7 +237,7 @@ def test_real_k_families_as_dataframes_and_datasets(real_k):
                                       "negative_before": 0, "negative_after": 1}]
 
     ds = L.to_xarray(real_k)
-    assert dict(ds.sizes) == {"k": 3, "block": 2, "coord": 5, "component": 4, "eigen": 5, "crossing": 1}
+    assert dict(ds.sizes) == {"k": 3, "block": 2, "coord": 5, "component": 4, "eigen": 5, "flat": 0, "crossing": 1}
     assert list(ds["component"].values) == ["trivial", "standard[0]", "exterior[0]", "symmetric[0]"]
     for name, lam in real_k.eigenvalues.items():
         e = ds["eigenvalues"].sel(component=name).values
@@ -253,6 +253,25 @@ def test_real_k_families_as_dataframes_and_datasets(real_k):
         ds["eigenvalues"].sel(component="standard[0]", eigen=0).values[1]
     none = dataclasses.replace(real_k, k_turn=None, crossings=[])
     assert "k_turn" not in L.to_xarray(none).attrs and L.to_xarray(none).sizes["crossing"] == 0
+
+
+def test_real_k_tables_hold_the_flat_eigenvalues():
+    # issue 28: the JSON round trip kept RealKFamily.flat_eigenvalues, the DataFrame and Dataset dropped them
+    fam = L.continue_real_k(np.r_[X6, 1.0, 1.0], 6.0, [6.0, 7.0], train_readout=True)
+    widths = {name: lam.shape[1] for name, lam in fam.flat_eigenvalues.items()}
+    assert widths == {"trivial": 2, "standard[0]": 1, "exterior[0]": 0, "symmetric[0]": 0}  # one per block each
+    df = L.to_dataframe(fam)
+    flat_cols = [c for c in df.columns if c.startswith("flat:")]
+    assert flat_cols == ["flat:trivial:0", "flat:trivial:1", "flat:standard[0]:0"]
+    for name, lam in fam.flat_eigenvalues.items():
+        same(df[[f"flat:{name}:{j}" for j in range(lam.shape[1])]].to_numpy().reshape(lam.shape), lam)
+    ds = L.to_xarray(fam)
+    assert ds["flat_eigenvalues"].dims == ("k", "component", "flat") and ds.sizes["flat"] == 2
+    for name, lam in fam.flat_eigenvalues.items():
+        f = ds["flat_eigenvalues"].sel(component=name).values
+        same(f[:, : lam.shape[1]], lam)
+        assert np.isnan(f[:, lam.shape[1]:]).all()
+    assert np.nanmax(np.abs(ds["flat_eigenvalues"].values)) <= 1e-10  # ~0 at critical points
 
 
 

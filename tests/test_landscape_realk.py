@@ -246,3 +246,106 @@ def test_gradient_floor_bounds_the_gradient_noise_newton_stops_at():
         _, gn, _ = prob.solve(xs, [1e5 - 1.0, 1.0], tol=0.0, max_iter=30)
         assert gn <= floor
     assert prob.gradient_floor(X6, [5, 1]) < 1e-14  # negligible at small k
+
+
+def _mp_risk(x, sizes, readout=False):
+    """The plain sum over row pairs and teacher pairs of relu kernels, in mpmath (reference for large k)."""
+    mp = pytest.importorskip("mpmath")
+    n = [mp.mpf(v) for v in sizes]
+    r = len(n)
+    idx = {key: i for i, key in enumerate(YoungProblem(r, readout).layout([float(v) for v in sizes]))}
+    X = [mp.mpf(v) for v in x]
+    a = X[len(X) - r:] if readout else [mp.mpf(1)] * r
+    al = [X[idx[("diag", b, b)]] for b in range(r)]
+    be = [X[idx[("off", b, b)]] if ("off", b, b) in idx else mp.mpf(0) for b in range(r)]
+
+    def ga(b, c):
+        return X[idx[("block", b, c)]]
+
+    def kern(c11, c12, c22):
+        return (mp.sqrt(c11 * c22 - c12**2) + (mp.pi - mp.acos(c12 / mp.sqrt(c11 * c22))) * c12) / (2 * mp.pi)
+
+    q = [al[b]**2 + (n[b] - 1) * be[b]**2 + sum(n[c] * ga(b, c)**2 for c in range(r) if c != b) for b in range(r)]
+    k = sum(n)
+    tot = k / 2 + k * (k - 1) / (2 * mp.pi)
+    for b in range(r):
+        tot += n[b] * a[b]**2 * q[b] / 2 - 2 * n[b] * a[b] * kern(q[b], al[b], 1)
+        if n[b] > 1:
+            same = 2 * al[b] * be[b] + (n[b] - 2) * be[b]**2 + sum(n[c] * ga(b, c)**2 for c in range(r) if c != b)
+            tot += n[b] * (n[b] - 1) * (a[b]**2 * kern(q[b], same, q[b]) - 2 * a[b] * kern(q[b], be[b], 1))
+        for c in range(r):
+            if c != b:
+                cross = (al[b] + (n[b] - 1) * be[b]) * ga(c, b) + ga(b, c) * (al[c] + (n[c] - 1) * be[c]) + sum(
+                    n[e] * ga(b, e) * ga(c, e) for e in range(r) if e not in (b, c))
+                tot += n[b] * n[c] * (a[b] * a[c] * kern(q[b], cross, q[c]) - 2 * a[b] * kern(q[b], ga(b, c), 1))
+    return tot / 2
+
+
+@pytest.mark.parametrize(("sizes", "readout"), [((5.37, 1.0), False), ((4.2, 3.6), True), ((3.5, 2.0, 1.0), False),
+                                                ((4.0, 3.0, 2.0), True)])
+def test_relu_risk_grouping_equals_the_plain_sum(sizes, readout):
+    prob = YoungProblem(len(sizes), readout)
+    rng = np.random.default_rng(11)
+    for _ in range(5):
+        x = 0.5 * rng.standard_normal(len(prob.layout(sizes)))
+        if readout:
+            x[-len(sizes):] = rng.choice([-1.0, 1.0], len(sizes)) * (0.5 + rng.random(len(sizes)))
+        assert prob.risk(x, sizes) == pytest.approx(prob._evaluate(x, sizes, 0)[0], rel=1e-13, abs=1e-14)
+        x[: len(prob.layout(sizes)) - (len(sizes) if readout else 0)] = 0.0  # zero rows: relu units that are off
+        x[0] = 0.7
+        assert prob.risk(x, sizes) == pytest.approx(prob._evaluate(x, sizes, 0)[0], rel=1e-13, abs=1e-14)
+
+
+def test_relu_risk_keeps_its_digits_at_large_k():
+    # issue 28: the risk was a sum of ~k^2 cancelling kernel terms: 1e-4 relative error at k = 1e4, 0.12 at 1e5,
+    # 0.0 at 1e8 along the ΔS_{k-1} family (loss ~ 0.3 / k); grouped, it is right to a few ulps at any k
+    mp = pytest.importorskip("mpmath")
+    mp.mp.dps = 80
+    fam = L.continue_real_k(X6, 6.0, [1e2, 1e4, 1e6, 1e8])
+    trained = L.continue_real_k(X6 + [1.0, 1.0], 6.0, [1e4, 1e8], train_readout=True)
+    for f, readout, rtol in ((fam, False, 5e-15), (trained, True, 1e-9)):
+        for k, x, loss in zip(f.k, f.x, f.loss, strict=True):
+            ref = _mp_risk(x, [k - 1.0, 1.0], readout)
+            assert abs(loss - ref) <= rtol * ref, (k, readout, loss, ref)
+    # and it is the realised network's population risk (k = 50; that plain sum of k^2 terms loses digits as k
+    # grows: 1e-9 relative here, 5e-7 at k = 200)
+    x = L.continue_real_k(X6, 6.0, [50.0]).x[-1]
+    net = SubspaceProblem(FixedPointSpace((49, 1))).network(x)
+    assert YoungProblem(2).risk(x, [49, 1]) == pytest.approx(tl.population.risk(net, L.identity_teacher(50)), rel=1e-8)
+
+
+def test_type_a_loss_times_k_reaches_its_limit():
+    # k loss -> L_inf + c / sqrt(k) + d / k along the ΔS_{k-1} family, extrapolated from k = 1e6, 1e7, 1e8;
+    # independently: the critical point at k = 1e12 solved by Newton in 80-digit arithmetic (scaled coordinates)
+    mp = pytest.importorskip("mpmath")
+    mp.mp.dps = 80
+    fam = L.continue_real_k(X6, 6.0, [1e6, 1e7, 1e8])
+    kl = fam.k * fam.loss
+    assert np.all(np.diff(kl) > 0)
+    limit = np.linalg.solve(np.stack([np.ones(3), fam.k**-0.5, 1.0 / fam.k], 1), kl)[0]
+    K = mp.mpf(10)**12
+    scale = [K**-2, K**-2, 1 / K, 1 / K, 1 / K]
+    base = [1, 0, -1, 0, 0]
+    y = mp.matrix([mp.mpf(v) for v in (fam.x[-1] - base) * np.array([1e16, 1e16, 1e8, 1e8, 1e8])])  # k = 1e8
+
+    def risk(yy):
+        return _mp_risk([base[i] + scale[i] * yy[i] for i in range(5)], [K - 1, 1])
+
+    h = mp.mpf(10)**-12
+    unit = [mp.matrix([h * (i == j) for j in range(5)]) for i in range(5)]
+
+    def grad(yy):
+        return mp.matrix([(risk(yy + e) - risk(yy - e)) / (2 * h) for e in unit])
+
+    for _ in range(4):
+        H = mp.matrix(5, 5)
+        for i, e in enumerate(unit):
+            H[:, i] = (grad(y + e) - grad(y - e)) / (2 * h)
+        step = mp.lu_solve(H, grad(y))
+        y = y - step
+    assert max(abs(s) for s in step) < 1e-20
+    far = float(K * risk(y))
+    assert far == pytest.approx(0.2973575232, abs=1e-9)
+    assert 0 < limit - far < 3e-7  # the c / sqrt(k) tail left at 1e12 (c = -0.11)
+    assert kl[-1] == pytest.approx(limit, abs=2e-5)
+    assert limit == pytest.approx(0.5 - 2.0 / np.pi**2, abs=1e-8)  # numerically: k loss -> 1/2 - 2/pi^2

@@ -380,7 +380,7 @@ def _real_k_attrs(fam: RealKFamily) -> dict[str, Any]:
 
 
 def _real_k_frame(pd: Any, fam: RealKFamily) -> Any:
-    """One row per k: sizes, loss, grad_norm, index, x, every component's eigenvalues and dimension."""
+    """One row per k: sizes, loss, grad_norm, index, x, every component's eigenvalues, dimension and flat ones."""
     cols: dict[str, Any] = {"k": fam.k}
     for b in range(fam.sizes.shape[1]):
         cols[f"size{b}"] = fam.sizes[:, b]
@@ -391,6 +391,9 @@ def _real_k_frame(pd: Any, fam: RealKFamily) -> Any:
         for j in range(lam.shape[1]):
             cols[f"{name}:{j}"] = lam[:, j]
         cols[f"dim:{name}"] = fam.dimension[name]
+    for name, lam in fam.flat_eigenvalues.items():
+        for j in range(lam.shape[1]):
+            cols[f"flat:{name}:{j}"] = lam[:, j]
     df = pd.DataFrame(cols)
     df.attrs.update(_real_k_attrs(fam))
     df.attrs["crossings"] = [dataclasses.asdict(c) for c in fam.crossings]
@@ -398,13 +401,18 @@ def _real_k_frame(pd: Any, fam: RealKFamily) -> Any:
 
 
 def _real_k_dataset(xr: Any, fam: RealKFamily) -> Any:
-    """Dimensions k, block, coord, component (every isotypic component), eigen (NaN-padded), crossing."""
+    """Dimensions k, block, coord, component (every isotypic component), eigen and flat (NaN-padded), crossing."""
     names = list(fam.eigenvalues)
-    width = max((lam.shape[1] for lam in fam.eigenvalues.values()), default=0)
-    eig = np.full((fam.k.size, len(names), width), np.nan)
-    for c, name in enumerate(names):
-        lam = fam.eigenvalues[name]
-        eig[:, c, : lam.shape[1]] = lam
+
+    def padded(values: dict[str, NDArray[np.float64]]) -> NDArray[np.float64]:
+        width = max((lam.shape[1] for lam in values.values()), default=0)
+        out = np.full((fam.k.size, len(names), width), np.nan)
+        for c, name in enumerate(names):
+            lam = values.get(name, np.empty((fam.k.size, 0)))
+            out[:, c, : lam.shape[1]] = lam
+        return out
+
+    eig = padded(fam.eigenvalues)
     dim = np.stack([fam.dimension[n] for n in names], axis=1) if names else np.empty((fam.k.size, 0))
     cr = fam.crossings
     attrs = {key: v for key, v in _real_k_attrs(fam).items() if v is not None}
@@ -412,6 +420,7 @@ def _real_k_dataset(xr: Any, fam: RealKFamily) -> Any:
         {"sizes": (("k", "block"), fam.sizes), "loss": ("k", fam.loss), "grad_norm": ("k", fam.grad_norm),
          "index": ("k", fam.index), "x": (("k", "coord"), fam.x),
          "eigenvalues": (("k", "component", "eigen"), eig), "dimension": (("k", "component"), dim),
+         "flat_eigenvalues": (("k", "component", "flat"), padded(fam.flat_eigenvalues)),
          "crossing_k": ("crossing", np.array([c.k for c in cr], dtype=np.float64)),
          "crossing_component": ("crossing", np.array([c.component for c in cr], dtype=str)),
          "crossing_position": ("crossing", np.array([c.position for c in cr], dtype=np.int64)),
@@ -426,7 +435,8 @@ def to_dataframe(result: Any) -> Any:
     One row per run (MultistartResult), per k (a family; RealKFamily:
     columns ``k``, ``size{b}``, ``loss``, ``grad_norm``, ``index``,
     ``x{j}``, and for every isotypic component ``{component}:{j}`` (its
-    eigenvalues) and ``dim:{component}``), or per distinct eigenvalue
+    eigenvalues), ``dim:{component}`` and ``flat:{component}:{j}`` (its
+    eigenvalues along the rescaling orbit, if any)), or per distinct eigenvalue
     (CriticalPoint: columns ``eigenvalue``, ``multiplicity``, ``part`` =
     "transverse" or "flat").
 
@@ -479,8 +489,9 @@ def to_xarray(result: Any) -> Any:
     MultistartResult: dimensions ``run``, ``unit``, ``input`` (W, a and the
     per-run classification); a family: dimension ``k`` (and ``coord`` for x,
     ``eigen`` for the spectra, NaN-padded); RealKFamily: ``k``, ``block``,
-    ``coord``, ``component`` (every isotypic component), ``eigen``
-    (NaN-padded) and ``crossing``; CriticalPoint: ``unit``, ``input``, ``eigen``, ``flat``.
+    ``coord``, ``component`` (every isotypic component), ``eigen`` and
+    ``flat`` (``eigenvalues`` and ``flat_eigenvalues``, NaN-padded) and
+    ``crossing``; CriticalPoint: ``unit``, ``input``, ``eigen``, ``flat``.
 
     Parameters
     ----------

@@ -107,6 +107,27 @@ def irrep_dimension(component: str, sizes: ArrayLike) -> float:
     raise ValueError(f"component: unknown isotypic component {component!r}")
 
 
+def _phi_tilde(rho: NDArray[np.float64]) -> NDArray[np.float64]:
+    """sqrt(1 - rho^2) - 1 + rho arcsin(rho) = rho^2/2 + rho^4/24 + ..., without cancellation at small rho."""
+    rho = np.clip(rho, -1.0, 1.0)
+    return rho * np.arcsin(rho) - rho * rho / (1.0 + np.sqrt(1.0 - rho * rho))
+
+
+def _line_gap(theta: NDArray[np.float64]) -> NDArray[np.float64]:
+    """g(t) = pi/2 - sin t - (pi/2 - t) cos t for the angle t in [0, pi/2] between two lines (g ~ pi t^2/4):
+    pi sin^2(t/2) - (sin t - t cos t), the bracket by its series sum_m (-1)^(m+1) 2m t^(2m+1)/(2m+1)! below 0.5."""
+    t = np.asarray(theta, dtype=np.float64)
+    small = t < 0.5
+    ts = np.where(small, t, 0.0)
+    series = np.zeros_like(t)
+    term = ts.copy()  # t^(2m+1)/(2m+1)!
+    for m in range(1, 12):
+        term = term * ts * ts / ((2 * m) * (2 * m + 1))
+        series += (-1) ** (m + 1) * 2 * m * term
+    bracket = np.where(small, series, np.sin(t) - t * np.cos(t))
+    return np.pi * np.sin(0.5 * t) ** 2 - bracket
+
+
 @dataclass(eq=False)
 class IsotypicSpectrum:
     """The Hessian spectrum of a point of a Young fixed-point space, by isotypic component.
@@ -440,8 +461,73 @@ class YoungProblem:
             hess[dw:, :dw] = hess[:dw, dw:].T
         return risk, grad, 0.5 * (hess + hess.T), size
 
+    def _relu_risk(self, x: NDArray[np.float64], n: NDArray[np.float64]) -> float:
+        """The relu risk grouped so that nothing cancels at large k (see :meth:`risk`)."""
+        lay = _layout(n.tolist(), False)
+        dw = len(lay)
+        idx = {key: i for i, key in enumerate(lay)}
+        r = self.r
+        a = x[dw:] if self.train_readout else np.ones(r)
+
+        def ga(b: int, c: int) -> float:
+            return float(x[idx[("block", b, c)]])
+
+        al = np.array([x[idx[("diag", b, b)]] for b in range(r)])
+        be = np.array([x[idx[("off", b, b)]] if ("off", b, b) in idx else 0.0 for b in range(r)])
+        perp2 = np.array([(n[b] - 1.0) * be[b] ** 2 + sum(n[c] * ga(b, c) ** 2 for c in range(r) if c != b)
+                          for b in range(r)])  # |w_b|^2 off its own column
+        q = al * al + perp2
+        norm = np.sqrt(q)
+        inv = np.divide(1.0, norm, out=np.zeros(r), where=norm > 0.0)  # a zero row (m = 0) has no angle terms
+        m = a * norm
+        nu = a * ((al - 1.0) * (al + 1.0) + perp2) / (norm + 1.0) + (a - 1.0)  # a |w| - 1
+        gap = _line_gap(np.arctan2(np.sqrt(perp2), np.abs(al)))
+        cols = a * (al - 1.0) + (a - 1.0) + (n - 1.0) * a * be  # column sums of diag(a) W - I
+        for c in range(r):
+            cols[c] += sum(n[b] * a[b] * ga(b, c) for b in range(r) if b != c)
+        phi = 0.0  # sum over row pairs i != j of the mixed difference of m_i m_j phi~(rho_ij)
+        for b in range(r):
+            if n[b] > 1.0:
+                same = 2.0 * al[b] * be[b] + (n[b] - 2.0) * be[b] ** 2 + sum(
+                    n[c] * ga(b, c) ** 2 for c in range(r) if c != b)
+                phi += n[b] * (n[b] - 1.0) * (m[b] * m[b] * _phi_tilde(same * inv[b] ** 2)
+                                              - 2.0 * m[b] * _phi_tilde(be[b] * inv[b]))
+            for c in range(r):
+                if c == b:
+                    continue
+                cross = (al[b] + (n[b] - 1.0) * be[b]) * ga(c, b) + ga(b, c) * (al[c] + (n[c] - 1.0) * be[c]) + sum(
+                    n[e] * ga(b, e) * ga(c, e) for e in range(r) if e not in (b, c))
+                phi += n[b] * n[c] * (m[b] * m[c] * _phi_tilde(cross * inv[b] * inv[c])
+                                      - m[b] * _phi_tilde(ga(b, c) * inv[b]) - m[c] * _phi_tilde(ga(c, b) * inv[c]))
+        linear = float(n @ (cols * cols)) / 4.0
+        even = float(n @ ((1.0 - 2.0 / np.pi) * nu * nu + (4.0 / np.pi) * m * gap)) / 4.0
+        return 0.5 * (linear + even + (float(n @ nu) ** 2 + float(phi)) / (2.0 * np.pi))
+
     def risk(self, x: ArrayLike, sizes: ArrayLike) -> float:
         """The excess population risk at coordinates ``x`` and block sizes ``sizes`` (real allowed).
+
+        For relu it is evaluated without cancellation (to a few ulps of the
+        risk itself at any k: 1e-15 relative at k = 1e8 on the ΔS_{k-1}
+        family, where the plain sum over ~k^2 row pairs has no digit left).
+        With ``u_i = a_i w_i``, ``relu(z) = z/2 + abs(z)/2`` splits f - y
+        into a linear and an even part that are uncorrelated, so::
+
+            2R = |s|^2/4 + sum_i [(1 - 2/pi) nu_i^2 + (4/pi) m_i g(t_i)]/4
+                 + [(sum_i nu_i)^2 + sum_{i != j} Phi_ij] / (2 pi)
+
+        with ``s = sum_i (u_i - e_i)`` (column sums of diag(a) W - I),
+        ``m_i = a_i |w_i|``, ``nu_i = m_i - 1``, ``t_i`` the angle between
+        the lines of w_i and e_i, ``g(t) = pi/2 - sin t - (pi/2 - t) cos t``,
+        and ``Phi_ij`` the mixed difference over (w_i, w_j) -> (e_i, e_j) of
+        ``m_i m_j phi(rho_ij)``, ``phi(rho) = sqrt(1 - rho^2) - 1 + rho arcsin rho``
+        (``E[|u.x| |v.x|] = (2/pi) |u| |v| (1 + phi(rho))``). Each group is
+        computed from small quantities (off-column entries, nu, sin t, a
+        series at small t); sums over rows are weighted by the block sizes.
+        With a trained second layer along the rescaling orbit (a_b and
+        ``|w_b|`` away from 1, their product close to it) the error stays
+        below the change of the risk under a one-ulp change of the
+        coordinates (4e-11 relative at k = 1e8). Other activations: the
+        plain sum.
 
         Parameters
         ----------
@@ -454,6 +540,13 @@ class YoungProblem:
         -------
         float
         """
+        if self.activation == "relu":
+            n = self._sizes(sizes)
+            x_ = as_float_array(x, "x", ndim=1)
+            dim = len(_layout(n.tolist(), self.train_readout))
+            if x_.size != dim:
+                raise ValueError(f"x: expected {dim} coordinates at sizes {n.tolist()}, got {x_.size}")
+            return self._relu_risk(x_, n)
         return self._evaluate(x, sizes, 0)[0]
 
     def gradient(self, x: ArrayLike, sizes: ArrayLike) -> NDArray[np.float64]:
