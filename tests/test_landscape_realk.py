@@ -250,7 +250,7 @@ def test_gradient_floor_bounds_the_gradient_noise_newton_stops_at():
 
 def _mp_risk(x, sizes, readout=False):
     """The plain sum over row pairs and teacher pairs of relu kernels, in mpmath (reference for large k)."""
-    mp = pytest.importorskip("mpmath")
+    mp = pytest.importorskip("mpmath")  # in the test extra: never skipped in CI
     n = [mp.mpf(v) for v in sizes]
     r = len(n)
     idx = {key: i for i, key in enumerate(YoungProblem(r, readout).layout([float(v) for v in sizes]))}
@@ -299,7 +299,7 @@ def test_relu_risk_grouping_equals_the_plain_sum(sizes, readout):
 def test_relu_risk_keeps_its_digits_at_large_k():
     # issue 28: the risk was a sum of ~k^2 cancelling kernel terms: 1e-4 relative error at k = 1e4, 0.12 at 1e5,
     # 0.0 at 1e8 along the ΔS_{k-1} family (loss ~ 0.3 / k); grouped, it is right to a few ulps at any k
-    mp = pytest.importorskip("mpmath")
+    mp = pytest.importorskip("mpmath")  # in the test extra: never skipped in CI
     mp.mp.dps = 80
     fam = L.continue_real_k(X6, 6.0, [1e2, 1e4, 1e6, 1e8])
     trained = L.continue_real_k(X6 + [1.0, 1.0], 6.0, [1e4, 1e8], train_readout=True)
@@ -317,7 +317,7 @@ def test_relu_risk_keeps_its_digits_at_large_k():
 def test_type_a_loss_times_k_reaches_its_limit():
     # k loss -> L_inf + c / sqrt(k) + d / k along the ΔS_{k-1} family, extrapolated from k = 1e6, 1e7, 1e8;
     # independently: the critical point at k = 1e12 solved by Newton in 80-digit arithmetic (scaled coordinates)
-    mp = pytest.importorskip("mpmath")
+    mp = pytest.importorskip("mpmath")  # in the test extra: never skipped in CI
     mp.mp.dps = 80
     fam = L.continue_real_k(X6, 6.0, [1e6, 1e7, 1e8])
     kl = fam.k * fam.loss
