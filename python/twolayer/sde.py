@@ -55,7 +55,7 @@ from numpy.typing import ArrayLike, NDArray
 from . import _core
 from ._interrupt import partial_result
 from ._progress import progress_bar
-from ._validation import INT32_MAX, as_float_array, boolean, integer, n_threads_arg, positive, seed_arg
+from ._validation import INT32_MAX, as_float_array, boolean, describe, integer, n_threads_arg, positive, seed_arg
 from .activations import ActivationName
 from .ode import _activations, _check_overlaps, _target_arg, _target_state
 from .overlaps import BatchOverlaps, Overlaps
@@ -212,6 +212,10 @@ def increment_covariance(
     x, w = _rule(act, t_act, n_nodes, None if tgt is None else tgt.degree)
     mean, cov = _core.sde_increment_moments(_state(ov), ov.K, ov.P, ov.v, act, "linear" if tgt else t_act, sph,
                                             lr_, lr_a, noise_, x, w, **tkw)
+    if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(cov))):
+        raise ValueError(f"lr, noise, lr_readout: the increment's moments exceed the double range at lr = {lr_:g}, "
+                         f"noise = {noise_:g}, lr_readout = {lr_a:g}: expected smaller values "
+                         "(the covariance grows as lr^4 and noise^2)")
     return IncrementCovariance(_labels(ov.K, ov.n_teacher, lr_a > 0), mean, cov)
 
 
@@ -315,6 +319,10 @@ def simulate(
     run_ids = _run_ids(seeds)
     if y0 is not None and y0.shape[0] != run_ids.size:
         raise ValueError(f"overlaps: got {y0.shape[0]} starts for {run_ids.size} paths (seeds)")
+    keys = run_ids[:, None].astype(np.float64) if y0 is None else np.column_stack([run_ids, y0])
+    if np.unique(keys, axis=0).shape[0] != keys.shape[0]:
+        raise ValueError("seeds: path ids must be distinct (an id may repeat only with a different start): two "
+                         f"paths with the same id and start are the same path, got {describe(seeds)}")
     if times is not None:
         tt = as_float_array(times, "times", ndim=1)
         if tt.size == 0 or np.any(tt < 0) or np.any(np.diff(tt) <= 0):
