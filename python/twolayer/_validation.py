@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Iterable
+import os
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any, Literal, overload
 
 import numpy as np
@@ -217,3 +219,25 @@ def per_item(
             f"{name}[{i}]: expected a finite number {'>=' if allow_zero else '>'} 0, got {describe(float(arr[i]))}"
         )
     return arr
+
+
+@contextmanager
+def allocating(name: str, n: float, what: str = "float64 values", itemsize: int = 8) -> Iterator[None]:
+    """Re-raise a MemoryError of the block (NumPy's names no argument) as one that names the argument ``name``
+    that asked for ``n`` items of ``what``, and their size."""
+    try:
+        yield
+    except MemoryError:
+        raise MemoryError(f"{name}: cannot allocate {n:.4g} {what} ({n * itemsize / 2**30:.3g} GiB): not enough "
+                          "memory; expected a smaller value") from None
+
+
+@contextmanager
+def writing(path: str | os.PathLike[str], what: str = "file") -> Iterator[None]:
+    """Re-raise an OSError of the block (a full disk, a missing directory, no permission) as one that names the
+    ``path`` being written and keeps its errno."""
+    try:
+        yield
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise OSError(exc.errno, f"cannot write the {what} {os.fspath(path)!r}: {reason}") from None
