@@ -278,3 +278,18 @@ def test_simulate_refuses_duplicate_paths():
     other = tl.Overlaps([[1.0]], [[0.3]], [[1.0]], [1.0], [1.0], "linear", "linear")
     ens = tl.sde.simulate([ov, other], lr=0.5, d=100, t_max=1.0, records=3, seeds=[1, 1])
     assert len(ens.runs) == 2
+
+
+def test_simulate_names_step_counts_and_allocations():
+    """dt = 1e-300 failed with a RuntimeWarning and 'record_steps: must increase strictly' (naming no argument)."""
+    import warnings
+
+    ov = tl.Overlaps([[1.0]], [[0.2]], [[1.0]], [1.0], [1.0], "linear", "linear")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match=r"t_max, dt: the run needs 1e\+300 steps of dt, more than 2\*\*62"):
+            tl.sde.simulate(ov, lr=0.5, d=10, dt=1e-300, t_max=1.0)
+        with pytest.raises(ValueError, match="t_max, dt: the run needs"):
+            tl.sde.simulate(ov, lr=0.5, d=10, dt=1e-3, t_max=1e300)
+        with pytest.raises(ValueError, match="times, dt: the run needs"):
+            tl.sde.simulate(ov, lr=0.5, d=10, dt=1e-300, times=[0.0, 1.0])

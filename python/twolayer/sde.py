@@ -55,7 +55,17 @@ from numpy.typing import ArrayLike, NDArray
 from . import _core
 from ._interrupt import partial_result
 from ._progress import progress_bar
-from ._validation import INT32_MAX, as_float_array, boolean, describe, integer, n_threads_arg, positive, seed_arg
+from ._validation import (
+    INT32_MAX,
+    allocating,
+    as_float_array,
+    boolean,
+    describe,
+    integer,
+    n_threads_arg,
+    positive,
+    seed_arg,
+)
 from .activations import ActivationName
 from .ode import _activations, _check_overlaps, _target_arg, _target_state
 from .overlaps import BatchOverlaps, Overlaps
@@ -219,6 +229,13 @@ def increment_covariance(
     return IncrementCovariance(_labels(ov.K, ov.n_teacher, lr_a > 0), mean, cov)
 
 
+def _check_steps(n: float, names: str) -> None:
+    """The Euler-Maruyama step count (the run's end over dt) must be an int64 count."""
+    if not n < 2.0**62:
+        raise ValueError(f"{names}: the run needs {n:.3g} steps of dt, more than 2**62; expected a larger dt or a "
+                         "shorter run")
+
+
 def simulate(
     overlaps: Overlaps | BatchOverlaps | Sequence[Overlaps],
     activation: ActivationName | None = None,
@@ -327,6 +344,7 @@ def simulate(
         tt = as_float_array(times, "times", ndim=1)
         if tt.size == 0 or np.any(tt < 0) or np.any(np.diff(tt) <= 0):
             raise ValueError("times: expected a non-empty, strictly increasing array of times >= 0")
+        _check_steps(float(tt[-1]) / dt_, "times, dt")
         steps_rec = np.round(tt / dt_).astype(np.int64)
         if np.any(np.diff(steps_rec) <= 0):
             raise ValueError(f"times: two requested times fall on the same step (spacing below dt = {dt_:g})")
@@ -335,7 +353,9 @@ def simulate(
             raise ValueError("t_max: give t_max or times")
         tm = positive(t_max, "t_max")
         n_rec = integer(records, "records", 2, INT32_MAX)
-        steps_rec = np.unique(np.round(np.linspace(0.0, tm, n_rec) / dt_).astype(np.int64))
+        _check_steps(tm / dt_, "t_max, dt")
+        with allocating("records", n_rec):
+            steps_rec = np.unique(np.round(np.linspace(0.0, tm, n_rec) / dt_).astype(np.int64))
     n_steps = int(steps_rec[-1])
     t_rec = np.asarray(steps_rec * dt_, dtype=np.float64)
     tol = -1.0 if risk_tol is None else positive(risk_tol, "risk_tol")
