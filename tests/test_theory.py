@@ -286,3 +286,12 @@ def test_quenched_mean_refuses_unresolved_thresholds(noise):
             th.escape_time(1000, 0.05, noise, T, average="quenched")
     with pytest.raises(ValueError, match="too small for the quenched average"):
         th.escape_time(1000, 0.05, noise, 1e-9, average="quenched", formula="printed")
+
+
+def test_escape_from_tiny_overlaps_is_finite():
+    """m0 = 1e-300 (m0^2 underflows to 0) gave +inf; the time is log(u* / m0^2) / (2 A gamma) + ..., finite."""
+    t = th.escape_time_p1([1e-300, 1e-150], 0.125, 0.0, 0.5)
+    A = 4 * (1 - 6 * 0.125)
+    ref = (math.log(0.5) - 2 * math.log(1e-300) + math.log(A / (A - A * 0.5))) / (2 * A * 0.125)
+    assert t[0] == pytest.approx(ref, rel=1e-14) and np.all(np.isfinite(t))
+    assert th.escape_time_p1(0.0, 0.125, 0.0, 0.5) == np.inf  # documented

@@ -368,7 +368,8 @@ def from_function(f: Callable[..., Any], t_max: float, dt: float | None = None, 
     if not callable(f):
         raise TypeError(f"f: expected a callable, got {describe(f)}")
     T = positive(t_max, "t_max")
-    step = T / (integer(n, "n", 2) - 1) if dt is None else positive(dt, "dt")
+    n_ = integer(n, "n", 2)  # checked even where dt sets the grid
+    step = T / (n_ - 1) if dt is None else positive(dt, "dt")
     if T / step > 2.0**53:
         raise ValueError(f"{'t_max, dt' if dt is not None else 'n'}: the grid [0, t_max] with spacing {step:g} has "
                          f"{T / step:.3g} points, more than a table can hold (2**53)")

@@ -303,14 +303,15 @@ def escape_time_p1(m0: ArrayLike, lr: float, noise: float, threshold: float) -> 
     """
     g, A, B = _rates(lr, noise)
     T = _threshold(threshold)
-    u0 = np.square(_cosines(m0, "m0"))
+    m = _cosines(m0, "m0")
+    u0 = np.square(m)
     us = T + (1.0 - T) * u0
     if np.any(B * us >= A):
         raise ValueError(f"threshold: the risk never falls to (1 - T) R(0) = {2 * (1 - float(np.max(us))):.6g} from "
                          f"m0 = {math.sqrt(float(np.max(u0))):.6g}: the fixed-point risk at lr = {g}, noise = {noise} "
                          f"is {2 * (1 - A / B):.6g}")
-    with np.errstate(divide="ignore"):
-        out = (np.log(us / u0) + np.log((A - B * u0) / (A - B * us))) / (2.0 * A * g)
+    with np.errstate(divide="ignore"):  # log u0 as 2 log|m0|: u0 = m0^2 underflows for |m0| < 1e-162
+        out = (np.log(us) - 2.0 * np.log(np.abs(m)) + np.log((A - B * u0) / (A - B * us))) / (2.0 * A * g)
     return np.asarray(out, dtype=np.float64)
 
 
