@@ -317,3 +317,31 @@ def test_demo_api_checks_its_arguments_first(tmp_path):
     with pytest.raises(TypeError, match="config: expected a twolayer.demo.DemoConfig"):
         demo.run_seed000(config={"units": 2})
     assert not os.listdir(tmp_path)  # nothing was computed or written
+
+
+def test_writers_name_the_path_they_cannot_write(tmp_path):
+    """A full disk or a missing directory gave a raw OSError traceback naming no file (issue 26)."""
+    import errno
+
+    result = demo.run_seed000(demo.DemoConfig(units=2, d=8, steps=10, seeds=(0,), records=3))
+    if os.path.exists("/dev/full"):
+        with pytest.raises(OSError, match="cannot write the CSV file '/dev/full': No space left") as info:
+            demo.write_csv(result, "/dev/full")
+        assert info.value.errno == errno.ENOSPC
+    missing = str(tmp_path / "missing" / "demo.csv")
+    with pytest.raises(FileNotFoundError, match=f"cannot write the CSV file '{missing}'"):
+        demo.write_csv(result, missing)
+    pytest.importorskip("matplotlib")
+    from twolayer import plot
+
+    missing = str(tmp_path / "missing" / "demo.png")
+    with pytest.raises(FileNotFoundError, match=f"cannot write the figure '{missing}'"):
+        plot.demo_figure(result, missing)
+
+
+def test_allocating_names_the_argument():
+    from twolayer._validation import allocating
+
+    with pytest.raises(MemoryError, match=r"steps: cannot allocate 1\.126e\+15 float64 values \(8\.39e\+06 GiB\)"):
+        with allocating("steps", 2**50):
+            np.empty(2**50)
