@@ -233,11 +233,13 @@ def allocating(name: str, n: float, what: str = "float64 values", itemsize: int 
 
 
 @contextmanager
-def writing(path: str | os.PathLike[str], what: str = "file") -> Iterator[None]:
+def writing(path: str | os.PathLike[str]) -> Iterator[None]:
     """Re-raise an OSError of the block (a full disk, a missing directory, no permission) as one that names the
-    ``path`` being written and keeps its errno."""
+    ``path`` being written (as its ``filename``; ``errno`` and ``strerror`` kept), e.g. ``[Errno 28] No space left
+    on device: 'out/demo.csv'``, however deep in a library the write failed."""
     try:
         yield
     except OSError as exc:
-        reason = exc.strerror or str(exc)
-        raise OSError(exc.errno, f"cannot write the {what} {os.fspath(path)!r}: {reason}") from None
+        if exc.filename is not None and os.fspath(exc.filename) == os.fspath(path):
+            raise
+        raise OSError(exc.errno, exc.strerror or str(exc), os.fspath(path)) from None

@@ -313,7 +313,7 @@ def write_csv(result: DemoResult, path: str) -> None:
     ...     print(open(os.path.join(out, "demo.csv")).readline().strip())
     panel,series,seed,time,risk
     """
-    with writing(path, "CSV file"), open(path, "w", newline="") as fh:  # errors name the path
+    with writing(path), open(path, "w", newline="") as fh:  # errors name the path
         w = csv.writer(fh)
         w.writerow(["panel", "series", "seed", "time", "risk"])
         for init, runs in result.runs.items():

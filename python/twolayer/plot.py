@@ -91,7 +91,7 @@ def demo_figure(result: DemoResult, path: str) -> None:
     ax.legend()
     if result.plateau is not None:
         plateau_panel(axes[0, 1], result.plateau)
-    with writing(path, "figure"):
+    with writing(path):
         fig.savefig(path, dpi=120)
     plt.close(fig)
 

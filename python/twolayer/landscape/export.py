@@ -494,7 +494,7 @@ def to_json(result: Any, path: str | Path | None = None, symmetrize: bool = Fals
                         f"of FamilyPoint, got {type(result).__name__}")
     text = json.dumps({"format": FORMAT, "result": _encode(result, symmetrize)}, allow_nan=False)
     if path is not None:
-        with writing(path, "JSON file"):
+        with writing(path):
             Path(path).write_text(text, encoding="utf-8")
     return text
 
