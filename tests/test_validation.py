@@ -345,3 +345,12 @@ def test_allocating_names_the_argument():
     with pytest.raises(MemoryError, match=r"steps: cannot allocate 1\.126e\+15 float64 values \(8\.39e\+06 GiB\)"):
         with allocating("steps", 2**50):
             np.empty(2**50)
+
+
+def test_random_networks_name_the_sizes_they_cannot_allocate():
+    """NumPy's 'Unable to allocate ... for an array with shape (...)' (or 'array is too big') named no argument."""
+    big = 2**31 - 1
+    with pytest.raises(MemoryError, match=r"K, d: cannot allocate 4\.612e\+18 float64 values"):
+        tl.Network.random(big, big, "erf", seed=0)
+    with pytest.raises(MemoryError, match=r"K, d: cannot allocate 1\.1e\+12 float64 values \(8\.19e\+03 GiB\)"):
+        tl.networks.random_weights(2**20, 2**20, "orthogonal", np.random.default_rng(0))

@@ -227,7 +227,10 @@ def allocating(name: str, n: float, what: str = "float64 values", itemsize: int 
     that asked for ``n`` items of ``what``, and their size."""
     try:
         yield
-    except MemoryError:
+    except (MemoryError, ValueError) as exc:
+        # NumPy: MemoryError "Unable to allocate ...", or ValueError "array is too big" beyond the address space
+        if isinstance(exc, ValueError) and not str(exc).startswith("array is too big"):
+            raise
         raise MemoryError(f"{name}: cannot allocate {n:.4g} {what} ({n * itemsize / 2**30:.3g} GiB): not enough "
                           "memory; expected a smaller value") from None
 
