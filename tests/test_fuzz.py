@@ -1133,7 +1133,7 @@ ENTRY_POINTS: list[Entry] = [
           lambda D: {"t": Kind(st.lists(st.floats(0, 10), min_size=1, max_size=4, unique=True).map(sorted)
                                .map(np.array), times().bad),
                      "risk": Kind(st.lists(st.floats(0, 2), min_size=1, max_size=4).map(np.array),
-                                  _sampled([np.array([NAN]), "x", None, np.array([-1.0])])),
+                                  _sampled([np.array([NAN]), "x", None, np.array([[1.0]])])),
                      "level": real(0.0, 1.5), "relative": Kind(_sampled([True]), FLAG.bad)},
           check=lambda v, out: passage_check(v, out) if np.shape(v["t"]) == np.shape(v["risk"]) else None),
     Entry("passage.run_passage", run_passage,

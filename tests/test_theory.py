@@ -295,3 +295,26 @@ def test_escape_from_tiny_overlaps_is_finite():
     ref = (math.log(0.5) - 2 * math.log(1e-300) + math.log(A / (A - A * 0.5))) / (2 * A * 0.125)
     assert t[0] == pytest.approx(ref, rel=1e-14) and np.all(np.isfinite(t))
     assert th.escape_time_p1(0.0, 0.125, 0.0, 0.5) == np.inf  # documented
+
+
+def test_extreme_inputs_found_by_the_larger_fuzz_budget():
+    """lr = 5e-324 overflowed to inf with a RuntimeWarning; T = 5e-324 from m0 near 1 gave -8.8e-17 (rounding);
+    overlap_p1 at noise = 1e300 warned of an overflow (its limit m -> 0 is exact)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for call in (lambda: th.escape_time_p1(0.5, 5e-324, 0.0, 0.5),
+                     lambda: th.escape_time_wide(1.0, 0.0, 2, 1, 5e-324, 0.0, 0.5),
+                     lambda: th.escape_time(1000, 5e-324, 0.0, 0.5, average="quenched"),
+                     lambda: th.escape_time(1000, 5e-324, 0.0, 0.5, p=3, average="quenched")):
+            with pytest.raises(ValueError, match="lr: the escape time exceeds the double range"):
+                call()
+        assert th.escape_time_p1(0.999999, 0.125, 0.0, 5e-324) >= 0
+        t = th.escape_time_p1(0.5, 0.05, 0.5, 1e-12)
+        A, B = 4 * (1 - 6 * 0.05) - 2 * 0.05 * 0.5, 4 * (1 - 6 * 0.05)
+        u0 = 0.25
+        us = 1e-12 + (1 - 1e-12) * u0
+        ref = (math.log1p(1e-12 * (1 - u0) / u0) + math.log1p(B * (us - u0) / (A - B * us))) / (2 * A * 0.05)
+        assert t == pytest.approx(ref, rel=1e-6) and t > 0
+        assert th.overlap_p1(1669694123.0, 1.0, 0.1640625, 1e300) == 0.0

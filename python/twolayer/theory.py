@@ -164,13 +164,14 @@ def overlap_p1(t: ArrayLike, m0: float, lr: float, noise: float = 0.0) -> NDArra
     ts = as_float_array(t, "t").reshape(np.shape(t))
     A, B = 4.0 * (1.0 - 6.0 * g) - 2.0 * g * delta, 4.0 * (1.0 - 6.0 * g)
     u0 = m0_ * m0_
-    x = 2.0 * A * g * ts
-    if A > 0.0:  # divided through by e^x: no overflow at late times
-        u = A * u0 / (A * np.exp(-x) - B * u0 * np.expm1(-x))
-    elif A < 0.0:
-        u = A * u0 * np.exp(x) / (A + B * u0 * np.expm1(x))
-    else:
-        u = u0 / (1.0 + 2.0 * g * B * u0 * ts)
+    with np.errstate(over="ignore"):  # |x| = inf at huge noise or t: the limits u = A / B (A > 0) and 0 (A < 0)
+        x = 2.0 * A * g * ts
+        if A > 0.0:  # divided through by e^x: no overflow at late times
+            u = A * u0 / (A * np.exp(-x) - B * u0 * np.expm1(-x))
+        elif A < 0.0:
+            u = A * u0 * np.exp(x) / (A + B * u0 * np.expm1(x))
+        else:
+            u = u0 / (1.0 + 2.0 * g * B * u0 * ts)
     return np.asarray(math.copysign(1.0, m0_) * np.sqrt(u), dtype=np.float64)
 
 
@@ -310,9 +311,21 @@ def escape_time_p1(m0: ArrayLike, lr: float, noise: float, threshold: float) -> 
         raise ValueError(f"threshold: the risk never falls to (1 - T) R(0) = {2 * (1 - float(np.max(us))):.6g} from "
                          f"m0 = {math.sqrt(float(np.max(u0))):.6g}: the fixed-point risk at lr = {g}, noise = {noise} "
                          f"is {2 * (1 - A / B):.6g}")
-    with np.errstate(divide="ignore"):  # log u0 as 2 log|m0|: u0 = m0^2 underflows for |m0| < 1e-162
-        out = (np.log(us) - 2.0 * np.log(np.abs(m)) + np.log((A - B * u0) / (A - B * us))) / (2.0 * A * g)
-    return np.asarray(out, dtype=np.float64)
+    du = T * (1.0 - u0)  # u* - u0 >= 0: both logarithms as log1p of ratios >= 0, so no rounding makes t < 0
+    with np.errstate(divide="ignore", over="ignore"):
+        ratio = du / u0
+        # log(u* / u0); where u0 = m0^2 underflows (|m0| < 1e-162) as log u* - 2 log|m0| (+inf at m0 = 0)
+        first = np.where(np.isfinite(ratio), np.log1p(ratio), np.log(us) - 2.0 * np.log(np.abs(m)))
+        out = (first + np.log1p(B * du / (A - B * us))) / (2.0 * A * g)
+    return _finite_times(out, m != 0)
+
+
+def _finite_times(out: Any, defined: Any) -> NDArray[np.float64]:
+    """Escape times that must be finite where ``defined``: beyond the double range only for absurdly small lr."""
+    out = np.asarray(out, dtype=np.float64)
+    if not np.all(np.isfinite(out) | ~np.asarray(defined)):
+        raise ValueError("lr: the escape time exceeds the double range (it scales as 1 / lr); expected a larger lr")
+    return out
 
 
 def escape_time_wide(mu0: ArrayLike, tau0: ArrayLike, d: int, p: int, lr: float, noise: float,
@@ -353,8 +366,8 @@ def escape_time_wide(mu0: ArrayLike, tau0: ArrayLike, d: int, p: int, lr: float,
         mu_i, tau_i = float(mu.flat[i]), float(tau.flat[i])
         raise ValueError(_below_domain(T, d_, p_, f"here {_t_min(mu_i, tau_i, d_, p_):.6g} (at mu0 = {mu_i:.6g}, "
                                                   f"tau0 = {tau_i:.6g})"))
-    with np.errstate(divide="ignore"):
-        return np.asarray(np.log(arg / (2.0 * p_ * mu)) / (8.0 * kappa) * p_ / g, dtype=np.float64)
+    with np.errstate(divide="ignore", over="ignore"):
+        return _finite_times(np.log(arg / (2.0 * p_ * mu)) / (8.0 * kappa) * p_ / g, mu > 0)
 
 
 def _nonnegative(x: Any, name: str) -> NDArray[np.float64]:
@@ -477,7 +490,7 @@ def escape_time(
         arg = np.where(outside, 2.0 * p_ * mu[:, None], arg)  # a negligible mass: the time there taken as 0
         first = float(wm @ np.log(arg) @ wt)
         e_log_mu = math.log(2.0) + _digamma(p_ / 2.0)
-        return scale * (first - math.log(2.0 * p_) - e_log_mu)
+        return float(_finite_times(scale * (first - math.log(2.0 * p_) - e_log_mu), True))
 
     return _resolved(mean, T, d_)
 
@@ -515,7 +528,8 @@ def _quenched_p1_exact(d: int, g: float, A: float, B: float, T: float) -> float:
         ok = B * us < A  # nodes beyond u_c carry weights below the bound above (and would give log of a negative)
         with np.errstate(invalid="ignore", divide="ignore"):
             smooth = np.where(ok, np.log(us) + np.log((A - B * x) / (A - B * us)), 0.0)
-        return float((w @ smooth - e_log_u0) / (2.0 * A * g))
+        with np.errstate(over="ignore"):
+            return float(_finite_times((w @ smooth - e_log_u0) / (2.0 * A * g), True))
 
     return _resolved(mean, T, d)
 
