@@ -318,3 +318,8 @@ def test_extreme_inputs_found_by_the_larger_fuzz_budget():
         ref = (math.log1p(1e-12 * (1 - u0) / u0) + math.log1p(B * (us - u0) / (A - B * us))) / (2 * A * 0.05)
         assert t == pytest.approx(ref, rel=1e-6) and t > 0
         assert th.overlap_p1(1669694123.0, 1.0, 0.1640625, 1e300) == 0.0
+        # m0 = 2e-266 (m0^2 underflows): it was NaN (0/0) with a warning; m grows as m0 e^{A gamma t} early on
+        m = th.overlap_p1([0.0, 2981.0, 1e6], 2.0871352372294758e-266, 0.125, 0.0)
+        assert m[0] == pytest.approx(2.0871352372294758e-266, rel=1e-13) and m[2] == pytest.approx(1.0, rel=1e-15)
+        assert m[1] == pytest.approx(2.0871352372294758e-266 * math.exp(0.125 * 2981.0), rel=1e-10)
+        assert th.overlap_p1([0.0, 1e300], 0.0, 0.125, 0.0).tolist() == [0.0, 0.0]

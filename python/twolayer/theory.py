@@ -163,16 +163,26 @@ def overlap_p1(t: ArrayLike, m0: float, lr: float, noise: float = 0.0) -> NDArra
         raise ValueError(f"m0: expected a cosine in [-1, 1], got {describe(m0)}")
     ts = as_float_array(t, "t").reshape(np.shape(t))
     A, B = 4.0 * (1.0 - 6.0 * g) - 2.0 * g * delta, 4.0 * (1.0 - 6.0 * g)
+    if np.any(ts < 0):
+        raise ValueError(f"t: expected package times >= 0, got {describe(float(np.min(ts)))}")
     u0 = m0_ * m0_
-    with np.errstate(over="ignore"):  # |x| = inf at huge noise or t: the limits u = A / B (A > 0) and 0 (A < 0)
+    with np.errstate(over="ignore", divide="ignore"):  # |x| = inf at huge noise or t: the limits below
         x = 2.0 * A * g * ts
-        if A > 0.0:  # divided through by e^x: no overflow at late times
-            u = A * u0 / (A * np.exp(-x) - B * u0 * np.expm1(-x))
+        if m0_ == 0.0:  # m = 0 is a fixed point
+            m = np.zeros_like(ts)
+        elif A > 0.0:
+            # log m = log|m0| + x/2 - log(1 + (B/A) u0 expm1(x)) / 2, with u0 expm1(x) = exp(2 log|m0| + x +
+            # log(-expm1(-x))): no overflow, and no underflow of u0 = m0^2 (|m0| < 1e-162). Beyond x = 1500 -
+            # 2 log|m0| the solution is m = sqrt(A/B) to double precision: x is capped there.
+            lm0 = math.log(abs(m0_))
+            xc = np.minimum(x, 1500.0 - 2.0 * lm0)
+            y = math.log(B / A) + 2.0 * lm0 + xc + np.log(-np.expm1(-xc))
+            m = np.exp(lm0 + 0.5 * xc - 0.5 * np.logaddexp(0.0, y))
         elif A < 0.0:
-            u = A * u0 * np.exp(x) / (A + B * u0 * np.expm1(x))
+            m = np.sqrt(A * u0 * np.exp(x) / (A + B * u0 * np.expm1(x)))
         else:
-            u = u0 / (1.0 + 2.0 * g * B * u0 * ts)
-    return np.asarray(math.copysign(1.0, m0_) * np.sqrt(u), dtype=np.float64)
+            m = np.sqrt(u0 / (1.0 + 2.0 * g * B * u0 * ts))
+    return np.asarray(math.copysign(1.0, m0_) * m, dtype=np.float64)
 
 
 def risk_p1(m: ArrayLike) -> NDArray[np.float64]:
