@@ -20,6 +20,14 @@ Entry points (the ENTRY_POINTS table below, one row each):
     step_gradient_flow, alignment_flow (WeightPath), canonical, canonical_weights, orbit_tangents,
     split_spectrum, homogeneity_degree, compress_point, decompress_point, to_json, from_json, to_dataframe,
     to_xarray; cli.main.
+    Added with issue 26: targets (hermite, staircase, hermite_single, function, committee, is_target, the
+    HermiteTarget methods); sde.increment_covariance, simulate; theory (every function; times must not be
+    negative); passage.first_passage_time, run_passage, first_passage; schedules (Schedule built directly and
+    every factory, as_schedule; the schedule must evaluate to finite multipliers >= 0); large_batch.layerwise,
+    iterate, ridge_readout, simulate_layerwise; scan.load, read_toml (TOML text), make_groups, run (in memory),
+    initial_overlaps, initial_networks; landscape.from_json[untrusted] (valid documents with one value replaced
+    anywhere, and hostile ones: deep nesting, a bare value, a point that would expand to 1.6e9 entries).
+    Defects found in modules outside that issue's scope are listed in KNOWN_DEFECTS (strict xfail).
     (demo.* and plot.* run for seconds per call: they are reached through cli.main's argument handling only.)
 
 How it runs: each case draws small dimensions, then every argument from its kind's strategy (one strategy per
@@ -587,7 +595,8 @@ def landscape_results() -> tuple[Any, ...]:
 
 
 def landscape_result() -> Kind:
-    return Kind(st.integers(0, 3).map(lambda i: landscape_results()[i]), _sampled([None, 1, "x", [1], [], {"W": 1}]))
+    # [] is an empty family (a list of FamilyPoint): valid
+    return Kind(st.integers(0, 3).map(lambda i: landscape_results()[i]), _sampled([None, 1, "x", [1], {"W": 1}]))
 
 
 def compressed(W: Any) -> Any:
@@ -639,6 +648,203 @@ def sgd_times() -> Kind:
     """SGD record times: strictly increasing multiples of 1/4 (distinct steps for d >= 4), or huge."""
     ts = st.lists(st.integers(0, 8), min_size=1, max_size=3, unique=True).map(lambda v: np.array(sorted(v)) / 4)
     return Kind(ts | st.just(np.array([0.0, 1e30])) | st.just(OMIT), times().bad)
+
+
+# ------------------------------------------------------------------ entry points added after the first fuzz suite
+def nonnegative_times(values: dict[str, Any], out: Any) -> None:
+    """Escape and passage times: never negative (NaN only where documented, see censored)."""
+    arr = np.asarray(out, dtype=np.float64)
+    if np.any(arr < 0):
+        raise Violation(f"negative time {_short(out)}")
+
+
+def censored(t: float) -> float | None:
+    """first_passage_time's documented NaN (the level never reached) as None, so that check_finite holds the rest."""
+    return None if isinstance(t, float) and math.isnan(t) else t
+
+
+def first_passage_time(**kw: Any) -> Any:
+    return censored(tl.passage.first_passage_time(**kw))
+
+
+def passage_check(values: dict[str, Any], out: Any) -> None:
+    if out is not None and out < float(np.min(np.asarray(values["t"], dtype=np.float64))):
+        raise Violation(f"first passage {out!r} before the first record")
+
+
+@functools.cache
+def passage_runs() -> tuple[Any, ...]:
+    """A few small trajectories (computed once per child process): a learning ODE run and an SDE ensemble."""
+    ov = tl.Overlaps([[1.0]], [[0.2]], [[1.0]], [1.0], [1.0], "linear", "linear")
+    return tl.ode.integrate(ov, lr=0.5, t_max=5.0, n_points=11), tl.sde.simulate(ov, lr=0.5, d=100, t_max=2.0,
+                                                                                  records=5, seeds=2)
+
+
+def run_passage(which: int, level: Any, relative: Any) -> Any:
+    return censored(tl.passage.run_passage(passage_runs()[which], level, relative))
+
+
+def first_passage(level: Any, relative: Any) -> Any:
+    """The ensemble's FirstPassage as (crossed times, censored flags): NaN marks a censored run (documented)."""
+    fp = tl.passage.first_passage(passage_runs()[1].runs, level, relative)
+    if not np.array_equal(np.isnan(fp.times), fp.censored):
+        raise Violation(f"NaN times {fp.times} do not mark the censored runs {fp.censored}")
+    repr(fp)
+    return fp.crossed, fp.censored
+
+
+def schedule_check(values: dict[str, Any], out: Any) -> None:
+    """A schedule (or None: the constant 1) evaluates to finite multipliers >= 0."""
+    if out is None:
+        return
+    s = out(np.array([0.0, 0.5, 3.0, 1e6]))
+    if not np.all(np.isfinite(s)) or np.any(s < 0):
+        raise Violation(f"{out!r} evaluates to {s}")
+
+
+SCHEDULE_FUNCTIONS = {"decay": lambda t: 1.0 / (1.0 + t), "scalar": lambda t: 0.5,
+                      "raises": lambda t: 1 / 0, "nan": lambda t: t * NAN, "negative": lambda t: -1.0 - t,
+                      "shape": lambda t: np.ones(3), "text": lambda t: "x"}
+
+
+def from_function(f: str, **kw: Any) -> Any:
+    return tl.schedules.from_function(SCHEDULE_FUNCTIONS[f], **kw)
+
+
+def as_schedule(schedule: Any, **kw: Any) -> Any:
+    if isinstance(schedule, str) and schedule in SCHEDULE_FUNCTIONS:
+        schedule = SCHEDULE_FUNCTIONS[schedule]
+    return tl.schedules.as_schedule(schedule, **kw)
+
+
+TARGET_D = Kind(st.integers(3, 6) | st.integers(3, 6).map(np.int64), _sampled([0, -1, 1.5, "3", 2**70, NAN]))
+TARGET_FUNCTIONS = {"product": lambda z: z[:, 0] * z[:, -1], "tanh": lambda z: np.tanh(z[:, 0]),
+                    "raises": lambda z: 1 / 0, "nan": lambda z: z[:, 0] * NAN, "shape": lambda z: np.ones(2),
+                    "text": lambda z: "x"}
+
+
+def target_function(fn: str, **kw: Any) -> Any:
+    return tl.targets.function(TARGET_FUNCTIONS[fn], **kw)
+
+
+def target_method(target: Any, method: str, X: Any) -> Any:
+    return getattr(target, method)(X)
+
+
+def _hermite_targets(d: int) -> Any:
+    return st.builds(lambda deg, seed: tl.targets.hermite_single(deg, d=d, seed=seed), st.integers(1, 4),
+                     st.integers(0, 9)) | st.builds(lambda seed: tl.targets.staircase(min(d, 3), d=d, seed=seed),
+                                                     st.integers(0, 9))
+
+
+HERMITE_COEFFICIENTS = Kind(_sampled([{(1,): 1.0}, {(2, 0): 0.5, (1, 1): -1.0}, {(1, 0, 0): 1.0, (1, 1, 1): 2.0},
+                                      {(0,): 3.0}, {(4,): 1e150}, {(1,): 1e-300}]),
+                            _sampled([{(1.5,): 1.0}, {(): 1.0}, {(-1,): 1.0}, {(1,): "x"}, {(1,): NAN}, "x", None,
+                                      {}, {(1,): 1.0, (1, 0): 1.0}, {(61,): 1.0}, [((1,), 1.0)], {("1",): 1.0}]))
+
+
+def sde_kinds(D: dict[str, Any]) -> dict[str, Kind]:
+    return {"overlaps": overlaps(D["K"], D["M"]), "activation": activation("linear", "quadratic", "erf"),
+            "lr": real(), "noise": real(zero_ok=True), "lr_readout": real(zero_ok=True), "spherical": FLAG}
+
+
+def sde_simulate_check(values: dict[str, Any], out: Any) -> None:
+    for j, tr in enumerate(out.runs):
+        check_trajectory(tr, where=f"result.runs[{j}]")
+
+
+def cosines(optional: bool = False) -> Kind:
+    """Overlaps m = w . w* / d of unit weights: in [-1, 1] without 0 (m0 = 0 never escapes: +inf, documented)."""
+    good = st.floats(-1, 1).filter(lambda v: v != 0) | _sampled([1.0, -1.0, 1e-300, 0.999999])
+    return Kind(good | st.lists(good, min_size=1, max_size=3).map(np.array),
+                _sampled([1.5, -2.0, [2.0], NAN, INF, "0.5", None, 1 + 1j, [0.1, NAN]]))
+
+
+GAMMA = Kind(st.floats(0, 1) | _sampled([0.0, 1.0, np.float64(0.5)]),
+             _sampled([NAN, INF, -INF, -0.5, 1.5, "0.5", None, 1 + 1j]))
+THRESHOLD = Kind(st.floats(0, 1).filter(lambda v: 0 < v < 1) | _sampled([1e-300, 1e-12, 0.999999]),
+                 _sampled([0.0, 1.0, -0.5, 2.0, NAN, "0.5", None]))
+THEORY_LR = real(0.0, 0.2, extreme=(1e-300, 0.16, 0.17))
+
+
+@functools.cache
+def landscape_documents() -> tuple[str, ...]:
+    return tuple(tl.landscape.to_json(r) for r in landscape_results())
+
+
+def _mutate_json(doc: str, path_seed: int, value: Any) -> str:
+    """The document with one value somewhere inside replaced (a field, an array's shape or data, a point)."""
+    data = json.loads(doc)
+    slots: list[tuple[Any, Any]] = []
+    stack = [data["result"]]
+    while stack:
+        x = stack.pop()
+        items = x.items() if isinstance(x, dict) else enumerate(x) if isinstance(x, list) else ()
+        for key, y in items:
+            slots.append((x, key))
+            stack.append(y)
+    holder, key = slots[path_seed % len(slots)]
+    holder[key] = value
+    return json.dumps(data)
+
+
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers(-3, 2**40) | st.floats(allow_nan=False)
+                           | st.text(max_size=3) | _sampled(["nan", "inf", "a[0]", "diag[0]", 2**70]),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+                               _sampled(["__array__", "__float__", "__tuple__", "__dict__", "__type__", "shape",
+                                         "data", "fields", "x"]), inner, max_size=3), max_leaves=6)
+
+
+def _nested(depth: int) -> str:
+    return '{"format": "twolayer.landscape/1", "result": ' + "[" * depth + "]" * depth + "}"
+
+
+def _huge_point_document() -> str:
+    doc = json.loads(tl.landscape.to_json(landscape_results()[0]))
+    doc["result"]["fields"]["student"]["__network__"]["point"] = {
+        "shape": [40000, 40000], "blocks": [40000], "rows": [0], "cols": [0], "labels": ["diag[0]", "off[0]"],
+        "values": [1.0, 0.0], "exceptions": []}
+    return json.dumps(doc)
+
+
+BAD_DOCUMENTS = ["", "{}", "[1]", "not json", None, 1, '{"format": "twolayer.landscape/1"}',
+                 '{"format": "twolayer.landscape/1", "result": {"__type__": "X"}}',
+                 '{"format": "twolayer.landscape/1", "result": true}', _nested(10_000), _nested(100)]
+
+
+def scan_definition(engine: str, constants: dict[str, Any], axes: dict[str, Any]) -> dict[str, Any]:
+    return {"engine": engine, "constants": constants, "axes": axes}
+
+
+SCAN_CONSTANTS = st.fixed_dictionaries({"activation": _sampled(["erf", "linear", "tanh", 1]),
+                                        "K": _sampled([1, 2, 0, 2.5, "2"]), "M": _sampled([1, 2]),
+                                        "t_max": _sampled([1.0, 0.0, -1.0, NAN, "1"])})
+SCAN_AXES = st.dictionaries(_sampled(["lr", "d", "seed", "noise", "bogus"]),
+                            _sampled([[0.5], [0.5, 1.0], [], [NAN], ["x"], 1.0, [[1.0]], [10, 100], [-1]]),
+                            min_size=1, max_size=3)
+
+
+def toml_text(text: str) -> Any:
+    """Parse TOML text from a file (scan.read_toml) and load it as a scan definition (scan.load)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "scan.toml")
+        with open(path, "w", encoding="utf-8", errors="surrogatepass") as fh:
+            fh.write(text)
+        table = tl.scan.read_toml(path)
+        return tl.scan.load(table)
+
+
+TOML_TEXTS = st.text(max_size=40) | _sampled([
+    'engine = "ode"\n[constants]\nK = 1\nM = 1\nactivation = "erf"\nt_max = 1.0\n[axes]\nlr = [0.5, 1.0]\n',
+    'engine = "sde"\n[axes]\nlr = []\n', 'engine = 3\n', '[axes]\nlr = "x"\n', 'engine = "ode"\n[[axes]]\n',
+    'engine = "ode"\n[constants]\nK = 1e400\n', '[constants]\n' + 'a = [' * 50 + ']' * 50 + '\n'])
+
+
+def tiny_scan(lr: Any, d: Any, t_max: Any) -> Any:
+    """An in-memory scan of two ODE runs (run, group, store nothing)."""
+    return tl.scan.run({"engine": "ode", "constants": {"activation": "erf", "K": 1, "M": 1, "t_max": t_max},
+                        "axes": {"lr": lr, "d": d, "seed": [0]}})
+
 
 
 # Unwritable output directories for the CLI: a path below a regular file, /proc, and the empty path.
@@ -868,6 +1074,151 @@ ENTRY_POINTS: list[Entry] = [
                                             '{"format": "twolayer.landscape/1", "result": {"__type__": "X"}}']))}),
     Entry("landscape.to_dataframe", tl.landscape.to_dataframe, lambda D: {"result": landscape_result()}),
     Entry("landscape.to_xarray", tl.landscape.to_xarray, lambda D: {"result": landscape_result()}),
+    # ---- added with issue 26: targets, SDE, theory, passage, schedules, large batch, scan definitions, JSON import
+    Entry("targets.hermite", tl.targets.hermite,
+          lambda D: {"coefficients": HERMITE_COEFFICIENTS, "d": TARGET_D,
+                     "seed": seed_kind(optional=True), "scaling": choice("sqrt_d", "none")}),
+    Entry("targets.staircase", tl.targets.staircase,
+          lambda D: {"k": count(1, 3), "d": TARGET_D, "seed": seed_kind(optional=True),
+                     "scaling": choice("sqrt_d", "none")}),
+    Entry("targets.hermite_single", tl.targets.hermite_single,
+          lambda D: {"degree": count(1, 8, huge=False), "d": TARGET_D,
+                     "seed": seed_kind(optional=True), "normalized": Kind(_sampled([True, False, np.True_]),
+                                                                         _sampled([None, 0, 1, "False", [True]]))}),
+    Entry("targets.function", target_function,
+          lambda D: {"fn": Kind(_sampled(list(TARGET_FUNCTIONS))), "k": count(1, 3), "d": TARGET_D,
+                     "seed": seed_kind(optional=True)}),
+    Entry("targets.committee", tl.targets.committee,
+          lambda D: {"W": array((D["M"], D["d"]), strict=False), "v": array((D["M"],), optional=True, none_ok=True),
+                     "activation": ACTIVATION, "scaling": choice("sqrt_d", "none"), "readout": choice("sum", "mean")},
+          SMALL),
+    Entry("targets.is_target", tl.targets.is_target,
+          lambda D: {"x": Kind(_hermite_targets(4) | _sampled([None, 1, "x", np.eye(2)]))}),
+    Entry("targets.HermiteTarget", target_method,
+          lambda D: {"target": Kind(_hermite_targets(D["d"] + 2)),
+                     "method": Kind(_sampled(["function", "projections"])),
+                     "X": array((3, D["d"] + 2), [1.0, 1e-300, 1e100])}, SMALL),
+    Entry("sde.increment_covariance", tl.sde.increment_covariance,
+          lambda D: {**sde_kinds(D), "n_nodes": count(1, 64, optional=True)}, SMALL, examples=max(EXAMPLES // 2, 1)),
+    Entry("sde.simulate", tl.sde.simulate,
+          lambda D: {**sde_kinds(D), "d": count(1, 200), "dt": real(0.01, 0.5), "t_max": real(0.0, 1.0),
+                     "records": count(2, 5), "seeds": Kind(st.integers(1, 3) | st.just([0, 5]),
+                                                           _sampled([0, -1, [], [1, 1], [-1], 1.5, "2", 2**40])),
+                     "seed": seed_kind(bits=64), "risk_tol": real(optional=True), "n_threads": N_THREADS},
+          SMALL, check=sde_simulate_check, examples=max(EXAMPLES // 4, 1)),
+    Entry("theory.escape_time", tl.theory.escape_time,
+          lambda D: {"d": count(2, 10**6, huge=False), "lr": THEORY_LR, "noise": real(zero_ok=True),
+                     "threshold": THRESHOLD, "p": count(1, 8, huge=False),
+                     "average": choice("annealed", "quenched"), "formula": choice("exact", "printed")},
+          check=nonnegative_times),
+    Entry("theory.escape_time_p1", tl.theory.escape_time_p1,
+          lambda D: {"m0": cosines(), "lr": THEORY_LR, "noise": real(zero_ok=True), "threshold": THRESHOLD},
+          check=nonnegative_times),
+    Entry("theory.escape_time_wide", tl.theory.escape_time_wide,
+          lambda D: {"mu0": real(0.0, 20.0), "tau0": real(0.0, 20.0, zero_ok=True),
+                     "d": count(2, 10**6, huge=False), "p": count(1, 8, huge=False), "lr": real(),
+                     "noise": real(zero_ok=True), "threshold": THRESHOLD}, check=nonnegative_times),
+    Entry("theory.overlap_p1", tl.theory.overlap_p1,
+          lambda D: {"t": Kind(st.lists(st.floats(0, 1e6), max_size=3).map(np.array) | st.floats(0, 1e300),
+                               _sampled([NAN, INF, "1", [1.0, NAN], None])),
+                     "m0": Kind(cosines().good.filter(lambda m: np.ndim(m) == 0), cosines().bad), "lr": THEORY_LR,
+                     "noise": real(zero_ok=True)}),
+    Entry("theory.risk_p1", tl.theory.risk_p1, lambda D: {"m": cosines()}),
+    Entry("theory.fixed_point_risk", tl.theory.fixed_point_risk,
+          lambda D: {"lr": THEORY_LR, "noise": real(zero_ok=True)}),
+    Entry("theory.optimal_lr", tl.theory.optimal_lr,
+          lambda D: {"p": count(1, 10**6, huge=False), "noise": real(zero_ok=True)}),
+    Entry("theory.gain_factor", tl.theory.gain_factor, lambda D: {"noise": real(zero_ok=True)}),
+    Entry("passage.first_passage_time", first_passage_time,
+          lambda D: {"t": Kind(st.lists(st.floats(0, 10), min_size=1, max_size=4, unique=True).map(sorted)
+                               .map(np.array), times().bad),
+                     "risk": Kind(st.lists(st.floats(0, 2), min_size=1, max_size=4).map(np.array),
+                                  _sampled([np.array([NAN]), "x", None, np.array([[1.0]])])),
+                     "level": real(0.0, 1.5), "relative": Kind(_sampled([True]), FLAG.bad)},
+          check=lambda v, out: passage_check(v, out) if np.shape(v["t"]) == np.shape(v["risk"]) else None),
+    Entry("passage.run_passage", run_passage,
+          lambda D: {"which": Kind(_sampled([0])), "level": real(0.0, 1.5), "relative": Kind(_sampled([True]),
+                                                                                           FLAG.bad)},
+          check=nonnegative_times, examples=max(EXAMPLES // 2, 1)),
+    Entry("passage.first_passage", first_passage,
+          lambda D: {"level": real(0.0, 1.5), "relative": Kind(_sampled([True]), FLAG.bad)},
+          check=lambda v, out: nonnegative_times(v, out[0]), examples=max(EXAMPLES // 2, 1)),
+    Entry("schedules.Schedule", tl.schedules.Schedule,
+          lambda D: {"kind": Kind(_sampled(["constant", "step", "geometric", "inverse_time"]),
+                                  _sampled(["table2", "", None, 1, "STEP"])),
+                     "value": real(zero_ok=True), "gamma": Kind(GAMMA.good, GAMMA.bad | st.just(2.0)),
+                     "every": real(), "start": real(zero_ok=True)}, check=schedule_check),
+    Entry("schedules.constant", tl.schedules.constant, lambda D: {"value": real(zero_ok=True)}, check=schedule_check),
+    Entry("schedules.step_decay", tl.schedules.step_decay,
+          lambda D: {"gamma": GAMMA, "every": real(),
+                     "start": real(zero_ok=True)}, check=schedule_check),
+    Entry("schedules.geometric", tl.schedules.geometric,
+          lambda D: {"gamma": GAMMA, "every": real(),
+                     "start": real(zero_ok=True)}, check=schedule_check),
+    Entry("schedules.inverse_time", tl.schedules.inverse_time,
+          lambda D: {"t0": real(), "start": real(zero_ok=True)}, check=schedule_check),
+    Entry("schedules.per_step", tl.schedules.per_step,
+          lambda D: {"values": Kind(st.lists(st.floats(0, 2), min_size=1, max_size=5).map(np.array),
+                                    _sampled([np.array([]), np.array([-1.0]), np.array([NAN]), "x", None,
+                                              np.ones((2, 2))]))}, check=schedule_check),
+    Entry("schedules.table", tl.schedules.table,
+          lambda D: {"values": Kind(st.lists(st.floats(0, 2), min_size=1, max_size=5).map(np.array),
+                                    _sampled([np.array([]), np.array([-1.0]), np.array([INF]), "x"])),
+                     "dt": real(), "interpolation": choice("previous", "linear")}, check=schedule_check),
+    Entry("schedules.from_function", from_function,
+          lambda D: {"f": Kind(_sampled(list(SCHEDULE_FUNCTIONS))), "t_max": real(), "dt": real(optional=True),
+                     "n": count(2, 50), "interpolation": choice("previous", "linear")}, check=schedule_check),
+    Entry("schedules.as_schedule", as_schedule,
+          lambda D: {"schedule": Kind(_sampled([None, "decay", "scalar", "nan", [1.0, 0.5], np.array([0.5]),
+                                                tl.schedules.constant(), tl.schedules.geometric(0.5)]),
+                                      _sampled([1.0, "fast", {"kind": "step"}, [-1.0], [NAN]])),
+                     "steps": count(0, 20, optional=True, huge=False), "step_time": real(), "t_max": real(zero_ok=True,
+                                                                                               optional=True)},
+          check=schedule_check),
+    Entry("large_batch.layerwise", tl.large_batch.layerwise,
+          lambda D: {"overlaps": overlaps(D["K"], D["M"]), "activation": activation("linear", "erf", "relu"),
+                     "lr": real(), "batch_ratio": real(), "steps": count(0, 5, huge=False), "ridge": real(zero_ok=True),
+                     "noise": real(zero_ok=True), "spherical": FLAG}, SMALL, examples=max(EXAMPLES // 4, 1)),
+    Entry("large_batch.iterate", tl.large_batch.iterate,
+          lambda D: {"overlaps": Kind(_overlaps(D["K"], D["M"])), "activation": Kind(_sampled(["erf", "linear"])),
+                     "teacher_activation": Kind(_sampled(["erf", "linear"])), "lr": real(), "batch_ratio": real(),
+                     "steps": count(0, 5, huge=False), "noise": real(zero_ok=True)}, SMALL,
+          examples=max(EXAMPLES // 4, 1)),
+    Entry("large_batch.ridge_readout", tl.large_batch.ridge_readout,
+          lambda D: {"overlaps": overlaps(D["K"], D["M"]), "activation": activation("linear", "erf", "relu"),
+                     "teacher_activation": activation("linear", "erf", "relu"), "ridge": real(zero_ok=True)}, SMALL,
+          examples=max(EXAMPLES // 4, 1)),
+    Entry("large_batch.simulate_layerwise", tl.large_batch.simulate_layerwise,
+          lambda D: {**pair(D, activation("linear", "erf", "relu").good), "lr": real(), "batch_size": count(1, 8),
+                     "steps": count(0, 5, huge=False), "ridge": real(zero_ok=True),
+                     "n_ridge": count(1, 8, optional=True), "noise": real(zero_ok=True), "seed": seed_kind(bits=64)},
+          SMALL, examples=max(EXAMPLES // 4, 1)),
+    Entry("scan.load", tl.scan.load,
+          lambda D: {"definition": Kind(st.builds(scan_definition, _sampled(["ode", "sgd", "sde", "bogus", ""]),
+                                                  SCAN_CONSTANTS, SCAN_AXES) | _sampled([None, 1, "", [1], {}]))}),
+    Entry("scan.read_toml", toml_text, lambda D: {"text": Kind(TOML_TEXTS)}),
+    Entry("scan.make_groups", lambda definition: tl.scan.make_groups(tl.scan.load(definition)),
+          lambda D: {"definition": Kind(st.builds(scan_definition, _sampled(["ode", "sde"]), SCAN_CONSTANTS,
+                                                  SCAN_AXES))}),
+    Entry("scan.run", tiny_scan,
+          lambda D: {"lr": Kind(_sampled([[0.5], [0.5, 1.0]]), _sampled([[NAN], ["x"], [-1.0], [[0.5]]])),
+                     "d": Kind(_sampled([[100], [10, 1000]]), _sampled([[0], [1.5], ["10"]])),
+                     "t_max": Kind(_sampled([0.5, 2.0]), _sampled([NAN, -1.0, "1"]))},
+          examples=max(EXAMPLES // 8, 1)),
+    Entry("scan.initial_overlaps", tl.scan.initial_overlaps,
+          lambda D: {"config": Kind(st.fixed_dictionaries({"K": _sampled([1, 2]), "M": _sampled([1, 2]),
+                                                           "d": _sampled([10, 100, 1]), "seed": _sampled([0, 1]),
+                                                           "activation": _sampled(["erf", "linear"])}),
+                                    _sampled([{"K": 0, "M": 1, "d": 10, "seed": 0}, {"K": "2"}, None, 1]))}),
+    Entry("scan.initial_networks", tl.scan.initial_networks,
+          lambda D: {"config": Kind(st.fixed_dictionaries({"K": _sampled([1, 2]), "M": _sampled([1, 2]),
+                                                           "d": _sampled([10, 100]), "seed": _sampled([0, 1]),
+                                                           "activation": _sampled(["erf", "linear"])}),
+                                    _sampled([{"K": -1, "M": 1, "d": 10, "seed": 0}, None, "x"]))}),
+    Entry("landscape.from_json[untrusted]", tl.landscape.from_json,
+          lambda D: {"text": Kind(st.builds(_mutate_json, st.integers(0, 3).map(lambda i: landscape_documents()[i]),
+                                            st.integers(0, 10**6), JSON_VALUES),
+                                  _sampled(BAD_DOCUMENTS) | st.builds(_huge_point_document))}),
     Entry("cli.main", cli_main,
           lambda D: {"argv": Kind(_sampled([["info"], ["--help"], ["demo", "--help"], [], ["bogus"],
                                             ["demo", "--quick", "--out"], ["info", "--quick"]])
@@ -981,28 +1332,60 @@ def fuzz_results(request: pytest.FixtureRequest) -> dict[str, str | None]:
     return results
 
 
-@pytest.mark.parametrize("name", list(ENTRIES))
+# Contract breaches the fuzz suite found outside issue 26's validation scope, reported to the lead: expected to fail
+# (not strict: a small budget does not always reach them; remove a line with its fix).
+KNOWN_DEFECTS = {
+    "landscape.canonical": "RuntimeWarning 'overflow encountered in square' (orbit.py:142) for |a| ~ 1e300, quadratic",
+    "large_batch.layerwise": "a NaN risk from degenerate (zero) overlaps is returned silently",
+    "large_batch.iterate": "a NaN risk from degenerate (zero) overlaps is returned silently",
+    "large_batch.ridge_readout": "overlaps spoilt after construction (v = inf) are not re-checked: NaN readout",
+    "large_batch.simulate_layerwise": "AssertionError (large_batch.py:338) when the SGD phase diverges",
+    "scan.load": "load('') reads the directory '.' (IsADirectoryError instead of a ValueError)",
+    "scan.initial_overlaps": "K = 0 is accepted (empty overlaps)",
+    "scan.initial_networks": "config=None raises AttributeError",
+}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(reason=KNOWN_DEFECTS[n], strict=False))
+                                  if n in KNOWN_DEFECTS else n for n in ENTRIES])
 def test_entry_point(name: str, fuzz_results: dict[str, str | None]) -> None:
     message = fuzz_results.get(name, "not run")
     if message is not None:
         pytest.fail(f"{name}: contract violated\n{message}", pytrace=False)
 
 
+ISSUE_26_ENTRIES = [n for n in ENTRIES if n.split(".")[0] in ("targets", "sde", "theory", "passage", "schedules",
+                                                               "large_batch", "scan") or "untrusted" in n]
+
+
+@pytest.mark.slow
+def test_issue_26_entry_points_with_a_larger_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rows added with issue 26 at ten times the default number of examples (FUZZ_EXAMPLES=400)."""
+    monkeypatch.setenv("FUZZ_EXAMPLES", os.environ.get("FUZZ_EXAMPLES_SLOW", "400"))
+    results = run_shard([n for n in ISSUE_26_ENTRIES if n not in KNOWN_DEFECTS], timeout=1800.0)
+    failed = {n: m for n, m in results.items() if m is not None}
+    assert not failed, "\n\n".join(f"{n}: {m}" for n, m in failed.items())
+
+
 # Result objects are checked through the entry points that return them.
 RESULT_TYPES = {"Trajectory", "BatchTrajectory", "Interrupted", "Ensemble", "CriticalPoint", "Isotropy",
                 "MultistartResult", "RealKFamily", "Crossing", "IsotypicSpectrum",
-                "FamilyPoint", "WeightPath"}
+                "FamilyPoint", "WeightPath", "HermiteTarget", "FunctionTarget", "Target", "IncrementCovariance",
+                "FirstPassage", "LayerwiseResult", "Scan", "Group", "Summary", "Engine"}
+# Not fuzzed directly: scan.open_dataset reads stores (their safety is issue 26's scan part, tests/test_scan.py).
+NOT_FUZZED = {"open_dataset"}
 
 
 def test_table_covers_public_api() -> None:
     """Every public function and class of the package has a row in ENTRY_POINTS."""
     public = set()
-    for m in (tl, tl.activations, tl.kernels, tl.networks, tl.population, tl.ode, tl.sgd, tl.landscape, cli):
+    for m in (tl, tl.activations, tl.kernels, tl.networks, tl.population, tl.ode, tl.sgd, tl.landscape, cli,
+              tl.targets, tl.sde, tl.theory, tl.passage, tl.schedules, tl.large_batch, tl.scan):
         names = getattr(m, "__all__", [n for n in vars(m) if not n.startswith("_")])
         public |= {n for n in names if callable(getattr(m, n)) and getattr(getattr(m, n), "__module__", "")
                    .startswith(m.__name__)}
     rows = {part for name in ENTRIES for part in name.split(".")}
-    assert public - rows - RESULT_TYPES == set(), "public entry points without a row in ENTRY_POINTS"
+    assert public - rows - RESULT_TYPES - NOT_FUZZED == set(), "public entry points without a row in ENTRY_POINTS"
 
 
 if __name__ == "__main__":

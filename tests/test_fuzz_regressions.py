@@ -86,3 +86,12 @@ def test_refine_at_huge_gradients_has_finite_norms() -> None:
     g = tl.landscape.critical.flat_gradient(cp.student, teacher, True)
     assert np.isfinite(cp.grad_norm) and cp.grad_norm == pytest.approx(np.max(np.abs(g)) * np.sqrt(2), rel=1e-12)
     assert cp.student.W[0, 0] == pytest.approx(cp.student.a[0], rel=1e-15)
+
+
+def test_from_function_checks_n_also_with_dt() -> None:
+    # n = 1 was accepted whenever dt was given (n then sets nothing, but a bad value is still a bad argument)
+    with pytest.raises(ValueError, match="n: expected an integer"):
+        tl.schedules.from_function(lambda t: 1.0 / (1.0 + t), t_max=1.0, dt=0.5, n=1)
+    with pytest.raises(TypeError, match="n: expected an integer"):
+        tl.schedules.from_function(lambda t: 1.0 / (1.0 + t), t_max=1.0, dt=0.5, n="5")
+    assert tl.schedules.from_function(lambda t: 1.0 / (1.0 + t), t_max=1.0, dt=0.5).values.size == 3

@@ -308,3 +308,109 @@ def test_figures_draw_spectra_and_family_curves(family, readout_point, real_k):
             L.figures.plot_family([], ax=axes[3])
     finally:
         plt.close(fig)
+
+
+# --------------------------------------------------------------------------------- untrusted documents
+def _doc(result):
+    return json.dumps({"format": "twolayer.landscape/1", "result": result})
+
+
+def _huge_point(k):
+    return {"shape": [k, k], "blocks": [k], "rows": list(range(3)), "cols": list(range(3)),
+            "labels": ["diag[0]", "off[0]"], "values": [1.0, 0.0], "exceptions": []}
+
+
+def test_from_json_checks_sizes_before_allocating(readout_point):
+    """A 230-byte document (a block-compressed point claiming k = 30000) used 6 GiB and 14 s before MemoryError."""
+    import time
+    import tracemalloc
+
+    cp = json.loads(L.to_json(readout_point))
+    cp["result"]["fields"]["student"]["__network__"]["point"] = _huge_point(30000)
+    ms = json.loads(L.to_json(L.multistart(2, 2, seed=0)))
+    ms["result"]["shape"] = [1, 30000, 30000]
+    ms["result"]["fields"]["points"] = [_huge_point(30000)]
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    for bad in (cp, ms):
+        with pytest.raises(ValueError, match=r"text: result\.(student|points).* the point expands to 2\.7e\+09"):
+            L.from_json(json.dumps(bad))
+    with pytest.raises(ValueError, match=r"data: the point expands to .* more than the"):
+        L.decompress_point(_huge_point(30000))
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert time.perf_counter() - t0 < 2.0 and peak < 50e6
+    # many points that each expand within the limit: the document's total is bounded too
+    pt = {"shape": [300, 300], "blocks": [300], "rows": list(range(300)), "cols": list(range(300)),
+          "labels": ["diag[0]", "off[0]"], "values": [1.0, 0.0], "exceptions": []}
+    runs = 600
+    ms["result"]["shape"] = [runs, 300, 300]
+    ms["result"]["fields"]["points"] = [pt] * runs
+    for key in ("loss", "grad_norm", "index", "iterations"):
+        kind = "float" if key in ("loss", "grad_norm") else "int"
+        ms["result"]["fields"][key] = {"__array__": kind, "shape": [runs], "data": [0] * runs}
+    for key in ("kind", "isotropy", "status"):
+        ms["result"]["fields"][key] = ["x"] * runs
+    with pytest.raises(ValueError, match=r"text: result\.points\[\d+\]: .* a document may expand to"):
+        L.from_json(json.dumps(ms))
+
+
+def test_from_json_refuses_deep_nesting_and_bare_values():
+    """'"result": true' came back as True; deep nesting raised RecursionError."""
+    for bad in ("[" * 100_000, '{"format": "twolayer.landscape/1", "result": ' + "[" * 100_000 + "]" * 100_000 + "}",
+                _doc(json.loads("[" * 500 + "]" * 500))):
+        with pytest.raises(ValueError, match="nested deeper|Expecting|text"):
+            L.from_json(bad)
+    for result in (True, 1, "x", None, [1], {"__array__": "float", "shape": [1], "data": [1.0]}, []):
+        if result == []:
+            assert L.from_json(_doc(result)) == []  # an empty family
+            continue
+        with pytest.raises(ValueError, match="text: result"):
+            L.from_json(_doc(result))
+
+
+@pytest.mark.parametrize("path,value", [
+    (("loss",), "x"), (("loss",), True), (("grad_norm",), [1.0]), (("eigenvalues",), 1.0),
+    (("eigenvalues",), {"__array__": "int", "shape": [1], "data": [1]}), (("index",), 1.5), (("index",), True),
+    (("nullity",), "1"), (("kind",), 5), (("converged",), 1), (("iterations",), None), (("history",), "ab"),
+    (("history",), ["x"]), (("train_readout",), "False"), (("flat_eigenvalues",), [1.0]),
+    (("eigenvalues",), {"__array__": "float", "shape": [2, 2], "data": [1.0]}),
+    (("eigenvalues",), {"__array__": "float", "shape": [1, 1], "data": [1.0]}),
+    (("student",), {"__network__": {"activation": "tanh", "scaling": "none", "readout": "sum",
+                                    "point": {"shape": [1, 1], "dense": [1.0], "a": [1.0]}}}),
+    (("student",), {"__network__": {"activation": "relu", "scaling": "none", "readout": "sum",
+                                    "point": {"shape": [1, 1], "dense": ["1"], "a": [1.0]}}}),
+    (("student",), 3), (("bogus",), 1),
+])
+def test_from_json_checks_field_types(readout_point, path, value):
+    """14 decoded objects with fields of the wrong type raised only when printed; now from_json names the field."""
+    doc = json.loads(L.to_json(readout_point))
+    doc["result"]["fields"][path[0]] = value
+    with pytest.raises(ValueError, match=rf"text: result\.{path[0]}|text: result\.fields"):
+        L.from_json(json.dumps(doc))
+
+
+def test_from_json_checks_multistart_lengths():
+    doc = json.loads(L.to_json(L.multistart(2, 2, seed=0)))
+    for key, value in (("kind", ["global minimum"]), ("loss", {"__array__": "float", "shape": [3], "data": [0, 0, 0]}),
+                       ("status", "converged")):
+        bad = json.loads(json.dumps(doc))
+        bad["result"]["fields"][key] = value
+        with pytest.raises(ValueError, match=rf"text: result\.{key}"):
+            L.from_json(json.dumps(bad))
+    bad = json.loads(json.dumps(doc))
+    bad["result"]["shape"] = [2, 3, 2]
+    with pytest.raises(ValueError, match=r"text: result\.points\[0\]"):
+        L.from_json(json.dumps(bad))
+
+
+def test_to_json_names_the_path_it_cannot_write(readout_point):
+    """A full disk gave a raw OSError traceback; /dev/full fails every write with ENOSPC."""
+    import errno
+    import os
+
+    if not os.path.exists("/dev/full"):
+        pytest.skip("needs /dev/full")
+    with pytest.raises(OSError, match=r"\[Errno 28\] No space left on device: '/dev/full'") as info:
+        L.to_json(readout_point, "/dev/full")
+    assert info.value.errno == errno.ENOSPC

@@ -83,3 +83,15 @@ def test_ensemble_passage_matches_early_stop():
     assert crossed.sum() >= 3
     np.testing.assert_allclose(fp.times[crossed], ens.stop_time[crossed], rtol=1e-12)
     np.testing.assert_array_equal(fp.censored, np.array(ens.status) != "converged")
+
+
+def test_first_passage_time_checks_its_records():
+    """Decreasing record times were accepted (found by the fuzz suite), NaN records and strings too."""
+    fpt = tl.passage.first_passage_time
+    with pytest.raises(ValueError, match="t: expected non-decreasing record times"):
+        fpt([1.0, 0.5], [0.0, 0.0], level=0.5)
+    with pytest.raises(ValueError, match="risk: entries must be finite"):
+        fpt([0.0, 1.0], [1.0, float("nan")], level=0.5)
+    with pytest.raises(TypeError, match="t: expected an array of real numbers"):
+        fpt(["0", "1"], [1.0, 0.2], level=0.5)
+    assert fpt([0.0, 1.0, 1.0, 2.0], [1.0, 0.8, 0.8, 0.2], level=0.5) == pytest.approx(1.5)

@@ -171,3 +171,36 @@ def test_step_gradient_flow_with_schedule():
     assert path.risk[-1] <= 1e-8
     with pytest.raises(ValueError, match="decays too fast"):
         tl.landscape.step_gradient_flow(st, te, [0.0, 1e3], lr=0.02, schedule=S.geometric(0.5))
+
+
+@pytest.mark.parametrize("kw,match", [
+    ({"kind": "step", "gamma": 2.0}, "gamma: expected a decay factor in"),
+    ({"kind": "bogus"}, "kind: expected one of"),
+    ({"kind": "geometric", "every": 0.0}, "every: expected a finite number > 0"),
+    ({"kind": "constant", "value": float("nan")}, "value: expected a finite real number"),
+    ({"kind": "step", "start": -1.0}, "start: expected a finite number >= 0"),
+    ({"kind": "table", "values": [-1.0]}, "values: expected values >= 0"),
+    ({"kind": "table", "values": [1.0], "dt": 0.0}, "dt: expected a finite number > 0"),
+    ({"kind": "table", "values": [1.0], "interpolation": "cubic"}, "interpolation: expected one of"),
+])
+def test_direct_construction_is_checked(kw, match):
+    """Schedule(gamma=2.0) was accepted, an unknown kind failed later with a raw KeyError."""
+    with pytest.raises(ValueError, match=match):
+        tl.schedules.Schedule(**kw)
+
+
+def test_as_schedule_checks_its_grid_arguments():
+    f = lambda t: 1.0 + 0.0 * t  # noqa: E731
+    with pytest.raises(ValueError, match="steps: expected an integer"):
+        tl.schedules.as_schedule(f, steps=-1)
+    with pytest.raises(TypeError, match="steps: expected an integer"):
+        tl.schedules.as_schedule(f, steps=2.5)
+    with pytest.raises(TypeError, match="step_time: expected a real number"):
+        tl.schedules.as_schedule(f, steps=2, step_time="x")
+    with pytest.raises(ValueError, match="t_max: expected a finite real number"):
+        tl.schedules.as_schedule(f, t_max=float("nan"))
+    with pytest.raises(MemoryError, match=r"steps: cannot allocate 1.126e\+15 float64 values"):
+        tl.schedules.as_schedule(f, steps=2**50)
+    with pytest.raises(ValueError, match="t_max, dt: the grid"):
+        tl.schedules.from_function(f, t_max=1e300, dt=1e-300)
+    assert tl.schedules.as_schedule(tl.schedules.step_decay(0.5, 1.0), t_max=0.0) is not None

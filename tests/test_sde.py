@@ -256,3 +256,40 @@ def test_ctrl_c_keeps_the_paths_so_far():
     assert isinstance(ens, tl.sgd.Ensemble) and len(ens) == 4
     assert all(r.status == "interrupted" and np.all(np.isfinite(r.M)) for r in ens)
     assert any(r.stop_time > 0 and len(r) >= 1 for r in ens)  # the paths that started keep their records
+
+
+@pytest.mark.parametrize("kw", [{"lr": 1e300}, {"lr": 1e100}, {"lr": 0.5, "noise": 1e300},
+                                {"lr": 0.5, "lr_readout": 1e300}])
+def test_increment_covariance_refuses_overflow(kw):
+    """It returned NaN/inf silently for lr, noise or lr_readout near 1e300."""
+    ov = tl.Overlaps([[1.0]], [[0.2]], [[1.0]], [1.0], [1.0], "linear", "linear")
+    with pytest.raises(ValueError, match="lr, noise, lr_readout: the increment's moments exceed the double range"):
+        tl.sde.increment_covariance(ov, **kw)
+
+
+def test_simulate_refuses_duplicate_paths():
+    """seeds=[1, 1] with one start ran the same path twice (sgd.simulate refuses duplicates); an id may repeat with
+    different starts."""
+    ov = tl.Overlaps([[1.0]], [[0.2]], [[1.0]], [1.0], [1.0], "linear", "linear")
+    with pytest.raises(ValueError, match="seeds: path ids must be distinct"):
+        tl.sde.simulate(ov, lr=0.5, d=100, t_max=1.0, records=3, seeds=[1, 1])
+    with pytest.raises(ValueError, match="seeds: path ids must be distinct"):
+        tl.sde.simulate([ov, ov], lr=0.5, d=100, t_max=1.0, records=3, seeds=[1, 1])
+    other = tl.Overlaps([[1.0]], [[0.3]], [[1.0]], [1.0], [1.0], "linear", "linear")
+    ens = tl.sde.simulate([ov, other], lr=0.5, d=100, t_max=1.0, records=3, seeds=[1, 1])
+    assert len(ens.runs) == 2
+
+
+def test_simulate_names_step_counts_and_allocations():
+    """dt = 1e-300 failed with a RuntimeWarning and 'record_steps: must increase strictly' (naming no argument)."""
+    import warnings
+
+    ov = tl.Overlaps([[1.0]], [[0.2]], [[1.0]], [1.0], [1.0], "linear", "linear")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match=r"t_max, dt: the run needs 1e\+300 steps of dt, more than 2\*\*62"):
+            tl.sde.simulate(ov, lr=0.5, d=10, dt=1e-300, t_max=1.0)
+        with pytest.raises(ValueError, match="t_max, dt: the run needs"):
+            tl.sde.simulate(ov, lr=0.5, d=10, dt=1e-3, t_max=1e300)
+        with pytest.raises(ValueError, match="times, dt: the run needs"):
+            tl.sde.simulate(ov, lr=0.5, d=10, dt=1e-300, times=[0.0, 1.0])

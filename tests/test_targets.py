@@ -408,3 +408,15 @@ def test_function_target_sgd_runs():
     assert tr.M.shape == (3, 4, 3) and "Monte Carlo" in tr.meta["risk_method"]
     exact_r = tl.population.risk(st, tl.targets.staircase(3, d=d, seed=0))
     assert tr.risk[0] == pytest.approx(exact_r, rel=0.1)
+
+
+def test_flags_and_ignored_seeds_are_refused():
+    """hermite_single(normalized=None) was taken as False, and a seed given with directions was ignored."""
+    with pytest.raises(TypeError, match="normalized: expected True or False"):
+        tl.targets.hermite_single(2, d=4, seed=0, normalized=None)
+    W = np.sqrt(4.0) * np.eye(4)[:1]
+    for make in (lambda **kw: tl.targets.hermite_single(2, **kw), lambda **kw: tl.targets.staircase(1, **kw),
+                 lambda **kw: tl.targets.function(lambda z: z[:, 0], **kw)):
+        with pytest.raises(ValueError, match="seed: draws random directions, but directions are given"):
+            make(directions=W, seed=1)
+        assert make(directions=W).k == 1

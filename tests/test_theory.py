@@ -186,3 +186,140 @@ def test_bad_input():
         th.escape_time_p1(0.1, 0.1, 4.0, 0.99)
     with pytest.raises(ValueError, match="lr: expected lr < p"):
         th.escape_time(100, 10.0, 0.5, 0.5, p=4)
+
+
+def test_wide_formula_refuses_thresholds_below_its_domain():
+    """The seed's wide-p time is >= 0 iff T >= tau0 / (p (p + 1) d - 2 p mu0 + tau0) ((p - 1) / ((p + 1)(d - 1)) at
+    the mean start); below it returned negative times (-1.03 here). The ODE escapes there within the initial
+    transient, at a small positive time the formula does not describe."""
+    d, p, lr = 1000, 2, 0.05
+    with pytest.raises(ValueError, match=r"threshold: T = 0.0001 is outside the wide-p formula's domain"):
+        th.escape_time(d, lr, 0.0, 1e-4, p=p)
+    with pytest.raises(ValueError, match=r"probability ~0.6"):
+        th.escape_time(d, lr, 0.0, 1e-4, p=p, average="quenched")
+    t_min = (p - 1) / ((p + 1) * (d - 1))
+    assert th.escape_time(d, lr, 0.0, t_min * (1 + 1e-12), p=p) == pytest.approx(0.0, abs=1e-9)
+    assert th.escape_time(d, lr, 0.0, 2 * t_min, p=p) > 0
+    with pytest.raises(ValueError, match="outside the wide-p formula's domain"):
+        th.escape_time_wide(2.0, 2.0, d, p, lr, 0.0, t_min * (1 - 1e-9))
+    # the ODE from a random start: positive and growing with T both sides of the start's own bound
+    rng = np.random.default_rng(1)
+    U = rng.standard_normal((p, d))
+    U /= np.linalg.norm(U, axis=1, keepdims=True)
+    v = rng.standard_normal(d)
+    v /= np.linalg.norm(v)
+    Q, M = U @ U.T, (U @ v)[:, None]
+    mu, tau = d * np.sum(M**2), 2 * d * np.sum(np.triu(Q, 1) ** 2)
+    bound = tau / (p * (p + 1) * d - 2 * p * mu + tau)
+    ov = tl.Overlaps(Q, M, [[1.0]], np.full(p, 1 / p), [1.0])
+    times = [ode_escape(ov, lr, 0.0, T) for T in (bound / 10, bound * 2)]
+    assert 0 < times[0] < times[1]
+    with pytest.raises(ValueError, match="outside the wide-p formula's domain"):
+        th.escape_time_wide(mu, tau, d, p, lr, 0.0, bound / 10)
+    assert th.escape_time_wide(mu, tau, d, p, lr, 0.0, bound * 2) > 0
+
+
+def test_no_negative_escape_times():
+    """Every time escape_time returns, over a grid of valid inputs, is >= 0 (21 negative ones were found)."""
+    for d in (2, 10, 1000, 10**6):
+        for p in (1, 2, 3, 8):
+            for T in (1e-12, 1e-6, 1e-3, 0.1, 0.5, 0.999):
+                for average in ("annealed", "quenched"):
+                    try:
+                        t = th.escape_time(d, 0.05, 0.0, T, p=p, average=average)
+                    except ValueError as exc:
+                        assert str(exc).startswith(("threshold:", "d:")), exc
+                        continue
+                    assert t >= 0, (d, p, T, average, t)
+
+
+def test_quenched_p1_without_noise():
+    """noise = 0: the fixed point is m^2 = 1, every start but |m0| = 1 escapes, the quenched mean is finite (it
+    raised 'math domain error') and continuous in the noise; against scipy's quadrature of the Beta average."""
+    from scipy import integrate
+
+    d, lr = 1000, 0.05
+    A = B = 4 * (1 - 6 * lr)
+    log_norm = math.lgamma(d / 2) - math.lgamma(0.5) - math.lgamma((d - 1) / 2)
+    for T in (1e-3, 0.5, 0.9):
+        q = th.escape_time(d, lr, 0.0, T, average="quenched")
+        assert q == pytest.approx(th.escape_time(d, lr, 1e-12, T, average="quenched"), rel=1e-9)
+
+        def f(u, T=T):
+            us = T + (1 - T) * u
+            pdf = math.exp(log_norm - 0.5 * math.log(u) + (d - 3) / 2 * math.log1p(-u))
+            return (math.log(us / u) + math.log((A - B * u) / (A - B * us))) / (2 * A * lr) * pdf
+
+        edges = [0, T / 10, T, 10 * T, 1 / d, 10 / d, 100 / d, 1 - 1e-12]
+        edges = sorted({e for e in edges if e < 1})
+        ref = sum(integrate.quad(f, a, b, limit=500)[0] for a, b in zip(edges[:-1], edges[1:], strict=True))
+        assert q == pytest.approx(ref, rel=1e-8)
+        assert q > th.escape_time(d, lr, 0.0, T)
+
+
+@pytest.mark.parametrize("m", [[2.0], 1.5, "0.5", None, [0.1, float("nan")], 1 + 1j])
+def test_overlaps_are_cosines(m):
+    with pytest.raises((TypeError, ValueError), match="^m: "):
+        th.risk_p1(m)
+    with pytest.raises((TypeError, ValueError), match="^m0: "):
+        th.escape_time_p1(m, 0.05, 0.5, 0.5)
+    assert th.risk_p1(np.array([[0.5, -1.0]])).tolist() == [[1.5, 0.0]]
+
+
+def test_initial_statistics_and_times_are_checked():
+    with pytest.raises(ValueError, match="mu0: expected finite values >= 0"):
+        th.escape_time_wide(-1.0, 2.0, 1000, 2, 0.1, 0.5, 0.5)
+    with pytest.raises(ValueError, match="tau0: entries must be finite"):
+        th.escape_time_wide(2.0, float("nan"), 1000, 2, 0.1, 0.5, 0.5)
+    with pytest.raises(TypeError, match="t: expected an array of real numbers"):
+        th.overlap_p1("1", 0.1, 0.05)
+    with pytest.raises(ValueError, match="t: entries must be finite"):
+        th.overlap_p1([0.0, float("inf")], 0.1, 0.05)
+
+
+@pytest.mark.parametrize("noise", [0.0, 0.5])
+def test_quenched_mean_refuses_unresolved_thresholds(noise):
+    """At T far below 1/d the time varies on the scale of T: the Gauss rule gave 0.418 at T = 1e-12 (scipy: 2.6e-4)
+    and 0.481 at T = 1e-6 (scipy: 0.284); refused now, and accurate (1e-9) at T = 1e-3."""
+    for T in (1e-12, 1e-6):
+        with pytest.raises(ValueError, match=f"threshold: T = {T:g} is too small for the quenched average"):
+            th.escape_time(1000, 0.05, noise, T, average="quenched")
+    with pytest.raises(ValueError, match="too small for the quenched average"):
+        th.escape_time(1000, 0.05, noise, 1e-9, average="quenched", formula="printed")
+
+
+def test_escape_from_tiny_overlaps_is_finite():
+    """m0 = 1e-300 (m0^2 underflows to 0) gave +inf; the time is log(u* / m0^2) / (2 A gamma) + ..., finite."""
+    t = th.escape_time_p1([1e-300, 1e-150], 0.125, 0.0, 0.5)
+    A = 4 * (1 - 6 * 0.125)
+    ref = (math.log(0.5) - 2 * math.log(1e-300) + math.log(A / (A - A * 0.5))) / (2 * A * 0.125)
+    assert t[0] == pytest.approx(ref, rel=1e-14) and np.all(np.isfinite(t))
+    assert th.escape_time_p1(0.0, 0.125, 0.0, 0.5) == np.inf  # documented
+
+
+def test_extreme_inputs_found_by_the_larger_fuzz_budget():
+    """lr = 5e-324 overflowed to inf with a RuntimeWarning; T = 5e-324 from m0 near 1 gave -8.8e-17 (rounding);
+    overlap_p1 at noise = 1e300 warned of an overflow (its limit m -> 0 is exact)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for call in (lambda: th.escape_time_p1(0.5, 5e-324, 0.0, 0.5),
+                     lambda: th.escape_time_wide(1.0, 0.0, 2, 1, 5e-324, 0.0, 0.5),
+                     lambda: th.escape_time(1000, 5e-324, 0.0, 0.5, average="quenched"),
+                     lambda: th.escape_time(1000, 5e-324, 0.0, 0.5, p=3, average="quenched")):
+            with pytest.raises(ValueError, match="lr: the escape time exceeds the double range"):
+                call()
+        assert th.escape_time_p1(0.999999, 0.125, 0.0, 5e-324) >= 0
+        t = th.escape_time_p1(0.5, 0.05, 0.5, 1e-12)
+        A, B = 4 * (1 - 6 * 0.05) - 2 * 0.05 * 0.5, 4 * (1 - 6 * 0.05)
+        u0 = 0.25
+        us = 1e-12 + (1 - 1e-12) * u0
+        ref = (math.log1p(1e-12 * (1 - u0) / u0) + math.log1p(B * (us - u0) / (A - B * us))) / (2 * A * 0.05)
+        assert t == pytest.approx(ref, rel=1e-6) and t > 0
+        assert th.overlap_p1(1669694123.0, 1.0, 0.1640625, 1e300) == 0.0
+        # m0 = 2e-266 (m0^2 underflows): it was NaN (0/0) with a warning; m grows as m0 e^{A gamma t} early on
+        m = th.overlap_p1([0.0, 2981.0, 1e6], 2.0871352372294758e-266, 0.125, 0.0)
+        assert m[0] == pytest.approx(2.0871352372294758e-266, rel=1e-13) and m[2] == pytest.approx(1.0, rel=1e-15)
+        assert m[1] == pytest.approx(2.0871352372294758e-266 * math.exp(0.125 * 2981.0), rel=1e-10)
+        assert th.overlap_p1([0.0, 1e300], 0.0, 0.125, 0.0).tolist() == [0.0, 0.0]

@@ -317,3 +317,40 @@ def test_demo_api_checks_its_arguments_first(tmp_path):
     with pytest.raises(TypeError, match="config: expected a twolayer.demo.DemoConfig"):
         demo.run_seed000(config={"units": 2})
     assert not os.listdir(tmp_path)  # nothing was computed or written
+
+
+def test_writers_name_the_path_they_cannot_write(tmp_path):
+    """A full disk or a missing directory gave a raw OSError traceback naming no file (issue 26)."""
+    import errno
+
+    result = demo.run_seed000(demo.DemoConfig(units=2, d=8, steps=10, seeds=(0,), records=3))
+    if os.path.exists("/dev/full"):
+        with pytest.raises(OSError, match=r"\[Errno 28\] No space left on device: '/dev/full'") as info:
+            demo.write_csv(result, "/dev/full")
+        assert info.value.errno == errno.ENOSPC
+    missing = str(tmp_path / "missing" / "demo.csv")
+    with pytest.raises(FileNotFoundError, match=f"No such file or directory: '{missing}'"):
+        demo.write_csv(result, missing)
+    pytest.importorskip("matplotlib")
+    from twolayer import plot
+
+    missing = str(tmp_path / "missing" / "demo.png")
+    with pytest.raises(FileNotFoundError, match=f"No such file or directory: '{missing}'"):
+        plot.demo_figure(result, missing)
+
+
+def test_allocating_names_the_argument():
+    from twolayer._validation import allocating
+
+    with pytest.raises(MemoryError, match=r"steps: cannot allocate 1\.126e\+15 float64 values \(8\.39e\+06 GiB\)"):
+        with allocating("steps", 2**50):
+            np.empty(2**50)
+
+
+def test_random_networks_name_the_sizes_they_cannot_allocate():
+    """NumPy's 'Unable to allocate ... for an array with shape (...)' (or 'array is too big') named no argument."""
+    big = 2**31 - 1
+    with pytest.raises(MemoryError, match=r"K, d: cannot allocate 4\.612e\+18 float64 values"):
+        tl.Network.random(big, big, "erf", seed=0)
+    with pytest.raises(MemoryError, match=r"K, d: cannot allocate 1\.1e\+12 float64 values \(8\.19e\+03 GiB\)"):
+        tl.networks.random_weights(2**20, 2**20, "orthogonal", np.random.default_rng(0))

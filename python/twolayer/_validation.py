@@ -20,7 +20,8 @@ from __future__ import annotations
 import math
 import numbers
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any, Literal, overload
 
 import numpy as np
@@ -235,3 +236,30 @@ def per_item(
             f"{name}[{i}]: expected a finite number {'>=' if allow_zero else '>'} 0, got {describe(float(arr[i]))}"
         )
     return arr
+
+
+@contextmanager
+def allocating(name: str, n: float, what: str = "float64 values", itemsize: int = 8) -> Iterator[None]:
+    """Re-raise a MemoryError of the block (NumPy's names no argument) as one that names the argument ``name``
+    that asked for ``n`` items of ``what``, and their size."""
+    try:
+        yield
+    except (MemoryError, ValueError) as exc:
+        # NumPy: MemoryError "Unable to allocate ...", or ValueError "array is too big" beyond the address space
+        if isinstance(exc, ValueError) and not str(exc).startswith("array is too big"):
+            raise
+        raise MemoryError(f"{name}: cannot allocate {n:.4g} {what} ({n * itemsize / 2**30:.3g} GiB): not enough "
+                          "memory; expected a smaller value") from None
+
+
+@contextmanager
+def writing(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Re-raise an OSError of the block (a full disk, a missing directory, no permission) as one that names the
+    ``path`` being written (as its ``filename``; ``errno`` and ``strerror`` kept), e.g. ``[Errno 28] No space left
+    on device: 'out/demo.csv'``, however deep in a library the write failed."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is not None and os.fspath(exc.filename) == os.fspath(path):
+            raise
+        raise OSError(exc.errno, exc.strerror or str(exc), os.fspath(path)) from None

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import ode, population, sgd
-from ._validation import INT32_MAX, SEED_MAX, boolean, choice, integer, integers, positive
+from ._validation import INT32_MAX, SEED_MAX, boolean, choice, integer, integers, positive, writing
 from .networks import Init, teacher_student
 from .overlaps import Overlaps
 from .results import Trajectory
@@ -313,7 +313,7 @@ def write_csv(result: DemoResult, path: str) -> None:
     ...     print(open(os.path.join(out, "demo.csv")).readline().strip())
     panel,series,seed,time,risk
     """
-    with open(path, "w", newline="") as fh:
+    with writing(path), open(path, "w", newline="") as fh:  # errors name the path
         w = csv.writer(fh)
         w.writerow(["panel", "series", "seed", "time", "risk"])
         for init, runs in result.runs.items():

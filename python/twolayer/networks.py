@@ -13,7 +13,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._validation import INT32_MAX, as_float_array, choice, integer, seed_arg
+from ._validation import INT32_MAX, allocating, as_float_array, choice, integer, seed_arg
 from .activations import ActivationName, check_activation
 
 Scaling = Literal["sqrt_d", "none"]
@@ -249,13 +249,14 @@ def random_weights(K: int, d: int, init: str, rng: np.random.Generator, scaling:
     choice(scaling, "scaling", ("sqrt_d", "none"))
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng: expected a numpy.random.Generator, got {type(rng).__name__}")
-    if init == "gaussian":
-        return rng.standard_normal((K, d))
-    if K > d:
+    if init == "orthogonal" and K > d:
         raise ValueError(f"init: 'orthogonal' needs K <= d, got K={K}, d={d}")
-    q, r = np.linalg.qr(rng.standard_normal((d, K)))
-    rows = (q * np.sign(np.diag(r))).T  # Haar-distributed orthonormal rows
-    return rows * (np.sqrt(d) if scaling == "sqrt_d" else 1.0)
+    with allocating("K, d", K * d):  # the one place every random network and target direction is drawn
+        if init == "gaussian":
+            return rng.standard_normal((K, d))
+        q, r = np.linalg.qr(rng.standard_normal((d, K)))
+        rows = (q * np.sign(np.diag(r))).T  # Haar-distributed orthonormal rows
+        return rows * (np.sqrt(d) if scaling == "sqrt_d" else 1.0)
 
 
 def teacher_student(

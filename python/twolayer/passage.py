@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._validation import boolean, real
+from ._validation import as_float_array, boolean, real
 
 __all__ = ["FirstPassage", "first_passage", "first_passage_time", "run_passage"]
 
@@ -63,9 +63,12 @@ def first_passage_time(t: ArrayLike, risk: ArrayLike, level: float, relative: bo
     nan
     """
     lv, rel = _level(level, relative)
-    ts, rs = np.asarray(t, dtype=np.float64), np.asarray(risk, dtype=np.float64)
-    if ts.shape != rs.shape or ts.ndim != 1:
+    ts = as_float_array(t, "t", ndim=1, scalar_ok=False)
+    rs = as_float_array(risk, "risk", ndim=1, scalar_ok=False)
+    if ts.shape != rs.shape:
         raise ValueError(f"risk: expected the shape of t {ts.shape}, got {rs.shape}")
+    if np.any(np.diff(ts) < 0):
+        raise ValueError("t: expected non-decreasing record times")
     if ts.size == 0:
         return math.nan
     thr = lv * rs[0] if rel else lv

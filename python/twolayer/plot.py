@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ._validation import writing
+
 if TYPE_CHECKING:
     from .demo import DemoResult
     from .results import Trajectory
@@ -89,7 +91,8 @@ def demo_figure(result: DemoResult, path: str) -> None:
     ax.legend()
     if result.plateau is not None:
         plateau_panel(axes[0, 1], result.plateau)
-    fig.savefig(path, dpi=120)
+    with writing(path):
+        fig.savefig(path, dpi=120)
     plt.close(fig)
 
 

@@ -34,7 +34,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._validation import as_float_array, choice, describe, integer, positive
+from ._validation import allocating, as_float_array, choice, describe, integer, positive
 
 Kind = Literal["constant", "step", "geometric", "inverse_time", "table"]
 _KIND_ID = {"constant": 0, "step": 1, "geometric": 2, "inverse_time": 3, "table": 4}
@@ -88,6 +88,20 @@ class Schedule:
     values: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
     dt: float | None = None
     interpolation: Literal["previous", "linear"] = "previous"
+
+    def __post_init__(self) -> None:
+        """Checks a directly built Schedule as the module's functions do (they are the documented way)."""
+        choice(self.kind, "kind", tuple(_KIND_ID))
+        checked: dict[str, Any] = {"value": positive(self.value, "value", allow_zero=True),
+                                   "gamma": _fraction(self.gamma, "gamma"), "every": positive(self.every, "every"),
+                                   "start": positive(self.start, "start", allow_zero=True),
+                                   "interpolation": choice(self.interpolation, "interpolation",
+                                                           ("previous", "linear")),
+                                   "dt": None if self.dt is None else positive(self.dt, "dt")}
+        if self.kind == "table":
+            checked["values"] = _values(self.values, "values")
+        for name, v in checked.items():
+            object.__setattr__(self, name, v)
 
     @property
     def per_step(self) -> bool:
@@ -239,12 +253,16 @@ def inverse_time(t0: float, start: float = 0.0) -> Schedule:
 
 
 def _values(values: ArrayLike, name: str) -> NDArray[np.float64]:
-    v = as_float_array(values, name, ndim=1).copy()
+    """A table's values: finite, >= 0, at least one; a read-only array (copied unless it is one already)."""
+    v = as_float_array(values, name, ndim=1)
     if v.size == 0:
         raise ValueError(f"{name}: expected at least one value")
     if np.any(v < 0):
         raise ValueError(f"{name}: expected values >= 0 (learning-rate multipliers), got min {v.min():g}")
-    v.flags.writeable = False
+    if v.flags.writeable:
+        with allocating(name, v.size):
+            v = v.copy()
+        v.flags.writeable = False
     return v
 
 
@@ -350,8 +368,14 @@ def from_function(f: Callable[..., Any], t_max: float, dt: float | None = None, 
     if not callable(f):
         raise TypeError(f"f: expected a callable, got {describe(f)}")
     T = positive(t_max, "t_max")
-    step = T / (integer(n, "n", 2) - 1) if dt is None else positive(dt, "dt")
-    t = np.arange(int(np.floor(T / step + 1e-9)) + 1, dtype=np.float64) * step
+    n_ = integer(n, "n", 2)  # checked even where dt sets the grid
+    step = T / (n_ - 1) if dt is None else positive(dt, "dt")
+    if T / step > 2.0**53:
+        raise ValueError(f"{'t_max, dt' if dt is not None else 'n'}: the grid [0, t_max] with spacing {step:g} has "
+                         f"{T / step:.3g} points, more than a table can hold (2**53)")
+    n_points = int(np.floor(T / step + 1e-9)) + 1
+    with allocating("t_max, dt" if dt is not None else "n", n_points):
+        t = np.arange(n_points, dtype=np.float64) * step
     return table(_evaluate(f, t, "f"), step, interpolation)
 
 
@@ -388,18 +412,22 @@ def as_schedule(schedule: Any, steps: int | None = None, step_time: float = 1.0,
     >>> S.as_schedule(lambda t: 0.5 ** t, steps=3)([0, 1, 2]).tolist()
     [1.0, 0.5, 0.25]
     """
+    n_steps = None if steps is None else integer(steps, "steps", 0)
+    dt = positive(step_time, "step_time")
+    duration = None if t_max is None else positive(t_max, "t_max", allow_zero=True)
     if schedule is None:
         return None
     if isinstance(schedule, Schedule):
         s = schedule
     elif callable(schedule):
-        if steps is not None:
-            grid = np.arange(max(steps, 1), dtype=np.float64) * step_time
+        if n_steps is not None:
+            with allocating("steps", max(n_steps, 1)):
+                grid = np.arange(max(n_steps, 1), dtype=np.float64) * dt
             s = per_step(_evaluate(schedule, grid, "schedule"))
         else:
-            if t_max is None:
+            if duration is None:
                 raise ValueError("schedule: a callable needs the run's duration (t_max or times)")
-            s = from_function(schedule, t_max)
+            s = from_function(schedule, duration)
     elif isinstance(schedule, (list, tuple, np.ndarray)):
         s = per_step(schedule)
     else:

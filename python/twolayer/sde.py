@@ -55,7 +55,17 @@ from numpy.typing import ArrayLike, NDArray
 from . import _core
 from ._interrupt import keep_partial, partial_result
 from ._progress import progress_bar
-from ._validation import INT32_MAX, as_float_array, boolean, integer, n_threads_arg, positive, seed_arg
+from ._validation import (
+    INT32_MAX,
+    allocating,
+    as_float_array,
+    boolean,
+    describe,
+    integer,
+    n_threads_arg,
+    positive,
+    seed_arg,
+)
 from .activations import ActivationName
 from .ode import _activations, _check_overlaps, _target_arg, _target_state
 from .overlaps import BatchOverlaps, Overlaps
@@ -212,7 +222,18 @@ def increment_covariance(
     x, w = _rule(act, t_act, n_nodes, None if tgt is None else tgt.degree)
     mean, cov = _core.sde_increment_moments(_state(ov), ov.K, ov.P, ov.v, act, "linear" if tgt else t_act, sph,
                                             lr_, lr_a, noise_, x, w, **tkw)
+    if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(cov))):
+        raise ValueError(f"lr, noise, lr_readout: the increment's moments exceed the double range at lr = {lr_:g}, "
+                         f"noise = {noise_:g}, lr_readout = {lr_a:g}: expected smaller values "
+                         "(the covariance grows as lr^4 and noise^2)")
     return IncrementCovariance(_labels(ov.K, ov.n_teacher, lr_a > 0), mean, cov)
+
+
+def _check_steps(n: float, names: str) -> None:
+    """The Euler-Maruyama step count (the run's end over dt) must be an int64 count."""
+    if not n < 2.0**62:
+        raise ValueError(f"{names}: the run needs {n:.3g} steps of dt, more than 2**62; expected a larger dt or a "
+                         "shorter run")
 
 
 def simulate(
@@ -316,10 +337,15 @@ def simulate(
     run_ids = _run_ids(seeds)
     if y0 is not None and y0.shape[0] != run_ids.size:
         raise ValueError(f"overlaps: got {y0.shape[0]} starts for {run_ids.size} paths (seeds)")
+    keys = run_ids[:, None].astype(np.float64) if y0 is None else np.column_stack([run_ids, y0])
+    if np.unique(keys, axis=0).shape[0] != keys.shape[0]:
+        raise ValueError("seeds: path ids must be distinct (an id may repeat only with a different start): two "
+                         f"paths with the same id and start are the same path, got {describe(seeds)}")
     if times is not None:
         tt = as_float_array(times, "times", ndim=1)
         if tt.size == 0 or np.any(tt < 0) or np.any(np.diff(tt) <= 0):
             raise ValueError("times: expected a non-empty, strictly increasing array of times >= 0")
+        _check_steps(float(tt[-1]) / dt_, "times, dt")
         steps_rec = np.round(tt / dt_).astype(np.int64)
         if np.any(np.diff(steps_rec) <= 0):
             raise ValueError(f"times: two requested times fall on the same step (spacing below dt = {dt_:g})")
@@ -328,7 +354,9 @@ def simulate(
             raise ValueError("t_max: give t_max or times")
         tm = positive(t_max, "t_max")
         n_rec = integer(records, "records", 2, INT32_MAX)
-        steps_rec = np.unique(np.round(np.linspace(0.0, tm, n_rec) / dt_).astype(np.int64))
+        _check_steps(tm / dt_, "t_max, dt")
+        with allocating("records", n_rec):
+            steps_rec = np.unique(np.round(np.linspace(0.0, tm, n_rec) / dt_).astype(np.int64))
     n_steps = int(steps_rec[-1])
     t_rec = np.asarray(steps_rec * dt_, dtype=np.float64)
     tol = -1.0 if risk_tol is None else positive(risk_tol, "risk_tol")

@@ -35,7 +35,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _core
-from ._validation import INT32_MAX, as_float_array, choice, integer, real, seed_arg
+from ._validation import INT32_MAX, as_float_array, boolean, choice, describe, integer, real, seed_arg
 from .activations import ActivationName
 from .networks import Network, random_weights
 
@@ -60,6 +60,9 @@ def _directions(directions: ArrayLike | None, k: int | None, d: int | None, seed
         if k > d_:
             raise ValueError(f"d: the target has k = {k} directions, more than the input dimension d = {d_}")
         return random_weights(k, d_, "orthogonal", np.random.default_rng(seed_arg(seed, allow_none=True)), s_ok)
+    if seed is not None:
+        raise ValueError(f"seed: draws random directions, but {name} are given (the seed would be ignored), got seed = "
+                         f"{describe(seed)}; give either d and seed, or {name}")
     W = as_float_array(directions, name, ndim=2)
     if k is not None and W.shape[0] != k:
         raise ValueError(f"{name}: the coefficients use k = {k} directions, but {name} has {W.shape[0]} rows "
@@ -393,7 +396,7 @@ def hermite_single(degree: int, d: int | None = None, seed: int | None = None, *
     [-0.707107, 0.0]
     """
     n = integer(degree, "degree", 1, 60)
-    c = 1.0 / math.sqrt(math.factorial(n)) if normalized else 1.0
+    c = 1.0 / math.sqrt(math.factorial(n)) if boolean(normalized, "normalized") else 1.0
     return hermite({(n,): c}, d, seed, directions=directions, scaling=scaling)
 
 

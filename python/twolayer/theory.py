@@ -45,6 +45,18 @@ gamma_opt / 5 .. gamma_opt / 2; part of it (8-9 % at p = 1) is the dropped finit
 gamma_opt(p) itself the ODE does not escape at all for p = 4 and 8 (d = 1e4, Delta = 0.5: the risk stays at or above
 R(0)), so for p > 2 ``optimal_lr`` is the seed's value, not a safe learning rate.
 
+**Domains** (ValueError outside, naming the bound). p = 1: lr < 2 / (12 + Delta) (<= 1/6) and T in (0, 1); the exact
+time is positive for every start 0 < |m0| below the fixed point (+inf at m0 = 0); at Delta = 0 the fixed point is m^2
+= 1, every start but |m0| = 1 escapes and the quenched mean is finite. Wide p: in package units the excess risk is
+R = [p (p + 1) d - 2 p mu + tau] / (p^2 d) (mu, tau as mu0, tau0 at time t), and the formula is the first passage of
+this risk with mu = mu0 e^{8 kappa gamma t / p} and tau already decayed to 0, so its time is >= 0 only for T >= tau0 /
+(p (p + 1) d - 2 p mu0 + tau0) ((p - 1) / ((p + 1)(d - 1)) at the mean start). Below it the decay of the initial tau0
+alone lowers the risk by T R(0), within the initial transient: the ODE escapes there at a small positive time
+(p = 2, d = 1000, gamma = 0.05, Delta = 0, one random start: t = 0.032 at T = 1e-5 and 0.32 at T = 1e-4) where the
+formula gives negative ones (-1.03 at the mean start, T = 1e-4): refused. A quenched mean is refused where starts
+outside the domain carry probability above 1e-12, and where the threshold is so far below the initial law's scale
+(T << 1/d) that doubling the quadrature nodes changes it by more than 1e-9.
+
 ``optimal_lr(p, Delta)`` minimises the wide-p annealed escape time: gamma_opt = p / (2 + 2/p + 8/p^2 + Delta)
 (= 1 / (12 + Delta) at p = 1, exact there since the p = 1 rate 2 A gamma is maximal at it); ``gain_factor(Delta) =
 (12 + Delta) / (2 + Delta)``, the ratio of the optimal escape rates at p = 1 and p -> infinity.
@@ -53,12 +65,13 @@ R(0)), so for p > 2 ``optimal_lr`` is the seed's value, not a safe learning rate
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._validation import choice, describe, integer, positive, real
+from ._validation import as_float_array, choice, describe, integer, positive, real
 
 __all__ = ["escape_time", "escape_time_p1", "escape_time_wide", "fixed_point_risk", "gain_factor", "optimal_lr",
            "overlap_p1", "risk_p1"]
@@ -67,6 +80,8 @@ Average = Literal["annealed", "quenched"]
 Formula = Literal["exact", "printed"]
 
 _N_NODES = 96  # quadrature nodes (converged to ~1e-13 relative for d >= 2; tests compare with twice as many)
+_QUAD_RTOL = 1e-9  # quenched means: the largest relative change from doubling the nodes
+_OUTSIDE_MASS = 1e-12  # the largest probability of starts outside the wide-p formula's domain a quenched mean ignores
 
 
 def _lr(lr: Any) -> float:
@@ -106,6 +121,15 @@ def _p(p: Any) -> int:
     return integer(p, "p", 1)
 
 
+def _cosines(m: Any, name: str) -> NDArray[np.float64]:
+    """Overlaps m = w . w* / d of unit-norm (|w|^2 = d) weights: finite cosines in [-1, 1]."""
+    arr = as_float_array(m, name)
+    if np.any(np.abs(arr) > 1.0):
+        raise ValueError(f"{name}: expected cosines in [-1, 1] (the overlap of weights with |w|^2 = d), got "
+                         f"{describe(float(arr.flat[int(np.argmax(np.abs(arr)))]))}")
+    return arr.reshape(np.shape(m))
+
+
 def overlap_p1(t: ArrayLike, m0: float, lr: float, noise: float = 0.0) -> NDArray[np.float64]:
     """m(t) of the p = 1 ODE at package times ``t`` (steps / d), from m(0) = ``m0`` (sign kept):
     u = m^2 = A u0 e^{2 A gamma t} / (A + B u0 (e^{2 A gamma t} - 1)), A = 4 (1 - 6 gamma) - 2 gamma Delta,
@@ -137,17 +161,28 @@ def overlap_p1(t: ArrayLike, m0: float, lr: float, noise: float = 0.0) -> NDArra
     m0_ = real(m0, "m0")
     if not -1.0 <= m0_ <= 1.0:
         raise ValueError(f"m0: expected a cosine in [-1, 1], got {describe(m0)}")
-    ts = np.asarray(t, dtype=np.float64)
+    ts = as_float_array(t, "t").reshape(np.shape(t))
     A, B = 4.0 * (1.0 - 6.0 * g) - 2.0 * g * delta, 4.0 * (1.0 - 6.0 * g)
+    if np.any(ts < 0):
+        raise ValueError(f"t: expected package times >= 0, got {describe(float(np.min(ts)))}")
     u0 = m0_ * m0_
-    x = 2.0 * A * g * ts
-    if A > 0.0:  # divided through by e^x: no overflow at late times
-        u = A * u0 / (A * np.exp(-x) - B * u0 * np.expm1(-x))
-    elif A < 0.0:
-        u = A * u0 * np.exp(x) / (A + B * u0 * np.expm1(x))
-    else:
-        u = u0 / (1.0 + 2.0 * g * B * u0 * ts)
-    return np.asarray(math.copysign(1.0, m0_) * np.sqrt(u), dtype=np.float64)
+    with np.errstate(over="ignore", divide="ignore"):  # |x| = inf at huge noise or t: the limits below
+        x = 2.0 * A * g * ts
+        if m0_ == 0.0:  # m = 0 is a fixed point
+            m = np.zeros_like(ts)
+        elif A > 0.0:
+            # log m = log|m0| + x/2 - log(1 + (B/A) u0 expm1(x)) / 2, with u0 expm1(x) = exp(2 log|m0| + x +
+            # log(-expm1(-x))): no overflow, and no underflow of u0 = m0^2 (|m0| < 1e-162). Beyond x = 1500 -
+            # 2 log|m0| the solution is m = sqrt(A/B) to double precision: x is capped there.
+            lm0 = math.log(abs(m0_))
+            xc = np.minimum(x, 1500.0 - 2.0 * lm0)
+            y = math.log(B / A) + 2.0 * lm0 + xc + np.log(-np.expm1(-xc))
+            m = np.exp(lm0 + 0.5 * xc - 0.5 * np.logaddexp(0.0, y))
+        elif A < 0.0:
+            m = np.sqrt(A * u0 * np.exp(x) / (A + B * u0 * np.expm1(x)))
+        else:
+            m = np.sqrt(u0 / (1.0 + 2.0 * g * B * u0 * ts))
+    return np.asarray(math.copysign(1.0, m0_) * m, dtype=np.float64)
 
 
 def risk_p1(m: ArrayLike) -> NDArray[np.float64]:
@@ -167,7 +202,7 @@ def risk_p1(m: ArrayLike) -> NDArray[np.float64]:
     >>> tl.theory.risk_p1([0.0, 0.5, 1.0]).tolist()
     [2.0, 1.5, 0.0]
     """
-    return np.asarray(2.0 * (1.0 - np.square(np.asarray(m, dtype=np.float64))), dtype=np.float64)
+    return np.asarray(2.0 * (1.0 - np.square(_cosines(m, "m"))), dtype=np.float64)
 
 
 def fixed_point_risk(lr: float, noise: float) -> float:
@@ -279,15 +314,28 @@ def escape_time_p1(m0: ArrayLike, lr: float, noise: float, threshold: float) -> 
     """
     g, A, B = _rates(lr, noise)
     T = _threshold(threshold)
-    u0 = np.square(np.asarray(m0, dtype=np.float64))
+    m = _cosines(m0, "m0")
+    u0 = np.square(m)
     us = T + (1.0 - T) * u0
     if np.any(B * us >= A):
         raise ValueError(f"threshold: the risk never falls to (1 - T) R(0) = {2 * (1 - float(np.max(us))):.6g} from "
                          f"m0 = {math.sqrt(float(np.max(u0))):.6g}: the fixed-point risk at lr = {g}, noise = {noise} "
                          f"is {2 * (1 - A / B):.6g}")
-    with np.errstate(divide="ignore"):
-        out = (np.log(us / u0) + np.log((A - B * u0) / (A - B * us))) / (2.0 * A * g)
-    return np.asarray(out, dtype=np.float64)
+    du = T * (1.0 - u0)  # u* - u0 >= 0: both logarithms as log1p of ratios >= 0, so no rounding makes t < 0
+    with np.errstate(divide="ignore", over="ignore"):
+        ratio = du / u0
+        # log(u* / u0); where u0 = m0^2 underflows (|m0| < 1e-162) as log u* - 2 log|m0| (+inf at m0 = 0)
+        first = np.where(np.isfinite(ratio), np.log1p(ratio), np.log(us) - 2.0 * np.log(np.abs(m)))
+        out = (first + np.log1p(B * du / (A - B * us))) / (2.0 * A * g)
+    return _finite_times(out, m != 0)
+
+
+def _finite_times(out: Any, defined: Any) -> NDArray[np.float64]:
+    """Escape times that must be finite where ``defined``: beyond the double range only for absurdly small lr."""
+    out = np.asarray(out, dtype=np.float64)
+    if not np.all(np.isfinite(out) | ~np.asarray(defined)):
+        raise ValueError("lr: the escape time exceeds the double range (it scales as 1 / lr); expected a larger lr")
+    return out
 
 
 def escape_time_wide(mu0: ArrayLike, tau0: ArrayLike, d: int, p: int, lr: float, noise: float,
@@ -320,12 +368,37 @@ def escape_time_wide(mu0: ArrayLike, tau0: ArrayLike, d: int, p: int, lr: float,
     d_, p_ = _dimension(d), _p(p)
     g, kappa = _wide_rate(lr, noise, p_)
     T = _threshold(threshold)
-    mu, tau = np.asarray(mu0, dtype=np.float64), np.asarray(tau0, dtype=np.float64)
+    mu, tau = np.broadcast_arrays(_nonnegative(mu0, "mu0"), _nonnegative(tau0, "tau0"))
     arg = T * p_ * (p_ + 1) * d_ + (2.0 * p_ * mu - tau) * (1.0 - T)
-    if np.any(arg <= 0):
-        raise ValueError("tau0: the wide-p formula's logarithm is undefined (tau0 > 2 p mu0 + T p (p + 1) d / (1 - T))")
-    with np.errstate(divide="ignore"):
-        return np.asarray(np.log(arg / (2.0 * p_ * mu)) / (8.0 * kappa) * p_ / g, dtype=np.float64)
+    bad = np.flatnonzero(arg < 2.0 * p_ * mu)
+    if bad.size:
+        i = int(bad[0])
+        mu_i, tau_i = float(mu.flat[i]), float(tau.flat[i])
+        raise ValueError(_below_domain(T, d_, p_, f"here {_t_min(mu_i, tau_i, d_, p_):.6g} (at mu0 = {mu_i:.6g}, "
+                                                  f"tau0 = {tau_i:.6g})"))
+    with np.errstate(divide="ignore", over="ignore"):
+        return _finite_times(np.log(arg / (2.0 * p_ * mu)) / (8.0 * kappa) * p_ / g, mu > 0)
+
+
+def _nonnegative(x: Any, name: str) -> NDArray[np.float64]:
+    arr = as_float_array(x, name)
+    if np.any(arr < 0):
+        raise ValueError(f"{name}: expected finite values >= 0 (a sum of squared overlaps times d), got "
+                         f"{describe(float(np.min(arr)))}")
+    return arr.reshape(np.shape(x))
+
+
+def _t_min(mu0: float, tau0: float, d: int, p: int) -> float:
+    """The smallest threshold at which the wide-p formula's time is >= 0 from (mu0, tau0)."""
+    den = p * (p + 1) * d - 2.0 * p * mu0 + tau0
+    return tau0 / den if den > 0 else math.inf
+
+
+def _below_domain(T: float, d: int, p: int, where: str) -> str:
+    return (f"threshold: T = {T:g} is outside the wide-p formula's domain (d = {d}, p = {p}): it needs T >= tau0 / "
+            f"(p (p + 1) d - 2 p mu0 + tau0), {where}. Below, the decay of the students' initial mutual overlaps "
+            "(tau0) alone lowers the risk by T R(0), within the initial transient that the formula does not describe "
+            "(it gives a negative time); integrate the ODE (tl.ode.integrate with risk_rtol) for such thresholds")
 
 
 def _wide_rate(lr: Any, noise: Any, p: int) -> tuple[float, float]:
@@ -407,30 +480,49 @@ def escape_time(
     if avg == "annealed":
         return float(escape_time_wide(p_, p_ * (p_ - 1), d_, p_, lr, noise, T))
     # E log(c0 + (2 p mu - tau)(1 - T)) - log(2 p) - E log mu, mu ~ chi^2(p), tau ~ 2 chi^2(p (p - 1) / 2).
-    xm, wm = _gen_laguerre(p_ / 2.0 - 1.0, _N_NODES)
-    mu = 2.0 * xm
     n_pairs = p_ * (p_ - 1) // 2
-    if n_pairs:
-        xt, wt = _gen_laguerre(n_pairs / 2.0 - 1.0, _N_NODES)
-        tau = 4.0 * xt
-    else:
-        tau, wt = np.zeros(1), np.ones(1)
-    arg = c0 + (2.0 * p_ * mu[:, None] - tau[None, :]) * (1.0 - T)
-    if np.any(arg <= 0):
-        raise ValueError("d: too small for the wide-p quenched formula (its logarithm is undefined on part of the "
-                         "initial law)")
-    first = float(wm @ np.log(arg) @ wt)
-    e_log_mu = math.log(2.0) + _digamma(p_ / 2.0)
-    return scale * (first - math.log(2.0 * p_) - e_log_mu)
+
+    def mean(n: int) -> float:
+        xm, wm = _gen_laguerre(p_ / 2.0 - 1.0, n)
+        mu = 2.0 * xm
+        if n_pairs:
+            xt, wt = _gen_laguerre(n_pairs / 2.0 - 1.0, n)
+            tau = 4.0 * xt
+        else:
+            tau, wt = np.zeros(1), np.ones(1)
+        arg = c0 + (2.0 * p_ * mu[:, None] - tau[None, :]) * (1.0 - T)
+        outside = arg < 2.0 * p_ * mu[:, None]  # starts whose time would be negative (or undefined: arg <= 0)
+        mass = float(wm @ outside @ wt)
+        if mass > _OUTSIDE_MASS:
+            raise ValueError(_below_domain(T, d_, p_, f"and the random starts that violate it have probability "
+                                                      f"~{mass:.2g} here (at most {_OUTSIDE_MASS:g} is ignored); "
+                                                      f"{_t_min(p_, p_ * (p_ - 1), d_, p_):.6g} at the mean start"))
+        arg = np.where(outside, 2.0 * p_ * mu[:, None], arg)  # a negligible mass: the time there taken as 0
+        first = float(wm @ np.log(arg) @ wt)
+        e_log_mu = math.log(2.0) + _digamma(p_ / 2.0)
+        return float(_finite_times(scale * (first - math.log(2.0 * p_) - e_log_mu), True))
+
+    return _resolved(mean, T, d_)
+
+
+def _resolved(mean: Callable[[int], float], T: float, d: int) -> float:
+    """A quenched mean by quadrature, checked by doubling the nodes: at thresholds far below the scale of the initial
+    law the time varies on a scale the rule does not resolve (log(T + u0) for u0 ~ 1/d), refused then."""
+    q1, q2 = mean(_N_NODES), mean(2 * _N_NODES)
+    if not abs(q1 - q2) <= _QUAD_RTOL * abs(q2):
+        raise ValueError(f"threshold: T = {T:g} is too small for the quenched average at d = {d}: the escape time "
+                         f"varies on the scale of T, far below that of the initial law (rules of {_N_NODES} and "
+                         f"{2 * _N_NODES} nodes give {q1:.6g} and {q2:.6g}); use average='annealed', a larger "
+                         "threshold, or average escape_time_p1 over sampled starts")
+    return q2
 
 
 def _quenched_p1_exact(d: int, g: float, A: float, B: float, T: float) -> float:
     """E over u0 ~ Beta(1/2, (d - 1)/2) of the exact t_exit(u0)."""
-    us_max = T + (1.0 - T)  # u* at u0 = 1
-    u_c = (A / B - T) / (1.0 - T)  # u0 above it never escapes
+    u_c = (A / B - T) / (1.0 - T)  # u0 above it never escapes (u_c = 1 without noise: only u0 = 1, of measure 0)
     if T * B >= A:
         raise ValueError(f"threshold: T = {T} is beyond the fixed point: the risk never falls to (1 - T) R(0)")
-    if us_max * B >= A:
+    if u_c < 1.0:
         # Initial overlaps u0 >= u_c (rare) never escape; their probability must be negligible for the mean to be
         # finite in double precision: bound P(u0 >= u_c) <= 2 (1 - u_c)^{(d-1)/2} / ((d - 1) B(1/2, (d-1)/2) sqrt(u_c)).
         log_tail = (math.log(2.0) + 0.5 * (d - 1) * math.log1p(-u_c) - math.log(d - 1) - 0.5 * math.log(u_c)
@@ -438,13 +530,18 @@ def _quenched_p1_exact(d: int, g: float, A: float, B: float, T: float) -> float:
         if log_tail > math.log(1e-15):
             raise ValueError(f"d: at d = {d} a non-negligible fraction (up to {math.exp(log_tail):.3g}) of random "
                              "starts lies beyond the fixed point and never escapes, so the quenched mean is infinite")
-    x, w = _jacobi_01(-0.5, 0.5 * (d - 3), _N_NODES)  # weight u^{-1/2} (1 - u)^{(d-3)/2} on [0, 1]
-    us = T + (1.0 - T) * x
-    ok = B * us < A  # nodes beyond u_c carry weights below the bound above (and would give log of a negative)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        smooth = np.where(ok, np.log(us) + np.log((A - B * x) / (A - B * us)), 0.0)
     e_log_u0 = _digamma(0.5) - _digamma(0.5 * d)
-    return float((w @ smooth - e_log_u0) / (2.0 * A * g))
+
+    def mean(n: int) -> float:
+        x, w = _jacobi_01(-0.5, 0.5 * (d - 3), n)  # weight u^{-1/2} (1 - u)^{(d-3)/2} on [0, 1]
+        us = T + (1.0 - T) * x
+        ok = B * us < A  # nodes beyond u_c carry weights below the bound above (and would give log of a negative)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            smooth = np.where(ok, np.log(us) + np.log((A - B * x) / (A - B * us)), 0.0)
+        with np.errstate(over="ignore"):
+            return float(_finite_times((w @ smooth - e_log_u0) / (2.0 * A * g), True))
+
+    return _resolved(mean, T, d)
 
 
 # ------------------------------------------------------------------------------------------- quadrature helpers
@@ -477,7 +574,8 @@ def _jacobi_01(a: float, b: float, n: int) -> tuple[NDArray[np.float64], NDArray
     alpha[0] = (b - a) / (a + b + 2.0)
     kk = k[1:]
     s1 = 2.0 * kk + a + b
-    beta = 4.0 * kk * (kk + a) * (kk + b) * (kk + a + b) / (s1 * s1 * (s1 + 1.0) * (s1 - 1.0))
+    with np.errstate(divide="ignore", invalid="ignore"):  # 0/0 at k = 1 when a + b = -1 (d = 2): replaced below
+        beta = 4.0 * kk * (kk + a) * (kk + b) * (kk + a + b) / (s1 * s1 * (s1 + 1.0) * (s1 - 1.0))
     beta[0] = 4.0 * (1.0 + a) * (1.0 + b) / ((2.0 + a + b) ** 2 * (3.0 + a + b))  # k = 1, the (k + a + b) cancelled
     x, w = _golub_welsch((1.0 - alpha) / 2.0, np.sqrt(beta) / 2.0)
     return np.clip(x, 0.0, 1.0), w

@@ -20,13 +20,15 @@ import dataclasses
 import importlib
 import json
 import math
+import types
+import typing
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .._validation import as_float_array, boolean, positive
+from .._validation import as_float_array, boolean, positive, writing
 from ..networks import Network
 from .critical import CriticalPoint, _group
 from .multistart import MultistartResult
@@ -37,6 +39,10 @@ from .symmetry import FixedPointSpace, isotropy
 __all__ = ["compress_point", "decompress_point", "to_json", "from_json", "to_dataframe", "to_xarray"]
 
 FORMAT = "twolayer.landscape/1"
+MAX_EXPANDED = 2**27
+"""The most float64 values (1 GiB) the block-compressed points of one document may expand to."""
+MAX_DEPTH = 32
+"""The deepest nesting of JSON containers :func:`from_json` reads (its documents nest about 8 deep)."""
 _TYPES: dict[str, type] = {c.__name__: c for c in (CriticalPoint, MultistartResult, RealKFamily, Crossing, FamilyPoint)}
 
 
@@ -45,10 +51,6 @@ def _num(v: float) -> float | str:
     """A float for JSON: finite ones as they are (repr round-trips), others as "nan", "inf", "-inf"."""
     v = float(v)
     return v if math.isfinite(v) else repr(v)
-
-
-def _unnum(v: float | str | int) -> float:
-    return float(v)
 
 
 def _nums(x: ArrayLike) -> list[Any]:
@@ -154,6 +156,9 @@ def _coordinate_of_entry(space: FixedPointSpace) -> NDArray[np.int64]:
 def decompress_point(data: dict[str, Any]) -> tuple[NDArray[np.float64], NDArray[np.float64] | None]:
     """(W, a) from :func:`compress_point`'s dict (a is None if it was not given).
 
+    The dict is checked before anything is allocated: field types, lengths, index ranges, and the size of a
+    block-compressed point (its working arrays, (k^2 + k) x the space's dimension, at most 2**27 float64 values).
+
     Parameters
     ----------
     data : dict
@@ -170,43 +175,105 @@ def decompress_point(data: dict[str, Any]) -> tuple[NDArray[np.float64], NDArray
     >>> W.shape, a
     ((3, 3), array([1., 1., 1.]))
     """
+    return _decompress(data, "data", _Budget())
+
+
+class _Budget:
+    """The float64 values a document may still expand to through block-compressed points (their text is short,
+    their arrays are not): checked before each point is built."""
+
+    def __init__(self, total: int = MAX_EXPANDED) -> None:
+        self.left = total
+
+    def take(self, n: int, where: str) -> None:
+        if n > self.left:
+            raise ValueError(f"{where}: the point expands to {n:.4g} float64 values, more than the "
+                             f"{MAX_EXPANDED:.4g} (2**27, 1 GiB) a document may expand to")
+        self.left -= n
+
+
+def _fail(where: str, expected: str, got: Any) -> ValueError:
+    return ValueError(f"{where}: expected {expected}, got {_clip(got)}")
+
+
+def _int(v: Any, where: str, lo: int = 0, hi: int | None = None) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < lo or (hi is not None and v > hi):
+        raise _fail(where, f"an integer in [{lo}, {hi if hi is not None else 'inf'}]", v)
+    return v
+
+
+def _list(v: Any, where: str, n: int | None = None) -> list[Any]:
+    if not isinstance(v, list) or (n is not None and len(v) != n):
+        raise _fail(where, "a list" + ("" if n is None else f" of {n} entries"), v)
+    return v
+
+
+def _floats(v: Any, where: str, n: int | None = None) -> NDArray[np.float64]:
+    """A JSON list of numbers (non-finite ones as the strings "nan", "inf", "-inf") as float64."""
+    out = np.empty(len(_list(v, where, n)))
+    for i, x in enumerate(v):
+        if isinstance(x, float) or (isinstance(x, int) and not isinstance(x, bool) and abs(x) < 2**1023):
+            out[i] = x
+        elif x in ("nan", "inf", "-inf"):
+            out[i] = float(x)
+        else:
+            raise _fail(f"{where}[{i}]", "a number (or 'nan', 'inf', '-inf')", x)
+    return out
+
+
+def _permutation(v: Any, where: str, k: int) -> NDArray[np.int64]:
+    idx = np.array([_int(x, f"{where}[{i}]", 0, k - 1) for i, x in enumerate(_list(v, where, k))], dtype=np.int64)
+    if np.unique(idx).size != k:
+        raise _fail(where, f"a permutation of 0..{k - 1}", v)
+    return idx
+
+
+def _decompress(data: Any, where: str, budget: _Budget) -> tuple[NDArray[np.float64], NDArray[np.float64] | None]:
     if not isinstance(data, dict) or "shape" not in data:
-        raise ValueError("data: expected the dict of compress_point (with 'shape')")
-    try:
-        return _decompress(data)
-    except (KeyError, IndexError, TypeError, AttributeError, AssertionError, ValueError) as exc:
-        if str(exc).startswith("data:"):
-            raise
-        raise ValueError(f"data: not a valid compress_point dict ({type(exc).__name__}: {exc})") from None
-
-
-def _decompress(data: dict[str, Any]) -> tuple[NDArray[np.float64], NDArray[np.float64] | None]:
-    k, d = (int(v) for v in data["shape"])
-    if k < 1 or d < 1:
-        raise ValueError(f"data: expected a positive shape, got {data['shape']}")
+        raise _fail(where, "the dict of compress_point (with 'shape')", data)
+    k, d = (_int(v, f"{where}.shape[{i}]", 1) for i, v in enumerate(_list(data["shape"], f"{where}.shape", 2)))
     if "dense" in data:
-        W = np.array([_unnum(v) for v in data["dense"]], dtype=np.float64).reshape(k, d)
-        a = np.array([_unnum(v) for v in data["a"]], dtype=np.float64) if "a" in data else None
-        return W, a
+        if k * d != len(_list(data["dense"], f"{where}.dense")):
+            raise _fail(f"{where}.dense", f"{k * d} values (shape [{k}, {d}])", f"{len(data['dense'])} values")
+        W = _floats(data["dense"], f"{where}.dense").reshape(k, d)
+        return W, (_floats(data["a"], f"{where}.a", k) if "a" in data else None)
     if k != d:
-        raise ValueError(f"data: a block-compressed point must be square, got shape {data['shape']}")
-    has_a = any(lab.startswith("a[") for lab in data["labels"])
-    space = FixedPointSpace(tuple(int(s) for s in data["blocks"]), train_readout=has_a)
-    values = np.array([_unnum(v) for v in data["values"]], dtype=np.float64)
+        raise ValueError(f"{where}: a block-compressed point must be square, got shape {data['shape']}")
+    for key in ("blocks", "rows", "cols", "labels", "values", "exceptions"):
+        if key not in data:
+            raise ValueError(f"{where}: a block-compressed point needs the field {key!r}")
+    sizes = [_int(b, f"{where}.blocks[{i}]", 1, k) for i, b in enumerate(_list(data["blocks"], f"{where}.blocks"))]
+    if not sizes or sum(sizes) != k:
+        raise _fail(f"{where}.blocks", f"block sizes summing to k = {k}", data["blocks"])
+    labels = _list(data["labels"], f"{where}.labels")
+    if not all(isinstance(lab, str) for lab in labels):
+        raise _fail(f"{where}.labels", "a list of strings", labels)
+    has_a = any(lab.startswith("a[") for lab in labels)
+    r = len(sizes)
+    dim = sum(1 + (s >= 2) for s in sizes) + r * (r - 1) + (r if has_a else 0)
+    budget.take((k * k + k) * (dim + 1), where)
+    values = _floats(data["values"], f"{where}.values", dim)
+    rows, cols = _permutation(data["rows"], f"{where}.rows", k), _permutation(data["cols"], f"{where}.cols", k)
+    space = FixedPointSpace(tuple(sizes), train_readout=has_a)
+    if space.labels != labels:
+        raise _fail(f"{where}.labels", f"the labels of blocks {sizes} ({_clip(space.labels)})", labels)
     flat = values[_coordinate_of_entry(space)]
-    rows, cols = np.asarray(data["rows"], dtype=np.int64), np.asarray(data["cols"], dtype=np.int64)
     W = np.empty((k, k))
     W[np.ix_(rows, cols)] = flat[: k * k].reshape(k, k)
     a = None
     if has_a:
         a = np.empty(k)
         a[rows] = flat[k * k:]
-    for i, j, v in data["exceptions"]:
-        if int(i) == k:
+    for n, e in enumerate(_list(data["exceptions"], f"{where}.exceptions")):
+        i, j, v = _list(e, f"{where}.exceptions[{n}]", 3)
+        i_ = _int(i, f"{where}.exceptions[{n}][0]", 0, k if has_a else k - 1)
+        j_ = _int(j, f"{where}.exceptions[{n}][1]", 0, k - 1)
+        value = float(_floats([v], f"{where}.exceptions[{n}][2]")[0])
+        if i_ == k:
             assert a is not None
-            a[int(j)] = _unnum(v)
+            a[j_] = value
         else:
-            W[int(i), int(j)] = _unnum(v)
+            W[i_, j_] = value
     return W, a
 
 
@@ -245,37 +312,155 @@ def _encode(v: Any, symmetrize: bool) -> Any:
     raise TypeError(f"cannot export a {type(v).__name__}")
 
 
-def _decode(v: Any) -> Any:
+def _decode(v: Any, where: str, budget: _Budget) -> Any:
+    """A decoded JSON value back to the objects :func:`_encode` wrote, checked field by field (``where``: the path
+    in the document, for the messages)."""
     if isinstance(v, list):
-        return [_decode(x) for x in v]
+        return [_decode(x, f"{where}[{i}]", budget) for i, x in enumerate(v)]
     if not isinstance(v, dict):
         return v
     if "__network__" in v:
         n = v["__network__"]
-        W, a = decompress_point(n["point"])
-        return Network(W, a, n["activation"], scaling=n["scaling"], readout=n["readout"])
+        if not isinstance(n, dict) or set(n) != {"activation", "scaling", "readout", "point"}:
+            raise _fail(f"{where}.__network__", "a dict of activation, scaling, readout and point", n)
+        W, a = _decompress(n["point"], f"{where}.__network__.point", budget)
+        try:
+            return Network(W, a, n["activation"], scaling=n["scaling"], readout=n["readout"])
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{where}.__network__: {exc}") from None
     if "__type__" in v:
-        cls = _TYPES.get(v["__type__"])
-        if cls is None:
-            raise ValueError(f"text: unknown type {v['__type__']!r}")
-        fields = {name: _decode(x) for name, x in v["fields"].items() if name != "points"}
-        if cls is MultistartResult:
-            pts = [decompress_point(p) for p in v["fields"]["points"]]
-            shape = tuple(int(s) for s in v["shape"])
-            fields["W"] = np.array([W for W, _ in pts], dtype=np.float64).reshape(shape)
-            fields["a"] = np.array([a for _, a in pts], dtype=np.float64).reshape(shape[:2])
-        return cls(**fields)
+        return _decode_dataclass(v, where, budget)
     if "__array__" in v:
-        dtype = {"int": np.int64, "bool": bool, "float": np.float64}[v["__array__"]]
-        data = [_unnum(x) for x in v["data"]] if dtype is np.float64 else v["data"]
-        return np.array(data, dtype=dtype).reshape(tuple(int(s) for s in v["shape"]))
-    if "__float__" in v:
+        return _decode_array(v, where)
+    if set(v) == {"__float__"} and v["__float__"] in ("nan", "inf", "-inf"):
         return float(v["__float__"])
-    if "__tuple__" in v:
-        return tuple(_decode(x) for x in v["__tuple__"])
-    if "__dict__" in v:
-        return {_decode(key): _decode(x) for key, x in v["__dict__"]}
-    raise ValueError(f"text: unexpected object with keys {sorted(v)[:5]}")
+    if set(v) == {"__tuple__"}:
+        return tuple(_decode(x, f"{where}.__tuple__[{i}]", budget)
+                     for i, x in enumerate(_list(v["__tuple__"], f"{where}.__tuple__")))
+    if set(v) == {"__dict__"}:
+        entries = _list(v["__dict__"], f"{where}.__dict__")
+        pairs = [_list(kv, f"{where}.__dict__[{i}]", 2) for i, kv in enumerate(entries)]
+        out = {}
+        for i, (key, x) in enumerate(pairs):
+            if not isinstance(key, (str, int, float)) or isinstance(key, bool):
+                raise _fail(f"{where}.__dict__[{i}][0]", "a string or number key", key)
+            out[key] = _decode(x, f"{where}.__dict__[{i}][1]", budget)
+        return out
+    raise ValueError(f"{where}: unexpected object with keys {sorted(v)[:5]}")
+
+
+def _decode_array(v: dict[str, Any], where: str) -> NDArray[Any]:
+    kind = v["__array__"]
+    if kind not in ("int", "bool", "float") or set(v) != {"__array__", "shape", "data"}:
+        raise _fail(where, "an array {'__array__': 'int' | 'bool' | 'float', 'shape', 'data'}", v)
+    shape = tuple(_int(x, f"{where}.shape[{i}]", 0) for i, x in enumerate(_list(v["shape"], f"{where}.shape")))
+    size = math.prod(shape)
+    data = _list(v["data"], f"{where}.data")
+    if len(data) != size:
+        raise _fail(f"{where}.data", f"{size} values (shape {list(shape)})", f"{len(data)} values")
+    if kind == "float":
+        return _floats(data, f"{where}.data").reshape(shape)
+    is_int = kind == "int"
+    for i, x in enumerate(data):
+        if not isinstance(x, bool if not is_int else int) or (is_int and isinstance(x, bool)):
+            raise _fail(f"{where}.data[{i}]", "an integer" if is_int else "true or false", x)
+        if is_int and not -(2**63) <= x < 2**63:
+            raise _fail(f"{where}.data[{i}]", "an integer of 64 bits", x)
+    return np.array(data, dtype=np.int64 if is_int else bool).reshape(shape)
+
+
+def _decode_dataclass(v: dict[str, Any], where: str, budget: _Budget) -> Any:
+    name = v["__type__"]
+    cls = _TYPES.get(name) if isinstance(name, str) else None
+    if cls is None:
+        raise ValueError(f"{where}.__type__: unknown type {_clip(name)}")
+    raw = v.get("fields")
+    if not isinstance(raw, dict):
+        raise _fail(f"{where}.fields", "a dict of the fields", raw)
+    hints = typing.get_type_hints(cls)
+    extra = set(raw) - set(hints) - ({"points"} if cls is MultistartResult else set())
+    required = {f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING
+                and f.default_factory is dataclasses.MISSING} - ({"W", "a"} if cls is MultistartResult else set())
+    if extra or required - set(raw):
+        raise ValueError(f"{where}.fields: a {name} has the fields {sorted(hints)}; unknown {sorted(extra)}, "
+                         f"missing {sorted(required - set(raw))}")
+    fields = {key: _conform(_decode(x, f"{where}.{key}", budget), hints[key], f"{where}.{key}")
+              for key, x in raw.items() if key != "points"}
+    if cls is MultistartResult:
+        runs, n, d = (_int(x, f"{where}.shape[{i}]", 0) for i, x in enumerate(_list(v.get("shape"), f"{where}.shape",
+                                                                                     3)))
+        pts = [_decompress(p, f"{where}.points[{i}]", budget)
+               for i, p in enumerate(_list(raw.get("points"), f"{where}.points", runs))]
+        for i, (W, a) in enumerate(pts):
+            if W.shape != (n, d) or a is None or a.shape != (n,):
+                raise _fail(f"{where}.points[{i}]", f"a point of shape ({n}, {d}) with a second layer",
+                            f"shape {W.shape}")
+        fields["W"] = np.array([W for W, _ in pts], dtype=np.float64).reshape(runs, n, d)
+        fields["a"] = np.array([a for _, a in pts], dtype=np.float64).reshape(runs, n)
+    _check_shapes(cls, fields, where)
+    return cls(**fields)
+
+
+def _conform(x: Any, hint: Any, where: str) -> Any:
+    """``x`` if it is of the annotated type ``hint`` (floats may come as JSON integers), else ValueError."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is object:
+        return x
+    if origin in (types.UnionType, typing.Union):
+        if x is None and type(None) in args:
+            return None
+        return _conform(x, next(a for a in args if a is not type(None)), where)
+    if hint is float and isinstance(x, (int, float)) and not isinstance(x, bool):
+        return float(x)
+    if hint is int and isinstance(x, int) and not isinstance(x, bool):
+        return x
+    if hint in (bool, str) and type(x) is hint:
+        return x
+    if origin is np.ndarray:
+        kind = "f" if typing.get_args(args[1])[0] is np.float64 else "i"
+        if isinstance(x, np.ndarray) and x.dtype.kind == kind:
+            return x
+    elif origin is list and isinstance(x, list):
+        return [_conform(e, args[0], f"{where}[{i}]") for i, e in enumerate(x)]
+    elif origin is tuple and isinstance(x, tuple) and len(x) == len(args):
+        return tuple(_conform(e, a, f"{where}[{i}]") for i, (e, a) in enumerate(zip(x, args, strict=True)))
+    elif origin is dict and isinstance(x, dict):
+        return {_conform(key, args[0], f"{where} key"): _conform(e, args[1], f"{where}[{key!r}]")
+                for key, e in x.items()}
+    elif origin is None and isinstance(hint, type) and hint not in (float, int, bool, str) and isinstance(x, hint):
+        return x
+    what = getattr(hint, "__name__", None) if origin is None else None
+    if origin is np.ndarray:
+        what = f"an array of {'floats' if kind == 'f' else 'integers'}"
+    raise _fail(where, what or str(hint).replace("numpy.", "np."), x)
+
+
+# per dataclass: (the field that sets the length n, {field: ndim}) -- every listed array (and list) is n long
+_SHAPES: dict[type, tuple[str | None, dict[str, int]]] = {
+    CriticalPoint: (None, {"eigenvalues": 1, "flat_eigenvalues": 1}),
+    FamilyPoint: (None, {"x": 1}),
+    MultistartResult: ("W", {"W": 3, "a": 2, "loss": 1, "grad_norm": 1, "index": 1, "iterations": 1, "kind": 1,
+                             "isotropy": 1, "status": 1}),
+    RealKFamily: ("k", {"k": 1, "sizes": 2, "x": 2, "loss": 1, "grad_norm": 1, "index": 1}),
+}
+
+
+def _check_shapes(cls: type, fields: dict[str, Any], where: str) -> None:
+    lead, ndims = _SHAPES.get(cls, (None, {}))
+    n = None if lead is None else len(fields[lead])
+    for key, ndim in ndims.items():
+        if key not in fields:
+            continue
+        x = fields[key]
+        got = (len(x),) if isinstance(x, list) else x.shape
+        if len(got) != ndim or (n is not None and got[0] != n):
+            raise _fail(f"{where}.{key}", f"{ndim}-d with {n} rows" if n is not None else f"a {ndim}-d array",
+                        f"shape {got}")
+    if cls is RealKFamily:
+        for table, ndim in (("eigenvalues", 2), ("dimension", 1)):
+            for key, x in fields[table].items():
+                if x.ndim != ndim or x.shape[0] != n:
+                    raise _fail(f"{where}.{table}[{key!r}]", f"{ndim}-d with {n} rows", f"shape {x.shape}")
 
 
 def to_json(result: Any, path: str | Path | None = None, symmetrize: bool = False) -> str:
@@ -309,12 +494,18 @@ def to_json(result: Any, path: str | Path | None = None, symmetrize: bool = Fals
                         f"of FamilyPoint, got {type(result).__name__}")
     text = json.dumps({"format": FORMAT, "result": _encode(result, symmetrize)}, allow_nan=False)
     if path is not None:
-        Path(path).write_text(text, encoding="utf-8")
+        with writing(path):
+            Path(path).write_text(text, encoding="utf-8")
     return text
 
 
 def from_json(text: str | Path) -> Any:
     """The result that :func:`to_json` wrote.
+
+    A document is data from anywhere: it is checked before anything is built -- nesting (at most
+    :data:`MAX_DEPTH` levels), every field against its annotated type and the lengths of per-run arrays, and the
+    total size block-compressed points expand to (:data:`MAX_EXPANDED` float64 values) -- and a bad one raises a
+    ValueError naming the field (``text: result.fields...``).
 
     Parameters
     ----------
@@ -340,13 +531,32 @@ def from_json(text: str | Path) -> Any:
             raise ValueError(f"text: neither JSON text nor a readable file: {_clip(text)} ({exc})") from None
     if not isinstance(text, str):
         raise TypeError(f"text: expected JSON text or a path, got {type(text).__name__}")
-    data = json.loads(text)  # JSONDecodeError is a ValueError
+    try:
+        data = json.loads(text)  # JSONDecodeError is a ValueError
+    except RecursionError:
+        raise ValueError(f"text: nested deeper than the {MAX_DEPTH} levels a {FORMAT!r} document uses") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT or "result" not in data:
         raise ValueError(f"text: expected a {FORMAT!r} document from to_json")
-    try:
-        return _decode(data["result"])
-    except (KeyError, IndexError, AttributeError, AssertionError) as exc:
-        raise ValueError(f"text: malformed {FORMAT!r} document ({type(exc).__name__}: {exc})") from None
+    _check_depth(data)
+    result = _decode(data["result"], "text: result", _Budget())
+    if not (isinstance(result, (CriticalPoint, MultistartResult, RealKFamily, FamilyPoint))
+            or (isinstance(result, list) and all(isinstance(p, FamilyPoint) for p in result))):
+        raise ValueError("text: result: expected a CriticalPoint, MultistartResult, RealKFamily, FamilyPoint or a "
+                         f"list of FamilyPoint, got {_clip(result)}")
+    return result
+
+
+def _check_depth(data: Any) -> None:
+    """Refuse documents nested deeper than :data:`MAX_DEPTH` (before the recursive decoder sees them)."""
+    stack = [(data, 1)]
+    while stack:
+        x, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ValueError(f"text: nested deeper than the {MAX_DEPTH} levels a {FORMAT!r} document uses")
+        if isinstance(x, dict):
+            stack.extend((y, depth + 1) for y in x.values())
+        elif isinstance(x, list):
+            stack.extend((y, depth + 1) for y in x)
 
 
 def _clip(x: Any) -> str:
