@@ -6,9 +6,20 @@ drift ~ m^(k-1) has one sign). The student's activation has a nonzero k-th Hermi
 k = 2: quadratic, k = 3: erf with a = -1), so the population drift of m is ~ lr m^(k-1), against the online
 noise term ~ lr^2 m of the spherical projection. k = 1, 2 run at a fixed lr: escape time O(1) and ~ log d.
 For k = 3 the noise term stalls m at m* ~ lr unless lr ~ m0 ~ d^(-1/2): with lr = 0.4 / sqrt(d) the escape time
-grows ~ d, i.e. ~ d^2 samples = d^(k-1) (t = steps / d). Dots: SGD runs; lines: the order-parameter ODE (exact
-expectations for the target) from m0 = 1 / sqrt(d); SGD runs not escaped by t_max (6 d for k = 3) are left out
-(printed as nan). Writes seed002_staircase_online.png (about a minute).
+grows ~ d, i.e. ~ d^2 samples = d^(k-1) (t = steps / d).
+
+Dots: SGD runs; triangles at t_max: runs not escaped by t_max (6 d for k = 3), lower bounds of their escape times,
+counted in the printed table. Lines, k = 1, 2: the order-parameter ODE (exact expectations for the target) from
+m0 = 1 / sqrt(d). For k = 3 the ODE does not describe SGD at these d, and no parameter of it is wrong (time units,
+start, target normalisation all match): its drift has an unstable fixed point at m0 sqrt(d) = 0.533 (the same at
+every d, since m* ~ lr ~ 1 / sqrt(d)), in the middle of the starts' law |N(0, 1)|, so it predicts no escape at all
+for 40 % of the starts and a sharp time for the others, while the SGD noise on m over the escape (~ lr sqrt(t / d)
+~ 1 / sqrt(d)) is as large as m0 and m* themselves: the escape is a noise-driven first passage, which only
+vanishes as d -> infinity at fixed m0 sqrt(d). Its finite-d law is the diffusion approximation's (tl.sde): k = 3
+also shows the SDE from the same starts (open squares, slightly right; its median escape time as the line). At
+d = 100 over 16 starts SGD escaped 11 (median 251), the SDE 11 (median 254), while the ODE from each start's own
+m0 misses in both directions (an SGD run from m0 sqrt(d) = 0.42 escapes at t = 111, the ODE never). Writes
+seed002_staircase_online.png (about a minute and a half).
 
 Run: python examples/seed002_staircase_online.py
 """
@@ -62,6 +73,46 @@ def start(d: int, k: int, seed: int) -> tuple[tl.Network, tl.targets.HermiteTarg
     return tl.Network(w, np.full(1, READOUT[k]), ACTIVATION[k]), tgt
 
 
+def sgd_escapes(d: int, k: int, seeds: int) -> tuple[np.ndarray, list[tl.Overlaps], tl.Trajectory]:
+    """Escape times of SGD runs (NaN: not escaped by t_max), their starts as overlaps, and the first run."""
+    times, starts, first = [], [], None
+    for s in range(seeds):
+        student, tgt = start(d, k, s)
+        tr = tl.sgd.simulate(student, tgt, lr=lr(k, d), spherical=True, t_max=t_max(k, d), records=2001,
+                             keep_weights=False)
+        times.append(escape_time(tr.t, tr.M[:, 0, 0]))
+        starts.append(tl.Overlaps(np.ones((1, 1)), tr.M[0], np.eye(1), np.full(1, READOUT[k]), np.zeros(1)))
+        if first is None:
+            first = tr
+    assert first is not None
+    return np.array(times), starts, first
+
+
+def sde_escapes(d: int, k: int, starts: list[tl.Overlaps]) -> np.ndarray:
+    """Escape times of SDE paths (diffusion approximation at dimension d) from the given starts."""
+    tgt = tl.targets.hermite_single(k, d=d, seed=0, normalized=False)
+    ens = tl.sde.simulate(starts, ACTIVATION[k], target=tgt, lr=lr(k, d), d=d, spherical=True, t_max=t_max(k, d),
+                          seeds=list(range(len(starts))), records=2001, dt=0.05)
+    return np.array([escape_time(r.t, r.M[:, 0, 0]) for r in ens.runs])
+
+
+def median_with_censoring(times: np.ndarray) -> float:
+    """Median counting runs not escaped as later than all others (NaN if half or more did not escape)."""
+    m = float(np.median(np.where(np.isnan(times), np.inf, times)))
+    return m if np.isfinite(m) else float("nan")
+
+
+def scatter(ax: plt.Axes, d: float, times: np.ndarray, tmax: float, color: str, hollow: bool) -> None:
+    """Escaped runs as points, the others as triangles at t_max (lower bounds)."""
+    face = "none" if hollow else color
+    marker = "s" if hollow else "o"
+    ok = np.isfinite(times)
+    ax.scatter([d] * int(ok.sum()), times[ok], s=14, marker=marker, facecolors=face, edgecolors=color, alpha=0.8)
+    if (~ok).any():
+        ax.scatter([d] * int((~ok).sum()), [tmax] * int((~ok).sum()), s=30, marker="^", facecolors=face,
+                   edgecolors=color)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every d by this (e.g. 0.5: faster)")
@@ -71,30 +122,33 @@ def main() -> None:
     t0 = time.time()
     fig, ax = plt.subplots(1, 2, figsize=(11, 4.2))
     for k, color in zip((1, 2, 3), ("C0", "C1", "C2"), strict=True):
-        times, ode_times = [], []
+        line = []
         dims = [max(20, int(round(d * args.scale))) for d in DIMS[k]]
         for d in dims:
-            runs = []
-            for s in range(args.seeds):
-                student, tgt = start(d, k, s)
-                tr = tl.sgd.simulate(student, tgt, lr=lr(k, d), spherical=True, t_max=t_max(k, d), records=2001,
-                                     keep_weights=False)
-                runs.append(escape_time(tr.t, tr.M[:, 0, 0]))
-                if d == dims[-1] and s == 0:
-                    ax[1].plot(tr.t, np.abs(tr.M[:, 0, 0]), color=color, lw=0.8, label=f"SGD k = {k}, d = {d}")
-            times.append(runs)
-            # the ODE from m0 = 1 / sqrt(d) (the typical |m| of the random start)
-            m0 = 1.0 / np.sqrt(d)
-            ov = tl.Overlaps(np.ones((1, 1)), [[m0]], np.eye(1), np.full(1, READOUT[k]), np.zeros(1))
-            ode = tl.ode.integrate(ov, ACTIVATION[k], target=tgt, lr=lr(k, d), spherical=True, t_max=t_max(k, d),
-                                   n_points=4001)
-            ode_times.append(escape_time(ode.t, ode.M[:, 0, 0]))
-            print(f"k = {k}, d = {d:5d}: SGD escape times {np.round(runs, 2)}, ODE from 1/sqrt(d): "
-                  f"{ode_times[-1]:.2f}")
-        arr = np.array(times)
-        for j, d in enumerate(dims):
-            ax[0].scatter([d] * arr.shape[1], arr[j], color=color, s=12, alpha=0.7)
-        ax[0].plot(dims, ode_times, color=color, label=f"He_{k} ({ACTIVATION[k]} student), ODE")
+            runs, starts, first = sgd_escapes(d, k, args.seeds)
+            if d == dims[-1]:
+                ax[1].plot(first.t, np.abs(first.M[:, 0, 0]), color=color, lw=0.8, label=f"SGD k = {k}, d = {d}")
+            scatter(ax[0], d, runs, t_max(k, d), color, hollow=False)
+            n_esc = f"{int(np.isfinite(runs).sum())}/{len(runs)} escaped"
+            if k < 3:  # the ODE from m0 = 1 / sqrt(d) (the typical |m| of the random start)
+                _, tgt = start(d, k, 0)
+                ov = tl.Overlaps(np.ones((1, 1)), [[1.0 / np.sqrt(d)]], np.eye(1), np.full(1, READOUT[k]), np.zeros(1))
+                ode = tl.ode.integrate(ov, ACTIVATION[k], target=tgt, lr=lr(k, d), spherical=True,
+                                       t_max=t_max(k, d), n_points=4001)
+                line.append(escape_time(ode.t, ode.M[:, 0, 0]))
+                other = f"ODE from 1/sqrt(d): {line[-1]:.2f}"
+            else:  # the SDE from the same starts: the finite-d law of the escape
+                sde = sde_escapes(d, k, starts)
+                scatter(ax[0], d * 1.08, sde, t_max(k, d), color, hollow=True)
+                line.append(median_with_censoring(sde))
+                other = (f"SDE {int(np.isfinite(sde).sum())}/{len(sde)} escaped, times {np.round(sde, 1)}, "
+                         f"median {line[-1]:.1f}")
+            print(f"k = {k}, d = {d:5d}: SGD {n_esc}, times {np.round(runs, 2)} (nan: not by t_max = "
+                  f"{t_max(k, d):g}); {other}")
+        label = f"He_{k} ({ACTIVATION[k]} student), " + ("ODE" if k < 3 else "SDE median (where defined)")
+        ok = np.isfinite(line)
+        ax[0].plot(np.array(dims)[ok], np.array(line)[ok], color=color, marker="x" if k == 3 else None, label=label)
+    ax[0].scatter([], [], marker="^", facecolors="none", edgecolors="k", label="not escaped by t_max (lower bound)")
     ax[0].set(xscale="log", yscale="log", xlabel="d", ylabel=f"escape time t (|m| = {THRESHOLD})",
               title="information exponent k: O(1), log d, d (k = 3 at lr ~ 1/sqrt d)")
     ax[0].legend(fontsize=8)

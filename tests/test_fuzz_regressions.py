@@ -8,7 +8,8 @@ import twolayer as tl
 
 
 def test_overflowing_risk_stops_the_integration_as_diverged() -> None:
-    # finite overlaps (below the integrators' bound 1e100) whose quadratic-teacher risk overflows: v^2 P^2 ~ 1e360
+    # finite overlaps (within the divergence bound, 1e8 x their own scale) whose quadratic-teacher risk overflows:
+    # v^2 P^2 ~ 1e360
     ov = tl.Overlaps(np.eye(1), np.zeros((1, 1)), 1e90 * np.eye(1), np.ones(1), 1e90 * np.ones(1))
     for method in ("euler", "adaptive"):
         tr = tl.ode.integrate(ov, "linear", "quadratic", lr=0.1, t_max=1.0, method=method)

@@ -162,12 +162,14 @@ def test_sgd_progress_bar_counts_every_step() -> None:
 
 def test_multistart_interrupted_keeps_finished_runs(quiet_after: Callable[[int], None]) -> None:
     baseline = _warm()
-    exc, latency = interrupt(lambda: tl.landscape.multistart(12, runs=400, seed=0, max_iter=20000, gtol=1e-14,
+    # 4000 searches (~20 s): the signal lands in the core's searches even on a fast machine (with 400 it could
+    # land after them, in the classification, and find no search cut short); they stop at the signal
+    exc, latency = interrupt(lambda: tl.landscape.multistart(12, runs=4000, seed=0, max_iter=20000, gtol=1e-14,
                                                              n_threads=2), after=0.5)
     assert latency < DEADLINE
     res = exc.partial
     assert isinstance(res, tl.landscape.MultistartResult)
-    assert len(res.status) == 400
+    assert len(res.status) == 4000
     assert "interrupted" in res.status
     for s, kind, loss in zip(res.status, res.kind, res.loss, strict=True):
         assert kind == ("interrupted" if s == "interrupted" else "unclassified")
@@ -287,3 +289,267 @@ def test_multistart_progress_bar_counts_runs(capsys: pytest.CaptureFixture[str])
     assert "8/8" in capsys.readouterr().err
     without = tl.landscape.multistart(4, runs=8, seed=0)
     np.testing.assert_array_equal(with_bar.W, without.W)
+
+
+def _erf_sde_start(K: int, M: int) -> tl.Overlaps:
+    student, teacher = tl.networks.teacher_student(K=K, M=M, d=50, activation="erf", seed=0)
+    return tl.Overlaps.from_networks(student, teacher)
+
+
+@pytest.mark.parametrize("after", [0.15, 0.4])
+def test_sde_quadrature_paths_stop_within_a_step(after: float) -> None:
+    # erf, K + M = 3, trained readout: each step of a block of 8 paths costs ~50-500 ms (48^3 quadrature points);
+    # the cancellation was checked every 256 steps (tens of seconds)
+    ov = _erf_sde_start(2, 1)
+    exc, latency = interrupt(lambda: tl.sde.simulate(ov, lr=1.0, d=100, t_max=100, dt=0.01, seeds=16, records=5,
+                                                     lr_readout=0.5, n_threads=2), after=after)
+    print(f"sde K+M=3 latency {latency:.3f} s")
+    assert latency < DEADLINE
+    ens = exc.partial
+    assert isinstance(ens, tl.sgd.Ensemble) and len(ens) == 16
+    assert all(r.status == "interrupted" for r in ens)
+    for r in ens:
+        assert 0 <= r.stop_time < 100
+        assert len(r) >= 1 and np.all(np.isfinite(r.risk))  # the row at t = 0 was recorded
+
+
+def test_sde_stops_inside_one_long_step() -> None:
+    # erf, K + M = 4: one step is 48^4 quadrature points per block of paths (seconds): stopped between points
+    ov = _erf_sde_start(2, 2)
+    exc, latency = interrupt(lambda: tl.sde.simulate(ov, lr=1.0, d=100, t_max=1.0, dt=0.01, seeds=2, records=2,
+                                                     n_threads=1), after=0.3)
+    print(f"sde K+M=4 latency {latency:.3f} s")
+    assert latency < DEADLINE
+    assert all(r.status == "interrupted" for r in exc.partial)
+
+
+def test_sde_increment_covariance_is_interruptible() -> None:
+    ov = _erf_sde_start(2, 2)  # 64^4 quadrature points: seconds
+    exc, latency = interrupt(lambda: tl.sde.increment_covariance(ov, lr=1.0, n_nodes=64), after=0.3)
+    print(f"increment_covariance latency {latency:.3f} s")
+    assert latency < DEADLINE
+    assert exc.partial is None
+
+
+def interrupt_inside(obj: Any, name: str, call: Callable[[], Any], after: float = 0.05, nth: int = 1,
+                     monkeypatch: pytest.MonkeyPatch | None = None) -> tuple[tl.Interrupted, float]:
+    """Runs call() with ``obj.name`` wrapped so that SIGINT arrives ``after`` seconds into its ``nth`` call (a
+    Python phase of the call under test); returns the Interrupted and the seconds from the signal to it."""
+    assert monkeypatch is not None
+    original = getattr(obj, name)
+    calls: list[int] = []
+    sent: list[float] = []
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == nth:
+            def fire() -> None:
+                sent.append(time.perf_counter())
+                os.kill(os.getpid(), signal.SIGINT)
+            timer = threading.Timer(after, fire)
+            timer.start()
+            try:
+                out = original(*args, **kwargs)
+                time.sleep(1.0)  # the signal lands in Python code here at the latest
+            finally:
+                timer.cancel()
+            return out
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(obj, name, wrapped)
+    with pytest.raises(tl.Interrupted) as info:
+        call()
+    latency = time.perf_counter() - sent[0]
+    assert isinstance(info.value, KeyboardInterrupt)
+    return info.value, latency
+
+
+@pytest.mark.parametrize("after", [0.0, 0.05, 0.2])
+def test_multistart_interrupted_while_classifying_keeps_the_searches(after: float,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    ms = sys.modules["twolayer.landscape.multistart"]
+    exc, latency = interrupt_inside(ms, "classify_batch", lambda: tl.landscape.multistart(
+        8, runs=40, seed=0, n_threads=2), after=after, monkeypatch=monkeypatch)
+    print(f"multistart classify latency {latency:.3f} s")
+    assert latency < DEADLINE
+    res = exc.partial
+    assert isinstance(res, tl.landscape.MultistartResult) and res.runs == 40
+    # every search had finished: their end points as the core returned them, not classified
+    assert "interrupted" not in res.status
+    assert set(res.kind) == {"unclassified"} and np.all(res.index == -1)
+    assert np.all(np.isfinite(res.loss))
+    ref = tl.landscape.multistart(8, runs=40, seed=0, n_threads=2)
+    np.testing.assert_array_equal(res.iterations, ref.iterations)
+
+
+@pytest.mark.parametrize("nth", [1, 2, 3])
+def test_scan_in_memory_interrupted_in_python_keeps_finished_groups(nth: int,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from twolayer.scan.store import Assembly
+
+    sc = tl.scan.Scan("ode", constants={"M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+                      axes={"K": [1, 2, 3], "lr": [0.5, 1.0]})
+    ref = tl.scan.run(sc)
+    # the signal lands while group nth is copied into the dataset (after its core call ended)
+    exc, latency = interrupt_inside(Assembly, "add", lambda: tl.scan.run(sc), after=0.0, nth=nth,
+                                    monkeypatch=monkeypatch)
+    print(f"scan in-memory latency {latency:.3f} s")
+    assert latency < DEADLINE
+    ds = exc.partial
+    if "risk" not in ds:  # no group was finished
+        assert nth == 1
+        return
+    assert ds.risk.shape == ref.risk.shape
+    done = np.isfinite(ds.risk.values).all(axis=(1, 2))
+    # the groups before nth are in, those after it are not (group nth is in if its copy had ended)
+    assert done[:nth - 1].all() and not done[nth:].any()
+    np.testing.assert_array_equal(ds.risk.values[done], ref.risk.values[done])
+
+
+def test_large_integrate_batch_partial_is_prompt() -> None:
+    # 10^5 members x 101 rows: the rows no member reached were filled with NaN after the signal (~1 s)
+    B = 100_000
+    ov = tl.ode.plateau_overlaps()
+    batch = tl.BatchOverlaps(np.broadcast_to(ov.Q, (B, 2, 2)), np.broadcast_to(ov.M, (B, 2, 2)), ov.P,
+                             np.broadcast_to(ov.a, (B, 2)), ov.v, "erf", "erf")
+    exc, latency = interrupt(lambda: tl.ode.integrate_batch(batch, lr=1.0, t_max=1e4, method="euler", dt=0.1,
+                                                            n_threads=2), after=0.5)
+    print(f"integrate_batch B=1e5 latency {latency:.3f} s")
+    assert latency < DEADLINE
+    part = exc.partial
+    assert isinstance(part, tl.BatchTrajectory) and len(part) == B
+    done = part.status == "completed"
+    assert (part.status[~done] == "interrupted").all()
+    n = part.n_recorded
+    rows = np.arange(part.t.size)
+    assert np.isnan(part.risk[rows[None, :] >= n[:, None]]).all()
+    assert np.isfinite(part.risk[rows[None, :] < n[:, None]]).all()
+
+
+def _prompt(call: Callable[[], Any], error: type[Exception], match: str) -> float:
+    t0 = time.perf_counter()
+    with pytest.raises(error, match=match):
+        call()
+    return time.perf_counter() - t0
+
+
+def test_impossible_output_grids_are_refused_at_once() -> None:
+    # the grid was built point by point in exact fractions before any size check (~80 min for 10^9 points)
+    ov = tl.ode.plateau_overlaps()
+    n = 2**31 - 1
+    for call in (lambda: tl.ode.integrate_batch([ov] * 64, "erf", lr=1.0, t_max=1, n_points=n),
+                 lambda: tl.ode.integrate(ov, "erf", lr=1.0, t_max=1, n_points=n)):
+        elapsed = _prompt(call, MemoryError, r"n_points: 2147483647 output times would need .* GiB")
+        assert elapsed < 0.5
+
+
+def test_impossible_batch_overlaps_are_refused_before_copying() -> None:
+    B = 2 * 10**9  # broadcast views: no memory until copied
+    ov = tl.ode.plateau_overlaps()
+    elapsed = _prompt(lambda: tl.BatchOverlaps(np.broadcast_to(ov.Q, (B, 2, 2)), np.broadcast_to(ov.M, (B, 2, 2)),
+                                               ov.P, np.broadcast_to(ov.a, (B, 2)), ov.v),
+                      MemoryError, r"Q, M, a: a batch of B = 2000000000 members of K = 2, M = 2 units would need")
+    assert elapsed < 0.5
+
+
+@pytest.mark.parametrize("t_max", [1.0, 300.0, 0.1, 3.7, 1e-3, 123.456, 1e300])
+@pytest.mark.parametrize("n", [2, 3, 101, 997])
+def test_vectorised_grid_is_the_exact_one(t_max: float, n: int) -> None:
+    from fractions import Fraction
+
+    from twolayer._grid import output_times
+
+    exact = [float(Fraction(t_max) * k / (n - 1)) for k in range(n)]
+    np.testing.assert_array_equal(output_times(t_max, n), exact)
+
+
+@pytest.mark.slow  # two worker processes: ~8 s of CPU
+def test_cli_scan_with_workers_stops_promptly(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+
+    # four groups (K = 1..4), each an Euler run of minutes; the CLI waited for the running ones on Ctrl-C
+    cfg = tmp_path / "slow.toml"
+    cfg.write_text('engine = "ode"\n[constants]\nM = 1\nd = 10\nt_max = 1e7\nn_points = 3\nmethod = "euler"\n'
+                   'dt = 1e-3\nactivation = "erf"\nlr = 0.5\n[axes]\nK = [1, 2, 3, 4]\n')
+    store = tmp_path / "slow.zarr"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "twolayer.cli", "scan", str(cfg), "--workers", "2",
+                             "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.perf_counter() + 60
+        # the groups run once the store exists and the workers have started
+        while not (store / ".zattrs").exists() and not (store / "zarr.json").exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.perf_counter() < deadline
+            time.sleep(0.05)
+        time.sleep(1.0)
+        sent = time.perf_counter()
+        proc.send_signal(signal.SIGINT)  # the main process only, as a signal from outside the terminal
+        _, err = proc.communicate(timeout=30)
+        latency = time.perf_counter() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    print(f"cli scan --workers 2 exit latency {latency:.3f} s")
+    assert proc.returncode == 130, err
+    assert "run again with --resume" in err
+    assert latency < 3.0  # interpreter shutdown included
+    from twolayer.scan.store import complete_groups
+
+    assert complete_groups(str(store)) == set()  # nothing finished, nothing claimed
+    sc = tl.scan.load(str(cfg))  # the store is consistent: a resume accepts it and would compute every group
+    assert tl.scan.prepare_store(str(store), sc, len(tl.scan.make_groups(sc)), True, False) == set()
+
+
+def test_mixed_shape_integrate_batch_partial_is_prompt(monkeypatch: pytest.MonkeyPatch) -> None:
+    # two shapes of 10^4 members each: their rows were scattered into padded arrays after the signal (seconds for
+    # 10^5 members); now every group writes into the padded arrays as it runs
+    B = 10_000
+    ov2 = tl.ode.plateau_overlaps()
+    s3, t3 = tl.networks.teacher_student(K=3, M=2, d=50, activation="erf", seed=0)
+    ov3 = tl.Overlaps.from_networks(s3, t3)
+    members = [ov2 if b % 2 else ov3 for b in range(2 * B)]
+    exc, latency = interrupt_inside(tl._core, "ode_integrate_batch", lambda: tl.ode.integrate_batch(
+        members, "erf", lr=1.0, t_max=1e3, method="euler", dt=0.1, n_threads=2), after=0.5, nth=1,
+        monkeypatch=monkeypatch)
+    print(f"mixed integrate_batch latency {latency:.3f} s")
+    assert latency < DEADLINE
+    part = exc.partial
+    assert isinstance(part, tl.BatchTrajectory) and len(part) == 2 * B
+    assert part.Q.shape[2:] == (3, 3) and part.M.shape[3] == 2
+    np.testing.assert_array_equal(part.n_student, [2 if b % 2 else 3 for b in range(2 * B)])
+    assert set(part.status) <= {"completed", "interrupted"} and "interrupted" in set(part.status)
+    rows = np.arange(part.t.size)
+    n = part.n_recorded
+    assert np.isnan(part.risk[rows[None, :] >= n[:, None]]).all()
+    assert np.isnan(part.Q[1::2, :, 2, :]).all()  # K = 2 members: the padding stays NaN
+    done = np.flatnonzero(part.status == "completed")
+    assert done.size > 0
+    b = int(done[0])
+    ref = tl.ode.integrate(members[b], "erf", lr=1.0, t_max=1e3, method="euler", dt=0.1)
+    np.testing.assert_array_equal(part[b].risk, ref.risk)
+    np.testing.assert_array_equal(part[b].Q, ref.Q)
+
+
+@pytest.mark.parametrize("engine", ["sgd", "sde"])
+def test_ensemble_interrupted_while_converting_keeps_the_runs(engine: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    module = sys.modules[f"twolayer.{engine}"]
+    ensemble = tl.sgd.Ensemble
+    student, teacher = tl.networks.teacher_student(K=2, M=1, d=30, activation="erf", seed=0)
+    ov = tl.Overlaps.from_networks(student, teacher)
+    call: Callable[[], Any] = {
+        "sgd": lambda: tl.sgd.simulate(student, teacher, lr=0.5, t_max=2, seeds=3, records=5),
+        "sde": lambda: tl.sde.simulate(ov, lr=0.5, d=30, t_max=0.5, seeds=3, records=5),
+    }[engine]
+    ref = call()
+    exc, latency = interrupt_inside(module, "Ensemble", call, after=0.0, monkeypatch=monkeypatch)
+    print(f"{engine} conversion latency {latency:.3f} s")
+    assert latency < DEADLINE
+    assert isinstance(exc.partial, ensemble)
+    assert [r.status for r in exc.partial] == [r.status for r in ref]
+    np.testing.assert_array_equal(exc.partial.risk, ref.risk)

@@ -51,15 +51,80 @@ def test_young_derivatives_at_real_sizes_match_finite_differences(sizes, readout
 
 @pytest.mark.parametrize(("sizes", "readout"), LAYOUTS)
 def test_isotypic_spectrum_is_the_full_hessian_spectrum(sizes, readout):
-    # at any fixed point (critical or not) the Hessian commutes with the group
+    # at any fixed point (critical or not) the Hessian commutes with the group, and so does the span of the
+    # rescaling orbit's tangents (trained second layer): the parts across and along it are the full Hessian's
     space, x = _point(sizes, readout, 7)
     spec = YoungProblem(len(sizes), readout).spectrum(x, sizes)
     W, a = space.matrix(x)
     net = tl.Network(W, a, "relu", scaling="none")
-    full = np.linalg.eigvalsh(tl.population.hessian(net, L.identity_teacher(space.k), train_readout=readout))
-    mine = spec.full()
-    assert mine.size == full.size == space.k * space.k + (space.k if readout else 0)
-    np.testing.assert_allclose(mine, full, rtol=0, atol=1e-10)
+    H = tl.population.hessian(net, L.identity_teacher(space.k), train_readout=readout)
+    transverse, flat = L.split_spectrum(H, L.orbit_tangents(net, readout))
+    assert flat.size == (space.k if readout else 0) and transverse.size == space.k * space.k
+    np.testing.assert_allclose(spec.full("transverse"), transverse, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(spec.full("flat"), flat, rtol=0, atol=1e-10)
+    if not readout:
+        mine = spec.full()
+        assert mine.size == space.k * space.k
+        np.testing.assert_allclose(mine, np.linalg.eigvalsh(H), rtol=0, atol=1e-10)
+
+
+def test_isotypic_spectrum_at_a_trained_readout_critical_point_is_the_full_spectrum():
+    prob = YoungProblem(2, train_readout=True)
+    x, gn, ok = prob.solve(X6 + [1.0, 1.0], [5, 1])
+    assert ok
+    spec = prob.spectrum(x, [5, 1])
+    assert {c for c, v in spec.flat.items() if v.size} == {"trivial", "standard[0]"}
+    assert max(np.abs(v).max(initial=0.0) for v in spec.flat.values()) <= 1e-12
+    W, a = FixedPointSpace((5, 1), True).matrix(x)
+    H = tl.population.hessian(tl.Network(W, a, "relu", scaling="none"), L.identity_teacher(6), train_readout=True)
+    np.testing.assert_allclose(spec.full(), np.linalg.eigvalsh(H), rtol=0, atol=1e-10)
+    assert spec.index() == 0.0  # the same index as with the fixed readout (a congruence: Sylvester)
+
+
+@pytest.mark.parametrize(("activation", "readout"), [("relu", True), ("linear", True), ("quadratic", True),
+                                                     ("step", False), ("step", True)])
+def test_symmetry_directions_are_the_rescaling_orbit(activation, readout):
+    # R(D_b(c) x) = R(x) with D_b(c) scaling block b's rows by c and a_b by c^-p: at every point
+    # g . s_b = 0 and H s_b = -D_b'(1) g, s_b = D_b'(1) x
+    prob = YoungProblem(2, readout, activation)
+    sizes = [4.3, 1.0]
+    x = 0.5 * np.random.default_rng(1).standard_normal(len(prob.layout(sizes)))
+    x[[0, 2]] += 1.0  # the two diagonal coordinates
+    if readout:
+        x[-2:] += 1.0
+    S = prob.symmetry_directions(x, sizes)
+    g, H = prob.gradient(x, sizes), prob.hessian(x, sizes)
+    assert S.shape == (2, x.size)
+    for s in S:
+        assert abs(g @ s) <= 1e-12 * np.abs(g).max()
+        np.testing.assert_allclose(H @ s, -(s / x) * g, rtol=0, atol=1e-12 * np.abs(H).max())
+    assert YoungProblem(2, False, "relu").symmetry_directions(x[:5], sizes).shape == (0, 5)
+
+
+X10 = [0.997564, -0.037412, -0.72984, 0.153265, 0.191012, 0.135519]  # Δ(S_8 × S_2) at k = 10 (a multistart)
+
+
+@pytest.mark.parametrize(("x0", "k0", "sizes", "grids", "known"), [
+    (X6, 6.0, None, ([6.0, 5.6, 5.5], [6.0, 5.5, 5.0]), 5.5855052474),
+    (X10, 10.0, lambda k: (k - 2.0, 2.0), ([10.0, 8.0, 7.6, 7.0], [10.0, 7.5, 7.0]), 7.5611904979)])
+def test_trained_and_fixed_readouts_give_the_same_crossings_on_any_grid(x0, k0, sizes, grids, known):
+    # issue 28: with a trained readout the rescaling zero mode (±1e-16) was root-found instead of the physical
+    # eigenvalue, so k_turn fell on a grid point (5.6000, 7.6000) or elsewhere (5.7012, 7.8025)
+    turns = []
+    for grid in grids:
+        fixed = L.continue_real_k(x0, k0, grid, sizes=sizes)
+        trained = L.continue_real_k(list(x0) + [1.0, 1.0], k0, grid, sizes=sizes, train_readout=True)
+        assert fixed.status == trained.status == "completed"
+        assert [(c.component, c.position, c.negative_before, c.negative_after) for c in trained.crossings] == [
+            (c.component, c.position, c.negative_before, c.negative_after) for c in fixed.crossings]
+        np.testing.assert_allclose([c.k for c in trained.crossings], [c.k for c in fixed.crossings], rtol=0,
+                                   atol=1e-8)
+        np.testing.assert_array_equal(trained.index, fixed.index)
+        assert set(trained.flat_eigenvalues) == set(trained.eigenvalues)
+        assert max(np.abs(v).max(initial=0.0) for v in trained.flat_eigenvalues.values()) <= 1e-10
+        assert all(v.shape == (fixed.k.size, 0) for v in fixed.flat_eigenvalues.values())
+        turns += [fixed.k_turn, trained.k_turn]
+    np.testing.assert_allclose(turns, known, rtol=0, atol=1e-9)  # and so independent of the grid
 
 
 def test_continuation_eigenvalues_at_integer_k_equal_the_full_hessian():
@@ -139,3 +204,45 @@ def test_continue_real_k_rejects_bad_input():
         L.continue_real_k(X6, 6.0, [6.5], sizes=(5, 1))
     with pytest.raises(ValueError, match="component"):
         tl.landscape.young.irrep_dimension("wedge[0]", [5, 1])
+
+
+def test_continuation_in_log_k_reaches_the_large_k_limits():
+    # issue 28: steps in k stopped with "step too small" near k = 1.3e4 (Newton's tol below the rounding level of
+    # a gradient whose terms grow like k^2) after ~3.5e4 steps and 270 s; in log k, to the gradient's rounding
+    # level, k = 1e8 takes a few dozen steps
+    ks = [1e4, 1e6, 1e8]
+    fam = L.continue_real_k(X6, 6.0, ks)
+    assert fam.status == "completed" and fam.k.tolist() == ks and fam.steps < 100
+    assert fam.index.tolist() == [0.0, 0.0, 0.0] and fam.crossings == []
+    k = fam.k[-1]
+    lo, hi = 0.25 - 0.5 / np.pi, 0.25 + 0.5 / np.pi  # the global minimum's bulk eigenvalues, exact at every k
+    net = tl.Network(np.eye(8), np.ones(8), "relu", scaling="none")
+    bulk = np.linalg.eigvalsh(tl.population.hessian(net, L.identity_teacher(8), train_readout=False))
+    assert np.sum(np.abs(bulk - lo) < 1e-12) == 28 and np.sum(np.abs(bulk - hi) < 1e-12) == 20  # k(k-1)/2, k(k-3)/2
+    # the spurious family's spectrum tends to the same bulk and to outliers k / (2 pi), k / 4 (Arjevani & Field:
+    # the spectra coincide to O(k^-1/2)); the slowest eigenvalues approach as c / sqrt(k), c fixed to 1 %
+    eig = {c: v[-1] for c, v in fam.eigenvalues.items()}
+    np.testing.assert_allclose(eig["exterior[0]"], [lo], rtol=0, atol=1e-7)
+    np.testing.assert_allclose(eig["symmetric[0]"], [hi], rtol=0, atol=1e-7)
+    np.testing.assert_allclose(eig["standard[0]"][1:3], [lo, 0.25], rtol=0, atol=2e-7)
+    np.testing.assert_allclose([eig["standard[0]"][4] / k, *eig["trivial"][2:] / k], [0.25, 0.5 / np.pi, 0.25, 0.25],
+                               rtol=1e-6)
+    for comp, j, limit in (("standard[0]", 0, lo), ("standard[0]", 3, hi), ("trivial", 1, 0.25)):
+        c = (limit - fam.eigenvalues[comp][:, j]) * np.sqrt(fam.k)
+        assert 0 < c[-1] < 0.5 and c[-1] == pytest.approx(c[-2], rel=1e-2), (comp, j, c)
+    # the point tends to W = I with the singleton row reversed: x -> (1, 0, -1, 0, 0), the singleton column ~ 2 / k
+    np.testing.assert_allclose(fam.x[-1], [1.0, 0.0, -1.0, 0.0, 0.0], rtol=0, atol=1e-7)
+    assert fam.x[-2, 3] * fam.k[-2] == pytest.approx(2.0, rel=1e-5)
+    assert fam.grad_norm[-1] <= YoungProblem(2).gradient_floor(fam.x[-1], fam.sizes[-1])
+
+
+def test_gradient_floor_bounds_the_gradient_noise_newton_stops_at():
+    prob = YoungProblem(2)
+    x = L.continue_real_k(X6, 6.0, [1e5]).x[-1]
+    floor = prob.gradient_floor(x, [1e5 - 1.0, 1.0])
+    assert 1e-10 < floor < 1e-8  # far above tol = 1e-12 at k = 1e5
+    for seed in range(4):
+        xs = x * (1.0 + 1e-9 * np.random.default_rng(seed).standard_normal(x.size))
+        _, gn, _ = prob.solve(xs, [1e5 - 1.0, 1.0], tol=0.0, max_iter=30)
+        assert gn <= floor
+    assert prob.gradient_floor(X6, [5, 1]) < 1e-14  # negligible at small k

@@ -107,7 +107,7 @@ def test_stiff_or_diverging_member_does_not_change_the_others():
     out = tl.ode.integrate_batch([lin] * 3, "linear", lr=[0.5, 3.0, 1.0], t_max=200.0, method="rk4", dt=0.01)
     assert list(out.status) == ["completed", "diverged", "completed"]
     assert_same(out[0], tl.ode.integrate(lin, "linear", lr=0.5, t_max=200.0, method="rk4", dt=0.01))
-    assert 60 < out.stop_time[1] < 90 and np.all(np.isnan(out.risk[1, out.n_recorded[1]:]))
+    assert 5.5 < out.stop_time[1] < 7.0 and np.all(np.isnan(out.risk[1, out.n_recorded[1]:]))  # |Q| past 1e8
 
 
 # ---------------------------------------------------------------------------------------- first passage

@@ -7,7 +7,9 @@ with their teachers) and by descent (whose step-step pairs take their angle from
 that its gradient stays exact down to angles ~1e-13), aligned on the same teachers; the overlaps agree along the way
 to the accuracy of descent with step 0.01; orthogonal starts stay at their symmetric fixed point (0.356189... at
 m = 4); students that meet each other (antipodal with equal readouts, aligned with readouts of opposite signs) move
-on as one cluster, as in descent.
+on as one cluster, as in descent. Along every flow the risk is non-increasing on the record grid and the cost stays
+at a few steps per unit time, also where a student is held by its teacher's cusp against a smooth force nearly as
+strong (issue 28: it chattered there at ~700 steps per unit time, the risk rising between records).
 """
 
 from __future__ import annotations
@@ -152,3 +154,55 @@ def test_integrate_batch_with_step_units_is_one_by_one():
         assert traj.status == alone.status
         np.testing.assert_array_equal(traj.Q, alone.Q)
         np.testing.assert_array_equal(traj.risk, alone.risk)
+
+
+def gaussian_start(k: int, m: int, d: int, seed: int):
+    """teacher_student's Gaussian start (lambda = w.x / sqrt(d)) as lambda = w.x networks with the same overlaps."""
+    st, te = tl.networks.teacher_student(k, m, d, "step", init="gaussian", seed=seed)
+    r = 1.0 / math.sqrt(d)
+    return tl.Network(st.W * r, st.a, "step", scaling="none"), tl.Network(te.W * r, te.a, "step", scaling="none")
+
+
+def check_monotone_cheap_and_descent(k: int, m: int, d: int, seed: int, t_max: float, descent: bool,
+                                     steps_per_time: float = 40.0):
+    """The flow on a 0.1 grid to t_max (+ the 2 flow-time units of descent's decaying tail): completed, risk
+    non-increasing up to rounding, at most steps_per_time steps per unit time; and, if descent, its endpoint equal
+    to that of weight-space descent with step 0.01 halved every 100 iterations after t_max (O(step) apart)."""
+    st, te = gaussian_start(k, m, d, seed)
+    lr, tail = 0.01, 2.0  # the tail: 0.01 x 100 x (1 + 1/2 + 1/4 + ...) flow time
+    times = np.append(np.linspace(0.0, t_max, round(10 * t_max) + 1), t_max + tail)
+    flow = tl.ode.integrate(tl.Overlaps.from_networks(st, te), lr=1.0, regime="gradient_flow", times=times)
+    assert flow.status == "completed", (seed, flow.message)
+    assert np.max(np.diff(flow.risk)) <= 1e-13, seed
+    assert flow.meta["n_steps"] <= steps_per_time * times[-1], (seed, flow.meta["n_steps"])
+    if descent:
+        path = tl.landscape.step_gradient_flow(st, te, [0.0, t_max, t_max + tail - 1e-10], lr=lr,
+                                               schedule=S.step_decay(0.5, every=100.0, start=t_max / lr))
+        assert path.risk[-1] == pytest.approx(flow.risk[-1], abs=1e-4), seed
+
+
+def test_antipodal_pair_starts_do_not_chatter():
+    """Issue 28's reproducers (K = M = 4, d = 10, seeds 0, 15, 17: a student held by its teacher's cusp against a
+    nearly equal smooth force, next to an antipodal pair of students): the endpoint of descent, monotone risk, and
+    the README's horizon t = 2e4 in ~1300 steps (it took ~700 steps per unit time, >2 min)."""
+    for seed in (0, 15, 17):
+        check_monotone_cheap_and_descent(4, 4, 10, seed, 100.0, descent=True)
+    st, te = gaussian_start(4, 4, 10, 0)
+    flow = tl.ode.integrate(tl.Overlaps.from_networks(st, te), lr=1.0, regime="gradient_flow", t_max=2e4)
+    assert flow.status == "completed" and flow.meta["n_steps"] <= 3000
+    assert flow.final_risk == pytest.approx(0.151726, abs=2e-6)  # descent: 0.151727 (issue 28)
+
+
+@pytest.mark.parametrize("k, m, d", [(4, 4, 10), (3, 5, 10)])
+def test_step_flow_monotone_and_cheap_over_seeds(k, m, d):
+    """24 Gaussian starts each: risk non-increasing on a 0.1 grid to t = 60, at most 40 steps per unit time."""
+    for seed in range(24):
+        check_monotone_cheap_and_descent(k, m, d, seed, 60.0, descent=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("k, m, d, seeds", [(4, 4, 10, 40), (3, 3, 10, 20), (5, 5, 12, 20), (6, 4, 12, 10)])
+def test_step_flow_matches_descent_over_seeds(k, m, d, seeds):
+    """Settled starts (t = 150): monotone, cheap, and the endpoint of small-step descent (measured: within 1.5e-5)."""
+    for seed in range(seeds):
+        check_monotone_cheap_and_descent(k, m, d, seed, 150.0, descent=True, steps_per_time=20.0)

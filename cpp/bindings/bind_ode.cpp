@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <utility>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "target_arg.hpp"
 #include "schedule_arg.hpp"
 #include "twolayer/activation.hpp"
+#include "twolayer/divergence.hpp"
 #include "twolayer/dynamics.hpp"
 #include "twolayer/integrators.hpp"
 #include "twolayer/large_batch.hpp"
@@ -150,84 +152,167 @@ std::vector<double> to_vector(const Array& x, const char* name) {
 }
 
 // A batch's rows written straight into its output arrays as they are recorded (RowSink): the rows of member b on
-// the output grid into Q[b, s], M[b, s], a[b, s], risk[b, s], s = 0, 1, ... (n_recorded[b] counts them); every row
-// also into the (B, ...) "final" arrays, which so keep the member's last row (for an early stop, its state at the stop
-// time). finish() fills the grid rows after n_recorded[b] with NaN. The arrays are allocated (with the GIL) before
-// the run; the workers write disjoint members' entries.
+// the output grid into Q[j, s], M[j, s], a[j, s], risk[j, s], s = 0, 1, ... (n_recorded[j] counts them), j = b or,
+// for a group of a larger batch, j = members[b]; every row also into the (B, ...) "final" arrays, which so keep the
+// member's last row (for an early stop, its state at the stop time). The arrays are either made here, or the
+// caller's (`out`, shared by the groups of a mixed-shape batch: K and M padded to the largest, the rows written into
+// the leading K x K, K x M, K entries, nothing copied afterwards). Either way they hold NaN (n_recorded 0) before
+// the run, so that the rows no member reaches stay NaN with no pass over the arrays after it (for 10^5 members that
+// took seconds after a Ctrl-C); the workers write disjoint members' entries.
 class GridRows final : public RowSink {
  public:
-  GridRows(const std::vector<double>& times, py::ssize_t B, py::ssize_t K, py::ssize_t M)
-      : times_(times), B_(static_cast<std::size_t>(B)), T_(times.size()), kk_(static_cast<std::size_t>(K * K)),
-        km_(static_cast<std::size_t>(K * M)), K_(static_cast<std::size_t>(K)),
-        t_({static_cast<py::ssize_t>(T_)}), Q_({B, static_cast<py::ssize_t>(T_), K, K}),
-        M_({B, static_cast<py::ssize_t>(T_), K, M}), a_({B, static_cast<py::ssize_t>(T_), K}),
-        risk_({B, static_cast<py::ssize_t>(T_)}), t_f_({B}), Q_f_({B, K, K}), M_f_({B, K, M}), a_f_({B, K}),
-        risk_f_({B}), n_rec_(B), grid_{Q_.mutable_data(), M_.mutable_data(), a_.mutable_data(), risk_.mutable_data()},
-        last_{Q_f_.mutable_data(), M_f_.mutable_data(), a_f_.mutable_data(), risk_f_.mutable_data()},
-        t_last_(t_f_.mutable_data()), count_(n_rec_.mutable_data()) {
+  GridRows(const std::vector<double>& times, py::ssize_t B, py::ssize_t K, py::ssize_t M, const py::object& out,
+           const py::object& members)
+      : times_(times), B_(static_cast<std::size_t>(B)), T_(times.size()), K_(static_cast<std::size_t>(K)),
+        M_(static_cast<std::size_t>(M)), t_({static_cast<py::ssize_t>(T_)}) {
     std::copy(times.begin(), times.end(), t_.mutable_data());
-    std::fill(count_, count_ + B_, std::int64_t{0});
-    std::fill(t_last_, t_last_ + B_, kNaN);
-    for (std::size_t b = 0; b < B_; ++b) blank(last_, b);
+    if (out.is_none()) {
+      const py::ssize_t T = static_cast<py::ssize_t>(T_);
+      Kp_ = K_;
+      Mp_ = M_;
+      arr_ = {{"Q", new_array({B, T, K, K})}, {"M", new_array({B, T, K, M})}, {"a", new_array({B, T, K})},
+              {"risk", new_array({B, T})}, {"t_final", new_array({B})}, {"Q_final", new_array({B, K, K})},
+              {"M_final", new_array({B, K, M})}, {"a_final", new_array({B, K})}, {"risk_final", new_array({B})}};
+      n_rec_ = py::array_t<std::int64_t>(B);
+      for (auto& [name, a] : arr_) std::fill(a.mutable_data(), a.mutable_data() + a.size(), kNaN);
+      std::fill(n_rec_.mutable_data(), n_rec_.mutable_data() + B, std::int64_t{0});
+      member_.resize(B_);
+      for (std::size_t b = 0; b < B_; ++b) member_[b] = b;
+    } else {
+      take(out.cast<py::dict>(), members);
+    }
+    grid_ = {arr_["Q"].mutable_data(), arr_["M"].mutable_data(), arr_["a"].mutable_data(),
+             arr_["risk"].mutable_data()};
+    last_ = {arr_["Q_final"].mutable_data(), arr_["M_final"].mutable_data(), arr_["a_final"].mutable_data(),
+             arr_["risk_final"].mutable_data()};
+    t_last_ = arr_["t_final"].mutable_data();
+    count_ = n_rec_.mutable_data();
   }
   void row(std::size_t b, double t, const double* y, double r) override {
-    const auto s = static_cast<std::size_t>(count_[b]);
+    const std::size_t j = member_[b];
+    const auto s = static_cast<std::size_t>(count_[j]);
     if (s < T_ && t == times_[s]) {
-      put(grid_, b * T_ + s, y, r);
-      ++count_[b];
+      put(grid_, j * T_ + s, y, r);
+      ++count_[j];
     }
-    put(last_, b, y, r);
-    t_last_[b] = t;
-  }
-  // NaN in the grid rows no member recorded.
-  void finish() {
-    for (std::size_t b = 0; b < B_; ++b)
-      for (auto s = static_cast<std::size_t>(count_[b]); s < T_; ++s) blank(grid_, b * T_ + s);
+    put(last_, j, y, r);
+    t_last_[j] = t;
   }
   py::dict arrays() const {
     py::dict d;
     d["t"] = t_;
-    d["Q"] = Q_;
-    d["M"] = M_;
-    d["a"] = a_;
-    d["risk"] = risk_;
+    for (const auto& [name, a] : arr_) d[name.c_str()] = a;
     d["n_recorded"] = n_rec_;
-    d["t_final"] = t_f_;
-    d["Q_final"] = Q_f_;
-    d["M_final"] = M_f_;
-    d["a_final"] = a_f_;
-    d["risk_final"] = risk_f_;
     return d;
   }
 
  private:
   static constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-  struct Rows {  // the data of (Q, M, a, risk) arrays with rows of K x K, K x M, K and 1 entries
+  struct Rows {  // the data of (Q, M, a, risk) arrays with rows of Kp x Kp, Kp x Mp, Kp and 1 entries
     double *Q, *M, *a, *risk;
   };
-  // State y = [Q, M, a] and its risk r into row i.
+  // The caller's arrays (float64 / int64, C-contiguous, writeable, of the batch's padded shapes), used in place.
+  void take(const py::dict& out, const py::object& members) {
+    const auto idx = members.cast<py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>>();
+    if (idx.ndim() != 1 || idx.shape(0) != static_cast<py::ssize_t>(B_))
+      throw std::invalid_argument("members: expected one index per member of the group");
+    const auto get = [&](const char* name) {
+      const py::object o = out[name];
+      if (!py::isinstance<py::array_t<double, py::array::c_style>>(o) || !o.cast<py::array>().writeable())
+        throw std::invalid_argument(std::string("out: '") + name + "' must be a writeable C-contiguous float64 array");
+      return py::reinterpret_borrow<Array>(o);
+    };
+    Array Q = get("Q");
+    if (Q.ndim() != 4) throw std::invalid_argument("out: 'Q' must have 4 dimensions (B, T, K, K)");
+    const py::ssize_t Bt = Q.shape(0), T = static_cast<py::ssize_t>(T_), Kp = Q.shape(2);
+    Array Mo = get("M");
+    if (Mo.ndim() != 4) throw std::invalid_argument("out: 'M' must have 4 dimensions (B, T, K, M)");
+    const py::ssize_t Mp = Mo.shape(3);
+    if (Kp < static_cast<py::ssize_t>(K_) || Mp < static_cast<py::ssize_t>(M_))
+      throw std::invalid_argument("out: its K and M must be at least the group's");
+    arr_ = {{"Q", Q}, {"M", Mo}, {"a", get("a")}, {"risk", get("risk")}, {"t_final", get("t_final")},
+            {"Q_final", get("Q_final")}, {"M_final", get("M_final")}, {"a_final", get("a_final")},
+            {"risk_final", get("risk_final")}};
+    const std::map<std::string, std::vector<py::ssize_t>> shapes = {
+        {"Q", {Bt, T, Kp, Kp}}, {"M", {Bt, T, Kp, Mp}}, {"a", {Bt, T, Kp}}, {"risk", {Bt, T}}, {"t_final", {Bt}},
+        {"Q_final", {Bt, Kp, Kp}}, {"M_final", {Bt, Kp, Mp}}, {"a_final", {Bt, Kp}}, {"risk_final", {Bt}}};
+    for (const auto& [name, a] : arr_) expect_shape(a, ("out['" + name + "']").c_str(), shapes.at(name));
+    const py::object n = out["n_recorded"];
+    if (!py::isinstance<py::array_t<std::int64_t, py::array::c_style>>(n) || !n.cast<py::array>().writeable())
+      throw std::invalid_argument("out: 'n_recorded' must be a writeable C-contiguous int64 array");
+    n_rec_ = py::reinterpret_borrow<py::array_t<std::int64_t>>(n);
+    if (n_rec_.ndim() != 1 || n_rec_.shape(0) != Bt) throw std::invalid_argument("out: 'n_recorded' must be (B,)");
+    member_.resize(B_);
+    for (std::size_t b = 0; b < B_; ++b) {
+      const std::int64_t j = idx.data()[b];
+      if (j < 0 || j >= Bt) throw std::invalid_argument("members: expected indices in [0, " + std::to_string(Bt) + ")");
+      member_[b] = static_cast<std::size_t>(j);
+    }
+    Kp_ = static_cast<std::size_t>(Kp);
+    Mp_ = static_cast<std::size_t>(Mp);
+  }
+  // State y = [Q (K x K), M (K x M), a (K)] and its risk r into row i (padded rows: the leading entries).
   void put(const Rows& o, std::size_t i, const double* y, double r) const {
-    put_state(y, K_, km_ / K_, i, o.Q, o.M, o.a);
+    const std::size_t K = K_, M = M_;
+    if (Kp_ == K && Mp_ == M) {
+      put_state(y, K, M, i, o.Q, o.M, o.a);
+    } else {
+      const double* ym = y + K * K;
+      for (std::size_t u = 0; u < K; ++u) {
+        std::copy(y + u * K, y + (u + 1) * K, o.Q + (i * Kp_ + u) * Kp_);
+        std::copy(ym + u * M, ym + (u + 1) * M, o.M + (i * Kp_ + u) * Mp_);
+      }
+      std::copy(ym + K * M, ym + K * M + K, o.a + i * Kp_);
+    }
     o.risk[i] = r;
   }
-  void blank(const Rows& o, std::size_t i) const {
-    std::fill(o.Q + i * kk_, o.Q + (i + 1) * kk_, kNaN);
-    std::fill(o.M + i * km_, o.M + (i + 1) * km_, kNaN);
-    std::fill(o.a + i * K_, o.a + (i + 1) * K_, kNaN);
-    o.risk[i] = kNaN;
-  }
   const std::vector<double>& times_;
-  std::size_t B_, T_, kk_, km_, K_;
-  Array t_, Q_, M_, a_, risk_, t_f_, Q_f_, M_f_, a_f_, risk_f_;
+  std::size_t B_, T_, K_, M_, Kp_ = 0, Mp_ = 0;
+  Array t_;
+  std::map<std::string, Array> arr_;
   py::array_t<std::int64_t> n_rec_;
-  Rows grid_, last_;
-  double* t_last_;
-  std::int64_t* count_;
+  std::vector<std::size_t> member_;
+  Rows grid_{}, last_{};
+  double* t_last_ = nullptr;
+  std::int64_t* count_ = nullptr;
 };
 
 }  // namespace
 
 void bind_ode(py::module_& m) {
+  m.def(
+      "divergence",
+      [](const Array& Q, const Array& Mo, const Array& a, const Array& P, const Array& v, const Array& Q0,
+         const Array& M0, const Array& a0) {
+        expect_shape(a, "a", {-1});
+        const py::ssize_t K = a.shape(0);
+        expect_shape(Mo, "M", {K, -1});
+        const py::ssize_t M = Mo.shape(1);
+        check_units(K, M);
+        expect_shape(Q, "Q", {K, K});
+        expect_shape(P, "P", {M, M});
+        expect_shape(v, "v", {M});
+        expect_shape(Q0, "Q0", {K, K});
+        expect_shape(M0, "M0", {K, M});
+        expect_shape(a0, "a0", {K});
+        auto state = [&](const Array& q, const Array& mo, const Array& aa) {
+          std::vector<double> y(q.data(), q.data() + K * K);
+          y.insert(y.end(), mo.data(), mo.data() + K * M);
+          y.insert(y.end(), aa.data(), aa.data() + K);
+          return y;
+        };
+        const std::vector<double> y = state(Q, Mo, a), y0 = state(Q0, M0, a0);
+        std::vector<double> scratch(static_cast<std::size_t>((K + M) * (K + M)));
+        const double bound = divergence_bound(y0.data(), y0.size(), P.data(), static_cast<std::size_t>(M * M),
+                                              v.data(), static_cast<std::size_t>(M));
+        const char* why = divergence_message(divergence_code(y.data(), static_cast<int>(K), static_cast<int>(M),
+                                                             P.data(), bound, scratch.data()));
+        return std::string(why ? why : "");
+      },
+      py::arg("Q"), py::arg("M"), py::arg("a"), py::arg("P"), py::arg("v"), py::arg("Q0"), py::arg("M0"),
+      py::arg("a0"),
+      "Why the state (Q, M, a) of a run that started at (Q0, M0, a0), teacher P and v, has diverged by the rule of "
+      "every engine (divergence.hpp); '' if it has not.");
   m.def(
       "ode_rhs",
       [](const Array& Q, const Array& Mo, const Array& a, const Array& P, const Array& v, const std::string& student,
@@ -420,7 +505,8 @@ void bind_ode(py::module_& m) {
          const Array& lr_readout_arr, const Array& noise_arr, const Array& times_arr, const std::string& method,
          double dt, double rtol, double atol, double h0, double h_max, const Array& risk_tol_arr,
          const Array& risk_rtol_arr, long long max_steps, int n_threads, const py::object& progress,
-         const py::object& schedule, const py::object& targets) {
+         const py::object& schedule, const py::object& targets, const py::object& out,
+         const py::object& members) {
         expect_shape(a, "a", {-1, -1});
         const py::ssize_t B = a.shape(0), K = a.shape(1);
         expect_shape(Mo, "M", {B, K, -1});
@@ -475,10 +561,9 @@ void bind_ode(py::module_& m) {
         // Rows on the output grid go to (B, T, ...) arrays as they are recorded (GridRows; NaN after a member's
         // n_recorded); the last row a member recorded, which for an early stop is its state at the stop time between
         // two output times, also goes to the (B, ...) "final" arrays.
-        GridRows rows(times, B, K, M);
+        GridRows rows(times, B, K, M, out, members);
         auto work = [&] { return integrate_batch(models, y0s, opt, n_threads, stops, &finished, &rows); };
         auto to_py = [&](const std::vector<IntegrateResult>& rs) {
-          rows.finish();
           py::array_t<std::int64_t> n_rhs(B), n_steps(B), n_rej(B);
           Array stop_time({B});
           py::list status, message;
@@ -506,7 +591,8 @@ void bind_ode(py::module_& m) {
       py::arg("regime"), py::arg("spherical"), py::arg("lr"), py::arg("lr_readout"), py::arg("noise"),
       py::arg("times"), py::arg("method"), py::arg("dt"), py::arg("rtol"), py::arg("atol"), py::arg("h0"),
       py::arg("h_max"), py::arg("risk_tol"), py::arg("risk_rtol"), py::arg("max_steps"), py::arg("n_threads") = 0,
-      py::arg("progress") = py::none(), py::arg("schedule") = py::none(), py::arg("targets") = py::none());
+      py::arg("progress") = py::none(), py::arg("schedule") = py::none(), py::arg("targets") = py::none(),
+      py::arg("out") = py::none(), py::arg("members") = py::none());
 }
 
 }  // namespace twolayer::bind

@@ -8,6 +8,7 @@
 #include "interrupt.hpp"
 #include "target_arg.hpp"
 #include "twolayer/activation.hpp"
+#include "twolayer/divergence.hpp"
 #include "twolayer/sde.hpp"
 
 namespace twolayer::bind {
@@ -57,13 +58,13 @@ void bind_sde(py::module_& m) {
         IncrementMoments mom(model, vec(nodes), vec(weights));
         const auto nc = static_cast<py::ssize_t>(mom.n_components());
         Array mean = new_array({nc}), cov = new_array({nc, nc});
-        bool ok = false;
-        {
-          py::gil_scoped_release release;
-          ok = mom(y.data(), mean.mutable_data(), cov.mutable_data());
-        }
-        if (!ok) throw std::invalid_argument("overlaps: Omega = [[Q, M], [M^T, P]] is not positive semi-definite");
-        return py::make_tuple(mean, cov);
+        double *pmean = mean.mutable_data(), *pcov = cov.mutable_data();
+        const double* py = y.data();
+        // Up to 2^26 quadrature points (seconds): on the worker, so that Ctrl-C stops it.
+        return run_cancellable([&] { return mom(py, pmean, pcov); }, [&](bool ok) -> py::object {
+          if (!ok) throw std::invalid_argument("overlaps: Omega = [[Q, M], [M^T, P]] is not positive semi-definite");
+          return py::make_tuple(mean, cov);
+        });
       },
       py::arg("y"), py::arg("K"), py::arg("P"), py::arg("v"), py::arg("act"), py::arg("act_teacher"),
       py::arg("spherical"), py::arg("lr"), py::arg("lr_readout"), py::arg("noise"), py::arg("nodes"),
@@ -122,6 +123,9 @@ void bind_sde(py::module_& m) {
           out["recorded"] = recorded;
           out["status"] = status;
           out["stop_time"] = stop_time;
+          py::list reason;  // why a path diverged (divergence.hpp), "" for the others
+          for (const SdeOut& o : outs) reason.append(o.reason ? divergence_message(o.reason) : "");
+          out["reason"] = reason;
           return out;
         };
         return run_cancellable(work, to_py, true, poll);

@@ -10,6 +10,7 @@
 #include "target_arg.hpp"
 #include "schedule_arg.hpp"
 #include "twolayer/activation.hpp"
+#include "twolayer/divergence.hpp"
 #include "twolayer/rng.hpp"
 #include "twolayer/sgd.hpp"
 
@@ -116,6 +117,9 @@ void bind_sgd(py::module_& m) {
           out["status"] = status;
           out["stop_step"] = stop;
           out["stop_time"] = stop_time;
+          py::list reason;  // why a run diverged (divergence.hpp), "" for the others
+          for (const SgdOut& o : outs) reason.append(o.reason ? divergence_message(o.reason) : "");
+          out["reason"] = reason;
           out["W"] = keep_weights ? py::object(W) : py::object(py::none());
           out["a_final"] = a_final;
           return out;

@@ -17,6 +17,7 @@
 
 #include "twolayer/batch_dynamics.hpp"
 #include "twolayer/cancel.hpp"
+#include "twolayer/divergence.hpp"
 #include "twolayer/dormand_prince.hpp"
 #include "twolayer/first_passage.hpp"
 #include "twolayer/format.hpp"
@@ -28,17 +29,6 @@ namespace twolayer {
 namespace {
 
 constexpr int kBatchLanes = 8;  // lanes per block in a batch (two AVX2 vectors; 16 lanes measured no faster)
-
-// The state checks of state_error (integrators.cpp), over all lanes: 0 (acceptable), 1 (not finite), 2 (overflow),
-// 3 (Omega not positive semi-definite: the Cholesky of Omega + psd_tol max|diag| I fails).
-const char* state_message(int code) {
-  switch (code) {
-    case 1: return "the state is not finite (NaN or inf)";
-    case 2: return "the state overflowed";
-    case 3: return "the overlap matrix Omega = [[Q, M], [M^T, P]] lost positive semi-definiteness";
-    default: return nullptr;
-  }
-}
 
 template <int L>
 class LaneRunner {
@@ -79,6 +69,7 @@ class LaneRunner {
       lra_[l] = m.lr_readout;
       noise_[l] = sh_.online ? m.noise : 0.0;
       for (std::size_t e = 0; e < n_; ++e) y_[e * L + l] = y0s[s][e];
+      bound_[l] = divergence_bound(y0s[s], n_, m.P.data(), m.P.size(), m.v.data(), m.v.size());
       if (l < count) {  // the output rows, allocated once
         staged_[l].clear();
         staged_[l].reserve((opt_.times.size() + 1) * (n_ + 2));
@@ -87,7 +78,7 @@ class LaneRunner {
     int code[L];
     check_states(y_.data(), code);
     for (int l = 0; l < count; ++l)
-      if (code[l]) diverge(l, 0.0, state_message(code[l]));
+      if (code[l]) diverge(l, 0.0, divergence_message(code[l]));
     for (int l = 0; l < count; ++l) {
       Lane& ln = lane_[l];
       if (!ln.live || !ln.rule->active()) continue;
@@ -184,7 +175,7 @@ class LaneRunner {
   bool record(int l, double t, const double* x, double r = std::numeric_limits<double>::quiet_NaN()) {
     if (std::isnan(r)) r = risk(l, x);
     if (!std::isfinite(r)) {
-      diverge(l, t, "the excess risk is not finite (it overflows the double range)");
+      diverge(l, t, divergence_message(kRiskNotFinite));
       return false;
     }
     lane_[l].last_risk = r;
@@ -224,9 +215,9 @@ class LaneRunner {
     stop(l, t_stop, "converged", s + concat(") at t = ", t_stop));
   }
 
-  // state_error over the lanes (see state_message; omega_check_lanes in batch_dynamics.hpp).
+  // The divergence rule over the lanes (omega_check_lanes in batch_dynamics.hpp).
   void check_states(const double* y, int* code) {
-    check_fn_(sh_, P_.data(), y, opt_.overflow, opt_.psd_tol, chol_.data(), code);
+    check_fn_(sh_, P_.data(), y, bound_, chol_.data(), code);
   }
 
   void run_fixed() {
@@ -284,7 +275,7 @@ class LaneRunner {
           if (!lane_[l].live) continue;
           ++lane_[l].res->n_steps;
           if (code[l]) {
-            diverge(l, t_new, state_message(code[l]));
+            diverge(l, t_new, divergence_message(code[l]));
             continue;
           }
           if (!lane_[l].rule->active()) continue;
@@ -451,7 +442,7 @@ class LaneRunner {
         const double t0 = t[l], hl = hs[l];
         const double t_new = last[l] ? t_end : t0 + hl;
         if (code[l]) {
-          diverge(l, t_new, state_message(code[l]));
+          diverge(l, t_new, divergence_message(code[l]));
           continue;
         }
         double* yn = a_.data();
@@ -521,6 +512,7 @@ class LaneRunner {
   RowSink* sink_ = nullptr;
   std::vector<double> staged_[L];  // lane l's rows (t, risk, state) until the block ends
   Lane lane_[L];
+  double bound_[L] = {};  // each lane's divergence bound (divergence_bound of its start)
   std::vector<double> y_, k1_, k2_, k3_, k4_, k5_, k6_, k7_, tmp_, ynew_, err_, yold_;
   std::vector<double> ws_, chol_, P_, v_, lr_, lra_, noise_;
   std::vector<double> a_, b_, c_, r2_, r3_, r4_, r5_;  // one lane, contiguous

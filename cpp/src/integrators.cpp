@@ -12,6 +12,7 @@
 
 #include "twolayer/batch_integrators.hpp"
 #include "twolayer/cancel.hpp"
+#include "twolayer/divergence.hpp"
 #include "twolayer/dormand_prince.hpp"
 #include "twolayer/first_passage.hpp"
 #include "twolayer/format.hpp"
@@ -21,34 +22,10 @@
 
 namespace twolayer {
 
-const char* state_error(const OdeRhs& f, const double* y, const IntegrateOptions& opt, std::vector<double>& s) {
+const char* state_error(const OdeRhs& f, const double* y, double bound, std::vector<double>& s) {
   const OdeModel& m = f.model();
-  const std::size_t n = m.state_size();
-  for (std::size_t i = 0; i < n; ++i) {
-    if (!std::isfinite(y[i])) return "the state is not finite (NaN or inf)";
-    if (std::fabs(y[i]) > opt.overflow) return "the state overflowed";
-  }
-  // Cholesky of Omega + delta I, delta = psd_tol * max|diag|: it fails iff Omega has an eigenvalue below ~ -delta.
-  const int u = m.K + m.M;
-  s.resize(static_cast<std::size_t>(u) * u);
-  f.omega(y, s.data());
-  double scale = 0.0;
-  for (int i = 0; i < u; ++i) scale = std::max(scale, std::fabs(s[i * u + i]));
-  const double delta = opt.psd_tol * std::max(scale, 1e-300);
-  for (int i = 0; i < u; ++i) s[i * u + i] += delta;
-  for (int j = 0; j < u; ++j) {
-    double d = s[j * u + j];
-    for (int k = 0; k < j; ++k) d -= s[j * u + k] * s[j * u + k];
-    if (!(d > 0.0)) return "the overlap matrix Omega = [[Q, M], [M^T, P]] lost positive semi-definiteness";
-    const double l = std::sqrt(d);
-    s[j * u + j] = l;
-    for (int i = j + 1; i < u; ++i) {
-      double r = s[i * u + j];
-      for (int k = 0; k < j; ++k) r -= s[i * u + k] * s[j * u + k];
-      s[i * u + j] = r / l;
-    }
-  }
-  return nullptr;
+  s.resize(static_cast<std::size_t>(m.K + m.M) * (m.K + m.M));
+  return divergence_message(divergence_code(y, m.K, m.M, m.P.data(), bound, s.data()));
 }
 
 namespace {
@@ -66,6 +43,7 @@ struct Runner {
   double t_now = 0.0;       // start of the step in progress (for error messages)
   double threshold = 0.0;   // the early-stop threshold on the excess risk (rule.active() only)
   double risk_now = 0.0;    // excess risk of the last accepted state (rule.active() only)
+  double bound = 0.0;       // the divergence bound of this run (divergence.hpp)
 
   Runner(const OdeModel& m, const IntegrateOptions& o, const StopRule& s, int th)
       : f(m), opt(o), rule(s), threads(th), n(m.state_size()) {}
@@ -95,7 +73,7 @@ struct Runner {
   void record(double t, const double* y) {
     const double r = f.risk(y);
     if (!std::isfinite(r)) {  // finite overlaps whose risk overflows (e.g. quadratic units near the bound)
-      diverge(t, "the excess risk is not finite (it overflows the double range)");
+      diverge(t, divergence_message(kRiskNotFinite));
       throw RiskOverflow{};
     }
     res.t.push_back(t);
@@ -127,7 +105,7 @@ struct Runner {
     ++res.n_steps;
     t_now = t;
     if (check_state) {
-      if (const char* why = state_error(f, y, opt, scratch)) {
+      if (const char* why = state_error(f, y, bound, scratch)) {
         diverge(t, why);
         return false;
       }
@@ -294,7 +272,7 @@ struct Runner {
       }
       if (e <= 1.0) {
         const double t_new = last ? t_end : t + hs;
-        if (const char* why = state_error(f, ynew.data(), opt, scratch)) {
+        if (const char* why = state_error(f, ynew.data(), bound, scratch)) {
           diverge(t_new, why);
           return;
         }
@@ -344,7 +322,9 @@ struct Runner {
 
   void run(const double* y0) {
     std::vector<double> y(y0, y0 + n);
-    if (const char* why = state_error(f, y.data(), opt, scratch)) {
+    const OdeModel& m = f.model();
+    bound = divergence_bound(y0, n, m.P.data(), m.P.size(), m.v.data(), m.v.size());
+    if (const char* why = state_error(f, y.data(), bound, scratch)) {
       diverge(0.0, why);
       return;
     }

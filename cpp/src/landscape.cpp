@@ -87,6 +87,7 @@ int lbfgs_one(Objective& f, double* W, double* a, const LbfgsOptions& opt, doubl
     double step = 1.0, fn = 0.0;
     bool accepted = false;
     for (int ls = 0; ls < 40; ++ls) {
+      if (cancel_requested()) return finish(kInterrupted);  // up to 40 evaluations: long at large k and d
       for (std::size_t c = 0; c < n; ++c) xn[c] = x[c] + step * dir[c];
       bool ok = true;
       try {

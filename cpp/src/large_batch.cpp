@@ -7,6 +7,7 @@
 #include <string>
 
 #include "twolayer/cancel.hpp"
+#include "twolayer/divergence.hpp"
 #include "twolayer/linalg.hpp"
 #include "twolayer/target.hpp"
 
@@ -75,7 +76,7 @@ IntegrateResult iterate_large_batch(const OdeModel& model_in, const double* y0, 
   std::vector<double> y(y0, y0 + S), dy(S), om(static_cast<std::size_t>(n) * n), hd(static_cast<std::size_t>(K) * K),
       ws(large_batch_workspace(n)), scratch, psi_t;
   IntegrateResult res;
-  IntegrateOptions check;  // state_error's tolerances, as the ODE integrators use them
+  const double bound = divergence_bound(y0, S, model.P.data(), model.P.size(), model.v.data(), model.v.size());
   auto record = [&](long long t) {
     res.t.push_back(static_cast<double>(t));
     res.y.insert(res.y.end(), y.begin(), y.end());
@@ -103,7 +104,7 @@ IntegrateResult iterate_large_batch(const OdeModel& model_in, const double* y0, 
     large_batch_update(K, n, om.data(), psi, hd.data(), y.data() + model.offset_a(), opt.gamma0, opt.alpha,
                        opt.spherical, y.data(), y.data() + model.offset_M(), ws.data());
     ++res.n_steps;
-    if (const char* why = state_error(f, y.data(), check, scratch)) {
+    if (const char* why = state_error(f, y.data(), bound, scratch)) {
       res.status = "diverged";
       res.message = std::string("diverged at iteration ") + std::to_string(t) + ": " + why;
       res.stop_time = static_cast<double>(t);

@@ -6,13 +6,16 @@
 #include <exception>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
 #include "twolayer/activation.hpp"
 #include "twolayer/cancel.hpp"
+#include "twolayer/divergence.hpp"
 #include "twolayer/parallel.hpp"
 #include "twolayer/population.hpp"
+#include "twolayer/progress.hpp"
 #include "twolayer/rng.hpp"
 #include "twolayer/target.hpp"
 
@@ -138,16 +141,18 @@ IncrementMoments::IncrementMoments(const OdeModel& model, std::vector<double> no
       throw std::invalid_argument("n_nodes: n_nodes^(K + M) quadrature nodes exceed 2^26; use fewer nodes or units");
     count *= static_cast<std::size_t>(n);
   }
-  grid_.resize(count * u);
-  gw_.resize(count);
+  // reserved and appended, not zero-filled first: a single pass over up to 2 GiB, with Ctrl-C checked per point
+  grid_.reserve(count * u);
+  gw_.reserve(count);
   std::fill(idx_.begin(), idx_.end(), 0);
   for (std::size_t p = 0; p < count; ++p) {
+    throw_if_cancelled();
     double wt = 1.0;
     for (int q = 0; q < u_; ++q) {
-      grid_[p * u + q] = x_[idx_[q]];
+      grid_.push_back(x_[idx_[q]]);
       wt *= w_[idx_[q]];
     }
-    gw_[p] = wt;
+    gw_.push_back(wt);
     int q = u_ - 1;
     while (q >= 0 && ++idx_[q] == n) idx_[q--] = 0;
   }
@@ -161,6 +166,7 @@ void IncrementMoments::raw_quadrature(const double* y) {
   std::fill(mu_.begin(), mu_.end(), 0.0);
   const std::size_t n_points = gw_.size();
   for (std::size_t p = 0; p < n_points; ++p) {
+    throw_if_cancelled();  // up to 2^26 points: seconds
     const double wt = gw_[p];
     const double* xp = grid_.data() + p * u;
     for (int q = 0; q < u; ++q) {
@@ -362,15 +368,17 @@ class Path {
     std::copy(y0, y0 + y_.size(), y_.begin());
     const OdeModel& m = sp_.model;
     const int K = m.K, M = m.M;
+    const double bound = divergence_bound(y0, y_.size(), m.P.data(), m.P.size(), m.v.data(), m.v.size());
+    std::vector<double> scratch(static_cast<std::size_t>(K + M) * (K + M));
     const double sq = std::sqrt(sp_.dt), inv_d = 1.0 / sp_.d;
     std::size_t next = 0;
     double r_prev = rhs_.risk(y_.data());
     const double thr = std::max(sp_.risk_tol, sp_.risk_rtol >= 0.0 ? sp_.risk_rtol * r_prev : -1.0);
-    long long reported = 0;
+    ProgressReporter report(progress);
     for (long long step = 0;; ++step) {
       const bool at_record = next < sp_.record_steps.size() && sp_.record_steps[next] == step;
       const double r = step == 0 ? r_prev : (thr >= 0.0 || at_record) ? rhs_.risk(y_.data()) : 0.0;
-      if (!std::isfinite(r)) return stop(1, step);
+      if (!std::isfinite(r)) return stop(1, step, kRiskNotFinite);
       const bool crossed = thr >= 0.0 && r <= thr;
       if (crossed || at_record) {
         record(r);
@@ -383,18 +391,12 @@ class Path {
         return;
       }
       if (step == sp_.steps) break;
-      if ((step & 255) == 0) {
-        if (cancel_requested()) return stop(2, step);
-        if (progress) {
-          progress->fetch_add(step - reported, std::memory_order_relaxed);
-          reported = step;
-        }
-      }
+      if (cancel_requested()) return stop(2, step);  // every step: one can take milliseconds
       r_prev = r;
       // y += F dt + sqrt(dt / d) chol(Cov xi) z
       rhs_(y_.data(), f_.data(), 1);
-      if (!mom_(y_.data(), mean_.data(), cov_.data())) return stop(1, step);
-      if (!cholesky_psd(cov_.data(), nc_, 1e-13)) return stop(1, step);
+      if (!mom_(y_.data(), mean_.data(), cov_.data())) return stop(1, step, kNotPsd);
+      if (!cholesky_psd(cov_.data(), nc_, 1e-13)) return stop(1, step, kNotPsd);
       const long long slot = step % kBufSteps;
       if (slot == 0) rng::gaussians(stream_, static_cast<std::uint64_t>(step) * nc_, buf_.size(), buf_.data());
       const double* z = buf_.data() + slot * nc_;
@@ -414,17 +416,18 @@ class Path {
         for (int rr = 0; rr < M; ++rr, ++c) y_[m.offset_M() + i * M + rr] += dz_[c];
       if (m.lr_readout > 0.0)
         for (int i = 0; i < K; ++i, ++c) y_[m.offset_a() + i] += dz_[c];
-      for (double v : y_)
-        if (!std::isfinite(v) || std::fabs(v) > 1e12) return stop(1, step + 1);
+      if (const int code = divergence_code(y_.data(), K, M, m.P.data(), bound, scratch.data()))
+        return stop(1, step + 1, code);
+      report.add(1);
     }
-    if (progress) progress->fetch_add(sp_.steps - reported, std::memory_order_relaxed);
   }
 
  private:
   static constexpr long long kBufSteps = 256;
 
-  void stop(int status, long long step) {
+  void stop(int status, long long step, int reason = 0) {
     out_.status = status;
+    out_.reason = reason;
     out_.stop_time = step * sp_.dt;
   }
 
@@ -474,6 +477,7 @@ class PathBlock {
     ss_ = static_cast<int>(m.state_size());
     const std::size_t u = static_cast<std::size_t>(u_), nc = static_cast<std::size_t>(nc_);
     y_.assign(W * static_cast<std::size_t>(ss_), 0.0);
+    scratch_.assign(u * u, 0.0);
     L_.assign(u * u * W, 0.0);
     z_.assign(u * W, 0.0);
     g_.assign(u * W, 0.0);
@@ -492,28 +496,25 @@ class PathBlock {
     zt_.assign(static_cast<std::size_t>(M_), 0.0);
   }
 
+  // Ctrl-C is checked before every step and between the quadrature points of one (a step costs up to seconds at
+  // K + M = 4): the lanes stop at the step they were about to take.
   void go(std::atomic<long long>* progress) {
+    ProgressReporter report(progress);
     for (int l = 0; l < W; ++l) refill(l);
-    for (long long iter = 0;; ++iter) {
-      if ((iter & 255) == 0) {
-        if (cancel_requested()) {
-          for (int l = 0; l < W; ++l)
-            if (lane_[l].active) stop(l, 2, lane_[l].step);
-          return;
-        }
-        if (progress) {
-          progress->fetch_add(done_steps_, std::memory_order_relaxed);
-          done_steps_ = 0;
-        }
-      }
+    for (;;) {
       bool any = false;
       for (int l = 0; l < W; ++l) any = any || lane_[l].active;
       if (!any) break;
-      moments();
+      if (cancel_requested() || !moments()) {
+        for (int l = 0; l < W; ++l)
+          if (lane_[l].active) stop(l, 2, lane_[l].step);
+        return;
+      }
       for (int l = 0; l < W; ++l)
         if (lane_[l].active) advance(l);
+      report.add(done_steps_);
+      done_steps_ = 0;
     }
-    if (progress) progress->fetch_add(done_steps_, std::memory_order_relaxed);
   }
 
  private:
@@ -524,6 +525,7 @@ class PathBlock {
     long long step = 0;
     std::size_t next = 0;
     double r_prev = 0.0, thr = -1.0;
+    double bound = 0.0;  // the path's divergence bound (divergence.hpp)
     rng::StreamId stream{0, 0, kSdeStream};
   };
 
@@ -546,12 +548,15 @@ class PathBlock {
       SdeOut& o = out_[j];
       o.recorded = 0;
       o.status = 0;
+      o.reason = 0;
       o.stop_time = std::numeric_limits<double>::quiet_NaN();
       if (cancel_requested()) {
         stop(l, 2, 0);
         continue;
       }
       std::copy(y0_ + j * y0_stride_, y0_ + j * y0_stride_ + ss_, y(l));
+      const OdeModel& m = sp_.model;
+      ln.bound = divergence_bound(y(l), static_cast<std::size_t>(ss_), m.P.data(), m.P.size(), m.v.data(), m.v.size());
       ln.r_prev = rhs_.risk(y(l));
       ln.thr = std::max(sp_.risk_tol, sp_.risk_rtol >= 0.0 ? sp_.risk_rtol * ln.r_prev : -1.0);
       if (prepare(l)) return;
@@ -566,9 +571,10 @@ class PathBlock {
     for (int i = 0; i < K_; ++i) a_[static_cast<std::size_t>(i) * W + l] = 0.0;
   }
 
-  void stop(int l, int status, long long step) {
+  void stop(int l, int status, long long step, int reason = 0) {
     SdeOut& o = out_[lane_[l].path];
     o.status = status;
+    o.reason = reason;
     o.stop_time = step * sp_.dt;
     lane_[l].active = false;
   }
@@ -593,7 +599,7 @@ class PathBlock {
     const bool at_record = ln.next < sp_.record_steps.size() && sp_.record_steps[ln.next] == step;
     const double r = step == 0 ? ln.r_prev : (ln.thr >= 0.0 || at_record) ? rhs_.risk(y(l)) : 0.0;
     if (!std::isfinite(r)) {
-      stop(l, 1, step);
+      stop(l, 1, step, kRiskNotFinite);
       return false;
     }
     const bool crossed = ln.thr >= 0.0 && r <= ln.thr;
@@ -614,7 +620,7 @@ class PathBlock {
     }
     ln.r_prev = r;
     if (!mom_.factor(y(l), Ll_.data())) {
-      stop(l, 1, step);
+      stop(l, 1, step, kNotPsd);
       return false;
     }
     const std::size_t uu = static_cast<std::size_t>(u_) * u_;
@@ -651,8 +657,9 @@ class PathBlock {
     }
   }
 
-  // Raw E[xi], E[xi xi^T] (upper triangle) of every lane by the Gauss-Hermite product rule (as raw_quadrature).
-  void moments() {
+  // Raw E[xi], E[xi xi^T] (upper triangle) of every lane by the Gauss-Hermite product rule (as raw_quadrature);
+  // false when a cancellation cut them short.
+  bool moments() {
     const OdeModel& m = sp_.model;
     const int K = K_, M = M_, u = u_, nc = nc_;
     const double lr = m.lr, lra = m.lr_readout, s = std::sqrt(m.noise);
@@ -662,6 +669,7 @@ class PathBlock {
     const std::vector<double>& gw = mom_.grid_weights();
     const std::size_t n_points = gw.size();
     for (std::size_t p = 0; p < n_points; ++p) {
+      if (cancel_requested()) return false;
       const double wt = gw[p];
       const double* xp = grid.data() + p * u;
       for (int q = 0; q < u; ++q) {
@@ -755,6 +763,7 @@ class PathBlock {
         }
       }
     }
+    return true;
   }
 
   // One Euler-Maruyama step of lane l: y += E[Pi xi] dt + sqrt(dt / d) chol(Cov(Pi xi)) z, then the next step's
@@ -772,7 +781,7 @@ class PathBlock {
     }
     mom_.finish(yl, mean_.data(), cov_.data());
     if (!cholesky_psd(cov_.data(), nc, 1e-13)) {
-      stop(l, 1, ln.step);
+      stop(l, 1, ln.step, kNotPsd);
       return refill(l);
     }
     double* buf = buf_.data() + static_cast<std::size_t>(l) * nc * kBufSteps;
@@ -798,11 +807,10 @@ class PathBlock {
       for (int i = 0; i < K; ++i, ++c) yl[m.offset_a() + i] += inc(c);
     ++ln.step;
     ++done_steps_;
-    for (int q = 0; q < ss_; ++q)
-      if (!std::isfinite(yl[q]) || std::fabs(yl[q]) > 1e12) {
-        stop(l, 1, ln.step);
-        return refill(l);
-      }
+    if (const int code = divergence_code(yl, K, M, m.P.data(), ln.bound, scratch_.data())) {
+      stop(l, 1, ln.step, code);
+      return refill(l);
+    }
     if (!prepare(l)) refill(l);
   }
 
@@ -819,6 +827,7 @@ class PathBlock {
   long long done_steps_ = 0;
   Lane lane_[W];
   std::vector<double> y_, L_, z_, g_, dg_, e_, a_, c0_, c1_, c2_, mu_, S_, Ll_, mean_, cov_, buf_, zt_;
+  std::vector<double> scratch_;  // divergence_code's workspace
 };
 
 }  // namespace
@@ -832,17 +841,25 @@ void sde_simulate(const SdeSpec& sp, const double* y0, std::size_t y0_stride, co
     if (s <= prev || s > sp.steps) throw std::invalid_argument("record_steps: must increase strictly within [0, steps]");
     prev = s;
   }
-  IncrementMoments check(sp.model, sp.nodes, sp.weights);  // validates the model and the activations
+  for (std::size_t j = 0; j < n_paths; ++j) {  // a path never started (Ctrl-C first) reads as interrupted at 0
+    out[j].recorded = 0;
+    out[j].status = 2;
+    out[j].reason = 0;
+    out[j].stop_time = 0.0;
+  }
+  // Building a quadrature grid (here and in each thread's block) stops with Interrupted on Ctrl-C: every path
+  // then reads as never started.
+  std::optional<IncrementMoments> check;
+  try {
+    check.emplace(sp.model, sp.nodes, sp.weights);  // validates the model and the activations
+  } catch (const Interrupted&) {
+    return;
+  }
   std::exception_ptr error;
   std::mutex error_mutex;
   const int threads = resolve_threads(n_threads);
   (void)threads;
-  for (std::size_t j = 0; j < n_paths; ++j) {  // a path never started (Ctrl-C first) reads as interrupted at 0
-    out[j].recorded = 0;
-    out[j].status = 2;
-    out[j].stop_time = 0.0;
-  }
-  if (!check.exact()) {  // quadrature moments: paths in SIMD lanes, each thread a block taking paths as lanes free up
+  if (!check->exact()) {  // quadrature moments: paths in SIMD lanes, each thread a block taking paths as lanes free up
     std::atomic<std::size_t> next_path{0};
 #ifdef TWOLAYER_OPENMP
 #pragma omp parallel num_threads(threads) if (threads > 1 && n_paths > 1)
@@ -851,6 +868,7 @@ void sde_simulate(const SdeSpec& sp, const double* y0, std::size_t y0_stride, co
       try {
         PathBlock block(sp, y0, y0_stride, runs, out, next_path, n_paths);
         block.go(progress);
+      } catch (const Interrupted&) {  // while building the block's grid: its paths were never started
       } catch (...) {
         std::lock_guard<std::mutex> lock(error_mutex);
         if (!error) error = std::current_exception();
@@ -866,6 +884,7 @@ void sde_simulate(const SdeSpec& sp, const double* y0, std::size_t y0_stride, co
     const std::size_t jj = static_cast<std::size_t>(j);
     if (cancel_requested()) continue;
     out[jj].status = 0;
+    out[jj].reason = 0;
     out[jj].stop_time = std::numeric_limits<double>::quiet_NaN();
     try {
       Path path(sp, runs[jj], out[jj]);

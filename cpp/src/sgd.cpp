@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "twolayer/divergence.hpp"
 #include "twolayer/memory.hpp"
 #include "twolayer/parallel.hpp"
 #include "twolayer/population.hpp"
@@ -48,8 +49,10 @@ void dots(const double* const* rows, int n, const double* x, int d, double* out)
   if (n - r == 1) dot_rows<1>(rows + r, x, d, out + r);
 }
 
+// Thrown where a run breaks the divergence rule (divergence.hpp): the step and the DivergenceCode.
 struct Diverged {
   long long step;
+  int code;
 };
 
 class Run {
@@ -102,6 +105,11 @@ class Run {
     }
     Q_.assign(static_cast<std::size_t>(K_) * K_, 0.0);
     Mo_.assign(static_cast<std::size_t>(K_) * M_, 0.0);
+    state_.assign(static_cast<std::size_t>(K_) * (K_ + M_ + 1), 0.0);
+    scratch_.assign(static_cast<std::size_t>(K_ + M_) * (K_ + M_), 0.0);
+    overlaps();  // the start's state, whose scale sets the run's divergence bound
+    bound_ = divergence_bound(state_.data(), state_.size(), P_, static_cast<std::size_t>(M_) * M_, v_,
+                              static_cast<std::size_t>(M_));
   }
 
   void go(std::atomic<long long>* progress) {
@@ -117,6 +125,7 @@ class Run {
           if (record(step)) break;  // early stop
         }
         if (step == sp_.steps) break;
+        if (step % d_ == 0) check(step);  // the divergence rule once per unit of time between records too
         if (cancel_requested()) {
           out_.status = 2;
           out_.stop_step = step;
@@ -136,6 +145,7 @@ class Run {
     } catch (const Diverged& e) {
       out_.status = 1;
       out_.stop_step = e.step;
+      out_.reason = e.code;
     }
     if (out_.status == 0) out_.stop_time = std::numeric_limits<double>::quiet_NaN();
     else if (out_.status != 3) out_.stop_time = static_cast<double>(out_.stop_step) / d_;
@@ -172,10 +182,12 @@ class Run {
   std::vector<std::size_t> perm_;
   long long epoch_ = -1;
   std::vector<double> Q_, Mo_;
+  std::vector<double> state_, scratch_;  // (Q, M, a) of the last check, and divergence_code's workspace
+  double bound_ = 0.0;                   // the run's divergence bound (divergence.hpp)
 
   void project() {
     for (int i = 0; i < K_; ++i) {
-      if (!(norms_[i] > 0.0) || !std::isfinite(norms_[i])) throw Diverged{0};
+      if (!(norms_[i] > 0.0) || !std::isfinite(norms_[i])) throw Diverged{step_, kNotFinite};
       double* w = W_.data() + static_cast<std::size_t>(i) * d_;
       const double r = std::sqrt(sp_.scale / norms_[i]);
       double n = 0.0;
@@ -300,7 +312,7 @@ class Run {
     else dots(rows_.data(), n_dot_, x, d_, lam_.data());
     const double y = teacher_label(lam_.data() + K_, has_noise_ ? nbuf_[row] : 0.0);
     const double E = y - output();
-    if (!(std::fabs(E) <= sp_.blowup)) throw Diverged{step};
+    if (!(std::fabs(E) <= sp_.blowup)) throw Diverged{step, kSampleOverflow};
     const double xx = fused_sphere_ ? lam_[n_dot_ - 1] : 0.0;
     for (int i = 0; i < K_; ++i) {
       const double c = gw_ * a_[i] * dsigma(sp_.student, lam_[i] * inv_sqrt_s_) * E;
@@ -310,7 +322,7 @@ class Run {
       if (fused_sphere_) {
         // |w + c x|^2 = |w|^2 + 2 c w.x + c^2 |x|^2; then w <- r (w + c x), r = sqrt(s / that)
         const double n_new = norms_[i] + 2.0 * c * lam_[i] + c * c * xx;
-        if (!(n_new > 0.0) || !std::isfinite(n_new)) throw Diverged{step};
+        if (!(n_new > 0.0) || !std::isfinite(n_new)) throw Diverged{step, kNotFinite};
         r = std::sqrt(sp_.scale / n_new);
         rc = r * c;
       }
@@ -394,7 +406,7 @@ class Run {
         y = y_[k];
       }
       const double E = y - output();
-      if (!(std::fabs(E) <= sp_.blowup)) throw Diverged{step};
+      if (!(std::fabs(E) <= sp_.blowup)) throw Diverged{step, kSampleOverflow};
       for (int i = 0; i < K_; ++i) {
         cw_[static_cast<std::size_t>(i) * B + nu] = gw_ * a_[i] * dsigma(sp_.student, lam_[i] * inv_sqrt_s_) * E;
         if (ga_ != 0.0) da_[i] += ga_ * sig_[i] * E;
@@ -414,7 +426,7 @@ class Run {
       if (fused_sphere_) {
         // |w + c x|^2 = |w|^2 + 2 c w.x + c^2 |x|^2, then w <- r (w + c x) with r = sqrt(s / that).
         const double n_new = norms_[i] + 2.0 * c * lam_[i] + c * c * xx;
-        if (!(n_new > 0.0) || !std::isfinite(n_new)) throw Diverged{step_};
+        if (!(n_new > 0.0) || !std::isfinite(n_new)) throw Diverged{step_, kNotFinite};
         const double r = std::sqrt(sp_.scale / n_new), rc = r * c;
         double n = 0.0;
 #pragma omp simd reduction(+ : n)
@@ -451,16 +463,26 @@ class Run {
     if (sp_.spherical) project();
   }
 
-  // The overlaps (into Q_, Mo_) and the exact excess risk of the current weights.
-  double risk_now(long long step) {
+  // The overlaps of the current weights into Q_, Mo_ and state_ = (Q, M, a).
+  void overlaps() {
     gram(W_.data(), K_, W_.data(), K_, d_, sp_.scale, Q_.data(), 1);
     gram(W_.data(), K_, Wt_, M_, d_, sp_.scale, Mo_.data(), 1);
-    for (int i = 0; i < K_; ++i)
-      if (!(std::fabs(Q_[static_cast<std::size_t>(i) * K_ + i]) <= sp_.blowup)) throw Diverged{step};
+    std::copy(Q_.begin(), Q_.end(), state_.begin());
+    std::copy(Mo_.begin(), Mo_.end(), state_.begin() + static_cast<std::ptrdiff_t>(Q_.size()));
+    std::copy(a_.begin(), a_.end(), state_.end() - K_);
+  }
+  // The overlaps of the current weights; throws Diverged if they break the divergence rule (divergence.hpp).
+  void check(long long step) {
+    overlaps();
+    if (const int code = divergence_code(state_.data(), K_, M_, P_, bound_, scratch_.data())) throw Diverged{step, code};
+  }
+  // The overlaps (into Q_, Mo_), checked, and the exact excess risk of the current weights.
+  double risk_now(long long step) {
+    check(step);
     const double r = sp_.target ? target_risk(*sp_.target, Q_.data(), Mo_.data(), a_.data(), K_, sp_.student)
                                 : overlap_risk(Q_.data(), Mo_.data(), P_, a_.data(), v_, K_, M_, sp_.student,
                                                sp_.teacher);
-    if (!std::isfinite(r)) throw Diverged{step};
+    if (!std::isfinite(r)) throw Diverged{step, kRiskNotFinite};
     return r;
   }
 
@@ -538,6 +560,7 @@ void sgd_simulate(const SgdSpec& sp, const double* W0, const double* a0, std::si
       out[jj].recorded = 0;
       out[jj].status = 0;
       out[jj].stop_step = -1;
+      out[jj].reason = 0;
       out[jj].stop_time = std::numeric_limits<double>::quiet_NaN();
       if (cancel_requested()) {  // not started
         out[jj].status = 2;
@@ -550,6 +573,7 @@ void sgd_simulate(const SgdSpec& sp, const double* W0, const double* a0, std::si
     } catch (const Diverged& e) {  // thrown by the constructor (degenerate spherical start)
       out[j].status = 1;
       out[j].stop_step = e.step < 0 ? 0 : e.step;
+      out[j].reason = e.code;
       out[j].stop_time = static_cast<double>(out[j].stop_step) / sp.d;
     } catch (...) {
       std::lock_guard<std::mutex> lock(error_mutex);

@@ -3,9 +3,9 @@
 #include "twolayer/step_flow.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <limits>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -33,6 +33,7 @@ constexpr double kSlack = 0.05;     //      kSlack x its distance (its path is o
 constexpr double kApproach = 0.5;   // a step covers at most this fraction of the time to the nearest meeting,
 constexpr double kLinear = 1e-3;    // or, closer than kLinear rad (where the arrival is nearly linear in t),
 constexpr double kFinal = 0.98;     // this fraction: the meeting is then reached in a few steps and snapped
+constexpr double kStiff = 1.0;      // and at most this multiple of distance / cusp speed near a meeting point
 constexpr double kTwoPi = 2.0 * kPi;
 
 double dot(const double* x, const double* y, int n) {
@@ -106,6 +107,14 @@ class Flow {
   std::vector<Link> link;
   std::vector<double> W, dW, ga, vf;  // workspace; vf: the last velocity() call's free velocities
   std::vector<char> valid;           // the last velocity() call's sliding condition per linked student
+  // limit()'s bodies: direction u, velocity du (null: fixed), cusp weight A, inverse mass im; a teacher's index
+  // (teacher) or its lead student (lead)
+  struct Body {
+    const double *u, *du;
+    double A, im;
+    int teacher, lead;
+  };
+  std::vector<Body> bodies;
 
   Population population(const double* U, const double* a) {
     for (int i = 0; i < K; ++i)
@@ -193,40 +202,93 @@ class Flow {
       if (dy) rate += dy[c] * (x[c] - cs.c * y[c]) / cs.s;
     }
   }
-  bool same_cluster(int i, int k) const {
-    return (link[i].teacher >= 0 && link[i].teacher == link[k].teacher) ||
-           (link[i].lead >= 0 && link[i].lead == link[k].lead);
+
+  // Whether the cusp (speed c) of the meeting point nearest to bodies b and o (at angle theta) attracts and holds
+  // them against the rest of their relative velocity: |F| < c, F = du_b - sigma du_o + c x (x: the unit vector
+  // from the meeting point to b in the tangent plane at u_b, sigma = +-1 for the meeting at 0 or pi), so that they
+  // close in on it, their direction x turning at the rate |F| / phi.
+  bool held(const Body& b, const Body& o, double theta, double c) const {
+    const double sigma = theta < 0.5 * kPi ? 1.0 : -1.0;
+    if (!(sigma * b.A * o.A < 0.0)) return false;  // a repulsive cusp
+    double xu = 0.0, wu = 0.0;
+    for (int j = 0; j < n; ++j) {
+      xu += (b.u[j] - sigma * o.u[j]) * b.u[j];
+      wu += (b.du[j] - (o.du ? sigma * o.du[j] : 0.0)) * b.u[j];
+    }
+    double x2 = 0.0;
+    for (int j = 0; j < n; ++j) {
+      const double x = b.u[j] - sigma * o.u[j] - xu * b.u[j];
+      x2 += x * x;
+    }
+    const double rx = x2 > 0.0 ? 1.0 / std::sqrt(x2) : 0.0;
+    double f2 = 0.0;
+    for (int j = 0; j < n; ++j) {
+      const double f = b.du[j] - (o.du ? sigma * o.du[j] : 0.0) - wu * b.u[j] +
+                       c * rx * (b.u[j] - sigma * o.u[j] - xu * b.u[j]);
+      f2 += f * f;
+    }
+    return f2 < c * c;
   }
 
-  // The approach limiter: the largest step (inf if none) and, per student, the distance to the nearest meeting it
-  // approaches (inf if none), from the state U and its velocity dU.
-  double limit(const double* U, const double* dU, std::vector<double>& near) const {
+  // The step limiter: the largest step (inf if none) and, per student, the distance to the nearest meeting it
+  // approaches (inf if none), from the state U, a and its velocity dU at rate s.
+  //
+  // It looks at bodies, the units that move as one: a teacher with the students on it (fixed), a free cluster, a
+  // free student. A body B has a direction u_B (its members at sigma_k u_B), a mass M_B = sum_k |w_k|^2 (infinite
+  // for a teacher) and a cusp weight A_B = sum_k sigma_k a_k (minus v_r for a teacher): near a meeting of B and B'
+  // at angle phi from 0 (or pi), their risk is smooth but for the cusp -+A_B A_B' phi / (2 pi), which turns
+  // u_B towards (or away from) the meeting point at the angular speed c = lr s |A_B A_B'| (1/M_B + 1/M_B') / (2 pi)
+  // (du_B/dt = -lr s dR/du_B / M_B). Two bounds per pair of bodies:
+  // - approach: a step covers at most a fraction of the time to the meeting the pair closes in on (angle 0, or pi
+  //   when it opens), so that no step jumps over a meeting;
+  // - cusp: the cusp's field turns on the length scale of the distance phi to the meeting point (its Lipschitz
+  //   constant is c / phi), so while the cusp holds the pair (held()) a step stays below kStiff phi / c, closing
+  //   or not, and the explicit stages never straddle the point. Without it a student held off a teacher by a
+  //   smooth force nearly as strong as the cusp (closing rate << c) took steps at the stability limit of the
+  //   Runge-Kutta method and chattered around the teacher at a distance ~ h c instead of reaching it: the risk
+  //   rose between steps, at ~700 steps per unit time.
+  //   Cusps that cancel (an antipodal pair of students with equal readouts, which is a constant function; a student
+  //   on its teacher with the readout of the teacher) leave a smooth field and bound nothing; a pair that the cusp
+  //   does not hold (it separates, or passes by) is left to the approach bound and the error control: bounding it
+  //   too cost ~1e5 steps for a pair that left a cluster at the margin of its sliding condition.
+  double limit(const double* U, const double* a, const double* dU, double s, std::vector<double>& near) {
     double h = std::numeric_limits<double>::infinity();
     near.assign(K, std::numeric_limits<double>::infinity());
-    auto consider = [&](int i, int k, double theta, double rate) {
-      // to angle 0 (closing, rate > 0) or to pi (opening, rate < 0)
-      const double dist = rate > 0.0 ? theta : kPi - theta, speed = std::fabs(rate);
-      if (!(speed > 0.0) || !(dist > kStepSnap)) return;
-      const double frac = dist < kLinear ? kFinal : kApproach;
-      h = std::min(h, frac * dist / speed);
-      if (dist < kNear) {
-        near[i] = std::min(near[i], dist);
-        if (k >= 0) near[k] = std::min(near[k], dist);
-      }
-    };
+    bodies.clear();
+    for (int r = 0; r < Mt; ++r) {
+      double A = -v[r];
+      for (int k = 0; k < K; ++k)
+        if (link[k].teacher == r) A += link[k].sign * a[k];
+      bodies.push_back(Body{&T[r * n], nullptr, A, 0.0, r, -1});
+    }
     for (int i = 0; i < K; ++i) {
-      const bool free = !link[i].linked();
-      double theta, rate;
-      if (link[i].teacher < 0)
-        for (int r = 0; r < Mt; ++r) {
-          approach(&U[i * n], &dU[i * n], &T[r * n], nullptr, theta, rate);
-          consider(i, -1, theta, rate);
-        }
-      for (int k = i + 1; k < K; ++k) {
-        if (same_cluster(i, k) || (!free && link[k].linked() && link[i].teacher >= 0 && link[k].teacher >= 0))
-          continue;
-        approach(&U[i * n], &dU[i * n], &U[k * n], &dU[k * n], theta, rate);
-        consider(i, k, theta, rate);
+      if (link[i].teacher >= 0 || (link[i].lead >= 0 && link[i].lead != i)) continue;
+      double A = 0.0, mass = 0.0;
+      for (int k = 0; k < K; ++k)
+        if (k == i || (link[i].lead == i && link[k].lead == i)) A += link[k].sign * a[k], mass += norm2[k];
+      bodies.push_back(Body{&U[i * n], &dU[i * n], A, 1.0 / mass, -1, i});
+    }
+    // the students of body b
+    auto mark = [&](const Body& b, double dist) {
+      for (int k = 0; k < K; ++k)
+        if ((b.teacher >= 0 && link[k].teacher == b.teacher) || k == b.lead || (b.lead >= 0 && link[k].lead == b.lead))
+          near[k] = std::min(near[k], dist);
+    };
+    const double pull = lr * s / kTwoPi;
+    for (std::size_t q = static_cast<std::size_t>(Mt); q < bodies.size(); ++q) {
+      const Body& b = bodies[q];
+      for (std::size_t o = 0; o < bodies.size(); ++o) {
+        if (o >= static_cast<std::size_t>(Mt) && o <= q) continue;  // each pair of moving bodies once
+        const Body& c = bodies[o];
+        double theta, rate;
+        approach(b.u, b.du, c.u, c.du, theta, rate);
+        const double nearest = std::min(theta, kPi - theta), cusp = pull * std::fabs(b.A * c.A) * (b.im + c.im);
+        if (cusp > 0.0 && nearest > kStepSnap && held(b, c, theta, cusp)) h = std::min(h, kStiff * nearest / cusp);
+        // to angle 0 (closing, rate > 0) or to pi (opening, rate < 0)
+        const double dist = rate > 0.0 ? theta : kPi - theta, speed = std::fabs(rate);
+        if (!(speed > 0.0) || !(dist > kStepSnap)) continue;
+        h = std::min(h, (dist < kLinear ? kFinal : kApproach) * dist / speed);
+        if (dist < kNear) mark(b, dist), mark(c, dist);
       }
     }
     return h;
@@ -334,6 +396,15 @@ class Flow {
   }
 };
 
+// x as operator<< writes a double by default (printf's %g: 6 significant digits), by std::to_chars: messages are
+// composed without iostreams or locales, which crashed inside OpenMP regions in a module that links libstdc++
+// statically (issue 26). (Local to this file until the core has one shared formatting helper.)
+std::string num(double x) {
+  char buf[32];
+  const std::to_chars_result r = std::to_chars(buf, buf + sizeof buf, x, std::chars_format::general, 6);
+  return std::string(buf, r.ptr);
+}
+
 void check(const IntegrateOptions& opt, const StopRule& stop) {
   if (opt.max_steps < 1) throw std::invalid_argument("max_steps: expected a positive number of steps");
   if (!(opt.rtol >= 0.0 && opt.atol >= 0.0 && opt.rtol + opt.atol > 0.0))
@@ -388,9 +459,8 @@ IntegrateResult step_flow_integrate(const OdeModel& model, const double* y0, con
   const double threshold = std::max(stop.risk_tol, stop.risk_rtol * r0);
   if (stop.active() && r0 <= threshold) {
     if (res.t.empty()) record(0.0, Y.data());
-    std::ostringstream s;
-    s << "excess risk " << r0 << " reached the threshold " << threshold << " at t = 0";
-    res.status = "converged", res.stop_time = 0.0, res.message = s.str();
+    res.status = "converged", res.stop_time = 0.0;
+    res.message = "excess risk " + num(r0) + " reached the threshold " + num(threshold) + " at t = 0";
     return res;
   }
 
@@ -410,18 +480,17 @@ IntegrateResult step_flow_integrate(const OdeModel& model, const double* y0, con
   double h = 1e-3;
   while (next < nt) {
     if (cancel_requested() || res.n_steps >= opt.max_steps) {
-      std::ostringstream s;
       if (cancel_requested()) {
-        s << "interrupted at t = " << t << " after " << res.n_steps << " steps";
+        res.message = "interrupted at t = " + num(t) + " after " + std::to_string(res.n_steps) + " steps";
         res.status = "interrupted";
       } else {
-        s << "max_steps = " << opt.max_steps << " steps taken, stopped at t = " << t;
+        res.message = "max_steps = " + std::to_string(opt.max_steps) + " steps taken, stopped at t = " + num(t);
         res.status = "max_steps";
       }
-      res.stop_time = t, res.message = s.str();
+      res.stop_time = t;
       return res;
     }
-    h = std::min({h, flow.limit(Y.data(), dY.data(), near), t_end - t});
+    h = std::min({h, flow.limit(Y.data(), Y.data() + nu, dY.data(), rate(t), near), t_end - t});
     if (opt.h_max > 0.0) h = std::min(h, opt.h_max);
     if (scheduled && piecewise) {
       h = std::min(h, opt.schedule.next_jump(t) - t);
@@ -468,9 +537,8 @@ IntegrateResult step_flow_integrate(const OdeModel& model, const double* y0, con
     flow.merge(Yn.data());
     for (double x : Yn)
       if (!std::isfinite(x)) {
-        std::ostringstream s;
-        s << "diverged at t = " << t_new << ": the state is not finite (NaN or inf)";
-        res.status = "diverged", res.stop_time = t_new, res.message = s.str();
+        res.status = "diverged", res.stop_time = t_new;
+        res.message = "diverged at t = " + num(t_new) + ": the state is not finite (NaN or inf)";
         return res;
       }
     // outputs in (t, t_new], or the early stop located on the dense output
@@ -489,9 +557,9 @@ IntegrateResult step_flow_integrate(const OdeModel& model, const double* y0, con
         else
           Ystop = Yn;
         record(t_stop, Ystop.data());
-        std::ostringstream s;
-        s << "excess risk " << res.risk.back() << " reached the threshold " << threshold << " at t = " << t_stop;
-        res.status = "converged", res.stop_time = t_stop, res.message = s.str();
+        res.status = "converged", res.stop_time = t_stop;
+        res.message = "excess risk " + num(res.risk.back()) + " reached the threshold " + num(threshold) +
+                      " at t = " + num(t_stop);
         return res;
       }
     }
@@ -515,11 +583,11 @@ IntegrateResult step_flow_integrate(const OdeModel& model, const double* y0, con
     }
     h *= e == 0.0 ? 5.0 : std::min(5.0, std::max(0.2, 0.9 * std::pow(e, -0.2)));
   }
-  std::ostringstream s;
-  s << "integrated to t = " << t_end << " in " << res.n_steps << " steps (" << res.n_rhs
-    << " right-hand sides; step units: event location at alignment, Filippov sliding; " << flow.count_on_teachers()
-    << " of " << K << " students on a teacher, " << flow.count_in_clusters() << " in clusters of students at the end)";
-  res.message = s.str();
+  res.message = "integrated to t = " + num(t_end) + " in " + std::to_string(res.n_steps) + " steps (" +
+                std::to_string(res.n_rhs) + " right-hand sides; step units: event location at alignment, Filippov " +
+                "sliding; " + std::to_string(flow.count_on_teachers()) + " of " + std::to_string(K) +
+                " students on a teacher, " + std::to_string(flow.count_in_clusters()) +
+                " in clusters of students at the end)";
   return res;
 }
 

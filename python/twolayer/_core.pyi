@@ -91,6 +91,7 @@ def sgd_simulate(
 def philox4x32(counter: NDArray[np.uint32], key: NDArray[np.uint32]) -> NDArray[np.uint32]: ...
 def rng_gaussians(seed: int, run: int, stream: int, first: int, n: int, scalar: bool = False) -> _F: ...
 def rng_vectorised() -> bool: ...
+def divergence(Q: _F, M: _F, a: _F, P: _F, v: _F, Q0: _F, M0: _F, a0: _F) -> str: ...
 def ode_rhs(
     Q: _F,
     M: _F,
@@ -188,6 +189,8 @@ def ode_integrate_batch(
     progress: Callable[[int], object] | None = None,
     schedule: _Schedule | None = None,
     targets: Sequence[tuple[NDArray[np.int64], _F]] | None = None,
+    out: dict[str, NDArray[Any]] | None = None,
+    members: NDArray[np.int64] | None = None,
 ) -> dict[str, Any]: ...
 def multistart_lbfgs(
     W: _F,

@@ -11,6 +11,7 @@ point under xarray's default (inner) alignment.
 from __future__ import annotations
 
 import functools
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -27,7 +28,17 @@ def output_times(t_max: float, n_points: int) -> NDArray[np.float64]:
 
 @functools.lru_cache(maxsize=64)
 def _exact_grid(t_max: float, n_points: int) -> NDArray[np.float64]:
-    """:func:`output_times`, computed once per (t_max, n_points): a scan asks for the same grid once per group."""
-    T = Fraction(t_max)
+    """:func:`output_times`, computed once per (t_max, n_points): a scan asks for the same grid once per group.
+
+    Vectorised: with t_max = num / 2^j, every product t_max * k is an exact double when the odd part of num
+    times n_points - 1 stays below 2^53 (t_max = 1, 300, 0.5, 1e4, ...), and then one IEEE division by
+    n_points - 1 is the correctly rounded value; otherwise exact integer division (correctly rounded in Python),
+    element by element in NumPy's object loop."""
     last = n_points - 1
-    return np.array([float(T * k / last) for k in range(n_points)], dtype=np.float64)
+    num, den = Fraction(t_max).as_integer_ratio()
+    odd = num >> ((num & -num).bit_length() - 1) if num else 0
+    k = np.arange(n_points, dtype=np.float64)
+    if odd * last < 2**53 and math.isfinite(t_max * last):
+        return (t_max * k) / last
+    exact = (np.arange(n_points, dtype=object) * num) / (den * last)
+    return exact.astype(np.float64)

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _core
 from ._validation import INT32_MAX, boolean, integer, positive, seed_arg
 from .activations import derivative as dsigma
 from .activations import sigma
@@ -26,6 +27,12 @@ from .results import Trajectory
 from .targets import FunctionTarget
 
 _N_TEST = 20_000
+
+
+def _divergence(W: Any, a: Any, Wt: Any, s: float, P: Any, v: Any, start: tuple[Any, Any, Any]) -> str:
+    """Why the run at weights (W, a) has diverged by the rule of every engine (divergence.hpp), '' if not."""
+    with np.errstate(all="ignore"):
+        return _core.divergence(W @ W.T / s, W @ Wt.T / s, a, P, v, *start)
 
 
 def simulate_function_target(student: Any, target: FunctionTarget, *, lr: Any, lr_readout: Any, noise: Any,
@@ -78,7 +85,15 @@ def simulate_function_target(student: Any, target: FunctionTarget, *, lr: Any, l
             W *= math.sqrt(s) / np.linalg.norm(W, axis=1, keepdims=True)
         Qs, Ms, As, Rs = [], [], [], []
         nxt = 0
+        P, v = np.eye(target.k), np.zeros(target.k)
+        start = (W @ W.T / s, W @ Wt.T / s, a.copy())
+        why, stop = "", -1
         for step in range(steps + 1):
+            if step % d == 0 or (nxt < len(rec) and rec[nxt] == step):
+                why = _divergence(W, a, Wt, s, P, v, start)
+                if why:
+                    stop = step
+                    break
             if nxt < len(rec) and rec[nxt] == step:
                 nxt += 1
                 Qs.append(W @ W.T / s)
@@ -114,13 +129,16 @@ def simulate_function_target(student: Any, target: FunctionTarget, *, lr: Any, l
             W = W_new
             if spherical:
                 W *= math.sqrt(s) / np.linalg.norm(W, axis=1, keepdims=True)
-            if not np.all(np.isfinite(W)):
+            if not (np.all(np.isfinite(W)) and np.all(np.isfinite(a))):
+                why, stop = _divergence(W, a, Wt, s, P, v, start), step + 1
                 break
         T = len(Rs)
         runs.append(Trajectory(t=rec[:T] / d, Q=np.array(Qs), M=np.array(Ms), a=np.array(As), risk=np.array(Rs),
-                               status="completed" if T == len(rec) else "diverged",
-                               message=f"{steps} NumPy SGD steps on a FunctionTarget"
-                                       + (f" (training set of {n})" if n else ""), time_unit="t = steps / d",
+                               status="diverged" if why else "completed",
+                               message=(f"diverged at step {stop} (t = {stop / d:g}): {why}" if why else
+                                        f"{steps} NumPy SGD steps on a FunctionTarget"
+                                        + (f" (training set of {n})" if n else "")), time_unit="t = steps / d",
+                               stop_time=stop / d if why else math.nan,
                                student=student.with_weights(W, a / c),
                                meta={"batch_size": B, "d": d, "seed": seed_, "run": int(run), "lr": lr_,
                                      "lr_readout": lr_a, "noise": noise_, "activation": act,

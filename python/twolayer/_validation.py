@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 from collections.abc import Iterable
 from typing import Any, Literal, overload
 
@@ -35,6 +36,23 @@ INT64_MAX = 2**63 - 1
 """The largest value of a C ``long long`` (step counts)."""
 SEED_MAX = 2**64 - 1
 """The largest seed: seeds are unsigned 64-bit integers, 0 <= seed <= 2**64-1."""
+
+
+def physical_memory() -> int:
+    """This machine's physical memory in bytes (0 if unknown), as the core's check_buffer (memory.hpp) sees it."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        return 0
+
+
+def check_memory(n_bytes: int, name: str, what: str) -> None:
+    """MemoryError, naming the argument ``name``, unless ``n_bytes`` (for ``what``) fit in physical memory: checked
+    before anything is built, so that an impossible size fails at once instead of after minutes of work."""
+    mem = physical_memory()
+    if mem and n_bytes > mem:
+        raise MemoryError(f"{name}: {what} would need {n_bytes / 2**30:.3g} GiB, more than this machine's "
+                          f"{mem / 2**30:.3g} GiB of memory")
 
 
 def describe(x: Any) -> str:

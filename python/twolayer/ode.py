@@ -32,12 +32,13 @@ from numpy.typing import ArrayLike, NDArray
 
 from . import _core
 from ._grid import output_times
-from ._interrupt import Interrupted, partial_result
+from ._interrupt import Interrupted, keep_partial, partial_result
 from ._progress import progress_bar
 from ._validation import (
     INT32_MAX,
     as_float_array,
     boolean,
+    check_memory,
     choice,
     integer,
     n_threads_arg,
@@ -81,10 +82,13 @@ def _check_spherical(Q: NDArray[np.float64], spherical: bool, label: Callable[[i
 
 
 def _times(
-    t_max: float | None, times: ArrayLike | None, method: str, dt: float, n_points: int
+    t_max: float | None, times: ArrayLike | None, method: str, dt: float, n_points: int, row_bytes: int = 0
 ) -> NDArray[np.float64]:
+    """The output times, checked; ``row_bytes``: the bytes of the results per output time (checked against
+    memory before the grid is built)."""
     if times is not None:
         ts = as_float_array(times, "times", ndim=1)
+        check_memory(ts.size * row_bytes, "times", f"{ts.size} output times")
         if ts.size == 0:
             raise ValueError("times: expected at least one output time")
         if np.any(ts < 0) or np.any(np.diff(ts) < 0):
@@ -96,6 +100,7 @@ def _times(
         raise ValueError("t_max: give t_max or times")
     T = positive(t_max, "t_max")
     n_points = integer(n_points, "n_points", 2, INT32_MAX)
+    check_memory(n_points * row_bytes, "n_points", f"{n_points} output times")
     ts = output_times(T, n_points)  # the grid SGD records on (twolayer._grid)
     if method != "adaptive":  # times off the fixed-step grid move to it, so outputs need no shortened steps
         k = np.round(ts / dt)
@@ -172,15 +177,17 @@ def _solver_options(
     h_max: float | None,
     max_steps: int,
     n_threads: int | None,
+    row_bytes: int = 0,
 ) -> tuple[tuple[NDArray[np.float64], str, float, float, float], dict[str, Any], dict[str, Any]]:
     """The integrator settings shared by :func:`integrate` and :func:`integrate_batch`, checked: the core's
-    positional tail (times, method, dt, rtol, atol), its keyword arguments, and the matching metadata."""
+    positional tail (times, method, dt, rtol, atol), its keyword arguments, and the matching metadata.
+    ``row_bytes``: the bytes of the results per output time."""
     dt_ = positive(dt, "dt")
     rtol_ = positive(rtol, "rtol", allow_zero=True)
     atol_ = positive(atol, "atol", allow_zero=True)
     if meth == "adaptive" and rtol_ == 0 and atol_ == 0:
         raise ValueError("rtol, atol: they cannot both be 0")
-    ts = _times(t_max, times, meth, dt_, n_points)
+    ts = _times(t_max, times, meth, dt_, n_points, row_bytes)
     keywords = {
         "h_max": 0.0 if h_max is None else positive(h_max, "h_max"),
         "max_steps": _max_steps(max_steps),
@@ -382,8 +389,9 @@ def integrate(
     noise_ = positive(noise, "noise", allow_zero=True)
     tol = 0.0 if risk_tol is None else positive(risk_tol, "risk_tol")
     rtol_r = 0.0 if risk_rtol is None else positive(risk_rtol, "risk_rtol")
+    row_bytes = (ov.K * ov.K + ov.K * ov.n_teacher + ov.K + 1) * 8
     tail, keywords, solver_meta = _solver_options(meth, t_max, times, dt, rtol, atol, n_points, h_max, max_steps,
-                                                  n_threads)
+                                                  n_threads, row_bytes=row_bytes)
     c = 1.0 if ro == "sum" else 1.0 / ov.K
     sched = as_schedule(schedule, t_max=float(tail[0][-1]))
     meta = {**_model_meta(act, t_act, reg, spherical, ro), **solver_meta, "lr": lr_, "lr_readout": lr_a,
@@ -648,8 +656,9 @@ def integrate_batch(
         "risk_tol": _per_member(risk_tol, "risk_tol", B, none=0.0),
         "risk_rtol": _per_member(risk_rtol, "risk_rtol", B, none=0.0),
     }
+    K, Mt = (max((getattr(s, n) for s, _ in groups), default=0) for n in ("K", "n_teacher"))
     tail, keywords, solver_meta = _solver_options(meth, t_max, times, dt, rtol, atol, n_points, h_max, max_steps,
-                                                  n_threads)
+                                                  n_threads, row_bytes=B * (K * K + K * Mt + K + 1) * 8)
     sched = as_schedule(schedule, t_max=float(tail[0][-1]))
     meta = {**_model_meta(act, t_act, reg, spherical, ro), **solver_meta,
             **({} if sched is None else {"schedule": repr(sched)}),
@@ -660,9 +669,10 @@ def integrate_batch(
             repr(t) if t is not None else None for t in tgts))) + "]"
     ts = tail[0]
     outs: list[dict[str, Any] | None] = [None] * len(groups)
+    shared: dict[str, NDArray[Any]] | None = None
 
     def result() -> BatchTrajectory:
-        return _assemble(groups, outs, B, ts, params, meta)
+        return _assemble(groups, outs, B, ts, params, meta, shared)
 
     def run(report: Callable[[int], None] | None) -> None:
         done = 0
@@ -682,7 +692,8 @@ def integrate_batch(
                     stack.Q, stack.M, stack.a, P, v, act, teacher, reg, bool(spherical), params["lr"][idx],
                     lr_a, params["noise"][idx], *tail, 0.0, keywords["h_max"],
                     params["risk_tol"][idx], params["risk_rtol"][idx], keywords["max_steps"], keywords["n_threads"],
-                    callback, schedule=core_arg(sched), targets=member_tgts)
+                    callback, schedule=core_arg(sched), targets=member_tgts, out=shared,
+                    members=None if shared is None else idx)
             except Interrupted as exc:
                 if exc.partial is not None:
                     outs[g] = exc.partial
@@ -690,9 +701,29 @@ def integrate_batch(
                 raise
             done += len(idx)
 
-    with progress_bar(progress, B, "member", "ODE batch") as update:
-        run(update)
-    return result()
+    # a Ctrl-C between two groups' core calls, or in the bar: the finished members (None before the first call)
+    with keep_partial(lambda: None if all(o is None for o in outs) else result()):
+        # several shapes: every group's rows go straight into one set of arrays padded to the largest K and M,
+        # made (NaN) before the first run, so that neither the result nor a Ctrl-C's partial copies them afterwards
+        shared = None if len(groups) == 1 else _padded_rows(B, ts.size, K, Mt)
+        with progress_bar(progress, B, "member", "ODE batch") as update:
+            run(update)
+        return result()
+
+
+def _padded_rows(B: int, T: int, K: int, M: int) -> dict[str, NDArray[Any]]:
+    """The row arrays of a mixed-shape batch, padded to the largest K and M, as the core fills them: NaN, no row
+    recorded (filled in blocks of ~32 MB, so that a Ctrl-C is seen between them)."""
+    def nans(*shape: int) -> NDArray[np.float64]:
+        out = np.empty(shape)
+        step = max(1, (1 << 22) // max(1, out[:1].size))
+        for i in range(0, shape[0], step):
+            out[i:i + step] = math.nan
+        return out
+
+    return {"Q": nans(B, T, K, K), "M": nans(B, T, K, M), "a": nans(B, T, K), "risk": nans(B, T),
+            "t_final": nans(B), "Q_final": nans(B, K, K), "M_final": nans(B, K, M), "a_final": nans(B, K),
+            "risk_final": nans(B), "n_recorded": np.zeros(B, dtype=np.int64)}
 
 
 def _assemble(
@@ -702,10 +733,11 @@ def _assemble(
     ts: NDArray[np.float64],
     params: dict[str, NDArray[np.float64]],
     meta: dict[str, Any],
+    shared: dict[str, NDArray[Any]] | None = None,
 ) -> BatchTrajectory:
     """One BatchTrajectory from the core's per-group outputs (None: the group never ran, its members are
-    "interrupted" with no rows). A single group is used as it is (no copy); several are scattered into
-    NaN-padded arrays of the largest K and M, in the members' input order."""
+    "interrupted" with no rows). A single group is used as it is (no copy); several wrote their rows into the
+    ``shared`` padded arrays (:func:`_padded_rows`), and only their per-member scalars are scattered here."""
     T = ts.shape[0]
     if len(groups) == 1 and outs[0] is not None:
         stack, _ = groups[0]
@@ -720,13 +752,8 @@ def _assemble(
         K = max((s.K for s, _ in groups), default=0)
         Mt = max((s.n_teacher for s, _ in groups), default=0)
         nan = math.nan
-        arrays = {
-            "Q": np.full((B, T, K, K), nan), "M": np.full((B, T, K, Mt), nan), "a": np.full((B, T, K), nan),
-            "risk": np.full((B, T), nan), "t_final": np.full(B, nan), "Q_final": np.full((B, K, K), nan),
-            "M_final": np.full((B, K, Mt), nan), "a_final": np.full((B, K), nan), "risk_final": np.full(B, nan),
-            "stop_time": np.zeros(B), **{k: np.zeros(B, dtype=np.int64) for k in
-                                         ("n_recorded", "n_rhs", "n_steps", "n_rejected")},
-        }
+        arrays = {**(shared if shared is not None else _padded_rows(B, T, K, Mt)), "stop_time": np.zeros(B),
+                  **{k: np.zeros(B, dtype=np.int64) for k in ("n_rhs", "n_steps", "n_rejected")}}
         status = np.full(B, "interrupted", dtype="<U11")
         message = np.full(B, "interrupted before it started", dtype=object)
         P, v = np.full((B, Mt, Mt), nan), np.full((B, Mt), nan)
@@ -737,9 +764,8 @@ def _assemble(
             n_student[idx], n_teacher[idx] = k, m
             if part is None:
                 continue
-            for name, arr in arrays.items():
-                src = part[name]
-                arr[(idx,) + tuple(slice(0, n) for n in src.shape[1:])] = src
+            for name in ("stop_time", "n_rhs", "n_steps", "n_rejected"):
+                arrays[name][idx] = part[name]
             status[idx] = part["status"]
             message[idx] = part["message"]
         message = message.astype(str)
@@ -748,7 +774,8 @@ def _assemble(
         params=_thresholds_off_as_nan(params), time_unit=_TIME_UNIT, meta=meta, **arrays)
 
 
-# |state| above which the integrators report "diverged" (IntegrateOptions::overflow in integrators.hpp).
+# |overlaps| above which rhs() refuses to evaluate (the kernels' range; integrate() stops far earlier, at the
+# divergence rule's bound: docs/conventions.rst, "Divergence").
 _OVERFLOW = 1e100
 
 
@@ -770,8 +797,9 @@ def rhs(
 
     Same conventions and arguments as :func:`integrate` (activations from
     the overlaps when ``activation`` is not given). Overlaps above 1e100 in
-    magnitude (where :func:`integrate` stops with "diverged"), or a
-    right-hand side beyond the double range, raise ValueError.
+    magnitude (beyond the kernels' range; :func:`integrate` stops a run long
+    before, at 1e8 times the scale of its start), or a right-hand side beyond
+    the double range, raise ValueError.
 
     Parameters
     ----------
@@ -825,8 +853,8 @@ def rhs(
     for name in ("Q", "M", "a", "P", "v"):
         big = float(np.max(np.abs(getattr(ov, name)), initial=0.0))
         if big > _OVERFLOW:
-            raise ValueError(f"overlaps: {name} out of range (max |{name}| = {big:.3g} > {_OVERFLOW:.0e}, where the "
-                             "integrators stop with 'diverged')")
+            raise ValueError(f"overlaps: {name} out of range (max |{name}| = {big:.3g} > {_OVERFLOW:.0e}, beyond the "
+                             "kernels' range)")
     c = 1.0 if ro == "sum" else 1.0 / ov.K
     dQ, dM, da = _core.ode_rhs(
         ov.Q,

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._validation import as_float_array
+from ._validation import as_float_array, check_memory
 from .activations import check_activation
 from .networks import Network, check_network
 
@@ -301,6 +301,7 @@ class BatchOverlaps:
         *,
         _label: Callable[[int, str], str] | None = None,
     ) -> None:
+        _check_stack_memory(Q, M, a)
         a_ = as_float_array(a, "a", ndim=2, finite=False).copy()
         B, K = a_.shape
         Q_ = as_float_array(Q, "Q", ndim=3, finite=False).copy()
@@ -394,6 +395,20 @@ class BatchOverlaps:
 
     def __repr__(self) -> str:
         return f"BatchOverlaps(B={len(self)}, K={self.K}, M={self.n_teacher}, activation={self.activation!r})"
+
+
+def _check_stack_memory(Q: ArrayLike, M: ArrayLike, a: ArrayLike) -> None:
+    """MemoryError before anything is copied when B members (from the shapes alone) cannot fit: the copies of Q,
+    M, a, P, v and the stacked Omega and its factor of :func:`check_stack` (a wrong shape is left to the checks
+    that follow)."""
+    try:
+        (B, K), Mt = np.shape(a), np.shape(M)[2]
+        np.shape(Q)
+    except (ValueError, IndexError, TypeError):
+        return
+    u = K + Mt
+    check_memory(8 * B * (K * K + K * Mt + K + Mt * Mt + Mt + 2 * u * u), "Q, M, a",
+                 f"a batch of B = {B} members of K = {K}, M = {Mt} units")
 
 
 def gram(A: NDArray[np.float64], B: NDArray[np.float64], scale: float, name: str) -> NDArray[np.float64]:

@@ -53,7 +53,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _core
-from ._interrupt import partial_result
+from ._interrupt import keep_partial, partial_result
 from ._progress import progress_bar
 from ._validation import INT32_MAX, as_float_array, boolean, integer, n_threads_arg, positive, seed_arg
 from .activations import ActivationName
@@ -275,8 +275,9 @@ def simulate(
     Returns
     -------
     twolayer.sgd.Ensemble
-        Statuses: completed, converged, diverged (the state left the positive semi-definite cone or blew up),
-        interrupted.
+        Statuses: completed, converged, diverged (by the rule every engine shares, checked at every step: the
+        state not finite, grown past 1e8 times the scale of its start and teacher, or out of the positive
+        semi-definite cone; docs: conventions, "Divergence"; the message says which), interrupted.
 
     Examples
     --------
@@ -354,7 +355,7 @@ def simulate(
                 t[-1] = math.ceil(stop_time / dt_ - 1e-9) * dt_
             msg = {"completed": f"{n_steps} Euler-Maruyama steps of dt = {dt_:g}",
                    "converged": f"reached the risk threshold; interpolated crossing at t = {stop_time:g}",
-                   "diverged": f"diverged at t = {stop_time:g} (left the positive semi-definite cone or blew up)",
+                   "diverged": f"diverged at t = {stop_time:g}: {out['reason'][j]}",
                    "interrupted": f"interrupted at t = {stop_time:g}"}[status]
             runs.append(Trajectory(t=t, Q=out["Q"][j, :T].copy(), M=out["M"][j, :T].copy(),
                                    a=out["a"][j, :T].copy(), risk=out["risk"][j, :T].copy(), status=status,
@@ -366,9 +367,11 @@ def simulate(
         return Ensemble(runs=runs, run_ids=run_ids, t=t_rec, seed=seed_, meta=meta, params=params)
 
     state = _state(ov) if y0 is None else np.ascontiguousarray(y0)
-    with partial_result(results), progress_bar(progress, n_steps * run_ids.size, "step", "SDE", True) as update:
-        out = _core.sde_simulate(state, ov.K, ov.P, ov.v, act, "linear" if tgt else t_act, sph, lr_, lr_a, noise_,
-                                 d_, dt_, n_steps, steps_rec, x, w, seed_, run_ids.astype(np.uint32), tol, rtol,
-                                 n_threads_arg(n_threads), progress=update, **tkw)
-    return results(out)
+    out: dict[str, Any] | None = None
+    with keep_partial(lambda: None if out is None else results(out)):  # a Ctrl-C in the bar or the conversion
+        with partial_result(results), progress_bar(progress, n_steps * run_ids.size, "step", "SDE", True) as update:
+            out = _core.sde_simulate(state, ov.K, ov.P, ov.v, act, "linear" if tgt else t_act, sph, lr_, lr_a,
+                                     noise_, d_, dt_, n_steps, steps_rec, x, w, seed_, run_ids.astype(np.uint32), tol,
+                                     rtol, n_threads_arg(n_threads), progress=update, **tkw)
+        return results(out)
 

@@ -44,7 +44,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _core
-from ._interrupt import partial_result
+from ._interrupt import keep_partial, partial_result
 from ._progress import progress_bar
 from ._validation import (
     INT32_MAX,
@@ -600,7 +600,10 @@ def simulate(
         weights are attached, and ``stop_time`` (``Ensemble.stop_time``) is the crossing time
         interpolated linearly in t between that record and the previous one (the record's own time when it
         is the first). ``stop_time`` of a diverged or interrupted run is the time it stopped; NaN for a run
-        that ran to the end.
+        that ran to the end. A run diverges by the rule every engine shares (docs: conventions, "Divergence"):
+        its overlaps (Q, M, a) not finite, grown past 1e8 times the scale of its start and teacher, or out of the
+        positive semi-definite cone, checked at every record and every d steps (or a sample's error overflowing
+        within a step); its ``message`` says which.
     schedule : Schedule, array or callable, optional
         Learning-rate multiplier (:mod:`twolayer.schedules`): step n uses lr s(n / d) and lr_readout s(n / d),
         evaluated in the core's loop, the same s(t) as :func:`twolayer.ode.integrate`'s; an array holds one
@@ -766,7 +769,7 @@ def simulate(
         stop = int(out["stop_step"][j])
         stop_time = float(out["stop_time"][j])
         if status == "diverged":
-            msg = f"diverged at step {stop} (t = {stop / d:g}): non-finite or exploding error or weights"
+            msg = f"diverged at step {stop} (t = {stop / d:g}): {out['reason'][j]}"
         elif status == "converged":
             msg = (
                 f"converged: the excess risk recorded at step {stop} (t = {stop / d:g}) is below the early-stop "
@@ -803,6 +806,8 @@ def simulate(
         return Ensemble(runs=trajs, run_ids=run_ids, t=t_all, seed=seed_, meta=meta, params=params)
 
     args: _SgdArgs = (W0, a0, first.activation, teacher.W, teacher.effective_a, teacher.activation, first.scale)
-    with partial_result(results), progress_bar(progress, steps * run_ids.size, "step", "SGD", True) as update:
-        out = _core.sgd_simulate(*args, **kwargs, progress=update)
-    return results(out)
+    out: dict[str, Any] | None = None
+    with keep_partial(lambda: None if out is None else results(out)):  # a Ctrl-C in the bar or the conversion
+        with partial_result(results), progress_bar(progress, steps * run_ids.size, "step", "SGD", True) as update:
+            out = _core.sgd_simulate(*args, **kwargs, progress=update)
+        return results(out)

@@ -27,6 +27,7 @@
 #include <cstddef>
 
 #include "twolayer/activation.hpp"
+#include "twolayer/divergence.hpp"
 #include "twolayer/simd_math.hpp"
 
 #if defined(__CUDACC__)
@@ -325,15 +326,15 @@ TWOLAYER_HD void erf_rhs_lanes(const LaneShape& s, const LaneParams& p, const do
     for (int i = 0; i < K * L; ++i) da[i] = 0.0;
 }
 
-// The state check of the integrators (integrators.cpp state_error) for L lanes: code[l] = 0 (acceptable), 1 (an
-// entry not finite), 2 (an entry above `overflow` in magnitude), 3 (Omega + delta I, delta = psd_tol max|diag Omega|,
+// The divergence rule (divergence.hpp divergence_code) for L lanes: code[l] = 0 (acceptable), 1 (an entry not
+// finite), 2 (an entry above bound[l] in magnitude), 3 (Omega + delta I, delta = kDivergencePsdTol max|diag Omega|,
 // is not positive definite: an LDL^T pivot is not > 0; the pivots are the squares of state_error's Cholesky
 // diagonal, computed without square roots). Codes 1 and 2: the first offending entry in state order decides, as in
-// state_error. y: state_size() entries per lane, lane-major; P: lane-major M x M; ws: (K + M)^2 L doubles. KC, MC > 0:
+// divergence_code. y: state_size() entries per lane, lane-major; P: lane-major M x M; ws: (K + M)^2 L doubles. KC, MC > 0:
 // sizes fixed at compile time (as erf_rhs_lanes).
 template <int L, int KC = 0, int MC = 0>
 TWOLAYER_HD void omega_check_lanes(const LaneShape& s, const double* __restrict P, const double* __restrict y,
-                                   double overflow, double psd_tol, double* __restrict ws, int* code) {
+                                   const double* __restrict bound, double* __restrict ws, int* code) {
   constexpr int UM = KC > 0 ? KC + MC : 2 * kLaneUnitsCap;
   const int K = KC > 0 ? KC : s.K, M = MC > 0 ? MC : s.M, u = std::min(K + M, UM);
   const int n = K * K + K * M + K;
@@ -352,14 +353,14 @@ TWOLAYER_HD void omega_check_lanes(const LaneShape& s, const double* __restrict 
   }
   double flag = 0.0;
   TWOLAYER_LANES
-  for (int l = 0; l < L; ++l) flag += (nan_sum[l] == 0.0 && big[l] <= overflow) ? 0.0 : 1.0;
+  for (int l = 0; l < L; ++l) flag += (nan_sum[l] == 0.0 && big[l] <= bound[l]) ? 0.0 : 1.0;
   for (int l = 0; l < L; ++l) code[l] = 0;
   const bool any = flag != 0.0;
   if (any)
     for (int l = 0; l < L; ++l)
       for (int e = 0; e < n && code[l] == 0; ++e) {
         const double x = y[e * L + l];
-        code[l] = !std::isfinite(x) ? 1 : (std::fabs(x) > overflow ? 2 : 0);
+        code[l] = !std::isfinite(x) ? kNotFinite : (std::fabs(x) > bound[l] ? kGrew : kStateOk);
       }
   // LDL^T of Omega + delta I (e_ij = L_ij d_j, i > j; inv_j = 1 / d_j), lane loops innermost.
   const double* Mo = y + K * K * L;
@@ -375,7 +376,7 @@ TWOLAYER_HD void omega_check_lanes(const LaneShape& s, const double* __restrict 
     for (int l = 0; l < L; ++l) delta[l] = std::max(delta[l], std::fabs(o[l]));
   }
   TWOLAYER_LANES
-  for (int l = 0; l < L; ++l) delta[l] = psd_tol * std::max(delta[l], 1e-300);
+  for (int l = 0; l < L; ++l) delta[l] = kDivergencePsdTol * std::max(delta[l], 1e-300);
   TWOLAYER_UNROLL
   for (int j = 0; j < u; ++j) {
     double d[L];
@@ -408,7 +409,7 @@ TWOLAYER_HD void omega_check_lanes(const LaneShape& s, const double* __restrict 
     }
   }
   (void)ws;
-  for (int l = 0; l < L; ++l) code[l] = code[l] ? code[l] : (bad[l] != 0.0 ? 3 : 0);
+  for (int l = 0; l < L; ++l) code[l] = code[l] ? code[l] : (bad[l] != 0.0 ? kNotPsd : kStateOk);
 }
 
 // Scratch doubles omega_check_lanes<L> needs.
@@ -482,7 +483,7 @@ ErfRhsLanesFn select_erf_rhs_lanes(int K, int M) {
 }
 
 // omega_check_lanes<L, KC, MC> likewise.
-using OmegaCheckLanesFn = void (*)(const LaneShape&, const double*, const double*, double, double, double*, int*);
+using OmegaCheckLanesFn = void (*)(const LaneShape&, const double*, const double*, const double*, double*, int*);
 template <int L>
 OmegaCheckLanesFn select_omega_check_lanes(int K, int M) {
   static constexpr OmegaCheckLanesFn small[4][4] = {

@@ -1,7 +1,6 @@
 // Integrators for the order-parameter ODE (dynamics.hpp): explicit Euler and classical RK4 with a fixed step, and an
 // adaptive Dormand-Prince 5(4) with rtol/atol; output at given times; early stop on the excess risk at the located
-// first-passage time; divergence detection (non-finite or overflowing state, loss of positive semi-definiteness of
-// Omega). A batched driver runs many independent systems in one call, OpenMP across systems; one diverging member
+// first-passage time; divergence detection by the engines' shared rule (divergence.hpp). A batched driver runs many independent systems in one call, OpenMP across systems; one diverging member
 // does not affect the others.
 #pragma once
 #include <atomic>
@@ -37,8 +36,6 @@ struct IntegrateOptions {
   std::vector<double> times;   // output times, non-decreasing, >= 0
   StopRule stop;               // early stop on the excess risk (integrate(); integrate_batch() may give one per member)
   long long max_steps = 100000000;
-  double psd_tol = 1e-8;       // Omega's LDL pivots below -psd_tol * max|diag| mean "diverged"
-  double overflow = 1e100;     // |y| above this means "diverged"
   // lr(t) = lr s(t), lr_readout(t) = lr_readout s(t) (schedule.hpp), evaluated at every stage's time; the adaptive
   // method ends its steps at the schedule's jumps. Not per_step tables (an ODE has no steps).
   Schedule schedule;
@@ -64,8 +61,9 @@ class RowSink {
   virtual void row(std::size_t member, double t, const double* y, double risk) = 0;
 };
 
-// Why state y of model m is not acceptable (nullptr if it is): used after every accepted step.
-const char* state_error(const OdeRhs& f, const double* y, const IntegrateOptions& opt, std::vector<double>& scratch);
+// Why state y of f's model has diverged by the rule of divergence.hpp with the run's bound (divergence_bound of its
+// start), nullptr if it has not: used after every accepted step.
+const char* state_error(const OdeRhs& f, const double* y, double bound, std::vector<double>& scratch);
 
 // Integrates one system from y0. n_threads parallelises inside the right-hand side (large K, M).
 IntegrateResult integrate(const OdeModel& model, const double* y0, const IntegrateOptions& opt, int n_threads);

@@ -91,6 +91,7 @@ struct SdeOut {
   double *Q = nullptr, *M = nullptr, *a = nullptr, *risk = nullptr;  // (T, ...) rows
   std::size_t recorded = 0;
   int status = 0;  // 0 completed, 1 diverged, 2 interrupted, 3 converged
+  int reason = 0;  // diverged: why (a DivergenceCode of divergence.hpp)
   double stop_time = 0.0;
 };
 

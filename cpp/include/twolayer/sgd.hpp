@@ -51,7 +51,9 @@ struct SgdSpec {
   long long steps = 0;
   std::vector<long long> record_steps;  // strictly increasing, each in [0, steps]
   std::uint64_t seed = 0;  // master seed: run streams are keyed by (seed, SgdRun::id)
-  double blowup = 1e100;  // |E| or |w_i|^2 / s above this (or non-finite) ends a run as diverged
+  // A run stops as diverged where its overlaps (Q, M, a) break the divergence rule of divergence.hpp, checked at every
+  // record and every d steps, or where a sample's error |y - f| exceeds this (or is not finite) inside a step.
+  double blowup = 1e100;
   // A polynomial target instead of the committee: labels f(z) with z = Wt x / sqrt(s) the M = k projections (v and
   // the teacher activation unused); the recorded risk is target_risk.
   std::shared_ptr<const PolyTarget> target;
@@ -77,6 +79,7 @@ struct SgdOut {
   // stop; the crossing record is the last row)
   int status = 0;
   long long stop_step = -1;
+  int reason = 0;  // diverged: why (a DivergenceCode of divergence.hpp); else 0
   double stop_time = 0.0;  // converged: the interpolated crossing (t = steps / d); completed: NaN; else stop_step / d
 };
 

@@ -12,7 +12,10 @@
 //    from the chords of the unit vectors: accurate to ~eps / theta down to the snap).
 // 2. Dormand-Prince 5(4) (dormand_prince.hpp) with error control on (u, a), its step also limited to a fraction of
 //    the time any free unit needs to reach the nearest unit it approaches (to angle 0 or pi), so that a step never
-//    jumps over a meeting; near arrival the error of an approaching unit is measured relative to its distance.
+//    jumps over a meeting, and, while a cusp holds two units (the speed c at which it pulls them together exceeds
+//    the rest of their relative velocity), to their distance phi / c: the cusp's field turns on the scale phi, and
+//    longer explicit steps chatter around the meeting point instead of reaching it. Near arrival the error of an
+//    approaching unit is measured relative to its distance.
 // 3. Meetings (events): units within kStepSnap rad of each other (or of each other's antipode) are merged into one
 //    cluster, set exactly onto one direction (u_i = sigma_i u_C, sigma_i = +-1): onto the teacher when one is in
 //    it (a teacher is fixed), else onto the cluster's norm-weighted mean direction. A cluster moves as one (Filippov

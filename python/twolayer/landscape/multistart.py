@@ -15,7 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .. import _core, population
-from .._interrupt import partial_result
+from .._interrupt import keep_partial, partial_result
 from .._progress import progress_bar
 from .._validation import (
     INT32_MAX,
@@ -199,6 +199,18 @@ def random_starts(runs: int, k: int, d: int, init: str, seed: int) -> NDArray[np
     return out
 
 
+def _in_blocks(f: Any, *arrays: NDArray[np.float64], block: int = 8) -> Any:
+    """``f(*arrays)`` for a batched (gufunc) linear-algebra call, in blocks of ``block`` matrices: the same
+    numbers, and a Ctrl-C between two blocks is seen at once rather than after the whole batch."""
+    n = arrays[0].shape[0]
+    if n <= block:
+        return f(*arrays)
+    parts = [f(*(a[i:i + block] for a in arrays)) for i in range(0, n, block)]
+    if isinstance(parts[0], tuple):
+        return tuple(np.concatenate(p) for p in zip(*parts, strict=True))
+    return np.concatenate(parts)
+
+
 def classify_batch(
     W: NDArray[np.float64],
     a: NDArray[np.float64],
@@ -314,7 +326,7 @@ def classify_batch(
     ok = np.flatnonzero(finite & ~kink)
     H_all = hessians(ok) if ok.size else np.empty((0, G.shape[1], G.shape[1]))
     if ok.size:
-        lam[ok] = np.linalg.eigvalsh(H_all)
+        lam[ok] = _in_blocks(np.linalg.eigvalsh, H_all)
     pos = {int(r): j for j, r in enumerate(ok)}
     flat_modes = symmetry_nullity(Network(W[0], a[0], activation, scaling=teacher.scaling), train_readout) > 0
     todo = np.flatnonzero(finite & ~kink & (gn > tol))
@@ -323,13 +335,13 @@ def classify_batch(
             break
         H = H_all[[pos[int(r)] for r in todo]] if step == 0 else hessians(todo)
         if flat_modes:  # continuous symmetries make H singular: pseudo-inverse (flat directions dropped)
-            ev, V = np.linalg.eigh(H)
+            ev, V = _in_blocks(np.linalg.eigh, H)
             ztol = 1e-8 * np.maximum(1.0, np.max(np.abs(ev), axis=1, keepdims=True))
             inv = np.where(np.abs(ev) > ztol, 1.0 / np.where(ev == 0, 1.0, ev), 0.0)
             dx = -np.einsum("rij,rj->ri", V, inv * np.einsum("rji,rj->ri", V, G[todo]))
         else:
             try:
-                dx = -np.linalg.solve(H, G[todo][..., None])[..., 0]
+                dx = -_in_blocks(np.linalg.solve, H, G[todo][..., None])[..., 0]
             except np.linalg.LinAlgError:  # a singular Hessian in the batch: least-squares steps
                 dx = -np.stack(
                     [np.linalg.lstsq(h, g, rcond=1e-10)[0] for h, g in zip(H, G[todo], strict=True)]
@@ -477,7 +489,8 @@ def multistart(
         teacher = identity_teacher(k, activation)
         if d_ > k:
             teacher = Network(np.eye(k, d_), None, activation, scaling="none")
-    W0 = random_starts(int(runs), int(n), int(d_), init, seed)
+    with keep_partial(lambda: None):  # nothing finished yet
+        W0 = random_starts(int(runs), int(n), int(d_), init, seed)
     a0 = np.ones((runs, n))
     meta: dict[str, object] = {"k": k, "n_students": n, "d": d_, "init": init, "seed": seed,
                                "train_readout": train_readout}
@@ -502,23 +515,27 @@ def multistart(
             isotropy=[""] * len(status), status=status, iterations=np.asarray(out["iterations"], dtype=np.int64),
             meta=meta)
 
-    with partial_result(partial), progress_bar(progress, int(runs), "run", "L-BFGS") as update:
-        out = _core.multistart_lbfgs(
-            W0,
-            a0,
-            activation,
-            teacher.W,
-            teacher.a,
-            teacher.activation,
-            1.0,
-            train_readout=bool(train_readout),
-            max_iter=int(max_iter),
-            gtol=float(gtol),
-            memory=int(memory),
-            n_threads=n_threads_arg(n_threads),
-            progress=update,
-        )
-    return result(out)
+    out: dict[str, NDArray[Any]] | None = None
+    # A Ctrl-C in the Python phases (the progress bar, the refinement and classification) keeps the searches
+    # that had finished, as one in the core does.
+    with keep_partial(lambda: None if out is None else partial(out)):
+        with partial_result(partial), progress_bar(progress, int(runs), "run", "L-BFGS") as update:
+            out = _core.multistart_lbfgs(
+                W0,
+                a0,
+                activation,
+                teacher.W,
+                teacher.a,
+                teacher.activation,
+                1.0,
+                train_readout=bool(train_readout),
+                max_iter=int(max_iter),
+                gtol=float(gtol),
+                memory=int(memory),
+                n_threads=n_threads_arg(n_threads),
+                progress=update,
+            )
+        return result(out)
 
 
 def numpy_relu_loss_grad(W: NDArray[np.float64], V: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]]:

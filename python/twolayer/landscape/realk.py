@@ -5,9 +5,10 @@ fixed-point space of a Young subgroup Δ(S_n1 × ... × S_nr) (consecutive block
 :class:`~twolayer.landscape.FixedPointSpace`), every overlap is a polynomial in the block sizes, so the
 restricted risk, its exact gradient and Hessian and the Hessian eigenvalues of every isotypic component are
 analytic functions of real sizes (:class:`~twolayer.landscape.YoungProblem`). :func:`continue_real_k`
-follows a family of critical points along sizes(k) by pseudo-arclength continuation with Newton correctors on
-the exact reduced gradient, tracks the Morse index of every component and locates each eigenvalue crossing
-(where a family turns from saddle into minimum) to about 1e-12 in k.
+follows a family of critical points along sizes(k) by pseudo-arclength continuation in log k with Newton
+correctors on the exact reduced gradient (so k -> infinity is followed in a few dozen steps, to k ~ 1e8), tracks
+the Morse index of every component (across the rescaling orbit, with a trained second layer) and locates each
+eigenvalue crossing (where a family turns from saddle into minimum) to about 1e-12 in k.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .._validation import as_float_array, boolean, positive, real
+from .._validation import as_float_array, boolean, positive
 from ..activations import ActivationName, check_activation
 from .young import IsotypicSpectrum, YoungProblem, _newton, gauged_solve
 
@@ -136,7 +137,10 @@ class RealKFamily:
     grad_norm : ndarray, shape (n,)
         Its full-gradient norm.
     eigenvalues : dict of str to ndarray, shape (n, m)
-        The Hessian eigenvalues of each isotypic component (ascending).
+        The Hessian eigenvalues of each isotypic component (ascending);
+        with a rescaling orbit (relu with a trained second layer) those
+        across the orbit's tangents (:attr:`IsotypicSpectrum.eigenvalues`),
+        the ones whose signs and crossings are tracked.
     dimension : dict of str to ndarray, shape (n,)
         The multiplicity of each component's eigenvalues in the full spectrum.
     index : ndarray, shape (n,)
@@ -155,6 +159,9 @@ class RealKFamily:
         Details of an early stop.
     steps : int
         Accepted continuation steps.
+    flat_eigenvalues : dict of str to ndarray, shape (n, m)
+        Each component's eigenvalues along the rescaling orbit's tangents
+        (~0; m = 0 without an orbit), kept apart from ``eigenvalues``.
 
     Examples
     --------
@@ -178,6 +185,7 @@ class RealKFamily:
     status: str = "completed"
     message: str = ""
     steps: int = 0
+    flat_eigenvalues: dict[str, NDArray[np.float64]] = field(default_factory=dict)
 
     @property
     def trivial(self) -> NDArray[np.float64]:
@@ -214,20 +222,32 @@ def continue_real_k(
 ) -> RealKFamily:
     """Continue a family of critical points of a Young fixed-point space in real k.
 
-    Pseudo-arclength continuation in (x, k) along the block sizes
+    Pseudo-arclength continuation in (x, log k) along the block sizes
     ``sizes(k)`` (default (k - 1, 1): the ΔS_{k-1} family of seed 001): a
     tangent predictor, a Newton corrector on the exact reduced gradient
     bordered by the arclength condition, the step halved when Newton fails
     and doubled after easy steps; the grid points ``ks`` are landed on
-    exactly (Newton at fixed k). At every step the Hessian spectrum of every
-    isotypic component is evaluated exactly
-    (:meth:`YoungProblem.spectrum`); where a component's count of negative
-    eigenvalues changes, the crossing eigenvalue's root in k is located by
-    the Illinois method with the point re-solved at each trial k.
+    exactly (Newton at fixed k). In log k the steps grow with k, so large k
+    is reached in a few dozen steps (k = 1e8 from k = 6 in ~40). At every
+    step the Hessian spectrum of every isotypic component is evaluated
+    exactly (:meth:`YoungProblem.spectrum`); where a component's count of
+    negative eigenvalues changes, the crossing eigenvalue's root in k is
+    located by the Illinois method with the point re-solved at each trial
+    k. With a trained second layer the eigenvalues tracked are those across
+    the rescaling orbit (:attr:`IsotypicSpectrum.eigenvalues`; the flat
+    ones, ~0, are kept apart), so trained and fixed second layers give the
+    same crossings (the two Hessians are congruent across the orbit).
 
-    Accuracy: points are solved to full-gradient norm ``tol``; eigenvalues
-    are those of the exact Hessian (they equal the integer-k full Hessian's
-    to ~1e-14); crossings are located to within 1e-13 max(1, k) in k.
+    Accuracy: points are solved to full-gradient norm ``tol``, or to the
+    gradient's rounding level (:meth:`YoungProblem.gradient_floor`) where
+    that is larger: the gradient is a sum of ~k^2 cancelling terms, so the
+    level grows like k^1.5 eps (2e-12 at k = 1e3, 2e-9 at k = 1e5, 7e-5
+    at k = 1e8 on the ΔS_{k-1} family, where the point is still right to
+    ~1e-7); ``grad_norm`` reports what was reached. Eigenvalues are those
+    of the exact Hessian (they equal the integer-k full Hessian's to
+    ~1e-14); crossings are located to within 1e-13 max(1, k) in k. The
+    loss is such a sum too (absolute rounding ~k^2 eps): along families
+    whose loss decays like 1/k it loses its digits beyond k ~ 1e4 to 1e5.
 
     Parameters
     ----------
@@ -235,10 +255,10 @@ def continue_real_k(
         Coordinates of a critical point (or a close guess) at k0, in the
         order of ``FixedPointSpace(sizes(k0), train_readout)``.
     k0 : float
-        Its k.
+        Its k (positive).
     ks : array_like
-        Grid points to report, strictly monotone, starting on one side of k0
-        (the continuation runs from k0 towards them).
+        Grid points to report (positive), strictly monotone, starting on one
+        side of k0 (the continuation runs from k0 towards them).
     sizes : callable, optional
         Real k -> block sizes (default ``lambda k: (k - 1, 1)``); e.g.
         ``lambda k: (k - 2, 2)`` or ``lambda k: (k / 2, k / 2)``. Each size
@@ -248,9 +268,10 @@ def continue_real_k(
     activation : str, default "relu"
         Student and teacher activation.
     tol : float, default 1e-12
-        Target full-gradient norm of every point.
+        Target full-gradient norm of every point (or the gradient's rounding
+        level, where that is larger).
     max_step, min_step : float, default 0.5, 1e-7
-        Largest and smallest arclength steps.
+        Largest and smallest arclength steps in (x, log k).
 
     Returns
     -------
@@ -269,8 +290,10 @@ def continue_real_k(
     5.5855052474
     """
     x_ = as_float_array(x0, "x0", ndim=1)
-    k0_ = real(k0, "k0")
+    k0_ = positive(k0, "k0")
     ks_ = as_float_array(ks, "ks", ndim=1)
+    if np.any(ks_ <= 0.0):
+        raise ValueError(f"ks: expected positive k (the continuation runs in log k), got {ks_.tolist()[:8]}")
     if sizes is None:
         def sizes(k: float) -> tuple[float, float]:
             return (k - 1.0, 1.0)
@@ -308,22 +331,27 @@ def continue_real_k(
     def grad(x: NDArray[np.float64], k: float) -> NDArray[np.float64]:
         return prob.gradient(x, size_vector(k))
 
-    def d_dk(x: NDArray[np.float64], k: float) -> NDArray[np.float64]:
-        dk = 1e-5 * max(1.0, abs(k))
-        return (grad(x, k + dk) - grad(x, k - dk)) / (2.0 * dk)
+    def d_ds(x: NDArray[np.float64], k: float) -> NDArray[np.float64]:
+        """d grad / d log k (central differences)."""
+        dk = 1e-5 * k
+        return k * (grad(x, k + dk) - grad(x, k - dk)) / (2.0 * dk)
 
     def correct_at(x: NDArray[np.float64], k: float) -> tuple[NDArray[np.float64], float, int]:
         return _newton(prob, x, size_vector(k), tol_, 12)
 
+    def solved(x: NDArray[np.float64], k: float, gn: float) -> bool:
+        """gn <= tol, or at the gradient's rounding level where that is larger (large k)."""
+        return bool(gn <= tol_ or gn <= prob.gradient_floor(x, size_vector(k)))
+
     x, gn, _ = _newton(prob, x_, n0, tol_, 50)
-    if gn > tol_:
+    if not solved(x, k0_, gn):
         raise ValueError(f"x0: no critical point found near x0 at k0 = {k0_} (gradient norm {gn:.3g} > tol)")
     k = k0_
 
     def tangent(x: NDArray[np.float64], k: float, prev: NDArray[np.float64]) -> NDArray[np.float64]:
         A = np.zeros((x.size + 1, x.size + 1))
         A[:-1, :-1] = prob.hessian(x, size_vector(k))
-        A[:-1, -1] = d_dk(x, k)
+        A[:-1, -1] = d_ds(x, k)
         A[-1] = prev
         t = gauged_solve(A, np.concatenate([np.zeros(x.size), [1.0]]), gauge(x, k))
         return t / np.linalg.norm(t)
@@ -360,23 +388,23 @@ def continue_real_k(
 
     while targets:
         kt = targets[0]
-        z = np.concatenate([x, [k]])
+        z = np.concatenate([x, [np.log(k)]])
         zp = z + h * t
-        land = direction * (zp[-1] - kt) >= 0.0
+        land = direction * (zp[-1] - np.log(kt)) >= 0.0
         if land:
             if t[-1] * direction <= 0:  # pragma: no cover - folds stop below
                 break
-            xp = x + t[:-1] * (kt - k) / t[-1]
+            xp = x + t[:-1] * (np.log(kt) - np.log(k)) / t[-1]
             x_new, gn_new, its = correct_at(xp, kt)
             k_new = kt
-            ok = gn_new <= tol_
+            ok = solved(x_new, kt, gn_new)
         else:
             zc = zp.copy()
             ok = False
             its = 0
             for _ in range(12):
                 its += 1
-                xc, kc = zc[:-1], float(zc[-1])
+                xc, kc = zc[:-1], float(np.exp(zc[-1]))
                 try:
                     _check_sizes(as_float_array(sizes(kc), "sizes(k)", ndim=1), kc)
                 except ValueError:
@@ -384,18 +412,18 @@ def continue_real_k(
                 g = grad(xc, kc)
                 A = np.zeros((xc.size + 1, xc.size + 1))
                 A[:-1, :-1] = prob.hessian(xc, size_vector(kc))
-                A[:-1, -1] = d_dk(xc, kc)
+                A[:-1, -1] = d_ds(xc, kc)
                 A[-1] = t
                 rhs = -np.concatenate([g, [t @ (zc - zp)]])
                 dz = gauged_solve(A, rhs, gauge(xc, kc))
                 zc = zc + dz
-                gnc = prob.gradient_norm(zc[:-1], size_vector(float(zc[-1])))
-                if gnc <= tol_:
+                gnc = prob.gradient_norm(zc[:-1], size_vector(float(np.exp(zc[-1]))))
+                if solved(zc[:-1], float(np.exp(zc[-1])), gnc):
                     ok = True
                     break
                 if not np.isfinite(gnc) or np.linalg.norm(dz) > 10 * h:
                     break
-            x_new, k_new = zc[:-1], float(zc[-1])
+            x_new, k_new = zc[:-1], float(np.exp(zc[-1]))
             gn_new = prob.gradient_norm(x_new, size_vector(k_new)) if ok else np.inf
         if not ok:
             h *= 0.5
@@ -445,13 +473,14 @@ def continue_real_k(
     S = np.array([size_vector(kk) for kk in out_k]).reshape(n_out, n0.size)
     eig = {c: np.array([s.eigenvalues[c] for s in out_spec]).reshape(n_out, spec.eigenvalues[c].size)
            for c in comps}
+    flat = {c: np.array([s.flat[c] for s in out_spec]).reshape(n_out, spec.flat[c].size) for c in comps}
     dims = {c: np.array([s.dimension[c] for s in out_spec]) for c in comps}
     index = np.array([s.index(ztol) for s in out_spec])
     k_turn = _turn(crossings, spec0, ztol)
     loss = np.array([prob.risk(xx, S[i]) for i, xx in enumerate(out_x)])
     X = np.array(out_x).reshape(n_out, len(layout))
     return RealKFamily(np.array(out_k), S, X, loss, np.array(out_gn), eig, dims, index, crossings, k_turn, status,
-                       message, steps)
+                       message, steps, flat)
 
 
 def _turn(crossings: list[Crossing], first: IsotypicSpectrum, ztol: float) -> float | None:

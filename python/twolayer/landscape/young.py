@@ -35,14 +35,16 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .. import _core
-from .._validation import as_float_array, boolean
+from .._validation import as_float_array, boolean, choice
 from ..activations import ActivationName, check_activation
+from .orbit import _has_orbit as has_orbit
+from .orbit import homogeneity_degree, split_spectrum
 
 __all__ = ["YoungProblem", "IsotypicSpectrum", "irrep_dimension"]
 
@@ -115,10 +117,20 @@ class IsotypicSpectrum:
         The block sizes.
     eigenvalues : dict of str to ndarray
         Each component's distinct eigenvalues (ascending), one per copy of
-        its representation.
+        its representation; where the model has a rescaling orbit (relu
+        with a trained second layer) the eigenvalues across the orbit's
+        tangents, as :attr:`CriticalPoint.eigenvalues
+        <twolayer.landscape.CriticalPoint>` (see
+        :func:`~twolayer.landscape.split_spectrum`).
     dimension : dict of str to float
         The dimension of each component's representation (the multiplicity
         of its eigenvalues in the full spectrum).
+    flat : dict of str to ndarray
+        Each component's eigenvalues along the orbit's tangents (~0 at a
+        critical point; one in ``trivial`` and one in ``standard[b]`` per
+        block b; empty without an orbit), as
+        :attr:`CriticalPoint.flat_eigenvalues
+        <twolayer.landscape.CriticalPoint>`.
 
     Examples
     --------
@@ -131,6 +143,7 @@ class IsotypicSpectrum:
     sizes: NDArray[np.float64]
     eigenvalues: dict[str, NDArray[np.float64]]
     dimension: dict[str, float]
+    flat: dict[str, NDArray[np.float64]] = field(default_factory=dict)
 
     def index(self, zero_tol: float | None = None) -> float:
         """The Morse index: sum over components of (negative eigenvalues) x dimension.
@@ -155,19 +168,29 @@ class IsotypicSpectrum:
         top = max((float(np.max(np.abs(v))) for v in self.eigenvalues.values() if v.size), default=0.0)
         return 1e-8 * max(1.0, top)
 
-    def full(self) -> NDArray[np.float64]:
+    def full(self, part: str = "all") -> NDArray[np.float64]:
         """The full Hessian spectrum (integer sizes): each eigenvalue repeated by its dimension, ascending.
+
+        Parameters
+        ----------
+        part : {"all", "transverse", "flat"}, default "all"
+            Which eigenvalues: ``eigenvalues``, ``flat`` or both (at a
+            critical point, where the orbit's tangents are invariant, both
+            together are the spectrum of the full Hessian).
 
         Returns
         -------
         ndarray
         """
+        choice(part, "part", ("all", "transverse", "flat"))
+        parts = [d for name, d in (("transverse", self.eigenvalues), ("flat", self.flat)) if part in (name, "all")]
         out: list[float] = []
-        for c, v in self.eigenvalues.items():
-            m = self.dimension[c]
-            if abs(m - round(m)) > 1e-9:
-                raise ValueError(f"full: the sizes {self.sizes.tolist()} are not integers")
-            out += list(np.repeat(v, int(round(m))))
+        for values in parts:
+            for c, v in values.items():
+                m = self.dimension[c]
+                if abs(m - round(m)) > 1e-9:
+                    raise ValueError(f"full: the sizes {self.sizes.tolist()} are not integers")
+                out += list(np.repeat(v, int(round(m))))
         return np.sort(np.array(out))
 
 
@@ -353,7 +376,8 @@ class YoungProblem:
 
     def _evaluate(
         self, x: ArrayLike, sizes: ArrayLike, order: int
-    ) -> tuple[float, NDArray[np.float64] | None, NDArray[np.float64] | None]:
+    ) -> tuple[float, NDArray[np.float64] | None, NDArray[np.float64] | None, NDArray[np.float64] | None]:
+        """(risk, gradient, Hessian, gradient's absolute terms) to the requested order (the rest None)."""
         n = self._sizes(sizes)
         dw, A, L, c0, terms = self._forms(n)
         dim = dw + (self.r if self.train_readout else 0)
@@ -386,19 +410,23 @@ class YoungProblem:
         m = au * av
         risk = float(np.sum(w * m * K)) + self._teacher(n)
         if order == 0:
-            return risk, None, None
+            return risk, None, None, None
         J = grd[T]  # (terms, 3, dw)
         dK = np.einsum("tp,tpi->ti", g, J)
         grad = np.zeros(dim)
         grad[:dw] = (w * m) @ dK
+        size = np.zeros(dim)  # sum of the absolute values of the terms (their rounding sets the gradient's)
+        size[:dw] = np.abs(w * m) @ np.einsum("tp,tpi->ti", np.abs(g), np.abs(J))
         if self.train_readout:
             # dm/da_u = a_v (a_u a_v terms; 2 a_u when u = v), dm/da_u = 1 (a_u terms)
             for t in range(len(terms)):
                 grad[dw + u[t]] += w[t] * av[t] * K[t]
+                size[dw + u[t]] += abs(w[t] * av[t] * K[t])
                 if v[t] >= 0:
                     grad[dw + v[t]] += w[t] * au[t] * K[t]
+                    size[dw + v[t]] += abs(w[t] * au[t] * K[t])
         if order == 1:
-            return risk, grad, None
+            return risk, grad, None, size
         hess = np.zeros((dim, dim))
         d2K = np.einsum("tpi,tpq,tqj->tij", J, h, J) + 2.0 * np.einsum("tp,tpij->tij", g, A[T])
         hess[:dw, :dw] = np.einsum("t,tij->ij", w * m, d2K)
@@ -410,7 +438,7 @@ class YoungProblem:
                     hess[dw + u[t], dw + v[t]] += w[t] * K[t]
                     hess[dw + v[t], dw + u[t]] += w[t] * K[t]
             hess[dw:, :dw] = hess[:dw, dw:].T
-        return risk, grad, 0.5 * (hess + hess.T)
+        return risk, grad, 0.5 * (hess + hess.T), size
 
     def risk(self, x: ArrayLike, sizes: ArrayLike) -> float:
         """The excess population risk at coordinates ``x`` and block sizes ``sizes`` (real allowed).
@@ -481,12 +509,46 @@ class YoungProblem:
         g = self.gradient(x, sizes)
         return float(np.sqrt(g @ (g / self.metric(sizes))))
 
+    def gradient_floor(self, x: ArrayLike, sizes: ArrayLike) -> float:
+        """The rounding level of :meth:`gradient_norm`: below it a gradient norm is noise.
+
+        The gradient is a sum of terms weighted by the numbers of row pairs
+        (up to ~k^2) that cancel at a critical point, so its rounding error is
+        about eps times the sum of their absolute values s:
+        ``eps sqrt(s^T G^-1 s)`` (it grows about like k^1.5 eps along the
+        ΔS_{k-1} family: 2e-12 at k = 1e3, 2e-9 at k = 1e5).
+
+        Parameters
+        ----------
+        x : array_like
+            Coordinates.
+        sizes : array_like
+            Block sizes.
+
+        Returns
+        -------
+        float
+
+        Examples
+        --------
+        >>> prob = tl.landscape.YoungProblem(2)
+        >>> x = [0.986704, -0.050413, -0.601512, 0.308011, 0.224516]
+        >>> bool(1e-16 < prob.gradient_floor(x, [5, 1]) < 1e-14)
+        True
+        """
+        size = self._evaluate(x, sizes, 1)[3]
+        assert size is not None
+        return float(np.finfo(np.float64).eps * np.sqrt(size @ (size / self.metric(sizes))))
+
     def symmetry_directions(self, x: ArrayLike, sizes: ArrayLike) -> NDArray[np.float64]:
         """The flat directions of the rescaling symmetry inside the space, one row per block.
 
-        Relu with a trained second layer: (w_i, a_i) -> (c w_i, a_i / c) for
-        the rows of block b moves the coordinates of those rows along x and
-        a_b along -a_b. Other problems: none (shape (0, dim)).
+        Units homogeneous of degree p (:mod:`twolayer.landscape.orbit`):
+        (w_i, a_i) -> (c w_i, c^-p a_i) for the rows of block b moves the
+        coordinates of those rows along x and a_b along -p a_b, the orbit
+        tangent (w_i, -p a_i) summed over the block. Where that is a change
+        of the parameters (a trained second layer for relu, linear and
+        quadratic; step units always); otherwise none (shape (0, dim)).
 
         Parameters
         ----------
@@ -503,11 +565,13 @@ class YoungProblem:
         x_ = as_float_array(x, "x", ndim=1)
         if x_.size != len(lay):
             raise ValueError(f"x: expected {len(lay)} coordinates, got {x_.size}")
-        if not (self.train_readout and self.activation == "relu"):
+        if not has_orbit(self.activation, self.train_readout):
             return np.zeros((0, len(lay)))
+        p = homogeneity_degree(self.activation)
+        assert p is not None
         S = np.zeros((self.r, len(lay)))
         for i, (kind, b, _) in enumerate(lay):
-            S[b, i] = -x_[i] if kind == "a" else x_[i]
+            S[b, i] = -p * x_[i] if kind == "a" else x_[i]
         return S
 
     # ----- isotypic spectrum --------------------------------------------------------------------------------
@@ -546,29 +610,48 @@ class YoungProblem:
 
     @staticmethod
     def _complement(E: NDArray[np.float64], G: NDArray[np.float64]) -> NDArray[np.float64]:
-        """A basis of the G-orthogonal complement of range(E)."""
-        M = E.T * G  # E^T diag(G)
-        _, s, Vt = np.linalg.svd(M)
-        rank = int(np.sum(s > 1e-12 * max(1.0, float(s[0]) if s.size else 1.0)))
-        return np.asarray(Vt[rank:].T)
+        """A G-orthonormal basis P (P^T G P = I) of the G-orthogonal complement of range(E).
+
+        Worked in the full space's Euclidean coordinates G^1/2 y, where the columns of E (normalised) are unit
+        vectors: the rank is then found without the spread ~k^2 of the weights G.
+        """
+        r = np.sqrt(G)
+        B = r[:, None] * E
+        norms = np.linalg.norm(B, axis=0)
+        B = B[:, norms > 0] / norms[norms > 0]
+        U, s, _ = np.linalg.svd(B)
+        rank = int(np.sum(s > 1e-10 * max(1.0, float(s[0]) if s.size else 1.0)))
+        return np.asarray(U[:, rank:] / r[:, None])
 
     @staticmethod
-    def _pencil(H: NDArray[np.float64], G: NDArray[np.float64], P: NDArray[np.float64]) -> NDArray[np.float64]:
-        """Eigenvalues of (P^T H P, P^T G P), ascending (Cholesky reduction)."""
+    def _pencil(
+        H: NDArray[np.float64], G: NDArray[np.float64], P: NDArray[np.float64], S: NDArray[np.float64]
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Eigenvalues of (P^T H P, P^T G P) across and along the G-projections of the rows of S onto range(P).
+
+        Cholesky reduction P^T G P = L L^T: Z = L^-1 P^T H P L^-T acts on coordinates u = L^T y that are
+        Euclidean in the full space, where the projection of a tangent s is L^-1 P^T G s; the orthonormalised
+        projections are the flat directions of :func:`~twolayer.landscape.split_spectrum`.
+        Returns (transverse, flat), each ascending.
+        """
         if P.shape[1] == 0:
-            return np.empty(0)
+            return np.empty(0), np.empty(0)
         M = P.T @ (G[:, None] * P)
         L = np.linalg.cholesky(0.5 * (M + M.T))
         Y = np.linalg.solve(L, P.T @ H @ P)
         Z = np.linalg.solve(L, Y.T)
-        return np.asarray(np.linalg.eigvalsh(0.5 * (Z + Z.T)))
+        U = np.linalg.solve(L, P.T @ (G[:, None] * S.T))
+        size = np.sqrt(np.sum(G * S * S, axis=1))  # each tangent's full-space norm
+        U = U[:, size > 0] / size[size > 0]
+        T = YoungProblem._span(U, 1e-8)  # projections below 1e-8 |s| are rounding (components without tangents)
+        return split_spectrum(0.5 * (Z + Z.T), T)
 
     @staticmethod
-    def _span(P: NDArray[np.float64]) -> NDArray[np.float64]:
+    def _span(P: NDArray[np.float64], tol: float = 1e-10) -> NDArray[np.float64]:
         if P.shape[1] == 0:
             return P
         U, s, _ = np.linalg.svd(P, full_matrices=False)
-        return np.asarray(U[:, s > 1e-10 * max(1.0, float(s[0]))])
+        return np.asarray(U[:, s > tol * max(1.0, float(s[0]))])
 
     def spectrum(self, x: ArrayLike, sizes: ArrayLike) -> IsotypicSpectrum:
         """The Hessian spectrum by isotypic component at a G-fixed point.
@@ -605,28 +688,30 @@ class YoungProblem:
         x_ = as_float_array(x, "x", ndim=1)
         base = [(b, 0) for b in range(self.r)]
         eig: dict[str, NDArray[np.float64]] = {}
+        flat: dict[str, NDArray[np.float64]] = {}
         dims: dict[str, float] = {}
         H = self.hessian(x_, n)
-        eig["trivial"] = self._pencil(H, self.metric(n), np.eye(H.shape[0]))
+        eig["trivial"], flat["trivial"] = self._pencil(H, self.metric(n), np.eye(H.shape[0]),
+                                                       self.symmetry_directions(x_, n))
         dims["trivial"] = 1.0
 
         def fine_problem(splits: dict[int, tuple[float, ...]]):
             prob, fn, lab = self._refined(n, splits)
             E = self._embedding(lab, fn, base, n, {lb: (lb[0], 0) for lb in lab})
             xf = E @ x_
-            return prob, fn, lab, prob.hessian(xf, fn), prob.metric(fn)
+            return prob, fn, lab, prob.hessian(xf, fn), prob.metric(fn), prob.symmetry_directions(xf, fn)
 
         for b in range(self.r):
             if n[b] <= 1.0:
                 continue
-            prob, fn, lab, Hf, Gf = fine_problem({b: (n[b] - 1.0, 1.0)})
+            prob, fn, lab, Hf, Gf, Sf = fine_problem({b: (n[b] - 1.0, 1.0)})
             E = self._embedding(lab, fn, base, n, {lb: (lb[0], 0) for lb in lab})
             name = f"standard[{b}]"
-            eig[name] = self._pencil(Hf, Gf, self._complement(E, Gf))
+            eig[name], flat[name] = self._pencil(Hf, Gf, self._complement(E, Gf), Sf)
             dims[name] = irrep_dimension(name, n)
             if n[b] < 3.0:
                 continue
-            prob, fn, lab, Hf, Gf = fine_problem({b: (n[b] - 2.0, 1.0, 1.0)})
+            prob, fn, lab, Hf, Gf, Sf = fine_problem({b: (n[b] - 2.0, 1.0, 1.0)})
             mid, mid_n, mid_lab = self._refined(n, {b: (n[b] - 1.0, 1.0)})
             maps = []
             for single in (1, 2):  # which fine singleton stays the (n_b - 1, 1) space's singleton
@@ -642,24 +727,25 @@ class YoungProblem:
             for i, (kind, p, q) in enumerate(lf):
                 T[pos[(kind, swap.get(p, p), swap.get(q, q))], i] = 1.0
             I = np.eye(len(lf))
+            r = np.sqrt(Gf)  # T permutes coordinates of equal weight: it commutes with G
             for name, S in ((f"exterior[{b}]", I - T), (f"symmetric[{b}]", I + T)):
-                P = self._span(S @ P0)
+                P = self._span(S @ (r[:, None] * P0)) / r[:, None]
                 if P.shape[1]:
-                    eig[name] = self._pencil(Hf, Gf, P)
+                    eig[name], flat[name] = self._pencil(Hf, Gf, P, Sf)
                     dims[name] = irrep_dimension(name, n)
         for b, c in itertools.combinations(range(self.r), 2):
             if n[b] <= 1.0 or n[c] <= 1.0:
                 continue
-            prob, fn, lab, Hf, Gf = fine_problem({b: (n[b] - 1.0, 1.0), c: (n[c] - 1.0, 1.0)})
+            prob, fn, lab, Hf, Gf, Sf = fine_problem({b: (n[b] - 1.0, 1.0), c: (n[c] - 1.0, 1.0)})
             maps = []
             for keep in (b, c):
                 mid, mid_n, mid_lab = self._refined(n, {keep: (n[keep] - 1.0, 1.0)})
                 par = {lb: (lb if lb[0] == keep else (lb[0], 0)) for lb in lab}
                 maps.append(self._embedding(lab, fn, mid_lab, mid_n, par))
             name = f"standard[{b},{c}]"
-            eig[name] = self._pencil(Hf, Gf, self._complement(np.hstack(maps), Gf))
+            eig[name], flat[name] = self._pencil(Hf, Gf, self._complement(np.hstack(maps), Gf), Sf)
             dims[name] = irrep_dimension(name, n)
-        return IsotypicSpectrum(n.copy(), eig, dims)
+        return IsotypicSpectrum(n.copy(), eig, dims, flat)
 
     # ----- Newton ------------------------------------------------------------------------------------------
     def solve(
@@ -737,7 +823,7 @@ def _newton(
 def _derivatives(
     prob: YoungProblem, x: NDArray[np.float64], n: NDArray[np.float64]
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    _, g, H = prob._evaluate(x, n, 2)
+    _, g, H, _ = prob._evaluate(x, n, 2)
     assert g is not None and H is not None
     return g, H
 

@@ -21,7 +21,7 @@ Needs the ``scan`` extra (xarray, zarr; dask.distributed for a Dask client): ``p
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,17 +32,20 @@ from .grouping import Group, make_groups
 from .spec import Scan, read_toml
 from .store import Assembly, open_dataset
 
-__all__ = ["Engine", "Group", "Scan", "Summary", "initial_networks", "initial_overlaps", "load", "make_groups",
-           "open_dataset", "read_toml", "run"]
+__all__ = ["Engine", "Group", "Scan", "Summary", "engine_for", "initial_networks", "initial_overlaps", "load",
+           "make_groups", "open_dataset", "read_toml", "run"]
 
 
-def load(definition: Scan | Mapping[str, Any] | str | Path) -> Scan:
+def load(definition: Scan | Mapping[str, Any] | str | Path, allow_import: bool | str | Collection[str] = False) -> Scan:
     """A :class:`Scan` from a Scan, a dict, or the path of a TOML file.
 
     Parameters
     ----------
     definition : Scan, dict or path
         A Scan (returned as it is), plain data (:meth:`Scan.from_dict`) or a TOML file (:meth:`Scan.from_toml`).
+    allow_import : bool, str or list of str, default False
+        The modules a ``"package.module:function"`` engine of a dict or file may be imported from (True: any);
+        none by default (see :mod:`twolayer.scan.spec`).
 
     Returns
     -------
@@ -57,9 +60,9 @@ def load(definition: Scan | Mapping[str, Any] | str | Path) -> Scan:
     if isinstance(definition, Scan):
         return definition
     if isinstance(definition, (str, Path)):
-        return Scan.from_toml(definition)
+        return Scan.from_toml(definition, allow_import)
     if isinstance(definition, Mapping):
-        return Scan.from_dict(definition)
+        return Scan.from_dict(definition, allow_import)
     raise TypeError(f"scan: expected a Scan, a dict or the path of a TOML file, got {type(definition).__name__}")
 
 
@@ -100,6 +103,7 @@ def run(
     progress: bool = False,
     load_result: bool = True,
     allow_version_change: bool = False,
+    allow_import: bool | str | Collection[str] = False,
 ) -> Any:
     """Run a scan and return its ``xarray.Dataset`` (see the module docstring).
 
@@ -122,6 +126,9 @@ def run(
     allow_version_change : bool
         Continue a store written by another twolayer version (refused by default: results of two versions need
         not agree bit for bit); the store then records both versions in ``twolayer_version``.
+    allow_import : bool, str or list of str, default False
+        For a dict or TOML ``scan``: the modules a ``"package.module:function"`` engine may be imported from
+        (see :func:`load`); none by default.
 
     Returns
     -------
@@ -145,14 +152,14 @@ def run(
     >>> summary.computed, bool(stored.risk.equals(ds.risk))
     (1, True)
     """
-    sc = load(scan)
+    sc = load(scan, allow_import)
     check_executor(executor)
     resume = boolean(resume, "resume")
     progress = boolean(progress, "progress")
     load_result = boolean(load_result, "load_result")
     allow_version_change = boolean(allow_version_change, "allow_version_change")
     groups = make_groups(sc)
-    eng = engine_for(sc.engine)
+    eng = sc.resolved_engine
     start = time.perf_counter()
     if store is None:
         if executor is not None:
@@ -160,7 +167,7 @@ def run(
         return _run_in_memory(sc, eng, groups, progress)
     store = str(store)
     done = prepare_store(store, sc, len(groups), resume, allow_version_change)
-    tasks = [Task(sc.engine, g.configs, g.indices, store, g.name) for g in groups if g.gid not in done]
+    tasks = [Task(eng.portable, g.configs, g.indices, store, g.name) for g in groups if g.gid not in done]
     with _bar(progress, len(sc), sum(len(g.indices) for g in groups if g.gid in done), len(groups),
               len(done)) as bar:
         execute(tasks, executor, lambda t: bar(len(t.indices)))
@@ -175,10 +182,11 @@ def prepare_store(store: str, scan: Scan, n_groups: int, resume: bool, allow_ver
 
 
 def _run_in_memory(sc: Scan, eng: Engine, groups: list[Group], progress: bool) -> Any:
-    from .._interrupt import Interrupted
+    from .._interrupt import Interrupted, keep_partial
 
     asm = Assembly(sc)  # each group copied into the full arrays as it finishes, then dropped
-    with _bar(progress, len(sc), 0, len(groups), 0) as bar:
+    # Ctrl-C, in the core or in Python (an engine's own phases, the copy, the bar): the finished groups
+    with keep_partial(asm.dataset), _bar(progress, len(sc), 0, len(groups), 0) as bar:
         for g in groups:
             try:
                 part = eng.run(g.configs)
@@ -188,8 +196,8 @@ def _run_in_memory(sc: Scan, eng: Engine, groups: list[Group], progress: bool) -
             asm.add(g.indices, part)
             del part
             bar(len(g.indices))
-    ds = asm.dataset()
-    ds.attrs.update({"n_groups": len(groups), "n_groups_complete": len(groups)})
+        ds = asm.dataset()
+        ds.attrs.update({"n_groups": len(groups), "n_groups_complete": len(groups)})
     return ds
 
 

@@ -3,9 +3,12 @@
 * ``twolayer run CONFIG.toml``: one experiment (``engine = "ode"``, ``"sgd"`` or ``"both"``: the ODE and the SGD
   runs from the same initial networks side by side), written as ``<config>.csv`` (the risk curves),
   ``<config>.<engine>.nc`` (each engine's full ``xarray.Dataset`` as NetCDF) and ``<config>.png``;
-* ``twolayer scan CONFIG.toml [--resume] [--workers N | --scheduler ADDRESS] [--store PATH]``: a scan into a Zarr
-  store, by default next to the config and named after it (``<config>.zarr``) unless the TOML's ``store`` says
-  otherwise;
+* ``twolayer scan CONFIG.toml [--resume] [--workers N | --scheduler ADDRESS] [--store PATH] [--allow-import
+  MODULE]``: a scan into a Zarr store, by default next to the config and named after it (``<config>.zarr``) unless
+  the TOML's ``store`` says otherwise (a path inside the config's directory; ``--store`` may point anywhere); an
+  engine ``"MODULE:function"`` runs only when ``--allow-import MODULE`` trusts its module; Ctrl-C stops it at once,
+  ending the ``--workers`` processes too (the groups they were computing have no completion marker and are
+  recomputed by ``--resume``);
 * ``twolayer plot STORE``: the standard figure of a stored scan (``<store>.png``).
 """
 
@@ -53,7 +56,11 @@ def add_commands(sub: Any) -> None:
                        description="Run the scan a TOML file defines, group by group into a Zarr store (default: "
                                    "<config>.zarr next to the config, or the TOML's store).")
     p.add_argument("config", help="the scan's TOML file")
-    p.add_argument("--store", default=None, help="the Zarr store to write (overrides the TOML)")
+    p.add_argument("--store", default=None, help="the Zarr store to write (overrides the TOML, whose store must lie "
+                                                 "inside the config's directory)")
+    p.add_argument("--allow-import", action="append", default=None, metavar="MODULE",
+                   help="trust MODULE: let the config's engine = 'MODULE:function' import and run it (repeatable; "
+                        "never needed for the package's engines)")
     p.add_argument("--resume", action="store_true", help="continue an existing store of this scan")
     p.add_argument("--allow-version-change", action="store_true",
                    help="with --resume: continue a store written by another twolayer version")
@@ -76,12 +83,12 @@ def _progress(args: argparse.Namespace) -> bool:
 
 def _scan(args: argparse.Namespace) -> int:
     from . import Scan, read_toml, run
+    from .spec import config_store
 
     config = Path(args.config)
     data = read_toml(config)
-    scan = Scan.from_dict(data)
-    store = Path(args.store) if args.store else (config.parent / data["store"] if "store" in data
-                                                 else config.with_suffix(".zarr"))
+    scan = Scan.from_dict(data, allow_import=args.allow_import or False)
+    store = Path(args.store) if args.store else (config_store(data, config) or config.with_suffix(".zarr"))
     if args.workers is not None and args.workers < 1:
         raise ValueError(f"--workers: expected a positive number of worker processes, got {args.workers}")
     executor: Any = None
@@ -101,6 +108,8 @@ def _scan(args: argparse.Namespace) -> int:
         summary = run(scan, store, executor=executor, resume=args.resume, progress=_progress(args),
                       load_result=False, allow_version_change=args.allow_version_change)
     except KeyboardInterrupt:
+        if args.workers is not None:
+            _stop_workers(executor)
         print(f"interrupted: the finished groups are in {store}; run again with --resume to complete it",
               file=sys.stderr)
         return 130
@@ -112,6 +121,20 @@ def _scan(args: argparse.Namespace) -> int:
     print(f"{len(scan)} configurations in {summary.groups} groups: {summary.computed} computed, {summary.skipped} "
           f"already stored; {time.perf_counter() - start:.1f} s; store {store}")
     return 0
+
+
+def _stop_workers(executor: Any) -> None:
+    """Ends the worker processes of our pool at once instead of waiting for their running groups (up to minutes):
+    a group is complete only once its marker is written after its data, so a group cut short anywhere is
+    recomputed on resume and the store stays consistent."""
+    if hasattr(executor, "terminate_workers"):  # Python >= 3.14
+        executor.terminate_workers()
+        return
+    processes = list((getattr(executor, "_processes", None) or {}).values())
+    for p in processes:
+        p.terminate()
+    for p in processes:
+        p.join(1.0)
 
 
 def _plot(args: argparse.Namespace) -> int:

@@ -14,7 +14,10 @@ call, returning the group's arrays (configuration first).
   run: ``lr``, ``lr_readout``, ``noise`` (the configurations of a group share the initial networks).
 * ``"descend"``: :func:`twolayer.population.descend`, ``"multistart"``: :func:`twolayer.landscape.multistart`
   (one call per configuration: the core has no batch of these).
-* ``"package.module:function"`` or a callable: ``function(**config) -> {name: array}``, once per configuration.
+* a function of yours: ``function(**config) -> {name: array}``, once per configuration; given as the callable
+  itself, or as ``"package.module:function"`` only where its module is trusted explicitly (``allow_import``, see
+  :func:`engine_for`): a name read from a config or a store is never imported otherwise, and a store's recorded
+  engine is only text (:func:`recorded_engine`).
 
 Initial conditions (``ode``, ``sgd``, ``descend``) are derived from ``(K, M, d, init, seed)``: the student and
 teacher of :func:`twolayer.networks.teacher_student` (``init`` "gaussian" or "orthogonal", activations,
@@ -30,7 +33,7 @@ import importlib
 import inspect
 import math
 import operator
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,7 +45,7 @@ from .._validation import integers as _integers
 from ..activations import check_activation
 from .spec import suggest
 
-__all__ = ["Engine", "Part", "engine_for", "initial_networks", "initial_overlaps"]
+__all__ = ["Engine", "Part", "engine_for", "initial_networks", "initial_overlaps", "recorded_engine"]
 
 REQUIRED = object()
 
@@ -134,6 +137,8 @@ class Engine:
     check_together : callable or None
         ``(given, values)`` -> None or ValueError: rules between parameters (``given``: name -> where it is
         given, ``values``: name -> every value it takes), after the per-value checks.
+    function : callable or None
+        The user function of a function engine (None for the package's engines).
 
     Examples
     --------
@@ -153,6 +158,15 @@ class Engine:
     shape_keys: tuple[str, ...] = ()
     open_params: bool = False  # a function with **kwargs: any name is accepted
     check_together: Callable[[Mapping[str, str], Mapping[str, list[Any]]], None] | None = None
+    function: Callable[..., Any] | None = None
+
+    @property
+    def portable(self) -> Any:
+        """What a worker process rebuilds this engine from with :func:`engine_for` (no import by name): the
+        package engine's name, the user function (pickled by reference), or the engine itself."""
+        if self.function is not None:
+            return self.function
+        return self.name if ENGINES.get(self.name) is self else self
 
     def check_names(self, given: Mapping[str, str]) -> None:
         """Unknown parameter names (with the closest known one) and missing required ones raise ValueError."""
@@ -597,12 +611,14 @@ ENGINES: dict[str, Engine] = {
 
 # ------------------------------------------------------------------------------------------ user functions
 
+_FUNCTION_GROUP_SIZE = 16
+
 
 def _function_engine(fn: Callable[..., Any], name: str) -> Engine:
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):  # pragma: no cover - builtins without a signature
-        return Engine(name, {}, _function_runner(fn), 16, open_params=True)
+        return Engine(name, {}, _function_runner(fn), _FUNCTION_GROUP_SIZE, open_params=True, function=fn)
     params: dict[str, tuple[Any, Any]] = {}
     open_params = False
     for p in sig.parameters.values():
@@ -610,7 +626,7 @@ def _function_engine(fn: Callable[..., Any], name: str) -> Engine:
             open_params = True
         elif p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
             params[p.name] = (REQUIRED if p.default is p.empty else p.default, None)
-    return Engine(name, params, _function_runner(fn), 16, open_params=open_params)
+    return Engine(name, params, _function_runner(fn), _FUNCTION_GROUP_SIZE, open_params=open_params, function=fn)
 
 
 def _function_runner(fn: Callable[..., Any]) -> Callable[[list[dict[str, Any]]], Part]:
@@ -635,14 +651,81 @@ def _function_runner(fn: Callable[..., Any]) -> Callable[[list[dict[str, Any]]],
     return run
 
 
-def engine_for(engine: Any) -> Engine:
-    """The :class:`Engine` of a name (``"ode"``, ...), a ``"package.module:function"`` string or a callable.
+def _module_name(name: Any) -> bool:
+    return isinstance(name, str) and all(part.isidentifier() for part in name.split("."))
+
+
+def trusted_modules(allow_import: Any) -> bool | tuple[str, ...]:
+    """``allow_import`` checked: True (trust every module), False, or the names of the trusted modules.
+
+    Parameters
+    ----------
+    allow_import : bool, str or list of str
+        True, False, a module name (``"package.module"``) or a list of them.
+
+    Returns
+    -------
+    bool or tuple of str
+
+    Examples
+    --------
+    >>> tl.scan.engines.trusted_modules("mylab.engines"), tl.scan.engines.trusted_modules(False)
+    (('mylab.engines',), False)
+    """
+    if isinstance(allow_import, (bool, np.bool_)):
+        return bool(allow_import)
+    names = [allow_import] if isinstance(allow_import, str) else allow_import
+    if not isinstance(names, (list, tuple, set, frozenset)):
+        raise TypeError("allow_import: expected True, False, a module name or a list of module names, got "
+                        f"{type(allow_import).__name__}")
+    for name in names:
+        if not isinstance(name, str):
+            raise TypeError(f"allow_import: expected module names (str), got {type(name).__name__}")
+        if not _module_name(name):
+            raise ValueError(f"allow_import: expected a module name such as 'mylab.engines', got {name!r}")
+    return tuple(sorted(set(names)))
+
+
+def _import_function(engine: str, allow_import: bool | tuple[str, ...]) -> Callable[..., Any]:
+    """The function ``"package.module:function"`` names, imported only from a trusted module."""
+    module, _, attr = engine.partition(":")
+    if not (_module_name(module) and attr.isidentifier()):
+        raise ValueError(f"engine: expected one of {', '.join(map(repr, ENGINES))} or 'package.module:function', "
+                         f"got {engine!r}")
+    if allow_import is not True and module not in (allow_import or ()):
+        trusted = f", which allow_import does not name (it trusts {', '.join(map(repr, allow_import))})" \
+            if allow_import else ""
+        raise ValueError(f"engine: {engine!r} would import module {module!r}{trusted}: a scan definition runs the "
+                         f"package's engines ({', '.join(map(repr, ENGINES))}) and imports code only from a module "
+                         f"you trust: give the function itself (Scan(engine=function)), or pass "
+                         f"allow_import={module!r} (command line: --allow-import {module})")
+    try:
+        fn = getattr(importlib.import_module(module), attr)
+    except ImportError as exc:
+        raise ValueError(f"engine: cannot import {engine!r}: {exc} (the module must be importable: installed, or "
+                         "on PYTHONPATH)") from None
+    except AttributeError as exc:
+        raise ValueError(f"engine: cannot import {engine!r}: {exc}") from None
+    if not callable(fn):
+        raise TypeError(f"engine: {engine!r} is not callable (a {type(fn).__name__})")
+    return fn
+
+
+def engine_for(engine: Any, allow_import: bool | str | Collection[str] = False) -> Engine:
+    """The :class:`Engine` of a name (``"ode"``, ...), a callable, or a ``"package.module:function"`` string.
+
+    A string is data (it may come from a config file): it names one of the package's engines, or a function
+    that is imported only when its module is trusted by ``allow_import``; otherwise ValueError, and nothing is
+    imported.
 
     Parameters
     ----------
     engine : Engine, str or callable
-        A built-in name, ``"package.module:function"`` or a function of one configuration's keyword arguments
-        returning a dict of arrays.
+        A built-in name, a function of one configuration's keyword arguments returning a dict of arrays, or
+        ``"package.module:function"`` (only with ``allow_import``).
+    allow_import : bool, str or list of str, default False
+        The modules a ``"package.module:function"`` may be imported from: True (any), a module name or a list
+        of them (exactly as written before the colon).
 
     Returns
     -------
@@ -657,25 +740,61 @@ def engine_for(engine: Any) -> Engine:
     >>> eng = tl.scan.engines.engine_for(square)
     >>> eng.run([{"x": 2.0}, {"x": 3.0}]).data["y"][1].tolist()
     [4.0, 9.0]
+    >>> tl.scan.engines.engine_for("os:system")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    ValueError: engine: 'os:system' would import module 'os': ...
+    >>> tl.scan.engines.engine_for("math:hypot", allow_import="math").name
+    'math:hypot'
     """
+    trust = trusted_modules(allow_import)
     if isinstance(engine, Engine):
         return engine
     if callable(engine):
         return _function_engine(engine, f"{engine.__module__}:{engine.__qualname__}")
     if not isinstance(engine, str):
-        raise TypeError(f"engine: expected a name ({', '.join(map(repr, ENGINES))}), 'package.module:function' or a "
-                        f"callable, got {type(engine).__name__}")
+        raise TypeError(f"engine: expected a name ({', '.join(map(repr, ENGINES))}), a callable or "
+                        f"'package.module:function', got {type(engine).__name__}")
     if engine in ENGINES:
         return ENGINES[engine]
     if ":" not in engine:
         raise ValueError(f"engine: unknown engine {engine!r}{suggest(engine, list(ENGINES))} (expected one of "
-                         f"{', '.join(map(repr, ENGINES))} or 'package.module:function')")
-    module, _, attr = engine.partition(":")
-    try:
-        fn = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"engine: cannot import {engine!r}: {exc}") from None
-    return _function_engine(fn, engine)
+                         f"{', '.join(map(repr, ENGINES))}, a callable, or 'package.module:function' with "
+                         "allow_import)")
+    return _function_engine(_import_function(engine, trust), engine)
+
+
+def recorded_engine(name: Any) -> Engine:
+    """The engine a store's definition records, read as text: a package engine by its name; any other name
+    (a user function's ``"module:function"``) a stand-in that accepts every parameter and runs nothing, so that
+    reading a store never imports a module.
+
+    Parameters
+    ----------
+    name : str
+        The recorded engine name.
+
+    Returns
+    -------
+    Engine
+
+    Examples
+    --------
+    >>> eng = tl.scan.engines.recorded_engine("mylab.engines:plateau")
+    >>> eng.name, eng.function is None
+    ('mylab.engines:plateau', True)
+    """
+    if not isinstance(name, str):
+        raise ValueError(f"engine: a store records the engine's name, got {type(name).__name__}")
+    if name in ENGINES:
+        return ENGINES[name]
+
+    def refuse(configs: list[dict[str, Any]]) -> Part:
+        raise ValueError(f"engine: {name!r} is recorded in a store as text and is never imported from it: to "
+                         "compute, give the function itself (Scan(engine=function)) or load the scan's config "
+                         "with allow_import")
+
+    return Engine(name, {}, refuse, _FUNCTION_GROUP_SIZE, open_params=True)
 
 
 def fill_value(dtype: np.dtype[Any]) -> Any:

@@ -23,13 +23,14 @@ __all__ = ["Task", "execute", "run_task"]
 
 @dataclass(frozen=True)
 class Task:
-    """One group to compute: the engine (a name, 'module:function' or a picklable callable), its full
+    """One group to compute: the engine (a package engine's name or a picklable callable), its full
     configurations, their flat indices, and the store and group name to write to.
 
     Attributes
     ----------
     engine : str or callable
-        The engine (picklable for a process pool or Dask).
+        The engine (:attr:`Engine.portable <twolayer.scan.engines.Engine.portable>`: picklable for a process
+        pool or Dask; a worker never imports a module by name).
     configs : list of dict
         Full configurations.
     indices : list of int

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .engines import _hashable, engine_for
+from .engines import _hashable
 from .spec import Scan
 
 __all__ = ["Group", "make_groups"]
@@ -68,7 +68,7 @@ def make_groups(scan: Scan) -> list[Group]:
     >>> len(groups), groups[0].indices
     (1, [0, 1])
     """
-    eng = engine_for(scan.engine)
+    eng = scan.resolved_engine
     size = scan.resolved_group_size
     defaults = eng.complete({})
     n = len(scan)

@@ -3,9 +3,9 @@ to scan, checked in full before anything runs.
 
 Layout (the same keys in Python and TOML)::
 
-    engine = "ode"                 # "ode", "sgd", "descend", "multistart", or "package.module:function"
+    engine = "ode"                 # "ode", "sgd", "descend", "multistart" (or, trusted: "package.module:function")
     group_size = 1000              # optional: most configurations per group (one engine call, one stored chunk)
-    store = "plateau.zarr"         # optional (TOML only): where `twolayer scan` writes, relative to the file
+    store = "plateau.zarr"         # optional (TOML only): where `twolayer scan` writes, inside the file's directory
     [constants]                    # parameters shared by every configuration
     activation = "erf"
     t_max = 100.0
@@ -29,6 +29,19 @@ place of ``t_max`` and the solver options (its ``t`` counts iterations)::
 
 Configurations are enumerated in C order over the dimensions (the product axes as listed, then each zip);
 configuration ``i`` is ``constants`` updated with the axis values at grid position ``unravel(i)``.
+
+A definition is data: reading one (and running it) never imports or executes code named in it. ``engine`` names
+one of the package's engines; a function of yours is given from Python as the callable itself
+(``Scan(engine=function)``), or named ``"package.module:function"`` in a config only when you trust its module
+explicitly: ``allow_import=True`` or ``allow_import="package.module"`` in Python (:meth:`Scan.from_toml`,
+:func:`twolayer.scan.load`, :func:`twolayer.scan.run`), ``--allow-import package.module`` on the command line.
+Without it the definition is refused before anything is imported. A store records the engine's name as text:
+:func:`twolayer.scan.open_dataset`, ``xarray.open_zarr``, ``twolayer plot`` and the resume checks never import it.
+
+A config's ``store`` is resolved relative to the config's directory, and must stay inside it: an absolute path,
+``..`` or a symbolic link leading out of it is refused (:func:`config_store`). A store anywhere else is the
+user's own choice, given on the command line (``twolayer scan CONFIG --store PATH``) or from Python
+(``tl.scan.run(scan, store=PATH)``).
 """
 
 from __future__ import annotations
@@ -38,14 +51,14 @@ import hashlib
 import json
 import math
 import numbers
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["Scan", "suggest"]
+__all__ = ["Scan", "config_store", "suggest"]
 
 _TOP_KEYS = ("engine", "group_size", "store", "constants", "axes", "zip")
 
@@ -115,8 +128,9 @@ class Scan:
     dimension along which several parameters move together), every configuration completed by ``constants``.
 
     ``engine``: ``"ode"``, ``"sgd"``, ``"descend"``, ``"multistart"`` (see :mod:`twolayer.scan.engines` for their
-    parameters), ``"package.module:function"`` or a Python callable taking one configuration as keyword
-    arguments and returning a dict of arrays. ``group_size``: the most configurations run together in one engine
+    parameters), a Python callable taking one configuration as keyword arguments and returning a dict of arrays,
+    or ``"package.module:function"`` naming one in a module that ``allow_import`` trusts (never imported
+    otherwise: see the module docstring). ``group_size``: the most configurations run together in one engine
     call and stored as one chunk (None: the engine's default). Build one from Python, :meth:`from_dict` or
     :meth:`from_toml`; it is validated on construction (unknown names with the closest known one, empty axes,
     zipped lengths, a parameter given twice, parameter values), before anything runs.
@@ -133,6 +147,9 @@ class Scan:
         dimension -> {name: list of values}: parameters moving together along one dimension.
     group_size : int, optional
         Most configurations per group.
+    allow_import : bool, str or list of str, default False
+        The modules a ``"package.module:function"`` engine may be imported from: True (any), a module name or a
+        list of them. Not part of the definition (neither compared nor recorded).
 
     Examples
     --------
@@ -151,11 +168,13 @@ class Scan:
     axes: Mapping[str, Any] = field(default_factory=dict)
     zip: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     group_size: int | None = None
+    allow_import: bool | str | Collection[str] = field(default=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        from .engines import engine_for
+        from .engines import engine_for, trusted_modules
 
-        eng = engine_for(self.engine)
+        object.__setattr__(self, "allow_import", trusted_modules(self.allow_import))
+        eng = engine_for(self.engine, self.allow_import)
         if not isinstance(self.constants, Mapping):
             raise TypeError(f"constants: expected a table of parameter values, got {type(self.constants).__name__}")
         if not isinstance(self.axes, Mapping):
@@ -209,9 +228,10 @@ class Scan:
     # ------------------------------------------------------------------ construction from data
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Scan:
+    def from_dict(cls, data: Mapping[str, Any], allow_import: bool | str | Collection[str] = False) -> Scan:
         """A scan from plain data (e.g. a parsed TOML file): the keys ``engine``, ``constants``, ``axes``,
-        ``zip``, ``group_size`` (``store`` is accepted and ignored here: :func:`twolayer.scan.run` takes it)."""
+        ``zip``, ``group_size`` (``store`` is accepted and ignored here: :func:`twolayer.scan.run` takes it,
+        ``twolayer scan`` reads it with :func:`config_store`); ``allow_import`` as for :class:`Scan`."""
         if not isinstance(data, Mapping):
             raise TypeError(f"scan: expected a table, got {type(data).__name__}")
         for key in data:
@@ -222,12 +242,13 @@ class Scan:
             raise ValueError("engine: missing (one of 'ode', 'sgd', 'descend', 'multistart' or "
                              "'package.module:function')")
         return cls(engine=data["engine"], constants=data.get("constants", {}), axes=data.get("axes", {}),
-                   zip=data.get("zip", {}), group_size=data.get("group_size"))
+                   zip=data.get("zip", {}), group_size=data.get("group_size"), allow_import=allow_import)
 
     @classmethod
-    def from_toml(cls, path: str | Path) -> Scan:
-        """A scan from a TOML file (see the module docstring); syntax errors name the file and line."""
-        return cls.from_dict(read_toml(path))
+    def from_toml(cls, path: str | Path, allow_import: bool | str | Collection[str] = False) -> Scan:
+        """A scan from a TOML file (see the module docstring); syntax errors name the file and line;
+        ``allow_import`` as for :class:`Scan`."""
+        return cls.from_dict(read_toml(path), allow_import)
 
     def to_dict(self) -> dict[str, Any]:
         """The definition as plain data (``Scan.from_dict(s.to_dict())`` is ``s``)."""
@@ -238,11 +259,16 @@ class Scan:
         return out
 
     @property
-    def engine_name(self) -> str:
-        """The engine's name (``"ode"``, ..., or ``"module:function"``)."""
+    def resolved_engine(self) -> Any:
+        """The :class:`~twolayer.scan.engines.Engine` that runs this scan."""
         from .engines import engine_for
 
-        return engine_for(self.engine).name
+        return engine_for(self.engine, self.allow_import)
+
+    @property
+    def engine_name(self) -> str:
+        """The engine's name (``"ode"``, ..., or ``"module:function"``)."""
+        return str(self.resolved_engine.name)
 
     def digest(self) -> str:
         """SHA-256 of the canonical JSON of :meth:`to_dict` (with the resolved group size): stores written by a
@@ -254,9 +280,7 @@ class Scan:
     @property
     def resolved_group_size(self) -> int:
         """``group_size``, or the engine's default when it is None."""
-        from .engines import engine_for
-
-        return self.group_size if self.group_size is not None else engine_for(self.engine).group_size
+        return self.group_size if self.group_size is not None else int(self.resolved_engine.group_size)
 
     # ------------------------------------------------------------------ the grid
 
@@ -352,6 +376,49 @@ def read_toml(path: str | Path) -> dict[str, Any]:
             return dict(toml.load(f))
     except toml.TOMLDecodeError as exc:
         raise ValueError(f"{p}: not valid TOML: {exc}") from None
+
+
+def config_store(table: Mapping[str, Any], config: str | Path) -> Path | None:
+    """The store a config file names (its ``store`` key), resolved relative to the file's directory; None when
+    it names none. The store must lie inside that directory: an absolute path, ``..`` or a symbolic link that
+    leads out of it raises ValueError (a store elsewhere is given on the command line or from Python).
+
+    Parameters
+    ----------
+    table : dict
+        The config's table (:func:`read_toml`).
+    config : str or Path
+        The config file.
+
+    Returns
+    -------
+    Path or None
+        The resolved store path.
+
+    Examples
+    --------
+    >>> import pathlib
+    >>> config = pathlib.Path("experiments", "plateau.toml")
+    >>> path = tl.scan.spec.config_store({"store": "out/plateau.zarr"}, config)
+    >>> path.relative_to(pathlib.Path.cwd().resolve()).as_posix()
+    'experiments/out/plateau.zarr'
+    >>> tl.scan.spec.config_store({"store": "../plateau.zarr"}, config)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    ValueError: store: '../plateau.zarr' is not inside the directory of experiments/plateau.toml ...
+    """
+    if "store" not in table:
+        return None
+    where = table["store"]
+    if not isinstance(where, str):
+        raise TypeError(f"store: expected a path relative to the config's directory, got {type(where).__name__}")
+    base = Path(config).parent.resolve()
+    path = (base / where).resolve()
+    if path == base or not path.is_relative_to(base):
+        raise ValueError(f"store: {where!r} is not inside the directory of {config} ({base}): a config names its store "
+                         "only inside its own directory; give any other place on the command line (--store "
+                         "PATH) or from Python (run(scan, store=PATH))")
+    return path
 
 
 Check = Callable[[Any, str], Any]

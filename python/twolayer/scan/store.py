@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .engines import Part, fill_value
+from .engines import Part, fill_value, recorded_engine
 from .spec import Scan
 
 __all__ = ["Assembly", "assemble", "complete_groups", "open_dataset", "prepare", "read_group", "write_group"]
@@ -256,8 +256,9 @@ def read_group(store: str | Path, gid: int) -> tuple[NDArray[np.int64], Part]:
     ([0, 1], (2, 3))
     """
     zarr = _zarr()
+    where = f"{store}/groups/g{gid:07d}"
     grp = zarr.open_group(str(store), path=f"groups/g{gid:07d}", mode="r")
-    blocks = {kind: np.asarray(grp[kind][...]) for kind in ("float64", "int64")}
+    blocks = {kind: _numbers(grp, kind, where) for kind in ("float64", "int64")}
     part = Part({}, {})
     for v in grp.attrs["variables"]:
         shape = tuple(v["shape"])
@@ -267,17 +268,46 @@ def read_group(store: str | Path, gid: int) -> tuple[NDArray[np.int64], Part]:
             values = np.asarray(v["categories"], dtype=np.str_)[flat].reshape(shape) if n else \
                 np.zeros(shape, dtype=np.str_)
         else:
-            values = flat.reshape(shape).astype(np.dtype(v["dtype"]))
+            values = flat.reshape(shape).astype(_plain_dtype(v, where))
         (part.data if v["role"] == "data" else part.coords)[v["name"]] = (tuple(v["dims"]), values)
-    return np.asarray(grp["_index"][...], dtype=np.int64), part
+    return _numbers(grp, "_index", where, "int64"), part
+
+
+def _numbers(grp: Any, kind: str, where: str, dtype: str | None = None) -> NDArray[Any]:
+    """The array ``kind`` of a group, decoded only if it is what :func:`write_group` writes: a Zarr v3 array of
+    float64 or int64 (never an object array, whose codecs could unpickle)."""
+    arr = grp[kind]
+    expected = np.dtype(dtype or kind)
+    if arr.metadata.zarr_format != 3 or arr.dtype != expected:
+        raise ValueError(f"store: {where}/{kind}: expected a Zarr v3 array of {expected}, got a Zarr "
+                         f"v{arr.metadata.zarr_format} array of {arr.dtype}")
+    return np.asarray(arr[...])
+
+
+def _plain_dtype(v: Any, where: str) -> np.dtype[Any]:
+    """The recorded dtype of a variable: numbers or bools only."""
+    try:
+        dtype = np.dtype(v["dtype"])
+    except TypeError:
+        dtype = np.dtype(object)
+    if dtype.kind not in "biuf":
+        raise ValueError(f"store: {where}: variable {v['name']!r} has dtype {v['dtype']!r}, expected numbers")
+    return dtype
 
 
 def definition(store: str | Path) -> Scan:
-    """The scan definition recorded in a store."""
+    """The scan definition recorded in a store, its engine read as text (:func:`recorded_engine`: nothing is
+    imported)."""
     attrs = dict(_zarr().open_group(str(store), mode="r").attrs)
     if attrs.get("format") != _FORMAT:
         raise ValueError(f"store: {store} is not a twolayer scan store")
-    return Scan.from_dict(json.loads(attrs["scan_definition"]))
+    try:
+        data = json.loads(attrs["scan_definition"])
+    except (KeyError, TypeError, ValueError):
+        raise ValueError(f"store: {store} holds no readable scan definition") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"store: {store} holds no readable scan definition")
+    return Scan.from_dict({**data, "engine": recorded_engine(data.get("engine"))})
 
 
 def open_dataset(store: str | Path) -> Any:
