@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -93,6 +94,32 @@ def test_info_reports_the_build(capsys):
     with pytest.raises(SystemExit) as exit_:
         cli.main(["--version"])
     assert exit_.value.code == 0 and capsys.readouterr().out.strip() == f"twolayer {tl.__version__}"
+
+
+@pytest.mark.skipif(sys.platform != "linux" or shutil.which("readelf") is None, reason="ELF (readelf) only")
+def test_info_reports_how_the_cxx_runtime_is_linked(capsys):
+    """libstdcxx_static: the loaded core names no libstdc++.so (-static-libstdc++), read from its ELF file."""
+    from twolayer import _core, _elf
+
+    dynamic = subprocess.run(["readelf", "-d", _core.__file__], capture_output=True, text=True, check=True).stdout
+    needed = [line.split("[", 1)[1].split("]", 1)[0] for line in dynamic.splitlines() if "(NEEDED)" in line]
+    assert _elf.needed_libraries(_core.__file__) == needed
+    static = not any(n.startswith("libstdc++") for n in needed)
+    assert tl.build_info()["libstdcxx_static"] is static
+    assert cli.main(["info"]) == 0 and f"libstdcxx_static: {static}" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(sys.platform != "linux" or shutil.which("c++") is None, reason="a C++ compiler on Linux")
+def test_cxx_runtime_static_tells_the_two_links_apart(tmp_path):
+    from twolayer import _elf
+
+    src = tmp_path / "m.cpp"
+    src.write_text('#include <string>\nextern "C" int f(int n) { return int(std::to_string(n).size()); }\n')
+    for flags, static in (([], False), (["-static-libstdc++", "-static-libgcc"], True)):
+        so = tmp_path / f"m{int(static)}.so"
+        subprocess.run(["c++", "-shared", "-fPIC", "-o", str(so), str(src), *flags], check=True)
+        assert _elf.cxx_runtime_static(str(so)) is static
+    assert _elf.cxx_runtime_static(str(src)) is None  # not an ELF file
 
 
 def test_python_m_twolayer():

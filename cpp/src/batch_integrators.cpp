@@ -12,7 +12,6 @@
 #include <limits>
 #include <map>
 #include <mutex>
-#include <sstream>
 #include <stdexcept>
 #include <tuple>
 
@@ -21,6 +20,7 @@
 #include "twolayer/divergence.hpp"
 #include "twolayer/dormand_prince.hpp"
 #include "twolayer/first_passage.hpp"
+#include "twolayer/format.hpp"
 #include "twolayer/parallel.hpp"
 #include "twolayer/population.hpp"
 
@@ -97,10 +97,8 @@ class LaneRunner {
     for (int l = 0; l < count; ++l) {
       IntegrateResult& res = *lane_[l].res;
       if (res.status == "completed") {
-        std::ostringstream s;
-        s << "integrated to t = " << (opt_.times.empty() ? 0.0 : opt_.times.back()) << " in " << res.n_steps
-          << " steps (" << res.n_rhs << " right-hand-side evaluations)";
-        res.message = s.str();
+        res.message = concat("integrated to t = ", opt_.times.empty() ? 0.0 : opt_.times.back(), " in ", res.n_steps,
+                             " steps (", res.n_rhs, " right-hand-side evaluations)");
       }
     }
   }
@@ -170,9 +168,7 @@ class LaneRunner {
     lane_[l].live = false;
   }
   void diverge(int l, double t, const std::string& why) {
-    std::ostringstream s;
-    s << "diverged at t = " << t << ": " << why;
-    stop(l, t, "diverged", s.str());
+    stop(l, t, "diverged", concat("diverged at t = ", t, ": ", why));
   }
   // Records the row (x contiguous; r: its risk if known, else NaN); false (and the lane stopped) if its risk
   // overflows.
@@ -192,15 +188,11 @@ class LaneRunner {
   bool may_continue(int l, double t) {
     const IntegrateResult& res = *lane_[l].res;
     if (cancel_requested()) {
-      std::ostringstream s;
-      s << "interrupted at t = " << t << " after " << res.n_steps << " steps";
-      stop(l, t, "interrupted", s.str());
+      stop(l, t, "interrupted", concat("interrupted at t = ", t, " after ", res.n_steps, " steps"));
       return false;
     }
     if (res.n_steps >= opt_.max_steps) {
-      std::ostringstream s;
-      s << "max_steps = " << opt_.max_steps << " steps taken, stopped at t = " << t;
-      stop(l, t, "max_steps", s.str());
+      stop(l, t, "max_steps", concat("max_steps = ", opt_.max_steps, " steps taken, stopped at t = ", t));
       return false;
     }
     return true;
@@ -217,12 +209,10 @@ class LaneRunner {
   void converge(int l, double t_stop, const double* x) {
     if (!record(l, t_stop, x)) return;
     const Lane& ln = lane_[l];
-    std::ostringstream s;
-    s << "excess risk " << ln.last_risk << " reached the threshold " << ln.threshold << " (";
-    if (ln.rule->risk_tol > 0.0) s << "risk_tol = " << ln.rule->risk_tol << (ln.rule->risk_rtol > 0.0 ? ", " : "");
-    if (ln.rule->risk_rtol > 0.0) s << "risk_rtol = " << ln.rule->risk_rtol << " x the initial risk";
-    s << ") at t = " << t_stop;
-    stop(l, t_stop, "converged", s.str());
+    std::string s = concat("excess risk ", ln.last_risk, " reached the threshold ", ln.threshold, " (");
+    if (ln.rule->risk_tol > 0.0) s += concat("risk_tol = ", ln.rule->risk_tol, ln.rule->risk_rtol > 0.0 ? ", " : "");
+    if (ln.rule->risk_rtol > 0.0) s += concat("risk_rtol = ", ln.rule->risk_rtol, " x the initial risk");
+    stop(l, t_stop, "converged", s + concat(") at t = ", t_stop));
   }
 
   // The divergence rule over the lanes (omega_check_lanes in batch_dynamics.hpp).

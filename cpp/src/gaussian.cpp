@@ -4,10 +4,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <sstream>
 #include <string>
 #include <type_traits>
 
+#include "twolayer/format.hpp"
 #include "twolayer/gaussian_orthant.hpp"
 #include "twolayer/gaussian_relu_i4.hpp"
 #include "twolayer/parallel.hpp"
@@ -251,10 +251,9 @@ double rescaled(const Unit (&units)[n], F&& kernel, const double* C, std::size_t
   const double v = kernel(S);
   const double r = std::ldexp(v, static_cast<int>(std::max(-100000L, std::min(100000L, total))));
   if (!std::isfinite(r)) {
-    std::ostringstream why;
-    why << "C[" << index << "]: the kernel's value exceeds the double range at this covariance scale (max |C_ii| = "
-        << diagonal_scale<n>(C, 1) << ")";
-    throw std::domain_error(why.str());
+    throw std::domain_error(concat("C[", index,
+                                   "]: the kernel's value exceeds the double range at this covariance scale (max |C_ii| = ",
+                                   diagonal_scale<n>(C, 1), ")"));
   }
   return r;
 }

@@ -7,7 +7,6 @@
 #include <initializer_list>
 #include <limits>
 #include <mutex>
-#include <sstream>
 #include <stdexcept>
 #include <utility>
 
@@ -16,6 +15,7 @@
 #include "twolayer/divergence.hpp"
 #include "twolayer/dormand_prince.hpp"
 #include "twolayer/first_passage.hpp"
+#include "twolayer/format.hpp"
 #include "twolayer/gaussian.hpp"
 #include "twolayer/parallel.hpp"
 #include "twolayer/step_flow.hpp"
@@ -86,22 +86,16 @@ struct Runner {
     res.message = message;
   }
   void diverge(double t, const std::string& why) {
-    std::ostringstream s;
-    s << "diverged at t = " << t << ": " << why;
-    stop(t, "diverged", s.str());
+    stop(t, "diverged", concat("diverged at t = ", t, ": ", why));
   }
   // Checked before every step, accepted or not: false (and the status set) if the run must stop here.
   bool may_continue(double t) {
     if (cancel_requested()) {
-      std::ostringstream s;
-      s << "interrupted at t = " << t << " after " << res.n_steps << " steps";
-      stop(t, "interrupted", s.str());
+      stop(t, "interrupted", concat("interrupted at t = ", t, " after ", res.n_steps, " steps"));
       return false;
     }
     if (res.n_steps >= opt.max_steps) {
-      std::ostringstream s;
-      s << "max_steps = " << opt.max_steps << " steps taken, stopped at t = " << t;
-      stop(t, "max_steps", s.str());
+      stop(t, "max_steps", concat("max_steps = ", opt.max_steps, " steps taken, stopped at t = ", t));
       return false;
     }
     return true;
@@ -129,12 +123,10 @@ struct Runner {
   // Records the crossing state y_stop at t_stop and stops with "converged".
   void converge(double t_stop, const double* y_stop) {
     record(t_stop, y_stop);
-    std::ostringstream s;
-    s << "excess risk " << res.risk.back() << " reached the threshold " << threshold << " (";
-    if (rule.risk_tol > 0.0) s << "risk_tol = " << rule.risk_tol << (rule.risk_rtol > 0.0 ? ", " : "");
-    if (rule.risk_rtol > 0.0) s << "risk_rtol = " << rule.risk_rtol << " x the initial risk";
-    s << ") at t = " << t_stop;
-    stop(t_stop, "converged", s.str());
+    std::string s = concat("excess risk ", res.risk.back(), " reached the threshold ", threshold, " (");
+    if (rule.risk_tol > 0.0) s += concat("risk_tol = ", rule.risk_tol, rule.risk_rtol > 0.0 ? ", " : "");
+    if (rule.risk_rtol > 0.0) s += concat("risk_rtol = ", rule.risk_rtol, " x the initial risk");
+    stop(t_stop, "converged", s + concat(") at t = ", t_stop));
   }
   // First passage inside an accepted step of length h from t (first_passage.hpp); at(theta, out) writes the
   // interpolated state.
@@ -354,10 +346,8 @@ struct Runner {
     } catch (const RiskOverflow&) {  // status and message set by record()
     }
     if (res.status == "completed") {
-      std::ostringstream s;
-      s << "integrated to t = " << (opt.times.empty() ? 0.0 : opt.times.back()) << " in " << res.n_steps
-        << " steps (" << res.n_rhs << " right-hand-side evaluations)";
-      res.message = s.str();
+      res.message = concat("integrated to t = ", opt.times.empty() ? 0.0 : opt.times.back(), " in ", res.n_steps,
+                           " steps (", res.n_rhs, " right-hand-side evaluations)");
     }
   }
 };
@@ -373,10 +363,8 @@ void check_options(const IntegrateOptions& o) {
   if (o.method != Method::Adaptive && !(o.dt > 0.0 && std::isfinite(o.dt)))
     throw std::invalid_argument("dt: expected a finite number > 0");
   if (o.method != Method::Adaptive && !o.times.empty() && o.times.back() + o.dt == o.times.back()) {
-    std::ostringstream s;
-    s << "dt: a step of " << o.dt << " cannot advance the time up to t = " << o.times.back()
-      << " in double precision";
-    throw std::invalid_argument(s.str());
+    throw std::invalid_argument(concat("dt: a step of ", o.dt, " cannot advance the time up to t = ", o.times.back(),
+                                       " in double precision"));
   }
   if (o.max_steps < 1) throw std::invalid_argument("max_steps: expected a positive number of steps");
   if (o.method == Method::Adaptive && !(o.rtol >= 0.0 && o.atol >= 0.0 && o.rtol + o.atol > 0.0))

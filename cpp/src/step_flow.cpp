@@ -3,7 +3,6 @@
 #include "twolayer/step_flow.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -13,6 +12,7 @@
 #include "twolayer/cancel.hpp"
 #include "twolayer/dormand_prince.hpp"
 #include "twolayer/first_passage.hpp"
+#include "twolayer/format.hpp"
 #include "twolayer/gaussian.hpp"
 #include "twolayer/linalg.hpp"
 #include "twolayer/population.hpp"
@@ -396,15 +396,6 @@ class Flow {
   }
 };
 
-// x as operator<< writes a double by default (printf's %g: 6 significant digits), by std::to_chars: messages are
-// composed without iostreams or locales, which crashed inside OpenMP regions in a module that links libstdc++
-// statically (issue 26). (Local to this file until the core has one shared formatting helper.)
-std::string num(double x) {
-  char buf[32];
-  const std::to_chars_result r = std::to_chars(buf, buf + sizeof buf, x, std::chars_format::general, 6);
-  return std::string(buf, r.ptr);
-}
-
 void check(const IntegrateOptions& opt, const StopRule& stop) {
   if (opt.max_steps < 1) throw std::invalid_argument("max_steps: expected a positive number of steps");
   if (!(opt.rtol >= 0.0 && opt.atol >= 0.0 && opt.rtol + opt.atol > 0.0))
@@ -460,7 +451,7 @@ IntegrateResult step_flow_integrate(const OdeModel& model, const double* y0, con
   if (stop.active() && r0 <= threshold) {
     if (res.t.empty()) record(0.0, Y.data());
     res.status = "converged", res.stop_time = 0.0;
-    res.message = "excess risk " + num(r0) + " reached the threshold " + num(threshold) + " at t = 0";
+    res.message = concat("excess risk ", r0, " reached the threshold ", threshold, " at t = 0");
     return res;
   }
 
@@ -481,10 +472,10 @@ IntegrateResult step_flow_integrate(const OdeModel& model, const double* y0, con
   while (next < nt) {
     if (cancel_requested() || res.n_steps >= opt.max_steps) {
       if (cancel_requested()) {
-        res.message = "interrupted at t = " + num(t) + " after " + std::to_string(res.n_steps) + " steps";
+        res.message = concat("interrupted at t = ", t, " after ", res.n_steps, " steps");
         res.status = "interrupted";
       } else {
-        res.message = "max_steps = " + std::to_string(opt.max_steps) + " steps taken, stopped at t = " + num(t);
+        res.message = concat("max_steps = ", opt.max_steps, " steps taken, stopped at t = ", t);
         res.status = "max_steps";
       }
       res.stop_time = t;
@@ -538,7 +529,7 @@ IntegrateResult step_flow_integrate(const OdeModel& model, const double* y0, con
     for (double x : Yn)
       if (!std::isfinite(x)) {
         res.status = "diverged", res.stop_time = t_new;
-        res.message = "diverged at t = " + num(t_new) + ": the state is not finite (NaN or inf)";
+        res.message = concat("diverged at t = ", t_new, ": the state is not finite (NaN or inf)");
         return res;
       }
     // outputs in (t, t_new], or the early stop located on the dense output
@@ -558,8 +549,7 @@ IntegrateResult step_flow_integrate(const OdeModel& model, const double* y0, con
           Ystop = Yn;
         record(t_stop, Ystop.data());
         res.status = "converged", res.stop_time = t_stop;
-        res.message = "excess risk " + num(res.risk.back()) + " reached the threshold " + num(threshold) +
-                      " at t = " + num(t_stop);
+        res.message = concat("excess risk ", res.risk.back(), " reached the threshold ", threshold, " at t = ", t_stop);
         return res;
       }
     }
@@ -583,11 +573,10 @@ IntegrateResult step_flow_integrate(const OdeModel& model, const double* y0, con
     }
     h *= e == 0.0 ? 5.0 : std::min(5.0, std::max(0.2, 0.9 * std::pow(e, -0.2)));
   }
-  res.message = "integrated to t = " + num(t_end) + " in " + std::to_string(res.n_steps) + " steps (" +
-                std::to_string(res.n_rhs) + " right-hand sides; step units: event location at alignment, Filippov " +
-                "sliding; " + std::to_string(flow.count_on_teachers()) + " of " + std::to_string(K) +
-                " students on a teacher, " + std::to_string(flow.count_in_clusters()) +
-                " in clusters of students at the end)";
+  res.message = concat("integrated to t = ", t_end, " in ", res.n_steps, " steps (", res.n_rhs,
+                       " right-hand sides; step units: event location at alignment, Filippov sliding; ",
+                       flow.count_on_teachers(), " of ", K, " students on a teacher, ", flow.count_in_clusters(),
+                       " in clusters of students at the end)");
   return res;
 }
 

@@ -44,7 +44,10 @@ def build_info() -> dict[str, Any]:
         ``simd_levels`` (those compiled in), ``simd_supported`` (those this
         CPU runs), ``compiler`` and ``flags``, ``openmp`` (on/off),
         ``max_threads`` (OpenMP's default thread count), ``thread_limit``
-        (the thread cap of one call) and ``cuda`` (on/off).
+        (the thread cap of one call), ``cuda`` (on/off) and ``libstdcxx_static``
+        (whether the loaded core has its C++ runtime linked in, as with
+        ``-static-libstdc++``, rather than the shared library; None where
+        this cannot be read: not an ELF file).
         ``TWOLAYER_SIMD`` forces the level.
 
     Examples
@@ -55,9 +58,10 @@ def build_info() -> dict[str, Any]:
     >>> info["simd_level"] in info["simd_levels"]
     True
     """
-    from . import _dispatch
+    from . import _dispatch, _elf
 
     info = dict(_core.build_info())
+    info["libstdcxx_static"] = _elf.cxx_runtime_static(_core.__file__)
     info["simd_levels"] = list(_dispatch.compiled())
     info["simd_supported"] = [lvl for lvl in _dispatch.supported() if lvl != "native"]
     return info

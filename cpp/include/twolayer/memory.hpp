@@ -6,6 +6,8 @@
 #include <new>
 #include <string>
 #include <utility>
+
+#include "twolayer/format.hpp"
 #ifndef _WIN32
 #include <unistd.h>
 #endif
@@ -36,8 +38,8 @@ inline void check_buffer(std::size_t count, const char* what) {
   const std::size_t mem = physical_memory();
   if (mem == 0 || count <= mem / sizeof(double)) return;
   const double gib = static_cast<double>(count) * sizeof(double) / (1024.0 * 1024.0 * 1024.0);
-  throw OutOfMemory(std::string(what) + " would need " + std::to_string(gib) + " GiB, more than this machine's " +
-                    std::to_string(static_cast<double>(mem) / (1024.0 * 1024.0 * 1024.0)) + " GiB of memory");
+  throw OutOfMemory(concat(what, " would need ", gib, " GiB, more than this machine's ",
+                           static_cast<double>(mem) / (1024.0 * 1024.0 * 1024.0), " GiB of memory"));
 }
 
 }  // namespace twolayer
