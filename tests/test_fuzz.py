@@ -25,9 +25,10 @@ Entry points (the ENTRY_POINTS table below, one row each):
     negative); passage.first_passage_time, run_passage, first_passage; schedules (Schedule built directly and
     every factory, as_schedule; the schedule must evaluate to finite multipliers >= 0); large_batch.layerwise,
     iterate, ridge_readout, simulate_layerwise; scan.load, read_toml (TOML text), make_groups, run (in memory),
-    initial_overlaps, initial_networks; landscape.from_json[untrusted] (valid documents with one value replaced
-    anywhere, and hostile ones: deep nesting, a bare value, a point that would expand to 1.6e9 entries).
-    Defects found in modules outside that issue's scope are listed in KNOWN_DEFECTS (strict xfail).
+    initial_overlaps, initial_networks, engine_for; landscape.from_json[untrusted] (valid documents with one value
+    replaced anywhere, and hostile ones: deep nesting, a bare value, a point that would expand to 1.6e9 entries).
+    Defects found in modules outside that issue's scope are listed in KNOWN_DEFECTS (non-strict xfail; empty now:
+    each has its fix and a case in tests/test_fuzz_regressions.py).
     (demo.* and plot.* run for seconds per call: they are reached through cli.main's argument handling only.)
 
 How it runs: each case draws small dimensions, then every argument from its kind's strategy (one strategy per
@@ -1205,6 +1206,10 @@ ENTRY_POINTS: list[Entry] = [
                      "d": Kind(_sampled([[100], [10, 1000]]), _sampled([[0], [1.5], ["10"]])),
                      "t_max": Kind(_sampled([0.5, 2.0]), _sampled([NAN, -1.0, "1"]))},
           examples=max(EXAMPLES // 8, 1)),
+    Entry("scan.engine_for", tl.scan.engine_for,
+          lambda D: {"engine": Kind(_sampled(["ode", "sgd", "descend", "multistart", "math:hypot"]),
+                                    _sampled(["bogus", "", "os:system", None, 1, ["ode"]])),
+                     "allow_import": Kind(_sampled([False, "math", ["math", "cmath"]]), _sampled([1, [1], None]))}),
     Entry("scan.initial_overlaps", tl.scan.initial_overlaps,
           lambda D: {"config": Kind(st.fixed_dictionaries({"K": _sampled([1, 2]), "M": _sampled([1, 2]),
                                                            "d": _sampled([10, 100, 1]), "seed": _sampled([0, 1]),
@@ -1334,16 +1339,7 @@ def fuzz_results(request: pytest.FixtureRequest) -> dict[str, str | None]:
 
 # Contract breaches the fuzz suite found outside issue 26's validation scope, reported to the lead: expected to fail
 # (not strict: a small budget does not always reach them; remove a line with its fix).
-KNOWN_DEFECTS = {
-    "landscape.canonical": "RuntimeWarning 'overflow encountered in square' (orbit.py:142) for |a| ~ 1e300, quadratic",
-    "large_batch.layerwise": "a NaN risk from degenerate (zero) overlaps is returned silently",
-    "large_batch.iterate": "a NaN risk from degenerate (zero) overlaps is returned silently",
-    "large_batch.ridge_readout": "overlaps spoilt after construction (v = inf) are not re-checked: NaN readout",
-    "large_batch.simulate_layerwise": "AssertionError (large_batch.py:338) when the SGD phase diverges",
-    "scan.load": "load('') reads the directory '.' (IsADirectoryError instead of a ValueError)",
-    "scan.initial_overlaps": "K = 0 is accepted (empty overlaps)",
-    "scan.initial_networks": "config=None raises AttributeError",
-}
+KNOWN_DEFECTS: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(reason=KNOWN_DEFECTS[n], strict=False))

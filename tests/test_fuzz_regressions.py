@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 import twolayer as tl
@@ -93,5 +95,82 @@ def test_from_function_checks_n_also_with_dt() -> None:
     with pytest.raises(ValueError, match="n: expected an integer"):
         tl.schedules.from_function(lambda t: 1.0 / (1.0 + t), t_max=1.0, dt=0.5, n=1)
     with pytest.raises(TypeError, match="n: expected an integer"):
-        tl.schedules.from_function(lambda t: 1.0 / (1.0 + t), t_max=1.0, dt=0.5, n="5")
+        tl.schedules.from_function(lambda t: 1.0 / (1.0 + t), t_max=1.0, dt=0.5, n="5")  # type: ignore[arg-type]
     assert tl.schedules.from_function(lambda t: 1.0 / (1.0 + t), t_max=1.0, dt=0.5).values.size == 3
+
+
+def test_canonical_quadratic_rescaling_does_not_overflow() -> None:
+    # c ~ 1.1e200 on the orbit (w, a) -> (c w, a / c^2): c^2 overflows, a / c^2 ~ 7.9e-101 does not
+    with np.errstate(all="raise"):
+        net = tl.landscape.canonical(tl.Network(np.array([[1e-300, 0.0]]), np.array([1e300]), "quadratic"), True)
+    c = net.W[0, 0] / 1e-300
+    assert c == pytest.approx(2 ** (1 / 6) * 1e200, rel=1e-12)  # computed in logarithms
+    assert net.a[0] * c * c == pytest.approx(1e300, rel=1e-14) and net.W[0, 0] / net.a[0] == pytest.approx(2**0.5)
+
+
+def test_large_batch_map_stops_where_the_risk_overflows() -> None:
+    # a_i a_k = 1e600 overflows against the zero kernels of Q = 0 (inf * 0); with a = 1e150 the same state is fine
+    Z = np.zeros((1, 1))
+    for act in ("erf", "relu", "linear"):
+        tr = tl.large_batch.iterate(tl.Overlaps(Z, Z, Z, np.array([1e300]), np.zeros(1)), act, act, lr=1.0,
+                                    batch_ratio=1.0, steps=1)
+        assert tr.status == "diverged" and "excess risk is not finite" in tr.message
+        assert len(tr) == 0 and tr.stop_time == 0.0
+        tr = tl.large_batch.iterate(tl.Overlaps(Z, Z, Z, np.array([1e150]), np.zeros(1)), act, act, lr=1.0,
+                                    batch_ratio=1.0, steps=1)
+        assert tr.status == "completed" and tr.risk.tolist() == [0.0, 0.0]
+
+
+def test_layerwise_after_a_diverged_first_phase() -> None:
+    Z = np.zeros((1, 1))
+    with pytest.raises(ValueError, match="overlaps: the first phase diverged at its start"):
+        tl.large_batch.layerwise(tl.Overlaps(Z, Z, Z, np.array([1e300]), np.zeros(1)), "erf", "erf", lr=1.0,
+                                 batch_ratio=1.0, steps=1)
+    # a first phase that grows past the divergence bound: no readout, the last recorded state
+    ov = tl.Overlaps(np.eye(1), np.zeros((1, 1)), np.eye(1), np.ones(1), np.ones(1))
+    res = tl.large_batch.layerwise(ov, "linear", "linear", lr=50.0, batch_ratio=1.0, steps=50)
+    assert res.first.status == "diverged" and 1 <= len(res.first) < 51
+    np.testing.assert_array_equal(res.a, res.first.a[-1])
+    np.testing.assert_array_equal(res.overlaps.Q, res.first.Q[-1])
+    assert res.risk == res.first.risk[-1] and np.isfinite(res.risk)
+
+
+def test_simulate_layerwise_reports_a_diverged_sgd_phase() -> None:
+    student = tl.Network(np.array([[1.0, 0.0]]), np.ones(1), "linear")
+    teacher = tl.Network(np.array([[0.0, 1.0]]), np.ones(1), "linear")
+    res = tl.large_batch.simulate_layerwise(student, teacher, lr=100.0, batch_size=1, steps=50, seed=0)
+    assert res.first.status == "diverged" and len(res.first) >= 1
+    np.testing.assert_array_equal(res.a, res.first.a[-1])
+    assert res.risk == res.first.risk[-1] and np.isfinite(res.risk)
+    with pytest.raises(ValueError, match="student: the first phase diverged at its start"):
+        tl.large_batch.simulate_layerwise(tl.Network(np.array([[1e160]]), np.zeros(1), "linear"),
+                                          tl.Network(np.zeros((1, 1)), np.zeros(1), "linear"), lr=1.0,
+                                          batch_size=1, steps=1)
+
+
+def test_ridge_readout_rechecks_the_overlaps() -> None:
+    ov = tl.Overlaps(2 * np.eye(1), 2 * np.eye(1), 2 * np.eye(1), np.zeros(1), np.ones(1))
+    ov.v[0] = np.inf
+    with pytest.raises(ValueError, match="overlaps: v"):
+        tl.large_batch.ridge_readout(ov, "linear", "linear")
+    with pytest.raises(TypeError, match="overlaps: expected a twolayer.Overlaps, got NoneType"):
+        tl.large_batch.ridge_readout(None, "linear", "linear")  # type: ignore[arg-type]
+
+
+def test_scan_load_refuses_an_empty_path_and_a_directory(tmp_path: Any) -> None:
+    with pytest.raises(ValueError, match="path: expected the path of a TOML file, got an empty string"):
+        tl.scan.load("")
+    with pytest.raises(ValueError, match="path: expected a TOML file, got the directory"):
+        tl.scan.load(tmp_path)
+
+
+def test_scan_initial_conditions_check_their_config() -> None:
+    with pytest.raises(ValueError, match=r"config.K: expected an integer in \[1"):
+        tl.scan.initial_overlaps({"K": 0, "M": 1, "d": 10, "seed": 0})
+    with pytest.raises(ValueError, match=r"config.K: expected an integer in \[1"):
+        tl.scan.initial_networks({"K": -1, "M": 1, "d": 10, "seed": 0})
+    for fn in (tl.scan.initial_overlaps, tl.scan.initial_networks):
+        with pytest.raises(TypeError, match="config: expected a dict of parameters, got NoneType"):
+            fn(None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="config.init"):
+        tl.scan.initial_networks({"init": "plateau"})

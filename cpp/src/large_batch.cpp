@@ -77,12 +77,23 @@ IntegrateResult iterate_large_batch(const OdeModel& model_in, const double* y0, 
       ws(large_batch_workspace(n)), scratch, psi_t;
   IntegrateResult res;
   const double bound = divergence_bound(y0, S, model.P.data(), model.P.size(), model.v.data(), model.v.size());
+  // Records iteration t; false (status "diverged", nothing recorded) where the excess risk is not finite
+  // (divergence.hpp's rule 4: finite overlaps whose risk overflows, e.g. a second layer a_i a_k past the double range).
   auto record = [&](long long t) {
+    const double r = f.risk(y.data());
+    if (!std::isfinite(r)) {
+      res.status = "diverged";
+      res.message = std::string("diverged at iteration ") + std::to_string(t) + ": " +
+                    divergence_message(kRiskNotFinite);
+      res.stop_time = static_cast<double>(t);
+      return false;
+    }
     res.t.push_back(static_cast<double>(t));
     res.y.insert(res.y.end(), y.begin(), y.end());
-    res.risk.push_back(f.risk(y.data()));
+    res.risk.push_back(r);
+    return true;
   };
-  record(0);
+  if (!record(0)) return res;
   for (long long t = 1; t <= opt.steps; ++t) {
     if (cancel_requested()) {
       res.status = "interrupted";
@@ -110,7 +121,7 @@ IntegrateResult iterate_large_batch(const OdeModel& model_in, const double* y0, 
       res.stop_time = static_cast<double>(t);
       return res;
     }
-    record(t);
+    if (!record(t)) return res;
   }
   return res;
 }

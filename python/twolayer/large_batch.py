@@ -105,7 +105,8 @@ def iterate(
     -------
     Trajectory
         One row per iteration, t = 0, 1, ..., steps (``time_unit`` "t = iteration"), the second layer a fixed; a
-        state that is not finite or leaves the PSD cone stops it with ``status="diverged"``.
+        state that is not finite, leaves the PSD cone or has an excess risk that is not finite (even the start's)
+        stops it with ``status="diverged"`` (that state not recorded).
 
     Examples
     --------
@@ -177,6 +178,9 @@ def ridge_readout(
     >>> print(np.round(tl.large_batch.ridge_readout(ov, "relu", "relu", ridge=1.0), 6))
     [0.024344 0.216942]
     """
+    from .ode import _check_overlaps  # its arrays are mutable: re-checked, as by every engine
+
+    overlaps = _check_overlaps(overlaps)
     act: Any = check_activation(activation, "activation")
     t_act: Any = check_activation(teacher_activation, "teacher_activation")
     lam = positive(ridge, "ridge", allow_zero=True)
@@ -199,6 +203,8 @@ def ridge_readout(
 class LayerwiseResult:
     """Layer-wise training: ``first`` the first-layer phase (a fixed), ``a`` the ridge second layer fitted after it
     (effective units), ``risk`` the excess population risk with that second layer, ``overlaps`` the final state.
+    A first phase that diverged (``first.status == "diverged"``) gets no readout: ``a``, ``risk`` and ``overlaps``
+    are those of its last recorded state (``a`` the fixed second layer).
 
     Attributes
     ----------
@@ -229,7 +235,18 @@ def _final_overlaps(traj: Trajectory, a: NDArray[np.float64], act: str, t_act: s
 def _risk(ov: Overlaps, act: str, t_act: str) -> float:
     out = _core.ode_integrate(ov.Q, ov.M, ov.a, ov.P, ov.v, act, t_act, "gradient_flow", False, 0.0, 0.0, 0.0,
                               np.zeros(1), "euler", 1.0, 0.0, 0.0)
+    if len(out["risk"]) == 0:  # the divergence rule at t = 0 (divergence.hpp): the risk overflows
+        raise ValueError(f"ridge: the excess risk with the fitted second layer a = {ov.a} is not finite")
     return float(out["risk"][0])
+
+
+def _diverged(first: Trajectory, act: str, t_act: str, name: str) -> LayerwiseResult:
+    """The result of a first phase that diverged: no readout, its last recorded state (see LayerwiseResult)."""
+    if len(first) == 0:
+        raise ValueError(f"{name}: the first phase diverged at its start, no state to fit a readout on "
+                         f"({first.message})")
+    a = first.a[-1].copy()
+    return LayerwiseResult(first=first, a=a, risk=float(first.risk[-1]), overlaps=_final_overlaps(first, a, act, t_act))
 
 
 def layerwise(
@@ -277,6 +294,8 @@ def layerwise(
                       batch_ratio=batch_ratio, steps=steps, noise=noise, spherical=spherical, n_threads=n_threads)
     act: Any = first.meta["activation"]
     t_act: Any = first.meta["teacher_activation"]
+    if first.status == "diverged":
+        return _diverged(first, act, t_act, "overlaps")
     last = _final_overlaps(first, first.a[-1], act, t_act)
     a = ridge_readout(last, act, t_act, ridge)
     final = _final_overlaps(first, a, act, t_act)
@@ -335,7 +354,10 @@ def simulate_layerwise(
     d = student.d
     first = simulate(student, teacher, lr=lr, batch_size=batch_size, t_max=T / d, records=T + 1, noise=noise,
                      spherical=spherical, seed=seed_)
-    assert isinstance(first, Trajectory) and first.student is not None
+    assert isinstance(first, Trajectory)
+    if first.status == "diverged":
+        return _diverged(first, student.activation, teacher.activation, "student")
+    assert first.student is not None
     net = first.student
     rng = np.random.default_rng([seed_, 0x5EED002])  # the ridge samples: a stream apart from the simulator's
     X = rng.standard_normal((n, d))

@@ -138,8 +138,8 @@ def canonical_weights(
             c_direct = np.sqrt(r) if p == 1 else r ** (1.0 / (p + 1))
         c = np.where(direct, c_direct, np.where(ok, np.exp(np.where(ok, log_c, 0.0)), 1.0))
     W_ *= c[..., None]
-    if p:
-        a_ /= c**p
+    for _ in range(p or 0):  # a / c^p one factor at a time: c^p may overflow where a / c^p does not
+        a_ /= c
     return W_, a_, c
 
 

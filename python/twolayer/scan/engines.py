@@ -231,6 +231,18 @@ def _network_config(config: Mapping[str, Any]) -> dict[str, Any]:
     return c
 
 
+def _checked_config(config: Any, params: Mapping[str, tuple[Any, Any]]) -> Mapping[str, Any]:
+    """``config`` (a dict) with every value of a parameter in ``params`` through that parameter's check (errors
+    name ``config.x``; None passes where it is the default); other keys are left to their engine."""
+    if not isinstance(config, Mapping):
+        raise TypeError(f"config: expected a dict of parameters, got {type(config).__name__}")
+    for name, value in config.items():
+        spec = params.get(name)
+        if spec is not None and spec[1] is not None and not (value is None and spec[0] is None):
+            spec[1](value, f"config.{name}")
+    return config
+
+
 def _weights(c: Mapping[str, Any]) -> tuple[NDArray[np.float64], NDArray[np.float64], float]:
     """Student and teacher weight rows of a configuration, drawn exactly as
     :func:`twolayer.networks.teacher_student` draws them (one (K + M, d) block from ``default_rng(seed)``), put on
@@ -271,7 +283,7 @@ def initial_networks(config: Mapping[str, Any]) -> tuple[Any, Any]:
     """
     from ..networks import Network
 
-    c = _network_config(config)
+    c = _network_config(_checked_config(config, {k: _SGD_PARAMS[k] for k in (*_NETWORK, "spherical")}))
     W, Wt, _ = _weights(c)
     act = c["activation"]
     return (Network(W, None, act, c["scaling"], c["readout"]),
@@ -301,7 +313,7 @@ def initial_overlaps(config: Mapping[str, Any]) -> Any:
     """
     from ..overlaps import Overlaps
 
-    Q, M, P, a, v = _overlap_arrays(ENGINES["ode"].complete(config))
+    Q, M, P, a, v = _overlap_arrays(ENGINES["ode"].complete(_checked_config(config, ENGINES["ode"].params)))
     act = config.get("activation", "erf")
     return Overlaps(Q, M, P, a, v, act, config.get("teacher_activation") or act)
 

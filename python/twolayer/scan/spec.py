@@ -370,7 +370,11 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         import tomllib as toml
     else:  # pragma: no cover - Python 3.10: the tomli backport (in the scan extra)
         import tomli as toml
+    if isinstance(path, str) and not path.strip():  # Path("") is ".", the working directory
+        raise ValueError("path: expected the path of a TOML file, got an empty string")
     p = Path(path)
+    if p.is_dir():
+        raise ValueError(f"path: expected a TOML file, got the directory {str(p)!r}")
     try:
         with p.open("rb") as f:
             return dict(toml.load(f))
