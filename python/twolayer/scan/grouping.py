@@ -1,31 +1,37 @@
-"""Groups: the configurations of a scan that one engine call computes together (equal shapes and shared
-settings, see :meth:`Engine.group_key`), cut into chunks of at most ``group_size``; each group is one unit of
-work, one stored chunk and one unit of resumption. The grouping depends only on the scan definition."""
+"""Groups: the configurations of a scan that one engine call computes together, as rectangular blocks of the grid.
+
+The grid (one dimension per axis or zip, C order) is cut into blocks of one shape, :func:`block_shape`: length 1
+along every dimension that holds a parameter which must agree inside one engine call (:meth:`Engine.group_names`,
+e.g. ``K`` or ``t_max`` of the ODE), and, from the last dimension to the first, as long as the block holds at
+most ``group_size`` configurations. Each block (the last ones along a dimension may be shorter) is one group: one
+unit of work, one chunk of every stored array (:mod:`~twolayer.scan.store`) and one unit of resumption. The
+grouping depends only on the scan definition."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from itertools import product
 from typing import Any
 
 import numpy as np
 
-from .engines import _hashable
 from .spec import Scan
 
-__all__ = ["Group", "make_groups"]
+__all__ = ["Group", "block_shape", "group_regions", "make_groups"]
 
 
 @dataclass(frozen=True)
 class Group:
     """Group ``gid``: the flat indices (C order over the scan's dimensions) and the full configurations (defaults
-    filled in) of its members.
+    filled in) of its members, a block ``region`` of the grid.
 
     Attributes
     ----------
     gid : int
-        The group's id (its order of first configuration).
+        The group's id (the C-order index of its block).
     indices : list of int
-        Flat configuration indices.
+        Flat configuration indices (C order inside the block).
     configs : list of dict
         Full configurations.
 
@@ -48,8 +54,74 @@ class Group:
         return f"g{self.gid:07d}"
 
 
+def block_shape(scan: Scan) -> tuple[int, ...]:
+    """The shape of a group's block of the grid (one length per dimension of ``scan.dims``).
+
+    Parameters
+    ----------
+    scan : Scan
+        The definition.
+
+    Returns
+    -------
+    tuple of int
+
+    Examples
+    --------
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "n_points": 3},
+    ...                   axes={"t_max": [1.0, 2.0], "lr": [0.5, 1.0, 2.0]}, group_size=2)
+    >>> tl.scan.grouping.block_shape(sc)  # t_max must agree inside one core call
+    (1, 2)
+    """
+    eng = scan.resolved_engine
+    size = scan.resolved_group_size
+    names = set(eng.group_names({**eng.complete({}), **scan.configs_at([0])[0]})) & set(scan.coords)
+    keyed = {scan.coords[k][0] for k in names}
+    shape: list[int] = []
+    room = size
+    for dim, length in reversed(scan.dims.items()):
+        n = 1 if dim in keyed else max(1, min(length, room))
+        room = max(1, room // n)
+        shape.append(n)
+    return tuple(reversed(shape))
+
+
+def group_regions(scan: Scan) -> list[tuple[slice, ...]]:
+    """The block of every group, in the order of their ids: one slice per dimension of ``scan.dims``.
+
+    Parameters
+    ----------
+    scan : Scan
+        The definition.
+
+    Returns
+    -------
+    list of tuple of slice
+
+    Examples
+    --------
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    ...                   axes={"lr": [0.5, 1.0, 2.0]}, group_size=2)
+    >>> tl.scan.grouping.group_regions(sc)
+    [(slice(0, 2, None),), (slice(2, 3, None),)]
+    """
+    sizes = tuple(scan.dims.values())
+    block = block_shape(scan)
+    starts = [range(0, n, b) for n, b in zip(sizes, block, strict=True)]
+    return [tuple(slice(s, min(s + b, n)) for s, b, n in zip(corner, block, sizes, strict=True))
+            for corner in product(*starts)]
+
+
+def region_indices(region: tuple[slice, ...], sizes: tuple[int, ...]) -> list[int]:
+    """The flat (C order) indices of the configurations in a block ``region`` of a grid of ``sizes``."""
+    if not sizes:
+        return [0]
+    axes = np.meshgrid(*(np.arange(s.start, s.stop) for s in region), indexing="ij")
+    return np.ravel_multi_index(tuple(a.ravel() for a in axes), sizes).tolist()
+
+
 def make_groups(scan: Scan) -> list[Group]:
-    """The groups of ``scan``, in the order of their first configuration.
+    """The groups of ``scan``, in the C order of their blocks (:func:`block_shape`).
 
     Parameters
     ----------
@@ -68,28 +140,11 @@ def make_groups(scan: Scan) -> list[Group]:
     >>> len(groups), groups[0].indices
     (1, [0, 1])
     """
-    eng = scan.resolved_engine
-    size = scan.resolved_group_size
-    defaults = eng.complete({})
-    n = len(scan)
-    # every configuration has the same parameter names, and only scanned ones can differ between configurations:
-    # the group key of a configuration is fixed by its positions along the dimensions holding such parameters
-    names = set(eng.group_names({**defaults, **scan.configs_at([0])[0]})) & set(scan.coords)
-    code = np.zeros(n, dtype=np.int64)
-    if names:
-        sizes = tuple(scan.dims.values())
-        positions = np.unravel_index(np.arange(n, dtype=np.int64), sizes)
-        for d, (dim, length) in enumerate(scan.dims.items()):
-            keyed = [k for k in sorted(names) if scan.coords[k][0] == dim]
-            if not keyed:
-                continue
-            # equal values at two positions give one code (a zip may repeat a shape)
-            values = [tuple(_hashable(scan.coords[k][1][i]) for k in keyed) for i in range(length)]
-            first: dict[tuple[Any, ...], int] = {}
-            dim_code = np.array([first.setdefault(v, len(first)) for v in values], dtype=np.int64)
-            code = code * len(first) + dim_code[positions[d]]
-    order = np.argsort(code, kind="stable")  # each key's members in increasing flat index
-    bounds = np.flatnonzero(np.diff(code[order])) + 1
-    chunks = [members[s:s + size] for members in np.split(order, bounds) for s in range(0, len(members), size)]
-    chunks.sort(key=lambda c: int(c[0]))
-    return [Group(g, c.tolist(), scan.configs_at(c, defaults)) for g, c in enumerate(chunks)]
+    defaults = scan.resolved_engine.complete({})
+    sizes = tuple(scan.dims.values())
+    out = []
+    for gid, region in enumerate(group_regions(scan)):
+        idx = region_indices(region, sizes)
+        out.append(Group(gid, idx, scan.configs_at(idx, defaults)))
+    assert sum(len(g.indices) for g in out) == math.prod(sizes)
+    return out
