@@ -518,14 +518,16 @@ def complete_groups(store: str | Path) -> set[int]:
             recorded.add(int(name[1:]))
     if not recorded:
         return set()
-    try:
-        root = _zarr().open_group(str(store), mode="r", zarr_format=3)
-        complete = np.asarray(root["complete"][...])
-    except Exception:  # unreadable: nothing is finished
-        return set()
-    scan = definition(store)
-    regions = group_regions(scan)
-    return {g for g in recorded if g < len(regions) and bool(np.all(complete[regions[g]]))}
+    root = _zarr().open_group(str(store), mode="r", zarr_format=3)
+    regions = group_regions(definition(store))
+    done = set()
+    for g in recorded:
+        try:  # an unreadable complete chunk: not finished
+            if g < len(regions) and bool(np.all(root["complete"][regions[g]])):
+                done.add(g)
+        except Exception:
+            continue
+    return done
 
 
 def group_record(store: str | Path, gid: int) -> dict[str, Any]:
@@ -562,8 +564,10 @@ def group_record(store: str | Path, gid: int) -> dict[str, Any]:
 
 def damaged_groups(store: str | Path, scan: Scan | None = None, groups: Iterable[int] | None = None) \
         -> list[int]:
-    """The finished groups whose stored values no longer match their checksum (a deleted or damaged chunk, an
-    unreadable array): each group is read once, so this reads the whole store, group by group.
+    """The groups marked computed (any ``complete`` True) that are not intact: their record is missing, their
+    ``complete`` block is not all True, or their stored values no longer match the recorded checksum (a deleted
+    or damaged chunk, an unreadable array). Each such group is read once: this reads the whole store, group by
+    group (never more than one group in memory).
 
     Parameters
     ----------
@@ -572,7 +576,7 @@ def damaged_groups(store: str | Path, scan: Scan | None = None, groups: Iterable
     scan : Scan, optional
         Its definition (read from the store if None).
     groups : iterable of int, optional
-        The groups to check (default: every finished group).
+        The groups to check, each of which must be intact (default: every group marked computed).
 
     Returns
     -------
@@ -595,10 +599,15 @@ def damaged_groups(store: str | Path, scan: Scan | None = None, groups: Iterable
     scan = definition(store) if scan is None else scan
     regions = group_regions(scan)
     root = _zarr().open_group(str(store), mode="r", zarr_format=3)
+    complete = root["complete"]
     bad = []
-    for g in sorted(complete_groups(store) if groups is None else groups):
+    for g in sorted(range(len(regions)) if groups is None else groups):
         try:
-            ok = _checksum(_stored_values(root, regions[g])) == group_record(store, g).get("checksum")
+            flags = np.asarray(complete[regions[g]])
+            if not flags.any() and groups is None:  # not computed (yet): nothing claimed
+                continue
+            record = group_record(store, g).get("checksum")
+            ok = bool(flags.all()) and _checksum(_stored_values(root, regions[g])) == record
         except Exception:  # a chunk that does not decode
             ok = False
         if not ok:
