@@ -255,3 +255,31 @@ def test_store_of_the_previous_layout_refused(tmp_path):
     zarr.open_group(str(tmp_path / "other.zarr"), mode="w").attrs["format"] = "something"
     with pytest.raises(ValueError, match="not a twolayer scan store"):
         tl.scan.open_dataset(tmp_path / "other.zarr")
+
+
+def test_plot_reduces_lazily(tmp_path, monkeypatch):
+    """``twolayer plot`` on a store: the summary is reduced chunk by chunk (Dask) and only MAX_CURVES curves are
+    read; the lazy last recorded risk equals the eager one."""
+    pytest.importorskip("matplotlib")
+    from twolayer import cli
+    from twolayer.scan import figure
+
+    scan = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 20, "t_max": 5.0, "n_points": 6},
+                        axes={"lr": [0.5, 1.0, 2.0], "seed": [0, 1, 2]}, group_size=3)
+    path = tmp_path / "plot.zarr"
+    ds = tl.scan.run(scan, store=path)
+    lazy = figure.last_recorded(ds["risk"])
+    assert lazy.chunks is not None
+    eager = figure.last_recorded(ds["risk"].load())
+    np.testing.assert_array_equal(lazy.values, eager.values)
+    np.testing.assert_array_equal(eager.values, ds["risk"].values[..., -1])
+    monkeypatch.setattr(figure, "MAX_CURVES", 4)
+    titles = []
+    import matplotlib.axes
+
+    real = matplotlib.axes.Axes.set
+    monkeypatch.setattr(matplotlib.axes.Axes, "set", lambda self, **kw: titles.append(kw.get("title")) or
+                        real(self, **kw))
+    assert cli.main(["plot", str(path)]) == 0
+    assert "ode scan: 9 configurations (4 shown)" in titles
+    assert (tmp_path / "plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
