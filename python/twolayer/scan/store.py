@@ -305,7 +305,21 @@ def _create(path: Path, scan: Scan, n_groups: int) -> None:
         ds.to_zarr(str(path), mode="w-", compute=False, zarr_format=3, consolidated=True, encoding=encoding)
     rename = _rename(scan, [*sch.data, *sch.shared, "complete"])
     _write_json(path / _RECORDS / "zarr.json", _group_meta(
-        {"scanned": {name: rename.get(name, name) for name in scan.coords}, "grid": list(scan.dims)}))
+        {"scanned": {name: rename.get(name, name) for name in scan.coords}, "results": sorted(sch.data),
+         "shared": sorted(sch.shared)}))
+
+
+def _meta(store: str | Path) -> dict[str, Any]:
+    """The store's own description (``_twolayer/zarr.json``): the stored name of every scanned parameter
+    (``scanned``), the results (``results``) and the shared coordinates (``shared``)."""
+    try:
+        meta = json.loads(Path(store, _RECORDS, "zarr.json").read_text())["attributes"]
+        if not (isinstance(meta["scanned"], dict) and isinstance(meta["results"], list)
+                and isinstance(meta["shared"], list)):
+            raise TypeError
+    except Exception:
+        raise ValueError(f"store: {store}: its {_RECORDS} group is missing or unreadable") from None
+    return dict(meta)
 
 
 def _group_meta(attributes: Mapping[str, Any]) -> dict[str, Any]:
@@ -356,7 +370,8 @@ def _region(indices: Any, grid_shape: tuple[int, ...]) -> tuple[slice, ...]:
     return region
 
 
-def _group_values(root: Any, region: tuple[slice, ...], part: Part) -> dict[str, NDArray[Any]]:
+def _group_values(root: Any, meta: Mapping[str, Any], region: tuple[slice, ...], part: Part) \
+        -> dict[str, NDArray[Any]]:
     """A group's block of every result (``complete`` aside) from its :class:`Part`: padded to the stored shape
     (fill values), cast to the stored dtype, missing results filled; its coordinates checked against the shared
     ones or spread into their per-configuration variables."""
@@ -364,7 +379,7 @@ def _group_values(root: Any, region: tuple[slice, ...], part: Part) -> dict[str,
     n = int(np.prod(block, dtype=np.int64))
     table = dict(part.data)
     for k, (dims, arr) in part.coords.items():
-        if k in root and k not in table and _per_config_name(k) not in root:
+        if k in meta["shared"]:
             stored = np.asarray(root[k][...])
             if stored.shape != np.shape(arr) or not np.array_equal(stored, arr):
                 raise ValueError(f"store: coordinate {k!r} of this group differs from the store's (fixed when it "
@@ -373,10 +388,8 @@ def _group_values(root: Any, region: tuple[slice, ...], part: Part) -> dict[str,
             arr = np.asarray(arr)
             table[_per_config_name(k)] = (dims, np.broadcast_to(arr, (n, *arr.shape)))
     out = {}
-    for k in root.array_keys():
+    for k in meta["results"]:
         arr = root[k]
-        if k == "complete" or not arr.metadata.dimension_names or arr.ndim < len(block) or k in _coord_names(root):
-            continue
         shape = tuple(arr.shape[len(block):])
         fill = fill_value(np.dtype("U") if arr.dtype.kind == "T" else arr.dtype)
         values = np.full((n, *shape), fill, dtype=arr.dtype)
@@ -387,18 +400,6 @@ def _group_values(root: Any, region: tuple[slice, ...], part: Part) -> dict[str,
                                  "(fixed when it was created from the first configuration of its class)")
             values[(slice(None),) + tuple(slice(0, s) for s in got.shape[1:])] = got
         out[k] = values.reshape((*block, *shape))
-    return out
-
-
-def _coord_names(root: Any) -> set[str]:
-    """Coordinates of the dataset (1-D arrays named like their dimension, and those named in ``coordinates``)."""
-    out = set()
-    for k in root.array_keys():
-        arr = root[k]
-        dims = arr.metadata.dimension_names or ()
-        if dims == (k,):
-            out.add(k)
-        out.update(str(arr.attrs.get("coordinates", "")).split())
     return out
 
 
@@ -433,7 +434,7 @@ def write_group(store: str | Path, name: str, indices: list[int], part: Part) ->
     """
     root, grid_shape = _grid(store)
     region = _region(indices, grid_shape)
-    values = _group_values(root, region, part)
+    values = _group_values(root, _meta(store), region, part)
     for k, v in values.items():
         root[k][region] = v
     _write_json(_record_path(store, int(name[1:])), _group_meta(
@@ -472,19 +473,12 @@ def read_group(store: str | Path, gid: int) -> tuple[NDArray[np.int64], dict[str
     scan = definition(store)
     root = _zarr().open_group(str(store), mode="r", zarr_format=3)
     region = group_regions(scan)[gid]
-    values = _stored_values(root, region)
+    values = _stored_values(root, _meta(store), region)
     return np.asarray(region_indices(region, tuple(scan.dims.values())), dtype=np.int64), values
 
 
-def _stored_values(root: Any, region: tuple[slice, ...]) -> dict[str, NDArray[Any]]:
-    coords = _coord_names(root)
-    out = {}
-    for k in root.array_keys():
-        arr = root[k]
-        if k == "complete" or k in coords or not arr.metadata.dimension_names or arr.ndim < len(region):
-            continue
-        out[k] = np.asarray(arr[region])
-    return out
+def _stored_values(root: Any, meta: Mapping[str, Any], region: tuple[slice, ...]) -> dict[str, NDArray[Any]]:
+    return {k: np.asarray(root[k][region]) for k in meta["results"]}
 
 
 def complete_groups(store: str | Path) -> set[int]:
@@ -599,6 +593,7 @@ def damaged_groups(store: str | Path, scan: Scan | None = None, groups: Iterable
     scan = definition(store) if scan is None else scan
     regions = group_regions(scan)
     root = _zarr().open_group(str(store), mode="r", zarr_format=3)
+    meta = _meta(store)
     complete = root["complete"]
     bad = []
     for g in sorted(range(len(regions)) if groups is None else groups):
@@ -607,7 +602,7 @@ def damaged_groups(store: str | Path, scan: Scan | None = None, groups: Iterable
             if not flags.any() and groups is None:  # not computed (yet): nothing claimed
                 continue
             record = group_record(store, g).get("checksum")
-            ok = bool(flags.all()) and _checksum(_stored_values(root, regions[g])) == record
+            ok = bool(flags.all()) and _checksum(_stored_values(root, meta, regions[g])) == record
         except Exception:  # a chunk that does not decode
             ok = False
         if not ok:
@@ -678,10 +673,7 @@ def definition(store: str | Path) -> Scan:
 def _check_coords(store: str | Path, scan: Scan) -> None:
     """The stored coordinates of the scanned parameters equal the definition's values."""
     root = _zarr().open_group(str(store), mode="r", zarr_format=3)
-    try:
-        scanned = dict(json.loads(Path(store, _RECORDS, "zarr.json").read_text())["attributes"]["scanned"])
-    except Exception:
-        raise ValueError(f"store: {store}: its {_RECORDS} group is missing or unreadable") from None
+    scanned = _meta(store)["scanned"]
     for name, (_, vals) in scan.coords.items():
         key = scanned.get(name, name)
         try:
