@@ -167,11 +167,12 @@ def run(
         return _run_in_memory(sc, eng, groups, progress)
     store = str(store)
     done = prepare_store(store, sc, len(groups), resume, allow_version_change)
-    tasks = [Task(eng.portable, g.configs, g.indices, store, g.name) for g in groups if g.gid not in done]
+    # built one by one as the executor takes them: the client holds the configurations of a few groups only
+    tasks = (Task(eng.portable, g.configs, g.indices, store, g.name) for g in groups if g.gid not in done)
     with _bar(progress, len(sc), sum(len(g.indices) for g in groups if g.gid in done), len(groups),
               len(done)) as bar:
         execute(tasks, executor, lambda t: bar(len(t.indices)))
-    summary = Summary(len(groups), len(tasks), len(done), time.perf_counter() - start)
+    summary = Summary(len(groups), len(groups) - len(done), len(done), time.perf_counter() - start)
     return open_dataset(store) if load_result else summary
 
 

@@ -9,8 +9,7 @@ grouping depends only on the scan definition."""
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import product
 from typing import Any
 
@@ -23,17 +22,18 @@ __all__ = ["Group", "block_shape", "group_regions", "make_groups"]
 
 @dataclass(frozen=True)
 class Group:
-    """Group ``gid``: the flat indices (C order over the scan's dimensions) and the full configurations (defaults
-    filled in) of its members, a block ``region`` of the grid.
+    """Group ``gid``: a block ``region`` of the grid of ``scan``; the flat indices (C order over the scan's
+    dimensions) and the full configurations (defaults filled in) of its members are derived when asked for, so
+    that the groups of a large scan hold no configurations.
 
     Attributes
     ----------
     gid : int
         The group's id (the C-order index of its block).
-    indices : list of int
-        Flat configuration indices (C order inside the block).
-    configs : list of dict
-        Full configurations.
+    region : tuple of slice
+        Its block of the grid, one slice per dimension.
+    scan : Scan
+        The definition.
 
     Examples
     --------
@@ -45,8 +45,18 @@ class Group:
     """
 
     gid: int
-    indices: list[int]
-    configs: list[dict[str, Any]]
+    region: tuple[slice, ...]
+    scan: Scan = field(repr=False, compare=False)
+
+    @property
+    def indices(self) -> list[int]:
+        """Flat configuration indices (C order inside the block)."""
+        return region_indices(self.region, tuple(self.scan.dims.values()))
+
+    @property
+    def configs(self) -> list[dict[str, Any]]:
+        """The full configurations of its members (the engine's defaults, the constants, the axis values)."""
+        return self.scan.configs_at(self.indices, self.scan.resolved_engine.complete({}))
 
     @property
     def name(self) -> str:
@@ -140,11 +150,4 @@ def make_groups(scan: Scan) -> list[Group]:
     >>> len(groups), groups[0].indices
     (1, [0, 1])
     """
-    defaults = scan.resolved_engine.complete({})
-    sizes = tuple(scan.dims.values())
-    out = []
-    for gid, region in enumerate(group_regions(scan)):
-        idx = region_indices(region, sizes)
-        out.append(Group(gid, idx, scan.configs_at(idx, defaults)))
-    assert sum(len(g.indices) for g in out) == math.prod(sizes)
-    return out
+    return [Group(gid, region, scan) for gid, region in enumerate(group_regions(scan))]
