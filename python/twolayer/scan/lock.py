@@ -46,7 +46,24 @@ _NO_LOCKS = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL}
 
 
 class StoreLockedError(BlockingIOError):
-    """Another process is writing the store (an OSError: the CLI prints its message)."""
+    """Another process is writing the store (an OSError: the CLI prints its message).
+
+    Parameters
+    ----------
+    message : str
+        The store, the owner's PID, host and start time, and what to do.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp, tl.scan.lock.store_lock(f"{tmp}/s.zarr"):
+    ...     try:
+    ...         with tl.scan.lock.store_lock(f"{tmp}/s.zarr"):
+    ...             pass
+    ...     except tl.scan.StoreLockedError as exc:
+    ...         print(f"is being written by process {os.getpid()}" in str(exc))
+    True
+    """
 
 
 def lock_path(store: str | Path) -> Path:
@@ -82,6 +99,13 @@ def owner(path: str | Path) -> dict[str, Any] | None:
     Returns
     -------
     dict or None
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp, tl.scan.lock.store_lock(f"{tmp}/s.zarr") as path:
+    ...     tl.scan.lock.owner(path)["pid"] == os.getpid()
+    True
     """
     try:
         with open(path, encoding="utf-8") as f:
@@ -97,13 +121,27 @@ def store_lock(store: str | Path) -> Iterator[Path]:
     Parameters
     ----------
     store : str or Path
-        The store directory (need not exist yet; its parent must).
+        The store directory (need not exist yet).
+
+    Returns
+    -------
+    context manager
+        Yields the lock file's path (:func:`lock_path`); the lock is released (and the file removed) on leaving.
 
     Raises
     ------
     StoreLockedError
         Another live process holds it; the message names the store, the owner's PID, host and start time, and
         what to do.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     with tl.scan.lock.store_lock(f"{tmp}/s.zarr") as path:
+    ...         held = path.exists()
+    ...     held, path.exists()
+    (True, False)
     """
     path = lock_path(store)
     path.parent.mkdir(parents=True, exist_ok=True)
