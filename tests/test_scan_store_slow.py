@@ -152,24 +152,30 @@ import json, resource, sys, time
 import twolayer as tl
 from distributed import Client, LocalCluster
 
-n, store = int(sys.argv[1]), sys.argv[2]
-seeds = n // 100
-scan = tl.scan.Scan("ode", constants={"activation": "erf", "K": 2, "M": 2, "d": 100, "t_max": 1.0,
-                                      "n_points": 3},
-                    axes={"lr": [0.1 + 0.01 * i for i in range(100)], "seed": list(range(seeds))})
-with LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="1GiB", processes=True,
-                  dashboard_address=None) as cluster, Client(cluster) as client:
-    start = time.perf_counter()
-    summary = tl.scan.run(scan, store, executor=client, load_result=False)
-    seconds = time.perf_counter() - start
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-print(json.dumps({"n": len(scan), "groups": summary.groups, "seconds": seconds, "peak_mib": peak}))
+
+def main(n, store):
+    scan = tl.scan.Scan("ode", constants={"activation": "erf", "K": 2, "M": 2, "d": 100, "t_max": 1.0,
+                                          "n_points": 3},
+                        axes={"lr": [0.1 + 0.01 * i for i in range(100)], "seed": list(range(n // 100))})
+    with LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="1GiB", processes=True,
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        start = time.perf_counter()
+        summary = tl.scan.run(scan, store, executor=client, load_result=False)
+        seconds = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    print(json.dumps({"n": len(scan), "groups": summary.groups, "seconds": seconds, "peak_mib": peak}))
+
+
+if __name__ == "__main__":  # (the workers' processes import this module)
+    main(int(sys.argv[1]), sys.argv[2])
 """
 
 
 def _scale(n: int, store: Path) -> dict[str, Any]:
     env = {**ENV, "MALLOC_ARENA_MAX": "2"}
-    res = subprocess.run([sys.executable, "-c", _SCALE_CLIENT, str(n), str(store)], capture_output=True, text=True,
+    script = store.with_suffix(".py")
+    script.write_text(_SCALE_CLIENT)
+    res = subprocess.run([sys.executable, str(script), str(n), str(store)], capture_output=True, text=True,
                          env=env, timeout=3600)
     assert res.returncode == 0, res.stderr[-4000:]
     out = json.loads(res.stdout.strip().splitlines()[-1])
@@ -179,6 +185,9 @@ def _scale(n: int, store: Path) -> dict[str, Any]:
     return out
 
 
+# Measured on the private layout (2 shared cores): 10^4 configurations in 1.1 s, client peak 101 MiB; 10^5 in 3.1 s,
+# 296 MiB: the client holds every configuration's dict (make_groups: 0.9 kB each) and submits every task at once.
+@pytest.mark.xfail(reason="issue 27: the client's memory grows with the number of configurations", strict=True)
 def test_client_memory_does_not_grow_with_the_scan(tmp_path: Path) -> None:
     large = int(float(os.environ.get("TWOLAYER_SCALE_TEST", "1e5")))
     small = _scale(10_000, tmp_path / "small.zarr")
