@@ -148,3 +148,32 @@ def test_cli_names_the_owner(tmp_path: Path) -> None:
     last = res.stderr.splitlines()[-1]  # (after an editable install's rebuild messages)
     assert last.startswith(f"twolayer: store: {store} is being written by process {os.getpid()} on host"), last
     assert not store.exists()  # refused before touching the store
+
+
+def test_file_system_without_locks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+    import fcntl
+
+    def no_locks(fd: int, op: int) -> None:
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    store = tmp_path / "s.zarr"
+    path = lock_path(store)
+    with store_lock(store):  # the file's existence is the lock
+        assert owner(path)["pid"] == os.getpid()
+        with pytest.raises(StoreLockedError, match=rf"being written by process {os.getpid()} .* no locks: if that "
+                                                   rf"process is gone, delete {path}"):
+            with store_lock(store):
+                pass
+    assert not path.exists()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    path.write_text(json.dumps({"pid": dead.pid, "host": socket.gethostname(), "started": "x", "store": "s"}))
+    with pytest.warns(UserWarning, match=f"left by process {dead.pid} on host"):  # this host, no longer alive
+        with store_lock(store):
+            assert owner(path)["pid"] == os.getpid()
+    path.write_text(json.dumps({"pid": dead.pid, "host": "elsewhere", "started": "x", "store": "s"}))
+    with pytest.raises(StoreLockedError, match="on host elsewhere"):  # cannot be told from here: refused
+        with store_lock(store):
+            pass

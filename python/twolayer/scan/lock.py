@@ -158,31 +158,42 @@ def _acquire(path: Path, store: str) -> int:
     except ImportError:  # pragma: no cover - not POSIX
         return _acquire_exclusive(path, store)
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        opened = _open(path)
+        if opened is None:  # removed between our two tries to open it: again
+            continue
+        fd, created = opened
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise StoreLockedError(_busy(store, path, _read(fd))) from None
-            except OSError as exc:
-                if exc.errno not in _NO_LOCKS:
-                    raise
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            locked, here = True, _is_file_at(fd, path)
+        except BlockingIOError:
+            text = _read(fd)
+            os.close(fd)
+            raise StoreLockedError(_busy(store, path, text)) from None
+        except OSError as exc:
+            if exc.errno not in _NO_LOCKS:
                 os.close(fd)
-                return _acquire_exclusive(path, store)
-            if not _is_file_at(fd, path):  # its holder released and removed it after we opened it: again
-                os.close(fd)
-                continue
+                raise
+            locked = here = False
+        except BaseException:
+            os.close(fd)
+            raise
+        if not locked:  # a file system without locks: the lock is the file's existence
+            if created:
+                return _claim(fd, path, store)
+            os.close(fd)
+            return _acquire_exclusive(path, store)
+        if not here:  # its holder released and removed it after we opened it: again, on the new file
+            os.close(fd)
+            continue
+        try:
             previous = _parse(_read(fd))
             if previous is not None:  # flock is released by the kernel when its process ends: it ended
                 _warn_stale(store, path, previous)
             _write(fd, store)
-            return fd
         except BaseException:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+            _release(fd, path)
             raise
+        return fd
 
 
 def _acquire_exclusive(path: Path, store: str) -> int:
@@ -200,14 +211,32 @@ def _acquire_exclusive(path: Path, store: str) -> int:
             raise StoreLockedError(_busy(store, path, json.dumps(previous) if previous else "") +
                                    f" (this file system has no locks: if that process is gone, delete {path})") \
                 from None
-        try:
-            _write(fd, store)
-        except BaseException:
-            os.close(fd)
-            path.unlink(missing_ok=True)
-            raise
-        return fd
+        return _claim(fd, path, store)
     raise StoreLockedError(_busy(store, path, ""))
+
+
+def _open(path: Path) -> tuple[int, bool] | None:
+    """The lock file opened for reading and writing, and whether this call created it (None: it was removed
+    between the two tries)."""
+    flags = os.O_RDWR | getattr(os, "O_CLOEXEC", 0)
+    try:
+        return os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o644), True
+    except FileExistsError:
+        try:
+            return os.open(path, flags), False
+        except FileNotFoundError:
+            return None
+
+
+def _claim(fd: int, path: Path, store: str) -> int:
+    """Writes this process as the owner of the lock file created exclusively as ``fd``."""
+    try:
+        _write(fd, store)
+    except BaseException:
+        os.close(fd)
+        path.unlink(missing_ok=True)
+        raise
+    return fd
 
 
 def _release(fd: int, path: Path) -> None:
