@@ -188,7 +188,7 @@ def _acquire(path: Path, store: str) -> int:
         try:
             previous = _parse(_read(fd))
             if previous is not None:  # flock is released by the kernel when its process ends: it ended
-                _warn_stale(store, path, previous)
+                _warn_stale(store, path, previous, stacklevel=6)
             _write(fd, store)
         except BaseException:
             _release(fd, path)
@@ -205,7 +205,7 @@ def _acquire_exclusive(path: Path, store: str) -> int:
             previous = owner(path)
             if previous is not None and previous.get("host") == socket.gethostname() \
                     and not _alive(previous.get("pid")):
-                _warn_stale(store, path, previous)
+                _warn_stale(store, path, previous, stacklevel=7)
                 path.unlink(missing_ok=True)
                 continue
             raise StoreLockedError(_busy(store, path, json.dumps(previous) if previous else "") +
@@ -304,6 +304,7 @@ def _busy(store: str, path: Path, text: str) -> str:
             "complete the store")
 
 
-def _warn_stale(store: str, path: Path, previous: dict[str, Any]) -> None:
+def _warn_stale(store: str, path: Path, previous: dict[str, Any], stacklevel: int) -> None:
+    """Warns that the lock of a dead process is taken over (``stacklevel``: the caller of :func:`twolayer.scan.run`)."""
     warnings.warn(f"store: taking over the lock {path} of {store} left by {_describe(previous)}, which ended "
-                  "without releasing it (killed?); its unfinished groups are computed again", stacklevel=4)
+                  "without releasing it (killed?); its unfinished groups are computed again", stacklevel=stacklevel)
