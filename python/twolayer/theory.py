@@ -46,8 +46,8 @@ gamma_opt(p) itself the ODE does not escape at all for p = 4 and 8 (d = 1e4, Del
 R(0)), so for p > 2 ``optimal_lr`` is the seed's value, not a safe learning rate.
 
 **Domains** (ValueError outside, naming the bound). p = 1: lr < 2 / (12 + Delta) (<= 1/6) and T in (0, 1); the exact
-time is positive for every start 0 < |m0| below the fixed point (+inf at m0 = 0); at Delta = 0 the fixed point is m^2
-= 1, every start but |m0| = 1 escapes and the quenched mean is finite. Wide p: in package units the excess risk is
+time is positive for every start 0 < abs(m0) below the fixed point (+inf at m0 = 0); at Delta = 0 the fixed point is m^2
+= 1, every start but abs(m0) = 1 escapes and the quenched mean is finite. Wide p: in package units the excess risk is
 R = [p (p + 1) d - 2 p mu + tau] / (p^2 d) (mu, tau as mu0, tau0 at time t), and the formula is the first passage of
 this risk with mu = mu0 e^{8 kappa gamma t / p} and tau already decayed to 0, so its time is >= 0 only for T >= tau0 /
 (p (p + 1) d - 2 p mu0 + tau0) ((p - 1) / ((p + 1)(d - 1)) at the mean start). Below it the decay of the initial tau0

@@ -29,11 +29,12 @@ from .._validation import boolean
 from .engines import Engine, engine_for, initial_networks, initial_overlaps
 from .executors import Task, check_executor, execute
 from .grouping import Group, make_groups
+from .lock import StoreLockedError, store_lock
 from .spec import Scan, read_toml
 from .store import Assembly, open_dataset
 
-__all__ = ["Engine", "Group", "Scan", "Summary", "engine_for", "initial_networks", "initial_overlaps", "load",
-           "make_groups", "open_dataset", "read_toml", "run"]
+__all__ = ["Engine", "Group", "Scan", "StoreLockedError", "Summary", "engine_for", "initial_networks",
+           "initial_overlaps", "load", "make_groups", "open_dataset", "read_toml", "run"]
 
 
 def load(definition: Scan | Mapping[str, Any] | str | Path, allow_import: bool | str | Collection[str] = False) -> Scan:
@@ -115,7 +116,9 @@ def run(
         A Zarr directory written group by group (needed for an ``executor``). An existing store of the same
         definition is continued with ``resume=True`` (only missing groups are computed); one of another
         definition is refused (ValueError), and so is one written by another twolayer version unless
-        ``allow_version_change``.
+        ``allow_version_change``. One process writes a store at a time: the call holds the lock
+        ``<store>.lock`` (:mod:`~twolayer.scan.lock`), and raises :class:`StoreLockedError` (naming the owner's
+        PID, host and start time) while another process holds it.
     executor : None, concurrent.futures.Executor or dask.distributed.Client
         Where groups run; None: in this process, one group after the other (OpenMP inside each core call).
     progress : bool
@@ -166,12 +169,13 @@ def run(
             raise ValueError("store: an executor's workers write their groups to a store: give store=")
         return _run_in_memory(sc, eng, groups, progress)
     store = str(store)
-    done = prepare_store(store, sc, len(groups), resume, allow_version_change)
-    # built one by one as the executor takes them: the client holds the configurations of a few groups only
-    tasks = (Task(eng.portable, g.configs, g.indices, store, g.name) for g in groups if g.gid not in done)
-    with _bar(progress, len(sc), sum(len(g.indices) for g in groups if g.gid in done), len(groups),
-              len(done)) as bar:
-        execute(tasks, executor, lambda t: bar(len(t.indices)))
+    with store_lock(store):  # one writer per store (its workers write under the lock of this process)
+        done = prepare_store(store, sc, len(groups), resume, allow_version_change)
+        # built one by one as the executor takes them: the client holds the configurations of a few groups only
+        tasks = (Task(eng.portable, g.configs, g.indices, store, g.name) for g in groups if g.gid not in done)
+        with _bar(progress, len(sc), sum(len(g.indices) for g in groups if g.gid in done), len(groups),
+                  len(done)) as bar:
+            execute(tasks, executor, lambda t: bar(len(t.indices)))
     summary = Summary(len(groups), len(groups) - len(done), len(done), time.perf_counter() - start)
     return open_dataset(store) if load_result else summary
 
