@@ -194,7 +194,7 @@ def _run_in_memory(sc: Scan, eng: Engine, groups: list[Group], progress: bool) -
     with keep_partial(asm.dataset), _bar(progress, len(sc), 0, len(groups), 0) as bar:
         for g in groups:
             try:
-                part = eng.run(g.configs)
+                part = eng.run(list(g.configs))
             except Interrupted as exc:
                 exc.partial = asm.dataset()
                 raise

@@ -10,7 +10,7 @@ Process pools: the core is fork-safe (a forked child runs its OpenMP regions ser
 from __future__ import annotations
 
 import concurrent.futures as cf
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,8 +31,8 @@ class Task:
     engine : str or callable
         The engine (:attr:`Engine.portable <twolayer.scan.engines.Engine.portable>`: picklable for a process
         pool or Dask; a worker never imports a module by name).
-    configs : list of dict
-        Full configurations.
+    configs : sequence of dict
+        Full configurations (a list, or :attr:`Group.configs <twolayer.scan.Group.configs>`, built on the worker).
     indices : list of int
         Their flat indices.
     store : str
@@ -51,7 +51,7 @@ class Task:
     """
 
     engine: Any
-    configs: list[dict[str, Any]]
+    configs: Sequence[dict[str, Any]]
     indices: list[int]
     store: str
     name: str
@@ -83,7 +83,7 @@ def run_task(task: Task) -> str:
     >>> name, done
     ('g0000000', {0})
     """
-    part = engine_for(task.engine).run(task.configs)
+    part = engine_for(task.engine).run(list(task.configs))
     write_group(task.store, task.name, task.indices, part)
     return task.name
 

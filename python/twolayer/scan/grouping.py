@@ -9,15 +9,16 @@ grouping depends only on the scan definition."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import product
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
 from .spec import Scan
 
-__all__ = ["Group", "block_shape", "group_regions", "make_groups"]
+__all__ = ["BlockConfigs", "Group", "block_shape", "group_regions", "make_groups"]
 
 
 @dataclass(frozen=True)
@@ -54,14 +55,72 @@ class Group:
         return region_indices(self.region, tuple(self.scan.dims.values()))
 
     @property
-    def configs(self) -> list[dict[str, Any]]:
-        """The full configurations of its members (the engine's defaults, the constants, the axis values)."""
-        return self.scan.configs_at(self.indices, self.scan.resolved_engine.complete({}))
+    def configs(self) -> BlockConfigs:
+        """The full configurations of its members (the engine's defaults, the constants, the axis values), in C
+        order: a sequence built on demand, small to send to a worker."""
+        return BlockConfigs(self.scan, self.region)
 
     @property
     def name(self) -> str:
         """The group's name in the store (``g`` and seven digits)."""
         return f"g{self.gid:07d}"
+
+
+class BlockConfigs(Sequence[dict[str, Any]]):
+    """The configurations of a block of a scan's grid, built on demand from the block's part of every axis: equal
+    to ``scan.configs_at(indices, defaults)``, but what it holds (and pickles) is the size of the axes, not of the
+    block.
+
+    Parameters
+    ----------
+    scan : Scan
+        The definition.
+    region : tuple of slice
+        The block, one slice per dimension.
+
+    Examples
+    --------
+    >>> sc = tl.scan.Scan("ode", constants={"t_max": 10.0}, axes={"lr": [0.5, 1.0], "seed": [0, 1, 2]})
+    >>> cf = tl.scan.grouping.BlockConfigs(sc, (slice(1, 2), slice(0, 3)))
+    >>> len(cf), [(c["lr"], c["seed"]) for c in cf] == [(c["lr"], c["seed"]) for c in sc.configs_at([3, 4, 5])]
+    (3, True)
+    """
+
+    def __init__(self, scan: Scan, region: tuple[slice, ...]) -> None:
+        self.start = {**scan.resolved_engine.complete({}), **scan.constants}
+        columns = [[{name: x} for x in vals] for name, vals in scan.axes.items()]
+        for cols in scan.zip.values():
+            n = len(next(iter(cols.values())))
+            columns.append([{k: v[i] for k, v in cols.items()} for i in range(n)])
+        self.columns = [col[r] for col, r in zip(columns, region, strict=True)]
+        self.shape = tuple(len(c) for c in self.columns)
+
+    def __len__(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def _config(self, parts: Iterable[dict[str, Any]]) -> dict[str, Any]:
+        cfg = self.start.copy()
+        for part in parts:
+            cfg.update(part)
+        return cfg
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return (self._config(combo) for combo in product(*self.columns))
+
+    @overload
+    def __getitem__(self, i: int) -> dict[str, Any]: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[dict[str, Any]]: ...
+
+    def __getitem__(self, i: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(f"configuration {i} of a block of {n}")
+        pos = np.unravel_index(i % n, self.shape) if self.shape else ()
+        return self._config(col[int(p)] for col, p in zip(self.columns, pos, strict=True))
 
 
 def block_shape(scan: Scan) -> tuple[int, ...]:

@@ -44,7 +44,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .engines import Part, fill_value, recorded_engine
-from .grouping import block_shape, group_regions, region_indices
+from .grouping import BlockConfigs, block_shape, group_regions, region_indices
 from .spec import Scan
 
 __all__ = ["Assembly", "Schema", "assemble", "complete_groups", "definition", "open_dataset", "group_record", "prepare",
@@ -155,12 +155,10 @@ def schema(scan: Scan) -> Schema:
     ((('t',), (3,)), [0.0, 0.5, 1.0])
     """
     eng = scan.resolved_engine
-    defaults = eng.complete({})
-    sizes = tuple(scan.dims.values())
     firsts: dict[tuple[Any, ...], dict[str, Any]] = {}
     names: tuple[str, ...] | None = None
     for region in group_regions(scan):
-        config = scan.configs_at(region_indices(region, sizes)[:1], defaults)[0]
+        config = BlockConfigs(scan, tuple(slice(r.start, r.start + 1) for r in region))[0]
         names = eng.group_names(config) if names is None else names
         firsts.setdefault(eng.group_key(config, names), config)
     return _merge(eng.run([c]) for c in firsts.values())
@@ -427,7 +425,7 @@ def write_group(store: str | Path, name: str, indices: list[int], part: Part) ->
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     _ = tl.scan.store.prepare(f"{tmp}/s.zarr", sc, 1, resume=False)
     ...     tl.scan.store.write_group(f"{tmp}/s.zarr", g.name, g.indices, tl.scan.engines.engine_for("ode").run(
-    ...         g.configs))
+    ...         list(g.configs)))
     ...     done = tl.scan.store.complete_groups(f"{tmp}/s.zarr")
     >>> done
     {0}
@@ -783,7 +781,7 @@ def assemble(scan: Scan, parts: Iterable[tuple[Any, Part]]) -> Any:
     >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
     ...                   axes={"lr": [0.5, 1.0]})
     >>> g = tl.scan.make_groups(sc)[0]
-    >>> part = tl.scan.engines.engine_for("ode").run(g.configs)
+    >>> part = tl.scan.engines.engine_for("ode").run(list(g.configs))
     >>> ds = tl.scan.store.assemble(sc, [(g.indices, part)])
     >>> ds.risk.shape, ds.attrs["engine"]
     ((2, 3), 'ode')
