@@ -283,3 +283,22 @@ def test_plot_reduces_lazily(tmp_path, monkeypatch):
     assert cli.main(["plot", str(path)]) == 0
     assert "ode scan: 9 configurations (4 shown)" in titles
     assert (tmp_path / "plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_store_created_whole_or_not_at_all(tmp_path, monkeypatch):
+    """A process killed (here: an error) while the store is created leaves no store: it is created beside its
+    path and renamed at the end, so a half-created store is never resumed."""
+    scan = SCANS["descend"]()
+    path = tmp_path / "w.zarr"
+
+    def fail(*args):
+        raise RuntimeError("killed")
+
+    monkeypatch.setattr(store, "_write_json", fail)  # the last step of the creation
+    with pytest.raises(RuntimeError, match="killed"):
+        tl.scan.run(scan, store=path)
+    assert not path.exists() and not list(tmp_path.glob(".w.zarr.creating-*"))
+    monkeypatch.undo()
+    (tmp_path / ".w.zarr.creating-1").mkdir()  # left by a killed process: cleared
+    identical(tl.scan.run(scan, store=path), tl.scan.run(scan))
+    assert not list(tmp_path.glob(".w.zarr.creating-*"))

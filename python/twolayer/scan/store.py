@@ -278,7 +278,22 @@ def prepare(store: str | Path, scan: Scan, n_groups: int, resume: bool, allow_ve
 
 
 def _create(path: Path, scan: Scan, n_groups: int) -> None:
-    """Write the whole dataset's metadata and coordinates (no result chunk: they read as the fill values)."""
+    """Write the whole dataset's metadata and coordinates (no result chunk: they read as the fill values), in a
+    temporary directory beside ``path`` renamed to it at the end: a process killed meanwhile leaves no store."""
+    import shutil
+
+    for stale in path.parent.glob(f".{path.name}.creating-*"):  # left by a killed process
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp = path.parent / f".{path.name}.creating-{os.getpid()}"
+    try:
+        _create_in(tmp, scan, n_groups)
+        os.rename(tmp, path)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _create_in(path: Path, scan: Scan, n_groups: int) -> None:
     import dask.array as da
 
     from ..results import _xarray
