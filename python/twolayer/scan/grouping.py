@@ -18,7 +18,7 @@ import numpy as np
 
 from .spec import Scan
 
-__all__ = ["BlockConfigs", "Group", "block_shape", "group_regions", "make_groups"]
+__all__ = ["BlockConfigs", "Group", "block_shape", "group_regions", "make_groups", "region_indices"]
 
 
 @dataclass(frozen=True)
@@ -182,7 +182,24 @@ def group_regions(scan: Scan) -> list[tuple[slice, ...]]:
 
 
 def region_indices(region: tuple[slice, ...], sizes: tuple[int, ...]) -> list[int]:
-    """The flat (C order) indices of the configurations in a block ``region`` of a grid of ``sizes``."""
+    """The flat (C order) indices of the configurations in a block ``region`` of a grid of ``sizes``.
+
+    Parameters
+    ----------
+    region : tuple of slice
+        The block, one slice per dimension.
+    sizes : tuple of int
+        The grid's shape.
+
+    Returns
+    -------
+    list of int
+
+    Examples
+    --------
+    >>> tl.scan.grouping.region_indices((slice(1, 3), slice(0, 2)), (3, 4))
+    [4, 5, 8, 9]
+    """
     if not sizes:
         return [0]
     axes = np.meshgrid(*(np.arange(s.start, s.stop) for s in region), indexing="ij")
