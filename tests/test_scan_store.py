@@ -302,3 +302,27 @@ def test_store_created_whole_or_not_at_all(tmp_path, monkeypatch):
     (tmp_path / ".w.zarr.creating-1").mkdir()  # left by a killed process: cleared
     identical(tl.scan.run(scan, store=path), tl.scan.run(scan))
     assert not list(tmp_path.glob(".w.zarr.creating-*"))
+
+
+def test_write_group_pads_shorter_records_and_refuses_what_does_not_fit(tmp_path):
+    """Shapes are fixed at creation: a group that recorded fewer points (a prefix of ``t``) is padded with NaN;
+    a larger result or another coordinate is refused (ValueError), never written."""
+    scan = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+                        axes={"lr": [0.5, 1.0]}, group_size=1)
+    path = tmp_path / "w.zarr"
+    store.prepare(path, scan, 2, resume=False)
+    t = np.array([0.0, 0.5, 1.0])
+    short = engines_part({"risk": (("t",), np.array([[3.0, 2.0]]))}, t[:2])
+    store.write_group(path, "g0000000", [0], short)
+    ds = xr.open_zarr(path).load()
+    assert ds["risk"].values[0, :2].tolist() == [3.0, 2.0] and np.isnan(ds["risk"].values[0, 2])
+    assert np.isnan(ds["Q"].values[0]).all() and ds["status"].values[0] == ""  # results the group lacks: fills
+    with pytest.raises(ValueError, match="result 'risk' of shape \\(4,\\) does not fit the store's \\(3,\\)"):
+        store.write_group(path, "g0000001", [1], engines_part({"risk": (("t",), np.zeros((1, 4)))}, t))
+    with pytest.raises(ValueError, match="coordinate 't' of this group differs"):
+        store.write_group(path, "g0000001", [1], engines_part({"risk": (("t",), np.zeros((1, 3)))}, t + 1))
+    assert store.complete_groups(path) == {0}
+
+
+def engines_part(data, t):
+    return tl.scan.engines.Part(data, {"t": (("t",), t)})

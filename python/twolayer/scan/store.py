@@ -393,8 +393,10 @@ def _group_values(root: Any, meta: Mapping[str, Any], region: tuple[slice, ...],
     table = dict(part.data)
     for k, (dims, arr) in part.coords.items():
         if k in meta["shared"]:
-            stored = np.asarray(root[k][...])
-            if stored.shape != np.shape(arr) or not np.array_equal(stored, arr):
+            stored, arr = np.asarray(root[k][...]), np.asarray(arr)
+            # a group that recorded fewer points (all its runs diverged early) has a prefix of the coordinate
+            if arr.ndim != stored.ndim or any(a > b for a, b in zip(arr.shape, stored.shape, strict=True)) \
+                    or not np.array_equal(stored[tuple(slice(0, n) for n in arr.shape)], arr):
                 raise ValueError(f"store: coordinate {k!r} of this group differs from the store's (fixed when it "
                                  "was created from the first configuration of its class)")
         else:
