@@ -4,9 +4,10 @@ A :class:`Scan` names an engine, constants and axes (a Cartesian product and zip
 Python or a TOML file (:mod:`twolayer.scan.spec`). :func:`run` cuts the grid into groups of configurations that one
 core call computes together (:mod:`~twolayer.scan.grouping`), runs them in this process, on a
 ``concurrent.futures`` executor or a ``dask.distributed`` client (:mod:`~twolayer.scan.executors`), writes each
-finished group to a Zarr store (:mod:`~twolayer.scan.store`) and returns one ``xarray.Dataset``: one dimension per
-axis, then the engine's own (``run``, ``t``, ``student``, ...), every scanned parameter a coordinate; constants,
-the definition's hash and the package version in ``attrs``. Configurations that diverged keep their ``status``
+finished group into its chunks of a standard Zarr dataset (:mod:`~twolayer.scan.store`, which
+``xarray.open_zarr`` opens lazily) and returns one ``xarray.Dataset``: one dimension per axis, then the engine's
+own (``run``, ``t``, ``student``, ...), every scanned parameter a coordinate, ``complete`` per configuration;
+constants, the definition's hash and the package version in ``attrs``. Configurations that diverged keep their ``status``
 and ``stop_time``. Running the same scan on the same store with ``resume=True`` computes only the groups
 missing (after Ctrl-C or a killed process) and gives the dataset of an uninterrupted run, bit for bit.
 
@@ -124,8 +125,8 @@ def run(
     progress : bool
         A tqdm bar over configurations, advancing as groups finish, with the count of groups stored.
     load_result : bool
-        Return the dataset read back from the store (default), or only a :class:`Summary` (a scan too large to
-        hold in memory: open parts of the store with :func:`open_dataset` or xarray later).
+        Return the dataset opened lazily (Dask) from the store by :func:`open_dataset` (default), or only a
+        :class:`Summary`; either way the client holds the configurations of a few groups at a time.
     allow_version_change : bool
         Continue a store written by another twolayer version (refused by default: results of two versions need
         not agree bit for bit); the store then records both versions in ``twolayer_version``.
