@@ -7,8 +7,8 @@ core call computes together (:mod:`~twolayer.scan.grouping`), runs them in this 
 finished group into its chunks of a standard Zarr dataset (:mod:`~twolayer.scan.store`, which
 ``xarray.open_zarr`` opens lazily) and returns one ``xarray.Dataset``: one dimension per axis, then the engine's
 own (``run``, ``t``, ``student``, ...), every scanned parameter a coordinate, ``complete`` per configuration;
-constants, the definition's hash and the package version in ``attrs``. Configurations that diverged keep their ``status``
-and ``stop_time``. Running the same scan on the same store with ``resume=True`` computes only the groups
+constants, the definition's hash and the package version in ``attrs``. Configurations that diverged keep their
+``status`` and ``stop_time``. Running the same scan on the same store with ``resume=True`` computes only the groups
 missing (after Ctrl-C or a killed process) and gives the dataset of an uninterrupted run, bit for bit.
 
 >>> scan = tl.scan.Scan("ode", constants={"K": 2, "M": 2, "t_max": 100.0, "risk_tol": 1e-3},
