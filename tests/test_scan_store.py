@@ -326,3 +326,28 @@ def test_write_group_pads_shorter_records_and_refuses_what_does_not_fit(tmp_path
 
 def engines_part(data, t):
     return tl.scan.engines.Part(data, {"t": (("t",), t)})
+
+
+def test_executor_takes_tasks_lazily_with_a_bounded_window(tmp_path, monkeypatch):
+    """The client builds a task (a group's configurations) only when a slot frees: never more than ``in_flight``
+    submitted and unfinished, whatever the number of groups."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.setattr(executors, "run_task", lambda task: task.name)
+    pulled, finished = [], []
+
+    def tasks():
+        for i in range(40):
+            assert len(pulled) - len(finished) < 3  # a slot is free when the next task is built
+            pulled.append(i)
+            yield executors.Task("ode", [], [i], str(tmp_path), f"g{i:07d}")
+
+    with ThreadPoolExecutor(2) as pool:
+        executors.execute(tasks(), pool, lambda t: finished.append(t.name), in_flight=3)
+    assert sorted(finished) == [f"g{i:07d}" for i in range(40)]
+    group = tl.scan.make_groups(SCANS["ode_zip_padding"]())[1]
+    import pickle
+
+    assert len(pickle.dumps(group.configs)) < 2000  # the axes' parts, not 4 full configurations per value
+    assert list(group.configs) == SCANS["ode_zip_padding"]().configs_at(group.indices,
+                                                                         tl.scan.engine_for("ode").complete({}))
