@@ -248,7 +248,7 @@ def prepare(store: str | Path, scan: Scan, n_groups: int, resume: bool, allow_ve
     path = Path(store)
     digest = scan.digest()
     if path.exists():
-        attrs = _root_attrs(path, must_exist=True)
+        attrs = _root_attrs(path)
         if attrs.get("scan_hash") != digest:
             raise ValueError(f"store: {path} was written by a different scan definition (hash "
                              f"{str(attrs.get('scan_hash'))[:12]}..., this scan {digest[:12]}...): use another "
@@ -496,6 +496,27 @@ def _stored_values(root: Any, meta: Mapping[str, Any], region: tuple[slice, ...]
     return {k: np.asarray(root[k][region]) for k in meta["results"]}
 
 
+def _group_flags(root: Any, regions: list[tuple[slice, ...]], groups: Iterable[int]) \
+        -> dict[int, NDArray[np.bool_] | None]:
+    """Each group's block of ``complete`` (None where it does not decode): the whole array read once (one byte
+    per configuration), group by group only if some chunk is damaged."""
+    arr = root["complete"]
+    try:
+        whole: NDArray[np.bool_] | None = np.asarray(arr[...])
+    except Exception:
+        whole = None
+    out: dict[int, NDArray[np.bool_] | None] = {}
+    for g in groups:
+        if whole is not None:
+            out[g] = whole[regions[g]]
+            continue
+        try:
+            out[g] = np.asarray(arr[regions[g]])
+        except Exception:
+            out[g] = None
+    return out
+
+
 def complete_groups(store: str | Path) -> set[int]:
     """The ids of the finished groups: a record and a ``complete`` block of True (not checked against their
     checksums: :func:`damaged_groups`).
@@ -529,14 +550,8 @@ def complete_groups(store: str | Path) -> set[int]:
         return set()
     root = _zarr().open_group(str(store), mode="r", zarr_format=3)
     regions = group_regions(definition(store))
-    done = set()
-    for g in recorded:
-        try:  # an unreadable complete chunk: not finished
-            if g < len(regions) and bool(np.all(root["complete"][regions[g]])):
-                done.add(g)
-        except Exception:
-            continue
-    return done
+    flags = _group_flags(root, regions, [g for g in recorded if g < len(regions)])
+    return {g for g, f in flags.items() if f is not None and bool(np.all(f))}
 
 
 def group_record(store: str | Path, gid: int) -> dict[str, Any]:
@@ -609,15 +624,14 @@ def damaged_groups(store: str | Path, scan: Scan | None = None, groups: Iterable
     regions = group_regions(scan)
     root = _zarr().open_group(str(store), mode="r", zarr_format=3)
     meta = _meta(store)
-    complete = root["complete"]
+    flags = _group_flags(root, regions, range(len(regions)) if groups is None else groups)
     bad = []
-    for g in sorted(range(len(regions)) if groups is None else groups):
+    for g, f in sorted(flags.items()):
+        if f is not None and not f.any() and groups is None:  # not computed (yet): nothing claimed
+            continue
         try:
-            flags = np.asarray(complete[regions[g]])
-            if not flags.any() and groups is None:  # not computed (yet): nothing claimed
-                continue
-            record = group_record(store, g).get("checksum")
-            ok = bool(flags.all()) and _checksum(_stored_values(root, meta, regions[g])) == record
+            ok = f is not None and bool(f.all()) and \
+                _checksum(_stored_values(root, meta, regions[g])) == group_record(store, g).get("checksum")
         except Exception:  # a chunk that does not decode
             ok = False
         if not ok:
@@ -628,7 +642,7 @@ def damaged_groups(store: str | Path, scan: Scan | None = None, groups: Iterable
 # ------------------------------------------------------------------------------------------ reading
 
 
-def _root_attrs(path: Path, must_exist: bool = False) -> dict[str, Any]:
+def _root_attrs(path: Path) -> dict[str, Any]:
     if not path.exists():
         raise FileNotFoundError(f"store: {path} does not exist")
     try:
