@@ -59,6 +59,8 @@ SCANS = {
     "multistart": lambda: tl.scan.Scan("multistart", constants={"k": 2, "runs": 3, "max_iter": 200},
                                        axes={"seed": [0, 1, 2]}, group_size=2),
     "function": lambda: tl.scan.Scan(_function, axes={"x": [1.0, 2.0, 3.0]}, constants={"c": 2.0}, group_size=2),
+    "no_axes": lambda: tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3,
+                                                      "lr": 1.0}),
     "example_plateau": lambda: _example("scan_plateau.toml", t_max=200.0),
     "example_seed003": lambda: _example("scan_seed003_escape.toml", t_max=50.0),
     "example_sgd_noise": lambda: _example("scan_sgd_noise.toml", d=40, t_max=2.0, records=5),
