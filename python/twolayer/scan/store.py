@@ -745,8 +745,10 @@ def open_dataset(store: str | Path, verify: bool = True) -> Any:
     >>> ds.risk.dims, done
     (('lr', 't'), True)
     """
+    from .._validation import boolean
     from ..results import _xarray
 
+    verify = boolean(verify, "verify")
     scan = definition(store)
     _check_coords(store, scan)
     if verify:
