@@ -10,7 +10,7 @@ Process pools: the core is fork-safe (a forked child runs its OpenMP regions ser
 from __future__ import annotations
 
 import concurrent.futures as cf
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,8 +31,8 @@ class Task:
     engine : str or callable
         The engine (:attr:`Engine.portable <twolayer.scan.engines.Engine.portable>`: picklable for a process
         pool or Dask; a worker never imports a module by name).
-    configs : list of dict
-        Full configurations.
+    configs : sequence of dict
+        Full configurations (a list, or :attr:`Group.configs <twolayer.scan.Group.configs>`, built on the worker).
     indices : list of int
         Their flat indices.
     store : str
@@ -51,7 +51,7 @@ class Task:
     """
 
     engine: Any
-    configs: list[dict[str, Any]]
+    configs: Sequence[dict[str, Any]]
     indices: list[int]
     store: str
     name: str
@@ -83,7 +83,7 @@ def run_task(task: Task) -> str:
     >>> name, done
     ('g0000000', {0})
     """
-    part = engine_for(task.engine).run(task.configs)
+    part = engine_for(task.engine).run(list(task.configs))
     write_group(task.store, task.name, task.indices, part)
     return task.name
 
@@ -100,18 +100,23 @@ def check_executor(executor: Any) -> None:
                     f"dask.distributed.Client, got {type(executor).__name__}")
 
 
-def execute(tasks: list[Task], executor: Any, done: Callable[[Task], None]) -> None:
-    """Run ``tasks`` on ``executor`` (None: here, in order), calling ``done(task)`` as each one is stored. On an
+def execute(tasks: Iterable[Task], executor: Any, done: Callable[[Task], None], in_flight: int | None = None) \
+        -> None:
+    """Run ``tasks`` on ``executor`` (None: here, in order), calling ``done(task)`` as each one is stored. At most
+    ``in_flight`` tasks are submitted at a time (default: four per worker, at least 8), each taken from ``tasks``
+    (which may be a generator) when a slot frees: the client holds the configurations of those groups only. On an
     error or Ctrl-C the tasks not started are cancelled and the exception propagates: what was stored stays.
 
     Parameters
     ----------
-    tasks : list of Task
+    tasks : iterable of Task
         The groups to compute.
     executor : None, concurrent.futures.Executor or dask.distributed.Client
         Where they run.
     done : callable
         Called with each task once it is stored (in the calling process).
+    in_flight : int, optional
+        The most tasks submitted and not yet finished.
 
     Examples
     --------
@@ -132,26 +137,62 @@ def execute(tasks: list[Task], executor: Any, done: Callable[[Task], None]) -> N
             run_task(task)
             done(task)
         return
+    window = in_flight if in_flight is not None else max(8, 4 * _workers(executor))
+    source = iter(tasks)
     if _is_dask_client(executor):
         from distributed import as_completed
 
-        futures = [executor.submit(run_task, t, pure=False, key=f"twolayer-scan-{Path(t.store).name}-{t.name}-"
-                                   f"{id(t):x}") for t in tasks]
-        by_key = {f.key: t for f, t in zip(futures, tasks, strict=True)}
+        by_key: dict[str, tuple[Task, Any]] = {}
+
+        def submit_dask() -> Any:
+            t = next(source, None)
+            if t is None:
+                return None
+            f = executor.submit(run_task, t, pure=False,
+                                key=f"twolayer-scan-{Path(t.store).name}-{t.name}-{id(t):x}")
+            by_key[f.key] = (t, f)
+            return f
+
+        first = [f for f in (submit_dask() for _ in range(window)) if f is not None]
+        queue = as_completed(first)
         try:
-            for f in as_completed(futures):
+            for f in queue:
                 f.result()
-                done(by_key[f.key])
+                done(by_key.pop(f.key)[0])
+                nxt = submit_dask()
+                if nxt is not None:
+                    queue.add(nxt)
         except BaseException:
-            executor.cancel(futures)
+            executor.cancel([f for _, f in by_key.values()])
             raise
         return
-    pending = {executor.submit(run_task, t): t for t in tasks}
+    pending: dict[cf.Future[Any], Task] = {}
+
+    def submit() -> None:
+        t = next(source, None)
+        if t is not None:
+            pending[executor.submit(run_task, t)] = t
+
+    for _ in range(window):
+        submit()
     try:
-        for f in cf.as_completed(pending):
-            f.result()
-            done(pending[f])
+        while pending:
+            finished, _ = cf.wait(pending, return_when=cf.FIRST_COMPLETED)
+            for f in finished:
+                f.result()
+                done(pending.pop(f))
+                submit()
     except BaseException:
         for f in pending:
             f.cancel()
         raise
+
+
+def _workers(executor: Any) -> int:
+    """The number of workers of a process pool or Dask client (1 when unknown)."""
+    if _is_dask_client(executor):
+        try:
+            return max(1, sum(w.get("nthreads", 1) for w in executor.scheduler_info()["workers"].values()))
+        except Exception:  # pragma: no cover - a client without a scheduler
+            return 1
+    return int(getattr(executor, "_max_workers", 1) or 1)

@@ -1,33 +1,40 @@
-"""Groups: the configurations of a scan that one engine call computes together (equal shapes and shared
-settings, see :meth:`Engine.group_key`), cut into chunks of at most ``group_size``; each group is one unit of
-work, one stored chunk and one unit of resumption. The grouping depends only on the scan definition."""
+"""Groups: the configurations of a scan that one engine call computes together, as rectangular blocks of the grid.
+
+The grid (one dimension per axis or zip, C order) is cut into blocks of one shape, :func:`block_shape`: length 1
+along every dimension that holds a parameter which must agree inside one engine call (:meth:`Engine.group_names`,
+e.g. ``K`` or ``t_max`` of the ODE), and, from the last dimension to the first, as long as the block holds at
+most ``group_size`` configurations. Each block (the last ones along a dimension may be shorter) is one group: one
+unit of work, one chunk of every stored array (:mod:`~twolayer.scan.store`) and one unit of resumption. The
+grouping depends only on the scan definition."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from itertools import product
+from typing import Any, overload
 
 import numpy as np
 
-from .engines import _hashable
 from .spec import Scan
 
-__all__ = ["Group", "make_groups"]
+__all__ = ["BlockConfigs", "Group", "block_shape", "group_regions", "make_groups", "region_indices"]
 
 
 @dataclass(frozen=True)
 class Group:
-    """Group ``gid``: the flat indices (C order over the scan's dimensions) and the full configurations (defaults
-    filled in) of its members.
+    """Group ``gid``: a block ``region`` of the grid of ``scan``; the flat indices (C order over the scan's
+    dimensions) and the full configurations (defaults filled in) of its members are derived when asked for, so
+    that the groups of a large scan hold no configurations.
 
     Attributes
     ----------
     gid : int
-        The group's id (its order of first configuration).
-    indices : list of int
-        Flat configuration indices.
-    configs : list of dict
-        Full configurations.
+        The group's id (the C-order index of its block).
+    region : tuple of slice
+        Its block of the grid, one slice per dimension.
+    scan : Scan
+        The definition.
 
     Examples
     --------
@@ -39,8 +46,19 @@ class Group:
     """
 
     gid: int
-    indices: list[int]
-    configs: list[dict[str, Any]]
+    region: tuple[slice, ...]
+    scan: Scan = field(repr=False, compare=False)
+
+    @property
+    def indices(self) -> list[int]:
+        """Flat configuration indices (C order inside the block)."""
+        return region_indices(self.region, tuple(self.scan.dims.values()))
+
+    @property
+    def configs(self) -> BlockConfigs:
+        """The full configurations of its members (the engine's defaults, the constants, the axis values), in C
+        order: a sequence built on demand, small to send to a worker."""
+        return BlockConfigs(self.scan, self.region)
 
     @property
     def name(self) -> str:
@@ -48,8 +66,148 @@ class Group:
         return f"g{self.gid:07d}"
 
 
+class BlockConfigs(Sequence[dict[str, Any]]):
+    """The configurations of a block of a scan's grid, built on demand from the block's part of every axis: equal
+    to ``scan.configs_at(indices, defaults)``, but what it holds (and pickles) is the size of the axes, not of the
+    block.
+
+    Parameters
+    ----------
+    scan : Scan
+        The definition.
+    region : tuple of slice
+        The block, one slice per dimension.
+
+    Examples
+    --------
+    >>> sc = tl.scan.Scan("ode", constants={"t_max": 10.0}, axes={"lr": [0.5, 1.0], "seed": [0, 1, 2]})
+    >>> cf = tl.scan.grouping.BlockConfigs(sc, (slice(1, 2), slice(0, 3)))
+    >>> len(cf), [(c["lr"], c["seed"]) for c in cf] == [(c["lr"], c["seed"]) for c in sc.configs_at([3, 4, 5])]
+    (3, True)
+    """
+
+    def __init__(self, scan: Scan, region: tuple[slice, ...]) -> None:
+        self.start = {**scan.resolved_engine.complete({}), **scan.constants}
+        columns = [[{name: x} for x in vals] for name, vals in scan.axes.items()]
+        for cols in scan.zip.values():
+            n = len(next(iter(cols.values())))
+            columns.append([{k: v[i] for k, v in cols.items()} for i in range(n)])
+        self.columns = [col[r] for col, r in zip(columns, region, strict=True)]
+        self.shape = tuple(len(c) for c in self.columns)
+
+    def __len__(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def _config(self, parts: Iterable[dict[str, Any]]) -> dict[str, Any]:
+        cfg = self.start.copy()
+        for part in parts:
+            cfg.update(part)
+        return cfg
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return (self._config(combo) for combo in product(*self.columns))
+
+    @overload
+    def __getitem__(self, i: int) -> dict[str, Any]: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[dict[str, Any]]: ...
+
+    def __getitem__(self, i: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(f"configuration {i} of a block of {n}")
+        pos = np.unravel_index(i % n, self.shape) if self.shape else ()
+        return self._config(col[int(p)] for col, p in zip(self.columns, pos, strict=True))
+
+
+def block_shape(scan: Scan) -> tuple[int, ...]:
+    """The shape of a group's block of the grid (one length per dimension of ``scan.dims``).
+
+    Parameters
+    ----------
+    scan : Scan
+        The definition.
+
+    Returns
+    -------
+    tuple of int
+
+    Examples
+    --------
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "n_points": 3},
+    ...                   axes={"t_max": [1.0, 2.0], "lr": [0.5, 1.0, 2.0]}, group_size=2)
+    >>> tl.scan.grouping.block_shape(sc)  # t_max must agree inside one core call
+    (1, 2)
+    """
+    eng = scan.resolved_engine
+    size = scan.resolved_group_size
+    names = set(eng.group_names({**eng.complete({}), **scan.configs_at([0])[0]})) & set(scan.coords)
+    keyed = {scan.coords[k][0] for k in names}
+    shape: list[int] = []
+    room = size
+    for dim, length in reversed(scan.dims.items()):
+        n = 1 if dim in keyed else max(1, min(length, room))
+        room = max(1, room // n)
+        shape.append(n)
+    return tuple(reversed(shape))
+
+
+def group_regions(scan: Scan) -> list[tuple[slice, ...]]:
+    """The block of every group, in the order of their ids: one slice per dimension of ``scan.dims``.
+
+    Parameters
+    ----------
+    scan : Scan
+        The definition.
+
+    Returns
+    -------
+    list of tuple of slice
+
+    Examples
+    --------
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    ...                   axes={"lr": [0.5, 1.0, 2.0]}, group_size=2)
+    >>> tl.scan.grouping.group_regions(sc)
+    [(slice(0, 2, None),), (slice(2, 3, None),)]
+    """
+    sizes = tuple(scan.dims.values())
+    block = block_shape(scan)
+    starts = [range(0, n, b) for n, b in zip(sizes, block, strict=True)]
+    return [tuple(slice(s, min(s + b, n)) for s, b, n in zip(corner, block, sizes, strict=True))
+            for corner in product(*starts)]
+
+
+def region_indices(region: tuple[slice, ...], sizes: tuple[int, ...]) -> list[int]:
+    """The flat (C order) indices of the configurations in a block ``region`` of a grid of ``sizes``.
+
+    Parameters
+    ----------
+    region : tuple of slice
+        The block, one slice per dimension.
+    sizes : tuple of int
+        The grid's shape.
+
+    Returns
+    -------
+    list of int
+
+    Examples
+    --------
+    >>> tl.scan.grouping.region_indices((slice(1, 3), slice(0, 2)), (3, 4))
+    [4, 5, 8, 9]
+    """
+    if not sizes:
+        return [0]
+    axes = np.meshgrid(*(np.arange(s.start, s.stop) for s in region), indexing="ij")
+    return np.ravel_multi_index(tuple(a.ravel() for a in axes), sizes).tolist()
+
+
 def make_groups(scan: Scan) -> list[Group]:
-    """The groups of ``scan``, in the order of their first configuration.
+    """The groups of ``scan``, in the C order of their blocks (:func:`block_shape`).
 
     Parameters
     ----------
@@ -68,28 +226,4 @@ def make_groups(scan: Scan) -> list[Group]:
     >>> len(groups), groups[0].indices
     (1, [0, 1])
     """
-    eng = scan.resolved_engine
-    size = scan.resolved_group_size
-    defaults = eng.complete({})
-    n = len(scan)
-    # every configuration has the same parameter names, and only scanned ones can differ between configurations:
-    # the group key of a configuration is fixed by its positions along the dimensions holding such parameters
-    names = set(eng.group_names({**defaults, **scan.configs_at([0])[0]})) & set(scan.coords)
-    code = np.zeros(n, dtype=np.int64)
-    if names:
-        sizes = tuple(scan.dims.values())
-        positions = np.unravel_index(np.arange(n, dtype=np.int64), sizes)
-        for d, (dim, length) in enumerate(scan.dims.items()):
-            keyed = [k for k in sorted(names) if scan.coords[k][0] == dim]
-            if not keyed:
-                continue
-            # equal values at two positions give one code (a zip may repeat a shape)
-            values = [tuple(_hashable(scan.coords[k][1][i]) for k in keyed) for i in range(length)]
-            first: dict[tuple[Any, ...], int] = {}
-            dim_code = np.array([first.setdefault(v, len(first)) for v in values], dtype=np.int64)
-            code = code * len(first) + dim_code[positions[d]]
-    order = np.argsort(code, kind="stable")  # each key's members in increasing flat index
-    bounds = np.flatnonzero(np.diff(code[order])) + 1
-    chunks = [members[s:s + size] for members in np.split(order, bounds) for s in range(0, len(members), size)]
-    chunks.sort(key=lambda c: int(c[0]))
-    return [Group(g, c.tolist(), scan.configs_at(c, defaults)) for g, c in enumerate(chunks)]
+    return [Group(gid, region, scan) for gid, region in enumerate(group_regions(scan))]

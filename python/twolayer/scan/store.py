@@ -1,27 +1,42 @@
-"""The scan store: a Zarr (v3) directory written group by group, and the assembly of groups into one
-``xarray.Dataset``.
+"""The scan store: a standard chunked Zarr (v3) dataset, created whole before the first group runs and filled
+group by group; ``xarray.open_zarr(store)`` opens it lazily (Dask-backed) as the ``xarray.Dataset`` that
+:func:`twolayer.scan.run` returns.
 
-Layout::
+Layout (format ``twolayer-scan/2``)::
 
-    scan.zarr/                  attrs: scan_hash, scan_definition (JSON), engine, n_configs, n_groups,
-                                twolayer_version
-    scan.zarr/groups/g0000007/  one group: ``_index`` (its flat configuration indices), ``float64`` and
-                                ``int64`` (its results, configuration first, raveled: see :func:`write_group`);
-                                attrs ``variables`` and ``complete = true``, written last
+    scan.zarr/zarr.json         the dataset's attrs: constants, engine, scan_hash, scan_definition (JSON),
+                                twolayer_version, time_unit, n_groups, format
+    scan.zarr/<axis>/           one 1-D coordinate per scanned parameter (zipped ones on their zip's dimension)
+    scan.zarr/t/, run_id/, ...  the engine's coordinates shared by every configuration
+    scan.zarr/risk/, Q/, ...    one array per result: the grid's dimensions, then the engine's (``t``, ``run``,
+                                ``student``, ...), chunked by group block (:func:`twolayer.scan.grouping.block_shape`)
+                                along the grid and whole along the engine's dimensions
+    scan.zarr/complete/         bool per configuration, chunked like the results: written last by each group
+    scan.zarr/_twolayer/g0000007.json   a group's record: its checksum (BLAKE2b of its values) and the twolayer
+                                version that wrote it; ignored by Zarr and xarray
 
-A group is complete when its ``complete`` attribute is set: it is written after every array of the group, so a
-process killed while writing (even by SIGKILL) leaves an incomplete group, which is recomputed and overwritten on
-resumption. Workers write their own groups (each its own Zarr group: no two writers share a chunk), so the client
-never holds the results. Arrays are stored as they are (float64, uncompressed: trajectories of doubles barely
-compress, and Zstandard tripled the write time of a group), so a dataset read back is bitwise the one computed.
-Strings (status, message) keep their values, not their fixed width: a dataset read back has the width of its
-longest string.
+Shapes are fixed when the store is created: :func:`schema` computes the first configuration of every class of
+configurations that one core call could run together (one per distinct value of ``K``, ``M``, ``t_max``, ...:
+usually one) and takes the largest shape of every result; smaller ones are padded. Configurations not computed
+read as the fill values NaN (floats), -1 (integers), "" (strings) and ``complete`` False.
+
+Each group writes its own block of whole chunks of every array (no two writers share a chunk): its results, then
+its record (replaced atomically), then its ``complete`` chunk. A group is finished when both its record and its
+``complete`` chunk say so, so a process killed while writing (even by SIGKILL) leaves an unfinished group, which
+resumption computes again; a finished group is never rewritten. :func:`damaged_groups` recomputes every finished group's
+checksum from the stored values (a deleted chunk, flipped bytes) and compares the coordinates with the stored
+definition, whose hash is checked on every open. Arrays are stored uncompressed (float64 trajectories barely
+compress), so a dataset read back is bitwise the one computed; strings are Zarr's variable-length UTF-8.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Iterable
+import os
+import warnings
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +44,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .engines import Part, fill_value, recorded_engine
+from .grouping import BlockConfigs, block_shape, group_regions, region_indices
 from .spec import Scan
 
-__all__ = ["Assembly", "assemble", "complete_groups", "open_dataset", "prepare", "read_group", "write_group"]
+__all__ = ["Assembly", "Schema", "assemble", "complete_groups", "definition", "open_dataset", "group_record", "prepare",
+           "read_group", "schema", "damaged_groups", "write_group"]
 
-_FORMAT = "twolayer-scan/1"
+_FORMAT = "twolayer-scan/2"
+_OLD_FORMATS = ("twolayer-scan/1",)
+_RECORDS = "_twolayer"
 
 
 def _zarr() -> Any:
@@ -53,13 +72,149 @@ def _version() -> str:
     return __version__
 
 
+# ------------------------------------------------------------------------------------------ schema
+
+
+@dataclass
+class Schema:
+    """The arrays of a scan's dataset, known before any group runs (:func:`schema`).
+
+    Attributes
+    ----------
+    data : dict
+        result name -> (engine dims, engine shape, dtype), per configuration (strings: dtype kind ``U``).
+    shared : dict
+        coordinate name -> (dims, values) shared by every configuration (e.g. the output times ``t``).
+
+    Examples
+    --------
+    >>> s = tl.scan.store.Schema({"loss": ((), (), np.dtype(float))}, {})
+    >>> s.data["loss"][2]
+    dtype('float64')
+    """
+
+    data: dict[str, tuple[tuple[str, ...], tuple[int, ...], np.dtype[Any]]]
+    shared: dict[str, tuple[tuple[str, ...], NDArray[Any]]]
+
+
+def _per_config_name(k: str) -> str:
+    """The per-configuration variable of a coordinate that differs between configurations."""
+    return "time" if k == "t" else f"{k}_values"
+
+
+def _merge(parts: Iterable[Part]) -> Schema:
+    """The schema of the datasets holding ``parts``: every result at its largest shape and widest dtype;
+    coordinates equal in every part shared, the others per-configuration variables (:func:`_per_config_name`)."""
+    data: dict[str, tuple[tuple[str, ...], tuple[int, ...], np.dtype[Any]]] = {}
+    coords: dict[str, list[tuple[tuple[str, ...], NDArray[Any]]]] = {}
+
+    def put(k: str, dims: tuple[str, ...], shape: tuple[int, ...], dtype: np.dtype[Any]) -> None:
+        old = data.get(k)
+        if old is not None:
+            shape = tuple(max(a, b) for a, b in zip(old[1], shape, strict=True))
+            dtype = np.result_type(old[2], dtype)
+        data[k] = (tuple(dims), shape, np.dtype(dtype))
+
+    parts = list(parts)
+    for part in parts:
+        for k, (dims, arr) in part.data.items():
+            a = np.asarray(arr)
+            put(k, dims, a.shape[1:], a.dtype)
+        for k, (dims, arr) in part.coords.items():
+            coords.setdefault(k, []).append((tuple(dims), np.asarray(arr)))
+    shared = {}
+    for k, vals in coords.items():
+        if len(vals) == len(parts) and all(v[0] == vals[0][0] and v[1].shape == vals[0][1].shape
+                                          and np.array_equal(v[1], vals[0][1]) for v in vals):
+            shared[k] = vals[0]
+        else:
+            for dims, arr in vals:
+                put(_per_config_name(k), dims, arr.shape, arr.dtype)
+    return Schema(data, shared)
+
+
+def schema(scan: Scan) -> Schema:
+    """The :class:`Schema` of ``scan``: the engine run on the first configuration of every class of configurations
+    that must share a core call (equal :meth:`Engine.group_key`), the largest shapes kept.
+
+    Parameters
+    ----------
+    scan : Scan
+        The definition (its engine must be able to run).
+
+    Returns
+    -------
+    Schema
+
+    Examples
+    --------
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    ...                   axes={"lr": [0.5, 1.0]})
+    >>> s = tl.scan.store.schema(sc)
+    >>> s.data["risk"][:2], s.shared["t"][1].tolist()
+    ((('t',), (3,)), [0.0, 0.5, 1.0])
+    """
+    eng = scan.resolved_engine
+    firsts: dict[tuple[Any, ...], dict[str, Any]] = {}
+    names: tuple[str, ...] | None = None
+    for region in group_regions(scan):
+        config = BlockConfigs(scan, tuple(slice(r.start, r.start + 1) for r in region))[0]
+        names = eng.group_names(config) if names is None else names
+        firsts.setdefault(eng.group_key(config, names), config)
+    return _merge(eng.run([c]) for c in firsts.values())
+
+
+# ------------------------------------------------------------------------------------------ the dataset's layout
+
+
+def _rename(scan: Scan, names: Iterable[str]) -> dict[str, str]:
+    """Scanned parameters (and dimensions) named like a result variable: ``M`` -> ``n_teacher``, others
+    ``param_<name>``."""
+    names = set(names)
+    return {k: _RENAME.get(k, f"param_{k}") for k in [*scan.coords, *scan.dims] if k in names}
+
+
+def _dataset_attrs(scan: Scan, n_groups: int) -> dict[str, Any]:
+    attrs: dict[str, Any] = {}
+    for k, v in scan.constants.items():
+        attrs[k] = json.dumps(v) if isinstance(v, list) else (int(v) if isinstance(v, bool) else v)
+    attrs.update({"engine": scan.engine_name, "scan_hash": scan.digest(),
+                  "scan_definition": json.dumps(scan.to_dict()), "twolayer_version": _version(),
+                  "time_unit": _time_unit(scan), "n_groups": n_groups, "format": _FORMAT})
+    return attrs
+
+
+def _layout(scan: Scan, sch: Schema) -> tuple[dict[str, tuple[tuple[str, ...], dict[str, str]]], dict[str, Any]]:
+    """The dims and attrs of every result (``complete`` included), and the coordinates (name -> (dims, values,
+    attrs)) of the dataset of ``scan`` with schema ``sch``."""
+    unit = _time_unit(scan)
+    rename = _rename(scan, [*sch.data, *sch.shared, "complete"])
+    grid = tuple(rename.get(g, g) for g in scan.dims)
+    data = {k: ((*grid, *dims), _labels(k, unit)) for k, (dims, _, _) in sch.data.items()}
+    data["complete"] = (grid, {"long_name": "configuration computed", "units": "1"})
+    coords: dict[str, Any] = {rename.get(name, name): (rename.get(dim, dim), vals, _labels(rename.get(name, name),
+                                                                                          unit))
+                              for name, (dim, vals) in scan.coords.items()}
+    for k, (dims, arr) in sch.shared.items():
+        coords[k] = (dims, arr, _labels(k, unit))
+    return data, coords
+
+
+# ------------------------------------------------------------------------------------------ writing
+
+
+def _store_dtype(dtype: np.dtype[Any]) -> Any:
+    return np.dtypes.StringDType() if dtype.kind in "UO" else dtype
+
+
 def prepare(store: str | Path, scan: Scan, n_groups: int, resume: bool, allow_version_change: bool = False) \
         -> set[int]:
-    """Create the store for ``scan``, or check an existing one: a store of another definition raises ValueError;
-    one holding finished groups needs ``resume`` (FileExistsError otherwise); one written by another version of
-    twolayer raises ValueError naming both versions unless ``allow_version_change`` (results of two versions
-    need not agree bit for bit: mixing them is the user's explicit choice, recorded in the store's
-    ``twolayer_version``, e.g. ``"0.1.0, 0.2.0"``, and per group). Returns the finished group ids.
+    """Create the store of ``scan`` (every array, filled with NaN, -1, "" and ``complete`` False), or check an
+    existing one: a store of another definition, of the previous layout, or that is not a scan store raises
+    ValueError; one holding finished groups needs ``resume`` (FileExistsError otherwise); one written by another
+    version of twolayer raises ValueError naming both versions unless ``allow_version_change`` (the store then
+    records both in ``twolayer_version``, and each group its own). Finished groups are verified
+    (:func:`damaged_groups`): damaged ones are not returned, so that they are computed again. Returns the finished ids.
 
     Parameters
     ----------
@@ -93,21 +248,16 @@ def prepare(store: str | Path, scan: Scan, n_groups: int, resume: bool, allow_ve
     path = Path(store)
     digest = scan.digest()
     if path.exists():
-        try:
-            root = zarr.open_group(str(path), mode="r")
-            attrs = dict(root.attrs)
-        except Exception:
-            raise ValueError(f"store: {path} exists and is not a scan store (not a Zarr group)") from None
-        if attrs.get("format") != _FORMAT:
-            raise ValueError(f"store: {path} exists and is not a twolayer scan store")
+        attrs = _root_attrs(path)
         if attrs.get("scan_hash") != digest:
             raise ValueError(f"store: {path} was written by a different scan definition (hash "
                              f"{str(attrs.get('scan_hash'))[:12]}..., this scan {digest[:12]}...): use another "
                              "store, or delete it to start over")
-        done = complete_groups(path)
-        if done and not resume:
-            raise FileExistsError(f"store: {path} already holds {len(done)} of {n_groups} finished groups of this "
+        marked = complete_groups(path)
+        if marked and not resume:
+            raise FileExistsError(f"store: {path} already holds {len(marked)} of {n_groups} finished groups of this "
                                   "scan: pass resume=True (--resume) to compute only the missing ones, or delete it")
+        done = marked - set(damaged_groups(path, scan, marked))
         versions = [v.strip() for v in str(attrs.get("twolayer_version", "")).split(",")]
         if _version() not in versions:
             if not done:  # nothing stored yet: nothing to mix
@@ -117,20 +267,259 @@ def prepare(store: str | Path, scan: Scan, n_groups: int, resume: bool, allow_ve
                                  f"{_version()}: results of two versions need not agree bit for bit; pass "
                                  "allow_version_change=True (--allow-version-change) to complete it anyway, or "
                                  "use another store")
-            zarr.open_group(str(path), mode="a").attrs["twolayer_version"] = ", ".join([*versions, _version()])
+            zarr.open_group(str(path), mode="a", zarr_format=3).attrs["twolayer_version"] = \
+                ", ".join([*versions, _version()])
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", category=UserWarning)
+                zarr.consolidate_metadata(str(path), zarr_format=3)
         return done
-    root = zarr.open_group(str(path), mode="w")
-    root.create_group("groups")
-    root.attrs.update({"format": _FORMAT, "scan_hash": digest, "scan_definition": json.dumps(scan.to_dict()),
-                       "engine": scan.engine_name, "n_configs": len(scan), "n_groups": n_groups,
-                       "twolayer_version": _version()})
+    _create(path, scan, n_groups)
     return set()
 
 
+def _create(path: Path, scan: Scan, n_groups: int) -> None:
+    """Write the whole dataset's metadata and coordinates (no result chunk: they read as the fill values), in a
+    temporary directory beside ``path`` renamed to it at the end: a process killed meanwhile leaves no store."""
+    import shutil
+
+    for stale in path.parent.glob(f".{path.name}.creating-*"):  # left by a killed process
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp = path.parent / f".{path.name}.creating-{os.getpid()}"
+    try:
+        _create_in(tmp, scan, n_groups)
+        os.rename(tmp, path)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _create_in(path: Path, scan: Scan, n_groups: int) -> None:
+    import dask.array as da
+
+    from ..results import _xarray
+
+    xr = _xarray()
+    sch = schema(scan)
+    layout, coords = _layout(scan, sch)
+    grid_shape, block = tuple(scan.dims.values()), block_shape(scan)
+    variables: dict[str, Any] = {}
+    encoding: dict[str, Any] = {}
+    specs = {**{k: (shape, _store_dtype(dtype)) for k, (_, shape, dtype) in sch.data.items()},
+             "complete": ((), np.dtype(bool))}
+    for k, (shape, dtype) in specs.items():
+        fill = fill_value(np.dtype("U") if dtype.kind == "T" else dtype)
+        arr = da.full((*grid_shape, *shape), fill, dtype=dtype, chunks=(*block, *shape))
+        dims, attrs = layout[k]
+        variables[k] = xr.Variable(dims, arr, attrs)
+        encoding[k] = {"chunks": (*block, *shape), "fill_value": fill, "compressors": None}
+    ds = xr.Dataset(variables, coords=coords, attrs=_dataset_attrs(scan, n_groups))
+    with warnings.catch_warnings():  # consolidated metadata: not (yet) in the v3 spec, but what open_zarr reads first
+        warnings.simplefilter("ignore", category=UserWarning)
+        ds.to_zarr(str(path), mode="w-", compute=False, zarr_format=3, consolidated=True, encoding=encoding)
+    rename = _rename(scan, [*sch.data, *sch.shared, "complete"])
+    _write_json(path / _RECORDS / "zarr.json", _group_meta(
+        {"scanned": {name: rename.get(name, name) for name in scan.coords}, "results": sorted(sch.data),
+         "shared": sorted(sch.shared)}))
+
+
+def _meta(store: str | Path) -> dict[str, Any]:
+    """The store's own description (``_twolayer/zarr.json``): the stored name of every scanned parameter
+    (``scanned``), the results (``results``) and the shared coordinates (``shared``)."""
+    try:
+        meta = json.loads(Path(store, _RECORDS, "zarr.json").read_text())["attributes"]
+        if not (isinstance(meta["scanned"], dict) and isinstance(meta["results"], list)
+                and isinstance(meta["shared"], list)):
+            raise TypeError
+    except Exception:
+        raise ValueError(f"store: {store}: its {_RECORDS} group is missing or unreadable") from None
+    return dict(meta)
+
+
+def _group_meta(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``zarr.json`` of a Zarr v3 group with these attributes."""
+    return {"zarr_format": 3, "node_type": "group", "attributes": dict(attributes)}
+
+
+def _write_json(path: Path, data: Any) -> None:
+    """Write ``path`` atomically (a temporary file beside it, then renamed over it)."""
+    path.parent.mkdir(exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+def _record_path(store: str | Path, gid: int) -> Path:
+    return Path(store, _RECORDS, f"g{gid:07d}", "zarr.json")
+
+
+def _checksum(values: Mapping[str, NDArray[Any]]) -> str:
+    """BLAKE2b of a group's values, variable by variable in name order (strings as UTF-8, NUL-separated)."""
+    h = hashlib.blake2b(digest_size=16)
+    for k in sorted(values):
+        arr = np.asarray(values[k])
+        h.update(f"{k}:{arr.shape}:".encode())
+        if arr.dtype.kind in "UTO":
+            h.update("\x00".join(str(x) for x in arr.ravel()).encode())
+        else:
+            h.update(np.ascontiguousarray(arr).tobytes())
+    return h.hexdigest()
+
+
+def _grid(store: str | Path) -> Any:
+    """The store's root group, and the grid's shape (the ``complete`` array's)."""
+    root = _zarr().open_group(str(store), mode="r+", zarr_format=3)
+    return root, tuple(root["complete"].shape)
+
+
+def _region(indices: Any, grid_shape: tuple[int, ...]) -> tuple[slice, ...]:
+    """The block of the grid that flat ``indices`` fill (ValueError unless they fill one whole block)."""
+    idx = np.asarray(indices, dtype=np.int64)
+    if not grid_shape:
+        return ()
+    pos = np.unravel_index(idx, grid_shape)
+    region = tuple(slice(int(p.min()), int(p.max()) + 1) for p in pos)
+    if region_indices(region, grid_shape) != idx.tolist():
+        raise ValueError("store: a group's configurations must fill one block of the grid, in C order")
+    return region
+
+
+def _group_values(root: Any, meta: Mapping[str, Any], region: tuple[slice, ...], part: Part) \
+        -> dict[str, NDArray[Any]]:
+    """A group's block of every result (``complete`` aside) from its :class:`Part`: padded to the stored shape
+    (fill values), cast to the stored dtype, missing results filled; its coordinates checked against the shared
+    ones or spread into their per-configuration variables."""
+    block = tuple(s.stop - s.start for s in region)
+    n = int(np.prod(block, dtype=np.int64))
+    table = dict(part.data)
+    for k, (dims, arr) in part.coords.items():
+        if k in meta["shared"]:
+            stored, arr = np.asarray(root[k][...]), np.asarray(arr)
+            # a group that recorded fewer points (all its runs diverged early) has a prefix of the coordinate
+            if arr.ndim != stored.ndim or any(a > b for a, b in zip(arr.shape, stored.shape, strict=True)) \
+                    or not np.array_equal(stored[tuple(slice(0, n) for n in arr.shape)], arr):
+                raise ValueError(f"store: coordinate {k!r} of this group differs from the store's (fixed when it "
+                                 "was created from the first configuration of its class)")
+        else:
+            arr = np.asarray(arr)
+            table[_per_config_name(k)] = (dims, np.broadcast_to(arr, (n, *arr.shape)))
+    out = {}
+    for k in meta["results"]:
+        arr = root[k]
+        shape = tuple(arr.shape[len(block):])
+        fill = fill_value(np.dtype("U") if arr.dtype.kind == "T" else arr.dtype)
+        values = np.full((n, *shape), fill, dtype=arr.dtype)
+        if k in table:
+            got = np.asarray(table[k][1])
+            if got.ndim != values.ndim or any(a > b for a, b in zip(got.shape[1:], shape, strict=True)):
+                raise ValueError(f"store: result {k!r} of shape {got.shape[1:]} does not fit the store's {shape} "
+                                 "(fixed when it was created from the first configuration of its class)")
+            values[(slice(None),) + tuple(slice(0, s) for s in got.shape[1:])] = got
+        out[k] = values.reshape((*block, *shape))
+    return out
+
+
+def write_group(store: str | Path, name: str, indices: list[int], part: Part) -> None:
+    """Write one group's block of every result, then its record (checksum, version; replaced atomically), then
+    its ``complete`` chunk.
+
+    Parameters
+    ----------
+    store : str or Path
+        The Zarr directory (prepared by :func:`prepare`).
+    name : str
+        The group's name (``g`` and seven digits).
+    indices : list of int
+        Its flat configuration indices (one block of the grid, C order).
+    part : Part
+        Its results.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    ...                   axes={"lr": [0.5, 1.0]})
+    >>> g = tl.scan.make_groups(sc)[0]
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     _ = tl.scan.store.prepare(f"{tmp}/s.zarr", sc, 1, resume=False)
+    ...     tl.scan.store.write_group(f"{tmp}/s.zarr", g.name, g.indices, tl.scan.engines.engine_for("ode").run(
+    ...         list(g.configs)))
+    ...     done = tl.scan.store.complete_groups(f"{tmp}/s.zarr")
+    >>> done
+    {0}
+    """
+    root, grid_shape = _grid(store)
+    region = _region(indices, grid_shape)
+    values = _group_values(root, _meta(store), region, part)
+    for k, v in values.items():
+        root[k][region] = v
+    _write_json(_record_path(store, int(name[1:])), _group_meta(
+        {"checksum": _checksum(values), "twolayer_version": _version(), "region": [[s.start, s.stop] for s in region]}))
+    root["complete"][region] = True
+
+
+def read_group(store: str | Path, gid: int) -> tuple[NDArray[np.int64], dict[str, NDArray[Any]]]:
+    """One group's flat configuration indices and its stored values (name -> its block), as written.
+
+    Parameters
+    ----------
+    store : str or Path
+        The Zarr directory.
+    gid : int
+        The group's id.
+
+    Returns
+    -------
+    indices : ndarray of int64
+        Its flat configuration indices.
+    values : dict
+        name -> its block of that result (the grid's block dimensions first).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    ...                   axes={"lr": [0.5, 1.0]})
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     _ = tl.scan.run(sc, store=f"{tmp}/s.zarr", load_result=False)
+    ...     index, values = tl.scan.store.read_group(f"{tmp}/s.zarr", 0)
+    >>> index.tolist(), values["risk"].shape
+    ([0, 1], (2, 3))
+    """
+    scan = definition(store)
+    root = _zarr().open_group(str(store), mode="r", zarr_format=3)
+    region = group_regions(scan)[gid]
+    values = _stored_values(root, _meta(store), region)
+    return np.asarray(region_indices(region, tuple(scan.dims.values())), dtype=np.int64), values
+
+
+def _stored_values(root: Any, meta: Mapping[str, Any], region: tuple[slice, ...]) -> dict[str, NDArray[Any]]:
+    return {k: np.asarray(root[k][region]) for k in meta["results"]}
+
+
+def _group_flags(root: Any, regions: list[tuple[slice, ...]], groups: Iterable[int]) \
+        -> dict[int, NDArray[np.bool_] | None]:
+    """Each group's block of ``complete`` (None where it does not decode): the whole array read once (one byte
+    per configuration), group by group only if some chunk is damaged."""
+    arr = root["complete"]
+    try:
+        whole: NDArray[np.bool_] | None = np.asarray(arr[...])
+    except Exception:
+        whole = None
+    out: dict[int, NDArray[np.bool_] | None] = {}
+    for g in groups:
+        if whole is not None:
+            out[g] = whole[regions[g]]
+            continue
+        try:
+            out[g] = np.asarray(arr[regions[g]])
+        except Exception:
+            out[g] = None
+    return out
+
+
 def complete_groups(store: str | Path) -> set[int]:
-    """The ids of the groups whose ``complete`` marker is written. Read from the group directories' metadata
-    (``groups/g*/zarr.json``, which Zarr replaces atomically), not through Zarr's hierarchy listing, which trips
-    over the temporary files of groups being written at the same moment by other workers.
+    """The ids of the finished groups: a record and a ``complete`` block of True (not checked against their
+    checksums: :func:`damaged_groups`).
 
     Parameters
     ----------
@@ -152,83 +541,21 @@ def complete_groups(store: str | Path) -> set[int]:
     >>> done
     {0}
     """
-    done = set()
-    for meta in Path(store, "groups").glob("g*/zarr.json"):
-        name = meta.parent.name
-        if len(name) != 8 or not name[1:].isdigit():
-            continue
-        try:
-            attrs = json.loads(meta.read_text()).get("attributes", {})
-        except (OSError, ValueError):  # vanished or unreadable: not complete
-            continue
-        if attrs.get("complete") is True:
-            done.add(int(name[1:]))
-    return done
+    recorded = set()
+    for rec in Path(store, _RECORDS).glob("g*/zarr.json"):
+        name = rec.parent.name
+        if len(name) == 8 and name[1:].isdigit():
+            recorded.add(int(name[1:]))
+    if not recorded:
+        return set()
+    root = _zarr().open_group(str(store), mode="r", zarr_format=3)
+    regions = group_regions(definition(store))
+    flags = _group_flags(root, regions, [g for g in recorded if g < len(regions)])
+    return {g for g, f in flags.items() if f is not None and bool(np.all(f))}
 
 
-def write_group(store: str | Path, name: str, indices: list[int], part: Part) -> None:
-    """Write one group's results (overwriting a partial earlier attempt), then its completion marker.
-
-    A group is three one-chunk arrays: ``_index`` (its configurations), ``float64`` and ``int64`` (every result
-    of that kind, raveled and concatenated; strings as int codes), described by the group attribute
-    ``variables`` (name, role, dims, shape, dtype, offset, string categories). Zarr's cost is per array (~5-10 ms
-    here), so a group of any number of variables costs three.
-
-    Parameters
-    ----------
-    store : str or Path
-        The Zarr directory (prepared by :func:`prepare`).
-    name : str
-        The group's name (``g`` and seven digits).
-    indices : list of int
-        Its flat configuration indices.
-    part : Part
-        Its results.
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
-    ...                   axes={"lr": [0.5, 1.0]})
-    >>> part = tl.scan.engines.Part({"loss": ((), np.array([1.5, 2.5]))})
-    >>> with tempfile.TemporaryDirectory() as tmp:
-    ...     _ = tl.scan.store.prepare(f"{tmp}/s.zarr", sc, 1, resume=False)
-    ...     tl.scan.store.write_group(f"{tmp}/s.zarr", "g0000000", [0, 1], part)
-    ...     index, back = tl.scan.store.read_group(f"{tmp}/s.zarr", 0)
-    >>> index.tolist(), back.data["loss"][1].tolist()
-    ([0, 1], [1.5, 2.5])
-    """
-    zarr = _zarr()
-    variables: list[dict[str, Any]] = []
-    blocks: dict[str, list[NDArray[Any]]] = {"float64": [], "int64": []}
-    sizes = {"float64": 0, "int64": 0}
-    for role, table in (("data", part.data), ("coord", part.coords)):
-        for key, (dims, values) in table.items():
-            arr = np.asarray(values)
-            entry: dict[str, Any] = {"name": key, "role": role, "dims": list(dims), "shape": list(arr.shape),
-                                     "dtype": arr.dtype.str}
-            if arr.dtype.kind == "U":
-                categories, codes = np.unique(arr, return_inverse=True)
-                entry["categories"] = categories.tolist()
-                arr = codes.reshape(arr.shape)
-            elif arr.dtype.kind not in "biuf":
-                raise TypeError(f"{key}: cannot store values of dtype {arr.dtype}")
-            kind = "float64" if arr.dtype.kind == "f" else "int64"
-            flat = np.ascontiguousarray(arr, dtype=kind).ravel()
-            entry["block"], entry["offset"] = kind, sizes[kind]
-            blocks[kind].append(flat)
-            sizes[kind] += flat.size
-            variables.append(entry)
-    grp = zarr.open_group(str(store), path=f"groups/{name}", mode="w")
-    for kind, arrays in (("_index", [np.asarray(indices, dtype=np.int64)]), *blocks.items()):
-        data = np.concatenate(arrays) if arrays else np.zeros(0, dtype=kind if kind != "_index" else np.int64)
-        grp.create_array(kind, data=data, chunks=(max(data.size, 1),), compressors=None)
-    # one metadata write, last
-    grp.update_attributes({"variables": variables, "twolayer_version": _version(), "complete": True})
-
-
-def read_group(store: str | Path, gid: int) -> tuple[NDArray[np.int64], Part]:
-    """One finished group: its configuration indices and results, bitwise as written.
+def group_record(store: str | Path, gid: int) -> dict[str, Any]:
+    """A group's record (``checksum``, ``twolayer_version``, ``region``); empty when it has none.
 
     Parameters
     ----------
@@ -239,10 +566,7 @@ def read_group(store: str | Path, gid: int) -> tuple[NDArray[np.int64], Part]:
 
     Returns
     -------
-    indices : ndarray of int64
-        Its flat configuration indices.
-    part : Part
-        Its results.
+    dict
 
     Examples
     --------
@@ -251,68 +575,95 @@ def read_group(store: str | Path, gid: int) -> tuple[NDArray[np.int64], Part]:
     ...                   axes={"lr": [0.5, 1.0]})
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     _ = tl.scan.run(sc, store=f"{tmp}/s.zarr", load_result=False)
-    ...     index, part = tl.scan.store.read_group(f"{tmp}/s.zarr", 0)
-    >>> index.tolist(), part.data["risk"][1].shape
-    ([0, 1], (2, 3))
+    ...     record = tl.scan.store.group_record(f"{tmp}/s.zarr", 0)
+    >>> record["region"], record["twolayer_version"] == tl.__version__
+    ([[0, 2]], True)
     """
-    zarr = _zarr()
-    where = f"{store}/groups/g{gid:07d}"
-    grp = zarr.open_group(str(store), path=f"groups/g{gid:07d}", mode="r")
-    blocks = {kind: _numbers(grp, kind, where) for kind in ("float64", "int64")}
-    part = Part({}, {})
-    for v in grp.attrs["variables"]:
-        shape = tuple(v["shape"])
-        n = int(np.prod(shape, dtype=np.int64))
-        flat = blocks[v["block"]][v["offset"]:v["offset"] + n]
-        if "categories" in v:
-            values = np.asarray(v["categories"], dtype=np.str_)[flat].reshape(shape) if n else \
-                np.zeros(shape, dtype=np.str_)
-        else:
-            values = flat.reshape(shape).astype(_plain_dtype(v, where))
-        (part.data if v["role"] == "data" else part.coords)[v["name"]] = (tuple(v["dims"]), values)
-    return _numbers(grp, "_index", where, "int64"), part
-
-
-def _numbers(grp: Any, kind: str, where: str, dtype: str | None = None) -> NDArray[Any]:
-    """The array ``kind`` of a group, decoded only if it is what :func:`write_group` writes: a Zarr v3 array of
-    float64 or int64 (never an object array, whose codecs could unpickle)."""
-    arr = grp[kind]
-    expected = np.dtype(dtype or kind)
-    if arr.metadata.zarr_format != 3 or arr.dtype != expected:
-        raise ValueError(f"store: {where}/{kind}: expected a Zarr v3 array of {expected}, got a Zarr "
-                         f"v{arr.metadata.zarr_format} array of {arr.dtype}")
-    return np.asarray(arr[...])
-
-
-def _plain_dtype(v: Any, where: str) -> np.dtype[Any]:
-    """The recorded dtype of a variable: numbers or bools only."""
     try:
-        dtype = np.dtype(v["dtype"])
-    except TypeError:
-        dtype = np.dtype(object)
-    if dtype.kind not in "biuf":
-        raise ValueError(f"store: {where}: variable {v['name']!r} has dtype {v['dtype']!r}, expected numbers")
-    return dtype
+        out = json.loads(_record_path(store, gid).read_text()).get("attributes", {})
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return out if isinstance(out, dict) else {}
+
+
+def damaged_groups(store: str | Path, scan: Scan | None = None, groups: Iterable[int] | None = None) \
+        -> list[int]:
+    """The groups marked computed (any ``complete`` True) that are not intact: their record is missing, their
+    ``complete`` block is not all True, or their stored values no longer match the recorded checksum (a deleted
+    or damaged chunk, an unreadable array). Each such group is read once: this reads the whole store, group by
+    group (never more than one group in memory).
+
+    Parameters
+    ----------
+    store : str or Path
+        The Zarr directory.
+    scan : Scan, optional
+        Its definition (read from the store if None).
+    groups : iterable of int, optional
+        The groups to check, each of which must be intact (default: every group marked computed).
+
+    Returns
+    -------
+    list of int
+        The damaged groups' ids (empty: the store is intact).
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    ...                   axes={"lr": [0.5, 1.0]})
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     _ = tl.scan.run(sc, store=f"{tmp}/s.zarr", load_result=False)
+    ...     before = tl.scan.store.damaged_groups(f"{tmp}/s.zarr")
+    ...     os.remove(f"{tmp}/s.zarr/risk/c/0/0")  # a deleted chunk
+    ...     after = tl.scan.store.damaged_groups(f"{tmp}/s.zarr")
+    >>> before, after
+    ([], [0])
+    """
+    scan = definition(store) if scan is None else scan
+    regions = group_regions(scan)
+    root = _zarr().open_group(str(store), mode="r", zarr_format=3)
+    meta = _meta(store)
+    flags = _group_flags(root, regions, range(len(regions)) if groups is None else groups)
+    bad = []
+    for g, f in sorted(flags.items()):
+        if f is not None and not f.any() and groups is None:  # not computed (yet): nothing claimed
+            continue
+        try:
+            ok = f is not None and bool(f.all()) and \
+                _checksum(_stored_values(root, meta, regions[g])) == group_record(store, g).get("checksum")
+        except Exception:  # a chunk that does not decode
+            ok = False
+        if not ok:
+            bad.append(g)
+    return bad
+
+
+# ------------------------------------------------------------------------------------------ reading
+
+
+def _root_attrs(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        raise FileNotFoundError(f"store: {path} does not exist")
+    try:
+        attrs = dict(_zarr().open_group(str(path), mode="r", use_consolidated=False).attrs)
+    except Exception:
+        raise ValueError(f"store: {path} exists and is not a scan store (not a Zarr group)") from None
+    fmt = attrs.get("format")
+    if fmt in _OLD_FORMATS:
+        raise ValueError(f"store: {path} was written by an earlier twolayer in the layout {fmt!r} (per-group blobs, "
+                         f"not a standard dataset), which this version does not read: run the scan again into a "
+                         f"new store (twolayer scan CONFIG --store NEW.zarr), or open it with the twolayer that "
+                         "wrote it")
+    if fmt != _FORMAT:
+        raise ValueError(f"store: {path} is not a twolayer scan store (format {fmt!r}, expected {_FORMAT!r})")
+    return attrs
 
 
 def definition(store: str | Path) -> Scan:
     """The scan definition recorded in a store, its engine read as text (:func:`recorded_engine`: nothing is
-    imported)."""
-    attrs = dict(_zarr().open_group(str(store), mode="r").attrs)
-    if attrs.get("format") != _FORMAT:
-        raise ValueError(f"store: {store} is not a twolayer scan store")
-    try:
-        data = json.loads(attrs["scan_definition"])
-    except (KeyError, TypeError, ValueError):
-        raise ValueError(f"store: {store} holds no readable scan definition") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"store: {store} holds no readable scan definition")
-    return Scan.from_dict({**data, "engine": recorded_engine(data.get("engine"))})
-
-
-def open_dataset(store: str | Path) -> Any:
-    """The stored scan as an ``xarray.Dataset`` (the finished groups; configurations not computed yet are NaN,
-    -1 or "").
+    imported); ValueError if its hash does not match the recorded ``scan_hash`` (an edited definition), or if
+    the store is of the previous layout or no scan store.
 
     Parameters
     ----------
@@ -321,8 +672,66 @@ def open_dataset(store: str | Path) -> Any:
 
     Returns
     -------
+    Scan
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    ...                   axes={"lr": [0.5, 1.0]})
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     _ = tl.scan.run(sc, store=f"{tmp}/s.zarr", load_result=False)
+    ...     back = tl.scan.store.definition(f"{tmp}/s.zarr")
+    >>> back.digest() == sc.digest()
+    True
+    """
+    attrs = _root_attrs(Path(store))
+    try:
+        data = json.loads(attrs["scan_definition"])
+    except (KeyError, TypeError, ValueError):
+        raise ValueError(f"store: {store} holds no readable scan definition") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"store: {store} holds no readable scan definition")
+    scan = Scan.from_dict({**data, "engine": recorded_engine(data.get("engine"))})
+    if scan.digest() != attrs.get("scan_hash"):
+        raise ValueError(f"store: {store}: the recorded scan definition does not match its hash (edited after it "
+                         "was written): the store cannot be trusted; run the scan again into a new store")
+    return scan
+
+
+def _check_coords(store: str | Path, scan: Scan) -> None:
+    """The stored coordinates of the scanned parameters equal the definition's values."""
+    root = _zarr().open_group(str(store), mode="r", zarr_format=3)
+    scanned = _meta(store)["scanned"]
+    for name, (_, vals) in scan.coords.items():
+        key = scanned.get(name, name)
+        try:
+            stored = np.asarray(root[key][...])
+        except Exception:
+            raise ValueError(f"store: {store}: the coordinate {key!r} is missing or unreadable") from None
+        expected = np.asarray(vals)
+        if stored.shape != expected.shape or not np.array_equal(stored.astype(expected.dtype), expected):
+            raise ValueError(f"store: {store}: the coordinate {key!r} differs from the recorded scan definition "
+                             "(edited after it was written): run the scan again into a new store")
+
+
+def open_dataset(store: str | Path, verify: bool = True) -> Any:
+    """The stored scan, opened lazily with ``xarray.open_zarr`` (Dask-backed) after checks: the format, the
+    definition's hash, the coordinates against it, and (``verify``) every finished group's checksum, which reads
+    the whole store once, group by group (pass ``verify=False`` to skip that for a large store).
+
+    Parameters
+    ----------
+    store : str or Path
+        The Zarr directory.
+    verify : bool, default True
+        Check every finished group's values against its checksum (ValueError naming the damaged groups).
+
+    Returns
+    -------
     xarray.Dataset
-        As :func:`twolayer.scan.run` returns it, with the attributes ``n_groups`` and ``n_groups_complete``.
+        As :func:`twolayer.scan.run` returns it; configurations not computed read as NaN, -1 or "", with
+        ``complete`` False.
 
     Examples
     --------
@@ -332,18 +741,23 @@ def open_dataset(store: str | Path) -> Any:
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     _ = tl.scan.run(sc, store=f"{tmp}/s.zarr", load_result=False)
     ...     ds = tl.scan.open_dataset(f"{tmp}/s.zarr")
-    >>> ds.risk.dims, ds.attrs["n_groups_complete"]
-    (('lr', 't'), 1)
+    ...     done = bool(ds.complete.all())  # read lazily: while the store exists
+    >>> ds.risk.dims, done
+    (('lr', 't'), True)
     """
-    if not Path(store).exists():
-        raise FileNotFoundError(f"store: {store} does not exist")
+    from .._validation import boolean
+    from ..results import _xarray
+
+    verify = boolean(verify, "verify")
     scan = definition(store)
-    done = sorted(complete_groups(store))
-    ds = assemble(scan, (read_group(store, g) for g in done))
-    attrs = _zarr().open_group(str(store), mode="r").attrs
-    ds.attrs.update({"n_groups": int(attrs["n_groups"]), "n_groups_complete": len(done),
-                     "twolayer_version": str(attrs["twolayer_version"])})  # every version that wrote groups
-    return ds
+    _check_coords(store, scan)
+    if verify:
+        bad = damaged_groups(store, scan)
+        if bad:
+            raise ValueError(f"store: {store}: {len(bad)} finished group(s) fail their checksum (a deleted or "
+                             f"damaged chunk): g{bad[0]:07d}{', ...' if len(bad) > 1 else ''}; resume the scan "
+                             "(resume=True, --resume) to compute them again")
+    return _xarray().open_zarr(str(store), consolidated=False, zarr_format=3)  # the metadata itself
 
 
 def _rows(indices: Any) -> slice | NDArray[np.int64]:
@@ -400,7 +814,7 @@ def assemble(scan: Scan, parts: Iterable[tuple[Any, Part]]) -> Any:
     >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
     ...                   axes={"lr": [0.5, 1.0]})
     >>> g = tl.scan.make_groups(sc)[0]
-    >>> part = tl.scan.engines.engine_for("ode").run(g.configs)
+    >>> part = tl.scan.engines.engine_for("ode").run(list(g.configs))
     >>> ds = tl.scan.store.assemble(sc, [(g.indices, part)])
     >>> ds.risk.shape, ds.attrs["engine"]
     ((2, 3), 'ode')
@@ -433,7 +847,7 @@ class Assembly:
     """
 
     def __init__(self, scan: Scan) -> None:
-        self.scan, self.n = scan, len(scan)
+        self.scan, self.n, self.n_groups = scan, len(scan), len(group_regions(scan))
         self.full: dict[str, NDArray[Any]] = {}  # name -> (n_configs, ...)
         self.dims: dict[str, tuple[str, ...]] = {}
         self.written = np.zeros(self.n, dtype=bool)
@@ -476,7 +890,6 @@ class Assembly:
 
         xr = _xarray()
         scan = self.scan
-        grid = scan.dims
         # coordinates shared by every group stay coordinates; the others become per-configuration data
         values: dict[str, list[tuple[tuple[str, ...], NDArray[Any]]]] = {}
         for _, group_coords in self.coords:
@@ -488,28 +901,16 @@ class Assembly:
         for idx, group_coords in self.coords:
             for k, (dims, arr) in group_coords.items():
                 if k not in shared:
-                    self._put("time" if k == "t" else f"{k}_values", dims, _rows(idx),
+                    self._put(_per_config_name(k), dims, _rows(idx),
                               np.broadcast_to(arr, (idx.size, *arr.shape)))
         missing = ~self.written
         if missing.any():
             for out in self.full.values():
                 out[missing] = fill_value(out.dtype)
-        full, specs = self.full, self.dims
-        unit = _time_unit(scan)
-        rename = {k: _RENAME.get(k, f"param_{k}") for k in [*scan.coords, *grid] if k in specs or k in shared}
-        data = {}
-        for k, dims in specs.items():
-            data[k] = ((*(rename.get(g, g) for g in grid), *dims),
-                       full[k].reshape((*grid.values(), *full[k].shape[1:])), _labels(k, unit))
-        coords: dict[str, Any] = {rename.get(name, name): (rename.get(dim, dim), vals,
-                                                               _labels(rename.get(name, name), unit))
-                                  for name, (dim, vals) in scan.coords.items()}
-        for k, (dims, arr) in shared.items():
-            coords[k] = (dims, arr, _labels(k, unit))
-        attrs: dict[str, Any] = {}
-        for k, v in scan.constants.items():
-            attrs[k] = json.dumps(v) if isinstance(v, list) else (int(v) if isinstance(v, bool) else v)
-        attrs.update({"engine": scan.engine_name, "scan_hash": scan.digest(),
-                      "scan_definition": json.dumps(scan.to_dict()), "twolayer_version": _version(),
-                      "time_unit": unit})
-        return xr.Dataset(data, coords=coords, attrs=attrs)
+        grid = tuple(scan.dims.values())
+        sch = Schema({k: (self.dims[k], v.shape[1:], v.dtype) for k, v in self.full.items()}, shared)
+        layout, coords = _layout(scan, sch)
+        arrays = {**self.full, "complete": self.written.copy()}
+        data = {k: (dims, arrays[k].reshape((*grid, *arrays[k].shape[1:])), attrs)
+                for k, (dims, attrs) in layout.items()}
+        return xr.Dataset(data, coords=coords, attrs=_dataset_attrs(scan, self.n_groups))
