@@ -1367,8 +1367,10 @@ def test_issue_26_entry_points_with_a_larger_budget(monkeypatch: pytest.MonkeyPa
 RESULT_TYPES = {"Trajectory", "BatchTrajectory", "Interrupted", "Ensemble", "CriticalPoint", "Isotropy",
                 "MultistartResult", "RealKFamily", "Crossing", "IsotypicSpectrum",
                 "FamilyPoint", "WeightPath", "HermiteTarget", "FunctionTarget", "Target", "IncrementCovariance",
-                "FirstPassage", "LayerwiseResult", "Scan", "Group", "Summary", "Engine"}
-# Not fuzzed directly: scan.open_dataset reads stores (their safety is issue 26's scan part, tests/test_scan.py).
+                "FirstPassage", "LayerwiseResult", "Scan", "Group", "Summary", "Engine",
+                "StoreLockedError"}  # an exception type (raised by scan.run; tests/test_scan_lock.py)
+# Not fuzzed directly: scan.open_dataset reads stores (their safety and integrity: tests/test_scan_safety.py,
+# tests/test_scan_store.py).
 NOT_FUZZED = {"open_dataset"}
 
 
