@@ -88,6 +88,39 @@ def test_open_zarr_gives_the_dataset_run_returns(tmp_path, name):
         assert tuple(v.encoding["chunks"][len(block):]) == v.shape[len(block):], k
 
 
+@pytest.mark.parametrize("name", ["ode_zip_padding", "descend", "function"])
+def test_store_metadata_is_what_xarray_writes(tmp_path, name):
+    """The store's arrays, created by Zarr directly (fast), carry the metadata xarray's ``to_zarr`` writes for
+    the same empty dataset (dimension names, CF attrs and ``_FillValue``, fill value, chunks, no compression),
+    and open to the same variables, attrs and encodings."""
+    import dask.array as da
+
+    scan = SCANS[name]()
+    ours = tmp_path / "ours.zarr"
+    store.prepare(ours, scan, len(tl.scan.make_groups(scan)), resume=False)
+    sch = store.schema(scan)
+    layout, coords = store._layout(scan, sch)
+    grid, block = tuple(scan.dims.values()), tl.scan.grouping.block_shape(scan)
+    variables, encoding = {}, {}
+    for k, (shape, dtype) in {**{k: (s, store._store_dtype(d)) for k, (_, s, d) in sch.data.items()},
+                              "complete": ((), np.dtype(bool))}.items():
+        fill = tl.scan.engines.fill_value(np.dtype("U") if dtype.kind == "T" else dtype)
+        variables[k] = xr.Variable(layout[k][0], da.full((*grid, *shape), fill, dtype=dtype,
+                                                         chunks=(*block, *shape)), layout[k][1])
+        encoding[k] = {"chunks": (*block, *shape), "fill_value": fill, "compressors": None}
+    ref = tmp_path / "ref.zarr"
+    xr.Dataset(variables, coords=coords, attrs=store._dataset_attrs(scan, 1)).to_zarr(
+        ref, mode="w-", compute=False, zarr_format=3, consolidated=True, encoding=encoding)
+    for k in variables:
+        assert json.loads((ours / k / "zarr.json").read_text()) == json.loads((ref / k / "zarr.json").read_text()), k
+    a, b = xr.open_zarr(ours), xr.open_zarr(ref)
+    assert a.attrs.pop("n_groups") == len(tl.scan.make_groups(scan)) and b.attrs.pop("n_groups") == 1
+    xr.testing.assert_identical(a, b)
+    for k in a.variables:  # (NaN fill values compared as text)
+        assert {e: str(v) for e, v in a[k].encoding.items() if e != "source"} == \
+            {e: str(v) for e, v in b[k].encoding.items() if e != "source"}, k
+
+
 def test_groups_are_blocks_one_core_call_each():
     scan = SCANS["ode_zip_padding"]()
     assert tl.scan.grouping.block_shape(scan) == (2, 2, 1)  # K, M (on 'size') set shapes: one per block
