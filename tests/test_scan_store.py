@@ -135,6 +135,41 @@ def test_run_verifies_a_store_once(tmp_path, monkeypatch):
     assert len(calls) == 1
 
 
+def test_in_process_writes_overlap_the_next_compute_and_errors_propagate(tmp_path, monkeypatch):
+    """In-process, each group is written by one writer thread while the next one computes: at most one group
+    waits to be written, ``done`` comes in order after each write, and a failed write propagates (the groups
+    after it are not reported done)."""
+    import threading
+    import time
+
+    events, finished = [], []
+
+    class Engine:
+        def run(self, configs):
+            events.append(("compute", configs[0]))
+            return configs[0]
+
+    def write(store_, name, indices, part):
+        events.append(("write", part, threading.current_thread() is threading.main_thread()))
+        time.sleep(0.05)
+        if part == 3:
+            raise OSError("disk full")
+        events.append(("written", part))
+
+    monkeypatch.setattr(executors, "engine_for", lambda engine: Engine())
+    monkeypatch.setattr(executors, "write_group", write)
+    tasks = [executors.Task("ode", [i], [i], str(tmp_path), f"g{i:07d}") for i in range(5)]
+    with pytest.raises(OSError, match="disk full"):
+        executors.execute(tasks, None, lambda t: finished.append(t.name))
+    assert finished == ["g0000000", "g0000001", "g0000002"]
+    assert all(not e[2] for e in events if e[0] == "write")  # never on the main thread
+    # group 1 computed while group 0 was being written; group i + 2 only after group i was written
+    assert events.index(("compute", 1)) < events.index(("written", 0))
+    for i in range(3):
+        assert events.index(("written", i)) < events.index(("compute", i + 2))
+    assert ("compute", 5) not in events and ("write", 4, False) not in events
+
+
 def test_groups_are_blocks_one_core_call_each():
     scan = SCANS["ode_zip_padding"]()
     assert tl.scan.grouping.block_shape(scan) == (2, 2, 1)  # K, M (on 'size') set shapes: one per block
