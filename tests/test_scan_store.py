@@ -88,6 +88,88 @@ def test_open_zarr_gives_the_dataset_run_returns(tmp_path, name):
         assert tuple(v.encoding["chunks"][len(block):]) == v.shape[len(block):], k
 
 
+@pytest.mark.parametrize("name", ["ode_zip_padding", "descend", "function"])
+def test_store_metadata_is_what_xarray_writes(tmp_path, name):
+    """The store's arrays, created by Zarr directly (fast), carry the metadata xarray's ``to_zarr`` writes for
+    the same empty dataset (dimension names, CF attrs and ``_FillValue``, fill value, chunks, no compression),
+    and open to the same variables, attrs and encodings."""
+    import dask.array as da
+
+    scan = SCANS[name]()
+    ours = tmp_path / "ours.zarr"
+    store.prepare(ours, scan, len(tl.scan.make_groups(scan)), resume=False)
+    sch = store.schema(scan)
+    layout, coords = store._layout(scan, sch)
+    grid, block = tuple(scan.dims.values()), tl.scan.grouping.block_shape(scan)
+    variables, encoding = {}, {}
+    for k, (shape, dtype) in {**{k: (s, store._store_dtype(d)) for k, (_, s, d) in sch.data.items()},
+                              "complete": ((), np.dtype(bool))}.items():
+        fill = tl.scan.engines.fill_value(np.dtype("U") if dtype.kind == "T" else dtype)
+        variables[k] = xr.Variable(layout[k][0], da.full((*grid, *shape), fill, dtype=dtype,
+                                                         chunks=(*block, *shape)), layout[k][1])
+        encoding[k] = {"chunks": (*block, *shape), "fill_value": fill, "compressors": None}
+    ref = tmp_path / "ref.zarr"
+    xr.Dataset(variables, coords=coords, attrs=store._dataset_attrs(scan, 1)).to_zarr(
+        ref, mode="w-", compute=False, zarr_format=3, consolidated=True, encoding=encoding)
+    for k in variables:
+        assert json.loads((ours / k / "zarr.json").read_text()) == json.loads((ref / k / "zarr.json").read_text()), k
+    a, b = xr.open_zarr(ours), xr.open_zarr(ref)
+    assert a.attrs.pop("n_groups") == len(tl.scan.make_groups(scan)) and b.attrs.pop("n_groups") == 1
+    xr.testing.assert_identical(a, b)
+    for k in a.variables:  # (NaN fill values compared as text)
+        assert {e: str(v) for e, v in a[k].encoding.items() if e != "source"} == \
+            {e: str(v) for e, v in b[k].encoding.items() if e != "source"}, k
+
+
+def test_run_verifies_a_store_once(tmp_path, monkeypatch):
+    """``run(..., load_result=True)`` does not read back what it just wrote: the groups found finished are
+    verified once (when resuming), the ones it computed were checksummed from its own values."""
+    scan = SCANS["descend"]()
+    calls = []
+    real = store.damaged_groups
+    monkeypatch.setattr(store, "damaged_groups", lambda *a, **k: calls.append(a) or real(*a, **k))
+    ref = tl.scan.run(scan)
+    identical(tl.scan.run(scan, store=tmp_path / "v.zarr"), ref)
+    assert calls == []
+    identical(tl.scan.run(scan, store=tmp_path / "v.zarr", resume=True), ref)
+    assert len(calls) == 1
+
+
+def test_in_process_writes_overlap_the_next_compute_and_errors_propagate(tmp_path, monkeypatch):
+    """In-process, each group is written by one writer thread while the next one computes: at most one group
+    waits to be written, ``done`` comes in order after each write, and a failed write propagates (the groups
+    after it are not reported done)."""
+    import threading
+    import time
+
+    events, finished = [], []
+
+    class Engine:
+        def run(self, configs):
+            events.append(("compute", configs[0]))
+            return configs[0]
+
+    def write(store_, name, indices, part):
+        events.append(("write", part, threading.current_thread() is threading.main_thread()))
+        time.sleep(0.05)
+        if part == 3:
+            raise OSError("disk full")
+        events.append(("written", part))
+
+    monkeypatch.setattr(executors, "engine_for", lambda engine: Engine())
+    monkeypatch.setattr(executors, "write_group", write)
+    tasks = [executors.Task("ode", [i], [i], str(tmp_path), f"g{i:07d}") for i in range(5)]
+    with pytest.raises(OSError, match="disk full"):
+        executors.execute(tasks, None, lambda t: finished.append(t.name))
+    assert finished == ["g0000000", "g0000001", "g0000002"]
+    assert all(not e[2] for e in events if e[0] == "write")  # never on the main thread
+    # group 1 computed while group 0 was being written; group i + 2 only after group i was written
+    assert events.index(("compute", 1)) < events.index(("written", 0))
+    for i in range(3):
+        assert events.index(("written", i)) < events.index(("compute", i + 2))
+    assert ("compute", 5) not in events and ("write", 4, False) not in events
+
+
 def test_groups_are_blocks_one_core_call_each():
     scan = SCANS["ode_zip_padding"]()
     assert tl.scan.grouping.block_shape(scan) == (2, 2, 1)  # K, M (on 'size') set shapes: one per block

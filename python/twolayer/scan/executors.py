@@ -10,15 +10,20 @@ Process pools: the core is fork-safe (a forked child runs its OpenMP regions ser
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextvars
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .engines import engine_for
+from .engines import Part, engine_for
 from .store import write_group
 
 __all__ = ["Task", "execute", "run_task"]
+
+# how run_task writes a group: at once (workers), or through the in-process executor's writer thread
+_WRITE: contextvars.ContextVar[Callable[[str, str, list[int], Part], None]] = \
+    contextvars.ContextVar("twolayer_scan_write", default=lambda *args: write_group(*args))
 
 
 @dataclass(frozen=True)
@@ -58,7 +63,8 @@ class Task:
 
 
 def run_task(task: Task) -> str:
-    """Compute one group and write it to the store (on the worker); returns the group's name.
+    """Compute one group and write it to the store (on the worker; in-process, the write is handed to the writer
+    thread of :func:`execute`, which reports the group once written); returns the group's name.
 
     Parameters
     ----------
@@ -84,7 +90,7 @@ def run_task(task: Task) -> str:
     ('g0000000', {0})
     """
     part = engine_for(task.engine).run(list(task.configs))
-    write_group(task.store, task.name, task.indices, part)
+    _WRITE.get()(task.store, task.name, task.indices, part)
     return task.name
 
 
@@ -133,9 +139,7 @@ def execute(tasks: Iterable[Task], executor: Any, done: Callable[[Task], None], 
     ['g0000000']
     """
     if executor is None:
-        for task in tasks:
-            run_task(task)
-            done(task)
+        _execute_here(tasks, done)
         return
     window = in_flight if in_flight is not None else max(8, 4 * _workers(executor))
     source = iter(tasks)
@@ -186,6 +190,36 @@ def execute(tasks: Iterable[Task], executor: Any, done: Callable[[Task], None], 
         for f in pending:
             f.cancel()
         raise
+
+
+def _execute_here(tasks: Iterable[Task], done: Callable[[Task], None]) -> None:
+    """Compute the groups here, one after the other (each by :func:`run_task`), each written by one writer thread
+    while the next one computes (the core releases the GIL, so Zarr's copying and I/O overlap the compute on a
+    second core). At most one group waits to be written (two in memory); ``done`` is called in order, after each
+    write. On an error or Ctrl-C the write under way is finished (or fails) before the exception propagates."""
+    with cf.ThreadPoolExecutor(1, thread_name_prefix="twolayer-scan-writer") as writer:
+        current: list[Task] = []
+        pending: list[tuple[Task, cf.Future[None]]] = []
+
+        def finish() -> None:
+            while pending:
+                task, future = pending.pop()
+                future.result()
+                done(task)
+
+        def write_later(store: str, name: str, indices: list[int], part: Part) -> None:
+            finish()  # the previous group's write (its error propagates here)
+            pending.append((current[-1], writer.submit(write_group, store, name, indices, part)))
+
+        token = _WRITE.set(write_later)
+        try:
+            for task in tasks:
+                current.append(task)
+                run_task(task)
+                current.clear()
+            finish()
+        finally:
+            _WRITE.reset(token)
 
 
 def _workers(executor: Any) -> int:
