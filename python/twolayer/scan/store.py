@@ -475,10 +475,17 @@ def write_group(store: str | Path, name: str, indices: list[int], part: Part) ->
 
 def _write_all(writes: list[tuple[Any, tuple[slice, ...], NDArray[Any]]]) -> None:
     """``array[region] = values`` for every triple, concurrently on Zarr's event loop (its cost is per array:
-    one round trip in all instead of one per array); returns once every write is done, raising the first error."""
+    one round trip in all instead of one per array); returns once every write is done, raising the first error.
+    ``zarr.core.sync`` is not public API: where a Zarr version lacks it, the arrays are written one by one (the same
+    values, only slower)."""
     import asyncio
 
-    from zarr.core.sync import sync
+    try:
+        from zarr.core.sync import sync
+    except ImportError:  # pragma: no cover - depends on the zarr version
+        for arr, region, v in writes:
+            arr[region] = v
+        return
 
     async def put() -> None:
         await asyncio.gather(*(arr.async_array.setitem(region, v) for arr, region, v in writes))
