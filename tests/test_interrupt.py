@@ -29,10 +29,9 @@ def _os_threads() -> int:
     return len(os.listdir("/proc/self/task")) - threading.active_count()
 
 
-def interrupt(call: Callable[[], Any], after: float = 0.3) -> tuple[tl.Interrupted, float]:
-    """Runs call(), sends SIGINT to this process after ``after`` seconds, and returns the Interrupted it raised
-    and the seconds from the signal to the exception."""
-    sent: list[float] = []
+def sigint_after(after: float, sent: list[float]) -> threading.Timer:
+    """A started timer that sends SIGINT to this process after ``after`` seconds, appending the time it did to
+    ``sent``."""
 
     def fire() -> None:
         sent.append(time.perf_counter())
@@ -40,6 +39,14 @@ def interrupt(call: Callable[[], Any], after: float = 0.3) -> tuple[tl.Interrupt
 
     timer = threading.Timer(after, fire)
     timer.start()
+    return timer
+
+
+def interrupt(call: Callable[[], Any], after: float = 0.3) -> tuple[tl.Interrupted, float]:
+    """Runs call(), sends SIGINT to this process after ``after`` seconds, and returns the Interrupted it raised
+    and the seconds from the signal to the exception."""
+    sent: list[float] = []
+    timer = sigint_after(after, sent)
     try:
         with pytest.raises(tl.Interrupted) as info:
             call()
@@ -343,11 +350,7 @@ def interrupt_inside(obj: Any, name: str, call: Callable[[], Any], after: float 
     def wrapped(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
         if len(calls) == nth:
-            def fire() -> None:
-                sent.append(time.perf_counter())
-                os.kill(os.getpid(), signal.SIGINT)
-            timer = threading.Timer(after, fire)
-            timer.start()
+            timer = sigint_after(after, sent)
             try:
                 out = original(*args, **kwargs)
                 time.sleep(1.0)  # the signal lands in Python code here at the latest

@@ -599,8 +599,7 @@ class YoungProblem:
         -------
         float
         """
-        g = self.gradient(x, sizes)
-        return float(np.sqrt(g @ (g / self.metric(sizes))))
+        return self._metric_norm(self.gradient(x, sizes), sizes)
 
     def gradient_floor(self, x: ArrayLike, sizes: ArrayLike) -> float:
         """The rounding level of :meth:`gradient_norm`: below it a gradient norm is noise.
@@ -631,7 +630,11 @@ class YoungProblem:
         """
         size = self._evaluate(x, sizes, 1)[3]
         assert size is not None
-        return float(np.finfo(np.float64).eps * np.sqrt(size @ (size / self.metric(sizes))))
+        return float(np.finfo(np.float64).eps) * self._metric_norm(size, sizes)
+
+    def _metric_norm(self, v: NDArray[np.float64], sizes: ArrayLike) -> float:
+        """sqrt(v^T G^-1 v): the Euclidean norm of the full-space vector whose coordinates' gradient is v."""
+        return float(np.sqrt(v @ (v / self.metric(sizes))))
 
     def symmetry_directions(self, x: ArrayLike, sizes: ArrayLike) -> NDArray[np.float64]:
         """The flat directions of the rescaling symmetry inside the space, one row per block.
