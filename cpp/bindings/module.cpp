@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "interrupt.hpp"
+#include "twolayer/cuda.hpp"
 #include "twolayer/gaussian.hpp"
 #include "twolayer/parallel.hpp"
 
@@ -153,6 +154,7 @@ void bind_sde(py::module_& m);
 PYBIND11_MODULE(TWOLAYER_MODULE_NAME, m) {
   m.doc() = "twolayer C++ core (Gaussian kernels, population quantities, dynamics)";
   py::register_exception<twolayer::not_implemented>(m, "KernelNotImplemented", PyExc_NotImplementedError);
+  py::register_exception<twolayer::cuda::DeviceUnavailable>(m, "DeviceUnavailable", PyExc_RuntimeError);
   twolayer::bind::interrupted_type() = py::reinterpret_steal<py::object>(PyErr_NewExceptionWithDoc(
       "twolayer._core.Interrupted",
       "Raised when Ctrl-C (or another cancellation) stops a computation of the core. A KeyboardInterrupt; its "
@@ -185,6 +187,18 @@ PYBIND11_MODULE(TWOLAYER_MODULE_NAME, m) {
     info["thread_limit"] = twolayer::thread_limit();
 #ifdef TWOLAYER_CUDA
     info["cuda"] = true;
+    const twolayer::cuda::DeviceInfo dev = twolayer::cuda::device_info();
+    auto version = [](int v) { return v ? py::object(py::str(std::to_string(v / 1000) + "." +
+                                                             std::to_string(v % 1000 / 10))) : py::object(py::none()); };
+    info["cuda_architectures"] = twolayer::cuda::compiled_architectures();
+    info["cuda_runtime"] = version(dev.runtime_version);
+    info["cuda_driver"] = version(dev.driver_version);
+    info["cuda_device"] = dev.error.empty() ? py::object(py::str(dev.name)) : py::object(py::none());
+    info["cuda_arch"] = dev.error.empty() ? py::object(py::str("sm_" + std::to_string(dev.major) +
+                                                               std::to_string(dev.minor))) : py::object(py::none());
+    info["cuda_memory_gib"] = dev.error.empty() ? py::object(py::float_(dev.total_memory / 1073741824.0))
+                                                : py::object(py::none());
+    info["cuda_error"] = dev.error.empty() ? py::object(py::none()) : py::object(py::str(dev.error));
 #else
     info["cuda"] = false;
 #endif

@@ -26,6 +26,7 @@ from . import (
     targets,
     theory,
 )
+from ._core import DeviceUnavailable
 from ._interrupt import Interrupted
 from .networks import Network
 from .overlaps import BatchOverlaps, Overlaps
@@ -70,6 +71,7 @@ def build_info() -> dict[str, Any]:
 __all__ = [
     "BatchOverlaps",
     "BatchTrajectory",
+    "DeviceUnavailable",
     "Interrupted",
     "Network",
     "Overlaps",

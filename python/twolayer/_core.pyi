@@ -12,6 +12,7 @@ _F = NDArray[np.float64]
 _Schedule = tuple[int, float, float, float, float, float, bool, bool, _F]
 
 class KernelNotImplemented(NotImplementedError): ...
+class DeviceUnavailable(RuntimeError): ...
 
 class Interrupted(KeyboardInterrupt):
     partial: Any

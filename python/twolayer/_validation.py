@@ -199,6 +199,16 @@ def choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
     return str(value)
 
 
+Device = Literal["cpu", "cuda"]
+"""Where a batched computation runs: ``"cpu"`` (OpenMP) or ``"cuda"`` (the optional CUDA backend)."""
+
+
+def device_arg(device: Any) -> Device:
+    """``device``: ``"cpu"`` or ``"cuda"`` (the core raises :class:`twolayer.DeviceUnavailable` for ``"cuda"``
+    without a CUDA build or a GPU, naming which is missing)."""
+    return choice(device, "device", ("cpu", "cuda"))  # type: ignore[return-value]
+
+
 @overload
 def seed_arg(seed: Any, name: str = ..., allow_none: Literal[False] = ...) -> int: ...
 @overload

@@ -28,19 +28,8 @@
 
 #include "twolayer/activation.hpp"
 #include "twolayer/divergence.hpp"
+#include "twolayer/hd.hpp"
 #include "twolayer/simd_math.hpp"
-
-#if defined(__CUDACC__)
-#define TWOLAYER_HD __host__ __device__
-#else
-#define TWOLAYER_HD
-#endif
-
-#if defined(__CUDACC__)
-#define TWOLAYER_UNROLL _Pragma("unroll")
-#else
-#define TWOLAYER_UNROLL _Pragma("GCC unroll 16")
-#endif
 
 #if defined(TWOLAYER_OPENMP) && !defined(__CUDACC__)
 #define TWOLAYER_LANES _Pragma("omp simd")

@@ -6,9 +6,12 @@
 #pragma once
 #include <cmath>
 
+#include "twolayer/hd.hpp"
+
 // Always inlined: an inline function called out of line is one copy for the whole program, which the linker may take
 // from a translation unit compiled with other floating-point flags (FMA contraction allowed there, not in
-// batch_integrators.cpp), so that the same call would round differently in a batch and alone.
+// batch_integrators.cpp), so that the same call would round differently in a batch and alone. TWOLAYER_HD: the same
+// arithmetic in the CUDA backend.
 #if defined(__GNUC__) || defined(__clang__)
 #define TWOLAYER_ALWAYS_INLINE inline __attribute__((always_inline))
 #elif defined(_MSC_VER)
@@ -19,7 +22,7 @@
 
 namespace twolayer {
 
-TWOLAYER_ALWAYS_INLINE double asin_simd(double x) {
+TWOLAYER_ALWAYS_INLINE TWOLAYER_HD double asin_simd(double x) {
   const double a = std::fabs(x);
   // z = a^2 on [0, 1/2] and (1 - a) / 2 above: the smaller of the two (they cross at 1/2), written as one select of
   // two values so that the compiler evaluates the rational function once rather than once per branch.
@@ -38,7 +41,7 @@ TWOLAYER_ALWAYS_INLINE double asin_simd(double x) {
 }
 
 // asin(s) for |s| <= 1/2: Cephes' s + s z P(z)/Q(z), z = s^2 (the kernel of asin_simd).
-TWOLAYER_ALWAYS_INLINE double asin_half_simd(double s, double z) {
+TWOLAYER_ALWAYS_INLINE TWOLAYER_HD double asin_half_simd(double s, double z) {
   const double p = ((((4.253011369004428248960E-3 * z - 6.019598008014123785661E-1) * z + 5.444622390564711410273E0) *
                          z - 1.626247967210700244449E1) * z + 1.956261983317594739197E1) * z - 8.198089802484824371615E0;
   const double q = ((((z - 1.474091372988853791896E1) * z + 7.049610280856842141659E1) * z -
@@ -48,7 +51,7 @@ TWOLAYER_ALWAYS_INLINE double asin_half_simd(double s, double z) {
 
 // asin(1 - r^2) for 0 <= r <= 1 without a square root: 1 - r^2 <= 1/2 directly; above, the half-angle identity
 // asin(x) = pi/2 - 2 asin(sqrt((1 - x) / 2)) with sqrt((1 - x) / 2) = r / sqrt(2) <= 1/2.
-TWOLAYER_ALWAYS_INLINE double asin_one_minus_sq_simd(double r) {
+TWOLAYER_ALWAYS_INLINE TWOLAYER_HD double asin_one_minus_sq_simd(double r) {
   const double r2 = r * r;
   const bool big = r2 < 0.5;
   const double s = big ? r * 0.70710678118654752440 : 1.0 - r2;

@@ -1,0 +1,123 @@
+// The CUDA backend's driver layer, shared by its launchers: error checks that throw, device and pinned host buffers,
+// streams and events as RAII objects, the free memory a batch may take. No maths here.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "twolayer/cuda.hpp"
+
+namespace twolayer::cuda {
+
+// A failed CUDA call as an exception naming the call and CUDA's reason (out of memory: DeviceUnavailable).
+inline void check(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return;
+  const std::string msg = std::string("CUDA: ") + what + " failed: " + cudaGetErrorString(e);
+  cudaGetLastError();  // clear a sticky-free error so that the next call does not report it again
+  if (e == cudaErrorMemoryAllocation) throw DeviceUnavailable(msg);
+  throw std::runtime_error(msg);
+}
+
+// n elements of T in device memory (cudaMalloc; never managed memory).
+template <class T>
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(std::size_t n) : n_(n) {
+    if (n) check(cudaMalloc(reinterpret_cast<void**>(&p_), n * sizeof(T)), "cudaMalloc");
+  }
+  ~DeviceBuffer() {
+    if (p_) cudaFree(p_);
+  }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    std::swap(p_, o.p_);
+    std::swap(n_, o.n_);
+    return *this;
+  }
+  T* get() const { return p_; }
+  std::size_t size() const { return n_; }
+
+ private:
+  T* p_ = nullptr;
+  std::size_t n_ = 0;
+};
+
+// n elements of T in page-locked host memory (asynchronous copies overlap the kernels).
+template <class T>
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  explicit PinnedBuffer(std::size_t n) : n_(n) {
+    if (n) check(cudaMallocHost(reinterpret_cast<void**>(&p_), n * sizeof(T)), "cudaMallocHost");
+  }
+  ~PinnedBuffer() {
+    if (p_) cudaFreeHost(p_);
+  }
+  PinnedBuffer(PinnedBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept {
+    std::swap(p_, o.p_);
+    std::swap(n_, o.n_);
+    return *this;
+  }
+  T* get() const { return p_; }
+  T& operator[](std::size_t i) const { return p_[i]; }
+  std::size_t size() const { return n_; }
+
+ private:
+  T* p_ = nullptr;
+  std::size_t n_ = 0;
+};
+
+class Stream {
+ public:
+  Stream() { check(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking), "cudaStreamCreate"); }
+  ~Stream() { cudaStreamDestroy(s_); }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  cudaStream_t get() const { return s_; }
+  void sync() const { check(cudaStreamSynchronize(s_), "cudaStreamSynchronize"); }
+
+ private:
+  cudaStream_t s_{};
+};
+
+class Event {
+ public:
+  Event() { check(cudaEventCreateWithFlags(&e_, cudaEventDisableTiming), "cudaEventCreate"); }
+  ~Event() { cudaEventDestroy(e_); }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  void record(const Stream& s) { check(cudaEventRecord(e_, s.get()), "cudaEventRecord"); }
+  void wait() const { check(cudaEventSynchronize(e_), "cudaEventSynchronize"); }
+
+ private:
+  cudaEvent_t e_{};
+};
+
+template <class T>
+void copy_to_device(T* dst, const T* src, std::size_t n, const Stream& s) {
+  if (n) check(cudaMemcpyAsync(dst, src, n * sizeof(T), cudaMemcpyHostToDevice, s.get()), "cudaMemcpyAsync");
+}
+template <class T>
+void copy_to_host(T* dst, const T* src, std::size_t n, const Stream& s) {
+  if (n) check(cudaMemcpyAsync(dst, src, n * sizeof(T), cudaMemcpyDeviceToHost, s.get()), "cudaMemcpyAsync");
+}
+
+// The bytes of device memory one call may take: 80% of what is free now (the rest for the runtime and others).
+inline std::size_t usable_memory() {
+  std::size_t free_b = 0, total_b = 0;
+  check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+  return free_b / 5 * 4;
+}
+
+// Threads per block of the one-thread-per-member kernels.
+inline constexpr int kBlockThreads = 128;
+inline unsigned blocks_for(std::size_t n) {
+  return static_cast<unsigned>((n + kBlockThreads - 1) / kBlockThreads);
+}
+
+}  // namespace twolayer::cuda

@@ -1,0 +1,56 @@
+// The optional CUDA backend (cpp/cuda/, built with -DTWOLAYER_CUDA=ON): its host-side entry points, in plain C++ (no
+// CUDA header), for the bindings. The maths is the host's own (TWOLAYER_HD functions, hd.hpp); cpp/cuda/ holds only
+// launches, memory and drivers. Without the backend only DeviceUnavailable exists (the bindings raise it).
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace twolayer {
+struct OdeModel;
+struct IntegrateOptions;
+struct IntegrateResult;
+struct StopRule;
+class RowSink;
+}  // namespace twolayer
+
+namespace twolayer::cuda {
+
+// device="cuda" asked of a build without the backend, of a machine without a usable GPU, or of a model the GPU path
+// does not integrate; the message names what is missing.
+struct DeviceUnavailable : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+#ifdef TWOLAYER_CUDA
+// What the CUDA runtime reports (never throws): error is empty when device 0 is usable, else why it is not.
+struct DeviceInfo {
+  int runtime_version = 0, driver_version = 0, device_count = 0;
+  std::string name, error;
+  int major = 0, minor = 0, multiprocessors = 0;
+  std::size_t total_memory = 0;
+};
+DeviceInfo device_info();
+// The CUDA architectures compiled in (CMAKE_CUDA_ARCHITECTURES), e.g. "80;90".
+const char* compiled_architectures();
+
+// Throws DeviceUnavailable naming what is missing unless device 0 can run this build's kernels.
+void require_device();
+
+// Why the GPU ODE path cannot integrate this model with these options (an empty string: it can).
+std::string ode_unsupported(const OdeModel& model, const IntegrateOptions& opt);
+
+// integrate_batch (integrators.hpp) on the GPU: every member of one shape (K, M, activations, regime, spherical),
+// each member one GPU thread with its own steps, stop rule and status, rows handed to sink (required) in time order
+// per member. finished counts members as they end. Ctrl-C (cancel.hpp) stops every member within one segment of
+// steps ("interrupted", rows kept).
+std::vector<IntegrateResult> integrate_batch(const std::vector<OdeModel>& models,
+                                             const std::vector<const double*>& y0s, const IntegrateOptions& opt,
+                                             const std::vector<StopRule>& stops,
+                                             std::atomic<std::int64_t>* finished, RowSink* sink);
+#endif
+
+}  // namespace twolayer::cuda
