@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common.hpp"
+#include "device_arg.hpp"
 #include "interrupt.hpp"
 #include "target_arg.hpp"
 #include "schedule_arg.hpp"
@@ -506,7 +507,7 @@ void bind_ode(py::module_& m) {
          double dt, double rtol, double atol, double h0, double h_max, const Array& risk_tol_arr,
          const Array& risk_rtol_arr, long long max_steps, int n_threads, const py::object& progress,
          const py::object& schedule, const py::object& targets, const py::object& out,
-         const py::object& members) {
+         const py::object& members, const std::string& device) {
         expect_shape(a, "a", {-1, -1});
         const py::ssize_t B = a.shape(0), K = a.shape(1);
         expect_shape(Mo, "M", {B, K, -1});
@@ -562,7 +563,13 @@ void bind_ode(py::module_& m) {
         // n_recorded); the last row a member recorded, which for an early stop is its state at the stop time between
         // two output times, also goes to the (B, ...) "final" arrays.
         GridRows rows(times, B, K, M, out, members);
-        auto work = [&] { return integrate_batch(models, y0s, opt, n_threads, stops, &finished, &rows); };
+        const bool gpu = use_cuda(device);
+        auto work = [&] {
+#ifdef TWOLAYER_CUDA
+          if (gpu) return cuda::integrate_batch(models, y0s, opt, stops, &finished, &rows);
+#endif
+          return integrate_batch(models, y0s, opt, n_threads, stops, &finished, &rows);
+        };
         auto to_py = [&](const std::vector<IntegrateResult>& rs) {
           py::array_t<std::int64_t> n_rhs(B), n_steps(B), n_rej(B);
           Array stop_time({B});
@@ -592,7 +599,7 @@ void bind_ode(py::module_& m) {
       py::arg("times"), py::arg("method"), py::arg("dt"), py::arg("rtol"), py::arg("atol"), py::arg("h0"),
       py::arg("h_max"), py::arg("risk_tol"), py::arg("risk_rtol"), py::arg("max_steps"), py::arg("n_threads") = 0,
       py::arg("progress") = py::none(), py::arg("schedule") = py::none(), py::arg("targets") = py::none(),
-      py::arg("out") = py::none(), py::arg("members") = py::none());
+      py::arg("out") = py::none(), py::arg("members") = py::none(), py::arg("device") = "cpu");
 }
 
 }  // namespace twolayer::bind

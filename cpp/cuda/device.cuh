@@ -93,6 +93,13 @@ class Event {
   Event& operator=(const Event&) = delete;
   void record(const Stream& s) { check(cudaEventRecord(e_, s.get()), "cudaEventRecord"); }
   void wait() const { check(cudaEventSynchronize(e_), "cudaEventSynchronize"); }
+  // Whether the work before the event is done (without waiting); a failed kernel's error is thrown.
+  bool ready() const {
+    const cudaError_t e = cudaEventQuery(e_);
+    if (e == cudaErrorNotReady) return false;
+    check(e, "kernel");
+    return true;
+  }
 
  private:
   cudaEvent_t e_{};

@@ -21,6 +21,7 @@
 #include "twolayer/dormand_prince.hpp"
 #include "twolayer/first_passage.hpp"
 #include "twolayer/format.hpp"
+#include "twolayer/run_messages.hpp"
 #include "twolayer/parallel.hpp"
 #include "twolayer/population.hpp"
 
@@ -97,8 +98,7 @@ class LaneRunner {
     for (int l = 0; l < count; ++l) {
       IntegrateResult& res = *lane_[l].res;
       if (res.status == "completed") {
-        res.message = concat("integrated to t = ", opt_.times.empty() ? 0.0 : opt_.times.back(), " in ", res.n_steps,
-                             " steps (", res.n_rhs, " right-hand-side evaluations)");
+        res.message = completed_message(opt_.times.empty() ? 0.0 : opt_.times.back(), res.n_steps, res.n_rhs);
       }
     }
   }
@@ -168,7 +168,7 @@ class LaneRunner {
     lane_[l].live = false;
   }
   void diverge(int l, double t, const std::string& why) {
-    stop(l, t, "diverged", concat("diverged at t = ", t, ": ", why));
+    stop(l, t, "diverged", diverged_message(t, why));
   }
   // Records the row (x contiguous; r: its risk if known, else NaN); false (and the lane stopped) if its risk
   // overflows.
@@ -188,11 +188,11 @@ class LaneRunner {
   bool may_continue(int l, double t) {
     const IntegrateResult& res = *lane_[l].res;
     if (cancel_requested()) {
-      stop(l, t, "interrupted", concat("interrupted at t = ", t, " after ", res.n_steps, " steps"));
+      stop(l, t, "interrupted", interrupted_message(t, res.n_steps));
       return false;
     }
     if (res.n_steps >= opt_.max_steps) {
-      stop(l, t, "max_steps", concat("max_steps = ", opt_.max_steps, " steps taken, stopped at t = ", t));
+      stop(l, t, "max_steps", max_steps_message(opt_.max_steps, t));
       return false;
     }
     return true;
@@ -209,10 +209,7 @@ class LaneRunner {
   void converge(int l, double t_stop, const double* x) {
     if (!record(l, t_stop, x)) return;
     const Lane& ln = lane_[l];
-    std::string s = concat("excess risk ", ln.last_risk, " reached the threshold ", ln.threshold, " (");
-    if (ln.rule->risk_tol > 0.0) s += concat("risk_tol = ", ln.rule->risk_tol, ln.rule->risk_rtol > 0.0 ? ", " : "");
-    if (ln.rule->risk_rtol > 0.0) s += concat("risk_rtol = ", ln.rule->risk_rtol, " x the initial risk");
-    stop(l, t_stop, "converged", s + concat(") at t = ", t_stop));
+    stop(l, t_stop, "converged", converged_message(ln.last_risk, ln.threshold, *ln.rule, t_stop));
   }
 
   // The divergence rule over the lanes (omega_check_lanes in batch_dynamics.hpp).
@@ -396,7 +393,7 @@ class LaneRunner {
         }
         if (!may_continue(l, t[l])) continue;
         if (!std::isfinite(h[l]) || h[l] < 1e-13 * std::max(1.0, t[l])) {
-          diverge(l, t[l], "the adaptive step size underflowed (the solution blows up or is not smooth here)");
+          diverge(l, t[l], kStepUnderflow);
           continue;
         }
         last[l] = t[l] + h[l] >= t_end - 1e-12 * std::max(1.0, t_end);

@@ -16,6 +16,7 @@
 #include "twolayer/dormand_prince.hpp"
 #include "twolayer/first_passage.hpp"
 #include "twolayer/format.hpp"
+#include "twolayer/run_messages.hpp"
 #include "twolayer/gaussian.hpp"
 #include "twolayer/parallel.hpp"
 #include "twolayer/step_flow.hpp"
@@ -86,16 +87,16 @@ struct Runner {
     res.message = message;
   }
   void diverge(double t, const std::string& why) {
-    stop(t, "diverged", concat("diverged at t = ", t, ": ", why));
+    stop(t, "diverged", diverged_message(t, why));
   }
   // Checked before every step, accepted or not: false (and the status set) if the run must stop here.
   bool may_continue(double t) {
     if (cancel_requested()) {
-      stop(t, "interrupted", concat("interrupted at t = ", t, " after ", res.n_steps, " steps"));
+      stop(t, "interrupted", interrupted_message(t, res.n_steps));
       return false;
     }
     if (res.n_steps >= opt.max_steps) {
-      stop(t, "max_steps", concat("max_steps = ", opt.max_steps, " steps taken, stopped at t = ", t));
+      stop(t, "max_steps", max_steps_message(opt.max_steps, t));
       return false;
     }
     return true;
@@ -123,10 +124,7 @@ struct Runner {
   // Records the crossing state y_stop at t_stop and stops with "converged".
   void converge(double t_stop, const double* y_stop) {
     record(t_stop, y_stop);
-    std::string s = concat("excess risk ", res.risk.back(), " reached the threshold ", threshold, " (");
-    if (rule.risk_tol > 0.0) s += concat("risk_tol = ", rule.risk_tol, rule.risk_rtol > 0.0 ? ", " : "");
-    if (rule.risk_rtol > 0.0) s += concat("risk_rtol = ", rule.risk_rtol, " x the initial risk");
-    stop(t_stop, "converged", s + concat(") at t = ", t_stop));
+    stop(t_stop, "converged", converged_message(res.risk.back(), threshold, rule, t_stop));
   }
   // First passage inside an accepted step of length h from t (first_passage.hpp); at(theta, out) writes the
   // interpolated state.
@@ -228,7 +226,7 @@ struct Runner {
     while (t < t_end) {
       if (!may_continue(t)) return;
       if (!std::isfinite(h) || h < 1e-13 * std::max(1.0, t)) {
-        diverge(t, "the adaptive step size underflowed (the solution blows up or is not smooth here)");
+        diverge(t, kStepUnderflow);
         return;
       }
       bool last = t + h >= t_end - 1e-12 * std::max(1.0, t_end);
@@ -346,8 +344,7 @@ struct Runner {
     } catch (const RiskOverflow&) {  // status and message set by record()
     }
     if (res.status == "completed") {
-      res.message = concat("integrated to t = ", opt.times.empty() ? 0.0 : opt.times.back(), " in ", res.n_steps,
-                           " steps (", res.n_rhs, " right-hand-side evaluations)");
+      res.message = completed_message(opt.times.empty() ? 0.0 : opt.times.back(), res.n_steps, res.n_rhs);
     }
   }
 };

@@ -192,6 +192,7 @@ def ode_integrate_batch(
     targets: Sequence[tuple[NDArray[np.int64], _F]] | None = None,
     out: dict[str, NDArray[Any]] | None = None,
     members: NDArray[np.int64] | None = None,
+    device: str = "cpu",
 ) -> dict[str, Any]: ...
 def multistart_lbfgs(
     W: _F,

@@ -43,10 +43,12 @@ void require_device();
 // Why the GPU ODE path cannot integrate this model with these options (an empty string: it can).
 std::string ode_unsupported(const OdeModel& model, const IntegrateOptions& opt);
 
-// integrate_batch (integrators.hpp) on the GPU: every member of one shape (K, M, activations, regime, spherical),
-// each member one GPU thread with its own steps, stop rule and status, rows handed to sink (required) in time order
-// per member. finished counts members as they end. Ctrl-C (cancel.hpp) stops every member within one segment of
-// steps ("interrupted", rows kept).
+// integrate_batch (integrators.hpp) on the GPU for members of one shape (K, M, activations, regime, spherical):
+// each member one GPU thread with its state in registers, its own steps, stop rule and status, as integrate() runs
+// it; the state stays on the GPU and only the recorded rows come back, to sink (each member's rows in time order).
+// Members in chunks that fit the device's memory, the copy of one chunk's rows overlapping the next chunk's
+// integration. finished counts members as they end. Ctrl-C (cancel.hpp) stops the members in flight within
+// milliseconds ("interrupted", rows kept; chunks not started: "interrupted before it started", as on the CPU).
 std::vector<IntegrateResult> integrate_batch(const std::vector<OdeModel>& models,
                                              const std::vector<const double*>& y0s, const IntegrateOptions& opt,
                                              const std::vector<StopRule>& stops,

@@ -5,14 +5,17 @@
 #include <cmath>
 #include <limits>
 
+#include "twolayer/hd.hpp"
+
 namespace twolayer {
 
 // The smallest theta in (0, 1] (up to rounding) with risk(at(theta)) <= threshold inside a step of length h from t,
 // given risk(at(0)) = r0 > threshold >= risk(at(1)) = r1. Illinois (modified regula falsi) on g = risk - threshold,
 // which keeps the bracket [lo, hi] with g(lo) > 0 >= g(hi); at(theta, out) writes the interpolated state to out and
-// risk(out) is its excess risk. Returns hi, so the state there satisfies risk <= threshold.
+// risk(out) is its excess risk. Returns hi, so the state there satisfies risk <= threshold. TWOLAYER_HD: the CUDA
+// backend's members locate their passages with it too.
 template <class At, class Risk>
-double locate_first_passage(At&& at, Risk&& risk, double threshold, double t, double h, double r0, double r1,
+TWOLAYER_HD double locate_first_passage(At&& at, Risk&& risk, double threshold, double t, double h, double r0, double r1,
                             double* out) {
   double lo = 0.0, hi = 1.0, glo = r0 - threshold, ghi = r1 - threshold;
   int side = 0;

@@ -1,0 +1,33 @@
+// The status messages of an integrated run, written once for every integrator (integrators.cpp, the SIMD lanes of
+// batch_integrators.cpp and the CUDA backend), so that a member's message is the same on every path.
+#pragma once
+#include <string>
+
+#include "twolayer/format.hpp"
+#include "twolayer/integrators.hpp"
+
+namespace twolayer {
+
+inline std::string completed_message(double t_end, long long steps, long long rhs) {
+  return concat("integrated to t = ", t_end, " in ", steps, " steps (", rhs, " right-hand-side evaluations)");
+}
+inline std::string diverged_message(double t, const std::string& why) {
+  return concat("diverged at t = ", t, ": ", why);
+}
+inline std::string interrupted_message(double t, long long steps) {
+  return concat("interrupted at t = ", t, " after ", steps, " steps");
+}
+inline std::string max_steps_message(long long max_steps, double t) {
+  return concat("max_steps = ", max_steps, " steps taken, stopped at t = ", t);
+}
+inline std::string converged_message(double risk, double threshold, const StopRule& rule, double t) {
+  std::string s = concat("excess risk ", risk, " reached the threshold ", threshold, " (");
+  if (rule.risk_tol > 0.0) s += concat("risk_tol = ", rule.risk_tol, rule.risk_rtol > 0.0 ? ", " : "");
+  if (rule.risk_rtol > 0.0) s += concat("risk_rtol = ", rule.risk_rtol, " x the initial risk");
+  return s + concat(") at t = ", t);
+}
+// The adaptive integrators' step-size underflow (a diverged run).
+inline constexpr const char* kStepUnderflow =
+    "the adaptive step size underflowed (the solution blows up or is not smooth here)";
+
+}  // namespace twolayer
