@@ -80,11 +80,10 @@ class Member {
     sh_.M = MC > 0 ? MC : A.M;
     sh_.online = A.online;
     sh_.spherical = A.spherical;
-    K_ = sh_.K;
-    M_ = sh_.M;
-    n_ = K_ * K_ + K_ * M_ + K_;
-    for (int e = 0; e < M_ * M_; ++e) P_[e] = A.P[static_cast<std::size_t>(b) * M_ * M_ + e];
-    for (int e = 0; e < M_; ++e) v_[e] = A.v[static_cast<std::size_t>(b) * M_ + e];
+    const int M = sh_.M;
+    n_ = sh_.K * sh_.K + sh_.K * M + sh_.K;
+    for (int e = 0; e < M * M; ++e) P_[e] = A.P[static_cast<std::size_t>(b) * M * M + e];
+    for (int e = 0; e < M; ++e) v_[e] = A.v[static_cast<std::size_t>(b) * M + e];
     lr_ = A.lr[b];
     lra_ = A.lra[b];
     noise_ = A.online ? A.noise[b] : 0.0;
@@ -94,7 +93,8 @@ class Member {
   // The whole run of this member (the launch's cancel flag polled every 64 steps).
   __device__ void run() {
     double y[S::n];
-    for (int e = 0; e < n_; ++e) y[e] = A_.y0[static_cast<std::size_t>(b_) * n_ + e];
+    const int n = size();
+    for (int e = 0; e < n; ++e) y[e] = A_.y0[static_cast<std::size_t>(b_) * n + e];
     if (const int code = Model::check(sh_, P_, y, bound_)) return diverge(0.0, code);
     const double tol = A_.risk_tol[b_], rtol = A_.risk_rtol[b_];
     rule_ = tol > 0.0 || rtol > 0.0;
@@ -123,6 +123,8 @@ class Member {
   }
 
  private:
+  // The state's entries: a constant for sizes fixed at compile time (loops unroll, arrays stay in registers).
+  __device__ int size() const { return KC > 0 ? S::n : n_; }
   __device__ double risk(const double* y) const { return Model::risk(sh_, P_, v_, y); }
   __device__ void rhs(const double* y, double* dy) {
     const LaneParams p{P_, v_, &lr_, &lra_, &noise_};
@@ -142,9 +144,10 @@ class Member {
       diverge(A_.times[next_], kRiskNotFinite);
       return false;
     }
-    double* row = A_.rows + (static_cast<std::size_t>(b_) * A_.T + next_) * (n_ + 1);
+    const int n = size();
+    double* row = A_.rows + (static_cast<std::size_t>(b_) * A_.T + next_) * (n + 1);
     row[0] = r;
-    for (int e = 0; e < n_; ++e) row[1 + e] = y[e];
+    for (int e = 0; e < n; ++e) row[1 + e] = y[e];
     ++next_;
     return true;
   }
@@ -153,10 +156,11 @@ class Member {
   __device__ void converge(double t_stop, const double* y) {
     const double r = risk(y);
     if (!isfinite(r)) return diverge(t_stop, kRiskNotFinite);
-    double* f = A_.fin + static_cast<std::size_t>(b_) * (n_ + 2);
+    const int n = size();
+    double* f = A_.fin + static_cast<std::size_t>(b_) * (n + 2);
     f[0] = t_stop;
     f[1] = r;
-    for (int e = 0; e < n_; ++e) f[2 + e] = y[e];
+    for (int e = 0; e < n; ++e) f[2 + e] = y[e];
     stop(t_stop, kConverged);
   }
   __device__ bool may_continue(double t) {
@@ -181,6 +185,7 @@ class Member {
 
   __device__ void run_fixed(double* y) {
     const double dt = A_.dt;
+    const int n = size();
     double k1[S::n], k2[S::n], k3[S::n], k4[S::n], tmp[S::n], yold[S::n], c[S::n];
     double t = 0.0;
     for (; next_ < A_.T; ) {
@@ -194,26 +199,25 @@ class Member {
           land = true;
         }
         if (rule_)
-          for (int i = 0; i < n_; ++i) yold[i] = y[i];
+          for (int i = 0; i < n; ++i) yold[i] = y[i];
         const double r_old = risk_now_;
         rhs(y, k1);
         if (!A_.rk4) {
-          for (int i = 0; i < n_; ++i) y[i] += h * k1[i];
+          for (int i = 0; i < n; ++i) y[i] += h * k1[i];
         } else {
-          for (int i = 0; i < n_; ++i) tmp[i] = y[i] + 0.5 * h * k1[i];
+          for (int i = 0; i < n; ++i) tmp[i] = y[i] + 0.5 * h * k1[i];
           rhs(tmp, k2);
-          for (int i = 0; i < n_; ++i) tmp[i] = y[i] + 0.5 * h * k2[i];
+          for (int i = 0; i < n; ++i) tmp[i] = y[i] + 0.5 * h * k2[i];
           rhs(tmp, k3);
-          for (int i = 0; i < n_; ++i) tmp[i] = y[i] + h * k3[i];
+          for (int i = 0; i < n; ++i) tmp[i] = y[i] + h * k3[i];
           rhs(tmp, k4);
-          for (int i = 0; i < n_; ++i) y[i] += h / 6.0 * (k1[i] + 2.0 * (k2[i] + k3[i]) + k4[i]);
+          for (int i = 0; i < n; ++i) y[i] += h / 6.0 * (k1[i] + 2.0 * (k2[i] + k3[i]) + k4[i]);
         }
         const double t_new = land ? target : t + h;
         ++steps_;
         if (const int code = Model::check(sh_, P_, y, bound_)) return diverge(t_new, code);
         if (crossed(y)) {  // the chord between the last two states
           const double r_new = risk(y);
-          const int n = n_;
           auto chord = [&](double th, double* o) {
             for (int i = 0; i < n; ++i) o[i] = yold[i] + th * (y[i] - yold[i]);
           };
@@ -234,16 +238,17 @@ class Member {
   // sqrt(mean((x / (atol + rtol max(|ya|, |yb|)))^2)), as the CPU lanes' norm.
   __device__ double norm(const double* x, const double* ya, const double* yb) const {
     double s = 0.0;
-    for (int i = 0; i < n_; ++i) {
+    const int n = size();
+    for (int i = 0; i < n; ++i) {
       const double sc = A_.atol + A_.rtol * fmax(fabs(ya[i]), fabs(yb[i]));
       const double e = x[i] / sc;
       s += e * e;
     }
-    return sqrt(s / static_cast<double>(n_));
+    return sqrt(s / static_cast<double>(n));
   }
 
   __device__ void run_adaptive(double* y) {
-    const int T = A_.T, n = n_;
+    const int T = A_.T, n = size();
     while (next_ < T && A_.times[next_] <= 0.0)
       if (!record(y)) return;
     if (next_ == T) return;
@@ -362,7 +367,7 @@ class Member {
   const OdeArgs& A_;
   int b_;
   LaneShape sh_;
-  int K_, M_, n_;
+  int n_;
   double P_[S::M * S::M], v_[S::M], ws_[S::ws];
   double lr_, lra_, noise_, bound_;
   bool rule_ = false;
