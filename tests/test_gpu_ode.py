@@ -142,3 +142,19 @@ def test_build_info_reports_cuda() -> None:
         assert info["cuda_architectures"]
         assert (info["cuda_device"] is None) == (info["cuda_error"] is not None)
 
+
+
+def _scan(device: str) -> tl.scan.Scan:
+    return tl.scan.Scan(engine="ode", constants=dict(K=2, M=2, d=100, t_max=5.0, method="rk4", dt=0.05,
+                                                     device=device), axes={"lr": [0.5, 1.0], "seed": [0, 1, 2]})
+
+
+@gpu
+def test_scan_device_constant_runs_the_groups_on_the_gpu() -> None:
+    cpu, dev = tl.scan.run(_scan("cpu")), tl.scan.run(_scan("cuda"))
+    np.testing.assert_allclose(dev["risk"].values, cpu["risk"].values, rtol=0, atol=1e-13)
+
+
+def test_scan_device_constant_is_checked() -> None:
+    with pytest.raises(ValueError, match="device"):
+        tl.scan.run(_scan("gpu"))

@@ -162,8 +162,9 @@ std::vector<double> to_vector(const Array& x, const char* name) {
 // took seconds after a Ctrl-C); the workers write disjoint members' entries.
 class GridRows final : public RowSink {
  public:
+  // fill_grid: NaN in every grid row before the run (false: an engine takes grid_arrays() and writes them all).
   GridRows(const std::vector<double>& times, py::ssize_t B, py::ssize_t K, py::ssize_t M, const py::object& out,
-           const py::object& members)
+           const py::object& members, bool fill_grid = true)
       : times_(times), B_(static_cast<std::size_t>(B)), T_(times.size()), K_(static_cast<std::size_t>(K)),
         M_(static_cast<std::size_t>(M)), t_({static_cast<py::ssize_t>(T_)}) {
     std::copy(times.begin(), times.end(), t_.mutable_data());
@@ -175,7 +176,10 @@ class GridRows final : public RowSink {
               {"risk", new_array({B, T})}, {"t_final", new_array({B})}, {"Q_final", new_array({B, K, K})},
               {"M_final", new_array({B, K, M})}, {"a_final", new_array({B, K})}, {"risk_final", new_array({B})}};
       n_rec_ = py::array_t<std::int64_t>(B);
-      for (auto& [name, a] : arr_) std::fill(a.mutable_data(), a.mutable_data() + a.size(), kNaN);
+      plain_ = !fill_grid;
+      for (auto& [name, a] : arr_)
+        if (fill_grid || name.find("_final") != std::string::npos)
+          std::fill(a.mutable_data(), a.mutable_data() + a.size(), kNaN);
       std::fill(n_rec_.mutable_data(), n_rec_.mutable_data() + B, std::int64_t{0});
       member_.resize(B_);
       for (std::size_t b = 0; b < B_; ++b) member_[b] = b;
@@ -188,6 +192,13 @@ class GridRows final : public RowSink {
              arr_["risk_final"].mutable_data()};
     t_last_ = arr_["t_final"].mutable_data();
     count_ = n_rec_.mutable_data();
+    plain_arrays_ = {grid_.Q, grid_.M, grid_.a, grid_.risk};
+  }
+  const GridArrays* grid_arrays() override { return plain_ ? &plain_arrays_ : nullptr; }
+  void grid_filled(std::size_t b, std::size_t n) override { count_[member_[b]] = static_cast<std::int64_t>(n); }
+  void final_row(std::size_t b, double t, const double* y, double r) override {
+    put(last_, member_[b], y, r);
+    t_last_[member_[b]] = t;
   }
   void row(std::size_t b, double t, const double* y, double r) override {
     const std::size_t j = member_[b];
@@ -276,6 +287,8 @@ class GridRows final : public RowSink {
   Rows grid_{}, last_{};
   double* t_last_ = nullptr;
   std::int64_t* count_ = nullptr;
+  bool plain_ = false;  // grid arrays of the group alone, not yet filled: an engine may write them (grid_arrays)
+  GridArrays plain_arrays_{};
 };
 
 }  // namespace
@@ -562,8 +575,8 @@ void bind_ode(py::module_& m) {
         // Rows on the output grid go to (B, T, ...) arrays as they are recorded (GridRows; NaN after a member's
         // n_recorded); the last row a member recorded, which for an early stop is its state at the stop time between
         // two output times, also goes to the (B, ...) "final" arrays.
-        GridRows rows(times, B, K, M, out, members);
         const bool gpu = use_cuda(device);
+        GridRows rows(times, B, K, M, out, members, /*fill_grid=*/!gpu);
         auto work = [&] {
 #ifdef TWOLAYER_CUDA
           if (gpu) return cuda::integrate_batch(models, y0s, opt, stops, &finished, &rows);

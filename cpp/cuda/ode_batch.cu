@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -45,26 +46,19 @@ OdeLaunch select_launch(int K, int M) {
 
 namespace {
 
-// One chunk's buffers: inputs (y0, P, v and six per-member numbers), outputs (rows, final rows, per-member results),
-// on the device and pinned on the host, laid out as one block of doubles and one of integers.
+// One chunk's buffers, one block of doubles on the device: inputs (y0, P, v and six per-member numbers) | small
+// outputs (final rows, stop times, thresholds; counts as 8-byte integers, statuses as 4-byte ones) | the grid rows
+// (Q, M, a, risk arrays). The pinned host mirror holds the inputs and small outputs, and the grid rows only where
+// the sink cannot take them straight into its arrays.
 struct ChunkLayout {
-  std::size_t B, n, M, T;
-  // doubles: y0 B n | P B M M | v B M | lr, lra, noise, bound, risk_tol, risk_rtol B each || rows B T (n + 1) |
-  // fin B (n + 2) | stop_time B | threshold B
+  std::size_t B, n, K, M, T;
   std::size_t in_doubles() const { return B * (n + M * M + M + 6); }
-  std::size_t out_doubles() const { return B * (T * (n + 1) + n + 2 + 2); }
-  // integers (8 bytes): n_steps, n_rhs, n_rej B each; status, reason, n_rec B each (as int, packed two per slot)
-  std::size_t out_words() const { return 3 * B + (3 * B + 1) / 2; }
-  std::size_t bytes() const { return 8 * (in_doubles() + out_doubles() + out_words()); }
+  std::size_t small_doubles() const { return B * (n + 2 + 2) + 3 * B + (3 * B + 1) / 2; }
+  std::size_t grid_doubles() const { return B * T * (n + 1); }
+  std::size_t doubles() const { return in_doubles() + small_doubles() + grid_doubles(); }
 };
 
-struct ChunkBuffers {
-  DeviceBuffer<double> dev;
-  PinnedBuffer<double> host;
-  explicit ChunkBuffers(std::size_t doubles) : dev(doubles), host(doubles) {}
-};
-
-// Aims A at a chunk's buffers (base: its doubles on the device).
+// Aims A at a chunk's buffers (base: its doubles on the device or the host mirror).
 void point(OdeArgs& A, const ChunkLayout& L, double* base) {
   const std::size_t B = L.B;
   double* p = base;
@@ -82,11 +76,10 @@ void point(OdeArgs& A, const ChunkLayout& L, double* base) {
   A.bound = take(B);
   A.risk_tol = take(B);
   A.risk_rtol = take(B);
-  A.rows = take(B * L.T * (L.n + 1));
   A.fin = take(B * (L.n + 2));
   A.stop_time = take(B);
   A.threshold = take(B);
-  auto* w = reinterpret_cast<long long*>(p);
+  auto* w = reinterpret_cast<long long*>(take(3 * B + (3 * B + 1) / 2));
   A.n_steps = w;
   A.n_rhs = w + B;
   A.n_rej = w + 2 * B;
@@ -94,7 +87,24 @@ void point(OdeArgs& A, const ChunkLayout& L, double* base) {
   A.status = i;
   A.reason = i + B;
   A.n_rec = i + 2 * B;
+  A.Qr = take(B * L.T * L.K * L.K);
+  A.Mr = take(B * L.T * L.K * L.M);
+  A.ar = take(B * L.T * L.K);
+  A.rr = take(B * L.T);
 }
+
+// The buffers of the two chunks in flight, kept from call to call (grown when a batch needs more): allocating
+// pinned memory costs about as much as integrating a small batch.
+struct Buffers {
+  DeviceBuffer<double> dev[2];
+  PinnedBuffer<double> host[2];
+  void reserve(int s, std::size_t dev_doubles, std::size_t host_doubles) {
+    if (dev[s].size() < dev_doubles) dev[s] = DeviceBuffer<double>();  // free before allocating more
+    if (dev[s].size() < dev_doubles) dev[s] = DeviceBuffer<double>(dev_doubles);
+    if (host[s].size() < host_doubles) host[s] = PinnedBuffer<double>();
+    if (host[s].size() < host_doubles) host[s] = PinnedBuffer<double>(host_doubles);
+  }
+};
 
 }  // namespace
 
@@ -128,24 +138,31 @@ std::vector<IntegrateResult> integrate_batch(const std::vector<OdeModel>& models
   static std::mutex one_call;  // the device's buffers and streams serve one batch at a time
   std::lock_guard<std::mutex> lock(one_call);
 
-  ChunkLayout L{0, m0.state_size(), static_cast<std::size_t>(m0.M), opt.times.size()};
-  // Chunk size: two chunks in flight within the usable device memory, pinned buffers of at most 1 GiB each, and at
-  // least four chunks for large batches (the copy of one overlaps the next's integration).
-  L.B = 1;
-  const std::size_t per_member = ChunkLayout{1, L.n, L.M, L.T}.bytes();
-  const std::size_t by_memory = std::max<std::size_t>(1, usable_memory() / (2 * per_member));
-  const std::size_t by_pinned = std::max<std::size_t>(1, (std::size_t{1} << 30) / per_member);
+  const RowSink::GridArrays* grid = sink->grid_arrays();  // rows straight into the result's arrays
+  const std::size_t K = static_cast<std::size_t>(m0.K), M = static_cast<std::size_t>(m0.M), n = m0.state_size(),
+                    T = opt.times.size();
+  // Chunk size: two chunks in flight within the usable device memory (less what the buffers kept from an earlier
+  // call hold already), at most 1 GiB of pinned memory each, and at least four chunks for large batches (the copy
+  // of one overlaps the next's integration).
+  static Buffers buffers;
+  const ChunkLayout one{1, n, K, M, T};
+  const std::size_t host_per_member = 8 * (one.in_doubles() + one.small_doubles() + (grid ? 0 : one.grid_doubles()));
+  const std::size_t held = 8 * (buffers.dev[0].size() + buffers.dev[1].size());
+  const std::size_t by_memory = std::max<std::size_t>(1, (usable_memory() + held) / (16 * one.doubles()));
+  const std::size_t by_pinned = std::max<std::size_t>(1, (std::size_t{1} << 30) / host_per_member);
   const std::size_t by_overlap = std::max<std::size_t>(32768, (B + 3) / 4);
   const std::size_t chunk = std::min({B, by_memory, by_pinned, by_overlap});
   const std::size_t n_chunks = (B + chunk - 1) / chunk;
-  L.B = chunk;
-  const std::size_t doubles = L.in_doubles() + L.out_doubles() + L.out_words();
+  const ChunkLayout L{chunk, n, K, M, T};
+  const std::size_t mirrored = L.in_doubles() + L.small_doubles() + (grid ? 0 : L.grid_doubles());
+  for (int s = 0; s < static_cast<int>(std::min<std::size_t>(2, n_chunks)); ++s)
+    buffers.reserve(s, L.doubles(), mirrored);
 
   OdeArgs base;
   base.K = m0.K;
   base.M = m0.M;
-  base.n = static_cast<int>(L.n);
-  base.T = static_cast<int>(L.T);
+  base.n = static_cast<int>(n);
+  base.T = static_cast<int>(T);
   base.online = m0.regime == Regime::Online;
   base.spherical = m0.spherical;
   base.adaptive = opt.method == Method::Adaptive;
@@ -156,12 +173,12 @@ std::vector<IntegrateResult> integrate_batch(const std::vector<OdeModel>& models
   base.h0 = opt.h0;
   base.h_max = opt.h_max;
   base.max_steps = opt.max_steps;
-  DeviceBuffer<double> times(L.T);
+  DeviceBuffer<double> times(T);
   DeviceBuffer<int> cancel(1);
   DeviceBuffer<unsigned long long> done(2);
   Stream streams[2], control;
   Event finished_ev[2];
-  copy_to_device(times.get(), opt.times.data(), L.T, control);
+  copy_to_device(times.get(), opt.times.data(), T, control);
   PinnedBuffer<int> flag(1);
   PinnedBuffer<unsigned long long> done_host(2);
   flag[0] = 0;
@@ -173,11 +190,9 @@ std::vector<IntegrateResult> integrate_batch(const std::vector<OdeModel>& models
   base.cancel = cancel.get();
   const OdeLaunch launch = select_launch(m0.K, m0.M);
 
-  std::vector<ChunkBuffers> bufs;
-  bufs.reserve(2);
-  for (std::size_t s = 0; s < std::min<std::size_t>(2, n_chunks); ++s) bufs.emplace_back(doubles);
   std::size_t first[2] = {0, 0}, count[2] = {0, 0};
   bool in_flight[2] = {false, false}, cancel_sent = false;
+  std::size_t started = 0;  // members [0, started) were launched
   std::int64_t reported = 0;
 
   // Waits for slot s's chunk, polling Ctrl-C (sent to the kernels through the device flag) and progress.
@@ -202,23 +217,57 @@ std::vector<IntegrateResult> integrate_batch(const std::vector<OdeModel>& models
   // Slot s's finished chunk into the results and the sink.
   auto deliver = [&](int s) {
     OdeArgs A = base;
-    ChunkLayout C = L;
-    C.B = chunk;
-    point(A, C, bufs[s].host.get());
+    point(A, L, buffers.host[s].get());
+    std::vector<double> y(n);
+    const std::size_t kk = K * K, km = K * M;
+    const double *Qr = A.Qr, *Mr = A.Mr, *ar = A.ar, *rr = A.rr;  // the mirror, or the result's arrays
+    std::size_t base_row = 0;
+    if (grid) {  // a pageable copy blocks this thread: done here, after the kernel, not behind it
+      OdeArgs D = base;
+      point(D, L, buffers.dev[s].get());
+      const std::size_t r0 = first[s] * T, rows = count[s] * T;
+      copy_to_host(grid->Q + r0 * kk, D.Qr, rows * kk, streams[s]);
+      copy_to_host(grid->M + r0 * km, D.Mr, rows * km, streams[s]);
+      copy_to_host(grid->a + r0 * K, D.ar, rows * K, streams[s]);
+      copy_to_host(grid->risk + r0, D.rr, rows, streams[s]);
+      streams[s].sync();
+      Qr = grid->Q;
+      Mr = grid->M;
+      ar = grid->a;
+      rr = grid->risk;
+      base_row = r0;
+    }
+    auto state_at = [&](std::size_t i, int j) {  // member i's grid row j as a state [Q, M, a]
+      const std::size_t r = base_row + i * T + static_cast<std::size_t>(j);
+      std::copy(Qr + r * kk, Qr + (r + 1) * kk, y.begin());
+      std::copy(Mr + r * km, Mr + (r + 1) * km, y.begin() + kk);
+      std::copy(ar + r * K, ar + (r + 1) * K, y.begin() + kk + km);
+      return rr[r];
+    };
     for (std::size_t i = 0; i < count[s]; ++i) {
       const std::size_t b = first[s] + i;
       IntegrateResult& r = out[b];
-      const std::size_t w = L.n + 1;
-      const double* rows = A.rows + i * L.T * w;
-      for (int j = 0; j < A.n_rec[i]; ++j) sink->row(b, opt.times[j], rows + j * w + 1, rows[j * w]);
-      const double* fin = A.fin + i * (L.n + 2);
+      const int rec = A.n_rec[i];
+      if (grid) {
+        sink->grid_filled(b, static_cast<std::size_t>(rec));
+        if (rec > 0 && A.status[i] != kConverged) {
+          const double risk = state_at(i, rec - 1);
+          sink->final_row(b, opt.times[rec - 1], y.data(), risk);
+        }
+      } else {
+        for (int j = 0; j < rec; ++j) {
+          const double risk = state_at(i, j);
+          sink->row(b, opt.times[j], y.data(), risk);
+        }
+      }
+      const double* fin = A.fin + i * (n + 2);
       r.n_steps = A.n_steps[i];
       r.n_rhs = A.n_rhs[i];
       r.n_rejected = A.n_rej[i];
       const double t = A.stop_time[i];
       switch (A.status[i]) {
         case kCompleted:
-          r.message = completed_message(L.T ? opt.times.back() : 0.0, r.n_steps, r.n_rhs);
+          r.message = completed_message(T ? opt.times.back() : 0.0, r.n_steps, r.n_rhs);
           break;
         case kConverged:
           sink->row(b, fin[0], fin + 2, fin[1]);
@@ -260,10 +309,7 @@ std::vector<IntegrateResult> integrate_batch(const std::vector<OdeModel>& models
     // inputs, member-major, into the pinned buffer, then one copy
     OdeArgs A = base;
     A.B = static_cast<int>(count[s]);
-    ChunkLayout C = L;
-    C.B = chunk;
-    point(A, C, bufs[s].host.get());
-    const std::size_t n = L.n, M = L.M;
+    point(A, L, buffers.host[s].get());
     for (std::size_t i = 0; i < count[s]; ++i) {
       const std::size_t b = first[s] + i;
       const OdeModel& m = models[b];
@@ -277,16 +323,20 @@ std::vector<IntegrateResult> integrate_batch(const std::vector<OdeModel>& models
       const_cast<double*>(A.risk_tol)[i] = stops[b].risk_tol;
       const_cast<double*>(A.risk_rtol)[i] = stops[b].risk_rtol;
     }
-    copy_to_device(bufs[s].dev.get(), bufs[s].host.get(), L.in_doubles(), streams[s]);
-    point(A, C, bufs[s].dev.get());
+    double* dev = buffers.dev[s].get();
+    copy_to_device(dev, buffers.host[s].get(), L.in_doubles(), streams[s]);
+    point(A, L, dev);
     A.done = done.get() + s;
     launch(A, blocks_for(count[s]), streams[s].get());
     check(cudaGetLastError(), "kernel launch");
-    // outputs back (the input part is not copied)
-    copy_to_host(bufs[s].host.get() + L.in_doubles(), bufs[s].dev.get() + L.in_doubles(),
-                 L.out_doubles() + L.out_words(), streams[s]);
+    // outputs back (not the inputs): the small ones to the mirror, and the grid rows there too unless the result's
+    // arrays take them (deliver(): copied once the kernel is done, while the next chunk integrates)
+    const std::size_t small_at = L.in_doubles(), grid_at = small_at + L.small_doubles();
+    copy_to_host(buffers.host[s].get() + small_at, dev + small_at, L.small_doubles(), streams[s]);
+    if (!grid) copy_to_host(buffers.host[s].get() + grid_at, dev + grid_at, L.grid_doubles(), streams[s]);
     finished_ev[s].record(streams[s]);
     in_flight[s] = true;
+    started = first[s] + count[s];
     // the other slot's chunk is handed over while this one integrates
     const int o = 1 - s;
     if (in_flight[o]) {
@@ -299,13 +349,20 @@ std::vector<IntegrateResult> integrate_batch(const std::vector<OdeModel>& models
       wait(s);
       deliver(s);
     }
-  // members of chunks that never started (Ctrl-C before them)
-  for (IntegrateResult& r : out)
-    if (r.n_steps == 0 && r.n_rhs == 0 && r.status == "completed" && r.message.empty()) {
-      r.status = "interrupted";
-      r.stop_time = 0.0;
-      r.message = "interrupted before it started";
-    }
+  // members of chunks that never started (Ctrl-C before them): no rows
+  for (std::size_t b = started; b < B; ++b) {
+    out[b].status = "interrupted";
+    out[b].stop_time = 0.0;
+    out[b].message = "interrupted before it started";
+  }
+  if (grid && started < B) {
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    const std::size_t r0 = started * T, r1 = B * T;
+    std::fill(grid->Q + r0 * K * K, grid->Q + r1 * K * K, nan);
+    std::fill(grid->M + r0 * K * M, grid->M + r1 * K * M, nan);
+    std::fill(grid->a + r0 * K, grid->a + r1 * K, nan);
+    std::fill(grid->risk + r0, grid->risk + r1, nan);
+  }
   if (finished) finished->fetch_add(static_cast<std::int64_t>(B) - reported, std::memory_order_relaxed);
   return out;
 }

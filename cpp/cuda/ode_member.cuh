@@ -6,6 +6,7 @@
 // on the CPU. Only the control (statuses as codes, rows into the output arrays) is the GPU's.
 #pragma once
 #include <cuda_runtime.h>
+#include <math_constants.h>
 
 #include <cmath>
 #include <limits>
@@ -33,8 +34,10 @@ struct OdeArgs {
   // inputs: y0 (B, n), P (B, M, M), v (B, M), lr, lr_readout, noise, bound, risk_tol, risk_rtol (B)
   const double *y0 = nullptr, *P = nullptr, *v = nullptr, *lr = nullptr, *lra = nullptr, *noise = nullptr,
                *bound = nullptr, *risk_tol = nullptr, *risk_rtol = nullptr;
-  // outputs: rows (B, T, n + 1) = [risk, state]; fin (B, n + 2) = [t, risk, state] of a located early stop
-  double *rows = nullptr, *fin = nullptr, *stop_time = nullptr, *threshold = nullptr;
+  // outputs: the grid rows as the (B, T, ...) arrays of the result, Q (B, T, K, K), M (B, T, K, M), a (B, T, K),
+  // risk (B, T), NaN after a member's recorded rows; fin (B, n + 2) = [t, risk, state] of a located early stop
+  double *Qr = nullptr, *Mr = nullptr, *ar = nullptr, *rr = nullptr;
+  double *fin = nullptr, *stop_time = nullptr, *threshold = nullptr;
   int *status = nullptr, *reason = nullptr, *n_rec = nullptr;
   long long *n_steps = nullptr, *n_rhs = nullptr, *n_rej = nullptr;
   unsigned long long* done = nullptr;  // members finished (progress)
@@ -111,6 +114,9 @@ class Member {
   }
 
   __device__ void finish() {
+    double nan_row[S::n];
+    for (int e = 0; e < size(); ++e) nan_row[e] = CUDART_NAN;
+    for (int j = next_; j < A_.T; ++j) write_row(j, nan_row, CUDART_NAN);
     A_.status[b_] = status_;
     A_.reason[b_] = reason_;
     A_.stop_time[b_] = stop_time_;
@@ -144,12 +150,18 @@ class Member {
       diverge(A_.times[next_], kRiskNotFinite);
       return false;
     }
-    const int n = size();
-    double* row = A_.rows + (static_cast<std::size_t>(b_) * A_.T + next_) * (n + 1);
-    row[0] = r;
-    for (int e = 0; e < n; ++e) row[1 + e] = y[e];
+    write_row(next_, y, r);
     ++next_;
     return true;
+  }
+  // Grid row j of this member: y = [Q, M, a] into the Q, M, a arrays, r into risk.
+  __device__ void write_row(int j, const double* y, double r) {
+    const int K = sh_.K, M = sh_.M, kk = K * K, km = K * M;
+    const std::size_t i = static_cast<std::size_t>(b_) * A_.T + j;
+    for (int e = 0; e < kk; ++e) A_.Qr[i * kk + e] = y[e];
+    for (int e = 0; e < km; ++e) A_.Mr[i * km + e] = y[kk + e];
+    for (int e = 0; e < K; ++e) A_.ar[i * K + e] = y[kk + km + e];
+    A_.rr[i] = r;
   }
   __device__ bool record(const double* y) { return record(y, risk(y)); }
   // The crossing state at t_stop: the final row, status converged (or diverged if its risk overflows).

@@ -24,7 +24,9 @@ DeviceInfo device_info() {
   cudaRuntimeGetVersion(&info.runtime_version);
   const cudaError_t d = cudaDriverGetVersion(&info.driver_version);
   if (d != cudaSuccess || info.driver_version == 0) {
-    info.error = "no NVIDIA driver found (the CUDA runtime reports: " + std::string(cudaGetErrorString(d)) + ")";
+    info.error = d != cudaSuccess ? "no NVIDIA driver found: " + std::string(cudaGetErrorString(d))
+                                  : std::string("no NVIDIA driver found (libcuda is not installed)");
+    cudaGetLastError();
     return info;
   }
   const cudaError_t c = cudaGetDeviceCount(&info.device_count);

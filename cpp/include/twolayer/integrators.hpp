@@ -59,6 +59,22 @@ class RowSink {
  public:
   virtual ~RowSink() = default;
   virtual void row(std::size_t member, double t, const double* y, double risk) = 0;
+
+  // The sink's plain (B, T, K, K), (B, T, K, M), (B, T, K), (B, T) arrays on the output grid, for an engine that
+  // writes whole trajectories at once (the GPU copies them straight from the device), or nullptr where rows must go
+  // through row() (padded or reordered arrays). An engine that takes them writes every row, NaN after a member's
+  // recorded ones, and then reports each member with grid_filled() and final_row() (or row() for a stop row
+  // between output times).
+  struct GridArrays {
+    double *Q, *M, *a, *risk;
+  };
+  virtual const GridArrays* grid_arrays() { return nullptr; }
+  // Member b's first n grid rows were written into grid_arrays().
+  virtual void grid_filled(std::size_t member, std::size_t n) { (void)member, (void)n; }
+  // Member b's last row (its final state), when it is a grid row already written.
+  virtual void final_row(std::size_t member, double t, const double* y, double risk) {
+    (void)member, (void)t, (void)y, (void)risk;
+  }
 };
 
 // Why state y of f's model has diverged by the rule of divergence.hpp with the run's bound (divergence_bound of its

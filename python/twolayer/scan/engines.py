@@ -3,7 +3,8 @@
 call, returning the group's arrays (configuration first).
 
 * ``"ode"``: :func:`twolayer.ode.integrate_batch`; per member: the initial overlaps (from ``d``, ``init``,
-  ``seed``, ``q0``, ``m0``, ``scaling``), ``lr``, ``lr_readout``, ``noise``, ``risk_tol``, ``risk_rtol``.
+  ``seed``, ``q0``, ``m0``, ``scaling``), ``lr``, ``lr_readout``, ``noise``, ``risk_tol``, ``risk_rtol``;
+  ``device="cuda"`` integrates the groups on the GPU (the CUDA backend, where built and present).
   ``regime="large_batch"`` (seed 002's large-batch map, :mod:`twolayer.large_batch`) takes ``batch_ratio``
   (alpha = n_b / d > 0, may be scanned) and ``steps`` (iterations; both required there, refused by the other
   regimes) instead of ``t_max`` and the solver options, and runs one :func:`twolayer.ode.integrate` per
@@ -407,7 +408,7 @@ def _run_ode(configs: list[dict[str, Any]]) -> Part:
         noise=_per(configs, "noise"), regime=c0["regime"], spherical=c0["spherical"], t_max=c0["t_max"],
         method=c0["method"], dt=c0["dt"], rtol=c0["rtol"], atol=c0["atol"], readout=c0["readout"],
         risk_tol=_per(configs, "risk_tol"), risk_rtol=_per(configs, "risk_rtol"), n_points=c0["n_points"],
-        h_max=c0["h_max"], max_steps=c0["max_steps"], n_threads=c0["n_threads"])
+        h_max=c0["h_max"], max_steps=c0["max_steps"], n_threads=c0["n_threads"], device=c0["device"])
     data: dict[str, tuple[tuple[str, ...], NDArray[Any]]] = {
         "risk": (("t",), res.risk), "Q": (("t", "student", "student2"), res.Q),
         "M": (("t", "student", "teacher"), res.M),
@@ -455,7 +456,8 @@ def _pad_rows(x: NDArray[np.float64], n: int) -> NDArray[np.float64]:
     return out
 
 
-_SOLVER_KEYS = ("t_max", "method", "dt", "rtol", "atol", "n_points", "h_max", "max_steps", "risk_tol", "risk_rtol")
+_SOLVER_KEYS = ("t_max", "method", "dt", "rtol", "atol", "n_points", "h_max", "max_steps", "risk_tol", "risk_rtol",
+                "device")
 _LARGE_BATCH_KEYS = ("batch_ratio", "steps")
 
 
@@ -499,6 +501,7 @@ _ODE_PARAMS: _Params = {
     "dt": (0.01, _pos), "rtol": (1e-8, _nonneg), "atol": (1e-10, _nonneg), "n_points": (101, _int(2)),
     "h_max": (None, _pos), "max_steps": (100_000_000, lambda x, n: integer(x, n, 1)),
     "n_threads": (None, _int(1)), "batch_ratio": (None, _pos), "steps": (None, _int(1)),
+    "device": ("cpu", _choice("cpu", "cuda")),
 }
 
 # ------------------------------------------------------------------------------------------ sgd
