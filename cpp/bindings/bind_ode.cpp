@@ -577,9 +577,10 @@ void bind_ode(py::module_& m) {
         // two output times, also goes to the (B, ...) "final" arrays.
         const bool gpu = use_cuda(device);
         GridRows rows(times, B, K, M, out, members, /*fill_grid=*/!gpu);
+        double gpu_seconds = 0.0;
         auto work = [&] {
 #ifdef TWOLAYER_CUDA
-          if (gpu) return cuda::integrate_batch(models, y0s, opt, stops, &finished, &rows);
+          if (gpu) return cuda::integrate_batch(models, y0s, opt, stops, &finished, &rows, &gpu_seconds);
 #endif
           return integrate_batch(models, y0s, opt, n_threads, stops, &finished, &rows);
         };
@@ -603,6 +604,7 @@ void bind_ode(py::module_& m) {
           d["n_rhs"] = n_rhs;
           d["n_steps"] = n_steps;
           d["n_rejected"] = n_rej;
+          if (gpu) d["gpu_seconds"] = gpu_seconds;
           return d;
         };
         return run_cancellable(work, to_py, true, poll);

@@ -87,12 +87,20 @@ class Stream {
 
 class Event {
  public:
-  Event() { check(cudaEventCreateWithFlags(&e_, cudaEventDisableTiming), "cudaEventCreate"); }
+  explicit Event(bool timing = false) {
+    check(cudaEventCreateWithFlags(&e_, timing ? cudaEventDefault : cudaEventDisableTiming), "cudaEventCreate");
+  }
   ~Event() { cudaEventDestroy(e_); }
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;
   void record(const Stream& s) { check(cudaEventRecord(e_, s.get()), "cudaEventRecord"); }
   void wait() const { check(cudaEventSynchronize(e_), "cudaEventSynchronize"); }
+  // Seconds from `from` to this event (both recorded with timing, both done).
+  double seconds_since(const Event& from) const {
+    float ms = 0.0f;
+    check(cudaEventElapsedTime(&ms, from.e_, e_), "cudaEventElapsedTime");
+    return 1e-3 * ms;
+  }
   // Whether the work before the event is done (without waiting); a failed kernel's error is thrown.
   bool ready() const {
     const cudaError_t e = cudaEventQuery(e_);

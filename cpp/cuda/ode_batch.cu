@@ -123,7 +123,8 @@ std::string ode_unsupported(const OdeModel& m, const IntegrateOptions& opt) {
 std::vector<IntegrateResult> integrate_batch(const std::vector<OdeModel>& models,
                                              const std::vector<const double*>& y0s, const IntegrateOptions& opt,
                                              const std::vector<StopRule>& stops,
-                                             std::atomic<std::int64_t>* finished, RowSink* sink) {
+                                             std::atomic<std::int64_t>* finished, RowSink* sink,
+                                             double* gpu_seconds) {
   const std::size_t B = models.size();
   std::vector<IntegrateResult> out(B);
   if (B == 0) return out;
@@ -177,7 +178,8 @@ std::vector<IntegrateResult> integrate_batch(const std::vector<OdeModel>& models
   DeviceBuffer<int> cancel(1);
   DeviceBuffer<unsigned long long> done(2);
   Stream streams[2], control;
-  Event finished_ev[2];
+  Event finished_ev[2], t_start(true), t_end[2] = {Event(true), Event(true)};
+  double device_time = 0.0;
   copy_to_device(times.get(), opt.times.data(), T, control);
   PinnedBuffer<int> flag(1);
   PinnedBuffer<unsigned long long> done_host(2);
@@ -213,6 +215,7 @@ std::vector<IntegrateResult> integrate_batch(const std::vector<OdeModel>& models
       std::this_thread::sleep_for(std::chrono::microseconds(500));
     }
     finished_ev[s].wait();
+    device_time = std::max(device_time, t_end[s].seconds_since(t_start));
   };
   // Slot s's finished chunk into the results and the sink.
   auto deliver = [&](int s) {
@@ -324,11 +327,13 @@ std::vector<IntegrateResult> integrate_batch(const std::vector<OdeModel>& models
       const_cast<double*>(A.risk_rtol)[i] = stops[b].risk_rtol;
     }
     double* dev = buffers.dev[s].get();
+    if (c == 0) t_start.record(streams[s]);
     copy_to_device(dev, buffers.host[s].get(), L.in_doubles(), streams[s]);
     point(A, L, dev);
     A.done = done.get() + s;
     launch(A, blocks_for(count[s]), streams[s].get());
     check(cudaGetLastError(), "kernel launch");
+    t_end[s].record(streams[s]);
     // outputs back (not the inputs): the small ones to the mirror, and the grid rows there too unless the result's
     // arrays take them (deliver(): copied once the kernel is done, while the next chunk integrates)
     const std::size_t small_at = L.in_doubles(), grid_at = small_at + L.small_doubles();
@@ -364,6 +369,7 @@ std::vector<IntegrateResult> integrate_batch(const std::vector<OdeModel>& models
     std::fill(grid->risk + r0, grid->risk + r1, nan);
   }
   if (finished) finished->fetch_add(static_cast<std::int64_t>(B) - reported, std::memory_order_relaxed);
+  if (gpu_seconds) *gpu_seconds = device_time;
   return out;
 }
 

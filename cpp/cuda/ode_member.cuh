@@ -72,7 +72,7 @@ struct MemberSizes {
   static constexpr int ws = 2 * u + 4 * K * u + 2 * K * K + 3 * u + 8;  // erf_rhs_lanes_workspace with one lane
 };
 
-template <Activation G, int KC, int MC>
+template <Activation G, int KC, int MC, bool Adaptive>
 class Member {
  public:
   using Model = CommitteeModel<G, KC, MC>;
@@ -106,7 +106,7 @@ class Member {
       threshold_ = fmax(tol, rtol * risk_now_);
       if (risk_now_ <= threshold_) return converge(0.0, y);  // already there: first passage at t = 0
     }
-    if (A_.adaptive)
+    if constexpr (Adaptive)
       run_adaptive(y);
     else
       run_fixed(y);
@@ -389,11 +389,12 @@ class Member {
   long long steps_ = 0, rhs_count_ = 0, rejected_ = 0;
 };
 
-template <Activation G, int KC, int MC>
+// One kernel per stepping family: the fixed-step one does not carry the adaptive method's stages (registers).
+template <Activation G, int KC, int MC, bool Adaptive>
 __global__ void __launch_bounds__(128) ode_members_kernel(OdeArgs A) {
   const int b = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (b >= A.B) return;
-  Member<G, KC, MC> m(A, b);
+  Member<G, KC, MC, Adaptive> m(A, b);
   m.run();
   m.finish();
 }
@@ -403,7 +404,10 @@ __global__ void __launch_bounds__(128) ode_members_kernel(OdeArgs A) {
 using OdeLaunch = void (*)(const OdeArgs&, unsigned, cudaStream_t);
 #define TWOLAYER_ODE_LAUNCHER(G, KC, MC)                                                              \
   void launch_members_##G##_##KC##_##MC(const OdeArgs& A, unsigned blocks, cudaStream_t s) {            \
-    ode_members_kernel<Activation::G, KC, MC><<<blocks, 128, 0, s>>>(A);                                  \
+    if (A.adaptive)                                                                                       \
+      ode_members_kernel<Activation::G, KC, MC, true><<<blocks, 128, 0, s>>>(A);                          \
+    else                                                                                                  \
+      ode_members_kernel<Activation::G, KC, MC, false><<<blocks, 128, 0, s>>>(A);                         \
   }
 #define TWOLAYER_ODE_LAUNCHER_DECL(G, KC, MC) \
   void launch_members_##G##_##KC##_##MC(const OdeArgs& A, unsigned blocks, cudaStream_t s);

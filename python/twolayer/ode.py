@@ -750,6 +750,9 @@ def _assemble(
     "interrupted" with no rows). A single group is used as it is (no copy); several wrote their rows into the
     ``shared`` padded arrays (:func:`_padded_rows`), and only their per-member scalars are scattered here."""
     T = ts.shape[0]
+    gpu_seconds = [o["gpu_seconds"] for o in outs if o is not None and "gpu_seconds" in o]
+    if gpu_seconds:  # device="cuda": the device's own time (kernels and copies), for benchmarks
+        meta = {**meta, "gpu_seconds": float(sum(gpu_seconds))}
     if len(groups) == 1 and outs[0] is not None:
         stack, _ = groups[0]
         out = outs[0]

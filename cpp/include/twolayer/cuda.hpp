@@ -49,10 +49,12 @@ std::string ode_unsupported(const OdeModel& model, const IntegrateOptions& opt);
 // Members in chunks that fit the device's memory, the copy of one chunk's rows overlapping the next chunk's
 // integration. finished counts members as they end. Ctrl-C (cancel.hpp) stops the members in flight within
 // milliseconds ("interrupted", rows kept; chunks not started: "interrupted before it started", as on the CPU).
+// gpu_seconds (may be null): the device's time from the first copy to the last kernel's end (CUDA events).
 std::vector<IntegrateResult> integrate_batch(const std::vector<OdeModel>& models,
                                              const std::vector<const double*>& y0s, const IntegrateOptions& opt,
                                              const std::vector<StopRule>& stops,
-                                             std::atomic<std::int64_t>* finished, RowSink* sink);
+                                             std::atomic<std::int64_t>* finished, RowSink* sink,
+                                             double* gpu_seconds = nullptr);
 #endif
 
 }  // namespace twolayer::cuda
