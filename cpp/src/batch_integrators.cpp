@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <stdexcept>
+#include <string>
 #include <tuple>
 
 #include "twolayer/batch_dynamics.hpp"
@@ -527,7 +528,60 @@ LaneShape shape_of(const OdeModel& m) {
   return s;
 }
 
+template <int L>
+void rhs_lanes_impl(const std::vector<OdeModel>& models, const double* y, double* dy, double* risk) {
+  const OdeModel& m0 = models[0];
+  const LaneShape sh = shape_of(m0);
+  const int K = m0.K, M = m0.M;
+  const std::size_t n = sh.state_size(), B = models.size(), mm = static_cast<std::size_t>(M) * M;
+  const CommitteeRhsLanesFn rhs = select_committee_rhs_lanes<L>(m0.student, K, M);
+  const CommitteeRiskLanesFn rsk = select_committee_risk_lanes<L>(m0.student, K, M);
+  std::vector<double> ys(n * L), dys(n * L), ws(committee_rhs_lanes_workspace(sh, L, m0.student)), P(mm * L),
+      v(static_cast<std::size_t>(M) * L), lr(L), lra(L), noise(L);
+  for (std::size_t b0 = 0; b0 < B; b0 += L) {
+    for (int l = 0; l < L; ++l) {
+      const std::size_t b = std::min(b0 + l, B - 1);
+      const OdeModel& m = models[b];
+      for (std::size_t e = 0; e < n; ++e) ys[e * L + l] = y[b * n + e];
+      for (std::size_t e = 0; e < mm; ++e) P[e * L + l] = m.P[e];
+      for (int e = 0; e < M; ++e) v[e * L + l] = m.v[e];
+      lr[l] = m.lr;
+      lra[l] = m.lr_readout;
+      noise[l] = sh.online ? m.noise : 0.0;
+    }
+    const LaneParams p{P.data(), v.data(), lr.data(), lra.data(), noise.data()};
+    rhs(sh, p, ys.data(), dys.data(), ws.data());
+    double r[L];
+    rsk(sh, P.data(), v.data(), ys.data(), r);
+    for (int l = 0; l < L && b0 + l < B; ++l) {
+      for (std::size_t e = 0; e < n; ++e) dy[(b0 + l) * n + e] = dys[e * L + l];
+      risk[b0 + l] = r[l];
+    }
+  }
+}
+
 }  // namespace
+
+void rhs_lanes(const std::vector<OdeModel>& models, const double* y, int lanes, double* dy, double* risk) {
+  if (models.empty()) return;
+  const OdeModel& m0 = models[0];
+  for (const OdeModel& m : models) {
+    validate_model(m);
+    if (m.K != m0.K || m.M != m0.M || m.student != m0.student || m.regime != m0.regime ||
+        m.spherical != m0.spherical)
+      throw std::invalid_argument("models: expected one shape (K, M, activation, regime, spherical) for all");
+    if (m.teacher != m.student || m.target)
+      throw std::invalid_argument("models: the lanes need one activation for student and teacher and no target");
+  }
+  if (!committee_lanes_activation(m0.student))
+    throw std::invalid_argument(std::string("act: the lanes cover erf, relu, quadratic and linear committees, got '") +
+                                activation_name(m0.student) + "'");
+  if (m0.K > kLaneMaxUnits || m0.M > kLaneMaxUnits)
+    throw std::invalid_argument("K, M: the lanes hold at most " + std::to_string(kLaneMaxUnits) + " units each");
+  if (lanes == 1) return rhs_lanes_impl<1>(models, y, dy, risk);
+  if (lanes == kBatchLanes) return rhs_lanes_impl<kBatchLanes>(models, y, dy, risk);
+  throw std::invalid_argument("lanes: expected 1 or " + std::to_string(kBatchLanes) + ", got " + std::to_string(lanes));
+}
 
 // The lanes hold the committee erf-erf right-hand side at a constant learning rate, K, M <= kLaneMaxUnits: a
 // polynomial target's terms (target.hpp) and a learning-rate schedule (schedule.hpp) run on the one-system path.

@@ -34,4 +34,11 @@ std::vector<IntegrateResult> integrate_batch_lanes(const std::vector<OdeModel>& 
                                                    int n_threads, std::atomic<std::int64_t>* finished,
                                                    RowSink* sink);
 
+// The lane right-hand side and risk (committee_rhs_lanes, committee_risk_lanes) of B models of one shape (K, M <=
+// kLaneMaxUnits) whose student and teacher share one activation (erf, relu, quadratic or linear), evaluated `lanes`
+// (1 or 8) members at a time, the last block padded by repeating its last member: dy (B x state_size) and risk (B).
+// A diagnostic entry (the tests hold it against OdeRhs, and L = 1 against L = 8); throws std::invalid_argument for
+// models it does not cover.
+void rhs_lanes(const std::vector<OdeModel>& models, const double* y, int lanes, double* dy, double* risk);
+
 }  // namespace twolayer
