@@ -157,3 +157,24 @@ def test_committee_lanes_refuse_what_they_do_not_cover():
         lane_rhs([random_overlaps(5, 2, seed=0)], "relu", *args, 1)
     with pytest.raises(ValueError, match="lanes: expected 1 or 8, got 4"):
         lane_rhs(ov, "relu", *args, 4)
+
+
+@pytest.mark.parametrize("act", ["quadratic", "linear"])
+def test_quadratic_and_linear_committees_integrate_in_the_lanes(act):
+    """Quadratic and linear committees take the lane path of the batch and of ``ode.integrate`` (lanes_supported):
+    an Euler step is bitwise y0 + dt f(y0) with f the lane right-hand side, and batch members (a full and a padded
+    block, two threads, gradient flow and spherical blocks) are bitwise their runs alone."""
+    ov = random_overlaps(2, 3, seed=4)
+    dt = 1e-2
+    tr = tl.ode.integrate(ov, act, lr=0.1, lr_readout=0.2, noise=0.1, times=[0.0, dt], method="euler", dt=dt)
+    dQ, dM, da, _ = lane_rhs([ov], act, "online", False, np.array([0.1]), np.array([0.2]), np.array([0.1]), 1)
+    np.testing.assert_array_equal(tr.Q[1], ov.Q + dt * dQ[0])
+    np.testing.assert_array_equal(tr.M[1], ov.M + dt * dM[0])
+    np.testing.assert_array_equal(tr.a[1], ov.a + dt * da[0])
+    lr = np.linspace(0.02, 0.1, 11)
+    for members, kw in (([random_overlaps(2, 2, seed=s) for s in range(11)], dict(noise=0.05)),
+                        ([random_overlaps(3, 1, seed=s) for s in range(11)], dict(regime="gradient_flow")),
+                        ([spherical_overlaps(2, 3, seed=s) for s in range(11)], dict(spherical=True))):
+        batch = tl.ode.integrate_batch(members, act, lr=lr, t_max=2.0, n_threads=2, **kw)
+        for b, m in enumerate(members):
+            assert_same(batch[b], tl.ode.integrate(m, act, lr=lr[b], t_max=2.0, **kw))
