@@ -1,7 +1,8 @@
 """The structure-of-arrays ODE path (cpp/include/twolayer/batch_dynamics.hpp, cpp/src/batch_integrators.cpp):
 erf systems integrated L at a time in the SIMD lanes. Its per-lane right-hand side agrees with the general one
 (OdeRhs, what ``ode.rhs`` evaluates) to round-off, and a member's run does not depend on its block (lane position,
-the other members, full or partial blocks) or on the thread count: bitwise its run alone."""
+the other members, full or partial blocks) or on the thread count: bitwise its run alone. The lane right-hand side
+of relu, quadratic and linear committees (the GPU kernels' source) is checked through a test binding."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 import twolayer as tl
 from test_ode_batch import METHODS, assert_same, random_overlaps
+from twolayer import _core
 
 
 def spherical_overlaps(K, M, seed):
@@ -79,3 +81,100 @@ def test_gradient_flow_and_spherical_blocks():
         batch = tl.ode.integrate_batch(members, "erf", lr=lr, t_max=3.0, **kw)
         for b, ov in enumerate(members):
             assert_same(batch[b], tl.ode.integrate(ov, "erf", lr=lr[b], t_max=3.0, **kw))
+
+
+LANE_ACTIVATIONS = ("erf", "relu", "quadratic", "linear")
+
+
+def lane_rhs(members, act, regime, spherical, lr, lr_readout, noise, lanes):
+    """committee_rhs_lanes and committee_risk_lanes of the members (one shape), `lanes` at a time (test binding)."""
+    st = lambda field: np.stack([getattr(ov, field) for ov in members])  # noqa: E731
+    return _core.ode_rhs_lanes(st("Q"), st("M"), st("a"), st("P"), st("v"), act, regime, spherical, lr, lr_readout,
+                               noise, lanes)
+
+
+def relu_noise_term(ov, lr, noise, spherical):
+    """The online noise term's share of (dQ, dM) for a relu student: Phi_ik = lr^2 Delta a_i a_k J2_ik with J2 the
+    kernel ``tl.kernels.j2`` off the diagonal and E[step(l)^2] = 1/2 exactly on it, projected when spherical. (OdeRhs
+    evaluates the diagonal J2 as the angle form at a correlation q (1/q) that may round below 1, which costs ~1e-9.)"""
+    K = len(ov.a)
+    C = np.array([[[ov.Q[i, i], ov.Q[i, k]], [ov.Q[i, k], ov.Q[k, k]]] for i in range(K) for k in range(K)])
+    J2 = tl.kernels.j2("relu", C).reshape(K, K)
+    np.fill_diagonal(J2, 0.5)
+    phi = lr**2 * noise * np.outer(ov.a, ov.a) * J2
+    if not spherical:
+        return phi, np.zeros_like(ov.M)
+    d = np.diag(phi)
+    dQ = phi - ov.Q * (d[:, None] + d[None, :]) / 2
+    np.fill_diagonal(dQ, 0.0)
+    return dQ, -ov.M * d[:, None] / 2
+
+
+@pytest.mark.parametrize("act", LANE_ACTIVATIONS)
+@pytest.mark.parametrize("regime,spherical", [("online", False), ("gradient_flow", False), ("online", True)])
+def test_committee_lanes_match_the_general_rhs(act, regime, spherical):
+    """The lane right-hand side of erf, relu, quadratic and linear committees (batch_dynamics.hpp
+    committee_rhs_lanes, the CPU and GPU kernels' one source) against the general OdeRhs (``ode.rhs``) for every
+    K, M in 1..4 with per-member lr, trained readouts and output noise: every field to 1e-13 of its scale; the risk
+    lanes against the one-system risk to 1e-13; one lane and eight lanes (11 members: a full and a padded block)
+    bitwise equal."""
+    B = 11
+    rng = np.random.default_rng(5)
+    lr = rng.uniform(0.3, 1.2, B)
+    lr_readout = np.where(np.arange(B) % 2 == 1, 0.3, 0.0)
+    noise = np.where(np.arange(B) % 3 > 0, 0.2, 0.0)
+    make = spherical_overlaps if spherical else random_overlaps
+    for K in range(1, 5):
+        for M in range(1, 5):
+            members = [make(K, M, seed=31 * K + 7 * M + s) for s in range(B)]
+            one = lane_rhs(members, act, regime, spherical, lr, lr_readout, noise, 1)
+            eight = lane_rhs(members, act, regime, spherical, lr, lr_readout, noise, 8)
+            for x, y in zip(one, eight, strict=True):
+                np.testing.assert_array_equal(x, y)
+            for b, ov in enumerate(members):
+                kw = dict(lr=lr[b], lr_readout=lr_readout[b], regime=regime, spherical=spherical)
+                if act == "relu" and regime == "online" and noise[b] > 0:
+                    dQ, dM, da = tl.ode.rhs(ov, act, noise=0.0, **kw)
+                    nQ, nM = relu_noise_term(ov, lr[b], noise[b], spherical)
+                    want = (dQ + nQ, dM + nM, da)
+                else:
+                    want = tl.ode.rhs(ov, act, noise=noise[b], **kw)
+                scale = max(np.abs(w).max() for w in want)
+                for got, w, name in zip(one[:3], want, ("dQ", "dM", "da"), strict=True):
+                    np.testing.assert_allclose(got[b], w, rtol=0, atol=1e-13 * scale,
+                                               err_msg=f"{name} K={K} M={M} member {b}")
+                risk = tl.ode.integrate(ov, act, lr=1.0, times=[0.0, 1e-3], method="euler", dt=1e-3).risk[0]
+                np.testing.assert_allclose(one[3][b], risk, rtol=1e-13, atol=0, err_msg=f"risk K={K} M={M}")
+
+
+def test_committee_lanes_refuse_what_they_do_not_cover():
+    """The test binding names the argument it refuses: an activation without lanes, K or M above 4, a lane count."""
+    ov = [random_overlaps(2, 2, seed=0)]
+    args = ("online", False, np.ones(1), np.zeros(1), np.zeros(1))
+    with pytest.raises(ValueError, match="act: .*got 'step'"):
+        lane_rhs(ov, "step", "gradient_flow", *args[1:], 1)
+    with pytest.raises(ValueError, match="K, M: .*at most 4"):
+        lane_rhs([random_overlaps(5, 2, seed=0)], "relu", *args, 1)
+    with pytest.raises(ValueError, match="lanes: expected 1 or 8, got 4"):
+        lane_rhs(ov, "relu", *args, 4)
+
+
+@pytest.mark.parametrize("act", ["quadratic", "linear"])
+def test_quadratic_and_linear_committees_integrate_in_the_lanes(act):
+    """Quadratic and linear committees take the lane path of the batch and of ``ode.integrate`` (lanes_supported):
+    an Euler step is bitwise y0 + dt f(y0) with f the lane right-hand side, and batch members (a full and a padded
+    block, two threads, gradient flow and spherical blocks) are bitwise their runs alone."""
+    ov = random_overlaps(2, 3, seed=4)
+    dt = 1e-2
+    tr = tl.ode.integrate(ov, act, lr=0.1, lr_readout=0.2, noise=0.1, times=[0.0, dt], method="euler", dt=dt)
+    dQ, dM, da, _ = lane_rhs([ov], act, "online", False, np.array([0.1]), np.array([0.2]), np.array([0.1]), 1)
+    np.testing.assert_array_equal(tr.Q[1], ov.Q + dt * dQ[0])
+    np.testing.assert_array_equal(tr.M[1], ov.M + dt * dM[0])
+    np.testing.assert_array_equal(tr.a[1], ov.a + dt * da[0])
+    lr = np.linspace(0.02, 0.1, 11)
+    for members, kw in (([random_overlaps(2, 2, seed=s) for s in range(11)], dict(noise=0.05)),
+                        ([random_overlaps(3, 1, seed=s) for s in range(11)], dict(regime="gradient_flow")),
+                        ([spherical_overlaps(2, 3, seed=s) for s in range(11)], dict(spherical=True))):
+        batch = tl.ode.integrate_batch(members, act, lr=lr, t_max=2.0, n_threads=2, **kw)
+        for b, m in enumerate(members):
+            assert_same(batch[b], tl.ode.integrate(m, act, lr=lr[b], t_max=2.0, **kw))

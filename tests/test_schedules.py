@@ -58,15 +58,17 @@ def test_constant_schedule_is_bitwise_unscheduled():
         other = tl.population.descend(st, te, lr=0.1, steps=50, lr_readout=0.05, schedule=sched)
         np.testing.assert_array_equal(other.student.W, base.student.W)
         np.testing.assert_array_equal(other.risk, base.risk)
-    # The ODE: linear units run on the one-system path with and without a schedule (bitwise); erf systems with
-    # K, M <= 4 run in the SIMD lanes (batch_integrators.cpp) unless scheduled, and a scheduled run takes the
-    # one-system path, whose right-hand side differs from the lanes' at round-off.
+    # The ODE: a linear student of an erf teacher runs on the one-system path with and without a schedule
+    # (bitwise); erf and linear committees with K, M <= 4 run in the SIMD lanes (batch_integrators.cpp) unless
+    # scheduled, and a scheduled run takes the one-system path, whose right-hand side differs from the lanes' at
+    # round-off.
     lin = tl.Overlaps.from_networks(*teacher_student(3, 2, 20, "linear", seed=4))
-    for ov, exact in ((lin, True), (tl.Overlaps.from_networks(st, te), False)):
+    for ov, acts, exact in ((lin, ("linear", "erf"), True), (lin, ("linear", "linear"), False),
+                            (tl.Overlaps.from_networks(st, te), ("erf", "erf"), False)):
         for method in ("rk4", "adaptive"):
-            ref = tl.ode.integrate(ov, lr=0.5, lr_readout=0.2, t_max=3.0, method=method)
+            ref = tl.ode.integrate(ov, *acts, lr=0.5, lr_readout=0.2, t_max=3.0, method=method)
             for sched in (S.constant(), S.table(np.ones(7), dt=1.0, interpolation="previous")):
-                out = tl.ode.integrate(ov, lr=0.5, lr_readout=0.2, t_max=3.0, method=method, schedule=sched)
+                out = tl.ode.integrate(ov, *acts, lr=0.5, lr_readout=0.2, t_max=3.0, method=method, schedule=sched)
                 if exact or sched.identity:
                     np.testing.assert_array_equal(out.Q, ref.Q)
                     np.testing.assert_array_equal(out.a, ref.a)

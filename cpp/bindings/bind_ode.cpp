@@ -16,6 +16,7 @@
 #include "target_arg.hpp"
 #include "schedule_arg.hpp"
 #include "twolayer/activation.hpp"
+#include "twolayer/batch_integrators.hpp"
 #include "twolayer/divergence.hpp"
 #include "twolayer/dynamics.hpp"
 #include "twolayer/integrators.hpp"
@@ -351,6 +352,48 @@ void bind_ode(py::module_& m) {
       py::arg("Q"), py::arg("M"), py::arg("a"), py::arg("P"), py::arg("v"), py::arg("act"), py::arg("act_teacher"),
       py::arg("regime"), py::arg("spherical"), py::arg("lr"), py::arg("lr_readout"), py::arg("noise"),
       py::arg("n_threads") = 1);
+  m.def(
+      "ode_rhs_lanes",
+      [](const Array& Q, const Array& Mo, const Array& a, const Array& P, const Array& v, const std::string& act,
+         const std::string& regime, bool spherical, const Array& lr, const Array& lr_readout, const Array& noise,
+         int lanes) {
+        expect_shape(a, "a", {-1, -1});
+        const py::ssize_t B = a.shape(0), K = a.shape(1);
+        expect_shape(Mo, "M", {B, K, -1});
+        const py::ssize_t M = Mo.shape(2);
+        check_units(K, M);
+        expect_shape(Q, "Q", {B, K, K});
+        expect_shape(P, "P", {B, M, M});
+        expect_shape(v, "v", {B, M});
+        for (const auto& [arr, name] : {std::pair{&lr, "lr"}, {&lr_readout, "lr_readout"}, {&noise, "noise"}})
+          expect_shape(*arr, name, {B});
+        const std::size_t nB = static_cast<std::size_t>(B), kk = static_cast<std::size_t>(K * K),
+                          km = static_cast<std::size_t>(K * M), n = kk + km + static_cast<std::size_t>(K);
+        std::vector<OdeModel> models;
+        std::vector<double> y(nB * n), dy(nB * n);
+        for (std::size_t b = 0; b < nB; ++b) {
+          models.push_back(make_model(act, act, regime, spherical, static_cast<int>(K), static_cast<int>(M),
+                                      lr.data()[b], lr_readout.data()[b], noise.data()[b],
+                                      P.data() + b * static_cast<std::size_t>(M * M), v.data() + b * M));
+          std::copy(Q.data() + b * kk, Q.data() + (b + 1) * kk, y.data() + b * n);
+          std::copy(Mo.data() + b * km, Mo.data() + (b + 1) * km, y.data() + b * n + kk);
+          std::copy(a.data() + b * K, a.data() + (b + 1) * K, y.data() + b * n + kk + km);
+        }
+        Array dQ({B, K, K}), dM({B, K, M}), da({B, K}), risk({B});
+        {
+          py::gil_scoped_release release;
+          rhs_lanes(models, y.data(), lanes, dy.data(), risk.mutable_data());
+        }
+        for (std::size_t b = 0; b < nB; ++b)
+          put_state(dy.data() + b * n, static_cast<std::size_t>(K), static_cast<std::size_t>(M), b,
+                    dQ.mutable_data(), dM.mutable_data(), da.mutable_data());
+        return py::make_tuple(dQ, dM, da, risk);
+      },
+      py::arg("Q"), py::arg("M"), py::arg("a"), py::arg("P"), py::arg("v"), py::arg("act"), py::arg("regime"),
+      py::arg("spherical"), py::arg("lr"), py::arg("lr_readout"), py::arg("noise"), py::arg("lanes"),
+      "The structure-of-arrays right-hand side and risk (batch_dynamics.hpp committee_rhs_lanes) of B members of one "
+      "shape whose student and teacher share the activation act, `lanes` (1 or 8) at a time: (dQ, dM, da, risk). "
+      "For tests.");
   m.def(
       "ode_rhs_timing",
       [](const Array& Q, const Array& Mo, const Array& a, const Array& P, const Array& v, const std::string& student,

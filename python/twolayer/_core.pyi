@@ -108,6 +108,20 @@ def ode_rhs(
     noise: float,
     n_threads: int = 1,
 ) -> tuple[_F, _F, _F]: ...
+def ode_rhs_lanes(
+    Q: _F,
+    M: _F,
+    a: _F,
+    P: _F,
+    v: _F,
+    act: str,
+    regime: str,
+    spherical: bool,
+    lr: _F,
+    lr_readout: _F,
+    noise: _F,
+    lanes: int,
+) -> tuple[_F, _F, _F, _F]: ...
 def ode_rhs_timing(
     Q: _F,
     M: _F,

@@ -2,11 +2,12 @@
 // integrated L at a time in the SIMD lanes (batch_dynamics.hpp), each lane with its own time, step size, stop rule
 // and status, exactly as integrate() runs one system alone (integrate() itself runs supported systems here with one
 // lane, so that a member's rows are bitwise the same in a batch and alone, whatever the other lanes and the thread
-// count). Supported: erf student and teacher, K and M <= kLaneMaxUnits (any regime, spherical or not). Everything
-// else runs through integrators.cpp's one-system Runner: other activations, and larger systems, for which the
-// one-system right-hand side (OdeRhs) already fills the SIMD lanes with the I4 terms of 4 unit pairs (and threads
-// inside the right-hand side), so that lanes over members gain little in a batch and a one-lane single run would be
-// slower (measured: at K = M = 8 the lane batch was slower than members one by one).
+// count). Supported: student and teacher of one activation, erf, quadratic or linear (lanes_supported), K and M <=
+// kLaneMaxUnits (any regime, spherical or not). Everything else runs through integrators.cpp's one-system Runner:
+// other activations (relu committees too: see lanes_supported), and larger systems, for which the one-system
+// right-hand side (OdeRhs) already fills the SIMD lanes with the I4 terms of 4 unit pairs (and threads inside the
+// right-hand side), so that lanes over members gain little in a batch and a one-lane single run would be slower
+// (measured: at K = M = 8 the lane batch was slower than members one by one).
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -17,7 +18,7 @@
 namespace twolayer {
 
 // Whether the structure-of-arrays path integrates this model (and options): the models and options it does not
-// know (other activations; future time-dependent learning rates) go to the one-system path.
+// take (other activations, relu committees; targets; learning-rate schedules) go to the one-system path.
 constexpr int kLaneMaxUnits = 4;
 bool lanes_supported(const OdeModel& m, const IntegrateOptions& opt);
 
@@ -33,5 +34,12 @@ std::vector<IntegrateResult> integrate_batch_lanes(const std::vector<OdeModel>& 
                                                    const IntegrateOptions& opt, const std::vector<StopRule>& stops,
                                                    int n_threads, std::atomic<std::int64_t>* finished,
                                                    RowSink* sink);
+
+// The lane right-hand side and risk (committee_rhs_lanes, committee_risk_lanes) of B models of one shape (K, M <=
+// kLaneMaxUnits) whose student and teacher share one activation (erf, relu, quadratic or linear), evaluated `lanes`
+// (1 or 8) members at a time, the last block padded by repeating its last member: dy (B x state_size) and risk (B).
+// A diagnostic entry (the tests hold it against OdeRhs, and L = 1 against L = 8); throws std::invalid_argument for
+// models it does not cover.
+void rhs_lanes(const std::vector<OdeModel>& models, const double* y, int lanes, double* dy, double* risk);
 
 }  // namespace twolayer

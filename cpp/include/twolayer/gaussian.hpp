@@ -41,13 +41,13 @@ struct not_implemented : std::logic_error {
 inline constexpr double kAlignedSin2 = 1e-16;
 
 // c clipped to [-1, 1] (NaN to -1, as fmax(-1, fmin(1, c))), written as selects so that loops vectorise.
-inline double clip_correlation(double c) {
+TWOLAYER_HD inline double clip_correlation(double c) {
   c = c < 1.0 ? c : 1.0;
   return c > -1.0 ? c : -1.0;
 }
 
 // pi - acos(c) = pi/2 + asin(c) through the branch-free asin_simd (vectorisable, about 2 ulp).
-inline double supplementary_angle(double c) { return 0.5 * kPi + asin_simd(c); }
+TWOLAYER_HD inline double supplementary_angle(double c) { return 0.5 * kPi + asin_simd(c); }
 
 // H(c) = sqrt(1 - c^2) + (pi - acos c) c, so that E[relu relu] = sqrt(C11 C22) H(c) / (2 pi).
 inline double relu_angle(double c) {
@@ -87,8 +87,9 @@ TWOLAYER_INLINE BasicJet<S> step_angle(const BasicJet<S>& cj) {
 //   step (r = var^-1/2):       I2 = phi / (2 pi),   dI2/dy = r_x r_z / (2 pi s),  dI2/dx = -c r_x^2 / (4 pi s),
 // phi = pi - acos(c), and dI2/dz as dI2/dx with the units swapped (the step derivatives set to their weight-space
 // limit 0 at aligned pairs, as step_angle's). The same values as i2_jet<Grad> (tested); a zero-variance relu or step
-// unit gives 0, as i2.
-inline double angle_norm(Activation a, double variance) {
+// unit gives 0, as i2. TWOLAYER_HD (hd.hpp): the ODE's lane right-hand side (batch_dynamics.hpp) uses them on the host
+// and in the CUDA backend.
+TWOLAYER_HD inline double angle_norm(Activation a, double variance) {
   if (a == Activation::Erf) return 1.0 / std::sqrt(1.0 + variance);
   return variance > 0.0 ? 1.0 / std::sqrt(variance) : 0.0;
 }
@@ -99,14 +100,14 @@ struct PairGrad {
 // (x, y, z) = (C11, C12, C22) (rx = x^-1/2, rz = z^-1/2): dI2/dy = rx rz / (2 pi s), dI2/dx = -c rx^2 / (4 pi s),
 // dI2/dz = -c rz^2 / (4 pi s); all 0 at s = 0 (the cusp: pairs exactly aligned or antipodal exert no force).
 // The value is the caller's (from c alone where s is sqrt(1 - c^2), from atan2(s, c) where s is accurate).
-TWOLAYER_INLINE PairGrad step_pair_grad(double rx, double rz, double c, double s) {
+TWOLAYER_INLINE TWOLAYER_HD PairGrad step_pair_grad(double rx, double rz, double c, double s) {
   constexpr double inv_2pi = 1.0 / (2.0 * kPi);
   const double ds = s > 0.0 ? inv_2pi / s : 0.0;  // dI2/dc
   return {0.0, -0.5 * c * rx * rx * ds, ds * rx * rz, -0.5 * c * rz * rz * ds};
 }
 
 template <Activation A>
-TWOLAYER_INLINE PairGrad angle_pair_grad(double nx, double rx, double nz, double rz, double y) {
+TWOLAYER_INLINE TWOLAYER_HD PairGrad angle_pair_grad(double nx, double rx, double nz, double rz, double y) {
   static_assert(A == Activation::Erf || A == Activation::Relu || A == Activation::Step,
                 "angle forms: erf, relu or step pairs");
   const double c = clip_correlation(y * rx * rz), w = 1.0 - c * c, s = std::sqrt(w);
