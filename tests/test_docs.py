@@ -82,9 +82,9 @@ def _public_objects() -> list[tuple[str, object]]:
 
 
 PUBLIC = _public_objects()
-# Interrupted is defined in the C++ bindings (its docstring lives there); cli.main belongs to the command-line
-# module, whose help texts document it (twolayer --help).
-EXEMPT = {"twolayer.Interrupted", "twolayer.cli.main"}
+# Interrupted and DeviceUnavailable are defined in the C++ bindings (their docstrings live there); cli.main belongs
+# to the command-line module, whose help texts document it (twolayer --help).
+EXEMPT = {"twolayer.Interrupted", "twolayer.DeviceUnavailable", "twolayer.cli.main"}
 
 
 def _parameters(obj: object) -> list[str]:

@@ -1368,7 +1368,8 @@ RESULT_TYPES = {"Trajectory", "BatchTrajectory", "Interrupted", "Ensemble", "Cri
                 "MultistartResult", "RealKFamily", "Crossing", "IsotypicSpectrum",
                 "FamilyPoint", "WeightPath", "HermiteTarget", "FunctionTarget", "Target", "IncrementCovariance",
                 "FirstPassage", "LayerwiseResult", "Scan", "Group", "Summary", "Engine",
-                "StoreLockedError"}  # an exception type (raised by scan.run; tests/test_scan_lock.py)
+                "StoreLockedError",  # an exception type (raised by scan.run; tests/test_scan_lock.py)
+                "DeviceUnavailable"}  # an exception type (device="cuda"; tests/test_gpu_*.py)
 # Not fuzzed directly: scan.open_dataset reads stores (their safety and integrity: tests/test_scan_safety.py,
 # tests/test_scan_store.py).
 NOT_FUZZED = {"open_dataset"}

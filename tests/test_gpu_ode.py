@@ -17,16 +17,17 @@ import twolayer as tl
 gpu = pytest.mark.gpu
 
 
-def members(K: int, M: int, B: int, seed: int = 0, d: int = 60, init: str = "gaussian") -> list[tl.Overlaps]:
-    """B students (random erf networks, d inputs; "orthogonal": unit-norm rows, Q = I) of one random teacher."""
-    teacher = tl.Network.random(M, d, "erf", seed=10_000 + seed)
-    return [tl.Overlaps.from_networks(tl.Network.random(K, d, "erf", init=init, seed=seed * 1000 + b), teacher)
+def members(K: int, M: int, B: int, seed: int = 0, d: int = 60, init: str = "gaussian",
+            act: str = "erf") -> list[tl.Overlaps]:
+    """B students (random networks, d inputs; "orthogonal": unit-norm rows, Q = I) of one random teacher."""
+    teacher = tl.Network.random(M, d, act, seed=10_000 + seed)
+    return [tl.Overlaps.from_networks(tl.Network.random(K, d, act, init=init, seed=seed * 1000 + b), teacher)
             for b in range(B)]
 
 
-def both(ovs: list[tl.Overlaps], **kw: object) -> tuple[tl.BatchTrajectory, tl.BatchTrajectory]:
-    return (tl.ode.integrate_batch(ovs, "erf", device="cpu", **kw),
-            tl.ode.integrate_batch(ovs, "erf", device="cuda", **kw))
+def both(ovs: list[tl.Overlaps], act: str = "erf", **kw: object) -> tuple[tl.BatchTrajectory, tl.BatchTrajectory]:
+    return (tl.ode.integrate_batch(ovs, act, device="cpu", **kw),
+            tl.ode.integrate_batch(ovs, act, device="cuda", **kw))
 
 
 def assert_agree(cpu: tl.BatchTrajectory, gpu_: tl.BatchTrajectory, rtol: float) -> None:
@@ -55,6 +56,26 @@ def test_fixed_step_agrees_with_cpu(method: str, K: int, regime: str, spherical:
     assert_agree(cpu, dev, 1e-13)
     np.testing.assert_array_equal(dev.n_steps, cpu.n_steps)
     np.testing.assert_array_equal(dev.n_rhs, cpu.n_rhs)
+
+
+@gpu
+@pytest.mark.parametrize("act", ["relu", "quadratic", "linear"])
+@pytest.mark.parametrize("K,M", [(1, 1), (2, 2), (4, 4), (8, 8), (2, 3)])
+@pytest.mark.parametrize("method", ["euler", "rk4", "adaptive"])
+@pytest.mark.parametrize("regime,spherical", [("online", False), ("gradient_flow", False), ("online", True)])
+def test_other_activations_agree_with_cpu(act: str, K: int, M: int, method: str, regime: str,
+                                          spherical: bool) -> None:
+    """relu (whose CPU path is the one-system right-hand side, equal to the lanes to 1e-13 per evaluation),
+    quadratic and linear (the CPU's own lanes for K, M <= 4) committees."""
+    relu = act == "relu"  # its CPU right-hand side (a path integral per I4) is slow: fewer members and steps
+    B = (4 if K == 8 else 8) if relu else 24
+    ovs = members(K, M, B, seed=K + 3 * M, act=act, init="orthogonal" if spherical else "gaussian")
+    lr = 0.05 if act == "quadratic" else 0.5
+    kw = dict(lr=np.linspace(lr / 2, lr, B), lr_readout=np.where(np.arange(B) % 2 == 0, 0.0, 0.1),
+              noise=np.where(np.arange(B) % 3 == 0, 0.1, 0.0), regime=regime, spherical=spherical,
+              method=method, dt=0.1 if relu else 0.05, t_max=1.0 if relu else 5.0, n_points=11)
+    cpu, dev = both(ovs, act, **kw)
+    assert_agree(cpu, dev, 1e-9)
 
 
 @gpu
@@ -116,8 +137,10 @@ def test_ctrl_c_stops_a_gpu_batch_quickly() -> None:
 @gpu
 def test_unsupported_models_are_refused_clearly() -> None:
     ov = tl.ode.plateau_overlaps()
-    with pytest.raises(tl.DeviceUnavailable, match="erf"):
-        tl.ode.integrate_batch([ov], "relu", lr=1.0, t_max=1.0, device="cuda")
+    with pytest.raises(tl.DeviceUnavailable, match="student 'relu' and teacher 'erf'"):
+        tl.ode.integrate_batch([ov], "relu", "erf", lr=1.0, t_max=1.0, device="cuda")
+    with pytest.raises(tl.DeviceUnavailable, match="K = 5"):
+        tl.ode.integrate_batch(members(5, 5, 1), "erf", lr=1.0, t_max=1.0, device="cuda")
 
 
 def test_device_cuda_without_the_backend_names_what_is_missing() -> None:

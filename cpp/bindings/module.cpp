@@ -154,7 +154,11 @@ void bind_sde(py::module_& m);
 PYBIND11_MODULE(TWOLAYER_MODULE_NAME, m) {
   m.doc() = "twolayer C++ core (Gaussian kernels, population quantities, dynamics)";
   py::register_exception<twolayer::not_implemented>(m, "KernelNotImplemented", PyExc_NotImplementedError);
-  py::register_exception<twolayer::cuda::DeviceUnavailable>(m, "DeviceUnavailable", PyExc_RuntimeError);
+  py::register_exception<twolayer::cuda::DeviceUnavailable>(m, "DeviceUnavailable", PyExc_RuntimeError)
+      .attr("__doc__") =
+      "Raised for device='cuda' where the CUDA backend cannot run the call: a build without it (TWOLAYER_CUDA=OFF), "
+      "no usable NVIDIA GPU or driver, or a model or option the GPU path does not implement. A RuntimeError; the "
+      "message names what is missing (twolayer info reports the backend and the device).";
   twolayer::bind::interrupted_type() = py::reinterpret_steal<py::object>(PyErr_NewExceptionWithDoc(
       "twolayer._core.Interrupted",
       "Raised when Ctrl-C (or another cancellation) stops a computation of the core. A KeyboardInterrupt; its "

@@ -28,20 +28,53 @@ TWOLAYER_ODE_LAUNCHER_DECL(Erf, 3, 3)
 TWOLAYER_ODE_LAUNCHER_DECL(Erf, 4, 4)
 TWOLAYER_ODE_LAUNCHER_DECL(Erf, 8, 8)
 TWOLAYER_ODE_LAUNCHER_DECL(Erf, 0, 0)
+TWOLAYER_ODE_LAUNCHER_DECL(Relu, 2, 2)
+TWOLAYER_ODE_LAUNCHER_DECL(Relu, 4, 4)
+TWOLAYER_ODE_LAUNCHER_DECL(Relu, 8, 8)
+TWOLAYER_ODE_LAUNCHER_DECL(Relu, 0, 0)
+TWOLAYER_ODE_LAUNCHER_DECL(Quadratic, 2, 2)
+TWOLAYER_ODE_LAUNCHER_DECL(Quadratic, 4, 4)
+TWOLAYER_ODE_LAUNCHER_DECL(Quadratic, 8, 8)
+TWOLAYER_ODE_LAUNCHER_DECL(Quadratic, 0, 0)
+TWOLAYER_ODE_LAUNCHER_DECL(Linear, 2, 2)
+TWOLAYER_ODE_LAUNCHER_DECL(Linear, 4, 4)
+TWOLAYER_ODE_LAUNCHER_DECL(Linear, 8, 8)
+TWOLAYER_ODE_LAUNCHER_DECL(Linear, 0, 0)
 
-// Sizes compiled with K = M fixed (every loop unrolled); other shapes with K, M <= kRuntimeUnits at run time.
-bool fixed_size(int K, int M) { return K == M && (K <= 4 || K == 8); }
+// The sizes compiled with K = M fixed (every loop unrolled) for each activation; other shapes with K, M <=
+// kRuntimeUnits at run time.
+bool fixed_size(Activation g, int K, int M) {
+  if (K != M) return false;
+  if (g == Activation::Erf) return K <= 4 || K == 8;
+  return K == 2 || K == 4 || K == 8;
+}
 
-OdeLaunch select_launch(int K, int M) {
-  if (K == M) switch (K) {
-      case 1: return &launch_members_Erf_1_1;
-      case 2: return &launch_members_Erf_2_2;
-      case 3: return &launch_members_Erf_3_3;
-      case 4: return &launch_members_Erf_4_4;
-      case 8: return &launch_members_Erf_8_8;
-      default: break;
-    }
-  return &launch_members_Erf_0_0;
+OdeLaunch select_launch(Activation g, int K, int M) {
+  const int k = fixed_size(g, K, M) ? K : 0;
+#define TWOLAYER_ODE_PICK(G)                                 \
+  switch (k) {                                               \
+    case 1: return &launch_members_##G##_1_1;                \
+    case 2: return &launch_members_##G##_2_2;                \
+    case 3: return &launch_members_##G##_3_3;                \
+    case 4: return &launch_members_##G##_4_4;                \
+    case 8: return &launch_members_##G##_8_8;                \
+    default: return &launch_members_##G##_0_0;               \
+  }
+#define TWOLAYER_ODE_PICK_EVEN(G)                            \
+  switch (k) {                                               \
+    case 2: return &launch_members_##G##_2_2;                \
+    case 4: return &launch_members_##G##_4_4;                \
+    case 8: return &launch_members_##G##_8_8;                \
+    default: return &launch_members_##G##_0_0;               \
+  }
+  switch (g) {
+    case Activation::Erf: TWOLAYER_ODE_PICK(Erf)
+    case Activation::Relu: TWOLAYER_ODE_PICK_EVEN(Relu)
+    case Activation::Quadratic: TWOLAYER_ODE_PICK_EVEN(Quadratic)
+    default: TWOLAYER_ODE_PICK_EVEN(Linear)
+  }
+#undef TWOLAYER_ODE_PICK
+#undef TWOLAYER_ODE_PICK_EVEN
 }
 
 namespace {
@@ -111,12 +144,14 @@ struct Buffers {
 std::string ode_unsupported(const OdeModel& m, const IntegrateOptions& opt) {
   if (m.target) return "polynomial targets are integrated on the CPU only";
   if (!opt.schedule.identity()) return "learning-rate schedules are integrated on the CPU only";
-  if (m.student != Activation::Erf || m.teacher != Activation::Erf)
-    return std::string("the GPU integrates committees of erf units (student and teacher), got student '") +
-           activation_name(m.student) + "' and teacher '" + activation_name(m.teacher) + "'";
-  if (!fixed_size(m.K, m.M) && (m.K > kRuntimeUnits || m.M > kRuntimeUnits))
-    return "the GPU integrates K = M in {1, ..., 4, 8} or K, M <= " + std::to_string(kRuntimeUnits) + ", got K = " +
-           std::to_string(m.K) + ", M = " + std::to_string(m.M);
+  if (m.student != m.teacher || !committee_lanes_activation(m.student))
+    return std::string("the GPU integrates committees whose student and teacher are both erf, relu, quadratic or "
+                       "linear, got student '") + activation_name(m.student) + "' and teacher '" +
+           activation_name(m.teacher) + "'";
+  if (!fixed_size(m.student, m.K, m.M) && (m.K > kRuntimeUnits || m.M > kRuntimeUnits))
+    return std::string("the GPU integrates K = M in {") + (m.student == Activation::Erf ? "1, 2, 3, 4, 8" : "2, 4, 8") +
+           "} or K, M <= " + std::to_string(kRuntimeUnits) + ", got K = " + std::to_string(m.K) + ", M = " +
+           std::to_string(m.M);
   return "";
 }
 
@@ -133,8 +168,10 @@ std::vector<IntegrateResult> integrate_batch(const std::vector<OdeModel>& models
   for (const OdeModel& m : models) {
     const std::string why = ode_unsupported(m, opt);
     if (!why.empty()) throw DeviceUnavailable("device='cuda': " + why + "; use device='cpu'");
-    if (m.K != m0.K || m.M != m0.M || m.regime != m0.regime || m.spherical != m0.spherical)
-      throw std::invalid_argument("models: a GPU batch integrates members of one shape (K, M, regime, spherical)");
+    if (m.K != m0.K || m.M != m0.M || m.regime != m0.regime || m.spherical != m0.spherical ||
+        m.student != m0.student || m.teacher != m0.teacher)
+      throw std::invalid_argument(
+          "models: a GPU batch integrates members of one shape (K, M, activations, regime, spherical)");
   }
   static std::mutex one_call;  // the device's buffers and streams serve one batch at a time
   std::lock_guard<std::mutex> lock(one_call);
@@ -190,7 +227,7 @@ std::vector<IntegrateResult> integrate_batch(const std::vector<OdeModel>& models
   control.sync();
   base.times = times.get();
   base.cancel = cancel.get();
-  const OdeLaunch launch = select_launch(m0.K, m0.M);
+  const OdeLaunch launch = select_launch(m0.student, m0.K, m0.M);
 
   std::size_t first[2] = {0, 0}, count[2] = {0, 0};
   bool in_flight[2] = {false, false}, cancel_sent = false;

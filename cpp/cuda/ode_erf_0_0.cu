@@ -1,4 +1,4 @@
-// The GPU ODE kernel of erf committees with K and M at run time (K, M <= kRuntimeUnits) (ode_member.cuh).
+// The GPU ODE kernels of erf committees with K and M at run time (K, M <= kRuntimeUnits) (ode_member.cuh).
 #include "ode_member.cuh"
 
 namespace twolayer::cuda {

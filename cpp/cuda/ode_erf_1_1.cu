@@ -1,4 +1,4 @@
-// The GPU ODE kernel of erf committees with K = M = 1 (ode_member.cuh).
+// The GPU ODE kernels of erf committees with K = M = 1 (ode_member.cuh).
 #include "ode_member.cuh"
 
 namespace twolayer::cuda {

@@ -44,16 +44,17 @@ struct OdeArgs {
   const volatile int* cancel = nullptr;  // set by the host on Ctrl-C
 };
 
-// The right-hand side, risk and divergence rule of a committee with activation G and sizes KC, MC (0: at run time).
+// The right-hand side, risk and divergence rule of a committee whose student and teacher share the activation G,
+// sizes KC, MC (0: at run time): the CPU lanes' functions with one lane.
 template <Activation G, int KC, int MC>
 struct CommitteeModel {
-  static_assert(G == Activation::Erf, "the lane right-hand side is written for erf committees");
+  static_assert(committee_lanes_activation(G), "the lanes implement erf, relu, quadratic and linear committees");
   __device__ static void rhs(const LaneShape& s, const LaneParams& p, const double* y, double* dy, double* ws) {
-    erf_rhs_lanes<1, KC, MC>(s, p, y, dy, ws);
+    committee_rhs_lanes<1, G, KC, MC>(s, p, y, dy, ws);
   }
   __device__ static double risk(const LaneShape& s, const double* P, const double* v, const double* y) {
     double r;
-    erf_risk_lanes<1, KC, MC>(s, P, v, y, &r);
+    committee_risk_lanes<1, G, KC, MC>(s, P, v, y, &r);
     return r;
   }
   __device__ static int check(const LaneShape& s, const double* P, const double* y, double bound) {
@@ -65,18 +66,18 @@ struct CommitteeModel {
 
 // Compile-time bounds of one member's arrays: exact for fixed sizes, kRuntimeUnits per side otherwise.
 inline constexpr int kRuntimeUnits = 4;
-template <int KC, int MC>
+template <Activation G, int KC, int MC>
 struct MemberSizes {
   static constexpr int K = KC > 0 ? KC : kRuntimeUnits, M = MC > 0 ? MC : kRuntimeUnits, u = K + M;
   static constexpr int n = K * K + K * M + K;
-  static constexpr int ws = 2 * u + 4 * K * u + 2 * K * K + 3 * u + 8;  // erf_rhs_lanes_workspace with one lane
+  static constexpr int ws = static_cast<int>(committee_rhs_lanes_workspace(LaneShape{K, M, true, false}, 1, G));
 };
 
 template <Activation G, int KC, int MC, bool Adaptive>
 class Member {
  public:
   using Model = CommitteeModel<G, KC, MC>;
-  using S = MemberSizes<KC, MC>;
+  using S = MemberSizes<G, KC, MC>;
 
   __device__ Member(const OdeArgs& A, int b) : A_(A), b_(b) {
     sh_.K = KC > 0 ? KC : A.K;

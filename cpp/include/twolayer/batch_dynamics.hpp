@@ -81,7 +81,7 @@ TWOLAYER_HD constexpr bool committee_lanes_activation(Activation g) {
 }
 
 // Scratch doubles committee_rhs_lanes<L, G> needs.
-inline std::size_t committee_rhs_lanes_workspace(const LaneShape& s, int L, Activation G) {
+constexpr std::size_t committee_rhs_lanes_workspace(const LaneShape& s, int L, Activation G) {
   const std::size_t K = static_cast<std::size_t>(s.K), u = K + static_cast<std::size_t>(s.M);
   return static_cast<std::size_t>(L) * (2 * u + 4 * K * u + 2 * K * K + 3 * u + 8 + (G == Activation::Relu ? u : 0));
 }

@@ -1,0 +1,6 @@
+// The GPU ODE kernels of linear committees with K = M = 8 (ode_member.cuh).
+#include "ode_member.cuh"
+
+namespace twolayer::cuda {
+TWOLAYER_ODE_LAUNCHER(Linear, 8, 8)
+}  // namespace twolayer::cuda

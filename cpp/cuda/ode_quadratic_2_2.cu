@@ -1,0 +1,6 @@
+// The GPU ODE kernels of quadratic committees with K = M = 2 (ode_member.cuh).
+#include "ode_member.cuh"
+
+namespace twolayer::cuda {
+TWOLAYER_ODE_LAUNCHER(Quadratic, 2, 2)
+}  // namespace twolayer::cuda

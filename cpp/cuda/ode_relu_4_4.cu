@@ -1,0 +1,6 @@
+// The GPU ODE kernels of relu committees with K = M = 4 (ode_member.cuh).
+#include "ode_member.cuh"
+
+namespace twolayer::cuda {
+TWOLAYER_ODE_LAUNCHER(Relu, 4, 4)
+}  // namespace twolayer::cuda
