@@ -200,7 +200,8 @@ TWOLAYER_HD T i2_ordered(Activation a, Activation b, const T& x, const T& y, con
           const T r = sqrt(x * z);
           return r * relu_angle(y / r) / (2.0 * kPi);
         }
-        case A::Step: return z0 ? T(0.0) : 0.5 * inv_sqrt_2pi * (y / sqrt(z) + sqrt(x));
+        // x = 0: relu(l1) = 0 identically, and so are the derivatives (sqrt(x)'s would be infinite times C12 = 0)
+        case A::Step: return (x0 || z0) ? T(0.0) : 0.5 * inv_sqrt_2pi * (y / sqrt(z) + sqrt(x));
         case A::Quadratic: return x0 ? T(0.0) : 0.5 * kSqrt2OverPi * (z * sqrt(x) + y * y / sqrt(x));
         default: break;
       }
