@@ -15,6 +15,8 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 #include "device.cuh"
@@ -40,9 +42,12 @@ struct J2Op {
   Activation s;
   __device__ double operator()(const double* C) const { return kernels::j2(s, C); }
 };
+// The student activation S as a template argument: one kernel per S, so that the closed forms do not carry the
+// registers and stack of the relu student's quadrature (occupancy).
+template <Activation S>
 struct I4Op {
-  Activation s, a, b;
-  __device__ double operator()(const double* C) const { return kernels::i4(s, a, b, C); }
+  Activation a, b;
+  __device__ double operator()(const double* C) const { return kernels::i4(S, a, b, C); }
 };
 
 // One thread per matrix: the CPU batches' test, then the kernel; NaN and a count for what the host must redo.
@@ -73,6 +78,32 @@ std::size_t chunk_size(std::size_t count, int n, std::size_t cap) {
   const std::size_t fit = usable_memory() / (2 * per_matrix);
   if (fit == 0) throw DeviceUnavailable("device='cuda': not enough free GPU memory for one covariance matrix");
   return std::max<std::size_t>(1, std::min({count, cap, fit}));
+}
+
+// memcpy of a chunk into its pinned buffer on several threads: one thread copies a few GB/s, less than the bus takes,
+// and the staging would otherwise bound the whole call. Falls back to one thread where none can be started.
+void staged_copy(void* dst, const void* src, std::size_t bytes) {
+  constexpr std::size_t kPerThread = std::size_t{4} << 20;  // a thread start (~20 us) per 4 MiB (~0.2 ms) at most
+  const std::size_t n = std::min<std::size_t>({8, std::max(1u, std::thread::hardware_concurrency()),
+                                               (bytes + kPerThread - 1) / kPerThread});
+  if (n <= 1) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  const std::size_t part = (bytes / n + 4095) / 4096 * 4096;
+  auto piece = [&](std::size_t t) {
+    const std::size_t begin = std::min(bytes, t * part), end = std::min(bytes, begin + part);
+    std::memcpy(static_cast<char*>(dst) + begin, static_cast<const char*>(src) + begin, end - begin);
+  };
+  std::vector<std::thread> threads;
+  std::size_t t = 1;
+  try {
+    for (; t < n; ++t) threads.emplace_back(piece, t);
+  } catch (const std::system_error&) {  // no more threads: this one copies the rest
+    for (std::size_t r = t; r < n; ++r) piece(r);
+  }
+  piece(0);
+  for (auto& th : threads) th.join();
 }
 
 struct Slot {
@@ -115,7 +146,7 @@ void run(const double* C, std::size_t count, double* out, const Op& op, std::siz
     throw_if_cancelled();
     s.begin = begin;
     s.m = std::min(chunk, count - begin);
-    std::memcpy(s.in.get(), C + begin * N * N, s.m * N * N * sizeof(double));
+    staged_copy(s.in.get(), C + begin * N * N, s.m * N * N * sizeof(double));
     check(cudaMemsetAsync(s.d_left.get(), 0, sizeof(unsigned long long), s.stream.get()), "cudaMemsetAsync");
     copy_to_device(s.d_in.get(), s.in.get(), s.m * N * N, s.stream);
     batch_kernel<N><<<blocks_for(s.m), kBlockThreads, 0, s.stream.get()>>>(s.d_in.get(), s.m, s.d_out.get(),
@@ -132,9 +163,11 @@ void run(const double* C, std::size_t count, double* out, const Op& op, std::siz
   }
 }
 
-// Matrices per launch: 2^19 for the closed forms (64 MiB of 4x4 matrices per slot; a millisecond or so of compute),
-// 2^16 for the relu student's quadrature (20 to 112 nodes of six arctangents each).
-constexpr std::size_t kClosedFormChunk = std::size_t{1} << 19, kQuadratureChunk = std::size_t{1} << 16;
+// Matrices per launch: 2^18 for the closed forms (32 MiB of 4x4 matrices per slot, about a millisecond of compute and
+// of copying: pinned buffers, which are allocated per call, stay small, and the pipeline starts early), 2^16 for the
+// relu student's quadrature (20 to 112 nodes of six arctangents each; well under 0.5 s per launch, for Ctrl-C).
+// Neither is tuned on a GPU yet.
+constexpr std::size_t kClosedFormChunk = std::size_t{1} << 18, kQuadratureChunk = std::size_t{1} << 16;
 
 }  // namespace
 
@@ -154,8 +187,17 @@ void i4_batch(Activation s, Activation a, Activation b, const double* C, std::si
                             ", " + activation_name(b) + ") is not implemented on the GPU (a relu student with teacher "
                             "activations other than linear and relu goes through orthant moments, CPU only); use "
                             "device='cpu'");
-  const bool quadrature = s == Activation::Relu && a == Activation::Relu && b == Activation::Relu;
-  run<4>(C, count, out, I4Op{s, a, b}, quadrature ? kQuadratureChunk : kClosedFormChunk, host);
+  using A = Activation;
+  switch (s) {
+    case A::Linear: return run<4>(C, count, out, I4Op<A::Linear>{a, b}, kClosedFormChunk, host);
+    case A::Erf: return run<4>(C, count, out, I4Op<A::Erf>{a, b}, kClosedFormChunk, host);
+    case A::Relu: {
+      const bool quadrature = a == A::Relu && b == A::Relu;
+      return run<4>(C, count, out, I4Op<A::Relu>{a, b}, quadrature ? kQuadratureChunk : kClosedFormChunk, host);
+    }
+    case A::Step: return run<4>(C, count, out, I4Op<A::Step>{a, b}, kClosedFormChunk, host);
+    case A::Quadratic: return run<4>(C, count, out, I4Op<A::Quadratic>{a, b}, kClosedFormChunk, host);
+  }
 }
 
 }  // namespace twolayer::cuda
