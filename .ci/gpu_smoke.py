@@ -16,3 +16,31 @@ for act, K, M in (("erf", 1, 1), ("erf", 2, 3), ("relu", 2, 2), ("quadratic", 4,
                                    max_steps=10 if method == "rk4" else 10**8, device="cuda")
         print("ode", act, K, M, method, list(b.status), flush=True)
 print("gpu smoke done")
+
+# The batched Gaussian kernels (cpp/cuda/kernels.cu): every kernel instantiation on an odd batch size, the matrices
+# handed back to the host (extreme variances, a singular step covariance), an invalid matrix (the error path after
+# the device ran), an unsupported pair, and a batch of two chunks (both slots and streams).
+rng = np.random.default_rng(0)
+C = {}
+for n in (2, 3, 4):
+    A = rng.standard_normal((1001, n, n + 1))
+    C[n] = A @ np.swapaxes(A, 1, 2) / (n + 1)
+    C[n][7] *= 1e65
+acts = ("linear", "erf", "relu", "step", "quadratic")
+for s in acts:
+    tl.kernels.j2(s, C[2], device="cuda")
+    tl.kernels.i2(s, "relu", C[2], device="cuda")
+    tl.kernels.i3(s, "erf", C[3], device="cuda")
+    tl.kernels.i4(s, "relu", "linear" if s == "relu" else "erf", C[4], device="cuda")
+bad = C[4].copy()
+bad[500, 0, 1] = np.nan
+for Cx, call in ((bad, lambda x: tl.kernels.i4("erf", "erf", "erf", x, device="cuda")),
+                 (np.ones((3, 2, 2)), lambda x: tl.kernels.j2("step", x, device="cuda")),
+                 (C[4][:3], lambda x: tl.kernels.i4("relu", "erf", "erf", x, device="cuda"))):
+    try:
+        call(Cx)
+    except (ValueError, tl.DeviceUnavailable) as exc:
+        print("kernels: expected error:", type(exc).__name__, str(exc)[:60], flush=True)
+two = np.tile(np.eye(2), (2**18 + 3, 1, 1))
+assert np.all(tl.kernels.i2("erf", "erf", two, device="cuda") == tl.kernels.i2("erf", "erf", two[:1])[0])
+print("kernels smoke done")

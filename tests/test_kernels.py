@@ -254,3 +254,15 @@ def test_branch_free_arcsine_accuracy():
     np.testing.assert_array_equal(_core.asin_simd(-x), -got)
     special = np.array([0.0, 1.0, -1.0, 1e-300])
     np.testing.assert_array_equal(_core.asin_simd(special), [0.0, np.pi / 2, -np.pi / 2, 1e-300])
+
+
+def test_zero_variance_relu_unit_beside_step_is_zero() -> None:
+    # relu(l) = 0 identically when Var(l) = 0: I3 and the quadratic I4 of a relu-step pair are then 0, not NaN (the
+    # Price derivative of sqrt(C11) is infinite there, times C12 = 0)
+    C3 = np.array([[0.0, 0.0, 0.0], [0.0, 1.0, 0.3], [0.0, 0.3, 2.0]])
+    assert tl.kernels.i3("relu", "step", C3) == 0.0
+    assert tl.kernels.i3("step", "relu", C3[::-1, ::-1]) == 0.0
+    C4 = np.eye(4) + 0.2 * (np.ones((4, 4)) - np.eye(4))
+    C4[2, :] = C4[:, 2] = 0.0
+    assert tl.kernels.i4("quadratic", "relu", "step", C4) == 0.0
+    assert tl.kernels.i4("quadratic", "step", "relu", C4[[0, 1, 3, 2]][:, [0, 1, 3, 2]]) == 0.0

@@ -1,9 +1,12 @@
-// Bindings for activations and the Gaussian kernels: shape checks, GIL release.
+// Bindings for activations and the Gaussian kernels: shape checks, GIL release, the device (device="cuda": the
+// CUDA backend, cuda.hpp, with the CPU's *_batch_at finishing the matrices the device leaves to the host).
 #include <string>
 
 #include "common.hpp"
+#include "device_arg.hpp"
 #include "interrupt.hpp"
 #include "twolayer/activation.hpp"
+#include "twolayer/cuda.hpp"
 #include "twolayer/gaussian.hpp"
 #include "twolayer/parallel.hpp"
 #include "twolayer/simd_math.hpp"
@@ -60,11 +63,19 @@ void bind_gaussian(py::module_& m) {
       py::arg("x"), "The kernels' branch-free arcsine (simd_math.hpp), exposed for its accuracy test.");
   m.def(
       "i2",
-      [](const std::string& a, const std::string& b, const Array& C, int n_threads) {
+      [](const std::string& a, const std::string& b, const Array& C, int n_threads, const std::string& device) {
         const Activation aa = parse_activation(a), bb = parse_activation(b);
-        return run_batch(C, 2, [&](const double* c, std::size_t k, double* o) { i2_batch(aa, bb, c, k, o, n_threads); });
+        [[maybe_unused]] const bool gpu = use_cuda(device);
+        return run_batch(C, 2, [&](const double* c, std::size_t k, double* o) {
+#ifdef TWOLAYER_CUDA
+          if (gpu)
+            return cuda::i2_batch(aa, bb, c, k, o,
+                                  [&](const std::size_t* at, std::size_t n) { i2_batch_at(aa, bb, c, at, n, o); });
+#endif
+          i2_batch(aa, bb, c, k, o, n_threads);
+        });
       },
-      py::arg("act_a"), py::arg("act_b"), py::arg("C"), py::arg("n_threads") = 0);
+      py::arg("act_a"), py::arg("act_b"), py::arg("C"), py::arg("n_threads") = 0, py::arg("device") = "cpu");
   m.def(
       "i2_jet",
       [](const std::string& a, const std::string& b, const Array& C) {
@@ -114,26 +125,51 @@ void bind_gaussian(py::module_& m) {
       py::arg("act_a"), py::arg("act_b"), py::arg("q"));
   m.def(
       "i3",
-      [](const std::string& s, const std::string& b, const Array& C, int n_threads) {
+      [](const std::string& s, const std::string& b, const Array& C, int n_threads, const std::string& device) {
         const Activation ss = parse_activation(s), bb = parse_activation(b);
-        return run_batch(C, 3, [&](const double* c, std::size_t k, double* o) { i3_batch(ss, bb, c, k, o, n_threads); });
+        [[maybe_unused]] const bool gpu = use_cuda(device);
+        return run_batch(C, 3, [&](const double* c, std::size_t k, double* o) {
+#ifdef TWOLAYER_CUDA
+          if (gpu)
+            return cuda::i3_batch(ss, bb, c, k, o,
+                                  [&](const std::size_t* at, std::size_t n) { i3_batch_at(ss, bb, c, at, n, o); });
+#endif
+          i3_batch(ss, bb, c, k, o, n_threads);
+        });
       },
-      py::arg("act"), py::arg("act_b"), py::arg("C"), py::arg("n_threads") = 0);
+      py::arg("act"), py::arg("act_b"), py::arg("C"), py::arg("n_threads") = 0, py::arg("device") = "cpu");
   m.def(
       "j2",
-      [](const std::string& s, const Array& C, int n_threads) {
+      [](const std::string& s, const Array& C, int n_threads, const std::string& device) {
         const Activation ss = parse_activation(s);
-        return run_batch(C, 2, [&](const double* c, std::size_t k, double* o) { j2_batch(ss, c, k, o, n_threads); });
+        [[maybe_unused]] const bool gpu = use_cuda(device);
+        return run_batch(C, 2, [&](const double* c, std::size_t k, double* o) {
+#ifdef TWOLAYER_CUDA
+          if (gpu)
+            return cuda::j2_batch(ss, c, k, o, [&](const std::size_t* at, std::size_t n) { j2_batch_at(ss, c, at, n, o); });
+#endif
+          j2_batch(ss, c, k, o, n_threads);
+        });
       },
-      py::arg("act"), py::arg("C"), py::arg("n_threads") = 0);
+      py::arg("act"), py::arg("C"), py::arg("n_threads") = 0, py::arg("device") = "cpu");
   m.def(
       "i4",
-      [](const std::string& s, const std::string& a, const std::string& b, const Array& C, int n_threads) {
+      [](const std::string& s, const std::string& a, const std::string& b, const Array& C, int n_threads,
+         const std::string& device) {
         const Activation ss = parse_activation(s), aa = parse_activation(a), bb = parse_activation(b);
-        return run_batch(C, 4,
-                         [&](const double* c, std::size_t k, double* o) { i4_batch(ss, aa, bb, c, k, o, n_threads); });
+        [[maybe_unused]] const bool gpu = use_cuda(device);
+        return run_batch(C, 4, [&](const double* c, std::size_t k, double* o) {
+#ifdef TWOLAYER_CUDA
+          if (gpu)
+            return cuda::i4_batch(ss, aa, bb, c, k, o, [&](const std::size_t* at, std::size_t n) {
+              i4_batch_at(ss, aa, bb, c, at, n, o);
+            });
+#endif
+          i4_batch(ss, aa, bb, c, k, o, n_threads);
+        });
       },
-      py::arg("act"), py::arg("act_a"), py::arg("act_b"), py::arg("C"), py::arg("n_threads") = 0);
+      py::arg("act"), py::arg("act_a"), py::arg("act_b"), py::arg("C"), py::arg("n_threads") = 0,
+      py::arg("device") = "cpu");
 }
 
 }  // namespace twolayer::bind

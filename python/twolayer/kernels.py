@@ -17,6 +17,12 @@ erf(l/sqrt 2) = 2 P(l - w > 0) - 1, w ~ N(0, 1) independent): no pair is missing
 online ODE's E[s'(l_i)^2 ...] (a squared delta) is infinite: online SGD does not apply to them (gradient flow
 does), and the ODE refuses it with a ValueError. Zero-variance entries mean the unit is
 identically 0 (step(0) = 0). Each C must be finite, symmetric and positive semi-definite (ValueError otherwise).
+
+``device="cuda"`` evaluates the same formulas on the GPU (a CUDA build with a GPU; otherwise
+:class:`twolayer.DeviceUnavailable`), one thread per covariance, with the same checks and errors. Every kernel is
+there except the relu student's I4 with a teacher pair other than linear and relu units (orthant moments, CPU only:
+:class:`twolayer.DeviceUnavailable` names the combination). The GPU pays when the batch is large (10^6 covariances
+and more) and the kernel costs more than copying its matrix to the device.
 """
 
 from __future__ import annotations
@@ -27,20 +33,27 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _core
-from ._validation import as_float_array, n_threads_arg, positive
+from ._validation import Device, as_float_array, device_arg, n_threads_arg, positive
 from .activations import ActivationName, check_activation
 
 
-def _batched(fn: Any, C: ArrayLike, n: int, n_threads: int | None, *acts: str) -> Any:
+def _batched(fn: Any, C: ArrayLike, n: int, n_threads: int | None, device: Device, *acts: str) -> Any:
+    dev = device_arg(device)
     arr = as_float_array(C, "C", finite=False)
     if arr.ndim < 2 or arr.shape[-2:] != (n, n):
         raise ValueError(f"C: expected shape (..., {n}, {n}), got {arr.shape}")
     batch = arr.shape[:-2]
-    out = fn(*acts, arr.reshape(-1, n, n), n_threads=n_threads_arg(n_threads))
+    out = fn(*acts, arr.reshape(-1, n, n), n_threads=n_threads_arg(n_threads), device=dev)
     return out.reshape(batch)[()]
 
 
-def i2(act_a: ActivationName, act_b: ActivationName, C: ArrayLike, n_threads: int | None = None) -> Any:
+def i2(
+    act_a: ActivationName,
+    act_b: ActivationName,
+    C: ArrayLike,
+    n_threads: int | None = None,
+    device: Device = "cpu",
+) -> Any:
     """E[a(l1) b(l2)] for (l1, l2) ~ N(0, C), in closed form for every pair.
 
     Parameters
@@ -52,6 +65,10 @@ def i2(act_a: ActivationName, act_b: ActivationName, C: ArrayLike, n_threads: in
         Covariances: finite, symmetric, positive semi-definite.
     n_threads : int, optional
         OpenMP threads (None: the OpenMP default).
+    device : {"cpu", "cuda"}, default "cpu"
+        Where to compute: ``"cuda"`` runs one GPU thread per covariance
+        (the same formulas; :class:`twolayer.DeviceUnavailable` without a
+        CUDA build or GPU).
 
     Returns
     -------
@@ -68,10 +85,18 @@ def i2(act_a: ActivationName, act_b: ActivationName, C: ArrayLike, n_threads: in
     >>> tl.kernels.i2("relu", "erf", np.stack([C, C])).shape
     (2,)
     """
-    return _batched(_core.i2, C, 2, n_threads, check_activation(act_a, "act_a"), check_activation(act_b, "act_b"))
+    return _batched(
+        _core.i2, C, 2, n_threads, device, check_activation(act_a, "act_a"), check_activation(act_b, "act_b")
+    )
 
 
-def i3(act: ActivationName, act_b: ActivationName, C: ArrayLike, n_threads: int | None = None) -> Any:
+def i3(
+    act: ActivationName,
+    act_b: ActivationName,
+    C: ArrayLike,
+    n_threads: int | None = None,
+    device: Device = "cpu",
+) -> Any:
     """E[s'(l1) l2 b(l3)] for (l1, l2, l3) ~ N(0, C).
 
     The first-order term of the ODE (see the documentation's Conventions
@@ -87,6 +112,10 @@ def i3(act: ActivationName, act_b: ActivationName, C: ArrayLike, n_threads: int 
         Covariances: finite, symmetric, positive semi-definite.
     n_threads : int, optional
         OpenMP threads (None: the OpenMP default).
+    device : {"cpu", "cuda"}, default "cpu"
+        Where to compute: ``"cuda"`` runs one GPU thread per covariance
+        (the same formulas; :class:`twolayer.DeviceUnavailable` without a
+        CUDA build or GPU).
 
     Returns
     -------
@@ -99,10 +128,10 @@ def i3(act: ActivationName, act_b: ActivationName, C: ArrayLike, n_threads: int 
     >>> print(f"{tl.kernels.i3('erf', 'erf', C):.6f}")
     0.079978
     """
-    return _batched(_core.i3, C, 3, n_threads, check_activation(act, "act"), check_activation(act_b, "act_b"))
+    return _batched(_core.i3, C, 3, n_threads, device, check_activation(act, "act"), check_activation(act_b, "act_b"))
 
 
-def j2(act: ActivationName, C: ArrayLike, n_threads: int | None = None) -> Any:
+def j2(act: ActivationName, C: ArrayLike, n_threads: int | None = None, device: Device = "cpu") -> Any:
     """E[s'(l1) s'(l2)] for (l1, l2) ~ N(0, C): the label-noise term of the ODE.
 
     Parameters
@@ -113,6 +142,10 @@ def j2(act: ActivationName, C: ArrayLike, n_threads: int | None = None) -> Any:
         Covariances: finite, symmetric, positive semi-definite.
     n_threads : int, optional
         OpenMP threads (None: the OpenMP default).
+    device : {"cpu", "cuda"}, default "cpu"
+        Where to compute: ``"cuda"`` runs one GPU thread per covariance
+        (the same formulas; :class:`twolayer.DeviceUnavailable` without a
+        CUDA build or GPU).
 
     Returns
     -------
@@ -127,7 +160,7 @@ def j2(act: ActivationName, C: ArrayLike, n_threads: int | None = None) -> Any:
     >>> print(f"{tl.kernels.j2('erf', C):.6f}")
     0.328749
     """
-    return _batched(_core.j2, C, 2, n_threads, check_activation(act, "act"))
+    return _batched(_core.j2, C, 2, n_threads, device, check_activation(act, "act"))
 
 
 def i4(
@@ -136,14 +169,16 @@ def i4(
     act_b: ActivationName,
     C: ArrayLike,
     n_threads: int | None = None,
+    device: Device = "cpu",
 ) -> Any:
     """E[s'(l1) s'(l2) a(l3) b(l4)] for l ~ N(0, C): the eta^2 term of the ODE.
 
     Closed form for ``linear``, ``quadratic``, ``erf`` and ``step`` units s
     with any (a, b); for ``relu`` units, (relu, relu) by Price interpolation
     (one-dimensional quadrature, ~1e-13 relative) and (linear, relu),
-    (linear, linear) in closed form. Other relu pairs raise
-    NotImplementedError.
+    (linear, linear) in closed form, other relu pairs by orthant moments
+    (CPU only: with ``device="cuda"`` they raise
+    :class:`twolayer.DeviceUnavailable`).
 
     Parameters
     ----------
@@ -155,6 +190,10 @@ def i4(
         Covariances: finite, symmetric, positive semi-definite.
     n_threads : int, optional
         OpenMP threads (None: the OpenMP default).
+    device : {"cpu", "cuda"}, default "cpu"
+        Where to compute: ``"cuda"`` runs one GPU thread per covariance
+        (the same formulas; :class:`twolayer.DeviceUnavailable` without a
+        CUDA build or GPU).
 
     Returns
     -------
@@ -176,6 +215,7 @@ def i4(
         C,
         4,
         n_threads,
+        device,
         check_activation(act, "act"),
         check_activation(act_a, "act_a"),
         check_activation(act_b, "act_b"),

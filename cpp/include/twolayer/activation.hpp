@@ -1,6 +1,7 @@
 // Activation functions sigma and their derivatives, shared by every layer of the core.
 #pragma once
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -12,6 +13,7 @@ enum class Activation : int { Linear = 0, Erf = 1, Relu = 2, Step = 3, Quadratic
 inline constexpr double kPi = 3.14159265358979323846;
 inline constexpr double kSqrt2 = 1.41421356237309504880;
 inline constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2/pi)
+inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // sigma(s): linear s, erf(s/sqrt2), relu max(s,0), step 1(s>0), quadratic s^2.
 inline double sigma(Activation a, double s) {

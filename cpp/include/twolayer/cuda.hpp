@@ -5,11 +5,13 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace twolayer {
+enum class Activation : int;
 struct OdeModel;
 struct IntegrateOptions;
 struct IntegrateResult;
@@ -55,6 +57,22 @@ std::vector<IntegrateResult> integrate_batch(const std::vector<OdeModel>& models
                                              const std::vector<StopRule>& stops,
                                              std::atomic<std::int64_t>* finished, RowSink* sink,
                                              double* gpu_seconds = nullptr);
+
+// The batched Gaussian kernels of gaussian.hpp on the GPU (cpp/cuda/kernels.cu): one thread per covariance matrix,
+// the same TWOLAYER_HD maths (gaussian_kernels.hpp) and the same per-matrix test (covariance_failures). The device
+// leaves to the host every matrix that fails the test, has an extreme variance (the CPU path rescales those) or gets
+// a value that is not finite (the singular step kernels, which throw on the host): `host` receives their indices,
+// ascending, once per chunk, and must fill out at those indices or throw (the *_batch_at of gaussian.hpp: the CPU's
+// checks, errors and rescaling). Batches larger than device memory run in chunks; copies overlap the kernels (pinned
+// buffers, two streams); Ctrl-C (cancel.hpp) throws Interrupted between chunks.
+using HostFinish = std::function<void(const std::size_t* indices, std::size_t count)>;
+void i2_batch(Activation a, Activation b, const double* C, std::size_t count, double* out, const HostFinish& host);
+void i3_batch(Activation s, Activation b, const double* C, std::size_t count, double* out, const HostFinish& host);
+void j2_batch(Activation s, const double* C, std::size_t count, double* out, const HostFinish& host);
+// Throws DeviceUnavailable naming the combination for a relu student whose teacher pair is not made of linear and relu
+// units (those go through the orthant-moment recursion, CPU only).
+void i4_batch(Activation s, Activation a, Activation b, const double* C, std::size_t count, double* out,
+              const HostFinish& host);
 #endif
 
 }  // namespace twolayer::cuda

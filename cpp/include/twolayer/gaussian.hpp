@@ -50,12 +50,12 @@ TWOLAYER_HD inline double clip_correlation(double c) {
 TWOLAYER_HD inline double supplementary_angle(double c) { return 0.5 * kPi + asin_simd(c); }
 
 // H(c) = sqrt(1 - c^2) + (pi - acos c) c, so that E[relu relu] = sqrt(C11 C22) H(c) / (2 pi).
-inline double relu_angle(double c) {
+TWOLAYER_HD inline double relu_angle(double c) {
   c = clip_correlation(c);
   return std::sqrt(1.0 - c * c) + supplementary_angle(c) * c;
 }
 template <bool S>
-TWOLAYER_INLINE BasicJet<S> relu_angle(const BasicJet<S>& cj) {
+TWOLAYER_INLINE TWOLAYER_HD BasicJet<S> relu_angle(const BasicJet<S>& cj) {
   const double c = clip_correlation(cj.v);
   const double w = 1.0 - c * c;
   const double h2 = w < kAlignedSin2 ? 0.0 : 1.0 / std::sqrt(w);
@@ -64,12 +64,12 @@ TWOLAYER_INLINE BasicJet<S> relu_angle(const BasicJet<S>& cj) {
 }
 
 // S(c) = (pi - acos c) / (2 pi) = E[step step] for correlation c.
-inline double step_angle(double c) {
+TWOLAYER_HD inline double step_angle(double c) {
   c = std::fmax(-1.0, std::fmin(1.0, c));
   return (kPi - std::acos(c)) / (2.0 * kPi);
 }
 template <bool S>
-TWOLAYER_INLINE BasicJet<S> step_angle(const BasicJet<S>& cj) {
+TWOLAYER_INLINE TWOLAYER_HD BasicJet<S> step_angle(const BasicJet<S>& cj) {
   const double c = std::fmax(-1.0, std::fmin(1.0, cj.v));
   const double w = 1.0 - c * c;
   const bool aligned = w < kAlignedSin2;
@@ -163,15 +163,14 @@ inline constexpr double kStepUnresolvedSin = 1e-13;
 
 // The closed forms' arcsine on plain numbers (and in the Jets, jet.hpp) is the branch-free asin_simd (about 2 ulp):
 // loops over many kernels of one activation pair then vectorise (batched erf I4; the kernel tables use it too).
-inline double asin(double x) { return asin_simd(x); }
+TWOLAYER_HD inline double asin(double x) { return asin_simd(x); }
 using std::atan;
 using std::sqrt;
 
 // E[a(l1) b(l2)] for (l1, l2) ~ N(0, [[x, y], [y, z]]). Zero variance means the unit is identically 0
-// (and step(0) = 0).
+// (and step(0) = 0). TWOLAYER_HD: the CUDA backend's kernels use the same closed forms. i2_ordered takes a <= b.
 template <class T>
-T i2(Activation a, Activation b, const T& x, const T& y, const T& z) {
-  if (static_cast<int>(a) > static_cast<int>(b)) return i2(b, a, z, y, x);
+TWOLAYER_HD T i2_ordered(Activation a, Activation b, const T& x, const T& y, const T& z) {
   const bool x0 = !(value(x) > 0.0), z0 = !(value(z) > 0.0);
   const double inv_sqrt_2pi = 1.0 / std::sqrt(2.0 * kPi);
   using A = Activation;
@@ -202,7 +201,8 @@ T i2(Activation a, Activation b, const T& x, const T& y, const T& z) {
           const T r = sqrt(x * z);
           return r * relu_angle(y / r) / (2.0 * kPi);
         }
-        case A::Step: return z0 ? T(0.0) : 0.5 * inv_sqrt_2pi * (y / sqrt(z) + sqrt(x));
+        // x = 0: relu(l1) = 0 identically, and so are the derivatives (sqrt(x)'s would be infinite times C12 = 0)
+        case A::Step: return (x0 || z0) ? T(0.0) : 0.5 * inv_sqrt_2pi * (y / sqrt(z) + sqrt(x));
         case A::Quadratic: return x0 ? T(0.0) : 0.5 * kSqrt2OverPi * (z * sqrt(x) + y * y / sqrt(x));
         default: break;
       }
@@ -216,13 +216,22 @@ T i2(Activation a, Activation b, const T& x, const T& y, const T& z) {
       break;
     case A::Quadratic: return x * z + 2.0 * y * y;
   }
-  throw std::logic_error("i2: unreachable activation pair");
+  TWOLAYER_HOST_THROW(std::logic_error("i2: unreachable activation pair"), T(kNaN));
+}
+// Not recursive (device code needs a stack size known at compile time).
+template <class T>
+TWOLAYER_HD T i2(Activation a, Activation b, const T& x, const T& y, const T& z) {
+  return static_cast<int>(a) > static_cast<int>(b) ? i2_ordered(b, a, z, y, x) : i2_ordered(a, b, x, y, z);
 }
 
 // E[a(l) b(l)] for l ~ N(0, q): the diagonal of I2, written so that its q-derivatives are exact at q > 0.
 template <class T>
-T i2_self(Activation a, Activation b, const T& q) {
-  if (static_cast<int>(a) > static_cast<int>(b)) std::swap(a, b);
+TWOLAYER_HD T i2_self(Activation a, Activation b, const T& q) {
+  if (static_cast<int>(a) > static_cast<int>(b)) {  // std::swap is not a device function
+    const Activation t = a;
+    a = b;
+    b = t;
+  }
   const bool q0 = !(value(q) > 0.0);
   const double inv_sqrt_2pi = 1.0 / std::sqrt(2.0 * kPi);
   using A = Activation;
@@ -264,12 +273,12 @@ T i2_self(Activation a, Activation b, const T& q) {
       break;
     case A::Quadratic: return 3.0 * q * q;
   }
-  throw std::logic_error("i2_self: unreachable activation pair");
+  TWOLAYER_HOST_THROW(std::logic_error("i2_self: unreachable activation pair"), T(kNaN));
 }
 
 // I2 and its exact first (J = Grad) or first and second (J = Jet) derivatives with respect to (C11, C12, C22).
 template <class J = Jet>
-J i2_jet(Activation a, Activation b, double x, double y, double z) {
+TWOLAYER_HD J i2_jet(Activation a, Activation b, double x, double y, double z) {
   return i2(a, b, J::variable(x, 0), J::variable(y, 1), J::variable(z, 2));
 }
 
@@ -289,5 +298,14 @@ void i3_batch(Activation s, Activation b, const double* C, std::size_t count, do
 void j2_batch(Activation s, const double* C, std::size_t count, double* out, int n_threads);
 void i4_batch(Activation s, Activation a, Activation b, const double* C, std::size_t count, double* out,
               int n_threads);
+
+// The matrices C[indices[0]], ..., C[indices[k - 1]] (ascending) of a batch as the batches above treat them, into the
+// same places of out: all checked first (std::invalid_argument naming the first invalid one), extreme variances
+// rescaled. The CUDA backend finishes here the matrices the device leaves to the host (cuda.hpp).
+void i2_batch_at(Activation a, Activation b, const double* C, const std::size_t* indices, std::size_t k, double* out);
+void i3_batch_at(Activation s, Activation b, const double* C, const std::size_t* indices, std::size_t k, double* out);
+void j2_batch_at(Activation s, const double* C, const std::size_t* indices, std::size_t k, double* out);
+void i4_batch_at(Activation s, Activation a, Activation b, const double* C, const std::size_t* indices, std::size_t k,
+                 double* out);
 
 }  // namespace twolayer

@@ -80,12 +80,12 @@
 //    relu(x) - relu(-x) = x ties them to relu_i4: I4(C) - I4(C with l4 -> -l4) = E[step step relu3 l4]; this
 //    identity holds to ~1e-16 sqrt(C33 C44) on random and degenerate covariances.
 //
-// Every function is TWOLAYER_HD (hd.hpp): the ODE's lane right-hand side (batch_dynamics.hpp) calls relu_i4 on the
-// host and in the CUDA backend's kernels alike; the quadrature tables are function-local for that reason.
+// Every function here is TWOLAYER_HD (hd.hpp): the CUDA backend evaluates the same quadrature.
 #pragma once
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <limits>
 
 #include "twolayer/hd.hpp"
 
@@ -95,43 +95,34 @@ namespace relu_i4_impl {
 inline constexpr double kPi = 3.14159265358979323846;
 inline constexpr double kInv2Pi = 0.15915494309189533577;  // 1 / (2 pi)
 
-// Gauss-Legendre rules on [0, 1]: the lower half of the nodes x (ascending) and their weights w; node 1 - x carries
-// the same weight. Function-local tables, so that device code (TWOLAYER_HD) can index them.
-struct GLRule {
-  const double* x;
-  const double* w;
-  int half;  // entries of x and w
+// Gauss-Legendre rules on [0, 1]: the lower half of the nodes (ascending); node 1 - x carries the same weight. Rules
+// are returned by value from TWOLAYER_HD functions: a namespace-scope table is host memory, which device code (the
+// CUDA backend) cannot read.
+template <int N>
+struct HalfRule {
+  double x[N], w[N];
 };
-TWOLAYER_HD inline GLRule gl16() {
-  static constexpr double x[8] = {
-    0.00529953250417503370192, 0.027712488463383711961, 0.0671843988060841280598, 0.122297795822498483052,
-    0.191061877798678125777,   0.270991611171386306829, 0.359198224610370543385,  0.452493745081181279907};
-  static constexpr double w[8] = {
-    0.0135762297058770474259, 0.0311267619693239464314, 0.047579255841246392405,  0.0623144856277669360262,
-    0.0747979944082883660408, 0.0845782596975012690947, 0.0913017075224617944334, 0.0947253052275342481427};
-  return {x, w, 8};
+TWOLAYER_HD inline HalfRule<8> gl16() {
+  return {{0.00529953250417503370192, 0.027712488463383711961, 0.0671843988060841280598, 0.122297795822498483052,
+           0.191061877798678125777, 0.270991611171386306829, 0.359198224610370543385, 0.452493745081181279907},
+          {0.0135762297058770474259, 0.0311267619693239464314, 0.047579255841246392405, 0.0623144856277669360262,
+           0.0747979944082883660408, 0.0845782596975012690947, 0.0913017075224617944334, 0.0947253052275342481427}};
 }
-TWOLAYER_HD inline GLRule gl20() {
-  static constexpr double x[10] = {
-    0.00343570040745253760694, 0.0180140363610431043662, 0.0438827858743370470661, 0.0804415140888905883027,
-    0.126834046769924603693,   0.181973159636742487274,  0.244566499024586450998,  0.313146955642290219664,
-    0.38610707442917746096,    0.461736739433251333123};
-  static constexpr double w[10] = {
-    0.00880700356957605915593, 0.0203007149001934706655, 0.0313360241670545317848, 0.0416383707883523743624,
-    0.0509650599086202175184,  0.0590972659807592086562, 0.0658443192245883134492, 0.0710480546591910256646,
-    0.0745864932363018733939,  0.076376693565362925349};
-  return {x, w, 10};
+TWOLAYER_HD inline HalfRule<10> gl20() {
+  return {{0.00343570040745253760694, 0.0180140363610431043662, 0.0438827858743370470661, 0.0804415140888905883027,
+           0.126834046769924603693, 0.181973159636742487274, 0.244566499024586450998, 0.313146955642290219664,
+           0.38610707442917746096, 0.461736739433251333123},
+          {0.00880700356957605915593, 0.0203007149001934706655, 0.0313360241670545317848, 0.0416383707883523743624,
+           0.0509650599086202175184, 0.0590972659807592086562, 0.0658443192245883134492, 0.0710480546591910256646,
+           0.0745864932363018733939, 0.076376693565362925349}};
 }
-TWOLAYER_HD inline GLRule gl24() {
-  static constexpr double x[12] = {
-    0.00240639000148931991,  0.0126357220143452509008, 0.0308627239986336207382, 0.0567922364977994828934,
-    0.089999007013048539023, 0.129937904210722817878,  0.175953174031512215374,  0.227289264305580232171,
-    0.283103246186977430756, 0.342478660151918312807,  0.404440566263191845421,  0.467971553568697186957};
-  static constexpr double w[12] = {
-    0.0061706148999935997734, 0.0142656943144668315907, 0.0221387194087099030843, 0.0296492924577183903732,
-    0.036673240705540152867,  0.0430950807659766379586, 0.0488093260520569441349, 0.0537221350579828173913,
-    0.0577528340268628006767, 0.0608352364639016956022, 0.0629187281734141480607, 0.063969097673376078487};
-  return {x, w, 12};
+TWOLAYER_HD inline HalfRule<12> gl24() {
+  return {{0.00240639000148931991, 0.0126357220143452509008, 0.0308627239986336207382, 0.0567922364977994828934,
+           0.089999007013048539023, 0.129937904210722817878, 0.175953174031512215374, 0.227289264305580232171,
+           0.283103246186977430756, 0.342478660151918312807, 0.404440566263191845421, 0.467971553568697186957},
+          {0.0061706148999935997734, 0.0142656943144668315907, 0.0221387194087099030843, 0.0296492924577183903732,
+           0.036673240705540152867, 0.0430950807659766379586, 0.0488093260520569441349, 0.0537221350579828173913,
+           0.0577528340268628006767, 0.0608352364639016956022, 0.0629187281734141480607, 0.063969097673376078487}};
 }
 
 // Quadrature parameters (section 5).
@@ -172,11 +163,31 @@ TWOLAYER_HD inline double angle(double y, double x) {
   return y < 0.0 ? -r : r;
 }
 
-// Pairs (i, j), i < j (0-based), numbered k = 0..5: (0,1) (0,2) (0,3) (1,2) (1,3) (2,3); k and 5 - k are disjoint
-// (kPairI, kPairJ in setup). The Stein terms use the covariances given one variable, S_zx | c for (z, x, c) =
-// (kCondZ, kCondX, kCondC)[j] in setup.
-TWOLAYER_HD constexpr int pair_index(int i, int j) {
-  return i > j ? pair_index(j, i) : (i == 0 ? j - 1 : (i == 1 ? j + 1 : 5));
+// Pairs (i, j), i < j (0-based), numbered k = 0..5: (0,1) (0,2) (0,3) (1,2) (1,3) (2,3); k and 5 - k are disjoint.
+TWOLAYER_HD inline int pair_i(int k) {
+  constexpr int t[6] = {0, 0, 0, 1, 1, 2};
+  return t[k];
+}
+TWOLAYER_HD inline int pair_j(int k) {
+  constexpr int t[6] = {1, 2, 3, 2, 3, 3};
+  return t[k];
+}
+TWOLAYER_HD inline constexpr int pair_index(int i, int j) {  // not recursive: device code needs a static stack size
+  const int lo = i < j ? i : j, hi = i < j ? j : i;
+  return lo == 0 ? hi - 1 : (lo == 1 ? hi + 1 : 5);
+}
+// Covariances given one variable used by the Stein terms: S_zx | c for (z, x, c) below.
+TWOLAYER_HD inline int cond_z(int k) {
+  constexpr int t[6] = {3, 3, 2, 3, 3, 2};
+  return t[k];
+}
+TWOLAYER_HD inline int cond_x(int k) {
+  constexpr int t[6] = {1, 2, 1, 0, 2, 0};
+  return t[k];
+}
+TWOLAYER_HD inline int cond_c(int k) {
+  constexpr int t[6] = {0, 0, 0, 1, 1, 1};
+  return t[k];
 }
 
 struct Setup {
@@ -190,8 +201,6 @@ struct Setup {
 
 // Fills S; returns false when I4 vanishes identically (a zero variance or an antipodal pair).
 TWOLAYER_HD inline bool setup(const double* C, Setup& S) {
-  constexpr int kPairI[6] = {0, 0, 0, 1, 1, 2}, kPairJ[6] = {1, 2, 3, 2, 3, 3};
-  constexpr int kCondZ[6] = {3, 3, 2, 3, 3, 2}, kCondX[6] = {1, 2, 1, 0, 2, 0}, kCondC[6] = {0, 0, 0, 1, 1, 1};
   const double v[4] = {C[0], C[5], C[10], C[15]};
   if (!(v[0] > 0.0 && v[1] > 0.0 && v[2] > 0.0 && v[3] > 0.0)) return false;
   const double sd[4] = {std::sqrt(v[0]), std::sqrt(v[1]), std::sqrt(v[2]), std::sqrt(v[3])};
@@ -199,7 +208,7 @@ TWOLAYER_HD inline bool setup(const double* C, Setup& S) {
   double R[4][4];
   double a_pair = 1.0;
   for (int k = 0; k < 6; ++k) {
-    const int i = kPairI[k], j = kPairJ[k];
+    const int i = pair_i(k), j = pair_j(k);
     const double c = clamp(0.5 * (C[4 * i + j] + C[4 * j + i]) / norm2(v[i], v[j], sd[i], sd[j]), -1.0, 1.0);
     if (c == -1.0) return false;
     R[i][j] = R[j][i] = c;
@@ -227,9 +236,9 @@ TWOLAYER_HD inline bool setup(const double* C, Setup& S) {
     const double e4 = std::max(det4, 0.0) / (det3sum + 1e-300);
     a_minor = std::min(a_minor, std::sqrt(e4 / (1.0 - e4 + 1e-300)));
   }
-  S.a = std::min(a_pair, std::max(a_minor, double{kScaleFloor}));  // a copy: device code cannot bind host constants
+  S.a = std::min(a_pair, std::max(a_minor, double{kScaleFloor}));  // a copy: device code cannot refer to kScaleFloor
   for (int k = 0; k < 6; ++k) {  // conditioning on pair k = (c, d); complementary pair (a, b)
-    const int c = kPairI[k], d = kPairJ[k], a = kPairI[5 - k], b = kPairJ[5 - k];
+    const int c = pair_i(k), d = pair_j(k), a = pair_i(5 - k), b = pair_j(5 - k);
     const double sg = R[c][d] < 0.0 ? -1.0 : 1.0;
     const double da = R[a][c] - sg * R[a][d], db = R[b][c] - sg * R[b][d];
     S.A[k][0] = da * da, S.A[k][1] = db * db, S.A[k][2] = da * db;
@@ -238,7 +247,7 @@ TWOLAYER_HD inline bool setup(const double* C, Setup& S) {
     S.rab[k] = R[a][b];
   }
   for (int j = 0; j < 6; ++j) {  // conditioning on one variable c
-    const int z = kCondZ[j], x = kCondX[j], c = kCondC[j];
+    const int z = cond_z(j), x = cond_x(j), c = cond_c(j);
     const bool x_closer = std::fabs(R[x][c]) >= std::fabs(R[z][c]);
     const int m = x_closer ? x : z, o = x_closer ? z : x;
     const double sg = R[m][c] < 0.0 ? -1.0 : 1.0;
@@ -314,11 +323,11 @@ TWOLAYER_HD inline double integrand(const Setup& S, double tau) {
 }
 
 // Gauss-Legendre sum (half tables) of 2 t integrand(t^2) over t in [lo, hi]
-template <class F>
-TWOLAYER_HD inline double gl_sum(const Setup& S, F&& integrand, const GLRule& rule, double lo, double hi) {
+template <int N, class F>
+TWOLAYER_HD inline double gl_sum(const Setup& S, F&& integrand, const HalfRule<N>& rule, double lo, double hi) {
   const double L = hi - lo;
   double acc = 0.0;
-  for (int i = 0; i < rule.half; ++i) {
+  for (int i = 0; i < N; ++i) {
     const double t1 = lo + L * rule.x[i], t2 = hi - L * rule.x[i];
     acc += rule.w[i] * (t1 * integrand(S, t1 * t1) + t2 * integrand(S, t2 * t2));
   }
@@ -330,20 +339,20 @@ template <class F>
 TWOLAYER_HD inline double path_integral(const Setup& S, F&& integrand) {
   if (S.a >= kPlainMin) return gl_sum(S, integrand, gl20(), 0.0, 1.0);
   double acc = gl_sum(S, integrand, gl16(), kSplit, 1.0);
+  const HalfRule<12> gl = gl24();
   // t in [0, kSplit] as t = a sinh(u), u in [0, U]: m equal panels of 24 points
   const double U = std::asinh(kSplit / S.a);
   const int m = static_cast<int>(std::ceil(U / kPanel));
   const double h = U / m;
-  const GLRule g24 = gl24();
   for (int k = 0; k < m; ++k) {
     double panel = 0.0;
-    for (int i = 0; i < g24.half; ++i) {
-      const double u1 = h * (k + g24.x[i]), u2 = h * (k + 1 - g24.x[i]);
+    for (int i = 0; i < 12; ++i) {
+      const double u1 = h * (k + gl.x[i]), u2 = h * (k + 1 - gl.x[i]);
       const double em1 = std::expm1(u1), em2 = std::expm1(u2), e1 = 1.0 + em1, e2 = 1.0 + em2;
       const double sh1 = 0.5 * em1 * (1.0 + 1.0 / e1), ch1 = 0.5 * (e1 + 1.0 / e1);  // sinh, cosh
       const double sh2 = 0.5 * em2 * (1.0 + 1.0 / e2), ch2 = 0.5 * (e2 + 1.0 / e2);
       const double t1 = S.a * sh1, t2 = S.a * sh2;
-      panel += g24.w[i] * (ch1 * t1 * integrand(S, t1 * t1) + ch2 * t2 * integrand(S, t2 * t2));
+      panel += gl.w[i] * (ch1 * t1 * integrand(S, t1 * t1) + ch2 * t2 * integrand(S, t2 * t2));
     }
     acc += 2.0 * h * S.a * panel;
   }
@@ -358,8 +367,7 @@ TWOLAYER_HD inline bool has_nan(const double* C) {
 
 // Unit-variance quantities of the linear-teacher closed forms: rho = r12, a_i = r3i, b_i = r4i, r34; false when a
 // variance is zero (the expectation is then identically 0).
-TWOLAYER_HD inline bool linear_setup(const double* C, double& scale, double& rho, double a[2], double b[2],
-                                     double& r34) {
+TWOLAYER_HD inline bool linear_setup(const double* C, double& scale, double& rho, double a[2], double b[2], double& r34) {
   const double v[4] = {C[0], C[5], C[10], C[15]};
   if (!(v[0] > 0.0 && v[1] > 0.0 && v[2] > 0.0 && v[3] > 0.0)) return false;
   const double sd[4] = {std::sqrt(v[0]), std::sqrt(v[1]), std::sqrt(v[2]), std::sqrt(v[3])};
@@ -384,11 +392,10 @@ TWOLAYER_HD inline double stein_pair(double rho, const double a[2], const double
 // E[step(l1) step(l2) relu(l3) relu(l4)], l ~ N(0, C); C: 16 doubles, row-major 4x4 PSD.
 TWOLAYER_HD inline double relu_i4(const double* C) {
   namespace impl = relu_i4_impl;
-  if (impl::has_nan(C)) return std::nan("");
+  if (impl::has_nan(C)) return std::numeric_limits<double>::quiet_NaN();
   impl::Setup S;
   if (!impl::setup(C, S)) return 0.0;
-  const double g = impl::path_integral(S, [](const impl::Setup& s, double t) { return impl::integrand(s, t); });
-  const double v = S.scale * (1.0 / (8.0 * impl::kPi) + S.r[5] / 16.0 + g);
+  const double v = S.scale * (1.0 / (8.0 * impl::kPi) + S.r[5] / 16.0 + impl::path_integral(S, [](const impl::Setup& s, double tau) { return impl::integrand(s, tau); }));
   return impl::clamp(v, 0.0, 0.5 * S.scale);  // 0 <= I4 <= sqrt(E[relu3^2] E[relu4^2]) = sqrt(C33 C44) / 2
 }
 
@@ -396,18 +403,16 @@ TWOLAYER_HD inline double relu_i4(const double* C) {
 // same path and with the same quadrature (sections 3 and 5). A zero variance or an antipodal pair gives 0.
 TWOLAYER_HD inline double orthant4(const double* C) {
   namespace impl = relu_i4_impl;
-  if (impl::has_nan(C)) return std::nan("");
+  if (impl::has_nan(C)) return std::numeric_limits<double>::quiet_NaN();
   impl::Setup S;
   if (!impl::setup(C, S)) return 0.0;
-  const double g =
-      impl::path_integral(S, [](const impl::Setup& s, double t) { return impl::orthant4_integrand(s, t); });
-  return impl::clamp(1.0 / 16.0 + g, 0.0, 0.5);
+  return impl::clamp(1.0 / 16.0 + impl::path_integral(S, [](const impl::Setup& s, double tau) { return impl::orthant4_integrand(s, tau); }), 0.0, 0.5);
 }
 
 // E[step(l1) step(l2) l3 relu(l4)] (relu student, linear unit l3), closed form (section 8).
 TWOLAYER_HD inline double relu_i4_linear_relu(const double* C) {
   namespace impl = relu_i4_impl;
-  if (impl::has_nan(C)) return std::nan("");
+  if (impl::has_nan(C)) return std::numeric_limits<double>::quiet_NaN();
   double scale, rho, a[2], b[2], r34;
   if (!impl::linear_setup(C, scale, rho, a, b, r34)) return 0.0;
   const double p3 = 0.125 + (std::asin(rho) + std::asin(b[0]) + std::asin(b[1])) / (4.0 * impl::kPi);
@@ -419,7 +424,7 @@ TWOLAYER_HD inline double relu_i4_linear_relu(const double* C) {
 // E[step(l1) step(l2) l3 l4] (relu student, linear units l3 and l4), closed form (section 8).
 TWOLAYER_HD inline double relu_i4_linear_linear(const double* C) {
   namespace impl = relu_i4_impl;
-  if (impl::has_nan(C)) return std::nan("");
+  if (impl::has_nan(C)) return std::numeric_limits<double>::quiet_NaN();
   double scale, rho, a[2], b[2], r34;
   if (!impl::linear_setup(C, scale, rho, a, b, r34)) return 0.0;
   return scale * (r34 * (0.25 + std::asin(rho) / (2.0 * impl::kPi)) + impl::stein_pair(rho, a, b) / (2.0 * impl::kPi));

@@ -10,3 +10,13 @@
 #define TWOLAYER_HD
 #define TWOLAYER_UNROLL _Pragma("GCC unroll 16")
 #endif
+
+// Device code cannot throw: where the host throws, a TWOLAYER_HD function returns a value its caller recognises
+// instead (NaN for the kernels: the CUDA backend hands every matrix whose value is not finite back to the host, whose
+// code raises the error). TWOLAYER_HOST_THROW(exception, value) is `throw exception` on the host and `return value`
+// in device code.
+#if defined(__CUDA_ARCH__)
+#define TWOLAYER_HOST_THROW(exception, device_value) return device_value
+#else
+#define TWOLAYER_HOST_THROW(exception, device_value) throw exception
+#endif

@@ -1,4 +1,5 @@
 // Forward-mode automatic differentiation in three variables, to first or second order.
+// TWOLAYER_HD (hd.hpp): the same jets in the CUDA backend's kernels.
 //
 // A jet carries a value, its gradient and (for Jet) its packed symmetric Hessian with respect to the three
 // entries (x, y, z) = (C11, C12, C22) of a 2x2 covariance. Writing each closed-form kernel once as a template
@@ -8,6 +9,7 @@
 #pragma once
 #include <cmath>
 
+#include "twolayer/hd.hpp"
 #include "twolayer/simd_math.hpp"
 
 // Jet arithmetic is tiny and called in the innermost loops: always inline it.
@@ -27,27 +29,30 @@ struct BasicJet {
   double h[Second ? 6 : 1] = {};  // xx, xy, xz, yy, yz, zz
 
   BasicJet() = default;
-  BasicJet(double value) : v(value) {}  // NOLINT: constants promote implicitly
-  static BasicJet variable(double value, int index) {
+  TWOLAYER_HD BasicJet(double value) : v(value) {}  // NOLINT: constants promote implicitly
+  TWOLAYER_HD static BasicJet variable(double value, int index) {
     BasicJet j(value);
     j.g[index] = 1.0;
     return j;
   }
   // Index of Hessian entry (p, q) in the packed storage.
-  static constexpr int hidx(int p, int q) { return p > q ? hidx(q, p) : (p == 0 ? q : (p == 1 ? 2 + q : 5)); }
-  double hess(int p, int q) const { return h[hidx(p, q)]; }
+  TWOLAYER_HD static constexpr int hidx(int p, int q) {  // not recursive: device code needs a static stack size
+    const int lo = p < q ? p : q, hi = p < q ? q : p;
+    return lo == 0 ? hi : (lo == 1 ? 2 + hi : 5);
+  }
+  TWOLAYER_HD double hess(int p, int q) const { return h[hidx(p, q)]; }
 };
 
 using Jet = BasicJet<true>;    // value, gradient, Hessian
 using Grad = BasicJet<false>;  // value, gradient
 
-inline double value(double x) { return x; }
+TWOLAYER_HD inline double value(double x) { return x; }
 template <bool S>
-double value(const BasicJet<S>& x) { return x.v; }
+TWOLAYER_HD double value(const BasicJet<S>& x) { return x.v; }
 
 // f(x) given f, f', f'' at x.v.
 template <bool S>
-TWOLAYER_INLINE BasicJet<S> chain(const BasicJet<S>& x, double f0, double f1, double f2) {
+TWOLAYER_INLINE TWOLAYER_HD BasicJet<S> chain(const BasicJet<S>& x, double f0, double f1, double f2) {
   BasicJet<S> r(f0);
   for (int p = 0; p < 3; ++p) r.g[p] = f1 * x.g[p];
   if constexpr (S) {
@@ -63,22 +68,22 @@ TWOLAYER_INLINE BasicJet<S> chain(const BasicJet<S>& x, double f0, double f1, do
 }
 
 template <bool S>
-TWOLAYER_INLINE BasicJet<S> operator+(const BasicJet<S>& a, const BasicJet<S>& b) {
+TWOLAYER_INLINE TWOLAYER_HD BasicJet<S> operator+(const BasicJet<S>& a, const BasicJet<S>& b) {
   BasicJet<S> r(a.v + b.v);
   for (int p = 0; p < 3; ++p) r.g[p] = a.g[p] + b.g[p];
   for (int p = 0; p < BasicJet<S>::kH; ++p) r.h[p] = a.h[p] + b.h[p];
   return r;
 }
 template <bool S>
-TWOLAYER_INLINE BasicJet<S> operator-(const BasicJet<S>& a) {
+TWOLAYER_INLINE TWOLAYER_HD BasicJet<S> operator-(const BasicJet<S>& a) {
   return chain(a, -a.v, -1.0, 0.0);
 }
 template <bool S>
-TWOLAYER_INLINE BasicJet<S> operator-(const BasicJet<S>& a, const BasicJet<S>& b) {
+TWOLAYER_INLINE TWOLAYER_HD BasicJet<S> operator-(const BasicJet<S>& a, const BasicJet<S>& b) {
   return a + (-b);
 }
 template <bool S>
-TWOLAYER_INLINE BasicJet<S> operator*(const BasicJet<S>& a, const BasicJet<S>& b) {
+TWOLAYER_INLINE TWOLAYER_HD BasicJet<S> operator*(const BasicJet<S>& a, const BasicJet<S>& b) {
   BasicJet<S> r(a.v * b.v);
   for (int p = 0; p < 3; ++p) r.g[p] = a.v * b.g[p] + b.v * a.g[p];
   if constexpr (S) {
@@ -91,27 +96,27 @@ TWOLAYER_INLINE BasicJet<S> operator*(const BasicJet<S>& a, const BasicJet<S>& b
   return r;
 }
 template <bool S>
-TWOLAYER_INLINE BasicJet<S> reciprocal(const BasicJet<S>& a) {
+TWOLAYER_INLINE TWOLAYER_HD BasicJet<S> reciprocal(const BasicJet<S>& a) {
   const double i = 1.0 / a.v;
   return chain(a, i, -i * i, 2.0 * i * i * i);
 }
 template <bool S>
-TWOLAYER_INLINE BasicJet<S> operator/(const BasicJet<S>& a, const BasicJet<S>& b) {
+TWOLAYER_INLINE TWOLAYER_HD BasicJet<S> operator/(const BasicJet<S>& a, const BasicJet<S>& b) {
   return a * reciprocal(b);
 }
 template <bool S>
-TWOLAYER_INLINE BasicJet<S> sqrt(const BasicJet<S>& a) {
+TWOLAYER_INLINE TWOLAYER_HD BasicJet<S> sqrt(const BasicJet<S>& a) {
   const double s = std::sqrt(a.v);
   return chain(a, s, 0.5 / s, -0.25 / (s * a.v));
 }
 template <bool S>
-TWOLAYER_INLINE BasicJet<S> asin(const BasicJet<S>& a) {
+TWOLAYER_INLINE TWOLAYER_HD BasicJet<S> asin(const BasicJet<S>& a) {
   const double w = 1.0 - a.v * a.v;
   const double d = 1.0 / std::sqrt(w);
   return chain(a, asin_simd(a.v), d, a.v * d / w);
 }
 template <bool S>
-TWOLAYER_INLINE BasicJet<S> atan(const BasicJet<S>& a) {
+TWOLAYER_INLINE TWOLAYER_HD BasicJet<S> atan(const BasicJet<S>& a) {
   const double d = 1.0 / (1.0 + a.v * a.v);
   return chain(a, std::atan(a.v), d, -2.0 * a.v * d * d);
 }
@@ -119,9 +124,9 @@ TWOLAYER_INLINE BasicJet<S> atan(const BasicJet<S>& a) {
 // Mixed operations with plain numbers (templates do not convert implicitly).
 #define TWOLAYER_JET_SCALAR_OPS(OP)                                                             \
   template <bool S>                                                                             \
-  TWOLAYER_INLINE BasicJet<S> operator OP(double a, const BasicJet<S>& b) { return BasicJet<S>(a) OP b; }       \
+  TWOLAYER_INLINE TWOLAYER_HD BasicJet<S> operator OP(double a, const BasicJet<S>& b) { return BasicJet<S>(a) OP b; }       \
   template <bool S>                                                                             \
-  TWOLAYER_INLINE BasicJet<S> operator OP(const BasicJet<S>& a, double b) { return a OP BasicJet<S>(b); }
+  TWOLAYER_INLINE TWOLAYER_HD BasicJet<S> operator OP(const BasicJet<S>& a, double b) { return a OP BasicJet<S>(b); }
 TWOLAYER_JET_SCALAR_OPS(+)
 TWOLAYER_JET_SCALAR_OPS(-)
 TWOLAYER_JET_SCALAR_OPS(*)
