@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(_gpu_missing() is not None, re
 D, K = 1000, 2
 T_MAX = 3.0
 GROUP = "SGD grid, 10^3 runs, d = 1000, K = M = 2 erf, 3000 steps: GPU vs CPU (all cores)"
-GRID = tl.sgd.grid(seeds=10, lr=np.linspace(0.2, 2.0, 20), noise=np.linspace(0.0, 0.4, 5))
+GRID = tl.sgd.grid(seeds=10, lr=np.linspace(0.1, 1.0, 20), noise=np.linspace(0.0, 0.4, 5))
 STEPS = int(T_MAX * D) * len(GRID["seeds"])
 _results: dict[str, tl.sgd.Ensemble] = {}
 

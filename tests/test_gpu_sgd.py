@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 import twolayer as tl
 
-# Reassociation of sums over d <= 200 (relative ~1e-14 per step) grown over <= 500 steps: far below these.
+# Reassociation of sums over d <= 200 over <= 2000 steps of non-chaotic runs: below 3e-13 relative in an emulation of
+# the kernels on the host (the CUDA sources run by OS threads), far below these.
 RTOL = 1e-9
 ATOL = 1e-11
 
@@ -105,11 +106,11 @@ def test_gpu_statuses_match_cpu() -> None:
     cpu, gpu = _both(student, teacher, lr=np.array([0.5, 3.0, 10.0]), t_max=5, records=6, seeds=[0, 1, 2])
     assert cpu.status == ["completed", "diverged", "diverged"]
     _assert_same(cpu, gpu)
-    # erf: a converged member (early stop at a record) beside completed ones
+    # erf: a converged member (early stop at a record) beside a completed one. (Not lr = 30: that run is chaotic,
+    # reassociation differences grow ~10-fold per unit of time, measured in an emulation of the kernels.)
     student, teacher = _pair(2, 2, 100, "erf", seed=2)
-    cpu, gpu = _both(student, teacher, lr=np.array([0.5, 2.0, 30.0]), t_max=20, records=21, seeds=[0, 1, 2],
-                     risk_rtol=0.05)
-    assert cpu.status == ["converged", "completed", "completed"]
+    cpu, gpu = _both(student, teacher, lr=np.array([0.5, 2.0]), t_max=20, records=21, seeds=[0, 1], risk_rtol=0.05)
+    assert cpu.status == ["converged", "completed"]
     _assert_same(cpu, gpu)
 
 

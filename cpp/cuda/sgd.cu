@@ -26,6 +26,7 @@ namespace {
 constexpr int kThreads = 128;  // one block per run
 constexpr int kWarps = kThreads / 32;
 constexpr int kRed = 32;  // dot products reduced per pass
+constexpr long long kLaunchWork = 1ll << 22;  // steps_per_launch's budget
 
 // The problem as the kernels see it (sgd.hpp's SgdSpec, plus the per-run step factors of sgd.cpp's Run).
 struct Problem {
@@ -52,10 +53,10 @@ struct State {
   long long* fail_step;
 };
 
-// out[v] = sum_c A_v[c] B_v[c] for v in [0, n), (A_v, B_v) = rows(v), summed over c in a fixed order; every thread
+// put(v, sum_c A_v[c] B_v[c]) for v in [0, n), (A_v, B_v) = rows(v), summed over c in a fixed order; every thread
 // must call it. red: kRed * kWarps doubles of shared memory.
-template <class Rows>
-__device__ void block_dots(int n, int d, Rows rows, double* red, double* out) {
+template <class Rows, class Put>
+__device__ void block_dots(int n, int d, Rows rows, double* red, Put put) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   for (int v0 = 0; v0 < n; v0 += kRed) {
     const int nv = min(kRed, n - v0);
@@ -71,7 +72,7 @@ __device__ void block_dots(int n, int d, Rows rows, double* red, double* out) {
     if (tid < nv) {
       double s = red[tid * kWarps];
       for (int w = 1; w < kWarps; ++w) s += red[tid * kWarps + w];
-      out[v0 + tid] = s;
+      put(v0 + tid, s);
     }
     __syncthreads();
   }
@@ -92,54 +93,65 @@ __device__ void draw(const rng::StreamId& s, std::uint64_t first, int d, double*
   }
 }
 
-// Q = W W^T / s, M = W Wt^T / s (upper triangle of Q mirrored, as gram does) and a of run j into its state row.
+// The sums into shared or global memory.
+struct PutAt {
+  double* out;
+  __device__ void operator()(int v, double s) const { out[v] = s; }
+};
+
+// Q = W W^T / s, M = W Wt^T / s (the upper triangle of Q mirrored, as gram does) and a of a run: its state row.
 __device__ void overlaps(const Problem& p, const double* W, const double* Wt, const double* a, double* red,
-                         double* tmp, double* state) {
+                         double* state) {
   const int K = p.K, M = p.M, d = p.d;
   const int nq = K * (K + 1) / 2;
+  const double alpha = 1.0 / p.scale;
+  // entry v < nq: Q's (i, k), i <= k, row by row; else M's (u / M, u % M), u = v - nq
+  const auto qk = [K](int v, int& i, int& k) {
+    i = 0;
+    while (v >= K - i) v -= K - i++;
+    k = i + v;
+  };
   block_dots(
       nq + K * M, d,
       [&](int v, const double*& A, const double*& B) {
-        if (v < nq) {  // (i, k), i <= k, row by row
-          int i = 0, rest = v;
-          while (rest >= K - i) rest -= K - i++;
+        int i, k;
+        if (v < nq) {
+          qk(v, i, k);
           A = W + static_cast<std::size_t>(i) * d;
-          B = W + static_cast<std::size_t>(i + rest) * d;
+          B = W + static_cast<std::size_t>(k) * d;
         } else {
-          const int u = v - nq;
-          A = W + static_cast<std::size_t>(u / M) * d;
-          B = Wt + static_cast<std::size_t>(u % M) * d;
+          A = W + static_cast<std::size_t>((v - nq) / M) * d;
+          B = Wt + static_cast<std::size_t>((v - nq) % M) * d;
         }
       },
-      red, tmp);
-  if (threadIdx.x == 0) {
-    const double alpha = 1.0 / p.scale;
-    int v = 0;
-    for (int i = 0; i < K; ++i)
-      for (int k = i; k < K; ++k, ++v) state[i * K + k] = state[k * K + i] = tmp[v] * alpha;
-    for (int u = 0; u < K * M; ++u) state[K * K + u] = tmp[nq + u] * alpha;
-    for (int i = 0; i < K; ++i) state[K * K + K * M + i] = a[i];
-  }
+      red,
+      [&](int v, double s) {
+        if (v < nq) {
+          int i, k;
+          qk(v, i, k);
+          state[i * K + k] = state[k * K + i] = s * alpha;
+        } else {
+          state[K * K + (v - nq)] = s * alpha;
+        }
+      });
+  for (int i = threadIdx.x; i < K; i += kThreads) state[K * K + K * M + i] = a[i];
   __syncthreads();
 }
 
-// Shared memory of the kernels: lam (K + M + 1), sig, coef, rc, da (K each), tmp (overlaps: K (K + 1) / 2 + K M),
-// red (kRed kWarps).
+// Shared memory of the kernels: lam (K + M + 1), sig, coef, rc, da (K each), red (kRed kWarps).
 std::size_t shared_doubles(const Problem& p) {
-  return static_cast<std::size_t>(p.K + p.M + 1) + 4 * static_cast<std::size_t>(p.K) +
-         static_cast<std::size_t>(p.K) * (p.K + 1) / 2 + static_cast<std::size_t>(p.K) * p.M + kRed * kWarps;
+  return static_cast<std::size_t>(p.K + p.M + 1) + 4 * static_cast<std::size_t>(p.K) + kRed * kWarps;
 }
 
 struct Shared {
-  double *lam, *sig, *coef, *rc, *da, *tmp, *red;
+  double *lam, *sig, *coef, *rc, *da, *red;
   __device__ Shared(double* sh, const Problem& p) {
     lam = sh;
     sig = lam + p.K + p.M + 1;
     coef = sig + p.K;
     rc = coef + p.K;
     da = rc + p.K;
-    tmp = da + p.K;
-    red = tmp + p.K * (p.K + 1) / 2 + p.K * p.M;
+    red = da + p.K;
   }
 };
 
@@ -156,7 +168,7 @@ __device__ void unit_norms(const Problem& p, const double* W, double* red, doubl
   block_dots(
       p.K, p.d,
       [&](int i, const double*& A, const double*& B) { A = B = W + static_cast<std::size_t>(i) * p.d; }, red,
-      norms);
+      PutAt{norms});
 }
 
 // Rescales every w_i to |w_i|^2 = s (sgd.cpp's project); false (and the run failed) where a norm is not > 0.
@@ -205,7 +217,7 @@ __global__ void sgd_init(Problem p, State st, const double* W0, const double* a0
   if (p.spherical) {
     if (!project(p, st, j, W, norms, 0, sh.red, &bad)) return;
   }
-  overlaps(p, W, st.Wt, a, sh.red, sh.tmp, st.state + static_cast<std::size_t>(j) * (p.K * p.K + p.K * p.M + p.K));
+  overlaps(p, W, st.Wt, a, sh.red, st.state + static_cast<std::size_t>(j) * (p.K * p.K + p.K * p.M + p.K));
 }
 
 // Steps [from, to) of every active run (sgd.cpp's Run::do_step for online samples); then its overlaps.
@@ -240,7 +252,7 @@ __global__ void sgd_advance(Problem p, State st, long long from, long long to, i
             A = v < K ? W + static_cast<std::size_t>(v) * d : v < K + M ? st.Wt + static_cast<std::size_t>(v - K) * d : x;
             Bv = x;
           },
-          sh.red, sh.lam);
+          sh.red, PutAt{sh.lam});
       if (tid == 0) {
         const double xi = rp.has_noise ? rng::gaussian_at(noise, row) : 0.0;
         const double y = sgd_committee_label(p.teacher, sh.lam + K, st.v, M, p.inv_sqrt_s, rp.sqrt_noise, xi);
@@ -294,7 +306,7 @@ __global__ void sgd_advance(Problem p, State st, long long from, long long to, i
     __syncthreads();
   }
   if (want_overlaps)
-    overlaps(p, W, st.Wt, a, sh.red, sh.tmp, st.state + static_cast<std::size_t>(j) * (K * K + K * M + K));
+    overlaps(p, W, st.Wt, a, sh.red, st.state + static_cast<std::size_t>(j) * (K * K + K * M + K));
 }
 
 // Gaussians [first, first + n) by the SGD kernels' own code: draw (each block 4096 of them) or, one_by_one,
@@ -333,6 +345,7 @@ struct SgdEngine::Impl {
   PinnedBuffer<int> h_active, h_code;
   PinnedBuffer<long long> h_step;
   bool active_dirty = false;
+  std::vector<double> h_W, h_a;  // fetch_weights
   State st{};
 
   void fetch_flags() {
@@ -420,7 +433,7 @@ long long SgdEngine::steps_per_launch(std::size_t n_active) const {
   const Impl& m = *impl_;
   const long long waves = static_cast<long long>((n_active + m.concurrent - 1) / m.concurrent);
   const long long per_step = static_cast<long long>(m.p.B) * (m.p.d + 1024) * (m.p.K + m.p.M + 2);
-  return std::max<long long>(1, (1ll << 22) / (per_step * std::max<long long>(1, waves)));
+  return std::max<long long>(1, kLaunchWork / (per_step * std::max<long long>(1, waves)));
 }
 
 void SgdEngine::advance(long long from, long long to, bool want_overlaps) {
@@ -449,12 +462,21 @@ void SgdEngine::deactivate(std::size_t j) {
   impl_->active_dirty = true;
 }
 
-void SgdEngine::weights(std::size_t j, double* W, double* a) {
+void SgdEngine::fetch_weights(bool with_W) {
   Impl& m = *impl_;
   const std::size_t K = static_cast<std::size_t>(m.p.K), Kd = K * m.p.d;
-  if (W) copy_to_host(W, m.W.get() + j * Kd, Kd, m.stream);
-  copy_to_host(a, m.a.get() + j * K, K, m.stream);
+  m.h_a.resize(m.n * K);
+  m.h_W.resize(with_W ? m.n * Kd : 0);
+  if (with_W) copy_to_host(m.h_W.data(), m.W.get(), m.n * Kd, m.stream);
+  copy_to_host(m.h_a.data(), m.a.get(), m.n * K, m.stream);
   m.stream.sync();
+}
+
+void SgdEngine::weights(std::size_t j, double* W, double* a) const {
+  const Impl& m = *impl_;
+  const std::size_t K = static_cast<std::size_t>(m.p.K), Kd = K * m.p.d;
+  if (W && !m.h_W.empty()) std::copy(m.h_W.begin() + j * Kd, m.h_W.begin() + (j + 1) * Kd, W);
+  std::copy(m.h_a.begin() + j * K, m.h_a.begin() + (j + 1) * K, a);
 }
 
 void gaussians(std::uint64_t seed, std::uint32_t run, std::uint32_t stream_id, std::uint64_t first, std::size_t n,

@@ -712,6 +712,9 @@ void simulate_on_device(const SgdSpec& sp, const double* W0, const double* a0, s
     if (progress) progress->fetch_add((to - step) * static_cast<long long>(n_active), std::memory_order_relaxed);
     step = to;
   }
+  bool with_W = false;
+  for (std::size_t j = 0; j < n; ++j) with_W = with_W || out[j].W;
+  eng.fetch_weights(with_W);
   for (std::size_t j = 0; j < n; ++j)
     if (out[j].a_final) eng.weights(j, out[j].W, out[j].a_final);
 }

@@ -88,8 +88,10 @@ class SgdEngine {
   int failure(std::size_t j, long long* step) const;
   // Takes run j out of the following launches.
   void deactivate(std::size_t j);
-  // Run j's current weights: W (K d, may be null) and a (K).
-  void weights(std::size_t j, double* W, double* a);
+  // Downloads every run's current weights (W only when with_W), then weights(j) gives run j's: W (K d; skipped
+  // where null) and a (K).
+  void fetch_weights(bool with_W);
+  void weights(std::size_t j, double* W, double* a) const;
 
  private:
   struct Impl;
