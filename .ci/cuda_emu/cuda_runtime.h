@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 typedef int cudaError_t;
-enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2 };
+enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2, cudaErrorNotReady = 600 };
 typedef void* cudaStream_t;
 typedef void* cudaEvent_t;
 #define cudaStreamNonBlocking 1
@@ -32,6 +32,7 @@ inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, int) { *e = nullptr;
 inline cudaError_t cudaEventDestroy(cudaEvent_t) { return 0; }
 inline cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return 0; }
 inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return 0; }
+inline cudaError_t cudaEventQuery(cudaEvent_t) { return 0; }
 inline cudaError_t cudaMemGetInfo(size_t* f, size_t* t) { *f = EMU_FREE_BYTES; *t = *f; return 0; }
 inline cudaError_t cudaGetDevice(int* d) { *d = 0; return 0; }
 inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr, int) { *v = 3; return 0; }
