@@ -15,7 +15,18 @@ for act, K, M in (("erf", 1, 1), ("erf", 2, 3), ("relu", 2, 2), ("quadratic", 4,
                                    risk_tol=[0, 0.01, 0], method=method, dt=0.1, t_max=2, n_points=5,
                                    max_steps=10 if method == "rk4" else 10**8, device="cuda")
         print("ode", act, K, M, method, list(b.status), flush=True)
-print("gpu smoke done")
+# SGD (cpp/cuda/sgd.cu): single samples, batches, spherical, readout only, a diverging member, an early stop, the
+# Gaussians of both draw paths
+s, t = tl.networks.teacher_student(2, 3, 37, "erf", seed=1)
+for kw in ({}, {"batch_size": 3, "noise": 0.1}, {"spherical": True}, {"spherical": True, "batch_size": 2},
+           {"train_first_layer": False, "lr_readout": 1.0}):
+    e = tl.sgd.simulate(s, t, lr=[0.5, 1.0, 2.0], t_max=2, records=5, seeds=3, risk_rtol=[1e-9, 0.5, 1e-9],
+                        device="cuda", **kw)
+    print("sgd", kw, e.status, flush=True)
+s, t = tl.networks.teacher_student(2, 2, 40, "quadratic", seed=2)
+print("sgd diverging", tl.sgd.simulate(s, t, lr=[0.05, 50.0], t_max=2, seeds=2, device="cuda").status)
+for one in (False, True):
+    tl._core.rng_gaussians(1, 2, 1, 5, 1000, scalar=one, device="cuda")
 
 # The batched Gaussian kernels (cpp/cuda/kernels.cu): every kernel instantiation on an odd batch size, the matrices
 # handed back to the host (extreme variances, a singular step covariance), an invalid matrix (the error path after
@@ -44,3 +55,4 @@ for Cx, call in ((bad, lambda x: tl.kernels.i4("erf", "erf", "erf", x, device="c
 two = np.tile(np.eye(2), (2**18 + 3, 1, 1))
 assert np.all(tl.kernels.i2("erf", "erf", two, device="cuda") == tl.kernels.i2("erf", "erf", two[:1])[0])
 print("kernels smoke done")
+print("gpu smoke done")

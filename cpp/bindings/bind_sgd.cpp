@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common.hpp"
+#include "device_arg.hpp"
 #include "interrupt.hpp"
 #include "target_arg.hpp"
 #include "schedule_arg.hpp"
@@ -25,7 +26,7 @@ void bind_sgd(py::module_& m) {
          const py::array_t<long long, py::array::c_style | py::array::forcecast>& record_steps_arr,
          std::uint64_t seed, const py::array_t<std::uint32_t, py::array::c_style | py::array::forcecast>& runs_arr,
          bool keep_weights, int n_threads, const py::object& progress, const py::object& target_alpha,
-         const py::object& target_coef, const py::object& schedule) {
+         const py::object& target_coef, const py::object& schedule, const std::string& device) {
         // Plain arrays rather than STL casters (no pybind11/stl.h in this module).
         const std::vector<long long> record_steps(record_steps_arr.data(),
                                                   record_steps_arr.data() + record_steps_arr.size());
@@ -82,6 +83,9 @@ void bind_sgd(py::module_& m) {
         }
         sp.schedule = schedule_arg(schedule);
         sgd_check(sp, params.data(), params.size());
+        if (device == "cuda")  // the options the GPU path lacks are named even where the backend is missing
+          if (const std::string why = sgd_cuda_unsupported(sp); !why.empty()) throw cuda::DeviceUnavailable(why);
+        const bool gpu = use_cuda(device);
         const auto T = static_cast<py::ssize_t>(record_steps.size());
         RunRows rows(R, T, K, M);
         Array a_final = new_array({R, K});
@@ -98,8 +102,14 @@ void bind_sgd(py::module_& m) {
         Poll poll;
         if (!progress.is_none()) poll.with_gil = [&] { progress(done.load(std::memory_order_relaxed)); };
         auto work = [&] {
-          sgd_simulate(sp, pw, pa, per_run ? 1 : 0, pt, pv, params.data(), params.size(), outs.data(), n_threads,
-                       &done);
+          if (gpu) {
+#ifdef TWOLAYER_CUDA
+            sgd_simulate_cuda(sp, pw, pa, per_run ? 1 : 0, pt, pv, params.data(), params.size(), outs.data(), &done);
+#endif
+          } else {
+            sgd_simulate(sp, pw, pa, per_run ? 1 : 0, pt, pv, params.data(), params.size(), outs.data(), n_threads,
+                         &done);
+          }
           return 0;
         };
         auto to_py = [&](int) {
@@ -132,7 +142,7 @@ void bind_sgd(py::module_& m) {
       py::arg("record_steps"), py::arg("seed"), py::arg("runs"), py::arg("keep_weights") = true,
       py::arg("n_threads") = 0, py::arg("progress") = py::none(), py::arg("target_alpha") = py::none(),
       py::arg("target_coef") = py::none(),
-      py::arg("schedule") = py::none());
+      py::arg("schedule") = py::none(), py::arg("device") = "cpu");
 
   m.def(
       "philox4x32",
@@ -150,19 +160,30 @@ void bind_sgd(py::module_& m) {
   m.def(
       "rng_gaussians",
       [](std::uint64_t seed, std::uint32_t run, std::uint32_t stream, std::uint64_t first, std::size_t n,
-         bool scalar) {
+         bool scalar, const std::string& device) {
+        const bool gpu = use_cuda(device);
         Array out = new_array({static_cast<py::ssize_t>(n)});
         double* o = out.mutable_data();
         {
           py::gil_scoped_release release;
-          if (scalar) rng::gaussians_scalar(rng::StreamId{seed, run, stream}, first, n, o);
-          else rng::gaussians(rng::StreamId{seed, run, stream}, first, n, o);
+          const rng::StreamId s{seed, run, stream};
+          if (gpu) {
+#ifdef TWOLAYER_CUDA
+            cuda::gaussians(seed, run, stream, first, n, scalar, o);
+#endif
+          } else if (scalar) {
+            rng::gaussians_scalar(s, first, n, o);
+          } else {
+            rng::gaussians(s, first, n, o);
+          }
         }
         return out;
       },
       py::arg("seed"), py::arg("run"), py::arg("stream"), py::arg("first"), py::arg("n"), py::arg("scalar") = false,
+      py::arg("device") = "cpu",
       "Gaussians [first, first + n) of the stream (seed, run, stream); scalar=True uses the portable reference "
-      "code (same numbers, slower).");
+      "code (same numbers, slower); device='cuda' draws them on the GPU by the SGD kernels' code (scalar=True: one "
+      "Gaussian at a time, as the label noise; else whole Philox blocks, as the inputs).");
   m.def("rng_vectorised", &rng::gaussians_vectorised, "Whether the AVX2 + FMA Gaussian generator is compiled in.");
 }
 

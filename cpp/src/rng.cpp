@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -22,83 +21,24 @@ namespace {
 
 constexpr std::size_t kGroup = 32;  // Gaussians per group of 8 blocks
 
-// Box-Muller in single precision (the Gaussians are returned as doubles; each is accurate to a few 1e-7
-// relative, far below any statistical resolution). Coefficients: Taylor series, shared by both paths.
-constexpr float kLog[4] = {1.0f / 9.0f, 1.0f / 7.0f, 1.0f / 5.0f, 1.0f / 3.0f};  // 2 atanh(s) = 2 s (1 + s^2/3 + ...)
-constexpr float kSin[4] = {1.0f / 362880.0f, -1.0f / 5040.0f, 1.0f / 120.0f, -1.0f / 6.0f};
-constexpr float kCos[5] = {-1.0f / 3628800.0f, 1.0f / 40320.0f, -1.0f / 720.0f, 1.0f / 24.0f, -0.5f};
-constexpr float kLn2f = 0.693147180559945309f;
-constexpr float kSqrt2f = 1.41421356237309505f;
-constexpr float kTwoM31 = 4.656612873077392578125e-10f;  // 2^-31
-constexpr float kTwoM33 = 1.16415321826934814453125e-10f;  // 2^-33
-constexpr float kPiOver2_31f = 1.46291807926715968e-09f;  // pi / 2^31
+// The AVX2 path's coefficients: the scalar ones of rng.hpp (box_muller, the one scalar source shared with the
+// CUDA kernels).
+using namespace bm;
+constexpr float kLog[4] = {kLog0, kLog1, kLog2, kLog3};
+constexpr float kSin[4] = {kSin0, kSin1, kSin2, kSin3};
+constexpr float kCos[5] = {kCos0, kCos1, kCos2, kCos3, kCos4};
 
 // ---------------------------------------------------------------------------------------------------------------
-// Scalar path.
-
-inline float fmaddf(float a, float b, float c) {
-#ifdef __FMA__
-  return std::fma(a, b, c);
-#else
-  return a * b + c;
-#endif
-}
-inline std::uint32_t bits_of(float x) {
-  std::uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  return u;
-}
-inline float float_of(std::uint32_t u) {
-  float x;
-  std::memcpy(&x, &u, sizeof x);
-  return x;
-}
-
-// (r cos theta, r sin theta) for radius word kr and angle word ka; see box_muller8 for the steps.
-inline void box_muller_scalar(std::uint32_t kr, std::uint32_t ka, double& zc, double& zs) {
-  // u = (kr + 1/2) 2^-32 and w = 1 - u = (~kr + 1/2) 2^-32, each to float precision.
-  const float u = fmaddf(static_cast<float>(static_cast<std::int32_t>(kr >> 1)), kTwoM31, kTwoM33);
-  const float w = fmaddf(static_cast<float>(static_cast<std::int32_t>((~kr) >> 1)), kTwoM31, kTwoM33);
-  // u = 2^e m, m in [sqrt(1/2), sqrt(2)); ln u = e ln 2 + 2 atanh(t / (t + 2)), t = m - 1 (= -w when e = 0, which
-  // keeps ln u accurate near u = 1, i.e. small radii).
-  const std::uint32_t ub = bits_of(u);
-  float e = static_cast<float>(static_cast<std::int32_t>(ub >> 23) - 127);
-  float m = float_of((ub & 0x007FFFFFu) | 0x3F800000u);
-  if (m > kSqrt2f) {
-    m *= 0.5f;
-    e += 1.0f;
-  }
-  const float t = e == 0.0f ? -w : m - 1.0f;
-  const float s = t / (t + 2.0f), s2 = s * s;
-  float p = kLog[0];
-  for (int k = 1; k < 4; ++k) p = fmaddf(p, s2, kLog[k]);
-  const float s_2 = 2.0f * s;
-  const float ln_u = fmaddf(e, kLn2f, fmaddf(s_2 * s2, p, s_2));
-  const float r = std::sqrt(-2.0f * ln_u);
-  // theta = pi ka / 2^31 = q pi/2 + phi, q the nearest quadrant, |phi| <= pi/4 (32-bit wrapping arithmetic).
-  const std::uint32_t qq = (ka + 0x20000000u) >> 30;
-  const std::int32_t f = static_cast<std::int32_t>(ka - (qq << 30));
-  const float phi = static_cast<float>(f) * kPiOver2_31f;
-  const float x2 = phi * phi;
-  float sp = kSin[0];
-  for (int j = 1; j < 4; ++j) sp = fmaddf(sp, x2, kSin[j]);
-  const float sn = fmaddf(sp, phi * x2, phi);
-  float cp = kCos[0];
-  for (int j = 1; j < 5; ++j) cp = fmaddf(cp, x2, kCos[j]);
-  const float cs = fmaddf(cp, x2, 1.0f);
-  const std::uint32_t q = qq & 3u;
-  const float bc = (q & 1u) ? sn : cs, bs = (q & 1u) ? cs : sn;
-  const float rc = float_of(bits_of(r) ^ (((q + 1u) & 2u) << 30));  // -r for q = 1, 2
-  const float rs = float_of(bits_of(r) ^ ((q & 2u) << 30));         // -r for q = 2, 3
-  zc = static_cast<double>(rc * bc);
-  zs = static_cast<double>(rs * bs);
-}
+// Scalar path: box_muller of rng.hpp.
 
 void group_scalar(const StreamId& s, std::uint64_t g, double* out) {
   for (int b = 0; b < 8; ++b) {
-    const auto w = block(s, 8 * g + static_cast<std::uint64_t>(b));
-    box_muller_scalar(w[0], w[1], out[b], out[8 + b]);
-    box_muller_scalar(w[2], w[3], out[16 + b], out[24 + b]);
+    double z[4];
+    block_gaussians(s, 8 * g + static_cast<std::uint64_t>(b), z);
+    out[b] = z[0];
+    out[8 + b] = z[1];
+    out[16 + b] = z[2];
+    out[24 + b] = z[3];
   }
 }
 
@@ -162,7 +102,7 @@ inline void philox8(const StreamId& s, const RoundKeys& k, std::uint64_t g, __m2
 inline __m256 fma8(__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); }
 inline __m256 bcast(float x) { return _mm256_set1_ps(x); }
 
-// Box-Muller on 8 (radius, angle) word pairs, 8 x uint32 lanes; the same operations as box_muller_scalar.
+// Box-Muller on 8 (radius, angle) word pairs, 8 x uint32 lanes; the same operations as box_muller (rng.hpp).
 inline void box_muller8(__m256i kr, __m256i ka, double* zc, double* zs) {
   const __m256 u = fma8(_mm256_cvtepi32_ps(_mm256_srli_epi32(kr, 1)), bcast(kTwoM31), bcast(kTwoM33));
   const __m256 w = fma8(_mm256_cvtepi32_ps(_mm256_srli_epi32(_mm256_xor_si256(kr, _mm256_set1_epi32(-1)), 1)),

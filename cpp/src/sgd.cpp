@@ -11,11 +11,14 @@
 #include <string>
 #include <vector>
 
+#include "twolayer/cancel.hpp"
+#include "twolayer/cuda.hpp"
 #include "twolayer/divergence.hpp"
 #include "twolayer/memory.hpp"
 #include "twolayer/parallel.hpp"
 #include "twolayer/population.hpp"
 #include "twolayer/rng.hpp"
+#include "twolayer/sgd_sample.hpp"
 #include "twolayer/target.hpp"
 
 namespace twolayer {
@@ -47,6 +50,61 @@ void dots(const double* const* rows, int n, const double* x, int d, double* out)
   if (n - r == 3) dot_rows<3>(rows + r, x, d, out + r);
   if (n - r == 2) dot_rows<2>(rows + r, x, d, out + r);
   if (n - r == 1) dot_rows<1>(rows + r, x, d, out + r);
+}
+
+// The exact excess risk of the overlaps (Q, M, a): the polynomial target's or the committee's (population.hpp).
+double excess_risk(const SgdSpec& sp, const double* Q, const double* Mo, const double* a, const double* P,
+                   const double* v) {
+  return sp.target ? target_risk(*sp.target, Q, Mo, a, sp.K, sp.student)
+                   : overlap_risk(Q, Mo, P, a, v, sp.K, sp.M, sp.student, sp.teacher);
+}
+
+// The early-stop threshold of a run (sgd.hpp) from its tolerances; risk0() is its excess risk at step 0, asked only
+// when risk_rtol is on.
+template <class Risk0>
+double early_stop_threshold(const SgdRun& rp, Risk0&& risk0) {
+  double threshold = -std::numeric_limits<double>::infinity();
+  if (rp.risk_tol >= 0.0) threshold = rp.risk_tol;
+  if (rp.risk_rtol >= 0.0) threshold = std::max(threshold, rp.risk_rtol * risk0());
+  return threshold;
+}
+
+// Appends the row (Q, M, a, risk) of record step `step` to out; true (status converged, stop step and the
+// interpolated stop_time set) when the risk is below the threshold.
+bool record_row(const SgdSpec& sp, double threshold, long long step, const double* Q, const double* Mo,
+                const double* a, double r, SgdOut& out) {
+  const std::size_t t = out.recorded;
+  const std::size_t K = static_cast<std::size_t>(sp.K), M = static_cast<std::size_t>(sp.M);
+  std::copy(Q, Q + K * K, out.Q + t * K * K);
+  std::copy(Mo, Mo + K * M, out.M + t * K * M);
+  std::copy(a, a + K, out.a + t * K);
+  out.risk[t] = r;
+  out.recorded = t + 1;
+  if (!(r < threshold)) return false;
+  out.status = 3;
+  out.stop_step = step;
+  double at = static_cast<double>(step);
+  if (t > 0) {  // the previous record is at or above the threshold, this one below: interpolate linearly
+    const double prev = static_cast<double>(sp.record_steps[t - 1]), r_prev = out.risk[t - 1];
+    at = prev + (at - prev) * ((r_prev - threshold) / (r_prev - r));
+  }
+  out.stop_time = at / sp.d;
+  return true;
+}
+
+// A run's fields before it starts (and the state of one that never starts when cancelled: interrupted at step 0).
+void reset_out(SgdOut& o) {
+  o.recorded = 0;
+  o.status = 0;
+  o.stop_step = -1;
+  o.reason = 0;
+  o.stop_time = std::numeric_limits<double>::quiet_NaN();
+}
+void stop_out(SgdOut& o, int status, long long step, int reason, int d) {
+  o.status = status;
+  o.stop_step = step;
+  o.reason = reason;
+  o.stop_time = static_cast<double>(step) / d;
 }
 
 // Thrown where a run breaks the divergence rule (divergence.hpp): the step and the DivergenceCode.
@@ -117,8 +175,7 @@ class Run {
     const auto& rec = sp_.record_steps;
     std::size_t next = 0;
     try {
-      if (rp_.risk_tol >= 0.0) threshold_ = rp_.risk_tol;
-      if (rp_.risk_rtol >= 0.0) threshold_ = std::max(threshold_, rp_.risk_rtol * risk_now(0));
+      threshold_ = early_stop_threshold(rp_, [this] { return risk_now(0); });
       for (long long step = 0; step <= sp_.steps; ++step) {
         if (next < rec.size() && rec[next] == step) {
           ++next;
@@ -201,12 +258,7 @@ class Run {
 
   // f = sum_i a_i sigma(l_i) from the raw dots in lam_; keeps sigma(l_i) in sig_.
   double output() {
-    double f = 0.0;
-    for (int i = 0; i < K_; ++i) {
-      sig_[i] = sigma(sp_.student, lam_[i] * inv_sqrt_s_);
-      f += a_[i] * sig_[i];
-    }
-    return f;
+    return sgd_output(sp_.student, lam_.data(), a_.data(), K_, inv_sqrt_s_, sig_.data());
   }
 
   double teacher_label(const double* lam_t, double xi) const {
@@ -221,9 +273,7 @@ class Run {
       for (int r = 0; r < M_; ++r) zp[r] = lam_t[r] * inv_sqrt_s_;
       return sp_.target->eval(zp) + sqrt_noise_ * xi;
     }
-    double y = 0.0;
-    for (int r = 0; r < M_; ++r) y += v_[r] * sigma(sp_.teacher, lam_t[r] * inv_sqrt_s_);
-    return y + sqrt_noise_ * xi;
+    return sgd_committee_label(sp_.teacher, lam_t, v_, M_, inv_sqrt_s_, sqrt_noise_, xi);
   }
 
   void make_training_set() {
@@ -312,17 +362,17 @@ class Run {
     else dots(rows_.data(), n_dot_, x, d_, lam_.data());
     const double y = teacher_label(lam_.data() + K_, has_noise_ ? nbuf_[row] : 0.0);
     const double E = y - output();
-    if (!(std::fabs(E) <= sp_.blowup)) throw Diverged{step, kSampleOverflow};
+    if (!sgd_error_ok(E, sp_.blowup)) throw Diverged{step, kSampleOverflow};
     const double xx = fused_sphere_ ? lam_[n_dot_ - 1] : 0.0;
     for (int i = 0; i < K_; ++i) {
-      const double c = gw_ * a_[i] * dsigma(sp_.student, lam_[i] * inv_sqrt_s_) * E;
-      if (ga_ != 0.0) a_[i] += ga_ * sig_[i] * E;
+      const double c = sgd_weight_coef(sp_.student, gw_, a_[i], lam_[i], inv_sqrt_s_, E);
+      if (ga_ != 0.0) a_[i] += sgd_readout_step(ga_, sig_[i], E);
       if (gw_ == 0.0) continue;
       double r = 1.0, rc = c;
       if (fused_sphere_) {
         // |w + c x|^2 = |w|^2 + 2 c w.x + c^2 |x|^2; then w <- r (w + c x), r = sqrt(s / that)
-        const double n_new = norms_[i] + 2.0 * c * lam_[i] + c * c * xx;
-        if (!(n_new > 0.0) || !std::isfinite(n_new)) throw Diverged{step, kNotFinite};
+        const double n_new = sgd_sphere_norm(norms_[i], c, lam_[i], xx);
+        if (!sgd_sphere_ok(n_new)) throw Diverged{step, kNotFinite};
         r = std::sqrt(sp_.scale / n_new);
         rc = r * c;
       }
@@ -406,10 +456,10 @@ class Run {
         y = y_[k];
       }
       const double E = y - output();
-      if (!(std::fabs(E) <= sp_.blowup)) throw Diverged{step, kSampleOverflow};
+      if (!sgd_error_ok(E, sp_.blowup)) throw Diverged{step, kSampleOverflow};
       for (int i = 0; i < K_; ++i) {
-        cw_[static_cast<std::size_t>(i) * B + nu] = gw_ * a_[i] * dsigma(sp_.student, lam_[i] * inv_sqrt_s_) * E;
-        if (ga_ != 0.0) da_[i] += ga_ * sig_[i] * E;
+        cw_[static_cast<std::size_t>(i) * B + nu] = sgd_weight_coef(sp_.student, gw_, a_[i], lam_[i], inv_sqrt_s_, E);
+        if (ga_ != 0.0) da_[i] += sgd_readout_step(ga_, sig_[i], E);
       }
       if (B == 1) update_single(x);
       else if (nu == B - 1) update_batch();
@@ -425,8 +475,8 @@ class Run {
       const double c = cw_[i];
       if (fused_sphere_) {
         // |w + c x|^2 = |w|^2 + 2 c w.x + c^2 |x|^2, then w <- r (w + c x) with r = sqrt(s / that).
-        const double n_new = norms_[i] + 2.0 * c * lam_[i] + c * c * xx;
-        if (!(n_new > 0.0) || !std::isfinite(n_new)) throw Diverged{step_, kNotFinite};
+        const double n_new = sgd_sphere_norm(norms_[i], c, lam_[i], xx);
+        if (!sgd_sphere_ok(n_new)) throw Diverged{step_, kNotFinite};
         const double r = std::sqrt(sp_.scale / n_new), rc = r * c;
         double n = 0.0;
 #pragma omp simd reduction(+ : n)
@@ -479,32 +529,14 @@ class Run {
   // The overlaps (into Q_, Mo_), checked, and the exact excess risk of the current weights.
   double risk_now(long long step) {
     check(step);
-    const double r = sp_.target ? target_risk(*sp_.target, Q_.data(), Mo_.data(), a_.data(), K_, sp_.student)
-                                : overlap_risk(Q_.data(), Mo_.data(), P_, a_.data(), v_, K_, M_, sp_.student,
-                                               sp_.teacher);
+    const double r = excess_risk(sp_, Q_.data(), Mo_.data(), a_.data(), P_, v_);
     if (!std::isfinite(r)) throw Diverged{step, kRiskNotFinite};
     return r;
   }
 
   // Records the current state; true when its risk is below the early-stop threshold (status converged).
   bool record(long long step) {
-    const double r = risk_now(step);
-    const std::size_t t = out_.recorded;
-    std::copy(Q_.begin(), Q_.end(), out_.Q + t * K_ * K_);
-    std::copy(Mo_.begin(), Mo_.end(), out_.M + t * K_ * M_);
-    std::copy(a_.begin(), a_.end(), out_.a + t * K_);
-    out_.risk[t] = r;
-    out_.recorded = t + 1;
-    if (!(r < threshold_)) return false;
-    out_.status = 3;
-    out_.stop_step = step;
-    double at = static_cast<double>(step);
-    if (t > 0) {  // the previous record is at or above the threshold, this one below: interpolate linearly
-      const double prev = static_cast<double>(sp_.record_steps[t - 1]), r_prev = out_.risk[t - 1];
-      at = prev + (at - prev) * ((r_prev - threshold_) / (r_prev - r));
-    }
-    out_.stop_time = at / d_;
-    return true;
+    return record_row(sp_, threshold_, step, Q_.data(), Mo_.data(), a_.data(), risk_now(step), out_);
   }
 };
 
@@ -557,24 +589,15 @@ void sgd_simulate(const SgdSpec& sp, const double* W0, const double* a0, std::si
   for (std::ptrdiff_t j = 0; j < static_cast<std::ptrdiff_t>(n_runs); ++j) {
     try {
       const std::size_t jj = static_cast<std::size_t>(j);
-      out[jj].recorded = 0;
-      out[jj].status = 0;
-      out[jj].stop_step = -1;
-      out[jj].reason = 0;
-      out[jj].stop_time = std::numeric_limits<double>::quiet_NaN();
+      reset_out(out[jj]);
       if (cancel_requested()) {  // not started
-        out[jj].status = 2;
-        out[jj].stop_step = 0;
-        out[jj].stop_time = 0.0;
+        stop_out(out[jj], 2, 0, 0, sp.d);
         continue;
       }
       Run run(sp, runs[jj], W0 + jj * init_stride * Kd, a0 + jj * init_stride * sp.K, Wt, v, P.data(), out[jj]);
       run.go(progress);
     } catch (const Diverged& e) {  // thrown by the constructor (degenerate spherical start)
-      out[j].status = 1;
-      out[j].stop_step = e.step < 0 ? 0 : e.step;
-      out[j].reason = e.code;
-      out[j].stop_time = static_cast<double>(out[j].stop_step) / sp.d;
+      stop_out(out[j], 1, e.step < 0 ? 0 : e.step, e.code, sp.d);
     } catch (...) {
       std::lock_guard<std::mutex> lock(error_mutex);
       if (!error) error = std::current_exception();
@@ -582,5 +605,141 @@ void sgd_simulate(const SgdSpec& sp, const double* W0, const double* a0, std::si
   }
   if (error) std::rethrow_exception(error);
 }
+
+std::string sgd_cuda_unsupported(const SgdSpec& sp) {
+  const std::string pre = "device='cuda': SGD on the GPU runs online committee teachers only; ";
+  if (sp.n_samples > 0) return pre + "n_samples (a fixed training set) is not supported (use device='cpu')";
+  if (sp.target) return pre + "a polynomial target (HermiteTarget teacher) is not supported (use device='cpu')";
+  if (!sp.schedule.identity()) return pre + "schedule (a learning-rate schedule) is not supported (use device='cpu')";
+  return "";
+}
+
+#ifdef TWOLAYER_CUDA
+namespace {
+
+// Runs [0, n) on one engine (all that fit the device at once): Run::go's loop over the checkpoints (record steps and
+// every d steps), each stretch between them done on the device in launches of bounded length.
+void simulate_on_device(const SgdSpec& sp, const double* W0, const double* a0, std::size_t init_stride,
+                        const double* Wt, const double* v, const double* P, const SgdRun* runs, std::size_t n,
+                        SgdOut* out, std::atomic<long long>* progress) {
+  cuda::SgdEngine eng(sp, W0, a0, init_stride, Wt, v, runs, n);
+  const std::size_t K = static_cast<std::size_t>(sp.K), M = static_cast<std::size_t>(sp.M);
+  const std::size_t n_state = K * K + K * M + K;
+  std::vector<double> bound(n), threshold(n), scratch((K + M) * (K + M));
+  std::vector<char> active(n, 1);
+  std::size_t n_active = n;
+  auto stop = [&](std::size_t j, int status, long long step, int reason) {
+    stop_out(out[j], status, step, reason, sp.d);
+    active[j] = 0;
+    --n_active;
+    eng.deactivate(j);
+    if (progress) progress->fetch_add(sp.steps - step, std::memory_order_relaxed);
+  };
+  auto Mo = [&](const double* y) { return y + K * K; };
+  auto a = [&](const double* y) { return y + K * K + K * M; };
+  // The rule at a checkpoint (Run::check); false when run j diverged there.
+  auto check = [&](std::size_t j, long long step) {
+    if (const int code = divergence_code(eng.state(j), sp.K, sp.M, P, bound[j], scratch.data())) {
+      stop(j, 1, step, code);
+      return false;
+    }
+    return true;
+  };
+  // The rule and the exact risk (Run::risk_now); false when run j diverged there.
+  auto risk = [&](std::size_t j, long long step, double* r) {
+    if (!check(j, step)) return false;
+    const double* y = eng.state(j);
+    *r = excess_risk(sp, y, Mo(y), a(y), P, v);
+    if (std::isfinite(*r)) return true;
+    stop(j, 1, step, kRiskNotFinite);
+    return false;
+  };
+  for (std::size_t j = 0; j < n; ++j) {  // the starts: a degenerate spherical start diverges at step 0
+    long long at = 0;
+    if (const int code = eng.failure(j, &at)) {
+      stop(j, 1, 0, code);
+      continue;
+    }
+    bound[j] = divergence_bound(eng.state(j), n_state, P, M * M, v, M);
+    threshold[j] = early_stop_threshold(runs[j], [&] {  // a start that breaks the rule stops here (diverged)
+      double r = 0.0;
+      risk(j, 0, &r);
+      return r;
+    });
+  }
+  const auto& rec = sp.record_steps;
+  std::size_t next = 0;
+  for (long long step = 0; n_active > 0;) {
+    const bool is_record = next < rec.size() && rec[next] == step;
+    if (is_record) ++next;
+    for (std::size_t j = 0; j < n; ++j) {
+      if (!active[j]) continue;
+      if (is_record) {
+        double r = 0.0;
+        if (!risk(j, step, &r)) continue;
+        const double* y = eng.state(j);
+        if (record_row(sp, threshold[j], step, y, Mo(y), a(y), r, out[j])) {  // converged: status set
+          active[j] = 0;
+          --n_active;
+          eng.deactivate(j);
+          if (progress) progress->fetch_add(sp.steps - step, std::memory_order_relaxed);
+          continue;
+        }
+      }
+      if (step < sp.steps && step % sp.d == 0) check(j, step);  // once per unit of time between records too
+    }
+    if (step == sp.steps || n_active == 0) break;
+    if (cancel_requested()) {
+      for (std::size_t j = 0; j < n; ++j)
+        if (active[j]) stop(j, 2, step, 0);
+      break;
+    }
+    // The next checkpoint (a record step, a multiple of d, the end), or less where a launch must stop sooner.
+    long long to = std::min<long long>(sp.steps, (step / sp.d + 1) * static_cast<long long>(sp.d));
+    if (next < rec.size()) to = std::min(to, rec[next]);
+    const long long cap = eng.steps_per_launch(n_active);
+    const bool at_checkpoint = to - step <= cap;
+    if (!at_checkpoint) to = step + cap;
+    eng.advance(step, to, at_checkpoint);
+    for (std::size_t j = 0; j < n; ++j) {
+      long long at = 0;
+      if (!active[j]) continue;
+      if (const int code = eng.failure(j, &at)) {  // diverged within a step on the device
+        if (progress) progress->fetch_add(at - step, std::memory_order_relaxed);
+        stop(j, 1, at, code);
+      }
+    }
+    if (progress) progress->fetch_add((to - step) * static_cast<long long>(n_active), std::memory_order_relaxed);
+    step = to;
+  }
+  bool with_W = false;
+  for (std::size_t j = 0; j < n; ++j) with_W = with_W || out[j].W;
+  eng.fetch_weights(with_W);
+  for (std::size_t j = 0; j < n; ++j)
+    if (out[j].a_final) eng.weights(j, out[j].W, out[j].a_final);
+}
+
+}  // namespace
+
+void sgd_simulate_cuda(const SgdSpec& sp, const double* W0, const double* a0, std::size_t init_stride,
+                       const double* Wt, const double* v, const SgdRun* runs, std::size_t n_runs, SgdOut* out,
+                       std::atomic<long long>* progress) {
+  sgd_check(sp, runs, n_runs);
+  if (const std::string why = sgd_cuda_unsupported(sp); !why.empty()) throw cuda::DeviceUnavailable(why);
+  std::vector<double> P(static_cast<std::size_t>(sp.M) * sp.M);
+  gram(Wt, sp.M, Wt, sp.M, sp.d, sp.scale, P.data(), 1);
+  for (std::size_t j = 0; j < n_runs; ++j) reset_out(out[j]);
+  const std::size_t Kd = static_cast<std::size_t>(sp.K) * sp.d, chunk = cuda::SgdEngine::max_runs(sp);
+  for (std::size_t j0 = 0; j0 < n_runs; j0 += chunk) {  // as many runs at once as the device holds
+    const std::size_t n = std::min(chunk, n_runs - j0);
+    if (cancel_requested()) {  // not started
+      for (std::size_t j = j0; j < n_runs; ++j) stop_out(out[j], 2, 0, 0, sp.d);
+      break;
+    }
+    simulate_on_device(sp, W0 + j0 * init_stride * Kd, a0 + j0 * init_stride * sp.K, init_stride, Wt, v, P.data(),
+                       runs + j0, n, out + j0, progress);
+  }
+}
+#endif
 
 }  // namespace twolayer

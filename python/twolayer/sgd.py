@@ -44,12 +44,15 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _core
+from ._core import DeviceUnavailable
 from ._interrupt import keep_partial, partial_result
 from ._progress import progress_bar
 from ._validation import (
     INT32_MAX,
+    Device,
     as_float_array,
     boolean,
+    device_arg,
     integer,
     integers,
     n_threads_arg,
@@ -489,6 +492,7 @@ def simulate(
     risk_tol: ArrayLike | None = ...,
     risk_rtol: ArrayLike | None = ...,
     schedule: Schedule | ArrayLike | Callable[..., Any] | None = ...,
+    device: Device = ...,
 ) -> Trajectory: ...
 @overload
 def simulate(
@@ -514,6 +518,7 @@ def simulate(
     risk_tol: ArrayLike | None = ...,
     risk_rtol: ArrayLike | None = ...,
     schedule: Schedule | ArrayLike | Callable[..., Any] | None = ...,
+    device: Device = ...,
 ) -> Ensemble: ...
 
 
@@ -540,6 +545,7 @@ def simulate(
     risk_tol: ArrayLike | None = None,
     risk_rtol: ArrayLike | None = None,
     schedule: Schedule | ArrayLike | Callable[..., Any] | None = None,
+    device: Device = "cpu",
 ) -> Trajectory | Ensemble:
     """Simulate SGD of ``student`` on samples labelled by ``teacher`` (conventions in the module docstring).
 
@@ -608,6 +614,14 @@ def simulate(
         Learning-rate multiplier (:mod:`twolayer.schedules`): step n uses lr s(n / d) and lr_readout s(n / d),
         evaluated in the core's loop, the same s(t) as :func:`twolayer.ode.integrate`'s; an array holds one
         value per step, a callable is evaluated once at t = n / d, n = 0 .. steps - 1. Shared by all runs.
+    device : {"cpu", "cuda"}
+        Where the runs are computed. ``"cuda"`` (a build with the CUDA backend and an NVIDIA GPU, else
+        :class:`twolayer.DeviceUnavailable`) runs every run as one thread block with its weights on the GPU: the
+        same Philox samples, statuses and divergence rule as the CPU, the rows equal to the CPU's up to the order
+        of the sums over d (floating-point reassociation). It runs the online committee problem only (any
+        activations, ``batch_size``, ``spherical``, early stop, noise); ``n_samples``, polynomial or function
+        targets and ``schedule`` raise :class:`twolayer.DeviceUnavailable` naming the option. ``n_threads`` is
+        ignored there.
 
     Returns
     -------
@@ -656,7 +670,13 @@ def simulate(
         first = students[0]
     from .targets import FunctionTarget, HermiteTarget, is_target
 
+    device = device_arg(device)
     if isinstance(teacher, FunctionTarget):
+        if device != "cpu":
+            raise DeviceUnavailable(
+                "device='cuda': SGD on the GPU runs online committee teachers only; a FunctionTarget teacher "
+                "(the NumPy simulator) is not supported (use device='cpu')"
+            )
         from ._sgd_function import simulate_function_target
 
         return simulate_function_target(student, teacher, lr=lr, lr_readout=lr_readout, noise=noise,
@@ -741,6 +761,7 @@ def simulate(
         keep_weights=bool(keep_weights),
         n_threads=n_threads_arg(n_threads),
         schedule=core_arg(sched),
+        device=device,
     )
     t_all = rec.astype(np.float64) / d
     meta: dict[str, Any] = {

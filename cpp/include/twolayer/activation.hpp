@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "twolayer/hd.hpp"
+
 namespace twolayer {
 
 // Order matters: kernels of a pair (a, b) are written once for a <= b and swapped otherwise.
@@ -15,8 +17,8 @@ inline constexpr double kSqrt2 = 1.41421356237309504880;
 inline constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2/pi)
 inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// sigma(s): linear s, erf(s/sqrt2), relu max(s,0), step 1(s>0), quadratic s^2.
-inline double sigma(Activation a, double s) {
+// sigma(s) (host and device, hd.hpp): linear s, erf(s/sqrt2), relu max(s,0), step 1(s>0), quadratic s^2.
+TWOLAYER_HD inline double sigma(Activation a, double s) {
   switch (a) {
     case Activation::Linear: return s;
     case Activation::Erf: return std::erf(s / kSqrt2);
@@ -28,7 +30,7 @@ inline double sigma(Activation a, double s) {
 }
 
 // sigma'(s); for step the derivative is a delta and this returns 0 (use the kernels, not samples).
-inline double dsigma(Activation a, double s) {
+TWOLAYER_HD inline double dsigma(Activation a, double s) {
   switch (a) {
     case Activation::Linear: return 1.0;
     case Activation::Erf: return kSqrt2OverPi * std::exp(-0.5 * s * s);

@@ -6,12 +6,15 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace twolayer {
 enum class Activation : int;
+struct SgdSpec;
+struct SgdRun;
 struct OdeModel;
 struct IntegrateOptions;
 struct IntegrateResult;
@@ -73,6 +76,47 @@ void j2_batch(Activation s, const double* C, std::size_t count, double* out, con
 // units (those go through the orthant-moment recursion, CPU only).
 void i4_batch(Activation s, Activation a, Activation b, const double* C, std::size_t count, double* out,
               const HostFinish& host);
+
+// Gaussians [first, first + n) of stream (seed, run, stream) (rng.hpp) drawn on the device by the SGD kernels' code
+// (one_by_one: rng::gaussian_at per index, as the label noise; else whole Philox blocks, as the inputs): the same
+// numbers as rng::gaussians (bitwise where the host has FMA, rng.hpp), for tests.
+void gaussians(std::uint64_t seed, std::uint32_t run, std::uint32_t stream, std::uint64_t first, std::size_t n,
+               bool one_by_one, double* out);
+
+// The device side of sgd_simulate_cuda (sgd.hpp; cpp/cuda/sgd.cu): runs [0, n_runs) of one online SGD problem, one
+// thread block per run, the weights resident on the device. The driver (sgd.cpp) advances all active runs together
+// between checkpoints and decides records, early stop and the divergence rule from the overlaps that come back.
+class SgdEngine {
+ public:
+  // Uploads the problem, the starts (as sgd_simulate: W0 + j init_stride K d) and the teacher; projects the starts
+  // (spherical) and forms their overlaps.
+  SgdEngine(const SgdSpec& spec, const double* W0, const double* a0, std::size_t init_stride, const double* Wt,
+            const double* v, const SgdRun* runs, std::size_t n_runs);
+  ~SgdEngine();
+  SgdEngine(const SgdEngine&) = delete;
+  SgdEngine& operator=(const SgdEngine&) = delete;
+  // How many runs of this problem fit in the device memory free now (at least 1).
+  static std::size_t max_runs(const SgdSpec& spec);
+  // The most steps one launch should take with n_active runs (a launch stays well below 0.5 s).
+  long long steps_per_launch(std::size_t n_active) const;
+  // Steps [from, to) of every active run; then, when overlaps, the state of every active run.
+  void advance(long long from, long long to, bool overlaps);
+  // Run j's state (Q (K K), M (K M), a (K)) at the last overlaps.
+  const double* state(std::size_t j) const;
+  // Nonzero (a DivergenceCode) when run j stopped on the device (a sample's error overflowed, a spherical norm
+  // broke down) at *step; the run is then inactive.
+  int failure(std::size_t j, long long* step) const;
+  // Takes run j out of the following launches.
+  void deactivate(std::size_t j);
+  // Downloads every run's current weights (W only when with_W), then weights(j) gives run j's: W (K d; skipped
+  // where null) and a (K).
+  void fetch_weights(bool with_W);
+  void weights(std::size_t j, double* W, double* a) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 #endif
 
 }  // namespace twolayer::cuda

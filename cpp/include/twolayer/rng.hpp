@@ -20,22 +20,34 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+
+#include "twolayer/hd.hpp"
 
 namespace twolayer::rng {
 
 inline constexpr std::uint32_t kPhiloxM0 = 0xD2511F53u, kPhiloxM1 = 0xCD9E8D57u;
 inline constexpr std::uint32_t kPhiloxW0 = 0x9E3779B9u, kPhiloxW1 = 0xBB67AE85u;
 
-// One Philox4x32 round-trip of 10 rounds (Salmon et al., SC'11). Integer arithmetic only: exact everywhere.
-inline std::array<std::uint32_t, 4> philox4x32_10(std::array<std::uint32_t, 4> c, std::array<std::uint32_t, 2> k) {
+// Philox4x32-10 (Salmon et al., SC'11) of counter c under key (k0, k1), in place. Integer arithmetic only: exact
+// everywhere, host and device.
+TWOLAYER_HD inline void philox4x32_10(std::uint32_t c[4], std::uint32_t k0, std::uint32_t k1) {
   for (int round = 0; round < 10; ++round) {
     const std::uint64_t p0 = static_cast<std::uint64_t>(kPhiloxM0) * c[0];
     const std::uint64_t p1 = static_cast<std::uint64_t>(kPhiloxM1) * c[2];
-    c = {static_cast<std::uint32_t>(p1 >> 32) ^ c[1] ^ k[0], static_cast<std::uint32_t>(p1),
-         static_cast<std::uint32_t>(p0 >> 32) ^ c[3] ^ k[1], static_cast<std::uint32_t>(p0)};
-    k[0] += kPhiloxW0;
-    k[1] += kPhiloxW1;
+    const std::uint32_t n0 = static_cast<std::uint32_t>(p1 >> 32) ^ c[1] ^ k0;
+    const std::uint32_t n2 = static_cast<std::uint32_t>(p0 >> 32) ^ c[3] ^ k1;
+    c[0] = n0;
+    c[1] = static_cast<std::uint32_t>(p1);
+    c[2] = n2;
+    c[3] = static_cast<std::uint32_t>(p0);
+    k0 += kPhiloxW0;
+    k1 += kPhiloxW1;
   }
+}
+
+inline std::array<std::uint32_t, 4> philox4x32_10(std::array<std::uint32_t, 4> c, std::array<std::uint32_t, 2> k) {
+  philox4x32_10(c.data(), k[0], k[1]);
   return c;
 }
 
@@ -48,10 +60,130 @@ struct StreamId {
   std::uint32_t stream;
 };
 
-// Raw block i of a stream.
+// Raw block i of a stream into w[4].
+TWOLAYER_HD inline void block(const StreamId& s, std::uint64_t i, std::uint32_t w[4]) {
+  w[0] = static_cast<std::uint32_t>(i);
+  w[1] = static_cast<std::uint32_t>(i >> 32);
+  w[2] = s.run;
+  w[3] = s.stream;
+  philox4x32_10(w, static_cast<std::uint32_t>(s.seed), static_cast<std::uint32_t>(s.seed >> 32));
+}
 inline std::array<std::uint32_t, 4> block(const StreamId& s, std::uint64_t i) {
-  return philox4x32_10({static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(i >> 32), s.run, s.stream},
-                       {static_cast<std::uint32_t>(s.seed), static_cast<std::uint32_t>(s.seed >> 32)});
+  std::array<std::uint32_t, 4> w;
+  block(s, i, w.data());
+  return w;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Box-Muller in single precision, the scalar reference of both host paths and the CUDA kernels (one source). Each
+// Gaussian is accurate to a few 1e-7 relative, far below any statistical resolution. Coefficients: Taylor series,
+// shared with the AVX2 path of rng.cpp (scalars, so that device code may read them).
+namespace bm {
+inline constexpr float kLog0 = 1.0f / 9.0f, kLog1 = 1.0f / 7.0f, kLog2 = 1.0f / 5.0f, kLog3 = 1.0f / 3.0f;  // 2 atanh(s) = 2 s (1 + s^2/3 + ...)
+inline constexpr float kSin0 = 1.0f / 362880.0f, kSin1 = -1.0f / 5040.0f, kSin2 = 1.0f / 120.0f, kSin3 = -1.0f / 6.0f;
+inline constexpr float kCos0 = -1.0f / 3628800.0f, kCos1 = 1.0f / 40320.0f, kCos2 = -1.0f / 720.0f, kCos3 = 1.0f / 24.0f,
+                       kCos4 = -0.5f;
+inline constexpr float kLn2f = 0.693147180559945309f;
+inline constexpr float kSqrt2f = 1.41421356237309505f;
+inline constexpr float kTwoM31 = 4.656612873077392578125e-10f;     // 2^-31
+inline constexpr float kTwoM33 = 1.16415321826934814453125e-10f;   // 2^-33
+inline constexpr float kPiOver2_31f = 1.46291807926715968e-09f;    // pi / 2^31
+
+// a b + c: one rounding (fma) where the host has FMA and on the device, else two (see rng.cpp: without FMA the host
+// Gaussians differ from the device's in the last bits of single precision).
+TWOLAYER_HD inline float fmaddf(float a, float b, float c) {
+#if defined(__CUDA_ARCH__)
+  return fmaf(a, b, c);
+#elif defined(__FMA__)
+  return __builtin_fmaf(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+TWOLAYER_HD inline std::uint32_t bits_of(float x) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(x);
+#else
+  std::uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+#endif
+}
+TWOLAYER_HD inline float float_of(std::uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+#endif
+}
+TWOLAYER_HD inline float sqrt_f(float x) {  // IEEE square root (nvcc: -prec-sqrt=true, the default)
+#if defined(__CUDA_ARCH__)
+  return sqrtf(x);
+#else
+  return __builtin_sqrtf(x);
+#endif
+}
+}  // namespace bm
+
+// (r cos theta, r sin theta) for radius word kr and angle word ka (rng.cpp's box_muller8 is this on 8 lanes).
+TWOLAYER_HD inline void box_muller(std::uint32_t kr, std::uint32_t ka, double& zc, double& zs) {
+  using namespace bm;
+  // u = (kr + 1/2) 2^-32 and w = 1 - u = (~kr + 1/2) 2^-32, each to float precision.
+  const float u = fmaddf(static_cast<float>(static_cast<std::int32_t>(kr >> 1)), kTwoM31, kTwoM33);
+  const float w = fmaddf(static_cast<float>(static_cast<std::int32_t>((~kr) >> 1)), kTwoM31, kTwoM33);
+  // u = 2^e m, m in [sqrt(1/2), sqrt(2)); ln u = e ln 2 + 2 atanh(t / (t + 2)), t = m - 1 (= -w when e = 0, which
+  // keeps ln u accurate near u = 1, i.e. small radii).
+  const std::uint32_t ub = bits_of(u);
+  float e = static_cast<float>(static_cast<std::int32_t>(ub >> 23) - 127);
+  float m = float_of((ub & 0x007FFFFFu) | 0x3F800000u);
+  if (m > kSqrt2f) {
+    m *= 0.5f;
+    e += 1.0f;
+  }
+  const float t = e == 0.0f ? -w : m - 1.0f;
+  const float s = t / (t + 2.0f), s2 = s * s;
+  const float p = fmaddf(fmaddf(fmaddf(kLog0, s2, kLog1), s2, kLog2), s2, kLog3);
+  const float s_2 = 2.0f * s;
+  const float ln_u = fmaddf(e, kLn2f, fmaddf(s_2 * s2, p, s_2));
+  const float r = sqrt_f(-2.0f * ln_u);
+  // theta = pi ka / 2^31 = q pi/2 + phi, q the nearest quadrant, |phi| <= pi/4 (32-bit wrapping arithmetic).
+  const std::uint32_t qq = (ka + 0x20000000u) >> 30;
+  const std::int32_t f = static_cast<std::int32_t>(ka - (qq << 30));
+  const float phi = static_cast<float>(f) * kPiOver2_31f;
+  const float x2 = phi * phi;
+  const float sp = fmaddf(fmaddf(fmaddf(kSin0, x2, kSin1), x2, kSin2), x2, kSin3);
+  const float sn = fmaddf(sp, phi * x2, phi);
+  const float cp = fmaddf(fmaddf(fmaddf(fmaddf(kCos0, x2, kCos1), x2, kCos2), x2, kCos3), x2, kCos4);
+  const float cs = fmaddf(cp, x2, 1.0f);
+  const std::uint32_t q = qq & 3u;
+  const float bc = (q & 1u) ? sn : cs, bs = (q & 1u) ? cs : sn;
+  const float rc = float_of(bits_of(r) ^ (((q + 1u) & 2u) << 30));  // -r for q = 1, 2
+  const float rs = float_of(bits_of(r) ^ ((q & 2u) << 30));         // -r for q = 2, 3
+  zc = static_cast<double>(rc * bc);
+  zs = static_cast<double>(rs * bs);
+}
+
+// The four Gaussians that block b = 8 g + j (j in [0, 8)) of a stream gives: z[0..3] are Gaussians 32 g + j, + 8,
+// + 16, + 24 (the order of the header comment).
+TWOLAYER_HD inline void block_gaussians(const StreamId& s, std::uint64_t b, double z[4]) {
+  std::uint32_t w[4];
+  block(s, b, w);
+  box_muller(w[0], w[1], z[0], z[1]);
+  box_muller(w[2], w[3], z[2], z[3]);
+}
+
+// Gaussian i of a stream on its own (one block, one Box-Muller pair).
+TWOLAYER_HD inline double gaussian_at(const StreamId& s, std::uint64_t i) {
+  const std::uint64_t g = i / 32;
+  const unsigned j = static_cast<unsigned>(i % 32);
+  std::uint32_t w[4];
+  block(s, 8 * g + (j % 8), w);
+  double zc, zs;
+  if (j < 16) box_muller(w[0], w[1], zc, zs);
+  else box_muller(w[2], w[3], zc, zs);
+  return (j / 8) % 2 == 0 ? zc : zs;
 }
 
 // Raw words of blocks [first, first + n_blocks): out[4 b + lane].
