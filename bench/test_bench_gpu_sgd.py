@@ -49,9 +49,9 @@ def test_sgd_grid_cpu_all_cores(benchmark, record):
 @pytest.mark.quick
 @pytest.mark.benchmark(group=GROUP)
 def test_sgd_grid_gpu(benchmark, record):
-    gpu = benchmark.pedantic(_run, args=("cuda",), rounds=5, iterations=1, warmup_rounds=1)
+    on_gpu = benchmark.pedantic(_run, args=("cuda",), rounds=5, iterations=1, warmup_rounds=1)
     record(benchmark, work=STEPS, unit="step", ref="test_sgd_grid_cpu_all_cores")
-    cpu = _results.get("cpu") or _run("cpu")
-    assert gpu.status == cpu.status
+    on_cpu = _results.get("cpu") or _run("cpu")
+    assert on_gpu.status == on_cpu.status
     # 3000 steps of reassociated sums over d = 1000: agreement to ~1e-12 expected; 1e-7 leaves room for growth
-    np.testing.assert_allclose(gpu.risk, cpu.risk, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(on_gpu.risk, on_cpu.risk, rtol=1e-7, atol=1e-9)

@@ -67,6 +67,8 @@ def test_other_activations_agree_with_cpu(act: str, K: int, M: int, method: str,
                                           spherical: bool) -> None:
     """relu (whose CPU path is the one-system right-hand side, equal to the lanes to 1e-13 per evaluation),
     quadratic and linear (the CPU's own lanes for K, M <= 4) committees."""
+    if act == "relu" and K == 8:
+        pytest.skip("relu committees with K = M = 8 run on the CPU (the GPU kernel is not built: ptxas time)")
     relu = act == "relu"  # its CPU right-hand side (a path integral per I4) is slow: fewer members and steps
     B = (4 if K == 8 else 8) if relu else 24
     ovs = members(K, M, B, seed=K + 3 * M, act=act, init="orthogonal" if spherical else "gaussian")

@@ -595,8 +595,8 @@ def integrate_batch(
         ``"cuda"``: the optional CUDA backend (a build with ``TWOLAYER_CUDA=ON`` and a GPU, else
         :class:`twolayer.DeviceUnavailable` naming what is missing), one GPU thread per member with its own steps,
         status and stop rule, for committees whose student and teacher are both erf, relu, quadratic or linear,
-        K = M in {2, 4, 8} (erf: {1, 2, 3, 4, 8}) or K, M <= 4, a constant learning rate and no target;
-        ``n_threads`` is then unused. The GPU does the CPU lanes' operations in the same order (no fused
+        K = M in {2, 4, 8} (erf: {1, 2, 3, 4, 8}; relu: {2, 4}) or K, M <= 4, a constant learning rate and no
+        target; ``n_threads`` is then unused. The GPU does the CPU lanes' operations in the same order (no fused
         multiply-add): rows agree with the CPU's to the last bits for the fixed-step methods (docs/layers/gpu.rst).
 
     Returns

@@ -1,6 +1,0 @@
-// The GPU ODE kernels of relu committees with K = M = 8 (ode_member.cuh).
-#include "ode_member.cuh"
-
-namespace twolayer::cuda {
-TWOLAYER_ODE_LAUNCHER(Relu, 8, 8)
-}  // namespace twolayer::cuda
