@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 import twolayer as tl
 
 _info = tl.build_info()

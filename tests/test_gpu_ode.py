@@ -36,7 +36,10 @@ def assert_agree(cpu: tl.BatchTrajectory, gpu_: tl.BatchTrajectory, rtol: float)
     for name in ("Q", "M", "a", "risk", "Q_final", "M_final", "a_final", "risk_final", "t_final"):
         c, g = getattr(cpu, name), getattr(gpu_, name)
         np.testing.assert_array_equal(np.isnan(g), np.isnan(c), err_msg=name)
-        scale = np.nanmax(np.abs(c)) if np.isfinite(c).any() else 1.0
+        # the risk is a sum of terms of the size of the start's risk that cancel as it decays: its rounding error is
+        # relative to that scale (the CPU computes it by another formula where its path is not the lanes')
+        ref = cpu.risk if name.startswith("risk") else c
+        scale = np.nanmax(np.abs(ref)) if np.isfinite(ref).any() else 1.0
         np.testing.assert_allclose(np.nan_to_num(g), np.nan_to_num(c), rtol=0, atol=rtol * max(scale, 1e-300),
                                    err_msg=name)
     np.testing.assert_allclose(np.nan_to_num(gpu_.stop_time), np.nan_to_num(cpu.stop_time), rtol=rtol, atol=0)
@@ -99,8 +102,10 @@ def test_early_stop_divergence_and_max_steps_per_member(method: str) -> None:
     lr_readout = np.zeros(12)
     lr_readout[5] = 1e3  # with Euler's dt = 0.02: the second layer blows up (diverged at t = 0.1)
     risk_tol = np.where(np.arange(12) % 2 == 0, 0.02, 0.0)
+    # adaptive: rtol 1e-10, so that 1e-9 bounds how far two step sequences that part at the rounding level of the
+    # step factor (the device's pow) can drift
     cpu, dev = both(ovs, lr=1.0, lr_readout=lr_readout, risk_tol=risk_tol, method=method, dt=0.02, t_max=200.0,
-                    n_points=51)
+                    n_points=51, rtol=1e-10, atol=1e-12)
     assert method != "euler" or dev.status[5] == "diverged"
     assert "converged" in list(dev.status)
     assert_agree(cpu, dev, 1e-9 if method == "adaptive" else 1e-13)
