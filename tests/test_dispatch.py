@@ -125,3 +125,19 @@ def test_cxx_runtime_static_tells_the_two_links_apart(tmp_path):
 def test_python_m_twolayer():
     res = subprocess.run([sys.executable, "-m", "twolayer", "--version"], capture_output=True, text=True)
     assert res.returncode == 0 and res.stdout.strip().splitlines()[-1] == f"twolayer {tl.__version__}"
+
+
+def test_core_exceptions_keep_their_type_when_every_level_is_imported():
+    """Importing the other levels' modules (as tests/test_docs.py does) must not change which Python type the loaded
+    core raises: its exception translators are module-local."""
+    code = (
+        "import importlib, twolayer as tl\n"
+        "from twolayer import _dispatch\n"
+        "for level in _dispatch.compiled():\n"
+        "    importlib.import_module('twolayer._core_' + level)\n"
+        "try:\n"
+        "    tl.ode.integrate_batch([tl.ode.plateau_overlaps()], 'relu', 'erf', lr=1.0, t_max=1.0, device='cuda')\n"
+        "except tl.DeviceUnavailable:\n"
+        "    print('caught')\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0 and res.stdout.splitlines()[-1:] == ["caught"], res.stdout + res.stderr

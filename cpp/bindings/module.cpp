@@ -153,8 +153,12 @@ void bind_sde(py::module_& m);
 
 PYBIND11_MODULE(TWOLAYER_MODULE_NAME, m) {
   m.doc() = "twolayer C++ core (Gaussian kernels, population quantities, dynamics)";
-  py::register_exception<twolayer::not_implemented>(m, "KernelNotImplemented", PyExc_NotImplementedError);
-  py::register_exception<twolayer::cuda::DeviceUnavailable>(m, "DeviceUnavailable", PyExc_RuntimeError)
+  // Module-local translators: every instruction level's module is a separate extension with its own exception types,
+  // and a global translator registered by a level imported later (tests/test_docs.py imports them all) would turn
+  // this module's C++ exceptions into that module's Python types (C++ matches the exception classes by name across
+  // shared objects), which `except twolayer.DeviceUnavailable` would then miss.
+  py::register_local_exception<twolayer::not_implemented>(m, "KernelNotImplemented", PyExc_NotImplementedError);
+  py::register_local_exception<twolayer::cuda::DeviceUnavailable>(m, "DeviceUnavailable", PyExc_RuntimeError)
       .attr("__doc__") =
       "Raised for device='cuda' where the CUDA backend cannot run the call: a build without it (TWOLAYER_CUDA=OFF), "
       "no usable NVIDIA GPU or driver, or a model or option the GPU path does not implement. A RuntimeError; the "
@@ -166,7 +170,7 @@ PYBIND11_MODULE(TWOLAYER_MODULE_NAME, m) {
       "with status \"interrupted\" where they were cut short), or None.",
       PyExc_KeyboardInterrupt, nullptr));
   m.attr("Interrupted") = twolayer::bind::interrupted_type();
-  py::register_exception_translator([](std::exception_ptr p) {
+  py::register_local_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const twolayer::Interrupted&) {
