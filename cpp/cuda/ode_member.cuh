@@ -16,6 +16,7 @@
 #include "twolayer/divergence.hpp"
 #include "twolayer/dormand_prince.hpp"
 #include "twolayer/first_passage.hpp"
+#include "twolayer/step_size.hpp"
 
 namespace twolayer::cuda {
 
@@ -205,12 +206,8 @@ class Member {
       const double target = A_.times[next_];
       while (t < target) {
         if (!may_continue(t)) return;
-        double h = dt;
-        bool land = false;
-        if (t + h >= target - 1e-9 * dt) {
-          h = target - t;
-          land = true;
-        }
+        bool land;
+        const double h = step_size::towards(t, target, dt, land);
         if (rule_)
           for (int i = 0; i < n; ++i) yold[i] = y[i];
         const double r_old = risk_now_;
@@ -271,22 +268,19 @@ class Member {
     double t = 0.0, h = A_.h0;
     if (!(A_.h0 > 0.0)) {  // initial step (Hairer, Norsett & Wanner, II.4), as the CPU lanes
       const double d0 = norm(y, y, y), d1 = norm(k1, y, y);
-      const double hh = (d0 < 1e-5 || d1 < 1e-5) ? 1e-6 : 0.01 * d0 / d1;
+      const double hh = step_size::initial_guess(d0, d1);
       for (int i = 0; i < n; ++i) tmp[i] = y[i] + hh * k1[i];
       rhs(tmp, k2);
       for (int i = 0; i < n; ++i) err[i] = (k2[i] - k1[i]) / hh;
-      const double d2 = norm(err, y, y);
-      const double m = fmax(d1, d2);
-      const double h1 = m <= 1e-15 ? fmax(1e-6, hh * 1e-3) : pow(0.01 / m, 0.2);
-      h = fmin(100.0 * hh, h1);
+      h = step_size::initial(hh, d1, norm(err, y, y));
     }
     if (A_.h_max > 0.0) h = fmin(h, A_.h_max);
     // stage: tmp = y + hs sum_j c_j k_j, in the CPU lanes' order of the sum
     while (true) {
       if (!(t < t_end)) return;  // completed
       if (!may_continue(t)) return;
-      if (!isfinite(h) || h < 1e-13 * fmax(1.0, t)) return diverge(t, kUnderflow);
-      const bool last = t + h >= t_end - 1e-12 * fmax(1.0, t_end);
+      if (step_size::underflows(h, t)) return diverge(t, kUnderflow);
+      const bool last = step_size::reaches_end(t, h, t_end);
       const double hs = last ? t_end - t : h;
       for (int i = 0; i < n; ++i) tmp[i] = y[i] + hs * (0.0 + dopri::a21 * k1[i]);
       rhs(tmp, k2);
@@ -315,8 +309,7 @@ class Member {
       const double el = isfinite(e) ? e : INFINITY;
       if (!(el <= 1.0)) {
         ++rejected_;
-        const double fac = isfinite(el) ? fmax(0.2, 0.9 * pow(el, -0.2)) : 0.2;
-        h = hs * fmin(1.0, fac);
+        h = hs * step_size::rejected_factor(el);
         continue;
       }
       const double t0 = t, hl = hs;
@@ -371,8 +364,7 @@ class Member {
       ++steps_;
       while (next_ < T && A_.times[next_] <= t)
         if (!record(y)) return;
-      const double fac = el == 0.0 ? 5.0 : fmin(5.0, fmax(0.2, 0.9 * pow(el, -0.2)));
-      h = hl * fac;
+      h = hl * step_size::accepted_factor(el);
       if (A_.h_max > 0.0) h = fmin(h, A_.h_max);
     }
   }

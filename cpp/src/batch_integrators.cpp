@@ -23,6 +23,7 @@
 #include "twolayer/first_passage.hpp"
 #include "twolayer/format.hpp"
 #include "twolayer/run_messages.hpp"
+#include "twolayer/step_size.hpp"
 #include "twolayer/parallel.hpp"
 #include "twolayer/population.hpp"
 
@@ -240,12 +241,8 @@ class LaneRunner {
         }
         if (!any_live()) return;
         ++steps;
-        double h = dt;
-        bool land = false;
-        if (t + h >= target - 1e-9 * dt) {
-          h = target - t;
-          land = true;
-        }
+        bool land;
+        const double h = step_size::towards(t, target, dt, land);
         if (any_rule) std::copy(y_.begin(), y_.end(), yold_.begin());
         double r_old[L];
         for (int l = 0; l < L; ++l) r_old[l] = lane_[l].risk_now;
@@ -350,7 +347,7 @@ class LaneRunner {
       double d0[L], d1[L], d2[L], hh[L];
       norm(y, y, y, d0);
       norm(k1, y, y, d1);
-      for (int l = 0; l < L; ++l) hh[l] = (d0[l] < 1e-5 || d1[l] < 1e-5) ? 1e-6 : 0.01 * d0[l] / d1[l];
+      for (int l = 0; l < L; ++l) hh[l] = step_size::initial_guess(d0[l], d1[l]);
       for (std::size_t i = 0; i < n_; ++i) {
         TWOLAYER_LANES
         for (int l = 0; l < L; ++l) tmp[i * L + l] = y[i * L + l] + hh[l] * k1[i * L + l];
@@ -361,11 +358,7 @@ class LaneRunner {
         for (int l = 0; l < L; ++l) err[i * L + l] = (k2[i * L + l] - k1[i * L + l]) / hh[l];
       }
       norm(err, y, y, d2);
-      for (int l = 0; l < L; ++l) {
-        const double m = std::max(d1[l], d2[l]);
-        const double h1 = m <= 1e-15 ? std::max(1e-6, hh[l] * 1e-3) : std::pow(0.01 / m, 0.2);
-        h[l] = std::min(100.0 * hh[l], h1);
-      }
+      for (int l = 0; l < L; ++l) h[l] = step_size::initial(hh[l], d1[l], d2[l]);
     }
     if (opt_.h_max > 0.0)
       for (int l = 0; l < L; ++l) h[l] = std::min(h[l], opt_.h_max);
@@ -393,11 +386,11 @@ class LaneRunner {
           continue;
         }
         if (!may_continue(l, t[l])) continue;
-        if (!std::isfinite(h[l]) || h[l] < 1e-13 * std::max(1.0, t[l])) {
+        if (step_size::underflows(h[l], t[l])) {
           diverge(l, t[l], kStepUnderflow);
           continue;
         }
-        last[l] = t[l] + h[l] >= t_end - 1e-12 * std::max(1.0, t_end);
+        last[l] = step_size::reaches_end(t[l], h[l], t_end);
         hs[l] = last[l] ? t_end - t[l] : h[l];
       }
       if (!any_live()) return;
@@ -433,8 +426,7 @@ class LaneRunner {
         const double el = std::isfinite(e[l]) ? e[l] : std::numeric_limits<double>::infinity();
         if (!(el <= 1.0)) {
           ++res.n_rejected;
-          const double fac = std::isfinite(el) ? std::max(0.2, 0.9 * std::pow(el, -0.2)) : 0.2;
-          h[l] = hs[l] * std::min(1.0, fac);
+          h[l] = hs[l] * step_size::rejected_factor(el);
           continue;
         }
         const double t0 = t[l], hl = hs[l];
@@ -491,8 +483,7 @@ class LaneRunner {
         ++res.n_steps;
         while (ok && next[l] < nout && opt_.times[next[l]] <= t[l]) ok = record(l, opt_.times[next[l]++], yn);
         if (!ok) continue;
-        const double fac = el == 0.0 ? 5.0 : std::min(5.0, std::max(0.2, 0.9 * std::pow(el, -0.2)));
-        h[l] = hl * fac;
+        h[l] = hl * step_size::accepted_factor(el);
         if (opt_.h_max > 0.0) h[l] = std::min(h[l], opt_.h_max);
       }
     }

@@ -17,6 +17,7 @@
 #include "twolayer/first_passage.hpp"
 #include "twolayer/format.hpp"
 #include "twolayer/run_messages.hpp"
+#include "twolayer/step_size.hpp"
 #include "twolayer/gaussian.hpp"
 #include "twolayer/parallel.hpp"
 #include "twolayer/step_flow.hpp"
@@ -142,12 +143,8 @@ struct Runner {
     for (double target : opt.times) {
       while (t < target) {
         if (!may_continue(t)) return;
-        double h = dt;
-        bool land = false;
-        if (t + h >= target - 1e-9 * dt) {
-          h = target - t;
-          land = true;
-        }
+        bool land;
+        const double h = step_size::towards(t, target, dt, land);
         if (rule.active()) std::copy(y.begin(), y.end(), y_old.begin());
         const double r_old = risk_now;
         begin_step(t, h);
@@ -213,23 +210,20 @@ struct Runner {
     double h = opt.h0;
     if (!(h > 0.0)) {
       const double d0 = norm(y, y, y), d1 = norm(k1, y, y);
-      double hh = (d0 < 1e-5 || d1 < 1e-5) ? 1e-6 : 0.01 * d0 / d1;
+      const double hh = step_size::initial_guess(d0, d1);
       for (std::size_t i = 0; i < n; ++i) tmp[i] = y[i] + hh * k1[i];
       rhs(hh, tmp.data(), k2.data());
       for (std::size_t i = 0; i < n; ++i) err[i] = (k2[i] - k1[i]) / hh;
-      const double d2 = norm(err, y, y);
-      const double m = std::max(d1, d2);
-      const double h1 = m <= 1e-15 ? std::max(1e-6, hh * 1e-3) : std::pow(0.01 / m, 0.2);
-      h = std::min(100.0 * hh, h1);
+      h = step_size::initial(hh, d1, norm(err, y, y));
     }
     if (opt.h_max > 0.0) h = std::min(h, opt.h_max);
     while (t < t_end) {
       if (!may_continue(t)) return;
-      if (!std::isfinite(h) || h < 1e-13 * std::max(1.0, t)) {
+      if (step_size::underflows(h, t)) {
         diverge(t, kStepUnderflow);
         return;
       }
-      bool last = t + h >= t_end - 1e-12 * std::max(1.0, t_end);
+      bool last = step_size::reaches_end(t, h, t_end);
       double hs = last ? t_end - t : h;
       if (scheduled) {  // a jump of the schedule ends the step; the step after it recomputes k1 at the new rate
         const double jump = opt.schedule.next_jump(t);
@@ -307,13 +301,11 @@ struct Runner {
         k1.swap(k7);  // FSAL
         if (!accept(t, y.data(), false)) return;
         while (next < nout && opt.times[next] <= t) record(opt.times[next++], y.data());
-        const double fac = e == 0.0 ? 5.0 : std::min(5.0, std::max(0.2, 0.9 * std::pow(e, -0.2)));
-        h = hs * fac;
+        h = hs * step_size::accepted_factor(e);
         if (opt.h_max > 0.0) h = std::min(h, opt.h_max);
       } else {
         ++res.n_rejected;
-        const double fac = std::isfinite(e) ? std::max(0.2, 0.9 * std::pow(e, -0.2)) : 0.2;
-        h = hs * std::min(1.0, fac);
+        h = hs * step_size::rejected_factor(e);
       }
     }
   }

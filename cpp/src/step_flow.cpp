@@ -12,6 +12,7 @@
 #include "twolayer/cancel.hpp"
 #include "twolayer/dormand_prince.hpp"
 #include "twolayer/first_passage.hpp"
+#include "twolayer/step_size.hpp"
 #include "twolayer/format.hpp"
 #include "twolayer/gaussian.hpp"
 #include "twolayer/linalg.hpp"
@@ -516,7 +517,7 @@ IntegrateResult step_flow_integrate(const OdeModel& model, const double* y0, con
     if (!std::isfinite(e)) e = std::numeric_limits<double>::infinity();
     if (e > 1.0) {
       ++res.n_rejected;
-      h *= std::isfinite(e) ? std::max(0.2, 0.9 * std::pow(e, -0.2)) : 0.2;
+      h *= step_size::rejected_factor(e);
       continue;
     }
     ++res.n_steps;
@@ -571,7 +572,7 @@ IntegrateResult step_flow_integrate(const OdeModel& model, const double* y0, con
       flow.release(Y.data());
       velocity(t, Y.data(), dY.data());
     }
-    h *= e == 0.0 ? 5.0 : std::min(5.0, std::max(0.2, 0.9 * std::pow(e, -0.2)));
+    h *= step_size::accepted_factor(e);
   }
   res.message = concat("integrated to t = ", t_end, " in ", res.n_steps, " steps (", res.n_rhs,
                        " right-hand sides; step units: event location at alignment, Filippov sliding; ",
