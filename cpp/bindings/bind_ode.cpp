@@ -75,6 +75,31 @@ void check_units(py::ssize_t K, py::ssize_t M) {
                                 std::to_string(K + M));
 }
 
+// A stack of B states Q (B, K, K), M (B, K, M), a (B, K) of one shape, checked: its sizes, and the states [Q, M, a]
+// one block of n = K^2 + K M + K per member.
+struct StateStack {
+  py::ssize_t B, K, M;
+  std::size_t n;
+  std::vector<double> y;
+};
+StateStack state_stack(const Array& Q, const Array& Mo, const Array& a) {
+  expect_shape(a, "a", {-1, -1});
+  const py::ssize_t B = a.shape(0), K = a.shape(1);
+  expect_shape(Mo, "M", {B, K, -1});
+  const py::ssize_t M = Mo.shape(2);
+  check_units(K, M);
+  expect_shape(Q, "Q", {B, K, K});
+  const std::size_t nB = static_cast<std::size_t>(B), kk = static_cast<std::size_t>(K * K),
+                    km = static_cast<std::size_t>(K * M), n = kk + km + static_cast<std::size_t>(K);
+  std::vector<double> y(nB * n);
+  for (std::size_t b = 0; b < nB; ++b) {
+    std::copy(Q.data() + b * kk, Q.data() + (b + 1) * kk, y.data() + b * n);
+    std::copy(Mo.data() + b * km, Mo.data() + (b + 1) * km, y.data() + b * n + kk);
+    std::copy(a.data() + b * K, a.data() + (b + 1) * K, y.data() + b * n + kk + km);
+  }
+  return {B, K, M, n, std::move(y)};
+}
+
 // The schedule of an ODE run: any but a per-step table (an ODE has no steps).
 Schedule ode_schedule(const py::object& o) {
   Schedule s = schedule_arg(o);
@@ -357,28 +382,20 @@ void bind_ode(py::module_& m) {
       [](const Array& Q, const Array& Mo, const Array& a, const Array& P, const Array& v, const std::string& act,
          const std::string& regime, bool spherical, const Array& lr, const Array& lr_readout, const Array& noise,
          int lanes) {
-        expect_shape(a, "a", {-1, -1});
-        const py::ssize_t B = a.shape(0), K = a.shape(1);
-        expect_shape(Mo, "M", {B, K, -1});
-        const py::ssize_t M = Mo.shape(2);
-        check_units(K, M);
-        expect_shape(Q, "Q", {B, K, K});
+        StateStack st = state_stack(Q, Mo, a);
+        const py::ssize_t B = st.B, K = st.K, M = st.M;
         expect_shape(P, "P", {B, M, M});
         expect_shape(v, "v", {B, M});
         for (const auto& [arr, name] : {std::pair{&lr, "lr"}, {&lr_readout, "lr_readout"}, {&noise, "noise"}})
           expect_shape(*arr, name, {B});
-        const std::size_t nB = static_cast<std::size_t>(B), kk = static_cast<std::size_t>(K * K),
-                          km = static_cast<std::size_t>(K * M), n = kk + km + static_cast<std::size_t>(K);
+        const std::size_t nB = static_cast<std::size_t>(B), n = st.n;
         std::vector<OdeModel> models;
-        std::vector<double> y(nB * n), dy(nB * n);
-        for (std::size_t b = 0; b < nB; ++b) {
+        std::vector<double>& y = st.y;
+        std::vector<double> dy(nB * n);
+        for (std::size_t b = 0; b < nB; ++b)
           models.push_back(make_model(act, act, regime, spherical, static_cast<int>(K), static_cast<int>(M),
                                       lr.data()[b], lr_readout.data()[b], noise.data()[b],
                                       P.data() + b * static_cast<std::size_t>(M * M), v.data() + b * M));
-          std::copy(Q.data() + b * kk, Q.data() + (b + 1) * kk, y.data() + b * n);
-          std::copy(Mo.data() + b * km, Mo.data() + (b + 1) * km, y.data() + b * n + kk);
-          std::copy(a.data() + b * K, a.data() + (b + 1) * K, y.data() + b * n + kk + km);
-        }
         Array dQ({B, K, K}), dM({B, K, M}), da({B, K}), risk({B});
         {
           py::gil_scoped_release release;
@@ -564,12 +581,9 @@ void bind_ode(py::module_& m) {
          const Array& risk_rtol_arr, long long max_steps, int n_threads, const py::object& progress,
          const py::object& schedule, const py::object& targets, const py::object& out,
          const py::object& members, const std::string& device) {
-        expect_shape(a, "a", {-1, -1});
-        const py::ssize_t B = a.shape(0), K = a.shape(1);
-        expect_shape(Mo, "M", {B, K, -1});
-        const py::ssize_t M = Mo.shape(2);
-        check_units(K, M);
-        expect_shape(Q, "Q", {B, K, K});
+        // Initial states, one block of n per member: [Q, M, a].
+        const StateStack st = state_stack(Q, Mo, a);
+        const py::ssize_t B = st.B, K = st.K, M = st.M;
         const bool shared_P = P.ndim() == 2, shared_v = v.ndim() == 1;
         if (shared_P) expect_shape(P, "P", {M, M}); else expect_shape(P, "P", {B, M, M});
         if (shared_v) expect_shape(v, "v", {M}); else expect_shape(v, "v", {B, M});
@@ -580,20 +594,13 @@ void bind_ode(py::module_& m) {
         const std::size_t nB = static_cast<std::size_t>(B);
         if (!targets.is_none() && py::len(targets) != nB)
           throw std::invalid_argument("targets: expected one (exponents, coefficients) pair per member");
-        const std::size_t kk = static_cast<std::size_t>(K * K), km = static_cast<std::size_t>(K * M),
-                          mm = static_cast<std::size_t>(M * M), n = kk + km + static_cast<std::size_t>(K);
-        // Initial states, one block of n per member: [Q, M, a].
-        std::vector<double> y0(nB * n);
+        const std::size_t mm = static_cast<std::size_t>(M * M);
         std::vector<const double*> y0s(nB);
         std::vector<OdeModel> models(nB);
         std::vector<StopRule> stops(nB);
-        const double *pq = Q.data(), *pm = Mo.data(), *pa = a.data(), *pp = P.data(), *pv = v.data();
+        const double *pp = P.data(), *pv = v.data();
         for (std::size_t b = 0; b < nB; ++b) {
-          double* y = y0.data() + b * n;
-          std::copy(pq + b * kk, pq + (b + 1) * kk, y);
-          std::copy(pm + b * km, pm + (b + 1) * km, y + kk);
-          std::copy(pa + b * K, pa + (b + 1) * K, y + kk + km);
-          y0s[b] = y;
+          y0s[b] = st.y.data() + b * st.n;
           models[b] = make_model(student, teacher, regime, spherical, static_cast<int>(K), static_cast<int>(M),
                                  lr_arr.data()[b], lr_readout_arr.data()[b], noise_arr.data()[b],
                                  shared_P ? pp : pp + b * mm, shared_v ? pv : pv + b * static_cast<std::size_t>(M));
