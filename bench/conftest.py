@@ -110,6 +110,16 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``--quick``: only the benchmarks marked quick; benchmarks marked ``gpu`` skip, with the reason, where the CUDA
+    backend or a GPU is missing (as the tests do, tests/conftest.py)."""
+    gpu = [item for item in items if "gpu" in item.keywords]
+    if gpu:
+        from twolayer._validation import cuda_unavailable
+
+        why = cuda_unavailable()
+        if why is not None:
+            for item in gpu:
+                item.add_marker(pytest.mark.skip(reason=why))
     if not config.getoption("--quick"):
         return
     skip = pytest.mark.skip(reason="not in the --quick subset")

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 
-def erf_i4_numpy(C: np.ndarray) -> np.ndarray:
-    """Vectorised erf I4 (DESIGN.md section 4) over C of shape (n, 4, 4)."""
-    c = lambda i, j: C[:, i - 1, j - 1]  # noqa: E731
+def erf_i4_numpy(C: Any, xp: Any = np) -> Any:
+    """Vectorised erf I4 (DESIGN.md section 4) over C of shape (..., 4, 4); ``xp``: the array module (NumPy, or
+    jax.numpy for the GPU benchmarks)."""
+    c = lambda i, j: C[..., i - 1, j - 1]  # noqa: E731
     lam4 = (1 + c(1, 1)) * (1 + c(2, 2)) - c(1, 2) ** 2
     lam0 = (lam4 * c(3, 4) - c(2, 3) * c(2, 4) * (1 + c(1, 1)) - c(1, 3) * c(1, 4) * (1 + c(2, 2))
             + c(1, 2) * c(1, 3) * c(2, 4) + c(1, 2) * c(1, 4) * c(2, 3))
@@ -15,7 +18,7 @@ def erf_i4_numpy(C: np.ndarray) -> np.ndarray:
             + 2 * c(1, 2) * c(1, 3) * c(2, 3))
     lam2 = (lam4 * (1 + c(4, 4)) - c(2, 4) ** 2 * (1 + c(1, 1)) - c(1, 4) ** 2 * (1 + c(2, 2))
             + 2 * c(1, 2) * c(1, 4) * c(2, 4))
-    return 4 / np.pi**2 / np.sqrt(lam4) * np.arcsin(lam0 / np.sqrt(lam1 * lam2))
+    return 4 / xp.pi**2 / xp.sqrt(lam4) * xp.arcsin(lam0 / xp.sqrt(lam1 * lam2))
 
 
 def relu_gradient_numpy(W: np.ndarray, V: np.ndarray) -> np.ndarray:

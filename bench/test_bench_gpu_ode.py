@@ -17,9 +17,7 @@ import numpy as np
 import pytest
 import twolayer as tl
 
-_info = tl.build_info()
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not (_info["cuda"] and _info.get("cuda_device")),
-                                                   reason="needs the CUDA backend and a GPU")]
+pytestmark = pytest.mark.gpu  # skipped without the CUDA backend and a GPU (bench/conftest.py)
 
 STEPS, DT = 1000, 0.01
 GPU_B = {2: 100_000, 4: 100_000, 8: 10_000}

@@ -15,15 +15,7 @@ import numpy as np
 import pytest
 import twolayer as tl
 
-
-def _gpu_missing() -> str | None:
-    info = tl.build_info()
-    if not info["cuda"]:
-        return "twolayer was built without the CUDA backend"
-    return None if info.get("cuda_device") else f"no CUDA device: {info.get('cuda_error')}"
-
-
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(_gpu_missing() is not None, reason=str(_gpu_missing()))]
+pytestmark = pytest.mark.gpu  # skipped without the CUDA backend and a GPU (bench/conftest.py)
 
 D, K = 1000, 2
 T_MAX = 3.0

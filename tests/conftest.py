@@ -15,22 +15,14 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 
 
 
-def _gpu_missing() -> str | None:
-    """Why the gpu tests cannot run here (None: they can): no CUDA build, or no usable device."""
-    import twolayer as tl
-
-    info = tl.build_info()
-    if not info["cuda"]:
-        return "twolayer was built without the CUDA backend"
-    return None if info.get("cuda_device") else f"no CUDA device: {info.get('cuda_error')}"
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked ``gpu`` skip cleanly, with the reason, where the CUDA backend or a GPU is missing."""
     gpu = [item for item in items if "gpu" in item.keywords]
     if not gpu:
         return
-    why = _gpu_missing()
+    from twolayer._validation import cuda_unavailable
+
+    why = cuda_unavailable()
     if why is not None:
         for item in gpu:
             item.add_marker(pytest.mark.skip(reason=why))

@@ -209,6 +209,15 @@ def device_arg(device: Any) -> Device:
     return choice(device, "device", ("cpu", "cuda"))  # type: ignore[return-value]
 
 
+def cuda_unavailable() -> str | None:
+    """Why ``device="cuda"`` cannot run here (None: it can): a build without the CUDA backend, or no usable GPU (the
+    gpu tests and benchmarks skip with this reason)."""
+    info = _core.build_info()
+    if not info["cuda"]:
+        return "twolayer was built without the CUDA backend"
+    return None if info.get("cuda_device") else f"no CUDA device: {info.get('cuda_error')}"
+
+
 @overload
 def seed_arg(seed: Any, name: str = ..., allow_none: Literal[False] = ...) -> int: ...
 @overload
