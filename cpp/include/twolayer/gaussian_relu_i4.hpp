@@ -164,30 +164,19 @@ TWOLAYER_HD inline double angle(double y, double x) {
 }
 
 // Pairs (i, j), i < j (0-based), numbered k = 0..5: (0,1) (0,2) (0,3) (1,2) (1,3) (2,3); k and 5 - k are disjoint.
-TWOLAYER_HD inline int pair_i(int k) {
-  constexpr int t[6] = {0, 0, 0, 1, 1, 2};
-  return t[k];
-}
-TWOLAYER_HD inline int pair_j(int k) {
-  constexpr int t[6] = {1, 2, 3, 2, 3, 3};
-  return t[k];
+// Row k also names the covariance given one variable used by the Stein terms: S_zx | c. (A table returned by value:
+// device code cannot read a namespace-scope one.)
+struct PairRow {
+  int i, j, z, x, c;
+};
+TWOLAYER_HD inline PairRow pair_row(int k) {
+  constexpr int t[6][5] = {{0, 1, 3, 1, 0}, {0, 2, 3, 2, 0}, {0, 3, 2, 1, 0},
+                           {1, 2, 3, 0, 1}, {1, 3, 3, 2, 1}, {2, 3, 2, 0, 1}};
+  return {t[k][0], t[k][1], t[k][2], t[k][3], t[k][4]};
 }
 TWOLAYER_HD inline constexpr int pair_index(int i, int j) {  // not recursive: device code needs a static stack size
   const int lo = i < j ? i : j, hi = i < j ? j : i;
   return lo == 0 ? hi - 1 : (lo == 1 ? hi + 1 : 5);
-}
-// Covariances given one variable used by the Stein terms: S_zx | c for (z, x, c) below.
-TWOLAYER_HD inline int cond_z(int k) {
-  constexpr int t[6] = {3, 3, 2, 3, 3, 2};
-  return t[k];
-}
-TWOLAYER_HD inline int cond_x(int k) {
-  constexpr int t[6] = {1, 2, 1, 0, 2, 0};
-  return t[k];
-}
-TWOLAYER_HD inline int cond_c(int k) {
-  constexpr int t[6] = {0, 0, 0, 1, 1, 1};
-  return t[k];
 }
 
 struct Setup {
@@ -208,7 +197,7 @@ TWOLAYER_HD inline bool setup(const double* C, Setup& S) {
   double R[4][4];
   double a_pair = 1.0;
   for (int k = 0; k < 6; ++k) {
-    const int i = pair_i(k), j = pair_j(k);
+    const int i = pair_row(k).i, j = pair_row(k).j;
     const double c = clamp(0.5 * (C[4 * i + j] + C[4 * j + i]) / norm2(v[i], v[j], sd[i], sd[j]), -1.0, 1.0);
     if (c == -1.0) return false;
     R[i][j] = R[j][i] = c;
@@ -238,7 +227,7 @@ TWOLAYER_HD inline bool setup(const double* C, Setup& S) {
   }
   S.a = std::min(a_pair, std::max(a_minor, double{kScaleFloor}));  // a copy: device code cannot refer to kScaleFloor
   for (int k = 0; k < 6; ++k) {  // conditioning on pair k = (c, d); complementary pair (a, b)
-    const int c = pair_i(k), d = pair_j(k), a = pair_i(5 - k), b = pair_j(5 - k);
+    const int c = pair_row(k).i, d = pair_row(k).j, a = pair_row(5 - k).i, b = pair_row(5 - k).j;
     const double sg = R[c][d] < 0.0 ? -1.0 : 1.0;
     const double da = R[a][c] - sg * R[a][d], db = R[b][c] - sg * R[b][d];
     S.A[k][0] = da * da, S.A[k][1] = db * db, S.A[k][2] = da * db;
@@ -247,7 +236,8 @@ TWOLAYER_HD inline bool setup(const double* C, Setup& S) {
     S.rab[k] = R[a][b];
   }
   for (int j = 0; j < 6; ++j) {  // conditioning on one variable c
-    const int z = cond_z(j), x = cond_x(j), c = cond_c(j);
+    const PairRow row = pair_row(j);
+    const int z = row.z, x = row.x, c = row.c;
     const bool x_closer = std::fabs(R[x][c]) >= std::fabs(R[z][c]);
     const int m = x_closer ? x : z, o = x_closer ? z : x;
     const double sg = R[m][c] < 0.0 ? -1.0 : 1.0;
