@@ -21,56 +21,46 @@ inline void check(cudaError_t e, const char* what) {
   throw std::runtime_error(msg);
 }
 
-// n elements of T in device memory (cudaMalloc; never managed memory).
-template <class T>
-class DeviceBuffer {
+// Where a buffer's memory comes from: the device (cudaMalloc; never managed memory), or page-locked host memory
+// (cudaMallocHost: asynchronous copies overlap the kernels).
+struct DeviceMemory {
+  static cudaError_t allocate(void** p, std::size_t bytes) { return cudaMalloc(p, bytes); }
+  static void release(void* p) { cudaFree(p); }
+};
+struct PinnedMemory {
+  static cudaError_t allocate(void** p, std::size_t bytes) { return cudaMallocHost(p, bytes); }
+  static void release(void* p) { cudaFreeHost(p); }
+};
+
+// n elements of T in Memory, owned (movable, not copyable).
+template <class T, class Memory>
+class Buffer {
  public:
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(std::size_t n) : n_(n) {
-    if (n) check(cudaMalloc(reinterpret_cast<void**>(&p_), n * sizeof(T)), "cudaMalloc");
+  Buffer() = default;
+  explicit Buffer(std::size_t n) : n_(n) {
+    if (n) check(Memory::allocate(reinterpret_cast<void**>(&p_), n * sizeof(T)), "allocating a CUDA buffer");
   }
-  ~DeviceBuffer() {
-    if (p_) cudaFree(p_);
+  ~Buffer() {
+    if (p_) Memory::release(p_);
   }
-  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+  Buffer(Buffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  Buffer& operator=(Buffer&& o) noexcept {
     std::swap(p_, o.p_);
     std::swap(n_, o.n_);
     return *this;
   }
   T* get() const { return p_; }
+  T& operator[](std::size_t i) const { return p_[i]; }  // host memory only
   std::size_t size() const { return n_; }
 
  private:
   T* p_ = nullptr;
   std::size_t n_ = 0;
 };
-
-// n elements of T in page-locked host memory (asynchronous copies overlap the kernels).
 template <class T>
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  explicit PinnedBuffer(std::size_t n) : n_(n) {
-    if (n) check(cudaMallocHost(reinterpret_cast<void**>(&p_), n * sizeof(T)), "cudaMallocHost");
-  }
-  ~PinnedBuffer() {
-    if (p_) cudaFreeHost(p_);
-  }
-  PinnedBuffer(PinnedBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
-  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept {
-    std::swap(p_, o.p_);
-    std::swap(n_, o.n_);
-    return *this;
-  }
-  T* get() const { return p_; }
-  T& operator[](std::size_t i) const { return p_[i]; }
-  std::size_t size() const { return n_; }
-
- private:
-  T* p_ = nullptr;
-  std::size_t n_ = 0;
-};
+using DeviceBuffer = Buffer<T, DeviceMemory>;
+template <class T>
+using PinnedBuffer = Buffer<T, PinnedMemory>;
 
 class Stream {
  public:
