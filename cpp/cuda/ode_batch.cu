@@ -205,7 +205,6 @@ std::vector<IntegrateResult> integrate_batch(const std::vector<OdeModel>& models
   OdeArgs base;
   base.K = m0.K;
   base.M = m0.M;
-  base.n = static_cast<int>(n);
   base.T = static_cast<int>(T);
   base.online = m0.regime == Regime::Online;
   base.spherical = m0.spherical;

@@ -27,7 +27,7 @@ inline constexpr int kUnderflow = 100;
 
 // Everything a launch reads and writes. Per-member arrays are member-major (member b's entries contiguous).
 struct OdeArgs {
-  int B = 0, K = 0, M = 0, n = 0, T = 0;
+  int B = 0, K = 0, M = 0, T = 0;
   bool online = true, spherical = false, adaptive = false, rk4 = false;
   double dt = 0.0, rtol = 0.0, atol = 0.0, h0 = 0.0, h_max = 0.0;
   long long max_steps = 0;
