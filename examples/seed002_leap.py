@@ -81,7 +81,7 @@ def main() -> None:
                 m_sgd = []
                 for s in range(args.runs):  # SGD from the same starts (one run each)
                     ens = tl.sgd.simulate(student(d, args.K, seed=s), tgt, lr=g0 * d,
-                                          batch_size=int(round(alpha * d)), t_max=T / d, records=T + 1, seed=100 + s,
+                                          batch_size=int(round(alpha * d)), t_max=T / d, n_records=T + 1, seed=100 + s,
                                           spherical=True, keep_weights=False)
                     m_sgd.append(np.abs(ens.M[:, :, 0]).max(axis=1))
                 m_sgd_a = np.array(m_sgd)  # (runs, T + 1)

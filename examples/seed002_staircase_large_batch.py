@@ -62,7 +62,7 @@ def main() -> None:
                               spherical=True)
         t_map = time.perf_counter() - start
         start = time.perf_counter()
-        ens = tl.sgd.simulate(st, tgt, lr=g0 * d, batch_size=int(round(alpha * d)), t_max=T / d, records=T + 1,
+        ens = tl.sgd.simulate(st, tgt, lr=g0 * d, batch_size=int(round(alpha * d)), t_max=T / d, n_records=T + 1,
                               seeds=args.runs, spherical=True, keep_weights=False)
         t_sgd = time.perf_counter() - start
         m_map = np.abs(tr.M).max(axis=1)  # (T + 1, 3): the best student per direction

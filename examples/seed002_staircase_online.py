@@ -78,7 +78,7 @@ def sgd_escapes(d: int, k: int, seeds: int) -> tuple[np.ndarray, list[tl.Overlap
     times, starts, first = [], [], None
     for s in range(seeds):
         student, tgt = start(d, k, s)
-        tr = tl.sgd.simulate(student, tgt, lr=lr(k, d), spherical=True, t_max=t_max(k, d), records=2001,
+        tr = tl.sgd.simulate(student, tgt, lr=lr(k, d), spherical=True, t_max=t_max(k, d), n_records=2001,
                              keep_weights=False)
         times.append(escape_time(tr.t, tr.M[:, 0, 0]))
         starts.append(tl.Overlaps(np.ones((1, 1)), tr.M[0], np.eye(1), np.full(1, READOUT[k]), np.zeros(1)))
@@ -92,7 +92,7 @@ def sde_escapes(d: int, k: int, starts: list[tl.Overlaps]) -> np.ndarray:
     """Escape times of SDE paths (diffusion approximation at dimension d) from the given starts."""
     tgt = tl.targets.hermite_single(k, d=d, seed=0, normalized=False)
     ens = tl.sde.simulate(starts, ACTIVATION[k], target=tgt, lr=lr(k, d), d=d, spherical=True, t_max=t_max(k, d),
-                          seeds=list(range(len(starts))), records=2001, dt=0.05)
+                          seeds=list(range(len(starts))), n_records=2001, dt=0.05)
     return np.array([escape_time(r.t, r.M[:, 0, 0]) for r in ens.runs])
 
 

@@ -115,7 +115,7 @@ def main() -> None:
             students.append(tl.Network(math.sqrt(d) * np.array([[m0, math.sqrt(1 - m0 * m0)] + [0.0] * (d - 2)]),
                                        [1.0], "quadratic"))
             starts.append(p1(m0))
-        sgd = tl.sgd.simulate(students, teacher, lr=g, noise=NOISE, spherical=True, t_max=300.0, records=6001,
+        sgd = tl.sgd.simulate(students, teacher, lr=g, noise=NOISE, spherical=True, t_max=300.0, n_records=6001,
                               seeds=n, risk_rtol=1 - T, keep_weights=False).first_passage(1 - T)
         sde = tl.sde.simulate(starts, "quadratic", lr=g, noise=NOISE, d=d, spherical=True, t_max=300.0, seeds=n,
                               risk_rtol=1 - T, dt=0.01).first_passage(1 - T)

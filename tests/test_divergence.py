@@ -31,7 +31,7 @@ def test_exploding_sgd_run_is_diverged_as_its_ode() -> None:
 
 def test_one_diverging_sgd_run_leaves_the_ensemble_alone() -> None:
     st, te = teacher_student(4, 2, 1000, "relu", teacher_activation="quadratic", seed=0)
-    kw = dict(t_max=10.0, records=11)
+    kw = dict(t_max=10.0, n_records=11)
     ens = tl.sgd.simulate(st, te, lr=[0.05, 1.0, 0.1], seeds=[0, 1, 2], n_threads=2, **kw)
     assert ens.status == ["completed", "diverged", "completed"]
     assert 4.0 < ens.stop_time[1] < 7.0 and GREW in ens[1].message
@@ -52,7 +52,7 @@ def test_every_engine_diverges_at_the_same_time_on_linear_units() -> None:
     batch = tl.ode.integrate_batch([ov, ov, ov], "linear", lr=[0.5, 3.0, 1.0], t_max=50.0)
     assert list(batch.status) == ["completed", "diverged", "completed"]
     times.append(float(batch.stop_time[1]))
-    sgd = tl.sgd.simulate(st, te, lr=3.0, t_max=50.0, seeds=4, records=501)
+    sgd = tl.sgd.simulate(st, te, lr=3.0, t_max=50.0, seeds=4, n_records=501)
     sde = tl.sde.simulate(ov, "linear", lr=3.0, d=1000, t_max=50.0, seeds=4)
     for ens in (sgd, sde):
         assert ens.status == ["diverged"] * 4 and all(GREW in r.message for r in ens.runs)
@@ -100,8 +100,8 @@ def test_function_target_sgd_uses_the_same_rule() -> None:
     d = 100
     ft = tl.targets.function(lambda z: z[:, 0] ** 2 + z[:, 1] ** 2, k=2, d=d, seed=0)
     st = tl.Network.random(2, d, "relu", seed=1)
-    calm = tl.sgd.simulate(st, ft, lr=0.05, t_max=10.0, records=11)
-    wild = tl.sgd.simulate(st, ft, lr=3.0, t_max=10.0, records=11)
+    calm = tl.sgd.simulate(st, ft, lr=0.05, t_max=10.0, n_records=11)
+    wild = tl.sgd.simulate(st, ft, lr=3.0, t_max=10.0, n_records=11)
     assert calm.status == "completed" and np.isnan(calm.stop_time)
     assert wild.status == "diverged" and GREW in wild.message and wild.stop_time == 3.0
     assert np.isfinite(wild.risk).all() and len(wild.t) == 3 and np.abs(wild.Q).max() < 1e8

@@ -678,7 +678,7 @@ def passage_runs() -> tuple[Any, ...]:
     """A few small trajectories (computed once per child process): a learning ODE run and an SDE ensemble."""
     ov = tl.Overlaps([[1.0]], [[0.2]], [[1.0]], [1.0], [1.0], "linear", "linear")
     return tl.ode.integrate(ov, lr=0.5, t_max=5.0, n_points=11), tl.sde.simulate(ov, lr=0.5, d=100, t_max=2.0,
-                                                                                  records=5, seeds=2)
+                                                                                  n_records=5, seeds=2)
 
 
 def run_passage(which: int, level: Any, relative: Any) -> Any:

@@ -80,7 +80,7 @@ def test_gpu_gaussians_are_the_cpu_gaussians(first: int, one_by_one: bool) -> No
 def test_gpu_ensemble_matches_cpu(act: str, K: int, M: int, d: int, kw: dict[str, Any]) -> None:
     student, teacher = _pair(K, M, d, act)
     lr = {"quadratic": 0.05, "linear": 0.3}.get(act, 1.0)
-    cpu, gpu = _both(student, teacher, lr=lr, t_max=3, records=7, seeds=4, **kw)
+    cpu, gpu = _both(student, teacher, lr=lr, t_max=3, n_records=7, seeds=4, **kw)
     assert all(s == "completed" for s in cpu.status)
     _assert_same(cpu, gpu)
 
@@ -90,7 +90,7 @@ def test_gpu_grid_with_per_run_starts_matches_cpu() -> None:
     students = [_pair(2, 2, 100, "erf", seed=s)[0] for s in range(6)]
     teacher = _pair(2, 2, 100, "erf")[1]
     g = tl.sgd.grid(3, lr=[0.5, 1.5])
-    cpu, gpu = _both(students, teacher, t_max=2, records=5, **g)
+    cpu, gpu = _both(students, teacher, t_max=2, n_records=5, **g)
     _assert_same(cpu, gpu)
 
 
@@ -98,18 +98,18 @@ def test_gpu_grid_with_per_run_starts_matches_cpu() -> None:
 def test_gpu_statuses_match_cpu() -> None:
     # quadratic: members whose sample error overflows within a step (at different steps)
     student, teacher = _pair(2, 2, 100, "quadratic", seed=2)
-    cpu, gpu = _both(student, teacher, lr=np.array([0.05, 0.5, 5.0, 50.0]), t_max=5, records=6, seeds=[0, 1, 2, 3])
+    cpu, gpu = _both(student, teacher, lr=np.array([0.05, 0.5, 5.0, 50.0]), t_max=5, n_records=6, seeds=[0, 1, 2, 3])
     assert cpu.status == ["completed", "diverged", "diverged", "diverged"]
     _assert_same(cpu, gpu)
     # relu: members that break the growth rule at a check (every d steps)
     student, teacher = _pair(2, 2, 100, "relu", seed=2)
-    cpu, gpu = _both(student, teacher, lr=np.array([0.5, 3.0, 10.0]), t_max=5, records=6, seeds=[0, 1, 2])
+    cpu, gpu = _both(student, teacher, lr=np.array([0.5, 3.0, 10.0]), t_max=5, n_records=6, seeds=[0, 1, 2])
     assert cpu.status == ["completed", "diverged", "diverged"]
     _assert_same(cpu, gpu)
     # erf: a converged member (early stop at a record) beside a completed one. (Not lr = 30: that run is chaotic,
     # reassociation differences grow ~10-fold per unit of time, measured in an emulation of the kernels.)
     student, teacher = _pair(2, 2, 100, "erf", seed=2)
-    cpu, gpu = _both(student, teacher, lr=np.array([0.5, 2.0]), t_max=20, records=21, seeds=[0, 1], risk_rtol=0.05)
+    cpu, gpu = _both(student, teacher, lr=np.array([0.5, 2.0]), t_max=20, n_records=21, seeds=[0, 1], risk_rtol=0.05)
     assert cpu.status == ["converged", "completed"]
     _assert_same(cpu, gpu)
 
@@ -120,7 +120,7 @@ def test_gpu_sgd_is_interruptible() -> None:
 
     student, teacher = _pair(2, 2, 200, "erf", seed=0)
     tl.sgd.simulate(student, teacher, lr=0.5, t_max=1, device="cuda")  # the CUDA context exists before the signal
-    exc, latency = interrupt(lambda: tl.sgd.simulate(student, teacher, lr=0.5, t_max=5e5, seeds=64, records=50,
+    exc, latency = interrupt(lambda: tl.sgd.simulate(student, teacher, lr=0.5, t_max=5e5, seeds=64, n_records=50,
                                                      device="cuda"), after=1.0)
     assert latency < DEADLINE
     ens = exc.partial

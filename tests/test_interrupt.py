@@ -135,7 +135,7 @@ def test_integrate_batch_interrupted_keeps_finished_members(quiet_after: Callabl
 def test_sgd_interrupted_keeps_recorded_rows(quiet_after: Callable[[int], None]) -> None:
     baseline = _warm()
     student, teacher = tl.networks.teacher_student(K=2, M=2, d=200, activation="erf", seed=0)
-    exc, latency = interrupt(lambda: tl.sgd.simulate(student, teacher, lr=0.5, t_max=5e4, seeds=6, records=50,
+    exc, latency = interrupt(lambda: tl.sgd.simulate(student, teacher, lr=0.5, t_max=5e4, seeds=6, n_records=50,
                                                      n_threads=2))
     assert latency < DEADLINE
     ens = exc.partial
@@ -188,7 +188,7 @@ def test_multistart_interrupted_keeps_finished_runs(quiet_after: Callable[[int],
 
 def test_descend_interrupted_keeps_records() -> None:
     student, teacher = tl.networks.teacher_student(K=30, M=30, d=60, activation="relu", seed=0)
-    exc, latency = interrupt(lambda: tl.population.descend(student, teacher, lr=0.1, steps=10**8, records=200))
+    exc, latency = interrupt(lambda: tl.population.descend(student, teacher, lr=0.1, n_steps=10**8, n_records=200))
     assert latency < DEADLINE
     traj = exc.partial
     assert traj.status == "interrupted"
@@ -285,7 +285,7 @@ def test_huge_student_is_refused_with_memory_error() -> None:
     student = tl.Network(np.ones((K, 1)), np.ones(K), "erf")
     teacher = tl.Network(np.ones((2, 1)), np.ones(2), "erf")
     for call in (tl.population.risk, tl.population.gradient,
-                 lambda s, t: tl.population.descend(s, t, lr=0.1, steps=2)):
+                 lambda s, t: tl.population.descend(s, t, lr=0.1, n_steps=2)):
         with pytest.raises(MemoryError, match="would need .* GiB"):
             call(student, teacher)
 
@@ -308,7 +308,7 @@ def test_sde_quadrature_paths_stop_within_a_step(after: float) -> None:
     # erf, K + M = 3, trained readout: each step of a block of 8 paths costs ~50-500 ms (48^3 quadrature points);
     # the cancellation was checked every 256 steps (tens of seconds)
     ov = _erf_sde_start(2, 1)
-    exc, latency = interrupt(lambda: tl.sde.simulate(ov, lr=1.0, d=100, t_max=100, dt=0.01, seeds=16, records=5,
+    exc, latency = interrupt(lambda: tl.sde.simulate(ov, lr=1.0, d=100, t_max=100, dt=0.01, seeds=16, n_records=5,
                                                      lr_readout=0.5, n_threads=2), after=after)
     print(f"sde K+M=3 latency {latency:.3f} s")
     assert latency < DEADLINE
@@ -323,7 +323,7 @@ def test_sde_quadrature_paths_stop_within_a_step(after: float) -> None:
 def test_sde_stops_inside_one_long_step() -> None:
     # erf, K + M = 4: one step is 48^4 quadrature points per block of paths (seconds): stopped between points
     ov = _erf_sde_start(2, 2)
-    exc, latency = interrupt(lambda: tl.sde.simulate(ov, lr=1.0, d=100, t_max=1.0, dt=0.01, seeds=2, records=2,
+    exc, latency = interrupt(lambda: tl.sde.simulate(ov, lr=1.0, d=100, t_max=1.0, dt=0.01, seeds=2, n_records=2,
                                                      n_threads=1), after=0.3)
     print(f"sde K+M=4 latency {latency:.3f} s")
     assert latency < DEADLINE
@@ -546,8 +546,8 @@ def test_ensemble_interrupted_while_converting_keeps_the_runs(engine: str, monke
     student, teacher = tl.networks.teacher_student(K=2, M=1, d=30, activation="erf", seed=0)
     ov = tl.Overlaps.from_networks(student, teacher)
     call: Callable[[], Any] = {
-        "sgd": lambda: tl.sgd.simulate(student, teacher, lr=0.5, t_max=2, seeds=3, records=5),
-        "sde": lambda: tl.sde.simulate(ov, lr=0.5, d=30, t_max=0.5, seeds=3, records=5),
+        "sgd": lambda: tl.sgd.simulate(student, teacher, lr=0.5, t_max=2, seeds=3, n_records=5),
+        "sde": lambda: tl.sde.simulate(ov, lr=0.5, d=30, t_max=0.5, seeds=3, n_records=5),
     }[engine]
     ref = call()
     exc, latency = interrupt_inside(module, "Ensemble", call, after=0.0, monkeypatch=monkeypatch)

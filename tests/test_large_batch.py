@@ -49,7 +49,7 @@ def _compare_with_sgd(d: int, steps: int, runs: int, gamma0: float, alpha: float
     tr = tl.ode.integrate(ov, lr=gamma0, regime="large_batch", batch_ratio=alpha, steps=steps, noise=noise,
                           spherical=spherical)
     ens = tl.sgd.simulate(st, te, lr=gamma0 * d, batch_size=int(round(alpha * d)), t_max=steps / d,
-                          records=steps + 1, seeds=runs, noise=noise, spherical=spherical, keep_weights=False)
+                          n_records=steps + 1, seeds=runs, noise=noise, spherical=spherical, keep_weights=False)
     np.testing.assert_allclose(ens.t * d, tr.t, atol=1e-9)
     return tr, ens
 
@@ -107,7 +107,7 @@ def test_map_against_sgd_gap_shrinks_like_inverse_sqrt_d():
         st, te = _fixed_overlap_pair(d)
         tr = tl.ode.integrate(tl.Overlaps.from_networks(st, te), lr=1.0, regime="large_batch", batch_ratio=1.0,
                               steps=steps)
-        ens = tl.sgd.simulate(st, te, lr=float(d), batch_size=d, t_max=steps / d, records=steps + 1, seeds=runs,
+        ens = tl.sgd.simulate(st, te, lr=float(d), batch_size=d, t_max=steps / d, n_records=steps + 1, seeds=runs,
                               keep_weights=False)
         dev = np.concatenate([(ens.Q - tr.Q)[:, 1:].reshape(runs, -1), (ens.M - tr.M)[:, 1:].reshape(runs, -1)], 1)
         sem = dev.std(0, ddof=1) / np.sqrt(runs)

@@ -64,7 +64,7 @@ def _compare_with_sgd(tgt, st: Network, steps: int, runs: int, gamma0: float, al
     tr = tl.ode.integrate(ov, st.activation, target=tgt, lr=gamma0, regime="large_batch", batch_ratio=alpha,
                           steps=steps, noise=noise, spherical=spherical)
     ens = tl.sgd.simulate(st, tgt, lr=gamma0 * d, batch_size=int(round(alpha * d)), t_max=steps / d,
-                          records=steps + 1, seeds=runs, noise=noise, spherical=spherical, keep_weights=False)
+                          n_records=steps + 1, seeds=runs, noise=noise, spherical=spherical, keep_weights=False)
     np.testing.assert_allclose(ens.t * d, tr.t, atol=1e-9)
     return tr, ens
 

@@ -76,7 +76,7 @@ def test_population_overflowing_weights_raise(fn: str) -> None:
 def test_descend_out_of_range_raises() -> None:
     S, T = _pair("erf")
     with pytest.raises(ValueError, match=r"student\.W.*out of range"):
-        tl.population.descend(tl.Network(S.W * 1e100, S.a, "erf"), T, lr=0.1, steps=3)
+        tl.population.descend(tl.Network(S.W * 1e100, S.a, "erf"), T, lr=0.1, n_steps=3)
 
 
 def test_spectrum_huge_matrix() -> None:

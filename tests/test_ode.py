@@ -159,7 +159,7 @@ def test_gradient_flow_matches_population_descent(act, t_act, lr_a):
     for h in (2e-3, 1e-3):
         eps = d * h
         tr = tl.population.descend(
-            student, teacher, lr=eps, steps=int(round(t / h)), lr_readout=lr_a * eps / d, records=3
+            student, teacher, lr=eps, n_steps=int(round(t / h)), lr_readout=lr_a * eps / d, n_records=3
         )
         assert tr.status == "completed"
         finals.append(np.concatenate([tr.Q[-1].ravel(), tr.M[-1].ravel(), tr.a[-1]]))

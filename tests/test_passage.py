@@ -76,7 +76,7 @@ def test_ensemble_passage_matches_early_stop():
     for _ in range(4):
         w = rng.standard_normal(d)
         students.append(tl.Network(np.sqrt(d) * w[None] / np.linalg.norm(w), [1.0], "quadratic"))
-    ens = tl.sgd.simulate(students, teacher, lr=lr, noise=noise, spherical=True, t_max=60.0, seeds=4, records=601,
+    ens = tl.sgd.simulate(students, teacher, lr=lr, noise=noise, spherical=True, t_max=60.0, seeds=4, n_records=601,
                           risk_rtol=0.5, keep_weights=False)
     fp = ens.first_passage(0.5)
     crossed = ~fp.censored

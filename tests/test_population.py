@@ -163,7 +163,7 @@ def test_relu_hessian_is_continuous_at_alignment():
 def test_descend_decreases_risk_and_matches_manual_steps():
     student, teacher = tl.networks.teacher_student(3, 2, 10, "erf", seed=4)
     lr = 0.5
-    traj = population.descend(student, teacher, lr=lr, steps=5, lr_readout=0.1, records=6)
+    traj = population.descend(student, teacher, lr=lr, n_steps=5, lr_readout=0.1, n_records=6)
     W, a = student.W.copy(), student.a.copy()
     for _ in range(5):
         dW, da = population.gradient(student.with_weights(W, a), teacher)
@@ -182,9 +182,9 @@ def test_descend_decreases_risk_and_matches_manual_steps():
 
 
 def test_descend_trains_the_raw_second_layer_with_mean_readout():
-    """Plain descent on a (not on c a) when the readout prefactor c = 1/K; records=2 keeps 0 and the last step."""
+    """Plain descent on a (not on c a) when the readout prefactor c = 1/K; n_records=2 keeps 0 and the last step."""
     student, teacher = tl.networks.teacher_student(4, 2, 6, "relu", seed=1, readout="mean")
-    traj = population.descend(student, teacher, lr=0.3, steps=3, lr_readout=0.7, records=2)
+    traj = population.descend(student, teacher, lr=0.3, n_steps=3, lr_readout=0.7, n_records=2)
     W, a = student.W.copy(), student.a.copy()
     for _ in range(3):
         dW, da = population.gradient(student.with_weights(W, a), teacher)
@@ -195,7 +195,7 @@ def test_descend_trains_the_raw_second_layer_with_mean_readout():
 
 def test_descend_reports_divergence():
     student, teacher = tl.networks.teacher_student(2, 2, 5, "quadratic", seed=0)
-    traj = population.descend(student, teacher, lr=50.0, steps=200, records=50)
+    traj = population.descend(student, teacher, lr=50.0, n_steps=200, n_records=50)
     assert traj.status == "diverged" and "diverged at iteration" in traj.message
     assert np.all(np.isfinite(traj.risk))
 

@@ -89,11 +89,11 @@ def test_sgd_scan_equals_single_ensembles_bitwise():
     scan = tl.scan.Scan("sgd", constants={"K": 2, "M": 2, "d": 40, "t_max": 3.0, "seeds": 3, "records": 11},
                         axes={"lr": [0.5, 1.0], "noise": [0.0, 0.2]})
     ds = tl.scan.run(scan)
-    assert ds["risk"].dims == ("lr", "noise", "run", "t") and list(ds["run_id"].values) == [0, 1, 2]
+    assert ds["risk"].dims == ("lr", "noise", "member", "t") and list(ds["run_id"].values) == [0, 1, 2]
     student, teacher = tl.scan.initial_networks({"K": 2, "M": 2, "d": 40})
     for lr in (0.5, 1.0):
         for noise in (0.0, 0.2):
-            ens = tl.sgd.simulate(student, teacher, lr=lr, noise=noise, t_max=3.0, seeds=3, records=11)
+            ens = tl.sgd.simulate(student, teacher, lr=lr, noise=noise, t_max=3.0, seeds=3, n_records=11)
             np.testing.assert_array_equal(ds["risk"].sel(lr=lr, noise=noise).values, ens.risk)
             np.testing.assert_array_equal(ds["Q"].sel(lr=lr, noise=noise).values, ens.Q)
     np.testing.assert_array_equal(ds["t"].values, ens.t)
@@ -127,7 +127,7 @@ def test_descend_multistart_and_function_engines():
     ds = tl.scan.run(tl.scan.Scan("descend", constants={"K": 2, "M": 2, "d": 6, "steps": 50, "records": 8},
                                   axes={"lr": [0.1, 0.5]}))
     st, te = tl.scan.initial_networks({"K": 2, "M": 2, "d": 6})
-    tr = tl.population.descend(st, te, 0.5, 50, records=8)
+    tr = tl.population.descend(st, te, 0.5, 50, n_records=8)
     np.testing.assert_array_equal(ds["risk"].sel(lr=0.5).values, tr.risk)
     np.testing.assert_array_equal(ds["t"].values, tr.t)
     ms = tl.scan.run(tl.scan.Scan("multistart", constants={"k": 3, "runs": 4}, axes={"seed": [0, 1]}))
@@ -381,7 +381,7 @@ def test_noise_example_points_all_reach_risk_tol():
 def test_noise_example_runs_and_noise_slows_large_lr_most(tmp_path):
     ds = tl.scan.run(tl.scan.spec.read_toml(EXAMPLES / "scan_sgd_noise.toml"))
     assert set(ds["status"].values.ravel()) == {"converged"}
-    t = ds["stop_time"].mean("run")
+    t = ds["stop_time"].mean("member")
     speedup = t.sel(lr=0.5) / t.sel(lr=1.5)
     assert float(speedup.sel(noise=0.0)) > 2.2 and float(speedup.sel(noise=0.01)) < float(speedup.sel(noise=0.0))
 
@@ -407,7 +407,7 @@ def test_realistic_example_small_and_run_command(tmp_path, capsys, monkeypatch):
     np.testing.assert_array_equal(ode["Q"].values, tr.Q)
     assert str(ode["status"].values) == "completed" and ode.attrs["twolayer_version"] == tl.__version__
     ens = tl.sgd.simulate(student, teacher, lr=1.0, t_max=5.0, seeds=constants["seeds"], seed=constants["seed"])
-    assert sgd["risk"].dims == ("run", "t")
+    assert sgd["risk"].dims == ("member", "t")
     np.testing.assert_array_equal(sgd["risk"].values, ens.risk)
     assert list(sgd["status"].values) == ens.status
     config.write_text('engine = "both"\n[constants]\nt_max = 1.0\nlr = 1.0\nseedz = 3\n')

@@ -63,7 +63,7 @@ SCANS = {
                                                       "lr": 1.0}),
     "example_plateau": lambda: _example("scan_plateau.toml", t_max=200.0),
     "example_seed003": lambda: _example("scan_seed003_escape.toml", t_max=50.0),
-    "example_sgd_noise": lambda: _example("scan_sgd_noise.toml", d=40, t_max=2.0, records=5),
+    "example_sgd_noise": lambda: _example("scan_sgd_noise.toml", d=40, t_max=2.0, n_records=5),
 }
 
 

@@ -53,9 +53,9 @@ def _relu_pair():
 def test_constant_schedule_is_bitwise_unscheduled():
     st, te = teacher_student(3, 2, 20, "erf", seed=4)  # erf: the online ODE's I4 in closed form (fast)
     ones = S.per_step(np.ones(50))  # not the identity: the scheduled path multiplying by 1.0
-    base = tl.population.descend(st, te, lr=0.1, steps=50, lr_readout=0.05)
+    base = tl.population.descend(st, te, lr=0.1, n_steps=50, lr_readout=0.05)
     for sched in (S.constant(), ones):
-        other = tl.population.descend(st, te, lr=0.1, steps=50, lr_readout=0.05, schedule=sched)
+        other = tl.population.descend(st, te, lr=0.1, n_steps=50, lr_readout=0.05, schedule=sched)
         np.testing.assert_array_equal(other.student.W, base.student.W)
         np.testing.assert_array_equal(other.risk, base.risk)
     # The ODE: a linear student of an erf teacher runs on the one-system path with and without a schedule
@@ -86,15 +86,15 @@ def test_scheduled_descent_equals_steps_chained_by_hand():
     st, te = _relu_pair()
     sched = S.geometric(0.8, every=1.0)
     lr, lr_a, n = 0.2, 0.1, 12
-    out = tl.population.descend(st, te, lr=lr, lr_readout=lr_a, steps=n, schedule=sched)
+    out = tl.population.descend(st, te, lr=lr, lr_readout=lr_a, n_steps=n, schedule=sched)
     net = st
     for k in range(n):
         s = float(sched(k))
-        net = tl.population.descend(net, te, lr=lr * s, lr_readout=lr_a * s, steps=1).student
+        net = tl.population.descend(net, te, lr=lr * s, lr_readout=lr_a * s, n_steps=1).student
     np.testing.assert_allclose(out.student.W, net.W, rtol=1e-13, atol=1e-15)
     np.testing.assert_allclose(out.student.a, net.a, rtol=1e-13, atol=1e-15)
     # a callable is evaluated once per iteration into a table: the same run
-    call = tl.population.descend(st, te, lr=lr, lr_readout=lr_a, steps=n, schedule=lambda k: 0.8**k)
+    call = tl.population.descend(st, te, lr=lr, lr_readout=lr_a, n_steps=n, schedule=lambda k: 0.8**k)
     np.testing.assert_allclose(call.student.W, out.student.W, rtol=1e-13, atol=1e-15)
 
 
@@ -132,7 +132,7 @@ def test_scheduled_ode_agrees_with_scheduled_sgd(sched):
     whose timing depends on the annealing, within the test_sgd_ode tolerances."""
     d = 500
     st, te = erf_plateau_pair(d)
-    ens = tl.sgd.simulate(st, te, lr=1.5, t_max=80.0, records=33, seed=1, seeds=12, schedule=sched)
+    ens = tl.sgd.simulate(st, te, lr=1.5, t_max=80.0, n_records=33, seed=1, seeds=12, schedule=sched)
     ref = tl.ode.integrate(tl.Overlaps.from_networks(st, te), "erf", lr=1.5, times=ens.t, rtol=1e-9, atol=1e-11,
                            schedule=sched)
     assert ref.status == "completed"
@@ -145,9 +145,9 @@ def test_step_descent_with_geometric_schedule_reaches_1e_9():
     """Seed 000's setting (m = 4, d = 50, Gaussian init): fixed steps stop at the oscillation floor, a geometric
     decay after the approach converges to ~1e-9 and below."""
     st, te = teacher_student(4, 4, 50, "step", init="gaussian", seed=0)
-    fixed = tl.population.descend(st, te, lr=1.0, steps=6000, records=2)
+    fixed = tl.population.descend(st, te, lr=1.0, n_steps=6000, n_records=2)
     sched = S.geometric(0.5, every=150.0, start=3000.0)
-    out = tl.population.descend(st, te, lr=1.0, steps=6000, records=2, schedule=sched)
+    out = tl.population.descend(st, te, lr=1.0, n_steps=6000, n_records=2, schedule=sched)
     assert fixed.final_risk > 1e-6
     assert out.final_risk <= 1e-9
 

@@ -230,7 +230,7 @@ def test_sde_matches_sgd_escape_time(d, n):
         w *= math.sqrt(d) / np.linalg.norm(w)
         students.append(tl.Network(w[None], [1.0], "quadratic"))
         starts.append(p1(w[0] / math.sqrt(d)))
-    sgd = tl.sgd.simulate(students, teacher, lr=lr, noise=noise, spherical=True, t_max=150.0, records=3001,
+    sgd = tl.sgd.simulate(students, teacher, lr=lr, noise=noise, spherical=True, t_max=150.0, n_records=3001,
                           seeds=n, risk_rtol=0.5, keep_weights=False).first_passage(0.5)
     sde = tl.sde.simulate(starts, "quadratic", lr=lr, noise=noise, d=d, spherical=True, t_max=150.0, seeds=n,
                           risk_rtol=0.5, dt=0.005).first_passage(0.5)
@@ -272,11 +272,11 @@ def test_simulate_refuses_duplicate_paths():
     different starts."""
     ov = tl.Overlaps([[1.0]], [[0.2]], [[1.0]], [1.0], [1.0], "linear", "linear")
     with pytest.raises(ValueError, match="seeds: path ids must be distinct"):
-        tl.sde.simulate(ov, lr=0.5, d=100, t_max=1.0, records=3, seeds=[1, 1])
+        tl.sde.simulate(ov, lr=0.5, d=100, t_max=1.0, n_records=3, seeds=[1, 1])
     with pytest.raises(ValueError, match="seeds: path ids must be distinct"):
-        tl.sde.simulate([ov, ov], lr=0.5, d=100, t_max=1.0, records=3, seeds=[1, 1])
+        tl.sde.simulate([ov, ov], lr=0.5, d=100, t_max=1.0, n_records=3, seeds=[1, 1])
     other = tl.Overlaps([[1.0]], [[0.3]], [[1.0]], [1.0], [1.0], "linear", "linear")
-    ens = tl.sde.simulate([ov, other], lr=0.5, d=100, t_max=1.0, records=3, seeds=[1, 1])
+    ens = tl.sde.simulate([ov, other], lr=0.5, d=100, t_max=1.0, n_records=3, seeds=[1, 1])
     assert len(ens.runs) == 2
 
 

@@ -96,7 +96,7 @@ def test_gaussian_moments_and_distribution():
 # --- reproducibility
 def test_same_seed_identical_with_one_and_two_threads():
     st, te = teacher_student(3, 2, 200, "erf", seed=1)
-    kw = dict(lr=0.8, lr_readout=0.3, noise=0.1, t_max=5.0, seed=42, seeds=4, records=11)
+    kw = dict(lr=0.8, lr_readout=0.3, noise=0.1, t_max=5.0, seed=42, seeds=4, n_records=11)
     e1 = tl.sgd.simulate(st, te, n_threads=1, **kw)
     e2 = tl.sgd.simulate(st, te, n_threads=2, **kw)
     for r1, r2 in zip(e1, e2, strict=True):
@@ -113,7 +113,7 @@ def test_same_seed_identical_with_one_and_two_threads():
 
 def test_progress_bar_does_not_change_results(capsys):
     st, te = teacher_student(2, 2, 100, "erf", seed=1)
-    kw = dict(lr=0.5, t_max=50.0, seeds=2, records=3)
+    kw = dict(lr=0.5, t_max=50.0, seeds=2, n_records=3)
     a = tl.sgd.simulate(st, te, progress=True, **kw)
     b = tl.sgd.simulate(st, te, **kw)
     for r1, r2 in zip(a, b, strict=True):
@@ -224,7 +224,7 @@ def test_times_are_whole_steps_and_requested_times_respected():
     assert (
         tr.Q.shape == (4, 2, 2) and tr.M.shape == (4, 2, 2) and tr.a.shape == (4, 2) and tr.risk.shape == (4,)
     )
-    tr = tl.sgd.simulate(st, te, lr=0.5, t_max=1.0, records=5)
+    tr = tl.sgd.simulate(st, te, lr=0.5, t_max=1.0, n_records=5)
     np.testing.assert_allclose(tr.t, [0, 0.25, 0.5, 0.75, 1.0])
 
 
@@ -233,7 +233,7 @@ def test_scaling_none_gives_the_same_overlap_dynamics():
     d = 64
     st, te = teacher_student(2, 2, d, "relu", seed=8)
     ns, nt = (tl.Network(n.W / np.sqrt(d), n.a, n.activation, scaling="none") for n in (st, te))
-    kw = dict(lr=0.4, lr_readout=0.2, noise=0.1, t_max=3.0, records=4, seed=6)
+    kw = dict(lr=0.4, lr_readout=0.2, noise=0.1, t_max=3.0, n_records=4, seed=6)
     for spherical in (False, True):
         a = tl.sgd.simulate(st, te, spherical=spherical, **kw)
         b = tl.sgd.simulate(ns, nt, spherical=spherical, **kw)
@@ -248,10 +248,10 @@ def test_large_batch_sgd_tracks_population_gradient_descent(act):
     d, eta, eta_a, t_max, B = 100, 0.5, 0.5, 3.0, 1000
     st, te = teacher_student(2, 2, d, act, seed=11)
     steps = int(t_max * d)
-    gd = tl.population.descend(st, te, lr=eta, lr_readout=eta_a / d, steps=steps, records=5)
+    gd = tl.population.descend(st, te, lr=eta, lr_readout=eta_a / d, n_steps=steps, n_records=5)
     assert gd.t[-1] == steps
     ens = tl.sgd.simulate(
-        st, te, lr=eta, lr_readout=eta_a, batch_size=B, t_max=t_max, records=2, seed=3, seeds=4
+        st, te, lr=eta, lr_readout=eta_a, batch_size=B, t_max=t_max, n_records=2, seed=3, seeds=4
     )
     for name in ("Q", "M", "a"):
         x = getattr(ens, name)[:, -1]
@@ -266,9 +266,9 @@ def test_full_batch_training_set_tracks_population_gradient_descent():
     d, eta, t_max = 50, 0.5, 2.0
     n = 40 * d
     st, te = teacher_student(2, 2, d, "erf", seed=5)
-    gd = tl.population.descend(st, te, lr=eta, steps=int(t_max * d), records=5)
+    gd = tl.population.descend(st, te, lr=eta, n_steps=int(t_max * d), n_records=5)
     assert gd.t[-1] == int(t_max * d)
-    ens = tl.sgd.simulate(st, te, lr=eta, n_samples=n, batch_size=n, t_max=t_max, records=2, seeds=6)
+    ens = tl.sgd.simulate(st, te, lr=eta, n_samples=n, batch_size=n, t_max=t_max, n_records=2, seeds=6)
     M = ens.M[:, -1]
     assert np.all(np.abs(M.mean(0) - gd.M[-1]) < Z * sem(M) + 0.005)
     assert ens.meta["regime"] == "training_set"
@@ -278,7 +278,7 @@ def test_small_training_set_is_reused_and_generalises_worse_than_online():
     # alpha = n / d = 0.5: many epochs over few samples overfit; online SGD with the same steps does not.
     d = 100
     st, te = teacher_student(2, 2, d, "erf", seed=2)
-    kw = dict(lr=0.5, t_max=30.0, records=2, seeds=4)
+    kw = dict(lr=0.5, t_max=30.0, n_records=2, seeds=4)
     fixed = tl.sgd.simulate(st, te, n_samples=d // 2, **kw)
     online = tl.sgd.simulate(st, te, **kw)
     assert fixed.risk[:, -1].mean() > 3 * online.risk[:, -1].mean()
@@ -314,7 +314,7 @@ def test_linear_online_sgd_matches_linear_ode():
     st = st.with_weights(0.5 * st.W, [0.4, -0.3, 0.2])
     ov = tl.Overlaps.from_networks(st, te)
     ens = tl.sgd.simulate(
-        st, te, lr=eta, lr_readout=eta_a, noise=noise, t_max=4.0, records=9, seed=9, seeds=12
+        st, te, lr=eta, lr_readout=eta_a, noise=noise, t_max=4.0, n_records=9, seed=9, seeds=12
     )
     Q, M, a = linear_ode(ov.Q, ov.M, ov.a, ov.P, ov.v, eta, eta_a, noise, ens.t)
     for name, ode in (("Q", Q), ("M", M), ("a", a)):
@@ -332,7 +332,7 @@ def test_spherical_quadratic_p1_matches_seed003_ode():
     st = tl.Network(w[None], [1.0], "quadratic")
     te = tl.Network(ws[None], [1.0], "quadratic")
     ens = tl.sgd.simulate(
-        st, te, lr=eta, noise=noise, spherical=True, t_max=30.0, records=16, seed=0, seeds=16
+        st, te, lr=eta, noise=noise, spherical=True, t_max=30.0, n_records=16, seed=0, seeds=16
     )
     sol = solve_ivp(
         lambda t, m: eta * m * (4 * (1 - 6 * eta) * (1 - m**2) - 2 * eta * noise),
@@ -355,13 +355,14 @@ def test_divergence_stops_one_run_without_spoiling_the_others():
     d = 100
     st, te = teacher_student(2, 1, d, "quadratic", seed=0)
     big = st.with_weights(30 * st.W)
-    ens = tl.sgd.simulate([st, big, st], te, lr=0.05, t_max=5.0, seeds=3, records=6)
+    ens = tl.sgd.simulate([st, big, st], te, lr=0.05, t_max=5.0, seeds=3, n_records=6)
     assert ens.status == ["completed", "diverged", "completed"]
     bad = ens[1]
-    assert "diverged at step" in bad.message and len(bad.t) < 6 and np.all(np.isfinite(bad.risk))
+    assert bad.message.startswith(f"diverged at t = {bad.stop_time:g}: ")
+    assert len(bad.t) < 6 and np.all(np.isfinite(bad.risk))
     assert bad.meta["stop_step"] >= 0
     assert ens.n_diverged == 1 and ens.Q.shape[0] == 2
-    alone = tl.sgd.simulate(st, te, lr=0.05, t_max=5.0, records=6)
+    alone = tl.sgd.simulate(st, te, lr=0.05, t_max=5.0, n_records=6)
     np.testing.assert_array_equal(alone.Q, ens[0].Q)
     assert "1 diverged" in ens.mean().message
 
@@ -418,7 +419,7 @@ def test_bad_input_names_the_argument():
 
 def test_ensemble_statistics_and_xarray():
     st, te = teacher_student(2, 2, 80, "erf", seed=0)
-    ens = tl.sgd.simulate(st, te, lr=0.5, t_max=2.0, records=5, seeds=5)
+    ens = tl.sgd.simulate(st, te, lr=0.5, t_max=2.0, n_records=5, seeds=5)
     mean, std, se = ens.mean(), ens.std(), ens.sem()
     np.testing.assert_allclose(mean.risk, ens.risk.mean(0))
     np.testing.assert_allclose(std.Q, ens.Q.std(0, ddof=1))
@@ -427,4 +428,4 @@ def test_ensemble_statistics_and_xarray():
     ds = ens[0].to_xarray()
     assert ds["Q"].shape == (5, 2, 2)
     dse = ens.to_xarray()
-    assert dse["M"].shape == (5, 5, 2, 2) and list(dse["run"].values) == [0, 1, 2, 3, 4]
+    assert dse["M"].shape == (5, 5, 2, 2) and list(dse["member"].values) == [0, 1, 2, 3, 4]

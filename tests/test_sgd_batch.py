@@ -43,7 +43,7 @@ def _assert_same_run(a: tl.Trajectory, b: tl.Trajectory) -> None:
 def test_grid_in_one_call_equals_runs_one_by_one(regime: str, n_threads: int) -> None:
     st, te = teacher_student(2, 2, 60, "erf", seed=3)
     grid = tl.sgd.grid(seeds=[0, 5], lr=[0.3, 0.9], lr_readout=[0.0, 0.2], noise=[0.0, 0.3])
-    kw = dict(t_max=2.0, records=9, seed=11, **REGIMES[regime])
+    kw = dict(t_max=2.0, n_records=9, seed=11, **REGIMES[regime])
     ens = tl.sgd.simulate(st, te, n_threads=n_threads, **kw, **grid)
     assert len(ens) == 16 and ens.status == ["completed"] * 16
     for j, run in enumerate(ens):
@@ -58,24 +58,24 @@ def test_grid_in_one_call_equals_runs_one_by_one(regime: str, n_threads: int) ->
 
 def test_single_run_without_seeds_is_run_zero_of_a_grid() -> None:
     st, te = teacher_student(2, 2, 50, "erf", seed=0)
-    ens = tl.sgd.simulate(st, te, lr=[0.4, 0.7], noise=[0.1, 0.2], seeds=[0, 0], t_max=1.0, records=5)
-    single = tl.sgd.simulate(st, te, lr=0.7, noise=0.2, t_max=1.0, records=5)
+    ens = tl.sgd.simulate(st, te, lr=[0.4, 0.7], noise=[0.1, 0.2], seeds=[0, 0], t_max=1.0, n_records=5)
+    single = tl.sgd.simulate(st, te, lr=0.7, noise=0.2, t_max=1.0, n_records=5)
     _assert_same_run(ens[1], single)
 
 
 def test_per_run_starts_and_parameters_together() -> None:
     st, te = teacher_student(2, 1, 40, "erf", seed=1)
     other = tl.Network.random(2, 40, "erf", seed=9)
-    ens = tl.sgd.simulate([st, other, st], te, lr=[0.2, 0.5, 0.8], seeds=3, t_max=1.0, records=4)
+    ens = tl.sgd.simulate([st, other, st], te, lr=[0.2, 0.5, 0.8], seeds=3, t_max=1.0, n_records=4)
     for j, start in enumerate([st, other, st]):
-        alone = tl.sgd.simulate(start, te, lr=[0.2, 0.5, 0.8][j], seeds=[j], t_max=1.0, records=4)
+        alone = tl.sgd.simulate(start, te, lr=[0.2, 0.5, 0.8][j], seeds=[j], t_max=1.0, n_records=4)
         _assert_same_run(ens[j], alone[0])
 
 
 def test_a_diverging_run_does_not_change_the_others() -> None:
     d = 100
     st, te = teacher_student(2, 1, d, "quadratic", seed=0)
-    kw = dict(t_max=5.0, records=6, seed=2)
+    kw = dict(t_max=5.0, n_records=6, seed=2)
     ens = tl.sgd.simulate(st, te, lr=[0.05, 500.0, 0.08], seeds=[0, 1, 2], n_threads=2, **kw)
     assert ens.status == ["completed", "diverged", "completed"]
     assert ens.n_diverged == 1 and np.isfinite(ens.stop_time[1]) and np.isnan(ens.stop_time[[0, 2]]).all()
@@ -95,7 +95,7 @@ def _crossing(t: np.ndarray, risk: np.ndarray, threshold: float) -> tuple[int, f
 
 def test_early_stop_risk_tol_per_run() -> None:
     st, te = teacher_student(2, 2, 80, "erf", seed=4)
-    kw = dict(lr=0.8, t_max=20.0, records=41, seed=1, seeds=4)
+    kw = dict(lr=0.8, t_max=20.0, n_records=41, seed=1, seeds=4)
     full = tl.sgd.simulate(st, te, **kw)
     assert full.status == ["completed"] * 4
     # per-run thresholds between each run's initial and final risk, plus one never reached (below the minimum)
@@ -121,7 +121,7 @@ def test_early_stop_risk_tol_per_run() -> None:
 def test_early_stop_relative_to_the_initial_risk() -> None:
     st, te = teacher_student(2, 2, 80, "erf", seed=4)
     kw = dict(lr=[0.6, 1.0], t_max=20.0, seed=1, seeds=2)
-    full = tl.sgd.simulate(st, te, records=41, **kw)
+    full = tl.sgd.simulate(st, te, n_records=41, **kw)
     rtol = np.array([0.5, 0.25])
     # recorded from t = 0.5 on: the initial risk is still the one at step 0
     times = full.t[1:]
@@ -133,15 +133,15 @@ def test_early_stop_relative_to_the_initial_risk() -> None:
         np.testing.assert_array_equal(ens[j].risk, full[j].risk[1 : k + 1])
         assert ens.stop_time[j] == pytest.approx(t_cross, rel=1e-12)
     # both criteria: the larger threshold wins (stop when either is met)
-    both = tl.sgd.simulate(st, te, records=41, risk_rtol=0.25, risk_tol=0.5 * full[1].risk[0], **kw)
+    both = tl.sgd.simulate(st, te, n_records=41, risk_rtol=0.25, risk_tol=0.5 * full[1].risk[0], **kw)
     k, t_cross = _crossing(full[1].t, full[1].risk, max(0.25, 0.5) * full[1].risk[0])
     assert both.stop_time[1] == pytest.approx(t_cross, rel=1e-12)
 
 
 def test_early_stop_at_the_first_record() -> None:
     st, te = teacher_student(2, 2, 50, "erf", seed=0)
-    r0 = tl.sgd.simulate(st, te, lr=0.5, t_max=1.0, records=3).risk[0]
-    tr = tl.sgd.simulate(st, te, lr=0.5, t_max=1.0, records=3, risk_tol=2 * r0)
+    r0 = tl.sgd.simulate(st, te, lr=0.5, t_max=1.0, n_records=3).risk[0]
+    tr = tl.sgd.simulate(st, te, lr=0.5, t_max=1.0, n_records=3, risk_tol=2 * r0)
     assert tr.status == "converged" and len(tr) == 1 and tr.stop_time == 0.0
 
 
@@ -149,15 +149,16 @@ def test_ensemble_to_xarray_coordinates_and_attrs() -> None:
     pytest.importorskip("xarray")
     st, te = teacher_student(2, 3, 60, "erf", seed=2)
     grid = tl.sgd.grid(seeds=2, lr=[0.5, 1.0], noise=[0.0, 0.1])
-    full = tl.sgd.simulate(st, te, t_max=6.0, records=13, **grid)
+    full = tl.sgd.simulate(st, te, t_max=6.0, n_records=13, **grid)
     tol = 0.5 * full[0].risk[0]
-    ens = tl.sgd.simulate(st, te, t_max=6.0, records=13, risk_tol=[tol] + [1e-12] * 7, **grid)
+    ens = tl.sgd.simulate(st, te, t_max=6.0, n_records=13, risk_tol=[tol] + [1e-12] * 7, **grid)
     ds = ens.to_xarray()
-    assert ds["Q"].dims == ("run", "t", "student", "student2")
-    assert ds["M"].dims == ("run", "t", "student", "teacher") and ds.sizes["teacher"] == 3
-    assert ds["risk"].dims == ("run", "t") and ds["status"].dims == ("run",) and ds["stop_time"].dims == ("run",)
+    assert ds["Q"].dims == ("member", "t", "student", "student2")
+    assert ds["M"].dims == ("member", "t", "student", "teacher") and ds.sizes["teacher"] == 3
+    assert ds["risk"].dims == ("member", "t") and ds["status"].dims == ("member",)
+    assert ds["stop_time"].dims == ("member",)
     for name in ("run_id", "lr", "lr_readout", "noise", "risk_tol", "risk_rtol"):
-        assert ds[name].dims == ("run",)
+        assert ds[name].dims == ("member",)
     np.testing.assert_array_equal(ds["lr"], grid["lr"])
     np.testing.assert_array_equal(ds["noise"], grid["noise"])
     np.testing.assert_array_equal(ds["run_id"], grid["seeds"])
@@ -173,26 +174,26 @@ def test_ensemble_to_xarray_coordinates_and_attrs() -> None:
     np.testing.assert_array_equal(ds["Q"].values[1], ens[1].Q)
     assert ds["stop_time"].values[0] == ens.stop_time[0]
     # the grid unstacks into labelled axes
-    cube = ds.set_index(run=["lr", "noise", "run_id"]).unstack("run")
+    cube = ds.set_index(member=["lr", "noise", "run_id"]).unstack("member")
     assert set(cube["risk"].dims) == {"t", "lr", "noise", "run_id"}
 
 
 def test_statistics_are_over_runs_of_identical_parameters() -> None:
     st, te = teacher_student(2, 2, 60, "erf", seed=0)
     grid = tl.sgd.grid(seeds=3, lr=[0.4, 0.8])
-    ens = tl.sgd.simulate(st, te, t_max=2.0, records=5, **grid)
+    ens = tl.sgd.simulate(st, te, t_max=2.0, n_records=5, **grid)
     with pytest.raises(ValueError, match="lr"):
         ens.mean()
     point = ens.select(lr=0.8)
     assert list(point.run_ids) == [0, 1, 2]
-    same = tl.sgd.simulate(st, te, lr=0.8, t_max=2.0, records=5, seeds=3)
+    same = tl.sgd.simulate(st, te, lr=0.8, t_max=2.0, n_records=5, seeds=3)
     np.testing.assert_array_equal(point.mean().risk, same.mean().risk)
     assert point.mean().meta["lr"] == 0.8
     with pytest.raises(ValueError, match="momentum"):
         ens.select(momentum=0.1)
     # converged runs are successes, counted apart from the completed runs that enter the statistics
     r0 = same[0].risk[0]
-    stopped = tl.sgd.simulate(st, te, lr=0.8, t_max=2.0, records=5, seeds=3, risk_tol=[2 * r0, 1e-12, 1e-12])
+    stopped = tl.sgd.simulate(st, te, lr=0.8, t_max=2.0, n_records=5, seeds=3, risk_tol=[2 * r0, 1e-12, 1e-12])
     assert stopped.n_converged == 1 and stopped.Q.shape[0] == 2
     assert "1 converged" in stopped.mean().message
 
@@ -200,7 +201,7 @@ def test_statistics_are_over_runs_of_identical_parameters() -> None:
 def test_progress_bar_with_per_run_parameters() -> None:
     pytest.importorskip("tqdm")
     st, te = teacher_student(2, 2, 50, "erf", seed=0)
-    kw = dict(t_max=5.0, records=6, **tl.sgd.grid(seeds=2, lr=[0.3, 0.6], noise=[0.0, 0.1]))
+    kw = dict(t_max=5.0, n_records=6, **tl.sgd.grid(seeds=2, lr=[0.3, 0.6], noise=[0.0, 0.1]))
     with_bar = tl.sgd.simulate(st, te, progress=True, **kw)
     without = tl.sgd.simulate(st, te, **kw)
     np.testing.assert_array_equal(with_bar.risk, without.risk)
@@ -268,9 +269,9 @@ def test_ensemble_netcdf_round_trip_and_restart(tmp_path) -> None:
     xr = pytest.importorskip("xarray")
     st, te = teacher_student(2, 3, 60, "erf", seed=2)
     grid = tl.sgd.grid(seeds=2, lr=[0.5, 1.0], noise=[0.0, 0.1])
-    full = tl.sgd.simulate(st, te, t_max=4.0, records=9, **grid)
+    full = tl.sgd.simulate(st, te, t_max=4.0, n_records=9, **grid)
     tol = 0.5 * full[0].risk[0]
-    ens = tl.sgd.simulate(st, te, t_max=4.0, records=9, risk_tol=[tol] + [1e-12] * 7, **grid)
+    ens = tl.sgd.simulate(st, te, t_max=4.0, n_records=9, risk_tol=[tol] + [1e-12] * 7, **grid)
     assert ens[0].status == "converged" and len(ens[0]) < 9  # a run that stopped early, padded in the dataset
     path = tmp_path / "ensemble.nc"
     ens.to_xarray().to_netcdf(path)

@@ -53,7 +53,7 @@ def erf_plateau_pair(d: int, seed: int = 3):
 
 def run_erf_plateau(d: int, seeds: int, t_max: float) -> None:
     st, te = erf_plateau_pair(d)
-    ens = tl.sgd.simulate(st, te, lr=1.0, t_max=t_max, records=41, seed=1, seeds=seeds)
+    ens = tl.sgd.simulate(st, te, lr=1.0, t_max=t_max, n_records=41, seed=1, seeds=seeds)
     ref = integrate(st, te, lr=1.0, times=ens.t, method="adaptive", rtol=1e-9, atol=1e-11)
     assert ref.status == "completed"
     # the plateau is visible in the SGD mean: a long stretch at a risk ~0.02, then the escape to 0
@@ -101,7 +101,7 @@ def run_spherical_quadratic(d: int, seeds: int) -> None:
     st = tl.Network((m0 * ws + np.sqrt(1 - m0**2) * u)[None], [1.0], "quadratic")
     te = tl.Network(ws[None], [1.0], "quadratic")
     ens = tl.sgd.simulate(
-        st, te, lr=0.1, noise=0.5, spherical=True, t_max=30.0, records=16, seed=0, seeds=seeds
+        st, te, lr=0.1, noise=0.5, spherical=True, t_max=30.0, n_records=16, seed=0, seeds=seeds
     )
     ref = integrate(
         st, te, lr=0.1, noise=0.5, spherical=True, times=ens.t, method="adaptive", rtol=1e-10, atol=1e-12
@@ -124,7 +124,7 @@ def test_linear_with_noise_and_mean_readout():
     d = 400
     st, te = teacher_student(3, 2, d, "linear", seed=4, readout="mean")
     st = st.with_weights(0.5 * st.W, [1.2, -0.9, 0.6])
-    ens = tl.sgd.simulate(st, te, lr=0.3, lr_readout=0.5, noise=0.25, t_max=4.0, records=9, seed=9, seeds=12)
+    ens = tl.sgd.simulate(st, te, lr=0.3, lr_readout=0.5, noise=0.25, t_max=4.0, n_records=9, seed=9, seeds=12)
     ov = tl.Overlaps.from_networks(st, te)
     try:
         ref = ode.integrate(

@@ -95,7 +95,7 @@ def test_orthogonal_start_stays_at_its_fixed_point(m):
                             n_points=5)
     assert flow.status == "completed"
     assert np.ptp(flow.risk[2:]) < 1e-8
-    descent = tl.population.descend(st, te, lr=1.0, steps=20_000, records=2)
+    descent = tl.population.descend(st, te, lr=1.0, n_steps=20_000, n_records=2)
     assert descent.final_risk == pytest.approx(flow.risk[-1], abs=1e-6)
     if m == 4:
         assert flow.risk[-1] == pytest.approx(0.356189, abs=1e-6)

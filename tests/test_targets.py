@@ -351,8 +351,8 @@ def test_online_rhs_equals_committee_with_linear_and_quadratic_teachers(act, sph
 def test_committee_target_is_bitwise_the_network():
     student, teacher = tl.networks.teacher_student(2, 2, 200, "erf", seed=0)
     tgt = tl.targets.committee(teacher.W, teacher.a, "erf")
-    a = tl.sgd.simulate(student, teacher, lr=1.0, t_max=2.0, records=5)
-    b = tl.sgd.simulate(student, tgt, lr=1.0, t_max=2.0, records=5)
+    a = tl.sgd.simulate(student, teacher, lr=1.0, t_max=2.0, n_records=5)
+    b = tl.sgd.simulate(student, tgt, lr=1.0, t_max=2.0, n_records=5)
     np.testing.assert_array_equal(a.M, b.M)
     np.testing.assert_array_equal(a.risk, b.risk)
     oa = tl.ode.integrate(tl.Overlaps.from_networks(student, teacher), lr=1.0, t_max=5.0)
@@ -393,7 +393,7 @@ def _ode_vs_sgd(d, runs, t_max, c):
     st = tl.Network.random(2, d, "erf", init="orthogonal", seed=1)
     st = st.with_weights(0.5 * st.W + 0.3 * tgt.directions[[0, 1]], np.array([1.0, 1.0]))
     ode = tl.ode.integrate(tl.Overlaps.from_networks(st, tgt), "erf", lr=0.5, t_max=t_max, n_points=7)
-    ens = tl.sgd.simulate(st, tgt, lr=0.5, t_max=t_max, seeds=runs, records=7)
+    ens = tl.sgd.simulate(st, tgt, lr=0.5, t_max=t_max, seeds=runs, n_records=7)
     m, se = ens.mean(), ens.sem()
     for name in ("risk", "M", "Q"):
         gap = np.abs(getattr(ode, name) - getattr(m, name))
@@ -404,7 +404,7 @@ def test_function_target_sgd_runs():
     d = 100
     ft = tl.targets.function(stair3, k=3, d=d, seed=0)
     st = _student("relu", d, tl.targets.staircase(3, d=d, seed=0))
-    tr = tl.sgd.simulate(st, ft, lr=0.3, t_max=0.5, records=3)
+    tr = tl.sgd.simulate(st, ft, lr=0.3, t_max=0.5, n_records=3)
     assert tr.M.shape == (3, 4, 3) and "Monte Carlo" in tr.meta["risk_method"]
     exact_r = tl.population.risk(st, tl.targets.staircase(3, d=d, seed=0))
     assert tr.risk[0] == pytest.approx(exact_r, rel=0.1)

@@ -168,7 +168,7 @@ def test_targets_where_not_taken_give_clear_errors():
     with pytest.raises(TypeError, match="teacher: expected a committee twolayer.Network here, got a HermiteTarget"):
         tl.landscape.refine(st, tgt)
     with pytest.raises(TypeError, match="teacher: expected a committee twolayer.Network here"):
-        tl.population.descend(st, tgt, lr=0.1, steps=2)
+        tl.population.descend(st, tgt, lr=0.1, n_steps=2)
     with pytest.raises(ValueError, match="teacher: the target's d = 10"):
         tl.population.hessian(tl.Network.random(2, 12, "relu", seed=0), tgt)
     with pytest.raises(TypeError, match="student: expected a twolayer.Network"):
@@ -182,7 +182,7 @@ def test_function_target_fixed_training_set():
     d = 30
     fn = tl.targets.function(lambda z: z[:, 0] * z[:, 1], k=2, d=d, seed=0)
     st = tl.Network.random(2, d, "erf", seed=0)
-    kw = dict(lr=0.5, t_max=2.0, batch_size=7, n_samples=25, seed=3, records=4)
+    kw = dict(lr=0.5, t_max=2.0, batch_size=7, n_samples=25, seed=3, n_records=4)
     a, b = tl.sgd.simulate(st, fn, **kw), tl.sgd.simulate(st, fn, **kw)
     np.testing.assert_array_equal(a.Q, b.Q)
     assert a.meta["n_samples"] == 25 and "training set of 25" in a.message

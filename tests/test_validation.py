@@ -144,7 +144,7 @@ def test_non_integer_sizes_are_not_rounded():
     with pytest.raises(TypeError, match="batch_size: expected an integer, got 1.5"):
         tl.sgd.simulate(*tl.networks.teacher_student(1, 1, 4, seed=0), lr=0.5, t_max=1.0, batch_size=1.5)
     with pytest.raises(TypeError, match="steps: expected an integer"):
-        tl.population.descend(*tl.networks.teacher_student(1, 1, 4, seed=0), lr=0.5, steps=10.0)
+        tl.population.descend(*tl.networks.teacher_student(1, 1, 4, seed=0), lr=0.5, n_steps=10.0)
     with pytest.raises(TypeError, match="n_points: expected an integer"):
         tl.ode.plateau_example(t_max=1.0, n_points=True)
     with pytest.raises(TypeError, match=r"ks\[0\]: expected an integer"):
@@ -195,7 +195,7 @@ def test_sgd_integer_ranges(pair):
         (dict(n_samples=2**40), r"n_samples: expected an integer in \[1, 2\*\*32-1\]"),
         (dict(seeds=2**40), r"seeds: expected an integer in \[1, 2\*\*32-1\]"),
         (dict(seeds=[0, 2**40]), r"seeds\[1\]: expected an integer in \[0, 2\*\*32-1\]"),
-        (dict(records=2**40), r"records: expected an integer in \[2, 2\*\*31-1\]"),
+        (dict(n_records=2**40), r"n_records: expected an integer in \[2, 2\*\*31-1\]"),
     ]
     for change, match in cases:
         with pytest.raises(ValueError, match=match):
@@ -216,7 +216,7 @@ def test_ode_and_population_integer_ranges(pair, overlaps):
     with pytest.raises(ValueError, match=r"n_points: expected an integer in \[2, 2\*\*31-1\]"):
         tl.ode.integrate(overlaps, lr=1.0, t_max=1.0, n_points=2**40)
     with pytest.raises(ValueError, match=r"steps: expected an integer in \[0, 2\*\*63-1\]"):
-        tl.population.descend(*pair, lr=0.1, steps=2**64)
+        tl.population.descend(*pair, lr=0.1, n_steps=2**64)
     with pytest.raises(ValueError, match=r"lr: expected a finite real number"):
         tl.ode.integrate(overlaps, lr=10**400, t_max=1.0)
 
@@ -288,7 +288,7 @@ def test_cli_disk_full_while_writing(tmp_path, capsys, monkeypatch):
         pytest.skip("needs /dev/full")
     tiny = demo.DemoResult(demo.DemoConfig(seeds=(0,)))
     tiny.runs["gaussian"] = [tl.population.descend(*tl.networks.teacher_student(1, 1, 4, "step", seed=0), lr=0.1,
-                                                   steps=2, records=2)]
+                                                   n_steps=2, n_records=2)]
     monkeypatch.setattr(demo, "run_seed000", lambda config=None, progress=False: tiny)
     monkeypatch.setattr(demo, "run_plateau", lambda config=None, progress=False: None)
     os.symlink("/dev/full", tmp_path / "demo.csv")

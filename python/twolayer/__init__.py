@@ -30,7 +30,7 @@ from ._core import DeviceUnavailable
 from ._interrupt import Interrupted
 from .networks import Network
 from .overlaps import BatchOverlaps, Overlaps
-from .results import BatchTrajectory, Trajectory
+from .results import BatchTrajectory, Ensemble, Status, Trajectory
 
 __version__: str = _core.build_info()["version"]
 
@@ -72,9 +72,11 @@ __all__ = [
     "BatchOverlaps",
     "BatchTrajectory",
     "DeviceUnavailable",
+    "Ensemble",
     "Interrupted",
     "Network",
     "Overlaps",
+    "Status",
     "Trajectory",
     "activations",
     "build_info",

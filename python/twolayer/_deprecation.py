@@ -1,15 +1,17 @@
-"""Old spellings of renamed arguments, accepted for one release with a ``DeprecationWarning``.
+"""Old spellings of renamed arguments, attributes and keys, accepted for one release with a ``DeprecationWarning``.
 
 The package uses one name per idea (see ``docs/conventions.rst``, section "Vocabulary"). A function whose
 argument was renamed is decorated with :func:`renamed`; a caller that still uses the old spelling gets the new
-argument and a warning that names both spellings and the release that removes the old one.
+argument and a warning that names both spellings and the release that removes the old one. A renamed attribute
+keeps its old spelling as :func:`renamed_attribute`, a renamed key of a configuration mapping (a scan's keys) is
+translated by :func:`renamed_keys`.
 """
 
 from __future__ import annotations
 
 import functools
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -51,3 +53,40 @@ def renamed(**old_to_new: str) -> Callable[[F], F]:
         return wrapper  # type: ignore[return-value]
 
     return decorate
+
+
+def renamed_attribute(new: str, doc: str | None = None) -> property:
+    """A read-only property that returns attribute ``new`` and warns that its own (old) name is deprecated.
+
+    Examples
+    --------
+    >>> class R:
+    ...     final_risk = 0.5
+    ...     risk_final = renamed_attribute("final_risk")
+    """
+    class Alias(property):
+        def __set_name__(self, owner: type, name: str) -> None:
+            self.owner, self.old = f"{owner.__module__}.{owner.__qualname__}", name
+
+    def get(self: Any) -> Any:
+        warn_renamed(alias.owner, alias.old, new, what="attribute")
+        return getattr(self, new)
+
+    alias = Alias(get, doc=doc or f"Deprecated spelling of ``{new}``.")
+    return alias
+
+
+def renamed_keys(config: Mapping[str, Any], old_to_new: Mapping[str, str], owner: str, what: str = "key",
+                 stacklevel: int = 3) -> dict[str, Any]:
+    """``config`` with every old key of ``old_to_new`` replaced by its new spelling, each with a
+    ``DeprecationWarning``; both spellings at once are a ``ValueError`` naming both."""
+    out: dict[str, Any] = {}
+    for key, value in config.items():  # in the given order: the order of a scan's axes is its dimensions'
+        new = old_to_new.get(key)
+        if new is not None:
+            if new in config:
+                raise ValueError(f"{key}: {owner} got both {key!r} and its new spelling {new!r}; give only {new!r}")
+            warn_renamed(owner, key, new, what=what, stacklevel=stacklevel + 1)
+            key = new
+        out[key] = value
+    return out

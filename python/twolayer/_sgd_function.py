@@ -23,7 +23,7 @@ from ._validation import INT32_MAX, boolean, integer, positive, seed_arg
 from .activations import derivative as dsigma
 from .activations import sigma
 from .networks import Network, check_network
-from .results import Trajectory
+from .results import Ensemble, Status, Trajectory
 from .targets import FunctionTarget
 
 _N_TEST = 20_000
@@ -37,9 +37,9 @@ def _divergence(W: Any, a: Any, Wt: Any, s: float, P: Any, v: Any, start: tuple[
 
 def simulate_function_target(student: Any, target: FunctionTarget, *, lr: Any, lr_readout: Any, noise: Any,
                              batch_size: int, spherical: bool, t_max: float | None, times: Any, seed: int,
-                             seeds: Any, n_samples: int | None, records: int,
+                             seeds: Any, n_samples: int | None, n_records: int,
                              train_first_layer: bool, shuffle: bool = True) -> Any:
-    from .sgd import Ensemble, _record_steps, _run_ids
+    from .sgd import _record_steps, _run_ids
 
     if not isinstance(student, Network):
         raise TypeError("student: a FunctionTarget takes a single initial Network")
@@ -62,7 +62,7 @@ def simulate_function_target(student: Any, target: FunctionTarget, *, lr: Any, l
     train_first_layer = boolean(train_first_layer, "train_first_layer")
     seed_ = seed_arg(seed)
     d, s, c = student.d, student.scale, student.readout_factor
-    rec = _record_steps(d, t_max, times, records)
+    rec = _record_steps(d, t_max, times, n_records)
     steps = int(rec[-1]) if t_max is None else max(int(round(positive(t_max, "t_max") * d)), int(rec[-1]))
     run_ids = np.array([0]) if seeds is None else _run_ids(seeds)
     Wt = target.directions
@@ -134,8 +134,8 @@ def simulate_function_target(student: Any, target: FunctionTarget, *, lr: Any, l
                 break
         T = len(Rs)
         runs.append(Trajectory(t=rec[:T] / d, Q=np.array(Qs), M=np.array(Ms), a=np.array(As), risk=np.array(Rs),
-                               status="diverged" if why else "completed",
-                               message=(f"diverged at step {stop} (t = {stop / d:g}): {why}" if why else
+                               status=Status.diverged if why else Status.completed,
+                               message=(_core.diverged_message(stop / d, why) if why else
                                         f"{steps} NumPy SGD steps on a FunctionTarget"
                                         + (f" (training set of {n})" if n else "")), time_unit="t = steps / d",
                                stop_time=stop / d if why else math.nan,

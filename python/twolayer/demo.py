@@ -253,7 +253,7 @@ def run_seed000(config: DemoConfig | None = None, progress: bool = False) -> Dem
     for init, seed in iterator:
         student, teacher = teacher_student(cfg.units, cfg.units, cfg.d, "step", init=init, seed=seed)
         result.runs.setdefault(init, []).append(
-            population.descend(student, teacher, lr=cfg.lr, steps=cfg.steps, records=cfg.records,
+            population.descend(student, teacher, lr=cfg.lr, n_steps=cfg.steps, n_records=cfg.records,
                                schedule=cfg.schedule()))
     return result
 
@@ -284,7 +284,7 @@ def run_plateau(config: PlateauConfig | None = None, progress: bool = False) -> 
     student, teacher = teacher_student(2, 2, cfg.d, "erf", init="orthogonal", seed=7)
     W = np.random.default_rng(8).standard_normal((2, cfg.d)) * cfg.student_scale
     student = student.with_weights(W)
-    ens = sgd.simulate(student, teacher, lr=cfg.lr, t_max=cfg.t_max, records=cfg.records, seed=11, seeds=cfg.seeds,
+    ens = sgd.simulate(student, teacher, lr=cfg.lr, t_max=cfg.t_max, n_records=cfg.records, seed=11, seeds=cfg.seeds,
                        progress=progress)
     assert isinstance(ens, sgd.Ensemble)
     traj = ode.integrate(Overlaps.from_networks(student, teacher), "erf", lr=cfg.lr, times=ens.t, method="adaptive")

@@ -42,7 +42,7 @@ from .activations import ActivationName, check_activation, sigma
 from .kernels import i2
 from .networks import Network, check_network
 from .overlaps import Overlaps
-from .results import Trajectory
+from .results import Status, Trajectory
 
 __all__ = ["LayerwiseResult", "iterate", "layerwise", "ridge_readout", "simulate_layerwise"]
 
@@ -131,7 +131,7 @@ def iterate(
 
     def to_trajectory(out: dict[str, Any]) -> Trajectory:
         return Trajectory(t=out["t"], Q=out["Q"], M=out["M"], a=out["a"], risk=out["risk"],
-                          status=str(out["status"]), message=str(out["message"]), time_unit=_TIME_UNIT,
+                          status=Status(out["status"]), message=str(out["message"]), time_unit=_TIME_UNIT,
                           meta={**meta, "n_rhs": int(out["n_rhs"]), "n_steps": int(out["n_steps"])},
                           P=overlaps.P.copy(), v=overlaps.v.copy(), stop_time=float(out["stop_time"]))
 
@@ -352,7 +352,7 @@ def simulate_layerwise(
     n = integer(batch_size if n_ridge is None else n_ridge, "n_ridge", 1)
     seed_ = seed_arg(seed)
     d = student.d
-    first = simulate(student, teacher, lr=lr, batch_size=batch_size, t_max=T / d, records=T + 1, noise=noise,
+    first = simulate(student, teacher, lr=lr, batch_size=batch_size, t_max=T / d, n_records=T + 1, noise=noise,
                      spherical=spherical, seed=seed_)
     assert isinstance(first, Trajectory)
     if first.status == "diverged":

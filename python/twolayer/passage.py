@@ -241,7 +241,7 @@ def first_passage(runs: Iterable[Any], level: float, relative: bool = True) -> F
     Examples
     --------
     >>> student, teacher = tl.networks.teacher_student(K=2, M=2, d=100, activation="erf", seed=0)
-    >>> ens = tl.sgd.simulate(student, teacher, lr=0.5, t_max=20, records=21, seeds=6)
+    >>> ens = tl.sgd.simulate(student, teacher, lr=0.5, t_max=20, n_records=21, seeds=6)
     >>> fp = tl.passage.first_passage(ens, 0.5)
     >>> fp.n, fp.n_censored
     (6, 0)

@@ -18,6 +18,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _core
+from ._deprecation import renamed
 from ._interrupt import partial_result
 from ._validation import INT32_MAX, as_float_array, boolean, integer, n_threads_arg, positive
 from .networks import Network, check_network
@@ -351,13 +352,14 @@ def hessian(
     return H
 
 
+@renamed(steps="n_steps", records="n_records")
 def descend(
     student: Network,
     teacher: Network,
     lr: float,
-    steps: int,
+    n_steps: int,
     lr_readout: float = 0.0,
-    records: int = 100,
+    n_records: int = 101,
     n_threads: int | None = None,
     schedule: Schedule | ArrayLike | Callable[..., Any] | None = None,
 ) -> Trajectory:
@@ -373,19 +375,19 @@ def descend(
         The start and the teacher.
     lr : float
         Step on W (> 0).
-    steps : int
+    n_steps : int
         Iterations.
     lr_readout : float, default 0.0
         Step on a (0: fixed).
-    records : int, default 100
-        Log-spaced iterations recorded (0 and ``steps`` included).
+    n_records : int, default 101
+        Log-spaced iterations recorded (0 and ``n_steps`` included).
     n_threads : int, optional
         OpenMP threads (None: the OpenMP default).
     schedule : Schedule, array or callable, optional
         Learning-rate multiplier s(n) at iteration n
         (:mod:`twolayer.schedules`: iteration n uses lr s(n), lr_readout
         s(n)); an array is one value per iteration, a callable is evaluated
-        once at n = 0 .. steps - 1. Step units need a decaying one to
+        once at n = 0 .. n_steps - 1. Step units need a decaying one to
         converge below the oscillation floor of fixed steps on the cusp of
         their loss (e.g. ``schedules.geometric(0.5, every=2000,
         start=...)``).
@@ -399,17 +401,17 @@ def descend(
     Examples
     --------
     >>> s, t = tl.networks.teacher_student(2, 2, 10, "erf", seed=0)
-    >>> traj = tl.population.descend(s, t, lr=0.5, steps=100, records=4)
+    >>> traj = tl.population.descend(s, t, lr=0.5, n_steps=100, n_records=4)
     >>> traj.t, traj.time_unit
     (array([  0.,   1.,  10., 100.]), 'iterations')
     >>> np.round(traj.risk, 4)
     array([0.5204, 0.4888, 0.2643, 0.0097])
     """
     lr_ = positive(lr, "lr")
-    sched = as_schedule(schedule, steps=integer(steps, "steps", 0))
+    steps = integer(n_steps, "n_steps", 0)
+    sched = as_schedule(schedule, steps=steps)
     lr_a = positive(lr_readout, "lr_readout", allow_zero=True)
-    steps = integer(steps, "steps", 0)
-    records = integer(records, "records", 2, INT32_MAX)
+    records = integer(n_records, "n_records", 2, INT32_MAX)
     log_spaced = np.geomspace(1, max(steps, 1), records - 1).round() if records > 2 else np.array([steps])
     record_steps = np.unique(np.concatenate([[0], log_spaced]))
     record_steps = record_steps[record_steps <= steps].astype(np.int64)

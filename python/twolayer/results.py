@@ -1,5 +1,5 @@
-"""Result objects: :class:`Trajectory`, the common output of every dynamics (ODE, SGD, population descent), and
-:class:`BatchTrajectory`, the stacked output of a batch of ODE systems.
+"""Result objects: :class:`Status`, how a run ended; :class:`Trajectory`, the common output of every dynamics (ODE,
+SGD, population descent); and :class:`BatchTrajectory`, the stacked output of a batch of ODE systems.
 
 xarray convention (``to_xarray`` / ``from_xarray``): dimensions ``t`` (the output times; its ``units`` attribute
 names the clock, e.g. "t = steps / d"), ``student``, ``student2`` (the second student index of Q), ``teacher``,
@@ -14,16 +14,51 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from ._deprecation import renamed_attribute
 from .passage import FirstPassage, first_passage, run_passage
 
-__all__ = ["BatchTrajectory", "Trajectory"]
+__all__ = ["BatchTrajectory", "Ensemble", "Status", "Trajectory"]
 
-_STATUSES = ("completed", "converged", "diverged", "max_steps", "interrupted")
+
+class Status(str, Enum):
+    """How a run ended. A ``str`` enumeration: ``Status.completed == "completed"``, so code that compares
+    statuses with strings keeps working, and ``str()`` / f-strings give the bare name.
+
+    ``completed``: ran to the end; ``converged``: a requested early stop (``risk_tol`` / ``risk_rtol``) was
+    reached; ``diverged``: the state blew up (docs: conventions, "Divergence"); ``max_steps``: the step budget
+    ran out; ``interrupted``: Ctrl-C (partial results kept). :attr:`success` is True for the first two.
+
+    Examples
+    --------
+    >>> tl.Status("converged").success, tl.Status.diverged == "diverged", f"{tl.Status.max_steps}"
+    (True, True, 'max_steps')
+    """
+
+    completed = "completed"
+    converged = "converged"
+    diverged = "diverged"
+    max_steps = "max_steps"
+    interrupted = "interrupted"
+
+    @property
+    def success(self) -> bool:
+        """Whether the run reached its end or its requested early stop."""
+        return self in (Status.completed, Status.converged)
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+
+_STATUSES = tuple(s.value for s in Status)
 
 # long_name and units of every variable and coordinate of the result datasets (to_xarray of Trajectory,
 # BatchTrajectory and sgd.Ensemble); units "" marks a time, which takes the clock's unit.
@@ -33,6 +68,7 @@ _LABELS: dict[str, tuple[str, str]] = {
     "M": ("student-teacher overlaps M_ir = w_i . w*_r / s", "1"),
     "a": ("effective (readout-scaled) student second layer", "1"),
     "risk": ("excess population risk (noise floor Delta/2 not included)", "1"),
+    "final_risk": ("excess population risk, last recorded state", "1"),
     "P": ("teacher-teacher overlaps P_rs = w*_r . w*_s / s", "1"),
     "v": ("effective (readout-scaled) teacher second layer", "1"),
     "status": ("how the run ended: " + ", ".join(_STATUSES), "1"),
@@ -141,8 +177,10 @@ class Trajectory:
         The order parameters (``a``: the effective second layer).
     risk : ndarray, shape (T,)
         The excess population risk.
-    status, message : str
-        How the run ended, and why and when.
+    status : Status
+        How the run ended (a ``str`` enumeration: compares equal to the status names).
+    message : str
+        Why and when it ended.
     time_unit : str
         The clock.
     student : Network or None
@@ -176,7 +214,7 @@ class Trajectory:
     M: NDArray[np.float64]
     a: NDArray[np.float64]
     risk: NDArray[np.float64]
-    status: str = "completed"
+    status: Status = Status.completed
     message: str = ""
     time_unit: str = "t"
     student: Any = None
@@ -184,6 +222,9 @@ class Trajectory:
     P: NDArray[np.float64] | None = None
     v: NDArray[np.float64] | None = None
     stop_time: float = math.nan
+
+    def __post_init__(self) -> None:
+        self.status = Status(self.status)  # the engines give the status by name
 
     def __len__(self) -> int:
         return int(self.t.shape[0])
@@ -259,7 +300,7 @@ class Trajectory:
             M=_f64(ds, "M"),
             a=_f64(ds, "a"),
             risk=_f64(ds, "risk"),
-            status=str(attrs.get("status", "completed")),
+            status=Status(attrs.get("status", "completed")),
             message=str(attrs.get("message", "")),
             time_unit=time_unit,
             meta={k: v for k, v in attrs.items() if k not in ("status", "message")},
@@ -271,11 +312,16 @@ class Trajectory:
     def __repr__(self) -> str:
         K = self.Q.shape[1] if self.Q.ndim == 3 else 0
         M = self.M.shape[2] if self.M.ndim == 3 else 0
-        return (f"Trajectory(T={len(self)}, K={K}, M={M}, status={self.status!r}, "
+        return (f"Trajectory(T={len(self)}, K={K}, M={M}, status={str(self.status)!r}, "
                 f"final_risk={self.final_risk:.6g})")
 
 
 _COUNTS = ("n_recorded", "n_rhs", "n_steps", "n_rejected")
+
+
+def _final_name(name: str) -> str:
+    """The name of the last recorded state of row variable ``name``: ``Q_final``, ..., but ``final_risk``."""
+    return "final_risk" if name == "risk" else f"{name}_final"
 
 
 @dataclass(eq=False)
@@ -293,7 +339,7 @@ class BatchTrajectory:
         own sizes.
     P, v : (B, M, M), (B, M)
         The fixed teacher overlaps and second layer of every member (NaN-padded likewise).
-    t_final, Q_final, M_final, a_final, risk_final : (B,), (B, K, K), (B, K, M), (B, K), (B,)
+    t_final, Q_final, M_final, a_final, final_risk : (B,), (B, K, K), (B, K, M), (B, K), (B,)
         The last state each member recorded: for a run stopped by ``risk_tol``/``risk_rtol`` the state at the
         located crossing, at ``t_final = stop_time``, which lies between two output times; otherwise the last
         row on the grid (NaN for a member that recorded nothing).
@@ -340,7 +386,7 @@ class BatchTrajectory:
     Q_final: NDArray[np.float64]
     M_final: NDArray[np.float64]
     a_final: NDArray[np.float64]
-    risk_final: NDArray[np.float64]
+    final_risk: NDArray[np.float64]
     status: NDArray[np.str_]
     message: NDArray[np.str_]
     stop_time: NDArray[np.float64]
@@ -353,6 +399,8 @@ class BatchTrajectory:
     params: dict[str, NDArray[np.float64]] = field(default_factory=dict)
     time_unit: str = "t"
     meta: dict[str, Any] = field(default_factory=dict)
+
+    risk_final = renamed_attribute("final_risk")
 
     def __len__(self) -> int:
         return int(self.status.shape[0])
@@ -373,16 +421,26 @@ class BatchTrajectory:
             Q = np.concatenate([Q, self.Q_final[b, None, :K, :K]])
             M = np.concatenate([M, self.M_final[b, None, :K, :Mt]])
             a = np.concatenate([a, self.a_final[b, None, :K]])
-            risk = np.append(risk, self.risk_final[b])
+            risk = np.append(risk, self.final_risk[b])
         meta = {**self.meta, **{k: _from_attr(v[b]) for k, v in self.params.items()},
                 **{k: int(getattr(self, k)[b]) for k in ("n_rhs", "n_steps", "n_rejected")},
                 "stop_time": float(self.stop_time[b])}
-        return Trajectory(t=t, Q=Q, M=M, a=a, risk=risk, status=str(self.status[b]), message=str(self.message[b]),
+        return Trajectory(t=t, Q=Q, M=M, a=a, risk=risk, status=Status(self.status[b]), message=str(self.message[b]),
                           time_unit=self.time_unit, meta=meta, P=self.P[b, :Mt, :Mt], v=self.v[b, :Mt],
                           stop_time=float(self.stop_time[b]))
 
     def __iter__(self) -> Iterator[Trajectory]:
         return (self[b] for b in range(len(self)))
+
+    @property
+    def n_diverged(self) -> int:
+        """Number of diverged members."""
+        return int(np.sum(self.status == Status.diverged))
+
+    @property
+    def n_converged(self) -> int:
+        """Number of members stopped early by ``risk_tol`` / ``risk_rtol``."""
+        return int(np.sum(self.status == Status.converged))
 
     def first_passage(self, level: float, relative: bool = True) -> FirstPassage:
         """Per-member first passage (:meth:`Trajectory.first_passage`) with censoring (:mod:`twolayer.passage`)."""
@@ -417,8 +475,9 @@ class BatchTrajectory:
         data: dict[str, Any] = {}
         for name, dims in _DIMS.items():
             if name in _ROWS:
+                final = _final_name(name)
                 data[name] = var(name, ("member", "t", *dims), getattr(self, name))
-                data[f"{name}_final"] = var(f"{name}_final", ("member", *dims), getattr(self, f"{name}_final"))
+                data[final] = var(final, ("member", *dims), getattr(self, final))
             else:
                 data[name] = var(name, ("member", *dims), getattr(self, name))
         for name in ("t_final", "stop_time", *_COUNTS):
@@ -459,7 +518,7 @@ class BatchTrajectory:
         return cls(
             t=f64("t"), Q=f64("Q"), M=f64("M"), a=f64("a"), risk=f64("risk"), P=f64("P"), v=f64("v"),
             t_final=f64("t_final"), Q_final=f64("Q_final"), M_final=f64("M_final"), a_final=f64("a_final"),
-            risk_final=f64("risk_final"),
+            final_risk=f64("final_risk" if "final_risk" in ds else "risk_final"),
             status=np.array(ds["status"].values, dtype=str), message=np.array(ds["message"].values, dtype=str),
             stop_time=f64("stop_time"),
             **{k: i64(k) for k in (*_COUNTS, "n_student", "n_teacher")},
@@ -472,3 +531,330 @@ class BatchTrajectory:
         counts = {s: int(np.sum(self.status == s)) for s in _STATUSES}
         text = ", ".join(f"{s}={c}" for s, c in counts.items() if c)
         return f"BatchTrajectory(B={len(self)}, T={self.t.shape[0]}{', ' + text if text else ''})"
+
+
+@dataclass(eq=False)
+class Ensemble:
+    """Independent SGD (or SDE) runs of one problem, the batch result of :func:`twolayer.sgd.simulate` and
+    :func:`twolayer.sde.simulate`: same teacher, sizes and regime; each run (a batch member) has its own stream key
+    (seed, run id) and hyper-parameters (``params``).
+
+    ``runs`` holds one :class:`~twolayer.Trajectory` per run, in call order. A run that stopped early is
+    truncated at its stop: status ``"converged"`` (its recorded risk fell below ``risk_tol`` / ``risk_rtol``;
+    the crossing record is its last row), ``"diverged"``, or ``"interrupted"`` (in the partial result of
+    :class:`twolayer.Interrupted`). ``t`` holds the requested record times, ``run_ids`` the stream keys and
+    ``params`` the per-run ``lr``, ``lr_readout``, ``noise``, ``risk_tol``, ``risk_rtol`` (arrays of shape
+    (R,); NaN where a tolerance is off). ``status`` and ``stop_time`` are per run (``stop_time``: see
+    :func:`simulate`; NaN for completed runs).
+
+    The stacked arrays ``Q`` (R_completed, T, K, K), ``M``, ``a``, ``risk`` and the statistics :meth:`mean`,
+    :meth:`std`, :meth:`sem` use the runs that completed only: a converged run is a success, but its records
+    end at its stop, so it has no value at later times (study it through ``stop_time``). The statistics are
+    over repetitions of one experiment: they raise ValueError when the completed runs differ in their
+    parameters (take a sub-ensemble of one grid point with :meth:`select`, or group ``to_xarray()``).
+
+    Attributes
+    ----------
+    runs : list of Trajectory
+        One per run, in call order.
+    run_ids : ndarray of int, shape (R,)
+        The stream keys (seed, run id).
+    t : ndarray, shape (T,)
+        The requested record times (t = steps / d).
+    seed : int
+        The master seed.
+    meta : dict
+        The parameters shared by every run.
+    params : dict of ndarray, shape (R,)
+        The per-run parameters.
+
+    Examples
+    --------
+    >>> s, t = tl.networks.teacher_student(2, 2, 100, "erf", seed=0)
+    >>> ens = tl.sgd.simulate(s, t, lr=1.0, t_max=5, records=6, seeds=4)
+    >>> ens
+    Ensemble(runs=4, T=6, diverged=0, converged=0, seed=0)
+    >>> ens.risk.shape, ens.Q.shape
+    ((4, 6), (4, 6, 2, 2))
+    >>> np.round(ens.mean().risk, 3)
+    array([0.735, 0.353, 0.176, 0.101, 0.064, 0.048])
+    """
+
+    runs: list[Trajectory]
+    run_ids: NDArray[np.int64]
+    t: NDArray[np.float64]
+    seed: int
+    meta: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, NDArray[np.float64]] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.runs)
+
+    def __iter__(self) -> Iterator[Trajectory]:
+        return iter(self.runs)
+
+    def __getitem__(self, j: int) -> Trajectory:
+        return self.runs[j]
+
+    @property
+    def status(self) -> list[Status]:
+        """The status of every run."""
+        return [r.status for r in self.runs]
+
+    @property
+    def stop_time(self) -> NDArray[np.float64]:
+        """(R,) per run: the interpolated early-stop crossing (converged), the time of the divergence or
+        interruption, NaN for completed runs; in the clock of ``t`` (steps / d)."""
+        return np.array([r.stop_time for r in self.runs], dtype=np.float64)
+
+    @property
+    def final_risk(self) -> NDArray[np.float64]:
+        """(R,) the last recorded excess risk of every run (NaN for a run that recorded nothing)."""
+        return np.array([r.final_risk for r in self.runs], dtype=np.float64)
+
+    @property
+    def n_recorded(self) -> NDArray[np.int64]:
+        """(R,) the number of rows every run recorded."""
+        return np.array([len(r) for r in self.runs], dtype=np.int64)
+
+    @property
+    def completed(self) -> list[Trajectory]:
+        """The runs that completed (neither converged early, diverged nor were interrupted)."""
+        return [r for r in self.runs if r.status == "completed"]
+
+    @property
+    def n_diverged(self) -> int:
+        """Number of diverged runs."""
+        return sum(r.status == "diverged" for r in self.runs)
+
+    @property
+    def n_converged(self) -> int:
+        """Number of runs stopped early by ``risk_tol`` / ``risk_rtol``."""
+        return sum(r.status == "converged" for r in self.runs)
+
+    def first_passage(self, level: float, relative: bool = True) -> FirstPassage:
+        """Per-run first passage of the risk with censoring (:mod:`twolayer.passage`)."""
+        return first_passage(self.runs, level, relative)
+
+    def select(self, **values: float) -> Ensemble:
+        """The sub-ensemble of the runs whose parameters equal ``values`` (keywords among ``lr``,
+        ``lr_readout``, ``noise``, ``risk_tol``, ``risk_rtol``, ``run_id``), e.g. one point of a grid.
+
+        Parameters
+        ----------
+        **values : float
+            Parameter values to keep.
+
+        Returns
+        -------
+        Ensemble
+        """
+        keep = np.ones(len(self.runs), dtype=bool)
+        for name, value in values.items():
+            column = self.run_ids if name == "run_id" else self.params.get(name)
+            if column is None:
+                raise ValueError(
+                    f"{name}: expected one of {', '.join(map(repr, [*self.params, 'run_id']))}; got {name!r}"
+                )
+            keep &= column == value
+        idx = np.flatnonzero(keep)
+        if idx.size == 0:
+            raise ValueError(f"values: no run has {values}")
+        return Ensemble(
+            runs=[self.runs[j] for j in idx],
+            run_ids=self.run_ids[idx],
+            t=self.t,
+            seed=self.seed,
+            meta=self.meta,
+            params={k: v[idx] for k, v in self.params.items()},
+        )
+
+    def stack(self, name: str) -> NDArray[np.float64]:
+        """``name`` ("Q", "M", "a" or "risk") of the completed runs, run first.
+
+        Parameters
+        ----------
+        name : {"Q", "M", "a", "risk"}
+            The field.
+
+        Returns
+        -------
+        ndarray, shape (R_completed, T, ...)
+        """
+        if name not in ("Q", "M", "a", "risk"):
+            raise ValueError(f"name: expected one of 'Q', 'M', 'a', 'risk'; got {name!r}")
+        runs = self.completed
+        if not runs:
+            raise ValueError("seeds: no run completed (diverged, converged or interrupted), there is nothing to stack")
+        return np.stack([getattr(r, name) for r in runs])
+
+    Q = property(lambda self: self.stack("Q"), doc="(R_completed, T, K, K)")
+    M = property(lambda self: self.stack("M"), doc="(R_completed, T, K, M)")
+    a = property(lambda self: self.stack("a"), doc="(R_completed, T, K)")
+    risk = property(lambda self: self.stack("risk"), doc="(R_completed, T)")
+
+    def _statistic(self, fn: Any, label: str) -> Trajectory:
+        done = np.array([r.status == "completed" for r in self.runs], dtype=bool)
+        shared: dict[str, float] = {}
+        for name, column in self.params.items():
+            values = np.unique(column[done])
+            if values.size > 1:
+                raise ValueError(
+                    f"{name}: {label} is over runs of identical parameters, but the completed runs have "
+                    f"{values.size} different values of {name}; take one grid point with select({name}=...) "
+                    "or group to_xarray()"
+                )
+            if values.size == 1:
+                shared[name] = float(values[0])
+        n = int(done.sum())
+        fields = {k: fn(self.stack(k)) for k in ("Q", "M", "a", "risk")}
+        msg = f"{label} over {n} of {len(self.runs)} runs" + (
+            f" ({len(self.runs) - n} not completed: {self.n_diverged} diverged, {self.n_converged} converged)"
+            if n < len(self.runs)
+            else ""
+        )
+        return Trajectory(
+            t=self.t.copy(),
+            **fields,
+            status=Status.completed,
+            message=msg,
+            time_unit=self.runs[0].time_unit,
+            meta={**self.meta, **shared, "statistic": label, "n_runs": n},
+        )
+
+    def mean(self) -> Trajectory:
+        """Mean over the completed runs (of identical parameters), as a Trajectory."""
+        return self._statistic(lambda x: x.mean(axis=0), "mean")
+
+    def std(self) -> Trajectory:
+        """Sample standard deviation (ddof = 1) over the completed runs (of identical parameters)."""
+        return self._statistic(
+            lambda x: x.std(axis=0, ddof=1) if x.shape[0] > 1 else np.zeros_like(x[0]), "std"
+        )
+
+    def sem(self) -> Trajectory:
+        """Standard error of the mean over the completed runs (of identical parameters): std / sqrt(n)."""
+        n = len(self.completed)
+        return self._statistic(
+            lambda x: (x.std(axis=0, ddof=1) if n > 1 else np.zeros_like(x[0])) / np.sqrt(n), "sem"
+        )
+
+    def _padded(self, name: str) -> NDArray[np.float64]:
+        """``name`` of every run, (R, T, ...), NaN after a run's last record."""
+        first = self.runs[0]
+        out = np.full((len(self.runs), len(self.t), *getattr(first, name).shape[1:]), np.nan)
+        for j, r in enumerate(self.runs):
+            out[j, : len(r)] = getattr(r, name)
+        return out
+
+    def to_xarray(self) -> Any:
+        """An ``xarray.Dataset`` of every run, in the layout of :meth:`BatchTrajectory.to_xarray` and of a scan:
+        dimensions ``member`` (the runs in call order), ``t``, ``student``, ``student2``, ``teacher``.
+
+        Data ``Q``, ``M``, ``a``, ``risk`` (NaN after the last record of a run that stopped early), ``status``,
+        ``message``, ``stop_time``, ``stop_step``, ``n_recorded`` and ``final_risk`` per member, the teacher's
+        ``P`` and ``v`` (so that overlaps can be rebuilt); coordinates ``t`` and, along ``member``, ``run_id``,
+        ``lr``, ``lr_readout``, ``noise``, ``risk_tol``, ``risk_rtol``. Every variable has ``long_name`` and
+        ``units`` attributes (times in steps / d). A grid becomes labelled axes with
+        ``ds.set_index(member=["lr", "noise", "run_id"]).unstack("member")``.
+        """
+        xr = _xarray()
+        unit = "steps / d"
+
+        def var(name: str, dims: tuple[str, ...], values: Any) -> Any:
+            return xr.Variable(dims, values, attrs=variable_attrs(name, unit))
+
+        stop_step = [int(r.meta.get("stop_step", -1)) for r in self.runs]
+        member = ("member",)
+        data = {
+            "Q": var("Q", ("member", "t", "student", "student2"), self._padded("Q")),
+            "M": var("M", ("member", "t", "student", "teacher"), self._padded("M")),
+            "a": var("a", ("member", "t", "student"), self._padded("a")),
+            "risk": var("risk", ("member", "t"), self._padded("risk")),
+            "final_risk": var("final_risk", member, self.final_risk),
+            "status": var("status", member, np.array(self.status, dtype=str)),
+            "stop_time": var("stop_time", member, self.stop_time),
+            "message": var("message", member, np.array([r.message for r in self.runs], dtype=str)),
+            "n_recorded": var("n_recorded", member, self.n_recorded),
+            "stop_step": var("stop_step", member, np.array(stop_step, dtype=np.int64)),
+        }
+        first = self.runs[0]
+        if first.P is not None and first.v is not None:  # one teacher for every run: rebuild overlaps from P, v
+            data["P"] = var("P", ("teacher", "teacher2"), first.P)
+            data["v"] = var("v", ("teacher",), first.v)
+        coords = {
+            "member": var("member", member, np.arange(len(self.runs))),
+            "t": var("t", ("t",), self.t),
+            "run_id": var("run_id", member, self.run_ids),
+            **{k: var(k, member, v) for k, v in self.params.items()},
+        }
+        attrs = _attrs(self.meta)
+        return xr.Dataset(
+            data,
+            coords=coords,
+            attrs={**attrs, "seed": self.seed, "time_unit": unit, "n_diverged": self.n_diverged,
+                   "params": " ".join(self.params)},
+        )
+
+    @classmethod
+    def from_xarray(cls, ds: Any) -> Ensemble:
+        """The Ensemble a :meth:`to_xarray` Dataset (possibly saved and reopened) describes: every run's rows
+        (up to its ``n_recorded``), status, message, stop time and parameters, and the teacher's ``P`` and ``v``
+        (so that ``ens[j].overlaps_at(-1)`` restarts the ODE from run j's last state). The final student
+        weights are not stored: ``student`` is None. A Dataset of an older release (dimension ``run``) is read
+        too."""
+        if "run" in ds.dims and "member" not in ds.dims:
+            ds = ds.rename({"run": "member"})
+        attrs, names, _ = _dataset_parts(ds)
+        seed = int(attrs["seed"])
+        attrs.pop("n_diverged", None)
+        t, run_ids = _f64(ds, "t"), _i64(ds, "run_id")
+        params = {p: _f64(ds, p) for p in names}
+        P = _f64(ds, "P") if "P" in ds else None
+        v = _f64(ds, "v") if "v" in ds else None
+        rows = {name: _f64(ds, name) for name in ("Q", "M", "a", "risk")}
+        n_recorded, stop_step, stop_time = _i64(ds, "n_recorded"), _i64(ds, "stop_step"), _f64(ds, "stop_time")
+        status = np.array(ds["status"].values, dtype=str)
+        message = np.array(ds["message"].values, dtype=str)
+        runs = [
+            Trajectory(
+                t=t[: n_recorded[j]].copy(),
+                **{name: x[j, : n_recorded[j]].copy() for name, x in rows.items()},
+                status=Status(status[j]),
+                message=str(message[j]),
+                time_unit=SIMULATION_TIME_UNIT,
+                meta=run_meta(attrs, params, j, int(run_ids[j]), str(status[j]), int(stop_step[j])),
+                P=None if P is None else P.copy(),
+                v=None if v is None else v.copy(),
+                stop_time=float(stop_time[j]),
+            )
+            for j in range(run_ids.size)
+        ]
+        return cls(runs=runs, run_ids=run_ids, t=t, seed=seed, meta=attrs, params=params)
+
+    def __repr__(self) -> str:
+        return (
+            f"Ensemble(runs={len(self.runs)}, T={len(self.t)}, diverged={self.n_diverged}, "
+            f"converged={self.n_converged}, seed={self.seed})"
+        )
+
+
+# The clock of the SGD and SDE simulations.
+SIMULATION_TIME_UNIT = "t = steps / d"
+
+
+def run_meta(meta: dict[str, Any], params: dict[str, NDArray[np.float64]], j: int, run: int, status: str,
+              stop_step: int) -> dict[str, Any]:
+    """The ``meta`` of run j (stream index ``run``): the ensemble's, its own parameters, and the step of its
+    stop when it did not complete."""
+    return {
+        **meta,
+        **{k: float(v[j]) for k, v in params.items()},
+        "run": run,
+        **({"stop_step": stop_step} if status != "completed" else {}),
+    }
+
+
+
+# The simulators' (SGD, SDE) status codes of a run.
+SIMULATION_STATUS = {0: Status.completed, 1: Status.diverged, 2: Status.interrupted, 3: Status.converged}

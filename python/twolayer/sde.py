@@ -37,9 +37,9 @@ them, while the ODE's drift comes from the delta and its covariance would need E
 :func:`simulate` integrates the SDE by Euler-Maruyama (strong order 1/2, weak order 1 in dt) over many paths in one
 C++ call (OpenMP across threads, paths in SIMD lanes within a thread for the quadrature moments; GIL released,
 Ctrl-C stops it), with Brownian increments from counter-based Philox streams keyed by (seed, path id):
-bit-identical for any thread count, path j equal to the path run alone. It returns a
-:class:`twolayer.sgd.Ensemble`, so ``first_passage``, ``mean``, ``std`` work as for SGD. See docs/conventions for
-the clock (t = steps / d) and the effective second layers.
+bit-identical for any thread count, path j equal to the path run alone. It returns a :class:`twolayer.Ensemble`, as
+:func:`twolayer.sgd.simulate` does, so ``first_passage``, ``mean``, ``std`` work as for SGD. See docs/conventions
+for the clock (t = steps / d) and the effective second layers.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _core
+from ._deprecation import renamed
 from ._interrupt import keep_partial, partial_result
 from ._progress import progress_bar
 from ._validation import (
@@ -69,14 +70,12 @@ from ._validation import (
 from .activations import ActivationName
 from .ode import _activations, _check_overlaps, _target_arg, _target_state
 from .overlaps import BatchOverlaps, Overlaps
-from .results import Trajectory
-from .sgd import Ensemble, _run_ids
+from .results import SIMULATION_STATUS, SIMULATION_TIME_UNIT, Ensemble, Status, Trajectory
+from .sgd import _run_ids, converged_message
 
 __all__ = ["IncrementCovariance", "increment_covariance", "simulate"]
 
 _NODES = {"linear": 3, "quadratic": 7, "erf": 48}
-_STATUS = {0: "completed", 1: "diverged", 2: "interrupted", 3: "converged"}
-_TIME_UNIT = "t = steps / d"
 
 
 @dataclass(frozen=True)
@@ -236,27 +235,28 @@ def _check_steps(n: float, names: str) -> None:
                          "shorter run")
 
 
+@renamed(records="n_records")
 def simulate(
     overlaps: Overlaps | BatchOverlaps | Sequence[Overlaps],
     activation: ActivationName | None = None,
     teacher_activation: ActivationName | None = None,
     *,
     lr: float,
-    d: int,
-    noise: float = 0.0,
     lr_readout: float = 0.0,
+    noise: float = 0.0,
     spherical: bool = False,
     t_max: float | None = None,
     times: ArrayLike | None = None,
-    dt: float = 0.01,
-    seeds: int | Sequence[int] = 1,
     seed: int = 0,
-    records: int = 101,
+    seeds: int | Sequence[int] = 1,
+    n_records: int = 101,
     risk_tol: float | None = None,
     risk_rtol: float | None = None,
-    n_nodes: int | None = None,
     n_threads: int | None = None,
     progress: bool = False,
+    d: int,
+    dt: float = 0.01,
+    n_nodes: int | None = None,
     target: Any = None,
 ) -> Ensemble:
     """Paths of the SGD diffusion approximation at dimension ``d`` (Euler-Maruyama, step ``dt`` in t = steps / d).
@@ -265,37 +265,41 @@ def simulate(
     ----------
     overlaps : Overlaps, BatchOverlaps or sequence of Overlaps
         One start for every path, or one per path (as many as ``seeds`` gives).
-    lr, noise, lr_readout, spherical
+    activation, teacher_activation : str, optional
+        As in :func:`increment_covariance` (default: those of ``overlaps``).
+    lr, lr_readout, noise, spherical
         As in :func:`twolayer.ode.integrate` (online regime; effective second layers).
-    d : int
-        Dimension: the diffusion is Cov(xi) / d.
-    t_max, times, records
-        Record at ``records`` equal steps up to ``t_max`` or at ``times`` (each moved to the nearest multiple of
+    t_max, times, n_records
+        Record at ``n_records`` equal steps up to ``t_max`` or at ``times`` (each moved to the nearest multiple of
         ``dt``); the returned ``t`` holds the times used.
-    seeds, seed
-        Path ids (an int n: 0..n-1; or a sequence of ids < 2^32) and the master seed: path j draws its Brownian
-        increments from the stream (seed, j).
+    seed, seeds
+        The master seed and the path ids (an int n: 0..n-1; or a sequence of ids < 2^32): path j draws its
+        Brownian increments from the stream (seed, j).
     risk_tol, risk_rtol
         Stop a path, status ``"converged"``, at the first step whose excess risk is <= max(risk_tol, risk_rtol *
         R(0)); its last row is that step's state and ``stop_time`` the crossing interpolated linearly between the
         last two steps.
-    n_nodes
-        Gauss-Hermite nodes per unit for the covariance (see :func:`increment_covariance`).
-    target : HermiteTarget, optional
-        A polynomial target (see :func:`increment_covariance`).
-    activation, teacher_activation : str, optional
-        As in :func:`increment_covariance` (default: those of ``overlaps``).
-    dt : float, default 0.01
-        Euler-Maruyama step. With quadrature moments the drift is E[xi] from the same rule (the ODE's right-hand
-        side: exactly for polynomial units, to the rule's accuracy for erf); with exact relu moments, the ODE's.
     n_threads : int, optional
         OpenMP threads (paths are bitwise the same for any number).
     progress : bool, default False
         A tqdm bar over steps.
+    d : int
+        Dimension: the diffusion is Cov(xi) / d.
+    dt : float, default 0.01
+        Euler-Maruyama step. With quadrature moments the drift is E[xi] from the same rule (the ODE's right-hand
+        side: exactly for polynomial units, to the rule's accuracy for erf); with exact relu moments, the ODE's.
+    n_nodes
+        Gauss-Hermite nodes per unit for the covariance (see :func:`increment_covariance`).
+    target : HermiteTarget, optional
+        A polynomial target (see :func:`increment_covariance`).
+
+    The arguments shared with :func:`twolayer.sgd.simulate` come in its order (``lr``, ``lr_readout``,
+    ``noise``, ``spherical``, ``t_max``, ``times``, ``seed``, then ``seeds``, ``n_records``, ``risk_tol``,
+    ``risk_rtol``, ``n_threads``, ``progress``), all by keyword here.
 
     Returns
     -------
-    twolayer.sgd.Ensemble
+    twolayer.Ensemble
         Statuses: completed, converged, diverged (by the rule every engine shares, checked at every step: the
         state not finite, grown past 1e8 times the scale of its start and teacher, or out of the positive
         semi-definite cone; docs: conventions, "Divergence"; the message says which), interrupted.
@@ -303,7 +307,7 @@ def simulate(
     Examples
     --------
     >>> ov = tl.Overlaps([[1.0]], [[0.2]], [[1.0]], [1.0], [1.0], "linear", "linear")
-    >>> ens = tl.sde.simulate(ov, lr=0.5, d=100, t_max=1.0, records=3, seeds=4, seed=0)
+    >>> ens = tl.sde.simulate(ov, lr=0.5, d=100, t_max=1.0, n_records=3, seeds=4, seed=0)
     >>> ens, ens.t.tolist()
     (Ensemble(runs=4, T=3, diverged=0, converged=0, seed=0), [0.0, 0.5, 1.0])
     >>> print(np.round(ens.mean().risk, 6))
@@ -353,9 +357,9 @@ def simulate(
         if t_max is None:
             raise ValueError("t_max: give t_max or times")
         tm = positive(t_max, "t_max")
-        n_rec = integer(records, "records", 2, INT32_MAX)
+        n_rec = integer(n_records, "n_records", 2, INT32_MAX)
         _check_steps(tm / dt_, "t_max, dt")
-        with allocating("records", n_rec):
+        with allocating("n_records", n_rec):
             steps_rec = np.unique(np.round(np.linspace(0.0, tm, n_rec) / dt_).astype(np.int64))
     n_steps = int(steps_rec[-1])
     t_rec = np.asarray(steps_rec * dt_, dtype=np.float64)
@@ -376,18 +380,22 @@ def simulate(
         runs = []
         for j, rid in enumerate(run_ids):
             T = int(out["recorded"][j])
-            status = _STATUS[int(out["status"][j])]
+            status = SIMULATION_STATUS[int(out["status"][j])]
             stop_time = float(out["stop_time"][j])
             t = t_rec[:T].copy()
-            if status == "converged" and T > 0:  # the last row is the step at which the path crossed
+            if status == Status.converged and T > 0:  # the last row is the step at which the path crossed
                 t[-1] = math.ceil(stop_time / dt_ - 1e-9) * dt_
-            msg = {"completed": f"{n_steps} Euler-Maruyama steps of dt = {dt_:g}",
-                   "converged": f"reached the risk threshold; interpolated crossing at t = {stop_time:g}",
-                   "diverged": f"diverged at t = {stop_time:g}: {out['reason'][j]}",
-                   "interrupted": f"interrupted at t = {stop_time:g}"}[status]
+            if status == Status.converged:
+                msg = converged_message(out["risk"][j, :T], params, j, stop_time)
+            elif status == Status.diverged:
+                msg = _core.diverged_message(stop_time, str(out["reason"][j]))
+            elif status == Status.interrupted:
+                msg = _core.interrupted_message(stop_time, round(stop_time / dt_))
+            else:
+                msg = _core.sde_completed_message(n_steps, dt_)
             runs.append(Trajectory(t=t, Q=out["Q"][j, :T].copy(), M=out["M"][j, :T].copy(),
                                    a=out["a"][j, :T].copy(), risk=out["risk"][j, :T].copy(), status=status,
-                                   message=msg, time_unit=_TIME_UNIT,
+                                   message=msg, time_unit=SIMULATION_TIME_UNIT,
                                    meta={**meta, "lr": lr_, "lr_readout": lr_a, "noise": noise_, "run": int(rid),
                                          "risk_tol": tol if tol > 0 else math.nan,
                                          "risk_rtol": rtol if rtol > 0 else math.nan},

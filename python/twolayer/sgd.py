@@ -36,8 +36,7 @@ pair has a closed-form I2, so no estimate is ever needed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias, overload
 
 import numpy as np
@@ -45,6 +44,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from . import _core
 from ._core import DeviceUnavailable
+from ._deprecation import renamed
 from ._interrupt import keep_partial, partial_result
 from ._progress import progress_bar
 from ._validation import (
@@ -62,321 +62,33 @@ from ._validation import (
 )
 from .networks import Network, check_network
 from .overlaps import check_pair, gram
-from .passage import FirstPassage, first_passage
-from .results import Trajectory, _attrs, _dataset_parts, _f64, _i64, _xarray, variable_attrs
+from .results import SIMULATION_STATUS, SIMULATION_TIME_UNIT, Ensemble, Status, Trajectory, run_meta
 from .schedules import Schedule, as_schedule, core_arg
 
 __all__ = ["Ensemble", "grid", "simulate"]
 
 
-@dataclass(eq=False)
-class Ensemble:
-    """Independent SGD runs of one problem: same teacher, sizes and regime; each run has its own stream key
-    (seed, run id) and hyper-parameters (``params``).
-
-    ``runs`` holds one :class:`~twolayer.Trajectory` per run, in call order. A run that stopped early is
-    truncated at its stop: status ``"converged"`` (its recorded risk fell below ``risk_tol`` / ``risk_rtol``;
-    the crossing record is its last row), ``"diverged"``, or ``"interrupted"`` (in the partial result of
-    :class:`twolayer.Interrupted`). ``t`` holds the requested record times, ``run_ids`` the stream keys and
-    ``params`` the per-run ``lr``, ``lr_readout``, ``noise``, ``risk_tol``, ``risk_rtol`` (arrays of shape
-    (R,); NaN where a tolerance is off). ``status`` and ``stop_time`` are per run (``stop_time``: see
-    :func:`simulate`; NaN for completed runs).
-
-    The stacked arrays ``Q`` (R_completed, T, K, K), ``M``, ``a``, ``risk`` and the statistics :meth:`mean`,
-    :meth:`std`, :meth:`sem` use the runs that completed only: a converged run is a success, but its records
-    end at its stop, so it has no value at later times (study it through ``stop_time``). The statistics are
-    over repetitions of one experiment: they raise ValueError when the completed runs differ in their
-    parameters (take a sub-ensemble of one grid point with :meth:`select`, or group ``to_xarray()``).
-
-    Attributes
-    ----------
-    runs : list of Trajectory
-        One per run, in call order.
-    run_ids : ndarray of int, shape (R,)
-        The stream keys (seed, run id).
-    t : ndarray, shape (T,)
-        The requested record times (t = steps / d).
-    seed : int
-        The master seed.
-    meta : dict
-        The parameters shared by every run.
-    params : dict of ndarray, shape (R,)
-        The per-run parameters.
-
-    Examples
-    --------
-    >>> s, t = tl.networks.teacher_student(2, 2, 100, "erf", seed=0)
-    >>> ens = tl.sgd.simulate(s, t, lr=1.0, t_max=5, records=6, seeds=4)
-    >>> ens
-    Ensemble(runs=4, T=6, diverged=0, converged=0, seed=0)
-    >>> ens.risk.shape, ens.Q.shape
-    ((4, 6), (4, 6, 2, 2))
-    >>> np.round(ens.mean().risk, 3)
-    array([0.735, 0.353, 0.176, 0.101, 0.064, 0.048])
-    """
-
-    runs: list[Trajectory]
-    run_ids: NDArray[np.int64]
-    t: NDArray[np.float64]
-    seed: int
-    meta: dict[str, Any] = field(default_factory=dict)
-    params: dict[str, NDArray[np.float64]] = field(default_factory=dict)
-
-    def __len__(self) -> int:
-        return len(self.runs)
-
-    def __iter__(self) -> Iterator[Trajectory]:
-        return iter(self.runs)
-
-    def __getitem__(self, j: int) -> Trajectory:
-        return self.runs[j]
-
-    @property
-    def status(self) -> list[str]:
-        """The status of every run."""
-        return [r.status for r in self.runs]
-
-    @property
-    def stop_time(self) -> NDArray[np.float64]:
-        """(R,) per run: the interpolated early-stop crossing (converged), the time of the divergence or
-        interruption, NaN for completed runs; in the clock of ``t`` (steps / d)."""
-        return np.array([r.stop_time for r in self.runs], dtype=np.float64)
-
-    @property
-    def completed(self) -> list[Trajectory]:
-        """The runs that completed (neither converged early, diverged nor were interrupted)."""
-        return [r for r in self.runs if r.status == "completed"]
-
-    @property
-    def n_diverged(self) -> int:
-        """Number of diverged runs."""
-        return sum(r.status == "diverged" for r in self.runs)
-
-    @property
-    def n_converged(self) -> int:
-        """Number of runs stopped early by ``risk_tol`` / ``risk_rtol``."""
-        return sum(r.status == "converged" for r in self.runs)
-
-    def first_passage(self, level: float, relative: bool = True) -> FirstPassage:
-        """Per-run first passage of the risk with censoring (:mod:`twolayer.passage`)."""
-        return first_passage(self.runs, level, relative)
-
-    def select(self, **values: float) -> Ensemble:
-        """The sub-ensemble of the runs whose parameters equal ``values`` (keywords among ``lr``,
-        ``lr_readout``, ``noise``, ``risk_tol``, ``risk_rtol``, ``run_id``), e.g. one point of a grid.
-
-        Parameters
-        ----------
-        **values : float
-            Parameter values to keep.
-
-        Returns
-        -------
-        Ensemble
-        """
-        keep = np.ones(len(self.runs), dtype=bool)
-        for name, value in values.items():
-            column = self.run_ids if name == "run_id" else self.params.get(name)
-            if column is None:
-                raise ValueError(
-                    f"{name}: expected one of {', '.join(map(repr, [*self.params, 'run_id']))}; got {name!r}"
-                )
-            keep &= column == value
-        idx = np.flatnonzero(keep)
-        if idx.size == 0:
-            raise ValueError(f"values: no run has {values}")
-        return Ensemble(
-            runs=[self.runs[j] for j in idx],
-            run_ids=self.run_ids[idx],
-            t=self.t,
-            seed=self.seed,
-            meta=self.meta,
-            params={k: v[idx] for k, v in self.params.items()},
-        )
-
-    def stack(self, name: str) -> NDArray[np.float64]:
-        """``name`` ("Q", "M", "a" or "risk") of the completed runs, run first.
-
-        Parameters
-        ----------
-        name : {"Q", "M", "a", "risk"}
-            The field.
-
-        Returns
-        -------
-        ndarray, shape (R_completed, T, ...)
-        """
-        if name not in ("Q", "M", "a", "risk"):
-            raise ValueError(f"name: expected one of 'Q', 'M', 'a', 'risk'; got {name!r}")
-        runs = self.completed
-        if not runs:
-            raise ValueError("seeds: no run completed (diverged, converged or interrupted), there is nothing to stack")
-        return np.stack([getattr(r, name) for r in runs])
-
-    Q = property(lambda self: self.stack("Q"), doc="(R_completed, T, K, K)")
-    M = property(lambda self: self.stack("M"), doc="(R_completed, T, K, M)")
-    a = property(lambda self: self.stack("a"), doc="(R_completed, T, K)")
-    risk = property(lambda self: self.stack("risk"), doc="(R_completed, T)")
-
-    def _statistic(self, fn: Any, label: str) -> Trajectory:
-        done = np.array([r.status == "completed" for r in self.runs], dtype=bool)
-        shared: dict[str, float] = {}
-        for name, column in self.params.items():
-            values = np.unique(column[done])
-            if values.size > 1:
-                raise ValueError(
-                    f"{name}: {label} is over runs of identical parameters, but the completed runs have "
-                    f"{values.size} different values of {name}; take one grid point with select({name}=...) "
-                    "or group to_xarray()"
-                )
-            if values.size == 1:
-                shared[name] = float(values[0])
-        n = int(done.sum())
-        fields = {k: fn(self.stack(k)) for k in ("Q", "M", "a", "risk")}
-        msg = f"{label} over {n} of {len(self.runs)} runs" + (
-            f" ({len(self.runs) - n} not completed: {self.n_diverged} diverged, {self.n_converged} converged)"
-            if n < len(self.runs)
-            else ""
-        )
-        return Trajectory(
-            t=self.t.copy(),
-            **fields,
-            status="completed",
-            message=msg,
-            time_unit=self.runs[0].time_unit,
-            meta={**self.meta, **shared, "statistic": label, "n_runs": n},
-        )
-
-    def mean(self) -> Trajectory:
-        """Mean over the completed runs (of identical parameters), as a Trajectory."""
-        return self._statistic(lambda x: x.mean(axis=0), "mean")
-
-    def std(self) -> Trajectory:
-        """Sample standard deviation (ddof = 1) over the completed runs (of identical parameters)."""
-        return self._statistic(
-            lambda x: x.std(axis=0, ddof=1) if x.shape[0] > 1 else np.zeros_like(x[0]), "std"
-        )
-
-    def sem(self) -> Trajectory:
-        """Standard error of the mean over the completed runs (of identical parameters): std / sqrt(n)."""
-        n = len(self.completed)
-        return self._statistic(
-            lambda x: (x.std(axis=0, ddof=1) if n > 1 else np.zeros_like(x[0])) / np.sqrt(n), "sem"
-        )
-
-    def _padded(self, name: str) -> NDArray[np.float64]:
-        """``name`` of every run, (R, T, ...), NaN after a run's last record."""
-        first = self.runs[0]
-        out = np.full((len(self.runs), len(self.t), *getattr(first, name).shape[1:]), np.nan)
-        for j, r in enumerate(self.runs):
-            out[j, : len(r)] = getattr(r, name)
-        return out
-
-    def to_xarray(self) -> Any:
-        """An ``xarray.Dataset`` of every run: dimensions ``run`` (call order), ``t``, ``student``,
-        ``student2``, ``teacher``.
-
-        Data ``Q``, ``M``, ``a``, ``risk`` (NaN after the last record of a run that stopped early), ``status``
-        and ``stop_time`` per run, the teacher's ``P`` and ``v`` (so that overlaps can be rebuilt); coordinates
-        ``t`` and, along ``run``, ``run_id``, ``lr``, ``lr_readout``, ``noise``, ``risk_tol``, ``risk_rtol``.
-        Every variable has ``long_name`` and ``units`` attributes (times in steps / d). A grid becomes labelled
-        axes with
-        ``ds.set_index(run=["lr", "noise", "run_id"]).unstack("run")``.
-        """
-        xr = _xarray()
-        unit = "steps / d"
-
-        def var(name: str, dims: tuple[str, ...], values: Any) -> Any:
-            return xr.Variable(dims, values, attrs=variable_attrs(name, unit))
-
-        stop_step = [int(r.meta.get("stop_step", -1)) for r in self.runs]
-        data = {
-            "Q": var("Q", ("run", "t", "student", "student2"), self._padded("Q")),
-            "M": var("M", ("run", "t", "student", "teacher"), self._padded("M")),
-            "a": var("a", ("run", "t", "student"), self._padded("a")),
-            "risk": var("risk", ("run", "t"), self._padded("risk")),
-            "status": var("status", ("run",), np.array(self.status, dtype=str)),
-            "stop_time": var("stop_time", ("run",), self.stop_time),
-            "message": var("message", ("run",), np.array([r.message for r in self.runs], dtype=str)),
-            "n_recorded": var("n_recorded", ("run",), np.array([len(r) for r in self.runs], dtype=np.int64)),
-            "stop_step": var("stop_step", ("run",), np.array(stop_step, dtype=np.int64)),
-        }
-        first = self.runs[0]
-        if first.P is not None and first.v is not None:  # one teacher for every run: rebuild overlaps from P, v
-            data["P"] = var("P", ("teacher", "teacher2"), first.P)
-            data["v"] = var("v", ("teacher",), first.v)
-        coords = {
-            "run": var("run", ("run",), np.arange(len(self.runs))),
-            "t": var("t", ("t",), self.t),
-            "run_id": var("run_id", ("run",), self.run_ids),
-            **{k: var(k, ("run",), v) for k, v in self.params.items()},
-        }
-        attrs = _attrs(self.meta)
-        return xr.Dataset(
-            data,
-            coords=coords,
-            attrs={**attrs, "seed": self.seed, "time_unit": unit, "n_diverged": self.n_diverged,
-                   "params": " ".join(self.params)},
-        )
-
-    @classmethod
-    def from_xarray(cls, ds: Any) -> Ensemble:
-        """The Ensemble a :meth:`to_xarray` Dataset (possibly saved and reopened) describes: every run's rows
-        (up to its ``n_recorded``), status, message, stop time and parameters, and the teacher's ``P`` and ``v``
-        (so that ``ens[j].overlaps_at(-1)`` restarts the ODE from run j's last state). The final student
-        weights are not stored: ``student`` is None."""
-        attrs, names, _ = _dataset_parts(ds)
-        seed = int(attrs["seed"])
-        attrs.pop("n_diverged", None)
-        t, run_ids = _f64(ds, "t"), _i64(ds, "run_id")
-        params = {p: _f64(ds, p) for p in names}
-        P = _f64(ds, "P") if "P" in ds else None
-        v = _f64(ds, "v") if "v" in ds else None
-        rows = {name: _f64(ds, name) for name in ("Q", "M", "a", "risk")}
-        n_recorded, stop_step, stop_time = _i64(ds, "n_recorded"), _i64(ds, "stop_step"), _f64(ds, "stop_time")
-        status = np.array(ds["status"].values, dtype=str)
-        message = np.array(ds["message"].values, dtype=str)
-        runs = [
-            Trajectory(
-                t=t[: n_recorded[j]].copy(),
-                **{name: x[j, : n_recorded[j]].copy() for name, x in rows.items()},
-                status=str(status[j]),
-                message=str(message[j]),
-                time_unit=_TIME_UNIT,
-                meta=_run_meta(attrs, params, j, int(run_ids[j]), str(status[j]), int(stop_step[j])),
-                P=None if P is None else P.copy(),
-                v=None if v is None else v.copy(),
-                stop_time=float(stop_time[j]),
-            )
-            for j in range(run_ids.size)
-        ]
-        return cls(runs=runs, run_ids=run_ids, t=t, seed=seed, meta=attrs, params=params)
-
-    def __repr__(self) -> str:
-        return (
-            f"Ensemble(runs={len(self.runs)}, T={len(self.t)}, diverged={self.n_diverged}, "
-            f"converged={self.n_converged}, seed={self.seed})"
-        )
+def _message(status: Status, out: dict[str, Any], j: int, steps: int, batch_size: int, n_samples: int,
+             params: dict[str, NDArray[np.float64]]) -> str:
+    """The message of run j (run_messages.hpp, the text every engine shares)."""
+    stop_step, stop_time = int(out["stop_step"][j]), float(out["stop_time"][j])
+    if status == Status.diverged:
+        return _core.diverged_message(stop_time, str(out["reason"][j]))
+    if status == Status.interrupted:
+        return _core.interrupted_message(stop_time, stop_step)
+    if status == Status.converged:
+        return converged_message(out["risk"][j, : int(out["recorded"][j])], params, j, stop_time)
+    return _core.sgd_completed_message(steps, steps * batch_size, n_samples)
 
 
-# The clock of SGD trajectories.
-_TIME_UNIT = "t = steps / d"
+def converged_message(risk: NDArray[np.float64], params: dict[str, NDArray[np.float64]], j: int,
+                      stop_time: float) -> str:
+    """The message of a run j of a simulator stopped by its early-stop rule: its recorded ``risk`` rows end at the
+    first one below max(risk_tol, risk_rtol R(0)) (a NaN tolerance is off)."""
+    tol, rtol = float(params["risk_tol"][j]), float(params["risk_rtol"][j])
+    tol, rtol = (0.0 if np.isnan(tol) else tol), (0.0 if np.isnan(rtol) else rtol)
+    return _core.converged_message(float(risk[-1]), max(tol, rtol * float(risk[0])), tol, rtol, stop_time)
 
-
-def _run_meta(meta: dict[str, Any], params: dict[str, NDArray[np.float64]], j: int, run: int, status: str,
-              stop_step: int) -> dict[str, Any]:
-    """The ``meta`` of run j (stream index ``run``): the ensemble's, its own parameters, and the step of its
-    stop when it did not complete."""
-    return {
-        **meta,
-        **{k: float(v[j]) for k, v in params.items()},
-        "run": run,
-        **({"stop_step": stop_step} if status != "completed" else {}),
-    }
-
-
-# The core's status codes of a run.
-_STATUS = {0: "completed", 1: "diverged", 2: "interrupted", 3: "converged"}
 
 # The positional arguments of _core.sgd_simulate: W, a, act, W_teacher, v, act_teacher, scale.
 _SgdArgs: TypeAlias = tuple[
@@ -384,13 +96,13 @@ _SgdArgs: TypeAlias = tuple[
 ]
 
 
-def _record_steps(d: int, t_max: float | None, times: ArrayLike | None, records: int) -> NDArray[np.int64]:
+def _record_steps(d: int, t_max: float | None, times: ArrayLike | None, n_records: int) -> NDArray[np.int64]:
     if times is None:
         if t_max is None:
             raise ValueError("t_max: give t_max (or times)")
         tm = positive(t_max, "t_max")
-        records = integer(records, "records", 2, INT32_MAX)
-        steps = np.unique(np.round(np.linspace(0.0, tm, records) * d).astype(np.int64))
+        n_records = integer(n_records, "n_records", 2, INT32_MAX)
+        steps = np.unique(np.round(np.linspace(0.0, tm, n_records) * d).astype(np.int64))
         return steps
     tt = as_float_array(times, "times", ndim=1)
     if tt.size == 0 or np.any(tt < 0) or np.any(np.diff(tt) <= 0):
@@ -428,7 +140,7 @@ def grid(seeds: int | Sequence[int], **axes: ArrayLike) -> dict[str, Any]:
     ``risk_rtol``); ``seeds``: the run indices repeated at every grid point (an int n: 0..n-1), so that every
     point sees the same random samples. Run order is C order over the axes as given, then the run indices
     (fastest). Returns ``{"seeds": [...], name: array, ...}`` to pass as ``simulate(..., **grid(...))``;
-    ``Ensemble.to_xarray().set_index(run=[*axes, "run_id"]).unstack("run")`` restores the grid.
+    ``Ensemble.to_xarray().set_index(member=[*axes, "run_id"]).unstack("member")`` restores the grid.
 
     Parameters
     ----------
@@ -448,7 +160,7 @@ def grid(seeds: int | Sequence[int], **axes: ArrayLike) -> dict[str, Any]:
     >>> g["seeds"], g["lr"]
     ([0, 1, 0, 1], array([0.1, 0.1, 0.2, 0.2]))
     >>> s, t = tl.networks.teacher_student(2, 2, 100, "erf", seed=0)
-    >>> ens = tl.sgd.simulate(s, t, t_max=5, records=6, **g)
+    >>> ens = tl.sgd.simulate(s, t, t_max=5, n_records=6, **g)
     >>> ens.select(lr=0.2)
     Ensemble(runs=2, T=6, diverged=0, converged=0, seed=0)
     """
@@ -485,7 +197,7 @@ def simulate(
     n_samples: int | None = ...,
     shuffle: bool = ...,
     train_first_layer: bool = ...,
-    records: int = ...,
+    n_records: int = ...,
     keep_weights: bool = ...,
     n_threads: int | None = ...,
     progress: bool = ...,
@@ -511,7 +223,7 @@ def simulate(
     n_samples: int | None = ...,
     shuffle: bool = ...,
     train_first_layer: bool = ...,
-    records: int = ...,
+    n_records: int = ...,
     keep_weights: bool = ...,
     n_threads: int | None = ...,
     progress: bool = ...,
@@ -522,6 +234,7 @@ def simulate(
 ) -> Ensemble: ...
 
 
+@renamed(records="n_records")
 def simulate(
     student: Network | Sequence[Network],
     teacher: Any,
@@ -538,7 +251,7 @@ def simulate(
     n_samples: int | None = None,
     shuffle: bool = True,
     train_first_layer: bool = True,
-    records: int = 101,
+    n_records: int = 101,
     keep_weights: bool = True,
     n_threads: int | None = None,
     progress: bool = False,
@@ -575,8 +288,8 @@ def simulate(
         Samples averaged per step.
     spherical : bool
         Project every w_i back to ``|w_i|^2 = s`` after each step (spherical SGD).
-    t_max, times, records
-        Run until t_max = steps / d, recording at ``records`` equally spaced times (0 and t_max
+    t_max, times, n_records
+        Run until t_max = steps / d, recording at ``n_records`` equally spaced times (0 and t_max
         included), or at the given ``times`` (rounded to whole steps; the returned ``t`` holds the exact
         steps / d).
     seed : int
@@ -601,7 +314,7 @@ def simulate(
     risk_tol, risk_rtol : float > 0 or array (R,), optional
         Early stop of each run, status ``"converged"``: a run stops at the first *recorded* step whose
         excess risk is below max(risk_tol, risk_rtol * R0), R0 its excess risk at step 0 (None: that
-        criterion is off). The risk is evaluated at the record times only (no extra cost; a finer ``records``
+        criterion is off). The risk is evaluated at the record times only (no extra cost; a finer ``n_records``
         or ``times`` grid locates the stop more finely); that record is the run's last row, its final
         weights are attached, and ``stop_time`` (``Ensemble.stop_time``) is the crossing time
         interpolated linearly in t between that record and the previous one (the record's own time when it
@@ -634,13 +347,13 @@ def simulate(
     Examples
     --------
     >>> s, t = tl.networks.teacher_student(2, 2, 100, "erf", seed=0)
-    >>> run = tl.sgd.simulate(s, t, lr=1.0, t_max=5, records=6, seed=3)
+    >>> run = tl.sgd.simulate(s, t, lr=1.0, t_max=5, n_records=6, seed=3)
     >>> run.t, run.meta["steps"]
     (array([0., 1., 2., 3., 4., 5.]), 500)
 
     Runs stopped when their recorded risk falls to 5 % of the initial one:
 
-    >>> ens = tl.sgd.simulate(s, t, lr=1.0, t_max=50, records=51, seeds=2,
+    >>> ens = tl.sgd.simulate(s, t, lr=1.0, t_max=50, n_records=51, seeds=2,
     ...                       risk_rtol=0.05)
     >>> ens.status, np.round(ens.stop_time, 2)
     (['converged', 'converged'], array([7.19, 6.11]))
@@ -681,7 +394,7 @@ def simulate(
 
         return simulate_function_target(student, teacher, lr=lr, lr_readout=lr_readout, noise=noise,
                                         batch_size=batch_size, spherical=spherical, t_max=t_max, times=times,
-                                        seed=seed, seeds=seeds, n_samples=n_samples, records=records,
+                                        seed=seed, seeds=seeds, n_samples=n_samples, n_records=n_records,
                                         train_first_layer=train_first_layer, shuffle=shuffle)
     target = teacher if isinstance(teacher, HermiteTarget) else None
     if target is not None:
@@ -733,7 +446,7 @@ def simulate(
         "risk_rtol": per_run(risk_rtol, "risk_rtol"),
     }
     _check_distinct_runs(run_ids, params)
-    rec = _record_steps(d, t_max, times, records)
+    rec = _record_steps(d, t_max, times, n_records)
     steps = int(round(positive(t_max, "t_max") * d)) if t_max is not None else int(rec[-1])
     steps = max(steps, int(rec[-1]))
     sched = as_schedule(schedule, steps=steps, step_time=1.0 / d)
@@ -786,22 +499,12 @@ def simulate(
 
     def run_result(out: dict[str, Any], j: int, run: int) -> Trajectory:
         T = int(out["recorded"][j])
-        status = _STATUS[int(out["status"][j])]
+        status = SIMULATION_STATUS[int(out["status"][j])]
         stop = int(out["stop_step"][j])
         stop_time = float(out["stop_time"][j])
-        if status == "diverged":
-            msg = f"diverged at step {stop} (t = {stop / d:g}): {out['reason'][j]}"
-        elif status == "converged":
-            msg = (
-                f"converged: the excess risk recorded at step {stop} (t = {stop / d:g}) is below the early-stop "
-                f"threshold (risk_tol / risk_rtol); interpolated crossing at t = {stop_time:g}"
-            )
-        elif status == "interrupted":
-            msg = f"interrupted at step {stop} (t = {stop / d:g})"
-        else:
-            msg = f"{steps} SGD steps ({steps * B} samples{'' if not n else f', training set of {n}'})"
+        msg = _message(status, out, j, steps, B, n, params)
         final = None
-        if keep_weights and status in ("completed", "converged"):
+        if keep_weights and status.success:
             base = first if students is None else students[j]
             final = base.with_weights(out["W"][j], out["a_final"][j] / c)
         return Trajectory(
@@ -812,9 +515,9 @@ def simulate(
             risk=out["risk"][j, :T].copy(),
             status=status,
             message=msg,
-            time_unit=_TIME_UNIT,
+            time_unit=SIMULATION_TIME_UNIT,
             student=final,
-            meta=_run_meta(meta, params, j, int(run), status, stop),
+            meta=run_meta(meta, params, j, int(run), status, stop),
             P=P_teacher,
             v=teacher.effective_a.copy(),
             stop_time=stop_time,

@@ -1,5 +1,6 @@
-// The status messages of an integrated run, written once for every integrator (integrators.cpp, the SIMD lanes of
-// batch_integrators.cpp and the CUDA backend), so that a member's message is the same on every path.
+// The status messages of every run, written once: for every integrator (integrators.cpp, the SIMD lanes of
+// batch_integrators.cpp and the CUDA backend), so that a member's message is the same on every path, and, through
+// their bindings (bind_messages.cpp), for the SGD and SDE simulators, which build their messages in Python.
 #pragma once
 #include <string>
 
@@ -25,6 +26,16 @@ inline std::string converged_message(double risk, double threshold, const StopRu
   if (rule.risk_tol > 0.0) s += concat("risk_tol = ", rule.risk_tol, rule.risk_rtol > 0.0 ? ", " : "");
   if (rule.risk_rtol > 0.0) s += concat("risk_rtol = ", rule.risk_rtol, " x the initial risk");
   return s + concat(") at t = ", t);
+}
+// A finished SGD run: its steps, the samples it drew and the size of its training set (0: online).
+inline std::string sgd_completed_message(long long steps, long long samples, long long n_samples) {
+  std::string s = concat(steps, " SGD steps (", samples, " samples");
+  if (n_samples > 0) s += concat(", training set of ", n_samples);
+  return s + ")";
+}
+// A finished Euler-Maruyama run of the SDE.
+inline std::string sde_completed_message(long long steps, double dt) {
+  return concat(steps, " Euler-Maruyama steps of dt = ", dt);
 }
 // The adaptive integrators' step-size underflow (a diverged run).
 inline constexpr const char* kStepUnderflow =

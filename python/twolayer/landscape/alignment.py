@@ -358,7 +358,7 @@ def _path(student: Network, teacher: Network, lr: float, times: ArrayLike, sched
     tau_of = (lambda n: n * lr_) if rates is None else (lambda n: lr_ * float(np.sum(rates[:n])))
     for s in steps:
         if s > done:
-            traj = population.descend(net, teacher, lr=lr_, steps=int(s - done), records=2,
+            traj = population.descend(net, teacher, lr=lr_, n_steps=int(s - done), n_records=2,
                                       schedule=None if rates is None else per_step(rates[done:s]))
             if traj.status != "completed":
                 status = "diverged"

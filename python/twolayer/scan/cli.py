@@ -175,7 +175,7 @@ def _run(args: argparse.Namespace) -> int:
         raise ValueError(f"engine: expected 'ode', 'sgd' or 'both', got {engine!r}{suggest(str(engine), ['both'])}")
     constants = dict(data.get("constants", {}))
     engines = ["ode", "sgd"] if engine == "both" else [engine]
-    known = sorted({k for e in engines for k in ENGINES[e].params})
+    known = sorted({k for e in engines for k in (*ENGINES[e].params, *ENGINES[e].renamed)})
     for key in constants:
         if key not in known:
             raise ValueError(f"constants.{key}: unknown parameter of {' and '.join(engines)}{suggest(key, known)}")
@@ -187,7 +187,8 @@ def _run(args: argparse.Namespace) -> int:
     _check_netcdf()
     results = {}
     for e in engines:
-        sc = Scan(e, constants={k: v for k, v in constants.items() if k in ENGINES[e].params})
+        takes = {*ENGINES[e].params, *ENGINES[e].renamed}  # old spellings warn in Scan
+        sc = Scan(e, constants={k: v for k, v in constants.items() if k in takes})
         from . import run
 
         results[e] = run(sc, progress=_progress(args))
@@ -197,8 +198,8 @@ def _run(args: argparse.Namespace) -> int:
     rows = []
     for e, ds in results.items():
         risk = ds["risk"]
-        mean = risk.mean("run") if "run" in risk.dims else risk
-        std = risk.std("run", ddof=1) if "run" in risk.dims and risk.sizes["run"] > 1 else None
+        mean = risk.mean("member") if "member" in risk.dims else risk
+        std = risk.std("member", ddof=1) if "member" in risk.dims and risk.sizes["member"] > 1 else None
         for k, t in enumerate(ds["t"].values):
             rows.append({"engine": e, "t": repr(float(t)), "risk": repr(float(mean.values[k])),
                          "risk_std": "" if std is None else repr(float(std.values[k]))})
@@ -206,7 +207,7 @@ def _run(args: argparse.Namespace) -> int:
         writer = csv.DictWriter(f, fieldnames=["engine", "t", "risk", "risk_std"])
         writer.writeheader()
         writer.writerows(rows)
-    # the full results (overlaps, status, ...), one NetCDF file per engine: their dimensions differ (run)
+    # the full results (overlaps, status, ...), one NetCDF file per engine: their dimensions differ (member)
     nc_paths = [out_dir / f"{config.stem}.{e}.nc" for e in results]
     for path, ds in zip(nc_paths, results.values(), strict=True):
         ds.to_netcdf(path)
@@ -214,11 +215,12 @@ def _run(args: argparse.Namespace) -> int:
     for ds in results.values():
         t = ds["t"].values
         tt = np.where(t > 0, t, np.nan)
-        if "run" in ds["risk"].dims:
+        if "member" in ds["risk"].dims:
             for r in ds["risk"].values:
                 ax.loglog(tt, r, color="tab:green", alpha=0.3, lw=0.8)
-            ax.loglog(tt, ds["risk"].mean("run").values, color="tab:green", lw=1.6,
-                      label=f"SGD, d = {ds.attrs.get('d', constants.get('d', 1000))}: mean of {ds.sizes['run']} runs")
+            d = ds.attrs.get("d", constants.get("d", 1000))
+            ax.loglog(tt, ds["risk"].mean("member").values, color="tab:green", lw=1.6,
+                      label=f"SGD, d = {d}: mean of {ds.sizes['member']} runs")
         else:
             ax.loglog(tt, ds["risk"].values, "k--", lw=1.5, label="ODE (d -> infinity)")
     ax.set(xlabel="t = steps / d", ylabel="excess population risk", title=config.stem)

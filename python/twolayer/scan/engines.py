@@ -140,13 +140,16 @@ class Engine:
         given, ``values``: name -> every value it takes), after the per-value checks.
     function : callable or None
         The user function of a function engine (None for the package's engines).
+    renamed : dict
+        Old parameter names -> their new spelling (docs: conventions, "Vocabulary"): accepted with a
+        ``DeprecationWarning`` for one release.
 
     Examples
     --------
     >>> eng = tl.scan.engines.engine_for("ode")
     >>> eng.name, eng.complete({"lr": 0.5})["K"]
     ('ode', 2)
-    >>> part = eng.run([eng.complete({"K": 1, "M": 1, "d": 10, "lr": 0.5, "t_max": 1.0, "n_points": 3})])
+    >>> part = eng.run([eng.complete({"K": 1, "M": 1, "d": 10, "lr": 0.5, "t_max": 1.0, "n_records": 3})])
     >>> part.data["risk"][1].shape
     (1, 3)
     """
@@ -160,6 +163,7 @@ class Engine:
     open_params: bool = False  # a function with **kwargs: any name is accepted
     check_together: Callable[[Mapping[str, str], Mapping[str, list[Any]]], None] | None = None
     function: Callable[..., Any] | None = None
+    renamed: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def portable(self) -> Any:
@@ -407,7 +411,7 @@ def _run_ode(configs: list[dict[str, Any]]) -> Part:
         stack, act, c0["teacher_activation"] or act, lr=_per(configs, "lr"), lr_readout=_per(configs, "lr_readout"),
         noise=_per(configs, "noise"), regime=c0["regime"], spherical=c0["spherical"], t_max=c0["t_max"],
         method=c0["method"], dt=c0["dt"], rtol=c0["rtol"], atol=c0["atol"], readout=c0["readout"],
-        risk_tol=_per(configs, "risk_tol"), risk_rtol=_per(configs, "risk_rtol"), n_points=c0["n_points"],
+        risk_tol=_per(configs, "risk_tol"), risk_rtol=_per(configs, "risk_rtol"), n_records=c0["n_records"],
         h_max=c0["h_max"], max_steps=c0["max_steps"], n_threads=c0["n_threads"], device=c0["device"])
     data: dict[str, tuple[tuple[str, ...], NDArray[Any]]] = {
         "risk": (("t",), res.risk), "Q": (("t", "student", "student2"), res.Q),
@@ -415,7 +419,7 @@ def _run_ode(configs: list[dict[str, Any]]) -> Part:
         "a": (("t", "student"), res.a), "P": (("teacher", "teacher2"), np.ascontiguousarray(res.P)),
         "v": (("teacher",), np.ascontiguousarray(res.v)),
     }
-    for name in ("status", "message", "stop_time", "t_final", "risk_final", "n_recorded", "n_rhs", "n_steps",
+    for name in ("status", "message", "stop_time", "t_final", "final_risk", "n_recorded", "n_rhs", "n_steps",
                  "n_rejected"):
         data[name] = ((), getattr(res, name))
     return Part(data, {"t": (("t",), res.t)})
@@ -423,19 +427,19 @@ def _run_ode(configs: list[dict[str, Any]]) -> Part:
 
 def _run_large_batch(configs: list[dict[str, Any]]) -> Part:
     """One :func:`twolayer.ode.integrate` (``regime="large_batch"``) per configuration of a group sharing
-    ``steps``; rows past a divergence are NaN, so every configuration has ``t = 0, 1, ..., steps``."""
+    ``n_steps``; rows past a divergence are NaN, so every configuration has ``t = 0, 1, ..., n_steps``."""
     from ..ode import integrate
     from ..overlaps import Overlaps
 
     Q, M, P, a, v = _start_stack(configs)
-    T = configs[0]["steps"] + 1
+    T = configs[0]["n_steps"] + 1
     rows: list[dict[str, tuple[tuple[str, ...], Any]]] = []
     for i, c in enumerate(configs):
         act = c["activation"]
         t_act = c["teacher_activation"] or act
         tr = integrate(Overlaps(Q[i], M[i], P[i], a[i], v[i], act, t_act), act, t_act, lr=c["lr"],
                        noise=c["noise"], regime="large_batch", spherical=c["spherical"], batch_ratio=c["batch_ratio"],
-                       steps=c["steps"], n_threads=c["n_threads"])
+                       n_steps=c["n_steps"], n_threads=c["n_threads"])
         rows.append({"risk": (("t",), _pad_rows(tr.risk, T)),
                      "Q": (("t", "student", "student2"), _pad_rows(tr.Q, T)),
                      "M": (("t", "student", "teacher"), _pad_rows(tr.M, T)),
@@ -456,15 +460,15 @@ def _pad_rows(x: NDArray[np.float64], n: int) -> NDArray[np.float64]:
     return out
 
 
-_SOLVER_KEYS = ("t_max", "method", "dt", "rtol", "atol", "n_points", "h_max", "max_steps", "risk_tol", "risk_rtol",
+_SOLVER_KEYS = ("t_max", "method", "dt", "rtol", "atol", "n_records", "h_max", "max_steps", "risk_tol", "risk_rtol",
                 "device")
-_LARGE_BATCH_KEYS = ("batch_ratio", "steps")
+_LARGE_BATCH_KEYS = ("batch_ratio", "n_steps")
 
 
 def _ode_together(given: Mapping[str, str], values: Mapping[str, list[Any]]) -> None:
-    """The ODE's rules between parameters: ``regime="large_batch"`` needs ``batch_ratio`` and ``steps``, takes
+    """The ODE's rules between parameters: ``regime="large_batch"`` needs ``batch_ratio`` and ``n_steps``, takes
     none of the time-integration options and a zero ``lr_readout``, and is not mixed with the other regimes; the
-    other regimes need ``t_max`` and take neither ``batch_ratio`` nor ``steps``."""
+    other regimes need ``t_max`` and take neither ``batch_ratio`` nor ``n_steps``."""
     regimes = list(values.get("regime", ["online"]))
     where = given.get("regime", "constants")
     if "large_batch" in regimes:
@@ -498,9 +502,9 @@ _ODE_PARAMS: _Params = {
     "regime": ("online", _choice("online", "gradient_flow", "large_batch")),
     "spherical": (False, boolean), "t_max": (None, _pos), "method": ("adaptive", _choice("euler", "rk4",
                                                                                            "adaptive")),
-    "dt": (0.01, _pos), "rtol": (1e-8, _nonneg), "atol": (1e-10, _nonneg), "n_points": (101, _int(2)),
+    "dt": (0.01, _pos), "rtol": (1e-8, _nonneg), "atol": (1e-10, _nonneg), "n_records": (101, _int(2)),
     "h_max": (None, _pos), "max_steps": (100_000_000, lambda x, n: integer(x, n, 1)),
-    "n_threads": (None, _int(1)), "batch_ratio": (None, _pos), "steps": (None, _int(1)),
+    "n_threads": (None, _int(1)), "batch_ratio": (None, _pos), "n_steps": (None, _int(1)),
     "device": ("cpu", _choice("cpu", "cuda")),
 }
 
@@ -525,28 +529,28 @@ def _run_sgd(configs: list[dict[str, Any]]) -> Part:
     ens = simulate(student, teacher, lr=per_run("lr"), lr_readout=per_run("lr_readout"), noise=per_run("noise"),
                    batch_size=c0["batch_size"], spherical=c0["spherical"], t_max=c0["t_max"], seed=c0["seed"],
                    seeds=ids * n, n_samples=c0["n_samples"], shuffle=c0["shuffle"],
-                   train_first_layer=c0["train_first_layer"], records=c0["records"], keep_weights=False,
+                   train_first_layer=c0["train_first_layer"], n_records=c0["n_records"], keep_weights=False,
                    n_threads=c0["n_threads"], risk_tol=c0["risk_tol"], risk_rtol=c0["risk_rtol"])
 
     def grid(x: NDArray[Any]) -> NDArray[Any]:
         return x.reshape(n, R, *x.shape[1:])
 
-    run = ("run",)
+    member = ("member",)
     data: dict[str, tuple[tuple[str, ...], NDArray[Any]]] = {
-        "risk": (("run", "t"), grid(ens._padded("risk"))), "Q": (("run", "t", "student", "student2"),
-                                                                 grid(ens._padded("Q"))),
-        "M": (("run", "t", "student", "teacher"), grid(ens._padded("M"))),
-        "a": (("run", "t", "student"), grid(ens._padded("a"))),
-        "status": (run, grid(np.array(ens.status, dtype=str))), "stop_time": (run, grid(ens.stop_time)),
+        "risk": (("member", "t"), grid(ens._padded("risk"))), "Q": (("member", "t", "student", "student2"),
+                                                                    grid(ens._padded("Q"))),
+        "M": (("member", "t", "student", "teacher"), grid(ens._padded("M"))),
+        "a": (("member", "t", "student"), grid(ens._padded("a"))),
+        "status": (member, grid(np.array(ens.status, dtype=str))), "stop_time": (member, grid(ens.stop_time)),
     }
-    return Part(data, {"t": (("t",), ens.t), "run_id": (("run",), np.array(ids, dtype=np.int64))})
+    return Part(data, {"t": (("t",), ens.t), "run_id": (member, np.array(ids, dtype=np.int64))})
 
 
 _SGD_PARAMS: _Params = {
     **_NETWORK, "init": ("gaussian", _choice("gaussian", "orthogonal")), **_RATES,
     "risk_tol": (None, _pos), "risk_rtol": (None, _pos), "batch_size": (1, _int(1)), "spherical": (False, boolean),
     "t_max": (REQUIRED, _pos), "seeds": (1, _seeds), "n_samples": (None, lambda x, n: integer(x, n, 1, 2**32 - 1)),
-    "shuffle": (True, boolean), "train_first_layer": (True, boolean), "records": (101, _int(2)),
+    "shuffle": (True, boolean), "train_first_layer": (True, boolean), "n_records": (101, _int(2)),
     "n_threads": (None, _int(1)),
 }
 
@@ -573,9 +577,9 @@ def _run_descend(configs: list[dict[str, Any]]) -> Part:
 
     rows: list[dict[str, tuple[tuple[str, ...], Any]]] = []
     t = None
-    for c in configs:  # the group shares steps and records: every run records at the same iterations
+    for c in configs:  # the group shares n_steps and n_records: every run records at the same iterations
         student, teacher = initial_networks(c)
-        tr = descend(student, teacher, c["lr"], c["steps"], c["lr_readout"], c["records"], c["n_threads"])
+        tr = descend(student, teacher, c["lr"], c["n_steps"], c["lr_readout"], c["n_records"], c["n_threads"])
         t = tr.t if t is None or len(tr.t) > len(t) else t
         rows.append({"risk": (("t",), tr.risk), "Q": (("t", "student", "student2"), tr.Q),
                      "M": (("t", "student", "teacher"), tr.M), "a": (("t", "student"), tr.a),
@@ -586,7 +590,7 @@ def _run_descend(configs: list[dict[str, Any]]) -> Part:
 
 _DESCEND_PARAMS: _Params = {
     **_NETWORK, "init": ("gaussian", _choice("gaussian", "orthogonal")), "lr": (REQUIRED, _pos),
-    "lr_readout": (0.0, _nonneg), "steps": (REQUIRED, lambda x, n: integer(x, n, 0)), "records": (100, _int(2)),
+    "lr_readout": (0.0, _nonneg), "n_steps": (REQUIRED, lambda x, n: integer(x, n, 0)), "n_records": (101, _int(2)),
     "n_threads": (None, _int(1)),
 }
 
@@ -617,9 +621,12 @@ _MULTISTART_PARAMS: _Params = {
 ENGINES: dict[str, Engine] = {
     "ode": Engine("ode", _ODE_PARAMS, _run_ode, 1000,
                   batched=frozenset({"d", "init", "seed", "q0", "m0", "scaling", "lr", "lr_readout", "noise",
-                                     "risk_tol", "risk_rtol", "batch_ratio"}), check_together=_ode_together),
-    "sgd": Engine("sgd", _SGD_PARAMS, _run_sgd, 64, batched=frozenset({"lr", "lr_readout", "noise"})),
-    "descend": Engine("descend", _DESCEND_PARAMS, _run_descend, 16, shape_keys=("K", "M", "steps", "records")),
+                                     "risk_tol", "risk_rtol", "batch_ratio"}), check_together=_ode_together,
+                  renamed={"n_points": "n_records", "records": "n_records", "steps": "n_steps"}),
+    "sgd": Engine("sgd", _SGD_PARAMS, _run_sgd, 64, batched=frozenset({"lr", "lr_readout", "noise"}),
+                  renamed={"records": "n_records", "n_points": "n_records"}),
+    "descend": Engine("descend", _DESCEND_PARAMS, _run_descend, 16, shape_keys=("K", "M", "n_steps", "n_records"),
+                      renamed={"steps": "n_steps", "records": "n_records", "n_points": "n_records"}),
     "multistart": Engine("multistart", _MULTISTART_PARAMS, _run_multistart, 4, shape_keys=("runs",)),
 }
 

@@ -197,6 +197,16 @@ class Scan:
             if len(set(rows)) != len(rows):
                 raise ValueError(f"zip.{dim}: the zipped rows must be distinct")
             zipped[str(dim)] = cols
+        if eng.renamed:  # old spellings of parameter names (docs: conventions, "Vocabulary"), with a warning
+            from .._deprecation import renamed_keys
+
+            def new_names(table: dict[str, Any], where: str) -> dict[str, Any]:
+                return renamed_keys(table, eng.renamed, f"{where} of scan engine {eng.name!r}", what="parameter",
+                                    stacklevel=5)
+
+            constants = new_names(constants, "constants")
+            axes = new_names(axes, "axes")
+            zipped = {dim: new_names(cols, f"zip.{dim}") for dim, cols in zipped.items()}
         seen: dict[str, str] = {}
         for where, names in (("constants", constants), ("axes", axes),
                              *((f"zip.{d}", cols) for d, cols in zipped.items())):
