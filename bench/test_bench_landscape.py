@@ -136,11 +136,11 @@ def test_multistart_scipy_reference(benchmark, record):
 
     cls = benchmark.pedantic(run, rounds=3, iterations=1)
     record(benchmark, work=RUNS, unit="search")
-    ref = _freq(cls["kind"], cls["loss"])
+    ref = _freq(cls["kind"], cls["risk"])
     print("\nreference families:", ref)
     if "ms" in _results:
         ours = _results["ms"]["ours"]
-        mine = _freq(ours.kind, ours.loss)
+        mine = _freq(ours.kind, ours.risk)
         print("twolayer families: ", mine)
         print(
             f"time ours {_times['ours']:.2f} s, reference {_times['ref']:.2f} s, ratio "

@@ -2,9 +2,9 @@
 
 Teacher W* = I_k, k = d, lambda = w.x, unit second layers. This script
 1. runs many L-BFGS searches from Xavier starts for k = 6..10 and tabulates how often each family of critical
-   points (loss, Hessian index, isotropy) is reached;
+   points (risk, Hessian index, isotropy) is reached;
 2. solves the 5-dimensional ΔS_{k-1} fixed-point system at k = 6, refines the point in the full space and
-   continues the family for k = 5..20 (loss, smallest Hessian eigenvalue: a saddle at k = 5, a minimum from
+   continues the family for k = 5..20 (risk, smallest Hessian eigenvalue: a saddle at k = 5, a minimum from
    6);
 3. writes arjevani_field_spurious_minima.png.
 
@@ -50,10 +50,10 @@ def main() -> None:
     up = L.continue_family(lambda k: (k - 1, 1), range(6, 21), x6)
     down = L.continue_family(lambda k: (k - 1, 1), [6, 5, 4], x6)[1:]
     fam = sorted(down + up, key=lambda p: p.k)
-    print(f"\n{'k':>3} {'loss':>12} {'index':>5} {'min eig':>12}  kind              isotropy  coordinates")
+    print(f"\n{'k':>3} {'risk':>12} {'index':>5} {'min eig':>12}  kind              isotropy  coordinates")
     for p in fam:
         print(
-            f"{p.k:>3} {p.loss:12.8f} {p.point.index:>5} {p.point.eigenvalues[0]:12.3e}  {p.point.kind:<17} "
+            f"{p.k:>3} {p.risk:12.8f} {p.point.index:>5} {p.point.eigenvalues[0]:12.3e}  {p.point.kind:<17} "
             f"{p.isotropy:<9} {np.round(p.x, 5)}"
         )
     ks = np.array([p.k for p in fam])
@@ -71,8 +71,8 @@ def main() -> None:
     fig, ax = plt.subplots(1, 3, figsize=(15, 4.2))
     ax[0].bar(list(fractions), [fractions[k] for k in fractions], color="tab:red")
     ax[0].set(xlabel="k = d", ylabel="fraction of runs", title="searches ending in a spurious minimum")
-    ax[1].plot(ks, [p.loss for p in fam], "o-")
-    ax[1].set(xlabel="k", ylabel="loss", title="ΔS_{k-1} family: loss")
+    ax[1].plot(ks, [p.risk for p in fam], "o-")
+    ax[1].set(xlabel="k", ylabel="excess risk", title="ΔS_{k-1} family: excess risk")
     ax[2].plot(ks, lmin, "o", label="integer k (full Hessian)")
     ax[2].plot(real.k, real.standard[:, 0], "-", label=f"real k (turn at {real.k_turn:.3f})")
     ax[2].legend()

@@ -1016,7 +1016,7 @@ ENTRY_POINTS: list[Entry] = [
     Entry("landscape.identity_teacher", tl.landscape.identity_teacher,
           lambda D: {"k": count(1, 5), "activation": ACTIVATION}),
     Entry("landscape.multistart", tl.landscape.multistart,
-          lambda D: {"k": count(1, 3), "runs": count(1, 3), "init": choice("xavier", "gaussian", "orthogonal"),
+          lambda D: {"M": count(1, 3), "runs": count(1, 3), "init": choice("xavier", "gaussian", "orthogonal"),
                      "seed": seed_kind(), "d": count(3, 4, optional=True), "train_readout": FLAG,
                      "activation": activation("relu", "erf"), "max_iter": count(0, 50, huge=False),
                      "gtol": real(zero_ok=True), "memory": count(1, 5, huge=False), "tol": real(),

@@ -128,7 +128,7 @@ def test_layerwise_after_a_diverged_first_phase() -> None:
                                  batch_ratio=1.0, steps=1)
     # a first phase that grows past the divergence bound: no readout, the last recorded state
     ov = tl.Overlaps(np.eye(1), np.zeros((1, 1)), np.eye(1), np.ones(1), np.ones(1))
-    res = tl.large_batch.layerwise(ov, "linear", "linear", lr=50.0, batch_ratio=1.0, steps=50)
+    res = tl.large_batch.layerwise(ov, "linear", "linear", lr=50.0, batch_ratio=1.0, n_steps=50)
     assert res.first.status == "diverged" and 1 <= len(res.first) < 51
     np.testing.assert_array_equal(res.a, res.first.a[-1])
     np.testing.assert_array_equal(res.overlaps.Q, res.first.Q[-1])
@@ -138,7 +138,7 @@ def test_layerwise_after_a_diverged_first_phase() -> None:
 def test_simulate_layerwise_reports_a_diverged_sgd_phase() -> None:
     student = tl.Network(np.array([[1.0, 0.0]]), np.ones(1), "linear")
     teacher = tl.Network(np.array([[0.0, 1.0]]), np.ones(1), "linear")
-    res = tl.large_batch.simulate_layerwise(student, teacher, lr=100.0, batch_size=1, steps=50, seed=0)
+    res = tl.large_batch.simulate_layerwise(student, teacher, lr=100.0, batch_size=1, n_steps=50, seed=0)
     assert res.first.status == "diverged" and len(res.first) >= 1
     np.testing.assert_array_equal(res.a, res.first.a[-1])
     assert res.risk == res.first.risk[-1] and np.isfinite(res.risk)

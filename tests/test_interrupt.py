@@ -178,7 +178,7 @@ def test_multistart_interrupted_keeps_finished_runs(quiet_after: Callable[[int],
     assert isinstance(res, tl.landscape.MultistartResult)
     assert len(res.status) == 4000
     assert "interrupted" in res.status
-    for s, kind, loss in zip(res.status, res.kind, res.loss, strict=True):
+    for s, kind, loss in zip(res.status, res.kind, res.risk, strict=True):
         assert kind == ("interrupted" if s == "interrupted" else "unclassified")
         if s != "interrupted":
             assert np.isfinite(loss)
@@ -382,7 +382,7 @@ def test_multistart_interrupted_while_classifying_keeps_the_searches(after: floa
     # every search had finished: their end points as the core returned them, not classified
     assert "interrupted" not in res.status
     assert set(res.kind) == {"unclassified"} and np.all(res.index == -1)
-    assert np.all(np.isfinite(res.loss))
+    assert np.all(np.isfinite(res.risk))
     ref = tl.landscape.multistart(8, runs=40, seed=0, n_threads=2)
     np.testing.assert_array_equal(res.iterations, ref.iterations)
 

@@ -72,7 +72,7 @@ def test_refine_finds_global_minimum_and_converges_quadratically():
     cp = L.refine(s, t)
     assert cp.converged and cp.grad_norm <= 1e-12
     assert cp.kind == "global minimum" and cp.index == 0 and cp.strict
-    assert abs(cp.loss) < 1e-12
+    assert abs(cp.risk) < 1e-12
     np.testing.assert_allclose(cp.student.W, np.eye(k), atol=1e-10)
     h = np.array(cp.history)
     # quadratic convergence: e_{n+1} <= C e_n^2 once in the Newton regime (checked on steps with e_n < 1e-2,
@@ -91,7 +91,7 @@ def test_refine_spurious_minimum_k6(spurious6):
     cp = L.refine(s, t)
     assert cp.converged and cp.grad_norm <= 1e-12
     assert cp.kind == "spurious minimum" and cp.strict and cp.index == 0
-    assert cp.loss == pytest.approx(0.02508058, abs=1e-8)
+    assert cp.risk == pytest.approx(0.02508058, abs=1e-8)
     assert cp.eigenvalues[0] > 1e-3  # strictly positive spectrum (smallest ~4.7e-3, multiplicity 4)
     np.testing.assert_allclose(cp.student.W, W, atol=1e-9)
     iso = L.isotropy(cp.student.W, tol=1e-8)
@@ -213,7 +213,7 @@ def test_delta_s_k_minus_1_family_is_spurious_from_k6_and_a_saddle_at_k5():
     for p in fam:
         assert p.point.kind == "spurious minimum" and p.isotropy == f"ΔS_{p.k - 1}"
         assert p.point.grad_norm <= 1e-12
-    losses = [p.loss for p in fam]
+    losses = [p.risk for p in fam]
     assert losses[0] == pytest.approx(0.02508058, abs=1e-8)
     assert losses == sorted(losses, reverse=True)  # the loss decreases with k along the family
     below = L.continue_family(lambda k: (k - 1, 1), [6, 5], X6)
@@ -245,7 +245,7 @@ def test_multistart_small_is_reproducible_and_classified():
     assert r1.kind == r2.kind
     assert np.all(r1.grad_norm <= 1e-12)
     assert set(r1.kind) <= {"global minimum", "spurious minimum"}
-    for kind, loss, iso in zip(r1.kind, r1.loss, r1.isotropy, strict=True):
+    for kind, loss, iso in zip(r1.kind, r1.risk, r1.isotropy, strict=True):
         if kind == "global minimum":
             assert iso == "ΔS_6" and abs(loss) < 1e-10
     assert "fraction" in r1.table()
@@ -274,7 +274,7 @@ def test_multistart_agrees_with_scipy_reference():
             options={"gtol": 1e-10, "ftol": 0.0, "maxiter": 5000},
         )
         # the two searches may separate near a basin boundary; the reached loss levels must be the same set
-        assert min(abs(out.fun - lo) for lo in res.loss) < 1e-6
+        assert min(abs(out.fun - lo) for lo in res.risk) < 1e-6
 
 
 # ------------------------------------------------------------------------------------------- C++ search path

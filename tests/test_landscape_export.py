@@ -146,13 +146,13 @@ def test_json_round_trip_of_multistart_results_with_failed_runs():
             assert u == v, f.name
     W = res.W.copy()
     W[1] = np.nan
-    broken = dataclasses.replace(res, W=W, loss=np.r_[res.loss[:-1], np.nan], kind=[*res.kind[:-1], "failed"])
+    broken = dataclasses.replace(res, W=W, risk=np.r_[res.risk[:-1], np.nan], kind=[*res.kind[:-1], "failed"])
     text = L.to_json(broken)
     json.loads(text)  # strict JSON: no bare NaN
     assert "NaN" not in text
     back = L.from_json(text)
     same(back.W, W)
-    same(back.loss, broken.loss)
+    same(back.risk, broken.risk)
     sym = L.from_json(L.to_json(res, symmetrize=True))
     assert np.max(np.abs(sym.W - res.W)) < 1e-12
 
@@ -172,10 +172,10 @@ def test_json_round_trip_of_real_k_families(real_k):
             assert u == v, f.name
     assert back.crossings[0] == L.Crossing(real_k.k_turn, "standard[0]", 0, 0, 1)
     # non-finite numbers and a stopped continuation survive too
-    odd = dataclasses.replace(real_k, loss=np.array([0.1, np.inf, np.nan]), k_turn=None, crossings=[],
+    odd = dataclasses.replace(real_k, risk=np.array([0.1, np.inf, np.nan]), k_turn=None, crossings=[],
                               status="fold", message="the branch turns back")
     back = L.from_json(L.to_json(odd))
-    same(back.loss, odd.loss)
+    same(back.risk, odd.risk)
     assert (back.k_turn, back.crossings, back.status, back.message) == (None, [], "fold", "the branch turns back")
 
 
@@ -195,8 +195,8 @@ def test_json_validates(tmp_path):
 def test_dataframes_and_datasets_hold_the_results(family, readout_point):
     res = L.multistart(4, 3, seed=0)
     df = L.to_dataframe(res)
-    assert len(df) == 3 and list(df["kind"]) == res.kind and df.attrs["k"] == 4
-    same(df["loss"].to_numpy(), res.loss)
+    assert len(df) == 3 and list(df["kind"]) == res.kind and df.attrs["M"] == 4
+    same(df["risk"].to_numpy(), res.risk)
     ds = L.to_xarray(res)
     same(ds["W"].values, res.W)
     assert list(ds["isotropy"].values) == res.isotropy and ds.attrs["train_readout"] == 0
@@ -222,7 +222,7 @@ def test_dataframes_and_datasets_hold_the_results(family, readout_point):
 
 def test_real_k_families_as_dataframes_and_datasets(real_k):
     df = L.to_dataframe(real_k)
-    # k, 2 sizes, loss, grad_norm, index, 5 x, 5 + 5 + 1 + 1 eigenvalues, 4 dimensions
+    # k, 2 sizes, risk, grad_norm, index, 5 x, 5 + 5 + 1 + 1 eigenvalues, 4 dimensions
     assert df.shape == (3, 1 + 2 + 3 + 5 + 12 + 4)
     same(df["k"].to_numpy(), [6.0, 5.5, 5.0])
     same(df[["size0", "size1"]].to_numpy(), real_k.sizes)
@@ -289,8 +289,8 @@ def test_figures_draw_spectra_and_family_curves(family, readout_point, real_k):
         assert len(axes[0].lines[0].get_xdata()) == len(readout_point.spectrum())
         assert len(axes[0].lines[1].get_xdata()) == 1
         L.figures.plot_spectrum(np.array([-1.0, 2.0, 2.0]), ax=axes[1])
-        L.figures.plot_family(family, "loss", ax=axes[2])
-        same(axes[2].lines[0].get_ydata(), [p.loss for p in family])
+        L.figures.plot_family(family, "risk", ax=axes[2])
+        same(axes[2].lines[0].get_ydata(), [p.risk for p in family])
         L.figures.plot_family(real_k, "eigenvalues", ax=axes[3])
         lines = axes[3].lines
         assert len(lines) == 12 + 1 + 1  # 5 + 5 + 1 + 1 eigenvalue curves (4 components), k_turn, zero line
@@ -300,8 +300,8 @@ def test_figures_draw_spectra_and_family_curves(family, readout_point, real_k):
         assert list(lines[12].get_xdata()) == [real_k.k_turn] * 2  # the dotted k_turn line, at 5.5855...
         assert abs(real_k.k_turn - 5.5855052474) < 1e-10
         assert [t.get_text() for t in axes[3].get_legend().get_texts()][:4] == list(real_k.eigenvalues)
-        L.figures.plot_family(real_k, "loss", ax=axes[3])
-        same(axes[3].lines[-1].get_ydata(), real_k.loss)
+        L.figures.plot_family(real_k, "risk", ax=axes[3])
+        same(axes[3].lines[-1].get_ydata(), real_k.risk)
         with pytest.raises(ValueError, match="quantity"):
             L.figures.plot_family(family, "index", ax=axes[3])
         with pytest.raises(TypeError, match="family"):
@@ -346,8 +346,8 @@ def test_from_json_checks_sizes_before_allocating(readout_point):
     runs = 600
     ms["result"]["shape"] = [runs, 300, 300]
     ms["result"]["fields"]["points"] = [pt] * runs
-    for key in ("loss", "grad_norm", "index", "iterations"):
-        kind = "float" if key in ("loss", "grad_norm") else "int"
+    for key in ("risk", "grad_norm", "index", "iterations"):
+        kind = "float" if key in ("risk", "grad_norm") else "int"
         ms["result"]["fields"][key] = {"__array__": kind, "shape": [runs], "data": [0] * runs}
     for key in ("kind", "isotropy", "status"):
         ms["result"]["fields"][key] = ["x"] * runs
@@ -370,7 +370,7 @@ def test_from_json_refuses_deep_nesting_and_bare_values():
 
 
 @pytest.mark.parametrize("path,value", [
-    (("loss",), "x"), (("loss",), True), (("grad_norm",), [1.0]), (("eigenvalues",), 1.0),
+    (("risk",), "x"), (("risk",), True), (("grad_norm",), [1.0]), (("eigenvalues",), 1.0),
     (("eigenvalues",), {"__array__": "int", "shape": [1], "data": [1]}), (("index",), 1.5), (("index",), True),
     (("nullity",), "1"), (("kind",), 5), (("converged",), 1), (("iterations",), None), (("history",), "ab"),
     (("history",), ["x"]), (("train_readout",), "False"), (("flat_eigenvalues",), [1.0]),
@@ -392,7 +392,7 @@ def test_from_json_checks_field_types(readout_point, path, value):
 
 def test_from_json_checks_multistart_lengths():
     doc = json.loads(L.to_json(L.multistart(2, 2, seed=0)))
-    for key, value in (("kind", ["global minimum"]), ("loss", {"__array__": "float", "shape": [3], "data": [0, 0, 0]}),
+    for key, value in (("kind", ["global minimum"]), ("risk", {"__array__": "float", "shape": [3], "data": [0, 0, 0]}),
                        ("status", "converged")):
         bad = json.loads(json.dumps(doc))
         bad["result"]["fields"][key] = value

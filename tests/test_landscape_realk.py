@@ -136,7 +136,7 @@ def test_continuation_eigenvalues_at_integer_k_equal_the_full_hessian():
         x, gn, ok = prob.solve(fam.x[i])
         assert ok and np.abs(x - fam.x[i]).max() <= 1e-10
         cp = prob.critical_point(fam.x[i])
-        assert cp.grad_norm <= 1e-12 and fam.loss[i] == pytest.approx(cp.loss, abs=1e-14)
+        assert cp.grad_norm <= 1e-12 and fam.risk[i] == pytest.approx(cp.risk, abs=1e-14)
         assembled = np.sort(np.concatenate([np.repeat(fam.eigenvalues[c][i], round(fam.dimension[c][i]))
                                             for c in fam.eigenvalues]))
         np.testing.assert_allclose(assembled, cp.eigenvalues, rtol=0, atol=1e-10)
@@ -186,7 +186,7 @@ def test_continuation_of_other_families():
     x0 = space.coordinates(W)
     fam2 = L.continue_real_k(x0, 8.0, [9.0, 10.0], sizes=lambda k: (k / 2, k / 2), train_readout=True)
     assert fam2.status == "completed"
-    assert np.all(fam2.loss <= 1e-14)  # the global minimum family: W = c I, a = 1 / c (rescaling orbit)
+    assert np.all(fam2.risk <= 1e-14)  # the global minimum family: W = c I, a = 1 / c (rescaling orbit)
     diag0, off0, diag1, off1, b01, b10, a0, a1 = fam2.x[-1]
     np.testing.assert_allclose([off0, off1, b01, b10, diag0 * a0 - 1, diag1 * a1 - 1], 0, atol=1e-10)
 
@@ -304,7 +304,7 @@ def test_relu_risk_keeps_its_digits_at_large_k():
     fam = L.continue_real_k(X6, 6.0, [1e2, 1e4, 1e6, 1e8])
     trained = L.continue_real_k(X6 + [1.0, 1.0], 6.0, [1e4, 1e8], train_readout=True)
     for f, readout, rtol in ((fam, False, 5e-15), (trained, True, 1e-9)):
-        for k, x, loss in zip(f.k, f.x, f.loss, strict=True):
+        for k, x, loss in zip(f.k, f.x, f.risk, strict=True):
             ref = _mp_risk(x, [k - 1.0, 1.0], readout)
             assert abs(loss - ref) <= rtol * ref, (k, readout, loss, ref)
     # and it is the realised network's population risk (k = 50; that plain sum of k^2 terms loses digits as k
@@ -320,7 +320,7 @@ def test_type_a_loss_times_k_reaches_its_limit():
     mp = pytest.importorskip("mpmath")  # in the test extra: never skipped in CI
     mp.mp.dps = 80
     fam = L.continue_real_k(X6, 6.0, [1e6, 1e7, 1e8])
-    kl = fam.k * fam.loss
+    kl = fam.k * fam.risk
     assert np.all(np.diff(kl) > 0)
     limit = np.linalg.solve(np.stack([np.ones(3), fam.k**-0.5, 1.0 / fam.k], 1), kl)[0]
     K = mp.mpf(10)**12

@@ -31,11 +31,11 @@ def test_index_one_saddle_from_the_spurious_minimum_connects_it_to_the_global_mi
     assert sd.grad_norm <= 1e-10
     idx, lam = _exact_index(sd, teacher)
     assert idx == 1 and abs(lam[1]) > 1e-6  # non-degenerate
-    assert sd.loss > start.loss  # a barrier
+    assert sd.risk > start.risk  # a barrier
     ends = L.saddle_connections(sd, teacher)
     assert sorted(e.kind for e in ends) == ["global minimum", "spurious minimum"]
     spur = next(e for e in ends if e.kind == "spurious minimum")
-    assert spur.loss == pytest.approx(start.loss, abs=1e-12)
+    assert spur.risk == pytest.approx(start.risk, abs=1e-12)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -63,7 +63,7 @@ def test_saddle_search_does_not_depend_on_the_eigensolvers_basis(spurious6, monk
     monkeypatch.setattr(saddle_module, "_eigh", rotated)
     sd = L.saddle_search(start, teacher, index=1)
     assert sd.kind == "saddle" and sd.index == 1 and sd.grad_norm <= 1e-10
-    assert sd.loss == pytest.approx(reference.loss, rel=1e-10)
+    assert sd.risk == pytest.approx(reference.risk, rel=1e-10)
 
 
 def test_saddle_search_follows_other_modes_and_directions(spurious6):
@@ -71,7 +71,7 @@ def test_saddle_search_follows_other_modes_and_directions(spurious6):
     sd = L.saddle_search(start, teacher, index=1, modes=3, direction=1.0)
     assert sd.index == 1 and sd.grad_norm <= 1e-10
     assert _exact_index(sd, teacher)[0] == 1
-    assert sd.loss > start.loss + 1e-3  # a higher saddle than the softest mode's
+    assert sd.risk > start.risk + 1e-3  # a higher saddle than the softest mode's
 
 
 def test_saddle_search_with_a_trained_second_layer(spurious6):

@@ -136,8 +136,8 @@ def test_layerwise_map_against_simulation():
     d, T, gamma0, alpha = 1000, 3, 1.0, 1.0
     st, te = _pair(2, 2, d, "relu", "relu", seed=5)
     ov = tl.Overlaps.from_networks(st, te)
-    lw = tl.large_batch.layerwise(ov, lr=gamma0, batch_ratio=alpha, steps=T, ridge=1e-3)
-    sims = [tl.large_batch.simulate_layerwise(st, te, lr=gamma0 * d, batch_size=d, steps=T, ridge=1e-3,
+    lw = tl.large_batch.layerwise(ov, lr=gamma0, batch_ratio=alpha, n_steps=T, ridge=1e-3)
+    sims = [tl.large_batch.simulate_layerwise(st, te, lr=gamma0 * d, batch_size=d, n_steps=T, ridge=1e-3,
                                               n_ridge=4 * d, seed=s) for s in range(4)]
     a_sim = np.array([s.a for s in sims])
     r_sim = np.array([s.risk for s in sims])

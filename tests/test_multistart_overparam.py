@@ -24,16 +24,16 @@ def test_fraction_and_honest_status():
 
 def test_over_parameterised_and_general_teacher():
     k = 3
-    r = L.multistart(k, 4, seed=1, n_students=k + 1)
-    assert r.W.shape == (4, k + 1, k + 1) and r.meta["n_students"] == k + 1
+    r = L.multistart(k, 4, seed=1, K=k + 1)
+    assert r.W.shape == (4, k + 1, k + 1) and r.meta["K"] == k + 1
     # a rotated orthonormal teacher: the same problem up to a rotation of the inputs, so the same losses
     q, _ = np.linalg.qr(np.random.default_rng(0).standard_normal((k, k)))
     teacher = tl.Network(q, None, "relu", scaling="none")
     rot = L.multistart(k, 4, seed=2, teacher=teacher)
     ref = L.multistart(k, 4, seed=2)
     assert rot.fraction("global minimum") >= 0.0 and rot.W.shape == ref.W.shape
-    assert np.all(np.isfinite(rot.loss))
+    assert np.all(np.isfinite(rot.risk))
     with pytest.raises(ValueError, match="teacher"):
         L.multistart(k, 2, teacher=tl.Network(q[:2], None, "relu", scaling="none"))
-    with pytest.raises(ValueError, match="n_students"):
-        L.multistart(k, 2, n_students=0)
+    with pytest.raises(ValueError, match="^K: "):
+        L.multistart(k, 2, K=0)

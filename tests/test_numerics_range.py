@@ -100,7 +100,7 @@ def test_step_hessian_raises_at_aligned_units_and_refine_calls_it_global() -> No
     with pytest.raises(ValueError, match=r"student\.W: .*aligned"):
         tl.population.hessian(S, T)
     cp = tl.landscape.refine(S, T)
-    assert cp.kind == "global minimum" and cp.index == 0 and cp.loss <= 1e-12
+    assert cp.kind == "global minimum" and cp.index == 0 and cp.risk <= 1e-12
     W = rng.standard_normal((3, 4))
     W[1] = 3.0 * W[0]  # two student units aligned
     with pytest.raises(ValueError, match="student row 0 and student row 1"):

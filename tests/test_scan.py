@@ -130,9 +130,9 @@ def test_descend_multistart_and_function_engines():
     tr = tl.population.descend(st, te, 0.5, 50, n_records=8)
     np.testing.assert_array_equal(ds["risk"].sel(lr=0.5).values, tr.risk)
     np.testing.assert_array_equal(ds["t"].values, tr.t)
-    ms = tl.scan.run(tl.scan.Scan("multistart", constants={"k": 3, "runs": 4}, axes={"seed": [0, 1]}))
+    ms = tl.scan.run(tl.scan.Scan("multistart", constants={"M": 3, "runs": 4}, axes={"seed": [0, 1]}))
     ref = tl.landscape.multistart(3, 4, seed=1)
-    np.testing.assert_array_equal(ms["loss"].sel(seed=1).values, ref.loss)
+    np.testing.assert_array_equal(ms["risk"].sel(seed=1).values, ref.risk)
     assert list(ms["kind"].sel(seed=1).values) == ref.kind
     fn = tl.scan.run(tl.scan.Scan(_quadratic, axes={"x": [1.0, 2.0, 3.0]}, constants={"c": 2.0}))
     np.testing.assert_array_equal(fn["y"].values, [3.0, 6.0, 11.0])

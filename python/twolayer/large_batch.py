@@ -16,7 +16,7 @@ its Gram matrix in overlap space is psi Omega^+ psi^T) and the finite-batch term
 eq. (6) with (n_b, gamma_d) = (alpha d, gamma0) split into its pairs of distinct samples and its diagonal (the
 transcription's second sum names sigma'(lambda_{l'}), a typo for lambda_l; its 1/p factors are the "mean" readout,
 absorbed here in the effective second layers). Its step gamma0 is the simulator's ``lr / d`` because the seed's
-weights have unit norm (lambda = w.z) and ours norm sqrt d. The clock is t = iteration (t = 0, 1, ..., steps).
+weights have unit norm (lambda = w.z) and ours norm sqrt d. The clock is t = iteration (t = 0, 1, ..., n_steps).
 ``spherical=True`` (seed 002's eq. 7): every w_i is rescaled to ``|w_i|^2 = d`` after each step (exact in overlap
 space: Q_ik / sqrt(Q_ii Q_kk), M_ir / sqrt(Q_ii)).
 
@@ -36,6 +36,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from . import _core
+from ._deprecation import renamed
 from ._interrupt import partial_result
 from ._validation import boolean, integer, n_threads_arg, positive, seed_arg
 from .activations import ActivationName, check_activation, sigma
@@ -56,12 +57,13 @@ def _batch_ratio(batch_ratio: Any) -> float:
     return positive(batch_ratio, "batch_ratio")
 
 
-def _steps(steps: Any) -> int:
-    if steps is None:
-        raise ValueError("steps: regime='large_batch' needs the number of iterations (a positive int, got None)")
-    return integer(steps, "steps", 1)
+def _steps(n_steps: Any) -> int:
+    if n_steps is None:
+        raise ValueError("n_steps: regime='large_batch' needs the number of iterations (a positive int, got None)")
+    return integer(n_steps, "n_steps", 1)
 
 
+@renamed(steps="n_steps")
 def iterate(
     overlaps: Overlaps,
     activation: str,
@@ -69,13 +71,13 @@ def iterate(
     *,
     lr: float,
     batch_ratio: float | None,
-    steps: int | None,
+    n_steps: int | None,
     noise: float = 0.0,
     spherical: bool = False,
     n_threads: int | None = None,
     target: Any = None,
 ) -> Trajectory:
-    """Iterate the large-batch map ``steps`` times from ``overlaps`` (see the module docstring).
+    """Iterate the large-batch map ``n_steps`` times from ``overlaps`` (see the module docstring).
 
     Called by ``twolayer.ode.integrate(..., regime="large_batch")``, which validates the overlaps and activations.
 
@@ -89,7 +91,7 @@ def iterate(
         The step gamma0 (the simulator's ``lr / d``).
     batch_ratio : float
         alpha = n_b / d > 0.
-    steps : int
+    n_steps : int
         Number of iterations.
     noise : float, default 0
         Label-noise variance Delta.
@@ -104,7 +106,7 @@ def iterate(
     Returns
     -------
     Trajectory
-        One row per iteration, t = 0, 1, ..., steps (``time_unit`` "t = iteration"), the second layer a fixed; a
+        One row per iteration, t = 0, 1, ..., n_steps (``time_unit`` "t = iteration"), the second layer a fixed; a
         state that is not finite, leaves the PSD cone or has an excess risk that is not finite (even the start's)
         stops it with ``status="diverged"`` (that state not recorded).
 
@@ -112,13 +114,13 @@ def iterate(
     --------
     >>> tgt = tl.targets.staircase(2, d=100, seed=0)
     >>> ov = tl.Overlaps.from_networks(tl.Network.random(2, 100, "relu", seed=1), tgt)
-    >>> tr = tl.ode.integrate(ov, "relu", target=tgt, lr=1.0, regime="large_batch", batch_ratio=1.0, steps=3)
+    >>> tr = tl.ode.integrate(ov, "relu", target=tgt, lr=1.0, regime="large_batch", batch_ratio=1.0, n_steps=3)
     >>> tr.t, tr.M.shape, tr.status
     (array([0., 1., 2., 3.]), (4, 2, 2), 'completed')
     """
     gamma0 = positive(lr, "lr", allow_zero=True)
     alpha = _batch_ratio(batch_ratio)
-    T = _steps(steps)
+    T = _steps(n_steps)
     noise_ = positive(noise, "noise", allow_zero=True)
     spherical = boolean(spherical, "spherical")
     if activation == "step":
@@ -216,7 +218,7 @@ class LayerwiseResult:
     Examples
     --------
     >>> s, t = tl.networks.teacher_student(K=2, M=2, d=10, activation="relu", seed=0)
-    >>> res = tl.large_batch.layerwise(tl.Overlaps.from_networks(s, t), lr=0.5, batch_ratio=2.0, steps=3)
+    >>> res = tl.large_batch.layerwise(tl.Overlaps.from_networks(s, t), lr=0.5, batch_ratio=2.0, n_steps=3)
     >>> res.first.t.tolist(), f"{res.risk:.6f}"
     ([0.0, 1.0, 2.0, 3.0], '0.121456')
     """
@@ -249,6 +251,7 @@ def _diverged(first: Trajectory, act: str, t_act: str, name: str) -> LayerwiseRe
     return LayerwiseResult(first=first, a=a, risk=float(first.risk[-1]), overlaps=_final_overlaps(first, a, act, t_act))
 
 
+@renamed(steps="n_steps")
 def layerwise(
     overlaps: Overlaps,
     activation: ActivationName | None = None,
@@ -256,13 +259,13 @@ def layerwise(
     *,
     lr: float,
     batch_ratio: float,
-    steps: int,
+    n_steps: int,
     ridge: float = 0.0,
     noise: float = 0.0,
     spherical: bool = False,
     n_threads: int | None = None,
 ) -> LayerwiseResult:
-    """Seed 002's layer-wise training in the large-batch limit: ``steps`` iterations of the map on the first layer
+    """Seed 002's layer-wise training in the large-batch limit: ``n_steps`` iterations of the map on the first layer
     with the second fixed (:func:`iterate`), then the second layer by population ridge regression
     (:func:`ridge_readout`) on the learned features.
 
@@ -272,7 +275,7 @@ def layerwise(
         The start.
     activation, teacher_activation : str, optional
         Default: those of ``overlaps``.
-    lr, batch_ratio, steps, noise, spherical, n_threads
+    lr, batch_ratio, n_steps, noise, spherical, n_threads
         As in :func:`iterate`.
     ridge : float, default 0.0
         As in :func:`ridge_readout`.
@@ -284,14 +287,15 @@ def layerwise(
     Examples
     --------
     >>> s, t = tl.networks.teacher_student(K=2, M=2, d=10, activation="relu", seed=0)
-    >>> res = tl.large_batch.layerwise(tl.Overlaps.from_networks(s, t), lr=0.5, batch_ratio=2.0, steps=3)
+    >>> res = tl.large_batch.layerwise(tl.Overlaps.from_networks(s, t), lr=0.5, batch_ratio=2.0, n_steps=3)
     >>> print(np.round(res.a, 6), f"{res.risk:.6f}")
     [0.422672 0.997536] 0.121456
     """
     from .ode import integrate  # the validated entry point (activations from the overlaps if not given)
 
     first = integrate(overlaps, activation, teacher_activation, lr=lr, regime="large_batch",
-                      batch_ratio=batch_ratio, steps=steps, noise=noise, spherical=spherical, n_threads=n_threads)
+                      batch_ratio=batch_ratio, n_steps=n_steps, noise=noise, spherical=spherical,
+                      n_threads=n_threads)
     act: Any = first.meta["activation"]
     t_act: Any = first.meta["teacher_activation"]
     if first.status == "diverged":
@@ -302,20 +306,21 @@ def layerwise(
     return LayerwiseResult(first=first, a=a, risk=_risk(final, act, t_act), overlaps=final)
 
 
+@renamed(steps="n_steps")
 def simulate_layerwise(
     student: Network,
     teacher: Network,
     *,
     lr: float,
     batch_size: int,
-    steps: int,
+    n_steps: int,
     ridge: float = 0.0,
     n_ridge: int | None = None,
     noise: float = 0.0,
     spherical: bool = False,
     seed: int = 0,
 ) -> LayerwiseResult:
-    """Layer-wise training at finite d: ``steps`` SGD steps on the first layer (``sgd.simulate`` with ``lr``,
+    """Layer-wise training at finite d: ``n_steps`` SGD steps on the first layer (``sgd.simulate`` with ``lr``,
     ``batch_size``, second layer fixed; for the large-batch regime lr = gamma0 d, batch_size = alpha d), then the
     second layer by ridge regression on ``n_ridge`` fresh samples (default: ``batch_size``):
     minimise (1/2n) sum (y - c sum_i a_i g(l_i))^2 + (ridge/2) ``|c a|^2`` in the effective second layer c a.
@@ -325,8 +330,8 @@ def simulate_layerwise(
     ----------
     student, teacher : Network
         The start and the teacher.
-    lr, batch_size, steps, noise, spherical, seed
-        As in :func:`twolayer.sgd.simulate` (``steps`` SGD steps).
+    lr, batch_size, n_steps, noise, spherical, seed
+        As in :func:`twolayer.sgd.simulate` (``n_steps`` SGD steps).
     ridge : float, default 0.0
         The ridge penalty.
     n_ridge : int, optional
@@ -339,7 +344,7 @@ def simulate_layerwise(
     Examples
     --------
     >>> s, t = tl.networks.teacher_student(K=2, M=2, d=50, activation="relu", seed=0)
-    >>> res = tl.large_batch.simulate_layerwise(s, t, lr=0.5 * 50, batch_size=100, steps=3, seed=0)
+    >>> res = tl.large_batch.simulate_layerwise(s, t, lr=0.5 * 50, batch_size=100, n_steps=3, seed=0)
     >>> res.first.t.tolist(), res.a.shape
     ([0.0, 0.02, 0.04, 0.06], (2,))
     """
@@ -347,7 +352,7 @@ def simulate_layerwise(
 
     student = check_network(student, "student")
     teacher = check_network(teacher, "teacher")
-    T = integer(steps, "steps", 1)
+    T = integer(n_steps, "n_steps", 1)
     lam = positive(ridge, "ridge", allow_zero=True)
     n = integer(batch_size if n_ridge is None else n_ridge, "n_ridge", 1)
     seed_ = seed_arg(seed)

@@ -19,6 +19,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .. import population
+from .._deprecation import renamed_attribute
 from .._validation import as_float_array, boolean, integer, positive
 from ..networks import Network
 from ..overlaps import check_pair
@@ -37,8 +38,8 @@ class CriticalPoint:
     ----------
     student : Network
         The network at the point.
-    loss : float
-        Its excess population risk.
+    risk : float
+        Its excess population risk (``loss``: its old spelling, deprecated).
     grad_norm : float
         Euclidean norm of the gradient on the trained parameters.
     eigenvalues : ndarray
@@ -68,11 +69,11 @@ class CriticalPoint:
 
     Notes
     -----
-    ``kind`` is one of ``"global minimum"`` (loss <= ``global_tol``: the risk is non-negative, so no Hessian is needed),
-    ``"spurious minimum"`` (index 0, no unexpected flat directions, a larger loss), ``"saddle"`` (index > 0),
+    ``kind`` is one of ``"global minimum"`` (risk <= ``global_tol``: the risk is non-negative, so no Hessian is needed),
+    ``"spurious minimum"`` (index 0, no unexpected flat directions, a larger risk), ``"saddle"`` (index > 0),
     ``"degenerate"`` (index 0 but more flat directions than the continuous symmetries of the model explain:
     second order cannot decide) or ``"non-differentiable"`` (a relu or step student with a zero-norm row, or
-    step units exactly aligned, at a loss above ``global_tol``: the risk has a kink there, so neither the
+    step units exactly aligned, at a risk above ``global_tol``: the risk has a kink there, so neither the
     gradient nor the Hessian classifies the point). ``eigenvalues`` is empty where the Hessian is undefined
     (exactly aligned step units). ``strict`` is True for the two minimum
     kinds.
@@ -86,7 +87,7 @@ class CriticalPoint:
     """
 
     student: Network
-    loss: float
+    risk: float
     grad_norm: float
     eigenvalues: NDArray[np.float64]
     index: int
@@ -97,6 +98,8 @@ class CriticalPoint:
     history: list[float] = field(default_factory=list)
     train_readout: bool = False
     flat_eigenvalues: NDArray[np.float64] = field(default_factory=lambda: np.empty(0))
+
+    loss = renamed_attribute("risk")
 
     @property
     def strict(self) -> bool:
@@ -141,7 +144,7 @@ class CriticalPoint:
         iterations: int = 0,
         history: list[float] | None = None,
     ) -> CriticalPoint:
-        """The point ``student`` with its loss and the classification of its
+        """The point ``student`` with its risk and the classification of its
         Hessian ``eigenvalues`` (the other arguments as in :func:`refine`).
 
         Where the model has a rescaling orbit the point is first moved to the
@@ -157,19 +160,19 @@ class CriticalPoint:
         if orbit_tangents(student, train_readout).shape[1]:
             student, eigenvalues, flat = orbit_spectrum(student, teacher, train_readout)
             grad_norm = euclidean_norm(flat_gradient(student, teacher, train_readout))
-        loss = population.risk(student, teacher)
+        risk = population.risk(student, teacher)
         index, nullity, kind = _classify(
-            np.concatenate([flat, eigenvalues]), loss, symmetry_nullity(student, train_readout), zero_tol,
+            np.concatenate([flat, eigenvalues]), risk, symmetry_nullity(student, train_readout), zero_tol,
             global_tol, non_differentiable(student, teacher)
         )
-        return cls(student=student, loss=loss, grad_norm=grad_norm, eigenvalues=eigenvalues, index=index,
+        return cls(student=student, risk=risk, grad_norm=grad_norm, eigenvalues=eigenvalues, index=index,
                    nullity=nullity, kind=kind, converged=converged, iterations=iterations,
                    history=[grad_norm] if history is None else history, train_readout=bool(train_readout),
                    flat_eigenvalues=flat)
 
     def __repr__(self) -> str:
         return (
-            f"CriticalPoint(kind={self.kind!r}, loss={self.loss:.6g}, grad_norm={self.grad_norm:.2e}, "
+            f"CriticalPoint(kind={self.kind!r}, risk={self.risk:.6g}, grad_norm={self.grad_norm:.2e}, "
             f"index={self.index}, nullity={self.nullity}, K={self.student.K}, d={self.student.d})"
         )
 
@@ -398,7 +401,7 @@ def _tolerances(zero_tol: Any, global_tol: Any) -> tuple[float | None, float]:
 
 def _classify(
     lam: NDArray[np.floating[Any]],
-    loss: float,
+    risk: float,
     expected_null: int,
     zero_tol: float | None,
     global_tol: float,
@@ -408,7 +411,7 @@ def _classify(
     ztol = 1e-8 * scale if zero_tol is None else zero_tol
     index = int(np.sum(lam < -ztol))
     nullity = int(np.sum(np.abs(lam) <= ztol))
-    if loss <= global_tol:  # the risk is >= 0: zero loss is a global minimum whatever the Hessian says
+    if risk <= global_tol:  # the risk is >= 0: zero risk is a global minimum whatever the Hessian says
         kind = "global minimum"
     elif kink:
         kind = "non-differentiable"

@@ -377,6 +377,8 @@ def _decode_dataclass(v: dict[str, Any], where: str, budget: _Budget) -> Any:
     raw = v.get("fields")
     if not isinstance(raw, dict):
         raise _fail(f"{where}.fields", "a dict of the fields", raw)
+    if "loss" in raw and "risk" not in raw:  # written by an older release
+        raw = {("risk" if key == "loss" else key): x for key, x in raw.items()}
     hints = typing.get_type_hints(cls)
     extra = set(raw) - set(hints) - ({"points"} if cls is MultistartResult else set())
     required = {f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING
@@ -439,9 +441,9 @@ def _conform(x: Any, hint: Any, where: str) -> Any:
 _SHAPES: dict[type, tuple[str | None, dict[str, int]]] = {
     CriticalPoint: (None, {"eigenvalues": 1, "flat_eigenvalues": 1}),
     FamilyPoint: (None, {"x": 1}),
-    MultistartResult: ("W", {"W": 3, "a": 2, "loss": 1, "grad_norm": 1, "index": 1, "iterations": 1, "kind": 1,
+    MultistartResult: ("W", {"W": 3, "a": 2, "risk": 1, "grad_norm": 1, "index": 1, "iterations": 1, "kind": 1,
                              "isotropy": 1, "status": 1}),
-    RealKFamily: ("k", {"k": 1, "sizes": 2, "x": 2, "loss": 1, "grad_norm": 1, "index": 1}),
+    RealKFamily: ("k", {"k": 1, "sizes": 2, "x": 2, "risk": 1, "grad_norm": 1, "index": 1}),
 }
 
 
@@ -568,7 +570,7 @@ def _clip(x: Any) -> str:
 def _family_rows(family: list[FamilyPoint]) -> dict[str, Any]:
     n_x = max((p.x.size for p in family), default=0)
     cols: dict[str, Any] = {
-        "k": [p.k for p in family], "loss": [p.loss for p in family], "kind": [p.point.kind for p in family],
+        "k": [p.k for p in family], "risk": [p.risk for p in family], "kind": [p.point.kind for p in family],
         "index": [p.point.index for p in family], "nullity": [p.point.nullity for p in family],
         "grad_norm": [p.point.grad_norm for p in family], "isotropy": [p.isotropy for p in family],
         "lambda_min": [float(p.point.eigenvalues[0]) if p.point.eigenvalues.size else np.nan for p in family],
@@ -590,11 +592,11 @@ def _real_k_attrs(fam: RealKFamily) -> dict[str, Any]:
 
 
 def _real_k_frame(pd: Any, fam: RealKFamily) -> Any:
-    """One row per k: sizes, loss, grad_norm, index, x, every component's eigenvalues, dimension and flat ones."""
+    """One row per k: sizes, risk, grad_norm, index, x, every component's eigenvalues, dimension and flat ones."""
     cols: dict[str, Any] = {"k": fam.k}
     for b in range(fam.sizes.shape[1]):
         cols[f"size{b}"] = fam.sizes[:, b]
-    cols.update({"loss": fam.loss, "grad_norm": fam.grad_norm, "index": fam.index})
+    cols.update({"risk": fam.risk, "grad_norm": fam.grad_norm, "index": fam.index})
     for j in range(fam.x.shape[1]):
         cols[f"x{j}"] = fam.x[:, j]
     for name, lam in fam.eigenvalues.items():
@@ -627,7 +629,7 @@ def _real_k_dataset(xr: Any, fam: RealKFamily) -> Any:
     cr = fam.crossings
     attrs = {key: v for key, v in _real_k_attrs(fam).items() if v is not None}
     return xr.Dataset(
-        {"sizes": (("k", "block"), fam.sizes), "loss": ("k", fam.loss), "grad_norm": ("k", fam.grad_norm),
+        {"sizes": (("k", "block"), fam.sizes), "risk": ("k", fam.risk), "grad_norm": ("k", fam.grad_norm),
          "index": ("k", fam.index), "x": (("k", "coord"), fam.x),
          "eigenvalues": (("k", "component", "eigen"), eig), "dimension": (("k", "component"), dim),
          "flat_eigenvalues": (("k", "component", "flat"), padded(fam.flat_eigenvalues)),
@@ -643,7 +645,7 @@ def to_dataframe(result: Any) -> Any:
     """A landscape result as a pandas DataFrame (needs pandas: the xarray extra).
 
     One row per run (MultistartResult), per k (a family; RealKFamily:
-    columns ``k``, ``size{b}``, ``loss``, ``grad_norm``, ``index``,
+    columns ``k``, ``size{b}``, ``risk``, ``grad_norm``, ``index``,
     ``x{j}``, and for every isotypic component ``{component}:{j}`` (its
     eigenvalues), ``dim:{component}`` and ``flat:{component}:{j}`` (its
     eigenvalues along the rescaling orbit, if any)), or per distinct eigenvalue
@@ -665,7 +667,7 @@ def to_dataframe(result: Any) -> Any:
     --------
     >>> df = tl.landscape.to_dataframe(tl.landscape.multistart(3, runs=2, seed=0))
     >>> list(df.columns)
-    ['kind', 'loss', 'grad_norm', 'index', 'isotropy', 'status', 'iterations']
+    ['kind', 'risk', 'grad_norm', 'index', 'isotropy', 'status', 'iterations']
     """
     try:
         pd = importlib.import_module("pandas")  # untyped without pandas-stubs
@@ -673,10 +675,10 @@ def to_dataframe(result: Any) -> Any:
         raise ImportError("to_dataframe needs pandas: pip install 'twolayer[xarray]'") from exc
     family = _check_family(result)
     if isinstance(result, MultistartResult):
-        df = pd.DataFrame({"kind": result.kind, "loss": result.loss, "grad_norm": result.grad_norm,
+        df = pd.DataFrame({"kind": result.kind, "risk": result.risk, "grad_norm": result.grad_norm,
                            "index": result.index, "isotropy": result.isotropy, "status": result.status,
                            "iterations": result.iterations})
-        df.index.name = "run"
+        df.index.name = "member"
         df.attrs.update(result.meta)
         return df
     if family is not None:
@@ -687,7 +689,7 @@ def to_dataframe(result: Any) -> Any:
         rows = [(v, m, "transverse") for v, m in result.spectrum()] + [
             (v, m, "flat") for v, m in _group(result.flat_eigenvalues, 1e-7)]
         df = pd.DataFrame(rows, columns=["eigenvalue", "multiplicity", "part"])
-        df.attrs.update({"kind": result.kind, "loss": result.loss, "index": result.index})
+        df.attrs.update({"kind": result.kind, "risk": result.risk, "index": result.index})
         return df
     raise TypeError(f"result: expected a CriticalPoint, MultistartResult, RealKFamily or a list of FamilyPoint, "
                     f"got {type(result).__name__}")
@@ -696,8 +698,8 @@ def to_dataframe(result: Any) -> Any:
 def to_xarray(result: Any) -> Any:
     """A landscape result as an xarray Dataset (needs the xarray extra).
 
-    MultistartResult: dimensions ``run``, ``unit``, ``input`` (W, a and the
-    per-run classification); a family: dimension ``k`` (and ``coord`` for x,
+    MultistartResult: dimensions ``member`` (the runs), ``unit``, ``input`` (W, a
+    and the per-run classification); a family: dimension ``k`` (and ``coord`` for x,
     ``eigen`` for the spectra, NaN-padded); RealKFamily: ``k``, ``block``,
     ``coord``, ``component`` (every isotypic component), ``eigen`` and
     ``flat`` (``eigenvalues`` and ``flat_eigenvalues``, NaN-padded) and
@@ -716,7 +718,7 @@ def to_xarray(result: Any) -> Any:
     --------
     >>> ds = tl.landscape.to_xarray(tl.landscape.multistart(3, runs=2, seed=0))
     >>> dict(ds.sizes)
-    {'run': 2, 'unit': 3, 'input': 3}
+    {'member': 2, 'unit': 3, 'input': 3}
     """
     try:
         import xarray as xr
@@ -727,11 +729,11 @@ def to_xarray(result: Any) -> Any:
         attrs = {k: (int(v) if isinstance(v, bool) else v) for k, v in result.meta.items()
                  if isinstance(v, (int, float, str))}
         return xr.Dataset(
-            {"W": (("run", "unit", "input"), result.W), "a": (("run", "unit"), result.a),
-             "loss": ("run", result.loss), "grad_norm": ("run", result.grad_norm), "index": ("run", result.index),
-             "kind": ("run", np.array(result.kind, dtype=str)),
-             "isotropy": ("run", np.array(result.isotropy, dtype=str)),
-             "status": ("run", np.array(result.status, dtype=str)), "iterations": ("run", result.iterations)},
+            {"W": (("member", "unit", "input"), result.W), "a": (("member", "unit"), result.a),
+             "risk": ("member", result.risk), "grad_norm": ("member", result.grad_norm),
+             "index": ("member", result.index), "kind": ("member", np.array(result.kind, dtype=str)),
+             "isotropy": ("member", np.array(result.isotropy, dtype=str)),
+             "status": ("member", np.array(result.status, dtype=str)), "iterations": ("member", result.iterations)},
             attrs=attrs)
     if family is not None:
         cols = _family_rows(family)
@@ -752,7 +754,7 @@ def to_xarray(result: Any) -> Any:
         return xr.Dataset({"W": (("unit", "input"), s.W), "a": ("unit", s.a),
                            "eigenvalues": ("eigen", result.eigenvalues),
                            "flat_eigenvalues": ("flat", result.flat_eigenvalues)},
-                          attrs={"kind": result.kind, "loss": result.loss, "grad_norm": result.grad_norm,
+                          attrs={"kind": result.kind, "risk": result.risk, "grad_norm": result.grad_norm,
                                  "index": result.index, "nullity": result.nullity, "activation": s.activation,
                                  "train_readout": int(result.train_readout)})
     raise TypeError(f"result: expected a CriticalPoint, MultistartResult, RealKFamily or a list of FamilyPoint, "

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from .._deprecation import warn_renamed
 from .._validation import as_float_array, choice, positive
 from .critical import CriticalPoint, _group
 from .realk import RealKFamily
@@ -54,7 +55,7 @@ def plot_spectrum(point: CriticalPoint | Any, ax: Any = None, tol: float = 1e-7)
     """
     tol_ = positive(tol, "tol")
     if isinstance(point, CriticalPoint):
-        lam, flat, title = point.eigenvalues, point.flat_eigenvalues, f"{point.kind}, loss {point.loss:.6g}"
+        lam, flat, title = point.eigenvalues, point.flat_eigenvalues, f"{point.kind}, risk {point.risk:.6g}"
     else:
         lam, flat, title = as_float_array(point, "point", ndim=1), np.empty(0), ""
     ax = _axes(ax)
@@ -74,15 +75,16 @@ def plot_spectrum(point: CriticalPoint | Any, ax: Any = None, tol: float = 1e-7)
     return ax
 
 
-def plot_family(family: list[FamilyPoint] | RealKFamily, quantity: str = "loss", ax: Any = None) -> Any:
-    """A family's loss or eigenvalues against k.
+def plot_family(family: list[FamilyPoint] | RealKFamily, quantity: str = "risk", ax: Any = None) -> Any:
+    """A family's excess risk or eigenvalues against k.
 
     Parameters
     ----------
     family : list of FamilyPoint or RealKFamily
         From :func:`~twolayer.landscape.continue_family` or
         :func:`~twolayer.landscape.continue_real_k`.
-    quantity : {"loss", "eigenvalues"}, default "loss"
+    quantity : {"risk", "eigenvalues"}, default "risk"
+        ("loss": the old spelling of "risk", deprecated.)
         "eigenvalues": the smallest Hessian eigenvalue per k (a family) or
         every eigenvalue of every isotypic component (RealKFamily, one
         colour per component, the turning point k_turn marked by a dotted
@@ -104,20 +106,23 @@ def plot_family(family: list[FamilyPoint] | RealKFamily, quantity: str = "loss",
     >>> ax.get_ylabel(), len(ax.lines[0].get_xdata())
     ('smallest Hessian eigenvalue', 3)
     """
-    choice(quantity, "quantity", ("loss", "eigenvalues"))
+    if quantity == "loss":
+        warn_renamed("twolayer.landscape.figures.plot_family", "loss", "risk", what="quantity")
+        quantity = "risk"
+    choice(quantity, "quantity", ("risk", "eigenvalues"))
     if isinstance(family, RealKFamily):
         k = np.asarray(family.k)
-        loss = np.asarray(family.loss)
+        risk = np.asarray(family.risk)
     elif isinstance(family, list) and family and all(isinstance(p, FamilyPoint) for p in family):
         k = np.array([p.k for p in family], dtype=np.float64)
-        loss = np.array([p.loss for p in family])
+        risk = np.array([p.risk for p in family])
     else:
         raise TypeError(f"family: expected a non-empty list of FamilyPoint or a RealKFamily, got "
                         f"{type(family).__name__}")
     ax = _axes(ax)
-    if quantity == "loss":
-        ax.plot(k, loss, "o-", color="tab:blue")
-        ax.set(xlabel="k", ylabel="loss")
+    if quantity == "risk":
+        ax.plot(k, risk, "o-", color="tab:blue")
+        ax.set(xlabel="k", ylabel="excess risk")
         return ax
     if isinstance(family, RealKFamily):
         for c, (name, lam) in enumerate(family.eigenvalues.items()):

@@ -15,6 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .. import _core, population
+from .._deprecation import renamed, renamed_attribute
 from .._interrupt import keep_partial, partial_result
 from .._progress import progress_bar
 from .._validation import (
@@ -44,7 +45,7 @@ class ClassifiedBatch(TypedDict):
 
     W: NDArray[np.float64]
     a: NDArray[np.float64]
-    loss: NDArray[np.float64]
+    risk: NDArray[np.float64]
     grad_norm: NDArray[np.float64]
     index: NDArray[np.int64]
     kind: list[str]
@@ -60,8 +61,8 @@ class MultistartResult:
     W, a : ndarray, shapes (runs, n, d) and (runs, n)
         The refined end points (at the canonical point of their rescaling
         orbit where there is one, see :mod:`twolayer.landscape.orbit`).
-    loss, grad_norm : ndarray, shape (runs,)
-        Their excess risk and gradient norm.
+    risk, grad_norm : ndarray, shape (runs,)
+        Their excess risk (``loss``: its old spelling, deprecated) and gradient norm.
     index : ndarray of int, shape (runs,)
         Hessian index (-1 where not classified).
     kind, isotropy : list of str
@@ -83,7 +84,7 @@ class MultistartResult:
     result of :class:`twolayer.Interrupted` holds the search's end points as
     they are, not refined or classified (kind "unclassified", index -1;
     :func:`classify_batch` does the rest); runs cut short have status and
-    kind "interrupted" and keep their last iterate (NaN loss if never
+    kind "interrupted" and keep their last iterate (NaN risk if never
     started).
 
     Examples
@@ -92,13 +93,13 @@ class MultistartResult:
     >>> res.runs, res.status
     (4, ['converged', 'converged', 'converged', 'converged'])
     >>> print(res.table())
-     count fraction  kind                      loss index  isotropy
+     count fraction  kind                      risk index  isotropy
          4    1.000  global minimum ...0.000000     0  ΔS_3
     """
 
     W: NDArray[np.float64]
     a: NDArray[np.float64]
-    loss: NDArray[np.float64]
+    risk: NDArray[np.float64]
     grad_norm: NDArray[np.float64]
     index: NDArray[np.int64]
     kind: list[str]
@@ -107,10 +108,12 @@ class MultistartResult:
     iterations: NDArray[np.int64]
     meta: dict[str, object] = field(default_factory=dict)
 
+    loss = renamed_attribute("risk")
+
     @property
     def runs(self) -> int:
         """Number of runs."""
-        return int(self.loss.shape[0])
+        return int(self.risk.shape[0])
 
     def fraction(self, kind: str | tuple[str, ...]) -> float:
         """The fraction of runs classified as ``kind`` (or as any of a tuple of kinds), e.g.
@@ -121,7 +124,7 @@ class MultistartResult:
         return sum(k in kinds for k in self.kind) / self.runs
 
     def families(self, decimals: int = 6) -> Counter[tuple[str, float, int, str]]:
-        """Counts of (kind, loss rounded to ``decimals``, index, isotropy).
+        """Counts of (kind, risk rounded to ``decimals``, index, isotropy).
 
         Parameters
         ----------
@@ -135,7 +138,7 @@ class MultistartResult:
         decimals = integer(decimals, "decimals", 0, 17)
         return Counter(
             (k, float(np.round(lo, decimals)), int(i), iso)
-            for k, lo, i, iso in zip(self.kind, self.loss, self.index, self.isotropy, strict=True)
+            for k, lo, i, iso in zip(self.kind, self.risk, self.index, self.isotropy, strict=True)
         )
 
     def table(self, decimals: int = 6) -> str:
@@ -151,9 +154,9 @@ class MultistartResult:
         str
         """
         decimals = integer(decimals, "decimals", 0, 17)
-        lines = [f"{'count':>6} {'fraction':>8}  {'kind':<17} {'loss':>12} {'index':>5}  isotropy"]
-        for (kind, loss, index, iso), n in self.families(decimals).most_common():
-            lines.append(f"{n:>6} {n / self.runs:>8.3f}  {kind:<17} {loss:>12.{decimals}f} {index:>5}  {iso}")
+        lines = [f"{'count':>6} {'fraction':>8}  {'kind':<17} {'risk':>12} {'index':>5}  isotropy"]
+        for (kind, risk, index, iso), n in self.families(decimals).most_common():
+            lines.append(f"{n:>6} {n / self.runs:>8.3f}  {kind:<17} {risk:>12.{decimals}f} {index:>5}  {iso}")
         return "\n".join(lines)
 
 
@@ -259,7 +262,7 @@ def classify_batch(
     Returns
     -------
     dict
-        ``W``, ``a``, ``loss``, ``grad_norm``, ``index``, ``kind``,
+        ``W``, ``a``, ``risk``, ``grad_norm``, ``index``, ``kind``,
         ``isotropy`` (see :class:`MultistartResult`).
 
     Examples
@@ -371,7 +374,7 @@ def classify_batch(
             for r in map(int, np.flatnonzero(stepped)):
                 G[r] = grad(r)
                 gn[r] = euclidean_norm(G[r])
-    loss = np.array([population.risk(net(r), teacher) if finite[r] else np.nan for r in range(runs)])
+    risk = np.array([population.risk(net(r), teacher) if finite[r] else np.nan for r in range(runs)])
     nullity = symmetry_nullity(Network(W[0], a[0], activation, scaling=teacher.scaling), train_readout)
     index = np.full(runs, -1, dtype=np.int64)
     kinds: list[str] = []
@@ -381,16 +384,17 @@ def classify_batch(
             kinds.append("failed")
             isos.append("?")
             continue
-        ind, _, kind = _classify(lam[r][:0] if kink[r] else lam[r], float(loss[r]), nullity, None, global_tol,
+        ind, _, kind = _classify(lam[r][:0] if kink[r] else lam[r], float(risk[r]), nullity, None, global_tol,
                                  bool(kink[r]))
         index[r] = ind
         kinds.append(kind)
         isos.append(isotropy(W[r], tol=iso_tol, a=a[r] if train_readout else None).description)
-    return {"W": W, "a": a, "loss": loss, "grad_norm": gn, "index": index, "kind": kinds, "isotropy": isos}
+    return {"W": W, "a": a, "risk": risk, "grad_norm": gn, "index": index, "kind": kinds, "isotropy": isos}
 
 
+@renamed(k="M", n_students="K")
 def multistart(
-    k: int,
+    M: int,
     runs: int,
     init: str = "xavier",
     seed: int = 0,
@@ -403,24 +407,24 @@ def multistart(
     tol: float = 1e-12,
     n_threads: int | None = None,
     progress: bool = False,
-    n_students: int | None = None,
+    K: int | None = None,
     teacher: Network | None = None,
 ) -> MultistartResult:
     """Many L-BFGS searches on the Safran-Shamir problem, refined and classified.
 
-    Teacher W* = I_k by default, lambda = w . x, unit second layers (with
+    Teacher W* = I_M by default, lambda = w . x, unit second layers (with
     ``train_readout`` the student's second layer is trained too). The
     searches run in parallel in C++ until the gradient norm is at most
     ``gtol``, then are refined by batched Newton steps to ``tol`` and
-    classified by loss, index and isotropy (see
+    classified by risk, index and isotropy (see
     :meth:`MultistartResult.table`). Ctrl-C raises
     :class:`twolayer.Interrupted` with the searches' end points so far as
     ``partial``.
 
     Parameters
     ----------
-    k : int
-        Units of the teacher (and of the student unless ``n_students``).
+    M : int
+        Units of the teacher (and of the student unless ``K``; old spelling ``k``).
     runs : int
         Number of searches.
     init : {"xavier", "gaussian", "orthogonal"}
@@ -428,7 +432,7 @@ def multistart(
     seed : int, default 0
         Run r's start uses the stream (seed, r).
     d : int, optional
-        Input dimension >= k (default k; the teacher is padded with zeros).
+        Input dimension >= M (default max(M, K); the teacher is padded with zeros).
     train_readout : bool, default False
         Train the second layer too.
     activation : str, default "relu"
@@ -445,13 +449,13 @@ def multistart(
         OpenMP threads across searches (None: the OpenMP default).
     progress : bool, default False
         A tqdm bar of the searches finished.
-    n_students : int, optional
-        The student width n (default k; n = k + 1, k + 2 is mild
-        over-parameterisation).
+    K : int, optional
+        The student width (default M; K = M + 1, M + 2 is mild
+        over-parameterisation; old spelling ``n_students``).
     teacher : Network, optional
-        Any teacher Network with k units, ``scaling="none"`` and the
+        Any teacher Network with M units, ``scaling="none"`` and the
         student's activation (e.g. an orthonormal one); default the identity
-        I_k (zero-padded to d columns). The input dimension d then defaults
+        I_M (zero-padded to d columns). The input dimension d then defaults
         to the teacher's.
 
     Returns
@@ -464,13 +468,13 @@ def multistart(
     >>> sorted(set(res.kind)), sorted(set(res.isotropy))
     (['global minimum'], ['ΔS_4'])
     """
-    k = integer(k, "k", 1, INT32_MAX)
+    k = integer(M, "M", 1, INT32_MAX)
     runs = integer(runs, "runs", 1, INT32_MAX)
-    n = k if n_students is None else integer(n_students, "n_students", 1, INT32_MAX)
+    n = k if K is None else integer(K, "K", 1, INT32_MAX)
     if teacher is not None:
         check_network(teacher, "teacher")
         if teacher.K != k:
-            raise ValueError(f"teacher: expected k = {k} units, got {teacher.K}")
+            raise ValueError(f"teacher: expected M = {k} units, got {teacher.K}")
         if teacher.scaling != "none" or teacher.activation != activation:
             raise ValueError(f"teacher: expected scaling='none' and activation {activation!r}, got "
                              f"{teacher.scaling!r}, {teacher.activation!r}")
@@ -492,7 +496,7 @@ def multistart(
     with keep_partial(lambda: None):  # nothing finished yet
         W0 = random_starts(int(runs), int(n), int(d_), init, seed)
     a0 = np.ones((runs, n))
-    meta: dict[str, object] = {"k": k, "n_students": n, "d": d_, "init": init, "seed": seed,
+    meta: dict[str, object] = {"M": k, "K": n, "d": d_, "init": init, "seed": seed,
                                "train_readout": train_readout}
     tol_ = positive(tol, "tol")
     teacher_: Network = teacher
@@ -509,7 +513,7 @@ def multistart(
         """The search's end points as they are, so that Ctrl-C returns at once (classify_batch refines them)."""
         status = [STATUS[int(s)] for s in out["status"]]
         return MultistartResult(
-            W=out["W"], a=out["a"], loss=np.asarray(out["loss"], dtype=np.float64),
+            W=out["W"], a=out["a"], risk=np.asarray(out["loss"], dtype=np.float64),
             grad_norm=np.asarray(out["grad_norm"], dtype=np.float64), index=np.full(len(status), -1, dtype=np.int64),
             kind=["interrupted" if s == "interrupted" else "unclassified" for s in status],
             isotropy=[""] * len(status), status=status, iterations=np.asarray(out["iterations"], dtype=np.int64),

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from .._deprecation import renamed_attribute
 from .._validation import as_float_array, boolean, positive
 from ..activations import ActivationName, check_activation
 from .young import IsotypicSpectrum, YoungProblem, _newton, gauged_solve
@@ -132,8 +133,8 @@ class RealKFamily:
         The block sizes there.
     x : ndarray, shape (n, dim)
         Coordinates of the critical point (:class:`FixedPointSpace` order).
-    loss : ndarray, shape (n,)
-        Its excess risk.
+    risk : ndarray, shape (n,)
+        Its excess risk (``loss``: its old spelling, deprecated).
     grad_norm : ndarray, shape (n,)
         Its full-gradient norm.
     eigenvalues : dict of str to ndarray, shape (n, m)
@@ -167,7 +168,7 @@ class RealKFamily:
     --------
     >>> import dataclasses
     >>> [f.name for f in dataclasses.fields(tl.landscape.RealKFamily)][:6]
-    ['k', 'sizes', 'x', 'loss', 'grad_norm', 'eigenvalues']
+    ['k', 'sizes', 'x', 'risk', 'grad_norm', 'eigenvalues']
 
     See :func:`continue_real_k` for one computed.
     """
@@ -175,7 +176,7 @@ class RealKFamily:
     k: NDArray[np.float64]
     sizes: NDArray[np.float64]
     x: NDArray[np.float64]
-    loss: NDArray[np.float64]
+    risk: NDArray[np.float64]
     grad_norm: NDArray[np.float64]
     eigenvalues: dict[str, NDArray[np.float64]]
     dimension: dict[str, NDArray[np.float64]]
@@ -186,6 +187,8 @@ class RealKFamily:
     message: str = ""
     steps: int = 0
     flat_eigenvalues: dict[str, NDArray[np.float64]] = field(default_factory=dict)
+
+    loss = renamed_attribute("risk")
 
     @property
     def trivial(self) -> NDArray[np.float64]:

@@ -15,6 +15,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .. import population
+from .._deprecation import renamed_attribute
 from .._validation import INT32_MAX, as_float_array, boolean, integer, positive
 from ..activations import ActivationName, check_activation
 from ..networks import Network, check_network
@@ -213,7 +214,7 @@ class FamilyPoint:
     --------
     >>> x6 = [0.986704, -0.050413, -0.601512, 0.308011, 0.224516]
     >>> p, = tl.landscape.continue_family(lambda k: (k - 1, 1), [6], x6)
-    >>> p.k, p.isotropy, round(p.loss, 6)
+    >>> p.k, p.isotropy, round(p.risk, 6)
     (6, 'ΔS_5', 0.025081)
     """
 
@@ -224,9 +225,11 @@ class FamilyPoint:
     isotropy: str
 
     @property
-    def loss(self) -> float:
+    def risk(self) -> float:
         """The point's excess population risk."""
-        return self.point.loss
+        return self.point.risk
+
+    loss = renamed_attribute("risk")
 
 
 def continue_family(
@@ -271,7 +274,7 @@ def continue_family(
     --------
     >>> x6 = [0.986704, -0.050413, -0.601512, 0.308011, 0.224516]
     >>> for p in tl.landscape.continue_family(lambda k: (k - 1, 1), [6, 7], x6):
-    ...     print(p.k, f"{p.loss:.6f}", p.point.kind, p.isotropy)
+    ...     print(p.k, f"{p.risk:.6f}", p.point.kind, p.isotropy)
     6 0.025081 spurious minimum ΔS_5
     7 0.023203 spurious minimum ΔS_6
     """

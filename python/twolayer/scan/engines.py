@@ -599,19 +599,20 @@ def _run_multistart(configs: list[dict[str, Any]]) -> Part:
     from ..landscape import multistart
 
     rows: list[dict[str, tuple[tuple[str, ...], Any]]] = []
-    names = ("k", "runs", "init", "seed", "d", "train_readout", "activation", "max_iter", "gtol", "memory", "tol",
+    names = ("M", "runs", "init", "seed", "d", "train_readout", "activation", "max_iter", "gtol", "memory", "tol",
              "n_threads")
+    member = ("member",)
     for c in configs:
         r = multistart(**{k: c[k] for k in names})
-        rows.append({"loss": (("run",), r.loss), "grad_norm": (("run",), r.grad_norm),
-                     "index": (("run",), r.index), "kind": (("run",), np.array(r.kind, dtype=str)),
-                     "isotropy": (("run",), np.array(r.isotropy, dtype=str)),
-                     "status": (("run",), np.array(r.status, dtype=str)), "iterations": (("run",), r.iterations)})
+        rows.append({"risk": (member, r.risk), "grad_norm": (member, r.grad_norm),
+                     "index": (member, r.index), "kind": (member, np.array(r.kind, dtype=str)),
+                     "isotropy": (member, np.array(r.isotropy, dtype=str)),
+                     "status": (member, np.array(r.status, dtype=str)), "iterations": (member, r.iterations)})
     return Part(_stack_parts(rows))
 
 
 _MULTISTART_PARAMS: _Params = {
-    "k": (REQUIRED, _int(1)), "runs": (REQUIRED, _int(1)), "init": ("xavier", _choice("xavier", "gaussian",
+    "M": (REQUIRED, _int(1)), "runs": (REQUIRED, _int(1)), "init": ("xavier", _choice("xavier", "gaussian",
                                                                                         "orthogonal")),
     "seed": (0, seed_arg), "d": (None, _int(1)), "train_readout": (False, boolean), "activation": ("relu", _act),
     "max_iter": (5000, _int(0)), "gtol": (1e-8, _nonneg), "memory": (10, _int(1)), "tol": (1e-12, _pos),
@@ -627,7 +628,8 @@ ENGINES: dict[str, Engine] = {
                   renamed={"records": "n_records", "n_points": "n_records"}),
     "descend": Engine("descend", _DESCEND_PARAMS, _run_descend, 16, shape_keys=("K", "M", "n_steps", "n_records"),
                       renamed={"steps": "n_steps", "records": "n_records", "n_points": "n_records"}),
-    "multistart": Engine("multistart", _MULTISTART_PARAMS, _run_multistart, 4, shape_keys=("runs",)),
+    "multistart": Engine("multistart", _MULTISTART_PARAMS, _run_multistart, 4, shape_keys=("runs",),
+                         renamed={"k": "M"}),
 }
 
 

@@ -40,7 +40,7 @@ def _summary(ds: Any) -> tuple[Any, str]:
         return ds["stop_time"], "stop time (first passage of the risk threshold)"
     if "risk" in ds and "t" in ds["risk"].dims:
         return last_recorded(ds["risk"]), "final excess risk"
-    for name in ("loss", *ds.data_vars):  # a multistart scan's loss first, else the first numeric result
+    for name in ("risk", *ds.data_vars):  # a multistart scan's risk first, else the first numeric result
         if name in ds and np.issubdtype(ds[name].dtype, np.number):
             return ds[name], name
     raise ValueError("store: nothing numeric to plot")

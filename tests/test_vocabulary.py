@@ -1,0 +1,160 @@
+"""The vocabulary of issue 25 (docs: conventions, "Vocabulary"): every old spelling of a renamed argument, attribute
+or scan key still works for one release, warns with a DeprecationWarning naming the new spelling, and gives the same
+result as the new one; twolayer.Status compares equal to the old status strings."""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+import twolayer as tl
+from twolayer import landscape as L
+
+ST, TE = tl.networks.teacher_student(2, 2, 40, "erf", seed=0)
+OV = tl.Overlaps([[1.0]], [[0.2]], [[1.0]], [1.0], [1.0], "linear", "linear")
+
+
+def _same_run(a: tl.Trajectory, b: tl.Trajectory) -> None:
+    for name in ("t", "Q", "M", "a", "risk"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+    assert a.status == b.status and a.message == b.message
+
+
+def _old(match: str):
+    return pytest.warns(DeprecationWarning, match=match)
+
+
+# ------------------------------------------------------------------------------------------ arguments
+def test_sgd_records_is_n_records() -> None:
+    new = tl.sgd.simulate(ST, TE, lr=0.5, t_max=2.0, n_records=5, seed=1)
+    with _old("'records' of twolayer.sgd.simulate is deprecated; use 'n_records'"):
+        old = tl.sgd.simulate(ST, TE, lr=0.5, t_max=2.0, records=5, seed=1)
+    assert len(new) == 5
+    _same_run(new, old)
+    with pytest.raises(TypeError, match="both 'records' and its new spelling 'n_records'"):
+        tl.sgd.simulate(ST, TE, lr=0.5, t_max=2.0, records=5, n_records=5)
+
+
+def test_sde_records_is_n_records() -> None:
+    new = tl.sde.simulate(OV, lr=0.5, d=100, t_max=1.0, n_records=3, seeds=2)
+    with _old("'records' of twolayer.sde.simulate"):
+        old = tl.sde.simulate(OV, lr=0.5, d=100, t_max=1.0, records=3, seeds=2)
+    for a, b in zip(new, old, strict=True):
+        _same_run(a, b)
+
+
+def test_descend_steps_and_records() -> None:
+    new = tl.population.descend(ST, TE, 0.5, 30, n_records=4)
+    with _old("'steps' of twolayer.population.descend"), _old("'records' of twolayer.population.descend"):
+        old = tl.population.descend(ST, TE, lr=0.5, steps=30, records=4)
+    _same_run(new, old)
+    for fn in (tl.population.descend, tl.sgd.simulate, tl.sde.simulate):  # the default row count, as everywhere
+        assert inspect.signature(fn).parameters["n_records"].default == 101
+
+
+def test_large_batch_steps_is_n_steps() -> None:
+    s, t = tl.networks.teacher_student(K=2, M=2, d=50, activation="relu", seed=0)
+    new = tl.large_batch.simulate_layerwise(s, t, lr=25.0, batch_size=100, n_steps=3, seed=0)
+    with _old("'steps' of twolayer.large_batch.simulate_layerwise"):
+        old = tl.large_batch.simulate_layerwise(s, t, lr=25.0, batch_size=100, steps=3, seed=0)
+    _same_run(new.first, old.first)
+    assert new.risk == old.risk
+
+
+def test_multistart_k_and_n_students() -> None:
+    new = L.multistart(3, 2, seed=0, K=4, max_iter=50)
+    with _old("'k' of twolayer.landscape.multistart"), _old("'n_students'"):
+        old = L.multistart(k=3, runs=2, seed=0, n_students=4, max_iter=50)
+    np.testing.assert_array_equal(new.W, old.W)
+    assert new.W.shape == (2, 4, 4) and new.meta["K"] == 4 and new.meta["M"] == 3
+
+
+def test_plot_family_quantity_loss() -> None:
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    fam = L.continue_family(lambda k: (k - 1, 1), [6], [0.986704, -0.050413, -0.601512, 0.308011, 0.224516])
+    with _old("quantity 'loss'"):
+        ax = L.figures.plot_family(fam, "loss")
+    np.testing.assert_array_equal(ax.lines[0].get_ydata(), [fam[0].risk])
+
+
+# ------------------------------------------------------------------------------------------ attributes
+def test_landscape_loss_is_risk() -> None:
+    teacher = L.identity_teacher(3)
+    cp = L.refine(teacher.with_weights(np.eye(3) + 1e-3), teacher)
+    with _old("attribute 'loss' of twolayer.landscape.critical.CriticalPoint is deprecated; use 'risk'"):
+        assert cp.loss == cp.risk
+    res = L.multistart(3, 2, seed=0, max_iter=50)
+    with _old("attribute 'loss'"):
+        np.testing.assert_array_equal(res.loss, res.risk)
+    fam = L.continue_family(lambda k: (k - 1, 1), [6], [0.986704, -0.050413, -0.601512, 0.308011, 0.224516])
+    with _old("attribute 'loss'"):
+        assert fam[0].loss == fam[0].risk == fam[0].point.risk
+
+
+def test_landscape_json_of_an_older_release_reads_loss() -> None:
+    res = L.multistart(3, 2, seed=0, max_iter=50)
+    text = L.to_json(res).replace('"risk"', '"loss"')
+    np.testing.assert_array_equal(L.from_json(text).risk, res.risk)
+
+
+def test_ensemble_dimension_is_member_and_old_run_datasets_read() -> None:
+    ens = tl.sgd.simulate(ST, TE, lr=0.5, t_max=2.0, n_records=3, seeds=3)
+    ds = ens.to_xarray()
+    assert ds["risk"].dims == ("member", "t") and ds["run_id"].dims == ("member",)
+    np.testing.assert_array_equal(ds["final_risk"], ens.final_risk)
+    back = tl.Ensemble.from_xarray(ds.rename({"member": "run"}))  # a Dataset written by an older release
+    for a, b in zip(back, ens, strict=True):
+        np.testing.assert_array_equal(a.risk, b.risk)
+    assert tl.sgd.Ensemble is tl.Ensemble  # the old import path
+
+
+# ------------------------------------------------------------------------------------------ status
+def test_status_is_a_str_enum_with_success() -> None:
+    assert [s.value for s in tl.Status] == ["completed", "converged", "diverged", "max_steps", "interrupted"]
+    assert [s.success for s in tl.Status] == [True, True, False, False, False]
+    assert tl.Status.converged == "converged" and str(tl.Status.converged) == "converged"
+    assert f"{tl.Status.max_steps:>10}" == " max_steps" and tl.Status("diverged") is tl.Status.diverged
+    run = tl.sgd.simulate(ST, TE, lr=0.5, t_max=1.0, n_records=2)
+    assert isinstance(run.status, tl.Status) and run.status == "completed" and run.status.success
+    ens = tl.sgd.simulate(ST, TE, lr=0.5, t_max=50.0, n_records=51, seeds=2, risk_rtol=0.5)
+    assert ens.status == ["converged", "converged"] and all(isinstance(s, tl.Status) for s in ens.status)
+    assert isinstance(tl.population.descend(ST, TE, 0.5, 3).status, tl.Status)
+
+
+def test_stochastic_messages_come_from_the_core() -> None:
+    """SGD and SDE build their messages from the core's text (run_messages.hpp), as the ODE does."""
+    run = tl.sgd.simulate(ST, TE, lr=0.5, t_max=2.0, n_records=3, batch_size=2)
+    assert run.message == tl._core.sgd_completed_message(80, 160, 0) == "80 SGD steps (160 samples)"
+    ens = tl.sgd.simulate(ST, TE, lr=0.5, t_max=50.0, n_records=51, seeds=1, risk_tol=0.1)
+    r = ens[0]
+    assert r.status == "converged"
+    assert r.message == tl._core.converged_message(r.risk[-1], 0.1, 0.1, 0.0, r.stop_time)
+    assert r.message == f"excess risk {r.risk[-1]:g} reached the threshold 0.1 (risk_tol = 0.1) at t = {r.stop_time:g}"
+    sde = tl.sde.simulate(OV, lr=0.5, d=100, t_max=1.0, n_records=3, seeds=1)
+    assert sde[0].message == "100 Euler-Maruyama steps of dt = 0.01"
+
+
+# ------------------------------------------------------------------------------------------ scan keys
+@pytest.mark.parametrize("old", ["records", "n_points"])
+def test_sgd_scan_old_and_new_records(old: str) -> None:
+    base = {"K": 2, "M": 2, "d": 20, "t_max": 1.0, "lr": 0.5}
+    new = tl.scan.run(tl.scan.Scan("sgd", constants={**base, "n_records": 3}))
+    with _old(f"parameter '{old}' of constants of scan engine 'sgd' is deprecated; use 'n_records'"):
+        sc = tl.scan.Scan("sgd", constants={**base, old: 3})
+    assert sc.constants["n_records"] == 3 and old not in sc.constants
+    np.testing.assert_array_equal(tl.scan.run(sc)["risk"].values, new["risk"].values)
+    assert new.sizes["t"] == 3 and new["risk"].dims == ("member", "t")
+
+
+def test_scan_old_key_as_an_axis_keeps_the_axis_order() -> None:
+    with _old("parameter 'steps' of axes of scan engine 'descend'"):
+        sc = tl.scan.Scan("descend", constants={"lr": 0.5, "d": 10}, axes={"steps": [2, 4], "seed": [0, 1]})
+    assert list(sc.dims) == ["n_steps", "seed"]
+    with pytest.raises(ValueError, match="both 'steps' and its new spelling 'n_steps'"):
+        tl.scan.Scan("descend", constants={"lr": 0.5, "n_steps": 3, "steps": 3})
+    with _old("'steps'"), pytest.raises(ValueError, match="'n_steps' is already given in constants"):
+        tl.scan.Scan("descend", constants={"lr": 0.5, "n_steps": 3}, axes={"steps": [2, 4]})
