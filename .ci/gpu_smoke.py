@@ -20,7 +20,7 @@ def ode() -> None:
         ovs = [tl.Overlaps.from_networks(tl.Network.random(K, 40, act, seed=s), teacher) for s in range(3)]
         for method in ("euler", "rk4", "adaptive"):
             b = tl.ode.integrate_batch(ovs, act, lr=[0.05, 0.1, 0.1], lr_readout=[0, 0.2, 1e3],
-                                       risk_tol=[0, 0.01, 0], method=method, dt=0.1, t_max=2, n_points=5,
+                                       risk_tol=[0, 0.01, 0], method=method, dt=0.1, t_max=2, n_records=5,
                                        max_steps=10 if method == "rk4" else 10**8, device="cuda")
             print("ode", act, K, M, method, list(b.status), flush=True)
 

@@ -35,7 +35,7 @@ def batch(K: int, B: int, seed: int = 0, d: int = 100) -> tl.BatchOverlaps:
 
 def run(stack: tl.BatchOverlaps, device: str, method: str = "euler") -> tl.BatchTrajectory:
     lr = np.linspace(0.5, 1.5, stack.Q.shape[0])
-    return tl.ode.integrate_batch(stack, "erf", lr=lr, method=method, dt=DT, t_max=STEPS * DT, n_points=101,
+    return tl.ode.integrate_batch(stack, "erf", lr=lr, method=method, dt=DT, t_max=STEPS * DT, n_records=101,
                                   device=device)
 
 
@@ -77,7 +77,7 @@ def test_jax_ode(benchmark, record, K: int) -> None:
 
     Qs = call()  # compiles
     check = tl.ode.integrate_batch(tl.BatchOverlaps(Q=stack.Q[:4], M=stack.M[:4], P=P, a=stack.a[:4], v=v), "erf",
-                                   lr=lr, method="euler", dt=DT, t_max=STEPS * DT, n_points=101)
+                                   lr=lr, method="euler", dt=DT, t_max=STEPS * DT, n_records=101)
     np.testing.assert_allclose(Qs[:4], check.Q, rtol=0, atol=1e-10)
     benchmark.pedantic(call, rounds=3, iterations=1)
     record(benchmark, work=GPU_B[K] * STEPS, unit="RHS")

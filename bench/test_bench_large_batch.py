@@ -1,7 +1,7 @@
 """The large-batch regime (seed 002): one iteration of the d -> infinity map against one SGD step at d = 4000,
 n_b = d, each next to a plain NumPy version, measured in one run.
 
-* map, twolayer: ``tl.ode.integrate(..., regime="large_batch", steps=S)``, per iteration (S = 200);
+* map, twolayer: ``tl.ode.integrate(..., regime="large_batch", n_steps=S)``, per iteration (S = 200);
 * map, NumPy: the same update with the expectations psi = E[g'(l_i) l_c E] and E[g'g'E^2] estimated by Monte Carlo
   over 10^5 samples of (l, l*) ~ N(0, Omega) (what one writes without the closed forms), with its error against
   the exact map;
@@ -74,9 +74,9 @@ def test_large_batch_map_vs_sgd_step(benchmark, record):
     st, te = teacher_student(2, 2, D, "erf", seed=1)
     ov = tl.Overlaps.from_networks(st, te)
     S = 200
-    t_map = best_time(lambda: tl.ode.integrate(ov, lr=GAMMA0, regime="large_batch", batch_ratio=ALPHA, steps=S,
+    t_map = best_time(lambda: tl.ode.integrate(ov, lr=GAMMA0, regime="large_batch", batch_ratio=ALPHA, n_steps=S,
                                                n_threads=1)) / S
-    exact = tl.ode.integrate(ov, lr=GAMMA0, regime="large_batch", batch_ratio=ALPHA, steps=1)
+    exact = tl.ode.integrate(ov, lr=GAMMA0, regime="large_batch", batch_ratio=ALPHA, n_steps=1)
     rng = np.random.default_rng(0)
     t_np_map = best_time(lambda: numpy_map_step(ov, 100_000, rng))
     Qmc, Mmc = numpy_map_step(ov, 100_000, rng)
@@ -95,7 +95,7 @@ def test_large_batch_map_vs_sgd_step(benchmark, record):
     print(f"  map vs SGD step (twolayer): x{t_sgd / t_map:.0f};  map vs NumPy MC map: x{t_np_map / t_map:.0f} "
           f"(MC error {mc_err:.2g});  SGD twolayer vs NumPy: x{t_np_sgd / t_sgd:.1f}")
     benchmark.extra_info["mc_map_error"] = mc_err
-    benchmark.pedantic(lambda: tl.ode.integrate(ov, lr=GAMMA0, regime="large_batch", batch_ratio=ALPHA, steps=S,
+    benchmark.pedantic(lambda: tl.ode.integrate(ov, lr=GAMMA0, regime="large_batch", batch_ratio=ALPHA, n_steps=S,
                                                 n_threads=1), rounds=5, iterations=1)
     record(benchmark, work=S, unit="map step")
 
@@ -131,7 +131,7 @@ def test_bench_large_batch_map_staircase(benchmark, record):
 
     ov, tgt = staircase_system("relu")
     run = lambda: tl.ode.integrate(ov, "relu", target=tgt, lr=GAMMA0, regime="large_batch",  # noqa: E731
-                                   batch_ratio=ALPHA, steps=S_TARGET)
+                                   batch_ratio=ALPHA, n_steps=S_TARGET)
     tr = benchmark.pedantic(run, rounds=5, iterations=1)
     assert tr.status == "completed"
     record(benchmark, work=S_TARGET, unit="iteration", ref="test_bench_large_batch_map_staircase_numpy_mc")

@@ -6,7 +6,7 @@ M ~ 1 / sqrt(d)).
 
 Time convention: one iteration = one SGD step on a fresh batch of n_b = alpha d samples,
 ``sgd.simulate(lr=gamma0 * d, batch_size=alpha * d, t_max=T / d)`` (simulator time times d = iteration), and the
-d -> infinity map ``ode.integrate(ov, target=tgt, lr=gamma0, regime="large_batch", batch_ratio=alpha, steps=T,
+d -> infinity map ``ode.integrate(ov, target=tgt, lr=gamma0, regime="large_batch", batch_ratio=alpha, n_steps=T,
 spherical=True)`` started from each d's own initial overlaps.
 
 Measured: the first iteration at which the overlap with z1, max_i |M_i1|, reaches 0.3. Leap 1: the population
@@ -71,7 +71,7 @@ def main() -> None:
             for s in range(args.inits):  # the map from each random start's overlaps
                 ov = tl.Overlaps.from_networks(student(d, args.K, seed=s), tgt)
                 tr = tl.ode.integrate(ov, "relu", target=tgt, lr=g0, regime="large_batch", batch_ratio=alpha,
-                                      steps=T, spherical=True)
+                                      n_steps=T, spherical=True)
                 curves.append(np.abs(tr.M[:, :, 0]).max(axis=1))
                 steps_map.append(first_crossing(curves[-1]))
             map_steps.append((np.nanmean(steps_map), np.nanstd(steps_map)))

@@ -6,7 +6,7 @@ eq. 7) learns the polynomial target y = z1 + z1 z2 + z1 z2 z3, z = W* x / sqrt(d
 Time convention: one iteration t = one SGD step on a fresh batch of n_b = alpha d samples with
 ``sgd.simulate(lr=gamma0 * d, batch_size=alpha * d)`` (recorded at t_max = T / d in the simulator's clock
 steps / d, i.e. the simulator's time times d is the iteration); the map is
-``ode.integrate(ov, target=tgt, lr=gamma0, regime="large_batch", batch_ratio=alpha, steps=T, spherical=True)``,
+``ode.integrate(ov, target=tgt, lr=gamma0, regime="large_batch", batch_ratio=alpha, n_steps=T, spherical=True)``,
 its exact expectations of the target (twolayer.targets) and t = iteration. The map starts from each d's own
 initial overlaps (M ~ 1 / sqrt(d)).
 
@@ -58,7 +58,7 @@ def main() -> None:
         st = student(d, args.K, seed=0)
         ov = tl.Overlaps.from_networks(st, tgt)
         start = time.perf_counter()
-        tr = tl.ode.integrate(ov, "relu", target=tgt, lr=g0, regime="large_batch", batch_ratio=alpha, steps=T,
+        tr = tl.ode.integrate(ov, "relu", target=tgt, lr=g0, regime="large_batch", batch_ratio=alpha, n_steps=T,
                               spherical=True)
         t_map = time.perf_counter() - start
         start = time.perf_counter()

@@ -134,7 +134,7 @@ def main() -> None:
                 _, tgt = start(d, k, 0)
                 ov = tl.Overlaps(np.ones((1, 1)), [[1.0 / np.sqrt(d)]], np.eye(1), np.full(1, READOUT[k]), np.zeros(1))
                 ode = tl.ode.integrate(ov, ACTIVATION[k], target=tgt, lr=lr(k, d), spherical=True,
-                                       t_max=t_max(k, d), n_points=4001)
+                                       t_max=t_max(k, d), n_records=4001)
                 line.append(escape_time(ode.t, ode.M[:, 0, 0]))
                 other = f"ODE from 1/sqrt(d): {line[-1]:.2f}"
             else:  # the SDE from the same starts: the finite-d law of the escape

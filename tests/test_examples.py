@@ -25,7 +25,7 @@ def _example():
 def _ode_escapes(ex, d: int, m0_sqrt_d: float) -> bool:
     tgt = tl.targets.hermite_single(3, d=d, seed=0, normalized=False)
     ov = tl.Overlaps(np.ones((1, 1)), [[m0_sqrt_d / np.sqrt(d)]], np.eye(1), [-1.0], np.zeros(1))
-    tr = tl.ode.integrate(ov, "erf", target=tgt, lr=ex.lr(3, d), spherical=True, t_max=50.0 * d, n_points=11)
+    tr = tl.ode.integrate(ov, "erf", target=tgt, lr=ex.lr(3, d), spherical=True, t_max=50.0 * d, n_records=11)
     return bool(abs(tr.M[-1, 0, 0]) >= ex.THRESHOLD)
 
 

@@ -507,7 +507,7 @@ def ode_kinds(D: dict[str, Any], batch: bool = False) -> dict[str, Kind]:
         "t_max": real(0.0, 3.0, optional=True), "times": times(3.0),
         "method": choice("euler", "rk4", "adaptive"), "dt": real(1e-3, 0.5), "rtol": real(1e-12, 1e-3),
         "atol": real(1e-14, 1e-3), "readout": choice("sum", "mean"), "risk_tol": real(optional=True),
-        "n_points": count(2, 20), "h_max": real(optional=True), "max_steps": count(1, 2000, huge=False),
+        "n_records": count(2, 20), "h_max": real(optional=True), "max_steps": count(1, 2000, huge=False),
         "n_threads": N_THREADS,
     }
 
@@ -630,7 +630,7 @@ def covariance_rows(rows: Any, scale: Any) -> Any:
 
 
 def plateau_example(**kw: Any) -> Any:
-    return tl.ode.plateau_example(n_points=10, max_steps=2000, **kw)
+    return tl.ode.plateau_example(n_records=10, max_steps=2000, **kw)
 
 
 def cli_main(argv: list[str]) -> Any:
@@ -677,7 +677,7 @@ def passage_check(values: dict[str, Any], out: Any) -> None:
 def passage_runs() -> tuple[Any, ...]:
     """A few small trajectories (computed once per child process): a learning ODE run and an SDE ensemble."""
     ov = tl.Overlaps([[1.0]], [[0.2]], [[1.0]], [1.0], [1.0], "linear", "linear")
-    return tl.ode.integrate(ov, lr=0.5, t_max=5.0, n_points=11), tl.sde.simulate(ov, lr=0.5, d=100, t_max=2.0,
+    return tl.ode.integrate(ov, lr=0.5, t_max=5.0, n_records=11), tl.sde.simulate(ov, lr=0.5, d=100, t_max=2.0,
                                                                                   n_records=5, seeds=2)
 
 

@@ -113,11 +113,11 @@ def test_large_batch_map_stops_where_the_risk_overflows() -> None:
     Z = np.zeros((1, 1))
     for act in ("erf", "relu", "linear"):
         tr = tl.large_batch.iterate(tl.Overlaps(Z, Z, Z, np.array([1e300]), np.zeros(1)), act, act, lr=1.0,
-                                    batch_ratio=1.0, steps=1)
+                                    batch_ratio=1.0, n_steps=1)
         assert tr.status == "diverged" and "excess risk is not finite" in tr.message
         assert len(tr) == 0 and tr.stop_time == 0.0
         tr = tl.large_batch.iterate(tl.Overlaps(Z, Z, Z, np.array([1e150]), np.zeros(1)), act, act, lr=1.0,
-                                    batch_ratio=1.0, steps=1)
+                                    batch_ratio=1.0, n_steps=1)
         assert tr.status == "completed" and tr.risk.tolist() == [0.0, 0.0]
 
 
@@ -125,7 +125,7 @@ def test_layerwise_after_a_diverged_first_phase() -> None:
     Z = np.zeros((1, 1))
     with pytest.raises(ValueError, match="overlaps: the first phase diverged at its start"):
         tl.large_batch.layerwise(tl.Overlaps(Z, Z, Z, np.array([1e300]), np.zeros(1)), "erf", "erf", lr=1.0,
-                                 batch_ratio=1.0, steps=1)
+                                 batch_ratio=1.0, n_steps=1)
     # a first phase that grows past the divergence bound: no readout, the last recorded state
     ov = tl.Overlaps(np.eye(1), np.zeros((1, 1)), np.eye(1), np.ones(1), np.ones(1))
     res = tl.large_batch.layerwise(ov, "linear", "linear", lr=50.0, batch_ratio=1.0, n_steps=50)
@@ -145,7 +145,7 @@ def test_simulate_layerwise_reports_a_diverged_sgd_phase() -> None:
     with pytest.raises(ValueError, match="student: the first phase diverged at its start"):
         tl.large_batch.simulate_layerwise(tl.Network(np.array([[1e160]]), np.zeros(1), "linear"),
                                           tl.Network(np.zeros((1, 1)), np.zeros(1), "linear"), lr=1.0,
-                                          batch_size=1, steps=1)
+                                          batch_size=1, n_steps=1)
 
 
 def test_ridge_readout_rechecks_the_overlaps() -> None:

@@ -33,7 +33,7 @@ def both(ovs: list[tl.Overlaps], act: str = "erf", **kw: object) -> tuple[tl.Bat
 def assert_agree(cpu: tl.BatchTrajectory, gpu_: tl.BatchTrajectory, rtol: float) -> None:
     assert list(gpu_.status) == list(cpu.status)
     np.testing.assert_array_equal(gpu_.n_recorded, cpu.n_recorded)
-    for name in ("Q", "M", "a", "risk", "Q_final", "M_final", "a_final", "risk_final", "t_final"):
+    for name in ("Q", "M", "a", "risk", "Q_final", "M_final", "a_final", "final_risk", "t_final"):
         c, g = getattr(cpu, name), getattr(gpu_, name)
         np.testing.assert_array_equal(np.isnan(g), np.isnan(c), err_msg=name)
         # the risk is a sum of terms of the size of the start's risk that cancel as it decays: its rounding error is
@@ -54,7 +54,7 @@ def test_fixed_step_agrees_with_cpu(method: str, K: int, regime: str, spherical:
     ovs = members(K, K, B, seed=K, init="orthogonal" if spherical else "gaussian")
     kw = dict(lr=np.linspace(0.2, 1.5, B), lr_readout=np.where(np.arange(B) % 2 == 0, 0.0, 0.3),
               noise=np.where(np.arange(B) % 3 == 0, 0.1, 0.0), regime=regime, spherical=spherical,
-              method=method, dt=0.05, t_max=20.0, n_points=41)
+              method=method, dt=0.05, t_max=20.0, n_records=41)
     cpu, dev = both(ovs, **kw)
     assert_agree(cpu, dev, 1e-13)
     np.testing.assert_array_equal(dev.n_steps, cpu.n_steps)
@@ -78,7 +78,7 @@ def test_other_activations_agree_with_cpu(act: str, K: int, M: int, method: str,
     lr = 0.05 if act == "quadratic" else 0.5
     kw = dict(lr=np.linspace(lr / 2, lr, B), lr_readout=np.where(np.arange(B) % 2 == 0, 0.0, 0.1),
               noise=np.where(np.arange(B) % 3 == 0, 0.1, 0.0), regime=regime, spherical=spherical,
-              method=method, dt=0.1 if relu else 0.05, t_max=1.0 if relu else 5.0, n_points=11)
+              method=method, dt=0.1 if relu else 0.05, t_max=1.0 if relu else 5.0, n_records=11)
     cpu, dev = both(ovs, act, **kw)
     assert_agree(cpu, dev, 1e-9)
 
@@ -89,7 +89,7 @@ def test_adaptive_agrees_with_cpu(K: int, M: int) -> None:
     ovs = members(K, M, 16 if K == 8 else 64, seed=K + 10 * M)
     B = len(ovs)
     kw = dict(lr=np.linspace(0.3, 1.2, B), lr_readout=0.2, noise=0.05, method="adaptive", rtol=1e-10,
-              atol=1e-12, t_max=30.0, n_points=31)
+              atol=1e-12, t_max=30.0, n_records=31)
     cpu, dev = both(ovs, **kw)
     assert_agree(cpu, dev, 1e-9)
     np.testing.assert_allclose(dev.n_steps, cpu.n_steps, rtol=0.01)
@@ -105,7 +105,7 @@ def test_early_stop_divergence_and_max_steps_per_member(method: str) -> None:
     # adaptive: rtol 1e-10, so that 1e-9 bounds how far two step sequences that part at the rounding level of the
     # step factor (the device's pow) can drift
     cpu, dev = both(ovs, lr=1.0, lr_readout=lr_readout, risk_tol=risk_tol, method=method, dt=0.02, t_max=200.0,
-                    n_points=51, rtol=1e-10, atol=1e-12)
+                    n_records=51, rtol=1e-10, atol=1e-12)
     assert method != "euler" or dev.status[5] == "diverged"
     assert "converged" in list(dev.status)
     assert_agree(cpu, dev, 1e-9 if method == "adaptive" else 1e-13)
@@ -121,11 +121,11 @@ def test_large_batch_in_chunks_matches_cpu_members() -> None:
     base = members(1, 1, 7, seed=5)
     ovs = [base[b % 7] for b in range(70_000)]
     lr = np.linspace(0.1, 2.0, len(ovs))
-    dev = tl.ode.integrate_batch(ovs, "erf", lr=lr, method="euler", dt=0.1, t_max=10.0, n_points=11,
+    dev = tl.ode.integrate_batch(ovs, "erf", lr=lr, method="euler", dt=0.1, t_max=10.0, n_records=11,
                                  device="cuda")
     pick = np.array([0, 1, 32767, 32768, 50_000, 69_999])
     cpu = tl.ode.integrate_batch([ovs[b] for b in pick], "erf", lr=lr[pick], method="euler", dt=0.1, t_max=10.0,
-                                 n_points=11)
+                                 n_records=11)
     np.testing.assert_allclose(dev.Q[pick], cpu.Q, rtol=0, atol=1e-13)
     assert set(dev.status) == {"completed"}
 
@@ -136,7 +136,7 @@ def test_ctrl_c_stops_a_gpu_batch_quickly() -> None:
 
     ovs = members(4, 4, 20_000, seed=7)
     err, latency = interrupt(lambda: tl.ode.integrate_batch(ovs, "erf", lr=1.0, method="rk4", dt=1e-4,
-                                                            t_max=1e4, n_points=11, device="cuda"), after=0.5)
+                                                            t_max=1e4, n_records=11, device="cuda"), after=0.5)
     assert latency < 0.5, latency
     assert "interrupted" in set(err.partial.status)
 

@@ -392,7 +392,7 @@ def test_scan_in_memory_interrupted_in_python_keeps_finished_groups(nth: int,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     from twolayer.scan.store import Assembly
 
-    sc = tl.scan.Scan("ode", constants={"M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    sc = tl.scan.Scan("ode", constants={"M": 1, "d": 10, "t_max": 1.0, "n_records": 3},
                       axes={"K": [1, 2, 3], "lr": [0.5, 1.0]})
     ref = tl.scan.run(sc)
     # the signal lands while group nth is copied into the dataset (after its core call ended)
@@ -442,9 +442,9 @@ def test_impossible_output_grids_are_refused_at_once() -> None:
     # the grid was built point by point in exact fractions before any size check (~80 min for 10^9 points)
     ov = tl.ode.plateau_overlaps()
     n = 2**31 - 1
-    for call in (lambda: tl.ode.integrate_batch([ov] * 64, "erf", lr=1.0, t_max=1, n_points=n),
-                 lambda: tl.ode.integrate(ov, "erf", lr=1.0, t_max=1, n_points=n)):
-        elapsed = _prompt(call, MemoryError, r"n_points: 2147483647 output times would need .* GiB")
+    for call in (lambda: tl.ode.integrate_batch([ov] * 64, "erf", lr=1.0, t_max=1, n_records=n),
+                 lambda: tl.ode.integrate(ov, "erf", lr=1.0, t_max=1, n_records=n)):
+        elapsed = _prompt(call, MemoryError, r"n_records: 2147483647 output times would need .* GiB")
         assert elapsed < 0.5
 
 

@@ -134,7 +134,7 @@ def test_every_pair_has_its_ode(student, teacher):
         with pytest.raises(ValueError, match="delta"):
             tl.ode.rhs(ov, student, teacher, lr=0.5, regime="online")
         with pytest.raises(ValueError, match="delta"):
-            tl.ode.integrate(ov, student, teacher, lr=0.5, regime="large_batch", batch_ratio=1.0, steps=1)
+            tl.ode.integrate(ov, student, teacher, lr=0.5, regime="large_batch", batch_ratio=1.0, n_steps=1)
 
 
 def _mc_online_rhs(ov: tl.Overlaps, act: str, t_act: str, lr: float, noise: float, n: int, seed: int):

@@ -30,7 +30,7 @@ def test_infinite_batch_is_population_gradient_descent(act, t_act):
     d, gamma0 = 40, 0.3
     st, te = _pair(3, 2, d, act, t_act, seed=4)
     ov = tl.Overlaps.from_networks(st, te)
-    tr = tl.ode.integrate(ov, lr=gamma0, regime="large_batch", batch_ratio=1e15, steps=1)
+    tr = tl.ode.integrate(ov, lr=gamma0, regime="large_batch", batch_ratio=1e15, n_steps=1)
     dW, _ = tl.population.gradient(st, te, train_readout=False)
     new = st.with_weights(st.W - gamma0 * d * dW)
     ref = tl.Overlaps.from_networks(new, te)
@@ -46,7 +46,7 @@ def _compare_with_sgd(d: int, steps: int, runs: int, gamma0: float, alpha: float
     if spherical:
         st = st.with_weights(st.W / np.linalg.norm(st.W, axis=1, keepdims=True) * np.sqrt(d))
     ov = tl.Overlaps.from_networks(st, te)
-    tr = tl.ode.integrate(ov, lr=gamma0, regime="large_batch", batch_ratio=alpha, steps=steps, noise=noise,
+    tr = tl.ode.integrate(ov, lr=gamma0, regime="large_batch", batch_ratio=alpha, n_steps=steps, noise=noise,
                           spherical=spherical)
     ens = tl.sgd.simulate(st, te, lr=gamma0 * d, batch_size=int(round(alpha * d)), t_max=steps / d,
                           n_records=steps + 1, seeds=runs, noise=noise, spherical=spherical, keep_weights=False)
@@ -82,7 +82,7 @@ def test_each_term_of_the_map_is_needed():
     mean = ens.Q[:, 1].mean(0)
     assert np.all(np.abs(tr.Q[1] - mean) <= 4 * sem + 2.0 / d)
     ov = tl.Overlaps(tr.Q[0], tr.M[0], tr.P, tr.a[0], tr.v)
-    no_hd = tl.ode.integrate(ov, "erf", lr=gamma0, regime="large_batch", batch_ratio=1e15, steps=1).Q[1]
+    no_hd = tl.ode.integrate(ov, "erf", lr=gamma0, regime="large_batch", batch_ratio=1e15, n_steps=1).Q[1]
     dQ, _, _ = tl.ode.rhs(ov, "erf", lr=gamma0, regime="gradient_flow")
     linear = ov.Q + dQ
     assert np.max(np.abs(no_hd - mean) / sem) > 10
@@ -106,7 +106,7 @@ def test_map_against_sgd_gap_shrinks_like_inverse_sqrt_d():
     for d in (1000, 2000, 4000):
         st, te = _fixed_overlap_pair(d)
         tr = tl.ode.integrate(tl.Overlaps.from_networks(st, te), lr=1.0, regime="large_batch", batch_ratio=1.0,
-                              steps=steps)
+                              n_steps=steps)
         ens = tl.sgd.simulate(st, te, lr=float(d), batch_size=d, t_max=steps / d, n_records=steps + 1, seeds=runs,
                               keep_weights=False)
         dev = np.concatenate([(ens.Q - tr.Q)[:, 1:].reshape(runs, -1), (ens.M - tr.M)[:, 1:].reshape(runs, -1)], 1)
@@ -152,26 +152,26 @@ def test_bad_input():
     ov = tl.Overlaps.from_networks(st, te)
     for ratio in (0.0, -1.0, float("nan")):
         with pytest.raises(ValueError, match="batch_ratio"):
-            tl.ode.integrate(ov, lr=1.0, regime="large_batch", batch_ratio=ratio, steps=2)
+            tl.ode.integrate(ov, lr=1.0, regime="large_batch", batch_ratio=ratio, n_steps=2)
     with pytest.raises(ValueError, match="batch_ratio"):
-        tl.ode.integrate(ov, lr=1.0, regime="large_batch", steps=2)
+        tl.ode.integrate(ov, lr=1.0, regime="large_batch", n_steps=2)
     for steps in (0, -3):
         with pytest.raises(ValueError, match="steps"):
-            tl.ode.integrate(ov, lr=1.0, regime="large_batch", batch_ratio=1.0, steps=steps)
+            tl.ode.integrate(ov, lr=1.0, regime="large_batch", batch_ratio=1.0, n_steps=steps)
     with pytest.raises(TypeError, match="steps"):
-        tl.ode.integrate(ov, lr=1.0, regime="large_batch", batch_ratio=1.0, steps=2.5)
+        tl.ode.integrate(ov, lr=1.0, regime="large_batch", batch_ratio=1.0, n_steps=2.5)
     with pytest.raises(ValueError, match="steps"):
         tl.ode.integrate(ov, lr=1.0, regime="large_batch", batch_ratio=1.0)
     with pytest.raises(ValueError, match="lr"):
-        tl.ode.integrate(ov, lr=-1.0, regime="large_batch", batch_ratio=1.0, steps=1)
+        tl.ode.integrate(ov, lr=-1.0, regime="large_batch", batch_ratio=1.0, n_steps=1)
     with pytest.raises(ValueError, match="spherical"):
-        tl.ode.integrate(ov, lr=1.0, regime="large_batch", batch_ratio=1.0, steps=1, spherical=True)
+        tl.ode.integrate(ov, lr=1.0, regime="large_batch", batch_ratio=1.0, n_steps=1, spherical=True)
     with pytest.raises(ValueError, match="regime"):
         tl.ode.integrate(ov, lr=1.0, regime="large", t_max=1.0)
     with pytest.raises(ValueError, match="t_max"):
-        tl.ode.integrate(ov, lr=1.0, regime="large_batch", batch_ratio=1.0, steps=1, t_max=1.0)
+        tl.ode.integrate(ov, lr=1.0, regime="large_batch", batch_ratio=1.0, n_steps=1, t_max=1.0)
     with pytest.raises(ValueError, match="lr_readout"):
-        tl.ode.integrate(ov, lr=1.0, lr_readout=0.1, regime="large_batch", batch_ratio=1.0, steps=1)
+        tl.ode.integrate(ov, lr=1.0, lr_readout=0.1, regime="large_batch", batch_ratio=1.0, n_steps=1)
     with pytest.raises(ValueError, match="ridge"):
         tl.large_batch.ridge_readout(ov, "erf", "erf", ridge=-1.0)
 
@@ -179,7 +179,7 @@ def test_bad_input():
 def test_divergence_is_reported():
     st, te = _pair(2, 2, 50, "quadratic", "quadratic")
     ov = tl.Overlaps.from_networks(st, te)
-    tr = tl.ode.integrate(ov, lr=50.0, regime="large_batch", batch_ratio=0.1, steps=200)
+    tr = tl.ode.integrate(ov, lr=50.0, regime="large_batch", batch_ratio=0.1, n_steps=200)
     assert tr.status == "diverged" and len(tr.t) < 201 and np.isfinite(tr.Q).all()
     assert tr.stop_time == len(tr.t)
 

@@ -35,7 +35,7 @@ def test_infinite_batch_with_a_target_is_population_gradient_descent(act, coefs)
     tgt = tl.targets.hermite(coefs, d=d, seed=0)
     st = _student(3, d, act)
     ov = tl.Overlaps.from_networks(st, tgt)
-    tr = tl.ode.integrate(ov, act, target=tgt, lr=gamma0, regime="large_batch", batch_ratio=1e15, steps=1)
+    tr = tl.ode.integrate(ov, act, target=tgt, lr=gamma0, regime="large_batch", batch_ratio=1e15, n_steps=1)
     dW, _ = tl.population.gradient(st, tgt, train_readout=False)
     new = st.with_weights(st.W - gamma0 * d * dW)
     ref = tl.Overlaps.from_networks(new, tgt)
@@ -51,8 +51,8 @@ def test_target_taken_from_the_overlaps():
     d = 50
     tgt = tl.targets.staircase(3, d=d, seed=1)
     ov = tl.Overlaps.from_networks(_student(2, d, "relu"), tgt)
-    a = tl.ode.integrate(ov, "relu", target=tgt, lr=0.5, regime="large_batch", batch_ratio=2.0, steps=3)
-    b = tl.ode.integrate(ov, "relu", lr=0.5, regime="large_batch", batch_ratio=2.0, steps=3)
+    a = tl.ode.integrate(ov, "relu", target=tgt, lr=0.5, regime="large_batch", batch_ratio=2.0, n_steps=3)
+    b = tl.ode.integrate(ov, "relu", lr=0.5, regime="large_batch", batch_ratio=2.0, n_steps=3)
     np.testing.assert_array_equal(a.Q, b.Q)
     np.testing.assert_array_equal(a.M, b.M)
 
@@ -62,7 +62,7 @@ def _compare_with_sgd(tgt, st: Network, steps: int, runs: int, gamma0: float, al
     d = st.d
     ov = tl.Overlaps.from_networks(st, tgt)
     tr = tl.ode.integrate(ov, st.activation, target=tgt, lr=gamma0, regime="large_batch", batch_ratio=alpha,
-                          steps=steps, noise=noise, spherical=spherical)
+                          n_steps=steps, noise=noise, spherical=spherical)
     ens = tl.sgd.simulate(st, tgt, lr=gamma0 * d, batch_size=int(round(alpha * d)), t_max=steps / d,
                           n_records=steps + 1, seeds=runs, noise=noise, spherical=spherical, keep_weights=False)
     np.testing.assert_allclose(ens.t * d, tr.t, atol=1e-9)
@@ -93,7 +93,7 @@ def test_finite_batch_term_is_needed_with_a_target():
     mean, sem = ens.Q[:, 1].mean(0), ens.Q[:, 1].std(0, ddof=1) / np.sqrt(runs)
     assert np.all(np.abs(tr.Q[1] - mean) <= 4 * sem + 2.0 / d)
     ov = tl.Overlaps(tr.Q[0], tr.M[0], tr.P, tr.a[0], tr.v)
-    no_hd = tl.ode.integrate(ov, "relu", target=tgt, lr=gamma0, regime="large_batch", batch_ratio=1e15, steps=1)
+    no_hd = tl.ode.integrate(ov, "relu", target=tgt, lr=gamma0, regime="large_batch", batch_ratio=1e15, n_steps=1)
     assert np.max(np.abs(no_hd.Q[1] - mean) / sem) > 10
 
 
@@ -131,23 +131,23 @@ def test_bad_input_with_a_target():
     ov = tl.Overlaps.from_networks(_student(2, d, "erf"), tgt)
     kw = {"target": tgt, "lr": 1.0, "regime": "large_batch"}
     with pytest.raises(ValueError, match="batch_ratio"):
-        tl.ode.integrate(ov, "erf", batch_ratio=-1.0, steps=2, **kw)
+        tl.ode.integrate(ov, "erf", batch_ratio=-1.0, n_steps=2, **kw)
     with pytest.raises(ValueError, match="batch_ratio"):
-        tl.ode.integrate(ov, "erf", steps=2, **kw)
+        tl.ode.integrate(ov, "erf", n_steps=2, **kw)
     with pytest.raises(ValueError, match="steps"):
         tl.ode.integrate(ov, "erf", batch_ratio=1.0, **kw)
     with pytest.raises(ValueError, match="t_max"):
-        tl.ode.integrate(ov, "erf", batch_ratio=1.0, steps=2, t_max=3.0, **kw)
+        tl.ode.integrate(ov, "erf", batch_ratio=1.0, n_steps=2, t_max=3.0, **kw)
     with pytest.raises(ValueError, match="lr_readout"):
-        tl.ode.integrate(ov, "erf", batch_ratio=1.0, steps=2, lr_readout=0.1, **kw)
+        tl.ode.integrate(ov, "erf", batch_ratio=1.0, n_steps=2, lr_readout=0.1, **kw)
     with pytest.raises(ValueError, match="step"):
-        tl.ode.integrate(tl.Overlaps.from_networks(_student(2, d, "step"), tgt), "step", batch_ratio=1.0, steps=2,
+        tl.ode.integrate(tl.Overlaps.from_networks(_student(2, d, "step"), tgt), "step", batch_ratio=1.0, n_steps=2,
                          **kw)
     with pytest.raises(ValueError, match="spherical"):
-        tl.ode.integrate(ov, "erf", batch_ratio=1.0, steps=2, spherical=True, **kw)
+        tl.ode.integrate(ov, "erf", batch_ratio=1.0, n_steps=2, spherical=True, **kw)
     fn = tl.targets.function(lambda z: z[:, 0] * z[:, 1], k=2, d=d, seed=0)
     with pytest.raises((TypeError, ValueError), match="target"):
-        tl.ode.integrate(tl.Overlaps.from_networks(_student(2, d, "erf"), tgt), "erf", batch_ratio=1.0, steps=2,
+        tl.ode.integrate(tl.Overlaps.from_networks(_student(2, d, "erf"), tgt), "erf", batch_ratio=1.0, n_steps=2,
                          target=fn, lr=1.0, regime="large_batch")
 
 
@@ -160,7 +160,7 @@ def test_finite_batch_term_against_monte_carlo(act):
     st = _student(3, d, act, seed=8)
     st = st.with_weights(st.W + 0.8 * tgt.directions[[0, 1, 2]])
     ov = tl.Overlaps.from_networks(st, tgt)
-    kw = {"target": tgt, "lr": gamma0, "regime": "large_batch", "steps": 1, "noise": noise}
+    kw = {"target": tgt, "lr": gamma0, "regime": "large_batch", "n_steps": 1, "noise": noise}
     finite = tl.ode.integrate(ov, act, batch_ratio=1.0, **kw).Q[1]
     infinite = tl.ode.integrate(ov, act, batch_ratio=1e300, **kw).Q[1]
     hd = (finite - infinite) / (gamma0**2 * np.outer(ov.a, ov.a))

@@ -46,7 +46,7 @@ def test_converged_message():
 def test_dt_message():
     with pytest.raises(ValueError, match=r"^dt: a step of 1e-20 cannot advance the time up to t = 1e\+06 in double "
                                          r"precision$"):
-        tl.ode.integrate(OV, "erf", lr=0.5, t_max=1e6, method="euler", dt=1e-20, n_points=2)
+        tl.ode.integrate(OV, "erf", lr=0.5, t_max=1e6, method="euler", dt=1e-20, n_records=2)
 
 
 def test_small_times_print_in_exponent_form():

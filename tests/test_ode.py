@@ -286,7 +286,7 @@ def test_euler_dt_grid_matches_hand_loop():
 
 def test_default_times_and_trajectory_shapes():
     ov = random_overlaps(3, 2, seed=1)
-    tr = tl.ode.integrate(ov, "erf", lr=0.5, lr_readout=0.2, t_max=5.0, n_points=30)
+    tr = tl.ode.integrate(ov, "erf", lr=0.5, lr_readout=0.2, t_max=5.0, n_records=30)
     assert tr.t[0] == 0.0 and tr.t[-1] == 5.0 and len(tr) == 30 and np.all(np.diff(tr.t) > 0)
     assert (
         tr.Q.shape == (30, 3, 3)

@@ -239,7 +239,7 @@ def test_batch_netcdf_round_trip(tmp_path):
     ds.to_netcdf(path)
     with xr.open_dataset(path) as back_ds:
         back = tl.BatchTrajectory.from_xarray(back_ds.load())
-    for name in ("t", "Q", "M", "a", "risk", "P", "v", "t_final", "Q_final", "M_final", "a_final", "risk_final",
+    for name in ("t", "Q", "M", "a", "risk", "P", "v", "t_final", "Q_final", "M_final", "a_final", "final_risk",
                  "stop_time", "n_recorded", "n_rhs", "n_steps", "n_rejected", "n_student", "n_teacher"):
         np.testing.assert_array_equal(getattr(back, name), getattr(batch, name), err_msg=name)
     assert list(back.status) == list(batch.status) and list(back.message) == list(batch.message)

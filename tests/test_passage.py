@@ -37,7 +37,7 @@ def test_ode_passage_exact_and_interpolated():
     assert stopped.first_passage(1 - T) == pytest.approx(stopped.stop_time, rel=1e-12)
     assert stopped.first_passage(1 - T) == pytest.approx(exact, rel=1e-8)
     free = tl.ode.integrate(p1_overlaps(m0), "quadratic", lr=lr, noise=noise, spherical=True, t_max=100.0,
-                            n_points=2001, rtol=1e-11, atol=1e-13)
+                            n_records=2001, rtol=1e-11, atol=1e-13)
     assert free.first_passage(1 - T) == pytest.approx(exact, rel=1e-3)  # chord between records 0.05 apart
     R0 = free.risk[0]
     assert free.first_passage((1 - T) * R0, relative=False) == pytest.approx(free.first_passage(1 - T), rel=1e-12)

@@ -220,7 +220,7 @@ def test_network_and_overlaps():
     (lambda: tl.Network([[np.nan, 1.0]]), "W: entries must be finite"),
     (lambda: tl.Network.random(5, 3, init="orthogonal"), "K <= d"),
     (lambda: population.risk(tl.Network(np.ones((2, 3))), tl.Network(np.ones((2, 4)))), "teacher: input dimension"),
-    (lambda: population.descend(tl.Network(np.ones((2, 3))), tl.Network(np.ones((2, 3))), lr=-1, steps=3), "lr"),
+    (lambda: population.descend(tl.Network(np.ones((2, 3))), tl.Network(np.ones((2, 3))), lr=-1, n_steps=3), "lr"),
     (lambda: tl.Overlaps(np.eye(2), np.zeros((2, 1)), [[1.0]], [1, 1], [1, 1]), "M: expected shape"),
     (lambda: tl.Overlaps([[1.0, 2.0], [2.0, 1.0]], np.zeros((2, 1)), [[1.0]], [1, 1], [1]), "positive semi-definite"),
 ])

@@ -102,14 +102,14 @@ def test_sgd_scan_equals_single_ensembles_bitwise():
 def test_large_batch_scan_equals_single_maps_bitwise():
     # lr x batch_ratio of seed 002's large-batch map: one ode.integrate per configuration, t = iteration
     scan = tl.scan.Scan("ode", constants={"K": 2, "M": 2, "d": 50, "activation": "linear", "regime": "large_batch",
-                                          "steps": 12},
+                                          "n_steps": 12},
                         axes={"lr": [0.5, 2.0, 1e6], "batch_ratio": [0.5, 4.0]}, group_size=4)
     ds = tl.scan.run(scan)
     assert ds["risk"].dims == ("lr", "batch_ratio", "t") and ds.attrs["time_unit"] == "t = iteration (large-batch map)"
     np.testing.assert_array_equal(ds["t"].values, np.arange(13.0))
     for cfg in scan.configs():
         tr = tl.ode.integrate(tl.scan.initial_overlaps(cfg), "linear", lr=cfg["lr"], regime="large_batch",
-                              batch_ratio=cfg["batch_ratio"], steps=12)
+                              batch_ratio=cfg["batch_ratio"], n_steps=12)
         one = ds.sel(lr=cfg["lr"], batch_ratio=cfg["batch_ratio"])
         n = len(tr.t)
         assert str(one["status"].values) == tr.status and int(one["n_recorded"]) == n
@@ -124,7 +124,7 @@ def test_large_batch_scan_equals_single_maps_bitwise():
 
 
 def test_descend_multistart_and_function_engines():
-    ds = tl.scan.run(tl.scan.Scan("descend", constants={"K": 2, "M": 2, "d": 6, "steps": 50, "records": 8},
+    ds = tl.scan.run(tl.scan.Scan("descend", constants={"K": 2, "M": 2, "d": 6, "n_steps": 50, "n_records": 8},
                                   axes={"lr": [0.1, 0.5]}))
     st, te = tl.scan.initial_networks({"K": 2, "M": 2, "d": 6})
     tr = tl.population.descend(st, te, 0.5, 50, n_records=8)
@@ -166,25 +166,25 @@ def _quadratic(x, c=0.0):
                                      r"allow_import"),  # never imported without it (test_scan_safety.py)
     ({"engine": "ode", "constants": {"t_max": 1.0, "lr": 1.0}, "zip": {"s": {"K": [1, 0], "M": [1, 2]}}},
      r"zip\.s\.K\[1\]: expected an integer in \[1, "),
-    ({"engine": "ode", "constants": {"t_max": 1.0, "lr": 1.0, "steps": 3}},
-     r"constants\.steps: only regime 'large_batch' takes it \(this scan's regime: 'online'\)"),
+    ({"engine": "ode", "constants": {"t_max": 1.0, "lr": 1.0, "n_steps": 3}},
+     r"constants\.n_steps: only regime 'large_batch' takes it \(this scan's regime: 'online'\)"),
     ({"engine": "ode", "constants": {"t_max": 1.0, "lr": 1.0, "regime": "gradient_flow"},
       "axes": {"batch_ratio": [1.0, 2.0]}}, r"axes\.batch_ratio: only regime 'large_batch' takes it"),
     ({"engine": "ode", "constants": {"lr": 1.0, "regime": "large_batch", "batch_ratio": 1.0}},
-     r"steps: engine 'ode' with regime 'large_batch' needs it"),
-    ({"engine": "ode", "constants": {"lr": 1.0, "regime": "large_batch", "steps": 3}},
+     r"n_steps: engine 'ode' with regime 'large_batch' needs it"),
+    ({"engine": "ode", "constants": {"lr": 1.0, "regime": "large_batch", "n_steps": 3}},
      r"batch_ratio: engine 'ode' with regime 'large_batch' needs it"),
-    ({"engine": "ode", "constants": {"lr": 1.0, "regime": "large_batch", "steps": 3, "batch_ratio": 1.0,
+    ({"engine": "ode", "constants": {"lr": 1.0, "regime": "large_batch", "n_steps": 3, "batch_ratio": 1.0,
                                      "t_max": 1.0}}, r"constants\.t_max: regime 'large_batch' does not take it"),
-    ({"engine": "ode", "constants": {"lr": 1.0, "regime": "large_batch", "steps": 3, "batch_ratio": 1.0,
+    ({"engine": "ode", "constants": {"lr": 1.0, "regime": "large_batch", "n_steps": 3, "batch_ratio": 1.0,
                                      "lr_readout": 0.5}}, r"constants\.lr_readout: regime 'large_batch' keeps"),
-    ({"engine": "ode", "constants": {"lr": 1.0, "steps": 3, "batch_ratio": 1.0},
+    ({"engine": "ode", "constants": {"lr": 1.0, "n_steps": 3, "batch_ratio": 1.0},
       "axes": {"regime": ["online", "large_batch"]}},
      r"axes\.regime: 'large_batch' cannot be scanned together with 'online'"),
-    ({"engine": "ode", "constants": {"lr": 1.0, "regime": "large_batch", "steps": 3},
+    ({"engine": "ode", "constants": {"lr": 1.0, "regime": "large_batch", "n_steps": 3},
       "axes": {"batch_ratio": [1.0, 0.0]}}, r"axes\.batch_ratio\[1\]: expected a finite number > 0"),
-    ({"engine": "ode", "constants": {"lr": 1.0, "regime": "large_batch", "steps": 0, "batch_ratio": 1.0}},
-     r"constants\.steps: expected an integer in \[1, "),
+    ({"engine": "ode", "constants": {"lr": 1.0, "regime": "large_batch", "n_steps": 0, "batch_ratio": 1.0}},
+     r"constants\.n_steps: expected an integer in \[1, "),
 ])
 def test_bad_definitions_name_the_key(definition, match):
     with pytest.raises((ValueError, TypeError), match=match):
@@ -372,7 +372,7 @@ def test_noise_example_points_all_reach_risk_tol():
         for noise in data["axes"]["noise"]:
             tr = tl.ode.integrate(ov, "erf", lr=lr, noise=noise, t_max=c["t_max"], risk_tol=c["risk_tol"])
             assert tr.status == "converged" and tr.stop_time < 0.7 * c["t_max"]
-            floors[lr, noise] = tl.ode.integrate(ov, "erf", lr=lr, noise=noise, t_max=3000.0, n_points=2).risk[-1]
+            floors[lr, noise] = tl.ode.integrate(ov, "erf", lr=lr, noise=noise, t_max=3000.0, n_records=2).risk[-1]
     assert max(floors.values()) < 0.8 * c["risk_tol"]
     np.testing.assert_allclose([floors[0.5, 0.01], floors[1.5, 0.01]], [1.2e-3, 7.6e-3], rtol=0.03)
 

@@ -23,10 +23,10 @@ pytest.importorskip("zarr")
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX processes and signals")
 
 # groups of one configuration, each an Euler run of minutes: a scan that is still writing its store
-SLOW = {"engine": "ode", "group_size": 1, "constants": {"M": 1, "d": 10, "t_max": 1e7, "n_points": 3,
+SLOW = {"engine": "ode", "group_size": 1, "constants": {"M": 1, "d": 10, "t_max": 1e7, "n_records": 3,
                                                         "method": "euler", "dt": 1e-3, "lr": 0.5},
         "axes": {"K": [1, 2]}}
-FAST = tl.scan.Scan("ode", constants={"M": 1, "d": 10, "t_max": 1.0, "n_points": 3, "lr": 0.5}, axes={"K": [1, 2]})
+FAST = tl.scan.Scan("ode", constants={"M": 1, "d": 10, "t_max": 1.0, "n_records": 3, "lr": 0.5}, axes={"K": [1, 2]})
 
 
 def _start(code: str) -> subprocess.Popen[str]:
@@ -129,7 +129,7 @@ def test_lock_is_released_on_ctrl_c(tmp_path: Path) -> None:
 def test_lock_is_released_on_error(tmp_path: Path) -> None:
     store = tmp_path / "s.zarr"
     tl.scan.run(FAST, store, load_result=False)
-    other = tl.scan.Scan("ode", constants={"M": 1, "d": 10, "t_max": 2.0, "n_points": 3, "lr": 0.5},
+    other = tl.scan.Scan("ode", constants={"M": 1, "d": 10, "t_max": 2.0, "n_records": 3, "lr": 0.5},
                          axes={"K": [1, 2]})
     with pytest.raises(ValueError, match="different scan definition"):
         tl.scan.run(other, store, resume=True)

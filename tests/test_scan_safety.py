@@ -202,7 +202,7 @@ def test_reading_a_store_imports_nothing(sandbox, capsys):
 
 def test_resume_checks_import_nothing(sandbox, capsys):
     path = evil_store(sandbox / "evil.zarr")
-    ok = {"engine": "ode", "constants": {"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3, "lr": 1.0}}
+    ok = {"engine": "ode", "constants": {"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_records": 3, "lr": 1.0}}
     with pytest.raises(ValueError, match="different scan definition"):
         tl.scan.run(ok, store=path, resume=True)
     config = sandbox / "ok.toml"
@@ -229,7 +229,7 @@ def test_store_arrays_are_checked_not_trusted(sandbox):
 # ------------------------------------------------------------------------------------------ store paths
 
 
-SMALL = toml_of("ode", {"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3, "lr": 1.0})
+SMALL = toml_of("ode", {"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_records": 3, "lr": 1.0})
 
 
 @pytest.mark.parametrize("where", ["../outside.zarr", "ABSOLUTE", "sub/../../outside.zarr",

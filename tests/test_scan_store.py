@@ -49,17 +49,17 @@ SCANS = {
         "ode", constants={"activation": "linear", "d": 50, "t_max": 4.0, "risk_tol": 1e-3},
         axes={"lr": [0.5, 1.0, 20.0], "seed": [0, 1]}, zip={"size": {"K": [1, 2], "M": [1, 3]}}, group_size=4),
     "ode_t_max_scanned": lambda: tl.scan.Scan(
-        "ode", constants={"K": 1, "M": 1, "d": 20, "n_points": 5, "lr": 1.0}, axes={"t_max": [1.0, 2.0],
+        "ode", constants={"K": 1, "M": 1, "d": 20, "n_records": 5, "lr": 1.0}, axes={"t_max": [1.0, 2.0],
                                                                                     "seed": [0, 1, 2]}, group_size=2),
     "large_batch": lambda: tl.scan.Scan(
-        "ode", constants={"K": 2, "M": 2, "d": 50, "activation": "linear", "regime": "large_batch", "steps": 12},
+        "ode", constants={"K": 2, "M": 2, "d": 50, "activation": "linear", "regime": "large_batch", "n_steps": 12},
         axes={"lr": [0.5, 2.0, 1e6], "batch_ratio": [0.5, 4.0]}, group_size=4),
-    "descend": lambda: tl.scan.Scan("descend", constants={"K": 2, "M": 2, "d": 6, "steps": 50, "records": 8},
+    "descend": lambda: tl.scan.Scan("descend", constants={"K": 2, "M": 2, "d": 6, "n_steps": 50, "n_records": 8},
                                     axes={"lr": [0.1, 0.5, 0.7]}, group_size=2),
     "multistart": lambda: tl.scan.Scan("multistart", constants={"k": 2, "runs": 3, "max_iter": 200},
                                        axes={"seed": [0, 1, 2]}, group_size=2),
     "function": lambda: tl.scan.Scan(_function, axes={"x": [1.0, 2.0, 3.0]}, constants={"c": 2.0}, group_size=2),
-    "no_axes": lambda: tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3,
+    "no_axes": lambda: tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_records": 3,
                                                       "lr": 1.0}),
     "example_plateau": lambda: _example("scan_plateau.toml", t_max=200.0),
     "example_seed003": lambda: _example("scan_seed003_escape.toml", t_max=50.0),
@@ -218,7 +218,7 @@ def test_partial_store_reads_fill_values(tmp_path):
 
 
 def test_lazy_reduction_equals_in_memory(tmp_path):
-    scan = tl.scan.Scan("ode", constants={"K": 2, "M": 2, "d": 100, "t_max": 30.0, "n_points": 11, "risk_tol": 0.1},
+    scan = tl.scan.Scan("ode", constants={"K": 2, "M": 2, "d": 100, "t_max": 30.0, "n_records": 11, "risk_tol": 0.1},
                         axes={"lr": [0.5, 1.0, 1.5], "seed": [0, 1, 2, 3]}, group_size=2)
     ref = tl.scan.run(scan)
     ds = tl.scan.run(scan, store=tmp_path / "r.zarr")
@@ -348,7 +348,7 @@ def test_plot_reduces_lazily(tmp_path, monkeypatch):
     from twolayer import cli
     from twolayer.scan import figure
 
-    scan = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 20, "t_max": 5.0, "n_points": 6},
+    scan = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 20, "t_max": 5.0, "n_records": 6},
                         axes={"lr": [0.5, 1.0, 2.0], "seed": [0, 1, 2]}, group_size=3)
     path = tmp_path / "plot.zarr"
     ds = tl.scan.run(scan, store=path)
@@ -391,7 +391,7 @@ def test_store_created_whole_or_not_at_all(tmp_path, monkeypatch):
 def test_write_group_pads_shorter_records_and_refuses_what_does_not_fit(tmp_path):
     """Shapes are fixed at creation: a group that recorded fewer points (a prefix of ``t``) is padded with NaN;
     a larger result or another coordinate is refused (ValueError), never written."""
-    scan = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    scan = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_records": 3},
                         axes={"lr": [0.5, 1.0]}, group_size=1)
     path = tmp_path / "w.zarr"
     store.prepare(path, scan, 2, resume=False)

@@ -35,7 +35,7 @@ M = 2
 init = "gaussian"
 d = 1000
 t_max = 4000.0
-n_points = 201
+n_records = 201
 method = "euler"
 dt = 0.01
 [axes]
@@ -152,7 +152,7 @@ from distributed import Client, LocalCluster
 
 def main(n, store):
     scan = tl.scan.Scan("ode", constants={"activation": "erf", "K": 2, "M": 2, "d": 100, "t_max": 1.0,
-                                          "n_points": 3},
+                                          "n_records": 3},
                         axes={"lr": [0.1 + 0.01 * i for i in range(100)], "seed": list(range(n // 100))})
     with LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="1GiB", processes=True,
                       dashboard_address=None) as cluster, Client(cluster) as client:

@@ -174,12 +174,12 @@ def test_relu_and_target_paths_follow_the_ode_at_large_d():
     b = tl.sde.simulate(ov, "relu", d=10**6, n_threads=2, **kw)
     np.testing.assert_array_equal(a.stack("M"), b.stack("M"))
     assert a.meta["diffusion"] == "exact" and a.runs[0].status == "completed"
-    ode = tl.ode.integrate(ov, "relu", lr=0.5, noise=0.1, t_max=1.0, method="euler", dt=0.05, n_points=3)
+    ode = tl.ode.integrate(ov, "relu", lr=0.5, noise=0.1, t_max=1.0, method="euler", dt=0.05, n_records=3)
     np.testing.assert_allclose(a.mean().M, ode.M, atol=3e-3)  # Euler steps alike; noise ~ 1/sqrt(d)
     tgt = tl.targets.hermite({(1,): 1.0, (2,): 0.5}, d=50, seed=0)
     ovt = tl.Overlaps([[1.0]], [[0.2]], [[1.0]], [0.5], [0.0])
     c = tl.sde.simulate(ovt, "relu", d=10**6, target=tgt, **kw)
-    odet = tl.ode.integrate(ovt, "relu", lr=0.5, noise=0.1, t_max=1.0, method="euler", dt=0.05, n_points=3,
+    odet = tl.ode.integrate(ovt, "relu", lr=0.5, noise=0.1, t_max=1.0, method="euler", dt=0.05, n_records=3,
                             target=tgt)
     np.testing.assert_allclose(c.mean().M, odet.M, atol=3e-3)
     np.testing.assert_allclose(c.mean().risk, odet.risk, rtol=1e-2)

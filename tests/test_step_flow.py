@@ -92,7 +92,7 @@ def test_orthogonal_start_stays_at_its_fixed_point(m):
     saddle: rounding-level asymmetry grows out of it by t ~ 1000 in the flow, the NumPy reference's too.)"""
     st, te = tl.networks.teacher_student(m, m, 50, "step", init="orthogonal", seed=2)
     flow = tl.ode.integrate(tl.Overlaps.from_networks(st, te), lr=1.0, regime="gradient_flow", t_max=400.0,
-                            n_points=5)
+                            n_records=5)
     assert flow.status == "completed"
     assert np.ptp(flow.risk[2:]) < 1e-8
     descent = tl.population.descend(st, te, lr=1.0, n_steps=20_000, n_records=2)
@@ -145,11 +145,11 @@ def test_integrate_batch_with_step_units_is_one_by_one():
     """Batch members of step units run the same core flow: bitwise the runs alone."""
     ovs = [tl.Overlaps.from_networks(*pair(3, 20, s)) for s in (1, 2)] + [tl.Overlaps.from_networks(*pair(2, 20, 0))]
     lr = [1.0, 0.5, 1.0]
-    batch = tl.ode.integrate_batch(ovs, lr=lr, regime="gradient_flow", t_max=100.0, n_points=5,
+    batch = tl.ode.integrate_batch(ovs, lr=lr, regime="gradient_flow", t_max=100.0, n_records=5,
                                    risk_tol=[0.0, 0.0, 0.1])
     assert batch.meta["method"] == "step_events"
     for b, (ov, traj) in enumerate(zip(ovs, batch, strict=True)):
-        alone = tl.ode.integrate(ov, lr=lr[b], regime="gradient_flow", t_max=100.0, n_points=5,
+        alone = tl.ode.integrate(ov, lr=lr[b], regime="gradient_flow", t_max=100.0, n_records=5,
                                  risk_tol=0.1 if b == 2 else None)
         assert traj.status == alone.status
         np.testing.assert_array_equal(traj.Q, alone.Q)

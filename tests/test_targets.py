@@ -366,14 +366,14 @@ def test_ode_integrates_and_risk_is_exact():
     tgt = tl.targets.staircase(3, d=d, seed=0)
     st = _student("relu", d, tgt)
     ov = tl.Overlaps.from_networks(st, tgt)
-    tr = tl.ode.integrate(ov, "relu", lr=0.3, t_max=3.0, n_points=4)
+    tr = tl.ode.integrate(ov, "relu", lr=0.3, t_max=3.0, n_records=4)
     assert tr.status == "completed" and tr.M.shape == (4, 4, 3)
     assert tr.risk[0] == pytest.approx(tl.population.risk(st, tgt), abs=1e-12)
-    gf = tl.ode.integrate(ov, "relu", target=tgt, lr=0.3, regime="gradient_flow", t_max=3.0, n_points=4)
+    gf = tl.ode.integrate(ov, "relu", target=tgt, lr=0.3, regime="gradient_flow", t_max=3.0, n_records=4)
     assert gf.risk[-1] < gf.risk[0]
     sph = tl.Overlaps.from_networks(st.with_weights(st.W * np.sqrt(d) / np.linalg.norm(st.W, axis=1,
                                                                                        keepdims=True)), tgt)
-    ts = tl.ode.integrate(sph, "relu", lr=0.3, t_max=2.0, spherical=True, n_points=3)
+    ts = tl.ode.integrate(sph, "relu", lr=0.3, t_max=2.0, spherical=True, n_records=3)
     np.testing.assert_allclose(np.diagonal(ts.Q, axis1=1, axis2=2), 1.0, atol=1e-9)
 
 
@@ -392,7 +392,7 @@ def _ode_vs_sgd(d, runs, t_max, c):
     tgt = tl.targets.staircase(2, d=d, seed=0)
     st = tl.Network.random(2, d, "erf", init="orthogonal", seed=1)
     st = st.with_weights(0.5 * st.W + 0.3 * tgt.directions[[0, 1]], np.array([1.0, 1.0]))
-    ode = tl.ode.integrate(tl.Overlaps.from_networks(st, tgt), "erf", lr=0.5, t_max=t_max, n_points=7)
+    ode = tl.ode.integrate(tl.Overlaps.from_networks(st, tgt), "erf", lr=0.5, t_max=t_max, n_records=7)
     ens = tl.sgd.simulate(st, tgt, lr=0.5, t_max=t_max, seeds=runs, n_records=7)
     m, se = ens.mean(), ens.sem()
     for name in ("risk", "M", "Q"):

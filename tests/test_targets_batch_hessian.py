@@ -39,7 +39,7 @@ def test_batch_with_targets_is_bitwise_one_by_one(act, regime):
     tgt, other = _targets()
     ovs = [_overlaps(act, tgt, 0), _overlaps(act, other, 1), _overlaps(act, tgt, 2, K=3)]
     lrs = [0.3, 0.5, 0.4]
-    kw = dict(lr_readout=0.2, t_max=1.0, n_points=5, regime=regime, readout="mean")
+    kw = dict(lr_readout=0.2, t_max=1.0, n_records=5, regime=regime, readout="mean")
     batch = tl.ode.integrate_batch(ovs, act, lr=lrs, **kw)  # the targets the overlaps remember
     assert batch.Q.shape == (3, 5, 3, 3) and list(batch.n_student) == [2, 2, 3]
     for b, ov in enumerate(ovs):
@@ -53,9 +53,9 @@ def test_batch_shared_target_on_stacked_overlaps_and_xarray():
     ovs = [_overlaps("relu", tgt, s) for s in range(3)]
     stack = tl.BatchOverlaps(np.stack([o.Q for o in ovs]), np.stack([o.M for o in ovs]), np.eye(3),
                              np.stack([o.a for o in ovs]), np.zeros(3))
-    batch = tl.ode.integrate_batch(stack, "relu", target=tgt, lr=0.4, t_max=1.5, n_points=4, risk_tol=[0, 0.2, 0])
+    batch = tl.ode.integrate_batch(stack, "relu", target=tgt, lr=0.4, t_max=1.5, n_records=4, risk_tol=[0, 0.2, 0])
     for b, ov in enumerate(ovs):
-        _assert_same(batch[b], tl.ode.integrate(ov, "relu", lr=0.4, t_max=1.5, n_points=4,
+        _assert_same(batch[b], tl.ode.integrate(ov, "relu", lr=0.4, t_max=1.5, n_records=4,
                                                 risk_tol=[None, 0.2, None][b]))
     assert batch.meta["target"] == repr(tgt)
     back = tl.BatchTrajectory.from_xarray(batch.to_xarray())
@@ -67,9 +67,9 @@ def test_batch_mixes_committee_and_target_members():
     s, t = tl.networks.teacher_student(2, 3, D, "relu", seed=0)
     committee = tl.Overlaps.from_networks(s, t)
     ovs = [_overlaps("relu", tgt, 0), committee]
-    batch = tl.ode.integrate_batch(ovs, "relu", lr=0.3, t_max=1.0, n_points=3)
-    _assert_same(batch[0], tl.ode.integrate(ovs[0], "relu", lr=0.3, t_max=1.0, n_points=3))
-    _assert_same(batch[1], tl.ode.integrate(committee, "relu", lr=0.3, t_max=1.0, n_points=3))
+    batch = tl.ode.integrate_batch(ovs, "relu", lr=0.3, t_max=1.0, n_records=3)
+    _assert_same(batch[0], tl.ode.integrate(ovs[0], "relu", lr=0.3, t_max=1.0, n_records=3))
+    _assert_same(batch[1], tl.ode.integrate(committee, "relu", lr=0.3, t_max=1.0, n_records=3))
 
 
 def test_batch_target_errors():

@@ -145,8 +145,8 @@ def test_non_integer_sizes_are_not_rounded():
         tl.sgd.simulate(*tl.networks.teacher_student(1, 1, 4, seed=0), lr=0.5, t_max=1.0, batch_size=1.5)
     with pytest.raises(TypeError, match="steps: expected an integer"):
         tl.population.descend(*tl.networks.teacher_student(1, 1, 4, seed=0), lr=0.5, n_steps=10.0)
-    with pytest.raises(TypeError, match="n_points: expected an integer"):
-        tl.ode.plateau_example(t_max=1.0, n_points=True)
+    with pytest.raises(TypeError, match="n_records: expected an integer"):
+        tl.ode.plateau_example(t_max=1.0, n_records=True)
     with pytest.raises(TypeError, match=r"ks\[0\]: expected an integer"):
         L.continue_family(lambda k: (k - 1, 1), [6.0], np.zeros(5))
 
@@ -213,8 +213,8 @@ def test_sgd_integer_ranges(pair):
 def test_ode_and_population_integer_ranges(pair, overlaps):
     with pytest.raises(ValueError, match=r"max_steps: expected an integer in \[1, 2\*\*63-1\]"):
         tl.ode.integrate(overlaps, lr=1.0, t_max=1.0, max_steps=2**63)
-    with pytest.raises(ValueError, match=r"n_points: expected an integer in \[2, 2\*\*31-1\]"):
-        tl.ode.integrate(overlaps, lr=1.0, t_max=1.0, n_points=2**40)
+    with pytest.raises(ValueError, match=r"n_records: expected an integer in \[2, 2\*\*31-1\]"):
+        tl.ode.integrate(overlaps, lr=1.0, t_max=1.0, n_records=2**40)
     with pytest.raises(ValueError, match=r"steps: expected an integer in \[0, 2\*\*63-1\]"):
         tl.population.descend(*pair, lr=0.1, n_steps=2**64)
     with pytest.raises(ValueError, match=r"lr: expected a finite real number"):

@@ -38,6 +38,7 @@ from numpy.typing import NDArray
 from . import _core
 from ._deprecation import renamed
 from ._interrupt import partial_result
+from ._overlap_args import check_overlaps, check_target_overlaps, resolve_activations, resolve_target
 from ._validation import boolean, integer, n_threads_arg, positive, seed_arg
 from .activations import ActivationName, check_activation, sigma
 from .kernels import i2
@@ -151,6 +152,49 @@ def iterate(
     return to_trajectory(out)
 
 
+def iterate_checked(
+    overlaps: Any,
+    activation: Any,
+    teacher_activation: Any,
+    target: Any,
+    *,
+    lr: float,
+    batch_ratio: float | None,
+    n_steps: int | None,
+    noise: float = 0.0,
+    spherical: bool = False,
+    n_threads: int | None = None,
+    lr_readout: float = 0.0,
+    t_max: float | None = None,
+    times: Any = None,
+    schedule: Any = None,
+) -> Trajectory:
+    """``twolayer.ode.integrate(..., regime="large_batch")``: the overlaps and activations checked as the ODE checks
+    them (the activations from the overlaps when not given; ``target``: the polynomial target, already resolved, or
+    None), the options the map has no use for (``lr_readout``, ``t_max``, ``times``, with a target ``schedule``)
+    refused, then :func:`iterate`."""
+    if target is None:
+        act, t_act = resolve_activations(activation, teacher_activation, overlaps)
+        for name, value in (("t_max", t_max), ("times", times)):
+            if value is not None:
+                raise ValueError(f"{name}: regime='large_batch' counts iterations; give n_steps= instead")
+        if lr_readout != 0.0:
+            raise ValueError("lr_readout: regime='large_batch' keeps the second layer fixed (use "
+                             "twolayer.large_batch.layerwise for a ridge second layer)")
+        return iterate(check_overlaps(overlaps), act, t_act, lr=lr, batch_ratio=batch_ratio, n_steps=n_steps,
+                       noise=noise, spherical=spherical, n_threads=n_threads)
+    spherical = boolean(spherical, "spherical")
+    ov, act = check_target_overlaps(overlaps, activation, target, spherical)
+    for name, value in (("t_max", t_max), ("times", times), ("schedule", schedule)):
+        if value is not None:
+            raise ValueError(f"{name}: regime='large_batch' counts iterations at a fixed step; give n_steps= "
+                             "instead")
+    if lr_readout != 0.0:
+        raise ValueError("lr_readout: regime='large_batch' keeps the second layer fixed")
+    return iterate(ov, act, "target", lr=lr, batch_ratio=batch_ratio, n_steps=n_steps, noise=noise,
+                   spherical=spherical, target=target)
+
+
 def ridge_readout(
     overlaps: Overlaps, activation: ActivationName, teacher_activation: ActivationName, ridge: float = 0.0
 ) -> NDArray[np.float64]:
@@ -180,9 +224,7 @@ def ridge_readout(
     >>> print(np.round(tl.large_batch.ridge_readout(ov, "relu", "relu", ridge=1.0), 6))
     [0.024344 0.216942]
     """
-    from .ode import _check_overlaps  # its arrays are mutable: re-checked, as by every engine
-
-    overlaps = _check_overlaps(overlaps)
+    overlaps = check_overlaps(overlaps)  # its arrays are mutable: re-checked, as by every engine
     act: Any = check_activation(activation, "activation")
     t_act: Any = check_activation(teacher_activation, "teacher_activation")
     lam = positive(ridge, "ridge", allow_zero=True)
@@ -291,11 +333,10 @@ def layerwise(
     >>> print(np.round(res.a, 6), f"{res.risk:.6f}")
     [0.422672 0.997536] 0.121456
     """
-    from .ode import integrate  # the validated entry point (activations from the overlaps if not given)
-
-    first = integrate(overlaps, activation, teacher_activation, lr=lr, regime="large_batch",
-                      batch_ratio=batch_ratio, n_steps=n_steps, noise=noise, spherical=spherical,
-                      n_threads=n_threads)
+    # checked as ode.integrate(..., regime="large_batch") checks it (activations from the overlaps if not given)
+    first = iterate_checked(overlaps, activation, teacher_activation, resolve_target(None, overlaps), lr=lr,
+                            batch_ratio=batch_ratio, n_steps=n_steps, noise=noise, spherical=spherical,
+                            n_threads=n_threads)
     act: Any = first.meta["activation"]
     t_act: Any = first.meta["teacher_activation"]
     if first.status == "diverged":

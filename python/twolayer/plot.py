@@ -46,7 +46,7 @@ def risk_curves(ax: Any, trajectories: list[Trajectory], color: str, label: str)
     >>> matplotlib.use("Agg")
     >>> import matplotlib.pyplot as plt
     >>> traj = tl.ode.integrate(tl.ode.plateau_overlaps(), "erf", lr=1.0,
-    ...                         t_max=10, n_points=5)
+    ...                         t_max=10, n_records=5)
     >>> fig, ax = plt.subplots()
     >>> tl.plot.risk_curves(ax, [traj], "k", "ODE")
     >>> len(ax.lines)

@@ -195,7 +195,7 @@ class Trajectory:
     Examples
     --------
     >>> traj = tl.ode.integrate(tl.ode.plateau_overlaps(), "erf", lr=1.0,
-    ...                         t_max=300, n_points=4)
+    ...                         t_max=300, n_records=4)
     >>> traj
     Trajectory(T=4, K=2, M=2, status='completed', final_risk=1.59016e-07)
     >>> traj.Q.shape, traj.time_unit
@@ -204,7 +204,7 @@ class Trajectory:
     Continue from the last state:
 
     >>> more = tl.ode.integrate(traj.overlaps_at(-1), "erf", lr=1.0, t_max=10,
-    ...                         n_points=2)
+    ...                         n_records=2)
     >>> bool(np.allclose(more.Q[0], traj.Q[-1]))
     True
     """
@@ -365,13 +365,13 @@ class BatchTrajectory:
     --------
     >>> ov = tl.ode.plateau_overlaps()
     >>> batch = tl.ode.integrate_batch([ov, ov], "erf", lr=[0.5, 1.0], t_max=20,
-    ...                                n_points=3)
+    ...                                n_records=3)
     >>> batch
     BatchTrajectory(B=2, T=3, completed=2)
     >>> batch.Q.shape, batch[1].Q.shape
     ((2, 3, 2, 2), (3, 2, 2))
     >>> bool(np.array_equal(batch[1].risk, tl.ode.integrate(
-    ...     ov, "erf", lr=1.0, t_max=20, n_points=3).risk))
+    ...     ov, "erf", lr=1.0, t_max=20, n_records=3).risk))
     True
     """
 

@@ -55,6 +55,7 @@ from numpy.typing import ArrayLike, NDArray
 from . import _core
 from ._deprecation import renamed
 from ._interrupt import keep_partial, partial_result
+from ._overlap_args import check_overlaps, check_target_overlaps, resolve_activations, resolve_target
 from ._progress import progress_bar
 from ._validation import (
     INT32_MAX,
@@ -68,7 +69,6 @@ from ._validation import (
     seed_arg,
 )
 from .activations import ActivationName
-from .ode import _activations, _check_overlaps, _target_arg, _target_state
 from .overlaps import BatchOverlaps, Overlaps
 from .results import SIMULATION_STATUS, SIMULATION_TIME_UNIT, Ensemble, Status, Trajectory
 from .sgd import _run_ids, converged_message
@@ -155,13 +155,13 @@ def _rule(act: str, t_act: str, n_nodes: int | None,
 def _model(overlaps: Any, activation: Any, teacher_activation: Any, target: Any,
            spherical: bool) -> tuple[Overlaps, str, str, Any, dict[str, Any]]:
     """(checked overlaps, student and teacher activation, polynomial target or None, the core's target keywords)."""
-    tgt = _target_arg(target, overlaps)
+    tgt = resolve_target(target, overlaps)
     if tgt is None:
-        act, t_act = _activations(activation, teacher_activation, overlaps)
-        return _check_overlaps(overlaps, spherical=spherical), act, t_act, None, {}
+        act, t_act = resolve_activations(activation, teacher_activation, overlaps)
+        return check_overlaps(overlaps, spherical=spherical), act, t_act, None, {}
     if teacher_activation is not None:
         raise ValueError("teacher_activation: not used with a polynomial target (the target is the teacher)")
-    ov, act = _target_state(overlaps, activation, tgt, spherical)
+    ov, act = check_target_overlaps(overlaps, activation, tgt, spherical)
     alpha, coef = tgt._arrays()
     return ov, act, "target", tgt, {"target_alpha": alpha, "target_coef": coef}
 
@@ -312,7 +312,7 @@ def simulate(
     (Ensemble(runs=4, T=3, diverged=0, converged=0, seed=0), [0.0, 0.5, 1.0])
     >>> print(np.round(ens.mean().risk, 6))
     [0.8      0.542449 0.378277]
-    >>> print(np.round(tl.ode.integrate(ov, lr=0.5, t_max=1.0, n_points=3).risk, 6))
+    >>> print(np.round(tl.ode.integrate(ov, lr=0.5, t_max=1.0, n_records=3).risk, 6))
     [0.8      0.549831 0.377893]
     """
     if isinstance(overlaps, Overlaps):
@@ -323,7 +323,7 @@ def simulate(
                              overlaps.a], axis=1)
     elif isinstance(overlaps, Sequence) and not isinstance(overlaps, str) and len(overlaps) > 0:
         first = overlaps[0]
-        y0 = np.stack([_state(_check_overlaps(o, f"overlaps[{j}]")) for j, o in enumerate(overlaps)])
+        y0 = np.stack([_state(check_overlaps(o, f"overlaps[{j}]")) for j, o in enumerate(overlaps)])
     else:
         raise TypeError(f"overlaps: expected a twolayer.Overlaps, BatchOverlaps or a non-empty sequence of Overlaps, "
                         f"got {type(overlaps).__name__}")

@@ -144,7 +144,7 @@ def run(
 
     Examples
     --------
-    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_records": 3},
     ...                   axes={"lr": [0.5, 1.0]})
     >>> ds = tl.scan.run(sc)
     >>> ds.risk.dims, ds.risk.shape

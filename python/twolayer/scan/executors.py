@@ -47,7 +47,7 @@ class Task:
 
     Examples
     --------
-    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_records": 3},
     ...                   axes={"lr": [0.5, 1.0]})
     >>> g = tl.scan.make_groups(sc)[0]
     >>> task = tl.scan.executors.Task("ode", g.configs, g.indices, "s.zarr", g.name)
@@ -78,7 +78,7 @@ def run_task(task: Task) -> str:
     Examples
     --------
     >>> import tempfile
-    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_records": 3},
     ...                   axes={"lr": [0.5, 1.0]})
     >>> g = tl.scan.make_groups(sc)[0]
     >>> with tempfile.TemporaryDirectory() as tmp:
@@ -127,7 +127,7 @@ def execute(tasks: Iterable[Task], executor: Any, done: Callable[[Task], None], 
     Examples
     --------
     >>> import tempfile
-    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_records": 3},
     ...                   axes={"lr": [0.5, 1.0]})
     >>> g = tl.scan.make_groups(sc)[0]
     >>> finished = []

@@ -60,7 +60,7 @@ def scan_figure(ds: Any, path: str) -> None:
 
     Examples
     --------
-    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_records": 3},
     ...                   axes={"lr": [0.5, 1.0]})
     >>> ds = tl.scan.run(sc)
     >>> tl.scan.figure.scan_figure(ds, "scan.png")  # doctest: +SKIP

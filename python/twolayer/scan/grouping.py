@@ -38,7 +38,7 @@ class Group:
 
     Examples
     --------
-    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_records": 3},
     ...                   axes={"lr": [0.5, 1.0]})
     >>> g = tl.scan.make_groups(sc)[0]
     >>> g.name, g.indices, g.configs[1]["lr"]
@@ -137,7 +137,7 @@ def block_shape(scan: Scan) -> tuple[int, ...]:
 
     Examples
     --------
-    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "n_points": 3},
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "n_records": 3},
     ...                   axes={"t_max": [1.0, 2.0], "lr": [0.5, 1.0, 2.0]}, group_size=2)
     >>> tl.scan.grouping.block_shape(sc)  # t_max must agree inside one core call
     (1, 2)
@@ -169,7 +169,7 @@ def group_regions(scan: Scan) -> list[tuple[slice, ...]]:
 
     Examples
     --------
-    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_records": 3},
     ...                   axes={"lr": [0.5, 1.0, 2.0]}, group_size=2)
     >>> tl.scan.grouping.group_regions(sc)
     [(slice(0, 2, None),), (slice(2, 3, None),)]
@@ -220,7 +220,7 @@ def make_groups(scan: Scan) -> list[Group]:
 
     Examples
     --------
-    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_records": 3},
     ...                   axes={"lr": [0.5, 1.0]})
     >>> groups = tl.scan.make_groups(sc)
     >>> len(groups), groups[0].indices

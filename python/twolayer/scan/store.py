@@ -148,7 +148,7 @@ def schema(scan: Scan) -> Schema:
 
     Examples
     --------
-    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_records": 3},
     ...                   axes={"lr": [0.5, 1.0]})
     >>> s = tl.scan.store.schema(sc)
     >>> s.data["risk"][:2], s.shared["t"][1].tolist()
@@ -236,7 +236,7 @@ def prepare(store: str | Path, scan: Scan, n_groups: int, resume: bool, allow_ve
     Examples
     --------
     >>> import tempfile
-    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_records": 3},
     ...                   axes={"lr": [0.5, 1.0]})
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     first = tl.scan.store.prepare(f"{tmp}/s.zarr", sc, 1, resume=False)
@@ -453,7 +453,7 @@ def write_group(store: str | Path, name: str, indices: list[int], part: Part) ->
     Examples
     --------
     >>> import tempfile
-    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_records": 3},
     ...                   axes={"lr": [0.5, 1.0]})
     >>> g = tl.scan.make_groups(sc)[0]
     >>> with tempfile.TemporaryDirectory() as tmp:
@@ -513,7 +513,7 @@ def read_group(store: str | Path, gid: int) -> tuple[NDArray[np.int64], dict[str
     Examples
     --------
     >>> import tempfile
-    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_records": 3},
     ...                   axes={"lr": [0.5, 1.0]})
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     _ = tl.scan.run(sc, store=f"{tmp}/s.zarr", load_result=False)
@@ -569,7 +569,7 @@ def complete_groups(store: str | Path) -> set[int]:
     Examples
     --------
     >>> import tempfile
-    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_records": 3},
     ...                   axes={"lr": [0.5, 1.0]})
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     _ = tl.scan.run(sc, store=f"{tmp}/s.zarr", load_result=False)
@@ -607,7 +607,7 @@ def group_record(store: str | Path, gid: int) -> dict[str, Any]:
     Examples
     --------
     >>> import tempfile
-    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_records": 3},
     ...                   axes={"lr": [0.5, 1.0]})
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     _ = tl.scan.run(sc, store=f"{tmp}/s.zarr", load_result=False)
@@ -646,7 +646,7 @@ def damaged_groups(store: str | Path, scan: Scan | None = None, groups: Iterable
     Examples
     --------
     >>> import tempfile, os
-    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_records": 3},
     ...                   axes={"lr": [0.5, 1.0]})
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     _ = tl.scan.run(sc, store=f"{tmp}/s.zarr", load_result=False)
@@ -713,7 +713,7 @@ def definition(store: str | Path) -> Scan:
     Examples
     --------
     >>> import tempfile
-    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_records": 3},
     ...                   axes={"lr": [0.5, 1.0]})
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     _ = tl.scan.run(sc, store=f"{tmp}/s.zarr", load_result=False)
@@ -772,7 +772,7 @@ def open_dataset(store: str | Path, verify: bool = True) -> Any:
     Examples
     --------
     >>> import tempfile
-    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_records": 3},
     ...                   axes={"lr": [0.5, 1.0]})
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     _ = tl.scan.run(sc, store=f"{tmp}/s.zarr", load_result=False)
@@ -847,7 +847,7 @@ def assemble(scan: Scan, parts: Iterable[tuple[Any, Part]]) -> Any:
 
     Examples
     --------
-    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_records": 3},
     ...                   axes={"lr": [0.5, 1.0]})
     >>> g = tl.scan.make_groups(sc)[0]
     >>> part = tl.scan.engines.engine_for("ode").run(list(g.configs))
@@ -874,7 +874,7 @@ class Assembly:
 
     Examples
     --------
-    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3},
+    >>> sc = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_records": 3},
     ...                   axes={"lr": [0.5, 1.0]})
     >>> asm = tl.scan.store.Assembly(sc)
     >>> asm.add([1], tl.scan.engines.Part({"loss": ((), np.array([2.5]))}))
