@@ -86,7 +86,7 @@ def test_ode_scan_equals_single_integrations_bitwise():
 
 
 def test_sgd_scan_equals_single_ensembles_bitwise():
-    scan = tl.scan.Scan("sgd", constants={"K": 2, "M": 2, "d": 40, "t_max": 3.0, "seeds": 3, "records": 11},
+    scan = tl.scan.Scan("sgd", constants={"K": 2, "M": 2, "d": 40, "t_max": 3.0, "seeds": 3, "n_records": 11},
                         axes={"lr": [0.5, 1.0], "noise": [0.0, 0.2]})
     ds = tl.scan.run(scan)
     assert ds["risk"].dims == ("lr", "noise", "member", "t") and list(ds["run_id"].values) == [0, 1, 2]
@@ -289,7 +289,7 @@ def test_process_pool_and_dask_equal_in_process(tmp_path):
     # forked workers (the core runs serially after a fork): no interpreter start-up, so the test stays quick
     with ProcessPoolExecutor(2, mp_context=mp.get_context("fork")) as pool:
         identical(tl.scan.run(scan, store=tmp_path / "pool.zarr", executor=pool), ref)
-    sgd = tl.scan.Scan("sgd", constants={"d": 30, "t_max": 2.0, "seeds": 2, "records": 5},
+    sgd = tl.scan.Scan("sgd", constants={"d": 30, "t_max": 2.0, "seeds": 2, "n_records": 5},
                        axes={"lr": [0.5, 1.0], "seed": [0, 1]}, group_size=1)
     dask_cluster(distributed, "fork", tmp_path, [(scan, ref), (sgd, tl.scan.run(sgd))])
     with pytest.raises(TypeError, match="executor: expected None"):
@@ -388,7 +388,7 @@ def test_noise_example_runs_and_noise_slows_large_lr_most(tmp_path):
 
 def test_realistic_example_small_and_run_command(tmp_path, capsys, monkeypatch):
     data = tl.scan.spec.read_toml(EXAMPLES / "scan_sgd_noise.toml")
-    data["constants"].update({"d": 40, "t_max": 2.0, "records": 5})
+    data["constants"].update({"d": 40, "t_max": 2.0, "n_records": 5})
     ds = tl.scan.run(data)
     assert ds["risk"].shape == (4, 3, 4, 5)
     config = tmp_path / "exp.toml"

@@ -53,6 +53,44 @@ def test_descend_steps_and_records() -> None:
         assert inspect.signature(fn).parameters["n_records"].default == 101
 
 
+def test_ode_n_points_is_n_records() -> None:
+    ov = tl.ode.plateau_overlaps()
+    new = tl.ode.integrate(ov, "erf", lr=1.0, t_max=5.0, n_records=4)
+    with _old("'n_points' of twolayer.ode._integrate.integrate is deprecated; use 'n_records'"):
+        old = tl.ode.integrate(ov, "erf", lr=1.0, t_max=5.0, n_points=4)
+    _same_run(new, old)
+    assert len(new) == 4
+    batch = tl.ode.integrate_batch([ov, ov], "erf", lr=[0.5, 1.0], t_max=5.0, n_records=3)
+    with _old("'n_points' of twolayer.ode._batch.integrate_batch"):
+        old_batch = tl.ode.integrate_batch([ov, ov], "erf", lr=[0.5, 1.0], t_max=5.0, n_points=3)
+    np.testing.assert_array_equal(batch.risk, old_batch.risk)
+    with _old("'n_points'"):
+        _same_run(tl.ode.plateau_example(t_max=5.0, n_points=3), tl.ode.plateau_example(t_max=5.0, n_records=3))
+
+
+def test_large_batch_regime_steps_is_n_steps() -> None:
+    s, t = tl.networks.teacher_student(K=2, M=2, d=10, activation="relu", seed=0)
+    ov = tl.Overlaps.from_networks(s, t)
+    new = tl.ode.integrate(ov, lr=0.5, regime="large_batch", batch_ratio=2.0, n_steps=3)
+    with _old("'steps' of twolayer.ode._integrate.integrate"):
+        old = tl.ode.integrate(ov, lr=0.5, regime="large_batch", batch_ratio=2.0, steps=3)
+    _same_run(new, old)
+    assert len(new) == 4
+
+
+def test_batch_risk_final_is_final_risk() -> None:
+    ov = tl.ode.plateau_overlaps()
+    batch = tl.ode.integrate_batch([ov, ov], "erf", lr=[0.5, 1.0], t_max=300.0, n_records=3, risk_tol=[0.05, 0.05])
+    assert list(batch.status) == ["converged", "converged"] and batch.n_converged == 2
+    with _old("attribute 'risk_final' of twolayer.results.BatchTrajectory is deprecated; use 'final_risk'"):
+        np.testing.assert_array_equal(batch.risk_final, batch.final_risk)
+    np.testing.assert_array_equal(batch.final_risk, [batch[0].final_risk, batch[1].final_risk])
+    ds = batch.to_xarray()
+    assert "final_risk" in ds and "risk_final" not in ds
+    back = tl.BatchTrajectory.from_xarray(ds.rename({"final_risk": "risk_final"}))  # an older release's Dataset
+    np.testing.assert_array_equal(back.final_risk, batch.final_risk)
+
+
 def test_large_batch_steps_is_n_steps() -> None:
     s, t = tl.networks.teacher_student(K=2, M=2, d=50, activation="relu", seed=0)
     new = tl.large_batch.simulate_layerwise(s, t, lr=25.0, batch_size=100, n_steps=3, seed=0)
@@ -148,6 +186,34 @@ def test_sgd_scan_old_and_new_records(old: str) -> None:
     assert sc.constants["n_records"] == 3 and old not in sc.constants
     np.testing.assert_array_equal(tl.scan.run(sc)["risk"].values, new["risk"].values)
     assert new.sizes["t"] == 3 and new["risk"].dims == ("member", "t")
+
+
+def test_ode_scan_old_keys() -> None:
+    base = {"K": 1, "M": 1, "d": 10, "lr": 0.5}
+    new = tl.scan.run(tl.scan.Scan("ode", constants={**base, "t_max": 1.0, "n_records": 3}))
+    with _old("parameter 'n_points' of constants of scan engine 'ode'"):
+        old = tl.scan.run(tl.scan.Scan("ode", constants={**base, "t_max": 1.0, "n_points": 3}))
+    np.testing.assert_array_equal(new["risk"].values, old["risk"].values)
+    assert "final_risk" in new and new.sizes["t"] == 3
+    with _old("parameter 'steps' of constants of scan engine 'ode'"):
+        sc = tl.scan.Scan("ode", constants={**base, "regime": "large_batch", "batch_ratio": 1.0, "steps": 2})
+    assert sc.constants["n_steps"] == 2
+
+
+def test_experiment_both_takes_n_records_for_both_engines(tmp_path) -> None:
+    """``twolayer run`` with engine "both": one n_records for the ODE and SGD (the old n_points / records still
+    read, with a warning)."""
+    pytest.importorskip("matplotlib")
+    from twolayer import cli
+
+    config = tmp_path / "both.toml"
+    config.write_text('engine = "both"\n[constants]\nK = 1\nM = 1\nd = 20\nlr = 0.5\nt_max = 1.0\nn_records = 3\n')
+    assert cli.main(["run", str(config), "--no-progress"]) == 0
+    import xarray as xr
+
+    for engine in ("ode", "sgd"):
+        with xr.open_dataset(tmp_path / f"both.{engine}.nc") as ds:
+            assert ds.sizes["t"] == 3
 
 
 def test_scan_old_key_as_an_axis_keeps_the_axis_order() -> None:

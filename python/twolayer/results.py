@@ -61,7 +61,7 @@ class Status(str, Enum):
 _STATUSES = tuple(s.value for s in Status)
 
 # long_name and units of every variable and coordinate of the result datasets (to_xarray of Trajectory,
-# BatchTrajectory and sgd.Ensemble); units "" marks a time, which takes the clock's unit.
+# BatchTrajectory and Ensemble); units "" marks a time, which takes the clock's unit.
 _LABELS: dict[str, tuple[str, str]] = {
     "t": ("time", ""),
     "Q": ("student-student overlaps Q_ik = w_i . w_k / s", "1"),

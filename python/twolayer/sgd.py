@@ -65,7 +65,7 @@ from .overlaps import check_pair, gram
 from .results import SIMULATION_STATUS, SIMULATION_TIME_UNIT, Ensemble, Status, Trajectory, run_meta
 from .schedules import Schedule, as_schedule, core_arg
 
-__all__ = ["Ensemble", "grid", "simulate"]
+__all__ = ["grid", "simulate"]  # Ensemble (results.py) is importable from here too
 
 
 def _message(status: Status, out: dict[str, Any], j: int, steps: int, batch_size: int, n_samples: int,

@@ -31,7 +31,7 @@ def _per_member(x: Any, name: str, B: int, none: float | None = None) -> NDArray
 
 
 def _thresholds_off_as_nan(params: dict[str, NDArray[np.float64]]) -> dict[str, NDArray[np.float64]]:
-    """The parameters as results report them: a threshold of 0 (the core's "off") as NaN, as in sgd.Ensemble."""
+    """The parameters as results report them: a threshold of 0 (the core's "off") as NaN, as in Ensemble."""
     return {k: np.where(v > 0, v, np.nan) if k in ("risk_tol", "risk_rtol") else v for k, v in params.items()}
 
 
