@@ -175,7 +175,7 @@ def test_choices_wrong_type_and_unknown_value(overlaps):
     (lambda: L.multistart(2, 2, seed=2**70), r"seed: expected an integer in \[0, 2\*\*64-1\]"),
     (lambda: L.multistart(2, 2, max_iter=2**40), r"max_iter: expected an integer in \[0, 2\*\*31-1\]"),
     (lambda: L.multistart(2, 2, memory=0), r"memory: expected an integer in \[1, 2\*\*31-1\], got 0"),
-    (lambda: L.multistart(2**40, 2), r"k: expected an integer in \[1, 2\*\*31-1\]"),
+    (lambda: L.multistart(2**40, 2), r"M: expected an integer in \[1, 2\*\*31-1\]"),
     (lambda: L.random_starts(2, 2, 2, "xavier", 2**64), r"seed: expected an integer in \[0, 2\*\*64-1\]"),
     (lambda: tl.ode.plateau_overlaps(seed=2**64), r"seed: expected an integer in \[0, 2\*\*64-1\]"),
     (lambda: L.identity_teacher(2**40), r"k: expected an integer in \[1, 2\*\*31-1\]"),

@@ -56,12 +56,12 @@ def test_descend_steps_and_records() -> None:
 def test_ode_n_points_is_n_records() -> None:
     ov = tl.ode.plateau_overlaps()
     new = tl.ode.integrate(ov, "erf", lr=1.0, t_max=5.0, n_records=4)
-    with _old("'n_points' of twolayer.ode._integrate.integrate is deprecated; use 'n_records'"):
+    with _old("'n_points' of twolayer.ode.integrate is deprecated; use 'n_records'"):
         old = tl.ode.integrate(ov, "erf", lr=1.0, t_max=5.0, n_points=4)
     _same_run(new, old)
     assert len(new) == 4
     batch = tl.ode.integrate_batch([ov, ov], "erf", lr=[0.5, 1.0], t_max=5.0, n_records=3)
-    with _old("'n_points' of twolayer.ode._batch.integrate_batch"):
+    with _old("'n_points' of twolayer.ode.integrate_batch"):
         old_batch = tl.ode.integrate_batch([ov, ov], "erf", lr=[0.5, 1.0], t_max=5.0, n_points=3)
     np.testing.assert_array_equal(batch.risk, old_batch.risk)
     with _old("'n_points'"):
@@ -72,7 +72,7 @@ def test_large_batch_regime_steps_is_n_steps() -> None:
     s, t = tl.networks.teacher_student(K=2, M=2, d=10, activation="relu", seed=0)
     ov = tl.Overlaps.from_networks(s, t)
     new = tl.ode.integrate(ov, lr=0.5, regime="large_batch", batch_ratio=2.0, n_steps=3)
-    with _old("'steps' of twolayer.ode._integrate.integrate"):
+    with _old("'steps' of twolayer.ode.integrate"):
         old = tl.ode.integrate(ov, lr=0.5, regime="large_batch", batch_ratio=2.0, steps=3)
     _same_run(new, old)
     assert len(new) == 4
@@ -82,6 +82,7 @@ def test_batch_risk_final_is_final_risk() -> None:
     ov = tl.ode.plateau_overlaps()
     batch = tl.ode.integrate_batch([ov, ov], "erf", lr=[0.5, 1.0], t_max=300.0, n_records=3, risk_tol=[0.05, 0.05])
     assert list(batch.status) == ["converged", "converged"] and batch.n_converged == 2
+    assert batch.success.tolist() == [True, True] and batch.n_diverged == 0
     with _old("attribute 'risk_final' of twolayer.results.BatchTrajectory is deprecated; use 'final_risk'"):
         np.testing.assert_array_equal(batch.risk_final, batch.final_risk)
     np.testing.assert_array_equal(batch.final_risk, [batch[0].final_risk, batch[1].final_risk])
@@ -160,6 +161,7 @@ def test_status_is_a_str_enum_with_success() -> None:
     assert isinstance(run.status, tl.Status) and run.status == "completed" and run.status.success
     ens = tl.sgd.simulate(ST, TE, lr=0.5, t_max=50.0, n_records=51, seeds=2, risk_rtol=0.5)
     assert ens.status == ["converged", "converged"] and all(isinstance(s, tl.Status) for s in ens.status)
+    assert ens.success.tolist() == [True, True]
     assert isinstance(tl.population.descend(ST, TE, 0.5, 3).status, tl.Status)
 
 

@@ -19,6 +19,12 @@ F = TypeVar("F", bound=Callable[..., Any])
 REMOVED_IN = "0.3"
 
 
+def public_name(module: str, qualname: str) -> str:
+    """``module.qualname`` without the private modules a public name is re-exported from
+    (``twolayer.ode._integrate.integrate`` -> ``twolayer.ode.integrate``)."""
+    return ".".join([p for p in module.split(".") if not p.startswith("_")] + [qualname])
+
+
 def warn_renamed(owner: str, old: str, new: str, what: str = "argument", stacklevel: int = 3) -> None:
     """Warn that ``what`` ``old`` of ``owner`` is now spelled ``new``."""
     warnings.warn(f"{what} {old!r} of {owner} is deprecated; use {new!r} (the old spelling is removed in "
@@ -32,12 +38,13 @@ def renamed(**old_to_new: str) -> Callable[[F], F]:
 
     Examples
     --------
+    >>> from twolayer._deprecation import renamed
     >>> @renamed(n_points="n_records")
     ... def f(*, n_records: int = 101) -> int:
     ...     return n_records
     """
     def decorate(fn: F) -> F:
-        owner = f"{fn.__module__}.{fn.__qualname__}"
+        owner = public_name(fn.__module__, fn.__qualname__)
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -60,19 +67,21 @@ def renamed_attribute(new: str, doc: str | None = None) -> property:
 
     Examples
     --------
+    >>> from twolayer._deprecation import renamed_attribute
     >>> class R:
     ...     final_risk = 0.5
     ...     risk_final = renamed_attribute("final_risk")
     """
     class Alias(property):
         def __set_name__(self, owner: type, name: str) -> None:
-            self.owner, self.old = f"{owner.__module__}.{owner.__qualname__}", name
+            self.owner, self.old = public_name(owner.__module__, owner.__qualname__), name
 
     def get(self: Any) -> Any:
         warn_renamed(alias.owner, alias.old, new, what="attribute")
         return getattr(self, new)
 
-    alias = Alias(get, doc=doc or f"Deprecated spelling of ``{new}``.")
+    alias = Alias(get)
+    alias.__doc__ = doc or f"Deprecated spelling of ``{new}`` (removed in twolayer {REMOVED_IN})."
     return alias
 
 

@@ -117,7 +117,7 @@ def iterate(
     >>> ov = tl.Overlaps.from_networks(tl.Network.random(2, 100, "relu", seed=1), tgt)
     >>> tr = tl.ode.integrate(ov, "relu", target=tgt, lr=1.0, regime="large_batch", batch_ratio=1.0, n_steps=3)
     >>> tr.t, tr.M.shape, tr.status
-    (array([0., 1., 2., 3.]), (4, 2, 2), 'completed')
+    (array([0., 1., 2., 3.]), (4, 2, 2), <Status.completed: 'completed'>)
     """
     gamma0 = positive(lr, "lr", allow_zero=True)
     alpha = _batch_ratio(batch_ratio)

@@ -216,7 +216,7 @@ def run_passage(run: Any, level: float, relative: bool = True) -> float:
     >>> ov = tl.ode.plateau_overlaps(K=2, M=2)
     >>> run = tl.ode.integrate(ov, "erf", lr=1.0, t_max=300, risk_rtol=0.01)
     >>> run.status, tl.passage.run_passage(run, 0.01) == run.stop_time
-    ('converged', True)
+    (<Status.converged: 'converged'>, True)
     """
     own = _own_stop(run, level, relative)
     return own if own == own else first_passage_time(run.t, run.risk, level, relative)

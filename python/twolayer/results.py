@@ -34,6 +34,13 @@ class Status(str, Enum):
     reached; ``diverged``: the state blew up (docs: conventions, "Divergence"); ``max_steps``: the step budget
     ran out; ``interrupted``: Ctrl-C (partial results kept). :attr:`success` is True for the first two.
 
+    Attributes
+    ----------
+    value : str
+        The status name.
+    success : bool
+        Whether the run ended well (``completed`` or ``converged``).
+
     Examples
     --------
     >>> tl.Status("converged").success, tl.Status.diverged == "diverged", f"{tl.Status.max_steps}"
@@ -433,6 +440,11 @@ class BatchTrajectory:
         return (self[b] for b in range(len(self)))
 
     @property
+    def success(self) -> NDArray[np.bool_]:
+        """(B,) whether each member ran to its end or to its requested early stop (:attr:`Status.success`)."""
+        return np.isin(self.status, [s.value for s in Status if s.success])
+
+    @property
     def n_diverged(self) -> int:
         """Number of diverged members."""
         return int(np.sum(self.status == Status.diverged))
@@ -571,7 +583,7 @@ class Ensemble:
     Examples
     --------
     >>> s, t = tl.networks.teacher_student(2, 2, 100, "erf", seed=0)
-    >>> ens = tl.sgd.simulate(s, t, lr=1.0, t_max=5, records=6, seeds=4)
+    >>> ens = tl.sgd.simulate(s, t, lr=1.0, t_max=5, n_records=6, seeds=4)
     >>> ens
     Ensemble(runs=4, T=6, diverged=0, converged=0, seed=0)
     >>> ens.risk.shape, ens.Q.shape
@@ -606,6 +618,11 @@ class Ensemble:
         """(R,) per run: the interpolated early-stop crossing (converged), the time of the divergence or
         interruption, NaN for completed runs; in the clock of ``t`` (steps / d)."""
         return np.array([r.stop_time for r in self.runs], dtype=np.float64)
+
+    @property
+    def success(self) -> NDArray[np.bool_]:
+        """(R,) whether each run ran to its end or to its requested early stop (:attr:`Status.success`)."""
+        return np.array([r.status.success for r in self.runs], dtype=bool)
 
     @property
     def final_risk(self) -> NDArray[np.float64]:

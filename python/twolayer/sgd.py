@@ -194,15 +194,15 @@ def simulate(
     seed: int = ...,
     *,
     seeds: None = ...,
+    n_records: int = ...,
+    risk_tol: ArrayLike | None = ...,
+    risk_rtol: ArrayLike | None = ...,
+    n_threads: int | None = ...,
+    progress: bool = ...,
     n_samples: int | None = ...,
     shuffle: bool = ...,
     train_first_layer: bool = ...,
-    n_records: int = ...,
     keep_weights: bool = ...,
-    n_threads: int | None = ...,
-    progress: bool = ...,
-    risk_tol: ArrayLike | None = ...,
-    risk_rtol: ArrayLike | None = ...,
     schedule: Schedule | ArrayLike | Callable[..., Any] | None = ...,
     device: Device = ...,
 ) -> Trajectory: ...
@@ -220,15 +220,15 @@ def simulate(
     seed: int = ...,
     *,
     seeds: int | Sequence[int],
+    n_records: int = ...,
+    risk_tol: ArrayLike | None = ...,
+    risk_rtol: ArrayLike | None = ...,
+    n_threads: int | None = ...,
+    progress: bool = ...,
     n_samples: int | None = ...,
     shuffle: bool = ...,
     train_first_layer: bool = ...,
-    n_records: int = ...,
     keep_weights: bool = ...,
-    n_threads: int | None = ...,
-    progress: bool = ...,
-    risk_tol: ArrayLike | None = ...,
-    risk_rtol: ArrayLike | None = ...,
     schedule: Schedule | ArrayLike | Callable[..., Any] | None = ...,
     device: Device = ...,
 ) -> Ensemble: ...
@@ -248,15 +248,15 @@ def simulate(
     seed: int = 0,
     *,
     seeds: int | Sequence[int] | None = None,
+    n_records: int = 101,
+    risk_tol: ArrayLike | None = None,
+    risk_rtol: ArrayLike | None = None,
+    n_threads: int | None = None,
+    progress: bool = False,
     n_samples: int | None = None,
     shuffle: bool = True,
     train_first_layer: bool = True,
-    n_records: int = 101,
     keep_weights: bool = True,
-    n_threads: int | None = None,
-    progress: bool = False,
-    risk_tol: ArrayLike | None = None,
-    risk_rtol: ArrayLike | None = None,
     schedule: Schedule | ArrayLike | Callable[..., Any] | None = None,
     device: Device = "cpu",
 ) -> Trajectory | Ensemble:
@@ -356,7 +356,7 @@ def simulate(
     >>> ens = tl.sgd.simulate(s, t, lr=1.0, t_max=50, n_records=51, seeds=2,
     ...                       risk_rtol=0.05)
     >>> ens.status, np.round(ens.stop_time, 2)
-    (['converged', 'converged'], array([7.19, 6.11]))
+    ([<Status.converged: 'converged'>, <Status.converged: 'converged'>], array([7.19, 6.11]))
     """
     if isinstance(student, Network):
         students: list[Network] | None = None

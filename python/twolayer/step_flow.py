@@ -60,5 +60,5 @@ Examples
 >>> s, t = tl.networks.teacher_student(K=3, M=3, d=20, activation="step", seed=1, scaling="none")
 >>> traj = tl.ode.integrate(tl.Overlaps.from_networks(s, t), lr=1.0, regime="gradient_flow", times=[0.0, 250.0])
 >>> traj.meta["method"], traj.status
-('step_events', 'completed')
+('step_events', <Status.completed: 'completed'>)
 """

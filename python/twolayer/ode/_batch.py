@@ -236,7 +236,7 @@ def integrate_batch(
     >>> np.round(batch.stop_time, 3)
     array([166.818, 198.457])
     >>> batch[0].status, batch.risk.shape
-    ('converged', (2, 101))
+    (<Status.converged: 'converged'>, (2, 101))
 
     A polynomial target shared by two students (or ``target=[t1, t2]``):
 

@@ -180,7 +180,7 @@ def integrate(
 
     >>> traj = tl.ode.integrate(ov, "erf", lr=1.0, t_max=300, risk_tol=1e-2)
     >>> traj.status, round(traj.stop_time, 3)
-    ('converged', 166.818)
+    (<Status.converged: 'converged'>, 166.818)
     """
     tgt = resolve_target(target, overlaps)
     if regime == "large_batch":
