@@ -331,8 +331,30 @@ def _final_name(name: str) -> str:
     return "final_risk" if name == "risk" else f"{name}_final"
 
 
+class _Members:
+    """What every stacked batch result (:class:`BatchTrajectory`, :class:`Ensemble`) derives from its per-member
+    ``status``: one implementation of the members' outcome counts."""
+
+    status: Any
+
+    @property
+    def success(self) -> NDArray[np.bool_]:
+        """Per member: whether it ran to its end or to its requested early stop (:attr:`Status.success`)."""
+        return np.array([Status(s).success for s in self.status], dtype=bool)
+
+    @property
+    def n_diverged(self) -> int:
+        """Number of diverged members."""
+        return sum(s == Status.diverged for s in self.status)
+
+    @property
+    def n_converged(self) -> int:
+        """Number of members stopped early by ``risk_tol`` / ``risk_rtol``."""
+        return sum(s == Status.converged for s in self.status)
+
+
 @dataclass(eq=False)
-class BatchTrajectory:
+class BatchTrajectory(_Members):
     """The trajectories of a batch of B ODE systems, stacked: member first, then time.
 
     Attributes
@@ -439,21 +461,6 @@ class BatchTrajectory:
     def __iter__(self) -> Iterator[Trajectory]:
         return (self[b] for b in range(len(self)))
 
-    @property
-    def success(self) -> NDArray[np.bool_]:
-        """(B,) whether each member ran to its end or to its requested early stop (:attr:`Status.success`)."""
-        return np.isin(self.status, [s.value for s in Status if s.success])
-
-    @property
-    def n_diverged(self) -> int:
-        """Number of diverged members."""
-        return int(np.sum(self.status == Status.diverged))
-
-    @property
-    def n_converged(self) -> int:
-        """Number of members stopped early by ``risk_tol`` / ``risk_rtol``."""
-        return int(np.sum(self.status == Status.converged))
-
     def first_passage(self, level: float, relative: bool = True) -> FirstPassage:
         """Per-member first passage (:meth:`Trajectory.first_passage`) with censoring (:mod:`twolayer.passage`)."""
         return first_passage(self, level, relative)
@@ -546,7 +553,7 @@ class BatchTrajectory:
 
 
 @dataclass(eq=False)
-class Ensemble:
+class Ensemble(_Members):
     """Independent SGD (or SDE) runs of one problem, the batch result of :func:`twolayer.sgd.simulate` and
     :func:`twolayer.sde.simulate`: same teacher, sizes and regime; each run (a batch member) has its own stream key
     (seed, run id) and hyper-parameters (``params``).
@@ -620,11 +627,6 @@ class Ensemble:
         return np.array([r.stop_time for r in self.runs], dtype=np.float64)
 
     @property
-    def success(self) -> NDArray[np.bool_]:
-        """(R,) whether each run ran to its end or to its requested early stop (:attr:`Status.success`)."""
-        return np.array([r.status.success for r in self.runs], dtype=bool)
-
-    @property
     def final_risk(self) -> NDArray[np.float64]:
         """(R,) the last recorded excess risk of every run (NaN for a run that recorded nothing)."""
         return np.array([r.final_risk for r in self.runs], dtype=np.float64)
@@ -638,16 +640,6 @@ class Ensemble:
     def completed(self) -> list[Trajectory]:
         """The runs that completed (neither converged early, diverged nor were interrupted)."""
         return [r for r in self.runs if r.status == "completed"]
-
-    @property
-    def n_diverged(self) -> int:
-        """Number of diverged runs."""
-        return sum(r.status == "diverged" for r in self.runs)
-
-    @property
-    def n_converged(self) -> int:
-        """Number of runs stopped early by ``risk_tol`` / ``risk_rtol``."""
-        return sum(r.status == "converged" for r in self.runs)
 
     def first_passage(self, level: float, relative: bool = True) -> FirstPassage:
         """Per-run first passage of the risk with censoring (:mod:`twolayer.passage`)."""
