@@ -920,8 +920,8 @@ ENTRY_POINTS: list[Entry] = [
     Entry("population.hessian", tl.population.hessian,
           lambda D: {**pair(D), "train_readout": FLAG, "n_threads": N_THREADS}, SMALL, check=pair_check),
     Entry("population.descend", tl.population.descend,
-          lambda D: {**pair(D), "lr": real(), "steps": count(0, 30, huge=False), "lr_readout": real(zero_ok=True),
-                     "records": count(2, 8), "n_threads": N_THREADS}, SMALL,
+          lambda D: {**pair(D), "lr": real(), "n_steps": count(0, 30, huge=False), "lr_readout": real(zero_ok=True),
+                     "n_records": count(2, 8), "n_threads": N_THREADS}, SMALL,
           check=lambda v, out: check_trajectory(out, v["student"].K)),
     Entry("ode.rhs", tl.ode.rhs,
           lambda D: {k: v for k, v in ode_kinds(D).items() if k in (
@@ -942,7 +942,7 @@ ENTRY_POINTS: list[Entry] = [
                      "seeds": Kind(st.none() | st.integers(1, 3) | st.just([0, 5]), _sampled([0, -1, [], [1, 1], [-1],
                                                                                             1.5, "2", 2**40])),
                      "n_samples": count(4, 8, optional=True), "shuffle": FLAG, "train_first_layer": FLAG,
-                     "records": count(2, 5), "keep_weights": FLAG, "n_threads": N_THREADS}, SMALL),
+                     "n_records": count(2, 5), "keep_weights": FLAG, "n_threads": N_THREADS}, SMALL),
     Entry("landscape.refine", tl.landscape.refine,
           lambda D: {**pair(D), "tol": real(), "train_readout": FLAG,
                      "max_iter": count(0, 4, huge=False, python_only=True), "zero_tol": real(optional=True),
@@ -1103,7 +1103,7 @@ ENTRY_POINTS: list[Entry] = [
           lambda D: {**sde_kinds(D), "n_nodes": count(1, 64, optional=True)}, SMALL, examples=max(EXAMPLES // 2, 1)),
     Entry("sde.simulate", tl.sde.simulate,
           lambda D: {**sde_kinds(D), "d": count(1, 200), "dt": real(0.01, 0.5), "t_max": real(0.0, 1.0),
-                     "records": count(2, 5), "seeds": Kind(st.integers(1, 3) | st.just([0, 5]),
+                     "n_records": count(2, 5), "seeds": Kind(st.integers(1, 3) | st.just([0, 5]),
                                                            _sampled([0, -1, [], [1, 1], [-1], 1.5, "2", 2**40])),
                      "seed": seed_kind(bits=64), "risk_tol": real(optional=True), "n_threads": N_THREADS},
           SMALL, check=sde_simulate_check, examples=max(EXAMPLES // 4, 1)),
@@ -1183,7 +1183,7 @@ ENTRY_POINTS: list[Entry] = [
     Entry("large_batch.iterate", tl.large_batch.iterate,
           lambda D: {"overlaps": Kind(_overlaps(D["K"], D["M"])), "activation": Kind(_sampled(["erf", "linear"])),
                      "teacher_activation": Kind(_sampled(["erf", "linear"])), "lr": real(), "batch_ratio": real(),
-                     "steps": count(0, 5, huge=False), "noise": real(zero_ok=True)}, SMALL,
+                     "n_steps": count(0, 5, huge=False), "noise": real(zero_ok=True)}, SMALL,
           examples=max(EXAMPLES // 4, 1)),
     Entry("large_batch.ridge_readout", tl.large_batch.ridge_readout,
           lambda D: {"overlaps": overlaps(D["K"], D["M"]), "activation": activation("linear", "erf", "relu"),
@@ -1191,7 +1191,7 @@ ENTRY_POINTS: list[Entry] = [
           examples=max(EXAMPLES // 4, 1)),
     Entry("large_batch.simulate_layerwise", tl.large_batch.simulate_layerwise,
           lambda D: {**pair(D, activation("linear", "erf", "relu").good), "lr": real(), "batch_size": count(1, 8),
-                     "steps": count(0, 5, huge=False), "ridge": real(zero_ok=True),
+                     "n_steps": count(0, 5, huge=False), "ridge": real(zero_ok=True),
                      "n_ridge": count(1, 8, optional=True), "noise": real(zero_ok=True), "seed": seed_kind(bits=64)},
           SMALL, examples=max(EXAMPLES // 4, 1)),
     Entry("scan.load", tl.scan.load,
@@ -1369,7 +1369,8 @@ RESULT_TYPES = {"Trajectory", "BatchTrajectory", "Interrupted", "Ensemble", "Cri
                 "FamilyPoint", "WeightPath", "HermiteTarget", "FunctionTarget", "Target", "IncrementCovariance",
                 "FirstPassage", "LayerwiseResult", "Scan", "Group", "Summary", "Engine",
                 "StoreLockedError",  # an exception type (raised by scan.run; tests/test_scan_lock.py)
-                "DeviceUnavailable"}  # an exception type (device="cuda"; tests/test_gpu_*.py)
+                "DeviceUnavailable",  # an exception type (device="cuda"; tests/test_gpu_*.py)
+                "Status"}  # the status enumeration of every result (tests/test_vocabulary.py)
 # Not fuzzed directly: scan.open_dataset reads stores (their safety and integrity: tests/test_scan_safety.py,
 # tests/test_scan_store.py).
 NOT_FUZZED = {"open_dataset"}
