@@ -31,7 +31,7 @@ def sgd() -> None:
     s, t = tl.networks.teacher_student(2, 3, 37, "erf", seed=1)
     for kw in ({}, {"batch_size": 3, "noise": 0.1}, {"spherical": True}, {"spherical": True, "batch_size": 2},
                {"train_first_layer": False, "lr_readout": 1.0}):
-        e = tl.sgd.simulate(s, t, lr=[0.5, 1.0, 2.0], t_max=2, records=5, seeds=3, risk_rtol=[1e-9, 0.5, 1e-9],
+        e = tl.sgd.simulate(s, t, lr=[0.5, 1.0, 2.0], t_max=2, n_records=5, seeds=3, risk_rtol=[1e-9, 0.5, 1e-9],
                             device="cuda", **kw)
         print("sgd", kw, e.status, flush=True)
     s, t = tl.networks.teacher_student(2, 2, 40, "quadratic", seed=2)

@@ -27,7 +27,7 @@ _results: dict[str, tl.sgd.Ensemble] = {}
 
 def _run(device: Literal["cpu", "cuda"]) -> tl.sgd.Ensemble:
     st, te = tl.networks.teacher_student(K, K, D, "erf", seed=1)
-    return tl.sgd.simulate(st, te, t_max=T_MAX, records=4, seed=0, keep_weights=False, device=device,
+    return tl.sgd.simulate(st, te, t_max=T_MAX, n_records=4, seed=0, keep_weights=False, device=device,
                            seeds=GRID["seeds"], lr=GRID["lr"], noise=GRID["noise"])
 
 

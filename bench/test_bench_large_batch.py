@@ -83,7 +83,7 @@ def test_large_batch_map_vs_sgd_step(benchmark, record):
     mc_err = max(np.abs(Qmc - exact.Q[1]).max(), np.abs(Mmc - exact.M[1]).max())
     steps = 5
     t_sgd = best_time(lambda: tl.sgd.simulate(st, te, lr=GAMMA0 * D, batch_size=int(ALPHA * D), t_max=steps / D,
-                                              records=2, keep_weights=False, n_threads=1), repeats=2) / steps
+                                              n_records=2, keep_weights=False, n_threads=1), repeats=2) / steps
     W = st.W.copy()
     t_np_sgd = best_time(lambda: numpy_sgd_step(W, st.a, te.W, te.a, rng))
     rows = [("map, twolayer (exact)", t_map), ("map, NumPy Monte Carlo 1e5", t_np_map),

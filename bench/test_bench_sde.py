@@ -31,7 +31,7 @@ def p1(m0: float) -> tl.Overlaps:
 
 def sde_twolayer(d: int, n: int, n_threads: int | None = None) -> tl.passage.FirstPassage:
     e = tl.sde.simulate(p1(1 / math.sqrt(d)), "quadratic", lr=LR, noise=NOISE, d=d, spherical=True, t_max=300.0,
-                        records=2, seeds=n, dt=DT, risk_rtol=1 - T, n_threads=n_threads)
+                        n_records=2, seeds=n, dt=DT, risk_rtol=1 - T, n_threads=n_threads)
     return e.first_passage(1 - T)
 
 
@@ -143,7 +143,7 @@ def test_sgd_escapes_vs_sde(benchmark, record):
     student = tl.Network(math.sqrt(d) * np.array([[m0, math.sqrt(1 - m0 * m0)] + [0.0] * (d - 2)]), [1.0],
                          "quadratic")
     fp, cpu = cpu_rounds(benchmark, lambda: tl.sgd.simulate(
-        student, teacher, lr=LR, noise=NOISE, spherical=True, t_max=300.0, records=6001, seeds=N_ESCAPES,
+        student, teacher, lr=LR, noise=NOISE, spherical=True, t_max=300.0, n_records=6001, seeds=N_ESCAPES,
         risk_rtol=1 - T, keep_weights=False).first_passage(1 - T))
     assert fp.n_censored == 0
     extra = {"cpu_sgd_over_sde": cpu / _CPU["sde_escapes"]} if "sde_escapes" in _CPU else {}

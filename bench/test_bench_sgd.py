@@ -132,7 +132,7 @@ def test_sgd_twolayer(benchmark, record):
 GRID_LR = np.linspace(0.1, 1.0, 20)
 GRID_NOISE = np.linspace(0.0, 0.4, 5)
 GRID_SEEDS = 5
-GRID_KW = dict(t_max=2.0, records=11, seed=0, keep_weights=False)
+GRID_KW = dict(t_max=2.0, n_records=11, seed=0, keep_weights=False)
 
 
 def grid_one_call(st, te, n_threads=None):
