@@ -5,6 +5,7 @@ result as the new one; twolayer.Status compares equal to the old status strings.
 from __future__ import annotations
 
 import inspect
+import warnings
 
 import numpy as np
 import pytest
@@ -226,3 +227,35 @@ def test_scan_old_key_as_an_axis_keeps_the_axis_order() -> None:
         tl.scan.Scan("descend", constants={"lr": 0.5, "n_steps": 3, "steps": 3})
     with _old("'steps'"), pytest.raises(ValueError, match="'n_steps' is already given in constants"):
         tl.scan.Scan("descend", constants={"lr": 0.5, "n_steps": 3}, axes={"steps": [2, 4]})
+
+
+def test_store_of_an_older_release_with_old_keys_still_opens_and_resumes(tmp_path) -> None:
+    """A store written before the renames recorded its definition with the old spellings and their hash: its
+    definition still reads (with a warning) and the same old TOML resumes it."""
+    pytest.importorskip("zarr")
+    import json
+
+    import zarr
+
+    old_constants = {"K": 1, "M": 1, "d": 10, "t_max": 1.0, "lr": 0.5, "n_points": 3}
+    with _old("'n_points'"):
+        old = tl.scan.Scan("ode", constants=old_constants, axes={"noise": [0.0, 0.1]})
+    assert len(old.digests()) == 2 and old.digests()[0] == old.digest()
+    path = tmp_path / "old.zarr"
+    tl.scan.run(old, store=path, load_result=False)
+    # what the older release recorded: the definition as written and its hash
+    group = zarr.open_group(str(path), mode="a", zarr_format=3)
+    group.attrs["scan_definition"] = json.dumps({**old.to_dict(), "constants": old_constants})
+    group.attrs["scan_hash"] = old.digests()[1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # zarr: consolidated metadata is not in the v3 spec
+        zarr.consolidate_metadata(str(path), zarr_format=3)
+    assert tl.scan.store.definition(path).digest() == old.digest()  # the stored spellings are data: no warning
+    with _old("'n_points'"):
+        again = tl.scan.Scan("ode", constants=old_constants, axes={"noise": [0.0, 0.1]})
+    summary = tl.scan.run(again, store=path, resume=True, load_result=False)  # nothing left to compute
+    assert summary.computed == 0 and summary.skipped == summary.groups
+    with _old("'n_points'"), pytest.raises(ValueError, match="different scan definition"):  # still refused
+        tl.scan.run(tl.scan.Scan("ode", constants={**old_constants, "n_points": 4}), store=path, resume=True)
+    ds = tl.scan.open_dataset(path)
+    assert ds["risk"].shape == (2, 3)

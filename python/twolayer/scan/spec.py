@@ -169,6 +169,8 @@ class Scan:
     zip: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     group_size: int | None = None
     allow_import: bool | str | Collection[str] = field(default=False, repr=False, compare=False)
+    # the tables with the parameter names they were given in (old spellings included): see digests()
+    _as_written: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         from .engines import engine_for, trusted_modules
@@ -197,6 +199,7 @@ class Scan:
             if len(set(rows)) != len(rows):
                 raise ValueError(f"zip.{dim}: the zipped rows must be distinct")
             zipped[str(dim)] = cols
+        as_written = {"constants": constants, "axes": axes, "zip": zipped}
         if eng.renamed:  # old spellings of parameter names (docs: conventions, "Vocabulary"), with a warning
             from .._deprecation import renamed_keys
 
@@ -228,6 +231,8 @@ class Scan:
         object.__setattr__(self, "constants", constants)
         object.__setattr__(self, "axes", axes)
         object.__setattr__(self, "zip", zipped)
+        # the definition with the spellings it was given in: what a store of an older release hashed
+        object.__setattr__(self, "_as_written", as_written)
         # every value of every parameter through the engine's checks (one config per axis value suffices: the
         # checks are per parameter), so that a bad value fails here, not in the middle of a run
         eng.check_values(constants, {**{k: (f"axes.{k}", v) for k, v in axes.items()},
@@ -283,8 +288,17 @@ class Scan:
     def digest(self) -> str:
         """SHA-256 of the canonical JSON of :meth:`to_dict` (with the resolved group size): stores written by a
         different definition are refused."""
-        d = self.to_dict()
-        d["group_size"] = self.resolved_group_size
+        return self._hash(self.to_dict())
+
+    def digests(self) -> tuple[str, ...]:
+        """:meth:`digest`, and for a definition given with old spellings of parameter names (docs: conventions,
+        "Vocabulary") also the digest of the definition as written: the hash a store of an older release
+        recorded for it."""
+        written = {**self.to_dict(), **self._as_written}
+        return tuple(dict.fromkeys([self.digest(), self._hash(written)]))
+
+    def _hash(self, definition: dict[str, Any]) -> str:
+        d = {**definition, "group_size": self.resolved_group_size}
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
 
     @property

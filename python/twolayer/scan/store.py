@@ -249,7 +249,7 @@ def prepare(store: str | Path, scan: Scan, n_groups: int, resume: bool, allow_ve
     digest = scan.digest()
     if path.exists():
         attrs = _root_attrs(path)
-        if attrs.get("scan_hash") != digest:
+        if attrs.get("scan_hash") not in scan.digests():
             raise ValueError(f"store: {path} was written by a different scan definition (hash "
                              f"{str(attrs.get('scan_hash'))[:12]}..., this scan {digest[:12]}...): use another "
                              "store, or delete it to start over")
@@ -728,8 +728,10 @@ def definition(store: str | Path) -> Scan:
         raise ValueError(f"store: {store} holds no readable scan definition") from None
     if not isinstance(data, dict):
         raise ValueError(f"store: {store} holds no readable scan definition")
-    scan = Scan.from_dict({**data, "engine": recorded_engine(data.get("engine"))})
-    if scan.digest() != attrs.get("scan_hash"):
+    with warnings.catch_warnings():  # a store of an older release records old spellings: data, not the caller's
+        warnings.simplefilter("ignore", DeprecationWarning)
+        scan = Scan.from_dict({**data, "engine": recorded_engine(data.get("engine"))})
+    if attrs.get("scan_hash") not in scan.digests():
         raise ValueError(f"store: {store}: the recorded scan definition does not match its hash (edited after it "
                          "was written): the store cannot be trusted; run the scan again into a new store")
     return scan
