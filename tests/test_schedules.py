@@ -193,16 +193,16 @@ def test_direct_construction_is_checked(kw, match):
 
 def test_as_schedule_checks_its_grid_arguments():
     f = lambda t: 1.0 + 0.0 * t  # noqa: E731
-    with pytest.raises(ValueError, match="steps: expected an integer"):
-        tl.schedules.as_schedule(f, steps=-1)
-    with pytest.raises(TypeError, match="steps: expected an integer"):
-        tl.schedules.as_schedule(f, steps=2.5)
+    with pytest.raises(ValueError, match="n_steps: expected an integer"):
+        tl.schedules.as_schedule(f, n_steps=-1)
+    with pytest.raises(TypeError, match="n_steps: expected an integer"):
+        tl.schedules.as_schedule(f, n_steps=2.5)
     with pytest.raises(TypeError, match="step_time: expected a real number"):
-        tl.schedules.as_schedule(f, steps=2, step_time="x")
+        tl.schedules.as_schedule(f, n_steps=2, step_time="x")
     with pytest.raises(ValueError, match="t_max: expected a finite real number"):
         tl.schedules.as_schedule(f, t_max=float("nan"))
-    with pytest.raises(MemoryError, match=r"steps: cannot allocate 1.126e\+15 float64 values"):
-        tl.schedules.as_schedule(f, steps=2**50)
+    with pytest.raises(MemoryError, match=r"n_steps: cannot allocate 1.126e\+15 float64 values"):
+        tl.schedules.as_schedule(f, n_steps=2**50)
     with pytest.raises(ValueError, match="t_max, dt: the grid"):
         tl.schedules.from_function(f, t_max=1e300, dt=1e-300)
     assert tl.schedules.as_schedule(tl.schedules.step_decay(0.5, 1.0), t_max=0.0) is not None

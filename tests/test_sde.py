@@ -137,7 +137,7 @@ def p1(m0):
 
 
 def test_paths_reproducible_across_threads_and_subsets():
-    kw = {"lr": 0.05, "noise": 0.5, "d": 500, "spherical": True, "t_max": 5.0, "records": 11}
+    kw = {"lr": 0.05, "noise": 0.5, "d": 500, "spherical": True, "t_max": 5.0, "n_records": 11}
     a = tl.sde.simulate(p1(0.1), "quadratic", seeds=6, n_threads=1, **kw)
     b = tl.sde.simulate(p1(0.1), "quadratic", seeds=6, n_threads=2, **kw)
     c = tl.sde.simulate(p1(0.1), "quadratic", seeds=[4], **kw)
@@ -169,7 +169,7 @@ def test_sde_matches_sgd_overlap_statistics_small():
 def test_relu_and_target_paths_follow_the_ode_at_large_d():
     """SDE paths of a relu committee and of a Hermite target: reproducible, and their mean tends to the ODE."""
     ov = tl.Overlaps([[1.0, 0.1], [0.1, 1.0]], [[0.3], [0.1]], [[1.0]], [0.7, 0.5], [1.0])
-    kw = {"lr": 0.5, "noise": 0.1, "t_max": 1.0, "records": 3, "seeds": 8, "dt": 0.05}
+    kw = {"lr": 0.5, "noise": 0.1, "t_max": 1.0, "n_records": 3, "seeds": 8, "dt": 0.05}
     a = tl.sde.simulate(ov, "relu", d=10**6, n_threads=1, **kw)
     b = tl.sde.simulate(ov, "relu", d=10**6, n_threads=2, **kw)
     np.testing.assert_array_equal(a.stack("M"), b.stack("M"))
@@ -240,7 +240,7 @@ def test_sde_matches_sgd_escape_time(d, n):
 
 @pytest.mark.skipif(not hasattr(signal, "SIGINT") or os.name != "posix", reason="POSIX signals")
 def test_ctrl_c_keeps_the_paths_so_far():
-    kw = {"lr": 0.05, "noise": 0.5, "d": 1000, "spherical": True, "records": 50, "n_threads": 2}
+    kw = {"lr": 0.05, "noise": 0.5, "d": 1000, "spherical": True, "n_records": 50, "n_threads": 2}
     tl.sde.simulate(p1(0.1), "quadratic", t_max=0.1, seeds=4, **kw)  # warm: everything imported
     sent = []
     timer = threading.Timer(1.0, lambda: (sent.append(time.perf_counter()), os.kill(os.getpid(), signal.SIGINT)))

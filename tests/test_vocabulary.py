@@ -102,6 +102,15 @@ def test_large_batch_steps_is_n_steps() -> None:
     assert new.risk == old.risk
 
 
+def test_as_schedule_steps_is_n_steps() -> None:
+    f = lambda t: 0.5**t  # noqa: E731
+    new = tl.schedules.as_schedule(f, n_steps=3)
+    with _old("'steps' of twolayer.schedules.as_schedule"):
+        old = tl.schedules.as_schedule(f, steps=3)
+    assert new is not None and old is not None
+    np.testing.assert_array_equal(new([0, 1, 2]), old([0, 1, 2]))
+
+
 def test_multistart_k_and_n_students() -> None:
     new = L.multistart(3, 2, seed=0, K=4, max_iter=50)
     with _old("'k' of twolayer.landscape.multistart"), _old("'n_students'"):

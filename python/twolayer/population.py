@@ -409,7 +409,7 @@ def descend(
     """
     lr_ = positive(lr, "lr")
     steps = integer(n_steps, "n_steps", 0)
-    sched = as_schedule(schedule, steps=steps)
+    sched = as_schedule(schedule, n_steps=steps)
     lr_a = positive(lr_readout, "lr_readout", allow_zero=True)
     records = integer(n_records, "n_records", 2, INT32_MAX)
     log_spaced = np.geomspace(1, max(steps, 1), records - 1).round() if records > 2 else np.array([steps])

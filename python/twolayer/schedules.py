@@ -34,6 +34,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ._deprecation import renamed
 from ._validation import allocating, as_float_array, choice, describe, integer, positive
 
 Kind = Literal["constant", "step", "geometric", "inverse_time", "table"]
@@ -379,18 +380,19 @@ def from_function(f: Callable[..., Any], t_max: float, dt: float | None = None, 
     return table(_evaluate(f, t, "f"), step, interpolation)
 
 
-def as_schedule(schedule: Any, steps: int | None = None, step_time: float = 1.0,
+@renamed(steps="n_steps")
+def as_schedule(schedule: Any, n_steps: int | None = None, step_time: float = 1.0,
                 t_max: float | None = None) -> Schedule | None:
     """An engine's ``schedule`` argument as a Schedule (None when there is none, or it is the constant 1).
 
     A Schedule as it is; an array: :func:`per_step`; a callable: evaluated once, per step (``f(n step_time)``,
-    n < ``steps``) for an engine with steps, else on 4097 points of [0, ``t_max``] with linear interpolation.
+    n < ``n_steps``) for an engine with steps, else on 4097 points of [0, ``t_max``] with linear interpolation.
 
     Parameters
     ----------
     schedule : Schedule, array_like, callable or None
         What the engine was given.
-    steps : int, optional
+    n_steps : int, optional
         The engine's number of steps (engines with steps: a callable is evaluated per step).
     step_time : float, default 1.0
         The time of one step (1 / d for SGD).
@@ -409,10 +411,10 @@ def as_schedule(schedule: Any, steps: int | None = None, step_time: float = 1.0,
     (True, True)
     >>> S.as_schedule([1.0, 0.5])
     Schedule(table of 2 values, per step)
-    >>> S.as_schedule(lambda t: 0.5 ** t, steps=3)([0, 1, 2]).tolist()
+    >>> S.as_schedule(lambda t: 0.5 ** t, n_steps=3)([0, 1, 2]).tolist()
     [1.0, 0.5, 0.25]
     """
-    n_steps = None if steps is None else integer(steps, "steps", 0)
+    n_steps = None if n_steps is None else integer(n_steps, "n_steps", 0)
     dt = positive(step_time, "step_time")
     duration = None if t_max is None else positive(t_max, "t_max", allow_zero=True)
     if schedule is None:
@@ -421,7 +423,7 @@ def as_schedule(schedule: Any, steps: int | None = None, step_time: float = 1.0,
         s = schedule
     elif callable(schedule):
         if n_steps is not None:
-            with allocating("steps", max(n_steps, 1)):
+            with allocating("n_steps", max(n_steps, 1)):
                 grid = np.arange(max(n_steps, 1), dtype=np.float64) * dt
             s = per_step(_evaluate(schedule, grid, "schedule"))
         else:

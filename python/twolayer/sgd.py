@@ -449,7 +449,7 @@ def simulate(
     rec = _record_steps(d, t_max, times, n_records)
     steps = int(round(positive(t_max, "t_max") * d)) if t_max is not None else int(rec[-1])
     steps = max(steps, int(rec[-1]))
-    sched = as_schedule(schedule, steps=steps, step_time=1.0 / d)
+    sched = as_schedule(schedule, n_steps=steps, step_time=1.0 / d)
 
     if students is None:
         W0, a0 = first.W, first.effective_a
