@@ -56,7 +56,7 @@ SCANS = {
         axes={"lr": [0.5, 2.0, 1e6], "batch_ratio": [0.5, 4.0]}, group_size=4),
     "descend": lambda: tl.scan.Scan("descend", constants={"K": 2, "M": 2, "d": 6, "n_steps": 50, "n_records": 8},
                                     axes={"lr": [0.1, 0.5, 0.7]}, group_size=2),
-    "multistart": lambda: tl.scan.Scan("multistart", constants={"k": 2, "runs": 3, "max_iter": 200},
+    "multistart": lambda: tl.scan.Scan("multistart", constants={"M": 2, "runs": 3, "max_iter": 200},
                                        axes={"seed": [0, 1, 2]}, group_size=2),
     "function": lambda: tl.scan.Scan(_function, axes={"x": [1.0, 2.0, 3.0]}, constants={"c": 2.0}, group_size=2),
     "no_axes": lambda: tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_records": 3,
