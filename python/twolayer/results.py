@@ -283,7 +283,7 @@ class Trajectory:
                 lead = ("t",) if name in _ROWS else ()
                 data[name] = ((*lead, *dims), getattr(self, name), variable_attrs(name, self.time_unit))
         t = xr.Variable("t", self.t, variable_attrs("t", self.time_unit))
-        attrs = {**_attrs(self.meta), "status": self.status, "message": self.message,
+        attrs = {**_attrs(self.meta), "status": str(self.status), "message": self.message,
                  "time_unit": self.time_unit, "stop_time": float(self.stop_time)}
         return xr.Dataset(data, coords={"t": t}, attrs=attrs)
 
