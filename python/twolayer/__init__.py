@@ -11,6 +11,8 @@ from typing import Any
 
 from . import (
     _core,
+    _dispatch,
+    _elf,
     activations,
     kernels,
     landscape,
@@ -59,8 +61,6 @@ def build_info() -> dict[str, Any]:
     >>> info["simd_level"] in info["simd_levels"]
     True
     """
-    from . import _dispatch, _elf
-
     info = dict(_core.build_info())
     info["libstdcxx_static"] = _elf.cxx_runtime_static(_core.__file__)
     info["simd_levels"] = list(_dispatch.compiled())

@@ -30,6 +30,7 @@ from . import ode, population, sgd
 from ._validation import INT32_MAX, SEED_MAX, boolean, choice, integer, integers, positive, writing
 from .networks import Init, teacher_student
 from .overlaps import Overlaps
+from .plot import demo_figure, pyplot
 from .results import Trajectory
 from .schedules import Schedule, step_decay
 
@@ -397,9 +398,7 @@ def run(out: str = ".", progress: bool = False, config: DemoConfig | None = None
     _check_config(DemoConfig() if config is None else config, DemoConfig, "config")
     _check_config(PlateauConfig() if plateau is None else plateau, PlateauConfig, "plateau")
     out = _prepare_output(out)
-    from .plot import _pyplot, demo_figure
-
-    _pyplot()  # ImportError (matplotlib missing) before the runs, not after them
+    pyplot()  # ImportError (matplotlib missing) before the runs, not after them
 
     result = run_seed000(config, progress=progress)
     result.plateau = run_plateau(plateau, progress=progress)

@@ -44,6 +44,7 @@ from .kernels import i2
 from .networks import Network, check_network
 from .overlaps import Overlaps
 from .results import Trajectory
+from .sgd import simulate
 
 __all__ = ["LayerwiseResult", "iterate", "layerwise", "ridge_readout", "simulate_layerwise"]
 
@@ -385,8 +386,6 @@ def simulate_layerwise(
     >>> res.first.t.tolist(), res.a.shape
     ([0.0, 0.02, 0.04, 0.06], (2,))
     """
-    from .sgd import simulate
-
     student = check_network(student, "student")
     teacher = check_network(teacher, "teacher")
     T = integer(steps, "steps", 1)

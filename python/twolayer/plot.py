@@ -13,7 +13,21 @@ if TYPE_CHECKING:
     from .results import Trajectory
 
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
+    """matplotlib's pyplot on the non-interactive Agg backend, imported on first use (matplotlib is the optional
+    ``plot`` extra).
+
+    Returns
+    -------
+    module
+        ``matplotlib.pyplot``; ImportError naming the extra where matplotlib is missing.
+
+    Examples
+    --------
+    >>> from twolayer.plot import pyplot
+    >>> pyplot().get_backend().lower()
+    'agg'
+    """
     try:
         import matplotlib
     except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -78,7 +92,7 @@ def demo_figure(result: DemoResult, path: str) -> None:
     ...     os.listdir(out)
     ['a.png']
     """
-    plt = _pyplot()
+    plt = pyplot()
     panels = 2 if result.plateau is not None else 1
     fig, axes = plt.subplots(1, panels, figsize=(6.4 * panels, 4.6), constrained_layout=True, squeeze=False)
     ax = axes[0, 0]

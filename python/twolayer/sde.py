@@ -65,12 +65,13 @@ from ._validation import (
     integer,
     n_threads_arg,
     positive,
+    run_indices,
     seed_arg,
 )
 from .activations import ActivationName
 from .overlaps import BatchOverlaps, Overlaps
 from .results import Trajectory
-from .sgd import Ensemble, _run_ids
+from .sgd import Ensemble
 
 __all__ = ["IncrementCovariance", "increment_covariance", "simulate"]
 
@@ -334,7 +335,7 @@ def simulate(
     d_ = integer(d, "d", 1, INT32_MAX)
     dt_ = positive(dt, "dt")
     x, w = _rule(act, t_act, n_nodes, None if tgt is None else tgt.degree)
-    run_ids = _run_ids(seeds)
+    run_ids = run_indices(seeds)
     if y0 is not None and y0.shape[0] != run_ids.size:
         raise ValueError(f"overlaps: got {y0.shape[0]} starts for {run_ids.size} paths (seeds)")
     keys = run_ids[:, None].astype(np.float64) if y0 is None else np.column_stack([run_ids, y0])

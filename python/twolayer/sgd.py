@@ -45,26 +45,28 @@ from numpy.typing import ArrayLike, NDArray
 
 from . import _core
 from ._core import DeviceUnavailable
+from ._grid import record_steps
 from ._interrupt import keep_partial, partial_result
 from ._progress import progress_bar
+from ._sgd_function import simulate_function_target
 from ._validation import (
     INT32_MAX,
     Device,
-    as_float_array,
     boolean,
     device_arg,
     integer,
-    integers,
     n_threads_arg,
     per_item,
     positive,
+    run_indices,
     seed_arg,
 )
 from .networks import Network, check_network
 from .overlaps import check_pair, gram
 from .passage import FirstPassage, first_passage
-from .results import Trajectory, _attrs, _dataset_parts, _f64, _i64, _xarray, variable_attrs
+from .results import Trajectory, dataset_parts, float_values, import_xarray, int_values, netcdf_attrs, variable_attrs
 from .schedules import Schedule, as_schedule, core_arg
+from .targets import FunctionTarget, HermiteTarget, is_target
 
 __all__ = ["Ensemble", "grid", "simulate"]
 
@@ -283,7 +285,7 @@ class Ensemble:
         axes with
         ``ds.set_index(run=["lr", "noise", "run_id"]).unstack("run")``.
         """
-        xr = _xarray()
+        xr = import_xarray()
         unit = "steps / d"
 
         def var(name: str, dims: tuple[str, ...], values: Any) -> Any:
@@ -311,7 +313,7 @@ class Ensemble:
             "run_id": var("run_id", ("run",), self.run_ids),
             **{k: var(k, ("run",), v) for k, v in self.params.items()},
         }
-        attrs = _attrs(self.meta)
+        attrs = netcdf_attrs(self.meta)
         return xr.Dataset(
             data,
             coords=coords,
@@ -325,15 +327,16 @@ class Ensemble:
         (up to its ``n_recorded``), status, message, stop time and parameters, and the teacher's ``P`` and ``v``
         (so that ``ens[j].overlaps_at(-1)`` restarts the ODE from run j's last state). The final student
         weights are not stored: ``student`` is None."""
-        attrs, names, _ = _dataset_parts(ds)
+        attrs, names, _ = dataset_parts(ds)
         seed = int(attrs["seed"])
         attrs.pop("n_diverged", None)
-        t, run_ids = _f64(ds, "t"), _i64(ds, "run_id")
-        params = {p: _f64(ds, p) for p in names}
-        P = _f64(ds, "P") if "P" in ds else None
-        v = _f64(ds, "v") if "v" in ds else None
-        rows = {name: _f64(ds, name) for name in ("Q", "M", "a", "risk")}
-        n_recorded, stop_step, stop_time = _i64(ds, "n_recorded"), _i64(ds, "stop_step"), _f64(ds, "stop_time")
+        t, run_ids = float_values(ds, "t"), int_values(ds, "run_id")
+        params = {p: float_values(ds, p) for p in names}
+        P = float_values(ds, "P") if "P" in ds else None
+        v = float_values(ds, "v") if "v" in ds else None
+        rows = {name: float_values(ds, name) for name in ("Q", "M", "a", "risk")}
+        n_recorded, stop_step = int_values(ds, "n_recorded"), int_values(ds, "stop_step")
+        stop_time = float_values(ds, "stop_time")
         status = np.array(ds["status"].values, dtype=str)
         message = np.array(ds["message"].values, dtype=str)
         runs = [
@@ -384,25 +387,6 @@ _SgdArgs: TypeAlias = tuple[
 ]
 
 
-def _record_steps(d: int, t_max: float | None, times: ArrayLike | None, records: int) -> NDArray[np.int64]:
-    if times is None:
-        if t_max is None:
-            raise ValueError("t_max: give t_max (or times)")
-        tm = positive(t_max, "t_max")
-        records = integer(records, "records", 2, INT32_MAX)
-        steps = np.unique(np.round(np.linspace(0.0, tm, records) * d).astype(np.int64))
-        return steps
-    tt = as_float_array(times, "times", ndim=1)
-    if tt.size == 0 or np.any(tt < 0) or np.any(np.diff(tt) <= 0):
-        raise ValueError("times: expected a non-empty, strictly increasing array of times >= 0")
-    if t_max is not None and tt[-1] > positive(t_max, "t_max") + 0.5 / d:
-        raise ValueError(f"times: the last time {tt[-1]} exceeds t_max={t_max}")
-    steps = np.round(tt * d).astype(np.int64)
-    if np.any(np.diff(steps) <= 0):
-        raise ValueError(f"times: two requested times fall on the same step (spacing below 1/d = {1 / d:g})")
-    return steps
-
-
 def _check_distinct_runs(run_ids: NDArray[np.int64], params: dict[str, NDArray[np.float64]]) -> None:
     """Two runs of one call may share a run index (the same random samples) only with different lr,
     lr_readout or noise: identical runs are refused."""
@@ -412,13 +396,6 @@ def _check_distinct_runs(run_ids: NDArray[np.int64], params: dict[str, NDArray[n
             "seeds: run indices must be distinct (a run index may repeat only with different lr, lr_readout "
             "or noise)"
         )
-
-
-def _run_ids(seeds: Any) -> NDArray[np.int64]:
-    """Run indices from ``seeds``: an int n gives 0..n-1, a sequence its entries (each in [0, 2^32))."""
-    if isinstance(seeds, (int, np.integer)) and not isinstance(seeds, (bool, np.bool_)):
-        return np.arange(integer(seeds, "seeds", 1, 2**32 - 1), dtype=np.int64)
-    return np.array(integers(seeds, "seeds", 0, 2**32 - 1), dtype=np.int64)
 
 
 def grid(seeds: int | Sequence[int], **axes: ArrayLike) -> dict[str, Any]:
@@ -456,7 +433,7 @@ def grid(seeds: int | Sequence[int], **axes: ArrayLike) -> dict[str, Any]:
     for name in axes:
         if name not in allowed:
             raise ValueError(f"{name}: expected grid axes among {', '.join(map(repr, allowed))}; got {name!r}")
-    ids = _run_ids(seeds).tolist()
+    ids = run_indices(seeds).tolist()
     # each axis checked as simulate checks one value per run: lr > 0, the others >= 0
     for name, v in axes.items():
         if np.ndim(v) != 1:
@@ -668,8 +645,6 @@ def simulate(
                     "scaling and readout"
                 )
         first = students[0]
-    from .targets import FunctionTarget, HermiteTarget, is_target
-
     device = device_arg(device)
     if isinstance(teacher, FunctionTarget):
         if device != "cpu":
@@ -677,12 +652,12 @@ def simulate(
                 "device='cuda': SGD on the GPU runs online committee teachers only; a FunctionTarget teacher "
                 "(the NumPy simulator) is not supported (use device='cpu')"
             )
-        from ._sgd_function import simulate_function_target
-
-        return simulate_function_target(student, teacher, lr=lr, lr_readout=lr_readout, noise=noise,
-                                        batch_size=batch_size, spherical=spherical, t_max=t_max, times=times,
-                                        seed=seed, seeds=seeds, n_samples=n_samples, records=records,
-                                        train_first_layer=train_first_layer, shuffle=shuffle)
+        runs, fields = simulate_function_target(student, teacher, lr=lr, lr_readout=lr_readout, noise=noise,
+                                                batch_size=batch_size, spherical=spherical, t_max=t_max,
+                                                times=times, seed=seed, seeds=seeds, n_samples=n_samples,
+                                                records=records, train_first_layer=train_first_layer,
+                                                shuffle=shuffle)
+        return runs[0] if seeds is None else Ensemble(runs=runs, **fields)
     target = teacher if isinstance(teacher, HermiteTarget) else None
     if target is not None:
         check_network(first, "student")
@@ -712,7 +687,7 @@ def simulate(
     n = 0 if n_samples is None else integer(n_samples, "n_samples", 1, 2**32 - 1)
     if n and B > n:
         raise ValueError(f"batch_size: {B} exceeds the training set size n_samples={n}")
-    run_ids = np.array([0], dtype=np.int64) if seeds is None else _run_ids(seeds)
+    run_ids = np.array([0], dtype=np.int64) if seeds is None else run_indices(seeds)
     if run_ids.size == 0:
         raise ValueError("seeds: expected at least one run")
     if students is not None and len(students) != run_ids.size:
@@ -733,7 +708,7 @@ def simulate(
         "risk_rtol": per_run(risk_rtol, "risk_rtol"),
     }
     _check_distinct_runs(run_ids, params)
-    rec = _record_steps(d, t_max, times, records)
+    rec = record_steps(d, t_max, times, records)
     steps = int(round(positive(t_max, "t_max") * d)) if t_max is not None else int(rec[-1])
     steps = max(steps, int(rec[-1]))
     sched = as_schedule(schedule, steps=steps, step_time=1.0 / d)

@@ -29,7 +29,7 @@ from .._validation import (
 )
 from ..activations import ActivationName, check_activation
 from ..networks import Network, check_network
-from .critical import _classify, euclidean_norm, non_differentiable, symmetry_nullity
+from .critical import classify_spectrum, euclidean_norm, non_differentiable, symmetry_nullity
 from .orbit import canonical_weights
 from .subspace import identity_teacher
 from .symmetry import isotropy
@@ -381,7 +381,7 @@ def classify_batch(
             kinds.append("failed")
             isos.append("?")
             continue
-        ind, _, kind = _classify(lam[r][:0] if kink[r] else lam[r], float(loss[r]), nullity, None, global_tol,
+        ind, _, kind = classify_spectrum(lam[r][:0] if kink[r] else lam[r], float(loss[r]), nullity, None, global_tol,
                                  bool(kink[r]))
         index[r] = ind
         kinds.append(kind)

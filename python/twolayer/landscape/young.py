@@ -43,8 +43,7 @@ from numpy.typing import ArrayLike, NDArray
 from .. import _core
 from .._validation import as_float_array, boolean, choice
 from ..activations import ActivationName, check_activation
-from .orbit import _has_orbit as has_orbit
-from .orbit import homogeneity_degree, split_spectrum
+from .orbit import has_orbit, homogeneity_degree, split_spectrum
 
 __all__ = ["YoungProblem", "IsotypicSpectrum", "irrep_dimension"]
 
@@ -876,11 +875,11 @@ class YoungProblem:
         >>> ok, gn < 1e-12, np.round(x, 4)
         (True, True, array([ 0.9929, -0.0417, -0.618 ,  0.2828,  0.2032]))
         """
-        x, gn, _ = _newton(self, as_float_array(x0, "x0", ndim=1), self._sizes(sizes), tol, max_iter)
+        x, gn, _ = newton(self, as_float_array(x0, "x0", ndim=1), self._sizes(sizes), tol, max_iter)
         return x, gn, gn <= tol
 
 
-def _newton(
+def newton(
     prob: YoungProblem, x0: NDArray[np.float64], n: NDArray[np.float64], tol: float, max_iter: int
 ) -> tuple[NDArray[np.float64], float, int]:
     """Newton with backtracking on the full-gradient norm; returns (x, norm, iterations)."""

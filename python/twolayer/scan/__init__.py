@@ -26,13 +26,14 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
+from .._interrupt import Interrupted, keep_partial
 from .._validation import boolean
 from .engines import Engine, engine_for, initial_networks, initial_overlaps
 from .executors import Task, check_executor, execute
 from .grouping import Group, make_groups
 from .lock import StoreLockedError, store_lock
 from .spec import Scan, read_toml
-from .store import Assembly, open_dataset
+from .store import Assembly, open_dataset, prepare
 
 __all__ = ["Engine", "Group", "Scan", "StoreLockedError", "Summary", "engine_for", "initial_networks",
            "initial_overlaps", "load", "make_groups", "open_dataset", "read_toml", "run"]
@@ -184,14 +185,10 @@ def run(
 
 
 def prepare_store(store: str, scan: Scan, n_groups: int, resume: bool, allow_version_change: bool) -> set[int]:
-    from .store import prepare
-
     return prepare(store, scan, n_groups, resume, allow_version_change)
 
 
 def _run_in_memory(sc: Scan, eng: Engine, groups: list[Group], progress: bool) -> Any:
-    from .._interrupt import Interrupted, keep_partial
-
     asm = Assembly(sc)  # each group copied into the full arrays as it finishes, then dropped
     # Ctrl-C, in the core or in Python (an engine's own phases, the copy, the bar): the finished groups
     with keep_partial(asm.dataset), _bar(progress, len(sc), 0, len(groups), 0) as bar:

@@ -41,10 +41,15 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .._validation import INT32_MAX, boolean, choice, integer, positive, seed_arg
+from .._validation import INT32_MAX, boolean, choice, integer, positive, run_indices, seed_arg, suggest
 from .._validation import integers as _integers
 from ..activations import check_activation
-from .spec import suggest
+from ..landscape.multistart import multistart
+from ..networks import Network, random_weights
+from ..ode import integrate, integrate_batch, plateau_overlaps
+from ..overlaps import BatchOverlaps, Overlaps
+from ..population import descend
+from ..sgd import simulate
 
 __all__ = ["Engine", "Part", "engine_for", "initial_networks", "initial_overlaps", "recorded_engine"]
 
@@ -248,8 +253,6 @@ def _weights(c: Mapping[str, Any]) -> tuple[NDArray[np.float64], NDArray[np.floa
     """Student and teacher weight rows of a configuration, drawn exactly as
     :func:`twolayer.networks.teacher_student` draws them (one (K + M, d) block from ``default_rng(seed)``), put on
     the sphere ``|w|^2 = s`` where ``spherical``; and s."""
-    from ..networks import random_weights
-
     K, d = c["K"], c["d"]
     rng = np.random.default_rng(c["seed"])
     if c["init"] == "gaussian":  # random_weights' Gaussian draw, without its per-call checks (done by the Scan)
@@ -282,8 +285,6 @@ def initial_networks(config: Mapping[str, Any]) -> tuple[Any, Any]:
     >>> student.K, teacher.K, student.d
     (2, 1, 50)
     """
-    from ..networks import Network
-
     c = _network_config(_checked_config(config, {k: _SGD_PARAMS[k] for k in (*_NETWORK, "spherical")}))
     W, Wt, _ = _weights(c)
     act = c["activation"]
@@ -312,16 +313,12 @@ def initial_overlaps(config: Mapping[str, Any]) -> Any:
     >>> ov.Q.shape, bool(np.array_equal(ov.M, tl.Overlaps.from_networks(*tl.scan.initial_networks(config)).M))
     ((2, 2), True)
     """
-    from ..overlaps import Overlaps
-
     Q, M, P, a, v = _overlap_arrays(ENGINES["ode"].complete(_checked_config(config, ENGINES["ode"].params)))
     act = config.get("activation", "erf")
     return Overlaps(Q, M, P, a, v, act, config.get("teacher_activation") or act)
 
 
 def _overlap_arrays(c: Mapping[str, Any]) -> tuple[NDArray[np.float64], ...]:
-    from ..ode import plateau_overlaps
-
     if c["init"] == "plateau":
         ov = plateau_overlaps(c["K"], c["M"], c["q0"], c["m0"], c["seed"])
         return ov.Q, ov.M, ov.P, ov.a, ov.v
@@ -394,8 +391,6 @@ def _start_stack(configs: list[dict[str, Any]]) -> tuple[NDArray[np.float64], ..
 
 
 def _run_ode(configs: list[dict[str, Any]]) -> Part:
-    from ..ode import integrate_batch
-    from ..overlaps import BatchOverlaps
 
     c0 = configs[0]
     if c0["regime"] == "large_batch":
@@ -424,9 +419,6 @@ def _run_ode(configs: list[dict[str, Any]]) -> Part:
 def _run_large_batch(configs: list[dict[str, Any]]) -> Part:
     """One :func:`twolayer.ode.integrate` (``regime="large_batch"``) per configuration of a group sharing
     ``steps``; rows past a divergence are NaN, so every configuration has ``t = 0, 1, ..., steps``."""
-    from ..ode import integrate
-    from ..overlaps import Overlaps
-
     Q, M, P, a, v = _start_stack(configs)
     T = configs[0]["steps"] + 1
     rows: list[dict[str, tuple[tuple[str, ...], Any]]] = []
@@ -507,16 +499,10 @@ _ODE_PARAMS: _Params = {
 # ------------------------------------------------------------------------------------------ sgd
 
 
-def _run_ids(seeds: Any) -> list[int]:
-    return list(range(seeds)) if isinstance(seeds, int) else list(seeds)
-
-
 def _run_sgd(configs: list[dict[str, Any]]) -> Part:
-    from ..sgd import simulate
-
     c0 = configs[0]
     student, teacher = initial_networks(c0)
-    ids = _run_ids(c0["seeds"])
+    ids = run_indices(c0["seeds"]).tolist()
     R, n = len(ids), len(configs)
 
     def per_run(name: str) -> NDArray[np.float64]:
@@ -569,8 +555,6 @@ def _stack_parts(rows: list[dict[str, tuple[tuple[str, ...], Any]]]) -> dict[str
 
 
 def _run_descend(configs: list[dict[str, Any]]) -> Part:
-    from ..population import descend
-
     rows: list[dict[str, tuple[tuple[str, ...], Any]]] = []
     t = None
     for c in configs:  # the group shares steps and records: every run records at the same iterations
@@ -592,8 +576,6 @@ _DESCEND_PARAMS: _Params = {
 
 
 def _run_multistart(configs: list[dict[str, Any]]) -> Part:
-    from ..landscape import multistart
-
     rows: list[dict[str, tuple[tuple[str, ...], Any]]] = []
     names = ("k", "runs", "init", "seed", "d", "train_readout", "activation", "max_iter", "gtol", "memory", "tol",
              "n_threads")

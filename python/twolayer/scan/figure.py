@@ -13,6 +13,9 @@ from typing import Any
 
 import numpy as np
 
+from ..plot import pyplot
+from ..results import import_xarray
+
 __all__ = ["MAX_CURVES", "scan_figure"]
 
 MAX_CURVES = 300
@@ -29,9 +32,7 @@ def _last_finite(values: Any) -> Any:
 def last_recorded(risk: Any) -> Any:
     """``risk`` at each configuration's last recorded time (runs that stopped early are NaN afterwards); lazy
     (chunk by chunk) on a Dask-backed ``risk``."""
-    import xarray as xr
-
-    return xr.apply_ufunc(_last_finite, risk, input_core_dims=[["t"]], dask="parallelized",
+    return import_xarray().apply_ufunc(_last_finite, risk, input_core_dims=[["t"]], dask="parallelized",
                           output_dtypes=[risk.dtype], keep_attrs=True)
 
 
@@ -65,9 +66,7 @@ def scan_figure(ds: Any, path: str) -> None:
     >>> ds = tl.scan.run(sc)
     >>> tl.scan.figure.scan_figure(ds, "scan.png")  # doctest: +SKIP
     """
-    from ..plot import _pyplot
-
-    plt = _pyplot()
+    plt = pyplot()
     grid = [d for d in ds.risk.dims if d not in ("run", "t", "student", "student2", "teacher", "teacher2")] \
         if "risk" in ds else [d for d in ds.dims if d not in ("run",)]
     has_curves = "risk" in ds and "t" in ds["risk"].dims

@@ -31,9 +31,11 @@ compress), so a dataset read back is bitwise the one computed; strings are Zarr'
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
+import shutil
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -43,6 +45,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from .. import _core
+from .._validation import boolean
+from ..results import import_xarray, variable_attrs
 from .engines import Part, fill_value, recorded_engine
 from .grouping import BlockConfigs, block_shape, group_regions, region_indices
 from .spec import Scan
@@ -67,9 +72,8 @@ def _zarr() -> Any:
 
 
 def _version() -> str:
-    from .. import __version__
-
-    return __version__
+    """The version of twolayer writing or reading the store (``twolayer.__version__``)."""
+    return str(_core.build_info()["version"])
 
 
 # ------------------------------------------------------------------------------------------ schema
@@ -280,8 +284,6 @@ def prepare(store: str | Path, scan: Scan, n_groups: int, resume: bool, allow_ve
 def _create(path: Path, scan: Scan, n_groups: int) -> None:
     """Write the whole dataset's metadata and coordinates (no result chunk: they read as the fill values), in a
     temporary directory beside ``path`` renamed to it at the end: a process killed meanwhile leaves no store."""
-    import shutil
-
     for stale in path.parent.glob(f".{path.name}.creating-*"):  # left by a killed process
         shutil.rmtree(stale, ignore_errors=True)
     tmp = path.parent / f".{path.name}.creating-{os.getpid()}"
@@ -297,17 +299,13 @@ def _create_in(path: Path, scan: Scan, n_groups: int) -> None:
     """The coordinates and attributes written by xarray (its CF encoding), then every result array created empty
     by Zarr itself with the metadata xarray would give it (dimension names, attrs, fill value; no chunk), then the
     metadata consolidated: a few ms, where a lazy Dask array per result through ``to_zarr`` cost about 0.1 s."""
-    import base64
-
-    from ..results import _xarray
-
     zarr = _zarr()
     sch = schema(scan)
     layout, coords = _layout(scan, sch)
     grid_shape, block = tuple(scan.dims.values()), block_shape(scan)
     with warnings.catch_warnings():  # consolidated metadata: not (yet) in the v3 spec, but what open_zarr reads first
         warnings.simplefilter("ignore", category=UserWarning)
-        _xarray().Dataset(coords=coords, attrs=_dataset_attrs(scan, n_groups)).to_zarr(
+        import_xarray().Dataset(coords=coords, attrs=_dataset_attrs(scan, n_groups)).to_zarr(
             str(path), mode="w-", zarr_format=3, consolidated=False)
         root = zarr.open_group(str(path), mode="r+", zarr_format=3)
         specs = {**{k: (shape, _store_dtype(dtype)) for k, (_, shape, dtype) in sch.data.items()},
@@ -781,9 +779,6 @@ def open_dataset(store: str | Path, verify: bool = True) -> Any:
     >>> ds.risk.dims, done
     (('lr', 't'), True)
     """
-    from .._validation import boolean
-    from ..results import _xarray
-
     verify = boolean(verify, "verify")
     scan = definition(store)
     _check_coords(store, scan)
@@ -793,7 +788,7 @@ def open_dataset(store: str | Path, verify: bool = True) -> Any:
             raise ValueError(f"store: {store}: {len(bad)} finished group(s) fail their checksum (a deleted or "
                              f"damaged chunk): g{bad[0]:07d}{', ...' if len(bad) > 1 else ''}; resume the scan "
                              "(resume=True, --resume) to compute them again")
-    return _xarray().open_zarr(str(store), consolidated=False, zarr_format=3)  # the metadata itself
+    return import_xarray().open_zarr(str(store), consolidated=False, zarr_format=3)  # the metadata itself
 
 
 def _rows(indices: Any) -> slice | NDArray[np.int64]:
@@ -809,8 +804,6 @@ _RENAME = {"M": "n_teacher", "K": "n_student"}
 
 
 def _labels(name: str, unit: str) -> dict[str, str]:
-    from ..results import variable_attrs
-
     try:
         return variable_attrs(name, unit)
     except KeyError:
@@ -922,9 +915,7 @@ class Assembly:
 
     def dataset(self) -> Any:
         """The ``xarray.Dataset`` of the groups added so far (see :func:`assemble`)."""
-        from ..results import _xarray
-
-        xr = _xarray()
+        xr = import_xarray()
         scan = self.scan
         # coordinates shared by every group stay coordinates; the others become per-configuration data
         values: dict[str, list[tuple[tuple[str, ...], NDArray[Any]]]] = {}
