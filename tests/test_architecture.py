@@ -3,8 +3,9 @@
 Rules (docs/architecture.rst): the imports between twolayer modules run one way, with no circle, counting imports at
 module level and inside functions alike (an ``if TYPE_CHECKING:`` block is not run and does not count); importing a
 module also runs the ``__init__`` of every package above it that the importer is not inside, so that counts as an
-arrow too; and no module of a subpackage (scan/, landscape/, ode/) imports from the package ``__init__`` (the top of
-the house, which imports everything: a name comes from the module that defines it).
+arrow too; no module of a subpackage (scan/, landscape/, ode/) imports from the package ``__init__`` (the top of the
+house, which imports everything: a name comes from the module that defines it); and no module imports another's
+private ``_name`` (what is shared is a public name of the module that owns it).
 
 ``python tests/test_architecture.py`` prints the house, module by module, with what each imports.
 """
@@ -205,6 +206,20 @@ def test_no_import_from_the_package_init() -> None:
     assert not bad, "imports from the package __init__:\n" + "\n".join(bad)
 
 
+def _private_names(root: Path = ROOT) -> list[str]:
+    """The private names (``_name``, not a module) one module takes from another."""
+    return [f"{imp.module}:{imp.line} takes {name} from {imp.target}" for imp in imports(root) for name in imp.names
+            if name.startswith("_") and not name.startswith("__")]
+
+
+@needs_sources
+def test_no_private_names_across_modules() -> None:
+    """A name another module needs is a public name of the module that defines it (a private module such as
+    ``_validation`` is fine: its names are the package's shared tools)."""
+    bad = _private_names()
+    assert not bad, "private names imported from another module:\n" + "\n".join(bad)
+
+
 def test_the_checks_see_circles() -> None:
     """The rules catch what they are for: a two-module circle, a circle through a package ``__init__`` that a
     module of another package runs by importing a module inside it, and nothing on a one-way graph."""
@@ -231,6 +246,9 @@ def test_house_counts_local_imports_and_package_inits(tmp_path: Path) -> None:
     assert [_cycle_in(c, graph) for c in circles(graph)] == [
         [f"{PACKAGE}.a", f"{PACKAGE}.sub", f"{PACKAGE}.sub.mod", f"{PACKAGE}.a"]]
     assert _from_package_init(pkg) == [f"{PACKAGE}.sub.mod:2 takes __version__ from {PACKAGE}/__init__.py"]
+    (pkg / "b.py").write_text("from .sub.mod import _h, g as _g\nX = 1\n")
+    imports.cache_clear()
+    assert _private_names(pkg) == [f"{PACKAGE}.b:1 takes _h from {PACKAGE}.sub.mod"]
 
 
 def main() -> None:
