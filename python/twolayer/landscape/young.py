@@ -489,7 +489,7 @@ class YoungProblem:
             if n[b] > 1.0:
                 same = 2.0 * al[b] * be[b] + (n[b] - 2.0) * be[b] ** 2 + sum(
                     n[c] * ga(b, c) ** 2 for c in range(r) if c != b)
-                phi += n[b] * (n[b] - 1.0) * (m[b] * m[b] * _phi_tilde(same * inv[b] ** 2)
+                phi += n[b] * (n[b] - 1.0) * (m[b] * m[b] * _phi_tilde(same * inv[b] * inv[b])
                                               - 2.0 * m[b] * _phi_tilde(be[b] * inv[b]))
             for c in range(r):
                 if c == b:
