@@ -314,21 +314,21 @@ def dask_cluster(distributed, method, tmp_path, scans):
 # ------------------------------------------------------------------------------------------ examples and CLI
 
 
-def seed003_escape_time(gamma, noise, m0, rho):
-    """Closed-form first passage of the seed-003 p = 1 ODE below rho R(0) (see tests/test_ode_batch.py)."""
+def exact_escape_time(gamma, noise, m0, rho):
+    """Closed-form first passage of the p = 1 ODE of Arnaboldi et al. below rho R(0) (see tests/test_ode_batch.py)."""
     A, B = 4 * (1 - 6 * gamma) - 2 * gamma * noise, 4 * (1 - 6 * gamma)
     u0 = m0 * m0
     us = 1 - rho * (1 - u0)
     return math.log(us * (A - B * u0) / (u0 * (A - B * us))) / (2 * A * gamma)
 
 
-def test_example_seed003_escape_times(tmp_path):
-    assert cli.main(["scan", str(EXAMPLES / "scan_seed003_escape.toml"), "--store", str(tmp_path / "e.zarr"),
+def test_example_escaping_mediocrity_escape_times(tmp_path):
+    assert cli.main(["scan", str(EXAMPLES / "escaping_mediocrity_scan.toml"), "--store", str(tmp_path / "e.zarr"),
                      "--no-progress"]) == 0
     ds = store.open_dataset(tmp_path / "e.zarr")
     assert set(ds["status"].values.ravel()) == {"converged"}
     m0 = ds["M"].isel(t=0, student=0, teacher=0).values
-    exact = np.vectorize(seed003_escape_time)(ds["lr"].values[:, None], 0.0, m0, 0.5)
+    exact = np.vectorize(exact_escape_time)(ds["lr"].values[:, None], 0.0, m0, 0.5)
     np.testing.assert_allclose(ds["stop_time"].values, exact, rtol=1e-6)
     # the example's comment: the package's exact formula, at Delta = 0 log((T / m0^2 + 1 - T) / (1 - T)) /
     # (8 gamma (1 - 6 gamma)); the seed's printed one (annealed, m0^2 = 1/d) is 10 % short of it

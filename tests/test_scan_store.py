@@ -62,7 +62,7 @@ SCANS = {
     "no_axes": lambda: tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3,
                                                       "lr": 1.0}),
     "example_plateau": lambda: _example("scan_plateau.toml", t_max=200.0),
-    "example_seed003": lambda: _example("scan_seed003_escape.toml", t_max=50.0),
+    "example_escaping_mediocrity": lambda: _example("escaping_mediocrity_scan.toml", t_max=50.0),
     "example_sgd_noise": lambda: _example("scan_sgd_noise.toml", d=40, t_max=2.0, records=5),
 }
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import ode, population, sgd
+from ._deprecation import warn_renamed
 from ._validation import INT32_MAX, SEED_MAX, boolean, choice, integer, integers, positive, writing
 from .networks import Init, teacher_student
 from .overlaps import Overlaps
@@ -147,7 +148,7 @@ class PlateauResult:
 
 @dataclass
 class DemoResult:
-    """What :func:`run_seed000` and :func:`run` return.
+    """What :func:`run_symmetry_breaking` and :func:`run` return.
 
     Attributes
     ----------
@@ -161,7 +162,7 @@ class DemoResult:
     Examples
     --------
     >>> cfg = tl.demo.DemoConfig(units=2, d=8, steps=100, seeds=(0, 1), records=5)
-    >>> print(tl.demo.run_seed000(cfg).table())
+    >>> print(tl.demo.run_symmetry_breaking(cfg).table())
     init         seeds      median         min         max   reached < 1e-8
     gaussian         2     0.05131    0.008911     0.09371         0 of 2
     orthogonal       2      0.1647      0.1647      0.1647         0 of 2
@@ -218,7 +219,7 @@ def _check_config(config: object, cls: type, name: str) -> None:
         integer(config.records, f"{name}.records", 2, INT32_MAX)
 
 
-def run_seed000(config: DemoConfig | None = None, progress: bool = False) -> DemoResult:
+def run_symmetry_breaking(config: DemoConfig | None = None, progress: bool = False) -> DemoResult:
     """Population gradient descent for every (init, seed) of ``config``.
 
     Parameters
@@ -236,7 +237,7 @@ def run_seed000(config: DemoConfig | None = None, progress: bool = False) -> Dem
     Examples
     --------
     >>> cfg = tl.demo.DemoConfig(units=2, d=8, steps=100, seeds=(0,), records=5)
-    >>> res = tl.demo.run_seed000(cfg)
+    >>> res = tl.demo.run_symmetry_breaking(cfg)
     >>> sorted(res.runs), len(res.runs["gaussian"][0].t)
     (['gaussian', 'orthogonal'], 5)
     """
@@ -256,6 +257,12 @@ def run_seed000(config: DemoConfig | None = None, progress: bool = False) -> Dem
             population.descend(student, teacher, lr=cfg.lr, steps=cfg.steps, records=cfg.records,
                                schedule=cfg.schedule()))
     return result
+
+
+def run_seed000(config: DemoConfig | None = None, progress: bool = False) -> DemoResult:
+    """Deprecated spelling of :func:`run_symmetry_breaking` (named after the paper), removed in twolayer 0.3."""
+    warn_renamed("twolayer.demo", "run_seed000", "run_symmetry_breaking", what="function")
+    return run_symmetry_breaking(config, progress=progress)
 
 
 def run_plateau(config: PlateauConfig | None = None, progress: bool = False) -> PlateauResult:
@@ -309,7 +316,7 @@ def write_csv(result: DemoResult, path: str) -> None:
     >>> import os, tempfile
     >>> cfg = tl.demo.DemoConfig(units=2, d=8, steps=10, seeds=(0,), records=3)
     >>> with tempfile.TemporaryDirectory() as out:
-    ...     tl.demo.write_csv(tl.demo.run_seed000(cfg), os.path.join(out, "demo.csv"))
+    ...     tl.demo.write_csv(tl.demo.run_symmetry_breaking(cfg), os.path.join(out, "demo.csv"))
     ...     print(open(os.path.join(out, "demo.csv")).readline().strip())
     panel,series,seed,time,risk
     """
@@ -401,7 +408,7 @@ def run(out: str = ".", progress: bool = False, config: DemoConfig | None = None
 
     _pyplot()  # ImportError (matplotlib missing) before the runs, not after them
 
-    result = run_seed000(config, progress=progress)
+    result = run_symmetry_breaking(config, progress=progress)
     result.plateau = run_plateau(plateau, progress=progress)
     _write(os.path.join(out, "demo.csv"), lambda p: write_csv(result, p))
     _write(os.path.join(out, "demo.png"), lambda p: demo_figure(result, p))

@@ -770,7 +770,7 @@ class YoungProblem:
 
         Examples
         --------
-        The ΔS_5 spurious minimum at k = 6 (the seed-001 type-A family):
+        The ΔS_5 spurious minimum at k = 6 (Arjevani & Field's type-A family):
 
         >>> prob = tl.landscape.YoungProblem(2)
         >>> x = prob.solve([1.0, -0.05, -0.6, 0.3, 0.2], [5, 1])[0]
