@@ -317,7 +317,8 @@ def write_csv(result: DemoResult, path: str) -> None:
     >>> cfg = tl.demo.DemoConfig(units=2, d=8, steps=10, seeds=(0,), records=3)
     >>> with tempfile.TemporaryDirectory() as out:
     ...     tl.demo.write_csv(tl.demo.run_symmetry_breaking(cfg), os.path.join(out, "demo.csv"))
-    ...     print(open(os.path.join(out, "demo.csv")).readline().strip())
+    ...     with open(os.path.join(out, "demo.csv")) as fh:
+    ...         print(fh.readline().strip())
     panel,series,seed,time,risk
     """
     with writing(path), open(path, "w", newline="") as fh:  # errors name the path

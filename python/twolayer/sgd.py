@@ -522,7 +522,7 @@ def simulate(
 ) -> Ensemble: ...
 
 
-def simulate(
+def simulate(  # noqa: C901 (28)
     student: Network | Sequence[Network],
     teacher: Any,
     lr: ArrayLike,

@@ -209,7 +209,7 @@ def _negatives(spec: IsotypicSpectrum, tol: float) -> dict[str, int]:
     return {c: int(np.sum(v < -tol)) for c, v in spec.eigenvalues.items()}
 
 
-def continue_real_k(
+def continue_real_k(  # noqa: C901 (39)
     x0: ArrayLike,
     k0: float,
     ks: ArrayLike,

@@ -300,7 +300,7 @@ class YoungProblem:
         return np.array([w[kind](b, c) for kind, b, c in self.layout(n)])
 
     # ----- risk, gradient, Hessian ----------------------------------------------------------------------------
-    def _forms(self, n: NDArray[np.float64]):
+    def _forms(self, n: NDArray[np.float64]):  # noqa: C901 (26)
         """The Gram quadratic forms (A, l, c0) in the W coordinates and the weighted I2 terms over them."""
         lay = _layout(n.tolist(), False)
         idx = {(kind, b, c): i for i, (kind, b, c) in enumerate(lay)}
