@@ -30,6 +30,7 @@ def renamed(**old_to_new: str) -> Callable[[F], F]:
 
     Examples
     --------
+    >>> from twolayer._deprecation import renamed
     >>> @renamed(n_points="n_records")
     ... def f(*, n_records: int = 101) -> int:
     ...     return n_records
