@@ -157,13 +157,14 @@ def test_every_public_module_has_an_api_page() -> None:
 
 
 def test_examples_named_in_the_docs_exist_and_papers_have_names() -> None:
-    """Every ``examples/<file>`` the README, the pages, the package or the examples name exists (the README listed
-    three that did not), and they name papers, never the project's internal seed numbers ("seed 002")."""
+    """Every ``examples/<file>`` the README, the pages, the package, the examples or the C++ sources name exists (the
+    README listed three that did not), and they name papers, never the project's internal seed numbers."""
     root = DOCS.parent
     if not DOCS.is_dir() or not (root / "examples").is_dir():
         pytest.skip("no docs/ or examples/ beside tests/ (tests run from an installed copy)")
     sources = [root / "README.md", *DOCS.glob("*.rst"), *DOCS.glob("*/*.rst"),
-               *Path(tl.__file__).resolve().parent.rglob("*.py"), *(root / "examples").iterdir()]
+               *Path(tl.__file__).resolve().parent.rglob("*.py"), *(root / "examples").iterdir(),
+               *(p for p in (root / "cpp").rglob("*") if p.suffix in (".hpp", ".cpp", ".cu", ".cuh"))]
     missing, seeds = [], []
     for path in sources:
         text = path.read_text(encoding="utf-8")
