@@ -74,7 +74,8 @@ def test_early_stops_end_in_a_marker_at_the_stop_state(plateau):
         ax = fig.axes[0]
         flat = plateau.stack(config=["lr", "d", "seed"])
         assert set(flat["status"].values) == {"converged"}
-        stop, at_stop = flat["stop_time"].values, flat["risk_final"].values
+        final = "final_risk" if "final_risk" in flat else "risk_final"  # (the vocabulary's spelling, or the old one)
+        stop, at_stop = flat["stop_time"].values, flat[final].values
         assert np.all(stop < 0.2 * PLATEAU["t_max"]) and np.allclose(at_stop, 1e-3)
         handles, labels = ax.get_legend_handles_labels()
         assert labels == [f"converged ({flat.sizes['config']})"]
@@ -100,7 +101,8 @@ def test_diverged_runs_are_marked_and_completed_ones_are_not():
         plt.close(fig)
 
 
-def test_cli_plot_writes_the_figure(tmp_path, plateau):
+def test_scan_figure_writes_and_closes_the_figure(tmp_path, plateau):
     path = tmp_path / "p.png"
+    before = set(plt.get_fignums())
     figure.scan_figure(plateau, str(path))
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and not plt.get_fignums()
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and set(plt.get_fignums()) == before

@@ -259,12 +259,6 @@ def run_symmetry_breaking(config: DemoConfig | None = None, progress: bool = Fal
     return result
 
 
-def run_seed000(config: DemoConfig | None = None, progress: bool = False) -> DemoResult:
-    """Deprecated spelling of :func:`run_symmetry_breaking` (named after the paper), removed in twolayer 0.3."""
-    warn_renamed("twolayer.demo", "run_seed000", "run_symmetry_breaking", what="function")
-    return run_symmetry_breaking(config, progress=progress)
-
-
 def run_plateau(config: PlateauConfig | None = None, progress: bool = False) -> PlateauResult:
     """The erf K = M = 2 plateau: SGD ensemble at finite d and the ODE from the same initial overlaps.
 
@@ -414,3 +408,12 @@ def run(out: str = ".", progress: bool = False, config: DemoConfig | None = None
     _write(os.path.join(out, "demo.csv"), lambda p: write_csv(result, p))
     _write(os.path.join(out, "demo.png"), lambda p: demo_figure(result, p))
     return result
+
+
+def __getattr__(name: str) -> Callable[..., DemoResult]:
+    """``run_seed000``, the former name of :func:`run_symmetry_breaking` (an internal seed number; removed in
+    twolayer 0.3), with a DeprecationWarning."""
+    if name == "run_seed000":
+        warn_renamed("twolayer.demo", "run_seed000", "run_symmetry_breaking", what="function")
+        return run_symmetry_breaking
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
