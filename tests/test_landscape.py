@@ -1,4 +1,4 @@
-"""tl.landscape: critical points, spectra, isotropy, fixed-point subspaces, multistart (seed 001)."""
+"""tl.landscape: critical points, spectra, isotropy, fixed-point subspaces, multistart (Arjevani & Field)."""
 
 from __future__ import annotations
 

@@ -62,7 +62,7 @@ SCANS = {
     "no_axes": lambda: tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": 3,
                                                       "lr": 1.0}),
     "example_plateau": lambda: _example("scan_plateau.toml", t_max=200.0),
-    "example_seed003": lambda: _example("scan_seed003_escape.toml", t_max=50.0),
+    "example_escaping_mediocrity": lambda: _example("escaping_mediocrity_scan.toml", t_max=50.0),
     "example_sgd_noise": lambda: _example("scan_sgd_noise.toml", d=40, t_max=2.0, records=5),
 }
 
@@ -88,6 +88,8 @@ def test_open_zarr_gives_the_dataset_run_returns(tmp_path, name):
         assert tuple(v.encoding["chunks"][len(block):]) == v.shape[len(block):], k
 
 
+# the reference store is written by xarray with consolidated metadata, about which zarr warns (not in the v3 spec)
+@pytest.mark.filterwarnings("ignore:Consolidated metadata is currently not part:UserWarning")
 @pytest.mark.parametrize("name", ["ode_zip_padding", "descend", "function"])
 def test_store_metadata_is_what_xarray_writes(tmp_path, name):
     """The store's arrays, created by Zarr directly (fast), carry the metadata xarray's ``to_zarr`` writes for

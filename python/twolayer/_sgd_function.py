@@ -36,8 +36,8 @@ def _divergence(W: Any, a: Any, Wt: Any, s: float, P: Any, v: Any, start: tuple[
         return _core.divergence(W @ W.T / s, W @ Wt.T / s, a, P, v, *start)
 
 
-def simulate_function_target(student: Any, target: FunctionTarget, *, lr: Any, lr_readout: Any, noise: Any,
-                             batch_size: int, spherical: bool, t_max: float | None, times: Any, seed: int,
+def simulate_function_target(student: Any, target: FunctionTarget, *, lr: Any, lr_readout: Any,  # noqa: C901 (23)
+                             noise: Any, batch_size: int, spherical: bool, t_max: float | None, times: Any, seed: int,
                              seeds: Any, n_samples: int | None, records: int,
                              train_first_layer: bool, shuffle: bool = True) -> tuple[list[Trajectory], dict[str, Any]]:
     """The runs of ``twolayer.sgd.simulate(student, target, ...)`` (arguments as there; ``seeds=None``: one run)

@@ -78,7 +78,7 @@ def demo_figure(result: DemoResult, path: str) -> None:
     Parameters
     ----------
     result : DemoResult
-        From :func:`twolayer.demo.run` (or :func:`~twolayer.demo.run_seed000`,
+        From :func:`twolayer.demo.run` (or :func:`~twolayer.demo.run_symmetry_breaking`,
         then without the plateau panel).
     path : str
         The image file to write.
@@ -88,7 +88,7 @@ def demo_figure(result: DemoResult, path: str) -> None:
     >>> import os, tempfile
     >>> cfg = tl.demo.DemoConfig(units=2, d=8, steps=10, seeds=(0,), records=3)
     >>> with tempfile.TemporaryDirectory() as out:
-    ...     tl.plot.demo_figure(tl.demo.run_seed000(cfg), os.path.join(out, "a.png"))
+    ...     tl.plot.demo_figure(tl.demo.run_symmetry_breaking(cfg), os.path.join(out, "a.png"))
     ...     os.listdir(out)
     ['a.png']
     """

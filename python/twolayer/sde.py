@@ -1,4 +1,4 @@
-"""The diffusion approximation of online SGD at finite d: the ODE plus the first correction (seed 003, "does
+"""The diffusion approximation of online SGD at finite d: the ODE plus the first correction (Arnaboldi et al., "does
 stochasticity help?").
 
 One online SGD step (one fresh sample, conventions of :mod:`twolayer.sgd`, t = steps / d) moves the order
@@ -13,7 +13,7 @@ contributes Cov(xi) / d per unit time, so
 
     dy = F(y) dt + sqrt(Cov(xi)(y) / d) dB_t,
 
-with F the ODE's online right-hand side. This is the seed's SDE
+with F the ODE's online right-hand side. This is the paper's SDE
 ``dm = (Psi - m Phi / 2) dt + sqrt(gamma / d) (sigma_m - m sigma_Q / 2) . dB`` written for every order parameter and
 the full covariance. :func:`increment_covariance` gives Cov(xi) and E[xi] (= F: a test), with the label noise
 integrated exactly and, over the pre-activations,

@@ -19,11 +19,11 @@ Time is t = steps / d. Online (``n_samples=None``): every step draws B fresh sam
 (the correlated-samples regime of "First order optimization methods in two-layer neural networks training",
 n = alpha d) one training set is drawn per run and visited in
 batches of B, epoch after epoch, reshuffled every epoch unless ``shuffle=False``; ``batch_size=n_samples`` is
-full-batch gradient descent. Seed 002's large-batch SGD (batches of n_b = alpha d, step gamma0 on unit-norm
-weights, lambda = w.z) is ``lr = gamma0 * d, batch_size = alpha * d`` here (our weights have norm sqrt d); its
+full-batch gradient descent. That paper's large-batch SGD (batches of n_b = alpha d, step gamma0 on
+unit-norm weights, lambda = w.z) is ``lr = gamma0 * d, batch_size = alpha * d`` here (our weights have norm sqrt d); its
 d -> infinity limit is ``tl.ode.integrate(..., lr=gamma0, regime="large_batch", batch_ratio=alpha, steps=T)``
-(:mod:`twolayer.large_batch`), T steps being t_max = T / d. Seed 002's online SGD (n_b = 1, step gamma0 / d) is
-``lr = gamma0``.
+(:mod:`twolayer.large_batch`), T steps being t_max = T / d. That paper's online SGD (n_b = 1, step
+gamma0 / d) is ``lr = gamma0``.
 
 Randomness comes from counter-based Philox4x32-10 streams keyed by (seed, run): a run's inputs, label noise,
 training set and shuffles are fixed by those two numbers alone, so results are bit-identical whatever the
@@ -499,7 +499,7 @@ def simulate(
 ) -> Ensemble: ...
 
 
-def simulate(
+def simulate(  # noqa: C901 (28)
     student: Network | Sequence[Network],
     teacher: Any,
     lr: ArrayLike,

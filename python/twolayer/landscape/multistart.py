@@ -211,7 +211,7 @@ def _in_blocks(f: Any, *arrays: NDArray[np.float64], block: int = 8) -> Any:
     return np.concatenate(parts)
 
 
-def classify_batch(
+def classify_batch(  # noqa: C901 (24)
     W: NDArray[np.float64],
     a: NDArray[np.float64],
     teacher: Network,

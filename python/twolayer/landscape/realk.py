@@ -209,7 +209,7 @@ def _negatives(spec: IsotypicSpectrum, tol: float) -> dict[str, int]:
     return {c: int(np.sum(v < -tol)) for c, v in spec.eigenvalues.items()}
 
 
-def continue_real_k(
+def continue_real_k(  # noqa: C901 (39)
     x0: ArrayLike,
     k0: float,
     ks: ArrayLike,
@@ -223,7 +223,7 @@ def continue_real_k(
     """Continue a family of critical points of a Young fixed-point space in real k.
 
     Pseudo-arclength continuation in (x, log k) along the block sizes
-    ``sizes(k)`` (default (k - 1, 1): the ΔS_{k-1} family of seed 001): a
+    ``sizes(k)`` (default (k - 1, 1): the ΔS_{k-1} family of Arjevani & Field): a
     tangent predictor, a Newton corrector on the exact reduced gradient
     bordered by the arclength condition, the step halved when Newton fails
     and doubled after easy steps; the grid points ``ks`` are landed on

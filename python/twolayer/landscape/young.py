@@ -299,7 +299,7 @@ class YoungProblem:
         return np.array([w[kind](b, c) for kind, b, c in self.layout(n)])
 
     # ----- risk, gradient, Hessian ----------------------------------------------------------------------------
-    def _forms(self, n: NDArray[np.float64]):
+    def _forms(self, n: NDArray[np.float64]):  # noqa: C901 (26)
         """The Gram quadratic forms (A, l, c0) in the W coordinates and the weighted I2 terms over them."""
         lay = _layout(n.tolist(), False)
         idx = {(kind, b, c): i for i, (kind, b, c) in enumerate(lay)}
@@ -769,7 +769,7 @@ class YoungProblem:
 
         Examples
         --------
-        The ΔS_5 spurious minimum at k = 6 (the seed-001 type-A family):
+        The ΔS_5 spurious minimum at k = 6 (Arjevani & Field's type-A family):
 
         >>> prob = tl.landscape.YoungProblem(2)
         >>> x = prob.solve([1.0, -0.05, -0.6, 0.3, 0.2], [5, 1])[0]

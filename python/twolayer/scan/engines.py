@@ -5,7 +5,7 @@ call, returning the group's arrays (configuration first).
 * ``"ode"``: :func:`twolayer.ode.integrate_batch`; per member: the initial overlaps (from ``d``, ``init``,
   ``seed``, ``q0``, ``m0``, ``scaling``), ``lr``, ``lr_readout``, ``noise``, ``risk_tol``, ``risk_rtol``;
   ``device="cuda"`` integrates the groups on the GPU (the CUDA backend, where built and present).
-  ``regime="large_batch"`` (seed 002's large-batch map, :mod:`twolayer.large_batch`) takes ``batch_ratio``
+  ``regime="large_batch"`` (the large-batch map, :mod:`twolayer.large_batch`) takes ``batch_ratio``
   (alpha = n_b / d > 0, may be scanned) and ``steps`` (iterations; both required there, refused by the other
   regimes) instead of ``t_max`` and the solver options, and runs one :func:`twolayer.ode.integrate` per
   configuration (the map has no batched core call; an iteration is cheap); ``t`` is the iteration 0, 1, ...,
@@ -23,7 +23,7 @@ call, returning the group's arrays (configuration first).
 Initial conditions (``ode``, ``sgd``, ``descend``) are derived from ``(K, M, d, init, seed)``: the student and
 teacher of :func:`twolayer.networks.teacher_student` (``init`` "gaussian" or "orthogonal", activations,
 ``scaling``, ``readout``; with ``spherical=True`` every student and teacher row is scaled onto the sphere
-``|w|^2 = s``, as in seed 003), and their overlaps for the ODE; the ODE also takes ``init="plateau"``:
+``|w|^2 = s``, as in Arnaboldi et al.), and their overlaps for the ODE; the ODE also takes ``init="plateau"``:
 :func:`twolayer.ode.plateau_overlaps` ``(K, M, q0, m0, seed)``. :func:`initial_overlaps` and
 :func:`initial_networks` give a configuration's start, so that a scan can be checked against single calls.
 """
@@ -260,7 +260,7 @@ def _weights(c: Mapping[str, Any]) -> tuple[NDArray[np.float64], NDArray[np.floa
     else:
         W = random_weights(K + c["M"], d, c["init"], rng, c["scaling"])
     s = float(d) if c["scaling"] == "sqrt_d" else 1.0
-    if c["spherical"]:  # seed 003: student and teacher rows on the sphere |w|^2 = s
+    if c["spherical"]:  # Arnaboldi et al.: student and teacher rows on the sphere |w|^2 = s
         W = W * (np.sqrt(s) / np.linalg.norm(W, axis=1))[:, None]
     return W[:K], W[K:], s
 

@@ -16,7 +16,7 @@ Layout (the same keys in Python and TOML)::
     K = [1, 2, 4]
     M = [1, 2, 4]
 
-The ODE engine's ``regime = "large_batch"`` (seed 002's map) takes ``batch_ratio`` (scannable) and ``steps`` in
+The ODE engine's ``regime = "large_batch"`` (the large-batch map) takes ``batch_ratio`` (scannable) and ``steps`` in
 place of ``t_max`` and the solver options (its ``t`` counts iterations)::
 
     engine = "ode"
