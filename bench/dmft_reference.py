@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
 from twolayer.activations import derivative as dsigma
 from twolayer.activations import sigma
 
@@ -76,7 +75,8 @@ def dmft_numpy(a: np.ndarray, act: str, z: np.ndarray, y: np.ndarray, z_test: np
             K[t + 1, s] = (1 - eta * lam) * K[t, s] + eta * sum(Rg[t, u] @ K[u, s] for u in range(s, t + 1))
         for tp in range(t + 1):
             Ct[t + 1, tp] = ((1 - eta * lam) * Ct[t, tp] + eta * sum(Rg[t, u] @ Ct[u, tp] for u in range(t + 1))
-                             + eta * eta / alpha * sum((Cg[t, s] @ K[tp, s + 1].T for s in range(tp)), np.zeros((p, p))))
+                             + eta * eta / alpha
+                             * sum((Cg[t, s] @ K[tp, s + 1].T for s in range(tp)), np.zeros((p, p))))
             Ct[tp, t + 1] = Ct[t + 1, tp].T
         Ct[t + 1, t + 1] = ((1 - eta * lam) * Ct[t, t + 1] + eta * sum(Rg[t, u] @ Ct[u, t + 1] for u in range(t + 1))
                             + eta * eta / alpha * sum(Cg[t, s] @ K[t + 1, s + 1].T for s in range(t + 1)))

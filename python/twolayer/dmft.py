@@ -32,7 +32,8 @@ Its propagator K(t, s) = d theta^t / d theta^s (K(s, s) = I, K(t+1, s) = (1 - et
 and the overlaps follow:
 
     M^{t+1} = (1 - eta lambda) M^t + eta E[g^t z^T],     Q^t = M^t M^t^T + C_theta(t, t),
-    train risk = 1/2 E[(y - a . sigma(h^t))^2],  test risk = 1/2 E[(y(z) - a . sigma(M^t z + C_theta(t,t)^{1/2} zeta))^2].
+    train risk = 1/2 E[(y - a . sigma(h^t))^2],
+    test risk = 1/2 E[(y(z) - a . sigma(M^t z + C_theta(t, t)^{1/2} zeta))^2]  (zeta ~ N(0, I_p)).
 
 R_g is computed without derivatives of sigma (so ReLU works) by Gaussian integration by parts: drawing
 w = L zeta (L the lower Cholesky factor of C_theta over times 0..t, zeta iid N(0, 1)), E[g^t zeta^T] = R_g(t, .) L,
@@ -265,13 +266,13 @@ def population_gd(target: Any, *, activation: str, a: ArrayLike, lr: float, n_st
         w, V = np.linalg.eigh(0.5 * (C + C.T))
         Lc = V * np.sqrt(np.clip(w, 0, None))
         h = z @ M.T + zeta @ Lc.T
-        E = y - sigma(act, h) @ a_  # type: ignore[arg-type]
+        E = y - np.asarray(sigma(act, h)) @ a_  # type: ignore[arg-type,operator]
         Ms.append(M.copy())
         Qs.append(M @ M.T + C)
         risk.append(0.5 * float(np.mean(E * E)))
         if t == T:
             break
-        g = a_ * derivative(act, h) * E[:, None]  # type: ignore[arg-type]
+        g = a_ * np.asarray(derivative(act, h)) * E[:, None]  # type: ignore[arg-type]
         J = (g.T @ zeta / n_mc) @ np.linalg.pinv(Lc)  # E[dg/dh] by integration by parts
         M = (1 - lr_ * ridge_) * M + lr_ * g.T @ z / n_mc
         B = (1 - lr_ * ridge_) * np.eye(p) + lr_ * J

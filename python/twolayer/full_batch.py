@@ -123,7 +123,7 @@ def _risk_from_overlaps(Q: NDArray[np.float64], M: NDArray[np.float64], a: NDArr
     C = Q - M @ M.T
     w, V = np.linalg.eigh(0.5 * (C + C.T))
     lam = z @ M.T + zeta @ (V * np.sqrt(np.clip(w, 0.0, None))).T
-    return 0.5 * float(np.mean((y - sigma(act, lam) @ a) ** 2))  # type: ignore[arg-type]
+    return 0.5 * float(np.mean((y - sigma(act, lam) @ a) ** 2))  # type: ignore[arg-type,operator]
 
 
 def simulate(student: Network, target: Any, *, alpha: float, lr: float, n_steps: int, ridge: float = 0.0,

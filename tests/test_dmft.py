@@ -1,0 +1,132 @@
+"""DMFT of full-batch GD (twolayer.dmft) against the finite-d simulation (twolayer.full_batch), its alpha -> infinity
+limit, its Monte Carlo error and its argument checks. Tolerances: |DMFT - sim| <= Z sqrt(se_sim^2 + se_dmft^2)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import twolayer as tl
+from twolayer import dmft, full_batch
+
+Z = 4.5  # many entries are compared at once
+
+
+def tanh_he3(d: int):
+    return tl.targets.function(lambda z: np.tanh(z[:, 0] + z[:, 1] ** 3 - 3 * z[:, 1]), k=2, d=d, seed=1)
+
+
+def erf_committee(d: int):
+    Wt = np.linalg.qr(np.random.default_rng(1).standard_normal((d, 2)))[0].T * np.sqrt(d)
+    return tl.Network(Wt, np.array([1.0, 1.0]), "erf")
+
+
+def compare(target, act, a, d, seeds, T, alpha, lr, ridge=0.0, n_mc=40_000, z=Z):
+    student = tl.Network(tl.Network.random(len(a), d, act, seed=5).W, np.asarray(a, dtype=float), act)
+    run = full_batch.simulate(student, target, alpha=alpha, lr=lr, n_steps=T, ridge=ridge, seeds=seeds, seed=3,
+                              project_init=True, n_test=20_000)
+    Wt = full_batch.directions(target)
+    W0 = student.W - (student.W @ Wt.T / d) @ Wt
+    res = dmft.solve(target, activation=act, a=student.effective_a, alpha=alpha, lr=lr, ridge=ridge, n_steps=T,
+                     Q0=W0 @ W0.T / d, n_mc=n_mc, n_groups=8, seed=11)
+    assert res.status == "completed"
+    worst = {}
+    for name in ("M", "Q", "train_risk"):
+        m, se = run.mean(name)[1:], run.sem(name)[1:]
+        D, Dse = getattr(res, name)[1:], res.se[name][1:]
+        err = np.abs(D - m) / np.sqrt(se**2 + Dse**2)
+        worst[name] = float(err.max())
+    # the test risk of the simulation uses one shared test draw (tiny seed-to-seed spread): compare on absolute scale
+    worst["test_risk"] = float(np.max(np.abs(res.test_risk - run.mean("test_risk"))))
+    assert max(worst[n] for n in ("M", "Q", "train_risk")) < z, worst
+    assert worst["test_risk"] < 0.02, worst
+    return res, run
+
+
+def test_dmft_matches_full_batch_gd_small():
+    # ReLU p = 2 on tanh(z1 + He3(z2)), alpha 3, lr 0.2: the seed-002 setting at small d and T
+    compare(tanh_he3(400), "relu", [1.0, 1.0], d=400, seeds=6, T=4, alpha=3.0, lr=0.2, n_mc=10_000)
+
+
+@pytest.mark.slow
+def test_dmft_ridge_erf_committee_small():
+    compare(erf_committee(500), "erf", [1.0, -0.5], d=500, seeds=8, T=5, alpha=2.0, lr=0.5, ridge=0.3,
+            n_mc=20_000)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("alpha", [3.0, 5.0])
+@pytest.mark.parametrize("T", [7, 30])
+def test_dmft_matches_full_batch_gd_relu_tanh_he3(alpha, T):
+    compare(tanh_he3(2000), "relu", [1.0, 1.0], d=2000, seeds=16, T=T, alpha=alpha, lr=0.2, n_mc=100_000)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("T", [7, 30])
+def test_dmft_matches_full_batch_gd_erf_committee(T):
+    compare(erf_committee(2000), "erf", [1.0, -0.5], d=2000, seeds=16, T=T, alpha=3.0, lr=0.5, n_mc=100_000)
+
+
+def test_population_gd_matches_weight_space():
+    # population GD on overlaps (alpha -> infinity limit) against exact weight-space population GD, erf committee
+    d, lr, T = 8, 0.5, 6
+    target = erf_committee(d)
+    student = tl.Network(tl.Network.random(2, d, "erf", seed=2).W, np.array([1.0, -0.5]), "erf")
+    W = student.W.copy()
+    Ms = []
+    for _ in range(T + 1):
+        Ms.append(W @ target.W.T / d)
+        dW, _ = tl.population.gradient(tl.Network(W, student.a, "erf"), target, train_readout=False)
+        W = W - lr * d * dW
+    Q0, M0 = student.W @ student.W.T / d, student.W @ target.W.T / d
+    pop = dmft.population_gd(target, activation="erf", a=student.effective_a, lr=lr, n_steps=T, Q0=Q0, M0=M0,
+                             n_mc=400_000)
+    np.testing.assert_allclose(pop["M"], np.array(Ms), atol=5e-3)
+
+
+@pytest.mark.slow
+def test_alpha_to_infinity_is_population_gd():
+    # alpha -> infinity: memory (eta / alpha) and noise (eta^2 / alpha) vanish; DMFT -> population GD, step lr
+    target = tanh_he3(10)
+    kw = dict(activation="relu", a=[1.0, 1.0], lr=0.2, n_steps=10, M0=[[0.3, 0.1], [0.2, -0.1]])
+    pop = dmft.population_gd(target, n_mc=400_000, **kw)
+    errs = []
+    for alpha in (10.0, 1e4):
+        res = dmft.solve(target, alpha=alpha, n_mc=50_000, n_groups=8, **kw)
+        errs.append(np.abs(res.M - pop["M"]).max())
+        if alpha > 1e3:
+            assert np.all(np.abs(res.M - pop["M"]) < 5 * res.se["M"] + 3e-3)
+            assert np.all(np.abs(res.Q - pop["Q"]) < 5 * res.se["Q"] + 3e-3)
+    assert errs[1] < errs[0]
+
+
+def test_monte_carlo_error_scales_as_inverse_sqrt():
+    target = tanh_he3(10)
+    kw = dict(activation="relu", a=[1.0, 1.0], alpha=3.0, lr=0.2, n_steps=3, n_groups=32)
+    se1 = dmft.solve(target, n_mc=1_000, seed=1, **kw).se
+    se4 = dmft.solve(target, n_mc=4_000, seed=2, **kw).se
+    ratios = np.concatenate([(se1[n][1:] / se4[n][1:]).ravel() for n in ("M", "train_risk")])
+    assert 1.6 < np.exp(np.mean(np.log(ratios))) < 2.5  # sqrt(4) = 2
+
+
+def test_reproducible_and_thread_independent():
+    target = tanh_he3(10)
+    kw = dict(activation="relu", a=[1.0, 1.0], alpha=3.0, lr=0.2, n_steps=4, n_mc=3_000, n_groups=2, seed=4)
+    r1 = dmft.solve(target, n_threads=1, **kw)
+    r2 = dmft.solve(target, n_threads=2, **kw)
+    for name in ("M", "Q", "train_risk", "test_risk", "C_theta", "R_g"):
+        np.testing.assert_array_equal(getattr(r1, name), getattr(r2, name))
+    ds = r1.to_xarray()
+    assert ds["R_theta"].shape == (5, 5, 2, 2) and "M_se" in ds
+
+
+def test_bad_arguments():
+    target = tanh_he3(10)
+    ok = dict(activation="relu", a=[1.0, 1.0], alpha=3.0, lr=0.2, n_steps=2, n_mc=100, n_groups=2)
+    with pytest.raises(ValueError, match="alpha"):
+        dmft.solve(target, **{**ok, "alpha": -1.0})
+    with pytest.raises(ValueError, match="activation"):
+        dmft.solve(target, **{**ok, "activation": "step"})
+    with pytest.raises(ValueError, match="M0"):
+        dmft.solve(target, **ok, M0=np.zeros((3, 2)))
+    with pytest.raises(TypeError, match="target"):
+        dmft.solve("tanh", **ok)
