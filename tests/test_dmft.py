@@ -130,3 +130,16 @@ def test_bad_arguments():
         dmft.solve(target, **ok, M0=np.zeros((3, 2)))
     with pytest.raises(TypeError, match="target"):
         dmft.solve("tanh", **ok)
+
+
+def test_scan_engines_dmft_and_full_batch():
+    sc = tl.scan.Scan(engine="dmft", constants={"n_steps": 3, "lr": 0.5, "n_mc": 2000, "n_groups": 4},
+                      axes={"alpha": [2.0, 4.0], "ridge": [0.0, 0.1]})
+    ds = tl.scan.run(sc)
+    teacher, a = tl.scan.engines._reuse_problem(tl.scan.engines.ENGINES["dmft"].complete(
+        {"alpha": 4.0, "lr": 0.5, "n_steps": 3}), 2)
+    one = dmft.solve(teacher, activation="erf", a=a, alpha=4.0, lr=0.5, ridge=0.1, n_steps=3, n_mc=2000, n_groups=4)
+    np.testing.assert_allclose(ds["train_risk"].sel(alpha=4.0, ridge=0.1).values, one.train_risk, rtol=1e-12)
+    fb = tl.scan.run(tl.scan.Scan(engine="full_batch", constants={"n_steps": 2, "lr": 0.5, "d": 50, "seeds": 2},
+                                  axes={"alpha": [2.0, 3.0]}))
+    assert fb["train_risk"].shape == (2, 2, 3) and np.all(np.isfinite(fb["train_risk"].values))
