@@ -12,6 +12,8 @@ from typing import Any
 from . import (
     _core,
     activations,
+    dmft,
+    full_batch,
     kernels,
     landscape,
     large_batch,
@@ -78,6 +80,8 @@ __all__ = [
     "Trajectory",
     "activations",
     "build_info",
+    "dmft",
+    "full_batch",
     "kernels",
     "landscape",
     "large_batch",

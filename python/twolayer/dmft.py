@@ -62,7 +62,7 @@ from .networks import Network
 from .results import _xarray
 from .targets import FunctionTarget, HermiteTarget
 
-__all__ = ["DmftResult", "solve"]
+__all__ = ["DmftResult", "population_gd", "solve"]
 
 _STREAM_Z, _STREAM_Z_TEST, _STREAM_NOISE = 18, 19, 20
 _KERNELS = ("C_theta", "R_theta", "C_g", "R_g")
@@ -88,6 +88,14 @@ class DmftResult:
         "completed", "diverged" or "interrupted".
     meta : dict
         The parameters.
+
+    Examples
+    --------
+    >>> tgt = tl.targets.hermite({(1, 0): 1.0, (1, 1): 1.0}, d=10, seed=0)
+    >>> res = tl.dmft.solve(tgt, activation="erf", a=[1.0, 1.0], alpha=2.0, lr=0.5, n_steps=3, n_mc=1000,
+    ...                     n_groups=4)
+    >>> res.M.shape, res.C_theta.shape, res.status
+    ((4, 2, 2), (4, 4, 2, 2), 'completed')
     """
 
     M: NDArray[np.float64]
@@ -186,6 +194,13 @@ def solve(target: Any, *, activation: str, a: ArrayLike, alpha: float, lr: float
     ------
     twolayer.Interrupted
         On Ctrl-C, with ``.partial`` the DmftResult of the finished iterations (status "interrupted").
+
+    Examples
+    --------
+    >>> tgt = tl.targets.function(lambda z: np.tanh(z[:, 0] + z[:, 1] ** 3 - 3 * z[:, 1]), k=2, d=10, seed=0)
+    >>> res = tl.dmft.solve(tgt, activation="relu", a=[1.0, 1.0], alpha=3.0, lr=0.2, n_steps=5, n_mc=4000)
+    >>> bool(res.train_risk[-1] < res.train_risk[0]), res.to_xarray()["R_g"].dims
+    (True, ('step', 'step_b', 'student', 'student_b'))
     """
     act = check_activation(activation)
     if act == "step":
@@ -245,9 +260,26 @@ def population_gd(target: Any, *, activation: str, a: ArrayLike, lr: float, n_st
     M <- (1 - lr ridge) M + lr E[g z^T], C <- B C B^T with B = (1 - lr ridge) I + lr E[dg/dh], Q = M M^T + C,
     expectations by Monte Carlo over (z, zeta) (dg/dh by integration by parts, E[g zeta^T] C^{-1/2}).
 
+    Parameters
+    ----------
+    target, activation, a, lr, n_steps, ridge, Q0, M0
+        As in :func:`solve`.
+    n_mc : int, default 400000
+        Gaussian draws of the expectations.
+    seed : int, default 0
+        Seed of the draws.
+
     Returns
     -------
-    dict with M (T+1, p, k), Q (T+1, p, p), test_risk (T+1,)
+    dict
+        M (T+1, p, k), Q (T+1, p, p), test_risk (T+1,).
+
+    Examples
+    --------
+    >>> tgt = tl.targets.hermite({(1,): 1.0}, d=10, seed=0)
+    >>> out = tl.dmft.population_gd(tgt, activation="linear", a=[1.0], lr=0.5, n_steps=2, n_mc=10_000)
+    >>> np.round(out["M"][:, 0, 0], 2)
+    array([0.  , 0.5 , 0.75])
     """
     act = check_activation(activation)
     a_ = as_float_array(a, "a", ndim=1)

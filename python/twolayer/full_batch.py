@@ -52,6 +52,11 @@ def labels(target: Any, z: NDArray[np.float64]) -> NDArray[np.float64]:
     Returns
     -------
     ndarray, shape (n,)
+
+    Examples
+    --------
+    >>> tl.full_batch.labels(tl.targets.hermite({(2,): 1.0}, d=5, seed=0), np.array([[1.0], [2.0]]))
+    array([0., 3.])
     """
     if isinstance(target, Network):
         return np.asarray(sigma(target.activation, z) @ target.effective_a, dtype=np.float64)
@@ -86,6 +91,14 @@ class FullBatchRun:
     Q : ndarray, shape (R, T+1, K, K)
     train_risk, test_risk : ndarray, shape (R, T+1)
     meta : dict
+
+    Examples
+    --------
+    >>> s = tl.Network.random(2, 50, "erf", seed=0)
+    >>> run = tl.full_batch.simulate(s, tl.targets.hermite({(1,): 1.0}, d=50, seed=1), alpha=2.0, lr=0.5,
+    ...                              n_steps=3, seeds=2, n_test=1000)
+    >>> run.M.shape, run.to_xarray()["train_risk"].dims
+    ((2, 4, 2, 1), ('seed', 'step'))
     """
 
     M: NDArray[np.float64]
@@ -95,7 +108,7 @@ class FullBatchRun:
     meta: dict[str, Any] = field(default_factory=dict)
 
     def mean(self, name: str) -> NDArray[np.float64]:
-        """Mean over seeds of ``name``."""
+        """Mean over seeds of ``name`` ("M", "Q", "train_risk" or "test_risk")."""
         return np.asarray(getattr(self, name).mean(axis=0))
 
     def sem(self, name: str) -> NDArray[np.float64]:
@@ -159,6 +172,14 @@ def simulate(student: Network, target: Any, *, alpha: float, lr: float, n_steps:
     Returns
     -------
     FullBatchRun
+
+    Examples
+    --------
+    >>> s = tl.Network.random(2, 100, "relu", seed=0)
+    >>> tgt = tl.targets.hermite({(1, 0): 1.0, (0, 3): 0.5}, d=100, seed=1)
+    >>> run = tl.full_batch.simulate(s, tgt, alpha=3.0, lr=0.2, n_steps=4, ridge=0.1, seeds=2, n_test=1000)
+    >>> bool(run.mean("train_risk")[-1] < run.mean("train_risk")[0])
+    True
     """
     check_network(student, "student")
     if student.scaling != "sqrt_d":
