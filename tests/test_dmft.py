@@ -66,7 +66,7 @@ def test_dmft_matches_full_batch_gd_erf_committee(T):
     compare(erf_committee(2000), "erf", [1.0, -0.5], d=2000, seeds=16, T=T, alpha=3.0, lr=0.5, n_mc=100_000)
 
 
-def test_population_gd_matches_weight_space():
+def test_one_pass_population_gd_matches_weight_space():
     # population GD on overlaps (alpha -> infinity limit) against exact weight-space population GD, erf committee
     d, lr, T = 8, 0.5, 6
     target = erf_committee(d)
@@ -78,7 +78,7 @@ def test_population_gd_matches_weight_space():
         dW, _ = tl.population.gradient(tl.Network(W, student.a, "erf"), target, train_readout=False)
         W = W - lr * d * dW
     Q0, M0 = student.W @ student.W.T / d, student.W @ target.W.T / d
-    pop = dmft.population_gd(target, activation="erf", a=student.effective_a, lr=lr, n_steps=T, Q0=Q0, M0=M0,
+    pop = dmft.one_pass(target, activation="erf", a=student.effective_a, lr=lr, n_steps=T, Q0=Q0, M0=M0,
                              n_mc=400_000)
     np.testing.assert_allclose(pop["M"], np.array(Ms), atol=5e-3)
 
@@ -88,7 +88,7 @@ def test_alpha_to_infinity_is_population_gd():
     # alpha -> infinity: memory (eta / alpha) and noise (eta^2 / alpha) vanish; DMFT -> population GD, step lr
     target = tanh_he3(10)
     kw = dict(activation="relu", a=[1.0, 1.0], lr=0.2, n_steps=10, M0=[[0.3, 0.1], [0.2, -0.1]])
-    pop = dmft.population_gd(target, n_mc=400_000, **kw)
+    pop = dmft.one_pass(target, n_mc=400_000, **kw)
     errs = []
     for alpha in (10.0, 1e4):
         res = dmft.solve(target, alpha=alpha, n_mc=50_000, n_groups=8, **kw)
@@ -143,3 +143,15 @@ def test_scan_engines_dmft_and_full_batch():
     fb = tl.scan.run(tl.scan.Scan(engine="full_batch", constants={"n_steps": 2, "lr": 0.5, "d": 50, "seeds": 2},
                                   axes={"alpha": [2.0, 3.0]}))
     assert fb["train_risk"].shape == (2, 2, 3) and np.all(np.isfinite(fb["train_risk"].values))
+
+
+def test_one_pass_matches_large_batch_map():
+    # finite alpha: seed 002's large-batch map (tl.ode, exact expectations) for an erf committee
+    target = erf_committee(2)
+    a, T, lr, alpha = np.array([1.0, -0.5]), 5, 0.8, 2.0
+    Q0, M0 = np.array([[1.0, 0.2], [0.2, 0.8]]), np.array([[0.3, 0.1], [-0.1, 0.2]])
+    ov = tl.Overlaps(Q0, M0, np.eye(2), a, np.ones(2))
+    tr = tl.ode.integrate(ov, "erf", lr=lr, regime="large_batch", batch_ratio=alpha, steps=T)
+    out = dmft.one_pass(target, activation="erf", a=a, lr=lr, n_steps=T, alpha=alpha, Q0=Q0, M0=M0, n_mc=400_000)
+    np.testing.assert_allclose(out["M"], tr.M, atol=5e-3)
+    np.testing.assert_allclose(out["Q"], tr.Q, atol=1e-2)

@@ -38,7 +38,7 @@ and the overlaps follow:
 R_g is computed without derivatives of sigma (so ReLU works) by Gaussian integration by parts: drawing
 w = L zeta (L the lower Cholesky factor of C_theta over times 0..t, zeta iid N(0, 1)), E[g^t zeta^T] = R_g(t, .) L,
 solved by back substitution. alpha -> infinity removes the memory and the noise: R_g(t, t) = E[d g / d h], and the
-process is population gradient descent with step eta (the exact one-pass limit; :func:`population_gd`).
+process is population gradient descent with step eta (:func:`one_pass` with alpha = inf).
 
 Monte Carlo: ``n_groups`` independent groups of ``n_mc`` samples (Philox streams keyed by (seed, group)); every
 reported quantity is the mean over groups, with its standard error std / sqrt(n_groups).
@@ -62,7 +62,7 @@ from .networks import Network
 from .results import _xarray
 from .targets import FunctionTarget, HermiteTarget
 
-__all__ = ["DmftResult", "population_gd", "solve"]
+__all__ = ["DmftResult", "one_pass", "solve"]
 
 _STREAM_Z, _STREAM_Z_TEST, _STREAM_NOISE = 18, 19, 20
 _KERNELS = ("C_theta", "R_theta", "C_g", "R_g")
@@ -253,17 +253,21 @@ def solve(target: Any, *, activation: str, a: ArrayLike, alpha: float, lr: float
     return build(raw)
 
 
-def population_gd(target: Any, *, activation: str, a: ArrayLike, lr: float, n_steps: int, ridge: float = 0.0,
-                  Q0: ArrayLike | None = None, M0: ArrayLike | None = None, n_mc: int = 400_000,
-                  seed: int = 0) -> dict[str, NDArray[np.float64]]:
-    """Population gradient descent with step ``lr`` on the overlaps (the alpha -> infinity limit of :func:`solve`):
-    M <- (1 - lr ridge) M + lr E[g z^T], C <- B C B^T with B = (1 - lr ridge) I + lr E[dg/dh], Q = M M^T + C,
-    expectations by Monte Carlo over (z, zeta) (dg/dh by integration by parts, E[g zeta^T] C^{-1/2}).
+def one_pass(target: Any, *, activation: str, a: ArrayLike, lr: float, n_steps: int, alpha: float = math.inf,
+             ridge: float = 0.0, Q0: ArrayLike | None = None, M0: ArrayLike | None = None, n_mc: int = 400_000,
+             seed: int = 0) -> dict[str, NDArray[np.float64]]:
+    """The one-pass counterpart of :func:`solve`: GD on a fresh batch of n = alpha d samples at every step, d -> inf
+    (seed 002's large-batch map with a ridge), on the overlaps, Theta = C^{1/2}:
+    M <- (1 - lr ridge) M + lr E[g z^T], C <- B C B^T + (lr^2 / alpha) E[g g^T], B = (1 - lr ridge) I + lr E[dg/dh],
+    Q = M M^T + C. ``alpha = inf`` is population gradient descent with step ``lr`` (the alpha -> infinity limit of
+    :func:`solve`). Expectations by Monte Carlo over (z, zeta), E[dg/dh] by integration by parts.
 
     Parameters
     ----------
     target, activation, a, lr, n_steps, ridge, Q0, M0
         As in :func:`solve`.
+    alpha : float, default inf
+        Fresh samples per dimension and step (inf: population gradient descent).
     n_mc : int, default 400000
         Gaussian draws of the expectations.
     seed : int, default 0
@@ -277,7 +281,7 @@ def population_gd(target: Any, *, activation: str, a: ArrayLike, lr: float, n_st
     Examples
     --------
     >>> tgt = tl.targets.hermite({(1,): 1.0}, d=10, seed=0)
-    >>> out = tl.dmft.population_gd(tgt, activation="linear", a=[1.0], lr=0.5, n_steps=2, n_mc=10_000)
+    >>> out = tl.dmft.one_pass(tgt, activation="linear", a=[1.0], lr=0.5, n_steps=2, n_mc=10_000)
     >>> np.round(out["M"][:, 0, 0], 2)
     array([0.  , 0.5 , 0.75])
     """
@@ -285,6 +289,7 @@ def population_gd(target: Any, *, activation: str, a: ArrayLike, lr: float, n_st
     a_ = as_float_array(a, "a", ndim=1)
     p, k = len(a_), _directions_k(target)
     lr_, ridge_ = positive(lr, "lr"), positive(ridge, "ridge", allow_zero=True)
+    alpha_ = math.inf if alpha == math.inf else positive(alpha, "alpha")
     T = integer(n_steps, "n_steps", 0, 100_000)
     rng = np.random.Generator(np.random.Philox(key=[seed_arg(seed), 7]))
     z = rng.standard_normal((n_mc, k))
@@ -308,5 +313,5 @@ def population_gd(target: Any, *, activation: str, a: ArrayLike, lr: float, n_st
         J = (g.T @ zeta / n_mc) @ np.linalg.pinv(Lc)  # E[dg/dh] by integration by parts
         M = (1 - lr_ * ridge_) * M + lr_ * g.T @ z / n_mc
         B = (1 - lr_ * ridge_) * np.eye(p) + lr_ * J
-        C = B @ C @ B.T
+        C = B @ C @ B.T + (lr_**2 / alpha_) * (g.T @ g / n_mc)
     return {"M": np.array(Ms), "Q": np.array(Qs), "test_risk": np.array(risk)}
