@@ -130,6 +130,8 @@ def test_bad_arguments():
         dmft.solve(target, **ok, M0=np.zeros((3, 2)))
     with pytest.raises(TypeError, match="target"):
         dmft.solve("tanh", **ok)
+    with pytest.raises(MemoryError, match="n_mc"):
+        dmft.solve(target, **{**ok, "n_mc": 10**9, "n_steps": 1000})
 
 
 def test_scan_engines_dmft_and_full_batch():

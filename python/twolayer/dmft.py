@@ -47,6 +47,7 @@ reported quantity is the mean over groups, with its standard error std / sqrt(n_
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -192,6 +193,8 @@ def solve(target: Any, *, activation: str, a: ArrayLike, alpha: float, lr: float
 
     Raises
     ------
+    MemoryError
+        When the histories (2 G S (T + 1) p doubles) and kernels would not fit in 80% of the memory.
     twolayer.Interrupted
         On Ctrl-C, with ``.partial`` the DmftResult of the finished iterations (status "interrupted").
 
@@ -224,6 +227,16 @@ def solve(target: Any, *, activation: str, a: ArrayLike, alpha: float, lr: float
     C0 = Q0_ - M0_ @ M0_.T
     if not np.allclose(C0, C0.T) or np.linalg.eigvalsh(0.5 * (C0 + C0.T)).min() < -1e-10:
         raise ValueError("Q0, M0: expected Q0 - M0 M0^T symmetric positive semi-definite")
+
+    need = 8 * (2 * G * S * (T + 1) * p + 4 * G * (T + 1) ** 2 * p * p + 4 * G * S * k)
+    try:
+        have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+        have = None
+    if have and need > 0.8 * have:
+        raise MemoryError(f"n_mc, n_groups, n_steps: the solver would need {need / 2**30:.1f} GiB (histories of "
+                          f"2 n_groups n_mc (n_steps + 1) p doubles and four (n_steps + 1)^2 p^2 kernels per group), "
+                          f"more than 80% of this machine's {have / 2**30:.1f} GiB; lower n_mc or n_groups")
 
     def draws(stream: int) -> NDArray[np.float64]:
         return np.stack([_core.rng_gaussians(seed_, g, stream, 0, S * k).reshape(S, k) for g in range(G)])
