@@ -48,6 +48,58 @@ struct Group {
   std::vector<double> M;                   // p x k, current
 };
 
+// g^t = a * sigma'(h) (y - a . sigma(h)) over one block (lanes j >= nl are padding: zero g), the sums of the squared
+// train and test errors into Ae[0], Ae[1] and of g z^T into Az; the activation is a template parameter so that the
+// lane loops vectorise.
+template <Activation A>
+void nonlinear_t(int p, int k, const double* a, double (*h)[kB], double (*ht)[kB], double (*gt)[kB],
+                 const double* y, const double* yt, const double* z, int nl, double* Ae, double* Az) {
+  double f[kB] = {}, ft[kB] = {}, E[kB], yb[kB], ytb[kB], mask[kB];
+  for (int j = 0; j < kB; ++j) {
+    const bool in = j < nl;
+    yb[j] = in ? y[j] : 0.0;
+    ytb[j] = in ? yt[j] : 0.0;
+    mask[j] = in ? 1.0 : 0.0;
+  }
+  for (int u = 0; u < p; ++u) {
+    const double au = a[u];
+#pragma omp simd
+    for (int j = 0; j < kB; ++j) {
+      f[j] += au * sigma(A, h[u][j]);
+      ft[j] += au * sigma(A, ht[u][j]);
+    }
+  }
+  double s2 = 0.0, st2 = 0.0;
+#pragma omp simd reduction(+ : s2, st2)
+  for (int j = 0; j < kB; ++j) {
+    E[j] = (yb[j] - f[j]) * mask[j];
+    const double Et = (ytb[j] - ft[j]) * mask[j];
+    s2 += E[j] * E[j];
+    st2 += Et * Et;
+  }
+  Ae[0] += s2;
+  Ae[1] += st2;
+  for (int u = 0; u < p; ++u) {
+    const double au = a[u];
+#pragma omp simd
+    for (int j = 0; j < kB; ++j) gt[u][j] = au * dsigma(A, h[u][j]) * E[j];
+  }
+  for (int j = 0; j < nl; ++j)
+    for (int u = 0; u < p; ++u)
+      for (int r = 0; r < k; ++r) Az[u * k + r] += gt[u][j] * z[j * k + r];
+}
+
+void nonlinear(Activation act, int p, int k, const double* a, double (*h)[kB], double (*ht)[kB], double (*gt)[kB],
+               const double* y, const double* yt, const double* z, int nl, double* Ae, double* Az) {
+  switch (act) {
+    case Activation::Linear: return nonlinear_t<Activation::Linear>(p, k, a, h, ht, gt, y, yt, z, nl, Ae, Az);
+    case Activation::Erf: return nonlinear_t<Activation::Erf>(p, k, a, h, ht, gt, y, yt, z, nl, Ae, Az);
+    case Activation::Relu: return nonlinear_t<Activation::Relu>(p, k, a, h, ht, gt, y, yt, z, nl, Ae, Az);
+    case Activation::Step: return nonlinear_t<Activation::Step>(p, k, a, h, ht, gt, y, yt, z, nl, Ae, Az);
+    case Activation::Quadratic: return nonlinear_t<Activation::Quadratic>(p, k, a, h, ht, gt, y, yt, z, nl, Ae, Az);
+  }
+}
+
 }  // namespace
 
 void dmft_solve(const DmftProblem& P, DmftOut& out, int n_threads) {
@@ -166,23 +218,7 @@ void dmft_solve(const DmftProblem& P, DmftOut& out, int n_threads) {
                     for (int j = 0; j < kB; ++j) ht[a][j] += l * ztb[c * kB + j];
                   }
                 }
-                for (int j = 0; j < kB; ++j) {  // g^t = a sigma'(h) (y - a . sigma(h)); the two risks
-                  if (j >= nl) {
-                    for (int a = 0; a < p; ++a) gt[a][j] = 0.0;
-                    continue;
-                  }
-                  double f = 0.0, ft = 0.0;
-                  for (int a = 0; a < p; ++a) {
-                    f += P.a[a] * sigma(P.act, h[a][j]);
-                    ft += P.a[a] * sigma(P.act, ht[a][j]);
-                  }
-                  const double E = y[i0 + j] - f, Et = yt[i0 + j] - ft;
-                  Ae[0] += E * E;
-                  Ae[1] += Et * Et;
-                  for (int a = 0; a < p; ++a) gt[a][j] = P.a[a] * dsigma(P.act, h[a][j]) * E;
-                  for (int a = 0; a < p; ++a)
-                    for (int r = 0; r < k; ++r) Az[a * k + r] += gt[a][j] * z[(i0 + j) * k + r];
-                }
+                nonlinear(P.act, p, k, P.a, h, ht, gt, y + i0, yt + i0, z + i0 * k, nl, Ae, Az);
                 for (int a = 0; a < p; ++a) std::copy(gt[a], gt[a] + kB, gb + (t * p + a) * kB);
                 for (int a = 0; a < p; ++a) {  // cross moments with the history up to time t
                   double* Az_ = A + a * N;
