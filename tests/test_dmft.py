@@ -203,3 +203,10 @@ def test_full_batch_is_sgd_with_the_whole_training_set():
         diff = fb.mean(name) - x.mean(axis=0)
         se = np.sqrt(fb.sem(name) ** 2 + x.std(axis=0, ddof=1) ** 2 / R) + 1e-12
         assert np.all(np.abs(diff) < Z * se), (name, np.abs(diff / se).max())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ridge", [0.0, 0.1])
+def test_dmft_long_horizon(ridge):
+    # T = 100: the Cholesky factor of C_theta over 101 times and the back substitution for R_g stay accurate
+    compare(tanh_he3(1000), "relu", [1.0, 1.0], d=1000, seeds=8, T=100, alpha=3.0, lr=0.2, ridge=ridge, n_mc=50_000)
