@@ -3,7 +3,8 @@ to scan, checked in full before anything runs.
 
 Layout (the same keys in Python and TOML)::
 
-    engine = "ode"                 # "ode", "sgd", "descend", "multistart" (or, trusted: "package.module:function")
+    engine = "ode"                 # "ode", "sgd", "dmft", "full_batch", "descend", "multistart" (or a trusted
+                                   # "package.module:function")
     group_size = 1000              # optional: most configurations per group (one engine call, one stored chunk)
     store = "plateau.zarr"         # optional (TOML only): where `twolayer scan` writes, inside the file's directory
     [constants]                    # parameters shared by every configuration
@@ -127,8 +128,8 @@ class Scan:
     """A declarative scan: ``engine`` over the grid ``axes`` (Cartesian product) x ``zip`` (each entry a named
     dimension along which several parameters move together), every configuration completed by ``constants``.
 
-    ``engine``: ``"ode"``, ``"sgd"``, ``"descend"``, ``"multistart"`` (see :mod:`twolayer.scan.engines` for their
-    parameters), a Python callable taking one configuration as keyword arguments and returning a dict of arrays,
+    ``engine``: ``"ode"``, ``"sgd"``, ``"dmft"``, ``"full_batch"``, ``"descend"``, ``"multistart"`` (see
+    :mod:`twolayer.scan.engines` for their parameters), a Python callable taking one configuration as keyword arguments and returning a dict of arrays,
     or ``"package.module:function"`` naming one in a module that ``allow_import`` trusts (never imported
     otherwise: see the module docstring). ``group_size``: the most configurations run together in one engine
     call and stored as one chunk (None: the engine's default). Build one from Python, :meth:`from_dict` or
@@ -239,7 +240,7 @@ class Scan:
                 raise ValueError(f"{key}: unknown key of a scan definition (expected {', '.join(_TOP_KEYS)})"
                                  f"{suggest(str(key), _TOP_KEYS)}")
         if "engine" not in data:
-            raise ValueError("engine: missing (one of 'ode', 'sgd', 'descend', 'multistart' or "
+            raise ValueError("engine: missing (one of 'ode', 'sgd', 'dmft', 'full_batch', 'descend', 'multistart' or "
                              "'package.module:function')")
         return cls(engine=data["engine"], constants=data.get("constants", {}), axes=data.get("axes", {}),
                    zip=data.get("zip", {}), group_size=data.get("group_size"), allow_import=allow_import)
