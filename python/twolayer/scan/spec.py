@@ -129,12 +129,12 @@ class Scan:
     dimension along which several parameters move together), every configuration completed by ``constants``.
 
     ``engine``: ``"ode"``, ``"sgd"``, ``"dmft"``, ``"full_batch"``, ``"descend"``, ``"multistart"`` (see
-    :mod:`twolayer.scan.engines` for their parameters), a Python callable taking one configuration as keyword arguments and returning a dict of arrays,
-    or ``"package.module:function"`` naming one in a module that ``allow_import`` trusts (never imported
-    otherwise: see the module docstring). ``group_size``: the most configurations run together in one engine
-    call and stored as one chunk (None: the engine's default). Build one from Python, :meth:`from_dict` or
-    :meth:`from_toml`; it is validated on construction (unknown names with the closest known one, empty axes,
-    zipped lengths, a parameter given twice, parameter values), before anything runs.
+    :mod:`twolayer.scan.engines` for their parameters), a Python callable taking one configuration as keyword
+    arguments and returning a dict of arrays, or ``"package.module:function"`` naming one in a module that
+    ``allow_import`` trusts (never imported otherwise: see the module docstring). ``group_size``: the most
+    configurations run together in one engine call and stored as one chunk (None: the engine's default). Build one
+    from Python, :meth:`from_dict` or :meth:`from_toml`; it is validated on construction (unknown names with the
+    closest known one, empty axes, zipped lengths, a parameter given twice, parameter values), before anything runs.
 
     Parameters
     ----------
