@@ -3,8 +3,7 @@ to scan, checked in full before anything runs.
 
 Layout (the same keys in Python and TOML)::
 
-    engine = "ode"                 # "ode", "sgd", "dmft", "full_batch", "descend", "multistart" (or a trusted
-                                   # "package.module:function")
+    engine = "ode"                 # "ode", "sgd", "descend", "multistart" (or, trusted: "package.module:function")
     group_size = 1000              # optional: most configurations per group (one engine call, one stored chunk)
     store = "plateau.zarr"         # optional (TOML only): where `twolayer scan` writes, inside the file's directory
     [constants]                    # parameters shared by every configuration
@@ -47,11 +46,11 @@ user's own choice, given on the command line (``twolayer scan CONFIG --store PAT
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import math
 import numbers
+import sys
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,34 +58,12 @@ from typing import Any
 
 import numpy as np
 
+from .._validation import integer, suggest
+from .engines import engine_for, trusted_modules
+
 __all__ = ["Scan", "config_store", "suggest"]
 
 _TOP_KEYS = ("engine", "group_size", "store", "constants", "axes", "zip")
-
-
-def suggest(name: str, known: list[str] | tuple[str, ...]) -> str:
-    """``"; did you mean 'x'?"`` for the closest of ``known`` to ``name`` (empty when none is close).
-
-    Parameters
-    ----------
-    name : str
-        The unknown name.
-    known : list or tuple of str
-        The valid names.
-
-    Returns
-    -------
-    str
-
-    Examples
-    --------
-    >>> tl.scan.spec.suggest("lrr", ["lr", "noise"])
-    "; did you mean 'lr'?"
-    >>> tl.scan.spec.suggest("x", ["lr"])
-    ''
-    """
-    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def _plain(value: Any, where: str) -> Any:
@@ -128,13 +105,13 @@ class Scan:
     """A declarative scan: ``engine`` over the grid ``axes`` (Cartesian product) x ``zip`` (each entry a named
     dimension along which several parameters move together), every configuration completed by ``constants``.
 
-    ``engine``: ``"ode"``, ``"sgd"``, ``"dmft"``, ``"full_batch"``, ``"descend"``, ``"multistart"`` (see
-    :mod:`twolayer.scan.engines` for their parameters), a Python callable taking one configuration as keyword
-    arguments and returning a dict of arrays, or ``"package.module:function"`` naming one in a module that
-    ``allow_import`` trusts (never imported otherwise: see the module docstring). ``group_size``: the most
-    configurations run together in one engine call and stored as one chunk (None: the engine's default). Build one
-    from Python, :meth:`from_dict` or :meth:`from_toml`; it is validated on construction (unknown names with the
-    closest known one, empty axes, zipped lengths, a parameter given twice, parameter values), before anything runs.
+    ``engine``: ``"ode"``, ``"sgd"``, ``"descend"``, ``"multistart"`` (see :mod:`twolayer.scan.engines` for their
+    parameters), a Python callable taking one configuration as keyword arguments and returning a dict of arrays,
+    or ``"package.module:function"`` naming one in a module that ``allow_import`` trusts (never imported
+    otherwise: see the module docstring). ``group_size``: the most configurations run together in one engine
+    call and stored as one chunk (None: the engine's default). Build one from Python, :meth:`from_dict` or
+    :meth:`from_toml`; it is validated on construction (unknown names with the closest known one, empty axes,
+    zipped lengths, a parameter given twice, parameter values), before anything runs.
 
     Parameters
     ----------
@@ -172,8 +149,6 @@ class Scan:
     allow_import: bool | str | Collection[str] = field(default=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        from .engines import engine_for, trusted_modules
-
         object.__setattr__(self, "allow_import", trusted_modules(self.allow_import))
         eng = engine_for(self.engine, self.allow_import)
         if not isinstance(self.constants, Mapping):
@@ -213,8 +188,6 @@ class Scan:
             raise ValueError("zip: dimension names must be distinct")
         eng.check_names(seen)
         if self.group_size is not None:
-            from .._validation import integer
-
             object.__setattr__(self, "group_size", integer(self.group_size, "group_size", 1, 2**31 - 1))
         object.__setattr__(self, "constants", constants)
         object.__setattr__(self, "axes", axes)
@@ -240,7 +213,7 @@ class Scan:
                 raise ValueError(f"{key}: unknown key of a scan definition (expected {', '.join(_TOP_KEYS)})"
                                  f"{suggest(str(key), _TOP_KEYS)}")
         if "engine" not in data:
-            raise ValueError("engine: missing (one of 'ode', 'sgd', 'dmft', 'full_batch', 'descend', 'multistart' or "
+            raise ValueError("engine: missing (one of 'ode', 'sgd', 'descend', 'multistart' or "
                              "'package.module:function')")
         return cls(engine=data["engine"], constants=data.get("constants", {}), axes=data.get("axes", {}),
                    zip=data.get("zip", {}), group_size=data.get("group_size"), allow_import=allow_import)
@@ -262,8 +235,6 @@ class Scan:
     @property
     def resolved_engine(self) -> Any:
         """The :class:`~twolayer.scan.engines.Engine` that runs this scan."""
-        from .engines import engine_for
-
         return engine_for(self.engine, self.allow_import)
 
     @property
@@ -365,8 +336,6 @@ def read_toml(path: str | Path) -> dict[str, Any]:
     >>> table
     {'engine': 'ode', 'axes': {'lr': [0.5, 1.0]}}
     """
-    import sys
-
     if sys.version_info >= (3, 11):
         import tomllib as toml
     else:  # pragma: no cover - Python 3.10: the tomli backport (in the scan extra)
