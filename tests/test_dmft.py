@@ -190,16 +190,19 @@ def test_ctrl_c_returns_the_finished_iterations():
     assert latency < 2.0  # the machine may be loaded; the core polls once per chunk of 1024 samples
 
 
-def test_full_batch_is_sgd_with_the_whole_training_set():
-    # full_batch.simulate(lr) = tl.sgd.simulate(lr = lr d, batch_size = n_samples = n, shuffle=False), t = steps / d
+@pytest.mark.parametrize("lr_readout", [0.0, 0.4])
+def test_full_batch_is_sgd_with_the_whole_training_set(lr_readout):
+    # full_batch.simulate(lr, lr_readout) = tl.sgd.simulate(lr = lr d, lr_readout = lr_readout d,
+    # batch_size = n_samples = n, shuffle=False), t = steps / d
     d, alpha, lr, T, R = 200, 2.0, 0.5, 5, 12
     target = erf_committee(d)
     student = tl.Network(tl.Network.random(2, d, "erf", seed=5).W, np.array([1.0, -0.5]), "erf")
-    fb = full_batch.simulate(student, target, alpha=alpha, lr=lr, n_steps=T, seeds=R, n_test=1000)
+    fb = full_batch.simulate(student, target, alpha=alpha, lr=lr, n_steps=T, seeds=R, n_test=1000,
+                             lr_readout=lr_readout)
     n = int(alpha * d)
-    ens = tl.sgd.simulate(student, target, lr=lr * d, batch_size=n, n_samples=n, shuffle=False,
-                          times=np.arange(T + 1) / d, seeds=R)
-    for name, x in (("M", ens.M), ("Q", ens.Q)):
+    ens = tl.sgd.simulate(student, target, lr=lr * d, lr_readout=lr_readout * d, batch_size=n, n_samples=n,
+                          shuffle=False, times=np.arange(T + 1) / d, seeds=R)
+    for name, x in (("M", ens.M), ("Q", ens.Q), ("a", ens.a)):
         diff = fb.mean(name) - x.mean(axis=0)
         se = np.sqrt(fb.sem(name) ** 2 + x.std(axis=0, ddof=1) ** 2 / R) + 1e-12
         assert np.all(np.abs(diff) < Z * se), (name, np.abs(diff / se).max())

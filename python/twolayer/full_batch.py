@@ -2,16 +2,18 @@
 ground truth of :mod:`twolayer.dmft`.
 
 Conventions (docs/layers/dmft.rst). Inputs x ~ N(0, I_d), lambda = W x / sqrt(d), f(x) = sum_i a_i sigma(lambda_i)
-with the student's effective readout a (fixed), labels y = target(z) + sqrt(noise) xi with z = W* x / sqrt(d)
-(P = I). One step on the empirical risk with ridge,
+with the student's effective readout a (fixed, or trained with ``lr_readout``), labels y = target(z) + sqrt(noise) xi
+with z = W* x / sqrt(d) (P = I). One step on the empirical risk with ridge,
 
     L(W) = 1/(2n) sum_mu (y_mu - f(x_mu))^2 + ridge / (2d) |W|_F^2,
     W <- W - lr d grad L = (1 - lr ridge) W + (lr sqrt(d) / n) sum_mu g_mu x_mu^T,
     g_mu = a * sigma'(lambda_mu) (y_mu - f(x_mu))                                        (in R^K),
+    a <- a + (lr_readout / n) sum_mu sigma(lambda_mu) (y_mu - f(x_mu))   (both from the weights before the step),
 
 moves the overlaps M = W W*^T / d and Q = W W^T / d by O(lr) per step: ``lr`` is seed 002's gamma0 and step T of
-this loop is iteration T of :func:`twolayer.dmft.solve` (no rescaling of time). It is ``tl.sgd.simulate(...,
-lr = lr d, batch_size = n_samples = n, shuffle=False)`` of the package's SGD (t = steps / d there), plus the ridge.
+this loop is iteration T of :func:`twolayer.dmft.solve` (no rescaling of time; the DMFT keeps a fixed). It is
+``tl.sgd.simulate(..., lr = lr d, lr_readout = lr_readout d, batch_size = n_samples = n, shuffle=False)`` of the
+package's SGD (t = steps / d there), plus the ridge.
 
 Every step is two GEMMs with the (n, d) input matrix, so NumPy's BLAS does all the work. Recorded per step: M, Q,
 the train risk 1/(2n) sum (y - f)^2 (labels with their noise, no ridge term) and the excess test risk
@@ -89,6 +91,8 @@ class FullBatchRun:
     ----------
     M : ndarray, shape (R, T+1, K, k)
     Q : ndarray, shape (R, T+1, K, K)
+    a : ndarray, shape (R, T+1, K)
+        The effective readout (constant unless ``lr_readout > 0``).
     train_risk, test_risk : ndarray, shape (R, T+1)
     meta : dict
 
@@ -103,6 +107,7 @@ class FullBatchRun:
 
     M: NDArray[np.float64]
     Q: NDArray[np.float64]
+    a: NDArray[np.float64]
     train_risk: NDArray[np.float64]
     test_risk: NDArray[np.float64]
     meta: dict[str, Any] = field(default_factory=dict)
@@ -123,7 +128,7 @@ class FullBatchRun:
         xr = _xarray()
         dims = ("seed", "step")
         return xr.Dataset({"M": (dims + ("student", "teacher"), self.M),
-                           "Q": (dims + ("student", "student_b"), self.Q),
+                           "Q": (dims + ("student", "student_b"), self.Q), "a": (dims + ("student",), self.a),
                            "train_risk": (dims, self.train_risk), "test_risk": (dims, self.test_risk)},
                           coords={"step": np.arange(self.M.shape[1])},
                           attrs={k: v for k, v in self.meta.items() if isinstance(v, (int, float, str))})
@@ -140,7 +145,7 @@ def _risk_from_overlaps(Q: NDArray[np.float64], M: NDArray[np.float64], a: NDArr
 
 
 def simulate(student: Network, target: Any, *, alpha: float, lr: float, n_steps: int, ridge: float = 0.0,
-             noise: float = 0.0, seeds: int = 1, seed: int = 0, n_test: int = 100_000,
+             noise: float = 0.0, lr_readout: float = 0.0, seeds: int = 1, seed: int = 0, n_test: int = 100_000,
              project_init: bool = False) -> FullBatchRun:
     """Full-batch GD on n = round(alpha d) reused samples (module docstring), ``seeds`` independent training sets.
 
@@ -160,6 +165,8 @@ def simulate(student: Network, target: Any, *, alpha: float, lr: float, n_steps:
         lambda of the penalty ridge / (2d) |W|_F^2.
     noise : float, default 0
         Label-noise variance of the training labels.
+    lr_readout : float, default 0
+        Step of the effective readout (0: fixed).
     seeds : int, default 1
         Independent training sets (run j uses NumPy's Philox keyed by (seed, j)).
     seed : int, default 0
@@ -192,13 +199,14 @@ def simulate(student: Network, target: Any, *, alpha: float, lr: float, n_steps:
     lr_ = positive(lr, "lr")
     ridge_ = positive(ridge, "ridge", allow_zero=True)
     noise_ = positive(noise, "noise", allow_zero=True)
+    lr_a = positive(lr_readout, "lr_readout", allow_zero=True)
     T = integer(n_steps, "n_steps", 0, 10**7)
     R = integer(seeds, "seeds", 1, 10**6)
     n_test_ = integer(n_test, "n_test", 1, 10**9)
     seed_ = seed_arg(seed)
     project = boolean(project_init, "project_init")
     n = max(1, int(round(alpha_ * d)))
-    act, a = student.activation, student.effective_a.copy()
+    act, a0 = student.activation, student.effective_a.copy()
     k, K = Wt.shape[0], student.K
     test_rng = np.random.Generator(np.random.Philox(key=[seed_, 2**40]))
     zt = test_rng.standard_normal((n_test_, k))
@@ -206,6 +214,7 @@ def simulate(student: Network, target: Any, *, alpha: float, lr: float, n_steps:
     yt = labels(target, zt)
     Ms = np.empty((R, T + 1, K, k))
     Qs = np.empty((R, T + 1, K, K))
+    As = np.empty((R, T + 1, K))
     tr = np.empty((R, T + 1))
     te = np.empty((R, T + 1))
     for r in range(R):
@@ -215,21 +224,27 @@ def simulate(student: Network, target: Any, *, alpha: float, lr: float, n_steps:
         if noise_ > 0:
             y = y + math.sqrt(noise_) * rng.standard_normal(n)
         W = np.array(student.W, dtype=np.float64)
+        a = a0.copy()
         if project:
             W = W - (W @ Wt.T / d) @ Wt
         for step in range(T + 1):
             H = X @ W.T / math.sqrt(d)
-            E = y - sigma(act, H) @ a
+            S = np.asarray(sigma(act, H))
+            E = y - S @ a
             Ms[r, step] = W @ Wt.T / d
             Qs[r, step] = W @ W.T / d
+            As[r, step] = a
             tr[r, step] = 0.5 * float(np.mean(E * E))
             te[r, step] = _risk_from_overlaps(Qs[r, step], Ms[r, step], a, act, target, zeta_t, zt, yt)
             if step == T:
                 break
             G = a * dsigma(act, H) * E[:, None]
             W = (1.0 - lr_ * ridge_) * W + (lr_ * math.sqrt(d) / n) * (G.T @ X)
+            if lr_a > 0:
+                a = a + (lr_a / n) * (S.T @ E)
             if not np.all(np.isfinite(W)):
                 raise FloatingPointError(f"full-batch GD diverged at step {step + 1} (seed {r})")
-    return FullBatchRun(M=Ms, Q=Qs, train_risk=tr, test_risk=te,
+    return FullBatchRun(M=Ms, Q=Qs, a=As, train_risk=tr, test_risk=te,
                         meta={"d": d, "n_samples": n, "alpha": alpha_, "lr": lr_, "ridge": ridge_, "noise": noise_,
+                              "lr_readout": lr_a,
                               "seed": seed_, "activation": act, "n_steps": T})

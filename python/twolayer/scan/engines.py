@@ -18,7 +18,7 @@ call, returning the group's arrays (configuration first).
   with the student readout 1 (``readout="sum"``) or 1/K: ``alpha``, ``lr``, ``ridge``, ``noise``, ``n_steps``,
   ``n_mc``, ``n_groups``, ``seed``; records over ``step`` with Monte Carlo standard errors (``<name>_se``).
 * ``"full_batch"``: :func:`twolayer.full_batch.simulate` (the same process at finite ``d``, ``seeds`` training
-  sets, the ``run`` dimension), same teacher (orthonormal rows from ``seed``) and parameters.
+  sets, the ``run`` dimension), same teacher (orthonormal rows from ``seed``) and parameters, plus ``lr_readout``.
 * ``"descend"``: :func:`twolayer.population.descend`, ``"multistart"``: :func:`twolayer.landscape.multistart`
   (one call per configuration: the core has no batch of these).
 * a function of yours: ``function(**config) -> {name: array}``, once per configuration; given as the callable
@@ -599,10 +599,12 @@ def _run_full_batch(configs: list[dict[str, Any]]) -> Part:
         student = Network.random(c["K"], c["d"], c["activation"], seed=c["seed"])
         student = Network(student.W, a, c["activation"])
         r = simulate(student, teacher, alpha=c["alpha"], lr=c["lr"], ridge=c["ridge"], noise=c["noise"],
-                     n_steps=c["n_steps"], seeds=c["seeds"], seed=c["seed"], project_init=True)
+                     n_steps=c["n_steps"], seeds=c["seeds"], seed=c["seed"], project_init=True,
+                     lr_readout=c["lr_readout"])
         rows.append({"M": (("run", "step", "student", "teacher"), r.M), "Q": (("run", "step", "student", "student2"),
                                                                               r.Q),
-                     "train_risk": (("run", "step"), r.train_risk), "test_risk": (("run", "step"), r.test_risk)})
+                     "a": (("run", "step", "student"), r.a), "train_risk": (("run", "step"), r.train_risk),
+                     "test_risk": (("run", "step"), r.test_risk)})
     return Part(_stack_parts(rows), {"step": (("step",), np.arange(configs[0]["n_steps"] + 1))})
 
 
@@ -613,7 +615,8 @@ _REUSE_PARAMS: _Params = {
 }
 _DMFT_PARAMS: _Params = {**_REUSE_PARAMS, "n_mc": (100_000, _int(1)), "n_groups": (8, _int(2)),
                          "n_threads": (None, _int(1))}
-_FULL_BATCH_PARAMS: _Params = {**_REUSE_PARAMS, "d": (1000, _int(1)), "seeds": (1, _int(1))}
+_FULL_BATCH_PARAMS: _Params = {**_REUSE_PARAMS, "d": (1000, _int(1)), "seeds": (1, _int(1)),
+                               "lr_readout": (0.0, _nonneg)}
 
 # ------------------------------------------------------------------------------------------ descend, multistart
 
