@@ -20,14 +20,14 @@ def erf_committee(d: int):
     return tl.Network(Wt, np.array([1.0, 1.0]), "erf")
 
 
-def compare(target, act, a, d, seeds, T, alpha, lr, ridge=0.0, n_mc=40_000, z=Z):
+def compare(target, act, a, d, seeds, T, alpha, lr, ridge=0.0, n_mc=40_000, z=Z, noise=0.0):
     student = tl.Network(tl.Network.random(len(a), d, act, seed=5).W, np.asarray(a, dtype=float), act)
     run = full_batch.simulate(student, target, alpha=alpha, lr=lr, n_steps=T, ridge=ridge, seeds=seeds, seed=3,
-                              project_init=True, n_test=20_000)
+                              project_init=True, n_test=20_000, noise=noise)
     Wt = full_batch.directions(target)
     W0 = student.W - (student.W @ Wt.T / d) @ Wt
     res = dmft.solve(target, activation=act, a=student.effective_a, alpha=alpha, lr=lr, ridge=ridge, n_steps=T,
-                     Q0=W0 @ W0.T / d, n_mc=n_mc, n_groups=8, seed=11)
+                     Q0=W0 @ W0.T / d, n_mc=n_mc, n_groups=8, seed=11, noise=noise)
     assert res.status == "completed"
     worst = {}
     for name in ("M", "Q", "train_risk"):
@@ -48,9 +48,9 @@ def test_dmft_matches_full_batch_gd_small():
 
 
 @pytest.mark.slow
-def test_dmft_ridge_erf_committee_small():
+def test_dmft_ridge_noise_erf_committee_small():
     compare(erf_committee(500), "erf", [1.0, -0.5], d=500, seeds=8, T=5, alpha=2.0, lr=0.5, ridge=0.3,
-            n_mc=20_000)
+            n_mc=20_000, noise=0.25)
 
 
 @pytest.mark.slow
