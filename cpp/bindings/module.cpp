@@ -132,6 +132,7 @@ void bind_ode(py::module_& m);
 void bind_landscape(py::module_& m);
 void bind_target(py::module_& m);
 void bind_sde(py::module_& m);
+void bind_dmft(py::module_& m);
 }  // namespace twolayer::bind
 
 #ifndef TWOLAYER_VERSION
@@ -219,4 +220,5 @@ PYBIND11_MODULE(TWOLAYER_MODULE_NAME, m) {
   twolayer::bind::bind_landscape(m);
   twolayer::bind::bind_target(m);
   twolayer::bind::bind_sde(m);
+  twolayer::bind::bind_dmft(m);
 }

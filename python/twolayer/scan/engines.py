@@ -13,6 +13,12 @@ call, returning the group's arrays (configuration first).
   scan (another clock).
 * ``"sgd"``: :func:`twolayer.sgd.simulate` with ``seeds`` runs per configuration (the ``run`` dimension); per
   run: ``lr``, ``lr_readout``, ``noise`` (the configurations of a group share the initial networks).
+* ``"dmft"``: :func:`twolayer.dmft.solve` (reused batches, d -> infinity), one call per configuration, on an
+  orthonormal committee teacher of ``M`` units (``teacher_activation``, readout 1 or 1/M) from Q(0) = I, M(0) = 0
+  with the student readout 1 (``readout="sum"``) or 1/K: ``alpha``, ``lr``, ``ridge``, ``noise``, ``n_steps``,
+  ``n_mc``, ``n_groups``, ``seed``; records over ``step`` with Monte Carlo standard errors (``<name>_se``).
+* ``"full_batch"``: :func:`twolayer.full_batch.simulate` (the same process at finite ``d``, ``seeds`` training
+  sets, the ``run`` dimension), same teacher (orthonormal rows from ``seed``) and parameters, plus ``lr_readout``.
 * ``"descend"``: :func:`twolayer.population.descend`, ``"multistart"``: :func:`twolayer.landscape.multistart`
   (one call per configuration: the core has no batch of these).
 * a function of yours: ``function(**config) -> {name: array}``, once per configuration; given as the callable
@@ -536,6 +542,68 @@ _SGD_PARAMS: _Params = {
     "n_threads": (None, _int(1)),
 }
 
+# ------------------------------------------------------------------------------------------ dmft, full_batch
+
+
+def _reuse_problem(c: Mapping[str, Any], d: int) -> tuple[Any, NDArray[np.float64]]:
+    """The orthonormal committee teacher (d, seed) and the student readout of a dmft/full_batch configuration."""
+    from ..networks import Network
+
+    mean = c["readout"] == "mean"
+    rng = np.random.Generator(np.random.Philox(key=[c["seed"], 3]))
+    Wt = np.linalg.qr(rng.standard_normal((d, c["M"])))[0].T * math.sqrt(d)
+    teacher = Network(Wt, np.full(c["M"], 1.0 / c["M"] if mean else 1.0), c["teacher_activation"] or c["activation"])
+    return teacher, np.full(c["K"], 1.0 / c["K"] if mean else 1.0)
+
+
+def _run_dmft(configs: list[dict[str, Any]]) -> Part:
+    from ..dmft import solve
+
+    rows: list[dict[str, tuple[tuple[str, ...], Any]]] = []
+    for c in configs:
+        teacher, a = _reuse_problem(c, max(c["M"], 1))
+        r = solve(teacher, activation=c["activation"], a=a, alpha=c["alpha"], lr=c["lr"], ridge=c["ridge"],
+                  noise=c["noise"], n_steps=c["n_steps"], n_mc=c["n_mc"], n_groups=c["n_groups"], seed=c["seed"],
+                  n_threads=c["n_threads"])
+        T = c["n_steps"] + 1
+        row: dict[str, tuple[tuple[str, ...], Any]] = {"status": ((), np.array(r.status))}
+        for name, dims in (("M", ("step", "student", "teacher")), ("Q", ("step", "student", "student2")),
+                           ("train_risk", ("step",)), ("test_risk", ("step",))):
+            row[name] = (dims, _pad_rows(getattr(r, name), T))
+            row[name + "_se"] = (dims, _pad_rows(r.se[name], T))
+        rows.append(row)
+    return Part(_stack_parts(rows), {"step": (("step",), np.arange(configs[0]["n_steps"] + 1))})
+
+
+def _run_full_batch(configs: list[dict[str, Any]]) -> Part:
+    from ..full_batch import simulate
+    from ..networks import Network
+
+    rows: list[dict[str, tuple[tuple[str, ...], Any]]] = []
+    for c in configs:
+        teacher, a = _reuse_problem(c, c["d"])
+        student = Network.random(c["K"], c["d"], c["activation"], seed=c["seed"])
+        student = Network(student.W, a, c["activation"])
+        r = simulate(student, teacher, alpha=c["alpha"], lr=c["lr"], ridge=c["ridge"], noise=c["noise"],
+                     n_steps=c["n_steps"], seeds=c["seeds"], seed=c["seed"], project_init=True,
+                     lr_readout=c["lr_readout"])
+        rows.append({"M": (("run", "step", "student", "teacher"), r.M), "Q": (("run", "step", "student", "student2"),
+                                                                              r.Q),
+                     "a": (("run", "step", "student"), r.a), "train_risk": (("run", "step"), r.train_risk),
+                     "test_risk": (("run", "step"), r.test_risk)})
+    return Part(_stack_parts(rows), {"step": (("step",), np.arange(configs[0]["n_steps"] + 1))})
+
+
+_REUSE_PARAMS: _Params = {
+    "K": (2, _int(1)), "M": (2, _int(1)), "activation": ("erf", _act), "teacher_activation": (None, _act),
+    "readout": ("sum", _choice("sum", "mean")), "alpha": (REQUIRED, _pos), "lr": (REQUIRED, _pos),
+    "ridge": (0.0, _nonneg), "noise": (0.0, _nonneg), "n_steps": (REQUIRED, _int(0)), "seed": (0, seed_arg),
+}
+_DMFT_PARAMS: _Params = {**_REUSE_PARAMS, "n_mc": (100_000, _int(1)), "n_groups": (8, _int(2)),
+                         "n_threads": (None, _int(1))}
+_FULL_BATCH_PARAMS: _Params = {**_REUSE_PARAMS, "d": (1000, _int(1)), "seeds": (1, _int(1)),
+                               "lr_readout": (0.0, _nonneg)}
+
 # ------------------------------------------------------------------------------------------ descend, multistart
 
 
@@ -601,6 +669,9 @@ ENGINES: dict[str, Engine] = {
                   batched=frozenset({"d", "init", "seed", "q0", "m0", "scaling", "lr", "lr_readout", "noise",
                                      "risk_tol", "risk_rtol", "batch_ratio"}), check_together=_ode_together),
     "sgd": Engine("sgd", _SGD_PARAMS, _run_sgd, 64, batched=frozenset({"lr", "lr_readout", "noise"})),
+    "dmft": Engine("dmft", _DMFT_PARAMS, _run_dmft, 4, shape_keys=("K", "M", "n_steps")),
+    "full_batch": Engine("full_batch", _FULL_BATCH_PARAMS, _run_full_batch, 4, shape_keys=("K", "M", "n_steps",
+                                                                                           "seeds")),
     "descend": Engine("descend", _DESCEND_PARAMS, _run_descend, 16, shape_keys=("K", "M", "steps", "records")),
     "multistart": Engine("multistart", _MULTISTART_PARAMS, _run_multistart, 4, shape_keys=("runs",)),
 }
