@@ -26,6 +26,8 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .._validation import boolean
 from .engines import Engine, engine_for, initial_networks, initial_overlaps
 from .executors import Task, check_executor, execute
@@ -173,7 +175,9 @@ def run(
     with store_lock(store):  # one writer per store (its workers write under the lock of this process)
         done = prepare_store(store, sc, len(groups), resume, allow_version_change)
         # built one by one as the executor takes them: the client holds the configurations of a few groups only
-        tasks = (Task(eng.portable, g.configs, g.indices, store, g.name) for g in groups if g.gid not in done)
+        # (and a Dask scheduler the last tasks it sent to each worker: kept small, the indices as one array)
+        tasks = (Task(eng.portable, g.configs, np.asarray(g.indices, dtype=np.int64), store, g.name)
+                 for g in groups if g.gid not in done)
         with _bar(progress, len(sc), sum(len(g.indices) for g in groups if g.gid in done), len(groups),
                   len(done)) as bar:
             execute(tasks, executor, lambda t: bar(len(t.indices)))

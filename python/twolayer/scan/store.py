@@ -435,7 +435,7 @@ def _group_values(root: Any, meta: Mapping[str, Any], region: tuple[slice, ...],
     return out
 
 
-def write_group(store: str | Path, name: str, indices: list[int], part: Part) -> None:
+def write_group(store: str | Path, name: str, indices: Any, part: Part) -> None:
     """Write one group's block of every result, then its record (checksum, version; replaced atomically), then
     its ``complete`` chunk.
 
@@ -445,8 +445,8 @@ def write_group(store: str | Path, name: str, indices: list[int], part: Part) ->
         The Zarr directory (prepared by :func:`prepare`).
     name : str
         The group's name (``g`` and seven digits).
-    indices : list of int
-        Its flat configuration indices (one block of the grid, C order).
+    indices : sequence of int
+        Its flat configuration indices (one block of the grid, C order; a list or an int array).
     part : Part
         Its results.
 
