@@ -42,7 +42,7 @@ class Task:
     configs : sequence of dict
         Full configurations (a list, or :attr:`Group.configs <twolayer.scan.Group.configs>`, built on the worker).
     indices : sequence of int
-        Their flat indices (a list, or an int64 array: 8 bytes each where it is kept).
+        Their flat indices (a list, a range or an int array: what a Dask scheduler keeps of each task sent).
     store : str
         The Zarr store.
     name : str
@@ -60,7 +60,7 @@ class Task:
 
     engine: Any
     configs: Sequence[dict[str, Any]]
-    indices: Sequence[int] | NDArray[np.int64]
+    indices: Sequence[int] | NDArray[np.integer[Any]]
     store: str
     name: str
 
