@@ -465,3 +465,17 @@ def test_a_group_sent_to_a_worker_is_a_few_bytes_per_configuration():
     assert all(type(g[k]) is type(e[k]) for g, e in zip(got, expected, strict=True) for k in e)  # Python types
     assert task.configs[-1] == expected[-1] and task.configs[1:3] == expected[1:3]
     assert list(task.indices) == group.indices
+
+
+def test_a_store_deleted_and_created_again_is_written_with_its_new_layout(tmp_path):
+    """A process keeps each store's opened arrays (one open per store, not per group): a store deleted and created
+    again at the same path, with other shapes, is opened again."""
+    import shutil
+
+    path = tmp_path / "s.zarr"
+    for n_points, lrs in [(3, [0.5, 1.0]), (5, [0.5, 1.0, 1.5])]:
+        shutil.rmtree(path, ignore_errors=True)
+        scan = tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "t_max": 1.0, "n_points": n_points},
+                            axes={"lr": lrs}, group_size=2)
+        tl.scan.run(scan, store=path, load_result=False)
+        identical(tl.scan.open_dataset(path), tl.scan.run(scan))
