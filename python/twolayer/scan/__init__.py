@@ -30,7 +30,7 @@ from .._interrupt import Interrupted, keep_partial
 from .._validation import boolean
 from .engines import Engine, engine_for, initial_networks, initial_overlaps
 from .executors import Task, check_executor, execute
-from .grouping import Group, make_groups
+from .grouping import Group, _compact, make_groups
 from .lock import StoreLockedError, store_lock
 from .spec import Scan, read_toml
 from .store import Assembly, open_dataset, prepare
@@ -174,7 +174,9 @@ def run(
     with store_lock(store):  # one writer per store (its workers write under the lock of this process)
         done = prepare_store(store, sc, len(groups), resume, allow_version_change)
         # built one by one as the executor takes them: the client holds the configurations of a few groups only
-        tasks = (Task(eng.portable, g.configs, g.indices, store, g.name) for g in groups if g.gid not in done)
+        # (and a Dask scheduler the last 1000 tasks it sent to each worker: kept small, the indices as a range
+        # where consecutive, else one array)
+        tasks = (Task(eng.portable, g.configs, _compact(g.indices), store, g.name) for g in groups if g.gid not in done)
         with _bar(progress, len(sc), sum(len(g.indices) for g in groups if g.gid in done), len(groups),
                   len(done)) as bar:
             execute(tasks, executor, lambda t: bar(len(t.indices)))
