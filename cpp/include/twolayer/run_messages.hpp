@@ -1,10 +1,11 @@
-// The status messages of an integrated run, written once for every integrator (integrators.cpp, the SIMD lanes of
-// batch_integrators.cpp and the CUDA backend), so that a member's message is the same on every path.
+// The status messages of an integrated run, written once for every integrator (the driver of lane_driver.hpp,
+// one system or SIMD lanes, and the CUDA backend), so that a member's message is the same on every path.
 #pragma once
 #include <string>
 
 #include "twolayer/format.hpp"
 #include "twolayer/integrators.hpp"
+#include "twolayer/step_size.hpp"
 
 namespace twolayer {
 
@@ -26,8 +27,11 @@ inline std::string converged_message(double risk, double threshold, const StopRu
   if (rule.risk_rtol > 0.0) s += concat("risk_rtol = ", rule.risk_rtol, " x the initial risk");
   return s + concat(") at t = ", t);
 }
-// The adaptive integrators' step-size underflow (a diverged run).
-inline constexpr const char* kStepUnderflow =
-    "the adaptive step size underflowed (the solution blows up or is not smooth here)";
+// The adaptive integrators' step-size underflow (a diverged run; step_size.hpp).
+inline constexpr const char* kStepUnderflow = step_size::kUnderflowMessage;
+// A right-hand side that left the kernels' domain outside a step attempt (a diverged run).
+inline std::string singular_message(const char* what) { return concat("a kernel became singular (", what, ")"); }
+// A batch member not started when a cancel was requested.
+inline constexpr const char* kNotStartedMessage = "interrupted before it started";
 
 }  // namespace twolayer
