@@ -1,5 +1,5 @@
-"""The large-batch regime (seed 002): one iteration of the d -> infinity map against one SGD step at d = 4000,
-n_b = d, each next to a plain NumPy version, measured in one run.
+"""The large-batch regime (First order methods): one iteration of the d -> infinity map against one SGD step at d =
+4000, n_b = d, each next to a plain NumPy version, measured in one run.
 
 * map, twolayer: ``tl.ode.integrate(..., regime="large_batch", n_steps=S)``, per iteration (S = 200);
 * map, NumPy: the same update with the expectations psi = E[g'(l_i) l_c E] and E[g'g'E^2] estimated by Monte Carlo

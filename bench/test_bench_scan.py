@@ -11,6 +11,10 @@ lr x seed grid, initial overlaps from random networks at d = 100), one OpenMP th
   ``extra_info`` and printed with ``-s``; the table's times are per configuration. The scan starts each round with
   empty caches (initial overlaps, output grid), so it pays what a first scan pays.
 * ``test_scan_store``: the same scan into a Zarr store (written group by group), then read back.
+* ``test_scan_store_overhead``: bare ``integrate_batch``, the scan in memory and the scan into a fresh store, side by
+  side in interleaved rounds (ratios of the minima of wall and CPU times).
+* ``test_store_write_per_group``: one group's write (``write_group``) against its compute, for groups of 100, 1000
+  and 3000 configurations (wall and CPU; the write's share of the compute's CPU time).
 * ``test_naive_loop``: the loop users write today (one ``ode.integrate`` per configuration, results combined with
   ``xarray.combine_by_coords``), on the first N_NAIVE (200) configurations; its speed-up column is per configuration
   against the scan in memory.
@@ -128,6 +132,72 @@ def test_scan_store(benchmark, record, tmp_path):
         print(f"\n  into a Zarr store: min {benchmark.stats.stats.min * N_CONFIGS:.3f} s, x"
               f"{benchmark.stats.stats.min * N_CONFIGS / bare[:, 0].min():.3f} of the bare minimum; "
               f"reading it back {wall:.3f} s")
+
+
+@pytest.mark.benchmark(group="scan overhead")
+def test_scan_store_overhead(benchmark, record, stacked, tmp_path):
+    """Side by side in interleaved rounds: the bare ``integrate_batch``, the scan in memory, the scan into a
+    fresh Zarr store (``load_result=False``): the store's cost is the last two's difference."""
+    stack, lr = stacked
+    times: dict[str, list[tuple[float, float]]] = {"bare": [], "memory": [], "store": []}
+    path = tmp_path / "overhead.zarr"
+
+    def setup():  # not timed by the benchmark: the bare call and the scan in memory, timed here
+        _, wall, cpu = _clock(lambda: tl.ode.integrate_batch(stack, "erf", lr=lr, t_max=100.0, n_threads=1))
+        times["bare"].append((wall, cpu))
+        _cold_caches()
+        _, wall, cpu = _clock(lambda: tl.scan.run(SCAN))
+        times["memory"].append((wall, cpu))
+        _cold_caches()
+        shutil.rmtree(path, ignore_errors=True)
+
+    def store_round():
+        _, wall, cpu = _clock(lambda: tl.scan.run(SCAN, store=path, load_result=False))
+        times["store"].append((wall, cpu))
+
+    tl.scan.run(tl.scan.Scan("ode", constants={"t_max": 1.0, "lr": 1.0}), store=tmp_path / "warm.zarr",
+                load_result=False)  # imports (xarray, zarr) out of the rounds
+    benchmark.pedantic(store_round, setup=setup, rounds=ROUNDS, iterations=1)
+    t = {k: np.array(v[-ROUNDS:]) for k, v in times.items()}
+    ratio = {f"{k}_{c}": float(t[k][:, i].min() / t["bare"][:, i].min())
+             for k in ("memory", "store") for i, c in enumerate(("wall", "cpu"))}
+    record(benchmark, work=N_CONFIGS, unit="config", **{f"{k}_ratio_of_minima": v for k, v in ratio.items()},
+           **{f"{k}_{c}_s": t[k][:, i].round(4).tolist() for k in t for i, c in enumerate(("wall", "cpu"))})
+    if "headline" in benchmark.extra_info:
+        benchmark.extra_info["headline"] = (f"store x{ratio['store_wall']:.3f} wall, x{ratio['store_cpu']:.3f} CPU "
+                                            "of bare integrate_batch (ratio of minima)")
+    print(f"\n{N_CONFIGS} configurations, {ROUNDS} interleaved rounds (wall / CPU, s):")
+    for r in range(ROUNDS):
+        print("  " + ", ".join(f"{k} {t[k][r, 0]:.3f} / {t[k][r, 1]:.3f}" for k in t))
+    print(f"  ratio of minima to bare: memory x{ratio['memory_wall']:.3f} wall x{ratio['memory_cpu']:.3f} CPU; "
+          f"store x{ratio['store_wall']:.3f} wall x{ratio['store_cpu']:.3f} CPU")
+
+
+@pytest.mark.benchmark(group="scan store, per group")
+@pytest.mark.parametrize("group_size", [100, 1000, 3000])
+def test_store_write_per_group(benchmark, record, tmp_path, group_size):
+    """The cost of writing one group (``write_group``: the values padded and checked, their checksum, every
+    array's chunk, the record, ``complete``) against the group's compute, per group size."""
+    from twolayer.scan import store
+
+    scan = tl.scan.Scan(SCAN.engine_name, constants=dict(SCAN.constants), axes=dict(SCAN.axes), group_size=group_size)
+    path = tmp_path / "groups.zarr"
+    group = tl.scan.make_groups(scan)[0]
+    store.prepare(path, scan, len(tl.scan.make_groups(scan)), resume=False)
+    part, _, compute_cpu = _clock(lambda: ENGINES["ode"].run(list(group.configs)))
+    cpu: list[float] = []
+
+    def write():
+        _, _, c = _clock(lambda: store.write_group(path, group.name, group.indices, part))
+        cpu.append(c)
+
+    benchmark.pedantic(write, rounds=5, iterations=1)
+    mib = sum(np.asarray(a).nbytes for _, a in part.data.values()) / 2**20
+    share = min(cpu) / compute_cpu
+    record(benchmark, work=1, unit="group", group_size=group_size, mib_per_group=round(mib, 2),
+           write_cpu_s=round(min(cpu), 5), compute_cpu_s=round(compute_cpu, 5), write_share_of_compute=share)
+    print(f"\n  group of {group_size}: {mib:.2f} MiB, write {benchmark.stats.stats.min * 1e3:.1f} ms wall "
+          f"{min(cpu) * 1e3:.1f} ms CPU, compute {compute_cpu * 1e3:.1f} ms CPU: the write is {share:.1%} of it")
 
 
 N_NAIVE = 200  # the naive loop on the first 200 configurations (its cost is per configuration)

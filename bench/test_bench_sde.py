@@ -1,4 +1,4 @@
-"""SDE of online SGD (``tl.sde.simulate``): paths to the escape of the seed-003 p = 1 system, against a vectorised
+"""SDE of online SGD (``tl.sde.simulate``): paths to the escape of Arnaboldi et al.'s p = 1 system, against a vectorised
 NumPy Euler-Maruyama of the same equations, and against SGD itself at d = 1000 (4000 with
 ``TWOLAYER_BENCH_FULL=1``) for the same number of escapes.
 

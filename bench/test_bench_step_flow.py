@@ -4,8 +4,8 @@ the same method with a NumPy right-hand side called once per stage).
 
 Run: python -m pytest bench/test_bench_step_flow.py --benchmark-only -s
 
-One run = seed 000's Gaussian start (lambda = w.x, rows N(0, I / d), d = 20) integrated to t = 250, where every
-student has reached its teacher (risk 0). Both must end at risk <= 1e-9 with the same overlaps to 1e-6.
+One run = Mariantoni & Chizat's Gaussian start (lambda = w.x, rows N(0, I / d), d = 20) integrated to t = 250, where
+every student has reached its teacher (risk 0). Both must end at risk <= 1e-9 with the same overlaps to 1e-6.
 """
 
 from __future__ import annotations

@@ -35,31 +35,40 @@ MC_CHUNK = 1_000_000
 class MonteCarlo:
     """E[f(l)] for l ~ N(0, C) over MC_SAMPLES draws, streamed in chunks; returns (mean, standard error)."""
 
-    def __init__(self, C: np.ndarray, seed: int = 12345, samples: int = MC_SAMPLES) -> None:
+    def __init__(self, C: np.ndarray, seed: int = 12345, samples: int = MC_SAMPLES, chunk: int = MC_CHUNK) -> None:
         w, V = np.linalg.eigh(C)
         self.factor = V * np.sqrt(np.clip(w, 0.0, None))  # works for singular C too
-        self.seed, self.samples = seed, samples
+        self.seed, self.samples, self.chunk = seed, samples, chunk
 
     def chunks(self):
         rng = np.random.default_rng(self.seed)
         done = 0
         while done < self.samples:
-            n = min(MC_CHUNK, self.samples - done)
+            n = min(self.chunk, self.samples - done)
             yield rng.standard_normal((n, self.factor.shape[0])) @ self.factor.T
             done += n
 
     def means(self, fns: dict[str, Callable[[np.ndarray], np.ndarray]]) -> dict[str, tuple[float, float]]:
-        s1 = dict.fromkeys(fns, 0.0)
-        s2 = dict.fromkeys(fns, 0.0)
+        """(mean, standard error) of each f(l) in ``fns``."""
+        def chunk_sums(X: np.ndarray) -> dict:
+            values = {k: f(X) for k, f in fns.items()}
+            return {k: (v.sum(), (v * v).sum()) for k, v in values.items()}
+
+        return {k: (float(m), float(se)) for k, (m, se) in self.sums(chunk_sums).items()}
+
+    def sums(self, chunk_sums: Callable[[np.ndarray], dict]) -> dict:
+        """(mean, standard error) per key from per-chunk sums: ``chunk_sums(X)`` gives {key: (sum of f, sum of f^2)}
+        over the chunk's rows X (arrays of sums give arrays of means, e.g. a whole kernel table from one GEMM)."""
+        s1: dict = {}
+        s2: dict = {}
         for X in self.chunks():
-            for k, f in fns.items():
-                v = f(X)
-                s1[k] += float(v.sum())
-                s2[k] += float((v * v).sum())
+            for k, (a, b) in chunk_sums(X).items():
+                s1[k] = s1.get(k, 0.0) + a
+                s2[k] = s2.get(k, 0.0) + b
         out = {}
-        for k in fns:
+        for k in s1:
             m = s1[k] / self.samples
-            var = max(s2[k] / self.samples - m * m, 0.0)
+            var = np.maximum(s2[k] / self.samples - m * m, 0.0)
             out[k] = (m, np.sqrt(var / self.samples))
         return out
 

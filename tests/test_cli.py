@@ -16,7 +16,8 @@ def test_demo_quick_writes_png_and_csv(tmp_path, capsys):
     assert "orthogonal" in out and "erf plateau" in out
     png = (tmp_path / "demo.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
-    rows = list(csv.DictReader(open(tmp_path / "demo.csv")))
+    with open(tmp_path / "demo.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
     panels = {r["panel"] for r in rows}
     assert panels == {"symmetry_breaking", "plateau"}
     # The orthogonal start stays on the symmetric saddle: its final risk is far above the Gaussian starts' best.

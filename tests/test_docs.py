@@ -154,3 +154,25 @@ def test_every_public_module_has_an_api_page() -> None:
     missing = [m for m in modules if not (DOCS / "api" / f"{m}.rst").is_file()
                or not re.search(rf"^\s+{m}\s*$", index, re.MULTILINE)]
     assert not missing, f"no API page (docs/api/<name>.rst in docs/api/index.rst's toctree) for {missing}"
+
+
+def test_examples_named_in_the_docs_exist_and_papers_have_names() -> None:
+    """Every ``examples/<file>`` the README, the pages, the package, the examples or the C++ sources name exists (the
+    README listed three that did not), and they name papers, never the project's internal seed numbers."""
+    root = DOCS.parent
+    if not DOCS.is_dir() or not (root / "examples").is_dir():
+        pytest.skip("no docs/ or examples/ beside tests/ (tests run from an installed copy)")
+    sources = [root / "README.md", *DOCS.glob("*.rst"), *DOCS.glob("*/*.rst"),
+               *Path(tl.__file__).resolve().parent.rglob("*.py"), *(root / "examples").iterdir(),
+               *(p for p in (root / "cpp").rglob("*") if p.suffix in (".hpp", ".cpp", ".cu", ".cuh"))]
+    missing, seeds = [], []
+    for path in sources:
+        text = path.read_text(encoding="utf-8")
+        missing += [f"{path.name}: {m}" for m in re.findall(r"examples/([\w.-]+\.(?:py|toml))", text)
+                    if not (root / "examples" / m).is_file()]
+        if path.name == "README.md":  # bare `name.py` / `name.toml`: an example or a top-level file
+            missing += [f"README.md: {m}" for m in re.findall(r"`([\w.-]+\.(?:py|toml))`", text)
+                        if not (root / "examples" / m).is_file() and not (root / m).is_file()]
+        seeds += [f"{path.name}: {m}" for m in re.findall(r"\b[Ss]eed[ -]00\d\b|\bseed00\d_", text)]
+    assert not missing, f"examples named but not there: {missing}"
+    assert not seeds, f"internal seed numbers instead of paper names: {seeds}"

@@ -1,6 +1,6 @@
-"""The claims of examples/seed002_staircase_online.py (issue 28 item 4): for k = 3 at lr = 0.4 / sqrt(d) the ODE has
-an unstable point at m0 sqrt(d) = 0.533 inside the law of the starts and SGD escapes from below it, so the escape is
-noise-driven; the SDE at the same d describes it."""
+"""The claims of examples/first_order_methods_staircase_online.py (issue 28 item 4): for k = 3 at lr = 0.4 / sqrt(d) the
+ODE has an unstable point at m0 sqrt(d) = 0.533 inside the law of the starts and SGD escapes from below it, so the
+escape is noise-driven; the SDE at the same d describes it."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import twolayer as tl
 
-_PATH = Path(__file__).resolve().parent.parent / "examples" / "seed002_staircase_online.py"
+_PATH = Path(__file__).resolve().parent.parent / "examples" / "first_order_methods_staircase_online.py"
 
 
 def _example():
-    spec = importlib.util.spec_from_file_location("seed002_staircase_online", _PATH)
+    spec = importlib.util.spec_from_file_location("first_order_methods_staircase_online", _PATH)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

@@ -1,8 +1,9 @@
-"""tl.landscape: critical points, spectra, isotropy, fixed-point subspaces, multistart (seed 001)."""
+"""tl.landscape: critical points, spectra, isotropy, fixed-point subspaces, multistart (Arjevani & Field)."""
 
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -351,3 +352,13 @@ def test_fixed_point_space_containing_a_permuted_critical_point(spurious6):
     np.testing.assert_allclose(xs, x, atol=1e-12)  # the same coordinates as the unpermuted family member
     with pytest.raises(ValueError, match="W"):
         FixedPointSpace.containing(np.ones((3, 4)))
+
+
+def test_reduced_risk_at_tiny_weights_is_the_risk_at_zero() -> None:
+    """Rows of norm 1e-160 once overflowed (inv**2) in the relu grouping; the risk must tend to its value at 0."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tiny = tl.landscape.reduced_risk(np.full(5, 1e-160), [1, 2])
+    at_zero = tl.landscape.reduced_risk(np.zeros(5), [1, 2])
+    assert np.isfinite(tiny)
+    assert tiny == pytest.approx(at_zero, rel=1e-12)

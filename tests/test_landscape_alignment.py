@@ -12,7 +12,7 @@ from twolayer.landscape.alignment import alignment_determinants_direct
 L = tl.landscape
 
 
-# ---------------------------------------------------------------------------------------------- seed 004
+# ------------------------------------------------------------------------------------- the alignment paper
 def test_alignment_determinants_small_cases_by_hand():
     f = tl.landscape.alignment.ad_function
     # m = 1: M = [f(0)] = [pi], M_1 = [f(theta_10)]
@@ -41,7 +41,7 @@ def test_alignment_determinants_vectorised_matches_direct_and_conjecture_holds(m
     # for close angles; compare relative to the scale of the determinants of the set
     scale = np.abs(ref_Mi) + np.abs(ref_M) * np.pi
     assert np.all(np.abs(min_Mi - ref_Mi) <= 1e-6 * scale)
-    # seed 004, Theorem 5.1 / Conjecture 5.5: det M > 0 and min_i det M_i <= 0 for every sampled set
+    # the alignment paper, Theorem 5.1 / Conjecture 5.5: det M > 0 and min_i det M_i <= 0 for every sampled set
     assert np.all(det_M > 0)
     assert np.all(min_Mi <= 1e-12 * scale)
 
@@ -83,7 +83,7 @@ def test_alignment_flow_d2_students_align_with_teacher():
         )
 
 
-# ---------------------------------------------------------------------------------------------- seed 000
+# ------------------------------------------------------------------------------------- Mariantoni & Chizat
 def test_step_population_gradient_against_finite_differences():
     student, teacher = tl.networks.teacher_student(3, 2, 6, "step", seed=1, scaling="none")
     g = tl.population.gradient(student, teacher, train_readout=False)[0].ravel()
@@ -122,9 +122,9 @@ def test_step_gradient_flow_is_first_order_in_lr_and_descends():
 
 @pytest.mark.skipif(importlib.util.find_spec("twolayer.ode") is None, reason="twolayer.ode not merged yet")
 def test_step_weight_space_flow_agrees_with_overlap_ode():
-    # Gradient flow is closed on the overlaps (seed 000's alpha, beta, gamma system = tl.ode "gradient_flow").
-    # Weight-space Euler with lr = 1e-3 up to tau = 2 carries an O(lr) error ~1e-3; rk4 on the ODE is far
-    # more accurate. Time mapping: tau = lr * iterations; the ODE is run with lr = 1 so its t is tau (check
+    # Gradient flow is closed on the overlaps (Mariantoni & Chizat's alpha, beta, gamma system = tl.ode
+    # "gradient_flow"). Weight-space Euler with lr = 1e-3 up to tau = 2 carries an O(lr) error ~1e-3; rk4 on the ODE is
+    # far more accurate. Time mapping: tau = lr * iterations; the ODE is run with lr = 1 so its t is tau (check
     # its docstring's time convention after the merge).
     student, teacher = tl.networks.teacher_student(2, 2, 10, "step", seed=3, scaling="none")
     times = np.array([0.0, 0.5, 1.0, 2.0])
@@ -155,7 +155,7 @@ def test_procrustes_minimises_and_fixes_the_seed_transposition():
     for _ in range(200):  # no random orthogonal matrix does better
         Q = np.linalg.qr(rng.standard_normal((d, d)))[0]
         assert np.linalg.norm(A - Q @ B) >= best - 1e-12
-    # seed 000 writes P = V U^T for theta(0) = U S V^T and theta_O(0) = I (square case): the minimiser is U
+    # Mariantoni & Chizat write P = V U^T for theta(0) = U S V^T and theta_O(0) = I (square case): the minimiser is U
     # V^T
     Asq = rng.standard_normal((n, n))
     U, _, Vt = np.linalg.svd(Asq)
@@ -166,7 +166,7 @@ def test_procrustes_minimises_and_fixes_the_seed_transposition():
 def test_lemma2_procrustes_distance_is_sum_of_squared_singular_value_gaps_and_vanishes_with_d():
     # theta(0): d x 2m Gaussian entries N(0, 1/d); theta_O(0): orthonormal columns. min_P |theta - P
     # theta_O|_F^2 = sum (s_i - 1)^2 exactly, and for fixed n = 2m, d -> inf: E sum (s_i - 1)^2 ~ E|A^T A -
-    # I|_F^2 / 4 = (n^2 + n) / (4 d), i.e. d * mean -> 5 for n = 4 (the seed's bound 2m (sqrt(2m/d) + ...)^2 =
+    # I|_F^2 / 4 = (n^2 + n) / (4 d), i.e. d * mean -> 5 for n = 4 (the paper's bound 2m (sqrt(2m/d) + ...)^2 =
     # n^2 / d).
     rng = np.random.default_rng(5)
     n = 4

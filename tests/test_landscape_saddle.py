@@ -47,7 +47,7 @@ def test_saddle_search_does_not_depend_on_the_eigensolvers_basis(spurious6, monk
     start, teacher = spurious6
     reference = L.saddle_search(start, teacher, index=1)
     rng = np.random.default_rng(seed)
-    eigh = saddle_module._eigh
+    eigh = saddle_module.hessian_eigh
 
     def rotated(net, teacher_, tr):
         lam, V = eigh(net, teacher_, tr)
@@ -60,7 +60,7 @@ def test_saddle_search_does_not_depend_on_the_eigensolvers_basis(spurious6, monk
                 V[:, cols] = V[:, cols] @ R
         return lam, V
 
-    monkeypatch.setattr(saddle_module, "_eigh", rotated)
+    monkeypatch.setattr(saddle_module, "hessian_eigh", rotated)
     sd = L.saddle_search(start, teacher, index=1)
     assert sd.kind == "saddle" and sd.index == 1 and sd.grad_norm <= 1e-10
     assert sd.risk == pytest.approx(reference.risk, rel=1e-10)

@@ -204,7 +204,7 @@ def test_online_linear_closed_form(lr, noise):
 
 @pytest.mark.parametrize("gamma,noise", [(0.05, 0.5), (0.1, 0.0), (0.02, 2.0)])
 def test_online_quadratic_spherical_seed003(gamma, noise):
-    """Seed 003, p = 1: y = (w*.x)^2 + sqrt(Delta) z, f = (w.x)^2, projected SGD with step gamma.
+    """Arnaboldi et al., p = 1: y = (w*.x)^2 + sqrt(Delta) z, f = (w.x)^2, projected SGD with step gamma.
     In seed time tau = gamma t (our t = steps / d, lr = gamma):
     dm/dtau = m [4 (1 - 6 gamma)(1 - m^2) - 2 gamma Delta], excess risk 2 (1 - m^2) -> gamma Delta / (1 - 6
     gamma).

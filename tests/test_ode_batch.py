@@ -114,7 +114,7 @@ def test_stiff_or_diverging_member_does_not_change_the_others():
 
 
 def seed003_crossing_time(gamma, noise, m0, rho):
-    """Seed 003, p = 1 (spherical online SGD, square activations, K = M = 1): with u = m^2,
+    """Arnaboldi et al., p = 1 (spherical online SGD, square activations, K = M = 1): with u = m^2,
     du/dt = 2 gamma u (A - B u), A = 4 (1 - 6 gamma) - 2 gamma Delta, B = 4 (1 - 6 gamma), whose solution is
     u = A u0 e^{2 A gamma t} / (A + B u0 (e^{2 A gamma t} - 1)); the excess risk is 2 (1 - u). The time where
     R = rho R(0), i.e. u* = 1 - rho (1 - u0): e^{2 A gamma t} = u* (A - B u0) / (u0 (A - B u*))."""

@@ -178,3 +178,21 @@ def test_quadratic_and_linear_committees_integrate_in_the_lanes(act):
         batch = tl.ode.integrate_batch(members, act, lr=lr, t_max=2.0, n_threads=2, **kw)
         for b, m in enumerate(members):
             assert_same(batch[b], tl.ode.integrate(m, act, lr=lr[b], t_max=2.0, **kw))
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_one_system_path_and_lanes_share_one_driver(method):
+    """The same erf system with and without a schedule that is 1 throughout (the schedule sends it to the one-system
+    path, OdeRhs as the driver's one lane; without it the SIMD lanes integrate it): the same steps, right-hand-side
+    count, status and message, and the trajectory up to rounding."""
+    ov = random_overlaps(2, 2, seed=1)
+    kw = dict(lr=0.8, t_max=30.0, risk_rtol=0.05, **METHODS[method])
+    lanes = tl.ode.integrate(ov, "erf", **kw)
+    one = tl.ode.integrate(ov, "erf", schedule=tl.schedules.step_decay(1.0, 1e6), **kw)
+    assert lanes.status == one.status == "converged"
+    assert lanes.message == one.message
+    counts = ("n_steps", "n_rhs", "n_rejected")
+    assert [lanes.meta[c] for c in counts] == [one.meta[c] for c in counts]
+    assert one.stop_time == pytest.approx(lanes.stop_time, rel=1e-11)
+    for field in ("t", "Q", "M", "a", "risk"):
+        np.testing.assert_allclose(getattr(one, field), getattr(lanes, field), rtol=1e-11, atol=1e-13)

@@ -100,7 +100,7 @@ def test_sgd_scan_equals_single_ensembles_bitwise():
 
 
 def test_large_batch_scan_equals_single_maps_bitwise():
-    # lr x batch_ratio of seed 002's large-batch map: one ode.integrate per configuration, t = iteration
+    # lr x batch_ratio of the large-batch map (First order methods): one ode.integrate per configuration, t = iteration
     scan = tl.scan.Scan("ode", constants={"K": 2, "M": 2, "d": 50, "activation": "linear", "regime": "large_batch",
                                           "n_steps": 12},
                         axes={"lr": [0.5, 2.0, 1e6], "batch_ratio": [0.5, 4.0]}, group_size=4)
@@ -314,24 +314,24 @@ def dask_cluster(distributed, method, tmp_path, scans):
 # ------------------------------------------------------------------------------------------ examples and CLI
 
 
-def seed003_escape_time(gamma, noise, m0, rho):
-    """Closed-form first passage of the seed-003 p = 1 ODE below rho R(0) (see tests/test_ode_batch.py)."""
+def exact_escape_time(gamma, noise, m0, rho):
+    """Closed-form first passage of the p = 1 ODE of Arnaboldi et al. below rho R(0) (see tests/test_ode_batch.py)."""
     A, B = 4 * (1 - 6 * gamma) - 2 * gamma * noise, 4 * (1 - 6 * gamma)
     u0 = m0 * m0
     us = 1 - rho * (1 - u0)
     return math.log(us * (A - B * u0) / (u0 * (A - B * us))) / (2 * A * gamma)
 
 
-def test_example_seed003_escape_times(tmp_path):
-    assert cli.main(["scan", str(EXAMPLES / "scan_seed003_escape.toml"), "--store", str(tmp_path / "e.zarr"),
+def test_example_escaping_mediocrity_escape_times(tmp_path):
+    assert cli.main(["scan", str(EXAMPLES / "escaping_mediocrity_scan.toml"), "--store", str(tmp_path / "e.zarr"),
                      "--no-progress"]) == 0
     ds = store.open_dataset(tmp_path / "e.zarr")
     assert set(ds["status"].values.ravel()) == {"converged"}
     m0 = ds["M"].isel(t=0, student=0, teacher=0).values
-    exact = np.vectorize(seed003_escape_time)(ds["lr"].values[:, None], 0.0, m0, 0.5)
+    exact = np.vectorize(exact_escape_time)(ds["lr"].values[:, None], 0.0, m0, 0.5)
     np.testing.assert_allclose(ds["stop_time"].values, exact, rtol=1e-6)
     # the example's comment: the package's exact formula, at Delta = 0 log((T / m0^2 + 1 - T) / (1 - T)) /
-    # (8 gamma (1 - 6 gamma)); the seed's printed one (annealed, m0^2 = 1/d) is 10 % short of it
+    # (8 gamma (1 - 6 gamma)); the paper's printed one (annealed, m0^2 = 1/d) is 10 % short of it
     g, T, d = ds["lr"].values[:, None], 0.5, 1000
     theory = np.array([tl.theory.escape_time_p1(m, lr=lr, noise=0.0, threshold=T)
                        for lr, m in zip(ds["lr"].values, m0, strict=True)])
@@ -339,7 +339,7 @@ def test_example_seed003_escape_times(tmp_path):
     np.testing.assert_allclose(theory, np.log((T / m0**2 + 1 - T) / (1 - T)) / (8 * g * (1 - 6 * g)), rtol=1e-12)
     annealed = np.array([tl.theory.escape_time_p1(d**-0.5, lr=lr, noise=0.0, threshold=T) for lr in g[:, 0]])
     np.testing.assert_allclose(np.log(T * d + 1 - T) / (8 * g[:, 0] * (1 - 6 * g[:, 0])) / annealed, 0.8997, atol=1e-4)
-    # the escape time is shortest near gamma = 1/12 (seed 003's optimal learning rate with Delta = 0)
+    # the escape time is shortest near gamma = 1/12 (Arnaboldi et al.'s optimal learning rate with Delta = 0)
     assert ds["lr"].values[np.argmin(ds["stop_time"].mean("seed").values)] == 0.08
     assert cli.main(["plot", str(tmp_path / "e.zarr")]) == 0
     assert (tmp_path / "e.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

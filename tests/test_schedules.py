@@ -142,8 +142,8 @@ def test_scheduled_ode_agrees_with_scheduled_sgd(sched):
 
 
 def test_step_descent_with_geometric_schedule_reaches_1e_9():
-    """Seed 000's setting (m = 4, d = 50, Gaussian init): fixed steps stop at the oscillation floor, a geometric
-    decay after the approach converges to ~1e-9 and below."""
+    """Mariantoni & Chizat's setting (m = 4, d = 50, Gaussian init): fixed steps stop at the oscillation floor, a
+    geometric decay after the approach converges to ~1e-9 and below."""
     st, te = teacher_student(4, 4, 50, "step", init="gaussian", seed=0)
     fixed = tl.population.descend(st, te, lr=1.0, n_steps=6000, n_records=2)
     sched = S.geometric(0.5, every=150.0, start=3000.0)
@@ -153,8 +153,8 @@ def test_step_descent_with_geometric_schedule_reaches_1e_9():
 
 
 def test_step_gradient_flow_with_schedule():
-    """Flow time tau_n = lr sum_{j < n} s(j); decaying steps resolve the cusp. Seed 000's scaling (lambda = w.x,
-    rows N(0, I / d)): the approach takes tau ~ 80 at lr = 0.02, where fixed steps oscillate at risk ~1e-3;
+    """Flow time tau_n = lr sum_{j < n} s(j); decaying steps resolve the cusp. Mariantoni & Chizat's scaling (lambda =
+    w.x, rows N(0, I / d)): the approach takes tau ~ 80 at lr = 0.02, where fixed steps oscillate at risk ~1e-3;
     halving the step every 200 iterations after that brings the risk to the resolution of the overlap-based
     risk (an aligned pair whose cos theta does not round to 1 leaves theta ~ sqrt(2 eps) ~ 1.5e-8, i.e. a risk
     ~2.4e-9 per such pair)."""

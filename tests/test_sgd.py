@@ -1,6 +1,6 @@
 """Finite-d SGD simulator: random streams, reproducibility, exactness of the recorded risk, agreement with
 population gradient descent and with closed-form online ODEs (linear activation; spherical quadratic p = 1 of
-seed 003), the training-set regime, divergence handling and argument checks.
+Arnaboldi et al.), the training-set regime, divergence handling and argument checks.
 
 Statistical tolerances: ``Z`` standard errors of the ensemble mean plus a finite-size allowance ``c / d`` for
 the O(1/d) bias of the mean (fluctuations of the overlaps are O(1/sqrt(d)); the standard error measures them).
@@ -323,9 +323,9 @@ def test_linear_online_sgd_matches_linear_ode():
 
 
 def test_spherical_quadratic_p1_matches_seed003_ode():
-    # Seed 003 (p = 1, quadratic student and teacher, unit readouts, projected SGD): in our units
+    # Arnaboldi et al. (p = 1, quadratic student and teacher, unit readouts, projected SGD): in our units
     # (t = steps / d, lr = gamma) the overlap m = w.w*/d obeys
-    # dm/dt = lr * m [4 (1 - 6 lr)(1 - m^2) - 2 lr Delta]: the seed's equation in time lr * t.
+    # dm/dt = lr * m [4 (1 - 6 lr)(1 - m^2) - 2 lr Delta]: the paper's equation in time lr * t.
     # Risk 2 (1 - m^2); fixed point risk lr Delta / (1 - 6 lr).
     d, eta, noise, m0 = 500, 0.1, 0.5, 0.3
     w, ws = unit_pair(d, m0)

@@ -90,7 +90,7 @@ def test_relu_with_trained_readout_large_d():
 
 
 def run_spherical_quadratic(d: int, seeds: int) -> None:
-    # seed 003, p = 1: quadratic student and teacher, projected SGD, label noise
+    # Arnaboldi et al., p = 1: quadratic student and teacher, projected SGD, label noise
     rng = np.random.default_rng(0)
     ws = rng.standard_normal(d)
     ws *= np.sqrt(d) / np.linalg.norm(ws)

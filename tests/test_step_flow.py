@@ -1,5 +1,5 @@
-"""Step units (seed 000): the overlap-space gradient flow through alignment (the core's step-unit flow, used by
-ode.integrate and ode.integrate_batch for step units in the gradient-flow regime) against weight-space descent with
+"""Step units (Mariantoni & Chizat): the overlap-space gradient flow through alignment (the core's step-unit flow, used
+by ode.integrate and ode.integrate_batch for step units in the gradient-flow regime) against weight-space descent with
 a decaying step.
 
 Gaussian starts that converge reach risk <= 1e-9 in the flow (exactly 0 up to rounding: the students are merged
@@ -23,7 +23,7 @@ from twolayer import schedules as S
 
 
 def pair(m: int, d: int, seed: int, init: str = "gaussian"):
-    """Seed 000's setting: lambda = w.x, teacher and student rows N(0, I / d) or one orthonormal set."""
+    """Mariantoni & Chizat's setting: lambda = w.x, teacher and student rows N(0, I / d) or one orthonormal set."""
     rng = np.random.default_rng(seed)
     te = tl.Network(rng.standard_normal((m, d)) / np.sqrt(d), None, "step", scaling="none")
     st = tl.Network(rng.standard_normal((m, d)) / np.sqrt(d), None, "step", scaling="none")
@@ -87,9 +87,9 @@ def test_overlap_flow_and_weight_descent_converge_together(m, seed):
 
 @pytest.mark.parametrize("m", [4, pytest.param(6, marks=pytest.mark.slow)])
 def test_orthogonal_start_stays_at_its_fixed_point(m):
-    """Seed 000's orthogonal start (the demo's: d = 50, lambda = w.x / sqrt(d)): the flow stays at the symmetric
-    fixed point (0.356189... at m = 4) over the demo's horizon (t = 400), as population descent does. (The point is a
-    saddle: rounding-level asymmetry grows out of it by t ~ 1000 in the flow, the NumPy reference's too.)"""
+    """Mariantoni & Chizat's orthogonal start (the demo's: d = 50, lambda = w.x / sqrt(d)): the flow stays at the
+    symmetric fixed point (0.356189... at m = 4) over the demo's horizon (t = 400), as population descent does. (The
+    point is a saddle: rounding-level asymmetry grows out of it by t ~ 1000 in the flow, the NumPy reference's too.)"""
     st, te = tl.networks.teacher_student(m, m, 50, "step", init="orthogonal", seed=2)
     flow = tl.ode.integrate(tl.Overlaps.from_networks(st, te), lr=1.0, regime="gradient_flow", t_max=400.0,
                             n_records=5)

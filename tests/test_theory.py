@@ -1,4 +1,4 @@
-"""Seed 003 closed forms (twolayer.theory) against the package's ODE, scipy quadrature and each other."""
+"""Arnaboldi et al. closed forms (twolayer.theory) against the package's ODE, scipy quadrature and each other."""
 
 import math
 
@@ -76,7 +76,7 @@ def test_quenched_p1_is_the_beta_average(d):
     for m0 in (0.3 / math.sqrt(d), 2 / math.sqrt(d)):
         assert th.escape_time_p1(m0, lr, noise, T) == pytest.approx(ode_escape(p1_overlaps(m0), lr, noise, T),
                                                                     rel=1e-8)
-    # printed quenched: the seed's chi^2(1) law, E log(T d / mu + 1 - T) / rate
+    # printed quenched: the paper's chi^2(1) law, E log(T d / mu + 1 - T) / rate
     g = stats.chi2(1)
     ref_p = integrate.quad(lambda mu: math.log(T * d / mu + 1 - T) * g.pdf(mu), 0, np.inf, limit=500)[0]
     ref_p /= lr * (8 * (1 - 6 * lr) - 4 * lr * noise)
@@ -189,7 +189,7 @@ def test_bad_input():
 
 
 def test_wide_formula_refuses_thresholds_below_its_domain():
-    """The seed's wide-p time is >= 0 iff T >= tau0 / (p (p + 1) d - 2 p mu0 + tau0) ((p - 1) / ((p + 1)(d - 1)) at
+    """The paper's wide-p time is >= 0 iff T >= tau0 / (p (p + 1) d - 2 p mu0 + tau0) ((p - 1) / ((p + 1)(d - 1)) at
     the mean start); below it returned negative times (-1.03 here). The ODE escapes there within the initial
     transient, at a small positive time the formula does not describe."""
     d, p, lr = 1000, 2, 0.05

@@ -289,7 +289,7 @@ def test_cli_disk_full_while_writing(tmp_path, capsys, monkeypatch):
     tiny = demo.DemoResult(demo.DemoConfig(seeds=(0,)))
     tiny.runs["gaussian"] = [tl.population.descend(*tl.networks.teacher_student(1, 1, 4, "step", seed=0), lr=0.1,
                                                    n_steps=2, n_records=2)]
-    monkeypatch.setattr(demo, "run_seed000", lambda config=None, progress=False: tiny)
+    monkeypatch.setattr(demo, "run_symmetry_breaking", lambda config=None, progress=False: tiny)
     monkeypatch.setattr(demo, "run_plateau", lambda config=None, progress=False: None)
     os.symlink("/dev/full", tmp_path / "demo.csv")
     code, err = _run_cli(["demo", "--no-progress", "--out", str(tmp_path)], capsys)
@@ -315,15 +315,25 @@ def test_demo_api_checks_its_arguments_first(tmp_path):
     with pytest.raises(ValueError, match=r"plateau.d: expected an integer in \[4, 2\*\*31-1\]"):
         demo.run(out=str(tmp_path), plateau=demo.PlateauConfig(d=3))
     with pytest.raises(TypeError, match="config: expected a twolayer.demo.DemoConfig"):
-        demo.run_seed000(config={"units": 2})
+        demo.run_symmetry_breaking(config={"units": 2})
     assert not os.listdir(tmp_path)  # nothing was computed or written
+
+
+def test_demo_old_name_warns_and_runs_the_renamed_function():
+    """run_seed000 (an internal seed number) is now run_symmetry_breaking, after the paper; the old name warns."""
+    cfg = demo.DemoConfig(units=2, d=8, steps=10, seeds=(0,), records=3)
+    with pytest.warns(DeprecationWarning, match="'run_seed000' of twolayer.demo is deprecated; use "
+                                                "'run_symmetry_breaking'"):
+        old = demo.run_seed000(cfg)
+    new = demo.run_symmetry_breaking(cfg)
+    assert np.array_equal(old.runs["gaussian"][0].risk, new.runs["gaussian"][0].risk)
 
 
 def test_writers_name_the_path_they_cannot_write(tmp_path):
     """A full disk or a missing directory gave a raw OSError traceback naming no file (issue 26)."""
     import errno
 
-    result = demo.run_seed000(demo.DemoConfig(units=2, d=8, steps=10, seeds=(0,), records=3))
+    result = demo.run_symmetry_breaking(demo.DemoConfig(units=2, d=8, steps=10, seeds=(0,), records=3))
     if os.path.exists("/dev/full"):
         with pytest.raises(OSError, match=r"\[Errno 28\] No space left on device: '/dev/full'") as info:
             demo.write_csv(result, "/dev/full")

@@ -8,6 +8,7 @@
 #include <map>
 #include <utility>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common.hpp"
@@ -107,23 +108,6 @@ Schedule ode_schedule(const py::object& o) {
     throw std::invalid_argument("schedule: a per-step table needs a time spacing dt for the ODE (t = steps / d: "
                                 "dt = 1 / d)");
   return s;
-}
-
-IntegrateOptions make_options(const std::vector<double>& times, const std::string& method, double dt, double rtol,
-                              double atol, double h0, double h_max, double risk_tol, double risk_rtol,
-                              long long max_steps) {
-  IntegrateOptions o;
-  o.method = parse_method(method);
-  o.times = times;
-  o.dt = dt;
-  o.rtol = rtol;
-  o.atol = atol;
-  o.h0 = h0;
-  o.h_max = h_max;
-  o.stop.risk_tol = risk_tol;
-  o.stop.risk_rtol = risk_rtol;
-  o.max_steps = max_steps;
-  return o;
 }
 
 // State y = [Q (K x K), M (K x M), a (K)] into row i of the Q, M and a arrays' data.
@@ -317,354 +301,399 @@ class GridRows final : public RowSink {
   GridArrays plain_arrays_{};
 };
 
+// --- the arguments of the bindings, each group parsed by one function and named once ---
+
+// The solver's arguments (times, method, dt, rtol, atol, h0, h_max, the stop rule, max_steps, schedule) as options.
+IntegrateOptions solver_options(const Array& times, const std::string& method, double dt, double rtol, double atol,
+                                double h0, double h_max, double risk_tol, double risk_rtol, long long max_steps,
+                                const py::object& schedule) {
+  IntegrateOptions o;
+  o.method = parse_method(method);
+  o.times = to_vector(times, "times");
+  o.dt = dt;
+  o.rtol = rtol;
+  o.atol = atol;
+  o.h0 = h0;
+  o.h_max = h_max;
+  o.stop.risk_tol = risk_tol;
+  o.stop.risk_rtol = risk_rtol;
+  o.max_steps = max_steps;
+  o.schedule = ode_schedule(schedule);
+  return o;
+}
+
+// The large-batch map's arguments (lr as gamma0, batch_ratio as alpha, steps, spherical), checked.
+LargeBatchOptions large_batch_options(double gamma0, double alpha, long long steps, bool spherical) {
+  if (!(std::isfinite(gamma0) && gamma0 >= 0.0)) throw std::invalid_argument("lr: expected a finite step gamma0 >= 0");
+  if (!(std::isfinite(alpha) && alpha > 0.0)) throw std::invalid_argument("batch_ratio: expected a finite number > 0");
+  if (steps < 1) throw std::invalid_argument("steps: expected a positive number of iterations");
+  LargeBatchOptions o;
+  o.steps = steps;
+  o.gamma0 = gamma0;
+  o.alpha = alpha;
+  o.spherical = spherical;
+  return o;
+}
+
+// A polynomial target (target.hpp) instead of the committee teacher: M (K, k), P = I_k, the target's terms exact.
+OdeModel target_model(const IntArray& alpha, const Array& coef, const std::string& student, const std::string& regime,
+                      bool spherical, int K, int M, double lr, double lr_readout, double noise) {
+  auto t = make_target(alpha, coef);
+  if (M != t->k)
+    throw std::invalid_argument("M: expected k = " + std::to_string(t->k) + " columns, got " + std::to_string(M));
+  std::vector<double> P(static_cast<std::size_t>(M) * M, 0.0), v(static_cast<std::size_t>(M), 0.0);
+  for (int r = 0; r < M; ++r) P[static_cast<std::size_t>(r) * M + r] = 1.0;
+  // The committee part has v = 0: its teacher units only ever meet zero weights, so the cheapest activation
+  // (linear: closed-form kernels) gives the same right-hand side at a fraction of relu's Price-interpolated I4.
+  OdeModel model = make_model(student, "linear", regime, spherical, K, M, lr, lr_readout, noise, P.data(), v.data());
+  model.target = t;
+  return model;
+}
+
+// The one-system model of the committee bindings, its M checked against the state's.
+OdeModel committee_model(const std::string& student, const std::string& teacher, const std::string& regime,
+                         bool spherical, int K, int M, double lr, double lr_readout, double noise, const Array& P,
+                         const Array& v) {
+  OdeModel model = make_model(student, teacher, regime, spherical, K, lr, lr_readout, noise, P, v);
+  if (model.M != M) throw std::invalid_argument("M: its columns must match the teacher's units");
+  return model;
+}
+
+// The keyword names of the argument groups, in the bindings' order.
+auto state_names() { return std::make_tuple(py::arg("Q"), py::arg("M"), py::arg("a")); }
+auto committee_names() { return std::make_tuple(py::arg("P"), py::arg("v"), py::arg("act"), py::arg("act_teacher")); }
+auto target_names() { return std::make_tuple(py::arg("alpha"), py::arg("coef"), py::arg("act")); }
+auto model_names() {
+  return std::make_tuple(py::arg("regime"), py::arg("spherical"), py::arg("lr"), py::arg("lr_readout"),
+                         py::arg("noise"));
+}
+auto grid_names() {
+  return std::make_tuple(py::arg("times"), py::arg("method"), py::arg("dt"), py::arg("rtol"), py::arg("atol"));
+}
+// m.def(name, f, extras...) with the extras given as tuples (the groups above and the binding's own).
+template <class F, class... Tuples>
+void def_with(py::module_& m, const char* name, F f, Tuples&&... extras) {
+  std::apply([&](auto&&... x) { m.def(name, f, x...); }, std::tuple_cat(std::forward<Tuples>(extras)...));
+}
+
+// One integrated system as Python's dict (to_dict), Ctrl-C polled.
+py::object integrate_one(const OdeModel& model, const std::vector<double>& y, const IntegrateOptions& opt,
+                         int n_threads, int K, int M) {
+  return run_cancellable([&] { return integrate(model, y.data(), opt, n_threads); },
+                         [&](const IntegrateResult& r) { return to_dict(r, K, M); });
+}
+// The large-batch map of one system as Python's dict.
+py::object iterate_one(const OdeModel& model, const std::vector<double>& y, const LargeBatchOptions& opt,
+                       int n_threads, int K, int M) {
+  return run_cancellable([&] { return iterate_large_batch(model, y.data(), opt, n_threads); },
+                         [&](const IntegrateResult& r) { return to_dict(r, K, M); });
+}
+
+// --- the bindings ---
+
+std::string divergence(const Array& Q, const Array& Mo, const Array& a, const Array& P, const Array& v,
+                       const Array& Q0, const Array& M0, const Array& a0) {
+  expect_shape(a, "a", {-1});
+  const py::ssize_t K = a.shape(0);
+  expect_shape(Mo, "M", {K, -1});
+  const py::ssize_t M = Mo.shape(1);
+  check_units(K, M);
+  expect_shape(Q, "Q", {K, K});
+  expect_shape(P, "P", {M, M});
+  expect_shape(v, "v", {M});
+  expect_shape(Q0, "Q0", {K, K});
+  expect_shape(M0, "M0", {K, M});
+  expect_shape(a0, "a0", {K});
+  int k, mm;
+  const std::vector<double> y = state(Q, Mo, a, k, mm), y0 = state(Q0, M0, a0, k, mm);
+  std::vector<double> scratch(static_cast<std::size_t>((K + M) * (K + M)));
+  const double bound = divergence_bound(y0.data(), y0.size(), P.data(), static_cast<std::size_t>(M * M), v.data(),
+                                        static_cast<std::size_t>(M));
+  const char* why = divergence_message(
+      divergence_code(y.data(), static_cast<int>(K), static_cast<int>(M), P.data(), bound, scratch.data()));
+  return why ? why : "";
+}
+
+// (dQ, dM, da) of dy = f(y).
+py::tuple split_state(const std::vector<double>& dy, int K, int M) {
+  Array dQ({K, K}), dM({K, M}), da({K});
+  put_state(dy.data(), static_cast<std::size_t>(K), static_cast<std::size_t>(M), 0, dQ.mutable_data(),
+            dM.mutable_data(), da.mutable_data());
+  return py::make_tuple(dQ, dM, da);
+}
+
+py::tuple ode_rhs(const Array& Q, const Array& Mo, const Array& a, const Array& P, const Array& v,
+                  const std::string& student, const std::string& teacher, const std::string& regime, bool spherical,
+                  double lr, double lr_readout, double noise, int n_threads) {
+  int K, M;
+  std::vector<double> y = state(Q, Mo, a, K, M);
+  const OdeModel model = committee_model(student, teacher, regime, spherical, K, M, lr, lr_readout, noise, P, v);
+  std::vector<double> dy(y.size());
+  {
+    py::gil_scoped_release release;
+    OdeRhs f(model);
+    f(y.data(), dy.data(), n_threads);
+  }
+  return split_state(dy, K, M);
+}
+
+py::tuple ode_rhs_lanes(const Array& Q, const Array& Mo, const Array& a, const Array& P, const Array& v,
+                        const std::string& act, const std::string& regime, bool spherical, const Array& lr,
+                        const Array& lr_readout, const Array& noise, int lanes) {
+  StateStack st = state_stack(Q, Mo, a);
+  const py::ssize_t B = st.B, K = st.K, M = st.M;
+  expect_shape(P, "P", {B, M, M});
+  expect_shape(v, "v", {B, M});
+  for (const auto& [arr, name] : {std::pair{&lr, "lr"}, {&lr_readout, "lr_readout"}, {&noise, "noise"}})
+    expect_shape(*arr, name, {B});
+  const std::size_t nB = static_cast<std::size_t>(B), n = st.n;
+  std::vector<OdeModel> models;
+  std::vector<double>& y = st.y;
+  std::vector<double> dy(nB * n);
+  for (std::size_t b = 0; b < nB; ++b)
+    models.push_back(make_model(act, act, regime, spherical, static_cast<int>(K), static_cast<int>(M), lr.data()[b],
+                                lr_readout.data()[b], noise.data()[b], P.data() + b * static_cast<std::size_t>(M * M),
+                                v.data() + b * M));
+  Array dQ({B, K, K}), dM({B, K, M}), da({B, K}), risk({B});
+  {
+    py::gil_scoped_release release;
+    rhs_lanes(models, y.data(), lanes, dy.data(), risk.mutable_data());
+  }
+  for (std::size_t b = 0; b < nB; ++b)
+    put_state(dy.data() + b * n, static_cast<std::size_t>(K), static_cast<std::size_t>(M), b, dQ.mutable_data(),
+              dM.mutable_data(), da.mutable_data());
+  return py::make_tuple(dQ, dM, da, risk);
+}
+
+py::object ode_rhs_timing(const Array& Q, const Array& Mo, const Array& a, const Array& P, const Array& v,
+                          const std::string& student, const std::string& teacher, const std::string& regime,
+                          double lr, double noise, long long evals, int n_threads) {
+  int K, M;
+  std::vector<double> y = state(Q, Mo, a, K, M);
+  const OdeModel model = make_model(student, teacher, regime, false, K, lr, 0.0, noise, P, v);
+  std::vector<double> dy(y.size());
+  return run_cancellable(
+      [&] {
+        OdeRhs f(model);
+        const auto start = std::chrono::steady_clock::now();
+        for (long long e = 0; e < evals && !cancel_requested(); ++e) {
+          y[0] += 1e-300;  // keep the compiler from hoisting the call
+          f(y.data(), dy.data(), n_threads);
+        }
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      },
+      [](double seconds) { return py::float_(seconds); });
+}
+
+py::tuple ode_rhs_target(const Array& Q, const Array& Mo, const Array& a, const IntArray& alpha, const Array& coef,
+                         const std::string& student, const std::string& regime, bool spherical, double lr,
+                         double lr_readout, double noise, long long evals) {
+  int K, M;
+  std::vector<double> y = state(Q, Mo, a, K, M);
+  const OdeModel model = target_model(alpha, coef, student, regime, spherical, K, M, lr, lr_readout, noise);
+  std::vector<double> dy(y.size());
+  double seconds = 0.0;
+  {
+    py::gil_scoped_release release;
+    OdeRhs f(model);
+    const auto start = std::chrono::steady_clock::now();
+    for (long long e = 0; e < std::max(1LL, evals); ++e) f(y.data(), dy.data(), 1);
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  py::tuple d = split_state(dy, K, M);
+  return py::make_tuple(d[0], d[1], d[2], seconds);
+}
+
+py::object ode_integrate(const Array& Q, const Array& Mo, const Array& a, const Array& P, const Array& v,
+                         const std::string& student, const std::string& teacher, const std::string& regime,
+                         bool spherical, double lr, double lr_readout, double noise, const Array& times,
+                         const std::string& method, double dt, double rtol, double atol, double h0, double h_max,
+                         double risk_tol, double risk_rtol, long long max_steps, int n_threads,
+                         const py::object& schedule) {
+  int K, M;
+  const std::vector<double> y = state(Q, Mo, a, K, M);
+  const OdeModel model = committee_model(student, teacher, regime, spherical, K, M, lr, lr_readout, noise, P, v);
+  const IntegrateOptions opt =
+      solver_options(times, method, dt, rtol, atol, h0, h_max, risk_tol, risk_rtol, max_steps, schedule);
+  return integrate_one(model, y, opt, n_threads, K, M);
+}
+
+py::object ode_integrate_target(const Array& Q, const Array& Mo, const Array& a, const IntArray& alpha,
+                                const Array& coef, const std::string& student, const std::string& regime,
+                                bool spherical, double lr, double lr_readout, double noise, const Array& times,
+                                const std::string& method, double dt, double rtol, double atol, double h_max,
+                                double risk_tol, double risk_rtol, long long max_steps, const py::object& schedule) {
+  int K, M;
+  const std::vector<double> y = state(Q, Mo, a, K, M);
+  const OdeModel model = target_model(alpha, coef, student, regime, spherical, K, M, lr, lr_readout, noise);
+  const IntegrateOptions opt =
+      solver_options(times, method, dt, rtol, atol, 0.0, h_max, risk_tol, risk_rtol, max_steps, schedule);
+  return integrate_one(model, y, opt, 1, K, M);
+}
+
+// One shape group of a batch, stacked: Q (B, K, K), M (B, K, M), a (B, K), P (B, M, M) or (M, M) (shared),
+// v (B, M) or (M,); lr, lr_readout, noise, risk_tol, risk_rtol (B,). Returns stacked arrays (B, T, ...) whose rows
+// after a member's n_recorded are NaN, and per-member status, message, stop_time and counts.
+py::object ode_integrate_batch(const Array& Q, const Array& Mo, const Array& a, const Array& P, const Array& v,
+                               const std::string& student, const std::string& teacher, const std::string& regime,
+                               bool spherical, const Array& lr_arr, const Array& lr_readout_arr,
+                               const Array& noise_arr, const Array& times_arr, const std::string& method, double dt,
+                               double rtol, double atol, double h0, double h_max, const Array& risk_tol_arr,
+                               const Array& risk_rtol_arr, long long max_steps, int n_threads,
+                               const py::object& progress, const py::object& schedule, const py::object& targets,
+                               const py::object& out, const py::object& members, const std::string& device) {
+  // Initial states, one block of n per member: [Q, M, a].
+  const StateStack st = state_stack(Q, Mo, a);
+  const py::ssize_t B = st.B, K = st.K, M = st.M;
+  const bool shared_P = P.ndim() == 2, shared_v = v.ndim() == 1;
+  if (shared_P) expect_shape(P, "P", {M, M}); else expect_shape(P, "P", {B, M, M});
+  if (shared_v) expect_shape(v, "v", {M}); else expect_shape(v, "v", {B, M});
+  for (const auto& [arr, name] : {std::pair{&lr_arr, "lr"}, {&lr_readout_arr, "lr_readout"},
+                                  {&noise_arr, "noise"}, {&risk_tol_arr, "risk_tol"},
+                                  {&risk_rtol_arr, "risk_rtol"}})
+    expect_shape(*arr, name, {B});
+  const std::size_t nB = static_cast<std::size_t>(B);
+  if (!targets.is_none() && py::len(targets) != nB)
+    throw std::invalid_argument("targets: expected one (exponents, coefficients) pair per member");
+  const std::size_t mm = static_cast<std::size_t>(M * M);
+  std::vector<const double*> y0s(nB);
+  std::vector<OdeModel> models(nB);
+  std::vector<StopRule> stops(nB);
+  const double *pp = P.data(), *pv = v.data();
+  for (std::size_t b = 0; b < nB; ++b) {
+    y0s[b] = st.y.data() + b * st.n;
+    models[b] = make_model(student, teacher, regime, spherical, static_cast<int>(K), static_cast<int>(M),
+                           lr_arr.data()[b], lr_readout_arr.data()[b], noise_arr.data()[b],
+                           shared_P ? pp : pp + b * mm, shared_v ? pv : pv + b * static_cast<std::size_t>(M));
+    if (!targets.is_none()) {  // member b's polynomial target (alpha, coef), as ode_integrate_target
+      const auto pair = targets.cast<py::sequence>()[b].cast<py::tuple>();
+      auto t = make_target(pair[0].cast<IntArray>(), pair[1].cast<Array>());
+      if (t->k != M) throw std::invalid_argument("M: expected k = " + std::to_string(t->k) + " columns, got " +
+                                                 std::to_string(M));
+      models[b].target = t;
+      validate_model(models[b]);
+    }
+    stops[b].risk_tol = risk_tol_arr.data()[b];
+    stops[b].risk_rtol = risk_rtol_arr.data()[b];
+  }
+  const IntegrateOptions opt =
+      solver_options(times_arr, method, dt, rtol, atol, h0, h_max, 0.0, 0.0, max_steps, schedule);
+  const std::vector<double>& times = opt.times;
+  std::atomic<std::int64_t> finished{0};
+  Poll poll;
+  if (!progress.is_none())
+    poll.with_gil = [&] { progress(static_cast<long long>(finished.load(std::memory_order_relaxed))); };
+  // Rows on the output grid go to (B, T, ...) arrays as they are recorded (GridRows; NaN after a member's
+  // n_recorded); the last row a member recorded, which for an early stop is its state at the stop time between
+  // two output times, also goes to the (B, ...) "final" arrays.
+  const bool gpu = use_cuda(device);
+  GridRows rows(times, B, K, M, out, members, /*fill_grid=*/!gpu);
+  double gpu_seconds = 0.0;
+  auto work = [&] {
+#ifdef TWOLAYER_CUDA
+    if (gpu) return cuda::integrate_batch(models, y0s, opt, stops, &finished, &rows, &gpu_seconds);
+#endif
+    return integrate_batch(models, y0s, opt, n_threads, stops, &finished, &rows);
+  };
+  auto to_py = [&](const std::vector<IntegrateResult>& rs) {
+    py::array_t<std::int64_t> n_rhs(B), n_steps(B), n_rej(B);
+    Array stop_time({B});
+    py::list status, message;
+    for (std::size_t b = 0; b < nB; ++b) {
+      const IntegrateResult& r = rs[b];
+      stop_time.mutable_data()[b] = r.stop_time;
+      n_rhs.mutable_data()[b] = r.n_rhs;
+      n_steps.mutable_data()[b] = r.n_steps;
+      n_rej.mutable_data()[b] = r.n_rejected;
+      status.append(py::str(r.status));
+      message.append(py::str(r.message));
+    }
+    py::dict d = rows.arrays();
+    d["status"] = status;
+    d["message"] = message;
+    d["stop_time"] = stop_time;
+    d["n_rhs"] = n_rhs;
+    d["n_steps"] = n_steps;
+    d["n_rejected"] = n_rej;
+    if (gpu) d["gpu_seconds"] = gpu_seconds;
+    return d;
+  };
+  return run_cancellable(work, to_py, true, poll);
+}
+
+// The large-batch map (large_batch.hpp): rows at every iteration 0..steps.
+py::object large_batch_iterate(const Array& Q, const Array& Mo, const Array& a, const Array& P, const Array& v,
+                               const std::string& student, const std::string& teacher, double gamma0, double alpha,
+                               long long steps, double noise, bool spherical, int n_threads) {
+  int K, M;
+  const std::vector<double> y = state(Q, Mo, a, K, M);
+  const OdeModel model = committee_model(student, teacher, "online", false, K, M, 1.0, 0.0, noise, P, v);
+  return iterate_one(model, y, large_batch_options(gamma0, alpha, steps, spherical), n_threads, K, M);
+}
+
+// The large-batch map with a polynomial target.
+py::object large_batch_iterate_target(const Array& Q, const Array& Mo, const Array& a, const IntArray& alpha,
+                                      const Array& coef, const std::string& student, double gamma0, double alpha_b,
+                                      long long steps, double noise, bool spherical) {
+  int K, M;
+  const std::vector<double> y = state(Q, Mo, a, K, M);
+  const OdeModel model = target_model(alpha, coef, student, "online", false, K, M, 1.0, 0.0, noise);
+  return iterate_one(model, y, large_batch_options(gamma0, alpha_b, steps, spherical), 1, K, M);
+}
+
+void bind_rhs(py::module_& m) {
+  def_with(m, "divergence", &divergence, state_names(),
+           std::make_tuple(py::arg("P"), py::arg("v"), py::arg("Q0"), py::arg("M0"), py::arg("a0"),
+                           "Why the state (Q, M, a) of a run that started at (Q0, M0, a0), teacher P and v, has "
+                           "diverged by the rule of every engine (divergence.hpp); '' if it has not."));
+  def_with(m, "ode_rhs", &ode_rhs, state_names(), committee_names(), model_names(),
+           std::make_tuple(py::arg("n_threads") = 1));
+  def_with(m, "ode_rhs_lanes", &ode_rhs_lanes, state_names(),
+           std::make_tuple(py::arg("P"), py::arg("v"), py::arg("act")), model_names(),
+           std::make_tuple(py::arg("lanes"),
+                           "The structure-of-arrays right-hand side and risk (batch_dynamics.hpp "
+                           "committee_rhs_lanes) of B members of one shape whose student and teacher share the "
+                           "activation act, `lanes` (1 or 8) at a time: (dQ, dM, da, risk). For tests."));
+  def_with(m, "ode_rhs_timing", &ode_rhs_timing, state_names(), committee_names(),
+           std::make_tuple(py::arg("regime"), py::arg("lr"), py::arg("noise"), py::arg("evals"),
+                           py::arg("n_threads") = 1));
+  def_with(m, "ode_rhs_target", &ode_rhs_target, state_names(), target_names(), model_names(),
+           std::make_tuple(py::arg("evals") = 1));
+}
+
+void bind_integrate(py::module_& m) {
+  def_with(m, "ode_integrate", &ode_integrate, state_names(), committee_names(), model_names(), grid_names(),
+           std::make_tuple(py::arg("h0") = 0.0, py::arg("h_max") = 0.0, py::arg("risk_tol") = 0.0,
+                           py::arg("risk_rtol") = 0.0, py::arg("max_steps") = 100000000LL, py::arg("n_threads") = 1,
+                           py::arg("schedule") = py::none()));
+  def_with(m, "ode_integrate_target", &ode_integrate_target, state_names(), target_names(), model_names(),
+           grid_names(),
+           std::make_tuple(py::arg("h_max"), py::arg("risk_tol"), py::arg("risk_rtol"), py::arg("max_steps"),
+                           py::arg("schedule") = py::none()));
+  def_with(m, "ode_integrate_batch", &ode_integrate_batch, state_names(), committee_names(), model_names(),
+           grid_names(),
+           std::make_tuple(py::arg("h0"), py::arg("h_max"), py::arg("risk_tol"), py::arg("risk_rtol"),
+                           py::arg("max_steps"), py::arg("n_threads") = 0, py::arg("progress") = py::none(),
+                           py::arg("schedule") = py::none(), py::arg("targets") = py::none(),
+                           py::arg("out") = py::none(), py::arg("members") = py::none(),
+                           py::arg("device") = "cpu"));
+}
+
+void bind_large_batch(py::module_& m) {
+  def_with(m, "large_batch_iterate", &large_batch_iterate, state_names(), committee_names(),
+           std::make_tuple(py::arg("gamma0"), py::arg("alpha"), py::arg("steps"), py::arg("noise"),
+                           py::arg("spherical"), py::arg("n_threads") = 1));
+  def_with(m, "large_batch_iterate_target", &large_batch_iterate_target, state_names(), target_names(),
+           std::make_tuple(py::arg("gamma0"), py::arg("batch_ratio"), py::arg("steps"), py::arg("noise"),
+                           py::arg("spherical")));
+}
+
 }  // namespace
 
 void bind_ode(py::module_& m) {
-  m.def(
-      "divergence",
-      [](const Array& Q, const Array& Mo, const Array& a, const Array& P, const Array& v, const Array& Q0,
-         const Array& M0, const Array& a0) {
-        expect_shape(a, "a", {-1});
-        const py::ssize_t K = a.shape(0);
-        expect_shape(Mo, "M", {K, -1});
-        const py::ssize_t M = Mo.shape(1);
-        check_units(K, M);
-        expect_shape(Q, "Q", {K, K});
-        expect_shape(P, "P", {M, M});
-        expect_shape(v, "v", {M});
-        expect_shape(Q0, "Q0", {K, K});
-        expect_shape(M0, "M0", {K, M});
-        expect_shape(a0, "a0", {K});
-        auto state = [&](const Array& q, const Array& mo, const Array& aa) {
-          std::vector<double> y(q.data(), q.data() + K * K);
-          y.insert(y.end(), mo.data(), mo.data() + K * M);
-          y.insert(y.end(), aa.data(), aa.data() + K);
-          return y;
-        };
-        const std::vector<double> y = state(Q, Mo, a), y0 = state(Q0, M0, a0);
-        std::vector<double> scratch(static_cast<std::size_t>((K + M) * (K + M)));
-        const double bound = divergence_bound(y0.data(), y0.size(), P.data(), static_cast<std::size_t>(M * M),
-                                              v.data(), static_cast<std::size_t>(M));
-        const char* why = divergence_message(divergence_code(y.data(), static_cast<int>(K), static_cast<int>(M),
-                                                             P.data(), bound, scratch.data()));
-        return std::string(why ? why : "");
-      },
-      py::arg("Q"), py::arg("M"), py::arg("a"), py::arg("P"), py::arg("v"), py::arg("Q0"), py::arg("M0"),
-      py::arg("a0"),
-      "Why the state (Q, M, a) of a run that started at (Q0, M0, a0), teacher P and v, has diverged by the rule of "
-      "every engine (divergence.hpp); '' if it has not.");
-  m.def(
-      "ode_rhs",
-      [](const Array& Q, const Array& Mo, const Array& a, const Array& P, const Array& v, const std::string& student,
-         const std::string& teacher, const std::string& regime, bool spherical, double lr, double lr_readout,
-         double noise, int n_threads) {
-        int K, M;
-        std::vector<double> y = state(Q, Mo, a, K, M);
-        OdeModel model = make_model(student, teacher, regime, spherical, K, lr, lr_readout, noise, P, v);
-        if (model.M != M) throw std::invalid_argument("M: its columns must match the teacher's units");
-        std::vector<double> dy(y.size());
-        {
-          py::gil_scoped_release release;
-          OdeRhs f(model);
-          f(y.data(), dy.data(), n_threads);
-        }
-        Array dQ({K, K}), dM({K, M}), da({K});
-        std::copy(dy.begin(), dy.begin() + K * K, dQ.mutable_data());
-        std::copy(dy.begin() + K * K, dy.begin() + K * K + K * M, dM.mutable_data());
-        std::copy(dy.begin() + K * K + K * M, dy.end(), da.mutable_data());
-        return py::make_tuple(dQ, dM, da);
-      },
-      py::arg("Q"), py::arg("M"), py::arg("a"), py::arg("P"), py::arg("v"), py::arg("act"), py::arg("act_teacher"),
-      py::arg("regime"), py::arg("spherical"), py::arg("lr"), py::arg("lr_readout"), py::arg("noise"),
-      py::arg("n_threads") = 1);
-  m.def(
-      "ode_rhs_lanes",
-      [](const Array& Q, const Array& Mo, const Array& a, const Array& P, const Array& v, const std::string& act,
-         const std::string& regime, bool spherical, const Array& lr, const Array& lr_readout, const Array& noise,
-         int lanes) {
-        StateStack st = state_stack(Q, Mo, a);
-        const py::ssize_t B = st.B, K = st.K, M = st.M;
-        expect_shape(P, "P", {B, M, M});
-        expect_shape(v, "v", {B, M});
-        for (const auto& [arr, name] : {std::pair{&lr, "lr"}, {&lr_readout, "lr_readout"}, {&noise, "noise"}})
-          expect_shape(*arr, name, {B});
-        const std::size_t nB = static_cast<std::size_t>(B), n = st.n;
-        std::vector<OdeModel> models;
-        std::vector<double>& y = st.y;
-        std::vector<double> dy(nB * n);
-        for (std::size_t b = 0; b < nB; ++b)
-          models.push_back(make_model(act, act, regime, spherical, static_cast<int>(K), static_cast<int>(M),
-                                      lr.data()[b], lr_readout.data()[b], noise.data()[b],
-                                      P.data() + b * static_cast<std::size_t>(M * M), v.data() + b * M));
-        Array dQ({B, K, K}), dM({B, K, M}), da({B, K}), risk({B});
-        {
-          py::gil_scoped_release release;
-          rhs_lanes(models, y.data(), lanes, dy.data(), risk.mutable_data());
-        }
-        for (std::size_t b = 0; b < nB; ++b)
-          put_state(dy.data() + b * n, static_cast<std::size_t>(K), static_cast<std::size_t>(M), b,
-                    dQ.mutable_data(), dM.mutable_data(), da.mutable_data());
-        return py::make_tuple(dQ, dM, da, risk);
-      },
-      py::arg("Q"), py::arg("M"), py::arg("a"), py::arg("P"), py::arg("v"), py::arg("act"), py::arg("regime"),
-      py::arg("spherical"), py::arg("lr"), py::arg("lr_readout"), py::arg("noise"), py::arg("lanes"),
-      "The structure-of-arrays right-hand side and risk (batch_dynamics.hpp committee_rhs_lanes) of B members of one "
-      "shape whose student and teacher share the activation act, `lanes` (1 or 8) at a time: (dQ, dM, da, risk). "
-      "For tests.");
-  m.def(
-      "ode_rhs_timing",
-      [](const Array& Q, const Array& Mo, const Array& a, const Array& P, const Array& v, const std::string& student,
-         const std::string& teacher, const std::string& regime, double lr, double noise, long long evals,
-         int n_threads) {
-        int K, M;
-        std::vector<double> y = state(Q, Mo, a, K, M);
-        OdeModel model = make_model(student, teacher, regime, false, K, lr, 0.0, noise, P, v);
-        std::vector<double> dy(y.size());
-        return run_cancellable(
-            [&] {
-              OdeRhs f(model);
-              const auto start = std::chrono::steady_clock::now();
-              for (long long e = 0; e < evals && !cancel_requested(); ++e) {
-                y[0] += 1e-300;  // keep the compiler from hoisting the call
-                f(y.data(), dy.data(), n_threads);
-              }
-              return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-            },
-            [](double seconds) { return py::float_(seconds); });
-      },
-      py::arg("Q"), py::arg("M"), py::arg("a"), py::arg("P"), py::arg("v"), py::arg("act"), py::arg("act_teacher"),
-      py::arg("regime"), py::arg("lr"), py::arg("noise"), py::arg("evals"), py::arg("n_threads") = 1);
-  m.def(
-      "ode_integrate",
-      [](const Array& Q, const Array& Mo, const Array& a, const Array& P, const Array& v, const std::string& student,
-         const std::string& teacher, const std::string& regime, bool spherical, double lr, double lr_readout,
-         double noise, const Array& times_arr, const std::string& method, double dt, double rtol,
-         double atol, double h0, double h_max, double risk_tol, double risk_rtol, long long max_steps,
-         int n_threads, const py::object& schedule) {
-        int K, M;
-        std::vector<double> y = state(Q, Mo, a, K, M);
-        OdeModel model = make_model(student, teacher, regime, spherical, K, lr, lr_readout, noise, P, v);
-        if (model.M != M) throw std::invalid_argument("M: its columns must match the teacher's units");
-        const std::vector<double> times = to_vector(times_arr, "times");
-        IntegrateOptions opt =
-            make_options(times, method, dt, rtol, atol, h0, h_max, risk_tol, risk_rtol, max_steps);
-        opt.schedule = ode_schedule(schedule);
-        return run_cancellable([&] { return integrate(model, y.data(), opt, n_threads); },
-                               [&](const IntegrateResult& r) { return to_dict(r, K, M); });
-      },
-      py::arg("Q"), py::arg("M"), py::arg("a"), py::arg("P"), py::arg("v"), py::arg("act"), py::arg("act_teacher"),
-      py::arg("regime"), py::arg("spherical"), py::arg("lr"), py::arg("lr_readout"), py::arg("noise"),
-      py::arg("times"), py::arg("method"), py::arg("dt"), py::arg("rtol"), py::arg("atol"), py::arg("h0") = 0.0,
-      py::arg("h_max") = 0.0, py::arg("risk_tol") = 0.0, py::arg("risk_rtol") = 0.0,
-      py::arg("max_steps") = 100000000LL, py::arg("n_threads") = 1, py::arg("schedule") = py::none());
-  // The large-batch map (large_batch.hpp): rows at every iteration 0..steps.
-  m.def(
-      "large_batch_iterate",
-      [](const Array& Q, const Array& Mo, const Array& a, const Array& P, const Array& v, const std::string& student,
-         const std::string& teacher, double gamma0, double alpha, long long steps, double noise, bool spherical,
-         int n_threads) {
-        int K, M;
-        std::vector<double> y = state(Q, Mo, a, K, M);
-        OdeModel model = make_model(student, teacher, "online", false, K, 1.0, 0.0, noise, P, v);
-        if (model.M != M) throw std::invalid_argument("M: its columns must match the teacher's units");
-        if (!(std::isfinite(gamma0) && gamma0 >= 0.0))
-          throw std::invalid_argument("lr: expected a finite step gamma0 >= 0");
-        if (!(std::isfinite(alpha) && alpha > 0.0))
-          throw std::invalid_argument("batch_ratio: expected a finite number > 0");
-        if (steps < 1) throw std::invalid_argument("steps: expected a positive number of iterations");
-        LargeBatchOptions opt;
-        opt.steps = steps;
-        opt.gamma0 = gamma0;
-        opt.alpha = alpha;
-        opt.spherical = spherical;
-        return run_cancellable([&] { return iterate_large_batch(model, y.data(), opt, n_threads); },
-                               [&](const IntegrateResult& r) { return to_dict(r, K, M); });
-      },
-      py::arg("Q"), py::arg("M"), py::arg("a"), py::arg("P"), py::arg("v"), py::arg("act"), py::arg("act_teacher"),
-      py::arg("gamma0"), py::arg("alpha"), py::arg("steps"), py::arg("noise"), py::arg("spherical"),
-      py::arg("n_threads") = 1);
-  // A polynomial target (target.hpp) instead of the committee teacher: M (K, k), P = I_k, the target's terms exact.
-  auto target_model = [](const IntArray& alpha, const Array& coef, const std::string& student,
-                         const std::string& regime, bool spherical, int K, int M, double lr, double lr_readout,
-                         double noise) {
-    auto t = make_target(alpha, coef);
-    if (M != t->k) throw std::invalid_argument("M: expected k = " + std::to_string(t->k) + " columns, got " +
-                                               std::to_string(M));
-    std::vector<double> P(static_cast<std::size_t>(M) * M, 0.0), v(static_cast<std::size_t>(M), 0.0);
-    for (int r = 0; r < M; ++r) P[static_cast<std::size_t>(r) * M + r] = 1.0;
-    // The committee part has v = 0: its teacher units only ever meet zero weights, so the cheapest activation
-    // (linear: closed-form kernels) gives the same right-hand side at a fraction of relu's Price-interpolated I4.
-    OdeModel model = make_model(student, "linear", regime, spherical, K, M, lr, lr_readout, noise, P.data(),
-                                v.data());
-    model.target = t;
-    return model;
-  };
-  m.def(
-      "ode_rhs_target",
-      [target_model](const Array& Q, const Array& Mo, const Array& a, const IntArray& alpha, const Array& coef,
-                     const std::string& student, const std::string& regime, bool spherical, double lr,
-                     double lr_readout, double noise, long long evals) {
-        int K, M;
-        std::vector<double> y = state(Q, Mo, a, K, M);
-        OdeModel model = target_model(alpha, coef, student, regime, spherical, K, M, lr, lr_readout, noise);
-        std::vector<double> dy(y.size());
-        double seconds = 0.0;
-        {
-          py::gil_scoped_release release;
-          OdeRhs f(model);
-          const auto start = std::chrono::steady_clock::now();
-          for (long long e = 0; e < std::max(1LL, evals); ++e) f(y.data(), dy.data(), 1);
-          seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        }
-        Array dQ({K, K}), dM({K, M}), da({K});
-        std::copy(dy.begin(), dy.begin() + K * K, dQ.mutable_data());
-        std::copy(dy.begin() + K * K, dy.begin() + K * K + K * M, dM.mutable_data());
-        std::copy(dy.begin() + K * K + K * M, dy.end(), da.mutable_data());
-        return py::make_tuple(dQ, dM, da, seconds);
-      },
-      py::arg("Q"), py::arg("M"), py::arg("a"), py::arg("alpha"), py::arg("coef"), py::arg("act"), py::arg("regime"),
-      py::arg("spherical"), py::arg("lr"), py::arg("lr_readout"), py::arg("noise"), py::arg("evals") = 1);
-  // The large-batch map with a polynomial target (large_batch.hpp): rows at every iteration 0..steps.
-  m.def(
-      "large_batch_iterate_target",
-      [target_model](const Array& Q, const Array& Mo, const Array& a, const IntArray& alpha, const Array& coef,
-                     const std::string& student, double gamma0, double alpha_b, long long steps, double noise,
-                     bool spherical) {
-        int K, M;
-        std::vector<double> y = state(Q, Mo, a, K, M);
-        OdeModel model = target_model(alpha, coef, student, "online", false, K, M, 1.0, 0.0, noise);
-        if (!(std::isfinite(gamma0) && gamma0 >= 0.0))
-          throw std::invalid_argument("lr: expected a finite step gamma0 >= 0");
-        if (!(std::isfinite(alpha_b) && alpha_b > 0.0))
-          throw std::invalid_argument("batch_ratio: expected a finite number > 0");
-        if (steps < 1) throw std::invalid_argument("steps: expected a positive number of iterations");
-        LargeBatchOptions opt;
-        opt.steps = steps;
-        opt.gamma0 = gamma0;
-        opt.alpha = alpha_b;
-        opt.spherical = spherical;
-        return run_cancellable([&] { return iterate_large_batch(model, y.data(), opt, 1); },
-                               [&](const IntegrateResult& r) { return to_dict(r, K, M); });
-      },
-      py::arg("Q"), py::arg("M"), py::arg("a"), py::arg("alpha"), py::arg("coef"), py::arg("act"),
-      py::arg("gamma0"), py::arg("batch_ratio"), py::arg("steps"), py::arg("noise"), py::arg("spherical"));
-  m.def(
-      "ode_integrate_target",
-      [target_model](const Array& Q, const Array& Mo, const Array& a, const IntArray& alpha, const Array& coef,
-                     const std::string& student, const std::string& regime, bool spherical, double lr,
-                     double lr_readout, double noise, const Array& times_arr, const std::string& method, double dt,
-                     double rtol, double atol, double h_max, double risk_tol, double risk_rtol, long long max_steps,
-                     const py::object& schedule) {
-        int K, M;
-        std::vector<double> y = state(Q, Mo, a, K, M);
-        OdeModel model = target_model(alpha, coef, student, regime, spherical, K, M, lr, lr_readout, noise);
-        const std::vector<double> times = to_vector(times_arr, "times");
-        IntegrateOptions opt =
-            make_options(times, method, dt, rtol, atol, 0.0, h_max, risk_tol, risk_rtol, max_steps);
-        opt.schedule = ode_schedule(schedule);
-        return run_cancellable([&] { return integrate(model, y.data(), opt, 1); },
-                               [&](const IntegrateResult& r) { return to_dict(r, K, M); });
-      },
-      py::arg("Q"), py::arg("M"), py::arg("a"), py::arg("alpha"), py::arg("coef"), py::arg("act"), py::arg("regime"),
-      py::arg("spherical"), py::arg("lr"), py::arg("lr_readout"), py::arg("noise"), py::arg("times"),
-      py::arg("method"), py::arg("dt"), py::arg("rtol"), py::arg("atol"), py::arg("h_max"), py::arg("risk_tol"),
-      py::arg("risk_rtol"), py::arg("max_steps"), py::arg("schedule") = py::none());
-  // One shape group of a batch, stacked: Q (B, K, K), M (B, K, M), a (B, K), P (B, M, M) or (M, M) (shared),
-  // v (B, M) or (M,); lr, lr_readout, noise, risk_tol, risk_rtol (B,). Returns stacked arrays (B, T, ...) whose rows
-  // after a member's n_recorded are NaN, and per-member status, message, stop_time and counts.
-  m.def(
-      "ode_integrate_batch",
-      [](const Array& Q, const Array& Mo, const Array& a, const Array& P, const Array& v, const std::string& student,
-         const std::string& teacher, const std::string& regime, bool spherical, const Array& lr_arr,
-         const Array& lr_readout_arr, const Array& noise_arr, const Array& times_arr, const std::string& method,
-         double dt, double rtol, double atol, double h0, double h_max, const Array& risk_tol_arr,
-         const Array& risk_rtol_arr, long long max_steps, int n_threads, const py::object& progress,
-         const py::object& schedule, const py::object& targets, const py::object& out,
-         const py::object& members, const std::string& device) {
-        // Initial states, one block of n per member: [Q, M, a].
-        const StateStack st = state_stack(Q, Mo, a);
-        const py::ssize_t B = st.B, K = st.K, M = st.M;
-        const bool shared_P = P.ndim() == 2, shared_v = v.ndim() == 1;
-        if (shared_P) expect_shape(P, "P", {M, M}); else expect_shape(P, "P", {B, M, M});
-        if (shared_v) expect_shape(v, "v", {M}); else expect_shape(v, "v", {B, M});
-        for (const auto& [arr, name] : {std::pair{&lr_arr, "lr"}, {&lr_readout_arr, "lr_readout"},
-                                        {&noise_arr, "noise"}, {&risk_tol_arr, "risk_tol"},
-                                        {&risk_rtol_arr, "risk_rtol"}})
-          expect_shape(*arr, name, {B});
-        const std::size_t nB = static_cast<std::size_t>(B);
-        if (!targets.is_none() && py::len(targets) != nB)
-          throw std::invalid_argument("targets: expected one (exponents, coefficients) pair per member");
-        const std::size_t mm = static_cast<std::size_t>(M * M);
-        std::vector<const double*> y0s(nB);
-        std::vector<OdeModel> models(nB);
-        std::vector<StopRule> stops(nB);
-        const double *pp = P.data(), *pv = v.data();
-        for (std::size_t b = 0; b < nB; ++b) {
-          y0s[b] = st.y.data() + b * st.n;
-          models[b] = make_model(student, teacher, regime, spherical, static_cast<int>(K), static_cast<int>(M),
-                                 lr_arr.data()[b], lr_readout_arr.data()[b], noise_arr.data()[b],
-                                 shared_P ? pp : pp + b * mm, shared_v ? pv : pv + b * static_cast<std::size_t>(M));
-          if (!targets.is_none()) {  // member b's polynomial target (alpha, coef), as ode_integrate_target
-            const auto pair = targets.cast<py::sequence>()[b].cast<py::tuple>();
-            auto t = make_target(pair[0].cast<IntArray>(), pair[1].cast<Array>());
-            if (t->k != M) throw std::invalid_argument("M: expected k = " + std::to_string(t->k) + " columns, got " +
-                                                       std::to_string(M));
-            models[b].target = t;
-            validate_model(models[b]);
-          }
-          stops[b].risk_tol = risk_tol_arr.data()[b];
-          stops[b].risk_rtol = risk_rtol_arr.data()[b];
-        }
-        const std::vector<double> times = to_vector(times_arr, "times");
-        IntegrateOptions opt = make_options(times, method, dt, rtol, atol, h0, h_max, 0.0, 0.0, max_steps);
-        opt.schedule = ode_schedule(schedule);
-        std::atomic<std::int64_t> finished{0};
-        Poll poll;
-        if (!progress.is_none())
-          poll.with_gil = [&] { progress(static_cast<long long>(finished.load(std::memory_order_relaxed))); };
-        // Rows on the output grid go to (B, T, ...) arrays as they are recorded (GridRows; NaN after a member's
-        // n_recorded); the last row a member recorded, which for an early stop is its state at the stop time between
-        // two output times, also goes to the (B, ...) "final" arrays.
-        const bool gpu = use_cuda(device);
-        GridRows rows(times, B, K, M, out, members, /*fill_grid=*/!gpu);
-        double gpu_seconds = 0.0;
-        auto work = [&] {
-#ifdef TWOLAYER_CUDA
-          if (gpu) return cuda::integrate_batch(models, y0s, opt, stops, &finished, &rows, &gpu_seconds);
-#endif
-          return integrate_batch(models, y0s, opt, n_threads, stops, &finished, &rows);
-        };
-        auto to_py = [&](const std::vector<IntegrateResult>& rs) {
-          py::array_t<std::int64_t> n_rhs(B), n_steps(B), n_rej(B);
-          Array stop_time({B});
-          py::list status, message;
-          for (std::size_t b = 0; b < nB; ++b) {
-            const IntegrateResult& r = rs[b];
-            stop_time.mutable_data()[b] = r.stop_time;
-            n_rhs.mutable_data()[b] = r.n_rhs;
-            n_steps.mutable_data()[b] = r.n_steps;
-            n_rej.mutable_data()[b] = r.n_rejected;
-            status.append(py::str(r.status));
-            message.append(py::str(r.message));
-          }
-          py::dict d = rows.arrays();
-          d["status"] = status;
-          d["message"] = message;
-          d["stop_time"] = stop_time;
-          d["n_rhs"] = n_rhs;
-          d["n_steps"] = n_steps;
-          d["n_rejected"] = n_rej;
-          if (gpu) d["gpu_seconds"] = gpu_seconds;
-          return d;
-        };
-        return run_cancellable(work, to_py, true, poll);
-      },
-      py::arg("Q"), py::arg("M"), py::arg("a"), py::arg("P"), py::arg("v"), py::arg("act"), py::arg("act_teacher"),
-      py::arg("regime"), py::arg("spherical"), py::arg("lr"), py::arg("lr_readout"), py::arg("noise"),
-      py::arg("times"), py::arg("method"), py::arg("dt"), py::arg("rtol"), py::arg("atol"), py::arg("h0"),
-      py::arg("h_max"), py::arg("risk_tol"), py::arg("risk_rtol"), py::arg("max_steps"), py::arg("n_threads") = 0,
-      py::arg("progress") = py::none(), py::arg("schedule") = py::none(), py::arg("targets") = py::none(),
-      py::arg("out") = py::none(), py::arg("members") = py::none(), py::arg("device") = "cpu");
+  bind_rhs(m);
+  bind_integrate(m);
+  bind_large_batch(m);
 }
 
 }  // namespace twolayer::bind

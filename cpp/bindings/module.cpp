@@ -133,6 +133,7 @@ void bind_landscape(py::module_& m);
 void bind_target(py::module_& m);
 void bind_sde(py::module_& m);
 void bind_messages(py::module_& m);
+void bind_dmft(py::module_& m);
 }  // namespace twolayer::bind
 
 #ifndef TWOLAYER_VERSION
@@ -221,4 +222,5 @@ PYBIND11_MODULE(TWOLAYER_MODULE_NAME, m) {
   twolayer::bind::bind_target(m);
   twolayer::bind::bind_sde(m);
   twolayer::bind::bind_messages(m);
+  twolayer::bind::bind_dmft(m);
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "twolayer/cancel.hpp"
+#include "twolayer/divergence.hpp"
 #include "twolayer/dormand_prince.hpp"
 #include "twolayer/first_passage.hpp"
 #include "twolayer/step_size.hpp"
@@ -17,6 +18,7 @@
 #include "twolayer/gaussian.hpp"
 #include "twolayer/linalg.hpp"
 #include "twolayer/population.hpp"
+#include "twolayer/run_messages.hpp"
 
 namespace twolayer {
 
@@ -452,7 +454,7 @@ IntegrateResult step_flow_integrate(const OdeModel& model, const double* y0, con
   if (stop.active() && r0 <= threshold) {
     if (res.t.empty()) record(0.0, Y.data());
     res.status = "converged", res.stop_time = 0.0;
-    res.message = concat("excess risk ", r0, " reached the threshold ", threshold, " at t = 0");
+    res.message = converged_message(r0, threshold, stop, 0.0);
     return res;
   }
 
@@ -473,17 +475,17 @@ IntegrateResult step_flow_integrate(const OdeModel& model, const double* y0, con
   while (next < nt) {
     if (cancel_requested() || res.n_steps >= opt.max_steps) {
       if (cancel_requested()) {
-        res.message = concat("interrupted at t = ", t, " after ", res.n_steps, " steps");
+        res.message = interrupted_message(t, res.n_steps);
         res.status = "interrupted";
       } else {
-        res.message = concat("max_steps = ", opt.max_steps, " steps taken, stopped at t = ", t);
+        res.message = max_steps_message(opt.max_steps, t);
         res.status = "max_steps";
       }
       res.stop_time = t;
       return res;
     }
     h = std::min({h, flow.limit(Y.data(), Y.data() + nu, dY.data(), rate(t), near), t_end - t});
-    if (opt.h_max > 0.0) h = std::min(h, opt.h_max);
+    h = step_size::capped(h, opt.h_max);
     if (scheduled && piecewise) {
       h = std::min(h, opt.schedule.next_jump(t) - t);
       const double r = opt.schedule(t + 0.5 * h);
@@ -510,14 +512,13 @@ IntegrateResult step_flow_integrate(const OdeModel& model, const double* y0, con
       for (int q = 0; q < 7; ++q) err += E[q] * k[q][j];
       const std::size_t i = j / static_cast<std::size_t>(n);
       const double slack = j < nu && std::isfinite(near[i]) && flow.link[i].teacher < 0 ? kSlack * near[i] : 0.0;
-      const double sc = opt.atol + opt.rtol * std::max(std::fabs(Y[j]), std::fabs(Yn[j])) + slack;
-      e2 += (h * err / sc) * (h * err / sc);
+      const double q = step_size::scaled(h * err, Y[j], Yn[j], opt.atol, opt.rtol, slack);
+      e2 += q * q;
     }
-    double e = std::sqrt(e2 / static_cast<double>(N));
-    if (!std::isfinite(e)) e = std::numeric_limits<double>::infinity();
-    if (e > 1.0) {
+    const double e = step_size::rms(e2, N);
+    if (!step_size::accepts(e)) {
       ++res.n_rejected;
-      h *= step_size::rejected_factor(e);
+      h = step_size::after_rejected(h, e);
       continue;
     }
     ++res.n_steps;
@@ -530,7 +531,7 @@ IntegrateResult step_flow_integrate(const OdeModel& model, const double* y0, con
     for (double x : Yn)
       if (!std::isfinite(x)) {
         res.status = "diverged", res.stop_time = t_new;
-        res.message = concat("diverged at t = ", t_new, ": the state is not finite (NaN or inf)");
+        res.message = diverged_message(t_new, divergence_message(kNotFinite));
         return res;
       }
     // outputs in (t, t_new], or the early stop located on the dense output
@@ -550,7 +551,7 @@ IntegrateResult step_flow_integrate(const OdeModel& model, const double* y0, con
           Ystop = Yn;
         record(t_stop, Ystop.data());
         res.status = "converged", res.stop_time = t_stop;
-        res.message = concat("excess risk ", res.risk.back(), " reached the threshold ", threshold, " at t = ", t_stop);
+        res.message = converged_message(res.risk.back(), threshold, stop, t_stop);
         return res;
       }
     }
@@ -572,7 +573,7 @@ IntegrateResult step_flow_integrate(const OdeModel& model, const double* y0, con
       flow.release(Y.data());
       velocity(t, Y.data(), dY.data());
     }
-    h *= step_size::accepted_factor(e);
+    h = step_size::after_accepted(h, e, opt.h_max);
   }
   res.message = concat("integrated to t = ", t_end, " in ", res.n_steps, " steps (", res.n_rhs,
                        " right-hand sides; step units: event location at alignment, Filippov sliding; ",

@@ -11,7 +11,11 @@ from typing import Any
 
 from . import (
     _core,
+    _dispatch,
+    _elf,
     activations,
+    dmft,
+    full_batch,
     kernels,
     landscape,
     large_batch,
@@ -59,8 +63,6 @@ def build_info() -> dict[str, Any]:
     >>> info["simd_level"] in info["simd_levels"]
     True
     """
-    from . import _dispatch, _elf
-
     info = dict(_core.build_info())
     info["libstdcxx_static"] = _elf.cxx_runtime_static(_core.__file__)
     info["simd_levels"] = list(_dispatch.compiled())
@@ -80,6 +82,8 @@ __all__ = [
     "Trajectory",
     "activations",
     "build_info",
+    "dmft",
+    "full_batch",
     "kernels",
     "landscape",
     "large_batch",

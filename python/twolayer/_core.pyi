@@ -95,6 +95,22 @@ def rng_gaussians(
     seed: int, run: int, stream: int, first: int, n: int, scalar: bool = False, device: str = "cpu"
 ) -> _F: ...
 def rng_vectorised() -> bool: ...
+def dmft_solve(
+    a: _F,
+    act: str,
+    z: _F,
+    y: _F,
+    z_test: _F,
+    y_test: _F,
+    M0: _F,
+    C0: _F,
+    lr: float,
+    ridge: float,
+    alpha: float,
+    n_steps: int,
+    seed: int,
+    n_threads: int = 0,
+) -> dict[str, Any]: ...
 def divergence(Q: _F, M: _F, a: _F, P: _F, v: _F, Q0: _F, M0: _F, a0: _F) -> str: ...
 def ode_rhs(
     Q: _F,

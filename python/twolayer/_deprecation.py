@@ -38,10 +38,17 @@ def renamed(**old_to_new: str) -> Callable[[F], F]:
 
     Examples
     --------
+    >>> import warnings
     >>> from twolayer._deprecation import renamed
     >>> @renamed(n_points="n_records")
     ... def f(*, n_records: int = 101) -> int:
     ...     return n_records
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     f(n_points=11)
+    11
+    >>> caught[0].category.__name__
+    'DeprecationWarning'
     """
     def decorate(fn: F) -> F:
         owner = public_name(fn.__module__, fn.__qualname__)

@@ -15,9 +15,11 @@ import math
 from fractions import Fraction
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["output_times"]
+from ._validation import INT32_MAX, as_float_array, integer, positive
+
+__all__ = ["output_times", "record_steps"]
 
 
 def output_times(t_max: float, n_points: int) -> NDArray[np.float64]:
@@ -42,3 +44,24 @@ def _exact_grid(t_max: float, n_points: int) -> NDArray[np.float64]:
         return (t_max * k) / last
     exact = (np.arange(n_points, dtype=object) * num) / (den * last)
     return exact.astype(np.float64)
+
+
+def record_steps(d: int, t_max: float | None, times: ArrayLike | None, n_records: int) -> NDArray[np.int64]:
+    """The steps SGD records at in dimension ``d``: ``n_records`` times from 0 to ``t_max`` (t = steps / d, each rounded
+    to the nearest step, repeats dropped), or the requested ``times`` (strictly increasing, on distinct steps)."""
+    if times is None:
+        if t_max is None:
+            raise ValueError("t_max: give t_max (or times)")
+        tm = positive(t_max, "t_max")
+        n_records = integer(n_records, "n_records", 2, INT32_MAX)
+        steps = np.unique(np.round(np.linspace(0.0, tm, n_records) * d).astype(np.int64))
+        return steps
+    tt = as_float_array(times, "times", ndim=1)
+    if tt.size == 0 or np.any(tt < 0) or np.any(np.diff(tt) <= 0):
+        raise ValueError("times: expected a non-empty, strictly increasing array of times >= 0")
+    if t_max is not None and tt[-1] > positive(t_max, "t_max") + 0.5 / d:
+        raise ValueError(f"times: the last time {tt[-1]} exceeds t_max={t_max}")
+    steps = np.round(tt * d).astype(np.int64)
+    if np.any(np.diff(steps) <= 0):
+        raise ValueError(f"times: two requested times fall on the same step (spacing below 1/d = {1 / d:g})")
+    return steps

@@ -19,11 +19,12 @@ from typing import Any
 import numpy as np
 
 from . import _core
-from ._validation import INT32_MAX, boolean, integer, positive, seed_arg
+from ._grid import record_steps
+from ._validation import INT32_MAX, boolean, integer, positive, run_indices, seed_arg
 from .activations import derivative as dsigma
 from .activations import sigma
 from .networks import Network, check_network
-from .results import Ensemble, Status, Trajectory
+from .results import Status, Trajectory
 from .targets import FunctionTarget
 
 _N_TEST = 20_000
@@ -35,12 +36,12 @@ def _divergence(W: Any, a: Any, Wt: Any, s: float, P: Any, v: Any, start: tuple[
         return _core.divergence(W @ W.T / s, W @ Wt.T / s, a, P, v, *start)
 
 
-def simulate_function_target(student: Any, target: FunctionTarget, *, lr: Any, lr_readout: Any, noise: Any,
-                             batch_size: int, spherical: bool, t_max: float | None, times: Any, seed: int,
+def simulate_function_target(student: Any, target: FunctionTarget, *, lr: Any, lr_readout: Any,  # noqa: C901 (23)
+                             noise: Any, batch_size: int, spherical: bool, t_max: float | None, times: Any, seed: int,
                              seeds: Any, n_samples: int | None, n_records: int,
-                             train_first_layer: bool, shuffle: bool = True) -> Any:
-    from .sgd import _record_steps, _run_ids
-
+                             train_first_layer: bool, shuffle: bool = True) -> tuple[list[Trajectory], dict[str, Any]]:
+    """The runs of ``twolayer.sgd.simulate(student, target, ...)`` (arguments as there; ``seeds=None``: one run)
+    and the other fields of their :class:`~twolayer.Ensemble`, which ``sgd.simulate`` builds."""
     if not isinstance(student, Network):
         raise TypeError("student: a FunctionTarget takes a single initial Network")
     check_network(student, "student")
@@ -62,9 +63,9 @@ def simulate_function_target(student: Any, target: FunctionTarget, *, lr: Any, l
     train_first_layer = boolean(train_first_layer, "train_first_layer")
     seed_ = seed_arg(seed)
     d, s, c = student.d, student.scale, student.readout_factor
-    rec = _record_steps(d, t_max, times, n_records)
+    rec = record_steps(d, t_max, times, n_records)
     steps = int(rec[-1]) if t_max is None else max(int(round(positive(t_max, "t_max") * d)), int(rec[-1]))
-    run_ids = np.array([0]) if seeds is None else _run_ids(seeds)
+    run_ids = np.array([0]) if seeds is None else run_indices(seeds)
     Wt = target.directions
     act = student.activation
     test_rng = np.random.default_rng([seed_, 2**32 + 1])
@@ -146,10 +147,8 @@ def simulate_function_target(student: Any, target: FunctionTarget, *, lr: Any, l
                                      **({"n_samples": n, "shuffle": shuffle} if n else {}),
                                      "risk_method": f"Monte Carlo ({_N_TEST} test samples)"},
                                P=np.eye(target.k), v=np.zeros(target.k)))
-    if seeds is None:
-        return runs[0]
     R = len(runs)
     params = {"lr": np.full(R, lr_), "lr_readout": np.full(R, lr_a), "noise": np.full(R, noise_),
               "risk_tol": np.full(R, np.nan), "risk_rtol": np.full(R, np.nan)}
-    return Ensemble(runs=runs, run_ids=run_ids.astype(np.int64), t=rec / d, seed=seed_,
-                    meta={"d": d, "batch_size": B, "risk_method": runs[0].meta["risk_method"]}, params=params)
+    return runs, {"run_ids": run_ids.astype(np.int64), "t": rec / d, "seed": seed_,
+                  "meta": {"d": d, "batch_size": B, "risk_method": runs[0].meta["risk_method"]}, "params": params}

@@ -17,6 +17,7 @@ The rules every public function follows through these helpers:
 
 from __future__ import annotations
 
+import difflib
 import math
 import numbers
 import os
@@ -199,6 +200,31 @@ def choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
     return str(value)
 
 
+def suggest(name: str, known: list[str] | tuple[str, ...]) -> str:
+    """``"; did you mean 'x'?"`` for the closest of ``known`` to ``name`` (empty when none is close).
+
+    Parameters
+    ----------
+    name : str
+        The unknown name.
+    known : list or tuple of str
+        The valid names.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> tl.scan.spec.suggest("lrr", ["lr", "noise"])
+    "; did you mean 'lr'?"
+    >>> tl.scan.spec.suggest("x", ["lr"])
+    ''
+    """
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
 Device = Literal["cpu", "cuda"]
 """Where a batched computation runs: ``"cpu"`` (OpenMP) or ``"cuda"`` (the optional CUDA backend)."""
 
@@ -230,6 +256,13 @@ def seed_arg(seed: Any, name: str = "seed", allow_none: bool = False) -> int | N
         expected = "None or an integer" if allow_none else "an integer"
         raise TypeError(f"{name}: expected {expected} in [0, 2**64-1], got {describe(seed)}")
     return integer(seed, name, 0, SEED_MAX)
+
+
+def run_indices(seeds: Any) -> NDArray[np.int64]:
+    """Run indices from ``seeds``: an int n gives 0..n-1, a sequence its entries (each in [0, 2^32))."""
+    if isinstance(seeds, (int, np.integer)) and not isinstance(seeds, (bool, np.bool_)):
+        return np.arange(integer(seeds, "seeds", 1, 2**32 - 1), dtype=np.int64)
+    return np.array(integers(seeds, "seeds", 0, 2**32 - 1), dtype=np.int64)
 
 
 def per_item(

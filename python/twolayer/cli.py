@@ -8,13 +8,16 @@ Expected failures (an output directory that cannot be written, a missing optiona
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
+from importlib.metadata import PackageNotFoundError, version
+
+from . import build_info, demo
+from .scan.cli import add_commands
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from . import demo
-
     cfg, plateau = demo.DemoConfig(), demo.PlateauConfig()
     if args.quick:
         cfg.steps, cfg.seeds, cfg.decay_start, cfg.decay_every = 2_000, (0, 1), 1_000, 30
@@ -31,12 +34,8 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
-    from . import build_info
-
     info = build_info()
     if args.json:
-        import json
-
         print(json.dumps(info, indent=2))
         return 0
     for k, v in info.items():
@@ -45,8 +44,6 @@ def _info(args: argparse.Namespace) -> int:
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("twolayer")
     except PackageNotFoundError:  # pragma: no cover - run from a source tree without installing
@@ -75,9 +72,7 @@ def main(argv: list[str] | None = None) -> int:
                                    "one in use (TWOLAYER_SIMD forces one), OpenMP, threads and CUDA.")
     p.add_argument("--json", action="store_true", help="print it as one JSON object")
     p.set_defaults(func=_info)
-    from .scan.cli import add_commands  # run, scan, plot
-
-    add_commands(sub)
+    add_commands(sub)  # run, scan, plot
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))

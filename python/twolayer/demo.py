@@ -27,9 +27,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import ode, population, sgd
+from ._deprecation import warn_renamed
 from ._validation import INT32_MAX, SEED_MAX, boolean, choice, integer, integers, positive, writing
 from .networks import Init, teacher_student
 from .overlaps import Overlaps
+from .plot import demo_figure, pyplot
 from .results import Trajectory
 from .schedules import Schedule, step_decay
 
@@ -147,7 +149,7 @@ class PlateauResult:
 
 @dataclass
 class DemoResult:
-    """What :func:`run_seed000` and :func:`run` return.
+    """What :func:`run_symmetry_breaking` and :func:`run` return.
 
     Attributes
     ----------
@@ -161,7 +163,7 @@ class DemoResult:
     Examples
     --------
     >>> cfg = tl.demo.DemoConfig(units=2, d=8, steps=100, seeds=(0, 1), records=5)
-    >>> print(tl.demo.run_seed000(cfg).table())
+    >>> print(tl.demo.run_symmetry_breaking(cfg).table())
     init         seeds      median         min         max   reached < 1e-8
     gaussian         2     0.05131    0.008911     0.09371         0 of 2
     orthogonal       2      0.1647      0.1647      0.1647         0 of 2
@@ -218,7 +220,7 @@ def _check_config(config: object, cls: type, name: str) -> None:
         integer(config.records, f"{name}.records", 2, INT32_MAX)
 
 
-def run_seed000(config: DemoConfig | None = None, progress: bool = False) -> DemoResult:
+def run_symmetry_breaking(config: DemoConfig | None = None, progress: bool = False) -> DemoResult:
     """Population gradient descent for every (init, seed) of ``config``.
 
     Parameters
@@ -236,7 +238,7 @@ def run_seed000(config: DemoConfig | None = None, progress: bool = False) -> Dem
     Examples
     --------
     >>> cfg = tl.demo.DemoConfig(units=2, d=8, steps=100, seeds=(0,), records=5)
-    >>> res = tl.demo.run_seed000(cfg)
+    >>> res = tl.demo.run_symmetry_breaking(cfg)
     >>> sorted(res.runs), len(res.runs["gaussian"][0].t)
     (['gaussian', 'orthogonal'], 5)
     """
@@ -309,8 +311,9 @@ def write_csv(result: DemoResult, path: str) -> None:
     >>> import os, tempfile
     >>> cfg = tl.demo.DemoConfig(units=2, d=8, steps=10, seeds=(0,), records=3)
     >>> with tempfile.TemporaryDirectory() as out:
-    ...     tl.demo.write_csv(tl.demo.run_seed000(cfg), os.path.join(out, "demo.csv"))
-    ...     print(open(os.path.join(out, "demo.csv")).readline().strip())
+    ...     tl.demo.write_csv(tl.demo.run_symmetry_breaking(cfg), os.path.join(out, "demo.csv"))
+    ...     with open(os.path.join(out, "demo.csv")) as fh:
+    ...         print(fh.readline().strip())
     panel,series,seed,time,risk
     """
     with writing(path), open(path, "w", newline="") as fh:  # errors name the path
@@ -397,12 +400,19 @@ def run(out: str = ".", progress: bool = False, config: DemoConfig | None = None
     _check_config(DemoConfig() if config is None else config, DemoConfig, "config")
     _check_config(PlateauConfig() if plateau is None else plateau, PlateauConfig, "plateau")
     out = _prepare_output(out)
-    from .plot import _pyplot, demo_figure
+    pyplot()  # ImportError (matplotlib missing) before the runs, not after them
 
-    _pyplot()  # ImportError (matplotlib missing) before the runs, not after them
-
-    result = run_seed000(config, progress=progress)
+    result = run_symmetry_breaking(config, progress=progress)
     result.plateau = run_plateau(plateau, progress=progress)
     _write(os.path.join(out, "demo.csv"), lambda p: write_csv(result, p))
     _write(os.path.join(out, "demo.png"), lambda p: demo_figure(result, p))
     return result
+
+
+def __getattr__(name: str) -> Callable[..., DemoResult]:
+    """``run_seed000``, the former name of :func:`run_symmetry_breaking` (an internal seed number; removed in
+    twolayer 0.3), with a DeprecationWarning."""
+    if name == "run_seed000":
+        warn_renamed("twolayer.demo", "run_seed000", "run_symmetry_breaking", what="function")
+        return run_symmetry_breaking
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,5 +1,6 @@
-"""The large-batch map of seed 002: SGD with fresh batches of n_b = alpha d samples and an O(1) step per iteration,
-in the limit d -> infinity, as a deterministic map of the overlaps (iterations, not a continuous time).
+"""The large-batch map of "First order optimization methods in two-layer neural networks training": SGD with fresh
+batches of n_b = alpha d samples and an O(1) step per iteration, in the limit d -> infinity, as a deterministic map of
+the overlaps (iterations, not a continuous time).
 
 Conventions (the documentation's Conventions page: lambda = w.x / sqrt d, effective second layer a, error
 E = y - f with label noise).
@@ -12,15 +13,15 @@ One iteration of the simulator ``twolayer.sgd.simulate(lr=gamma0 * d, batch_size
                  + gamma0^2 a_i a_k (psi_i^T Omega^+ psi_k + (E[g'(l_i) g'(l_k) E^2] + Delta E[g'g']) / alpha)
 
 the linear term, the squared population gradient (the gradient E[g'(l_i) E x] lies in the span of the weights;
-its Gram matrix in overlap space is psi Omega^+ psi^T) and the finite-batch term phi^HD / alpha. This is seed 002's
+its Gram matrix in overlap space is psi Omega^+ psi^T) and the finite-batch term phi^HD / alpha. This is the paper's
 eq. (6) with (n_b, gamma_d) = (alpha d, gamma0) split into its pairs of distinct samples and its diagonal (the
 transcription's second sum names sigma'(lambda_{l'}), a typo for lambda_l; its 1/p factors are the "mean" readout,
-absorbed here in the effective second layers). Its step gamma0 is the simulator's ``lr / d`` because the seed's
+absorbed here in the effective second layers). Its step gamma0 is the simulator's ``lr / d`` because the paper's
 weights have unit norm (lambda = w.z) and ours norm sqrt d. The clock is t = iteration (t = 0, 1, ..., n_steps).
-``spherical=True`` (seed 002's eq. 7): every w_i is rescaled to ``|w_i|^2 = d`` after each step (exact in overlap
+``spherical=True`` (the paper's eq. 7): every w_i is rescaled to ``|w_i|^2 = d`` after each step (exact in overlap
 space: Q_ik / sqrt(Q_ii Q_kk), M_ir / sqrt(Q_ii)).
 
-Layer-wise training (seed 002): :func:`layerwise` runs the map on the first layer with a fixed, then sets the
+Layer-wise training (the paper): :func:`layerwise` runs the map on the first layer with a fixed, then sets the
 second layer to the population ridge solution a = (E[g(l) g(l)^T] + ridge I)^(-1) E[g(l) y], computed from the
 closed-form I2 kernels; :func:`simulate_layerwise` is its finite-d counterpart (``sgd.simulate`` with
 ``batch_size = alpha d``, then ridge regression on fresh samples).
@@ -45,6 +46,7 @@ from .kernels import i2
 from .networks import Network, check_network
 from .overlaps import Overlaps
 from .results import Status, Trajectory
+from .sgd import simulate
 
 __all__ = ["LayerwiseResult", "iterate", "layerwise", "ridge_readout", "simulate_layerwise"]
 
@@ -307,7 +309,7 @@ def layerwise(
     spherical: bool = False,
     n_threads: int | None = None,
 ) -> LayerwiseResult:
-    """Seed 002's layer-wise training in the large-batch limit: ``n_steps`` iterations of the map on the first layer
+    """The paper's layer-wise training in the large-batch limit: ``n_steps`` iterations of the map on the first layer
     with the second fixed (:func:`iterate`), then the second layer by population ridge regression
     (:func:`ridge_readout`) on the learned features.
 
@@ -389,8 +391,6 @@ def simulate_layerwise(
     >>> res.first.t.tolist(), res.a.shape
     ([0.0, 0.02, 0.04, 0.06], (2,))
     """
-    from .sgd import simulate
-
     student = check_network(student, "student")
     teacher = check_network(teacher, "teacher")
     T = integer(n_steps, "n_steps", 1)

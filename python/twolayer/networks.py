@@ -14,7 +14,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ._validation import INT32_MAX, allocating, as_float_array, choice, integer, seed_arg
-from .activations import ActivationName, check_activation
+from .activations import ActivationName, check_activation, sigma
 
 Scaling = Literal["sqrt_d", "none"]
 Readout = Literal["sum", "mean"]
@@ -121,8 +121,6 @@ class Network:
 
     def __call__(self, X: ArrayLike) -> NDArray[np.float64]:
         """Outputs f(x) on the rows of ``X`` (n, d): an array of shape (n,)."""
-        from .activations import sigma
-
         X_ = as_float_array(X, "X", ndim=2)
         if X_.shape[1] != self.d:
             raise ValueError(f"X: expected {self.d} columns, got {X_.shape[1]}")

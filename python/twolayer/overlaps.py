@@ -25,6 +25,7 @@ from numpy.typing import ArrayLike, NDArray
 from ._validation import as_float_array, check_memory
 from .activations import check_activation
 from .networks import Network, check_network
+from .targets import is_target
 
 __all__ = ["BatchOverlaps", "Overlaps", "check_pair", "check_stack"]
 
@@ -219,8 +220,6 @@ class Overlaps:
         >>> tl.Overlaps.from_networks(s, t).activation
         'erf'
         """
-        from .targets import is_target
-
         if is_target(teacher):
             check_network(student, "student")
             if teacher.d != student.d or teacher.scaling != student.scaling:
@@ -443,8 +442,6 @@ def check_pair(student: Network, teacher: Network) -> None:
     ValueError: teacher: input dimension d=4 does not match the student's d=3
     """
     check_network(student, "student")
-    from .targets import is_target
-
     if is_target(teacher):
         raise TypeError(f"teacher: expected a committee twolayer.Network here, got a {type(teacher).__name__} "
                         "(polynomial targets are taken by population.risk/gradient/hessian, sgd.simulate, "

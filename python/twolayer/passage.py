@@ -1,6 +1,6 @@
 """First-passage times of the excess risk: when a run first reaches a level, and the statistics of many runs.
 
-The passage of a run is the first time t with R(t) <= level * R(0) (``relative=True``; the seed-003 escape is
+The passage of a run is the first time t with R(t) <= level * R(0) (``relative=True``; Arnaboldi et al.'s escape is
 ``level = 1 - T``) or R(t) <= level (``relative=False``), R the recorded excess risk. Between two records it is
 located by linear interpolation of R in t (exact on the records; for the ODE's early stop ``risk_rtol`` /
 ``risk_tol`` at the same level the last record *is* the crossing, located on the dense output, so the passage is

@@ -13,7 +13,21 @@ if TYPE_CHECKING:
     from .results import Trajectory
 
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
+    """matplotlib's pyplot on the non-interactive Agg backend, imported on first use (matplotlib is the optional
+    ``plot`` extra).
+
+    Returns
+    -------
+    module
+        ``matplotlib.pyplot``; ImportError naming the extra where matplotlib is missing.
+
+    Examples
+    --------
+    >>> from twolayer.plot import pyplot
+    >>> pyplot().get_backend().lower()
+    'agg'
+    """
     try:
         import matplotlib
     except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -64,7 +78,7 @@ def demo_figure(result: DemoResult, path: str) -> None:
     Parameters
     ----------
     result : DemoResult
-        From :func:`twolayer.demo.run` (or :func:`~twolayer.demo.run_seed000`,
+        From :func:`twolayer.demo.run` (or :func:`~twolayer.demo.run_symmetry_breaking`,
         then without the plateau panel).
     path : str
         The image file to write.
@@ -74,11 +88,11 @@ def demo_figure(result: DemoResult, path: str) -> None:
     >>> import os, tempfile
     >>> cfg = tl.demo.DemoConfig(units=2, d=8, steps=10, seeds=(0,), records=3)
     >>> with tempfile.TemporaryDirectory() as out:
-    ...     tl.plot.demo_figure(tl.demo.run_seed000(cfg), os.path.join(out, "a.png"))
+    ...     tl.plot.demo_figure(tl.demo.run_symmetry_breaking(cfg), os.path.join(out, "a.png"))
     ...     os.listdir(out)
     ['a.png']
     """
-    plt = _pyplot()
+    plt = pyplot()
     panels = 2 if result.plateau is not None else 1
     fig, axes = plt.subplots(1, panels, figsize=(6.4 * panels, 4.6), constrained_layout=True, squeeze=False)
     ax = axes[0, 0]

@@ -21,6 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ._deprecation import renamed_attribute
+from .overlaps import BatchOverlaps, Overlaps
 from .passage import FirstPassage, first_passage, run_passage
 
 __all__ = ["BatchTrajectory", "Ensemble", "Status", "Trajectory"]
@@ -122,7 +123,8 @@ def variable_attrs(name: str, time_unit: str) -> dict[str, str]:
     return {"long_name": long_name, "units": units or time_unit}
 
 
-def _xarray() -> Any:
+def import_xarray() -> Any:
+    """The xarray module (an optional dependency, imported on first use: ImportError naming the extra)."""
     try:
         import xarray as xr
     except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -130,7 +132,7 @@ def _xarray() -> Any:
     return xr
 
 
-def _attrs(meta: Mapping[str, Any]) -> dict[str, Any]:
+def netcdf_attrs(meta: Mapping[str, Any]) -> dict[str, Any]:
     """The NetCDF-storable scalar entries of ``meta`` (bools as 0/1; None and non-scalars left out)."""
     out: dict[str, Any] = {}
     for k, v in meta.items():
@@ -145,7 +147,7 @@ def _from_attr(v: Any) -> Any:
     return v.item() if isinstance(v, np.generic) else v
 
 
-def _dataset_parts(ds: Any) -> tuple[dict[str, Any], list[str], str]:
+def dataset_parts(ds: Any) -> tuple[dict[str, Any], list[str], str]:
     """(attributes, parameter names, time unit) of a ``to_xarray`` Dataset of a batch or an ensemble: its
     attributes as Python scalars, without ``params`` (the names of the per-member / per-run parameter
     coordinates, stored space-separated) and ``time_unit``, which are returned apart."""
@@ -155,11 +157,13 @@ def _dataset_parts(ds: Any) -> tuple[dict[str, Any], list[str], str]:
     return attrs, names, time_unit
 
 
-def _f64(ds: Any, name: str) -> NDArray[np.float64]:
+def float_values(ds: Any, name: str) -> NDArray[np.float64]:
+    """Variable ``name`` of the Dataset ``ds`` as an owned float64 array."""
     return np.array(ds[name].values, dtype=np.float64)
 
 
-def _i64(ds: Any, name: str) -> NDArray[np.int64]:
+def int_values(ds: Any, name: str) -> NDArray[np.int64]:
+    """Variable ``name`` of the Dataset ``ds`` as an owned int64 array."""
     return np.array(ds[name].values, dtype=np.int64)
 
 
@@ -262,8 +266,6 @@ class Trajectory:
         -------
         Overlaps
         """
-        from .overlaps import Overlaps
-
         if self.P is None or self.v is None:
             raise ValueError("P, v: this trajectory does not record the teacher overlaps P and v")
         if len(self) == 0:
@@ -276,14 +278,14 @@ class Trajectory:
         """An ``xarray.Dataset`` with dimensions t, student, student2, teacher (and teacher2 for P); Q, M, a,
         risk, and P, v when known; ``long_name``/``units`` on every variable (see the module docstring); status,
         message, stop_time and the scalar ``meta`` entries as attributes. Needs the xarray extra."""
-        xr = _xarray()
+        xr = import_xarray()
         data: dict[str, Any] = {}
         for name, dims in _DIMS.items():
             if getattr(self, name) is not None:
                 lead = ("t",) if name in _ROWS else ()
                 data[name] = ((*lead, *dims), getattr(self, name), variable_attrs(name, self.time_unit))
         t = xr.Variable("t", self.t, variable_attrs("t", self.time_unit))
-        attrs = {**_attrs(self.meta), "status": str(self.status), "message": self.message,
+        attrs = {**netcdf_attrs(self.meta), "status": str(self.status), "message": self.message,
                  "time_unit": self.time_unit, "stop_time": float(self.stop_time)}
         return xr.Dataset(data, coords={"t": t}, attrs=attrs)
 
@@ -300,19 +302,19 @@ class Trajectory:
         -------
         Trajectory
         """
-        attrs, _, time_unit = _dataset_parts(ds)
+        attrs, _, time_unit = dataset_parts(ds)
         return cls(
-            t=_f64(ds, "t"),
-            Q=_f64(ds, "Q"),
-            M=_f64(ds, "M"),
-            a=_f64(ds, "a"),
-            risk=_f64(ds, "risk"),
+            t=float_values(ds, "t"),
+            Q=float_values(ds, "Q"),
+            M=float_values(ds, "M"),
+            a=float_values(ds, "a"),
+            risk=float_values(ds, "risk"),
             status=Status(attrs.get("status", "completed")),
             message=str(attrs.get("message", "")),
             time_unit=time_unit,
             meta={k: v for k, v in attrs.items() if k not in ("status", "message")},
-            P=_f64(ds, "P") if "P" in ds else None,
-            v=_f64(ds, "v") if "v" in ds else None,
+            P=float_values(ds, "P") if "P" in ds else None,
+            v=float_values(ds, "v") if "v" in ds else None,
             stop_time=float(attrs.get("stop_time", math.nan)),
         )
 
@@ -468,8 +470,6 @@ class BatchTrajectory(_Members):
     def overlaps_at(self, index: int = -1) -> Any:
         """The :class:`~twolayer.BatchOverlaps` of every member at output row ``index``, or with ``index=-1`` at
         each member's last recorded state (``*_final``; e.g. to continue the runs). Needs equal K and M."""
-        from .overlaps import BatchOverlaps
-
         if np.any(self.n_student != self.n_student[0]) or np.any(self.n_teacher != self.n_teacher[0]):
             raise ValueError("index: the members have different K or M; index the batch member by member")
         if index == -1:
@@ -485,7 +485,7 @@ class BatchTrajectory(_Members):
         stop_time, n_recorded, n_rhs, n_steps, n_rejected; the per-member parameters (``params``) and sizes
         ``n_student``, ``n_teacher`` are coordinates along ``member``; shared parameters are attributes. Every
         variable has ``long_name`` and ``units``."""
-        xr = _xarray()
+        xr = import_xarray()
         unit = self.time_unit
 
         def var(name: str, dims: tuple[str, ...], values: Any) -> tuple[Any, ...]:
@@ -510,7 +510,7 @@ class BatchTrajectory(_Members):
             "n_teacher": var("n_teacher", ("member",), self.n_teacher),
             **{name: var(name, ("member",), values) for name, values in self.params.items()},
         }
-        attrs = {**_attrs(self.meta), "time_unit": self.time_unit, "params": " ".join(self.params)}
+        attrs = {**netcdf_attrs(self.meta), "time_unit": self.time_unit, "params": " ".join(self.params)}
         return xr.Dataset(data, coords=coords, attrs=attrs)
 
     @classmethod
@@ -526,13 +526,13 @@ class BatchTrajectory(_Members):
         -------
         BatchTrajectory
         """
-        attrs, names, time_unit = _dataset_parts(ds)
+        attrs, names, time_unit = dataset_parts(ds)
 
         def f64(name: str) -> NDArray[np.float64]:
-            return _f64(ds, name)
+            return float_values(ds, name)
 
         def i64(name: str) -> NDArray[np.int64]:
-            return _i64(ds, name)
+            return int_values(ds, name)
 
         return cls(
             t=f64("t"), Q=f64("Q"), M=f64("M"), a=f64("a"), risk=f64("risk"), P=f64("P"), v=f64("v"),
@@ -570,7 +570,7 @@ class Ensemble(_Members):
     :meth:`std`, :meth:`sem` use the runs that completed only: a converged run is a success, but its records
     end at its stop, so it has no value at later times (study it through ``stop_time``). The statistics are
     over repetitions of one experiment: they raise ValueError when the completed runs differ in their
-    parameters (take a sub-ensemble of one grid point with :meth:`select`, or group ``to_xarray()``).
+    parameters (take a sub-ensemble of one grid point with :meth:`select`, or group ``toimport_xarray()``).
 
     Attributes
     ----------
@@ -711,7 +711,7 @@ class Ensemble(_Members):
                 raise ValueError(
                     f"{name}: {label} is over runs of identical parameters, but the completed runs have "
                     f"{values.size} different values of {name}; take one grid point with select({name}=...) "
-                    "or group to_xarray()"
+                    "or group toimport_xarray()"
                 )
             if values.size == 1:
                 shared[name] = float(values[0])
@@ -767,7 +767,7 @@ class Ensemble(_Members):
         ``units`` attributes (times in steps / d). A grid becomes labelled axes with
         ``ds.set_index(member=["lr", "noise", "run_id"]).unstack("member")``.
         """
-        xr = _xarray()
+        xr = import_xarray()
         unit = "steps / d"
 
         def var(name: str, dims: tuple[str, ...], values: Any) -> Any:
@@ -797,7 +797,7 @@ class Ensemble(_Members):
             "run_id": var("run_id", member, self.run_ids),
             **{k: var(k, member, v) for k, v in self.params.items()},
         }
-        attrs = _attrs(self.meta)
+        attrs = netcdf_attrs(self.meta)
         return xr.Dataset(
             data,
             coords=coords,
@@ -814,15 +814,16 @@ class Ensemble(_Members):
         too."""
         if "run" in ds.dims and "member" not in ds.dims:
             ds = ds.rename({"run": "member"})
-        attrs, names, _ = _dataset_parts(ds)
+        attrs, names, _ = dataset_parts(ds)
         seed = int(attrs["seed"])
         attrs.pop("n_diverged", None)
-        t, run_ids = _f64(ds, "t"), _i64(ds, "run_id")
-        params = {p: _f64(ds, p) for p in names}
-        P = _f64(ds, "P") if "P" in ds else None
-        v = _f64(ds, "v") if "v" in ds else None
-        rows = {name: _f64(ds, name) for name in ("Q", "M", "a", "risk")}
-        n_recorded, stop_step, stop_time = _i64(ds, "n_recorded"), _i64(ds, "stop_step"), _f64(ds, "stop_time")
+        t, run_ids = float_values(ds, "t"), int_values(ds, "run_id")
+        params = {p: float_values(ds, p) for p in names}
+        P = float_values(ds, "P") if "P" in ds else None
+        v = float_values(ds, "v") if "v" in ds else None
+        rows = {name: float_values(ds, name) for name in ("Q", "M", "a", "risk")}
+        n_recorded, stop_step = int_values(ds, "n_recorded"), int_values(ds, "stop_step")
+        stop_time = float_values(ds, "stop_time")
         status = np.array(ds["status"].values, dtype=str)
         message = np.array(ds["message"].values, dtype=str)
         runs = [

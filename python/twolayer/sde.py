@@ -1,4 +1,4 @@
-"""The diffusion approximation of online SGD at finite d: the ODE plus the first correction (seed 003, "does
+"""The diffusion approximation of online SGD at finite d: the ODE plus the first correction (Arnaboldi et al., "does
 stochasticity help?").
 
 One online SGD step (one fresh sample, conventions of :mod:`twolayer.sgd`, t = steps / d) moves the order
@@ -13,7 +13,7 @@ contributes Cov(xi) / d per unit time, so
 
     dy = F(y) dt + sqrt(Cov(xi)(y) / d) dB_t,
 
-with F the ODE's online right-hand side. This is the seed's SDE
+with F the ODE's online right-hand side. This is the paper's SDE
 ``dm = (Psi - m Phi / 2) dt + sqrt(gamma / d) (sigma_m - m sigma_Q / 2) . dB`` written for every order parameter and
 the full covariance. :func:`increment_covariance` gives Cov(xi) and E[xi] (= F: a test), with the label noise
 integrated exactly and, over the pre-activations,
@@ -66,12 +66,13 @@ from ._validation import (
     integer,
     n_threads_arg,
     positive,
+    run_indices,
     seed_arg,
 )
 from .activations import ActivationName
 from .overlaps import BatchOverlaps, Overlaps
 from .results import SIMULATION_STATUS, SIMULATION_TIME_UNIT, Ensemble, Status, Trajectory
-from .sgd import _run_ids, converged_message
+from .sgd import converged_message
 
 __all__ = ["IncrementCovariance", "increment_covariance", "simulate"]
 
@@ -338,7 +339,7 @@ def simulate(
     d_ = integer(d, "d", 1, INT32_MAX)
     dt_ = positive(dt, "dt")
     x, w = _rule(act, t_act, n_nodes, None if tgt is None else tgt.degree)
-    run_ids = _run_ids(seeds)
+    run_ids = run_indices(seeds)
     if y0 is not None and y0.shape[0] != run_ids.size:
         raise ValueError(f"overlaps: got {y0.shape[0]} starts for {run_ids.size} paths (seeds)")
     keys = run_ids[:, None].astype(np.float64) if y0 is None else np.column_stack([run_ids, y0])

@@ -19,11 +19,11 @@ Time is t = steps / d. Online (``n_samples=None``): every step draws B fresh sam
 (the correlated-samples regime of "First order optimization methods in two-layer neural networks training",
 n = alpha d) one training set is drawn per run and visited in
 batches of B, epoch after epoch, reshuffled every epoch unless ``shuffle=False``; ``batch_size=n_samples`` is
-full-batch gradient descent. Seed 002's large-batch SGD (batches of n_b = alpha d, step gamma0 on unit-norm
-weights, lambda = w.z) is ``lr = gamma0 * d, batch_size = alpha * d`` here (our weights have norm sqrt d); its
+full-batch gradient descent. That paper's large-batch SGD (batches of n_b = alpha d, step gamma0 on
+unit-norm weights, lambda = w.z) is ``lr = gamma0 * d, batch_size = alpha * d`` here (our weights have norm sqrt d); its
 d -> infinity limit is ``tl.ode.integrate(..., lr=gamma0, regime="large_batch", batch_ratio=alpha, n_steps=T)``
-(:mod:`twolayer.large_batch`), T steps being t_max = T / d. Seed 002's online SGD (n_b = 1, step gamma0 / d) is
-``lr = gamma0``.
+(:mod:`twolayer.large_batch`), T steps being t_max = T / d. That paper's online SGD (n_b = 1, step
+gamma0 / d) is ``lr = gamma0``.
 
 Randomness comes from counter-based Philox4x32-10 streams keyed by (seed, run): a run's inputs, label noise,
 training set and shuffles are fixed by those two numbers alone, so results are bit-identical whatever the
@@ -45,25 +45,27 @@ from numpy.typing import ArrayLike, NDArray
 from . import _core
 from ._core import DeviceUnavailable
 from ._deprecation import renamed
+from ._grid import record_steps
 from ._interrupt import keep_partial, partial_result
 from ._progress import progress_bar
+from ._sgd_function import simulate_function_target
 from ._validation import (
     INT32_MAX,
     Device,
-    as_float_array,
     boolean,
     device_arg,
     integer,
-    integers,
     n_threads_arg,
     per_item,
     positive,
+    run_indices,
     seed_arg,
 )
 from .networks import Network, check_network
 from .overlaps import check_pair, gram
 from .results import SIMULATION_STATUS, SIMULATION_TIME_UNIT, Ensemble, Status, Trajectory, run_meta
 from .schedules import Schedule, as_schedule, core_arg
+from .targets import FunctionTarget, HermiteTarget, is_target
 
 __all__ = ["grid", "simulate"]  # Ensemble (results.py) is importable from here too
 
@@ -96,25 +98,6 @@ _SgdArgs: TypeAlias = tuple[
 ]
 
 
-def _record_steps(d: int, t_max: float | None, times: ArrayLike | None, n_records: int) -> NDArray[np.int64]:
-    if times is None:
-        if t_max is None:
-            raise ValueError("t_max: give t_max (or times)")
-        tm = positive(t_max, "t_max")
-        n_records = integer(n_records, "n_records", 2, INT32_MAX)
-        steps = np.unique(np.round(np.linspace(0.0, tm, n_records) * d).astype(np.int64))
-        return steps
-    tt = as_float_array(times, "times", ndim=1)
-    if tt.size == 0 or np.any(tt < 0) or np.any(np.diff(tt) <= 0):
-        raise ValueError("times: expected a non-empty, strictly increasing array of times >= 0")
-    if t_max is not None and tt[-1] > positive(t_max, "t_max") + 0.5 / d:
-        raise ValueError(f"times: the last time {tt[-1]} exceeds t_max={t_max}")
-    steps = np.round(tt * d).astype(np.int64)
-    if np.any(np.diff(steps) <= 0):
-        raise ValueError(f"times: two requested times fall on the same step (spacing below 1/d = {1 / d:g})")
-    return steps
-
-
 def _check_distinct_runs(run_ids: NDArray[np.int64], params: dict[str, NDArray[np.float64]]) -> None:
     """Two runs of one call may share a run index (the same random samples) only with different lr,
     lr_readout or noise: identical runs are refused."""
@@ -124,13 +107,6 @@ def _check_distinct_runs(run_ids: NDArray[np.int64], params: dict[str, NDArray[n
             "seeds: run indices must be distinct (a run index may repeat only with different lr, lr_readout "
             "or noise)"
         )
-
-
-def _run_ids(seeds: Any) -> NDArray[np.int64]:
-    """Run indices from ``seeds``: an int n gives 0..n-1, a sequence its entries (each in [0, 2^32))."""
-    if isinstance(seeds, (int, np.integer)) and not isinstance(seeds, (bool, np.bool_)):
-        return np.arange(integer(seeds, "seeds", 1, 2**32 - 1), dtype=np.int64)
-    return np.array(integers(seeds, "seeds", 0, 2**32 - 1), dtype=np.int64)
 
 
 def grid(seeds: int | Sequence[int], **axes: ArrayLike) -> dict[str, Any]:
@@ -168,7 +144,7 @@ def grid(seeds: int | Sequence[int], **axes: ArrayLike) -> dict[str, Any]:
     for name in axes:
         if name not in allowed:
             raise ValueError(f"{name}: expected grid axes among {', '.join(map(repr, allowed))}; got {name!r}")
-    ids = _run_ids(seeds).tolist()
+    ids = run_indices(seeds).tolist()
     # each axis checked as simulate checks one value per run: lr > 0, the others >= 0
     for name, v in axes.items():
         if np.ndim(v) != 1:
@@ -235,7 +211,7 @@ def simulate(
 
 
 @renamed(records="n_records")
-def simulate(
+def simulate(  # noqa: C901 (28)
     student: Network | Sequence[Network],
     teacher: Any,
     lr: ArrayLike,
@@ -381,8 +357,6 @@ def simulate(
                     "scaling and readout"
                 )
         first = students[0]
-    from .targets import FunctionTarget, HermiteTarget, is_target
-
     device = device_arg(device)
     if isinstance(teacher, FunctionTarget):
         if device != "cpu":
@@ -390,12 +364,12 @@ def simulate(
                 "device='cuda': SGD on the GPU runs online committee teachers only; a FunctionTarget teacher "
                 "(the NumPy simulator) is not supported (use device='cpu')"
             )
-        from ._sgd_function import simulate_function_target
-
-        return simulate_function_target(student, teacher, lr=lr, lr_readout=lr_readout, noise=noise,
-                                        batch_size=batch_size, spherical=spherical, t_max=t_max, times=times,
-                                        seed=seed, seeds=seeds, n_samples=n_samples, n_records=n_records,
-                                        train_first_layer=train_first_layer, shuffle=shuffle)
+        runs, fields = simulate_function_target(student, teacher, lr=lr, lr_readout=lr_readout, noise=noise,
+                                                batch_size=batch_size, spherical=spherical, t_max=t_max,
+                                                times=times, seed=seed, seeds=seeds, n_samples=n_samples,
+                                                n_records=n_records, train_first_layer=train_first_layer,
+                                                shuffle=shuffle)
+        return runs[0] if seeds is None else Ensemble(runs=runs, **fields)
     target = teacher if isinstance(teacher, HermiteTarget) else None
     if target is not None:
         check_network(first, "student")
@@ -425,7 +399,7 @@ def simulate(
     n = 0 if n_samples is None else integer(n_samples, "n_samples", 1, 2**32 - 1)
     if n and B > n:
         raise ValueError(f"batch_size: {B} exceeds the training set size n_samples={n}")
-    run_ids = np.array([0], dtype=np.int64) if seeds is None else _run_ids(seeds)
+    run_ids = np.array([0], dtype=np.int64) if seeds is None else run_indices(seeds)
     if run_ids.size == 0:
         raise ValueError("seeds: expected at least one run")
     if students is not None and len(students) != run_ids.size:
@@ -446,7 +420,7 @@ def simulate(
         "risk_rtol": per_run(risk_rtol, "risk_rtol"),
     }
     _check_distinct_runs(run_ids, params)
-    rec = _record_steps(d, t_max, times, n_records)
+    rec = record_steps(d, t_max, times, n_records)
     steps = int(round(positive(t_max, "t_max") * d)) if t_max is not None else int(rec[-1])
     steps = max(steps, int(rec[-1]))
     sched = as_schedule(schedule, n_steps=steps, step_time=1.0 / d)

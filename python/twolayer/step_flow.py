@@ -1,4 +1,4 @@
-"""Population gradient flow of step units (sigma = 1(s > 0), seed 000) in overlap space, through alignment.
+"""Population gradient flow of step units (sigma = 1(s > 0), Mariantoni & Chizat) in overlap space, through alignment.
 
 :func:`twolayer.ode.integrate` and :func:`twolayer.ode.integrate_batch` integrate step students and teachers in
 the gradient-flow regime by the method below, in the core (``cpp/src/step_flow.cpp``), whatever ``method``; the

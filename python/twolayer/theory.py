@@ -1,4 +1,4 @@
-"""Closed forms of seed 003 (Arnaboldi, Krzakala, Loureiro, Stephan, "Escaping mediocrity"): spherical online SGD
+"""Closed forms of Arnaboldi, Krzakala, Loureiro and Stephan, "Escaping mediocrity": spherical online SGD
 of a square-activation student f = (1/p) sum_j (w_j . x)^2 on a square-activation teacher y = (w* . x)^2 +
 sqrt(Delta) xi, every ``|w|^2 = d``, learning rate gamma.
 
@@ -9,12 +9,12 @@ tests/test_theory.py). In package units the student is ``Overlaps(Q, M, [[1]], a
 activation ``"quadratic"``, ``lr=gamma``, ``noise=Delta``, ``spherical=True``.
 
 **p = 1** (one overlap m = w . w* / d, u = m^2). With A = 4 (1 - 6 gamma) - 2 gamma Delta and B = 4 (1 - 6 gamma),
-the package ODE is exactly du/dt = 2 gamma u (A - B u) (the seed's dm/dtau = m [4 (1 - 6 gamma)(1 - m^2) -
+the package ODE is exactly du/dt = 2 gamma u (A - B u) (the paper's dm/dtau = m [4 (1 - 6 gamma)(1 - m^2) -
 2 gamma Delta]), solved by
 
     u(t) = A u0 e^{2 A gamma t} / (A + B u0 (e^{2 A gamma t} - 1)),
 
-and the excess risk is R = 2 (1 - u). The escape (seed's Eq. EXT) is the first t with R(t) = (1 - T) R(0), i.e.
+and the excess risk is R = 2 (1 - u). The escape (the paper's Eq. EXT) is the first t with R(t) = (1 - T) R(0), i.e.
 u = u* = T + (1 - T) u0, reached at
 
     t_exit(u0) = [log(u* / u0) + log((A - B u0) / (A - B u*))] / (2 A gamma).            (exact)
@@ -23,27 +23,27 @@ The seed prints t = log(T d + 1 - T) / (8 (1 - 6 gamma) - 4 gamma Delta) (clock 
 1/d), which is the first logarithm only: it drops log((A - B u0) / (A - B u*)), a term that vanishes as T -> 0
 (u* -> u0) but not otherwise (at gamma = 0.05, Delta = 0.5, T = 0.5 the printed time is 10.3 % short at d = 1000,
 7.7 % at d = 1e4: an O(T) absolute gap, B T / (2 A^2 gamma) to first order).
-``formula="printed"`` gives the seed's expressions, ``"exact"`` (the default at p = 1) the exact ones.
+``formula="printed"`` gives the paper's expressions, ``"exact"`` (the default at p = 1) the exact ones.
 
 **Initial overlaps.** w_0 and w* are independent and uniform on their spheres, so m0 is the cosine of two random
-unit vectors in R^d: u0 = m0^2 ~ Beta(1/2, (d - 1)/2), E[u0] = 1/d (d u0 -> chi^2(1) as d -> infinity, the seed's
+unit vectors in R^d: u0 = m0^2 ~ Beta(1/2, (d - 1)/2), E[u0] = 1/d (d u0 -> chi^2(1) as d -> infinity, the paper's
 law). ``average="annealed"`` puts u0 = E[u0] into the solution ("before solving"); ``"quenched"`` averages the
 solution over u0 ("after solving"): exactly, by Gauss-Jacobi quadrature for the Beta law (the log u0 singularity
-integrated in closed form, E[log u0] = psi(1/2) - psi(d/2)). ``"printed"`` quenched uses the seed's chi^2(1).
+integrated in closed form, E[log u0] = psi(1/2) - psi(d/2)). ``"printed"`` quenched uses the paper's chi^2(1).
 
-**Wide p** (the seed's formulas, an approximation; no closed form exists): with kappa = 1 - (gamma / p)(1 + 1/p +
+**Wide p** (the paper's formulas, an approximation; no closed form exists): with kappa = 1 - (gamma / p)(1 + 1/p +
 4/p^2 + Delta / 2), mu0 = d sum_j m_j0^2, tau0 = 2 d sum_{j<l} Q_jl0^2,
 
     t_exit = (p / gamma) log[(T p (p + 1) d + (2 p mu0 - tau0)(1 - T)) / (2 p mu0)] / (8 kappa),
 
 annealed with mu0 = p, tau0 = p (p - 1). At p = 1 it is the printed p = 1 formula. Quenched: the expectation over
-the seed's d -> infinity law of (mu0, tau0), mu0 ~ chi^2(p) and tau0 ~ 2 chi^2(p (p - 1) / 2) independent, by
+the paper's d -> infinity law of (mu0, tau0), mu0 ~ chi^2(p) and tau0 ~ 2 chi^2(p (p - 1) / 2) independent, by
 generalised Gauss-Laguerre quadrature (E[log mu0] = log 2 + psi(p / 2) in closed form). Measured against the ODE
-(tests/test_theory.py, the example seed003_escape.py; one random start each, d = 1e4, T = 0.5, Delta = 0.5): the
-formula underestimates the ODE's escape time by 10 % (p = 2), 11-25 % (p = 4) and 21-37 % (p = 8) for gamma =
+(tests/test_theory.py, the example escaping_mediocrity_escape_times.py; one random start each, d = 1e4, T = 0.5, Delta =
+0.5): the formula underestimates the ODE's escape time by 10 % (p = 2), 11-25 % (p = 4) and 21-37 % (p = 8) for gamma =
 gamma_opt / 5 .. gamma_opt / 2; part of it (8-9 % at p = 1) is the dropped finite-T term above. At the formula's
 gamma_opt(p) itself the ODE does not escape at all for p = 4 and 8 (d = 1e4, Delta = 0.5: the risk stays at or above
-R(0)), so for p > 2 ``optimal_lr`` is the seed's value, not a safe learning rate.
+R(0)), so for p > 2 ``optimal_lr`` is the paper's value, not a safe learning rate.
 
 **Domains** (ValueError outside, naming the bound). p = 1: lr < 2 / (12 + Delta) (<= 1/6) and T in (0, 1); the exact
 time is positive for every start 0 < abs(m0) below the fixed point (+inf at m0 = 0); at Delta = 0 the fixed point is m^2
@@ -186,7 +186,7 @@ def overlap_p1(t: ArrayLike, m0: float, lr: float, noise: float = 0.0) -> NDArra
 
 
 def risk_p1(m: ArrayLike) -> NDArray[np.float64]:
-    """Excess population risk of p = 1 at overlap m: R = 2 (1 - m^2) (the seed's R minus Delta / 2).
+    """Excess population risk of p = 1 at overlap m: R = 2 (1 - m^2) (the paper's R minus Delta / 2).
 
     Parameters
     ----------
@@ -235,7 +235,7 @@ def optimal_lr(p: int, noise: float) -> float:
     """gamma_opt(p, Delta) = p / (2 + 2/p + 8/p^2 + Delta), the learning rate minimising the (annealed) escape time
     in package time; 1 / (12 + Delta) at p = 1 (exact there), -> p / (2 + Delta) for large p.
 
-    For p > 2 it is the seed's value, not a safe learning rate (see the module docstring).
+    For p > 2 it is the paper's value, not a safe learning rate (see the module docstring).
 
     Parameters
     ----------
@@ -340,13 +340,13 @@ def _finite_times(out: Any, defined: Any) -> NDArray[np.float64]:
 
 def escape_time_wide(mu0: ArrayLike, tau0: ArrayLike, d: int, p: int, lr: float, noise: float,
                      threshold: float) -> NDArray[np.float64]:
-    """The seed's wide-p escape time (an approximation; see the module docstring) from mu0 = d sum_j m_j0^2 and
+    """The paper's wide-p escape time (an approximation; see the module docstring) from mu0 = d sum_j m_j0^2 and
     tau0 = 2 d sum_{j<l} Q_jl0^2, converted to package time (times p / gamma).
 
     Parameters
     ----------
     mu0, tau0 : array_like
-        The seed's initial statistics (annealed: p and p (p - 1)).
+        The paper's initial statistics (annealed: p and p (p - 1)).
     d : int
         Dimension (>= 2).
     p : int
@@ -407,7 +407,7 @@ def _wide_rate(lr: Any, noise: Any, p: int) -> tuple[float, float]:
     kappa = 1.0 - g / p * (1.0 + 1.0 / p + 4.0 / p**2 + delta / 2.0)
     if kappa <= 0.0:
         raise ValueError(f"lr: expected lr < p / (1 + 1/p + 4/p^2 + noise/2) = {g / (1.0 - kappa):.6g} at p = {p}, "
-                         f"got {describe(lr)}: the seed's escape rate 8 (1 - (lr/p)(1 + 1/p + 4/p^2 + noise/2)) must "
+                         f"got {describe(lr)}: the paper's escape rate 8 (1 - (lr/p)(1 + 1/p + 4/p^2 + noise/2)) must "
                          "be positive")
     return g, kappa
 
@@ -421,7 +421,7 @@ def escape_time(
     average: Average = "annealed",
     formula: Formula | None = None,
 ) -> float:
-    """Escape time of seed 003 in package time t = steps / d: the first time the excess risk falls to
+    """Escape time of Arnaboldi et al. in package time t = steps / d: the first time the excess risk falls to
     (1 - ``threshold``) R(0), from a random start at dimension ``d``.
 
     Parameters
@@ -431,15 +431,15 @@ def escape_time(
     lr, noise : float
         gamma and Delta (p = 1 needs gamma < 2 / (12 + Delta) <= 1/6).
     threshold : float in (0, 1)
-        The seed's T.
+        The paper's T.
     p : int
         Student width.
     average : "annealed" or "quenched"
         Initial overlaps replaced by their mean before solving, or the solution averaged over their law (exact
         quadrature, never sampling).
     formula : "exact", "printed" or None
-        "exact": the exact solution of the p = 1 ODE (p = 1 only); "printed": the seed's expressions, converted to
-        package time (they drop a term that vanishes as T -> 0; for p > 1 they are the seed's approximation).
+        "exact": the exact solution of the p = 1 ODE (p = 1 only); "printed": the paper's expressions, converted to
+        package time (they drop a term that vanishes as T -> 0; for p > 1 they are the paper's approximation).
         None: "exact" at p = 1, "printed" otherwise.
 
     Returns
@@ -467,7 +467,7 @@ def escape_time(
     if form == "exact":
         if p_ != 1:
             raise ValueError(f"formula: 'exact' exists for p = 1 only (got p = {p_}); the wide-p escape time has no "
-                             "closed form: use formula='printed' (the seed's approximation) or integrate the ODE")
+                             "closed form: use formula='printed' (the paper's approximation) or integrate the ODE")
         g, A, B = _rates(lr, noise)
         if avg == "annealed":
             return float(escape_time_p1(math.sqrt(1.0 / d_), lr, noise, T))

@@ -1,7 +1,9 @@
-// The Dormand-Prince 5(4) tableau (Hairer's dopri5), shared by the adaptive integrators (integrators.cpp) and the
+// The Dormand-Prince 5(4) tableau (Hairer's dopri5), shared by the integrator driver (lane_driver.hpp) and the
 // step-unit flow (step_flow.cpp): nodes c, stages a, 5th-order weights b, dense output d, error weights e = b - b*.
 #pragma once
 #include <cstddef>
+
+#include "twolayer/hd.hpp"
 
 namespace twolayer::dopri {
 
@@ -25,22 +27,27 @@ constexpr double e1 = 71.0 / 57600, e3 = -71.0 / 16695, e4 = 71.0 / 1920, e5 = -
 namespace twolayer::dopri {
 
 // Hairer's dense output (CONTD5) of an accepted step of length h from y0 to y1 with stages k1, k3, ..., k7 (k7 the
-// right-hand side at y1), n entries each: the coefficients r2..r5 of
-// y(t + th h) = y0 + th (r2 + (1 - th) (r3 + th (r4 + (1 - th) r5))) (dense_value).
-inline void dense_coefficients(const double* y0, const double* y1, const double* k1, const double* k3,
-                               const double* k4, const double* k5, const double* k6, const double* k7, double h,
-                               std::size_t n, double* r2, double* r3, double* r4, double* r5) {
+// right-hand side at y1), n entries each, entry i at [i * stride] (the lanes of a structure-of-arrays state): the
+// contiguous coefficients r2..r5 of y(t + th h) = y0 + th (r2 + (1 - th) (r3 + th (r4 + (1 - th) r5)))
+// (dense_value).
+TWOLAYER_HD inline void dense_coefficients(const double* y0, const double* y1, const double* k1, const double* k3,
+                                           const double* k4, const double* k5, const double* k6, const double* k7,
+                                           double h, std::size_t n, double* r2, double* r3, double* r4, double* r5,
+                                           std::size_t stride = 1) {
   for (std::size_t i = 0; i < n; ++i) {
-    r2[i] = y1[i] - y0[i];
-    r3[i] = h * k1[i] - r2[i];
-    r4[i] = r2[i] - h * k7[i] - r3[i];
-    r5[i] = h * (d1 * k1[i] + d3 * k3[i] + d4 * k4[i] + d5 * k5[i] + d6 * k6[i] + d7 * k7[i]);
+    const std::size_t x = i * stride;
+    r2[i] = y1[x] - y0[x];
+    r3[i] = h * k1[x] - r2[i];
+    r4[i] = r2[i] - h * k7[x] - r3[i];
+    r5[i] = h * (d1 * k1[x] + d3 * k3[x] + d4 * k4[x] + d5 * k5[x] + d6 * k6[x] + d7 * k7[x]);
   }
 }
-inline void dense_value(const double* y0, const double* r2, const double* r3, const double* r4, const double* r5,
-                        double th, std::size_t n, double* out) {
+// The dense output at fraction th of the step into out (contiguous; y0 strided as above).
+TWOLAYER_HD inline void dense_value(const double* y0, const double* r2, const double* r3, const double* r4,
+                                    const double* r5, double th, std::size_t n, double* out, std::size_t stride = 1) {
   const double th1 = 1.0 - th;
-  for (std::size_t i = 0; i < n; ++i) out[i] = y0[i] + th * (r2[i] + th1 * (r3[i] + th * (r4[i] + th1 * r5[i])));
+  for (std::size_t i = 0; i < n; ++i)
+    out[i] = y0[i * stride] + th * (r2[i] + th1 * (r3[i] + th * (r4[i] + th1 * r5[i])));
 }
 
 }  // namespace twolayer::dopri

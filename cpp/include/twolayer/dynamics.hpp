@@ -9,7 +9,7 @@
 //   da_i/dt  = lr_readout_eff E[g(l_i) E]
 // "gradient_flow" (no lr^2 and noise terms) is exact population gradient flow at any finite d >= K + M;
 // "online" is the d -> infinity limit of online SGD with t = steps / d (Saad-Solla; Goldt et al.).
-// Spherical (projected) SGD, seed 003, with Q_ii = 1: with Phi the unconstrained dQ,
+// Spherical (projected) SGD, Arnaboldi et al., with Q_ii = 1: with Phi the unconstrained dQ,
 //   dM_ir -> dM_ir - M_ir Phi_ii / 2,  dQ_ik -> Phi_ik - Q_ik (Phi_ii + Phi_kk) / 2,  dQ_ii = 0.
 //
 // One right-hand side for every activation pair, assembled from the Gaussian kernels with per-pair precomputation:

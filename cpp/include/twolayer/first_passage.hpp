@@ -1,5 +1,5 @@
-// First passage of the excess risk through a threshold inside one accepted step, shared by the integrators
-// (integrators.cpp, batch_integrators.cpp).
+// First passage of the excess risk through a threshold inside one accepted step, shared by the integrator
+// driver (lane_driver.hpp), the step-unit flow (step_flow.cpp) and the CUDA backend.
 #pragma once
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,6 @@
-// The large-batch map (seed 002): the d -> infinity deterministic map of the overlaps under SGD with fresh batches of
-// n_b = alpha d samples and a step of order one per iteration.
+// The large-batch map of "First order optimization methods in two-layer neural networks training": the d -> infinity
+// deterministic map of the overlaps under SGD with fresh batches of n_b = alpha d samples and a step of order one per
+// iteration.
 //
 // Update (the documentation's Conventions page: lambda = w.x / sqrt d, effective second layer a fixed during the step):
 //   w_i <- w_i + (lr / sqrt d) (1 / n_b) sum_mu a_i g'(l_i^mu) E^mu x^mu,   lr = gamma0 d.
@@ -16,9 +17,9 @@
 //   M_ir <- M_ir + gamma0 a_i psi_{i,K+r}
 //   Q_ik <- Q_ik + gamma0 (a_i psi_ik + a_k psi_ki)
 //                + gamma0^2 a_i a_k (psi_i^T Omega^+ psi_k + phiHD_ik / alpha),  phiHD_ik = E[g'(l_i) g'(l_k) E^2]
-// (phiHD with the label noise: E[g'g'E^2] + Delta E[g'g']). The last two are seed 002's eq. (6) double sum over
+// (phiHD with the label noise: E[g'g'E^2] + Delta E[g'g']). The last two are the paper's eq. (6) double sum over
 // pairs of samples (nu != nu': the squared population gradient; nu = nu': |z|^2 ~ d, the 1/alpha term). Spherical
-// (seed 002's eq. 7): each w_i is then rescaled to |w_i|^2 = d, Q_ik <- Q_ik / sqrt(Q_ii Q_kk), M_ir <- M_ir / sqrt(Q_ii).
+// (the paper's eq. 7): each w_i is then rescaled to |w_i|^2 = d, Q_ik <- Q_ik / sqrt(Q_ii Q_kk), M_ir <- M_ir / sqrt(Q_ii).
 #pragma once
 #include <vector>
 

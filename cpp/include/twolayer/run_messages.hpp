@@ -1,11 +1,12 @@
-// The status messages of every run, written once: for every integrator (integrators.cpp, the SIMD lanes of
-// batch_integrators.cpp and the CUDA backend), so that a member's message is the same on every path, and, through
-// their bindings (bind_messages.cpp), for the SGD and SDE simulators, which build their messages in Python.
+// The status messages of every run, written once: for every integrator (the driver of lane_driver.hpp, one system
+// or SIMD lanes, and the CUDA backend), so that a member's message is the same on every path, and, through their
+// bindings (bind_messages.cpp), for the SGD and SDE simulators, which build their messages in Python.
 #pragma once
 #include <string>
 
 #include "twolayer/format.hpp"
 #include "twolayer/integrators.hpp"
+#include "twolayer/step_size.hpp"
 
 namespace twolayer {
 
@@ -37,8 +38,11 @@ inline std::string sgd_completed_message(long long steps, long long samples, lon
 inline std::string sde_completed_message(long long steps, double dt) {
   return concat(steps, " Euler-Maruyama steps of dt = ", dt);
 }
-// The adaptive integrators' step-size underflow (a diverged run).
-inline constexpr const char* kStepUnderflow =
-    "the adaptive step size underflowed (the solution blows up or is not smooth here)";
+// The adaptive integrators' step-size underflow (a diverged run; step_size.hpp).
+inline constexpr const char* kStepUnderflow = step_size::kUnderflowMessage;
+// A right-hand side that left the kernels' domain outside a step attempt (a diverged run).
+inline std::string singular_message(const char* what) { return concat("a kernel became singular (", what, ")"); }
+// A batch member not started when a cancel was requested.
+inline constexpr const char* kNotStartedMessage = "interrupted before it started";
 
 }  // namespace twolayer

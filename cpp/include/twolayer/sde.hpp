@@ -1,4 +1,4 @@
-// Diffusion approximation of online SGD at finite d (seed 003, "does stochasticity help?").
+// Diffusion approximation of online SGD at finite d (Arnaboldi et al., "does stochasticity help?").
 //
 // One online SGD step moves the state y = (Q, M, a) by dy = xi / d, with the per-sample increment (E = y - f, one
 // fresh sample, label noise sqrt(Delta) zeta; |x|^2 / d -> 1)

@@ -1,4 +1,4 @@
-// Population gradient flow of step units (sigma = 1(s > 0), seed 000) in overlap space, through alignment.
+// Population gradient flow of step units (sigma = 1(s > 0), Mariantoni & Chizat) in overlap space, through alignment.
 //
 // The order-parameter ODE of step units is discontinuous where two units align (or become antipodal): the angle
 // kernel I2 = (pi - theta) / (2 pi) has a cusp there, so the risk grows linearly with the angle and a student reaches

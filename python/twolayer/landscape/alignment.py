@@ -275,7 +275,7 @@ class WeightPath:
 
     @property
     def theta(self) -> NDArray[np.float64]:
-        """(T, d, K + M): seed 000's matrix of teacher and student weight vectors (teacher columns first)."""
+        """(T, d, K + M): Mariantoni & Chizat's matrix of teacher and student weight vectors (teacher columns first)."""
         Wt = np.broadcast_to(self.teacher.W, (self.W.shape[0],) + self.teacher.W.shape)
         return np.concatenate([Wt, self.W], axis=1).transpose(0, 2, 1)
 

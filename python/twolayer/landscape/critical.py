@@ -128,7 +128,7 @@ class CriticalPoint:
         -------
         list of (float, int)
         """
-        return _group(self.eigenvalues, positive(tol, "tol"))
+        return group_eigenvalues(self.eigenvalues, positive(tol, "tol"))
 
     @classmethod
     def classified(
@@ -161,7 +161,7 @@ class CriticalPoint:
             student, eigenvalues, flat = orbit_spectrum(student, teacher, train_readout)
             grad_norm = euclidean_norm(flat_gradient(student, teacher, train_readout))
         risk = population.risk(student, teacher)
-        index, nullity, kind = _classify(
+        index, nullity, kind = classify_spectrum(
             np.concatenate([flat, eigenvalues]), risk, symmetry_nullity(student, train_readout), zero_tol,
             global_tol, non_differentiable(student, teacher)
         )
@@ -239,7 +239,8 @@ def non_differentiable(student: Network, teacher: Network) -> bool:
     return student.activation == "step" and population.aligned_step_units(student, teacher) is not None
 
 
-def _eigh(student: Network, teacher: Network, train_readout: bool) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+def hessian_eigh(student: Network, teacher: Network,
+                 train_readout: bool) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Eigen-decomposition of the Hessian; empty where it is undefined (exactly aligned step units)."""
     if student.activation == "step" and population.aligned_step_units(student, teacher) is not None:
         n = student.K * (student.d + (1 if train_readout else 0))
@@ -248,7 +249,9 @@ def _eigh(student: Network, teacher: Network, train_readout: bool) -> tuple[NDAr
     return lam, V
 
 
-def _group(eigenvalues: ArrayLike, tol: float) -> list[tuple[float, int]]:
+def group_eigenvalues(eigenvalues: ArrayLike, tol: float) -> list[tuple[float, int]]:
+    """(eigenvalue, multiplicity), ascending: sorted eigenvalues closer than ``tol * max(1, max |lambda|)`` to their
+    neighbour are one (their mean), as :func:`spectrum` reports them."""
     lam = np.sort(np.asarray(eigenvalues, dtype=np.float64))
     if lam.size == 0:
         return []
@@ -294,16 +297,18 @@ def spectrum(H: ArrayLike, tol: float = 1e-7) -> list[tuple[float, int]]:
         lam = np.linalg.eigvalsh(0.5 * (H_ / unit + H_.T / unit)) * unit
     if not np.all(np.isfinite(lam)):
         raise ValueError(f"H: eigenvalues exceed the double range (max |H_ij| = {norm:.3g})")
-    return _group(lam, tol_)
+    return group_eigenvalues(lam, tol_)
 
 
-def _unpack(student: Network, x: NDArray[np.float64], train_readout: bool) -> Network:
+def unpack_weights(student: Network, x: NDArray[np.float64], train_readout: bool) -> Network:
+    """``student`` with the weights of the flat vector ``x`` (the inverse of :func:`pack_weights`)."""
     n = student.K * student.d
     W = x[:n].reshape(student.K, student.d)
     return student.with_weights(W, x[n:] if train_readout else None)
 
 
-def _pack(student: Network, train_readout: bool) -> NDArray[np.float64]:
+def pack_weights(student: Network, train_readout: bool) -> NDArray[np.float64]:
+    """The trained weights as one flat vector: [vec(W) row-major, a] (vec(W) without ``train_readout``)."""
     return np.concatenate([student.W.ravel(), student.a]) if train_readout else student.W.ravel().copy()
 
 
@@ -380,8 +385,8 @@ def classify(
         student, transverse, flat = orbit_spectrum(student, teacher, train_readout)
         lam = np.concatenate([flat, transverse])
     else:
-        lam = _eigh(student, teacher, train_readout)[0]
-    return _classify(
+        lam = hessian_eigh(student, teacher, train_readout)[0]
+    return classify_spectrum(
         lam, population.risk(student, teacher), symmetry_nullity(student, train_readout), zero_tol, global_tol,
         non_differentiable(student, teacher)
     )
@@ -399,7 +404,7 @@ def _tolerances(zero_tol: Any, global_tol: Any) -> tuple[float | None, float]:
         global_tol, "global_tol", allow_zero=True)
 
 
-def _classify(
+def classify_spectrum(
     lam: NDArray[np.floating[Any]],
     risk: float,
     expected_null: int,
@@ -407,6 +412,9 @@ def _classify(
     global_tol: float,
     kink: bool = False,
 ) -> tuple[int, int, str]:
+    """(index, nullity, kind) of a critical point from its Hessian eigenvalues ``lam`` and risk ``risk``: the
+    counts below -ztol and within ztol (ztol = ``zero_tol``, else 1e-8 max(1, max |lam|)), and the kind
+    ("global minimum", "non-differentiable", "saddle", "degenerate" or "spurious minimum")."""
     scale = max(1.0, float(np.max(np.abs(lam)))) if lam.size else 1.0
     ztol = 1e-8 * scale if zero_tol is None else zero_tol
     index = int(np.sum(lam < -ztol))
@@ -476,11 +484,11 @@ def refine(
     max_iter = integer(max_iter, "max_iter", 0)
     zero_tol, global_tol = _tolerances(zero_tol, global_tol)
     net = canonical(student, train_readout)  # iterates stay at the canonical point of their orbit
-    x = _pack(net, train_readout)
+    x = pack_weights(net, train_readout)
     g = flat_gradient(net, teacher, train_readout)
     gn = euclidean_norm(g)
     history = [gn]
-    lam, V = _eigh(net, teacher, train_readout)
+    lam, V = hessian_eigh(net, teacher, train_readout)
     it = 0
     while it < max_iter and gn > tol_ and lam.size:
         it += 1
@@ -495,8 +503,8 @@ def refine(
                 inv = np.where(np.abs(lam) > ztol, lam / (lam * lam + mu * scale * scale), 0.0)
             x_new = x - V @ (inv * gt)
             try:
-                net_new = canonical(_unpack(student, x_new, train_readout), train_readout)
-                x_new = _pack(net_new, train_readout)
+                net_new = canonical(unpack_weights(student, x_new, train_readout), train_readout)
+                x_new = pack_weights(net_new, train_readout)
                 g_new = flat_gradient(net_new, teacher, train_readout)
             except ValueError:
                 continue
@@ -508,6 +516,6 @@ def refine(
             break
         x, net, g, gn = x_new, net_new, g_new, gn_new
         history.append(gn)
-        lam, V = _eigh(net, teacher, train_readout)
+        lam, V = hessian_eigh(net, teacher, train_readout)
     return CriticalPoint.classified(net, teacher, lam, gn, train_readout, zero_tol, global_tol,
                                     converged=gn <= tol_, iterations=it, history=history)

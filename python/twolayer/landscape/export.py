@@ -30,7 +30,8 @@ from numpy.typing import ArrayLike, NDArray
 
 from .._validation import as_float_array, boolean, positive, writing
 from ..networks import Network
-from .critical import CriticalPoint, _group
+from ..results import import_xarray
+from .critical import CriticalPoint, group_eigenvalues
 from .multistart import MultistartResult
 from .realk import Crossing, RealKFamily
 from .subspace import FamilyPoint
@@ -687,7 +688,7 @@ def to_dataframe(result: Any) -> Any:
         return _real_k_frame(pd, result)
     if isinstance(result, CriticalPoint):
         rows = [(v, m, "transverse") for v, m in result.spectrum()] + [
-            (v, m, "flat") for v, m in _group(result.flat_eigenvalues, 1e-7)]
+            (v, m, "flat") for v, m in group_eigenvalues(result.flat_eigenvalues, 1e-7)]
         df = pd.DataFrame(rows, columns=["eigenvalue", "multiplicity", "part"])
         df.attrs.update({"kind": result.kind, "risk": result.risk, "index": result.index})
         return df
@@ -720,10 +721,7 @@ def to_xarray(result: Any) -> Any:
     >>> dict(ds.sizes)
     {'member': 2, 'unit': 3, 'input': 3}
     """
-    try:
-        import xarray as xr
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("to_xarray needs xarray: pip install 'twolayer[xarray]'") from exc
+    xr = import_xarray()
     family = _check_family(result)
     if isinstance(result, MultistartResult):
         attrs = {k: (int(v) if isinstance(v, bool) else v) for k, v in result.meta.items()

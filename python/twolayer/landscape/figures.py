@@ -8,7 +8,8 @@ import numpy as np
 
 from .._deprecation import warn_renamed
 from .._validation import as_float_array, choice, positive
-from .critical import CriticalPoint, _group
+from ..plot import pyplot
+from .critical import CriticalPoint, group_eigenvalues
 from .realk import RealKFamily
 from .subspace import FamilyPoint
 
@@ -18,9 +19,7 @@ __all__ = ["plot_spectrum", "plot_family"]
 def _axes(ax: Any) -> Any:
     if ax is not None:
         return ax
-    from ..plot import _pyplot
-
-    return _pyplot().subplots()[1]
+    return pyplot().subplots()[1]
 
 
 def plot_spectrum(point: CriticalPoint | Any, ax: Any = None, tol: float = 1e-7) -> Any:
@@ -59,13 +58,13 @@ def plot_spectrum(point: CriticalPoint | Any, ax: Any = None, tol: float = 1e-7)
     else:
         lam, flat, title = as_float_array(point, "point", ndim=1), np.empty(0), ""
     ax = _axes(ax)
-    groups = _group(lam, tol_)
+    groups = group_eigenvalues(lam, tol_)
     if groups:
         v, m = np.array(groups).T
         ax.vlines(v, 0, m, color="tab:blue", lw=1.5)
         ax.plot(v, m, "o", color="tab:blue", label="transverse" if flat.size else None)
     if flat.size:
-        fv, fm = np.array(_group(flat, tol_)).T
+        fv, fm = np.array(group_eigenvalues(flat, tol_)).T
         ax.plot(fv, fm, "x", color="tab:orange", ms=8, label="flat (rescaling orbit)")
         ax.legend()
     scale = float(np.max(np.abs(lam), initial=0.0))

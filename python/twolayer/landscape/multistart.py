@@ -30,7 +30,7 @@ from .._validation import (
 )
 from ..activations import ActivationName, check_activation
 from ..networks import Network, check_network
-from .critical import _classify, euclidean_norm, non_differentiable, symmetry_nullity
+from .critical import classify_spectrum, euclidean_norm, non_differentiable, symmetry_nullity
 from .orbit import canonical_weights
 from .subspace import identity_teacher
 from .symmetry import isotropy
@@ -214,7 +214,7 @@ def _in_blocks(f: Any, *arrays: NDArray[np.float64], block: int = 8) -> Any:
     return np.concatenate(parts)
 
 
-def classify_batch(
+def classify_batch(  # noqa: C901 (24)
     W: NDArray[np.float64],
     a: NDArray[np.float64],
     teacher: Network,
@@ -384,7 +384,7 @@ def classify_batch(
             kinds.append("failed")
             isos.append("?")
             continue
-        ind, _, kind = _classify(lam[r][:0] if kink[r] else lam[r], float(risk[r]), nullity, None, global_tol,
+        ind, _, kind = classify_spectrum(lam[r][:0] if kink[r] else lam[r], float(risk[r]), nullity, None, global_tol,
                                  bool(kink[r]))
         index[r] = ind
         kinds.append(kind)

@@ -70,7 +70,9 @@ def homogeneity_degree(activation: str) -> int | None:
     return _DEGREE.get(activation)
 
 
-def _has_orbit(activation: str, train_readout: bool) -> bool:
+def has_orbit(activation: str, train_readout: bool) -> bool:
+    """Whether the risk has a continuous rescaling orbit (flat Hessian directions) for ``activation``: homogeneous
+    units with a trained readout, or step units."""
     p = _DEGREE.get(activation)
     return p is not None and (p == 0 or train_readout)
 
@@ -120,7 +122,7 @@ def canonical_weights(
     train_readout = boolean(train_readout, "train_readout")
     p = homogeneity_degree(activation)
     c = np.ones(a_.shape)
-    if not _has_orbit(activation, train_readout):
+    if not has_orbit(activation, train_readout):
         return W_, a_, c
     norms = _row_norms(W_)
     if p == 0:
@@ -180,7 +182,7 @@ def canonical(student: Network, train_readout: bool) -> Network:
     """
     check_network(student, "student")
     train_readout = boolean(train_readout, "train_readout")
-    if not _has_orbit(student.activation, train_readout):
+    if not has_orbit(student.activation, train_readout):
         return student
     W, a, _ = canonical_weights(student.W, student.a, student.activation, train_readout)
     return student.with_weights(W, a)
@@ -217,7 +219,7 @@ def orbit_tangents(student: Network, train_readout: bool) -> NDArray[np.float64]
     train_readout = boolean(train_readout, "train_readout")
     K, d = student.K, student.d
     n = K * d + (K if train_readout else 0)
-    if not _has_orbit(student.activation, train_readout):
+    if not has_orbit(student.activation, train_readout):
         return np.zeros((n, 0))
     p = _DEGREE[student.activation]
     T = np.zeros((n, K))

@@ -22,7 +22,7 @@ from numpy.typing import ArrayLike, NDArray
 from .._deprecation import renamed_attribute
 from .._validation import as_float_array, boolean, positive
 from ..activations import ActivationName, check_activation
-from .young import IsotypicSpectrum, YoungProblem, _newton, gauged_solve
+from .young import IsotypicSpectrum, YoungProblem, gauged_solve, newton
 
 __all__ = ["reduced_risk", "reduced_layout", "RealKFamily", "Crossing", "continue_real_k"]
 
@@ -212,7 +212,7 @@ def _negatives(spec: IsotypicSpectrum, tol: float) -> dict[str, int]:
     return {c: int(np.sum(v < -tol)) for c, v in spec.eigenvalues.items()}
 
 
-def continue_real_k(
+def continue_real_k(  # noqa: C901 (39)
     x0: ArrayLike,
     k0: float,
     ks: ArrayLike,
@@ -226,7 +226,7 @@ def continue_real_k(
     """Continue a family of critical points of a Young fixed-point space in real k.
 
     Pseudo-arclength continuation in (x, log k) along the block sizes
-    ``sizes(k)`` (default (k - 1, 1): the ΔS_{k-1} family of seed 001): a
+    ``sizes(k)`` (default (k - 1, 1): the ΔS_{k-1} family of Arjevani & Field): a
     tangent predictor, a Newton corrector on the exact reduced gradient
     bordered by the arclength condition, the step halved when Newton fails
     and doubled after easy steps; the grid points ``ks`` are landed on
@@ -341,13 +341,13 @@ def continue_real_k(
         return k * (grad(x, k + dk) - grad(x, k - dk)) / (2.0 * dk)
 
     def correct_at(x: NDArray[np.float64], k: float) -> tuple[NDArray[np.float64], float, int]:
-        return _newton(prob, x, size_vector(k), tol_, 12)
+        return newton(prob, x, size_vector(k), tol_, 12)
 
     def solved(x: NDArray[np.float64], k: float, gn: float) -> bool:
         """gn <= tol, or at the gradient's rounding level where that is larger (large k)."""
         return bool(gn <= tol_ or gn <= prob.gradient_floor(x, size_vector(k)))
 
-    x, gn, _ = _newton(prob, x_, n0, tol_, 50)
+    x, gn, _ = newton(prob, x_, n0, tol_, 50)
     if not solved(x, k0_, gn):
         raise ValueError(f"x0: no critical point found near x0 at k0 = {k0_} (gradient norm {gn:.3g} > tol)")
     k = k0_
@@ -387,7 +387,7 @@ def continue_real_k(
     steps = 0
 
     def eig_at(kk: float, xg: NDArray[np.float64], comp: str, pos: int) -> tuple[float, NDArray[np.float64]]:
-        xs, _, _ = _newton(prob, xg, size_vector(kk), 1e-3 * tol_, 12)  # Newton to its floating-point floor
+        xs, _, _ = newton(prob, xg, size_vector(kk), 1e-3 * tol_, 12)  # Newton to its floating-point floor
         return float(prob.spectrum(xs, size_vector(kk)).eigenvalues[comp][pos]), xs
 
     while targets:

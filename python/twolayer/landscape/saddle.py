@@ -28,7 +28,7 @@ from .. import _core, population
 from .._validation import INT32_MAX, boolean, integer, positive, real
 from ..networks import Network
 from ..overlaps import check_pair
-from .critical import CriticalPoint, _eigh, _pack, _unpack, euclidean_norm, flat_gradient, refine
+from .critical import CriticalPoint, euclidean_norm, flat_gradient, hessian_eigh, pack_weights, refine, unpack_weights
 
 __all__ = ["saddle_search", "saddle_connections"]
 
@@ -212,9 +212,9 @@ def saddle_search(
             raise ValueError(f"modes: expected {index} eigenvalue positions (index={index}), got {follow}")
 
     net = student
-    x = _pack(net, tr)
+    x = pack_weights(net, tr)
     g = flat_gradient(net, teacher, tr)
-    lam, V = _eigh(net, teacher, tr)
+    lam, V = hessian_eigh(net, teacher, tr)
     if lam.size == 0:
         raise ValueError("start: the Hessian is undefined there (exactly aligned step units)")
     ztol = 1e-8 * max(1.0, float(np.max(np.abs(lam)))) if zero_tol is None else positive(zero_tol, "zero_tol")
@@ -266,7 +266,7 @@ def saddle_search(
         step = Vl @ s
         predicted = float(gt @ s + 0.5 * np.sum(lam_l * s * s))
         x_new = x + step
-        net_new = _unpack(student, x_new, tr)
+        net_new = unpack_weights(student, x_new, tr)
         try:
             g_new = flat_gradient(net_new, teacher, tr)
             actual = population.risk(net_new, teacher) - population.risk(net, teacher)
@@ -278,7 +278,7 @@ def saddle_search(
             max(0.5 * radius, 1e-6) if not 0.25 < ratio < 4.0 else radius)
         U = Vl[:, up]
         x, net, g = x_new, net_new, g_new
-        lam, V = _eigh(net, teacher, tr)
+        lam, V = hessian_eigh(net, teacher, tr)
         history.append(euclidean_norm(g))
     cp = refine(net, teacher, tol=tol_, train_readout=tr, zero_tol=zero_tol, global_tol=global_tol)
     cp.iterations += it
@@ -333,13 +333,13 @@ def saddle_connections(
     max_iter = integer(max_iter, "max_iter", 1, INT32_MAX)
     tol_ = positive(tol, "tol")
     tr = saddle.train_readout
-    lam, V = _eigh(saddle.student, teacher, tr)
+    lam, V = hessian_eigh(saddle.student, teacher, tr)
     if lam.size == 0 or int(np.sum(lam < -1e-8 * max(1.0, float(np.max(np.abs(lam)))))) != 1:
         raise ValueError(f"saddle: expected an index-1 saddle, got index {saddle.index}")
     v = V[:, 0]
-    x = _pack(saddle.student, tr)
+    x = pack_weights(saddle.student, tr)
     K, d = saddle.student.K, saddle.student.d
-    starts = [_unpack(saddle.student, x + s * step_ * v, tr) for s in (1.0, -1.0)]
+    starts = [unpack_weights(saddle.student, x + s * step_ * v, tr) for s in (1.0, -1.0)]
     W0 = np.stack([s.W for s in starts])
     a0 = np.stack([s.effective_a for s in starts])  # the core works on the effective second layer c a
     out = _core.multistart_lbfgs(

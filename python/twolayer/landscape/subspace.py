@@ -19,7 +19,7 @@ from .._deprecation import renamed_attribute
 from .._validation import INT32_MAX, as_float_array, boolean, integer, positive
 from ..activations import ActivationName, check_activation
 from ..networks import Network, check_network
-from .critical import CriticalPoint, _group, euclidean_norm, flat_gradient
+from .critical import CriticalPoint, euclidean_norm, flat_gradient, group_eigenvalues
 from .symmetry import FixedPointSpace, isotropy
 
 __all__ = ["identity_teacher", "SubspaceProblem", "FamilyPoint", "continue_family"]
@@ -298,5 +298,5 @@ def continue_family(
         if cp.flat_eigenvalues.size:  # the point was moved to the canonical point of its rescaling orbit
             x = prob.space.coordinates(cp.student.W, cp.student.a)
         iso = isotropy(cp.student.W, tol=1e-8, a=cp.student.a if train_readout else None)
-        out.append(FamilyPoint(int(k), x.copy(), cp, _group(cp.eigenvalues, spectrum_tol), iso.description))
+        out.append(FamilyPoint(int(k), x.copy(), cp, group_eigenvalues(cp.eigenvalues, spectrum_tol), iso.description))
     return out

@@ -43,8 +43,7 @@ from numpy.typing import ArrayLike, NDArray
 from .. import _core
 from .._validation import as_float_array, boolean, choice
 from ..activations import ActivationName, check_activation
-from .orbit import _has_orbit as has_orbit
-from .orbit import homogeneity_degree, split_spectrum
+from .orbit import has_orbit, homogeneity_degree, split_spectrum
 
 __all__ = ["YoungProblem", "IsotypicSpectrum", "irrep_dimension"]
 
@@ -300,7 +299,7 @@ class YoungProblem:
         return np.array([w[kind](b, c) for kind, b, c in self.layout(n)])
 
     # ----- risk, gradient, Hessian ----------------------------------------------------------------------------
-    def _forms(self, n: NDArray[np.float64]):
+    def _forms(self, n: NDArray[np.float64]):  # noqa: C901 (26)
         """The Gram quadratic forms (A, l, c0) in the W coordinates and the weighted I2 terms over them."""
         lay = _layout(n.tolist(), False)
         idx = {(kind, b, c): i for i, (kind, b, c) in enumerate(lay)}
@@ -490,7 +489,7 @@ class YoungProblem:
             if n[b] > 1.0:
                 same = 2.0 * al[b] * be[b] + (n[b] - 2.0) * be[b] ** 2 + sum(
                     n[c] * ga(b, c) ** 2 for c in range(r) if c != b)
-                phi += n[b] * (n[b] - 1.0) * (m[b] * m[b] * _phi_tilde(same * inv[b] ** 2)
+                phi += n[b] * (n[b] - 1.0) * (m[b] * m[b] * _phi_tilde(same * inv[b] * inv[b])
                                               - 2.0 * m[b] * _phi_tilde(be[b] * inv[b]))
             for c in range(r):
                 if c == b:
@@ -770,7 +769,7 @@ class YoungProblem:
 
         Examples
         --------
-        The ΔS_5 spurious minimum at k = 6 (the seed-001 type-A family):
+        The ΔS_5 spurious minimum at k = 6 (Arjevani & Field's type-A family):
 
         >>> prob = tl.landscape.YoungProblem(2)
         >>> x = prob.solve([1.0, -0.05, -0.6, 0.3, 0.2], [5, 1])[0]
@@ -876,11 +875,11 @@ class YoungProblem:
         >>> ok, gn < 1e-12, np.round(x, 4)
         (True, True, array([ 0.9929, -0.0417, -0.618 ,  0.2828,  0.2032]))
         """
-        x, gn, _ = _newton(self, as_float_array(x0, "x0", ndim=1), self._sizes(sizes), tol, max_iter)
+        x, gn, _ = newton(self, as_float_array(x0, "x0", ndim=1), self._sizes(sizes), tol, max_iter)
         return x, gn, gn <= tol
 
 
-def _newton(
+def newton(
     prob: YoungProblem, x0: NDArray[np.float64], n: NDArray[np.float64], tol: float, max_iter: int
 ) -> tuple[NDArray[np.float64], float, int]:
     """Newton with backtracking on the full-gradient norm; returns (x, norm, iterations)."""

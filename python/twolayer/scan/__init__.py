@@ -26,13 +26,14 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
+from .._interrupt import Interrupted, keep_partial
 from .._validation import boolean
 from .engines import Engine, engine_for, initial_networks, initial_overlaps
 from .executors import Task, check_executor, execute
-from .grouping import Group, make_groups
+from .grouping import Group, _compact, make_groups
 from .lock import StoreLockedError, store_lock
 from .spec import Scan, read_toml
-from .store import Assembly, open_dataset
+from .store import Assembly, open_dataset, prepare
 
 __all__ = ["Engine", "Group", "Scan", "StoreLockedError", "Summary", "engine_for", "initial_networks",
            "initial_overlaps", "load", "make_groups", "open_dataset", "read_toml", "run"]
@@ -173,7 +174,9 @@ def run(
     with store_lock(store):  # one writer per store (its workers write under the lock of this process)
         done = prepare_store(store, sc, len(groups), resume, allow_version_change)
         # built one by one as the executor takes them: the client holds the configurations of a few groups only
-        tasks = (Task(eng.portable, g.configs, g.indices, store, g.name) for g in groups if g.gid not in done)
+        # (and a Dask scheduler the last 1000 tasks it sent to each worker: kept small, the indices as a range
+        # where consecutive, else one array)
+        tasks = (Task(eng.portable, g.configs, _compact(g.indices), store, g.name) for g in groups if g.gid not in done)
         with _bar(progress, len(sc), sum(len(g.indices) for g in groups if g.gid in done), len(groups),
                   len(done)) as bar:
             execute(tasks, executor, lambda t: bar(len(t.indices)))
@@ -184,14 +187,10 @@ def run(
 
 
 def prepare_store(store: str, scan: Scan, n_groups: int, resume: bool, allow_version_change: bool) -> set[int]:
-    from .store import prepare
-
     return prepare(store, scan, n_groups, resume, allow_version_change)
 
 
 def _run_in_memory(sc: Scan, eng: Engine, groups: list[Group], progress: bool) -> Any:
-    from .._interrupt import Interrupted, keep_partial
-
     asm = Assembly(sc)  # each group copied into the full arrays as it finishes, then dropped
     # Ctrl-C, in the core or in Python (an engine's own phases, the copy, the bar): the finished groups
     with keep_partial(asm.dataset), _bar(progress, len(sc), 0, len(groups), 0) as bar:

@@ -16,12 +16,22 @@ from __future__ import annotations
 
 import argparse
 import csv
+import multiprocessing as mp
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ..plot import pyplot
+from ..results import import_xarray
+from . import run
+from .engines import ENGINES
+from .figure import last_recorded, scan_figure
+from .spec import Scan, config_store, read_toml, suggest
+from .store import open_dataset
 
 __all__ = ["add_commands"]
 
@@ -82,9 +92,6 @@ def _progress(args: argparse.Namespace) -> bool:
 
 
 def _scan(args: argparse.Namespace) -> int:
-    from . import Scan, read_toml, run
-    from .spec import config_store
-
     config = Path(args.config)
     data = read_toml(config)
     scan = Scan.from_dict(data, allow_import=args.allow_import or False)
@@ -93,9 +100,6 @@ def _scan(args: argparse.Namespace) -> int:
         raise ValueError(f"--workers: expected a positive number of worker processes, got {args.workers}")
     executor: Any = None
     if args.workers is not None:
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
-
         executor = ProcessPoolExecutor(args.workers, mp_context=mp.get_context("forkserver"))
     elif args.scheduler is not None:
         try:
@@ -138,9 +142,6 @@ def _stop_workers(executor: Any) -> None:
 
 
 def _plot(args: argparse.Namespace) -> int:
-    from .figure import scan_figure
-    from .store import open_dataset
-
     store = Path(args.store)
     ds = open_dataset(store)
     out = Path(args.out) if args.out else store.with_suffix(".png")
@@ -151,19 +152,12 @@ def _plot(args: argparse.Namespace) -> int:
 
 def _check_netcdf() -> None:
     """ImportError (before anything runs) when xarray has no NetCDF backend to write with."""
-    from ..results import _xarray
-
-    if not {"netcdf4", "h5netcdf", "scipy"} & set(_xarray().backends.list_engines()):
+    if not {"netcdf4", "h5netcdf", "scipy"} & set(import_xarray().backends.list_engines()):
         raise ImportError("twolayer run writes NetCDF: it needs scipy, netCDF4 or h5netcdf: pip install "
                           "'twolayer[scan]'")
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ..plot import _pyplot
-    from .engines import ENGINES
-    from .figure import last_recorded
-    from .spec import Scan, read_toml, suggest
-
     config = Path(args.config)
     data = read_toml(config)
     for key in data:
@@ -183,14 +177,12 @@ def _run(args: argparse.Namespace) -> int:
     if engine == "both" and regime != "online":
         raise ValueError(f"constants.regime: engine 'both' puts the ODE beside online SGD, so it needs the online "
                          f"regime, got {regime!r} (use engine = 'ode' for it)")
-    plt = _pyplot()  # the optional dependencies of the outputs, checked before anything runs
+    plt = pyplot()  # the optional dependencies of the outputs, checked before anything runs
     _check_netcdf()
     results = {}
     for e in engines:
         takes = {*ENGINES[e].params, *ENGINES[e].renamed}  # old spellings warn in Scan
         sc = Scan(e, constants={k: v for k, v in constants.items() if k in takes})
-        from . import run
-
         results[e] = run(sc, progress=_progress(args))
     out_dir = Path(args.out) if args.out else config.parent
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -5,7 +5,7 @@ call, returning the group's arrays (configuration first).
 * ``"ode"``: :func:`twolayer.ode.integrate_batch`; per member: the initial overlaps (from ``d``, ``init``,
   ``seed``, ``q0``, ``m0``, ``scaling``), ``lr``, ``lr_readout``, ``noise``, ``risk_tol``, ``risk_rtol``;
   ``device="cuda"`` integrates the groups on the GPU (the CUDA backend, where built and present).
-  ``regime="large_batch"`` (seed 002's large-batch map, :mod:`twolayer.large_batch`) takes ``batch_ratio``
+  ``regime="large_batch"`` (the large-batch map, :mod:`twolayer.large_batch`) takes ``batch_ratio``
   (alpha = n_b / d > 0, may be scanned) and ``steps`` (iterations; both required there, refused by the other
   regimes) instead of ``t_max`` and the solver options, and runs one :func:`twolayer.ode.integrate` per
   configuration (the map has no batched core call; an iteration is cheap); ``t`` is the iteration 0, 1, ...,
@@ -13,6 +13,12 @@ call, returning the group's arrays (configuration first).
   scan (another clock).
 * ``"sgd"``: :func:`twolayer.sgd.simulate` with ``seeds`` runs per configuration (the ``run`` dimension); per
   run: ``lr``, ``lr_readout``, ``noise`` (the configurations of a group share the initial networks).
+* ``"dmft"``: :func:`twolayer.dmft.solve` (reused batches, d -> infinity), one call per configuration, on an
+  orthonormal committee teacher of ``M`` units (``teacher_activation``, readout 1 or 1/M) from Q(0) = I, M(0) = 0
+  with the student readout 1 (``readout="sum"``) or 1/K: ``alpha``, ``lr``, ``ridge``, ``noise``, ``n_steps``,
+  ``n_mc``, ``n_groups``, ``seed``; records over ``step`` with Monte Carlo standard errors (``<name>_se``).
+* ``"full_batch"``: :func:`twolayer.full_batch.simulate` (the same process at finite ``d``, ``seeds`` training
+  sets, the ``run`` dimension), same teacher (orthonormal rows from ``seed``) and parameters, plus ``lr_readout``.
 * ``"descend"``: :func:`twolayer.population.descend`, ``"multistart"``: :func:`twolayer.landscape.multistart`
   (one call per configuration: the core has no batch of these).
 * a function of yours: ``function(**config) -> {name: array}``, once per configuration; given as the callable
@@ -23,7 +29,7 @@ call, returning the group's arrays (configuration first).
 Initial conditions (``ode``, ``sgd``, ``descend``) are derived from ``(K, M, d, init, seed)``: the student and
 teacher of :func:`twolayer.networks.teacher_student` (``init`` "gaussian" or "orthogonal", activations,
 ``scaling``, ``readout``; with ``spherical=True`` every student and teacher row is scaled onto the sphere
-``|w|^2 = s``, as in seed 003), and their overlaps for the ODE; the ODE also takes ``init="plateau"``:
+``|w|^2 = s``, as in Arnaboldi et al.), and their overlaps for the ODE; the ODE also takes ``init="plateau"``:
 :func:`twolayer.ode.plateau_overlaps` ``(K, M, q0, m0, seed)``. :func:`initial_overlaps` and
 :func:`initial_networks` give a configuration's start, so that a scan can be checked against single calls.
 """
@@ -41,10 +47,15 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .._validation import INT32_MAX, boolean, choice, integer, positive, seed_arg
+from .._validation import INT32_MAX, boolean, choice, integer, positive, run_indices, seed_arg, suggest
 from .._validation import integers as _integers
 from ..activations import check_activation
-from .spec import suggest
+from ..landscape.multistart import multistart
+from ..networks import Network, random_weights
+from ..ode import integrate, integrate_batch, plateau_overlaps
+from ..overlaps import BatchOverlaps, Overlaps
+from ..population import descend
+from ..sgd import simulate
 
 __all__ = ["Engine", "Part", "engine_for", "initial_networks", "initial_overlaps", "recorded_engine"]
 
@@ -252,8 +263,6 @@ def _weights(c: Mapping[str, Any]) -> tuple[NDArray[np.float64], NDArray[np.floa
     """Student and teacher weight rows of a configuration, drawn exactly as
     :func:`twolayer.networks.teacher_student` draws them (one (K + M, d) block from ``default_rng(seed)``), put on
     the sphere ``|w|^2 = s`` where ``spherical``; and s."""
-    from ..networks import random_weights
-
     K, d = c["K"], c["d"]
     rng = np.random.default_rng(c["seed"])
     if c["init"] == "gaussian":  # random_weights' Gaussian draw, without its per-call checks (done by the Scan)
@@ -261,7 +270,7 @@ def _weights(c: Mapping[str, Any]) -> tuple[NDArray[np.float64], NDArray[np.floa
     else:
         W = random_weights(K + c["M"], d, c["init"], rng, c["scaling"])
     s = float(d) if c["scaling"] == "sqrt_d" else 1.0
-    if c["spherical"]:  # seed 003: student and teacher rows on the sphere |w|^2 = s
+    if c["spherical"]:  # Arnaboldi et al.: student and teacher rows on the sphere |w|^2 = s
         W = W * (np.sqrt(s) / np.linalg.norm(W, axis=1))[:, None]
     return W[:K], W[K:], s
 
@@ -286,8 +295,6 @@ def initial_networks(config: Mapping[str, Any]) -> tuple[Any, Any]:
     >>> student.K, teacher.K, student.d
     (2, 1, 50)
     """
-    from ..networks import Network
-
     c = _network_config(_checked_config(config, {k: _SGD_PARAMS[k] for k in (*_NETWORK, "spherical")}))
     W, Wt, _ = _weights(c)
     act = c["activation"]
@@ -316,16 +323,12 @@ def initial_overlaps(config: Mapping[str, Any]) -> Any:
     >>> ov.Q.shape, bool(np.array_equal(ov.M, tl.Overlaps.from_networks(*tl.scan.initial_networks(config)).M))
     ((2, 2), True)
     """
-    from ..overlaps import Overlaps
-
     Q, M, P, a, v = _overlap_arrays(ENGINES["ode"].complete(_checked_config(config, ENGINES["ode"].params)))
     act = config.get("activation", "erf")
     return Overlaps(Q, M, P, a, v, act, config.get("teacher_activation") or act)
 
 
 def _overlap_arrays(c: Mapping[str, Any]) -> tuple[NDArray[np.float64], ...]:
-    from ..ode import plateau_overlaps
-
     if c["init"] == "plateau":
         ov = plateau_overlaps(c["K"], c["M"], c["q0"], c["m0"], c["seed"])
         return ov.Q, ov.M, ov.P, ov.a, ov.v
@@ -398,8 +401,6 @@ def _start_stack(configs: list[dict[str, Any]]) -> tuple[NDArray[np.float64], ..
 
 
 def _run_ode(configs: list[dict[str, Any]]) -> Part:
-    from ..ode import integrate_batch
-    from ..overlaps import BatchOverlaps
 
     c0 = configs[0]
     if c0["regime"] == "large_batch":
@@ -428,9 +429,6 @@ def _run_ode(configs: list[dict[str, Any]]) -> Part:
 def _run_large_batch(configs: list[dict[str, Any]]) -> Part:
     """One :func:`twolayer.ode.integrate` (``regime="large_batch"``) per configuration of a group sharing
     ``n_steps``; rows past a divergence are NaN, so every configuration has ``t = 0, 1, ..., n_steps``."""
-    from ..ode import integrate
-    from ..overlaps import Overlaps
-
     Q, M, P, a, v = _start_stack(configs)
     T = configs[0]["n_steps"] + 1
     rows: list[dict[str, tuple[tuple[str, ...], Any]]] = []
@@ -511,16 +509,10 @@ _ODE_PARAMS: _Params = {
 # ------------------------------------------------------------------------------------------ sgd
 
 
-def _run_ids(seeds: Any) -> list[int]:
-    return list(range(seeds)) if isinstance(seeds, int) else list(seeds)
-
-
 def _run_sgd(configs: list[dict[str, Any]]) -> Part:
-    from ..sgd import simulate
-
     c0 = configs[0]
     student, teacher = initial_networks(c0)
-    ids = _run_ids(c0["seeds"])
+    ids = run_indices(c0["seeds"]).tolist()
     R, n = len(ids), len(configs)
 
     def per_run(name: str) -> NDArray[np.float64]:
@@ -554,6 +546,68 @@ _SGD_PARAMS: _Params = {
     "n_threads": (None, _int(1)),
 }
 
+# ------------------------------------------------------------------------------------------ dmft, full_batch
+
+
+def _reuse_problem(c: Mapping[str, Any], d: int) -> tuple[Any, NDArray[np.float64]]:
+    """The orthonormal committee teacher (d, seed) and the student readout of a dmft/full_batch configuration."""
+    from ..networks import Network
+
+    mean = c["readout"] == "mean"
+    rng = np.random.Generator(np.random.Philox(key=[c["seed"], 3]))
+    Wt = np.linalg.qr(rng.standard_normal((d, c["M"])))[0].T * math.sqrt(d)
+    teacher = Network(Wt, np.full(c["M"], 1.0 / c["M"] if mean else 1.0), c["teacher_activation"] or c["activation"])
+    return teacher, np.full(c["K"], 1.0 / c["K"] if mean else 1.0)
+
+
+def _run_dmft(configs: list[dict[str, Any]]) -> Part:
+    from ..dmft import solve
+
+    rows: list[dict[str, tuple[tuple[str, ...], Any]]] = []
+    for c in configs:
+        teacher, a = _reuse_problem(c, max(c["M"], 1))
+        r = solve(teacher, activation=c["activation"], a=a, alpha=c["alpha"], lr=c["lr"], ridge=c["ridge"],
+                  noise=c["noise"], n_steps=c["n_steps"], n_mc=c["n_mc"], n_groups=c["n_groups"], seed=c["seed"],
+                  n_threads=c["n_threads"])
+        T = c["n_steps"] + 1
+        row: dict[str, tuple[tuple[str, ...], Any]] = {"status": ((), np.array(r.status))}
+        for name, dims in (("M", ("step", "student", "teacher")), ("Q", ("step", "student", "student2")),
+                           ("train_risk", ("step",)), ("test_risk", ("step",))):
+            row[name] = (dims, _pad_rows(getattr(r, name), T))
+            row[name + "_se"] = (dims, _pad_rows(r.se[name], T))
+        rows.append(row)
+    return Part(_stack_parts(rows), {"step": (("step",), np.arange(configs[0]["n_steps"] + 1))})
+
+
+def _run_full_batch(configs: list[dict[str, Any]]) -> Part:
+    from ..full_batch import simulate
+    from ..networks import Network
+
+    rows: list[dict[str, tuple[tuple[str, ...], Any]]] = []
+    for c in configs:
+        teacher, a = _reuse_problem(c, c["d"])
+        student = Network.random(c["K"], c["d"], c["activation"], seed=c["seed"])
+        student = Network(student.W, a, c["activation"])
+        r = simulate(student, teacher, alpha=c["alpha"], lr=c["lr"], ridge=c["ridge"], noise=c["noise"],
+                     n_steps=c["n_steps"], seeds=c["seeds"], seed=c["seed"], project_init=True,
+                     lr_readout=c["lr_readout"])
+        rows.append({"M": (("run", "step", "student", "teacher"), r.M), "Q": (("run", "step", "student", "student2"),
+                                                                              r.Q),
+                     "a": (("run", "step", "student"), r.a), "train_risk": (("run", "step"), r.train_risk),
+                     "test_risk": (("run", "step"), r.test_risk)})
+    return Part(_stack_parts(rows), {"step": (("step",), np.arange(configs[0]["n_steps"] + 1))})
+
+
+_REUSE_PARAMS: _Params = {
+    "K": (2, _int(1)), "M": (2, _int(1)), "activation": ("erf", _act), "teacher_activation": (None, _act),
+    "readout": ("sum", _choice("sum", "mean")), "alpha": (REQUIRED, _pos), "lr": (REQUIRED, _pos),
+    "ridge": (0.0, _nonneg), "noise": (0.0, _nonneg), "n_steps": (REQUIRED, _int(0)), "seed": (0, seed_arg),
+}
+_DMFT_PARAMS: _Params = {**_REUSE_PARAMS, "n_mc": (100_000, _int(1)), "n_groups": (8, _int(2)),
+                         "n_threads": (None, _int(1))}
+_FULL_BATCH_PARAMS: _Params = {**_REUSE_PARAMS, "d": (1000, _int(1)), "seeds": (1, _int(1)),
+                               "lr_readout": (0.0, _nonneg)}
+
 # ------------------------------------------------------------------------------------------ descend, multistart
 
 
@@ -573,8 +627,6 @@ def _stack_parts(rows: list[dict[str, tuple[tuple[str, ...], Any]]]) -> dict[str
 
 
 def _run_descend(configs: list[dict[str, Any]]) -> Part:
-    from ..population import descend
-
     rows: list[dict[str, tuple[tuple[str, ...], Any]]] = []
     t = None
     for c in configs:  # the group shares n_steps and n_records: every run records at the same iterations
@@ -596,8 +648,6 @@ _DESCEND_PARAMS: _Params = {
 
 
 def _run_multistart(configs: list[dict[str, Any]]) -> Part:
-    from ..landscape import multistart
-
     rows: list[dict[str, tuple[tuple[str, ...], Any]]] = []
     names = ("M", "runs", "init", "seed", "d", "train_readout", "activation", "max_iter", "gtol", "memory", "tol",
              "n_threads")
@@ -626,6 +676,9 @@ ENGINES: dict[str, Engine] = {
                   renamed={"n_points": "n_records", "records": "n_records", "steps": "n_steps"}),
     "sgd": Engine("sgd", _SGD_PARAMS, _run_sgd, 64, batched=frozenset({"lr", "lr_readout", "noise"}),
                   renamed={"records": "n_records", "n_points": "n_records"}),
+    "dmft": Engine("dmft", _DMFT_PARAMS, _run_dmft, 4, shape_keys=("K", "M", "n_steps")),
+    "full_batch": Engine("full_batch", _FULL_BATCH_PARAMS, _run_full_batch, 4, shape_keys=("K", "M", "n_steps",
+                                                                                           "seeds")),
     "descend": Engine("descend", _DESCEND_PARAMS, _run_descend, 16, shape_keys=("K", "M", "n_steps", "n_records"),
                       renamed={"steps": "n_steps", "records": "n_records", "n_points": "n_records"}),
     "multistart": Engine("multistart", _MULTISTART_PARAMS, _run_multistart, 4, shape_keys=("runs",),

@@ -16,13 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+from numpy.typing import NDArray
+
 from .engines import Part, engine_for
 from .store import write_group
 
 __all__ = ["Task", "execute", "run_task"]
 
 # how run_task writes a group: at once (workers), or through the in-process executor's writer thread
-_WRITE: contextvars.ContextVar[Callable[[str, str, list[int], Part], None]] = \
+_WRITE: contextvars.ContextVar[Callable[[str, str, Any, Part], None]] = \
     contextvars.ContextVar("twolayer_scan_write", default=lambda *args: write_group(*args))
 
 
@@ -38,8 +41,8 @@ class Task:
         pool or Dask; a worker never imports a module by name).
     configs : sequence of dict
         Full configurations (a list, or :attr:`Group.configs <twolayer.scan.Group.configs>`, built on the worker).
-    indices : list of int
-        Their flat indices.
+    indices : sequence of int
+        Their flat indices (a list, a range or an int array: what a Dask scheduler keeps of each task sent).
     store : str
         The Zarr store.
     name : str
@@ -57,7 +60,7 @@ class Task:
 
     engine: Any
     configs: Sequence[dict[str, Any]]
-    indices: list[int]
+    indices: Sequence[int] | NDArray[np.integer[Any]]
     store: str
     name: str
 
@@ -207,7 +210,7 @@ def _execute_here(tasks: Iterable[Task], done: Callable[[Task], None]) -> None:
                 future.result()
                 done(task)
 
-        def write_later(store: str, name: str, indices: list[int], part: Part) -> None:
+        def write_later(store: str, name: str, indices: Any, part: Part) -> None:
             finish()  # the previous group's write (its error propagates here)
             pending.append((current[-1], writer.submit(write_group, store, name, indices, part)))
 

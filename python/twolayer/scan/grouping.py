@@ -88,24 +88,25 @@ class BlockConfigs(Sequence[dict[str, Any]]):
 
     def __init__(self, scan: Scan, region: tuple[slice, ...]) -> None:
         self.start = {**scan.resolved_engine.complete({}), **scan.constants}
-        columns = [[{name: x} for x in vals] for name, vals in scan.axes.items()]
-        for cols in scan.zip.values():
-            n = len(next(iter(cols.values())))
-            columns.append([{k: v[i] for k, v in cols.items()} for i in range(n)])
-        self.columns = [col[r] for col, r in zip(columns, region, strict=True)]
-        self.shape = tuple(len(c) for c in self.columns)
+        dims = [{name: vals} for name, vals in scan.axes.items()] + [dict(cols) for cols in scan.zip.values()]
+        # each dimension's part of the block, per parameter: a NumPy array where it holds the values exactly
+        # (a Dask scheduler keeps the recent tasks it sent: a dict per value cost ~250 kB per 1000 values)
+        self.columns = [{name: _compact(list(vals[r])) for name, vals in cols.items()}
+                        for cols, r in zip(dims, region, strict=True)]
+        self.shape = tuple(len(next(iter(c.values()))) for c in self.columns)
 
     def __len__(self) -> int:
         return int(np.prod(self.shape, dtype=np.int64))
 
-    def _config(self, parts: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    def _config(self, pos: Iterable[int]) -> dict[str, Any]:
         cfg = self.start.copy()
-        for part in parts:
-            cfg.update(part)
+        for cols, p in zip(self.columns, pos, strict=True):
+            for name, vals in cols.items():
+                cfg[name] = vals[p].item() if isinstance(vals, np.ndarray) else vals[p]  # (Python types)
         return cfg
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        return (self._config(combo) for combo in product(*self.columns))
+        return (self._config(pos) for pos in product(*(range(n) for n in self.shape)))
 
     @overload
     def __getitem__(self, i: int) -> dict[str, Any]: ...
@@ -120,7 +121,25 @@ class BlockConfigs(Sequence[dict[str, Any]]):
         if not -n <= i < n:
             raise IndexError(f"configuration {i} of a block of {n}")
         pos = np.unravel_index(i % n, self.shape) if self.shape else ()
-        return self._config(col[int(p)] for col, p in zip(self.columns, pos, strict=True))
+        return self._config(int(p) for p in pos)
+
+
+def _compact(values: list[Any]) -> Any:
+    """``values`` as a ``range`` when they are ints in arithmetic progression (e.g. seeds), else as a 1-D NumPy
+    array when it gives them back exactly (same values, same Python types: ints, floats, bools, strings), else the
+    list itself."""
+    try:
+        arr = np.asarray(values)
+    except (ValueError, TypeError):
+        return values
+    if arr.ndim != 1 or arr.dtype.kind not in "iufbU":
+        return values
+    back = arr.tolist()
+    if back != values or any(type(a) is not type(b) for a, b in zip(back, values, strict=True)):
+        return values
+    if arr.dtype.kind == "i" and arr.size > 1 and np.all(np.diff(arr) == arr[1] - arr[0]) and arr[1] != arr[0]:
+        return range(back[0], back[-1] + (back[1] - back[0]), back[1] - back[0])
+    return arr
 
 
 def block_shape(scan: Scan) -> tuple[int, ...]:

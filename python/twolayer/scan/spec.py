@@ -16,7 +16,7 @@ Layout (the same keys in Python and TOML)::
     K = [1, 2, 4]
     M = [1, 2, 4]
 
-The ODE engine's ``regime = "large_batch"`` (seed 002's map) takes ``batch_ratio`` (scannable) and ``steps`` in
+The ODE engine's ``regime = "large_batch"`` (the large-batch map) takes ``batch_ratio`` (scannable) and ``steps`` in
 place of ``t_max`` and the solver options (its ``t`` counts iterations)::
 
     engine = "ode"
@@ -46,11 +46,11 @@ user's own choice, given on the command line (``twolayer scan CONFIG --store PAT
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import math
 import numbers
+import sys
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,34 +58,12 @@ from typing import Any
 
 import numpy as np
 
+from .._validation import integer, suggest
+from .engines import engine_for, trusted_modules
+
 __all__ = ["Scan", "config_store", "suggest"]
 
 _TOP_KEYS = ("engine", "group_size", "store", "constants", "axes", "zip")
-
-
-def suggest(name: str, known: list[str] | tuple[str, ...]) -> str:
-    """``"; did you mean 'x'?"`` for the closest of ``known`` to ``name`` (empty when none is close).
-
-    Parameters
-    ----------
-    name : str
-        The unknown name.
-    known : list or tuple of str
-        The valid names.
-
-    Returns
-    -------
-    str
-
-    Examples
-    --------
-    >>> tl.scan.spec.suggest("lrr", ["lr", "noise"])
-    "; did you mean 'lr'?"
-    >>> tl.scan.spec.suggest("x", ["lr"])
-    ''
-    """
-    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def _plain(value: Any, where: str) -> Any:
@@ -173,8 +151,6 @@ class Scan:
     _as_written: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        from .engines import engine_for, trusted_modules
-
         object.__setattr__(self, "allow_import", trusted_modules(self.allow_import))
         eng = engine_for(self.engine, self.allow_import)
         if not isinstance(self.constants, Mapping):
@@ -225,8 +201,6 @@ class Scan:
             raise ValueError("zip: dimension names must be distinct")
         eng.check_names(seen)
         if self.group_size is not None:
-            from .._validation import integer
-
             object.__setattr__(self, "group_size", integer(self.group_size, "group_size", 1, 2**31 - 1))
         object.__setattr__(self, "constants", constants)
         object.__setattr__(self, "axes", axes)
@@ -276,8 +250,6 @@ class Scan:
     @property
     def resolved_engine(self) -> Any:
         """The :class:`~twolayer.scan.engines.Engine` that runs this scan."""
-        from .engines import engine_for
-
         return engine_for(self.engine, self.allow_import)
 
     @property
@@ -388,8 +360,6 @@ def read_toml(path: str | Path) -> dict[str, Any]:
     >>> table
     {'engine': 'ode', 'axes': {'lr': [0.5, 1.0]}}
     """
-    import sys
-
     if sys.version_info >= (3, 11):
         import tomllib as toml
     else:  # pragma: no cover - Python 3.10: the tomli backport (in the scan extra)

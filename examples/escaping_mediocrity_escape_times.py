@@ -1,20 +1,20 @@
-"""Seed 003 ("Escaping mediocrity"): escape times of spherical online SGD, square activations, y = (w*.x)^2 +
+"""Arnaboldi et al., "Escaping mediocrity": escape times of spherical online SGD, square activations, y = (w*.x)^2 +
 sqrt(Delta) xi, student f = (1/p) sum_j (w_j.x)^2.
 
-Time conventions: every time here is the package clock t = steps / d. The seed's p = 1 formulas are on the clock
+Time conventions: every time here is the package clock t = steps / d. The paper's p = 1 formulas are on the clock
 tau = gamma t, its wide-p formulas on tau = (gamma / p) t; tl.theory converts both. The escape is the first t with
 excess risk <= (1 - T) R(0) (T = 0.5 below).
 
-1. Escape time against d (log d growth): exact p = 1 solution (annealed and quenched), the seed's printed formula,
+1. Escape time against d (log d growth): exact p = 1 solution (annealed and quenched), the paper's printed formula,
    and the ODE from m0 = 1/sqrt(d).
 2. Escape time against gamma at d = 10^4: minimum near gamma_opt = 1/(12 + Delta) (exact at T -> 0; the finite-T
    exact time's minimum moves slightly).
-3. Wide p: the ODE from random starts at gamma_opt(p) / 2 against the seed's wide-p formula, and the gain factor
-   (12 + Delta)/(2 + Delta) (at the seed's gamma_opt(p) itself the ODE does not escape for p >= 4).
+3. Wide p: the ODE from random starts at gamma_opt(p) / 2 against the paper's wide-p formula, and the gain factor
+   (12 + Delta)/(2 + Delta) (at the paper's gamma_opt(p) itself the ODE does not escape for p >= 4).
 4. Exit-time distributions of SGD, the SDE (tl.sde) and the ODE from the same random starts at d = 1000 and 4000.
-Writes seed003_escape.png. About a minute on two cores.
+Writes escaping_mediocrity_escape_times.png. About a minute on two cores.
 
-Run: python examples/seed003_escape.py [--runs 60]
+Run: python examples/escaping_mediocrity_escape_times.py [--runs 60]
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def random_start(p: int, d: int, rng: np.random.Generator) -> tuple[tl.Overlaps,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=60, help="SGD runs per d in panel 4")
-    parser.add_argument("--out", default="seed003_escape.png")
+    parser.add_argument("--out", default="escaping_mediocrity_escape_times.png")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     t0 = time.perf_counter()
@@ -83,7 +83,7 @@ def main() -> None:
     ax[0, 1].set(xlabel="gamma", ylabel="escape time", title=f"p = 1, d = {d}", yscale="log")
     ax[0, 1].legend()
 
-    # 3. wide p at gamma_opt(p) / 2: at the seed's gamma_opt(p) itself the ODE does not escape for p >= 4 (the
+    # 3. wide p at gamma_opt(p) / 2: at the paper's gamma_opt(p) itself the ODE does not escape for p >= 4 (the
     #    risk stays at R(0) or grows; measured), so the formula's optimum lies beyond the ODE's stable range there
     ps = [1, 2, 4, 8]
     ode_p, formula_p = [], []
@@ -93,7 +93,7 @@ def main() -> None:
         ode_p.append(np.mean(times))
         formula_p.append(th.escape_time(d, gp, NOISE, T, p=p, average="quenched"))
     ax[1, 0].plot(ps, ode_p, "ko-", label="ODE from random starts (mean of 3)")
-    ax[1, 0].plot(ps, formula_p, "s--", label="seed's wide-p formula (quenched)")
+    ax[1, 0].plot(ps, formula_p, "s--", label="paper's wide-p formula (quenched)")
     gain = th.gain_factor(NOISE)
     ax[1, 0].axhline(ode_p[0] / gain, color="gray", lw=0.8,
                      label=f"p = 1 time / gain factor {gain:.2f} (the p -> inf limit, up to logs; the\n"

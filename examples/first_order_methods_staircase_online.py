@@ -1,4 +1,5 @@
-"""Seed 002: online SGD on single-index Hermite targets He_k(z), escape time against d (information exponent).
+"""First order optimization methods: online SGD on single-index Hermite targets He_k(z), escape time against d
+(information exponent).
 
 A one-unit spherical student (|w|^2 = d, fixed readout a) learns the target He_k(z) (z = w* . x / sqrt(d)) from
 a random start, overlap m = M_11 ~ 1 / sqrt(d) (its sign flipped towards the descent direction: for odd k the
@@ -19,9 +20,9 @@ vanishes as d -> infinity at fixed m0 sqrt(d). Its finite-d law is the diffusion
 also shows the SDE from the same starts (open squares, slightly right; its median escape time as the line). At
 d = 100 over 16 starts SGD escaped 11 (median 251), the SDE 11 (median 254), while the ODE from each start's own
 m0 misses in both directions (an SGD run from m0 sqrt(d) = 0.42 escapes at t = 111, the ODE never). Writes
-seed002_staircase_online.png (about a minute and a half).
+first_order_methods_staircase_online.png (about a minute and a half).
 
-Run: python examples/seed002_staircase_online.py
+Run: python examples/first_order_methods_staircase_online.py
 """
 
 from __future__ import annotations
@@ -117,7 +118,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every d by this (e.g. 0.5: faster)")
     parser.add_argument("--seeds", type=int, default=4)
-    parser.add_argument("--out", default="seed002_staircase_online.png")
+    parser.add_argument("--out", default="first_order_methods_staircase_online.png")
     args = parser.parse_args()
     t0 = time.time()
     fig, ax = plt.subplots(1, 2, figsize=(11, 4.2))

@@ -1,7 +1,8 @@
-"""Seed 002: the staircase z1 + z1 z2 + z1 z2 z3 under large-batch SGD and its d -> infinity map.
+"""First order optimization methods: the staircase z1 + z1 z2 + z1 z2 z3 under large-batch SGD and its d -> infinity
+map.
 
-A relu student (K = 4, readout "mean", second layer fixed, spherical: every |w_i|^2 = d after each step, seed 002's
-eq. 7) learns the polynomial target y = z1 + z1 z2 + z1 z2 z3, z = W* x / sqrt(d), from a random start.
+A relu student (K = 4, readout "mean", second layer fixed, spherical: every |w_i|^2 = d after each step, the
+paper's eq. 7) learns the polynomial target y = z1 + z1 z2 + z1 z2 z3, z = W* x / sqrt(d), from a random start.
 
 Time convention: one iteration t = one SGD step on a fresh batch of n_b = alpha d samples with
 ``sgd.simulate(lr=gamma0 * d, batch_size=alpha * d)`` (recorded at t_max = T / d in the simulator's clock
@@ -17,9 +18,9 @@ E[sigma''(l)] != 0: relu has a He_2 coefficient); both in a number of steps that
 is learnable in O(1) large-batch steps). The third direction needs E[sigma'(l) z1 z2] ~ M_1 M_2 E[sigma'''(l)],
 which is 0 for relu (its He_3 coefficient vanishes): in the map z3 stays where it started, and SGD's z3 overlap
 stays at its 1 / sqrt(d) noise floor -- a relu student climbs the first two steps of this staircase only.
-Writes seed002_staircase_large_batch.png (about a minute).
+Writes first_order_methods_staircase_large_batch.png (about a minute).
 
-Run: python examples/seed002_staircase_large_batch.py
+Run: python examples/first_order_methods_staircase_large_batch.py
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def main() -> None:
     parser.add_argument("--K", type=int, default=4)
     parser.add_argument("--runs", type=int, default=8)
     parser.add_argument("--dims", type=int, nargs="+", default=[1000, 2000, 4000])
-    parser.add_argument("--out", default="seed002_staircase_large_batch.png")
+    parser.add_argument("--out", default="first_order_methods_staircase_large_batch.png")
     args = parser.parse_args()
     T, g0, alpha = args.steps, args.gamma0, args.alpha
     fig, axes = plt.subplots(1, 3, figsize=(14, 4.2), sharey=True)
@@ -80,7 +81,7 @@ def main() -> None:
     axes[0].set_ylabel("overlap max_i |M_ir| with direction z_r")
     axes[0].legend(fontsize=7, ncol=2)
     fig.suptitle(f"Staircase z1 + z1 z2 + z1 z2 z3, relu student K = {args.K} (spherical), n_b = {alpha:g} d, "
-                 f"gamma0 = {g0:g} (seed 002)")
+                 f"gamma0 = {g0:g} (First order optimization methods)")
     fig.tight_layout()
     fig.savefig(args.out, dpi=120)
     print(f"wrote {args.out}")

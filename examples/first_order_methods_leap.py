@@ -1,4 +1,5 @@
-"""Seed 002: leap 1 against leap 2 under large-batch SGD -- large-batch steps needed as d grows.
+"""First order optimization methods (the paper's large-batch SGD): leap 1 against leap 2 -- large-batch steps
+needed as d grows.
 
 A relu student (K = 4, readout "mean", second layer fixed, spherical: |w_i|^2 = d after each step) learns either the
 staircase z1 + z1 z2 (leap 1) or the parity z1 z2 (leap 2), z = W* x / sqrt(d), from a random start (overlaps
@@ -16,9 +17,9 @@ E[sigma''] -> 0): M grows geometrically from its 1 / sqrt(d) start, and the numb
 Left: overlap against iteration (map lines, SGD markers) at d = 1000, 4000. Right: steps to reach 0.3 against d,
 map (d up to 64000; mean +- sd over 8 random starts) and SGD (d = 1000, 2000, 4000; mean +- sd over runs
 from the first 3 of those starts; the left panel's map line is the mean over those same 3 starts).
-Writes seed002_leap.png (about a minute).
+Writes first_order_methods_leap.png (about a minute).
 
-Run: python examples/seed002_leap.py
+Run: python examples/first_order_methods_leap.py
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def main() -> None:
     parser.add_argument("--inits", type=int, default=8, help="random starts for the map")
     parser.add_argument("--dims", type=int, nargs="+", default=[1000, 2000, 4000])
     parser.add_argument("--map-dims", type=int, nargs="+", default=[1000, 2000, 4000, 8000, 16000, 32000, 64000])
-    parser.add_argument("--out", default="seed002_leap.png")
+    parser.add_argument("--out", default="first_order_methods_leap.png")
     args = parser.parse_args()
     T, g0, alpha = args.steps, args.gamma0, args.alpha
     fig, (ax_t, ax_d) = plt.subplots(1, 2, figsize=(12, 4.5))
@@ -107,7 +108,7 @@ def main() -> None:
              title="large-batch steps needed against d")
     ax_d.legend(fontsize=7)
     fig.suptitle(f"Leap 1 against leap 2: relu student K = {args.K} (spherical), n_b = {alpha:g} d, gamma0 = {g0:g} "
-                 "(seed 002)")
+                 "(First order optimization methods)")
     fig.tight_layout()
     fig.savefig(args.out, dpi=120)
     print(f"wrote {args.out}")

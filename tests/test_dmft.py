@@ -1,0 +1,215 @@
+"""DMFT of full-batch GD (twolayer.dmft) against the finite-d simulation (twolayer.full_batch), its alpha -> infinity
+limit, its Monte Carlo error and its argument checks. Tolerances: |DMFT - sim| <= Z sqrt(se_sim^2 + se_dmft^2)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import twolayer as tl
+from twolayer import dmft, full_batch
+
+Z = 4.5  # many entries are compared at once
+
+
+def tanh_he3(d: int):
+    return tl.targets.function(lambda z: np.tanh(z[:, 0] + z[:, 1] ** 3 - 3 * z[:, 1]), k=2, d=d, seed=1)
+
+
+def erf_committee(d: int):
+    Wt = np.linalg.qr(np.random.default_rng(1).standard_normal((d, 2)))[0].T * np.sqrt(d)
+    return tl.Network(Wt, np.array([1.0, 1.0]), "erf")
+
+
+def compare(target, act, a, d, seeds, T, alpha, lr, ridge=0.0, n_mc=40_000, z=Z, noise=0.0):
+    student = tl.Network(tl.Network.random(len(a), d, act, seed=5).W, np.asarray(a, dtype=float), act)
+    run = full_batch.simulate(student, target, alpha=alpha, lr=lr, n_steps=T, ridge=ridge, seeds=seeds, seed=3,
+                              project_init=True, n_test=20_000, noise=noise)
+    Wt = full_batch.directions(target)
+    W0 = student.W - (student.W @ Wt.T / d) @ Wt
+    res = dmft.solve(target, activation=act, a=student.effective_a, alpha=alpha, lr=lr, ridge=ridge, n_steps=T,
+                     Q0=W0 @ W0.T / d, n_mc=n_mc, n_groups=8, seed=11, noise=noise)
+    assert res.status == "completed"
+    worst = {}
+    for name in ("M", "Q", "train_risk"):
+        m, se = run.mean(name)[1:], run.sem(name)[1:]
+        D, Dse = getattr(res, name)[1:], res.se[name][1:]
+        err = np.abs(D - m) / np.sqrt(se**2 + Dse**2)
+        worst[name] = float(err.max())
+    # the test risk of the simulation uses one shared test draw (tiny seed-to-seed spread): compare on absolute scale
+    worst["test_risk"] = float(np.max(np.abs(res.test_risk - run.mean("test_risk"))))
+    assert max(worst[n] for n in ("M", "Q", "train_risk")) < z, worst
+    assert worst["test_risk"] < 0.02, worst
+    return worst
+
+
+def test_dmft_matches_full_batch_gd_small():
+    # ReLU p = 2 on tanh(z1 + He3(z2)), alpha 3, lr 0.2: the seed-002 setting at small d and T
+    compare(tanh_he3(400), "relu", [1.0, 1.0], d=400, seeds=6, T=4, alpha=3.0, lr=0.2, n_mc=10_000)
+
+
+@pytest.mark.slow
+def test_dmft_ridge_noise_erf_committee_small():
+    compare(erf_committee(500), "erf", [1.0, -0.5], d=500, seeds=8, T=5, alpha=2.0, lr=0.5, ridge=0.3,
+            n_mc=20_000, noise=0.25)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("alpha", [3.0, 5.0])
+@pytest.mark.parametrize("T", [7, 30])
+def test_dmft_matches_full_batch_gd_relu_tanh_he3(alpha, T):
+    compare(tanh_he3(2000), "relu", [1.0, 1.0], d=2000, seeds=16, T=T, alpha=alpha, lr=0.2, n_mc=100_000)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("T", [7, 30])
+def test_dmft_matches_full_batch_gd_erf_committee(T):
+    compare(erf_committee(2000), "erf", [1.0, -0.5], d=2000, seeds=16, T=T, alpha=3.0, lr=0.5, n_mc=100_000)
+
+
+def test_one_pass_population_gd_matches_weight_space():
+    # population GD on overlaps (alpha -> infinity limit) against exact weight-space population GD, erf committee
+    d, lr, T = 8, 0.5, 6
+    target = erf_committee(d)
+    student = tl.Network(tl.Network.random(2, d, "erf", seed=2).W, np.array([1.0, -0.5]), "erf")
+    W = student.W.copy()
+    Ms = []
+    for _ in range(T + 1):
+        Ms.append(W @ target.W.T / d)
+        dW, _ = tl.population.gradient(tl.Network(W, student.a, "erf"), target, train_readout=False)
+        W = W - lr * d * dW
+    Q0, M0 = student.W @ student.W.T / d, student.W @ target.W.T / d
+    pop = dmft.one_pass(target, activation="erf", a=student.effective_a, lr=lr, n_steps=T, Q0=Q0, M0=M0,
+                             n_mc=400_000)
+    np.testing.assert_allclose(pop["M"], np.array(Ms), atol=5e-3)
+
+
+@pytest.mark.slow
+def test_alpha_to_infinity_is_population_gd():
+    # alpha -> infinity: memory (eta / alpha) and noise (eta^2 / alpha) vanish; DMFT -> population GD, step lr
+    target = tanh_he3(10)
+    kw = dict(activation="relu", a=[1.0, 1.0], lr=0.2, n_steps=10, M0=[[0.3, 0.1], [0.2, -0.1]])
+    pop = dmft.one_pass(target, n_mc=400_000, **kw)
+    errs = []
+    for alpha in (10.0, 1e4):
+        res = dmft.solve(target, alpha=alpha, n_mc=50_000, n_groups=8, **kw)
+        errs.append(np.abs(res.M - pop["M"]).max())
+        if alpha > 1e3:
+            assert np.all(np.abs(res.M - pop["M"]) < 5 * res.se["M"] + 3e-3)
+            assert np.all(np.abs(res.Q - pop["Q"]) < 5 * res.se["Q"] + 3e-3)
+    assert errs[1] < errs[0]
+
+
+def test_monte_carlo_error_scales_as_inverse_sqrt():
+    target = tanh_he3(10)
+    kw = dict(activation="relu", a=[1.0, 1.0], alpha=3.0, lr=0.2, n_steps=3, n_groups=32)
+    se1 = dmft.solve(target, n_mc=1_000, seed=1, **kw).se
+    se4 = dmft.solve(target, n_mc=4_000, seed=2, **kw).se
+    ratios = np.concatenate([(se1[n][1:] / se4[n][1:]).ravel() for n in ("M", "train_risk")])
+    assert 1.6 < np.exp(np.mean(np.log(ratios))) < 2.5  # sqrt(4) = 2
+
+
+def test_reproducible_and_thread_independent():
+    target = tanh_he3(10)
+    kw = dict(activation="relu", a=[1.0, 1.0], alpha=3.0, lr=0.2, n_steps=4, n_mc=3_000, n_groups=2, seed=4)
+    r1 = dmft.solve(target, n_threads=1, **kw)
+    r2 = dmft.solve(target, n_threads=2, **kw)
+    for name in ("M", "Q", "train_risk", "test_risk", "C_theta", "R_g"):
+        np.testing.assert_array_equal(getattr(r1, name), getattr(r2, name))
+    ds = r1.to_xarray()
+    assert ds["R_theta"].shape == (5, 5, 2, 2) and "M_se" in ds
+
+
+def test_bad_arguments():
+    target = tanh_he3(10)
+    ok = dict(activation="relu", a=[1.0, 1.0], alpha=3.0, lr=0.2, n_steps=2, n_mc=100, n_groups=2)
+    with pytest.raises(ValueError, match="alpha"):
+        dmft.solve(target, **{**ok, "alpha": -1.0})
+    with pytest.raises(ValueError, match="activation"):
+        dmft.solve(target, **{**ok, "activation": "step"})
+    with pytest.raises(ValueError, match="M0"):
+        dmft.solve(target, **ok, M0=np.zeros((3, 2)))
+    with pytest.raises(TypeError, match="target"):
+        dmft.solve("tanh", **ok)
+    with pytest.raises(MemoryError, match="n_mc"):
+        dmft.solve(target, **{**ok, "n_mc": 10**9, "n_steps": 1000})
+
+
+def test_scan_engines_dmft_and_full_batch():
+    sc = tl.scan.Scan(engine="dmft", constants={"n_steps": 3, "lr": 0.5, "n_mc": 2000, "n_groups": 4},
+                      axes={"alpha": [2.0, 4.0], "ridge": [0.0, 0.1]})
+    ds = tl.scan.run(sc)
+    teacher, a = tl.scan.engines._reuse_problem(tl.scan.engines.ENGINES["dmft"].complete(
+        {"alpha": 4.0, "lr": 0.5, "n_steps": 3}), 2)
+    one = dmft.solve(teacher, activation="erf", a=a, alpha=4.0, lr=0.5, ridge=0.1, n_steps=3, n_mc=2000, n_groups=4)
+    np.testing.assert_allclose(ds["train_risk"].sel(alpha=4.0, ridge=0.1).values, one.train_risk, rtol=1e-12)
+    fb = tl.scan.run(tl.scan.Scan(engine="full_batch", constants={"n_steps": 2, "lr": 0.5, "d": 50, "seeds": 2},
+                                  axes={"alpha": [2.0, 3.0]}))
+    assert fb["train_risk"].shape == (2, 2, 3) and np.all(np.isfinite(fb["train_risk"].values))
+
+
+def test_one_pass_matches_large_batch_map():
+    # finite alpha: seed 002's large-batch map (tl.ode, exact expectations) for an erf committee
+    target = erf_committee(2)
+    a, T, lr, alpha = np.array([1.0, -0.5]), 5, 0.8, 2.0
+    Q0, M0 = np.array([[1.0, 0.2], [0.2, 0.8]]), np.array([[0.3, 0.1], [-0.1, 0.2]])
+    ov = tl.Overlaps(Q0, M0, np.eye(2), a, np.ones(2))
+    tr = tl.ode.integrate(ov, "erf", lr=lr, regime="large_batch", batch_ratio=alpha, n_steps=T)
+    out = dmft.one_pass(target, activation="erf", a=a, lr=lr, n_steps=T, alpha=alpha, Q0=Q0, M0=M0, n_mc=400_000)
+    np.testing.assert_allclose(out["M"], tr.M, atol=5e-3)
+    np.testing.assert_allclose(out["Q"], tr.Q, atol=1e-2)
+
+
+@pytest.mark.skipif(not hasattr(__import__("signal"), "SIGINT") or __import__("os").name != "posix",
+                    reason="POSIX signals")
+def test_ctrl_c_returns_the_finished_iterations():
+    import os
+    import signal
+    import threading
+    import time
+
+    sent: list[float] = []
+
+    def fire() -> None:
+        sent.append(time.perf_counter())
+        os.kill(os.getpid(), signal.SIGINT)
+
+    timer = threading.Timer(2.0, fire)
+    timer.start()
+    try:
+        with pytest.raises(tl.Interrupted) as info:
+            dmft.solve(tanh_he3(10), activation="relu", a=[1.0, 1.0], alpha=3.0, lr=0.2, n_steps=400, n_mc=5_000,
+                       n_groups=2)
+        latency = time.perf_counter() - sent[0]
+    finally:
+        timer.cancel()
+        timer.join()
+    part = info.value.partial
+    assert isinstance(part, dmft.DmftResult) and part.status == "interrupted"
+    assert 1 <= len(part.train_risk) < 401 and np.all(np.isfinite(part.train_risk))
+    assert part.C_theta.shape[0] == len(part.train_risk)
+    assert latency < 2.0  # the machine may be loaded; the core polls once per chunk of 1024 samples
+
+
+@pytest.mark.parametrize("lr_readout", [0.0, 0.4])
+def test_full_batch_is_sgd_with_the_whole_training_set(lr_readout):
+    # full_batch.simulate(lr, lr_readout) = tl.sgd.simulate(lr = lr d, lr_readout = lr_readout d,
+    # batch_size = n_samples = n, shuffle=False), t = steps / d
+    d, alpha, lr, T, R = 200, 2.0, 0.5, 5, 12
+    target = erf_committee(d)
+    student = tl.Network(tl.Network.random(2, d, "erf", seed=5).W, np.array([1.0, -0.5]), "erf")
+    fb = full_batch.simulate(student, target, alpha=alpha, lr=lr, n_steps=T, seeds=R, n_test=1000,
+                             lr_readout=lr_readout)
+    n = int(alpha * d)
+    ens = tl.sgd.simulate(student, target, lr=lr * d, lr_readout=lr_readout * d, batch_size=n, n_samples=n,
+                          shuffle=False, times=np.arange(T + 1) / d, seeds=R)
+    for name, x in (("M", ens.M), ("Q", ens.Q), ("a", ens.a)):
+        diff = fb.mean(name) - x.mean(axis=0)
+        se = np.sqrt(fb.sem(name) ** 2 + x.std(axis=0, ddof=1) ** 2 / R) + 1e-12
+        assert np.all(np.abs(diff) < Z * se), (name, np.abs(diff / se).max())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ridge", [0.0, 0.1])
+def test_dmft_long_horizon(ridge):
+    # T = 100: the Cholesky factor of C_theta over 101 times and the back substitution for R_g stay accurate
+    compare(tanh_he3(1000), "relu", [1.0, 1.0], d=1000, seeds=8, T=100, alpha=3.0, lr=0.2, ridge=ridge, n_mc=50_000)
