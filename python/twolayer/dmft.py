@@ -60,7 +60,7 @@ from ._validation import as_float_array, integer, n_threads_arg, positive, seed_
 from .activations import check_activation
 from .full_batch import labels
 from .networks import Network
-from .results import _xarray
+from .results import import_xarray
 from .targets import FunctionTarget, HermiteTarget
 
 __all__ = ["DmftResult", "one_pass", "solve"]
@@ -119,7 +119,7 @@ class DmftResult:
     def to_xarray(self) -> Any:
         """An xarray Dataset: M, Q, train/test risk over ``step``; the kernels over (``step``, ``step_b``); each
         with its ``<name>_se``."""
-        xr = _xarray()
+        xr = import_xarray()
         T1 = len(self.train_risk)
         dims = {"M": ("step", "student", "teacher"), "Q": ("step", "student", "student_b"),
                 "train_risk": ("step",), "test_risk": ("step",)}

@@ -34,7 +34,7 @@ from ._validation import boolean, integer, positive, seed_arg
 from .activations import derivative as dsigma
 from .activations import sigma
 from .networks import Network, check_network
-from .results import _xarray
+from .results import import_xarray
 from .targets import FunctionTarget, HermiteTarget
 
 __all__ = ["FullBatchRun", "labels", "simulate"]
@@ -125,7 +125,7 @@ class FullBatchRun:
 
     def to_xarray(self) -> Any:
         """An xarray Dataset with dimensions (seed, step, student, teacher)."""
-        xr = _xarray()
+        xr = import_xarray()
         dims = ("seed", "step")
         return xr.Dataset({"M": (dims + ("student", "teacher"), self.M),
                            "Q": (dims + ("student", "student_b"), self.Q), "a": (dims + ("student",), self.a),
