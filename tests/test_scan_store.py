@@ -451,9 +451,9 @@ def test_a_group_sent_to_a_worker_is_a_few_bytes_per_configuration():
                               "activation": ["erf", "relu"]}, group_size=6000)
     group = tl.scan.make_groups(scan)[0]
     assert len(group.configs) == 3000  # (one activation per core call)
-    from twolayer.scan.grouping import _compact
+    from twolayer.scan.grouping import compact
 
-    indices = _compact(group.indices)  # as tl.scan.run builds its tasks
+    indices = compact(group.indices)  # as tl.scan.run builds its tasks
     assert isinstance(indices, range)  # (every 2nd configuration: one activation per core call)
     blob = pickle.dumps(executors.Task("ode", group.configs, indices, "s.zarr", group.name))
     tracemalloc.start()

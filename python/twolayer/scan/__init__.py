@@ -30,7 +30,7 @@ from .._interrupt import Interrupted, keep_partial
 from .._validation import boolean
 from .engines import Engine, engine_for, initial_networks, initial_overlaps
 from .executors import Task, check_executor, execute
-from .grouping import Group, _compact, make_groups
+from .grouping import Group, compact, make_groups
 from .lock import StoreLockedError, store_lock
 from .spec import Scan, read_toml
 from .store import Assembly, open_dataset, prepare
@@ -176,7 +176,7 @@ def run(
         # built one by one as the executor takes them: the client holds the configurations of a few groups only
         # (and a Dask scheduler the last 1000 tasks it sent to each worker: kept small, the indices as a range
         # where consecutive, else one array)
-        tasks = (Task(eng.portable, g.configs, _compact(g.indices), store, g.name) for g in groups if g.gid not in done)
+        tasks = (Task(eng.portable, g.configs, compact(g.indices), store, g.name) for g in groups if g.gid not in done)
         with _bar(progress, len(sc), sum(len(g.indices) for g in groups if g.gid in done), len(groups),
                   len(done)) as bar:
             execute(tasks, executor, lambda t: bar(len(t.indices)))

@@ -91,7 +91,7 @@ class BlockConfigs(Sequence[dict[str, Any]]):
         dims = [{name: vals} for name, vals in scan.axes.items()] + [dict(cols) for cols in scan.zip.values()]
         # each dimension's part of the block, per parameter: a NumPy array where it holds the values exactly
         # (a Dask scheduler keeps the recent tasks it sent: a dict per value cost ~250 kB per 1000 values)
-        self.columns = [{name: _compact(list(vals[r])) for name, vals in cols.items()}
+        self.columns = [{name: compact(list(vals[r])) for name, vals in cols.items()}
                         for cols, r in zip(dims, region, strict=True)]
         self.shape = tuple(len(next(iter(c.values()))) for c in self.columns)
 
@@ -124,7 +124,7 @@ class BlockConfigs(Sequence[dict[str, Any]]):
         return self._config(int(p) for p in pos)
 
 
-def _compact(values: list[Any]) -> Any:
+def compact(values: list[Any]) -> Any:
     """``values`` as a ``range`` when they are ints in arithmetic progression (e.g. seeds), else as a 1-D NumPy
     array when it gives them back exactly (same values, same Python types: ints, floats, bools, strings), else the
     list itself."""
