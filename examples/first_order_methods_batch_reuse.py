@@ -4,12 +4,12 @@ student of p = 2 units (fixed readout a = (1, 1)) learns y = tanh(z1 + He3(z2)),
 Four curves of the overlap with each target direction, m_r = max_i |M_ir| / sqrt(Q_ii), against the iteration t:
 
 * one pass, d -> infinity: the large-batch map, a fresh batch of n = alpha d samples at every step
-  (:func:`twolayer.dmft.one_pass`, seed 002's map with a ridge);
+  (:func:`twolayer.dmft.one_pass`, the first-order-methods paper's map with a ridge);
 * one pass, finite d: large-batch SGD on fresh batches (``tl.sgd.simulate(lr = eta d, batch_size = alpha d)``);
 * reused batch, finite d: full-batch GD on one training set of n = alpha d samples (:mod:`twolayer.full_batch`);
 * reused batch, d -> infinity: its DMFT (:func:`twolayer.dmft.solve`).
 
-All four use the same step eta (seed 002's gamma0), alpha and ridge; time is the iteration. Note: for this target
+All four use the same step eta (the first-order-methods paper's gamma0), alpha and ridge; time is the iteration. Note: for this target
 E[y z2] = -0.30 (measured), i.e. z2 has a linear component, so one-pass methods move along z2 too; what reuse changes
 is how fast and how far (the memory term feeds the labels back into the pre-activations).
 

@@ -7,7 +7,7 @@ orthonormal directions z = W* x / sqrt(d) (committee, Hermite polynomial or func
     W^{t+1} = (1 - lr ridge) W^t + (lr sqrt(d) / n) sum_mu g(lambda_mu^t, y_mu) x_mu^T,
     g(h, y) = a * sigma'(h) (y - a . sigma(h))  in R^p.
 
-Iteration t here is step t there (lr = seed 002's gamma0; the package's SGD with lr_sgd = lr d, batch = n,
+Iteration t here is step t there (lr = the first-order-methods paper's gamma0; the package's SGD with lr_sgd = lr d, batch = n,
 t_sgd = t / d). Write W^t = M^t W* + Theta^t (Theta orthogonal to the teacher), eta = lr, lambda = ridge.
 In d -> infinity at fixed alpha the equations below hold, with E over the effective processes (numerically verified
 against the finite-d simulation, tests/test_dmft.py):
@@ -169,7 +169,7 @@ def solve(target: Any, *, activation: str, a: ArrayLike, alpha: float, lr: float
     alpha : float
         Samples per dimension n / d.
     lr : float
-        eta (seed 002's gamma0).
+        eta (the first-order-methods paper's gamma0).
     n_steps : int
         T; records at iterations 0..T.
     ridge : float, default 0
@@ -270,7 +270,7 @@ def one_pass(target: Any, *, activation: str, a: ArrayLike, lr: float, n_steps: 
              ridge: float = 0.0, Q0: ArrayLike | None = None, M0: ArrayLike | None = None, n_mc: int = 400_000,
              seed: int = 0) -> dict[str, NDArray[np.float64]]:
     """The one-pass counterpart of :func:`solve`: GD on a fresh batch of n = alpha d samples at every step, d -> inf
-    (seed 002's large-batch map with a ridge), on the overlaps, Theta = C^{1/2}:
+    (the first-order-methods paper's large-batch map with a ridge), on the overlaps, Theta = C^{1/2}:
     M <- (1 - lr ridge) M + lr E[g z^T], C <- B C B^T + (lr^2 / alpha) E[g g^T], B = (1 - lr ridge) I + lr E[dg/dh],
     Q = M M^T + C. ``alpha = inf`` is population gradient descent with step ``lr`` (the alpha -> infinity limit of
     :func:`solve`). Expectations by Monte Carlo over (z, zeta), E[dg/dh] by integration by parts.

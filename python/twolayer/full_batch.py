@@ -10,7 +10,7 @@ with z = W* x / sqrt(d) (P = I). One step on the empirical risk with ridge,
     g_mu = a * sigma'(lambda_mu) (y_mu - f(x_mu))                                        (in R^K),
     a <- a + (lr_readout / n) sum_mu sigma(lambda_mu) (y_mu - f(x_mu))   (both from the weights before the step),
 
-moves the overlaps M = W W*^T / d and Q = W W^T / d by O(lr) per step: ``lr`` is seed 002's gamma0 and step T of
+moves the overlaps M = W W*^T / d and Q = W W^T / d by O(lr) per step: ``lr`` is the first-order-methods paper's gamma0 and step T of
 this loop is iteration T of :func:`twolayer.dmft.solve` (no rescaling of time; the DMFT keeps a fixed). It is
 ``tl.sgd.simulate(..., lr = lr d, lr_readout = lr_readout d, batch_size = n_samples = n, shuffle=False)`` of the
 package's SGD (t = steps / d there), plus the ridge.
