@@ -86,7 +86,8 @@ def directions(target: Any) -> NDArray[np.float64]:
 
 @dataclass(eq=False)
 class FullBatchRun:
-    """Records of full-batch GD runs, steps 0..n_steps, seed first.
+    """Records of full-batch GD runs, steps 0..n_steps, the runs (one per training set, dimension ``member``)
+    first.
 
     Attributes
     ----------
