@@ -247,7 +247,7 @@ def test_real_k_families_as_dataframes_and_datasets(real_k):
     same(ds["x"].values, real_k.x)
     assert float(ds["crossing_k"][0]) == real_k.k_turn == ds.attrs["k_turn"]
     assert str(ds["crossing_component"].values[0]) == "standard[0]" and int(ds["negative_after"][0]) == 1
-    assert ds.attrs["steps"] == real_k.steps
+    assert ds.attrs["n_steps"] == real_k.n_steps
     # the standard[0] eigenvalue changes sign between k = 6 and 5.5
     assert ds["eigenvalues"].sel(component="standard[0]", eigen=0).values[0] > 0 > \
         ds["eigenvalues"].sel(component="standard[0]", eigen=0).values[1]

@@ -212,7 +212,7 @@ def test_continuation_in_log_k_reaches_the_large_k_limits():
     # level, k = 1e8 takes a few dozen steps
     ks = [1e4, 1e6, 1e8]
     fam = L.continue_real_k(X6, 6.0, ks)
-    assert fam.status == "completed" and fam.k.tolist() == ks and fam.steps < 100
+    assert fam.status == "completed" and fam.k.tolist() == ks and fam.n_steps < 100
     assert fam.index.tolist() == [0.0, 0.0, 0.0] and fam.crossings == []
     k = fam.k[-1]
     lo, hi = 0.25 - 0.5 / np.pi, 0.25 + 0.5 / np.pi  # the global minimum's bulk eigenvalues, exact at every k

@@ -106,3 +106,18 @@ def test_scan_figure_writes_and_closes_the_figure(tmp_path, plateau):
     before = set(plt.get_fignums())
     figure.scan_figure(plateau, str(path))
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and set(plt.get_fignums()) == before
+
+
+def test_sgd_members_are_averaged_not_drawn_as_configurations():
+    """An SGD scan stacks its runs along ``member``: one mean curve per lr (the figure looked for the old ``run``
+    dimension and drew every member as a configuration of its own)."""
+    ds = tl.scan.run(tl.scan.Scan("sgd", constants={"K": 1, "M": 1, "d": 20, "t_max": 1.0, "n_records": 3,
+                                                    "seeds": 3}, axes={"lr": [0.5, 1.0]}))
+    assert ds["risk"].dims == ("lr", "member", "t")
+    fig = figure.draw(ds)
+    try:
+        curves = fig.axes[0].get_lines()
+        assert len(curves) == 2
+        np.testing.assert_allclose(curves[1].get_ydata()[1:], ds["risk"].sel(lr=1.0).mean("member").values[1:])
+    finally:
+        plt.close(fig)

@@ -321,7 +321,7 @@ def test_demo_api_checks_its_arguments_first(tmp_path):
 
 def test_demo_old_name_warns_and_runs_the_renamed_function():
     """run_seed000 (an internal seed number) is now run_symmetry_breaking, after the paper; the old name warns."""
-    cfg = demo.DemoConfig(units=2, d=8, steps=10, seeds=(0,), records=3)
+    cfg = demo.DemoConfig(K=2, M=2, d=8, n_steps=10, seeds=(0,), n_records=3)
     with pytest.warns(DeprecationWarning, match="'run_seed000' of twolayer.demo is deprecated; use "
                                                 "'run_symmetry_breaking'"):
         old = demo.run_seed000(cfg)
@@ -333,7 +333,7 @@ def test_writers_name_the_path_they_cannot_write(tmp_path):
     """A full disk or a missing directory gave a raw OSError traceback naming no file (issue 26)."""
     import errno
 
-    result = demo.run_symmetry_breaking(demo.DemoConfig(units=2, d=8, steps=10, seeds=(0,), records=3))
+    result = demo.run_symmetry_breaking(demo.DemoConfig(K=2, M=2, d=8, n_steps=10, seeds=(0,), n_records=3))
     if os.path.exists("/dev/full"):
         with pytest.raises(OSError, match=r"\[Errno 28\] No space left on device: '/dev/full'") as info:
             demo.write_csv(result, "/dev/full")

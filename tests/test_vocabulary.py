@@ -268,3 +268,107 @@ def test_store_of_an_older_release_with_old_keys_still_opens_and_resumes(tmp_pat
         tl.scan.run(tl.scan.Scan("ode", constants={**old_constants, "n_points": 4}), store=path, resume=True)
     ds = tl.scan.open_dataset(path)
     assert ds["risk"].shape == (2, 3)
+
+
+# ------------------------------------------------------------------------------------------ demo configurations
+def test_demo_config_old_fields() -> None:
+    """DemoConfig's units (K = M), steps and records, PlateauConfig's records: keywords and attributes."""
+    from twolayer import demo
+
+    new = demo.DemoConfig(K=2, M=2, d=8, n_steps=10, seeds=(0,), n_records=3)
+    with _old("'units' of twolayer.demo.DemoConfig is deprecated; use 'K' and 'M'"), _old("'steps'"), \
+            _old("'records'"):
+        old = demo.DemoConfig(units=2, d=8, steps=10, seeds=(0,), records=3)
+    assert old == new
+    a, b = demo.run_symmetry_breaking(new), demo.run_symmetry_breaking(old)
+    for init in new.inits:
+        _same_run(a.runs[init][0], b.runs[init][0])
+    with _old("attribute 'steps' of twolayer.demo.DemoConfig is deprecated; use 'n_steps'"):
+        assert old.steps == 10
+    with _old("attribute 'records'"):
+        assert old.records == 3
+    with _old("'units'"):
+        assert old.units == 2
+    with _old("attribute 'steps'"), _old("attribute 'records'"), _old("'units'"):
+        old.steps, old.records, old.units = 20, 4, 3
+    assert (old.n_steps, old.n_records, old.K, old.M) == (20, 4, 3, 3)
+    old.M = 4
+    with _old("'units'"), pytest.raises(ValueError, match="K = 3 and M = 4 differ"):
+        _ = old.units
+    with pytest.raises(TypeError, match="both 'steps' and its new spelling 'n_steps'"):
+        demo.DemoConfig(steps=1, n_steps=1)
+    with pytest.raises(TypeError, match="both 'units' and its new spelling"):
+        demo.DemoConfig(units=1, K=1)
+    with _old("'records' of twolayer.demo.PlateauConfig"):
+        plateau = demo.PlateauConfig(d=20, t_max=2.0, seeds=2, records=3)
+    assert plateau == demo.PlateauConfig(d=20, t_max=2.0, seeds=2, n_records=3)
+    with _old("attribute 'records' of twolayer.demo.PlateauConfig"):
+        assert plateau.records == 3
+
+
+def test_demo_config_checks_name_the_new_fields() -> None:
+    from twolayer import demo
+
+    with pytest.raises(ValueError, match=r"config\.n_records"):
+        demo.run_symmetry_breaking(demo.DemoConfig(n_records=1))
+    with pytest.raises(ValueError, match=r"config\.M"):
+        demo.run_symmetry_breaking(demo.DemoConfig(M=0))
+    with pytest.raises(TypeError):  # keyword-only: DemoConfig(4, 50) no longer means units = 4, d = 50
+        demo.DemoConfig(4, 50)  # type: ignore[misc]
+
+
+def test_demo_k_differs_from_m() -> None:
+    """K and M are separate fields now: a student of 3 units learns a teacher of 2."""
+    from twolayer import demo
+
+    res = demo.run_symmetry_breaking(demo.DemoConfig(K=3, M=2, d=10, n_steps=5, seeds=(0,), n_records=2,
+                                                     inits=("gaussian",)))
+    run = res.runs["gaussian"][0]
+    assert run.M.shape[-2:] == (3, 2) and run.Q.shape[-2:] == (3, 3)
+
+
+# ------------------------------------------------------------------------------------------ full-batch GD
+def test_full_batch_dimension_is_member() -> None:
+    pytest.importorskip("xarray")
+    s = tl.Network.random(2, 30, "erf", seed=0)
+    run = tl.full_batch.simulate(s, tl.targets.hermite({(1,): 1.0}, d=30, seed=1), alpha=2.0, lr=0.5, n_steps=2,
+                                 seeds=2, n_test=200)
+    ds = run.to_xarray()
+    assert ds["train_risk"].dims == ("member", "step") and ds["M"].dims[0] == "member"
+    np.testing.assert_array_equal(ds["test_risk"].values, run.test_risk)
+    sc = tl.scan.Scan("full_batch", constants={"K": 1, "M": 1, "d": 30, "alpha": 2.0, "lr": 0.5, "n_steps": 2,
+                                               "seeds": 2})
+    out = tl.scan.run(sc)
+    assert out["train_risk"].dims == ("member", "step") and out["M"].dims == ("member", "step", "student", "teacher")
+
+
+def test_store_with_run_dimension_opens_with_member(tmp_path) -> None:
+    """A store written before the rename (stacked runs along ``run``) opens with dimension ``member``."""
+    pytest.importorskip("zarr")
+    import json
+
+    path = tmp_path / "old.zarr"
+    sc = tl.scan.Scan("sgd", constants={"K": 1, "M": 1, "d": 20, "t_max": 1.0, "lr": 0.5, "n_records": 3,
+                                        "seeds": 2}, axes={"noise": [0.0, 0.1]})
+    new = tl.scan.run(sc, store=path)
+    renamed = 0
+    for meta in path.rglob("zarr.json"):  # what the older release wrote: the same arrays along "run"
+        doc = json.loads(meta.read_text())
+        if "member" in (doc.get("dimension_names") or []):
+            doc["dimension_names"] = ["run" if d == "member" else d for d in doc["dimension_names"]]
+            meta.write_text(json.dumps(doc))
+            renamed += 1
+    assert renamed > 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # zarr: consolidated metadata is not in the v3 spec
+        ds = tl.scan.open_dataset(path)
+        assert "run" not in ds.dims and ds["risk"].dims == new["risk"].dims
+        np.testing.assert_array_equal(ds["risk"].values, new["risk"].values)
+
+
+# ------------------------------------------------------------------------------------------ landscape
+def test_real_k_family_steps_is_n_steps() -> None:
+    one = np.zeros(1)
+    fam = L.RealKFamily(one, one[:, None], one[:, None], one, one, {}, {}, one, n_steps=7)
+    with _old("attribute 'steps' of twolayer.landscape.realk.RealKFamily is deprecated; use 'n_steps'"):
+        assert fam.steps == fam.n_steps == 7

@@ -69,8 +69,9 @@ def renamed(**old_to_new: str) -> Callable[[F], F]:
     return decorate
 
 
-def renamed_attribute(new: str, doc: str | None = None) -> property:
-    """A read-only property that returns attribute ``new`` and warns that its own (old) name is deprecated.
+def renamed_attribute(new: str, doc: str | None = None, writable: bool = False) -> property:
+    """A property that returns attribute ``new`` and warns that its own (old) name is deprecated; with
+    ``writable`` (a field of a mutable configuration) assigning to it sets ``new``, with the same warning.
 
     Examples
     --------
@@ -87,7 +88,11 @@ def renamed_attribute(new: str, doc: str | None = None) -> property:
         warn_renamed(alias.owner, alias.old, new, what="attribute")
         return getattr(self, new)
 
-    alias = Alias(get)
+    def set_(self: Any, value: Any) -> None:
+        warn_renamed(alias.owner, alias.old, new, what="attribute")
+        setattr(self, new, value)
+
+    alias = Alias(get, set_ if writable else None)
     alias.__doc__ = doc or f"Deprecated spelling of ``{new}`` (removed in twolayer {REMOVED_IN})."
     return alias
 

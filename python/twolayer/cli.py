@@ -20,13 +20,13 @@ from .scan.cli import add_commands
 def _demo(args: argparse.Namespace) -> int:
     cfg, plateau = demo.DemoConfig(), demo.PlateauConfig()
     if args.quick:
-        cfg.steps, cfg.seeds, cfg.decay_start, cfg.decay_every = 2_000, (0, 1), 1_000, 30
+        cfg.n_steps, cfg.seeds, cfg.decay_start, cfg.decay_every = 2_000, (0, 1), 1_000, 30
         plateau.d, plateau.t_max, plateau.seeds = 200, 150.0, 2
     start = time.perf_counter()
     result = demo.run(args.out, progress=not args.no_progress and sys.stderr.isatty(), config=cfg, plateau=plateau)
-    print(f"Mariantoni-Chizat symmetry-breaking experiment: step units, m = {cfg.units} teacher and student "
-          f"units, d = {cfg.d}, {cfg.steps} steps of population gradient descent (lr = {cfg.lr}, halved every "
-          f"{cfg.decay_every} steps after step {cfg.decay_start})")
+    print(f"Mariantoni-Chizat symmetry-breaking experiment: step units, K = {cfg.K} student and M = {cfg.M} "
+          f"teacher units, d = {cfg.d}, {cfg.n_steps} steps of population gradient descent (lr = {cfg.lr}, "
+          f"halved every {cfg.decay_every} steps after step {cfg.decay_start})")
     print("final excess risk per initialisation:")
     print(result.table())
     print(f"wrote {args.out}/demo.png and {args.out}/demo.csv in {time.perf_counter() - start:.1f} s")

@@ -19,15 +19,18 @@ as the students specialise; finite-d SGD (d = 1000, several seeds: mean and spre
 from __future__ import annotations
 
 import csv
+import functools
 import os
 import tempfile
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from . import ode, population, sgd
-from ._deprecation import warn_renamed
+from ._deprecation import REMOVED_IN, renamed, renamed_attribute, warn_renamed
 from ._validation import INT32_MAX, SEED_MAX, boolean, choice, integer, integers, positive, writing
 from .networks import Init, teacher_student
 from .overlaps import Overlaps
@@ -36,25 +39,28 @@ from .results import Trajectory
 from .schedules import Schedule, step_decay
 
 
-@dataclass
+@dataclass(kw_only=True)
 class DemoConfig:
     """The symmetry-breaking experiment of Mariantoni & Chizat (2022).
 
+    Keyword-only. The former fields ``units`` (K = M), ``steps`` and ``records`` are accepted, as keywords and
+    attributes, until twolayer 0.3 with a ``DeprecationWarning``.
+
     Attributes
     ----------
-    units : int, default 4
-        Teacher and student units m.
+    K, M : int, default 4
+        Student and teacher units (the paper's m = K = M).
     d : int, default 50
         Input dimension.
     lr : float, default 1.0
         Step of population gradient descent.
-    steps : int, default 20000
+    n_steps : int, default 20000
         Iterations.
     seeds : tuple of int
         One run per seed and initialisation.
     inits : tuple of str
         ``"gaussian"`` and/or ``"orthogonal"``.
-    records : int, default 60
+    n_records : int, default 60
         Log-spaced records per run.
     decay : float, default 0.5
         The step's factor every ``decay_every`` iterations after ``decay_start`` (1: fixed steps); see
@@ -66,23 +72,40 @@ class DemoConfig:
 
     Examples
     --------
-    >>> tl.demo.DemoConfig(units=2, d=8, steps=100)  # doctest: +NORMALIZE_WHITESPACE
-    DemoConfig(units=2, d=8, lr=1.0, steps=100, seeds=(0, 1, 2, 3, 4), inits=('gaussian', 'orthogonal'), records=60,
-               decay=0.5, decay_every=300, decay_start=10000)
+    >>> tl.demo.DemoConfig(K=2, M=2, d=8, n_steps=100)  # doctest: +NORMALIZE_WHITESPACE
+    DemoConfig(K=2, M=2, d=8, lr=1.0, n_steps=100, seeds=(0, 1, 2, 3, 4), inits=('gaussian', 'orthogonal'),
+               n_records=60, decay=0.5, decay_every=300, decay_start=10000)
     >>> tl.demo.DemoConfig().schedule()
     Schedule(step, value=1, gamma=0.5, every=300, start=10000)
     """
 
-    units: int = 4
+    K: int = 4
+    M: int = 4
     d: int = 50
     lr: float = 1.0
-    steps: int = 20_000
+    n_steps: int = 20_000
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
     inits: tuple[Init, ...] = ("gaussian", "orthogonal")
-    records: int = 60
+    n_records: int = 60
     decay: float = 0.5  # the step's factor every decay_every iterations after decay_start (1: fixed steps)
     decay_every: int = 300
     decay_start: int = 10_000
+
+    steps = renamed_attribute("n_steps", writable=True)
+    records = renamed_attribute("n_records", writable=True)
+
+    @property
+    def units(self) -> int:
+        """Deprecated: K = M (removed in twolayer 0.3)."""
+        _warn_units()
+        if self.K != self.M:
+            raise ValueError(f"units: K = {self.K} and M = {self.M} differ; read K and M")
+        return self.K
+
+    @units.setter
+    def units(self, value: int) -> None:
+        _warn_units()
+        self.K = self.M = value
 
     def schedule(self) -> Schedule:
         """The learning-rate schedule of the descent (:func:`twolayer.schedules.step_decay`)."""
@@ -105,12 +128,12 @@ class PlateauConfig:
         SGD runs.
     student_scale : float, default 0.3
         Student entries N(0, scale^2): Q ~ scale^2 I, M ~ scale / sqrt(d).
-    records : int, default 201
-        Recorded times.
+    n_records : int, default 201
+        Recorded times (``records``: the former spelling, deprecated).
 
     Examples
     --------
-    >>> tl.demo.PlateauConfig(d=20, t_max=5.0, seeds=2, records=6).t_max
+    >>> tl.demo.PlateauConfig(d=20, t_max=5.0, seeds=2, n_records=6).t_max
     5.0
     """
 
@@ -119,7 +142,34 @@ class PlateauConfig:
     t_max: float = 200.0
     seeds: int = 5
     student_scale: float = 0.3  # student entries N(0, scale^2): Q ~ scale^2 I, M ~ scale / sqrt(d)
-    records: int = 201
+    n_records: int = 201
+
+    records = renamed_attribute("n_records", writable=True)
+
+
+def _warn_units(stacklevel: int = 3) -> None:
+    warnings.warn("argument or attribute 'units' of twolayer.demo.DemoConfig is deprecated; use 'K' and 'M' (the "
+                  f"old spelling is removed in twolayer {REMOVED_IN})", DeprecationWarning, stacklevel=stacklevel)
+
+
+def _accept_units(init: Callable[..., None]) -> Callable[..., None]:
+    """``DemoConfig(units=m)``, the former spelling of ``K=m, M=m``, with a DeprecationWarning."""
+    @functools.wraps(init)
+    def __init__(self: DemoConfig, **kwargs: Any) -> None:
+        if "units" in kwargs:
+            if "K" in kwargs or "M" in kwargs:
+                raise TypeError("twolayer.demo.DemoConfig() got both 'units' and its new spelling 'K'/'M'; pass "
+                                "only 'K' and 'M'")
+            _warn_units(stacklevel=4)
+            kwargs["K"] = kwargs["M"] = kwargs.pop("units")
+        init(self, **kwargs)
+
+    return __init__
+
+
+DemoConfig.__init__ = renamed(steps="n_steps", records="n_records")(  # type: ignore[method-assign]
+    _accept_units(DemoConfig.__init__))
+PlateauConfig.__init__ = renamed(records="n_records")(PlateauConfig.__init__)  # type: ignore[method-assign]
 
 
 @dataclass
@@ -137,7 +187,7 @@ class PlateauResult:
 
     Examples
     --------
-    >>> cfg = tl.demo.PlateauConfig(d=20, t_max=5.0, seeds=2, records=6)
+    >>> cfg = tl.demo.PlateauConfig(d=20, t_max=5.0, seeds=2, n_records=6)
     >>> tl.demo.run_plateau(cfg).sgd
     Ensemble(runs=2, T=6, diverged=0, converged=0, seed=11)
     """
@@ -162,7 +212,7 @@ class DemoResult:
 
     Examples
     --------
-    >>> cfg = tl.demo.DemoConfig(units=2, d=8, steps=100, seeds=(0, 1), records=5)
+    >>> cfg = tl.demo.DemoConfig(K=2, M=2, d=8, n_steps=100, seeds=(0, 1), n_records=5)
     >>> print(tl.demo.run_symmetry_breaking(cfg).table())
     init         seeds      median         min         max   reached < 1e-8
     gaussian         2     0.05131    0.008911     0.09371         0 of 2
@@ -196,11 +246,12 @@ def _check_config(config: object, cls: type, name: str) -> None:
     if not isinstance(config, cls):
         raise TypeError(f"{name}: expected a twolayer.demo.{cls.__name__} or None, got {type(config).__name__}")
     if isinstance(config, DemoConfig):
-        integer(config.units, f"{name}.units", 1, INT32_MAX)
+        integer(config.K, f"{name}.K", 1, INT32_MAX)
+        integer(config.M, f"{name}.M", 1, INT32_MAX)
         integer(config.d, f"{name}.d", 1, INT32_MAX)
         positive(config.lr, f"{name}.lr")
-        integer(config.steps, f"{name}.steps", 0)
-        integer(config.records, f"{name}.records", 2, INT32_MAX)
+        integer(config.n_steps, f"{name}.n_steps", 0)
+        integer(config.n_records, f"{name}.n_records", 2, INT32_MAX)
         integer(config.decay_every, f"{name}.decay_every", 1)
         integer(config.decay_start, f"{name}.decay_start", 0)
         if not positive(config.decay, f"{name}.decay", allow_zero=True) <= 1.0:
@@ -217,7 +268,7 @@ def _check_config(config: object, cls: type, name: str) -> None:
         positive(config.t_max, f"{name}.t_max")
         integer(config.seeds, f"{name}.seeds", 1, 2**32 - 1)
         positive(config.student_scale, f"{name}.student_scale")
-        integer(config.records, f"{name}.records", 2, INT32_MAX)
+        integer(config.n_records, f"{name}.n_records", 2, INT32_MAX)
 
 
 def run_symmetry_breaking(config: DemoConfig | None = None, progress: bool = False) -> DemoResult:
@@ -237,7 +288,7 @@ def run_symmetry_breaking(config: DemoConfig | None = None, progress: bool = Fal
 
     Examples
     --------
-    >>> cfg = tl.demo.DemoConfig(units=2, d=8, steps=100, seeds=(0,), records=5)
+    >>> cfg = tl.demo.DemoConfig(K=2, M=2, d=8, n_steps=100, seeds=(0,), n_records=5)
     >>> res = tl.demo.run_symmetry_breaking(cfg)
     >>> sorted(res.runs), len(res.runs["gaussian"][0].t)
     (['gaussian', 'orthogonal'], 5)
@@ -253,9 +304,9 @@ def run_symmetry_breaking(config: DemoConfig | None = None, progress: bool = Fal
 
         iterator = tqdm(jobs, desc="Mariantoni-Chizat: population descent", unit="run")
     for init, seed in iterator:
-        student, teacher = teacher_student(cfg.units, cfg.units, cfg.d, "step", init=init, seed=seed)
+        student, teacher = teacher_student(cfg.K, cfg.M, cfg.d, "step", init=init, seed=seed)
         result.runs.setdefault(init, []).append(
-            population.descend(student, teacher, lr=cfg.lr, n_steps=cfg.steps, n_records=cfg.records,
+            population.descend(student, teacher, lr=cfg.lr, n_steps=cfg.n_steps, n_records=cfg.n_records,
                                schedule=cfg.schedule()))
     return result
 
@@ -276,7 +327,7 @@ def run_plateau(config: PlateauConfig | None = None, progress: bool = False) -> 
 
     Examples
     --------
-    >>> cfg = tl.demo.PlateauConfig(d=20, t_max=5.0, seeds=2, records=6)
+    >>> cfg = tl.demo.PlateauConfig(d=20, t_max=5.0, seeds=2, n_records=6)
     >>> res = tl.demo.run_plateau(cfg)
     >>> bool(np.array_equal(res.ode.t, res.sgd.t))
     True
@@ -286,7 +337,7 @@ def run_plateau(config: PlateauConfig | None = None, progress: bool = False) -> 
     student, teacher = teacher_student(2, 2, cfg.d, "erf", init="orthogonal", seed=7)
     W = np.random.default_rng(8).standard_normal((2, cfg.d)) * cfg.student_scale
     student = student.with_weights(W)
-    ens = sgd.simulate(student, teacher, lr=cfg.lr, t_max=cfg.t_max, n_records=cfg.records, seed=11, seeds=cfg.seeds,
+    ens = sgd.simulate(student, teacher, lr=cfg.lr, t_max=cfg.t_max, n_records=cfg.n_records, seed=11, seeds=cfg.seeds,
                        progress=progress)
     assert isinstance(ens, sgd.Ensemble)
     traj = ode.integrate(Overlaps.from_networks(student, teacher), "erf", lr=cfg.lr, times=ens.t, method="adaptive")
@@ -309,7 +360,7 @@ def write_csv(result: DemoResult, path: str) -> None:
     Examples
     --------
     >>> import os, tempfile
-    >>> cfg = tl.demo.DemoConfig(units=2, d=8, steps=10, seeds=(0,), records=3)
+    >>> cfg = tl.demo.DemoConfig(K=2, M=2, d=8, n_steps=10, seeds=(0,), n_records=3)
     >>> with tempfile.TemporaryDirectory() as out:
     ...     tl.demo.write_csv(tl.demo.run_symmetry_breaking(cfg), os.path.join(out, "demo.csv"))
     ...     with open(os.path.join(out, "demo.csv")) as fh:
@@ -386,8 +437,8 @@ def run(out: str = ".", progress: bool = False, config: DemoConfig | None = None
     Examples
     --------
     >>> import os, tempfile
-    >>> cfg = tl.demo.DemoConfig(units=2, d=8, steps=10, seeds=(0,), records=3)
-    >>> plateau = tl.demo.PlateauConfig(d=20, t_max=2.0, seeds=2, records=3)
+    >>> cfg = tl.demo.DemoConfig(K=2, M=2, d=8, n_steps=10, seeds=(0,), n_records=3)
+    >>> plateau = tl.demo.PlateauConfig(d=20, t_max=2.0, seeds=2, n_records=3)
     >>> with tempfile.TemporaryDirectory() as out:  # doctest: +SKIP
     ...     res = tl.demo.run(out, config=cfg, plateau=plateau)
     ...     sorted(os.listdir(out))

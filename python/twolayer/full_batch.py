@@ -10,8 +10,9 @@ with z = W* x / sqrt(d) (P = I). One step on the empirical risk with ridge,
     g_mu = a * sigma'(lambda_mu) (y_mu - f(x_mu))                                        (in R^K),
     a <- a + (lr_readout / n) sum_mu sigma(lambda_mu) (y_mu - f(x_mu))   (both from the weights before the step),
 
-moves the overlaps M = W W*^T / d and Q = W W^T / d by O(lr) per step: ``lr`` is the first-order-methods paper's gamma0 and step T of
-this loop is iteration T of :func:`twolayer.dmft.solve` (no rescaling of time; the DMFT keeps a fixed). It is
+moves the overlaps M = W W*^T / d and Q = W W^T / d by O(lr) per step: ``lr`` is the first-order-methods
+paper's gamma0 and step T of this loop is iteration T of :func:`twolayer.dmft.solve` (no rescaling of time; the
+DMFT keeps a fixed). It is
 ``tl.sgd.simulate(..., lr = lr d, lr_readout = lr_readout d, batch_size = n_samples = n, shuffle=False)`` of the
 package's SGD (t = steps / d there), plus the ridge.
 
@@ -85,7 +86,8 @@ def directions(target: Any) -> NDArray[np.float64]:
 
 @dataclass(eq=False)
 class FullBatchRun:
-    """Records of full-batch GD runs, steps 0..n_steps, seed first.
+    """Records of full-batch GD runs, steps 0..n_steps, the runs (one per training set, dimension ``member``)
+    first.
 
     Attributes
     ----------
@@ -102,7 +104,7 @@ class FullBatchRun:
     >>> run = tl.full_batch.simulate(s, tl.targets.hermite({(1,): 1.0}, d=50, seed=1), alpha=2.0, lr=0.5,
     ...                              n_steps=3, seeds=2, n_test=1000)
     >>> run.M.shape, run.to_xarray()["train_risk"].dims
-    ((2, 4, 2, 1), ('seed', 'step'))
+    ((2, 4, 2, 1), ('member', 'step'))
     """
 
     M: NDArray[np.float64]
@@ -124,9 +126,10 @@ class FullBatchRun:
         return np.asarray(x.std(axis=0, ddof=1) / math.sqrt(len(x)))
 
     def to_xarray(self) -> Any:
-        """An xarray Dataset with dimensions (seed, step, student, teacher)."""
+        """An xarray Dataset with dimensions (member, step, student, teacher): ``member`` the runs (independent
+        training sets) in seed order, as in every stacked result."""
         xr = import_xarray()
-        dims = ("seed", "step")
+        dims = ("member", "step")
         return xr.Dataset({"M": (dims + ("student", "teacher"), self.M),
                            "Q": (dims + ("student", "student_b"), self.Q), "a": (dims + ("student",), self.a),
                            "train_risk": (dims, self.train_risk), "test_risk": (dims, self.test_risk)},

@@ -86,7 +86,7 @@ def demo_figure(result: DemoResult, path: str) -> None:
     Examples
     --------
     >>> import os, tempfile
-    >>> cfg = tl.demo.DemoConfig(units=2, d=8, steps=10, seeds=(0,), records=3)
+    >>> cfg = tl.demo.DemoConfig(K=2, M=2, d=8, n_steps=10, seeds=(0,), n_records=3)
     >>> with tempfile.TemporaryDirectory() as out:
     ...     tl.plot.demo_figure(tl.demo.run_symmetry_breaking(cfg), os.path.join(out, "a.png"))
     ...     os.listdir(out)
@@ -101,7 +101,7 @@ def demo_figure(result: DemoResult, path: str) -> None:
         risk_curves(ax, runs, colors.get(init, "k"), f"{init} init ({len(runs)} seeds)")
     c = result.config
     ax.set(xlabel="iteration", ylabel="excess population risk",
-           title=f"Mariantoni & Chizat symmetry breaking: step units, m = {c.units}, d = {c.d}, lr = {c.lr}")
+           title=f"Mariantoni & Chizat symmetry breaking: step units, K = {c.K}, M = {c.M}, d = {c.d}, lr = {c.lr}")
     ax.legend()
     if result.plateau is not None:
         plateau_panel(axes[0, 1], result.plateau)
@@ -127,7 +127,7 @@ def plateau_panel(ax: Any, plateau: Any) -> None:
     >>> import matplotlib
     >>> matplotlib.use("Agg")
     >>> import matplotlib.pyplot as plt
-    >>> cfg = tl.demo.PlateauConfig(d=20, t_max=2.0, seeds=2, records=3)
+    >>> cfg = tl.demo.PlateauConfig(d=20, t_max=2.0, seeds=2, n_records=3)
     >>> fig, ax = plt.subplots()
     >>> tl.plot.plateau_panel(ax, tl.demo.run_plateau(cfg))
     >>> ax.get_xlabel()

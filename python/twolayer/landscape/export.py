@@ -589,7 +589,7 @@ def _check_family(result: Any) -> list[FamilyPoint] | None:
 
 def _real_k_attrs(fam: RealKFamily) -> dict[str, Any]:
     return {"k_turn": None if fam.k_turn is None else float(fam.k_turn), "status": fam.status,
-            "message": fam.message, "steps": int(fam.steps)}
+            "message": fam.message, "n_steps": int(fam.n_steps)}
 
 
 def _real_k_frame(pd: Any, fam: RealKFamily) -> Any:

@@ -158,8 +158,8 @@ class RealKFamily:
         smallest step) or "layout changed" (a block size crossed 1 or 3).
     message : str
         Details of an early stop.
-    steps : int
-        Accepted continuation steps.
+    n_steps : int
+        Accepted continuation steps (``steps``: the former spelling, deprecated).
     flat_eigenvalues : dict of str to ndarray, shape (n, m)
         Each component's eigenvalues along the rescaling orbit's tangents
         (~0; m = 0 without an orbit), kept apart from ``eigenvalues``.
@@ -185,10 +185,11 @@ class RealKFamily:
     k_turn: float | None = None
     status: str = "completed"
     message: str = ""
-    steps: int = 0
+    n_steps: int = 0
     flat_eigenvalues: dict[str, NDArray[np.float64]] = field(default_factory=dict)
 
     loss = renamed_attribute("risk")
+    steps = renamed_attribute("n_steps")
 
     @property
     def trivial(self) -> NDArray[np.float64]:

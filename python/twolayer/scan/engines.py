@@ -591,10 +591,9 @@ def _run_full_batch(configs: list[dict[str, Any]]) -> Part:
         r = simulate(student, teacher, alpha=c["alpha"], lr=c["lr"], ridge=c["ridge"], noise=c["noise"],
                      n_steps=c["n_steps"], seeds=c["seeds"], seed=c["seed"], project_init=True,
                      lr_readout=c["lr_readout"])
-        rows.append({"M": (("run", "step", "student", "teacher"), r.M), "Q": (("run", "step", "student", "student2"),
-                                                                              r.Q),
-                     "a": (("run", "step", "student"), r.a), "train_risk": (("run", "step"), r.train_risk),
-                     "test_risk": (("run", "step"), r.test_risk)})
+        rows.append({"M": (("member", "step", "student", "teacher"), r.M),
+                     "Q": (("member", "step", "student", "student2"), r.Q), "a": (("member", "step", "student"), r.a),
+                     "train_risk": (("member", "step"), r.train_risk), "test_risk": (("member", "step"), r.test_risk)})
     return Part(_stack_parts(rows), {"step": (("step",), np.arange(configs[0]["n_steps"] + 1))})
 
 

@@ -83,15 +83,15 @@ def _colour_scale(plt: Any, values: Any) -> tuple[Any, Any, Any, list[str]]:
 
 
 def _stop_states(ds: Any, flat_grid: list[str], shown: Any) -> tuple[Any, Any, Any]:
-    """Status, stop time and risk at the stop of the shown configurations (``(configs, runs)`` arrays; one run
-    without a ``run`` dimension). The time is ``stop_time`` (else the last recorded time), the risk the result's
+    """Status, stop time and risk at the stop of the shown configurations (``(configs, members)`` arrays; one
+    run without a ``member`` dimension). The time is ``stop_time`` (else the last recorded time), the risk the result's
     final risk (else the last recorded one): an early stop falls between the recorded times."""
     def pick(name: str) -> Any:
         var = ds[name]
         var = var.stack(config=flat_grid) if flat_grid else var.expand_dims(config=[0])
         var = var.isel(config=shown)
-        var = var if "run" in var.dims else var.expand_dims(run=[0])
-        return np.asarray(var.transpose("config", "run", ...).values)
+        var = var if "member" in var.dims else var.expand_dims(member=[0])
+        return np.asarray(var.transpose("config", "member", ...).values)
 
     status = np.vectorize(lambda x: str(getattr(x, "value", x)), otypes=[object])(pick("status"))
     t = ds["t"].values if "t" in ds.coords else np.arange(ds.sizes["t"], dtype=float)
@@ -110,7 +110,7 @@ def _draw_curves(fig: Any, ax: Any, ds: Any, grid: list[str]) -> None:
     import matplotlib.pyplot as plt
 
     first = grid[0] if grid else None
-    risk = ds["risk"].mean("run") if "run" in ds["risk"].dims else ds["risk"]
+    risk = ds["risk"].mean("member") if "member" in ds["risk"].dims else ds["risk"]
     t = ds["t"].values if "t" in ds.coords else np.arange(risk.sizes["t"])
     flat = risk.stack(config=grid) if grid else risk.expand_dims(config=[0])
     n_configs = flat.sizes["config"]
@@ -123,7 +123,7 @@ def _draw_curves(fig: Any, ax: Any, ds: Any, grid: list[str]) -> None:
     tt = np.where(t > 0, t, np.nan)
     for i, row in enumerate(rows):
         x, y = tt, row
-        if stops is not None and "run" not in ds["risk"].dims:  # one run: the curve goes on to its stop state
+        if stops is not None and "member" not in ds["risk"].dims:  # one run: the curve goes on to its stop state
             status, when, value = (a[i, 0] for a in stops)
             if status in STOP_MARKERS and np.isfinite(when) and when > 0 and np.isfinite(value):
                 keep = np.isfinite(row)
@@ -153,8 +153,8 @@ def _draw_summary(ax: Any, ds: Any, grid: list[str]) -> None:
     """The stop time (or final risk) against the first dimension, one line per value of the second."""
     first = grid[0] if grid else None
     values, label = _summary(ds)
-    if "run" in values.dims:
-        values = values.mean("run", skipna=True)
+    if "member" in values.dims:
+        values = values.mean("member", skipna=True)
     if values.dtype.kind == "b":
         values = values.astype(np.int64)
     if first is None:
@@ -206,8 +206,8 @@ def draw(ds: Any) -> Any:
     """
 
     plt = pyplot()
-    grid = [d for d in ds.risk.dims if d not in ("run", "t", "student", "student2", "teacher", "teacher2")] \
-        if "risk" in ds else [d for d in ds.dims if d not in ("run",)]
+    grid = [d for d in ds.risk.dims if d not in ("member", "t", "student", "student2", "teacher", "teacher2")] \
+        if "risk" in ds else [d for d in ds.dims if d != "member"]
     has_curves = "risk" in ds and "t" in ds["risk"].dims
     fig, axes = plt.subplots(1, 2 if has_curves else 1, figsize=(12.8 if has_curves else 6.4, 4.6),
                              constrained_layout=True, squeeze=False)

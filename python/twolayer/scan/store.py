@@ -819,7 +819,8 @@ def open_dataset(store: str | Path, verify: bool = True) -> Any:
     -------
     xarray.Dataset
         As :func:`twolayer.scan.run` returns it; configurations not computed read as NaN, -1 or "", with
-        ``complete`` False.
+        ``complete`` False. The stacked runs of a store written before the vocabulary of issue 25
+        (dimension ``run``) read with dimension ``member``.
 
     Examples
     --------
@@ -842,7 +843,10 @@ def open_dataset(store: str | Path, verify: bool = True) -> Any:
             raise ValueError(f"store: {store}: {len(bad)} finished group(s) fail their checksum (a deleted or "
                              f"damaged chunk): g{bad[0]:07d}{', ...' if len(bad) > 1 else ''}; resume the scan "
                              "(resume=True, --resume) to compute them again")
-    return import_xarray().open_zarr(str(store), consolidated=False, zarr_format=3)  # the metadata itself
+    ds = import_xarray().open_zarr(str(store), consolidated=False, zarr_format=3)  # the metadata itself
+    if "run" in ds.dims and "member" not in ds.dims:  # written before the vocabulary (sgd, full_batch)
+        ds = ds.rename({"run": "member"})
+    return ds
 
 
 def _rows(indices: Any) -> slice | NDArray[np.int64]:
