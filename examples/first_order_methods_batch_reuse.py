@@ -9,9 +9,9 @@ Four curves of the overlap with each target direction, m_r = max_i |M_ir| / sqrt
 * reused batch, finite d: full-batch GD on one training set of n = alpha d samples (:mod:`twolayer.full_batch`);
 * reused batch, d -> infinity: its DMFT (:func:`twolayer.dmft.solve`).
 
-All four use the same step eta (the first-order-methods paper's gamma0), alpha and ridge; time is the
-iteration. Note: for this target E[y z2] = -0.30 (measured), i.e. z2 has a linear component, so one-pass methods move along z2 too; what reuse changes
-is how fast and how far (the memory term feeds the labels back into the pre-activations).
+All four use the same step eta (the first-order-methods paper's gamma0), alpha and ridge; time is the iteration. Note:
+for this target E[y z2] = -0.30 (measured), i.e. z2 has a linear component, so one-pass methods move along z2 too;
+what reuse changes is how fast and how far (the memory term feeds the labels back into the pre-activations).
 
 Default: a short run (d = 500, 4 seeds, T = 15, about a minute); ``--full``: d = 2000, 16 seeds, T = 60.
 Writes first_order_methods_batch_reuse.png.

@@ -7,8 +7,8 @@ orthonormal directions z = W* x / sqrt(d) (committee, Hermite polynomial or func
     W^{t+1} = (1 - lr ridge) W^t + (lr sqrt(d) / n) sum_mu g(lambda_mu^t, y_mu) x_mu^T,
     g(h, y) = a * sigma'(h) (y - a . sigma(h))  in R^p.
 
-Iteration t here is step t there (lr = the first-order-methods paper's gamma0; the package's SGD with
-lr_sgd = lr d, batch = n, t_sgd = t / d). Write W^t = M^t W* + Theta^t (Theta orthogonal to the teacher), eta = lr, lambda = ridge.
+Iteration t here is step t there (lr = the first-order-methods paper's gamma0; the package's SGD with lr_sgd = lr d,
+batch = n, t_sgd = t / d). Write W^t = M^t W* + Theta^t (Theta orthogonal to the teacher), eta = lr, lambda = ridge.
 In d -> infinity at fixed alpha the equations below hold, with E over the effective processes (numerically verified
 against the finite-d simulation, tests/test_dmft.py):
 
