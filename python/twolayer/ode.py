@@ -49,7 +49,7 @@ from ._validation import (
     real,
     seed_arg,
 )
-from .activations import ActivationName, check_activation
+from .activations import ACTIVATIONS, ActivationName, check_activation
 from .overlaps import BatchOverlaps, Overlaps, check_stack
 from .results import BatchTrajectory, Trajectory
 from .schedules import Schedule, as_schedule, core_arg
@@ -123,7 +123,7 @@ def _activations(activation: Any, teacher_activation: Any, overlaps: Any) -> tup
             teacher_activation = getattr(overlaps, "teacher_activation", None)
         if activation is None:
             raise TypeError(
-                "activation: required (one of 'linear', 'erf', 'relu', 'step', 'quadratic'): the overlaps do not "
+                f"activation: required (one of {', '.join(map(repr, ACTIVATIONS))}): the overlaps do not "
                 "remember the activations of the networks they describe (only Overlaps.from_networks records them)")
     act = check_activation(activation, "activation")
     t_act = check_activation(teacher_activation if teacher_activation is not None else act, "teacher_activation")
