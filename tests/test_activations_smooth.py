@@ -278,3 +278,28 @@ def test_gradient_flow_ode_matches_weight_space_flow():
         W = W + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
     np.testing.assert_allclose(traj.Q[-1], W @ W.T / d, atol=1e-8)
     np.testing.assert_allclose(traj.M[-1], W @ teacher.W.T / d, atol=1e-8)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("act", "spherical"), [("tanh", False), ("softplus", False), ("tanh", True)])
+def test_online_ode_against_sgd(act, spherical):
+    """Online SGD at d = 2000 (K = M = 1: the generic online I4 costs ~0.1 s a table; 10 seeds, trained readout)
+    against the online ODE from the same overlaps: the mean
+    of Q, M and the risk within 4 standard errors plus 0.2 / sqrt(d) (test_sgd_ode.py's allowance)."""
+    d, K, M = 2000, 1, 1
+    st, te = tl.networks.teacher_student(K, M, d, act, seed=4)
+    W = np.random.default_rng(9).standard_normal((K, d)) * 0.5
+    if spherical:
+        W *= np.sqrt(d) / np.linalg.norm(W, axis=1, keepdims=True)
+    st = st.with_weights(W)
+    lr, lr_readout, t_max = 0.5, 0.2 if not spherical else 0.0, 3.0
+    ens = tl.sgd.simulate(st, te, lr=lr, lr_readout=lr_readout, spherical=spherical, t_max=t_max, records=7, seed=1,
+                          seeds=10)
+    ref = tl.ode.integrate(tl.Overlaps.from_networks(st, te), act, lr=lr, lr_readout=lr_readout, spherical=spherical,
+                           times=ens.t, method="rk4", dt=0.05)
+    assert ref.status == "completed"
+    for name in ("Q", "M", "risk"):
+        x, y = getattr(ens, name), getattr(ref, name)
+        tol = 4.0 * x.std(axis=0, ddof=1) / np.sqrt(x.shape[0]) + 0.2 / np.sqrt(d) + 2.0 / d
+        assert np.all(np.abs(x.mean(0) - y) <= tol), (name, np.abs(x.mean(0) - y).max())
+    assert abs(ref.risk[-1] - ref.risk[0]) > 10 * (0.2 / np.sqrt(d))  # the dynamics moved measurably
