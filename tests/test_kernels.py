@@ -10,7 +10,8 @@ import pytest
 import twolayer as tl
 from conftest import MonteCarlo, assert_mc
 from twolayer import kernels
-from twolayer.activations import ACTIVATIONS, derivative, sigma
+from twolayer.activations import CLOSED_FORM as ACTIVATIONS  # the pairs with closed forms (the others: test_activations_smooth.py)
+from twolayer.activations import derivative, sigma
 
 SMOOTH_DERIVATIVE = ("linear", "erf", "relu", "quadratic")  # sigma' is a function (step's is a delta)
 
@@ -242,9 +243,9 @@ def test_bad_covariances_raise(C, message):
 
 def test_bad_activation_names_and_missing_pairs():
     with pytest.raises(ValueError, match="act_a"):
-        kernels.i2("tanh", "relu", np.eye(2))
+        kernels.i2("swish", "relu", np.eye(2))
     with pytest.raises(ValueError, match="act_b"):
-        kernels.i3("relu", "sigmoid", np.eye(3))
+        kernels.i3("relu", "mish", np.eye(3))
     with pytest.raises(ValueError, match="non-singular"):
         kernels.j2("step", np.ones((2, 2)))
 

@@ -376,7 +376,7 @@ def test_from_json_refuses_deep_nesting_and_bare_values():
     (("history",), ["x"]), (("train_readout",), "False"), (("flat_eigenvalues",), [1.0]),
     (("eigenvalues",), {"__array__": "float", "shape": [2, 2], "data": [1.0]}),
     (("eigenvalues",), {"__array__": "float", "shape": [1, 1], "data": [1.0]}),
-    (("student",), {"__network__": {"activation": "tanh", "scaling": "none", "readout": "sum",
+    (("student",), {"__network__": {"activation": "swish", "scaling": "none", "readout": "sum",
                                     "point": {"shape": [1, 1], "dense": [1.0], "a": [1.0]}}}),
     (("student",), {"__network__": {"activation": "relu", "scaling": "none", "readout": "sum",
                                     "point": {"shape": [1, 1], "dense": ["1"], "a": [1.0]}}}),

@@ -63,7 +63,7 @@ def test_canonical_step_units_have_unit_rows_and_no_orbit_is_a_no_op():
         assert L.orbit_tangents(net, train_readout=tr).shape == (6 if tr else 4, 0)
     assert L.homogeneity_degree("step") == 0 and L.homogeneity_degree("quadratic") == 2
     with pytest.raises(ValueError, match="activation"):
-        L.homogeneity_degree("tanh")
+        L.homogeneity_degree("swish")
 
 
 def test_canonical_weights_leave_degenerate_units_and_batches_alone():
@@ -152,7 +152,7 @@ def test_isotropy_of_the_orbit_with_an_activation():
     assert L.isotropy(W, activation="step").description == "ΔS_3"  # step units: rows rescale alone
     assert L.isotropy(W, activation="relu").description == "1"  # a fixed: no orbit
     with pytest.raises(ValueError, match="activation"):
-        L.isotropy(W, a=a, activation="tanh")
+        L.isotropy(W, a=a, activation="swish")
 
 
 def test_multistart_and_families_with_trained_readout_report_the_orbits_isotropy(spurious6_readout):

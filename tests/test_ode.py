@@ -405,7 +405,7 @@ def test_bad_input():
     with pytest.raises(ValueError, match="method"):
         tl.ode.integrate(ov, "erf", lr=1.0, t_max=1.0, method="leapfrog")
     with pytest.raises(ValueError, match="activation"):
-        tl.ode.integrate(ov, "tanh", lr=1.0, t_max=1.0)
+        tl.ode.integrate(ov, "swish", lr=1.0, t_max=1.0)
     with pytest.raises(ValueError, match="regime"):
         tl.ode.integrate(ov, "step", lr=1.0, t_max=1.0, regime="online")
     with pytest.raises(ValueError, match="spherical"):

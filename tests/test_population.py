@@ -11,7 +11,8 @@ import pytest
 import twolayer as tl
 from conftest import assert_mc
 from twolayer import population
-from twolayer.activations import ACTIVATIONS, sigma
+from twolayer.activations import CLOSED_FORM as ACTIVATIONS  # the others: test_activations_smooth.py
+from twolayer.activations import sigma
 
 
 def _pair(s, t, scaling="sqrt_d", readout="sum", seed=0, K=3, M=2, d=5):
@@ -215,7 +216,7 @@ def test_network_and_overlaps():
 @pytest.mark.parametrize(("call", "message"), [
     (lambda: tl.Network(np.ones((2, 3)), np.ones(3)), "a: expected shape"),
     (lambda: tl.Network(np.ones(3)), "W: expected a 2-d array"),
-    (lambda: tl.Network(np.ones((2, 3)), activation="tanh"), "activation"),
+    (lambda: tl.Network(np.ones((2, 3)), activation="swish"), "activation"),
     (lambda: tl.Network(np.ones((2, 3)), scaling="d"), "scaling"),
     (lambda: tl.Network([[np.nan, 1.0]]), "W: entries must be finite"),
     (lambda: tl.Network.random(5, 3, init="orthogonal"), "K <= d"),

@@ -155,7 +155,7 @@ def test_choices_wrong_type_and_unknown_value(overlaps):
     with pytest.raises(TypeError, match="activation: expected one of"):
         tl.Network(np.ones((2, 3)), activation=None)
     with pytest.raises(ValueError, match="activation: expected one of"):
-        tl.Network(np.ones((2, 3)), activation="tanh")
+        tl.Network(np.ones((2, 3)), activation="swish")
     with pytest.raises(TypeError, match="scaling: expected one of"):
         tl.Network(np.ones((2, 3)), scaling=np.array(["sqrt_d", "none"]))
     with pytest.raises(TypeError, match="method: expected one of"):

@@ -78,6 +78,7 @@ int degree(Unit u, bool huge) {
     case A::Step: k = 0; break;
     case A::Quadratic: k = 2; break;
     case A::Erf: k = huge ? 0 : 1; break;
+    default: break;  // smooth units are never rescaled (rescaled())
   }
   return u.use == Use::Deriv ? k - 1 : k;
 }
@@ -93,7 +94,7 @@ double rescaled(const std::array<Unit, n>& units, F&& kernel, const double* C, s
   for (int i = 0; i < n; ++i) {
     const double v = C[n * i + i];
     e[i] = 0;
-    if (!(v > 0.0)) continue;
+    if (!(v > 0.0) || (!is_classic(units[i].act) && units[i].use != Use::Identity)) continue;
     int ex;
     std::frexp(v, &ex);  // v = f 2^ex, f in [0.5, 1)
     const bool huge = v > 1.0;
@@ -187,6 +188,7 @@ void with_activation(Activation a, F&& f) {
     case A::Relu: return f(std::integral_constant<A, A::Relu>{});
     case A::Step: return f(std::integral_constant<A, A::Step>{});
     case A::Quadratic: return f(std::integral_constant<A, A::Quadratic>{});
+    default: break;
   }
 }
 
@@ -234,7 +236,7 @@ void i4_batch(Activation s, Activation a, Activation b, const double* C, std::si
               int n_threads) {
   const auto k = [=](const double* Ci) { return i4(s, a, b, Ci); };
   const auto u = i4_units(s, a, b);
-  if (s == Activation::Erf) {
+  if (s == Activation::Erf && is_classic(a) && is_classic(b)) {
     with_activation(a, [&](auto A) {
       with_activation(b, [&](auto B) { batch<4>(C, count, out, n_threads, i4_erf_block<A(), B()>, u, k); });
     });

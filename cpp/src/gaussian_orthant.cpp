@@ -163,6 +163,7 @@ int factors(Activation a, Factor out[2]) {
       out[0] = {2.0, true, 0, 1.0};
       out[1] = {-1.0, false, 0, 0.0};
       return 2;
+    default: break;
   }
   return 0;
 }

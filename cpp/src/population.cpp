@@ -218,13 +218,30 @@ void step_row(const double* x, double ux, double rx, const double* Y, const doub
   }
 }
 
-using GradRow = void (*)(double, double, const double*, const double*, const double*, int, double*, double*,
+using GradRowFn = void (*)(double, double, const double*, const double*, const double*, int, double*, double*,
                         double*, double*);
 
-// grad_row<a, b> for runtime activations.
+// grad_row<a, b> for runtime activations; a pair with a smooth unit outside the closed-form five runs the same loop
+// with run-time activations (the generic engine of gaussian_smooth.hpp dominates its cost).
+struct GradRow {
+  GradRowFn fn;
+  Activation a, b;
+  void operator()(double x, double rx, const double* y, const double* z, const double* rz, int n, double* v, double* gx,
+                  double* gy, double* gz) const {
+    if (fn) return fn(x, rx, y, z, rz, n, v, gx, gy, gz);
+    for (int k = 0; k < n; ++k) {
+      const Grad j = i2_jet<Grad>(a, b, x, y[k], z[k]);
+      v[k] = j.v;
+      gx[k] = j.g[0];
+      gy[k] = j.g[1];
+      gz[k] = j.g[2];
+    }
+  }
+};
 GradRow grad_row_for(Activation a, Activation b) {
   using A = Activation;
-  static constexpr GradRow rows[5][5] = {
+  if (!is_classic(a) || !is_classic(b)) return {nullptr, a, b};
+  static constexpr GradRowFn rows[5][5] = {
       {grad_row<A::Linear, A::Linear>, grad_row<A::Linear, A::Erf>, grad_row<A::Linear, A::Relu>,
        grad_row<A::Linear, A::Step>, grad_row<A::Linear, A::Quadratic>},
       {grad_row<A::Erf, A::Linear>, grad_row<A::Erf, A::Erf>, grad_row<A::Erf, A::Relu>, grad_row<A::Erf, A::Step>,
@@ -235,7 +252,7 @@ GradRow grad_row_for(Activation a, Activation b) {
        grad_row<A::Step, A::Step>, grad_row<A::Step, A::Quadratic>},
       {grad_row<A::Quadratic, A::Linear>, grad_row<A::Quadratic, A::Erf>, grad_row<A::Quadratic, A::Relu>,
        grad_row<A::Quadratic, A::Step>, grad_row<A::Quadratic, A::Quadratic>}};
-  return rows[static_cast<int>(a)][static_cast<int>(b)];
+  return {rows[static_cast<int>(a)][static_cast<int>(b)], a, b};
 }
 
 // dW = ((diag(alpha) + B) W + E W*) / s with B_ik = a_i a_k dK/dQ_ik (i != k), E_ir = -a_i v_r dL/dM_ir and alpha_i

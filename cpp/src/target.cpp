@@ -9,6 +9,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "twolayer/gaussian.hpp"
 #include "twolayer/linalg.hpp"
 #include "twolayer/population.hpp"
 
@@ -277,6 +278,14 @@ struct FactorSplit {
   double c;
 };
 
+// Polynomial-target expectations are exact for the five closed-form activations only.
+void check_target_activation(Activation act) {
+  if (!is_classic(act))
+    throw not_implemented(std::string("target: expectations against a polynomial target are implemented for the "
+                                      "linear, erf, relu, step and quadratic activations, got '") +
+                          activation_name(act) + "'");
+}
+
 FactorSplit split_factor(Activation act, const FieldFactor& f) {
   if (f.n_sigma > 1 || f.n_deriv < 0 || f.n_sigma < 0 || f.power < 0)
     throw std::invalid_argument("target expectation: unsupported field factor");
@@ -286,6 +295,7 @@ FactorSplit split_factor(Activation act, const FieldFactor& f) {
     case Activation::Relu: return {{f.n_deriv + f.n_sigma > 0 ? 1 : 0, 0, 0}, f.power + f.n_sigma, 1.0};
     case Activation::Step:
     case Activation::Erf: break;
+    default: check_target_activation(act);
   }
   return {{f.n_deriv, f.n_sigma, 0}, f.power, 1.0};
 }
@@ -330,6 +340,7 @@ class FactorMoments {
           }
           if (f.n_sigma) erfs.push_back(s);
           break;
+        default: break;  // rejected by split_factor
       }
     }
     if (reweight) {  // C' = (I + C D)^-1 C, factor det(I + C D)^-1/2
@@ -729,6 +740,7 @@ void target_unit_jet(const PolyTarget& t, double q, const double* m, Activation 
 
 TargetRhs::TargetRhs(const PolyTarget& t, Activation act, int K, bool online, double lr, double lr_readout)
     : t_(t), act_(act), K_(K), k_(t.k), online_(online), lr_(lr), lr_readout_(lr_readout) {
+  check_target_activation(act);
   t_.validate();
   f2_ = hermite_product(t_.f, t_.f);
   for (int r = 0; r < k_; ++r) zf_.push_back(hermite_times_z(t_.f, r));

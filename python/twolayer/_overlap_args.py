@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .activations import check_activation
+from .activations import ACTIVATIONS, check_activation
 from .networks import Network
 from .overlaps import Overlaps, check_stack
 from .targets import FunctionTarget, HermiteTarget
@@ -46,7 +46,7 @@ def resolve_activations(activation: Any, teacher_activation: Any, overlaps: Any)
             teacher_activation = getattr(overlaps, "teacher_activation", None)
         if activation is None:
             raise TypeError(
-                "activation: required (one of 'linear', 'erf', 'relu', 'step', 'quadratic'): the overlaps do not "
+                f"activation: required (one of {', '.join(map(repr, ACTIVATIONS))}): the overlaps do not "
                 "remember the activations of the networks they describe (only Overlaps.from_networks records them)")
     act = check_activation(activation, "activation")
     t_act = check_activation(teacher_activation if teacher_activation is not None else act, "teacher_activation")

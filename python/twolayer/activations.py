@@ -1,8 +1,11 @@
 """Activation functions sigma and their derivatives.
 
 Names: ``linear`` (s), ``erf`` (erf(s/sqrt 2)), ``relu`` (max(s, 0)), ``step`` (1(s > 0)) and
-``quadratic`` (s^2). The derivative of ``step`` is a Dirac delta: pointwise it is returned as 0, and every
-expectation involving it is taken in closed form by the kernels.
+``quadratic`` (s^2), whose kernels are closed forms; and the smooth ``tanh``, ``sigmoid`` (1/(1 + e^-s)),
+``softplus`` (log(1 + e^s)), ``gelu`` (s Phi(s), the exact GELU), ``silu`` (s sigmoid(s)), ``sin`` and ``cos``,
+whose kernels come from the generic Gaussian engine (closed forms through the characteristic function for sin and
+cos pairs, certified quadrature otherwise; see docs/layers/activations.rst). The derivative of ``step`` is a Dirac
+delta: pointwise it is returned as 0, and every expectation involving it is taken in closed form by the kernels.
 """
 
 from __future__ import annotations
@@ -15,8 +18,14 @@ from numpy.typing import ArrayLike, NDArray
 from . import _core
 from ._validation import as_float_array, choice
 
-ActivationName = Literal["linear", "erf", "relu", "step", "quadratic"]
-ACTIVATIONS: tuple[str, ...] = ("linear", "erf", "relu", "step", "quadratic")
+ActivationName = Literal[
+    "linear", "erf", "relu", "step", "quadratic", "tanh", "sigmoid", "softplus", "gelu", "silu", "sin", "cos"
+]
+ACTIVATIONS: tuple[str, ...] = (
+    "linear", "erf", "relu", "step", "quadratic", "tanh", "sigmoid", "softplus", "gelu", "silu", "sin", "cos"
+)
+#: The activations whose kernels are closed forms for every pair among them.
+CLOSED_FORM: tuple[str, ...] = ("linear", "erf", "relu", "step", "quadratic")
 
 
 def check_activation(name: object, argument: str = "activation") -> str:
@@ -45,7 +54,7 @@ def check_activation(name: object, argument: str = "activation") -> str:
     --------
     >>> tl.activations.check_activation("relu")
     'relu'
-    >>> tl.activations.check_activation("tanh", "act_b")  # doctest: +ELLIPSIS
+    >>> tl.activations.check_activation("swish", "act_b")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
         ...
     ValueError: act_b: expected one of ...

@@ -9,13 +9,95 @@
 
 namespace twolayer {
 
-// Order matters: kernels of a pair (a, b) are written once for a <= b and swapped otherwise.
-enum class Activation : int { Linear = 0, Erf = 1, Relu = 2, Step = 3, Quadratic = 4 };
+// Order matters: kernels of a pair (a, b) are written once for a <= b and swapped otherwise. The first five have
+// closed-form kernels (gaussian.hpp); the smooth ones from Tanh on go through gaussian_smooth.hpp (sin and cos in
+// closed form through the characteristic function, the others by certified quadrature).
+enum class Activation : int {
+  Linear = 0, Erf = 1, Relu = 2, Step = 3, Quadratic = 4,
+  Tanh = 5, Sigmoid = 6, Softplus = 7, Gelu = 8, Silu = 9, Sin = 10, Cos = 11
+};
+inline constexpr int kNumActivations = 12;
+// The activations with closed-form kernels for every pair among them (the package's original five).
+TWOLAYER_HD inline bool is_classic(Activation a) { return static_cast<int>(a) <= 4; }
 
 inline constexpr double kPi = 3.14159265358979323846;
 inline constexpr double kSqrt2 = 1.41421356237309504880;
 inline constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2/pi)
 inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// d[k] = sigma^(k)(s) for k = 0..order (order <= 4) of the smooth activations (all but relu and step, whose
+// derivatives are not functions):
+//   tanh; sigmoid 1 / (1 + e^-s); softplus log(1 + e^s); gelu s Phi(s); silu s sigmoid(s); sin; cos;
+//   linear s; quadratic s^2; erf erf(s / sqrt 2).
+// Every derivative is written through quantities that neither overflow nor cancel at large |s| (tanh and the
+// logistic function p = sigmoid(s) and 1 - p = sigmoid(-s) computed separately).
+TWOLAYER_HD inline void sigma_derivatives(Activation a, double s, int order, double* d) {
+  double v[5] = {0.0, 0.0, 0.0, 0.0, 0.0};
+  switch (a) {
+    case Activation::Linear: v[0] = s; v[1] = 1.0; break;
+    case Activation::Quadratic: v[0] = s * s; v[1] = 2.0 * s; v[2] = 2.0; break;
+    case Activation::Erf: {
+      const double g = kSqrt2OverPi * std::exp(-0.5 * s * s);  // sigma' = sqrt(2/pi) e^(-s^2/2): He_k times it
+      v[0] = std::erf(s / kSqrt2);
+      v[1] = g;
+      v[2] = -s * g;
+      v[3] = (s * s - 1.0) * g;
+      v[4] = (3.0 * s - s * s * s) * g;
+      break;
+    }
+    case Activation::Tanh: {
+      // t = tanh(s) and u = sech^2(s) = 4 e / (1 + e)^2 from e = exp(-2|s|) (1 - t^2 would cancel at large |s|)
+      const double e = std::exp(-2.0 * std::fabs(s)), r = 1.0 / (1.0 + e);
+      const double t = std::tanh(s), u = 4.0 * e * r * r;
+      v[0] = t;
+      v[1] = u;
+      v[2] = -2.0 * t * u;
+      v[3] = u * (6.0 * t * t - 2.0);
+      v[4] = u * t * (16.0 - 24.0 * t * t);
+      break;
+    }
+    case Activation::Sigmoid:
+    case Activation::Softplus:
+    case Activation::Silu: {
+      // p = sigmoid(s), q = 1 - p = sigmoid(-s), each from the exponential of -|s| (no overflow, no cancellation).
+      const double e = std::exp(-std::fabs(s)), r = 1.0 / (1.0 + e);
+      const double p = s >= 0.0 ? r : e * r, q = s >= 0.0 ? e * r : r;
+      const double p1 = p * q, p2 = p1 * (q - p), p3 = p1 * (1.0 - 6.0 * p1), p4 = p2 * (1.0 - 12.0 * p1);
+      if (a == Activation::Sigmoid) {
+        v[0] = p; v[1] = p1; v[2] = p2; v[3] = p3; v[4] = p4;
+      } else if (a == Activation::Softplus) {
+        v[0] = (s > 0.0 ? s : 0.0) + std::log1p(e); v[1] = p; v[2] = p1; v[3] = p2; v[4] = p3;
+      } else {  // silu = s p: (s p)^(k) = s p^(k) + k p^(k-1)
+        v[0] = s * p; v[1] = s * p1 + p; v[2] = s * p2 + 2.0 * p1; v[3] = s * p3 + 3.0 * p2; v[4] = s * p4 + 4.0 * p3;
+      }
+      break;
+    }
+    case Activation::Gelu: {
+      // s Phi(s): derivatives s Phi^(k) + k Phi^(k-1), with Phi' = phi, phi^(k) = (-1)^k He_k(s) phi.
+      const double ph = 0.5 * kSqrt2OverPi * std::exp(-0.5 * s * s), Ph = 0.5 * std::erfc(-s / kSqrt2);
+      v[0] = s * Ph;
+      v[1] = s * ph + Ph;
+      v[2] = -s * s * ph + 2.0 * ph;
+      v[3] = s * (s * s - 1.0) * ph - 3.0 * s * ph;
+      v[4] = -s * (s * s * s - 3.0 * s) * ph + 4.0 * (s * s - 1.0) * ph;
+      break;
+    }
+    case Activation::Sin: {
+      const double sn = std::sin(s), cs = std::cos(s);
+      v[0] = sn; v[1] = cs; v[2] = -sn; v[3] = -cs; v[4] = sn;
+      break;
+    }
+    case Activation::Cos: {
+      const double sn = std::sin(s), cs = std::cos(s);
+      v[0] = cs; v[1] = -sn; v[2] = -cs; v[3] = sn; v[4] = cs;
+      break;
+    }
+    default:  // relu, step: not smooth (the kernels never ask)
+      for (int k = 0; k < 5; ++k) v[k] = kNaN;
+      break;
+  }
+  for (int k = 0; k <= order; ++k) d[k] = v[k];
+}
 
 // sigma(s) (host and device, hd.hpp): linear s, erf(s/sqrt2), relu max(s,0), step 1(s>0), quadratic s^2.
 TWOLAYER_HD inline double sigma(Activation a, double s) {
@@ -25,8 +107,11 @@ TWOLAYER_HD inline double sigma(Activation a, double s) {
     case Activation::Relu: return s > 0.0 ? s : 0.0;
     case Activation::Step: return s > 0.0 ? 1.0 : 0.0;
     case Activation::Quadratic: return s * s;
+    default: break;
   }
-  return 0.0;
+  double d[1];
+  sigma_derivatives(a, s, 0, d);
+  return d[0];
 }
 
 // sigma'(s); for step the derivative is a delta and this returns 0 (use the kernels, not samples).
@@ -37,8 +122,11 @@ TWOLAYER_HD inline double dsigma(Activation a, double s) {
     case Activation::Relu: return s > 0.0 ? 1.0 : 0.0;
     case Activation::Step: return 0.0;
     case Activation::Quadratic: return 2.0 * s;
+    default: break;
   }
-  return 0.0;
+  double d[2];
+  sigma_derivatives(a, s, 1, d);
+  return d[1];
 }
 
 inline const char* activation_name(Activation a) {
@@ -48,17 +136,25 @@ inline const char* activation_name(Activation a) {
     case Activation::Relu: return "relu";
     case Activation::Step: return "step";
     case Activation::Quadratic: return "quadratic";
+    case Activation::Tanh: return "tanh";
+    case Activation::Sigmoid: return "sigmoid";
+    case Activation::Softplus: return "softplus";
+    case Activation::Gelu: return "gelu";
+    case Activation::Silu: return "silu";
+    case Activation::Sin: return "sin";
+    case Activation::Cos: return "cos";
   }
   return "?";
 }
 
 inline Activation parse_activation(const std::string& name) {
-  for (int k = 0; k <= 4; ++k) {
+  std::string known;
+  for (int k = 0; k < kNumActivations; ++k) {
     auto a = static_cast<Activation>(k);
     if (name == activation_name(a)) return a;
+    known += std::string(k ? ", '" : "'") + activation_name(a) + "'";
   }
-  throw std::invalid_argument("activation: expected one of 'linear', 'erf', 'relu', 'step', 'quadratic', got '" +
-                              name + "'");
+  throw std::invalid_argument("activation: expected one of " + known + ", got '" + name + "'");
 }
 
 }  // namespace twolayer

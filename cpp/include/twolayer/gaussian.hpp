@@ -25,6 +25,7 @@
 #include <utility>
 
 #include "twolayer/activation.hpp"
+#include "twolayer/gaussian_smooth.hpp"
 #include "twolayer/jet.hpp"
 #include "twolayer/simd_math.hpp"
 
@@ -167,10 +168,106 @@ TWOLAYER_HD inline double asin(double x) { return asin_simd(x); }
 using std::atan;
 using std::sqrt;
 
+// Jets of the kernels of smooth units without a closed-form pair (gaussian_smooth.hpp): from the Price moments of the
+// pair, composed with the input jets (x, y, z may themselves be jets of other variables).
+template <class T>
+struct JetOrder {
+  static constexpr int value = 0;
+};
+template <bool S>
+struct JetOrder<BasicJet<S>> {
+  static constexpr int value = S ? 2 : 1;
+};
+
+// F(x, y, z) from its value f, gradient F[3] and packed Hessian H[6] (xx, xy, xz, yy, yz, zz) at the input values.
+template <bool S>
+TWOLAYER_INLINE TWOLAYER_HD BasicJet<S> compose3(const BasicJet<S>& x, const BasicJet<S>& y, const BasicJet<S>& z,
+                                                 double f, const double* F, const double* H) {
+  const BasicJet<S>* X[3] = {&x, &y, &z};
+  BasicJet<S> r(f);
+  for (int p = 0; p < 3; ++p) r.g[p] = F[0] * x.g[p] + F[1] * y.g[p] + F[2] * z.g[p];
+  if constexpr (S) {
+    for (int p = 0; p < 3; ++p)
+      for (int q = p; q < 3; ++q) {
+        const int k = BasicJet<S>::hidx(p, q);
+        double v = 0.0;
+        for (int i = 0; i < 3; ++i) {
+          v += F[i] * X[i]->h[k];
+          for (int j = 0; j < 3; ++j) v += H[BasicJet<S>::hidx(i, j)] * X[i]->g[p] * X[j]->g[q];
+        }
+        r.h[k] = v;
+      }
+  } else {
+    (void)X;
+    (void)H;
+  }
+  return r;
+}
+
+#define TWOLAYER_SMOOTH_CHECK(a, b, T)                                                                              \
+  if (!smooth::is_smooth(a) || !smooth::is_smooth(b))                                                              \
+    TWOLAYER_HOST_THROW(not_implemented("kernels: relu and step units pair in closed form only with linear, erf, " \
+                                        "relu, step and quadratic units"),                                         \
+                        T(kNaN));
+
+#define TWOLAYER_SMOOTH_FAIL(T)                                                                                      \
+  TWOLAYER_HOST_THROW(std::domain_error("kernels: the Gaussian quadrature of a smooth activation could not reach its " \
+                                        "certified accuracy at this covariance (variance too large)"),              \
+                      T(kNaN))
+
+// I2 = E[a(l1) b(l2)] with a or b a smooth unit without closed-form pair: Price, dI2/dC11 = E[a'' b] / 2,
+// dI2/dC12 = E[a' b'], dI2/dC22 = E[a b''] / 2, and the second derivatives from the fourth-order moments.
+template <class T>
+TWOLAYER_HD T smooth_i2(Activation a, Activation b, const T& x, const T& y, const T& z) {
+  TWOLAYER_SMOOTH_CHECK(a, b, T)
+  constexpr int order = JetOrder<T>::value;
+  double m[smooth::kMoments];
+  if (!smooth::moments(a, b, 0.0, 0.0, value(x), value(y), value(z), order, m)) TWOLAYER_SMOOTH_FAIL(T);
+  if constexpr (order == 0) {
+    return m[0];
+  } else {
+    using smooth::moment_index;
+    const double F[3] = {0.5 * m[moment_index(2, 0)], m[moment_index(1, 1)], 0.5 * m[moment_index(0, 2)]};
+    double H[6] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    if constexpr (order == 2) {
+      H[0] = 0.25 * m[moment_index(4, 0)];
+      H[1] = 0.5 * m[moment_index(3, 1)];
+      H[2] = 0.25 * m[moment_index(2, 2)];
+      H[3] = m[moment_index(2, 2)];
+      H[4] = 0.5 * m[moment_index(1, 3)];
+      H[5] = 0.25 * m[moment_index(0, 4)];
+    }
+    return compose3(x, y, z, m[0], F, H);
+  }
+}
+
+// E[a(l) b(l)], l ~ N(0, q), for the same pairs: its q-derivatives are E[(ab)^(2)] / 2 and E[(ab)^(4)] / 4
+// (Leibniz on the product).
+template <class T>
+TWOLAYER_HD T smooth_i2_self(Activation a, Activation b, const T& q) {
+  TWOLAYER_SMOOTH_CHECK(a, b, T)
+  constexpr int order = JetOrder<T>::value;
+  double m[smooth::kMoments];
+  const double qv = value(q);
+  if (!smooth::moments(a, b, 0.0, 0.0, qv, qv, qv, order, m)) TWOLAYER_SMOOTH_FAIL(T);
+  if constexpr (order == 0) {
+    return m[0];
+  } else {
+    using smooth::moment_index;
+    const double d1 = 0.5 * (m[moment_index(2, 0)] + 2.0 * m[moment_index(1, 1)] + m[moment_index(0, 2)]);
+    const double d2 = order == 2 ? 0.25 * (m[moment_index(4, 0)] + 4.0 * m[moment_index(3, 1)] +
+                                           6.0 * m[moment_index(2, 2)] + 4.0 * m[moment_index(1, 3)] +
+                                           m[moment_index(0, 4)])
+                                 : 0.0;
+    return chain(q, m[0], d1, d2);
+  }
+}
+
 // E[a(l1) b(l2)] for (l1, l2) ~ N(0, [[x, y], [y, z]]). Zero variance means the unit is identically 0
-// (and step(0) = 0). TWOLAYER_HD: the CUDA backend's kernels use the same closed forms. i2_ordered takes a <= b.
+// (and step(0) = 0); a smooth unit at zero variance is the constant sigma(0). TWOLAYER_HD: the CUDA backend's kernels use the same closed forms. i2_ordered takes a <= b.
 template <class T>
 TWOLAYER_HD T i2_ordered(Activation a, Activation b, const T& x, const T& y, const T& z) {
+  if (!is_classic(a) || !is_classic(b)) return smooth_i2<T>(a, b, x, y, z);
   const bool x0 = !(value(x) > 0.0), z0 = !(value(z) > 0.0);
   const double inv_sqrt_2pi = 1.0 / std::sqrt(2.0 * kPi);
   using A = Activation;
@@ -215,6 +312,7 @@ TWOLAYER_HD T i2_ordered(Activation a, Activation b, const T& x, const T& y, con
       }
       break;
     case A::Quadratic: return x * z + 2.0 * y * y;
+    default: break;
   }
   TWOLAYER_HOST_THROW(std::logic_error("i2: unreachable activation pair"), T(kNaN));
 }
@@ -232,6 +330,7 @@ TWOLAYER_HD T i2_self(Activation a, Activation b, const T& q) {
     a = b;
     b = t;
   }
+  if (!is_classic(a) || !is_classic(b)) return smooth_i2_self<T>(a, b, q);
   const bool q0 = !(value(q) > 0.0);
   const double inv_sqrt_2pi = 1.0 / std::sqrt(2.0 * kPi);
   using A = Activation;
@@ -272,6 +371,7 @@ TWOLAYER_HD T i2_self(Activation a, Activation b, const T& q) {
       }
       break;
     case A::Quadratic: return 3.0 * q * q;
+    default: break;
   }
   TWOLAYER_HOST_THROW(std::logic_error("i2_self: unreachable activation pair"), T(kNaN));
 }

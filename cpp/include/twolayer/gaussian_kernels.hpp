@@ -74,8 +74,21 @@ TWOLAYER_HD inline bool i4_on_device(Activation s, Activation a, Activation b) {
   return s != A::Relu || ((a == A::Linear || a == A::Relu) && (b == A::Linear || b == A::Relu));
 }
 
+// I4 through the generic engine (gaussian_smooth.hpp) for a smooth student s without a closed form.
+TWOLAYER_HD inline double i4_smooth(Activation s, Activation a, Activation b, const double* C) {
+  if (!smooth::is_smooth(s) || !smooth::is_smooth(a) || !smooth::is_smooth(b))
+    TWOLAYER_HOST_THROW(not_implemented("i4: relu and step units pair in closed form only with linear, erf, relu, "
+                                        "step and quadratic units"),
+                        kNaN);
+  double out = kNaN;
+  if (!smooth::i4(s, a, b, C, out)) TWOLAYER_SMOOTH_FAIL(double);
+  return out;
+}
+
 TWOLAYER_ALWAYS_INLINE TWOLAYER_HD double i4(Activation s, Activation a, Activation b, const double* C) {
   using A = Activation;
+  // linear, erf, quadratic and step students reduce I4 to an I2 exactly, whatever a and b
+  if (!is_classic(s) || (s == A::Relu && !(is_classic(a) && is_classic(b)))) return i4_smooth(s, a, b, C);
   switch (s) {
     case A::Linear: return twolayer::i2<double>(a, b, C[10], C[11], C[15]);
     case A::Quadratic: {
@@ -110,6 +123,7 @@ TWOLAYER_ALWAYS_INLINE TWOLAYER_HD double i4(Activation s, Activation a, Activat
 #else
       return detail::relu_i4_general(a, b, C);  // orthant moments (gaussian_orthant.hpp)
 #endif
+    default: break;
   }
   TWOLAYER_HOST_THROW(std::logic_error("i4: unreachable activation"), kNaN);
 }

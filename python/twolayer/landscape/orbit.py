@@ -38,6 +38,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .. import population
+from ..activations import ACTIVATIONS
 from .._validation import as_float_array, boolean
 from ..networks import Network, check_network
 
@@ -58,15 +59,16 @@ def homogeneity_degree(activation: str) -> int | None:
     Returns
     -------
     int or None
-        1 for linear and relu, 2 for quadratic, 0 for step, None for erf.
+        1 for linear and relu, 2 for quadratic, 0 for step, None for erf and the
+        smooth activations (tanh, sigmoid, softplus, gelu, silu, sin, cos).
 
     Examples
     --------
     >>> tl.landscape.homogeneity_degree("relu"), tl.landscape.homogeneity_degree("erf")
     (1, None)
     """
-    if not isinstance(activation, str) or activation not in (*_DEGREE, "erf"):
-        raise ValueError(f"activation: expected one of {sorted((*_DEGREE, 'erf'))}, got {activation!r}")
+    if not isinstance(activation, str) or activation not in ACTIVATIONS:
+        raise ValueError(f"activation: expected one of {list(ACTIVATIONS)}, got {activation!r}")
     return _DEGREE.get(activation)
 
 

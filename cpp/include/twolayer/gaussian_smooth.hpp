@@ -1,0 +1,284 @@
+// Gaussian expectations of smooth activations (tanh, sigmoid, softplus, gelu, silu, sin, cos, and the smooth ones
+// among the original five: linear, erf, quadratic), the generic engine behind the kernels of gaussian.hpp wherever
+// a unit without a closed-form pair is involved.
+//
+// Building block: the moments m_ij = E[f^(i)(mu1 + l1) g^(j)(mu2 + l2)], (l1, l2) ~ N(0, [[x, y], [y, z]]), for the
+// pairs i + j in {0, 2, 4} that the I2 jets need (Price: dI2/dC11 = m20 / 2, dI2/dC12 = m11, dI2/dC22 = m02 / 2, and
+// the second derivatives from the fourth-order moments).
+//   * sin and cos pairs: closed form through the characteristic function,
+//       E[cos(A + l1) cos(B + l2)] = (cos(A - B) e^(-(x + z - 2y)/2) + cos(A + B) e^(-(x + z + 2y)/2)) / 2,
+//     every derivative being a cosine with a phase shifted by pi/2.
+//   * otherwise: condition on the unit with the larger variance, l1 = sqrt(x) t, l2 = c t + s u (c = y / sqrt(x),
+//     s^2 = z - y^2 / x), and apply the trapezoidal rule in t and in u on [-9, 9] (the Gaussian tail beyond is
+//     < 1e-18). For a function analytic in a strip of half-width v around the real axis and growing at most like
+//     e^(G v^2 / 2) there, the rule with step h errs by ~e^(G v^2 / 2 - 2 pi v / h) (exponentially small); the strip
+//     and the growth follow from each activation's singularities (tanh: poles at +-i pi/2; sigmoid, softplus, silu:
+//     +-i pi; erf, gelu: entire with Gaussian growth; sin, cos: entire with exponential growth) scaled by the
+//     slopes of the arguments. The step is chosen so that the rule at 2h errs by ~e^-18 and the result is the rule at
+//     h, whose error is then about the square (strip-limited) or the fourth power (Gaussian-limited) of that.
+//     Run-time check: the 2h rule is the subset of even nodes, so both come out of one pass; the result is accepted
+//     when (|I_h - I_2h| / S)^2 <= 1e-13, S = the same rule applied to |integrand| (the scale of cancellations),
+//     and the steps are halved otherwise (up to kMaxHalfNodes per side; beyond, the kernel reports failure).
+//   I4 = E[s'(l1) s'(l2) a(l3) b(l4)]: the outer (l1, l2) by the same certified trapezoidal rule (Cholesky of C,
+//   zero pivots dropped), the inner E[a(l3) b(l4) | l1, l2] as a moment with means (all four trigonometric: one
+//   closed form over the sign patterns of the characteristic function).
+//
+// TWOLAYER_HD (hd.hpp): no allocation, no exceptions (failure is a return value), bounded loops.
+#pragma once
+#include <cmath>
+
+#include "twolayer/activation.hpp"
+#include "twolayer/hd.hpp"
+
+namespace twolayer::smooth {
+
+inline constexpr double kTrunc = 9.0;        // |t| <= 9 for a standard normal variable
+inline constexpr double kCoarseExp = 18.0;   // the 2h rule errs by ~e^-18
+inline constexpr double kAcceptSq = 1e-13;   // (|I_h - I_2h| / S)^2 bound
+inline constexpr int kMaxHalfNodes = 4096;   // nodes per side of one variable at most
+inline constexpr double kInfStrip = 1e300;
+
+TWOLAYER_HD inline bool is_trig(Activation a) { return a == Activation::Sin || a == Activation::Cos; }
+TWOLAYER_HD inline bool is_smooth(Activation a) { return a != Activation::Relu && a != Activation::Step; }
+
+// Half-width of the strip of analyticity of sigma (in its argument) and the coefficient G of its growth e^(G v^2/2)
+// at imaginary part v.
+struct Analytic {
+  double strip, growth;
+};
+TWOLAYER_HD inline Analytic analytic(Activation a) {
+  switch (a) {
+    case Activation::Tanh: return {0.5 * kPi, 0.0};
+    case Activation::Sigmoid:
+    case Activation::Softplus:
+    case Activation::Silu: return {kPi, 0.0};
+    case Activation::Erf:
+    case Activation::Gelu: return {kInfStrip, 1.0};
+    case Activation::Sin:
+    case Activation::Cos: return {kInfStrip, 1.0};  // e^|v| <= e^((v^2 + 1) / 2)
+    default: return {kInfStrip, 0.0};                // polynomials
+  }
+}
+
+// Trapezoidal step h (the fine rule; 2h errs by ~e^-kCoarseExp) for an integrand phi(t) prod_k sigma_k(slope_k t + ...).
+TWOLAYER_HD inline double trapezoid_step(const Activation* acts, const double* slopes, int n) {
+  double strip = kInfStrip, G = 1.0;
+  for (int k = 0; k < n; ++k) {
+    const double c = std::fabs(slopes[k]);
+    if (!(c > 0.0)) continue;
+    const Analytic an = analytic(acts[k]);
+    if (an.strip < kInfStrip) strip = std::fmin(strip, an.strip / c);
+    G += an.growth * c * c;
+  }
+  double v = std::sqrt(2.0 * kCoarseExp / G);
+  if (0.9 * strip < v) v = 0.9 * strip;
+  return 0.5 * (2.0 * kPi * v / (kCoarseExp + 0.5 * G * v * v));
+}
+
+// Nodes per side for step h (even, so that the 2h rule is the even-indexed subset, symmetric about 0); 0 if too many.
+TWOLAYER_HD inline int half_nodes(double h) {
+  const double n = std::ceil(kTrunc / h);
+  if (!(n <= kMaxHalfNodes)) return 0;
+  const int k = static_cast<int>(n);
+  return k + (k & 1);
+}
+
+TWOLAYER_HD inline double normal_weight(double t, double h) { return h * 0.39894228040143267794 * std::exp(-0.5 * t * t); }
+
+// The moments requested for jets of order `order` (0: value, 1: gradient, 2: Hessian): all (i, j) with i + j even
+// and at most 2 order, indexed by moment_index.
+inline constexpr int kMoments = 9;
+TWOLAYER_HD constexpr int moment_index(int i, int j) {
+  // (0,0) | (2,0) (1,1) (0,2) | (4,0) (3,1) (2,2) (1,3) (0,4)
+  return (i + j) == 0 ? 0 : ((i + j) == 2 ? 1 + (2 - i) : 4 + (4 - i));
+}
+TWOLAYER_HD constexpr int moment_count(int order) { return order == 0 ? 1 : (order == 1 ? 4 : 9); }
+
+// cos(theta + k pi / 2) for an integer k (exact zeros and signs).
+TWOLAYER_HD inline double cos_shift(double c, double s, int k) {
+  switch (((k % 4) + 4) % 4) {
+    case 0: return c;
+    case 1: return -s;
+    case 2: return -c;
+    default: return s;
+  }
+}
+// Phase (in quarter turns) of the k-th derivative of sin or cos written as cos(theta + phase pi / 2).
+TWOLAYER_HD inline int trig_phase(Activation a, int k) { return (a == Activation::Sin ? -1 : 0) + k; }
+
+// Closed-form trigonometric moments (see the header).
+TWOLAYER_HD inline void trig_moments(Activation f, Activation g, double mu1, double mu2, double x, double y, double z,
+                                     int order, double* m) {
+  const double em = 0.5 * std::exp(-0.5 * (x + z - 2.0 * y)), ep = 0.5 * std::exp(-0.5 * (x + z + 2.0 * y));
+  const double cd = std::cos(mu1 - mu2), sd = std::sin(mu1 - mu2), cp = std::cos(mu1 + mu2), sp = std::sin(mu1 + mu2);
+  for (int q = 0; q <= 2 * order; q += 2)
+    for (int i = q; i >= 0; --i) {
+      const int j = q - i, pf = trig_phase(f, i), pg = trig_phase(g, j);
+      m[moment_index(i, j)] = em * cos_shift(cd, sd, pf - pg) + ep * cos_shift(cp, sp, pf + pg);
+    }
+}
+
+// m[moment_index(i, j)] = E[f^(i)(mu1 + l1) g^(j)(mu2 + l2)] for (l1, l2) ~ N(0, [[x, y], [y, z]]) (PSD), the moments
+// of `order`. Returns false when the quadrature could not certify the result within kMaxHalfNodes nodes per side.
+TWOLAYER_HD inline bool moments(Activation f, Activation g, double mu1, double mu2, double x, double y, double z,
+                                int order, double* m) {
+  const int nm = moment_count(order), nd = 2 * order;
+  if (is_trig(f) && is_trig(g)) {
+    trig_moments(f, g, mu1, mu2, x, y, z, order, m);
+    return true;
+  }
+  bool swapped = false;
+  if (z > x) {  // condition on the larger variance
+    const Activation ta = f;
+    f = g;
+    g = ta;
+    double t = mu1;
+    mu1 = mu2;
+    mu2 = t;
+    t = x;
+    x = z;
+    z = t;
+    swapped = true;
+  }
+  double acc[kMoments];
+  if (!(x > 0.0)) {  // both variances 0: l = 0
+    double df[5], dg[5];
+    sigma_derivatives(f, mu1, nd, df);
+    sigma_derivatives(g, mu2, nd, dg);
+    for (int q = 0; q <= nd; q += 2)
+      for (int i = q; i >= 0; --i) acc[moment_index(i, q - i)] = df[i] * dg[q - i];
+  } else {
+    const double rx = std::sqrt(x), c = y / rx, s2 = z - c * c, s = s2 > 0.0 ? std::sqrt(s2) : 0.0;
+    const Activation outer_acts[2] = {f, g};
+    const double outer_slopes[2] = {rx, c};
+    double h1 = trapezoid_step(outer_acts, outer_slopes, 2);
+    double h2 = trapezoid_step(&g, &s, 1);
+    bool ok = false;
+    for (int attempt = 0; attempt < 16 && !ok; ++attempt, h1 *= 0.5, h2 *= 0.5) {
+      const int n1 = half_nodes(h1), n2 = s > 0.0 ? half_nodes(h2) : 0;
+      if (n1 == 0 || (s > 0.0 && n2 == 0)) return false;
+      double fine[kMoments] = {}, coarse[kMoments] = {}, scale[kMoments] = {};
+      for (int k = -n1; k <= n1; ++k) {
+        const double t = k * h1, w = normal_weight(t, h1);
+        double df[5];
+        sigma_derivatives(f, mu1 + rx * t, nd, df);
+        double G[5] = {}, Gc[5] = {}, Ga[5] = {};
+        const double m2 = mu2 + c * t;
+        if (s > 0.0) {
+          for (int j = -n2; j <= n2; ++j) {
+            const double u = j * h2, wu = normal_weight(u, h2);
+            double dg[5];
+            sigma_derivatives(g, m2 + s * u, nd, dg);
+            const bool even = (j & 1) == 0;
+            for (int q = 0; q <= nd; ++q) {
+              G[q] += wu * dg[q];
+              Ga[q] += wu * std::fabs(dg[q]);
+              Gc[q] += even ? 2.0 * wu * dg[q] : 0.0;
+            }
+          }
+        } else {
+          sigma_derivatives(g, m2, nd, G);
+          for (int q = 0; q <= nd; ++q) {
+            Gc[q] = G[q];
+            Ga[q] = std::fabs(G[q]);
+          }
+        }
+        const bool even = (k & 1) == 0;
+        for (int q = 0; q <= nd; q += 2)
+          for (int i = q; i >= 0; --i) {
+            const int j = q - i, e = moment_index(i, j);
+            fine[e] += w * df[i] * G[j];
+            scale[e] += w * std::fabs(df[i]) * Ga[j];
+            coarse[e] += even ? 2.0 * w * df[i] * Gc[j] : 0.0;
+          }
+      }
+      ok = true;
+      for (int e = 0; e < nm; ++e) {
+        const double d = fine[e] - coarse[e];
+        ok = ok && !(d * d > kAcceptSq * scale[e] * scale[e]);
+        acc[e] = fine[e];
+      }
+    }
+    if (!ok) return false;
+  }
+  for (int q = 0; q <= nd; q += 2)
+    for (int i = q; i >= 0; --i) m[moment_index(i, q - i)] = acc[moment_index(swapped ? q - i : i, swapped ? i : q - i)];
+  return true;
+}
+
+// Lower Cholesky factor of a PSD n x n matrix (n <= 4), zero pivots (relative 1e-14 of the diagonal) giving zero columns.
+TWOLAYER_HD inline void psd_cholesky(const double* C, int n, double* L) {
+  for (int i = 0; i < n * n; ++i) L[i] = 0.0;
+  for (int j = 0; j < n; ++j) {
+    double d = C[j * n + j];
+    for (int k = 0; k < j; ++k) d -= L[j * n + k] * L[j * n + k];
+    const double tol = 1e-14 * std::fabs(C[j * n + j]);
+    if (!(d > tol)) continue;
+    const double ljj = std::sqrt(d);
+    L[j * n + j] = ljj;
+    for (int i = j + 1; i < n; ++i) {
+      double r = C[i * n + j];
+      for (int k = 0; k < j; ++k) r -= L[i * n + k] * L[j * n + k];
+      L[i * n + j] = r / ljj;
+    }
+  }
+}
+
+// E[prod_k cos(A_k + l_k)] over four variables l ~ N(0, C) (the all-trigonometric I4), over the sign patterns.
+TWOLAYER_HD inline double trig_product4(const double* A, const double* C) {
+  double sum = 0.0;
+  for (int p = 0; p < 8; ++p) {
+    const double e[4] = {1.0, (p & 1) ? -1.0 : 1.0, (p & 2) ? -1.0 : 1.0, (p & 4) ? -1.0 : 1.0};
+    double q = 0.0, ph = 0.0;
+    for (int i = 0; i < 4; ++i) {
+      ph += e[i] * A[i];
+      for (int k = 0; k < 4; ++k) q += e[i] * e[k] * C[4 * i + k];
+    }
+    sum += std::cos(ph) * std::exp(-0.5 * q);
+  }
+  return sum / 8.0;
+}
+
+// I4 = E[s'(l1) s'(l2) a(l3) b(l4)] for smooth s, a, b (row-major 4 x 4 PSD C); false if not certified.
+TWOLAYER_HD inline bool i4(Activation s, Activation a, Activation b, const double* C, double& out) {
+  if (is_trig(s) && is_trig(a) && is_trig(b)) {
+    const double A[4] = {0.5 * kPi * trig_phase(s, 1), 0.5 * kPi * trig_phase(s, 1), 0.5 * kPi * trig_phase(a, 0),
+                         0.5 * kPi * trig_phase(b, 0)};
+    out = trig_product4(A, C);
+    return true;
+  }
+  double L[16];
+  psd_cholesky(C, 4, L);
+  // Given the standard normal (t, u) of the first two columns: l1 = L11 t, l2 = L21 t + L22 u, (l3, l4) with means
+  // L31 t + L32 u, L41 t + L42 u and covariance from the last two columns.
+  const double x = L[10] * L[10], y = L[10] * L[14], z = L[14] * L[14] + L[15] * L[15];
+  const Activation ta[4] = {s, s, a, b};
+  const double st[4] = {L[0], L[4], L[8], L[12]}, su[4] = {0.0, L[5], L[9], L[13]};
+  double h1 = trapezoid_step(ta, st, 4), h2 = trapezoid_step(ta, su, 4);
+  const bool two = L[5] != 0.0 || L[9] != 0.0 || L[13] != 0.0;
+  for (int attempt = 0; attempt < 16; ++attempt, h1 *= 0.5, h2 *= 0.5) {
+    const int n1 = half_nodes(h1), n2 = two ? half_nodes(h2) : 0;
+    if (n1 == 0 || (two && n2 == 0)) return false;
+    double fine = 0.0, coarse = 0.0, scale = 0.0;
+    for (int k = -n1; k <= n1; ++k) {
+      const double t = k * h1, wt = normal_weight(t, h1);
+      for (int j = -n2; j <= n2; ++j) {
+        const double u = j * h2, w = wt * (two ? normal_weight(u, h2) : 1.0);
+        const double v = dsigma(s, L[0] * t) * dsigma(s, L[4] * t + L[5] * u);
+        double inner;
+        if (!moments(a, b, L[8] * t + L[9] * u, L[12] * t + L[13] * u, x, y, z, 0, &inner)) return false;
+        fine += w * v * inner;
+        scale += w * std::fabs(v * inner);
+        coarse += ((k & 1) == 0 && (j & 1) == 0) ? (two ? 4.0 : 2.0) * w * v * inner : 0.0;
+      }
+    }
+    const double d = fine - coarse;
+    if (!(d * d > kAcceptSq * scale * scale)) {
+      out = fine;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace twolayer::smooth
