@@ -20,7 +20,7 @@ def erf_committee(d: int):
     return tl.Network(Wt, np.array([1.0, 1.0]), "erf")
 
 
-def compare(target, act, a, d, seeds, T, alpha, lr, ridge=0.0, n_mc=40_000, z=Z, noise=0.0):
+def compare(target, act, a, d, seeds, T, alpha, lr, ridge=0.0, n_mc=40_000, z=Z, noise=0.0, risk_tol=0.02):
     student = tl.Network(tl.Network.random(len(a), d, act, seed=5).W, np.asarray(a, dtype=float), act)
     run = full_batch.simulate(student, target, alpha=alpha, lr=lr, n_steps=T, ridge=ridge, seeds=seeds, seed=3,
                               project_init=True, n_test=20_000, noise=noise)
@@ -38,8 +38,8 @@ def compare(target, act, a, d, seeds, T, alpha, lr, ridge=0.0, n_mc=40_000, z=Z,
     # the test risk of the simulation uses one shared test draw (tiny seed-to-seed spread): compare on absolute scale
     worst["test_risk"] = float(np.max(np.abs(res.test_risk - run.mean("test_risk"))))
     assert max(worst[n] for n in ("M", "Q", "train_risk")) < z, worst
-    assert worst["test_risk"] < 0.02, worst
-    return worst
+    assert worst["test_risk"] < risk_tol, worst
+    return worst, run
 
 
 def test_dmft_matches_full_batch_gd_small():
@@ -213,3 +213,32 @@ def test_full_batch_is_sgd_with_the_whole_training_set(lr_readout):
 def test_dmft_long_horizon(ridge):
     # T = 100: the Cholesky factor of C_theta over 101 times and the back substitution for R_g stay accurate
     compare(tanh_he3(1000), "relu", [1.0, 1.0], d=1000, seeds=8, T=100, alpha=3.0, lr=0.2, ridge=ridge, n_mc=50_000)
+
+
+def z1_plus_he3(d: int):
+    # z2 enters only through He3 (zero first Hermite coefficient, additively): E[y z2 | z1] = 0
+    return tl.targets.function(lambda z: z[:, 0] + z[:, 1] ** 3 - 3 * z[:, 1], k=2, d=d, seed=1)
+
+
+@pytest.mark.slow
+def test_reuse_pulls_along_a_direction_one_pass_cannot_see():
+    # y = z1 + He3(z2), ReLU p = 2, alpha 3, lr 0.3, T = 10, M(0) = 0. One pass: h does not depend on z2 while
+    # M_z2 = 0 and E[y z2 | z1] = 0, so M_z2 = 0 is a fixed point of the map (here within its Monte Carlo error).
+    # Reuse: the memory term feeds y (hence He3(z2)) into the pre-activations; the DMFT measures a small,
+    # significant pull along z2 (about -0.09 summed over the two units, docs/layers/dmft.rst), and full-batch GD at
+    # d = 2000 (16 training sets) agrees with it and is itself significantly below zero.
+    kw = dict(activation="relu", a=[1.0, 1.0], lr=0.3, n_steps=10)
+    target = z1_plus_he3(2000)
+    res = dmft.solve(target, alpha=3.0, n_mc=50_000, n_groups=8, seed=2, **kw)
+    reuse, se = res.M[-1, :, 1].sum(), res.se["M"][-1, :, 1].sum()  # se summed: conservative
+    assert reuse < -4 * se, (reuse, se)
+    one = np.array([dmft.one_pass(target, alpha=3.0, n_mc=200_000, seed=s, **kw)["M"][-1, :, 1].sum()
+                    for s in range(4)])
+    one_se = one.std(ddof=1) / 2
+    assert abs(one.mean()) < 4 * one_se + 1e-3, (one, reuse)
+    assert abs(one.mean()) < 0.25 * abs(reuse), (one, reuse)
+    # test risk ~ 4 from 20000 heavy-tailed draws (per-draw std of (y - f)^2 / 2 about 27 at M = 0): SE ~ 0.2
+    _, run = compare(target, "relu", [1.0, 1.0], d=2000, seeds=16, T=10, alpha=3.0, lr=0.3, n_mc=40_000,
+                     risk_tol=0.8)
+    sim = run.M[:, -1, :, 1].sum(axis=1)
+    assert sim.mean() < -3 * sim.std(ddof=1) / np.sqrt(len(sim)), sim
