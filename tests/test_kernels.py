@@ -10,7 +10,9 @@ import pytest
 import twolayer as tl
 from conftest import MonteCarlo, assert_mc
 from twolayer import kernels
-from twolayer.activations import CLOSED_FORM as ACTIVATIONS  # the pairs with closed forms (the others: test_activations_smooth.py)
+from twolayer.activations import (
+    CLOSED_FORM as ACTIVATIONS,  # the pairs with closed forms (the others: test_activations_smooth.py)
+)
 from twolayer.activations import derivative, sigma
 
 SMOOTH_DERIVATIVE = ("linear", "erf", "relu", "quadratic")  # sigma' is a function (step's is a delta)

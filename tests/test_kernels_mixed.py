@@ -17,7 +17,9 @@ import pytest
 import twolayer as tl
 from conftest import assert_mc
 from twolayer import kernels
-from twolayer.activations import CLOSED_FORM as ACTIVATIONS  # the pairs with closed forms (the others: test_activations_smooth.py)
+from twolayer.activations import (
+    CLOSED_FORM as ACTIVATIONS,  # the pairs with closed forms (the others: test_activations_smooth.py)
+)
 from twolayer.activations import derivative, sigma
 
 PAIRS = list(itertools.product(ACTIVATIONS, ACTIVATIONS))

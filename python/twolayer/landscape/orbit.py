@@ -38,8 +38,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .. import population
-from ..activations import ACTIVATIONS
 from .._validation import as_float_array, boolean
+from ..activations import ACTIVATIONS
 from ..networks import Network, check_network
 
 __all__ = ["homogeneity_degree", "orbit_tangents", "canonical", "canonical_weights", "split_spectrum"]
