@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "device.cuh"
@@ -84,10 +85,39 @@ OdeLaunch select_launch(Activation g, int K, int M) {
 
 namespace {
 
+// Copies of (dst, src, count) doubles, shared among up to 16 host threads (pinned to pageable memory: the threads
+// also share the page faults of fresh result arrays).
+struct CopySpan {
+  double* dst;
+  const double* src;
+  std::size_t n;
+};
+void parallel_copy(const std::vector<CopySpan>& spans) {
+  std::size_t total = 0;
+  for (const CopySpan& c : spans) total += c.n;
+  const std::size_t by_size = total / (std::size_t{1} << 17);  // at least 1 MiB a thread
+  const std::size_t workers =
+      std::max<std::size_t>(1, std::min<std::size_t>({16, std::thread::hardware_concurrency(), by_size}));
+  auto part = [&](std::size_t w) {  // doubles [w total / workers, (w + 1) total / workers) of the concatenation
+    const std::size_t lo = w * total / workers, hi = (w + 1) * total / workers;
+    std::size_t at = 0;
+    for (const CopySpan& c : spans) {
+      const std::size_t a = std::max(lo, at), b = std::min(hi, at + c.n);
+      if (a < b) std::memcpy(c.dst + (a - at), c.src + (a - at), (b - a) * sizeof(double));
+      at += c.n;
+    }
+  };
+  std::vector<std::thread> pool;
+  for (std::size_t w = 1; w < workers; ++w) pool.emplace_back(part, w);
+  part(0);
+  for (std::thread& t : pool) t.join();
+}
+
 // One chunk's buffers, one block of doubles on the device: inputs (y0, P, v and six per-member numbers) | small
 // outputs (final rows, stop times, thresholds; counts as 8-byte integers, statuses as 4-byte ones) | the grid rows
-// (Q, M, a, risk arrays). The pinned host mirror holds the inputs and small outputs, and the grid rows only where
-// the sink cannot take them straight into its arrays.
+// (Q, M, a, risk arrays). The pinned host mirror has the same layout: the rows come back into pinned memory at the
+// copy engine's speed (a copy into pageable memory is staged by the driver and page-faults on fresh result arrays),
+// and host threads move them on into the result's arrays while the next chunk integrates.
 struct ChunkLayout {
   std::size_t B, n, K, M, T;
   std::size_t in_doubles() const { return B * (n + M * M + M + 6); }
@@ -190,7 +220,7 @@ std::vector<IntegrateResult> integrate_batch(const std::vector<OdeModel>& models
   // of one overlaps the next's integration).
   static Buffers buffers;
   const ChunkLayout one{1, n, K, M, T};
-  const std::size_t host_per_member = 8 * (one.in_doubles() + one.small_doubles() + (grid ? 0 : one.grid_doubles()));
+  const std::size_t host_per_member = 8 * one.doubles();
   const std::size_t held = 8 * (buffers.dev[0].size() + buffers.dev[1].size());
   const std::size_t by_memory = std::max<std::size_t>(1, (usable_memory() + held) / (16 * one.doubles()));
   const std::size_t by_pinned = std::max<std::size_t>(1, (std::size_t{1} << 30) / host_per_member);
@@ -198,7 +228,7 @@ std::vector<IntegrateResult> integrate_batch(const std::vector<OdeModel>& models
   const std::size_t chunk = std::min({B, by_memory, by_pinned, by_overlap});
   const std::size_t n_chunks = (B + chunk - 1) / chunk;
   const ChunkLayout L{chunk, n, K, M, T};
-  const std::size_t mirrored = L.in_doubles() + L.small_doubles() + (grid ? 0 : L.grid_doubles());
+  const std::size_t mirrored = L.doubles();
   for (int s = 0; s < static_cast<int>(std::min<std::size_t>(2, n_chunks)); ++s)
     buffers.reserve(s, L.doubles(), mirrored);
 
@@ -221,6 +251,10 @@ std::vector<IntegrateResult> integrate_batch(const std::vector<OdeModel>& models
   DeviceBuffer<unsigned long long> done(2);
   Stream streams[2], control;
   Event finished_ev[2], t_start(true), t_end[2] = {Event(true), Event(true)};
+  // the grid rows come back in pieces of members (an event each), so that the host moves one piece into the
+  // result's arrays while the next is copied
+  constexpr int kPieces = 4;
+  Event piece_ev[2][kPieces];
   double device_time = 0.0;
   copy_to_device(times.get(), opt.times.data(), T, control);
   PinnedBuffer<int> flag(1);
@@ -237,11 +271,15 @@ std::vector<IntegrateResult> integrate_batch(const std::vector<OdeModel>& models
   std::size_t first[2] = {0, 0}, count[2] = {0, 0};
   bool in_flight[2] = {false, false}, cancel_sent = false;
   std::size_t started = 0;  // members [0, started) were launched
+  auto piece_members = [&](int s, int q) {  // members [first, last) of slot s's chunk in piece q
+    const std::size_t per = (count[s] + kPieces - 1) / kPieces;
+    return std::pair<std::size_t, std::size_t>{std::min(count[s], static_cast<std::size_t>(q) * per), std::min(count[s], static_cast<std::size_t>(q + 1) * per)};
+  };
   std::int64_t reported = 0;
 
   // Waits for slot s's chunk, polling Ctrl-C (sent to the kernels through the device flag) and progress.
   auto wait = [&](int s) {
-    while (!finished_ev[s].ready()) {
+    while (!t_end[s].ready()) {
       if (!cancel_sent && cancel_requested()) {
         flag[0] = 1;
         copy_to_device(cancel.get(), flag.get(), 1, control);
@@ -256,26 +294,29 @@ std::vector<IntegrateResult> integrate_batch(const std::vector<OdeModel>& models
       }
       std::this_thread::sleep_for(std::chrono::microseconds(500));
     }
-    finished_ev[s].wait();
+    t_end[s].wait();
     device_time = std::max(device_time, t_end[s].seconds_since(t_start));
   };
   // Slot s's finished chunk into the results and the sink.
   auto deliver = [&](int s) {
     OdeArgs A = base;
     point(A, L, buffers.host[s].get());
+    if (!grid) finished_ev[s].wait();
     std::vector<double> y(n);
     const std::size_t kk = K * K, km = K * M;
     const double *Qr = A.Qr, *Mr = A.Mr, *ar = A.ar, *rr = A.rr;  // the mirror, or the result's arrays
     std::size_t base_row = 0;
-    if (grid) {  // a pageable copy blocks this thread: done here, after the kernel, not behind it
-      OdeArgs D = base;
-      point(D, L, buffers.dev[s].get());
-      const std::size_t r0 = first[s] * T, rows = count[s] * T;
-      copy_to_host(grid->Q + r0 * kk, D.Qr, rows * kk, streams[s]);
-      copy_to_host(grid->M + r0 * km, D.Mr, rows * km, streams[s]);
-      copy_to_host(grid->a + r0 * K, D.ar, rows * K, streams[s]);
-      copy_to_host(grid->risk + r0, D.rr, rows, streams[s]);
-      streams[s].sync();
+    if (grid) {  // piece by piece from the pinned mirror into the result's arrays, as each piece arrives
+      const std::size_t r0 = first[s] * T;
+      for (int q = 0; q < kPieces; ++q) {
+        const auto [i0, i1] = piece_members(s, q);
+        piece_ev[s][q].wait();
+        const std::size_t a = i0 * T, rows = (i1 - i0) * T;
+        parallel_copy({{grid->Q + (r0 + a) * kk, A.Qr + a * kk, rows * kk},
+                       {grid->M + (r0 + a) * km, A.Mr + a * km, rows * km},
+                       {grid->a + (r0 + a) * K, A.ar + a * K, rows * K},
+                       {grid->risk + r0 + a, A.rr + a, rows}});
+      }
       Qr = grid->Q;
       Mr = grid->M;
       ar = grid->a;
@@ -378,9 +419,23 @@ std::vector<IntegrateResult> integrate_batch(const std::vector<OdeModel>& models
     t_end[s].record(streams[s]);
     // outputs back (not the inputs): the small ones to the mirror, and the grid rows there too unless the result's
     // arrays take them (deliver(): copied once the kernel is done, while the next chunk integrates)
-    const std::size_t small_at = L.in_doubles(), grid_at = small_at + L.small_doubles();
+    const std::size_t small_at = L.in_doubles();
     copy_to_host(buffers.host[s].get() + small_at, dev + small_at, L.small_doubles(), streams[s]);
-    if (!grid) copy_to_host(buffers.host[s].get() + grid_at, dev + grid_at, L.grid_doubles(), streams[s]);
+    {
+      OdeArgs H = base, D = base;
+      point(H, L, buffers.host[s].get());
+      point(D, L, dev);
+      const std::size_t kk = K * K, km = K * M;
+      for (int q = 0; q < kPieces; ++q) {
+        const auto [i0, i1] = piece_members(s, q);
+        const std::size_t a = i0 * T, rows = (i1 - i0) * T;
+        copy_to_host(H.Qr + a * kk, D.Qr + a * kk, rows * kk, streams[s]);
+        copy_to_host(H.Mr + a * km, D.Mr + a * km, rows * km, streams[s]);
+        copy_to_host(H.ar + a * K, D.ar + a * K, rows * K, streams[s]);
+        copy_to_host(H.rr + a, D.rr + a, rows, streams[s]);
+        piece_ev[s][q].record(streams[s]);
+      }
+    }
     finished_ev[s].record(streams[s]);
     in_flight[s] = true;
     started = first[s] + count[s];

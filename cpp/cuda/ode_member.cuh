@@ -74,19 +74,22 @@ struct MemberSizes {
   static constexpr int ws = static_cast<int>(committee_rhs_lanes_workspace(LaneShape{K, M, true, false}, 1, G));
 };
 
-template <Activation G, int KC, int MC, bool Adaptive>
+// The stepping families, one kernel each (a kernel carries only its method's stages).
+enum class Stepping { Euler, Rk4, Adaptive };
+
+template <Activation G, int KC, int MC, Stepping St>
 class Member {
  public:
   using Model = CommitteeModel<G, KC, MC>;
   using S = MemberSizes<G, KC, MC>;
 
   __device__ Member(const OdeArgs& A, int b) : A_(A), b_(b) {
-    sh_.K = KC > 0 ? KC : A.K;
-    sh_.M = MC > 0 ? MC : A.M;
+    sh_.K = units_K();
+    sh_.M = units_M();
     sh_.online = A.online;
     sh_.spherical = A.spherical;
-    const int M = sh_.M;
-    n_ = sh_.K * sh_.K + sh_.K * M + sh_.K;
+    const int K = units_K(), M = units_M();
+    n_ = K * K + K * M + K;
     for (int e = 0; e < M * M; ++e) P_[e] = A.P[static_cast<std::size_t>(b) * M * M + e];
     for (int e = 0; e < M; ++e) v_[e] = A.v[static_cast<std::size_t>(b) * M + e];
     lr_ = A.lr[b];
@@ -108,7 +111,7 @@ class Member {
       threshold_ = fmax(tol, rtol * risk_now_);
       if (risk_now_ <= threshold_) return converge(0.0, y);  // already there: first passage at t = 0
     }
-    if constexpr (Adaptive)
+    if constexpr (St == Stepping::Adaptive)
       run_adaptive(y);
     else
       run_fixed(y);
@@ -132,6 +135,10 @@ class Member {
 
  private:
   // The state's entries: a constant for sizes fixed at compile time (loops unroll, arrays stay in registers).
+  // Sizes as compile-time constants where fixed (never read back from the object: its loops must unroll for its
+  // arrays to stay in registers).
+  __device__ int units_K() const { return KC > 0 ? KC : A_.K; }
+  __device__ int units_M() const { return MC > 0 ? MC : A_.M; }
   __device__ int size() const { return KC > 0 ? S::n : n_; }
   __device__ double risk(const double* y) const { return Model::risk(sh_, P_, v_, y); }
   __device__ void rhs(const double* y, double* dy) {
@@ -158,7 +165,7 @@ class Member {
   }
   // Grid row j of this member: y = [Q, M, a] into the Q, M, a arrays, r into risk.
   __device__ void write_row(int j, const double* y, double r) {
-    const int K = sh_.K, M = sh_.M, kk = K * K, km = K * M;
+    const int K = units_K(), M = units_M(), kk = K * K, km = K * M;
     const std::size_t i = static_cast<std::size_t>(b_) * A_.T + j;
     for (int e = 0; e < kk; ++e) A_.Qr[i * kk + e] = y[e];
     for (int e = 0; e < km; ++e) A_.Mr[i * km + e] = y[kk + e];
@@ -197,10 +204,14 @@ class Member {
     return hit;
   }
 
+  // Euler or RK4 on the output grid. Only the stages the method needs are live (Euler: y and k1; RK4: y, k1, k2 + k3
+  // summed as soon as k3 exists, k4 in k3's place and the stage input), so that a member's state stays in registers;
+  // a stop rule's previous state (the chord's end) goes to the member's row of A.fin, which converge() overwrites.
   __device__ void run_fixed(double* y) {
     const double dt = A_.dt;
     const int n = size();
-    double k1[S::n], k2[S::n], k3[S::n], k4[S::n], tmp[S::n], yold[S::n], c[S::n];
+    double k1[S::n];
+    double* yold = A_.fin + static_cast<std::size_t>(b_) * (n + 2) + 2;
     double t = 0.0;
     for (; next_ < A_.T; ) {
       const double target = A_.times[next_];
@@ -212,22 +223,27 @@ class Member {
           for (int i = 0; i < n; ++i) yold[i] = y[i];
         const double r_old = risk_now_;
         rhs(y, k1);
-        if (!A_.rk4) {
+        if constexpr (St == Stepping::Euler) {
           for (int i = 0; i < n; ++i) y[i] += h * k1[i];
         } else {
+          double k2[S::n], k3[S::n], tmp[S::n];
           for (int i = 0; i < n; ++i) tmp[i] = y[i] + 0.5 * h * k1[i];
           rhs(tmp, k2);
           for (int i = 0; i < n; ++i) tmp[i] = y[i] + 0.5 * h * k2[i];
           rhs(tmp, k3);
-          for (int i = 0; i < n; ++i) tmp[i] = y[i] + h * k3[i];
-          rhs(tmp, k4);
-          for (int i = 0; i < n; ++i) y[i] += h / 6.0 * (k1[i] + 2.0 * (k2[i] + k3[i]) + k4[i]);
+          for (int i = 0; i < n; ++i) {
+            tmp[i] = y[i] + h * k3[i];
+            k2[i] += k3[i];  // the CPU's k2 + k3, summed before k3's storage takes k4
+          }
+          rhs(tmp, k3);
+          for (int i = 0; i < n; ++i) y[i] += h / 6.0 * (k1[i] + 2.0 * k2[i] + k3[i]);
         }
         const double t_new = land ? target : t + h;
         ++steps_;
         if (const int code = Model::check(sh_, P_, y, bound_)) return diverge(t_new, code);
         if (crossed(y)) {  // the chord between the last two states
           const double r_new = risk(y);
+          double c[S::n];
           auto chord = [&](double th, double* o) {
             for (int i = 0; i < n; ++i) o[i] = yold[i] + th * (y[i] - yold[i]);
           };
@@ -382,12 +398,16 @@ class Member {
   long long steps_ = 0, rhs_count_ = 0, rejected_ = 0;
 };
 
-// One kernel per stepping family: the fixed-step one does not carry the adaptive method's stages (registers).
-template <Activation G, int KC, int MC, bool Adaptive>
-__global__ void __launch_bounds__(128) ode_members_kernel(OdeArgs A) {
+// One kernel per stepping family. The arguments stay in the parameter space (__grid_constant__: the member's
+// reference to them needs no local copy).
+#ifndef TWOLAYER_ODE_MIN_BLOCKS
+#define TWOLAYER_ODE_MIN_BLOCKS 1
+#endif
+template <Activation G, int KC, int MC, Stepping St>
+__global__ void __launch_bounds__(128, TWOLAYER_ODE_MIN_BLOCKS) ode_members_kernel(const __grid_constant__ OdeArgs A) {
   const int b = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (b >= A.B) return;
-  Member<G, KC, MC, Adaptive> m(A, b);
+  Member<G, KC, MC, St> m(A, b);
   m.run();
   m.finish();
 }
@@ -398,9 +418,11 @@ using OdeLaunch = void (*)(const OdeArgs&, unsigned, cudaStream_t);
 #define TWOLAYER_ODE_LAUNCHER(G, KC, MC)                                                              \
   void launch_members_##G##_##KC##_##MC(const OdeArgs& A, unsigned blocks, cudaStream_t s) {            \
     if (A.adaptive)                                                                                       \
-      ode_members_kernel<Activation::G, KC, MC, true><<<blocks, 128, 0, s>>>(A);                          \
+      ode_members_kernel<Activation::G, KC, MC, Stepping::Adaptive><<<blocks, 128, 0, s>>>(A);            \
+    else if (A.rk4)                                                                                       \
+      ode_members_kernel<Activation::G, KC, MC, Stepping::Rk4><<<blocks, 128, 0, s>>>(A);                 \
     else                                                                                                  \
-      ode_members_kernel<Activation::G, KC, MC, false><<<blocks, 128, 0, s>>>(A);                         \
+      ode_members_kernel<Activation::G, KC, MC, Stepping::Euler><<<blocks, 128, 0, s>>>(A);               \
   }
 #define TWOLAYER_ODE_LAUNCHER_DECL(G, KC, MC) \
   void launch_members_##G##_##KC##_##MC(const OdeArgs& A, unsigned blocks, cudaStream_t s);

@@ -51,6 +51,13 @@
 #define TWOLAYER_LANES
 #define TWOLAYER_LANES_OR(flag)
 #endif
+// A loop over units, unrolled by kUnitsUnroll (a constant in scope) in device code and left to the compiler on the
+// host. Triangular loops run over the full range with a guard: a count pragma fully unrolls only constant trip counts.
+#if defined(__CUDA_ARCH__)
+#define TWOLAYER_UNROLL_UNITS _Pragma("unroll kUnitsUnroll")
+#else
+#define TWOLAYER_UNROLL_UNITS
+#endif
 
 namespace twolayer {
 
@@ -139,6 +146,9 @@ TWOLAYER_HD void committee_rhs_lanes(const LaneShape& s, const LaneParams& p, co
   static_assert((KC > 0) == (MC > 0), "both sizes fixed or both at run time");
   static_assert(committee_lanes_activation(G), "lanes: erf, relu, quadratic or linear committees");
   constexpr bool kErf = G == Activation::Erf, kRelu = G == Activation::Relu, kQuad = G == Activation::Quadratic;
+  // In a GPU kernel of fixed small sizes every loop over units unrolls, so that the workspace's indices are constants
+  // and it lives in registers; larger or run-time sizes keep their loops (ptxas time, instruction cache).
+  [[maybe_unused]] constexpr int kUnitsUnroll = KC > 0 && KC + MC <= 4 ? 64 : 1;
   const int K = KC > 0 ? KC : s.K, M = MC > 0 ? MC : s.M, u = K + M;
   bool readout = false;
   for (int l = 0; l < L; ++l) readout = readout || p.lr_readout[l] != 0.0;
@@ -165,14 +175,17 @@ TWOLAYER_HD void committee_rhs_lanes(const LaneShape& s, const LaneParams& p, co
                    : (col < K ? Mo + (col * M + row - K) * L : p.P + ((row - K) * M + col - K) * L);
   };
   // The unit weights.
+  TWOLAYER_UNROLL_UNITS
   for (int j = 0; j < K; ++j) {
     TWOLAYER_LANES
     for (int l = 0; l < L; ++l) w[j * L + l] = -a[j * L + l];
   }
+  TWOLAYER_UNROLL_UNITS
   for (int q = 0; q < M; ++q) {
     TWOLAYER_LANES
     for (int l = 0; l < L; ++l) w[(K + q) * L + l] = p.v[q * L + l];
   }
+  TWOLAYER_UNROLL_UNITS
   for (int c = 0; c < u; ++c) {
     const double* occ = om(c, c);
     if constexpr (kErf) {
@@ -187,7 +200,9 @@ TWOLAYER_HD void committee_rhs_lanes(const LaneShape& s, const LaneParams& p, co
     }
   }
   // 1. I2 and its derivatives for every (i, c); the self pair; J2 of the student pairs; B weighted.
-  for (int i = 0; i < K; ++i)
+  TWOLAYER_UNROLL_UNITS
+  for (int i = 0; i < K; ++i) {
+    TWOLAYER_UNROLL_UNITS
     for (int c = 0; c < u; ++c) {
       const double *o = om(i, c), *ri = r + i * L, *rc = r + c * L;
       double *vv = at(val, i, c, u), *dd = at(D, i, c, u), *bb = at(B, i, c, u);
@@ -222,10 +237,16 @@ TWOLAYER_HD void committee_rhs_lanes(const LaneShape& s, const LaneParams& p, co
         }
       }
     }
-  if (kErf && readout) {
-    TWOLAYER_LANES
-    for (int e = 0; e < K * u * L; ++e) val[e] = two_over_pi * asin_simd(val[e]);
   }
+  if (kErf && readout) {
+    TWOLAYER_UNROLL_UNITS
+    for (int e = 0; e < K * u; ++e) {
+      double* ve = val + e * L;
+      TWOLAYER_LANES
+      for (int l = 0; l < L; ++l) ve[l] = two_over_pi * asin_simd(ve[l]);
+    }
+  }
+  TWOLAYER_UNROLL_UNITS
   for (int i = 0; i < K; ++i) {
     double *vv = at(val, i, i, u), *dd = at(D, i, i, u), *bb = at(B, i, i, u);
     if constexpr (kRelu) {
@@ -242,14 +263,20 @@ TWOLAYER_HD void committee_rhs_lanes(const LaneShape& s, const LaneParams& p, co
       for (int l = 0; l < L; ++l) dd[l] = 2.0 * dd[l] + bb[l];  // the self pair's dS/dq; bb stays J2(l_i, l_i)
     }
   }
-  for (int i = 0; i < K; ++i)
-    for (int k = i; k < K; ++k) {
+  TWOLAYER_UNROLL_UNITS
+  for (int i = 0; i < K; ++i) {
+    TWOLAYER_UNROLL_UNITS
+    for (int k = 0; k < K; ++k) {
+      if (k < i) continue;
       const double *bb = at(B, i, k, u), *nz = p.noise;
       double* jj = at(j2, i, k, K);
       TWOLAYER_LANES
       for (int l = 0; l < L; ++l) jj[l] = nz[l] > 0.0 ? bb[l] : 0.0;
     }
+  }
+  TWOLAYER_UNROLL_UNITS
   for (int i = 0; i < K; ++i) {
+    TWOLAYER_UNROLL_UNITS
     for (int c = 0; c < u; ++c) {
       double* bb = at(B, i, c, u);
       const double* wc = w + c * L;
@@ -265,19 +292,23 @@ TWOLAYER_HD void committee_rhs_lanes(const LaneShape& s, const LaneParams& p, co
     }
   }
   // 2. Psi_ic = 2 Omega_ic A_i + sum_q B_iq Omega_qc, A_i = sum_q w_q D_iq (D_ii = 0).
+  TWOLAYER_UNROLL_UNITS
   for (int i = 0; i < K; ++i) {
     double A[L];
     for (int l = 0; l < L; ++l) A[l] = 0.0;
+    TWOLAYER_UNROLL_UNITS
     for (int q = 0; q < u; ++q) {
       const double *wq = w + q * L, *dq = at(D, i, q, u);
       TWOLAYER_LANES
       for (int l = 0; l < L; ++l) A[l] += wq[l] * dq[l];
     }
+    TWOLAYER_UNROLL_UNITS
     for (int c = 0; c < u; ++c) {
       const double* oic = om(i, c);
       double* ps = at(psi, i, c, u);
       TWOLAYER_LANES
       for (int l = 0; l < L; ++l) ps[l] = 2.0 * oic[l] * A[l];
+      TWOLAYER_UNROLL_UNITS
       for (int q = 0; q < u; ++q) {
         const double *bq = at(B, i, q, u), *oq = om(q, c);
         TWOLAYER_LANES
@@ -289,14 +320,18 @@ TWOLAYER_HD void committee_rhs_lanes(const LaneShape& s, const LaneParams& p, co
   double* dQ = dy;
   double* dM = dy + K * K * L;
   double* da = dM + K * M * L;
+  TWOLAYER_UNROLL_UNITS
   for (int i = 0; i < K; ++i) {
     const double* ai = a + i * L;
-    for (int k = i; k < K; ++k) {
+    TWOLAYER_UNROLL_UNITS
+    for (int k = 0; k < K; ++k) {
+      if (k < i) continue;
       const double *ak = a + k * L, *pik = at(psi, i, k, u), *pki = at(psi, k, i, u);
       double* ph = at(phi, i, k, K);
       TWOLAYER_LANES
       for (int l = 0; l < L; ++l) ph[l] = p.lr[l] * (ai[l] * pik[l] + ak[l] * pki[l]);
     }
+    TWOLAYER_UNROLL_UNITS
     for (int q = 0; q < M; ++q) {
       const double* pq = at(psi, i, K + q, u);
       double* d = dM + (i * M + q) * L;
@@ -307,8 +342,11 @@ TWOLAYER_HD void committee_rhs_lanes(const LaneShape& s, const LaneParams& p, co
   // 4. Online: lr^2 a_i a_k (E[g'(l_i) g'(l_k) E^2] + Delta J2) for the pairs i <= k; erf's I4 by conditioning on the
   //    pair, the others' through committee_i4_contract.
   if (s.online) {
-    for (int i = 0; i < K; ++i)
-      for (int k = i; k < K; ++k) {
+    TWOLAYER_UNROLL_UNITS
+    for (int i = 0; i < K; ++i) {
+      TWOLAYER_UNROLL_UNITS
+      for (int k = 0; k < K; ++k) {
+        if (k < i) continue;
         double quad[L];  // E[G'(l_i) G'(l_k) E^2] = sum_{j <= l} W_jl I4_ik,jl
         if constexpr (kErf) {
           double det[L], acc[L];
@@ -325,6 +363,7 @@ TWOLAYER_HD void committee_rhs_lanes(const LaneShape& s, const LaneParams& p, co
               i22[l] = a11 * idet;
               acc[l] = 0.0;
             }
+            TWOLAYER_UNROLL_UNITS
             for (int j = 0; j < u; ++j) {
               const double *u1 = om(i, j), *u2 = om(k, j), *ojj = om(j, j);
               double *v1 = t1 + j * L, *v2 = t2 + j * L, *rj = rr + j * L;
@@ -337,11 +376,14 @@ TWOLAYER_HD void committee_rhs_lanes(const LaneShape& s, const LaneParams& p, co
               }
             }
           }
+          TWOLAYER_UNROLL_UNITS
           for (int j = 0; j < u; ++j) {
             const double *u1 = om(i, j), *u2 = om(k, j), *rj = rr + j * L, *wj = w + j * L;
             TWOLAYER_LANES
             for (int l = 0; l < L; ++l) acc[l] += wj[l] * wj[l] * asin_one_minus_sq_simd(rj[l]);
-            for (int m = j + 1; m < u; ++m) {
+            TWOLAYER_UNROLL_UNITS
+            for (int m = 0; m < u; ++m) {
+              if (m <= j) continue;
               const double *ojm = om(j, m), *v1 = t1 + m * L, *v2 = t2 + m * L, *rm = rr + m * L,
                            *wm = w + m * L;
               if constexpr (L == 1) {  // one lane: no data-dependent branch
@@ -378,10 +420,14 @@ TWOLAYER_HD void committee_rhs_lanes(const LaneShape& s, const LaneParams& p, co
         TWOLAYER_LANES
         for (int l = 0; l < L; ++l) ph[l] += p.lr[l] * p.lr[l] * ai[l] * ak[l] * (quad[l] + p.noise[l] * jj[l]);
       }
+    }
   }
   // 5. dQ (symmetric), with the spherical projection if asked (phi keeps the unconstrained Phi).
-  for (int i = 0; i < K; ++i)
-    for (int k = i; k < K; ++k) {
+  TWOLAYER_UNROLL_UNITS
+  for (int i = 0; i < K; ++i) {
+    TWOLAYER_UNROLL_UNITS
+    for (int k = 0; k < K; ++k) {
+      if (k < i) continue;
       const double *ph = at(phi, i, k, K), *pii = at(phi, i, i, K), *pkk = at(phi, k, k, K), *qik = Q + (i * K + k) * L;
       double *d1 = dQ + (i * K + k) * L, *d2 = dQ + (k * K + i) * L;
       if (!s.spherical) {
@@ -395,9 +441,12 @@ TWOLAYER_HD void committee_rhs_lanes(const LaneShape& s, const LaneParams& p, co
         for (int l = 0; l < L; ++l) d1[l] = d2[l] = ph[l] - 0.5 * qik[l] * (pii[l] + pkk[l]);
       }
     }
-  if (s.spherical)
+  }
+  if (s.spherical) {
+    TWOLAYER_UNROLL_UNITS
     for (int i = 0; i < K; ++i) {
       const double* pii = at(phi, i, i, K);
+      TWOLAYER_UNROLL_UNITS
       for (int q = 0; q < M; ++q) {
         double* d = dM + (i * M + q) * L;
         const double* mq = Mo + (i * M + q) * L;
@@ -405,21 +454,26 @@ TWOLAYER_HD void committee_rhs_lanes(const LaneShape& s, const LaneParams& p, co
         for (int l = 0; l < L; ++l) d[l] -= 0.5 * mq[l] * pii[l];
       }
     }
-  // 6. Second layer: da_i = lr_readout E[g(l_i) E].
-  for (int i = 0; i < K && readout; ++i) {
-    double sum[L];
-    for (int l = 0; l < L; ++l) sum[l] = 0.0;
-    for (int c = 0; c < u; ++c) {
-      const double *wc = w + c * L, *vc = at(val, i, c, u);
-      TWOLAYER_LANES
-      for (int l = 0; l < L; ++l) sum[l] += wc[l] * vc[l];
-    }
-    double* d = da + i * L;
-    TWOLAYER_LANES
-    for (int l = 0; l < L; ++l) d[l] = p.lr_readout[l] != 0.0 ? p.lr_readout[l] * sum[l] : 0.0;
   }
-  if (!readout)
+  // 6. Second layer: da_i = lr_readout E[g(l_i) E].
+  if (readout) {
+    TWOLAYER_UNROLL_UNITS
+    for (int i = 0; i < K; ++i) {
+      double sum[L];
+      for (int l = 0; l < L; ++l) sum[l] = 0.0;
+      TWOLAYER_UNROLL_UNITS
+      for (int c = 0; c < u; ++c) {
+        const double *wc = w + c * L, *vc = at(val, i, c, u);
+        TWOLAYER_LANES
+        for (int l = 0; l < L; ++l) sum[l] += wc[l] * vc[l];
+      }
+      double* d = da + i * L;
+      TWOLAYER_LANES
+      for (int l = 0; l < L; ++l) d[l] = p.lr_readout[l] != 0.0 ? p.lr_readout[l] * sum[l] : 0.0;
+    }
+  } else {
     for (int i = 0; i < K * L; ++i) da[i] = 0.0;
+  }
 }
 
 // The erf committee's lanes (the one implementation above).
