@@ -116,6 +116,7 @@ def test_sigma_and_derivative_against_mpmath():
             np.testing.assert_allclose(fn(name, s), ref, rtol=1e-12, atol=1e-300, err_msg=f"{name}^({k})")
 
 
+@pytest.mark.filterwarnings("ignore::scipy.integrate.IntegrationWarning")  # QUADPACK on the reference side
 def test_i2_j2_against_adaptive_quadrature_fast():
     """The default run's sample of the slow test below: two pairs at the near-singular covariance."""
     for a, b in [("tanh", "softplus"), ("silu", "gelu")]:
@@ -123,6 +124,7 @@ def test_i2_j2_against_adaptive_quadrature_fast():
         assert rel_err(kernels.i2(a, b, C), sp_pair(SP_SIGMA[a], SP_SIGMA[b], C)) <= 1e-10, (a, b)
 
 
+@pytest.mark.filterwarnings("ignore::scipy.integrate.IntegrationWarning")  # QUADPACK on the reference side
 @pytest.mark.slow
 @pytest.mark.parametrize(("a", "b"), [(a, a) for a in NEW] + [("tanh", "softplus"), ("gelu", "erf"),
                                                               ("sin", "linear"), ("cos", "quadratic")])
@@ -260,7 +262,7 @@ def test_gradient_flow_ode_matches_weight_space_flow():
     ov = tl.Overlaps.from_networks(student, teacher)
     lr, t_max = 1.0, 2.0
     traj = tl.ode.integrate(ov, "tanh", lr=lr, regime="gradient_flow", t_max=t_max, method="rk4", dt=1e-2,
-                            n_points=3)
+                            n_records=3)
     # weight space: dW/dt = -lr d * grad_W R (t = steps / d with per-step rate lr / d on the d-scaled gradient)
     W = student.W.copy()
     a = student.a.copy()
