@@ -173,7 +173,7 @@ def solve(target: Any, *, activation: str, a: ArrayLike, alpha: float, lr: float
     n_steps : int
         T; records at iterations 0..T.
     ridge : float, default 0
-        lambda of the penalty ridge / (2d) |W|_F^2.
+        lambda of the penalty ridge / (2d) sum_ij W_ij^2.
     noise : float, default 0
         Label-noise variance of the training labels.
     Q0, M0 : array_like, optional

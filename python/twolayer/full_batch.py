@@ -5,7 +5,7 @@ Conventions (docs/layers/dmft.rst). Inputs x ~ N(0, I_d), lambda = W x / sqrt(d)
 with the student's effective readout a (fixed, or trained with ``lr_readout``), labels y = target(z) + sqrt(noise) xi
 with z = W* x / sqrt(d) (P = I). One step on the empirical risk with ridge,
 
-    L(W) = 1/(2n) sum_mu (y_mu - f(x_mu))^2 + ridge / (2d) |W|_F^2,
+    L(W) = 1/(2n) sum_mu (y_mu - f(x_mu))^2 + ridge / (2d) sum_ij W_ij^2,
     W <- W - lr d grad L = (1 - lr ridge) W + (lr sqrt(d) / n) sum_mu g_mu x_mu^T,
     g_mu = a * sigma'(lambda_mu) (y_mu - f(x_mu))                                        (in R^K),
     a <- a + (lr_readout / n) sum_mu sigma(lambda_mu) (y_mu - f(x_mu))   (both from the weights before the step),
@@ -165,7 +165,7 @@ def simulate(student: Network, target: Any, *, alpha: float, lr: float, n_steps:
     n_steps : int
         Iterations T (records at steps 0..T).
     ridge : float, default 0
-        lambda of the penalty ridge / (2d) |W|_F^2.
+        lambda of the penalty ridge / (2d) sum_ij W_ij^2.
     noise : float, default 0
         Label-noise variance of the training labels.
     lr_readout : float, default 0
