@@ -12,15 +12,17 @@ from numpy.typing import NDArray
 
 from .activations import ACTIVATIONS, check_activation
 from .networks import Network
-from .overlaps import Overlaps, check_stack
+from .overlaps import Overlaps, check_stack, refuse_bias
 from .targets import FunctionTarget, HermiteTarget
 
 
-def check_overlaps(ov: Any, name: str = "overlaps", spherical: bool = False) -> Overlaps:
+def check_overlaps(ov: Any, name: str = "overlaps", spherical: bool = False, biases: bool = False) -> Overlaps:
     """``ov``, checked to be an :class:`~twolayer.Overlaps` the core can start from (and on the sphere when
-    ``spherical``); errors name it ``name``."""
+    ``spherical``; without nonzero biases unless the caller handles them, ``biases``); errors name it ``name``."""
     if not isinstance(ov, Overlaps):
         raise TypeError(f"{name}: expected a twolayer.Overlaps, got {type(ov).__name__}")
+    if not biases:
+        refuse_bias(ov, name)
     # Overlaps validates on construction; its arrays are mutable, so re-check what the C++ core relies on.
     check_stack(ov.Q[None], ov.M[None], ov.P[None], ov.a[None], ov.v[None], lambda b, field: f"{name}: {field}")
     check_spherical(ov.Q[None], spherical, lambda b, field: name)

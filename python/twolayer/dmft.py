@@ -59,7 +59,7 @@ from ._interrupt import partial_result
 from ._validation import as_float_array, integer, n_threads_arg, positive, seed_arg
 from .activations import check_activation
 from .full_batch import labels
-from .networks import Network
+from .networks import Network, check_network
 from .results import import_xarray
 from .targets import FunctionTarget, HermiteTarget
 
@@ -142,6 +142,7 @@ def _matrix(x: Any, name: str, shape: tuple[int, int]) -> NDArray[np.float64]:
 
 def _directions_k(target: Any) -> int:
     if isinstance(target, Network):
+        check_network(target, "target")
         if target.scaling != "sqrt_d" or not np.allclose(target.W @ target.W.T / target.d, np.eye(target.K),
                                                           atol=1e-8):
             raise ValueError("target: a committee teacher needs orthonormal rows in the scaling (P = I)")

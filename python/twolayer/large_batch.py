@@ -44,7 +44,7 @@ from ._validation import boolean, integer, n_threads_arg, positive, seed_arg
 from .activations import ActivationName, check_activation, sigma
 from .kernels import i2
 from .networks import Network, check_network
-from .overlaps import Overlaps
+from .overlaps import Overlaps, refuse_bias
 from .results import Status, Trajectory
 from .sgd import simulate
 
@@ -121,6 +121,7 @@ def iterate(
     >>> tr.t, tr.M.shape, tr.status
     (array([0., 1., 2., 3.]), (4, 2, 2), <Status.completed: 'completed'>)
     """
+    refuse_bias(overlaps, "overlaps")
     gamma0 = positive(lr, "lr", allow_zero=True)
     alpha = _batch_ratio(batch_ratio)
     T = _steps(n_steps)

@@ -1,4 +1,4 @@
-"""Two-layer networks f(x) = c * sum_i a_i sigma(w_i . x / sqrt(s)).
+"""Two-layer networks f(x) = c * sum_i a_i sigma(w_i . x / sqrt(s) + b_i).
 
 ``scaling="sqrt_d"``: s = d (Saad-Solla/Goldt; overlaps Q = W W^T / d). ``scaling="none"``: s = 1 (lambda = w.x as in
 Safran-Shamir; Q = W W^T). ``readout="sum"`` gives c = 1, ``readout="mean"`` gives c = 1/K (as in the
@@ -23,7 +23,7 @@ Init = Literal["gaussian", "orthogonal"]
 
 @dataclass(frozen=True, eq=False)
 class Network:
-    """A two-layer network f(x) = c sum_i a_i sigma(w_i . x / sqrt(s)).
+    """A two-layer network f(x) = c sum_i a_i sigma(w_i . x / sqrt(s) + b_i).
 
     Frozen (immutable attributes) and validated on construction.
 
@@ -41,6 +41,10 @@ class Network:
         (``"none"``).
     readout : {"sum", "mean"}
         Readout factor c = 1 (``"sum"``) or 1/K (``"mean"``).
+    bias : array_like, shape (K,), optional
+        Per-unit biases b_i inside the activation (default: zeros). Engines
+        that do not handle biases yet refuse a network with a nonzero bias
+        (:func:`check_network`).
 
     Examples
     --------
@@ -54,6 +58,7 @@ class Network:
 
     W: NDArray[np.float64]
     a: NDArray[np.float64]
+    bias: NDArray[np.float64]
     activation: ActivationName
     scaling: Scaling = "sqrt_d"
     readout: Readout = "sum"
@@ -65,6 +70,7 @@ class Network:
         activation: ActivationName = "erf",
         scaling: Scaling = "sqrt_d",
         readout: Readout = "sum",
+        bias: ArrayLike | None = None,
     ) -> None:
         W_ = as_float_array(W, "W", ndim=2)
         if W_.shape[0] < 1 or W_.shape[1] < 1:
@@ -72,8 +78,14 @@ class Network:
         a_ = np.ones(W_.shape[0]) if a is None else as_float_array(a, "a", ndim=1, scalar_ok=False)
         if a_.shape != (W_.shape[0],):
             raise ValueError(f"a: expected shape ({W_.shape[0]},) to match W's {W_.shape[0]} rows, got {a_.shape}")
+        b_ = np.zeros(W_.shape[0]) if bias is None else as_float_array(bias, "bias", ndim=1, scalar_ok=False)
+        if b_.shape != (W_.shape[0],):
+            raise ValueError(f"bias: expected shape ({W_.shape[0]},) to match W's {W_.shape[0]} rows, got {b_.shape}")
+        if not np.all(np.isfinite(b_)):
+            raise ValueError("bias: entries must be finite (got NaN or inf)")
         object.__setattr__(self, "W", W_)
         object.__setattr__(self, "a", a_)
+        object.__setattr__(self, "bias", b_)
         object.__setattr__(self, "activation", check_activation(activation))
         object.__setattr__(self, "scaling", choice(scaling, "scaling", ("sqrt_d", "none")))
         object.__setattr__(self, "readout", choice(readout, "readout", ("sum", "mean")))
@@ -103,7 +115,12 @@ class Network:
         """c * a: the second layer the kernels see."""
         return self.a * self.readout_factor
 
-    def with_weights(self, W: ArrayLike, a: ArrayLike | None = None) -> Network:
+    @property
+    def has_bias(self) -> bool:
+        """Whether any bias b_i is nonzero."""
+        return bool(np.any(self.bias != 0.0))
+
+    def with_weights(self, W: ArrayLike, a: ArrayLike | None = None, bias: ArrayLike | None = None) -> Network:
         """The same architecture with new weights.
 
         Parameters
@@ -112,12 +129,17 @@ class Network:
             First-layer weights.
         a : array_like, optional
             Second layer (default: this network's ``a``).
+        bias : array_like, optional
+            Biases (default: this network's when K' = K, else zeros).
 
         Returns
         -------
         Network
         """
-        return Network(W, self.a if a is None else a, self.activation, self.scaling, self.readout)
+        W_ = as_float_array(W, "W", ndim=2)
+        if bias is None and W_.shape[0] == self.K:
+            bias = self.bias
+        return Network(W_, self.a if a is None else a, self.activation, self.scaling, self.readout, bias)
 
     def __call__(self, X: ArrayLike) -> NDArray[np.float64]:
         """Outputs f(x) on the rows of ``X`` (n, d): an array of shape (n,)."""
@@ -125,7 +147,7 @@ class Network:
         if X_.shape[1] != self.d:
             raise ValueError(f"X: expected {self.d} columns, got {X_.shape[1]}")
         with np.errstate(over="ignore", invalid="ignore"):
-            pre = X_ @ self.W.T / np.sqrt(self.scale)
+            pre = X_ @ self.W.T / np.sqrt(self.scale) + self.bias
             out = sigma(self.activation, pre) @ self.effective_a if np.all(np.isfinite(pre)) else pre[:, 0]
         if not np.all(np.isfinite(out)):
             raise ValueError("X: the outputs on these inputs exceed the double range (pre-activations or outputs "
@@ -143,6 +165,7 @@ class Network:
         a: ArrayLike | None = None,
         scaling: Scaling = "sqrt_d",
         readout: Readout = "sum",
+        bias: ArrayLike | None = None,
     ) -> Network:
         """A random network.
 
@@ -162,6 +185,8 @@ class Network:
             Second layer (default: ones).
         scaling, readout : str
             As in :class:`Network`.
+        bias : array_like, optional
+            Biases (default: zeros).
 
         Returns
         -------
@@ -174,10 +199,10 @@ class Network:
         True
         """
         W = random_weights(K, d, init, np.random.default_rng(seed_arg(seed, allow_none=True)), scaling)
-        return cls(W, a, activation, scaling, readout)
+        return cls(W, a, activation, scaling, readout, bias)
 
 
-def check_network(net: object, name: str) -> Network:
+def check_network(net: object, name: str, biases: bool = False) -> Network:
     """Check that ``net`` is a :class:`Network` with finite weights.
 
     Its arrays can be edited in place after construction, so the engines
@@ -189,6 +214,9 @@ def check_network(net: object, name: str) -> Network:
         The object to check.
     name : str
         The argument name the error message names.
+    biases : bool, default False
+        Whether the caller handles biases; without, a nonzero
+        ``net.bias`` is refused (never silently dropped).
 
     Returns
     -------
@@ -201,6 +229,8 @@ def check_network(net: object, name: str) -> Network:
         ``net`` is not a Network.
     ValueError
         Its weights are not finite.
+    NotImplementedError
+        It has a nonzero bias and the caller does not handle biases.
 
     Examples
     --------
@@ -211,9 +241,13 @@ def check_network(net: object, name: str) -> Network:
     """
     if not isinstance(net, Network):
         raise TypeError(f"{name}: expected a twolayer.Network, got {type(net).__name__}")
-    for field, arr in (("W", net.W), ("a", net.a)):
+    for field, arr in (("W", net.W), ("a", net.a), ("bias", net.bias)):
         if not np.all(np.isfinite(arr)):
             raise ValueError(f"{name}.{field}: entries must be finite (got NaN or inf)")
+    if not biases and net.has_bias:
+        raise NotImplementedError(f"{name}.bias: this function does not handle biases yet (nonzero biases "
+                                  f"{net.bias.tolist()}); see the documentation's activations page for the ones "
+                                  "that do")
     return net
 
 

@@ -10,7 +10,8 @@ entry), and Omega positive semi-definite (smallest eigenvalue >= -1e-9 of the la
 stacked Cholesky factorisation of Omega + 1e-9 max|diag| I over all members, and ``np.linalg.eigvalsh`` over the
 stack only when it fails, to name the first bad member. Both optionally remember the activations of the networks
 they were measured on (``activation``, ``teacher_activation``; None for hand-built overlaps), which the ODE uses
-when the caller gives none.
+when the caller gives none. :class:`Overlaps` also carries the biases of the units (``bias`` of the students,
+``teacher_bias``; zeros by default): with them the pre-activations have means (b, b*) and covariance Omega.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from .activations import check_activation
 from .networks import Network, check_network
 from .targets import is_target
 
-__all__ = ["BatchOverlaps", "Overlaps", "check_pair", "check_stack"]
+__all__ = ["BatchOverlaps", "Overlaps", "check_pair", "check_stack", "refuse_bias"]
 
 # Relative tolerance of the symmetry and positive semi-definiteness checks (of the largest diagonal entry).
 _TOL = 1e-9
@@ -132,6 +133,10 @@ class Overlaps:
         The student's effective (readout-scaled) second layer.
     v : array_like, shape (M,)
         The teacher's effective second layer.
+    bias, teacher_bias : array_like, shape (K,) and (M,), optional
+        The units' biases b and b* (default: zeros): the pre-activations
+        lambda_i = w_i . x / sqrt(s) + b_i have mean b_i. Functions that do
+        not handle biases yet refuse nonzero ones (never drop them).
     activation, teacher_activation : str, optional
         The activations of the networks the overlaps describe (set by
         :meth:`from_networks`; None for overlaps built by hand):
@@ -150,6 +155,8 @@ class Overlaps:
     P: NDArray[np.float64]
     a: NDArray[np.float64]
     v: NDArray[np.float64]
+    bias: NDArray[np.float64]
+    teacher_bias: NDArray[np.float64]
     activation: str | None
     teacher_activation: str | None
 
@@ -162,6 +169,9 @@ class Overlaps:
         v: ArrayLike,
         activation: str | None = None,
         teacher_activation: str | None = None,
+        *,
+        bias: ArrayLike | None = None,
+        teacher_bias: ArrayLike | None = None,
     ) -> None:
         Q_ = as_float_array(Q, "Q", ndim=2)
         M_ = as_float_array(M, "M", ndim=2)
@@ -174,7 +184,9 @@ class Overlaps:
                 raise ValueError(
                     f"{name}: expected shape {shape} for K={K} student and M={Mt} teacher units, got {arr.shape}")
         check_stack(Q_[None], M_[None], P_[None], a_[None], v_[None], lambda b, name: name)
-        for name, value in (("Q", Q_), ("M", M_), ("P", P_), ("a", a_), ("v", v_)):
+        b_, bt_ = _bias(bias, K, "bias"), _bias(teacher_bias, Mt, "teacher_bias")
+        for name, value in (("Q", Q_), ("M", M_), ("P", P_), ("a", a_), ("v", v_), ("bias", b_),
+                            ("teacher_bias", bt_)):
             object.__setattr__(self, name, value)
         object.__setattr__(self, "activation", _optional_activation(activation, "activation"))
         object.__setattr__(self, "teacher_activation",
@@ -195,6 +207,11 @@ class Overlaps:
         """The full (K + M) x (K + M) covariance [[Q, M], [M^T, P]]."""
         return np.block([[self.Q, self.M], [self.M.T, self.P]])
 
+    @property
+    def has_bias(self) -> bool:
+        """Whether any student or teacher bias is nonzero."""
+        return bool(np.any(self.bias != 0.0) or np.any(self.teacher_bias != 0.0))
+
     @classmethod
     def from_networks(cls, student: Network, teacher: Any) -> Overlaps:
         """The overlaps of a student and a teacher network.
@@ -212,7 +229,7 @@ class Overlaps:
         Returns
         -------
         Overlaps
-            Remembering the two activations.
+            Remembering the two activations and the biases.
 
         Examples
         --------
@@ -221,21 +238,42 @@ class Overlaps:
         'erf'
         """
         if is_target(teacher):
-            check_network(student, "student")
+            check_network(student, "student", biases=True)
             if teacher.d != student.d or teacher.scaling != student.scaling:
                 raise ValueError(f"teacher: the target's d = {teacher.d}, scaling {teacher.scaling!r} do not match "
                                  f"the student's d = {student.d}, scaling {student.scaling!r}")
             W = student.W
             ov = cls(gram(W, W, student.scale, "student.W"), gram(W, teacher.directions, student.scale,
                                                                    "student.W, teacher.directions"),
-                     np.eye(teacher.k), student.effective_a, np.zeros(teacher.k), activation=student.activation)
+                     np.eye(teacher.k), student.effective_a, np.zeros(teacher.k), activation=student.activation,
+                     bias=student.bias)
             object.__setattr__(ov, "target", teacher)
             return ov
-        check_pair(student, teacher)
+        check_pair(student, teacher, biases=True)
         W, Wt = student.W, teacher.W
         return cls(gram(W, W, student.scale, "student.W"), gram(W, Wt, student.scale, "student.W, teacher.W"),
                    gram(Wt, Wt, student.scale, "teacher.W"), student.effective_a, teacher.effective_a,
-                   activation=student.activation, teacher_activation=teacher.activation)
+                   activation=student.activation, teacher_activation=teacher.activation, bias=student.bias,
+                   teacher_bias=teacher.bias)
+
+
+def _bias(bias: ArrayLike | None, n: int, name: str) -> NDArray[np.float64]:
+    if bias is None:
+        return np.zeros(n)
+    b = as_float_array(bias, name, ndim=1, scalar_ok=False)
+    if b.shape != (n,):
+        raise ValueError(f"{name}: expected shape ({n},), got {b.shape}")
+    if not np.all(np.isfinite(b)):
+        raise ValueError(f"{name}: entries must be finite (got NaN or inf)")
+    return b
+
+
+def refuse_bias(ov: Overlaps, name: str) -> None:
+    """NotImplementedError naming ``name`` when ``ov`` has nonzero biases (for functions that do not handle them)."""
+    if ov.has_bias:
+        raise NotImplementedError(f"{name}: this function does not handle biases yet (nonzero bias "
+                                  f"{ov.bias.tolist()}, teacher_bias {ov.teacher_bias.tolist()}); see the "
+                                  "documentation's activations page for the ones that do")
 
 
 def _read_only(x: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -358,6 +396,7 @@ class BatchOverlaps:
         for b, ov in enumerate(ovs):
             if not isinstance(ov, Overlaps):
                 raise TypeError(f"{name}[{b}]: expected a twolayer.Overlaps, got {type(ov).__name__}")
+            refuse_bias(ov, f"{name}[{b}]")
             if (ov.K, ov.n_teacher) != (ovs[0].K, ovs[0].n_teacher):
                 raise ValueError(f"{name}[{b}]: expected K={ovs[0].K}, M={ovs[0].n_teacher} like {name}[0], got "
                                  f"K={ov.K}, M={ov.n_teacher}")
@@ -420,13 +459,15 @@ def gram(A: NDArray[np.float64], B: NDArray[np.float64], scale: float, name: str
     return G
 
 
-def check_pair(student: Network, teacher: Network) -> None:
+def check_pair(student: Network, teacher: Network, biases: bool = False) -> None:
     """Check a (student, teacher) pair.
 
     Parameters
     ----------
     student, teacher : Network
         Must have finite weights, the same input dimension and scaling.
+    biases : bool, default False
+        Whether the caller handles biases (see :func:`check_network`).
 
     Raises
     ------
@@ -441,12 +482,12 @@ def check_pair(student: Network, teacher: Network) -> None:
         ...
     ValueError: teacher: input dimension d=4 does not match the student's d=3
     """
-    check_network(student, "student")
+    check_network(student, "student", biases)
     if is_target(teacher):
         raise TypeError(f"teacher: expected a committee twolayer.Network here, got a {type(teacher).__name__} "
                         "(polynomial targets are taken by population.risk/gradient/hessian, sgd.simulate, "
                         "Overlaps.from_networks and the ODE; the landscape tools need a committee teacher)")
-    check_network(teacher, "teacher")
+    check_network(teacher, "teacher", biases)
     if student.d != teacher.d:
         raise ValueError(f"teacher: input dimension d={teacher.d} does not match the student's d={student.d}")
     if student.scaling != teacher.scaling:

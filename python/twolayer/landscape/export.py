@@ -29,7 +29,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .._validation import as_float_array, boolean, positive, writing
-from ..networks import Network
+from ..networks import Network, check_network
 from ..results import import_xarray
 from .critical import CriticalPoint, group_eigenvalues
 from .multistart import MultistartResult
@@ -281,6 +281,7 @@ def _decompress(data: Any, where: str, budget: _Budget) -> tuple[NDArray[np.floa
 # ------------------------------------------------------------------------------------------------ JSON
 def _encode(v: Any, symmetrize: bool) -> Any:
     if isinstance(v, Network):
+        check_network(v, "network")  # the format has no biases yet: refused, never dropped
         return {"__network__": {"activation": v.activation, "scaling": v.scaling, "readout": v.readout,
                                 "point": _compress(v.W, v.a, 1e-8, symmetrize)}}
     if isinstance(v, MultistartResult):

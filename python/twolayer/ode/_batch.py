@@ -17,7 +17,7 @@ from .._overlap_args import check_spherical, resolve_activations, resolve_target
 from .._progress import progress_bar
 from .._validation import Device, boolean, device_arg, per_item
 from ..activations import ActivationName, check_activation
-from ..overlaps import BatchOverlaps, Overlaps
+from ..overlaps import BatchOverlaps, Overlaps, refuse_bias
 from ..results import BatchTrajectory
 from ..schedules import Schedule, as_schedule, core_arg
 from ._solver import TIME_UNIT, Method, Readout, Regime, check_choices, is_step_flow, model_meta, solver_options
@@ -42,6 +42,7 @@ def _group_by_shape(overlaps: Sequence[Any], tgts: Sequence[Any] | None = None) 
     for b, ov in enumerate(overlaps):
         if not isinstance(ov, Overlaps):
             raise TypeError(f"overlaps[{b}]: expected a twolayer.Overlaps, got {type(ov).__name__}")
+        refuse_bias(ov, f"overlaps[{b}]")
         groups.setdefault((ov.K, ov.n_teacher, tgts is not None and tgts[b] is not None), []).append(b)
     return groups
 

@@ -1,0 +1,86 @@
+"""Biases in the data model (issue 23): Network.bias, Overlaps.bias/teacher_bias, and the rule that a function
+which does not handle biases refuses nonzero ones with NotImplementedError naming the argument (never drops them)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import twolayer as tl
+
+
+@pytest.fixture
+def pair() -> tuple[tl.Network, tl.Network]:
+    s, t = tl.networks.teacher_student(2, 2, 40, "erf", seed=0)
+    return s.with_weights(s.W, bias=[0.3, -0.2]), t
+
+
+def test_network_bias_enters_the_output() -> None:
+    net = tl.Network([[1.0, 0.0], [0.0, 2.0]], [1.0, -1.0], "relu", scaling="none", bias=[0.5, -1.0])
+    X = np.array([[1.0, 2.0], [-3.0, 0.25]])
+    expected = np.maximum(X @ net.W.T + net.bias, 0.0) @ net.a
+    np.testing.assert_array_equal(net(X), expected)
+    assert net.has_bias
+    assert not tl.Network(net.W).has_bias
+    np.testing.assert_array_equal(tl.Network(net.W).bias, np.zeros(2))
+
+
+def test_network_bias_validation() -> None:
+    with pytest.raises(ValueError, match=r"bias: expected shape \(2,\)"):
+        tl.Network(np.eye(2), bias=[1.0])
+    with pytest.raises(ValueError, match="bias: entries must be finite"):
+        tl.Network(np.eye(2), bias=[1.0, np.nan])
+    net = tl.Network(np.eye(2), bias=[1.0, 0.0])
+    net.bias[0] = np.inf  # arrays are mutable: the engines re-check
+    with pytest.raises(ValueError, match=r"student\.bias: entries must be finite"):
+        tl.networks.check_network(net, "student", biases=True)
+
+
+def test_with_weights_and_random_keep_the_bias() -> None:
+    net = tl.Network.random(3, 7, "tanh", seed=1, bias=[0.1, 0.2, 0.3])
+    np.testing.assert_array_equal(net.with_weights(2 * net.W).bias, [0.1, 0.2, 0.3])
+    assert not net.with_weights(net.W[:2], a=[1.0, 1.0]).has_bias  # other K: zeros unless given
+    np.testing.assert_array_equal(net.with_weights(net.W, bias=[0.0, 0.0, 1.0]).bias, [0.0, 0.0, 1.0])
+
+
+def test_overlaps_carry_the_biases(pair: tuple[tl.Network, tl.Network]) -> None:
+    s, t = pair
+    t = t.with_weights(t.W, bias=[0.0, 0.7])
+    ov = tl.Overlaps.from_networks(s, t)
+    np.testing.assert_array_equal(ov.bias, s.bias)
+    np.testing.assert_array_equal(ov.teacher_bias, t.bias)
+    assert ov.has_bias
+    plain = tl.Overlaps(ov.Q, ov.M, ov.P, ov.a, ov.v)
+    np.testing.assert_array_equal(plain.bias, np.zeros(2))
+    assert not plain.has_bias
+    with pytest.raises(ValueError, match=r"teacher_bias: expected shape \(2,\)"):
+        tl.Overlaps(ov.Q, ov.M, ov.P, ov.a, ov.v, teacher_bias=[1.0])
+
+
+def test_functions_without_bias_support_refuse_nonzero_biases(pair: tuple[tl.Network, tl.Network]) -> None:
+    s, t = pair
+    ov = tl.Overlaps.from_networks(s, t)
+    refusing = {
+        "ode.integrate": lambda: tl.ode.integrate(ov, lr=0.5, t_max=1.0),
+        "ode.integrate_batch": lambda: tl.ode.integrate_batch([ov, ov], "erf", lr=0.5, t_max=1.0),
+        "BatchOverlaps.stack": lambda: tl.BatchOverlaps.stack([ov]),
+        "sde.simulate": lambda: tl.sde.simulate(ov, lr=0.5, t_max=1.0, d=100, seeds=2),
+        "large_batch.iterate": lambda: tl.large_batch.iterate(ov, "erf", "erf", lr=0.5, batch_ratio=2.0, n_steps=2),
+        "sgd.simulate": lambda: tl.sgd.simulate(s, t, lr=0.5, t_max=0.1),
+        "population.risk": lambda: tl.population.risk(s, t),
+        "population.gradient": lambda: tl.population.gradient(s, t),
+        "population.hessian": lambda: tl.population.hessian(s, t),
+        "full_batch.simulate": lambda: tl.full_batch.simulate(s, t, lr=0.5, alpha=2.0, n_steps=2),
+    }
+    for name, call in refusing.items():
+        with pytest.raises(NotImplementedError, match="does not handle biases yet"):
+            call()
+        assert name  # (named for the failure message of pytest's assertion rewriting)
+
+
+def test_zero_biases_change_nothing() -> None:
+    s, t = tl.networks.teacher_student(2, 2, 40, "erf", seed=3)
+    s0 = s.with_weights(s.W, bias=np.zeros(2))
+    assert tl.population.risk(s0, t) == tl.population.risk(s, t)
+    a = tl.ode.integrate(tl.Overlaps.from_networks(s0, t), lr=0.5, t_max=2.0, n_records=5)
+    b = tl.ode.integrate(tl.Overlaps.from_networks(s, t), lr=0.5, t_max=2.0, n_records=5)
+    np.testing.assert_array_equal(a.risk, b.risk)
