@@ -269,7 +269,28 @@ def _bias(bias: ArrayLike | None, n: int, name: str) -> NDArray[np.float64]:
 
 
 def refuse_bias(ov: Overlaps, name: str) -> None:
-    """NotImplementedError naming ``name`` when ``ov`` has nonzero biases (for functions that do not handle them)."""
+    """Refuse overlaps with nonzero biases (for functions that do not handle them).
+
+    Parameters
+    ----------
+    ov : Overlaps
+        The overlaps to check.
+    name : str
+        The argument name the error message names.
+
+    Raises
+    ------
+    NotImplementedError
+        ``ov`` has a nonzero ``bias`` or ``teacher_bias``.
+
+    Examples
+    --------
+    >>> ov = tl.Overlaps(np.eye(1), np.zeros((1, 1)), np.eye(1), [1.0], [1.0], bias=[0.5])
+    >>> tl.overlaps.refuse_bias(ov, "overlaps")
+    Traceback (most recent call last):
+        ...
+    NotImplementedError: overlaps: this function does not handle biases yet (nonzero bias [0.5], ...
+    """
     if ov.has_bias:
         raise NotImplementedError(f"{name}: this function does not handle biases yet (nonzero bias "
                                   f"{ov.bias.tolist()}, teacher_bias {ov.teacher_bias.tolist()}); see the "
