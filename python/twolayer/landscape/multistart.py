@@ -214,7 +214,170 @@ def _in_blocks(f: Any, *arrays: NDArray[np.float64], block: int = 8) -> Any:
     return np.concatenate(parts)
 
 
-def classify_batch(  # noqa: C901 (24)
+class _EndPoints:
+    """A batch of end points being refined in place, with the model they belong to.
+
+    Parameters
+    ----------
+    W, a : ndarray, shapes (runs, k, d) and (runs, k)
+        The points (modified in place by the Newton steps and the canonicalisation).
+    teacher : Network
+        The teacher.
+    activation : str
+        The students' activation.
+    train_readout : bool
+        Whether the second layer is among the parameters.
+    """
+
+    def __init__(self, W: NDArray[np.float64], a: NDArray[np.float64], teacher: Network, activation: ActivationName,
+                 train_readout: bool) -> None:
+        self.W, self.a, self.teacher = W, a, teacher
+        self.activation, self.train_readout = activation, train_readout
+        runs, k, d = W.shape
+        self.runs, self.n_weights = runs, k * d
+        self.n_params = k * d + (k if train_readout else 0)
+
+    def net(self, r: int) -> Network:
+        """Run r's student."""
+        return Network(self.W[r], self.a[r], self.activation, scaling=self.teacher.scaling)
+
+    def gradient(self, r: int) -> NDArray[np.float64]:
+        """The population-risk gradient of run r, flattened (W, then a with a trained second layer)."""
+        dW, da = population.gradient(self.net(r), self.teacher, train_readout=self.train_readout, n_threads=1)
+        return np.concatenate([dW.ravel(), da]) if self.train_readout else dW.ravel()
+
+    def hessians(self, rows: NDArray[np.int64]) -> NDArray[np.float64]:
+        """The analytic population-risk Hessians of the given runs, shape (len(rows), n_params, n_params)."""
+        H = np.empty((len(rows), self.n_params, self.n_params))
+        for j, r in enumerate(rows):
+            H[j] = population.hessian(self.net(r), self.teacher, train_readout=self.train_readout, n_threads=1)
+        return H
+
+    def canonicalise(self, rows: NDArray[np.bool_]) -> None:
+        """Move the chosen runs to the canonical point of their rescaling orbit (a no-op without one)."""
+        self.W[rows], self.a[rows], _ = canonical_weights(self.W[rows], self.a[rows], self.activation,
+                                                          self.train_readout)
+
+    def symmetry_nullity(self) -> int:
+        """The flat Hessian directions of the continuous symmetries (:func:`symmetry_nullity` at run 0)."""
+        return symmetry_nullity(Network(self.W[0], self.a[0], self.activation, scaling=self.teacher.scaling),
+                                self.train_readout)
+
+    def finite(self) -> NDArray[np.bool_]:
+        """Which runs have finite W and a."""
+        return np.array([np.all(np.isfinite(self.W[r])) and np.all(np.isfinite(self.a[r])) for r in range(self.runs)])
+
+    def aligned_step_units(self, finite: NDArray[np.bool_]) -> NDArray[np.bool_]:
+        """Which finite runs have step units exactly aligned with the teacher's."""
+        return np.array([bool(finite[r]) and self.activation == "step"
+                         and population.aligned_step_units(self.net(r), self.teacher) is not None
+                         for r in range(self.runs)])
+
+    def kinks(self, finite: NDArray[np.bool_]) -> NDArray[np.bool_]:
+        """Which finite runs sit where the risk is not differentiable (no Hessian there)."""
+        return np.array([bool(finite[r]) and non_differentiable(self.net(r), self.teacher) for r in range(self.runs)])
+
+    def gradients(self, finite: NDArray[np.bool_]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """The gradients (zero elsewhere) and their norms (NaN elsewhere) of the finite runs; a run whose gradient
+        cannot be evaluated is marked not finite (``finite`` is updated)."""
+        G = np.zeros((self.runs, self.n_params))
+        gn = np.full(self.runs, np.nan)
+        for r in map(int, np.flatnonzero(finite)):
+            try:
+                G[r] = self.gradient(r)
+                gn[r] = euclidean_norm(G[r])
+            except ValueError:
+                finite[r] = False
+        return G, gn
+
+
+def _newton_directions(H: NDArray[np.float64], G: NDArray[np.float64], flat_modes: bool) -> NDArray[np.float64]:
+    """The Newton steps -H^-1 g of a batch: with continuous symmetries (``flat_modes``) by the pseudo-inverse
+    (flat directions dropped), else by batched solves, least squares if one Hessian is singular."""
+    if flat_modes:
+        ev, V = _in_blocks(np.linalg.eigh, H)
+        ztol = 1e-8 * np.maximum(1.0, np.max(np.abs(ev), axis=1, keepdims=True))
+        inv = np.where(np.abs(ev) > ztol, 1.0 / np.where(ev == 0, 1.0, ev), 0.0)
+        return -np.einsum("rij,rj->ri", V, inv * np.einsum("rji,rj->ri", V, G))
+    try:
+        return -_in_blocks(np.linalg.solve, H, G[..., None])[..., 0]
+    except np.linalg.LinAlgError:  # a singular Hessian in the batch: least-squares steps
+        return -np.stack([np.linalg.lstsq(h, g, rcond=1e-10)[0] for h, g in zip(H, G, strict=True)])
+
+
+def _take_steps(
+    pts: _EndPoints, todo: NDArray[np.int64], dx: NDArray[np.float64], G: NDArray[np.float64],
+    gn: NDArray[np.float64], tol: float
+) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
+    """Apply the steps ``dx`` to the runs ``todo``, keeping each only if it lowers the gradient norm (``G``, ``gn``
+    updated); returns the runs still above ``tol`` after a kept step and the mask of the runs stepped."""
+    k, d = pts.W.shape[1:]
+    moved: list[int] = []
+    stepped = np.zeros(pts.runs, dtype=bool)
+    for j, r in enumerate(map(int, todo)):
+        W_old, a_old = pts.W[r].copy(), pts.a[r].copy()
+        pts.W[r] += dx[j, :pts.n_weights].reshape(k, d)
+        if pts.train_readout:
+            pts.a[r] += dx[j, pts.n_weights:]
+        try:
+            g_new = pts.gradient(r)
+            gn_new = euclidean_norm(g_new)
+        except ValueError:
+            gn_new = np.inf
+        if gn_new < gn[r]:
+            G[r], gn[r] = g_new, gn_new
+            stepped[r] = True
+            if gn_new > tol:
+                moved.append(r)
+        else:
+            pts.W[r], pts.a[r] = W_old, a_old
+    return np.array(moved, dtype=np.int64), stepped
+
+
+def _refine(
+    pts: _EndPoints, G: NDArray[np.float64], gn: NDArray[np.float64], todo: NDArray[np.int64],
+    H_first: NDArray[np.float64], newton_steps: int, tol: float
+) -> None:
+    """Up to ``newton_steps`` batched Newton steps on the runs ``todo`` (``H_first``: their Hessians for the first
+    step), back to the canonical point after each where there are flat modes; ``G`` and ``gn`` updated."""
+    flat_modes = pts.symmetry_nullity() > 0
+    for step in range(newton_steps):
+        if todo.size == 0:
+            break
+        H = H_first if step == 0 else pts.hessians(todo)
+        dx = _newton_directions(H, G[todo], flat_modes)
+        todo, stepped = _take_steps(pts, todo, dx, G, gn, tol)
+        if flat_modes and stepped.any():  # back to the canonical point (moves it by O(|step|^2))
+            pts.canonicalise(stepped)
+            for r in map(int, np.flatnonzero(stepped)):
+                G[r] = pts.gradient(r)
+                gn[r] = euclidean_norm(G[r])
+
+
+def _classify(
+    pts: _EndPoints, finite: NDArray[np.bool_], kink: NDArray[np.bool_], lam: NDArray[np.float64],
+    risk: NDArray[np.float64], iso_tol: float, global_tol: float
+) -> tuple[NDArray[np.int64], list[str], list[str]]:
+    """Index, kind and isotropy of each run from its Hessian eigenvalues ``lam`` and risk ("failed" where not
+    finite; kinks by risk alone)."""
+    nullity = pts.symmetry_nullity()
+    index = np.full(pts.runs, -1, dtype=np.int64)
+    kinds: list[str] = []
+    isos: list[str] = []
+    for r in range(pts.runs):
+        if not finite[r]:
+            kinds.append("failed")
+            isos.append("?")
+            continue
+        ind, _, kind = classify_spectrum(lam[r][:0] if kink[r] else lam[r], float(risk[r]), nullity, None, global_tol,
+                                         bool(kink[r]))
+        index[r] = ind
+        kinds.append(kind)
+        isos.append(isotropy(pts.W[r], tol=iso_tol, a=pts.a[r] if pts.train_readout else None).description)
+    return index, kinds, isos
+
+
+def classify_batch(
     W: NDArray[np.float64],
     a: NDArray[np.float64],
     teacher: Network,
@@ -287,108 +450,27 @@ def classify_batch(  # noqa: C901 (24)
     tol = positive(tol, "tol")
     iso_tol = positive(iso_tol, "iso_tol")
     global_tol = positive(global_tol, "global_tol", allow_zero=True)
-    nW = k * d
-
-    def net(r: int) -> Network:
-        return Network(W[r], a[r], activation, scaling=teacher.scaling)
-
-    def grad(r: int) -> NDArray[np.float64]:
-        dW, da = population.gradient(net(r), teacher, train_readout=train_readout, n_threads=1)
-        return np.concatenate([dW.ravel(), da]) if train_readout else dW.ravel()
-
-    def canonicalise(rows: NDArray[np.bool_]) -> None:
-        """Move the chosen runs to the canonical point of their rescaling orbit (a no-op without one)."""
-        W[rows], a[rows], _ = canonical_weights(W[rows], a[rows], activation, train_readout)
-
-    def hessians(idx: NDArray[np.int64]) -> NDArray[np.float64]:
-        H = np.empty((len(idx), G.shape[1], G.shape[1]))
-        for j, r in enumerate(idx):
-            H[j] = population.hessian(net(r), teacher, train_readout=train_readout, n_threads=1)
-        return H
-
-    finite = np.array([np.all(np.isfinite(W[r])) and np.all(np.isfinite(a[r])) for r in range(runs)])
+    pts = _EndPoints(W, a, teacher, activation, train_readout)
+    finite = pts.finite()
     # exactly aligned step units stay as they are (normalising their rows would open the alignment by ~1e-8 rad)
-    canonicalise(finite & ~np.array([bool(finite[r]) and activation == "step"
-                                     and population.aligned_step_units(net(r), teacher) is not None
-                                     for r in range(runs)]))
-    G = np.zeros((runs, nW + (k if train_readout else 0)))
-    gn = np.full(runs, np.nan)
-    for r in map(int, np.flatnonzero(finite)):
-        try:
-            G[r] = grad(r)
-            gn[r] = euclidean_norm(G[r])
-        except ValueError:
-            finite[r] = False
+    pts.canonicalise(finite & ~pts.aligned_step_units(finite))
+    G, gn = pts.gradients(finite)
     # One batch of analytic Hessians at the search end points serves both the Newton steps and the spectrum:
     # the steps move the points by |H^-1 grad| (~1e-7 for a search stopped at |grad| <= 1e-8), which shifts
     # the eigenvalues by O(1e-7), far below the gaps the classification looks at. Runs that still need steps
     # after the first one get a fresh Hessian.
-    lam = np.full((runs, G.shape[1]), np.nan)
+    lam = np.full((runs, pts.n_params), np.nan)
     # kinks (zero-norm relu/step rows, aligned step units): no Hessian, no Newton steps; classified by loss
-    kink = np.array([bool(finite[r]) and non_differentiable(net(r), teacher) for r in range(runs)])
+    kink = pts.kinks(finite)
     ok = np.flatnonzero(finite & ~kink)
-    H_all = hessians(ok) if ok.size else np.empty((0, G.shape[1], G.shape[1]))
+    H_all = pts.hessians(ok)
     if ok.size:
         lam[ok] = _in_blocks(np.linalg.eigvalsh, H_all)
-    pos = {int(r): j for j, r in enumerate(ok)}
-    flat_modes = symmetry_nullity(Network(W[0], a[0], activation, scaling=teacher.scaling), train_readout) > 0
     todo = np.flatnonzero(finite & ~kink & (gn > tol))
-    for step in range(newton_steps):
-        if todo.size == 0:
-            break
-        H = H_all[[pos[int(r)] for r in todo]] if step == 0 else hessians(todo)
-        if flat_modes:  # continuous symmetries make H singular: pseudo-inverse (flat directions dropped)
-            ev, V = _in_blocks(np.linalg.eigh, H)
-            ztol = 1e-8 * np.maximum(1.0, np.max(np.abs(ev), axis=1, keepdims=True))
-            inv = np.where(np.abs(ev) > ztol, 1.0 / np.where(ev == 0, 1.0, ev), 0.0)
-            dx = -np.einsum("rij,rj->ri", V, inv * np.einsum("rji,rj->ri", V, G[todo]))
-        else:
-            try:
-                dx = -_in_blocks(np.linalg.solve, H, G[todo][..., None])[..., 0]
-            except np.linalg.LinAlgError:  # a singular Hessian in the batch: least-squares steps
-                dx = -np.stack(
-                    [np.linalg.lstsq(h, g, rcond=1e-10)[0] for h, g in zip(H, G[todo], strict=True)]
-                )
-        moved: list[int] = []
-        stepped = np.zeros(runs, dtype=bool)
-        for j, r in enumerate(map(int, todo)):
-            W_old, a_old = W[r].copy(), a[r].copy()
-            W[r] += dx[j, :nW].reshape(k, d)
-            if train_readout:
-                a[r] += dx[j, nW:]
-            try:
-                g_new = grad(r)
-                gn_new = euclidean_norm(g_new)
-            except ValueError:
-                gn_new = np.inf
-            if gn_new < gn[r]:
-                G[r], gn[r] = g_new, gn_new
-                stepped[r] = True
-                if gn_new > tol:
-                    moved.append(r)
-            else:
-                W[r], a[r] = W_old, a_old
-        todo = np.array(moved, dtype=np.int64)
-        if flat_modes and stepped.any():  # back to the canonical point (moves it by O(|step|^2))
-            canonicalise(stepped)
-            for r in map(int, np.flatnonzero(stepped)):
-                G[r] = grad(r)
-                gn[r] = euclidean_norm(G[r])
-    risk = np.array([population.risk(net(r), teacher) if finite[r] else np.nan for r in range(runs)])
-    nullity = symmetry_nullity(Network(W[0], a[0], activation, scaling=teacher.scaling), train_readout)
-    index = np.full(runs, -1, dtype=np.int64)
-    kinds: list[str] = []
-    isos: list[str] = []
-    for r in range(runs):
-        if not finite[r]:
-            kinds.append("failed")
-            isos.append("?")
-            continue
-        ind, _, kind = classify_spectrum(lam[r][:0] if kink[r] else lam[r], float(risk[r]), nullity, None, global_tol,
-                                 bool(kink[r]))
-        index[r] = ind
-        kinds.append(kind)
-        isos.append(isotropy(W[r], tol=iso_tol, a=a[r] if train_readout else None).description)
+    pos = {int(r): j for j, r in enumerate(ok)}
+    _refine(pts, G, gn, todo, H_all[[pos[int(r)] for r in todo]], newton_steps, tol)
+    risk = np.array([population.risk(pts.net(r), teacher) if finite[r] else np.nan for r in range(runs)])
+    index, kinds, isos = _classify(pts, finite, kink, lam, risk, iso_tol, global_tol)
     return {"W": W, "a": a, "risk": risk, "grad_norm": gn, "index": index, "kind": kinds, "isotropy": isos}
 
 

@@ -13,6 +13,7 @@ eigenvalue crossing (where a family turns from saddle into minimum) to about 1e-
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -202,18 +203,295 @@ class RealKFamily:
         return self.eigenvalues["standard[0]"]
 
 
-def _check_sizes(n: NDArray[np.float64], k: float) -> None:
+def _sizes_at(sizes: Callable[[float], Sequence[float]], k: float) -> NDArray[np.float64]:
+    """The block sizes ``sizes(k)``, checked to be integers >= 1 or reals > 3 (so that the refined layouts of
+    :meth:`YoungProblem.spectrum` keep their coordinates)."""
+    n = as_float_array(sizes(k), "sizes(k)", ndim=1)
     bad = [float(v) for v in n if not (v == round(v) and v >= 1.0) and not v > 3.0]
     if bad:
         raise ValueError(f"sizes: expected block sizes that are integers >= 1 or reals > 3 (so that the refined "
                          f"layouts keep their coordinates), got {n.tolist()} at k = {k}")
+    return n
 
 
 def _negatives(spec: IsotypicSpectrum, tol: float) -> dict[str, int]:
+    """The number of eigenvalues below ``-tol`` in each isotypic component."""
     return {c: int(np.sum(v < -tol)) for c, v in spec.eigenvalues.items()}
 
 
-def continue_real_k(  # noqa: C901 (39)
+def _default_sizes(k: float) -> tuple[float, float]:
+    """The ΔS_{k-1} family's block sizes (k - 1, 1)."""
+    return (k - 1.0, 1.0)
+
+
+@dataclass
+class _Point:
+    """A solved point of the family with what the continuation carries on from it.
+
+    ``t`` is the unit tangent in (x, log k) and ``neg`` the count of negative eigenvalues of each component.
+    """
+
+    x: NDArray[np.float64]
+    k: float
+    grad_norm: float
+    t: NDArray[np.float64]
+    spec: IsotypicSpectrum
+    neg: dict[str, int]
+
+
+@dataclass
+class _Trial:
+    """One continuation step's corrected point: ``ok`` if solved, ``landed`` if on the next grid point."""
+
+    x: NDArray[np.float64]
+    k: float
+    grad_norm: float
+    iterations: int
+    ok: bool
+    landed: bool
+
+
+@dataclass
+class _Path:
+    """What the continuation reports: the grid points reached, the crossings found and why it stopped."""
+
+    k: list[float] = field(default_factory=list)
+    x: list[NDArray[np.float64]] = field(default_factory=list)
+    spec: list[IsotypicSpectrum] = field(default_factory=list)
+    grad_norm: list[float] = field(default_factory=list)
+    crossings: list[Crossing] = field(default_factory=list)
+    status: str = "completed"
+    message: str = ""
+    n_steps: int = 0
+
+    def record(self, point: _Point) -> None:
+        """Report ``point`` as a grid point."""
+        self.k.append(point.k)
+        self.x.append(point.x.copy())
+        self.spec.append(point.spec)
+        self.grad_norm.append(point.grad_norm)
+
+    def stop(self, status: str, message: str) -> None:
+        """End the continuation early, saying why."""
+        self.status, self.message = status, message
+
+
+class _Continuation:
+    """The reduced problem along sizes(k) in (x, log k): sizes, derivatives, tangents and Newton correctors.
+
+    Parameters
+    ----------
+    prob : YoungProblem
+        The problem on the fixed-point space.
+    sizes : callable
+        Real k -> block sizes.
+    tol : float
+        Target full-gradient norm.
+    direction : float
+        +1 or -1: the sign of the change of k along the path.
+    """
+
+    def __init__(self, prob: YoungProblem, sizes: Callable[[float], Sequence[float]], tol: float,
+                 direction: float) -> None:
+        self.prob = prob
+        self.sizes = sizes
+        self.tol = tol
+        self.direction = direction
+
+    def size_vector(self, k: float) -> NDArray[np.float64]:
+        """The block sizes at k (checked)."""
+        return _sizes_at(self.sizes, k)
+
+    def grad(self, x: NDArray[np.float64], k: float) -> NDArray[np.float64]:
+        """The exact reduced gradient at (x, k)."""
+        return self.prob.gradient(x, self.size_vector(k))
+
+    def d_ds(self, x: NDArray[np.float64], k: float) -> NDArray[np.float64]:
+        """d grad / d log k (central differences)."""
+        dk = 1e-5 * k
+        return k * (self.grad(x, k + dk) - self.grad(x, k - dk)) / (2.0 * dk)
+
+    def solved(self, x: NDArray[np.float64], k: float, gn: float) -> bool:
+        """gn <= tol, or at the gradient's rounding level where that is larger (large k)."""
+        return bool(gn <= self.tol or gn <= self.prob.gradient_floor(x, self.size_vector(k)))
+
+    def bordered(self, x: NDArray[np.float64], k: float, row: NDArray[np.float64]) -> NDArray[np.float64]:
+        """The Jacobian [[H, d grad / d log k], [row]] of (gradient, arclength condition) in (x, log k)."""
+        A = np.zeros((x.size + 1, x.size + 1))
+        A[:-1, :-1] = self.prob.hessian(x, self.size_vector(k))
+        A[:-1, -1] = self.d_ds(x, k)
+        A[-1] = row
+        return A
+
+    def gauge(self, x: NDArray[np.float64], k: float) -> NDArray[np.float64]:
+        """The rescaling orbit's tangents in (x, log k) (rows; none without an orbit): steps are kept normal to them."""
+        S = self.prob.symmetry_directions(x, self.size_vector(k))
+        return np.hstack([S, np.zeros((S.shape[0], 1))])
+
+    def tangent(self, x: NDArray[np.float64], k: float, prev: NDArray[np.float64]) -> NDArray[np.float64]:
+        """The unit tangent of the family in (x, log k) at a solved point, oriented along ``prev``."""
+        A = self.bordered(x, k, prev)
+        t = gauged_solve(A, np.concatenate([np.zeros(x.size), [1.0]]), self.gauge(x, k))
+        return t / np.linalg.norm(t)
+
+    def point(self, x: NDArray[np.float64], k: float, grad_norm: float, prev: NDArray[np.float64],
+              zero_tol: float) -> _Point:
+        """The solved point (x, k) with its tangent (oriented along ``prev``) and isotypic spectrum."""
+        t = self.tangent(x, k, prev)
+        spec = self.prob.spectrum(x, self.size_vector(k))
+        return _Point(x, k, grad_norm, t, spec, _negatives(spec, zero_tol))
+
+    def step(self, start: _Point, h: float, target: float) -> _Trial | None:
+        """An arclength step h from ``start``, or a landing on ``target`` if the step would reach it.
+
+        None where the tangent turns away from the target (a fold, which stops the continuation first).
+        """
+        z = np.concatenate([start.x, [np.log(start.k)]])
+        zp = z + h * start.t
+        if self.direction * (zp[-1] - np.log(target)) >= 0.0:
+            return self.land(start, target)
+        return self.correct_on_arc(zp, start.t, h)
+
+    def land(self, start: _Point, target: float) -> _Trial | None:
+        """The tangent predictor at k = ``target`` corrected by Newton at fixed k."""
+        t = start.t
+        if t[-1] * self.direction <= 0:  # pragma: no cover - folds stop below
+            return None
+        xp = start.x + t[:-1] * (np.log(target) - np.log(start.k)) / t[-1]
+        x_new, gn_new, its = newton(self.prob, xp, self.size_vector(target), self.tol, 12)
+        return _Trial(x_new, target, gn_new, its, self.solved(x_new, target, gn_new), True)
+
+    def correct_on_arc(self, zp: NDArray[np.float64], t: NDArray[np.float64], h: float) -> _Trial:
+        """Newton on (gradient = 0, t . (z - zp) = 0) from the predictor zp = (x, log k): at most 12 iterations,
+        stopped where the sizes leave their range, the gradient is not finite or a correction exceeds 10 h."""
+        zc = zp.copy()
+        ok = False
+        its = 0
+        for _ in range(12):
+            its += 1
+            xc, kc = zc[:-1], float(np.exp(zc[-1]))
+            try:
+                self.size_vector(kc)
+            except ValueError:
+                break
+            g = self.grad(xc, kc)
+            A = self.bordered(xc, kc, t)
+            rhs = -np.concatenate([g, [t @ (zc - zp)]])
+            dz = gauged_solve(A, rhs, self.gauge(xc, kc))
+            zc = zc + dz
+            gnc = self.prob.gradient_norm(zc[:-1], self.size_vector(float(np.exp(zc[-1]))))
+            if self.solved(zc[:-1], float(np.exp(zc[-1])), gnc):
+                ok = True
+                break
+            if not np.isfinite(gnc) or np.linalg.norm(dz) > 10 * h:
+                break
+        x_new, k_new = zc[:-1], float(np.exp(zc[-1]))
+        gn_new = self.prob.gradient_norm(x_new, self.size_vector(k_new)) if ok else np.inf
+        return _Trial(x_new, k_new, gn_new, its, ok, False)
+
+    def eigenvalue_on_chord(self, a: _Point, b: _Point, comp: str, pos: int, k: float) -> float:
+        """Eigenvalue ``pos`` of component ``comp`` at k, the point re-solved from the chord between a and b."""
+        xg = a.x + (b.x - a.x) * (k - a.k) / (b.k - a.k)
+        n = self.size_vector(k)
+        xs, _, _ = newton(self.prob, xg, n, 1e-3 * self.tol, 12)  # Newton to its floating-point floor
+        return float(self.prob.spectrum(xs, n).eigenvalues[comp][pos])
+
+    def crossings(self, a: _Point, b: _Point) -> list[Crossing]:
+        """Every eigenvalue crossing zero between two consecutive points, located by root finding in k."""
+        out: list[Crossing] = []
+        for comp in a.spec.eigenvalues:
+            if b.neg[comp] == a.neg[comp]:
+                continue
+            pos = min(a.neg[comp], b.neg[comp])
+            f = functools.partial(self.eigenvalue_on_chord, a, b, comp, pos)
+            kc = _illinois(f, a.k, b.k, float(a.spec.eigenvalues[comp][pos]), float(b.spec.eigenvalues[comp][pos]))
+            out.append(Crossing(kc, comp, pos, a.neg[comp], b.neg[comp]))
+        return out
+
+
+def _grid_direction(ks: NDArray[np.float64], k0: float) -> float:
+    """The direction (+1 or -1) of a strictly monotone grid running away from k0 (checked)."""
+    if ks.size == 0:
+        raise ValueError("ks: expected at least one value of k")
+    d = np.diff(ks)
+    if ks.size > 1 and not (np.all(d > 0) or np.all(d < 0)):
+        raise ValueError(f"ks: expected a strictly monotone grid, got {ks.tolist()[:8]}")
+    direction = float(np.sign(ks[-1] - k0)) if ks.size > 1 or ks[0] != k0 else 1.0
+    if ks.size > 1 and np.sign(ks[-1] - ks[0]) != direction or direction * (ks[0] - k0) < 0:
+        raise ValueError(f"ks: expected a grid running away from k0 = {k0}, got {ks.tolist()[:8]}")
+    return direction
+
+
+def _adapted_step(h: float, iterations: int, h_min: float, h_max: float) -> float:
+    """The next arclength step: doubled after an easy correction (<= 3 Newton iterations), halved after a hard
+    one (>= 6)."""
+    if iterations <= 3:
+        return min(2.0 * h, h_max)
+    if iterations >= 6:
+        return max(0.5 * h, h_min)
+    return h
+
+
+def _follow(cont: _Continuation, start: _Point, ks: NDArray[np.float64], zero_tol: float, h_max: float,
+            h_min: float) -> tuple[_Path, _Point]:
+    """Pseudo-arclength continuation from ``start`` through the grid ``ks``; returns the path and its last point."""
+    path = _Path()
+    layout = cont.prob.layout(cont.size_vector(start.k))
+    targets = list(ks)
+    if targets and targets[0] == start.k:
+        path.record(start)
+        targets.pop(0)
+    h = min(h_max, 0.1)
+    point = start
+    while targets:
+        trial = cont.step(point, h, targets[0])
+        if trial is None:  # pragma: no cover - folds stop below
+            break
+        if not trial.ok:
+            h *= 0.5
+            if h < h_min:
+                path.stop("step too small", f"Newton failed at k = {point.k:.12g} with step {2 * h:.3g}")
+                break
+            continue
+        if cont.prob.layout(cont.size_vector(trial.k)) != layout:
+            path.stop("layout changed", f"the coordinates change between k = {point.k} and k = {trial.k}")
+            break
+        path.n_steps += 1
+        new = cont.point(trial.x, trial.k, trial.grad_norm, point.t, zero_tol)
+        if set(new.spec.eigenvalues) != set(point.spec.eigenvalues):
+            path.stop("layout changed", f"the isotypic components change between k = {point.k} and k = {trial.k}")
+            break
+        path.crossings += cont.crossings(point, new)
+        point = new
+        if point.t[-1] * cont.direction <= 0.0:
+            path.stop("fold", f"the branch turns back in k near k = {point.k:.12g}")
+            break
+        if trial.landed:
+            path.record(point)
+            targets.pop(0)
+        h = _adapted_step(h, trial.iterations, h_min, h_max)
+    return path, point
+
+
+def _family(cont: _Continuation, path: _Path, first: _Point, last: _Point, zero_tol: float) -> RealKFamily:
+    """The :class:`RealKFamily` of a continuation path (``first``, ``last``: its first and last points)."""
+    path.crossings.sort(key=lambda c: cont.direction * c.k)
+    comps = list(last.spec.eigenvalues)
+    n_out = len(path.k)
+    S = np.array([cont.size_vector(kk) for kk in path.k]).reshape(n_out, cont.prob.r)
+    eig = {c: np.array([s.eigenvalues[c] for s in path.spec]).reshape(n_out, last.spec.eigenvalues[c].size)
+           for c in comps}
+    flat = {c: np.array([s.flat[c] for s in path.spec]).reshape(n_out, last.spec.flat[c].size) for c in comps}
+    dims = {c: np.array([s.dimension[c] for s in path.spec]) for c in comps}
+    index = np.array([s.index(zero_tol) for s in path.spec])
+    k_turn = _turn(path.crossings, first.spec, zero_tol)
+    risk = np.array([cont.prob.risk(xx, S[i]) for i, xx in enumerate(path.x)])
+    X = np.array(path.x).reshape(n_out, first.x.size)
+    return RealKFamily(np.array(path.k), S, X, risk, np.array(path.grad_norm), eig, dims, index, path.crossings,
+                       k_turn, path.status, path.message, path.n_steps, flat)
+
+
+def continue_real_k(
     x0: ArrayLike,
     k0: float,
     ks: ArrayLike,
@@ -299,11 +577,9 @@ def continue_real_k(  # noqa: C901 (39)
     ks_ = as_float_array(ks, "ks", ndim=1)
     if np.any(ks_ <= 0.0):
         raise ValueError(f"ks: expected positive k (the continuation runs in log k), got {ks_.tolist()[:8]}")
-    if sizes is None:
-        def sizes(k: float) -> tuple[float, float]:
-            return (k - 1.0, 1.0)
-    if not callable(sizes):
-        raise TypeError(f"sizes: expected a function k -> block sizes, got {type(sizes).__name__}")
+    sizes_ = _default_sizes if sizes is None else sizes
+    if not callable(sizes_):
+        raise TypeError(f"sizes: expected a function k -> block sizes, got {type(sizes_).__name__}")
     train_readout = boolean(train_readout, "train_readout")
     check_activation(activation)
     tol_ = positive(tol, "tol")
@@ -311,186 +587,29 @@ def continue_real_k(  # noqa: C901 (39)
     h_min = positive(min_step, "min_step")
     if h_min > h_max:
         raise ValueError(f"min_step: expected at most max_step = {h_max}, got {h_min}")
-    if ks_.size == 0:
-        raise ValueError("ks: expected at least one value of k")
-    d = np.diff(ks_)
-    if ks_.size > 1 and not (np.all(d > 0) or np.all(d < 0)):
-        raise ValueError(f"ks: expected a strictly monotone grid, got {ks_.tolist()[:8]}")
-    direction = float(np.sign(ks_[-1] - k0_)) if ks_.size > 1 or ks_[0] != k0_ else 1.0
-    if ks_.size > 1 and np.sign(ks_[-1] - ks_[0]) != direction or direction * (ks_[0] - k0_) < 0:
-        raise ValueError(f"ks: expected a grid running away from k0 = {k0_}, got {ks_.tolist()[:8]}")
-
-    def size_vector(k: float) -> NDArray[np.float64]:
-        n = as_float_array(sizes(k), "sizes(k)", ndim=1)
-        _check_sizes(n, k)
-        return n
-
-    n0 = size_vector(k0_)
+    direction = _grid_direction(ks_, k0_)
+    n0 = _sizes_at(sizes_, k0_)
     for k in ks_:
-        size_vector(float(k))
+        _sizes_at(sizes_, float(k))
     prob = YoungProblem(n0.size, train_readout, activation)
     layout = prob.layout(n0)
     if x_.size != len(layout):
         raise ValueError(f"x0: expected {len(layout)} coordinates for sizes {n0.tolist()}, got {x_.size}")
-
-    def grad(x: NDArray[np.float64], k: float) -> NDArray[np.float64]:
-        return prob.gradient(x, size_vector(k))
-
-    def d_ds(x: NDArray[np.float64], k: float) -> NDArray[np.float64]:
-        """d grad / d log k (central differences)."""
-        dk = 1e-5 * k
-        return k * (grad(x, k + dk) - grad(x, k - dk)) / (2.0 * dk)
-
-    def correct_at(x: NDArray[np.float64], k: float) -> tuple[NDArray[np.float64], float, int]:
-        return newton(prob, x, size_vector(k), tol_, 12)
-
-    def solved(x: NDArray[np.float64], k: float, gn: float) -> bool:
-        """gn <= tol, or at the gradient's rounding level where that is larger (large k)."""
-        return bool(gn <= tol_ or gn <= prob.gradient_floor(x, size_vector(k)))
-
+    cont = _Continuation(prob, sizes_, tol_, direction)
     x, gn, _ = newton(prob, x_, n0, tol_, 50)
-    if not solved(x, k0_, gn):
+    if not cont.solved(x, k0_, gn):
         raise ValueError(f"x0: no critical point found near x0 at k0 = {k0_} (gradient norm {gn:.3g} > tol)")
-    k = k0_
-
-    def tangent(x: NDArray[np.float64], k: float, prev: NDArray[np.float64]) -> NDArray[np.float64]:
-        A = np.zeros((x.size + 1, x.size + 1))
-        A[:-1, :-1] = prob.hessian(x, size_vector(k))
-        A[:-1, -1] = d_ds(x, k)
-        A[-1] = prev
-        t = gauged_solve(A, np.concatenate([np.zeros(x.size), [1.0]]), gauge(x, k))
-        return t / np.linalg.norm(t)
-
-    def gauge(x: NDArray[np.float64], k: float) -> NDArray[np.float64]:
-        S = prob.symmetry_directions(x, size_vector(k))
-        return np.hstack([S, np.zeros((S.shape[0], 1))])
-
-    t = tangent(x, k, np.concatenate([np.zeros(x.size), [direction]]))
-    spec = prob.spectrum(x, size_vector(k))
-    ztol = spec._zero_tol(None)
-    neg = _negatives(spec, ztol)
-    spec0 = spec
-
-    out_k: list[float] = []
-    out_x: list[NDArray[np.float64]] = []
-    out_spec: list[IsotypicSpectrum] = []
-    out_gn: list[float] = []
-    crossings: list[Crossing] = []
-    status, message = "completed", ""
-    targets = list(ks_)
-    if targets and targets[0] == k:
-        out_k.append(k)
-        out_x.append(x.copy())
-        out_spec.append(spec)
-        out_gn.append(gn)
-        targets.pop(0)
-    h = min(h_max, 0.1)
-    steps = 0
-
-    def eig_at(kk: float, xg: NDArray[np.float64], comp: str, pos: int) -> tuple[float, NDArray[np.float64]]:
-        xs, _, _ = newton(prob, xg, size_vector(kk), 1e-3 * tol_, 12)  # Newton to its floating-point floor
-        return float(prob.spectrum(xs, size_vector(kk)).eigenvalues[comp][pos]), xs
-
-    while targets:
-        kt = targets[0]
-        z = np.concatenate([x, [np.log(k)]])
-        zp = z + h * t
-        land = direction * (zp[-1] - np.log(kt)) >= 0.0
-        if land:
-            if t[-1] * direction <= 0:  # pragma: no cover - folds stop below
-                break
-            xp = x + t[:-1] * (np.log(kt) - np.log(k)) / t[-1]
-            x_new, gn_new, its = correct_at(xp, kt)
-            k_new = kt
-            ok = solved(x_new, kt, gn_new)
-        else:
-            zc = zp.copy()
-            ok = False
-            its = 0
-            for _ in range(12):
-                its += 1
-                xc, kc = zc[:-1], float(np.exp(zc[-1]))
-                try:
-                    _check_sizes(as_float_array(sizes(kc), "sizes(k)", ndim=1), kc)
-                except ValueError:
-                    break
-                g = grad(xc, kc)
-                A = np.zeros((xc.size + 1, xc.size + 1))
-                A[:-1, :-1] = prob.hessian(xc, size_vector(kc))
-                A[:-1, -1] = d_ds(xc, kc)
-                A[-1] = t
-                rhs = -np.concatenate([g, [t @ (zc - zp)]])
-                dz = gauged_solve(A, rhs, gauge(xc, kc))
-                zc = zc + dz
-                gnc = prob.gradient_norm(zc[:-1], size_vector(float(np.exp(zc[-1]))))
-                if solved(zc[:-1], float(np.exp(zc[-1])), gnc):
-                    ok = True
-                    break
-                if not np.isfinite(gnc) or np.linalg.norm(dz) > 10 * h:
-                    break
-            x_new, k_new = zc[:-1], float(np.exp(zc[-1]))
-            gn_new = prob.gradient_norm(x_new, size_vector(k_new)) if ok else np.inf
-        if not ok:
-            h *= 0.5
-            if h < h_min:
-                status, message = "step too small", f"Newton failed at k = {k:.12g} with step {2 * h:.3g}"
-                break
-            continue
-        if prob.layout(size_vector(k_new)) != layout:
-            status, message = "layout changed", f"the coordinates change between k = {k} and k = {k_new}"
-            break
-        steps += 1
-        t_new = tangent(x_new, k_new, t)
-        spec_new = prob.spectrum(x_new, size_vector(k_new))
-        if set(spec_new.eigenvalues) != set(spec.eigenvalues):
-            status, message = "layout changed", f"the isotypic components change between k = {k} and k = {k_new}"
-            break
-        neg_new = _negatives(spec_new, ztol)
-        for comp in spec.eigenvalues:
-            if neg_new[comp] == neg[comp]:
-                continue
-            pos = min(neg[comp], neg_new[comp])
-            def f(kk: float, xa: NDArray[np.float64] = x, xb: NDArray[np.float64] = x_new, ka: float = k,
-                  kb: float = k_new, comp: str = comp, pos: int = pos) -> float:
-                return eig_at(kk, xa + (xb - xa) * (kk - ka) / (kb - ka), comp, pos)[0]
-
-            kc = _illinois(f, k, k_new, float(spec.eigenvalues[comp][pos]), float(spec_new.eigenvalues[comp][pos]))
-            crossings.append(Crossing(kc, comp, pos, neg[comp], neg_new[comp]))
-        if t_new[-1] * direction <= 0.0:
-            status, message = "fold", f"the branch turns back in k near k = {k_new:.12g}"
-            x, k, spec, neg, t = x_new, k_new, spec_new, neg_new, t_new
-            break
-        x, k, spec, neg, t = x_new, k_new, spec_new, neg_new, t_new
-        if land:
-            out_k.append(k)
-            out_x.append(x.copy())
-            out_spec.append(spec)
-            out_gn.append(gn_new)
-            targets.pop(0)
-        if its <= 3:
-            h = min(2.0 * h, h_max)
-        elif its >= 6:
-            h = max(0.5 * h, h_min)
-
-    crossings.sort(key=lambda c: direction * c.k)
-    comps = list(spec.eigenvalues)
-    n_out = len(out_k)
-    S = np.array([size_vector(kk) for kk in out_k]).reshape(n_out, n0.size)
-    eig = {c: np.array([s.eigenvalues[c] for s in out_spec]).reshape(n_out, spec.eigenvalues[c].size)
-           for c in comps}
-    flat = {c: np.array([s.flat[c] for s in out_spec]).reshape(n_out, spec.flat[c].size) for c in comps}
-    dims = {c: np.array([s.dimension[c] for s in out_spec]) for c in comps}
-    index = np.array([s.index(ztol) for s in out_spec])
-    k_turn = _turn(crossings, spec0, ztol)
-    loss = np.array([prob.risk(xx, S[i]) for i, xx in enumerate(out_x)])
-    X = np.array(out_x).reshape(n_out, len(layout))
-    return RealKFamily(np.array(out_k), S, X, loss, np.array(out_gn), eig, dims, index, crossings, k_turn, status,
-                       message, steps, flat)
+    t = cont.tangent(x, k0_, np.concatenate([np.zeros(x.size), [direction]]))
+    spec = prob.spectrum(x, cont.size_vector(k0_))
+    zero_tol = spec._zero_tol(None)
+    first = _Point(x, k0_, gn, t, spec, _negatives(spec, zero_tol))
+    path, last = _follow(cont, first, ks_, zero_tol, h_max, h_min)
+    return _family(cont, path, first, last, zero_tol)
 
 
 def _turn(crossings: list[Crossing], first: IsotypicSpectrum, ztol: float) -> float | None:
     """The first crossing where the count of negative eigenvalues over all components goes to or from zero."""
-    neg = {c: int(np.sum(v < -ztol)) for c, v in first.eigenvalues.items()}
+    neg = _negatives(first, ztol)
     for c in crossings:
         before = sum(neg.values())
         neg[c.component] = c.negative_after

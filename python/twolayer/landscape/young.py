@@ -127,6 +127,144 @@ def _line_gap(theta: NDArray[np.float64]) -> NDArray[np.float64]:
     return np.pi * np.sin(0.5 * t) ** 2 - bracket
 
 
+_Term = tuple[int, int, int, float, int, int, bool]
+"""An I2 term of the risk: forms (f11, f12, f22) of its covariance, weight, readout indices (u, v) of its
+second-layer factor a_u a_v (v = -1: a_u alone) and whether it is a one-unit kernel (I2 of a single norm)."""
+
+
+class _GramForms:
+    """The Gram entries of a Young fixed-point space as quadratic forms x^T A x + l . x + c0 in the W coordinates.
+
+    Rows of block b have coordinates alpha_b (diagonal), beta_b (off-diagonal of its own columns) and gamma_bc
+    (columns of block c); each form is appended to a list and referred to by its position.
+
+    Parameters
+    ----------
+    n : ndarray
+        Block sizes.
+    """
+
+    def __init__(self, n: NDArray[np.float64]) -> None:
+        self.n = n
+        self.r = n.size
+        lay = _layout(n.tolist(), False)
+        self.idx = {(kind, b, c): i for i, (kind, b, c) in enumerate(lay)}
+        self.dw = len(lay)
+        self.forms: list[tuple[NDArray[np.float64], NDArray[np.float64], float]] = []
+
+    def new(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """A zero form (A, l)."""
+        return np.zeros((self.dw, self.dw)), np.zeros(self.dw)
+
+    @staticmethod
+    def quad(A: NDArray[np.float64], i: int | None, j: int | None, coef: float) -> None:
+        """Add coef x_i x_j to the form A (nothing where a coordinate is absent or coef is 0)."""
+        if i is None or j is None or coef == 0.0:
+            return
+        A[i, j] += 0.5 * coef
+        A[j, i] += 0.5 * coef
+
+    def alpha(self, b: int) -> int:
+        """The diagonal coordinate of block b."""
+        return self.idx[("diag", b, b)]
+
+    def beta(self, b: int) -> int | None:
+        """The off-diagonal coordinate of block b (None for a single row)."""
+        return self.idx.get(("off", b, b))
+
+    def gamma(self, b: int, c: int) -> int:
+        """The coordinate of block b's rows in block c's columns."""
+        return self.idx[("block", b, c)]
+
+    def add(self, A: NDArray[np.float64], lin: NDArray[np.float64], c0: float = 0.0) -> int:
+        """Append the form (A, lin, c0); returns its position."""
+        self.forms.append((A, lin, c0))
+        return len(self.forms) - 1
+
+    def linear(self, i: int) -> int:
+        """Append the form x_i; returns its position."""
+        A, lin = self.new()
+        lin[i] = 1.0
+        return self.add(A, lin)
+
+    def quad_other_columns(self, A: NDArray[np.float64], b: int) -> None:
+        """Add sum_{c != b} n_c gamma_bc^2 (a row of block b squared over the other blocks' columns) to A."""
+        for c in range(self.r):
+            if c != b:
+                self.quad(A, self.gamma(b, c), self.gamma(b, c), self.n[c])
+
+    def row_norms(self) -> list[int]:
+        """q_b = |w_i|^2 for a row i of block b: alpha_b^2 + (n_b - 1) beta_b^2 + sum_c n_c gamma_bc^2."""
+        n, r = self.n, self.r
+        q = []
+        for b in range(r):
+            A, lin = self.new()
+            self.quad(A, self.alpha(b), self.alpha(b), 1.0)
+            self.quad(A, self.beta(b), self.beta(b), n[b] - 1.0)
+            self.quad_other_columns(A, b)
+            q.append(self.add(A, lin))
+        return q
+
+    def same_block_products(self) -> list[int]:
+        """w_i . w_j for two rows of block b: 2 alpha_b beta_b + (n_b - 2) beta_b^2 + sum_c n_c gamma_bc^2."""
+        n, r = self.n, self.r
+        same = []
+        for b in range(r):
+            A, lin = self.new()
+            self.quad(A, self.alpha(b), self.beta(b), 2.0)
+            self.quad(A, self.beta(b), self.beta(b), n[b] - 2.0)
+            self.quad_other_columns(A, b)
+            same.append(self.add(A, lin))
+        return same
+
+    def cross_block_products(self) -> dict[tuple[int, int], int]:
+        """w_i . w_j for rows of blocks b != c: (alpha_b + (n_b - 1) beta_b) gamma_cb + gamma_bc (alpha_c +
+        (n_c - 1) beta_c) + sum_e n_e gamma_be gamma_ce over the other blocks e."""
+        n, r = self.n, self.r
+        cross: dict[tuple[int, int], int] = {}
+        for b, c in itertools.permutations(range(r), 2):
+            A, lin = self.new()
+            self.quad(A, self.gamma(c, b), self.alpha(b), 1.0)
+            self.quad(A, self.gamma(c, b), self.beta(b), n[b] - 1.0)
+            self.quad(A, self.gamma(b, c), self.alpha(c), 1.0)
+            self.quad(A, self.gamma(b, c), self.beta(c), n[c] - 1.0)
+            for e in range(r):
+                if e not in (b, c):
+                    self.quad(A, self.gamma(b, e), self.gamma(c, e), n[e])
+            cross[(b, c)] = self.add(A, lin)
+        return cross
+
+    def terms(self, q: list[int], same: list[int], cross: dict[tuple[int, int], int]) -> list[_Term]:
+        """The I2 terms of the risk, weighted by the numbers of row pairs: student-student pairs (one unit, same
+        block, blocks b != c: n_b/2, n_b (n_b - 1)/2, n_b n_c/2) and student-teacher pairs (-n_b, -n_b (n_b - 1),
+        -n_b n_c, against the unit norm: the form 1, appended here with the linear forms of the entries)."""
+        n, r = self.n, self.r
+        one = self.add(*self.new(), 1.0)
+        out: list[_Term] = []
+        for b in range(r):
+            beta = self.beta(b)
+            out.append((q[b], q[b], q[b], 0.5 * n[b], b, b, True))
+            if beta is not None:
+                out.append((q[b], same[b], q[b], 0.5 * n[b] * (n[b] - 1.0), b, b, False))
+            for c in range(r):
+                if c != b:
+                    out.append((q[b], cross[(b, c)], q[c], 0.5 * n[b] * n[c], b, c, False))
+            out.append((q[b], self.linear(self.alpha(b)), one, -n[b], b, -1, False))
+            if beta is not None:
+                out.append((q[b], self.linear(beta), one, -n[b] * (n[b] - 1.0), b, -1, False))
+            for c in range(r):
+                if c != b:
+                    out.append((q[b], self.linear(self.gamma(b, c)), one, -n[b] * n[c], b, -1, False))
+        return out
+
+    def stacked(self) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+        """The forms as arrays A (forms, dw, dw), L (forms, dw) and c0 (forms,)."""
+        A = np.stack([f[0] for f in self.forms])
+        L = np.stack([f[1] for f in self.forms])
+        c0 = np.array([f[2] for f in self.forms])
+        return A, L, c0
+
+
 @dataclass(eq=False)
 class IsotypicSpectrum:
     """The Hessian spectrum of a point of a Young fixed-point space, by isotypic component.
@@ -299,93 +437,15 @@ class YoungProblem:
         return np.array([w[kind](b, c) for kind, b, c in self.layout(n)])
 
     # ----- risk, gradient, Hessian ----------------------------------------------------------------------------
-    def _forms(self, n: NDArray[np.float64]):  # noqa: C901 (26)
+    def _forms(
+        self, n: NDArray[np.float64]
+    ) -> tuple[int, NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], list[_Term]]:
         """The Gram quadratic forms (A, l, c0) in the W coordinates and the weighted I2 terms over them."""
-        lay = _layout(n.tolist(), False)
-        idx = {(kind, b, c): i for i, (kind, b, c) in enumerate(lay)}
-        dw = len(lay)
-        r = self.r
-        forms: list[tuple[NDArray[np.float64], NDArray[np.float64], float]] = []
-
-        def new() -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-            return np.zeros((dw, dw)), np.zeros(dw)
-
-        def quad(A: NDArray[np.float64], i: int | None, j: int | None, coef: float) -> None:
-            if i is None or j is None or coef == 0.0:
-                return
-            A[i, j] += 0.5 * coef
-            A[j, i] += 0.5 * coef
-
-        def al(b: int) -> int:
-            return idx[("diag", b, b)]
-
-        def be(b: int) -> int | None:
-            return idx.get(("off", b, b))
-
-        def ga(b: int, c: int) -> int:
-            return idx[("block", b, c)]
-
-        def add(A: NDArray[np.float64], lin: NDArray[np.float64], c0: float = 0.0) -> int:
-            forms.append((A, lin, c0))
-            return len(forms) - 1
-
-        q = []
-        for b in range(r):
-            A, lin = new()
-            quad(A, al(b), al(b), 1.0)
-            quad(A, be(b), be(b), n[b] - 1.0)
-            for c in range(r):
-                if c != b:
-                    quad(A, ga(b, c), ga(b, c), n[c])
-            q.append(add(A, lin))
-        same = []
-        for b in range(r):
-            A, lin = new()
-            quad(A, al(b), be(b), 2.0)
-            quad(A, be(b), be(b), n[b] - 2.0)
-            for c in range(r):
-                if c != b:
-                    quad(A, ga(b, c), ga(b, c), n[c])
-            same.append(add(A, lin))
-        cross: dict[tuple[int, int], int] = {}
-        for b, c in itertools.permutations(range(r), 2):
-            A, lin = new()
-            quad(A, ga(c, b), al(b), 1.0)
-            quad(A, ga(c, b), be(b), n[b] - 1.0)
-            quad(A, ga(b, c), al(c), 1.0)
-            quad(A, ga(b, c), be(c), n[c] - 1.0)
-            for e in range(r):
-                if e not in (b, c):
-                    quad(A, ga(b, e), ga(c, e), n[e])
-            cross[(b, c)] = add(A, lin)
-
-        def linear(i: int | None) -> int | None:
-            if i is None:
-                return None
-            A, lin = new()
-            lin[i] = 1.0
-            return add(A, lin)
-
-        one = add(*new(), 1.0)
-        # terms: (f11, f12, f22, weight, readout (u, v) with -1 = none, self kernel?)
-        terms: list[tuple[int, int, int, float, int, int, bool]] = []
-        for b in range(r):
-            terms.append((q[b], q[b], q[b], 0.5 * n[b], b, b, True))
-            if be(b) is not None:
-                terms.append((q[b], same[b], q[b], 0.5 * n[b] * (n[b] - 1.0), b, b, False))
-            for c in range(r):
-                if c != b:
-                    terms.append((q[b], cross[(b, c)], q[c], 0.5 * n[b] * n[c], b, c, False))
-            terms.append((q[b], linear(al(b)), one, -n[b], b, -1, False))  # type: ignore[arg-type]
-            if be(b) is not None:
-                terms.append((q[b], linear(be(b)), one, -n[b] * (n[b] - 1.0), b, -1, False))  # type: ignore[arg-type]
-            for c in range(r):
-                if c != b:
-                    terms.append((q[b], linear(ga(b, c)), one, -n[b] * n[c], b, -1, False))  # type: ignore[arg-type]
-        A = np.stack([f[0] for f in forms])
-        L = np.stack([f[1] for f in forms])
-        c0 = np.array([f[2] for f in forms])
-        return dw, A, L, c0, terms
+        forms = _GramForms(n)
+        q, same, cross = forms.row_norms(), forms.same_block_products(), forms.cross_block_products()
+        terms = forms.terms(q, same, cross)
+        A, L, c0 = forms.stacked()
+        return forms.dw, A, L, c0, terms
 
     def _teacher(self, n: NDArray[np.float64]) -> float:
         k = float(n.sum())
