@@ -349,3 +349,11 @@ def test_type_a_loss_times_k_reaches_its_limit():
     assert 0 < limit - far < 3e-7  # the c / sqrt(k) tail left at 1e12 (c = -0.11)
     assert kl[-1] == pytest.approx(limit, abs=2e-5)
     assert limit == pytest.approx(0.5 - 2.0 / np.pi**2, abs=1e-8)  # numerically: k loss -> 1/2 - 2/pi^2
+
+
+def test_grid_point_on_the_edge_of_the_allowed_sizes_is_reached_without_error():
+    # k = 4 gives the (k - 1, 1) family sizes (3, 1): allowed, but k - dk is not (reals must be > 3); the derivative
+    # along k there is one-sided (it used to raise a ValueError about sizes at k = 3.99996)
+    fam = L.continue_real_k([0.9867, -0.0504, -0.6015, 0.308, 0.2245], 6.0, [6.0, 5.0, 4.2, 4.0])
+    assert [float(k) for k in fam.k] == [6.0, 5.0, 4.2]
+    assert fam.status == "layout changed" and "between k = 4.2 and k = 4.0" in fam.message

@@ -307,9 +307,22 @@ class _Continuation:
         return self.prob.gradient(x, self.size_vector(k))
 
     def d_ds(self, x: NDArray[np.float64], k: float) -> NDArray[np.float64]:
-        """d grad / d log k (central differences)."""
+        """d grad / d log k: central differences, or the one-sided second-order rule where a neighbour k -+ dk
+        has sizes outside the allowed ones (a grid point on the edge, e.g. k = 4 of the (k - 1, 1) family)."""
         dk = 1e-5 * k
-        return k * (self.grad(x, k + dk) - self.grad(x, k - dk)) / (2.0 * dk)
+        if self.allowed(k - dk) and self.allowed(k + dk):
+            return k * (self.grad(x, k + dk) - self.grad(x, k - dk)) / (2.0 * dk)
+        side = 1.0 if self.allowed(k + 2.0 * dk) else -1.0
+        g1, g2 = self.grad(x, k + side * dk), self.grad(x, k + 2.0 * side * dk)
+        return side * k * (4.0 * g1 - g2 - 3.0 * self.grad(x, k)) / (2.0 * dk)
+
+    def allowed(self, k: float) -> bool:
+        """Whether the block sizes at k are allowed ones (see ``_sizes_at``)."""
+        try:
+            self.size_vector(k)
+        except ValueError:
+            return False
+        return True
 
     def solved(self, x: NDArray[np.float64], k: float, gn: float) -> bool:
         """gn <= tol, or at the gradient's rounding level where that is larger (large k)."""
