@@ -202,11 +202,6 @@ def test_bad_bias_arguments_name_them():
         tl.sgd.simulate(st, te, lr=1.0, lr_bias=[0.1, np.nan], t_max=0.5, seeds=2)
     with pytest.raises(NotImplementedError, match="risk_rtol: early stop needs the recorded risk"):
         tl.sgd.simulate(st, te, lr=1.0, t_max=0.5, risk_rtol=0.1)
-    with pytest.raises(tl.DeviceUnavailable, match="bias"):
-        tl.sgd.simulate(st, te, lr=1.0, t_max=0.5, device="cuda")
-    plain, _ = teacher_student(3, 2, 20, "erf", seed=4)
-    with pytest.raises(tl.DeviceUnavailable, match="bias"):  # a trained bias makes the run one with biases
-        tl.sgd.simulate(plain, te, lr=1.0, lr_bias=0.5, t_max=0.5, device="cuda")
     kw = dict(lr=np.array([1.0]), train_first=True, lr_readout=np.array([0.0]), noise=np.array([0.0]),
               risk_tol=np.array([-1.0]), risk_rtol=np.array([-1.0]), batch=1, spherical=False, n_samples=0,
               shuffle=True, steps=4, record_steps=np.array([0, 4]), seed=0, runs=np.array([0], dtype=np.uint32))
@@ -224,7 +219,8 @@ def test_bad_bias_arguments_name_them():
 def test_diverging_biases_stop_the_run():
     st, te = _biased_pair("relu", d=20)
     tr = tl.sgd.simulate(st, te, lr=1e-12, lr_bias=1e60, noise=1.0, t_max=3.0, n_records=4, seed=0)
-    assert tr.status == "diverged"
+    assert tr.status == "diverged" and "biases grew past 1e8" in tr.message
+    assert np.all(np.isfinite(tr.bias))  # the rows before the stop
 
 
 def test_function_target_with_student_biases_matches_numpy():
@@ -250,3 +246,24 @@ def test_function_target_with_student_biases_matches_numpy():
     assert tr.meta["lr_bias"] == lr_b and np.all(np.isfinite(tr.risk))
     unbiased = tl.sgd.simulate(st.with_weights(st.W, bias=np.zeros(2)), ft, lr=lr, times=[0.0], seed=seed)
     assert unbiased.bias is None and unbiased.risk[0] != tr.risk[0]  # the same test set, other predictions
+
+
+def test_per_run_starts_grids_and_schedules_with_biases():
+    """Per-run starts with their own biases equal the runs done alone; a constant schedule of 1/2 equals halving lr,
+    lr_readout and lr_bias (bitwise: the factors are exact)."""
+    st, te = _biased_pair("erf", d=32)
+    other = st.with_weights(st.W[::-1], bias=-st.bias)
+    kw = dict(lr=0.8, lr_readout=0.4, t_max=1.0, n_records=3, seed=6)
+    ens = tl.sgd.simulate([st, other], te, seeds=[0, 1], lr_bias=[0.5, 1.5], **kw)
+    for j, (start, lr_b) in enumerate(((st, 0.5), (other, 1.5))):
+        alone = tl.sgd.simulate(start, te, seeds=[j], lr_bias=lr_b, **kw)
+        np.testing.assert_array_equal(ens[j].bias, alone[0].bias)
+        np.testing.assert_array_equal(ens[j].M, alone[0].M)
+    steps = 32
+    half = tl.sgd.simulate(st, te, lr=0.4, lr_readout=0.2, lr_bias=0.25, t_max=1.0, n_records=3, seed=6)
+    sched = tl.sgd.simulate(st, te, lr_bias=0.5, schedule=np.full(steps, 0.5), **kw)
+    np.testing.assert_array_equal(sched.bias, half.bias)
+    np.testing.assert_array_equal(sched.Q, half.Q)
+    with pytest.raises(ValueError, match="seeds: run indices must be distinct"):
+        tl.sgd.simulate(st, te, seeds=[0, 0], lr_bias=[0.5, 0.5], **kw)
+    tl.sgd.simulate(st, te, seeds=[0, 0], lr_bias=[0.5, 0.6], **kw)  # the same samples, other lr_bias: allowed

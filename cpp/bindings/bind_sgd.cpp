@@ -101,12 +101,8 @@ void bind_sgd(py::module_& m) {
         }
         sp.schedule = schedule_arg(schedule);
         sgd_check(sp, params.data(), params.size());
-        if (device == "cuda") {  // the options the GPU path lacks are named even where the backend is missing
+        if (device == "cuda")  // the options the GPU path lacks are named even where the backend is missing
           if (const std::string why = sgd_cuda_unsupported(sp); !why.empty()) throw cuda::DeviceUnavailable(why);
-          if (biased)
-            throw cuda::DeviceUnavailable("device='cuda': SGD on the GPU does not handle biases yet; bias, "
-                                          "teacher_bias and lr_bias need device='cpu'");
-        }
         const bool gpu = use_cuda(device);
         const auto T = static_cast<py::ssize_t>(record_steps.size());
         RunRows rows(R, T, K, M);
@@ -134,7 +130,8 @@ void bind_sgd(py::module_& m) {
         auto work = [&] {
           if (gpu) {
 #ifdef TWOLAYER_CUDA
-            sgd_simulate_cuda(sp, pw, pa, per_run ? 1 : 0, pt, pv, params.data(), params.size(), outs.data(), &done);
+            sgd_simulate_cuda(sp, pw, pa, per_run ? 1 : 0, pt, pv, params.data(), params.size(), outs.data(), &done,
+                              pb, pbt);
 #endif
           } else {
             sgd_simulate(sp, pw, pa, per_run ? 1 : 0, pt, pv, params.data(), params.size(), outs.data(), n_threads,

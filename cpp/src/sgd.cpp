@@ -108,6 +108,26 @@ void stop_out(SgdOut& o, int status, long long step, int reason, int d) {
   o.stop_time = static_cast<double>(step) / d;
 }
 
+// The divergence rule's rules 1 and 2 for the K biases b of a run with biases (0: they are fine).
+int bias_divergence_code(const double* b, int K, double bound) {
+  for (int i = 0; i < K; ++i) {
+    if (!std::isfinite(b[i])) return kNotFinite;
+    if (std::fabs(b[i]) > bound) return kGrew;
+  }
+  return kStateOk;
+}
+
+// A run's divergence bound (divergence.hpp) from its start state (Q, M, a) and, with biases, its biases b and the
+// teacher's bt (null: none).
+double run_bound(const double* y0, int K, int M, const double* P, const double* v, const double* b, const double* bt) {
+  const std::size_t n = static_cast<std::size_t>(K) * (K + M + 1), MM = static_cast<std::size_t>(M) * M;
+  double bound = divergence_bound(y0, n, P, MM, v, static_cast<std::size_t>(M));
+  if (b)
+    bound = std::max(bound, divergence_bound(b, static_cast<std::size_t>(K), bt, bt ? static_cast<std::size_t>(M) : 0,
+                                             nullptr, 0));
+  return bound;
+}
+
 // Thrown where a run breaks the divergence rule (divergence.hpp): the step and the DivergenceCode.
 struct Diverged {
   long long step;
@@ -175,11 +195,7 @@ class Run {
     state_.assign(static_cast<std::size_t>(K_) * (K_ + M_ + 1), 0.0);
     scratch_.assign(static_cast<std::size_t>(K_ + M_) * (K_ + M_), 0.0);
     overlaps();  // the start's state, whose scale sets the run's divergence bound
-    bound_ = divergence_bound(state_.data(), state_.size(), P_, static_cast<std::size_t>(M_) * M_, v_,
-                              static_cast<std::size_t>(M_));
-    if (biased_)  // the biases' own scale
-      bound_ = std::max(bound_, divergence_bound(b_.data(), b_.size(), bt_, bt_ ? static_cast<std::size_t>(M_) : 0,
-                                                 nullptr, 0));
+    bound_ = run_bound(state_.data(), K_, M_, P_, v_, bp_, bt_);
   }
 
   void go(std::atomic<long long>* progress) {
@@ -552,10 +568,8 @@ class Run {
   void check(long long step) {
     overlaps();
     if (const int code = divergence_code(state_.data(), K_, M_, P_, bound_, scratch_.data())) throw Diverged{step, code};
-    for (const double b : b_) {  // the biases by rules 1 and 2
-      if (!std::isfinite(b)) throw Diverged{step, kNotFinite};
-      if (std::fabs(b) > bound_) throw Diverged{step, kGrew};
-    }
+    if (bp_)
+      if (const int code = bias_divergence_code(bp_, K_, bound_)) throw Diverged{step, code};
   }
   // The overlaps (into Q_, Mo_), checked, and the exact excess risk of the current weights.
   double risk_now(long long step) {
@@ -605,10 +619,9 @@ void sgd_check(const SgdSpec& sp, const SgdRun* runs, std::size_t n_runs) {
   }
 }
 
-void sgd_simulate(const SgdSpec& sp, const double* W0, const double* a0, std::size_t init_stride, const double* Wt,
-                  const double* v, const SgdRun* runs, std::size_t n_runs, SgdOut* out, int n_threads,
-                  std::atomic<long long>* progress, const double* b0, const double* bt) {
-  sgd_check(sp, runs, n_runs);
+namespace {
+// The runs' parameters against the biases given (sgd.hpp): trained biases need the student's, early stop a risk.
+void sgd_check_biases(const SgdRun* runs, std::size_t n_runs, const double* b0, const double* bt) {
   for (std::size_t j = 0; j < n_runs; ++j) {
     const std::string at = "[" + std::to_string(j) + "]";
     if (runs[j].lr_bias > 0.0 && !b0)
@@ -616,6 +629,14 @@ void sgd_simulate(const SgdSpec& sp, const double* W0, const double* a0, std::si
     if ((b0 || bt) && (runs[j].risk_tol >= 0.0 || runs[j].risk_rtol >= 0.0))
       throw std::invalid_argument("risk_tol" + at + ": early stop needs the risk, not available with biases yet");
   }
+}
+}  // namespace
+
+void sgd_simulate(const SgdSpec& sp, const double* W0, const double* a0, std::size_t init_stride, const double* Wt,
+                  const double* v, const SgdRun* runs, std::size_t n_runs, SgdOut* out, int n_threads,
+                  std::atomic<long long>* progress, const double* b0, const double* bt) {
+  sgd_check(sp, runs, n_runs);
+  sgd_check_biases(runs, n_runs, b0, bt);
   std::vector<double> P(static_cast<std::size_t>(sp.M) * sp.M);
   gram(Wt, sp.M, Wt, sp.M, sp.d, sp.scale, P.data(), 1);
   const std::size_t Kd = static_cast<std::size_t>(sp.K) * sp.d;
@@ -662,10 +683,10 @@ namespace {
 // every d steps), each stretch between them done on the device in launches of bounded length.
 void simulate_on_device(const SgdSpec& sp, const double* W0, const double* a0, std::size_t init_stride,
                         const double* Wt, const double* v, const double* P, const SgdRun* runs, std::size_t n,
-                        SgdOut* out, std::atomic<long long>* progress) {
-  cuda::SgdEngine eng(sp, W0, a0, init_stride, Wt, v, runs, n);
+                        SgdOut* out, std::atomic<long long>* progress, const double* b0, const double* bt) {
+  cuda::SgdEngine eng(sp, W0, a0, init_stride, Wt, v, runs, n, b0, bt);
   const std::size_t K = static_cast<std::size_t>(sp.K), M = static_cast<std::size_t>(sp.M);
-  const std::size_t n_state = K * K + K * M + K;
+  const bool biased = b0 || bt;
   std::vector<double> bound(n), threshold(n), scratch((K + M) * (K + M));
   std::vector<char> active(n, 1);
   std::size_t n_active = n;
@@ -678,18 +699,26 @@ void simulate_on_device(const SgdSpec& sp, const double* W0, const double* a0, s
   };
   auto Mo = [&](const double* y) { return y + K * K; };
   auto a = [&](const double* y) { return y + K * K + K * M; };
+  auto b = [&](const double* y) { return biased ? y + K * K + K * M + K : nullptr; };  // the state row's biases
   // The rule at a checkpoint (Run::check); false when run j diverged there.
   auto check = [&](std::size_t j, long long step) {
-    if (const int code = divergence_code(eng.state(j), sp.K, sp.M, P, bound[j], scratch.data())) {
+    const double* y = eng.state(j);
+    int code = divergence_code(y, sp.K, sp.M, P, bound[j], scratch.data());
+    if (!code && biased) code = bias_divergence_code(b(y), sp.K, bound[j]);
+    if (code) {
       stop(j, 1, step, code);
       return false;
     }
     return true;
   };
-  // The rule and the exact risk (Run::risk_now); false when run j diverged there.
+  // The rule and the exact risk (Run::risk_now; NaN with biases); false when run j diverged there.
   auto risk = [&](std::size_t j, long long step, double* r) {
     if (!check(j, step)) return false;
     const double* y = eng.state(j);
+    if (biased) {
+      *r = std::numeric_limits<double>::quiet_NaN();
+      return true;
+    }
     *r = excess_risk(sp, y, Mo(y), a(y), P, v);
     if (std::isfinite(*r)) return true;
     stop(j, 1, step, kRiskNotFinite);
@@ -701,7 +730,7 @@ void simulate_on_device(const SgdSpec& sp, const double* W0, const double* a0, s
       stop(j, 1, 0, code);
       continue;
     }
-    bound[j] = divergence_bound(eng.state(j), n_state, P, M * M, v, M);
+    bound[j] = run_bound(eng.state(j), sp.K, sp.M, P, v, b(eng.state(j)), bt);
     threshold[j] = early_stop_threshold(runs[j], [&] {  // a start that breaks the rule stops here (diverged)
       double r = 0.0;
       risk(j, 0, &r);
@@ -719,7 +748,7 @@ void simulate_on_device(const SgdSpec& sp, const double* W0, const double* a0, s
         double r = 0.0;
         if (!risk(j, step, &r)) continue;
         const double* y = eng.state(j);
-        if (record_row(sp, threshold[j], step, y, Mo(y), a(y), r, out[j])) {  // converged: status set
+        if (record_row(sp, threshold[j], step, y, Mo(y), a(y), r, out[j], b(y))) {  // converged: status set
           active[j] = 0;
           --n_active;
           eng.deactivate(j);
@@ -757,15 +786,16 @@ void simulate_on_device(const SgdSpec& sp, const double* W0, const double* a0, s
   for (std::size_t j = 0; j < n; ++j) with_W = with_W || out[j].W;
   eng.fetch_weights(with_W);
   for (std::size_t j = 0; j < n; ++j)
-    if (out[j].a_final) eng.weights(j, out[j].W, out[j].a_final);
+    if (out[j].a_final) eng.weights(j, out[j].W, out[j].a_final, out[j].b_final);
 }
 
 }  // namespace
 
 void sgd_simulate_cuda(const SgdSpec& sp, const double* W0, const double* a0, std::size_t init_stride,
                        const double* Wt, const double* v, const SgdRun* runs, std::size_t n_runs, SgdOut* out,
-                       std::atomic<long long>* progress) {
+                       std::atomic<long long>* progress, const double* b0, const double* bt) {
   sgd_check(sp, runs, n_runs);
+  sgd_check_biases(runs, n_runs, b0, bt);
   if (const std::string why = sgd_cuda_unsupported(sp); !why.empty()) throw cuda::DeviceUnavailable(why);
   std::vector<double> P(static_cast<std::size_t>(sp.M) * sp.M);
   gram(Wt, sp.M, Wt, sp.M, sp.d, sp.scale, P.data(), 1);
@@ -778,7 +808,7 @@ void sgd_simulate_cuda(const SgdSpec& sp, const double* W0, const double* a0, st
       break;
     }
     simulate_on_device(sp, W0 + j0 * init_stride * Kd, a0 + j0 * init_stride * sp.K, init_stride, Wt, v, P.data(),
-                       runs + j0, n, out + j0, progress);
+                       runs + j0, n, out + j0, progress, b0 ? b0 + j0 * init_stride * sp.K : nullptr, bt);
   }
 }
 #endif

@@ -491,8 +491,8 @@ def simulate(
         :class:`twolayer.DeviceUnavailable`) runs every run as one thread block with its weights on the GPU: the
         same Philox samples, statuses and divergence rule as the CPU, the rows equal to the CPU's up to the order
         of the sums over d (floating-point reassociation). It runs the online committee problem only (any
-        activations, ``batch_size``, ``spherical``, early stop, noise); ``n_samples``, polynomial or function
-        targets, ``schedule`` and biases raise :class:`twolayer.DeviceUnavailable` naming the option. ``n_threads`` is
+        activations, ``batch_size``, ``spherical``, early stop, noise, biases); ``n_samples``, polynomial or function
+        targets and ``schedule`` raise :class:`twolayer.DeviceUnavailable` naming the option. ``n_threads`` is
         ignored there.
 
     Returns

@@ -105,11 +105,12 @@ void sgd_check(const SgdSpec& spec, const SgdRun* runs, std::size_t n_runs);
 
 // Why the GPU path (sgd_simulate_cuda) cannot run this problem, naming the option (an empty string: it can). It runs
 // the online committee problem: any activations, batch >= 1, either scaling, spherical, early stop, label noise; not
-// training sets (n_samples), polynomial targets, learning-rate schedules or biases (sgd_simulate_cuda takes none).
+// training sets (n_samples), polynomial targets or learning-rate schedules.
 std::string sgd_cuda_unsupported(const SgdSpec& spec);
 
 #ifdef TWOLAYER_CUDA
-// sgd_simulate on the GPU (cpp/cuda/sgd.cu): the same runs, statuses and divergence rule, the same Philox samples;
+// sgd_simulate on the GPU (cpp/cuda/sgd.cu): the same runs (biases included), statuses and divergence rule, the same
+// Philox samples;
 // the sums over d are taken in another order, so the recorded rows agree with the CPU's to floating-point
 // reassociation. Throws cuda::DeviceUnavailable (cuda.hpp) naming what sgd_cuda_unsupported refuses. Each run's
 // weights stay on the device; the overlaps are formed there at the record steps and every d steps (the divergence
@@ -117,7 +118,8 @@ std::string sgd_cuda_unsupported(const SgdSpec& spec);
 // (cancel.hpp) is polled between kernel launches (each a bounded number of steps): interrupted, rows kept.
 void sgd_simulate_cuda(const SgdSpec& spec, const double* W0, const double* a0, std::size_t init_stride,
                        const double* Wt, const double* v, const SgdRun* runs, std::size_t n_runs, SgdOut* out,
-                       std::atomic<long long>* progress = nullptr);
+                       std::atomic<long long>* progress = nullptr, const double* b0 = nullptr,
+                       const double* bt = nullptr);
 #endif
 
 }  // namespace twolayer
