@@ -38,15 +38,32 @@ def _assert_same(cpu: tl.sgd.Ensemble, gpu: tl.sgd.Ensemble) -> None:
         # converged: the message holds the interpolated crossing time, whose last digits may differ
         assert g.message == c.message or g.status == "converged"
         assert len(g) == len(c)
-        for name in ("Q", "M", "a", "risk"):
+        for name in ("Q", "M", "a", "risk", "bias"):
+            if getattr(c, name) is None:  # bias: runs without biases
+                assert getattr(g, name) is None
+                continue
             np.testing.assert_allclose(getattr(g, name), getattr(c, name), rtol=RTOL, atol=ATOL, err_msg=name)
         if c.student is not None:
             np.testing.assert_allclose(g.student.W, c.student.W, rtol=RTOL, atol=ATOL)
             np.testing.assert_allclose(g.student.a, c.student.a, rtol=RTOL, atol=ATOL)
+            np.testing.assert_allclose(g.student.bias, c.student.bias, rtol=RTOL, atol=ATOL)
     np.testing.assert_allclose(gpu.stop_time, cpu.stop_time, rtol=1e-9, equal_nan=True)
 
 
 # ---- on the GPU --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("act, B, spherical", [("erf", 1, False), ("relu", 3, True), ("tanh", 2, False)])
+def test_gpu_sgd_with_biases_matches_the_cpu(act: str, B: int, spherical: bool) -> None:
+    """Student and teacher biases, the student's trained (lr_bias per run) or fixed: the same rows and biases."""
+    s, t = _pair(3, 2, 150, act, seed=4)
+    s = s.with_weights(s.W, bias=[0.3, -0.5, 0.1])
+    t = t.with_weights(t.W, bias=[-0.2, 0.4])
+    cpu, gpu = _both(s, t, lr=1.0, lr_readout=0.3, noise=0.05, batch_size=B, spherical=spherical, t_max=3.0,
+                     n_records=7, seeds=[0, 1, 2], lr_bias=[0.0, 0.5, 1.0])
+    _assert_same(cpu, gpu)
+    assert np.all(cpu[0].bias == s.bias) and not np.allclose(cpu[2].bias[-1], s.bias)
 
 
 @pytest.mark.gpu

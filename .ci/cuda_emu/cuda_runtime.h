@@ -16,6 +16,7 @@ typedef void* cudaStream_t;
 typedef void* cudaEvent_t;
 #define cudaStreamNonBlocking 1
 #define cudaEventDisableTiming 2
+#define cudaEventDefault 0
 enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost };
 enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount };
 inline const char* cudaGetErrorString(cudaError_t) { return "emu"; }
@@ -33,6 +34,7 @@ inline cudaError_t cudaEventDestroy(cudaEvent_t) { return 0; }
 inline cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return 0; }
 inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return 0; }
 inline cudaError_t cudaEventQuery(cudaEvent_t) { return 0; }
+inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t, cudaEvent_t) { *ms = 0.0f; return 0; }  // no timing
 inline cudaError_t cudaMemGetInfo(size_t* f, size_t* t) { *f = EMU_FREE_BYTES; *t = *f; return 0; }
 inline cudaError_t cudaGetDevice(int* d) { *d = 0; return 0; }
 inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr, int) { *v = 3; return 0; }

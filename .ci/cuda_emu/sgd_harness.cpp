@@ -14,25 +14,29 @@
 using namespace twolayer;
 
 struct Res {
-  std::vector<double> Q, M, a, risk, W, af;
+  std::vector<double> Q, M, a, risk, W, af, bias, bf;
   std::vector<SgdOut> out;
 };
 
 static Res run(const SgdSpec& sp, const std::vector<double>& W0, const std::vector<double>& a0, size_t stride,
-               const std::vector<double>& Wt, const std::vector<double>& v, const std::vector<SgdRun>& runs, bool gpu) {
+               const std::vector<double>& Wt, const std::vector<double>& v, const std::vector<SgdRun>& runs, bool gpu,
+               const double* b0 = nullptr, const double* bt = nullptr) {
   Res r;
   const size_t R = runs.size(), T = sp.record_steps.size(), K = sp.K, M = sp.M;
   r.Q.assign(R * T * K * K, NAN); r.M.assign(R * T * K * M, NAN); r.a.assign(R * T * K, NAN); r.risk.assign(R * T, NAN);
   r.W.assign(R * K * sp.d, NAN); r.af.assign(R * K, NAN);
+  const bool biased = b0 || bt;
+  r.bias.assign(biased ? R * T * K : 0, NAN); r.bf.assign(biased ? R * K : 0, NAN);
   r.out.resize(R);
   for (size_t j = 0; j < R; ++j) {
     auto& o = r.out[j];
     o.Q = r.Q.data() + j * T * K * K; o.M = r.M.data() + j * T * K * M; o.a = r.a.data() + j * T * K;
     o.risk = r.risk.data() + j * T; o.W = r.W.data() + j * K * sp.d; o.a_final = r.af.data() + j * K;
+    if (biased) { o.bias = r.bias.data() + j * T * K; o.b_final = r.bf.data() + j * K; }
   }
   std::atomic<long long> prog{0};
-  if (gpu) sgd_simulate_cuda(sp, W0.data(), a0.data(), stride, Wt.data(), v.data(), runs.data(), R, r.out.data(), &prog);
-  else sgd_simulate(sp, W0.data(), a0.data(), stride, Wt.data(), v.data(), runs.data(), R, r.out.data(), 1, &prog);
+  if (gpu) sgd_simulate_cuda(sp, W0.data(), a0.data(), stride, Wt.data(), v.data(), runs.data(), R, r.out.data(), &prog, b0, bt);
+  else sgd_simulate(sp, W0.data(), a0.data(), stride, Wt.data(), v.data(), runs.data(), R, r.out.data(), 1, &prog, b0, bt);
   if (prog.load() != sp.steps * (long long)R) std::printf("  progress %lld != %lld\n", prog.load(), sp.steps * (long long)R);
   return r;
 }
@@ -50,7 +54,8 @@ static double maxrel(const std::vector<double>& a, const std::vector<double>& b)
 static int fails = 0;
 static std::vector<std::string> only_cases;
 static void compare(const char* name, SgdSpec sp, int R, std::vector<double> lr, double lr_readout, double noise,
-                    double rtol = -1, bool per_run = false) {
+                    double rtol = -1, bool per_run = false, double lr_bias = -1) {
+  // lr_bias >= 0: a run with biases (student and teacher), the student's trained at lr_bias
   if (!only_cases.empty() && std::find(only_cases.begin(), only_cases.end(), name) == only_cases.end()) return;
   const int K = sp.K, M = sp.M, d = sp.d;
   const size_t starts = per_run ? R : 1;
@@ -61,9 +66,14 @@ static void compare(const char* name, SgdSpec sp, int R, std::vector<double> lr,
   std::vector<SgdRun> runs(R);
   for (int j = 0; j < R; ++j) {
     runs[j].id = j; runs[j].lr = lr[j % lr.size()]; runs[j].lr_readout = lr_readout; runs[j].noise = noise;
-    runs[j].risk_rtol = rtol;
+    runs[j].risk_rtol = rtol; runs[j].lr_bias = lr_bias > 0 ? lr_bias : 0.0;
   }
-  Res c = run(sp, W0, a0, per_run, Wt, v, runs, false), g = run(sp, W0, a0, per_run, Wt, v, runs, true);
+  std::vector<double> b0(starts * K), bt(M);
+  for (size_t i = 0; i < b0.size(); ++i) b0[i] = 0.3 * std::sin(1.0 + i);
+  for (int r = 0; r < M; ++r) bt[r] = -0.4 + 0.5 * r;
+  const double* pb = lr_bias >= 0 ? b0.data() : nullptr;
+  const double* pbt = lr_bias >= 0 ? bt.data() : nullptr;
+  Res c = run(sp, W0, a0, per_run, Wt, v, runs, false, pb, pbt), g = run(sp, W0, a0, per_run, Wt, v, runs, true, pb, pbt);
   bool same = true;
   std::string st;
   for (int j = 0; j < R; ++j) {
@@ -76,7 +86,7 @@ static void compare(const char* name, SgdSpec sp, int R, std::vector<double> lr,
       same = false;
   }
   const double e = std::max({maxrel(c.Q, g.Q), maxrel(c.M, g.M), maxrel(c.a, g.a), maxrel(c.risk, g.risk),
-                             maxrel(c.af, g.af)});
+                             maxrel(c.af, g.af), maxrel(c.bias, g.bias), maxrel(c.bf, g.bf)});
   const double eW = maxrel(c.W, g.W);
   if (std::getenv("PERRUN")) {
     const size_t T = sp.record_steps.size();
@@ -133,6 +143,10 @@ int main(int argc, char** argv) {
   compare("relu diverging (rule)", spec(2, 2, 100, Activation::Relu, 1, false, 500, 6), 3, {0.5, 3.0, 10.0}, 0, 0);
   // (not lr = 30 here: that run is chaotic, the reassociation differences grow ~10-fold per unit of time)
   compare("erf converged", spec(2, 2, 100, Activation::Erf, 1, false, 2000, 21), 2, {0.5, 2.0}, 0, 0, 0.05);
+  compare("erf biases trained", spec(2, 2, 100, Activation::Erf, 1, false, 300, 7), 3, {1.0}, 0.5, 0.1, -1, false, 0.8);
+  compare("relu biases batch3 sph", spec(3, 2, 64, Activation::Relu, 3, true, 192, 7), 2, {1.0}, 0.2, 0.0, -1, true, 0.5);
+  compare("erf biases fixed", spec(2, 3, 50, Activation::Erf, 2, false, 150, 4), 2, {1.0}, 0.0, 0.0, -1, false, 0.0);
+  compare("relu biases diverging", spec(2, 2, 60, Activation::Relu, 1, false, 300, 6), 2, {0.5}, 0.0, 0.0, -1, false, 1e60);
   compare("records off-grid, d=37", spec(2, 2, 37, Activation::Erf, 2, false, 200, 9), 2, {1.0}, 0.1, 0.1);
   std::printf("%s (%d failures)\n", fails ? "FAILED" : "all ok", fails);
   return fails != 0;

@@ -26,7 +26,8 @@ void bind_sgd(py::module_& m) {
          const py::array_t<long long, py::array::c_style | py::array::forcecast>& record_steps_arr,
          std::uint64_t seed, const py::array_t<std::uint32_t, py::array::c_style | py::array::forcecast>& runs_arr,
          bool keep_weights, int n_threads, const py::object& progress, const py::object& target_alpha,
-         const py::object& target_coef, const py::object& schedule, const std::string& device) {
+         const py::object& target_coef, const py::object& schedule, const std::string& device,
+         const py::object& bias_arg, const py::object& teacher_bias_arg, const py::object& lr_bias_arg) {
         // Plain arrays rather than STL casters (no pybind11/stl.h in this module).
         const std::vector<long long> record_steps(record_steps_arr.data(),
                                                   record_steps_arr.data() + record_steps_arr.size());
@@ -51,6 +52,14 @@ void bind_sgd(py::module_& m) {
           p.risk_tol = risk_tol.at(j);
           p.risk_rtol = risk_rtol.at(j);
         }
+        // Biases (optional): student (K,) or (R, K) as a, teacher (M,), lr_bias (R,); none: a run without biases.
+        const bool biased = !bias_arg.is_none() || !teacher_bias_arg.is_none();
+        Array b0, bt;
+        if (!lr_bias_arg.is_none()) {
+          const Array lr_bias = lr_bias_arg.cast<Array>();
+          expect_shape(lr_bias, "lr_bias", {R});
+          for (py::ssize_t j = 0; j < R; ++j) params[static_cast<std::size_t>(j)].lr_bias = lr_bias.at(j);
+        }
         if (per_run) {
           expect_shape(W0, "student.W", {R, -1, -1});
           expect_shape(a0, "student.a", {R, W0.shape(1)});
@@ -62,6 +71,15 @@ void bind_sgd(py::module_& m) {
         expect_shape(Wt, "teacher.W", {-1, d});
         const py::ssize_t M = Wt.shape(0);
         expect_shape(v, "teacher.a", {M});
+        if (!bias_arg.is_none()) {
+          b0 = bias_arg.cast<Array>();
+          if (per_run) expect_shape(b0, "student.bias", {R, K});
+          else expect_shape(b0, "student.bias", {K});
+        }
+        if (!teacher_bias_arg.is_none()) {
+          bt = teacher_bias_arg.cast<Array>();
+          expect_shape(bt, "teacher.bias", {M});
+        }
         SgdSpec sp;
         sp.K = dimension(K, "student units");
         sp.M = dimension(M, "teacher units");
@@ -90,13 +108,21 @@ void bind_sgd(py::module_& m) {
         RunRows rows(R, T, K, M);
         Array a_final = new_array({R, K});
         Array W = keep_weights ? new_array({R, K, d}) : new_array({0});
+        Array bias_rows = biased ? new_array({R, T, K}) : new_array({0});
+        Array b_final = biased ? new_array({R, K}) : new_array({0});
         std::vector<SgdOut> outs(static_cast<std::size_t>(R));
         for (py::ssize_t j = 0; j < R; ++j) {
           SgdOut& o = outs[static_cast<std::size_t>(j)];
           rows.point(o, j);
           o.W = keep_weights ? W.mutable_data() + j * K * d : nullptr;
           o.a_final = a_final.mutable_data() + j * K;
+          if (biased) {
+            o.bias = bias_rows.mutable_data() + j * T * K;
+            o.b_final = b_final.mutable_data() + j * K;
+          }
         }
+        const double* pb = bias_arg.is_none() ? nullptr : b0.data();
+        const double* pbt = teacher_bias_arg.is_none() ? nullptr : bt.data();
         const double *pw = W0.data(), *pa = a0.data(), *pt = Wt.data(), *pv = v.data();
         std::atomic<long long> done{0};
         Poll poll;
@@ -104,11 +130,12 @@ void bind_sgd(py::module_& m) {
         auto work = [&] {
           if (gpu) {
 #ifdef TWOLAYER_CUDA
-            sgd_simulate_cuda(sp, pw, pa, per_run ? 1 : 0, pt, pv, params.data(), params.size(), outs.data(), &done);
+            sgd_simulate_cuda(sp, pw, pa, per_run ? 1 : 0, pt, pv, params.data(), params.size(), outs.data(), &done,
+                              pb, pbt);
 #endif
           } else {
             sgd_simulate(sp, pw, pa, per_run ? 1 : 0, pt, pv, params.data(), params.size(), outs.data(), n_threads,
-                         &done);
+                         &done, pb, pbt);
           }
           return 0;
         };
@@ -132,6 +159,8 @@ void bind_sgd(py::module_& m) {
           out["reason"] = reason;
           out["W"] = keep_weights ? py::object(W) : py::object(py::none());
           out["a_final"] = a_final;
+          out["bias"] = biased ? py::object(bias_rows) : py::object(py::none());
+          out["b_final"] = biased ? py::object(b_final) : py::object(py::none());
           return out;
         };
         return run_cancellable(work, to_py, true, poll);
@@ -142,7 +171,8 @@ void bind_sgd(py::module_& m) {
       py::arg("record_steps"), py::arg("seed"), py::arg("runs"), py::arg("keep_weights") = true,
       py::arg("n_threads") = 0, py::arg("progress") = py::none(), py::arg("target_alpha") = py::none(),
       py::arg("target_coef") = py::none(),
-      py::arg("schedule") = py::none(), py::arg("device") = "cpu");
+      py::arg("schedule") = py::none(), py::arg("device") = "cpu", py::arg("bias") = py::none(),
+      py::arg("teacher_bias") = py::none(), py::arg("lr_bias") = py::none());
 
   m.def(
       "philox4x32",

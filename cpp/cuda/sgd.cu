@@ -35,11 +35,13 @@ struct Problem {
   Activation student, teacher;
   bool spherical;
   std::uint64_t seed;
+  int biased;  // a run with biases: b per run (zeros when only the teacher has some), its state row ends with b
 };
 
 struct RunParams {
   std::uint32_t id;
   double gw, ga, sqrt_noise;  // lr sqrt(s) / (d B) (0: W fixed), lr_readout / (d B), sqrt(Delta)
+  double gb;                  // lr_bias / (d B) (0: b fixed)
   int has_noise;
 };
 
@@ -47,6 +49,8 @@ struct RunParams {
 struct State {
   double *W, *a, *norms, *x, *dW, *state;
   const double *Wt, *v;
+  double* b;         // the student's biases (null without biases)
+  const double* bt;  // the teacher's (null: none)
   const RunParams* params;
   int* active;            // 1 while the run advances
   int* fail_code;         // a DivergenceCode once the run stopped on the device
@@ -99,9 +103,10 @@ struct PutAt {
   __device__ void operator()(int v, double s) const { out[v] = s; }
 };
 
-// Q = W W^T / s, M = W Wt^T / s (the upper triangle of Q mirrored, as gram does) and a of a run: its state row.
-__device__ void overlaps(const Problem& p, const double* W, const double* Wt, const double* a, double* red,
-                         double* state) {
+// Q = W W^T / s, M = W Wt^T / s (the upper triangle of Q mirrored, as gram does), a and the biases b (when not null)
+// of a run: its state row.
+__device__ void overlaps(const Problem& p, const double* W, const double* Wt, const double* a, const double* b,
+                         double* red, double* state) {
   const int K = p.K, M = p.M, d = p.d;
   const int nq = K * (K + 1) / 2;
   const double alpha = 1.0 / p.scale;
@@ -135,23 +140,31 @@ __device__ void overlaps(const Problem& p, const double* W, const double* Wt, co
         }
       });
   for (int i = threadIdx.x; i < K; i += kThreads) state[K * K + K * M + i] = a[i];
+  if (b)
+    for (int i = threadIdx.x; i < K; i += kThreads) state[K * K + K * M + K + i] = b[i];
   __syncthreads();
 }
 
-// Shared memory of the kernels: lam (K + M + 1), sig, coef, rc, da (K each), red (kRed kWarps).
+// The doubles of a run's state row: (Q, M, a), and b with biases.
+__host__ __device__ inline std::size_t state_size(const Problem& p) {
+  return static_cast<std::size_t>(p.K) * (p.K + p.M + 1) + (p.biased ? p.K : 0);
+}
+
+// Shared memory of the kernels: lam (K + M + 1), sig, coef, rc, da, db (K each), red (kRed kWarps).
 std::size_t shared_doubles(const Problem& p) {
-  return static_cast<std::size_t>(p.K + p.M + 1) + 4 * static_cast<std::size_t>(p.K) + kRed * kWarps;
+  return static_cast<std::size_t>(p.K + p.M + 1) + 5 * static_cast<std::size_t>(p.K) + kRed * kWarps;
 }
 
 struct Shared {
-  double *lam, *sig, *coef, *rc, *da, *red;
+  double *lam, *sig, *coef, *rc, *da, *db, *red;
   __device__ Shared(double* sh, const Problem& p) {
     lam = sh;
     sig = lam + p.K + p.M + 1;
     coef = sig + p.K;
     rc = coef + p.K;
     da = rc + p.K;
-    red = da + p.K;
+    db = da + p.K;
+    red = db + p.K;
   }
 };
 
@@ -195,8 +208,9 @@ __device__ bool project(const Problem& p, const State& st, int j, double* W, dou
   return true;
 }
 
-// The starts: copy, project (spherical), overlaps.
-__global__ void sgd_init(Problem p, State st, const double* W0, const double* a0, std::size_t init_stride) {
+// The starts: copy, project (spherical), overlaps. b0: the student's start biases (null: zeros; used with biases).
+__global__ void sgd_init(Problem p, State st, const double* W0, const double* a0, const double* b0,
+                         std::size_t init_stride) {
   extern __shared__ double shm[];
   __shared__ int bad;
   const Shared sh(shm, p);
@@ -207,6 +221,9 @@ __global__ void sgd_init(Problem p, State st, const double* W0, const double* a0
   const double* w0 = W0 + j * init_stride * Kd;
   for (std::size_t c = threadIdx.x; c < Kd; c += kThreads) W[c] = w0[c];
   for (int i = threadIdx.x; i < p.K; i += kThreads) a[i] = a0[j * init_stride * p.K + i];
+  double* b = p.biased ? st.b + static_cast<std::size_t>(j) * p.K : nullptr;
+  if (b)
+    for (int i = threadIdx.x; i < p.K; i += kThreads) b[i] = b0 ? b0[j * init_stride * p.K + i] : 0.0;
   if (threadIdx.x == 0) {
     st.active[j] = 1;
     st.fail_code[j] = 0;
@@ -217,7 +234,7 @@ __global__ void sgd_init(Problem p, State st, const double* W0, const double* a0
   if (p.spherical) {
     if (!project(p, st, j, W, norms, 0, sh.red, &bad)) return;
   }
-  overlaps(p, W, st.Wt, a, sh.red, st.state + static_cast<std::size_t>(j) * (p.K * p.K + p.K * p.M + p.K));
+  overlaps(p, W, st.Wt, a, b, sh.red, st.state + static_cast<std::size_t>(j) * state_size(p));
 }
 
 // Steps [from, to) of every active run (sgd.cpp's Run::do_step for online samples); then its overlaps.
@@ -232,6 +249,7 @@ __global__ void sgd_advance(Problem p, State st, long long from, long long to, i
   double* W = st.W + j * Kd;
   double* dW = st.dW ? st.dW + j * Kd : nullptr;
   double* a = st.a + static_cast<std::size_t>(j) * K;
+  double* b = p.biased ? st.b + static_cast<std::size_t>(j) * K : nullptr;
   double* norms = st.norms + static_cast<std::size_t>(j) * K;
   double* x = st.x + static_cast<std::size_t>(j) * d;
   const RunParams rp = st.params[j];
@@ -239,7 +257,7 @@ __global__ void sgd_advance(Problem p, State st, long long from, long long to, i
   const bool fused_sphere = p.spherical && B == 1;
   const int n_dot = K + M + (fused_sphere ? 1 : 0);
   for (long long step = from; step < to; ++step) {
-    for (int i = tid; i < K; i += kThreads) sh.da[i] = 0.0;
+    for (int i = tid; i < K; i += kThreads) sh.da[i] = sh.db[i] = 0.0;
     if (dW)
       for (std::size_t c = tid; c < Kd; c += kThreads) dW[c] = 0.0;
     for (int nu = 0; nu < B; ++nu) {
@@ -255,12 +273,14 @@ __global__ void sgd_advance(Problem p, State st, long long from, long long to, i
           sh.red, PutAt{sh.lam});
       if (tid == 0) {
         const double xi = rp.has_noise ? rng::gaussian_at(noise, row) : 0.0;
-        const double y = sgd_committee_label(p.teacher, sh.lam + K, st.v, M, p.inv_sqrt_s, rp.sqrt_noise, xi);
-        const double E = y - sgd_output(p.student, sh.lam, a, K, p.inv_sqrt_s, sh.sig);
+        const double y =
+            sgd_committee_label(p.teacher, sh.lam + K, st.v, M, p.inv_sqrt_s, rp.sqrt_noise, xi, st.bt);
+        const double E = y - sgd_output(p.student, sh.lam, a, K, p.inv_sqrt_s, sh.sig, b);
         bad = sgd_error_ok(E, p.blowup) ? 0 : kSampleOverflow;
         for (int i = 0; i < K && !bad; ++i) {
-          const double c = sgd_weight_coef(p.student, rp.gw, a[i], sh.lam[i], p.inv_sqrt_s, E);
+          const double c = sgd_weight_coef(p.student, rp.gw, a[i], sh.lam[i], p.inv_sqrt_s, E, b, i);
           if (rp.ga != 0.0) sh.da[i] += sgd_readout_step(rp.ga, sh.sig[i], E);
+          if (rp.gb != 0.0) sh.db[i] += sgd_weight_coef(p.student, rp.gb, a[i], sh.lam[i], p.inv_sqrt_s, E, b, i);
           sh.coef[i] = c;
           sh.rc[i] = c;
           if (fused_sphere && rp.gw != 0.0) {
@@ -303,10 +323,11 @@ __global__ void sgd_advance(Problem p, State st, long long from, long long to, i
       if (p.spherical && !project(p, st, j, W, norms, step, sh.red, &bad)) return;
     }
     for (int i = tid; i < K; i += kThreads) a[i] += sh.da[i];
+    if (rp.gb != 0.0)
+      for (int i = tid; i < K; i += kThreads) b[i] += sh.db[i];
     __syncthreads();
   }
-  if (want_overlaps)
-    overlaps(p, W, st.Wt, a, sh.red, st.state + static_cast<std::size_t>(j) * (K * K + K * M + K));
+  if (want_overlaps) overlaps(p, W, st.Wt, a, b, sh.red, st.state + static_cast<std::size_t>(j) * state_size(p));
 }
 
 // Gaussians [first, first + n) by the SGD kernels' own code: draw (each block 4096 of them) or, one_by_one,
@@ -322,11 +343,11 @@ __global__ void gaussians_kernel(rng::StreamId s, std::uint64_t first, std::size
   }
 }
 
-// Device bytes one run takes: W (and dW for batches), a, norms, x, state, flags.
+// Device bytes one run takes: W (and dW for batches), a, norms, b, x, state (with b), flags.
 std::size_t run_bytes(const SgdSpec& sp) {
   const std::size_t Kd = static_cast<std::size_t>(sp.K) * sp.d;
-  return sizeof(double) * (Kd * (sp.batch > 1 ? 2 : 1) + 2 * static_cast<std::size_t>(sp.K) + sp.d +
-                           static_cast<std::size_t>(sp.K) * (sp.K + sp.M + 1)) +
+  return sizeof(double) * (Kd * (sp.batch > 1 ? 2 : 1) + 3 * static_cast<std::size_t>(sp.K) + sp.d +
+                           static_cast<std::size_t>(sp.K) * (sp.K + sp.M + 2)) +
          sizeof(RunParams) + 2 * sizeof(int) + sizeof(long long);
 }
 
@@ -337,7 +358,7 @@ struct SgdEngine::Impl {
   std::size_t n = 0, n_state = 0, shared_bytes = 0;
   int concurrent = 1;  // blocks the device runs at once
   Stream stream;
-  DeviceBuffer<double> W, a, norms, x, dW, state, Wt, v;
+  DeviceBuffer<double> W, a, norms, x, dW, state, Wt, v, b, bt;
   DeviceBuffer<RunParams> params;
   DeviceBuffer<int> active, fail_code;
   DeviceBuffer<long long> fail_step;
@@ -345,7 +366,7 @@ struct SgdEngine::Impl {
   PinnedBuffer<int> h_active, h_code;
   PinnedBuffer<long long> h_step;
   bool active_dirty = false;
-  std::vector<double> h_W, h_a;  // fetch_weights
+  std::vector<double> h_W, h_a, h_b;  // fetch_weights
   State st{};
 
   void fetch_flags() {
@@ -355,15 +376,17 @@ struct SgdEngine::Impl {
 };
 
 SgdEngine::SgdEngine(const SgdSpec& sp, const double* W0, const double* a0, std::size_t init_stride,
-                     const double* Wt, const double* v, const SgdRun* runs, std::size_t n_runs)
+                     const double* Wt, const double* v, const SgdRun* runs, std::size_t n_runs, const double* b0,
+                     const double* bt)
     : impl_(new Impl) {
   Impl& m = *impl_;
   require_device();
+  const bool biased = b0 || bt;
   m.p = Problem{sp.K, sp.M, sp.d, sp.batch, sp.scale, 1.0 / std::sqrt(sp.scale), sp.blowup, sp.student, sp.teacher,
-                sp.spherical, sp.seed};
+                sp.spherical, sp.seed, biased ? 1 : 0};
   m.n = n_runs;
   const std::size_t K = static_cast<std::size_t>(sp.K), M = static_cast<std::size_t>(sp.M), d = sp.d;
-  m.n_state = K * K + K * M + K;
+  m.n_state = state_size(m.p);
   m.shared_bytes = shared_doubles(m.p) * sizeof(double);
   if (m.shared_bytes > 48 * 1024)
     throw DeviceUnavailable("device='cuda': K = " + std::to_string(sp.K) + ", M = " + std::to_string(sp.M) +
@@ -376,6 +399,7 @@ SgdEngine::SgdEngine(const SgdSpec& sp, const double* W0, const double* a0, std:
     rp[j].ga = runs[j].lr_readout / (sp.d * B);
     rp[j].sqrt_noise = std::sqrt(runs[j].noise);
     rp[j].has_noise = runs[j].noise > 0.0;
+    rp[j].gb = biased ? runs[j].lr_bias / (sp.d * B) : 0.0;
   }
   m.W = DeviceBuffer<double>(n_runs * K * d);
   if (sp.batch > 1) m.dW = DeviceBuffer<double>(n_runs * K * d);
@@ -385,6 +409,8 @@ SgdEngine::SgdEngine(const SgdSpec& sp, const double* W0, const double* a0, std:
   m.state = DeviceBuffer<double>(n_runs * m.n_state);
   m.Wt = DeviceBuffer<double>(M * d);
   m.v = DeviceBuffer<double>(M);
+  if (biased) m.b = DeviceBuffer<double>(n_runs * K);
+  if (bt) m.bt = DeviceBuffer<double>(M);
   m.params = DeviceBuffer<RunParams>(n_runs);
   m.active = DeviceBuffer<int>(n_runs);
   m.fail_code = DeviceBuffer<int>(n_runs);
@@ -394,27 +420,30 @@ SgdEngine::SgdEngine(const SgdSpec& sp, const double* W0, const double* a0, std:
   m.h_code = PinnedBuffer<int>(n_runs);
   m.h_step = PinnedBuffer<long long>(n_runs);
   const std::size_t n_starts = init_stride ? n_runs : 1;
-  DeviceBuffer<double> W0d(n_starts * K * d), a0d(n_starts * K);
+  DeviceBuffer<double> W0d(n_starts * K * d), a0d(n_starts * K), b0d(b0 ? n_starts * K : 0);
   copy_to_device(W0d.get(), W0, n_starts * K * d, m.stream);
   copy_to_device(a0d.get(), a0, n_starts * K, m.stream);
+  if (b0) copy_to_device(b0d.get(), b0, n_starts * K, m.stream);
+  if (bt) copy_to_device(m.bt.get(), bt, M, m.stream);
   copy_to_device(m.Wt.get(), Wt, M * d, m.stream);
   copy_to_device(m.v.get(), v, M, m.stream);
   copy_to_device(m.params.get(), rp.data(), n_runs, m.stream);
   m.st = State{m.W.get(), m.a.get(), m.norms.get(), m.x.get(), m.dW.get(), m.state.get(), m.Wt.get(),
-               m.v.get(), m.params.get(), m.active.get(), m.fail_code.get(), m.fail_step.get()};
+               m.v.get(), biased ? m.b.get() : nullptr, bt ? m.bt.get() : nullptr, m.params.get(), m.active.get(),
+               m.fail_code.get(), m.fail_step.get()};
   int per_sm = 0, sms = 0, dev = 0;
   check(cudaGetDevice(&dev), "cudaGetDevice");
   check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
   check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, sgd_advance, kThreads, m.shared_bytes),
         "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
   m.concurrent = std::max(1, per_sm * sms);
-  sgd_init<<<static_cast<unsigned>(n_runs), kThreads, m.shared_bytes, m.stream.get()>>>(m.p, m.st, W0d.get(),
-                                                                                         a0d.get(), init_stride ? 1 : 0);
+  sgd_init<<<static_cast<unsigned>(n_runs), kThreads, m.shared_bytes, m.stream.get()>>>(
+      m.p, m.st, W0d.get(), a0d.get(), b0 ? b0d.get() : nullptr, init_stride ? 1 : 0);
   check(cudaGetLastError(), "sgd_init launch");
   copy_to_host(m.h_state.get(), m.state.get(), n_runs * m.n_state, m.stream);
   m.fetch_flags();
   for (std::size_t j = 0; j < n_runs; ++j) m.h_active[j] = 1;  // the driver's view: failures come from the flags
-  m.stream.sync();  // W0d, a0d are freed after this
+  m.stream.sync();  // W0d, a0d, b0d are freed after this
 }
 
 SgdEngine::~SgdEngine() = default;
@@ -467,16 +496,19 @@ void SgdEngine::fetch_weights(bool with_W) {
   const std::size_t K = static_cast<std::size_t>(m.p.K), Kd = K * m.p.d;
   m.h_a.resize(m.n * K);
   m.h_W.resize(with_W ? m.n * Kd : 0);
+  m.h_b.resize(m.p.biased ? m.n * K : 0);
   if (with_W) copy_to_host(m.h_W.data(), m.W.get(), m.n * Kd, m.stream);
   copy_to_host(m.h_a.data(), m.a.get(), m.n * K, m.stream);
+  if (m.p.biased) copy_to_host(m.h_b.data(), m.b.get(), m.n * K, m.stream);
   m.stream.sync();
 }
 
-void SgdEngine::weights(std::size_t j, double* W, double* a) const {
+void SgdEngine::weights(std::size_t j, double* W, double* a, double* b) const {
   const Impl& m = *impl_;
   const std::size_t K = static_cast<std::size_t>(m.p.K), Kd = K * m.p.d;
   if (W && !m.h_W.empty()) std::copy(m.h_W.begin() + j * Kd, m.h_W.begin() + (j + 1) * Kd, W);
   std::copy(m.h_a.begin() + j * K, m.h_a.begin() + (j + 1) * K, a);
+  if (b && !m.h_b.empty()) std::copy(m.h_b.begin() + j * K, m.h_b.begin() + (j + 1) * K, b);
 }
 
 void gaussians(std::uint64_t seed, std::uint32_t run, std::uint32_t stream_id, std::uint64_t first, std::size_t n,

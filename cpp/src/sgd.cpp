@@ -69,15 +69,16 @@ double early_stop_threshold(const SgdRun& rp, Risk0&& risk0) {
   return threshold;
 }
 
-// Appends the row (Q, M, a, risk) of record step `step` to out; true (status converged, stop step and the
-// interpolated stop_time set) when the risk is below the threshold.
+// Appends the row (Q, M, a, risk, and the biases b when given and kept) of record step `step` to out; true (status
+// converged, stop step and the interpolated stop_time set) when the risk is below the threshold.
 bool record_row(const SgdSpec& sp, double threshold, long long step, const double* Q, const double* Mo,
-                const double* a, double r, SgdOut& out) {
+                const double* a, double r, SgdOut& out, const double* b = nullptr) {
   const std::size_t t = out.recorded;
   const std::size_t K = static_cast<std::size_t>(sp.K), M = static_cast<std::size_t>(sp.M);
   std::copy(Q, Q + K * K, out.Q + t * K * K);
   std::copy(Mo, Mo + K * M, out.M + t * K * M);
   std::copy(a, a + K, out.a + t * K);
+  if (b && out.bias) std::copy(b, b + K, out.bias + t * K);
   out.risk[t] = r;
   out.recorded = t + 1;
   if (!(r < threshold)) return false;
@@ -107,6 +108,26 @@ void stop_out(SgdOut& o, int status, long long step, int reason, int d) {
   o.stop_time = static_cast<double>(step) / d;
 }
 
+// The divergence rule's rules 1 and 2 for the K biases b of a run with biases (0: they are fine).
+int bias_divergence_code(const double* b, int K, double bound) {
+  for (int i = 0; i < K; ++i) {
+    if (!std::isfinite(b[i])) return kNotFinite;
+    if (std::fabs(b[i]) > bound) return kGrew;
+  }
+  return kStateOk;
+}
+
+// A run's divergence bound (divergence.hpp) from its start state (Q, M, a) and, with biases, its biases b and the
+// teacher's bt (null: none).
+double run_bound(const double* y0, int K, int M, const double* P, const double* v, const double* b, const double* bt) {
+  const std::size_t n = static_cast<std::size_t>(K) * (K + M + 1), MM = static_cast<std::size_t>(M) * M;
+  double bound = divergence_bound(y0, n, P, MM, v, static_cast<std::size_t>(M));
+  if (b)
+    bound = std::max(bound, divergence_bound(b, static_cast<std::size_t>(K), bt, bt ? static_cast<std::size_t>(M) : 0,
+                                             nullptr, 0));
+  return bound;
+}
+
 // Thrown where a run breaks the divergence rule (divergence.hpp): the step and the DivergenceCode.
 struct Diverged {
   long long step;
@@ -116,8 +137,8 @@ struct Diverged {
 class Run {
  public:
   Run(const SgdSpec& sp, const SgdRun& rp, const double* W0, const double* a0, const double* Wt, const double* v,
-      const double* P, SgdOut& out)
-      : sp_(sp), rp_(rp), K_(sp.K), M_(sp.M), d_(sp.d), Wt_(Wt), v_(v), P_(P), out_(out),
+      const double* P, SgdOut& out, const double* b0, const double* bt)
+      : sp_(sp), rp_(rp), K_(sp.K), M_(sp.M), d_(sp.d), Wt_(Wt), v_(v), P_(P), bt_(bt), out_(out),
         W_(W0, W0 + static_cast<std::size_t>(sp.K) * sp.d), a_(a0, a0 + sp.K),
         inputs_{sp.seed, rp.id, rng::kInputs}, noise_{sp.seed, rp.id, rng::kLabelNoise},
         train_x_{sp.seed, rp.id, rng::kTrainInputs}, train_noise_{sp.seed, rp.id, rng::kTrainNoise},
@@ -128,6 +149,14 @@ class Run {
     ga_ = rp.lr_readout / (sp.d * B);
     gw0_ = gw_;
     ga0_ = ga_;
+    biased_ = b0 || bt;
+    if (biased_) {  // the student's biases (zeros when only the teacher has some), and their step factor
+      b_.assign(static_cast<std::size_t>(K_), 0.0);
+      if (b0) std::copy(b0, b0 + K_, b_.begin());
+      bp_ = b_.data();
+      db_.assign(static_cast<std::size_t>(K_), 0.0);
+      gb_ = gb0_ = rp.lr_bias / (sp.d * B);
+    }
     scheduled_ = !sp.schedule.identity();
     sqrt_noise_ = std::sqrt(rp.noise);
     has_noise_ = rp.noise > 0.0;
@@ -166,8 +195,7 @@ class Run {
     state_.assign(static_cast<std::size_t>(K_) * (K_ + M_ + 1), 0.0);
     scratch_.assign(static_cast<std::size_t>(K_ + M_) * (K_ + M_), 0.0);
     overlaps();  // the start's state, whose scale sets the run's divergence bound
-    bound_ = divergence_bound(state_.data(), state_.size(), P_, static_cast<std::size_t>(M_) * M_, v_,
-                              static_cast<std::size_t>(M_));
+    bound_ = run_bound(state_.data(), K_, M_, P_, v_, bp_, bt_);
   }
 
   void go(std::atomic<long long>* progress) {
@@ -192,6 +220,7 @@ class Run {
           const double rate = sp_.schedule.at_step(step, 1.0 / d_);
           gw_ = gw0_ * rate;
           ga_ = ga0_ * rate;
+          gb_ = gb0_ * rate;
         }
         do_step(step);
         if (progress && ((step + 1) & 4095) == 0) {
@@ -209,6 +238,7 @@ class Run {
     if (progress) progress->fetch_add(sp_.steps - reported, std::memory_order_relaxed);
     if (out_.W) std::copy(W_.begin(), W_.end(), out_.W);
     if (out_.a_final) std::copy(a_.begin(), a_.end(), out_.a_final);
+    if (out_.b_final) std::copy(b_.begin(), b_.end(), out_.b_final);
   }
 
  private:
@@ -216,8 +246,14 @@ class Run {
   const SgdRun& rp_;
   int K_, M_, d_;
   const double *Wt_, *v_, *P_;
+  const double* bt_;  // the teacher's biases (null: none)
   SgdOut& out_;
   std::vector<double> W_, a_, norms_;
+  bool biased_ = false;     // a run with biases (student's, teacher's or both)
+  std::vector<double> b_;   // the student's biases (empty without)
+  std::vector<double> db_;  // their change over a batch
+  const double* bp_ = nullptr;  // b_.data() with biases, else null (the per-sample functions skip the + b)
+  double gb_ = 0.0, gb0_ = 0.0;  // lr_bias / (d B), scheduled and not
   rng::StreamId inputs_, noise_, train_x_, train_noise_, shuffle_;
   double inv_sqrt_s_, gw_, ga_, sqrt_noise_;
   double gw0_ = 0.0, ga0_ = 0.0;  // the unscheduled step factors (gw_, ga_ = these times s(n / d))
@@ -258,7 +294,7 @@ class Run {
 
   // f = sum_i a_i sigma(l_i) from the raw dots in lam_; keeps sigma(l_i) in sig_.
   double output() {
-    return sgd_output(sp_.student, lam_.data(), a_.data(), K_, inv_sqrt_s_, sig_.data());
+    return sgd_output(sp_.student, lam_.data(), a_.data(), K_, inv_sqrt_s_, sig_.data(), bp_);
   }
 
   double teacher_label(const double* lam_t, double xi) const {
@@ -273,7 +309,7 @@ class Run {
       for (int r = 0; r < M_; ++r) zp[r] = lam_t[r] * inv_sqrt_s_;
       return sp_.target->eval(zp) + sqrt_noise_ * xi;
     }
-    return sgd_committee_label(sp_.teacher, lam_t, v_, M_, inv_sqrt_s_, sqrt_noise_, xi);
+    return sgd_committee_label(sp_.teacher, lam_t, v_, M_, inv_sqrt_s_, sqrt_noise_, xi, bt_);
   }
 
   void make_training_set() {
@@ -365,8 +401,10 @@ class Run {
     if (!sgd_error_ok(E, sp_.blowup)) throw Diverged{step, kSampleOverflow};
     const double xx = fused_sphere_ ? lam_[n_dot_ - 1] : 0.0;
     for (int i = 0; i < K_; ++i) {
-      const double c = sgd_weight_coef(sp_.student, gw_, a_[i], lam_[i], inv_sqrt_s_, E);
+      const double c = sgd_weight_coef(sp_.student, gw_, a_[i], lam_[i], inv_sqrt_s_, E, bp_, i);
+      const double db = gb_ != 0.0 ? sgd_weight_coef(sp_.student, gb_, a_[i], lam_[i], inv_sqrt_s_, E, bp_, i) : 0.0;
       if (ga_ != 0.0) a_[i] += sgd_readout_step(ga_, sig_[i], E);
+      if (gb_ != 0.0) b_[i] += db;
       if (gw_ == 0.0) continue;
       double r = 1.0, rc = c;
       if (fused_sphere_) {
@@ -438,6 +476,7 @@ class Run {
       return;
     }
     std::fill(da_.begin(), da_.end(), 0.0);
+    if (gb_ != 0.0) std::fill(db_.begin(), db_.end(), 0.0);
     if (online_ && (chunk_first_ < 0 || step >= chunk_first_ + steps_per_chunk_)) fill_chunk(step);
     for (int nu = 0; nu < B; ++nu) {
       const double* x;
@@ -458,13 +497,17 @@ class Run {
       const double E = y - output();
       if (!sgd_error_ok(E, sp_.blowup)) throw Diverged{step, kSampleOverflow};
       for (int i = 0; i < K_; ++i) {
-        cw_[static_cast<std::size_t>(i) * B + nu] = sgd_weight_coef(sp_.student, gw_, a_[i], lam_[i], inv_sqrt_s_, E);
+        cw_[static_cast<std::size_t>(i) * B + nu] =
+            sgd_weight_coef(sp_.student, gw_, a_[i], lam_[i], inv_sqrt_s_, E, bp_, i);
         if (ga_ != 0.0) da_[i] += sgd_readout_step(ga_, sig_[i], E);
+        if (gb_ != 0.0) db_[i] += sgd_weight_coef(sp_.student, gb_, a_[i], lam_[i], inv_sqrt_s_, E, bp_, i);
       }
       if (B == 1) update_single(x);
       else if (nu == B - 1) update_batch();
     }
     for (int i = 0; i < K_; ++i) a_[i] += da_[i];
+    if (gb_ != 0.0)
+      for (int i = 0; i < K_; ++i) b_[i] += db_[i];
   }
 
   void update_single(const double* x) {
@@ -525,10 +568,13 @@ class Run {
   void check(long long step) {
     overlaps();
     if (const int code = divergence_code(state_.data(), K_, M_, P_, bound_, scratch_.data())) throw Diverged{step, code};
+    if (bp_)
+      if (const int code = bias_divergence_code(bp_, K_, bound_)) throw Diverged{step, code};
   }
   // The overlaps (into Q_, Mo_), checked, and the exact excess risk of the current weights.
   double risk_now(long long step) {
     check(step);
+    if (biased_) return std::numeric_limits<double>::quiet_NaN();  // no kernels with biases yet (sgd.hpp)
     const double r = excess_risk(sp_, Q_.data(), Mo_.data(), a_.data(), P_, v_);
     if (!std::isfinite(r)) throw Diverged{step, kRiskNotFinite};
     return r;
@@ -536,7 +582,7 @@ class Run {
 
   // Records the current state; true when its risk is below the early-stop threshold (status converged).
   bool record(long long step) {
-    return record_row(sp_, threshold_, step, Q_.data(), Mo_.data(), a_.data(), risk_now(step), out_);
+    return record_row(sp_, threshold_, step, Q_.data(), Mo_.data(), a_.data(), risk_now(step), out_, bp_);
   }
 };
 
@@ -550,6 +596,7 @@ void sgd_check(const SgdSpec& sp, const SgdRun* runs, std::size_t n_runs) {
     if (sp.train_first && !(r.lr > 0.0 && std::isfinite(r.lr))) bad("lr" + at + ": must be a finite number > 0");
     if (!(r.lr_readout >= 0.0 && std::isfinite(r.lr_readout)))
       bad("lr_readout" + at + ": must be a finite number >= 0");
+    if (!(r.lr_bias >= 0.0 && std::isfinite(r.lr_bias))) bad("lr_bias" + at + ": must be a finite number >= 0");
     if (!(r.noise >= 0.0 && std::isfinite(r.noise))) bad("noise" + at + ": must be a finite number >= 0");
     if (!std::isfinite(r.risk_tol)) bad("risk_tol" + at + ": must be finite (< 0: off)");
     if (!std::isfinite(r.risk_rtol)) bad("risk_rtol" + at + ": must be finite (< 0: off)");
@@ -572,10 +619,24 @@ void sgd_check(const SgdSpec& sp, const SgdRun* runs, std::size_t n_runs) {
   }
 }
 
+namespace {
+// The runs' parameters against the biases given (sgd.hpp): trained biases need the student's, early stop a risk.
+void sgd_check_biases(const SgdRun* runs, std::size_t n_runs, const double* b0, const double* bt) {
+  for (std::size_t j = 0; j < n_runs; ++j) {
+    const std::string at = "[" + std::to_string(j) + "]";
+    if (runs[j].lr_bias > 0.0 && !b0)
+      throw std::invalid_argument("lr_bias" + at + ": trained biases need the student's biases (b0)");
+    if ((b0 || bt) && (runs[j].risk_tol >= 0.0 || runs[j].risk_rtol >= 0.0))
+      throw std::invalid_argument("risk_tol" + at + ": early stop needs the risk, not available with biases yet");
+  }
+}
+}  // namespace
+
 void sgd_simulate(const SgdSpec& sp, const double* W0, const double* a0, std::size_t init_stride, const double* Wt,
                   const double* v, const SgdRun* runs, std::size_t n_runs, SgdOut* out, int n_threads,
-                  std::atomic<long long>* progress) {
+                  std::atomic<long long>* progress, const double* b0, const double* bt) {
   sgd_check(sp, runs, n_runs);
+  sgd_check_biases(runs, n_runs, b0, bt);
   std::vector<double> P(static_cast<std::size_t>(sp.M) * sp.M);
   gram(Wt, sp.M, Wt, sp.M, sp.d, sp.scale, P.data(), 1);
   const std::size_t Kd = static_cast<std::size_t>(sp.K) * sp.d;
@@ -594,7 +655,8 @@ void sgd_simulate(const SgdSpec& sp, const double* W0, const double* a0, std::si
         stop_out(out[jj], 2, 0, 0, sp.d);
         continue;
       }
-      Run run(sp, runs[jj], W0 + jj * init_stride * Kd, a0 + jj * init_stride * sp.K, Wt, v, P.data(), out[jj]);
+      Run run(sp, runs[jj], W0 + jj * init_stride * Kd, a0 + jj * init_stride * sp.K, Wt, v, P.data(), out[jj],
+              b0 ? b0 + jj * init_stride * sp.K : nullptr, bt);
       run.go(progress);
     } catch (const Diverged& e) {  // thrown by the constructor (degenerate spherical start)
       stop_out(out[j], 1, e.step < 0 ? 0 : e.step, e.code, sp.d);
@@ -621,10 +683,10 @@ namespace {
 // every d steps), each stretch between them done on the device in launches of bounded length.
 void simulate_on_device(const SgdSpec& sp, const double* W0, const double* a0, std::size_t init_stride,
                         const double* Wt, const double* v, const double* P, const SgdRun* runs, std::size_t n,
-                        SgdOut* out, std::atomic<long long>* progress) {
-  cuda::SgdEngine eng(sp, W0, a0, init_stride, Wt, v, runs, n);
+                        SgdOut* out, std::atomic<long long>* progress, const double* b0, const double* bt) {
+  cuda::SgdEngine eng(sp, W0, a0, init_stride, Wt, v, runs, n, b0, bt);
   const std::size_t K = static_cast<std::size_t>(sp.K), M = static_cast<std::size_t>(sp.M);
-  const std::size_t n_state = K * K + K * M + K;
+  const bool biased = b0 || bt;
   std::vector<double> bound(n), threshold(n), scratch((K + M) * (K + M));
   std::vector<char> active(n, 1);
   std::size_t n_active = n;
@@ -637,18 +699,26 @@ void simulate_on_device(const SgdSpec& sp, const double* W0, const double* a0, s
   };
   auto Mo = [&](const double* y) { return y + K * K; };
   auto a = [&](const double* y) { return y + K * K + K * M; };
+  auto b = [&](const double* y) { return biased ? y + K * K + K * M + K : nullptr; };  // the state row's biases
   // The rule at a checkpoint (Run::check); false when run j diverged there.
   auto check = [&](std::size_t j, long long step) {
-    if (const int code = divergence_code(eng.state(j), sp.K, sp.M, P, bound[j], scratch.data())) {
+    const double* y = eng.state(j);
+    int code = divergence_code(y, sp.K, sp.M, P, bound[j], scratch.data());
+    if (!code && biased) code = bias_divergence_code(b(y), sp.K, bound[j]);
+    if (code) {
       stop(j, 1, step, code);
       return false;
     }
     return true;
   };
-  // The rule and the exact risk (Run::risk_now); false when run j diverged there.
+  // The rule and the exact risk (Run::risk_now; NaN with biases); false when run j diverged there.
   auto risk = [&](std::size_t j, long long step, double* r) {
     if (!check(j, step)) return false;
     const double* y = eng.state(j);
+    if (biased) {
+      *r = std::numeric_limits<double>::quiet_NaN();
+      return true;
+    }
     *r = excess_risk(sp, y, Mo(y), a(y), P, v);
     if (std::isfinite(*r)) return true;
     stop(j, 1, step, kRiskNotFinite);
@@ -660,7 +730,7 @@ void simulate_on_device(const SgdSpec& sp, const double* W0, const double* a0, s
       stop(j, 1, 0, code);
       continue;
     }
-    bound[j] = divergence_bound(eng.state(j), n_state, P, M * M, v, M);
+    bound[j] = run_bound(eng.state(j), sp.K, sp.M, P, v, b(eng.state(j)), bt);
     threshold[j] = early_stop_threshold(runs[j], [&] {  // a start that breaks the rule stops here (diverged)
       double r = 0.0;
       risk(j, 0, &r);
@@ -678,7 +748,7 @@ void simulate_on_device(const SgdSpec& sp, const double* W0, const double* a0, s
         double r = 0.0;
         if (!risk(j, step, &r)) continue;
         const double* y = eng.state(j);
-        if (record_row(sp, threshold[j], step, y, Mo(y), a(y), r, out[j])) {  // converged: status set
+        if (record_row(sp, threshold[j], step, y, Mo(y), a(y), r, out[j], b(y))) {  // converged: status set
           active[j] = 0;
           --n_active;
           eng.deactivate(j);
@@ -716,15 +786,16 @@ void simulate_on_device(const SgdSpec& sp, const double* W0, const double* a0, s
   for (std::size_t j = 0; j < n; ++j) with_W = with_W || out[j].W;
   eng.fetch_weights(with_W);
   for (std::size_t j = 0; j < n; ++j)
-    if (out[j].a_final) eng.weights(j, out[j].W, out[j].a_final);
+    if (out[j].a_final) eng.weights(j, out[j].W, out[j].a_final, out[j].b_final);
 }
 
 }  // namespace
 
 void sgd_simulate_cuda(const SgdSpec& sp, const double* W0, const double* a0, std::size_t init_stride,
                        const double* Wt, const double* v, const SgdRun* runs, std::size_t n_runs, SgdOut* out,
-                       std::atomic<long long>* progress) {
+                       std::atomic<long long>* progress, const double* b0, const double* bt) {
   sgd_check(sp, runs, n_runs);
+  sgd_check_biases(runs, n_runs, b0, bt);
   if (const std::string why = sgd_cuda_unsupported(sp); !why.empty()) throw cuda::DeviceUnavailable(why);
   std::vector<double> P(static_cast<std::size_t>(sp.M) * sp.M);
   gram(Wt, sp.M, Wt, sp.M, sp.d, sp.scale, P.data(), 1);
@@ -737,7 +808,7 @@ void sgd_simulate_cuda(const SgdSpec& sp, const double* W0, const double* a0, st
       break;
     }
     simulate_on_device(sp, W0 + j0 * init_stride * Kd, a0 + j0 * init_stride * sp.K, init_stride, Wt, v, P.data(),
-                       runs + j0, n, out + j0, progress);
+                       runs + j0, n, out + j0, progress, b0 ? b0 + j0 * init_stride * sp.K : nullptr, bt);
   }
 }
 #endif

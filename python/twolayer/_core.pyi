@@ -89,6 +89,9 @@ def sgd_simulate(
     target_coef: _F | None = None,
     schedule: _Schedule | None = None,
     device: str = "cpu",
+    bias: _F | None = None,
+    teacher_bias: _F | None = None,
+    lr_bias: _F | None = None,
 ) -> dict[str, Any]: ...
 def philox4x32(counter: NDArray[np.uint32], key: NDArray[np.uint32]) -> NDArray[np.uint32]: ...
 def rng_gaussians(

@@ -1,14 +1,15 @@
 """SGD on a :class:`~twolayer.targets.FunctionTarget` (a NumPy function of the k projections), in NumPy.
 
-The same update as :func:`twolayer.sgd.simulate` (module docstring there): per step B fresh samples (online), or
-with ``n_samples=n`` B samples of one training set drawn per run (labels and their noise fixed), visited at
-positions p = step B + j in epochs of n, each epoch in its own random order unless ``shuffle=False`` (as the
-core's simulator; the order comes from NumPy's stream, not Philox),
-w_i += (lr sqrt(s) / d) mean_batch[c a_i sigma'(l_i) E x], a_i += (lr_readout / d) mean_batch[c sigma(l_i) E],
-spherical projection optional, t = steps / d. The labels come from Python, so this is much slower than the core's
-simulator (one NumPy step costs tens of microseconds); the random streams are NumPy's (seed, run), not the core's
-Philox streams, and the recorded risk is a Monte Carlo estimate on a fixed test set of ``n_test`` samples
-(``meta["risk_method"]``): no closed form exists for an arbitrary function.
+The same update as :func:`twolayer.sgd.simulate` (module docstring there): per step B fresh samples (online), or with
+``n_samples=n`` B samples of one training set drawn per run (labels and their noise fixed), visited at positions p =
+step B + j in epochs of n, each epoch in its own random order unless ``shuffle=False`` (as the core's simulator; the
+order comes from NumPy's stream, not Philox), w_i += (lr sqrt(s) / d) mean_batch[c a_i sigma'(l_i) E x], a_i +=
+(lr_readout / d) mean_batch[c sigma(l_i) E], b_i += (lr_bias / d) mean_batch[c a_i sigma'(l_i) E] (student biases: l_i
+= w_i . x / sqrt(s) + b_i; recorded as ``Trajectory.bias`` in a run with biases), spherical projection optional, t =
+steps / d. The labels come from Python, so this is much slower than the core's simulator (one NumPy step costs tens of
+microseconds); the random streams are NumPy's (seed, run), not the core's Philox streams, and the recorded risk is a
+Monte Carlo estimate on a fixed test set of ``n_test`` samples (``meta["risk_method"]``): no closed form exists for an
+arbitrary function.
 """
 
 from __future__ import annotations
@@ -39,12 +40,13 @@ def _divergence(W: Any, a: Any, Wt: Any, s: float, P: Any, v: Any, start: tuple[
 def simulate_function_target(student: Any, target: FunctionTarget, *, lr: Any, lr_readout: Any,  # noqa: C901 (23)
                              noise: Any, batch_size: int, spherical: bool, t_max: float | None, times: Any, seed: int,
                              seeds: Any, n_samples: int | None, n_records: int,
-                             train_first_layer: bool, shuffle: bool = True) -> tuple[list[Trajectory], dict[str, Any]]:
+                             train_first_layer: bool, shuffle: bool = True,
+                             lr_bias: Any = 0.0) -> tuple[list[Trajectory], dict[str, Any]]:
     """The runs of ``twolayer.sgd.simulate(student, target, ...)`` (arguments as there; ``seeds=None``: one run)
     and the other fields of their :class:`~twolayer.Ensemble`, which ``sgd.simulate`` builds."""
     if not isinstance(student, Network):
         raise TypeError("student: a FunctionTarget takes a single initial Network")
-    check_network(student, "student")
+    check_network(student, "student", biases=True)
     if target.d != student.d or target.scaling != student.scaling:
         raise ValueError(f"teacher: the target's d = {target.d}, scaling {target.scaling!r} do not match the "
                          f"student's d = {student.d}, scaling {student.scaling!r}")
@@ -54,6 +56,8 @@ def simulate_function_target(student: Any, target: FunctionTarget, *, lr: Any, l
     lr_ = positive(lr, "lr")
     lr_a = positive(lr_readout, "lr_readout", allow_zero=True)
     noise_ = positive(noise, "noise", allow_zero=True)
+    lr_b = positive(lr_bias, "lr_bias", allow_zero=True)
+    biased = student.has_bias or lr_b > 0
     B = integer(batch_size, "batch_size", 1, INT32_MAX)
     n = 0 if n_samples is None else integer(n_samples, "n_samples", 1, 2**32 - 1)
     if n and B > n:
@@ -82,9 +86,10 @@ def simulate_function_target(student: Any, target: FunctionTarget, *, lr: Any, l
                 yn = yn + math.sqrt(noise_) * rng.standard_normal(n)
         W = student.W.copy()
         a = student.effective_a.copy()
+        b = student.bias.copy()
         if spherical:
             W *= math.sqrt(s) / np.linalg.norm(W, axis=1, keepdims=True)
-        Qs, Ms, As, Rs = [], [], [], []
+        Qs, Ms, As, Rs, Bs = [], [], [], [], []
         nxt = 0
         P, v = np.eye(target.k), np.zeros(target.k)
         start = (W @ W.T / s, W @ Wt.T / s, a.copy())
@@ -100,7 +105,9 @@ def simulate_function_target(student: Any, target: FunctionTarget, *, lr: Any, l
                 Qs.append(W @ W.T / s)
                 Ms.append(W @ Wt.T / s)
                 As.append(a.copy())
-                pred = sigma(act, Xt @ W.T / math.sqrt(s)) @ a
+                Bs.append(b.copy())
+                pre = Xt @ W.T / math.sqrt(s)
+                pred = sigma(act, pre + b if biased else pre) @ a
                 Rs.append(0.5 * float(np.mean((yt - pred) ** 2)))
             if step == steps:
                 break
@@ -119,18 +126,19 @@ def simulate_function_target(student: Any, target: FunctionTarget, *, lr: Any, l
                 if noise_ > 0:
                     y = y + math.sqrt(noise_) * rng.standard_normal(B)
             lam = X @ W.T / math.sqrt(s)
+            if biased:
+                lam = lam + b
             err = y - sigma(act, lam) @ a
-            if train_first_layer:
-                G = (a[None, :] * dsigma(act, lam) * err[:, None]).T @ X  # (K, d)
-                W_new = W + lr_ * math.sqrt(s) / (d * B) * G
-            else:
-                W_new = W
+            g = a[None, :] * dsigma(act, lam) * err[:, None]  # (B, K): a_i sigma'(l_i) E
+            W_new = W + lr_ * math.sqrt(s) / (d * B) * (g.T @ X) if train_first_layer else W
+            if lr_b > 0:
+                b = b + lr_b / (d * B) * g.sum(axis=0)
             if lr_a > 0:
                 a = a + lr_a * c * c / (d * B) * (sigma(act, lam).T @ err)
             W = W_new
             if spherical:
                 W *= math.sqrt(s) / np.linalg.norm(W, axis=1, keepdims=True)
-            if not (np.all(np.isfinite(W)) and np.all(np.isfinite(a))):
+            if not (np.all(np.isfinite(W)) and np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
                 why, stop = _divergence(W, a, Wt, s, P, v, start), step + 1
                 break
         T = len(Rs)
@@ -140,15 +148,18 @@ def simulate_function_target(student: Any, target: FunctionTarget, *, lr: Any, l
                                         f"{steps} NumPy SGD steps on a FunctionTarget"
                                         + (f" (training set of {n})" if n else "")), time_unit="t = steps / d",
                                stop_time=stop / d if why else math.nan,
-                               student=student.with_weights(W, a / c),
+                               student=student.with_weights(W, a / c, bias=b),
+                               bias=np.array(Bs).reshape(T, student.K) if biased else None,
                                meta={"batch_size": B, "d": d, "seed": seed_, "run": int(run), "lr": lr_,
-                                     "lr_readout": lr_a, "noise": noise_, "activation": act,
+                                     "lr_readout": lr_a, "noise": noise_, **({"lr_bias": lr_b} if biased else {}),
+                                     "activation": act,
                                      "teacher_activation": "function", "regime": "online",
                                      **({"n_samples": n, "shuffle": shuffle} if n else {}),
                                      "risk_method": f"Monte Carlo ({_N_TEST} test samples)"},
                                P=np.eye(target.k), v=np.zeros(target.k)))
     R = len(runs)
     params = {"lr": np.full(R, lr_), "lr_readout": np.full(R, lr_a), "noise": np.full(R, noise_),
-              "risk_tol": np.full(R, np.nan), "risk_rtol": np.full(R, np.nan)}
+              "risk_tol": np.full(R, np.nan), "risk_rtol": np.full(R, np.nan),
+              **({"lr_bias": np.full(R, lr_b)} if biased else {})}
     return runs, {"run_ids": run_ids.astype(np.int64), "t": rec / d, "seed": seed_,
                   "meta": {"d": d, "batch_size": B, "risk_method": runs[0].meta["risk_method"]}, "params": params}

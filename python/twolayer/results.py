@@ -79,6 +79,9 @@ _LABELS: dict[str, tuple[str, str]] = {
     "final_risk": ("excess population risk, last recorded state", "1"),
     "P": ("teacher-teacher overlaps P_rs = w*_r . w*_s / s", "1"),
     "v": ("effective (readout-scaled) teacher second layer", "1"),
+    "bias": ("student biases b_i (lambda_i = w_i . x / s^(1/2) + b_i)", "1"),
+    "teacher_bias": ("teacher biases b*_r", "1"),
+    "lr_bias": ("learning rate of the student biases", "1"),
     "status": ("how the run ended: " + ", ".join(_STATUSES), "1"),
     "message": ("what happened", "1"),
     "stop_time": ("time of the stop: early stop, divergence, step budget or interruption (NaN: no stop)", ""),
@@ -110,6 +113,9 @@ _DIMS: dict[str, tuple[str, ...]] = {
     "v": ("teacher",),
 }
 _ROWS = ("Q", "M", "a", "risk")  # recorded over time; P and v are fixed
+# The biases of a run with biases (Trajectory.bias, recorded over time, and the fixed teacher_bias): exported only
+# where present, so that results without biases keep exactly their variables.
+_BIAS_DIMS: dict[str, tuple[str, ...]] = {"bias": ("t", "student"), "teacher_bias": ("teacher",)}
 
 
 def variable_attrs(name: str, time_unit: str) -> dict[str, str]:
@@ -178,7 +184,9 @@ class Trajectory:
     ``message`` says why and when, ``stop_time`` when the run stopped (NaN if it completed). ``time_unit`` names
     the clock (e.g. "t = steps / d" or "iterations"). ``P`` (M, M) and ``v`` (M,): the fixed teacher overlaps and
     second layer, when known (None otherwise), so that :meth:`overlaps_at` can rebuild the overlaps at any row.
-    ``student`` holds the final network of weight-space runs (None for the ODE).
+    ``student`` holds the final network of weight-space runs (None for the ODE). ``bias`` (T, K) and ``teacher_bias``
+    (M,): the units' biases of a run with biases (None without: the engines without biases, and runs whose biases are
+    all zero and fixed).
 
     Attributes
     ----------
@@ -202,6 +210,8 @@ class Trajectory:
         The teacher's overlaps and second layer.
     stop_time : float
         When the run stopped (NaN: it completed).
+    bias, teacher_bias : ndarray or None
+        The student's biases over time (T, K) and the teacher's (M,), in a run with biases.
 
     Examples
     --------
@@ -233,6 +243,8 @@ class Trajectory:
     P: NDArray[np.float64] | None = None
     v: NDArray[np.float64] | None = None
     stop_time: float = math.nan
+    bias: NDArray[np.float64] | None = None
+    teacher_bias: NDArray[np.float64] | None = None
 
     def __post_init__(self) -> None:
         self.status = Status(self.status)  # the engines give the status by name
@@ -272,18 +284,24 @@ class Trajectory:
             raise ValueError("index: the trajectory has no rows")
         return Overlaps(self.Q[index], self.M[index], self.P, self.a[index], self.v,
                         activation=self.meta.get("activation"),
-                        teacher_activation=self.meta.get("teacher_activation"))
+                        teacher_activation=self.meta.get("teacher_activation"),
+                        bias=None if self.bias is None else self.bias[index],
+                        teacher_bias=self.teacher_bias)
 
     def to_xarray(self) -> Any:
-        """An ``xarray.Dataset`` with dimensions t, student, student2, teacher (and teacher2 for P); Q, M, a,
-        risk, and P, v when known; ``long_name``/``units`` on every variable (see the module docstring); status,
-        message, stop_time and the scalar ``meta`` entries as attributes. Needs the xarray extra."""
+        """An ``xarray.Dataset`` with dimensions t, student, student2, teacher (and teacher2 for P); Q, M, a, risk, and
+        P, v when known, ``bias`` (t, student) and ``teacher_bias`` (teacher) in a run with biases;
+        ``long_name``/``units`` on every variable (see the module docstring); status, message, stop_time and the
+        scalar ``meta`` entries as attributes. Needs the xarray extra."""
         xr = import_xarray()
         data: dict[str, Any] = {}
         for name, dims in _DIMS.items():
             if getattr(self, name) is not None:
                 lead = ("t",) if name in _ROWS else ()
                 data[name] = ((*lead, *dims), getattr(self, name), variable_attrs(name, self.time_unit))
+        for name, dims in _BIAS_DIMS.items():
+            if getattr(self, name) is not None:
+                data[name] = (dims, getattr(self, name), variable_attrs(name, self.time_unit))
         t = xr.Variable("t", self.t, variable_attrs("t", self.time_unit))
         attrs = {**netcdf_attrs(self.meta), "status": str(self.status), "message": self.message,
                  "time_unit": self.time_unit, "stop_time": float(self.stop_time)}
@@ -316,6 +334,8 @@ class Trajectory:
             P=float_values(ds, "P") if "P" in ds else None,
             v=float_values(ds, "v") if "v" in ds else None,
             stop_time=float(attrs.get("stop_time", math.nan)),
+            bias=float_values(ds, "bias") if "bias" in ds else None,
+            teacher_bias=float_values(ds, "teacher_bias") if "teacher_bias" in ds else None,
         )
 
     def __repr__(self) -> str:
@@ -678,20 +698,25 @@ class Ensemble(_Members):
             params={k: v[idx] for k, v in self.params.items()},
         )
 
+    @property
+    def _rows(self) -> tuple[str, ...]:
+        """The recorded fields: Q, M, a, risk, and bias in runs with biases."""
+        return (*_ROWS, "bias") if self.runs and self.runs[0].bias is not None else _ROWS
+
     def stack(self, name: str) -> NDArray[np.float64]:
-        """``name`` ("Q", "M", "a" or "risk") of the completed runs, run first.
+        """``name`` ("Q", "M", "a", "risk", or "bias" in runs with biases) of the completed runs, run first.
 
         Parameters
         ----------
-        name : {"Q", "M", "a", "risk"}
+        name : {"Q", "M", "a", "risk", "bias"}
             The field.
 
         Returns
         -------
         ndarray, shape (R_completed, T, ...)
         """
-        if name not in ("Q", "M", "a", "risk"):
-            raise ValueError(f"name: expected one of 'Q', 'M', 'a', 'risk'; got {name!r}")
+        if name not in self._rows:
+            raise ValueError(f"name: expected one of {', '.join(map(repr, self._rows))}; got {name!r}")
         runs = self.completed
         if not runs:
             raise ValueError("seeds: no run completed (diverged, converged or interrupted), there is nothing to stack")
@@ -701,6 +726,7 @@ class Ensemble(_Members):
     M = property(lambda self: self.stack("M"), doc="(R_completed, T, K, M)")
     a = property(lambda self: self.stack("a"), doc="(R_completed, T, K)")
     risk = property(lambda self: self.stack("risk"), doc="(R_completed, T)")
+    bias = property(lambda self: self.stack("bias"), doc="(R_completed, T, K), in runs with biases")
 
     def _statistic(self, fn: Any, label: str) -> Trajectory:
         done = np.array([r.status == "completed" for r in self.runs], dtype=bool)
@@ -716,7 +742,7 @@ class Ensemble(_Members):
             if values.size == 1:
                 shared[name] = float(values[0])
         n = int(done.sum())
-        fields = {k: fn(self.stack(k)) for k in ("Q", "M", "a", "risk")}
+        fields = {k: fn(self.stack(k)) for k in self._rows}
         msg = f"{label} over {n} of {len(self.runs)} runs" + (
             f" ({len(self.runs) - n} not completed: {self.n_diverged} diverged, {self.n_converged} converged)"
             if n < len(self.runs)
@@ -729,6 +755,7 @@ class Ensemble(_Members):
             message=msg,
             time_unit=self.runs[0].time_unit,
             meta={**self.meta, **shared, "statistic": label, "n_runs": n},
+            teacher_bias=self.runs[0].teacher_bias,
         )
 
     def mean(self) -> Trajectory:
@@ -760,7 +787,8 @@ class Ensemble(_Members):
         """An ``xarray.Dataset`` of every run, in the layout of :meth:`BatchTrajectory.to_xarray` and of a scan:
         dimensions ``member`` (the runs in call order), ``t``, ``student``, ``student2``, ``teacher``.
 
-        Data ``Q``, ``M``, ``a``, ``risk`` (NaN after the last record of a run that stopped early), ``status``,
+        Data ``Q``, ``M``, ``a``, ``risk`` (NaN after the last record of a run that stopped early; ``bias`` and
+        ``teacher_bias`` too in runs with biases), ``status``,
         ``message``, ``stop_time``, ``stop_step``, ``n_recorded`` and ``final_risk`` per member, the teacher's
         ``P`` and ``v`` (so that overlaps can be rebuilt); coordinates ``t`` and, along ``member``, ``run_id``,
         ``lr``, ``lr_readout``, ``noise``, ``risk_tol``, ``risk_rtol``. Every variable has ``long_name`` and
@@ -791,6 +819,10 @@ class Ensemble(_Members):
         if first.P is not None and first.v is not None:  # one teacher for every run: rebuild overlaps from P, v
             data["P"] = var("P", ("teacher", "teacher2"), first.P)
             data["v"] = var("v", ("teacher",), first.v)
+        if first.bias is not None:  # runs with biases
+            data["bias"] = var("bias", ("member", "t", "student"), self._padded("bias"))
+        if first.teacher_bias is not None:
+            data["teacher_bias"] = var("teacher_bias", ("teacher",), first.teacher_bias)
         coords = {
             "member": var("member", member, np.arange(len(self.runs))),
             "t": var("t", ("t",), self.t),
@@ -821,7 +853,8 @@ class Ensemble(_Members):
         params = {p: float_values(ds, p) for p in names}
         P = float_values(ds, "P") if "P" in ds else None
         v = float_values(ds, "v") if "v" in ds else None
-        rows = {name: float_values(ds, name) for name in ("Q", "M", "a", "risk")}
+        rows = {name: float_values(ds, name) for name in (*_ROWS, "bias") if name in ds}
+        teacher_bias = float_values(ds, "teacher_bias") if "teacher_bias" in ds else None
         n_recorded, stop_step = int_values(ds, "n_recorded"), int_values(ds, "stop_step")
         stop_time = float_values(ds, "stop_time")
         status = np.array(ds["status"].values, dtype=str)
@@ -837,6 +870,7 @@ class Ensemble(_Members):
                 P=None if P is None else P.copy(),
                 v=None if v is None else v.copy(),
                 stop_time=float(stop_time[j]),
+                teacher_bias=None if teacher_bias is None else teacher_bias.copy(),
             )
             for j in range(run_ids.size)
         ]

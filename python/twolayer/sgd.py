@@ -7,13 +7,21 @@ E = y - f, one step on a batch of B samples is plain SGD on the network's parame
 
     w_i += (lr sqrt(s) / d) * mean_batch[c a_i sigma'(lambda_i) E x]     (lr / sqrt(d) for s = d)
     a_i += (lr_readout / d) * mean_batch[c sigma(lambda_i) E]            (fixed if lr_readout = 0)
+    b_i += (lr_bias / d) * mean_batch[c a_i sigma'(lambda_i) E]          (fixed if lr_bias = 0)
 
-both evaluated before the step. One online step of learning rate lr is in expectation one step of population
-gradient descent with learning rate lr, and the d -> infinity limit is ``tl.ode.integrate`` with the same
-``lr``, ``lr_readout``, ``noise`` and ``readout`` (in the ODE's effective units the readout moves with
-c^2 lr_readout). ``spherical=True`` (spherical SGD, as in "Escaping mediocrity", Arnaboldi et al. 2023) then
-rescales every w_i to ``|w_i|^2 = s``, i.e. Q_ii = 1 (the initial weights are projected too). Trajectory.a
-holds the effective second layer c a, as Overlaps does.
+all evaluated before the step. Biases (``Network(..., bias=)``, student and teacher): lambda_i = w_i . x / sqrt(s) +
+b_i, lambda*_r = w*_r . x / sqrt(s) + b*_r; in time t = steps / d the student's biases move as db_i/dt = lr_bias E[c
+a_i sigma'(lambda_i) E], the ODE's convention. A run with biases (a nonzero student or teacher bias, or ``lr_bias >
+0``) records them (``Trajectory.bias``, (T, K); the teacher's in ``teacher_bias``) and draws the same samples as
+without; its recorded ``risk`` is NaN (``meta["risk_method"]``) until the closed-form kernels handle biases, so early
+stop (``risk_tol``, ``risk_rtol``) is refused there, and the divergence rule also checks the biases. A run without
+biases is bitwise the same as before biases existed.
+
+One online step of learning rate lr is in expectation one step of population gradient descent with learning rate lr,
+and the d -> infinity limit is ``tl.ode.integrate`` with the same ``lr``, ``lr_readout``, ``noise`` and ``readout``
+(in the ODE's effective units the readout moves with c^2 lr_readout). ``spherical=True`` (spherical SGD, as in
+"Escaping mediocrity", Arnaboldi et al. 2023) then rescales every w_i to ``|w_i|^2 = s``, i.e. Q_ii = 1 (the initial
+weights are projected too). Trajectory.a holds the effective second layer c a, as Overlaps does.
 
 Time is t = steps / d. Online (``n_samples=None``): every step draws B fresh samples. With ``n_samples=n``
 (the correlated-samples regime of "First order optimization methods in two-layer neural networks training",
@@ -29,9 +37,9 @@ Randomness comes from counter-based Philox4x32-10 streams keyed by (seed, run): 
 training set and shuffles are fixed by those two numbers alone, so results are bit-identical whatever the
 number of threads, and run j of an ensemble equals the single run with ``seeds=[j]``.
 
-Recorded at the requested times: Q, M, the effective a and the exact excess population risk (noise/2 not
-included) computed from the overlaps with the closed-form kernels -- not a test-set estimate. Every activation
-pair has a closed-form I2, so no estimate is ever needed.
+Recorded at the requested times: Q, M, the effective a (and the biases b) and the exact excess population risk
+(noise/2 not included) computed from the overlaps with the closed-form kernels -- not a test-set estimate. Every
+activation pair has a closed-form I2, so no estimate is ever needed.
 """
 
 from __future__ import annotations
@@ -100,21 +108,189 @@ _SgdArgs: TypeAlias = tuple[
 
 def _check_distinct_runs(run_ids: NDArray[np.int64], params: dict[str, NDArray[np.float64]]) -> None:
     """Two runs of one call may share a run index (the same random samples) only with different lr,
-    lr_readout or noise: identical runs are refused."""
-    keys = np.stack([run_ids.astype(np.float64), params["lr"], params["lr_readout"], params["noise"]], axis=1)
+    lr_readout, noise or lr_bias: identical runs are refused."""
+    names = [k for k in ("lr", "lr_readout", "noise", "lr_bias") if k in params]
+    keys = np.stack([run_ids.astype(np.float64), *(params[k] for k in names)], axis=1)
     if np.unique(keys, axis=0).shape[0] != keys.shape[0]:
         raise ValueError(
-            "seeds: run indices must be distinct (a run index may repeat only with different lr, lr_readout "
-            "or noise)"
+            "seeds: run indices must be distinct (a run index may repeat only with different lr, lr_readout, "
+            "noise or lr_bias)"
         )
+
+
+_RISK_WITH_BIASES = "not available with biases (NaN): the closed-form kernels do not handle biases yet"
+
+
+def _initial_students(student: Any) -> tuple[list[Network] | None, Network]:
+    """(the per-run starts or None, the first start) of ``student``: a Network, or a non-empty sequence of Networks of
+    the same K, d, activation, scaling and readout (biases handled)."""
+    if isinstance(student, Network):
+        return None, student
+    if not isinstance(student, Sequence):
+        raise TypeError(f"student: expected a Network or a sequence of Networks, got {type(student).__name__}")
+    students = list(student)
+    if not students:
+        raise ValueError("student: expected a Network or a non-empty sequence of Networks")
+    for j, s in enumerate(students):
+        check_network(s, f"student[{j}]", biases=True)
+        if (s.K, s.d, s.activation, s.scaling, s.readout) != (
+            students[0].K, students[0].d, students[0].activation, students[0].scaling, students[0].readout
+        ):
+            raise ValueError(
+                f"student[{j}]: every initial network must have the same K, d, activation, scaling and readout"
+            )
+    return students, students[0]
+
+
+def _teacher_network(teacher: Any, first: Network) -> tuple[Network, HermiteTarget | None]:
+    """The teacher as the core takes it (a HermiteTarget: its directions, v = 0 unused, labels from the target) and
+    the target (None for a committee); checks both networks (finite, same d and scaling; biases handled)."""
+    target = teacher if isinstance(teacher, HermiteTarget) else None
+    if target is not None:
+        check_network(first, "student", biases=True)
+        if target.d != first.d or target.scaling != first.scaling:
+            raise ValueError(f"teacher: the target's d = {target.d}, scaling {target.scaling!r} do not match the "
+                             f"student's d = {first.d}, scaling {first.scaling!r}")
+        teacher = Network(target.directions, np.zeros(target.k), first.activation, first.scaling)
+    elif is_target(teacher):  # pragma: no cover - every target type is handled above
+        raise TypeError(f"teacher: unsupported target {type(teacher).__name__}")
+    check_pair(first, teacher, biases=True)
+    return teacher, target
+
+
+def _check_spherical_starts(students: list[Network] | None, first: Network) -> None:
+    for j, s in enumerate(students or [first]):
+        if np.any(np.linalg.norm(s.W, axis=1) == 0):
+            raise ValueError(
+                f"student{'' if students is None else f'[{j}]'}: spherical SGD needs every row of W to be nonzero"
+            )
+
+
+def _run_ids(seeds: int | Sequence[int] | None, students: list[Network] | None) -> NDArray[np.int64]:
+    run_ids = np.array([0], dtype=np.int64) if seeds is None else run_indices(seeds)
+    if run_ids.size == 0:
+        raise ValueError("seeds: expected at least one run")
+    if students is not None and len(students) != run_ids.size:
+        raise ValueError(f"student: got {len(students)} initial networks for {run_ids.size} runs")
+    return run_ids
+
+
+def _run_params(R: int, single: bool, **values: Any) -> dict[str, NDArray[np.float64]]:
+    """The per-run parameters (R,): ``lr`` > 0, ``lr_readout``, ``noise``, ``lr_bias`` >= 0, the tolerances > 0
+    (None: off, NaN)."""
+    hint = "; give seeds= for several runs" if single else " of seeds"
+    out = {}
+    for name in ("lr", "lr_readout", "noise", "risk_tol", "risk_rtol", "lr_bias"):
+        x = values[name]
+        if x is None and name.startswith("risk_"):  # a tolerance that is off
+            out[name] = np.full(R, np.nan)
+        else:
+            out[name] = per_item(x, name, R, allow_zero=name not in ("lr", "risk_tol", "risk_rtol"), item="run",
+                                 hint=hint)
+    return out
+
+
+def _refuse_early_stop_with_biases(params: dict[str, NDArray[np.float64]]) -> None:
+    for name in ("risk_tol", "risk_rtol"):
+        if not np.all(np.isnan(params[name])):
+            raise NotImplementedError(f"{name}: early stop needs the recorded risk, which is not available with "
+                                      "biases yet (the closed-form kernels do not handle biases)")
+
+
+def _core_kwargs(students: list[Network] | None, first: Network, teacher: Network, target: HermiteTarget | None,
+                 params: dict[str, NDArray[np.float64]], biased: bool, flags: dict[str, bool], *, B: int, n: int,
+                 steps: int, rec: NDArray[np.int64], seed: int, run_ids: NDArray[np.int64], n_threads: int | None,
+                 sched: Schedule | None, device: str) -> dict[str, Any]:
+    """The keyword arguments of ``_core.sgd_simulate`` (and the starts ``W``, ``a``; ``bias``, ``teacher_bias``,
+    ``lr_bias`` only with biases)."""
+    starts = students or [first]
+    stacked = students is not None
+    kwargs: dict[str, Any] = dict(
+        W=np.stack([s.W for s in starts]) if stacked else first.W,
+        a=np.stack([s.effective_a for s in starts]) if stacked else first.effective_a,
+        lr=params["lr"],
+        train_first=flags["train_first_layer"],
+        lr_readout=params["lr_readout"] * first.readout_factor**2,
+        noise=params["noise"],
+        risk_tol=np.nan_to_num(params["risk_tol"], nan=-1.0),
+        risk_rtol=np.nan_to_num(params["risk_rtol"], nan=-1.0),
+        batch=B,
+        spherical=flags["spherical"],
+        n_samples=n,
+        shuffle=flags["shuffle"],
+        steps=steps,
+        record_steps=rec,
+        seed=seed,
+        runs=run_ids.astype(np.uint32),
+        keep_weights=flags["keep_weights"],
+        n_threads=n_threads_arg(n_threads),
+        schedule=core_arg(sched),
+        device=device,
+    )
+    if biased:
+        kwargs["bias"] = np.stack([s.bias for s in starts]) if stacked else first.bias
+        kwargs["teacher_bias"] = teacher.bias if target is None else None
+        kwargs["lr_bias"] = params["lr_bias"]
+    if target is not None:
+        kwargs["target_alpha"], kwargs["target_coef"] = target._arrays()
+    return kwargs
+
+
+class _Results:
+    """The Trajectory of every run (an Ensemble with ``seeds``) from the core's output dict."""
+
+    def __init__(self, first: Network, students: list[Network] | None, teacher: Network, teacher_bias: bool,
+                 params: dict[str, NDArray[np.float64]], meta: dict[str, Any], run_ids: NDArray[np.int64],
+                 ensemble: bool, t: NDArray[np.float64], keep_weights: bool) -> None:
+        self.first, self.students, self.params, self.meta = first, students, params, meta
+        self.run_ids, self.ensemble, self.t, self.keep_weights = run_ids, ensemble, t, keep_weights
+        self.P = gram(teacher.W, teacher.W, teacher.scale, "teacher.W")  # with v: what overlaps_at needs
+        self.v = teacher.effective_a.copy()
+        self.teacher_bias = teacher.bias.copy() if teacher_bias else None
+
+    def run(self, out: dict[str, Any], j: int) -> Trajectory:
+        T = int(out["recorded"][j])
+        status = SIMULATION_STATUS[int(out["status"][j])]
+        meta = self.meta
+        msg = _message(status, out, j, meta["steps"], meta["batch_size"], meta["n_samples"], self.params)
+        biased = out.get("bias") is not None
+        final = None
+        if self.keep_weights and status.success:
+            base = self.first if self.students is None else self.students[j]
+            final = base.with_weights(out["W"][j], out["a_final"][j] / self.first.readout_factor,
+                                      bias=out["b_final"][j].copy() if biased else None)
+        return Trajectory(
+            t=self.t[:T].copy(),
+            Q=out["Q"][j, :T].copy(),
+            M=out["M"][j, :T].copy(),
+            a=out["a"][j, :T].copy(),
+            risk=out["risk"][j, :T].copy(),
+            status=status,
+            message=msg,
+            time_unit=SIMULATION_TIME_UNIT,
+            student=final,
+            meta=run_meta(meta, self.params, j, int(self.run_ids[j]), status, int(out["stop_step"][j])),
+            P=self.P,
+            v=self.v.copy(),
+            stop_time=float(out["stop_time"][j]),
+            bias=out["bias"][j, :T].copy() if biased else None,
+            teacher_bias=None if self.teacher_bias is None or not biased else self.teacher_bias.copy(),
+        )
+
+    def __call__(self, out: dict[str, Any]) -> Trajectory | Ensemble:
+        trajs = [self.run(out, j) for j in range(self.run_ids.size)]
+        if not self.ensemble:
+            return trajs[0]
+        return Ensemble(runs=trajs, run_ids=self.run_ids, t=self.t, seed=self.meta["seed"], meta=self.meta,
+                        params=self.params)
 
 
 def grid(seeds: int | Sequence[int], **axes: ArrayLike) -> dict[str, Any]:
     """The per-run arguments of :func:`simulate` for a Cartesian grid of parameters times runs.
 
     ``axes``: 1-d values of per-run parameters (``lr``, ``lr_readout``, ``noise``, ``risk_tol``,
-    ``risk_rtol``); ``seeds``: the run indices repeated at every grid point (an int n: 0..n-1), so that every
-    point sees the same random samples. Run order is C order over the axes as given, then the run indices
+    ``risk_rtol``, ``lr_bias``); ``seeds``: the run indices repeated at every grid point (an int n: 0..n-1), so
+    that every point sees the same random samples. Run order is C order over the axes as given, then the run indices
     (fastest). Returns ``{"seeds": [...], name: array, ...}`` to pass as ``simulate(..., **grid(...))``;
     ``Ensemble.to_xarray().set_index(member=[*axes, "run_id"]).unstack("member")`` restores the grid.
 
@@ -140,7 +316,7 @@ def grid(seeds: int | Sequence[int], **axes: ArrayLike) -> dict[str, Any]:
     >>> ens.select(lr=0.2)
     Ensemble(runs=2, T=6, diverged=0, converged=0, seed=0)
     """
-    allowed = ("lr", "lr_readout", "noise", "risk_tol", "risk_rtol")
+    allowed = ("lr", "lr_readout", "noise", "risk_tol", "risk_rtol", "lr_bias")
     for name in axes:
         if name not in allowed:
             raise ValueError(f"{name}: expected grid axes among {', '.join(map(repr, allowed))}; got {name!r}")
@@ -181,6 +357,7 @@ def simulate(
     keep_weights: bool = ...,
     schedule: Schedule | ArrayLike | Callable[..., Any] | None = ...,
     device: Device = ...,
+    lr_bias: ArrayLike = ...,
 ) -> Trajectory: ...
 @overload
 def simulate(
@@ -207,11 +384,12 @@ def simulate(
     keep_weights: bool = ...,
     schedule: Schedule | ArrayLike | Callable[..., Any] | None = ...,
     device: Device = ...,
+    lr_bias: ArrayLike = ...,
 ) -> Ensemble: ...
 
 
 @renamed(records="n_records")
-def simulate(  # noqa: C901 (28)
+def simulate(
     student: Network | Sequence[Network],
     teacher: Any,
     lr: ArrayLike,
@@ -235,6 +413,7 @@ def simulate(  # noqa: C901 (28)
     keep_weights: bool = True,
     schedule: Schedule | ArrayLike | Callable[..., Any] | None = None,
     device: Device = "cpu",
+    lr_bias: ArrayLike = 0.0,
 ) -> Trajectory | Ensemble:
     """Simulate SGD of ``student`` on samples labelled by ``teacher`` (conventions in the module docstring).
 
@@ -250,10 +429,13 @@ def simulate(  # noqa: C901 (28)
         First-layer learning rate (per-sample step lr / sqrt(d) on w for ``sqrt_d`` scaling).
     lr_readout : float >= 0, or array (R,)
         Second-layer learning rate (plain SGD step lr_readout / d on the network's a); 0 keeps it fixed.
+    lr_bias : float >= 0, or array (R,)
+        Learning rate of the student's biases (step lr_bias / d on b, module docstring); 0 (default) keeps them
+        fixed. Any value > 0 makes the run one with biases (zeros when the student has none).
     noise : float >= 0, or array (R,)
         Variance Delta of the label noise.
 
-        Per-run parameters (``lr``, ``lr_readout``, ``noise``, ``risk_tol``, ``risk_rtol``): a number is
+        Per-run parameters (``lr``, ``lr_readout``, ``noise``, ``risk_tol``, ``risk_rtol``, ``lr_bias``): a number is
         used by every run; a 1-d array holds one value per run, entry j for the j-th run of ``seeds`` (so
         arrays need ``seeds``, and R = the number of runs it gives). All the runs of a call share the
         problem (K, M, d, activations, batch size, regime, record times, ``seed``) and run in one call to
@@ -300,15 +482,16 @@ def simulate(  # noqa: C901 (28)
         positive semi-definite cone, checked at every record and every d steps (or a sample's error overflowing
         within a step); its ``message`` says which.
     schedule : Schedule, array or callable, optional
-        Learning-rate multiplier (:mod:`twolayer.schedules`): step n uses lr s(n / d) and lr_readout s(n / d),
-        evaluated in the core's loop, the same s(t) as :func:`twolayer.ode.integrate`'s; an array holds one
-        value per step, a callable is evaluated once at t = n / d, n = 0 .. steps - 1. Shared by all runs.
+        Learning-rate multiplier (:mod:`twolayer.schedules`): step n uses lr s(n / d), lr_readout s(n / d)
+        and lr_bias s(n / d), evaluated in the core's loop, the same s(t) as :func:`twolayer.ode.integrate`'s; an
+        array holds one value per step, a callable is evaluated once at t = n / d, n = 0 .. steps - 1. Shared by
+        all runs.
     device : {"cpu", "cuda"}
         Where the runs are computed. ``"cuda"`` (a build with the CUDA backend and an NVIDIA GPU, else
         :class:`twolayer.DeviceUnavailable`) runs every run as one thread block with its weights on the GPU: the
         same Philox samples, statuses and divergence rule as the CPU, the rows equal to the CPU's up to the order
         of the sums over d (floating-point reassociation). It runs the online committee problem only (any
-        activations, ``batch_size``, ``spherical``, early stop, noise); ``n_samples``, polynomial or function
+        activations, ``batch_size``, ``spherical``, early stop, noise, biases); ``n_samples``, polynomial or function
         targets and ``schedule`` raise :class:`twolayer.DeviceUnavailable` naming the option. ``n_threads`` is
         ignored there.
 
@@ -334,29 +517,7 @@ def simulate(  # noqa: C901 (28)
     >>> ens.status, np.round(ens.stop_time, 2)
     ([<Status.converged: 'converged'>, <Status.converged: 'converged'>], array([7.19, 6.11]))
     """
-    if isinstance(student, Network):
-        students: list[Network] | None = None
-        first = student
-    else:
-        if not isinstance(student, Sequence):
-            raise TypeError(f"student: expected a Network or a sequence of Networks, got {type(student).__name__}")
-        students = list(student)
-        if not students:
-            raise ValueError("student: expected a Network or a non-empty sequence of Networks")
-        for j, s in enumerate(students):
-            check_network(s, f"student[{j}]")
-            if (s.K, s.d, s.activation, s.scaling, s.readout) != (
-                students[0].K,
-                students[0].d,
-                students[0].activation,
-                students[0].scaling,
-                students[0].readout,
-            ):
-                raise ValueError(
-                    f"student[{j}]: every initial network must have the same K, d, activation, "
-                    "scaling and readout"
-                )
-        first = students[0]
+    students, first = _initial_students(student)
     device = device_arg(device)
     if isinstance(teacher, FunctionTarget):
         if device != "cpu":
@@ -368,144 +529,57 @@ def simulate(  # noqa: C901 (28)
                                                 batch_size=batch_size, spherical=spherical, t_max=t_max,
                                                 times=times, seed=seed, seeds=seeds, n_samples=n_samples,
                                                 n_records=n_records, train_first_layer=train_first_layer,
-                                                shuffle=shuffle)
+                                                shuffle=shuffle, lr_bias=lr_bias)
         return runs[0] if seeds is None else Ensemble(runs=runs, **fields)
-    target = teacher if isinstance(teacher, HermiteTarget) else None
-    if target is not None:
-        check_network(first, "student")
-        if target.d != first.d or target.scaling != first.scaling:
-            raise ValueError(f"teacher: the target's d = {target.d}, scaling {target.scaling!r} do not match the "
-                             f"student's d = {first.d}, scaling {first.scaling!r}")
-        # the core's teacher rows are the directions, v = 0 unused; labels f(z) from the target
-        teacher = Network(target.directions, np.zeros(target.k), first.activation, first.scaling)
-    elif is_target(teacher):  # pragma: no cover - every target type is handled above
-        raise TypeError(f"teacher: unsupported target {type(teacher).__name__}")
-    check_pair(first, teacher)  # finite weights, same d and scaling
-    spherical = boolean(spherical, "spherical")
-    shuffle = boolean(shuffle, "shuffle")
-    train_first_layer = boolean(train_first_layer, "train_first_layer")
-    keep_weights = boolean(keep_weights, "keep_weights")
-    progress = boolean(progress, "progress")
-    if spherical:
-        for j, s in enumerate(students or [first]):
-            if np.any(np.linalg.norm(s.W, axis=1) == 0):
-                raise ValueError(
-                    f"student{'' if students is None else f'[{j}]'}: spherical SGD needs every row "
-                    "of W to be nonzero"
-                )
+    teacher, target = _teacher_network(teacher, first)
+    flags = {name: boolean(value, name) for name, value in (
+        ("spherical", spherical), ("shuffle", shuffle), ("train_first_layer", train_first_layer),
+        ("keep_weights", keep_weights), ("progress", progress))}
+    if flags["spherical"]:
+        _check_spherical_starts(students, first)
     d = first.d
     B = integer(batch_size, "batch_size", 1, INT32_MAX)
     seed_ = seed_arg(seed)
     n = 0 if n_samples is None else integer(n_samples, "n_samples", 1, 2**32 - 1)
     if n and B > n:
         raise ValueError(f"batch_size: {B} exceeds the training set size n_samples={n}")
-    run_ids = np.array([0], dtype=np.int64) if seeds is None else run_indices(seeds)
-    if run_ids.size == 0:
-        raise ValueError("seeds: expected at least one run")
-    if students is not None and len(students) != run_ids.size:
-        raise ValueError(f"student: got {len(students)} initial networks for {run_ids.size} runs")
-    R = int(run_ids.size)
-    hint = "; give seeds= for several runs" if seeds is None else " of seeds"
-
-    def per_run(x: Any, name: str, allow_zero: bool = False) -> NDArray[np.float64]:
-        if x is None and name.startswith("risk_"):  # a tolerance that is off
-            return np.full(R, np.nan)
-        return per_item(x, name, R, allow_zero=allow_zero, item="run", hint=hint)
-
-    params = {
-        "lr": per_run(lr, "lr"),
-        "lr_readout": per_run(lr_readout, "lr_readout", allow_zero=True),
-        "noise": per_run(noise, "noise", allow_zero=True),
-        "risk_tol": per_run(risk_tol, "risk_tol"),
-        "risk_rtol": per_run(risk_rtol, "risk_rtol"),
-    }
+    run_ids = _run_ids(seeds, students)
+    params = _run_params(run_ids.size, seeds is None, lr=lr, lr_readout=lr_readout, noise=noise,
+                         risk_tol=risk_tol, risk_rtol=risk_rtol, lr_bias=lr_bias)
+    biased = any(s.has_bias for s in students or [first]) or teacher.has_bias or bool(np.any(params["lr_bias"]))
+    if biased:
+        _refuse_early_stop_with_biases(params)
+    else:
+        del params["lr_bias"]  # a run without biases: its parameters, results and exports as before biases existed
     _check_distinct_runs(run_ids, params)
     rec = record_steps(d, t_max, times, n_records)
     steps = int(round(positive(t_max, "t_max") * d)) if t_max is not None else int(rec[-1])
     steps = max(steps, int(rec[-1]))
     sched = as_schedule(schedule, n_steps=steps, step_time=1.0 / d)
-
-    if students is None:
-        W0, a0 = first.W, first.effective_a
-    else:
-        W0 = np.stack([s.W for s in students])
-        a0 = np.stack([s.effective_a for s in students])
-    kwargs: dict[str, Any] = dict(
-        lr=params["lr"],
-        train_first=bool(train_first_layer),
-        lr_readout=params["lr_readout"] * first.readout_factor**2,
-        noise=params["noise"],
-        risk_tol=np.nan_to_num(params["risk_tol"], nan=-1.0),
-        risk_rtol=np.nan_to_num(params["risk_rtol"], nan=-1.0),
-        batch=B,
-        spherical=bool(spherical),
-        n_samples=n,
-        shuffle=bool(shuffle),
-        steps=steps,
-        record_steps=rec,
-        seed=seed_,
-        runs=run_ids.astype(np.uint32),
-        keep_weights=bool(keep_weights),
-        n_threads=n_threads_arg(n_threads),
-        schedule=core_arg(sched),
-        device=device,
-    )
-    t_all = rec.astype(np.float64) / d
+    kwargs = _core_kwargs(students, first, teacher, target, params, biased, flags, B=B, n=n, steps=steps, rec=rec,
+                          seed=seed_, run_ids=run_ids, n_threads=n_threads, sched=sched, device=device)
     meta: dict[str, Any] = {
         "batch_size": B,
-        "spherical": bool(spherical),
+        "spherical": flags["spherical"],
         "d": d,
         "seed": seed_,
         "steps": steps,
         "n_samples": n,
         "regime": "training_set" if n else "online",
-        "train_first_layer": bool(train_first_layer),
-        "risk_method": "exact (closed-form kernels)",
+        "train_first_layer": flags["train_first_layer"],
+        "risk_method": _RISK_WITH_BIASES if biased else "exact (closed-form kernels)",
         "activation": first.activation,
         "teacher_activation": teacher.activation if target is None else "target",
         **({} if sched is None else {"schedule": repr(sched)}),
+        **({} if target is None else {"target": repr(target)}),
     }
-    if target is not None:
-        kwargs["target_alpha"], kwargs["target_coef"] = target._arrays()
-        meta["target"] = repr(target)
-    c = first.readout_factor
-    P_teacher = gram(teacher.W, teacher.W, teacher.scale, "teacher.W")  # with v: what overlaps_at needs
-
-    def run_result(out: dict[str, Any], j: int, run: int) -> Trajectory:
-        T = int(out["recorded"][j])
-        status = SIMULATION_STATUS[int(out["status"][j])]
-        stop = int(out["stop_step"][j])
-        stop_time = float(out["stop_time"][j])
-        msg = _message(status, out, j, steps, B, n, params)
-        final = None
-        if keep_weights and status.success:
-            base = first if students is None else students[j]
-            final = base.with_weights(out["W"][j], out["a_final"][j] / c)
-        return Trajectory(
-            t=t_all[:T].copy(),
-            Q=out["Q"][j, :T].copy(),
-            M=out["M"][j, :T].copy(),
-            a=out["a"][j, :T].copy(),
-            risk=out["risk"][j, :T].copy(),
-            status=status,
-            message=msg,
-            time_unit=SIMULATION_TIME_UNIT,
-            student=final,
-            meta=run_meta(meta, params, j, int(run), status, stop),
-            P=P_teacher,
-            v=teacher.effective_a.copy(),
-            stop_time=stop_time,
-        )
-
-    def results(out: dict[str, Any]) -> Trajectory | Ensemble:
-        trajs = [run_result(out, j, int(run)) for j, run in enumerate(run_ids)]
-        if seeds is None:
-            return trajs[0]
-        return Ensemble(runs=trajs, run_ids=run_ids, t=t_all, seed=seed_, meta=meta, params=params)
-
-    args: _SgdArgs = (W0, a0, first.activation, teacher.W, teacher.effective_a, teacher.activation, first.scale)
+    build = _Results(first, students, teacher, target is None and biased, params, meta, run_ids, seeds is not None,
+                     rec.astype(np.float64) / d, flags["keep_weights"])
+    args: _SgdArgs = (kwargs.pop("W"), kwargs.pop("a"), first.activation, teacher.W, teacher.effective_a,
+                      teacher.activation, first.scale)
     out: dict[str, Any] | None = None
-    with keep_partial(lambda: None if out is None else results(out)):  # a Ctrl-C in the bar or the conversion
-        with partial_result(results), progress_bar(progress, steps * run_ids.size, "step", "SGD", True) as update:
+    with keep_partial(lambda: None if out is None else build(out)):  # a Ctrl-C in the bar or the conversion
+        with partial_result(build), progress_bar(flags["progress"], steps * run_ids.size, "step", "SGD",
+                                                 True) as update:
             out = _core.sgd_simulate(*args, **kwargs, progress=update)
-        return results(out)
+        return build(out)

@@ -88,10 +88,11 @@ void gaussians(std::uint64_t seed, std::uint32_t run, std::uint32_t stream, std:
 // between checkpoints and decides records, early stop and the divergence rule from the overlaps that come back.
 class SgdEngine {
  public:
-  // Uploads the problem, the starts (as sgd_simulate: W0 + j init_stride K d) and the teacher; projects the starts
-  // (spherical) and forms their overlaps.
+  // Uploads the problem, the starts (as sgd_simulate: W0 + j init_stride K d; the biases b0, bt as there, null: none)
+  // and the teacher; projects the starts (spherical) and forms their overlaps.
   SgdEngine(const SgdSpec& spec, const double* W0, const double* a0, std::size_t init_stride, const double* Wt,
-            const double* v, const SgdRun* runs, std::size_t n_runs);
+            const double* v, const SgdRun* runs, std::size_t n_runs, const double* b0 = nullptr,
+            const double* bt = nullptr);
   ~SgdEngine();
   SgdEngine(const SgdEngine&) = delete;
   SgdEngine& operator=(const SgdEngine&) = delete;
@@ -101,7 +102,7 @@ class SgdEngine {
   long long steps_per_launch(std::size_t n_active) const;
   // Steps [from, to) of every active run; then, when overlaps, the state of every active run.
   void advance(long long from, long long to, bool overlaps);
-  // Run j's state (Q (K K), M (K M), a (K)) at the last overlaps.
+  // Run j's state (Q (K K), M (K M), a (K), and b (K) in a run with biases) at the last overlaps.
   const double* state(std::size_t j) const;
   // Nonzero (a DivergenceCode) when run j stopped on the device (a sample's error overflowed, a spherical norm
   // broke down) at *step; the run is then inactive.
@@ -109,9 +110,9 @@ class SgdEngine {
   // Takes run j out of the following launches.
   void deactivate(std::size_t j);
   // Downloads every run's current weights (W only when with_W), then weights(j) gives run j's: W (K d; skipped
-  // where null) and a (K).
+  // where null), a (K) and b (K; skipped where null or without biases).
   void fetch_weights(bool with_W);
-  void weights(std::size_t j, double* W, double* a) const;
+  void weights(std::size_t j, double* W, double* a, double* b = nullptr) const;
 
  private:
   struct Impl;

@@ -27,7 +27,8 @@ enum DivergenceCode : int { kStateOk = 0, kNotFinite = 1, kGrew = 2, kNotPsd = 3
 inline const char* divergence_message(int code) {
   switch (code) {
     case kNotFinite: return "the state is not finite (NaN or inf)";
-    case kGrew: return "the overlaps or second layer grew past 1e8 times the scale of the start and the teacher";
+    case kGrew:
+      return "the overlaps, second layer or biases grew past 1e8 times the scale of the start and the teacher";
     case kNotPsd: return "the overlap matrix Omega = [[Q, M], [M^T, P]] lost positive semi-definiteness";
     case kRiskNotFinite: return "the excess risk is not finite (it overflows the double range)";
     case kSampleOverflow: return "a sample's error y - f overflowed (the weights exploded within one step)";

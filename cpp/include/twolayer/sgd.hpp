@@ -5,7 +5,10 @@
 // (a, v effective second layers: readout prefactors already applied). One step on a batch of B samples:
 //   w_i += (lr sqrt(s) / d) (1/B) sum_nu a_i sigma'(l_i) E x        (lr / sqrt(d) per sample for s = d)
 //   a_i += (lr_readout / d) (1/B) sum_nu sigma(l_i) E
-// with both right-hand sides evaluated before the step. Spherical: each w_i is then rescaled to |w_i|^2 = s.
+//   b_i += (lr_bias / d) (1/B) sum_nu a_i sigma'(l_i) E               (biases, optional: l_i = w_i . x / sqrt(s) + b_i)
+// with all right-hand sides evaluated before the step. With biases (student b, teacher b*; either may be given) the
+// recorded risk is NaN until the kernels handle biases (early stop then refused), and the divergence rule also
+// checks b (not finite, or past the run's bound, whose scale then includes |b(0)| and |b*|). Spherical: each w_i is then rescaled to |w_i|^2 = s.
 // Time t = steps / d. Online: every step draws B fresh samples. Training set (n_samples > 0): n samples are
 // drawn once and visited in batches of B, epoch after epoch (reshuffled each epoch when shuffle is set);
 // B = n is full-batch gradient descent.
@@ -65,15 +68,18 @@ struct SgdRun {
   std::uint32_t id = 0;     // stream key (seed, id)
   double lr = 0.0;          // first layer; ignored unless train_first
   double lr_readout = 0.0;  // 0: second layer fixed
+  double lr_bias = 0.0;     // 0: student biases fixed (used only with biases)
   double noise = 0.0;       // Delta, variance of the label noise
   double risk_tol = -1.0;   // stop below this excess risk (< 0: off)
   double risk_rtol = -1.0;  // stop below risk_rtol * (initial excess risk) (< 0: off)
 };
 
 // Where one run writes (caller-owned, sized for all record_steps): Q (T K K), M (T K M), a (T K), risk (T);
-// W (K d) and a_final (K) may be null.
+// W (K d) and a_final (K) may be null; bias (T K) and b_final (K) are written in a run with biases (null: not kept).
 struct SgdOut {
   double *Q, *M, *a, *risk, *W, *a_final;
+  double* bias = nullptr;
+  double* b_final = nullptr;
   std::size_t recorded = 0;
   // 0 completed, 1 diverged, 2 interrupted (cancel.hpp; the rows recorded so far are kept), 3 converged (early
   // stop; the crossing record is the last row)
@@ -85,12 +91,14 @@ struct SgdOut {
 
 // Runs runs[0..n_runs) of the same problem, each with its own SgdRun. W0 (K d) and a0 (K) are the initial student: shared by all runs when
 // init_stride == 0, else run j starts from W0 + j * init_stride * K * d (and a0 + j * init_stride * K). Wt (M d),
-// v (M) the teacher. OpenMP across runs (n_threads <= 0: OpenMP default); exceptions are rethrown after.
+// v (M) the teacher. b0 (K, strided as a0) and bt (M): the student's and teacher's biases, either null (zeros; both
+// null: a run without biases, bitwise the same as before biases existed). OpenMP across runs (n_threads <= 0: OpenMP default); exceptions are rethrown after.
 // progress (optional): incremented by the number of steps done, every few thousand steps of every run, so that
 // a caller on another thread can report progress; it has no effect on the results.
 void sgd_simulate(const SgdSpec& spec, const double* W0, const double* a0, std::size_t init_stride,
                   const double* Wt, const double* v, const SgdRun* runs, std::size_t n_runs, SgdOut* out,
-                  int n_threads, std::atomic<long long>* progress = nullptr);
+                  int n_threads, std::atomic<long long>* progress = nullptr, const double* b0 = nullptr,
+                  const double* bt = nullptr);
 
 // Throws std::invalid_argument naming the offending field (per-run fields as "lr[j]").
 void sgd_check(const SgdSpec& spec, const SgdRun* runs, std::size_t n_runs);
@@ -101,7 +109,8 @@ void sgd_check(const SgdSpec& spec, const SgdRun* runs, std::size_t n_runs);
 std::string sgd_cuda_unsupported(const SgdSpec& spec);
 
 #ifdef TWOLAYER_CUDA
-// sgd_simulate on the GPU (cpp/cuda/sgd.cu): the same runs, statuses and divergence rule, the same Philox samples;
+// sgd_simulate on the GPU (cpp/cuda/sgd.cu): the same runs (biases included), statuses and divergence rule, the same
+// Philox samples;
 // the sums over d are taken in another order, so the recorded rows agree with the CPU's to floating-point
 // reassociation. Throws cuda::DeviceUnavailable (cuda.hpp) naming what sgd_cuda_unsupported refuses. Each run's
 // weights stay on the device; the overlaps are formed there at the record steps and every d steps (the divergence
@@ -109,7 +118,8 @@ std::string sgd_cuda_unsupported(const SgdSpec& spec);
 // (cancel.hpp) is polled between kernel launches (each a bounded number of steps): interrupted, rows kept.
 void sgd_simulate_cuda(const SgdSpec& spec, const double* W0, const double* a0, std::size_t init_stride,
                        const double* Wt, const double* v, const SgdRun* runs, std::size_t n_runs, SgdOut* out,
-                       std::atomic<long long>* progress = nullptr);
+                       std::atomic<long long>* progress = nullptr, const double* b0 = nullptr,
+                       const double* bt = nullptr);
 #endif
 
 }  // namespace twolayer
