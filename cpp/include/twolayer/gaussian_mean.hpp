@@ -19,7 +19,8 @@
 //     halves to 1e-14 of the integral of |integrand|), split at every kink or jump of the integrand and around the
 //     boundary layer of width s / |c| of a smoothed kink. The variable carrying a delta, and otherwise the classic
 //     unit, is put inside.
-//   * I2 and J2 of two smooth units: smooth::moments (gaussian_smooth.hpp), which takes means; every other pair:
+//   * I2 and J2 of two smooth non-classic units (tanh, sigmoid, ...): smooth::moments (gaussian_smooth.hpp), which
+//     takes means; every pair with a classic unit (its smoothing in closed form, one-dimensional):
 //     pair_moment.
 //   * I3 by Stein's lemma on l2: mu2 E[s'(lambda1) b(lambda3)] + C12 E[s''(lambda1) b(lambda3)]
 //     + C23 E[s'(lambda1) b'(lambda3)], three pair moments on the (1, 3) block.
