@@ -228,3 +228,21 @@ def test_bias_derivative_is_the_pair_moment() -> None:
     ref = ref_pair(lambda x: _dsigma("relu", x), lambda y: _sigma("erf", y), mu[[0, 2]], C[np.ix_([0, 2], [0, 2])],
                    True, False)
     assert tl.kernels.i3("relu", "erf", C, mean=mu) == pytest.approx(ref, rel=1e-10)
+
+
+def test_i3_mean_step_student_by_conditioning() -> None:
+    """Step student: s' = delta, I3 = p1(0) E[lambda2 b(lambda3) | lambda1 = 0], the conditional expectation by
+    regressing lambda2 on lambda3 (one-dimensional quadrature): checks the delta' moment of Stein's lemma."""
+    rng = np.random.default_rng(8)
+    for mu1, mu3 in [(0.3, -0.5), (-1.5, 0.7)]:
+        C = _cov(rng, 3)
+        mu = np.array([mu1, 0.4, mu3])
+        g = C[1:, 0] / C[0, 0]
+        m = mu[1:] - g * mu[0]                     # means of (lambda2, lambda3) | lambda1 = 0
+        S = C[1:, 1:] - np.outer(C[1:, 0], C[0, 1:]) / C[0, 0]
+        beta = S[0, 1] / S[1, 1]
+        sd = math.sqrt(S[1, 1])
+        p0 = math.exp(-0.5 * mu[0] ** 2 / C[0, 0]) / math.sqrt(2 * math.pi * C[0, 0])
+        ref = p0 * _quad(lambda u, m=m, beta=beta, sd=sd: _phi(u) * (m[0] + beta * sd * u) * max(m[1] + sd * u, 0.0),
+                         [-m[1] / sd])
+        assert tl.kernels.i3("step", "relu", C, mean=mu) == pytest.approx(ref, rel=1e-10)
