@@ -196,6 +196,8 @@ double adaptive(F&& f, double lo, double hi, std::vector<double> breaks) {
     scale += p.abs;
     stack.push_back({a, b, p.value});
   }
+  if (!std::isfinite(scale))
+    throw std::domain_error("kernels with means: the value exceeds the double range (means or variances too large)");
   const double tol = 1e-14 * scale + 1e-300;
   double total = 0.0;
   int panels = 0;
