@@ -65,8 +65,6 @@ def test_functions_without_bias_support_refuse_nonzero_biases(pair: tuple[tl.Net
         "BatchOverlaps.stack": lambda: tl.BatchOverlaps.stack([ov]),
         "sde.simulate": lambda: tl.sde.simulate(ov, lr=0.5, t_max=1.0, d=100, seeds=2),
         "large_batch.iterate": lambda: tl.large_batch.iterate(ov, "erf", "erf", lr=0.5, batch_ratio=2.0, n_steps=2),
-        "population.risk": lambda: tl.population.risk(s, t),
-        "population.gradient": lambda: tl.population.gradient(s, t),
         "population.hessian": lambda: tl.population.hessian(s, t),
         "full_batch.simulate": lambda: tl.full_batch.simulate(s, t, lr=0.5, alpha=2.0, n_steps=2),
     }

@@ -8,12 +8,31 @@
 #include "twolayer/activation.hpp"
 #include "twolayer/cuda.hpp"
 #include "twolayer/gaussian.hpp"
+#include "twolayer/gaussian_mean.hpp"
 #include "twolayer/parallel.hpp"
 #include "twolayer/simd_math.hpp"
 
 namespace twolayer::bind {
 
 namespace {
+
+// A kernel with means: C of shape (k, n, n) and mu of shape (k, n) (gaussian_mean.hpp), on the CPU.
+template <class F>
+Array run_mean_batch(const Array& C, const Array& mu, int n, F&& f) {
+  expect_shape(C, "C", {-1, n, n});
+  expect_shape(mu, "mean", {C.shape(0), n});
+  const auto count = static_cast<std::size_t>(C.shape(0));
+  Array out = new_array({static_cast<py::ssize_t>(count)});
+  const double *c = C.data(), *m = mu.data();
+  double* o = out.mutable_data();
+  run_cancellable(
+      [&] {
+        f(c, m, count, o);
+        return 0;
+      },
+      [](int) { return py::none(); }, count > 64);
+  return out;
+}
 
 template <class F>
 Array run_batch(const Array& C, int n, F&& f) {
@@ -170,6 +189,64 @@ void bind_gaussian(py::module_& m) {
       },
       py::arg("act"), py::arg("act_a"), py::arg("act_b"), py::arg("C"), py::arg("n_threads") = 0,
       py::arg("device") = "cpu");
+  m.def(
+      "i2_mean",
+      [](const std::string& a, const std::string& b, const Array& C, const Array& mu, int n_threads) {
+        const Activation aa = parse_activation(a), bb = parse_activation(b);
+        return run_mean_batch(C, mu, 2, [&](const double* c, const double* u, std::size_t k, double* o) {
+          i2_mean_batch(aa, bb, c, u, k, o, n_threads);
+        });
+      },
+      py::arg("act_a"), py::arg("act_b"), py::arg("C"), py::arg("mean"), py::arg("n_threads") = 0);
+  m.def(
+      "j2_mean",
+      [](const std::string& s, const Array& C, const Array& mu, int n_threads) {
+        const Activation ss = parse_activation(s);
+        return run_mean_batch(C, mu, 2, [&](const double* c, const double* u, std::size_t k, double* o) {
+          j2_mean_batch(ss, c, u, k, o, n_threads);
+        });
+      },
+      py::arg("act"), py::arg("C"), py::arg("mean"), py::arg("n_threads") = 0);
+  m.def(
+      "i3_mean",
+      [](const std::string& s, const std::string& b, const Array& C, const Array& mu, int n_threads) {
+        const Activation ss = parse_activation(s), bb = parse_activation(b);
+        return run_mean_batch(C, mu, 3, [&](const double* c, const double* u, std::size_t k, double* o) {
+          i3_mean_batch(ss, bb, c, u, k, o, n_threads);
+        });
+      },
+      py::arg("act"), py::arg("act_b"), py::arg("C"), py::arg("mean"), py::arg("n_threads") = 0);
+  m.def(
+      "i4_mean",
+      [](const std::string& s, const std::string& a, const std::string& b, const Array& C, const Array& mu,
+         int n_threads) {
+        const Activation ss = parse_activation(s), aa = parse_activation(a), bb = parse_activation(b);
+        return run_mean_batch(C, mu, 4, [&](const double* c, const double* u, std::size_t k, double* o) {
+          i4_mean_batch(ss, aa, bb, c, u, k, o, n_threads);
+        });
+      },
+      py::arg("act"), py::arg("act_a"), py::arg("act_b"), py::arg("C"), py::arg("mean"), py::arg("n_threads") = 0);
+  m.def(
+      "pair_moment",
+      [](const std::string& a, int i, const std::string& b, int j, const Array& mu, const Array& C) {
+        // E[a^(i)(lambda1) b^(j)(lambda2)] (gaussian_mean.hpp), one row per (mean, covariance); for tests and the
+        // population layer's bias derivatives.
+        const Activation aa = parse_activation(a), bb = parse_activation(b);
+        if (i < 0 || i > 2 || j < 0 || j > 2)
+          throw std::invalid_argument("pair_moment: derivative orders i, j in 0..2, got " + std::to_string(i) + ", " +
+                                      std::to_string(j));
+        expect_shape(C, "C", {-1, 2, 2});
+        expect_shape(mu, "mean", {C.shape(0), 2});
+        const auto n = static_cast<py::ssize_t>(C.shape(0));
+        Array out = new_array({n});
+        const double *c = C.data(), *u = mu.data();
+        double* o = out.mutable_data();
+        py::gil_scoped_release release;
+        for (py::ssize_t k = 0; k < n; ++k)
+          o[k] = pair_moment(aa, i, bb, j, u[2 * k], u[2 * k + 1], c[4 * k], c[4 * k + 1], c[4 * k + 3]);
+        return out;
+      },
+      py::arg("act_a"), py::arg("i"), py::arg("act_b"), py::arg("j"), py::arg("mean"), py::arg("C"));
 }
 
 }  // namespace twolayer::bind

@@ -23,6 +23,17 @@ identically 0 (step(0) = 0). Each C must be finite, symmetric and positive semi-
 there except the relu student's I4 with a teacher pair other than linear and relu units (orthant moments, CPU only:
 :class:`twolayer.DeviceUnavailable` names the combination). The GPU pays when the batch is large (10^6 covariances
 and more) and the kernel costs more than copying its matrix to the device.
+
+**Means (biases).** Every kernel takes ``mean=`` (shape (..., n)): the pre-activations are then lambda ~ N(mu, C),
+e.g. ``i3`` = E[s'(lambda1) lambda2 b(lambda3)] (give mu2 = 0 for the centred l2 of the ODE's dQ/dt). None or all
+zeros runs the zero-mean kernels above, bitwise. Nonzero means (CPU only, gaussian_mean.hpp): I2 and J2 of two
+smooth units by the certified engine of the smooth activations, which takes means; every pair with a relu or step
+unit by conditioning on one variable, the other's Gaussian smoothing in closed form (relu: m Phi(m/s) + s phi(m/s),
+step: Phi(m/s), erf: erf(m / sqrt(2 (1 + s^2))), polynomials) and adaptive Gauss-Legendre split at every kink
+(a delta, relu'' or step', integrated out exactly); I3 by Stein's lemma from three such pair moments; I4 for linear,
+step and erf students by exact conditioning on (lambda1, lambda2), for smooth students with smooth (a, b) by the
+smooth engine with means. Not yet: the relu student's I4 and relu or step teachers in a smooth student's I4 with
+nonzero means (NotImplementedError). Measured accuracy: see the activations page of the documentation.
 """
 
 from __future__ import annotations
@@ -37,12 +48,26 @@ from ._validation import Device, as_float_array, device_arg, n_threads_arg, posi
 from .activations import ActivationName, check_activation
 
 
-def _batched(fn: Any, C: ArrayLike, n: int, n_threads: int | None, device: Device, *acts: str) -> Any:
+def _batched(
+    fn: Any, C: ArrayLike, n: int, n_threads: int | None, device: Device, *acts: str, mean: ArrayLike | None = None
+) -> Any:
     dev = device_arg(device)
     arr = as_float_array(C, "C", finite=False)
     if arr.ndim < 2 or arr.shape[-2:] != (n, n):
         raise ValueError(f"C: expected shape (..., {n}, {n}), got {arr.shape}")
     batch = arr.shape[:-2]
+    if mean is not None:
+        mu = as_float_array(mean, "mean", finite=False)
+        if mu.shape != batch + (n,):
+            raise ValueError(f"mean: expected shape {batch + (n,)} (C's leading shape, then {n}), got {mu.shape}")
+        if not np.all(np.isfinite(mu)):
+            raise ValueError("mean: entries must be finite")
+        if np.any(mu != 0.0):
+            if dev != "cpu":
+                raise NotImplementedError("mean: kernels with nonzero means run on the CPU only (device='cpu')")
+            core = getattr(_core, fn.__name__ + "_mean")
+            out = core(*acts, arr.reshape(-1, n, n), mu.reshape(-1, n), n_threads=n_threads_arg(n_threads))
+            return out.reshape(batch)[()]
     out = fn(*acts, arr.reshape(-1, n, n), n_threads=n_threads_arg(n_threads), device=dev)
     return out.reshape(batch)[()]
 
@@ -53,6 +78,7 @@ def i2(
     C: ArrayLike,
     n_threads: int | None = None,
     device: Device = "cpu",
+    mean: ArrayLike | None = None,
 ) -> Any:
     """E[a(l1) b(l2)] for (l1, l2) ~ N(0, C), in closed form for every pair.
 
@@ -70,6 +96,11 @@ def i2(
         (the same formulas; :class:`twolayer.DeviceUnavailable` without a
         CUDA build or GPU).
 
+    mean : array_like, shape (..., 2), optional
+        Means mu of the pre-activations, lambda ~ N(mu, C) (the biases;
+        None or all zeros: the zero-mean kernel, bitwise). Nonzero means run
+        on the CPU (see the module docstring for the method and accuracy).
+
     Returns
     -------
     float or ndarray, shape (...)
@@ -86,7 +117,8 @@ def i2(
     (2,)
     """
     return _batched(
-        _core.i2, C, 2, n_threads, device, check_activation(act_a, "act_a"), check_activation(act_b, "act_b")
+        _core.i2, C, 2, n_threads, device, check_activation(act_a, "act_a"), check_activation(act_b, "act_b"),
+        mean=mean,
     )
 
 
@@ -96,6 +128,7 @@ def i3(
     C: ArrayLike,
     n_threads: int | None = None,
     device: Device = "cpu",
+    mean: ArrayLike | None = None,
 ) -> Any:
     """E[s'(l1) l2 b(l3)] for (l1, l2, l3) ~ N(0, C).
 
@@ -117,6 +150,11 @@ def i3(
         (the same formulas; :class:`twolayer.DeviceUnavailable` without a
         CUDA build or GPU).
 
+    mean : array_like, shape (..., 3), optional
+        Means mu of the pre-activations, lambda ~ N(mu, C) (the biases;
+        None or all zeros: the zero-mean kernel, bitwise). Nonzero means run
+        on the CPU (see the module docstring for the method and accuracy).
+
     Returns
     -------
     float or ndarray, shape (...)
@@ -128,10 +166,18 @@ def i3(
     >>> print(f"{tl.kernels.i3('erf', 'erf', C):.6f}")
     0.079978
     """
-    return _batched(_core.i3, C, 3, n_threads, device, check_activation(act, "act"), check_activation(act_b, "act_b"))
+    return _batched(
+        _core.i3, C, 3, n_threads, device, check_activation(act, "act"), check_activation(act_b, "act_b"), mean=mean
+    )
 
 
-def j2(act: ActivationName, C: ArrayLike, n_threads: int | None = None, device: Device = "cpu") -> Any:
+def j2(
+    act: ActivationName,
+    C: ArrayLike,
+    n_threads: int | None = None,
+    device: Device = "cpu",
+    mean: ArrayLike | None = None,
+) -> Any:
     """E[s'(l1) s'(l2)] for (l1, l2) ~ N(0, C): the label-noise term of the ODE.
 
     Parameters
@@ -147,6 +193,11 @@ def j2(act: ActivationName, C: ArrayLike, n_threads: int | None = None, device: 
         (the same formulas; :class:`twolayer.DeviceUnavailable` without a
         CUDA build or GPU).
 
+    mean : array_like, shape (..., 2), optional
+        Means mu of the pre-activations, lambda ~ N(mu, C) (the biases;
+        None or all zeros: the zero-mean kernel, bitwise). Nonzero means run
+        on the CPU (see the module docstring for the method and accuracy).
+
     Returns
     -------
     float or ndarray, shape (...)
@@ -160,7 +211,7 @@ def j2(act: ActivationName, C: ArrayLike, n_threads: int | None = None, device: 
     >>> print(f"{tl.kernels.j2('erf', C):.6f}")
     0.328749
     """
-    return _batched(_core.j2, C, 2, n_threads, device, check_activation(act, "act"))
+    return _batched(_core.j2, C, 2, n_threads, device, check_activation(act, "act"), mean=mean)
 
 
 def i4(
@@ -170,6 +221,7 @@ def i4(
     C: ArrayLike,
     n_threads: int | None = None,
     device: Device = "cpu",
+    mean: ArrayLike | None = None,
 ) -> Any:
     """E[s'(l1) s'(l2) a(l3) b(l4)] for l ~ N(0, C): the eta^2 term of the ODE.
 
@@ -195,6 +247,11 @@ def i4(
         (the same formulas; :class:`twolayer.DeviceUnavailable` without a
         CUDA build or GPU).
 
+    mean : array_like, shape (..., 4), optional
+        Means mu of the pre-activations, lambda ~ N(mu, C) (the biases;
+        None or all zeros: the zero-mean kernel, bitwise). Nonzero means run
+        on the CPU (see the module docstring for the method and accuracy).
+
     Returns
     -------
     float or ndarray, shape (...)
@@ -219,6 +276,7 @@ def i4(
         check_activation(act, "act"),
         check_activation(act_a, "act_a"),
         check_activation(act_b, "act_b"),
+        mean=mean,
     )
 
 

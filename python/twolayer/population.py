@@ -17,7 +17,7 @@ from typing import Any, cast
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from . import _core
+from . import _core, _population_bias
 from ._deprecation import renamed
 from ._interrupt import partial_result
 from ._validation import INT32_MAX, as_float_array, boolean, integer, n_threads_arg, positive
@@ -210,6 +210,14 @@ def _target_hessian(student: Network, target: Any, train_readout: bool, n_thread
     return _finite(H, "Hessian")
 
 
+def _with_bias(student: Network, teacher: Any) -> bool:
+    """Whether a (student, committee teacher) pair takes the bias path (either has a nonzero bias; checked)."""
+    if not isinstance(teacher, Network):
+        return False
+    check_pair(student, teacher, biases=True)
+    return student.has_bias or teacher.has_bias
+
+
 def risk(student: Network, teacher: Network | HermiteTarget, noise: float = 0.0,
          n_threads: int | None = None) -> float:
     """The population risk 1/2 E[(y - f)^2], exactly (closed-form kernels).
@@ -243,18 +251,29 @@ def risk(student: Network, teacher: Network | HermiteTarget, noise: float = 0.0,
     noise_ = positive(noise, "noise", allow_zero=True)
     if not isinstance(teacher, Network):
         return _target_risk(student, teacher) + 0.5 * noise_
+    if _with_bias(student, teacher):
+        return float(_finite(np.asarray(_population_bias.risk(student, teacher)), "risk")) + 0.5 * noise_
     args, _, _ = _args(student, teacher)
     r = np.asarray(_core.population_risk(*args, n_threads=n_threads_arg(n_threads)))
     return float(_finite(r, "risk")) + 0.5 * noise_
 
 
 def gradient(
-    student: Network, teacher: Network | HermiteTarget, train_readout: bool = True, n_threads: int | None = None
-) -> tuple[NDArray[np.float64], NDArray[np.float64] | None]:
+    student: Network,
+    teacher: Network | HermiteTarget,
+    train_readout: bool = True,
+    n_threads: int | None = None,
+    train_bias: bool = False,
+) -> Any:
     """The gradient of the population risk.
 
     Non-finite weights raise ValueError; huge or tiny rows are rescaled
     (homogeneity), and a gradient beyond the double range raises ValueError.
+    With biases (lambda_i = w_i . x / sqrt(s) + b_i, on either network) the
+    risk's expectations are the kernels with means (exact conditioning and
+    certified quadrature, see :mod:`twolayer.kernels`); committee teachers
+    only (a polynomial target refuses a student with biases), rows are not
+    rescaled, and step students with biases are not implemented.
 
     Parameters
     ----------
@@ -265,6 +284,8 @@ def gradient(
         Also return dR/da (with respect to the network's ``a``).
     n_threads : int, optional
         OpenMP threads (None: the OpenMP default).
+    train_bias : bool, default False
+        Also return dR/db (the student's biases), as a third entry.
 
     Returns
     -------
@@ -272,6 +293,8 @@ def gradient(
         dR/dW.
     da : ndarray, shape (K,), or None
         dR/da, None when ``train_readout`` is False.
+    db : ndarray, shape (K,)
+        dR/db, only when ``train_bias`` is True.
 
     Examples
     --------
@@ -281,16 +304,35 @@ def gradient(
     ((2, 10), (2,))
     >>> float(np.abs(tl.population.gradient(t, t)[0]).max()) < 1e-12
     True
+
+    With trained biases:
+
+    >>> sb = s.with_weights(s.W, bias=[0.5, -0.5])
+    >>> dW, da, db = tl.population.gradient(sb, t, train_bias=True)
+    >>> db.shape
+    (2,)
     """
     train_readout = boolean(train_readout, "train_readout")
+    train_bias = boolean(train_bias, "train_bias")
+    if _with_bias(student, teacher):
+        dW, da, db = (_finite(x, "gradient") for x in _population_bias.gradient(student, cast(Network, teacher)))
+        out: tuple[Any, ...] = (dW, da if train_readout else None)
+        return (*out, db) if train_bias else out
+    da_out: NDArray[np.float64] | None
     if is_target(teacher):
-        return _target_gradient(student, teacher, train_readout)
-    args, DW, Da = _args(student, cast(Network, teacher))  # checked there (a TypeError for anything else)
-    dW, da = _core.population_gradient(*args, n_threads=n_threads_arg(n_threads))
-    with np.errstate(over="ignore", invalid="ignore"):
-        dW = _finite(np.ldexp(dW, DW.reshape(dW.shape)), "gradient")
-        da = _finite(np.ldexp(da, Da), "gradient")
-    return dW, (da * student.readout_factor if train_readout else None)
+        dW, da_out = _target_gradient(student, teacher, train_readout)
+    else:
+        args, DW, Da = _args(student, cast(Network, teacher))  # checked there (a TypeError for anything else)
+        dW, da = _core.population_gradient(*args, n_threads=n_threads_arg(n_threads))
+        with np.errstate(over="ignore", invalid="ignore"):
+            dW = _finite(np.ldexp(dW, DW.reshape(dW.shape)), "gradient")
+            da = _finite(np.ldexp(da, Da), "gradient")
+        da_out = da * student.readout_factor if train_readout else None
+    if not train_bias:
+        return dW, da_out
+    if is_target(teacher):
+        raise NotImplementedError("train_bias: the bias gradient against a polynomial target is not implemented")
+    return dW, da_out, _finite(_population_bias.bias_gradient(student, cast(Network, teacher)), "gradient")
 
 
 def hessian(

@@ -239,11 +239,15 @@ TWOLAYER_HD inline double trig_product4(const double* A, const double* C) {
   return sum / 8.0;
 }
 
-// I4 = E[s'(l1) s'(l2) a(l3) b(l4)] for smooth s, a, b (row-major 4 x 4 PSD C); false if not certified.
-TWOLAYER_HD inline bool i4(Activation s, Activation a, Activation b, const double* C, double& out) {
+// I4 = E[s'(mu1 + l1) s'(mu2 + l2) a(mu3 + l3) b(mu4 + l4)] for smooth s, a, b (row-major 4 x 4 PSD C; mu = nullptr:
+// zero means); false if not certified.
+TWOLAYER_HD inline bool i4(Activation s, Activation a, Activation b, const double* C, double& out,
+                           const double* mu = nullptr) {
   if (is_trig(s) && is_trig(a) && is_trig(b)) {
-    const double A[4] = {0.5 * kPi * trig_phase(s, 1), 0.5 * kPi * trig_phase(s, 1), 0.5 * kPi * trig_phase(a, 0),
-                         0.5 * kPi * trig_phase(b, 0)};
+    double A[4] = {0.5 * kPi * trig_phase(s, 1), 0.5 * kPi * trig_phase(s, 1), 0.5 * kPi * trig_phase(a, 0),
+                   0.5 * kPi * trig_phase(b, 0)};
+    if (mu)
+      for (int k = 0; k < 4; ++k) A[k] += mu[k];
     out = trig_product4(A, C);
     return true;
   }
@@ -264,9 +268,11 @@ TWOLAYER_HD inline bool i4(Activation s, Activation a, Activation b, const doubl
       const double t = k * h1, wt = normal_weight(t, h1);
       for (int j = -n2; j <= n2; ++j) {
         const double u = j * h2, w = wt * (two ? normal_weight(u, h2) : 1.0);
-        const double v = dsigma(s, L[0] * t) * dsigma(s, L[4] * t + L[5] * u);
+        // (the zero-mean arguments exactly as written before means existed: bitwise the same kernel)
+        const double l1 = L[0] * t, l2 = L[4] * t + L[5] * u, l3 = L[8] * t + L[9] * u, l4 = L[12] * t + L[13] * u;
+        const double v = dsigma(s, mu ? mu[0] + l1 : l1) * dsigma(s, mu ? mu[1] + l2 : l2);
         double inner;
-        if (!moments(a, b, L[8] * t + L[9] * u, L[12] * t + L[13] * u, x, y, z, 0, &inner)) return false;
+        if (!moments(a, b, mu ? mu[2] + l3 : l3, mu ? mu[3] + l4 : l4, x, y, z, 0, &inner)) return false;
         fine += w * v * inner;
         scale += w * std::fabs(v * inner);
         coarse += ((k & 1) == 0 && (j & 1) == 0) ? (two ? 4.0 : 2.0) * w * v * inner : 0.0;

@@ -1,0 +1,67 @@
+// Gaussian kernels of pre-activations with a mean (the biases): lambda = mu + l, l ~ N(0, C),
+//
+//   I2(a, b; mu, C)    = E[a(lambda1) b(lambda2)],                          C 2x2, mu 2
+//   J2(s; mu, C)       = E[s'(lambda1) s'(lambda2)],                        C 2x2, mu 2
+//   I3(s, b; mu, C)    = E[s'(lambda1) lambda2 b(lambda3)],                 C 3x3, mu 3
+//   I4(s, a, b; mu, C) = E[s'(lambda1) s'(lambda2) a(lambda3) b(lambda4)],  C 4x4, mu 4
+//
+// for every activation. With mu = 0 each returns the zero-mean kernel of gaussian.hpp unchanged (the dispatch on
+// "all means zero" comes first), except for the pairs that have none there (a relu or step unit with a smooth
+// non-classic one), which go through the engine below at any mean. Otherwise:
+//   * pair_moment(a, i, b, j) = E[a^(i)(lambda1) b^(j)(lambda2)] (i, j <= 2; relu'' = step' = delta and
+//     step'' = delta' taken as distributions) is the building block. Condition on one variable,
+//     lambda2 = mu2 + c t + s u (t, u standard normal, lambda1 = mu1 + sqrt(C11) t): the inner expectation over u is
+//     the Gaussian smoothing S_b^(j)(m, s) = E[b^(j)(m + s u)], in closed form for the classic five (linear m,
+//     quadratic m^2 + s^2, relu m Phi(m/s) + s phi(m/s), step Phi(m/s), erf erf(m / sqrt(2 (1 + s^2))) and their
+//     m-derivatives) and by the certified trapezoidal rule of gaussian_smooth.hpp for the smooth others. A delta
+//     factor is integrated out exactly (the density at the root, its derivative for delta'); otherwise the outer
+//     integral over t in [-9, 9] is adaptive Gauss-Legendre (20 nodes, a panel accepted when it agrees with its two
+//     halves to 1e-14 of the integral of |integrand|), split at every kink or jump of the integrand and around the
+//     boundary layer of width s / |c| of a smoothed kink. The variable carrying a delta, and otherwise the classic
+//     unit, is put inside.
+//   * I2 and J2 of two smooth non-classic units (tanh, sigmoid, ...): smooth::moments (gaussian_smooth.hpp), which
+//     takes means; every pair with a classic unit (its smoothing in closed form, one-dimensional):
+//     pair_moment.
+//   * I3 by Stein's lemma on l2: mu2 E[s'(lambda1) b(lambda3)] + C12 E[s''(lambda1) b(lambda3)]
+//     + C23 E[s'(lambda1) b'(lambda3)], three pair moments on the (1, 3) block.
+//   * I4: linear s: I2(a, b) on the (3, 4) block; step s: s' = delta, the density of (lambda1, lambda2) at 0 times
+//     I2(a, b) of (lambda3, lambda4) conditioned on it; erf s: s'(x) = sqrt(2/pi) e^(-x^2/2) is a Gaussian
+//     observation of (lambda1, lambda2) at 0, (2/pi) det(I + C_AA)^(-1/2) exp(-mu_A^T (I + C_AA)^-1 mu_A / 2) times
+//     the conditioned I2; other smooth s with smooth a, b: smooth::i4 with means. The relu student and a smooth
+//     student with relu or step teachers are not implemented with means yet (not_implemented).
+// A zero variance means the unit is the constant a(mu) (step(0) = 0); a delta at a constant 0 is infinite and
+// raises std::domain_error. Host only (static quadrature tables, exceptions).
+//
+// For the ODE with biases (lambda_i = w_i.x/sqrt(d) + b_i): the order-parameter terms are these kernels with
+// mu = (b_i, b_k, ...) and C the blocks of (Q, R, T); the centred l2 of I3 (the w_k.x/sqrt(d) of dQ/dt) is mu2 = 0;
+// the bias equations db_i/dt = E[s'(lambda_i) (y - yhat)] need E[s'(lambda1) b(lambda2)] = pair_moment(s, 1, b, 0)
+// (equivalently I3 with lambda2 the constant 1: C22 = C12 = C23 = 0, mu2 = 1).
+#pragma once
+#include <cstddef>
+
+#include "twolayer/activation.hpp"
+
+namespace twolayer {
+
+// E[a^(i)(lambda1) b^(j)(lambda2)], (lambda1, lambda2) ~ N((mu1, mu2), [[x, y], [y, z]]), 0 <= i, j <= 2.
+double pair_moment(Activation a, int i, Activation b, int j, double mu1, double mu2, double x, double y, double z);
+
+// The kernels above on one row-major covariance C and mean vector mu (no checks: see mean_error).
+double i2_mean(Activation a, Activation b, const double* C, const double* mu);
+double j2_mean(Activation s, const double* C, const double* mu);
+double i3_mean(Activation s, Activation b, const double* C, const double* mu);
+double i4_mean(Activation s, Activation a, Activation b, const double* C, const double* mu);
+
+// Batches over `count` covariances C (n x n each) and means mu (n each): every matrix checked (covariance_error) and
+// every mean finite (std::invalid_argument naming the first bad one); the matrices whose means are all 0 go through
+// the zero-mean batches' own path where it has the pair (i2_batch_at, ...: bitwise their values), the others through
+// the kernels above, OpenMP across matrices.
+void i2_mean_batch(Activation a, Activation b, const double* C, const double* mu, std::size_t count, double* out,
+                   int n_threads);
+void j2_mean_batch(Activation s, const double* C, const double* mu, std::size_t count, double* out, int n_threads);
+void i3_mean_batch(Activation s, Activation b, const double* C, const double* mu, std::size_t count, double* out,
+                   int n_threads);
+void i4_mean_batch(Activation s, Activation a, Activation b, const double* C, const double* mu, std::size_t count,
+                   double* out, int n_threads);
+
+}  // namespace twolayer
