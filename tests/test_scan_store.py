@@ -291,6 +291,20 @@ def test_flipped_bytes_detected_and_recomputed(finished, monkeypatch):
     _resume_recomputes(scan, path, ref, monkeypatch, ["g0000002"])
 
 
+def test_records_name_their_checksum_and_older_crc32_records_still_verify(finished):
+    """A group's record names its checksum: CRC-32C of the stored values now, and a record of the CRC-32 that
+    stores written before recorded still verifies (and detects a change); an unknown kind is damage."""
+    _, path, _ = finished
+    record_path = path / "_twolayer" / "g0000001" / "zarr.json"
+    record = json.loads(record_path.read_text())
+    assert record["attributes"]["checksum"].startswith("crc32c:")
+    _, values = store.read_group(path, 1)
+    for checksum, damaged in [(store._checksum(values, "crc32"), []), ("crc32:00000000", [1]), ("md5:00", [1])]:
+        record["attributes"]["checksum"] = checksum
+        record_path.write_text(json.dumps(record))
+        assert store.damaged_groups(path) == damaged, checksum
+
+
 def test_missing_record_or_truncated_chunk_detected(finished, monkeypatch):
     scan, path, ref = finished
     (path / "_twolayer" / "g0000000" / "zarr.json").unlink()  # complete says True, but nothing vouches for it
