@@ -109,7 +109,8 @@ def test_store_metadata_is_what_xarray_writes(tmp_path, name):
         fill = tl.scan.engines.fill_value(np.dtype("U") if dtype.kind == "T" else dtype)
         variables[k] = xr.Variable(layout[k][0], da.full((*grid, *shape), fill, dtype=dtype,
                                                          chunks=(*block, *shape)), layout[k][1])
-        encoding[k] = {"chunks": (*block, *shape), "fill_value": fill, "compressors": None}
+        encoding[k] = {"chunks": (*block, *shape), "fill_value": fill, "compressors": None,
+                       "chunk_key_encoding": store.CHUNK_KEY_ENCODING}
     ref = tmp_path / "ref.zarr"
     xr.Dataset(variables, coords=coords, attrs=store._dataset_attrs(scan, 1)).to_zarr(
         ref, mode="w-", compute=False, zarr_format=3, consolidated=True, encoding=encoding)
@@ -254,8 +255,8 @@ def _chunk(path, name, gid, scan):
     block = tl.scan.grouping.block_shape(scan)
     arr = zarr.open_array(str(path), path=name, mode="r")
     extra = [0] * (arr.ndim - len(block))
-    key = "/".join(str(i) for i in [s.start // b for s, b in zip(region, block, strict=True)] + extra)
-    return path / name / "c" / key
+    key = arr.metadata.encode_chunk_key(tuple([s.start // b for s, b in zip(region, block, strict=True)] + extra))
+    return path.joinpath(name, *key.split("/"))
 
 
 def _resume_recomputes(scan, path, ref, monkeypatch, expected):
@@ -525,7 +526,7 @@ def test_chunks_written_as_files_are_the_bytes_zarr_writes(tmp_path, monkeypatch
     for g, part in zip(groups, parts, strict=True):
         store.write_group(through_zarr, g.name, g.indices, part)
     got, want = _files(direct), _files(through_zarr)
-    assert got.keys() == want.keys() and "risk/c/0/1/0" in got
+    assert got.keys() == want.keys() and "risk/c.0.1.0" in got
     for k in want:
         assert got[k] == want[k], k
     assert not [k for k in got if k.endswith(".tmp")]
