@@ -506,9 +506,8 @@ def _files(path):
 
 
 def test_chunks_written_as_files_are_the_bytes_zarr_writes(tmp_path, monkeypatch):
-    """The chunks a group writes as plain files (every fixed-size result and ``complete``) are byte for byte the
-    files Zarr's own ``array[region] = values`` writes, the padded last chunks along a dimension included; the
-    strings still go through Zarr."""
+    """The chunks a group writes as files (every result, strings included, and ``complete``) are byte for byte
+    the files Zarr's own ``array[region] = values`` writes, the padded last chunks along a dimension included."""
     scan = tl.scan.Scan("ode", constants={"K": 2, "M": 2, "d": 30, "t_max": 5.0, "n_records": 6},
                         axes={"lr": [0.5, 1.0, 1.5], "seed": [0, 1, 2, 3, 4]}, group_size=4)  # blocks (1, 4): edges
     groups = tl.scan.make_groups(scan)
@@ -518,7 +517,7 @@ def test_chunks_written_as_files_are_the_bytes_zarr_writes(tmp_path, monkeypatch
     for path in (direct, through_zarr):
         store.prepare(path, scan, len(groups), resume=False)
     h = store._handles(direct)
-    assert set(h.chunks) == {k for k, a in h.arrays.items() if a.dtype.kind != "T"} and "complete" in h.chunks
+    assert set(h.chunks) == set(h.arrays) and {"complete", "status", "message"} <= set(h.chunks)
     for g, part in zip(groups, parts, strict=True):
         store.write_group(direct, g.name, g.indices, part)
     monkeypatch.setattr(store, "_chunks", lambda *args: None)  # every array through Zarr

@@ -441,17 +441,19 @@ def _checksum_matches(values: Mapping[str, NDArray[Any]], recorded: Any) -> bool
 
 @dataclass(frozen=True)
 class _Chunks:
-    """Where and how the chunks of one uncompressed array of fixed-size values are stored (:func:`_chunks`), so
-    that a group's chunk is written as Zarr would write it, without Zarr's per-call machinery: the chunk's block,
-    padded to the chunk's shape with the fill value (the last chunks along a dimension), in C order and the
-    little-endian bytes of the ``bytes`` codec, at the key of the array's chunk key encoding; written beside it
-    and renamed over it, so that a chunk is either the old one or the new one, never a mix."""
+    """Where and how the chunks of one uncompressed array are stored (:func:`_chunks`), so that a group's chunk is
+    written as Zarr would write it, without Zarr's per-call machinery: the chunk's block, padded to the chunk's
+    shape with the fill value (the last chunks along a dimension), encoded by the array's one codec (``bytes``:
+    the values' little-endian bytes in C order, no copy; ``vlen-utf8``: numcodecs' ``VLenUTF8``, which Zarr's
+    codec calls), at the key of the array's chunk key encoding; written beside it and renamed over it, so that a
+    chunk is either the old one or the new one, never a mix."""
 
     path: str
     chunk_shape: tuple[int, ...]
     dtype: np.dtype[Any]
     fill: Any
     encode_key: Any
+    encode: Any  # values -> bytes-like
 
     def write(self, region: tuple[slice, ...], values: NDArray[Any]) -> None:
         """Write ``values``, the block ``region`` of the grid (whole chunks of it along the grid)."""
@@ -465,26 +467,34 @@ class _Chunks:
         os.makedirs(os.path.dirname(dest), exist_ok=True)
         tmp = f"{dest}.{os.getpid()}.{threading.get_ident()}.tmp"
         with open(tmp, "wb") as f:
-            f.write(np.ascontiguousarray(values).data)
+            f.write(self.encode(values))
         os.replace(tmp, dest)
+
+
+def _plain_bytes(values: NDArray[Any]) -> Any:
+    return np.ascontiguousarray(values).data
 
 
 def _chunks(path: str, name: str, arr: Any) -> _Chunks | None:
     """The :class:`_Chunks` of ``arr`` (the array ``name`` of the store at ``path``), or None where its chunks
-    are not plain bytes (a codec other than one little-endian ``bytes`` codec, variable-length strings, a storage
-    transformer): Zarr writes those."""
-    from zarr.codecs import BytesCodec
+    are not written by one codec alone (a compressor, a storage transformer, another codec): Zarr writes those."""
+    from numcodecs.vlen import VLenUTF8  # type: ignore[import-untyped]
+    from zarr.codecs import BytesCodec, VLenUTF8Codec
 
     meta: Any = arr.metadata
     codecs: tuple[Any, ...] = tuple(getattr(meta, "codecs", ()))
-    plain = len(codecs) == 1 and isinstance(codecs[0], BytesCodec) \
-        and (codecs[0].endian is None or codecs[0].endian.value == "little")
-    if not plain or getattr(meta, "storage_transformers", None) or arr.dtype.kind not in "biuf" \
-            or not hasattr(meta, "encode_chunk_key"):
+    if len(codecs) != 1 or getattr(meta, "storage_transformers", None) or not hasattr(meta, "encode_chunk_key"):
         return None
-    dtype = np.dtype(arr.dtype).newbyteorder("<")
+    (codec,) = codecs
+    if isinstance(codec, BytesCodec) and (codec.endian is None or codec.endian.value == "little") \
+            and arr.dtype.kind in "biuf":
+        dtype, encode = np.dtype(arr.dtype).newbyteorder("<"), _plain_bytes
+    elif isinstance(codec, VLenUTF8Codec) and arr.dtype.kind == "T":
+        dtype, encode = np.dtype(arr.dtype), VLenUTF8().encode
+    else:
+        return None
     return _Chunks(os.path.join(path, name), tuple(arr.chunks), dtype, np.asarray(arr.fill_value, dtype=dtype),
-                   meta.encode_chunk_key)
+                   meta.encode_chunk_key, encode)
 
 
 @dataclass(frozen=True)
@@ -492,7 +502,7 @@ class _Handles:
     """What writing a group needs from its store, opened once per store and process (:func:`_handles`): the
     grid's shape, the store's description (:func:`_meta`), every result array and ``complete`` (written with
     every chunk stored, fill values included: a missing chunk of a finished group is damage, never "all NaN"),
-    the plain-bytes arrays' :class:`_Chunks`, and the values of the shared coordinates."""
+    the :class:`_Chunks` of the arrays written as files, and the values of the shared coordinates."""
 
     grid_shape: tuple[int, ...]
     meta: dict[str, Any]
@@ -501,12 +511,14 @@ class _Handles:
     shared: dict[str, NDArray[Any]]
 
     def write(self, region: tuple[slice, ...], values: Mapping[str, NDArray[Any]]) -> None:
-        """Write the block ``region`` of every array in ``values``: plain-bytes chunks as files, the others
-        (strings) through Zarr."""
+        """Write the block ``region`` of every array in ``values``: chunks of one codec as files (:class:`_Chunks`),
+        the others through Zarr."""
         for k, v in values.items():
             if k in self.chunks:
                 self.chunks[k].write(region, v)
-        _write_all([(self.arrays[k], region, v) for k, v in values.items() if k not in self.chunks])
+        rest = [(self.arrays[k], region, v) for k, v in values.items() if k not in self.chunks]
+        if rest:
+            _write_all(rest)
 
 
 def _handles(store: str | Path) -> _Handles:
