@@ -28,10 +28,10 @@ checksum from the stored values (a deleted chunk, flipped bytes) and compares th
 definition, whose hash is checked on every open. Arrays are stored uncompressed (float64 trajectories barely
 compress), so a dataset read back is bitwise the one computed; strings are Zarr's variable-length UTF-8.
 
-Writing costs per group: a chunk of fixed-size values (every result but strings, and ``complete``) is plain bytes
-(the ``bytes`` codec alone), which :class:`_Chunks` writes as a file beside its key and renames over it (as Zarr
-would store it, at ~0.5 ms per MiB on a small VM, without Zarr's ~0.5 ms per array and call); strings go
-through Zarr. docs/api/scan.rst ("Cost of the store") has the measured costs and the choice of group sizes.
+A group's chunks are written without Zarr's per-call machinery: every array of the store has one codec
+(``bytes``, or ``vlen-utf8`` for strings), and :class:`_Chunks` writes a chunk's encoded bytes (Zarr's own bytes,
+checked by a test) as a file beside its key, renamed over it; chunk keys are ``c.i.j.k`` (no directory to create
+per group). The costs measured, and the choice of group sizes: docs/layers/scans.rst, "Group size and its cost".
 """
 
 from __future__ import annotations
