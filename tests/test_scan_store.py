@@ -604,3 +604,19 @@ def test_ctrl_c_during_a_write_leaves_a_store_that_resumes_bitwise(tmp_path, mon
     monkeypatch.setattr(executors, "run_task", lambda task: ran.append(task.name) or real_task(task))
     identical(tl.scan.run(scan, store=path, resume=True), tl.scan.run(scan))
     assert sorted(ran) == [g.name for g in tl.scan.make_groups(scan) if g.gid not in finished]
+
+
+def test_a_store_with_nested_chunk_keys_is_written_and_resumed(tmp_path, monkeypatch):
+    """A store created before the chunk keys ``c.i.j.k`` (Zarr's default ``c/i/j/k``) is still written by the
+    chunk files (at its own keys, directories created as needed) and resumes to the dataset of an uninterrupted
+    run."""
+    scan, path = _slow_scan(), tmp_path / "nested.zarr"
+    monkeypatch.setattr(store, "CHUNK_KEY_ENCODING", {"name": "default", "separator": "/"})
+    groups = tl.scan.make_groups(scan)
+    store.prepare(path, scan, len(groups), resume=False)
+    monkeypatch.undo()
+    g = groups[1]
+    executors.run_task(executors.Task("ode", g.configs, g.indices, str(path), g.name))
+    assert (path / "risk" / "c" / "1" / "0" / "0").is_file() and (path / "status" / "c" / "1" / "0").is_file()
+    assert store.complete_groups(path) == {1}
+    identical(tl.scan.run(scan, store=path, resume=True), tl.scan.run(scan))
