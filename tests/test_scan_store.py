@@ -620,3 +620,50 @@ def test_a_store_with_nested_chunk_keys_is_written_and_resumed(tmp_path, monkeyp
     assert (path / "risk" / "c" / "1" / "0" / "0").is_file() and (path / "status" / "c" / "1" / "0").is_file()
     assert store.complete_groups(path) == {1}
     identical(tl.scan.run(scan, store=path, resume=True), tl.scan.run(scan))
+
+
+def test_a_new_store_is_created_while_the_first_group_computes(tmp_path, monkeypatch):
+    """In-process, a new store is created by the writer thread while the first group computes (an existing one is
+    checked first, on the calling thread); a failed creation raises that error, and leaves no store."""
+    import threading
+
+    scan, path = _slow_scan(), tmp_path / "n.zarr"
+    events = []
+    real_prepare, real_engine = store.prepare, executors.engine_for
+    computing = threading.Event()
+
+    def prepare(*args, **kwargs):
+        on_main = threading.current_thread() is threading.main_thread()
+        events.append(("prepare", on_main))
+        if not on_main:  # created while the first group computes
+            assert computing.wait(10)
+        out = real_prepare(*args, **kwargs)
+        events.append(("prepared",))
+        return out
+
+    class Engine:
+        def __init__(self, engine):
+            self.engine = real_engine(engine)
+
+        def run(self, configs):
+            events.append(("compute", configs[0]["lr"]))
+            computing.set()
+            return self.engine.run(configs)
+
+    monkeypatch.setattr(tl.scan, "prepare", prepare)
+    monkeypatch.setattr(executors, "engine_for", Engine)
+    ref = tl.scan.run(scan)
+    events.clear()
+    identical(tl.scan.run(scan, store=path), ref)
+    assert ("prepare", False) in events and events.index(("compute", 0.5)) < events.index(("prepared",))
+    events.clear()
+    identical(tl.scan.run(scan, store=path, resume=True), ref)
+    assert events == [("prepare", True), ("prepared",)]  # nothing to compute; checked on the calling thread
+
+    def broken(*args, **kwargs):
+        raise OSError(13, "Permission denied")
+
+    monkeypatch.setattr(tl.scan, "prepare", broken)
+    with pytest.raises(OSError, match="Permission denied"):
+        tl.scan.run(scan, store=tmp_path / "b.zarr")
+    assert not (tmp_path / "b.zarr").exists()
