@@ -21,8 +21,6 @@ Needs the ``scan`` extra (xarray, zarr; dask.distributed for a Dask client): ``p
 
 from __future__ import annotations
 
-import functools
-import os
 import time
 from collections.abc import Collection, Mapping
 from pathlib import Path
@@ -174,18 +172,14 @@ def run(
         return _run_in_memory(sc, eng, groups, progress)
     store = str(store)
     with store_lock(store):  # one writer per store (its workers write under the lock of this process)
-        # in-process, a new store is created by the writer thread while the first group computes (nothing in it
-        # to resume or verify); an existing one is checked first, and workers need it before their first write
-        create = None if executor is not None or os.path.exists(store) else \
-            functools.partial(prepare_store, store, sc, len(groups), resume, allow_version_change)
-        done = set() if create is not None else prepare_store(store, sc, len(groups), resume, allow_version_change)
+        done = prepare_store(store, sc, len(groups), resume, allow_version_change)
         # built one by one as the executor takes them: the client holds the configurations of a few groups only
         # (and a Dask scheduler the last 1000 tasks it sent to each worker: kept small, the indices as a range
         # where consecutive, else one array)
         tasks = (Task(eng.portable, g.configs, compact(g.indices), store, g.name) for g in groups if g.gid not in done)
         with _bar(progress, len(sc), sum(len(g.indices) for g in groups if g.gid in done), len(groups),
                   len(done)) as bar:
-            execute(tasks, executor, lambda t: bar(len(t.indices)), first=create)
+            execute(tasks, executor, lambda t: bar(len(t.indices)))
     summary = Summary(len(groups), len(groups) - len(done), len(done), time.perf_counter() - start)
     # not verified again: prepare_store verified the groups found finished, and this call checksummed the
     # others from the values it wrote

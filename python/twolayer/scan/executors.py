@@ -109,8 +109,8 @@ def check_executor(executor: Any) -> None:
                     f"dask.distributed.Client, got {type(executor).__name__}")
 
 
-def execute(tasks: Iterable[Task], executor: Any, done: Callable[[Task], None], in_flight: int | None = None,
-            first: Callable[[], Any] | None = None) -> None:
+def execute(tasks: Iterable[Task], executor: Any, done: Callable[[Task], None], in_flight: int | None = None) \
+        -> None:
     """Run ``tasks`` on ``executor`` (None: here, in order), calling ``done(task)`` as each one is stored. At most
     ``in_flight`` tasks are submitted at a time (default: four per worker, at least 8), each taken from ``tasks``
     (which may be a generator) when a slot frees: the client holds the configurations of those groups only. On an
@@ -126,9 +126,6 @@ def execute(tasks: Iterable[Task], executor: Any, done: Callable[[Task], None], 
         Called with each task once it is stored (in the calling process).
     in_flight : int, optional
         The most tasks submitted and not yet finished.
-    first : callable, optional
-        In-process only: run on the writer thread before the first write, while the first group computes (the
-        store's creation); its error propagates before any write's. ValueError with an executor.
 
     Examples
     --------
@@ -145,10 +142,8 @@ def execute(tasks: Iterable[Task], executor: Any, done: Callable[[Task], None], 
     ['g0000000']
     """
     if executor is None:
-        _execute_here(tasks, done, first)
+        _execute_here(tasks, done)
         return
-    if first is not None:
-        raise ValueError("first: only in-process (executor=None); create the store before sending tasks to workers")
     window = in_flight if in_flight is not None else max(8, 4 * _workers(executor))
     source = iter(tasks)
     if _is_dask_client(executor):
@@ -165,8 +160,8 @@ def execute(tasks: Iterable[Task], executor: Any, done: Callable[[Task], None], 
             by_key[f.key] = (t, f)
             return f
 
-        sent = [f for f in (submit_dask() for _ in range(window)) if f is not None]
-        queue = as_completed(sent)
+        first = [f for f in (submit_dask() for _ in range(window)) if f is not None]
+        queue = as_completed(first)
         try:
             for f in queue:
                 f.result()
@@ -200,21 +195,16 @@ def execute(tasks: Iterable[Task], executor: Any, done: Callable[[Task], None], 
         raise
 
 
-def _execute_here(tasks: Iterable[Task], done: Callable[[Task], None], first: Callable[[], Any] | None) -> None:
+def _execute_here(tasks: Iterable[Task], done: Callable[[Task], None]) -> None:
     """Compute the groups here, one after the other (each by :func:`run_task`), each written by one writer thread
-    while the next one computes (the core releases the GIL, so the writing overlaps the compute on a second core),
-    after ``first`` (the store's creation, overlapping the first group's compute). At most one group waits to be
-    written (two in memory); ``done`` is called in order, after each write. A failed write (or creation) raises
-    here once the group computing meanwhile ends. On an error or Ctrl-C the write under way is finished (or
-    fails) before the exception propagates."""
+    while the next one computes (the core releases the GIL, so Zarr's copying and I/O overlap the compute on a
+    second core). At most one group waits to be written (two in memory); ``done`` is called in order, after each
+    write. On an error or Ctrl-C the write under way is finished (or fails) before the exception propagates."""
     with cf.ThreadPoolExecutor(1, thread_name_prefix="twolayer-scan-writer") as writer:
         current: list[Task] = []
         pending: list[tuple[Task, cf.Future[None]]] = []
-        created = writer.submit(first) if first is not None else None
 
         def finish() -> None:
-            if created is not None:
-                created.result()  # the store's creation failed: that error, not the writes' that followed
             while pending:
                 task, future = pending.pop()
                 future.result()
