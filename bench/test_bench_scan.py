@@ -11,10 +11,15 @@ lr x seed grid, initial overlaps from random networks at d = 100), one OpenMP th
   ``extra_info`` and printed with ``-s``; the table's times are per configuration. The scan starts each round with
   empty caches (initial overlaps, output grid), so it pays what a first scan pays.
 * ``test_scan_store``: the same scan into a Zarr store (written group by group), then read back.
-* ``test_scan_store_overhead``: bare ``integrate_batch``, the scan in memory and the scan into a fresh store, side by
-  side in interleaved rounds (ratios of the minima of wall and CPU times).
-* ``test_store_write_per_group``: one group's write (``write_group``) against its compute, for groups of 100, 1000
-  and 3000 configurations (wall and CPU; the write's share of the compute's CPU time).
+* ``test_scan_store_overhead[benchmark|larger]``: bare ``integrate_batch``, the scan in memory and the scan into a
+  fresh store, side by side in interleaved rounds (ratios of the minima of wall and CPU times to the bare call's),
+  on the configuration above and on a larger one (``LARGER``: K = M = 3, t_max = 1000, 2000 configurations, ~10
+  times the compute per configuration: a plateau scan).
+* ``test_store_write_per_group[benchmark|larger]``: one group's write (``write_group``) against its compute, for
+  groups of 100, 1000 and 3000 configurations, the chunks written as files (this layout's write path) and through
+  Zarr's ``array[region] = values`` for every array (the path before it), interleaved; the CPU per group, its
+  share of the compute's, a fit write = a + b n (per group, per configuration) and the group size from which the
+  write costs <= 5 % of the compute's CPU.
 * ``test_naive_loop``: the loop users write today (one ``ode.integrate`` per configuration, results combined with
   ``xarray.combine_by_coords``), on the first N_NAIVE (200) configurations; its speed-up column is per configuration
   against the scan in memory.
@@ -25,6 +30,7 @@ lr x seed grid, initial overlaps from random networks at d = 100), one OpenMP th
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 
@@ -45,10 +51,15 @@ SCAN = tl.scan.Scan("ode", constants={"activation": "erf", "K": 2, "M": 2, "d": 
                     axes={"lr": np.linspace(0.1, 2.0, N_LR).tolist(), "seed": list(range(N_SEED))})
 ROUNDS = 6
 TIMES: dict[str, np.ndarray] = {}
+# ~10 times the compute per configuration (a plateau scan): 2000 configurations, ~0.8 ms of CPU each
+LARGER = tl.scan.Scan("ode", constants={"activation": "erf", "K": 3, "M": 3, "d": 100, "t_max": 1000.0,
+                                        "n_threads": 1},
+                      axes={"lr": np.linspace(0.1, 2.0, 20).tolist(), "seed": list(range(100))})
+CONFIGURATIONS = {"benchmark": (SCAN, ROUNDS), "larger": (LARGER, 3)}
 
 
-def _configs():
-    return [ENGINES["ode"].complete(c) for c in SCAN.configs()]
+def _configs(scan=SCAN):
+    return [ENGINES["ode"].complete(c) for c in scan.configs()]
 
 
 def _cold_caches():
@@ -58,12 +69,17 @@ def _cold_caches():
     _grid._exact_grid.cache_clear()
 
 
-@pytest.fixture(scope="module")
-def stacked():
-    configs = _configs()
+def _stack(scan):
+    """The bare call's inputs: the stacked initial overlaps and learning rates of every configuration."""
+    configs = _configs(scan)
     arrays = [_overlap_arrays(c) for c in configs]
     stack = tl.BatchOverlaps(*(np.stack([a[i] for a in arrays]) for i in range(5)))
     return stack, np.array([c["lr"] for c in configs])
+
+
+@pytest.fixture(scope="module")
+def stacked():
+    return _stack(SCAN)
 
 
 def _clock(fn):
@@ -135,69 +151,112 @@ def test_scan_store(benchmark, record, tmp_path):
 
 
 @pytest.mark.benchmark(group="scan overhead")
-def test_scan_store_overhead(benchmark, record, stacked, tmp_path):
+@pytest.mark.parametrize("configuration", list(CONFIGURATIONS))
+def test_scan_store_overhead(benchmark, record, tmp_path, configuration):
     """Side by side in interleaved rounds: the bare ``integrate_batch``, the scan in memory, the scan into a
     fresh Zarr store (``load_result=False``): the store's cost is the last two's difference."""
-    stack, lr = stacked
+    scan, rounds = CONFIGURATIONS[configuration]
+    stack, lr = _stack(scan)
+    t_max, n = scan.constants["t_max"], len(scan)
     times: dict[str, list[tuple[float, float]]] = {"bare": [], "memory": [], "store": []}
     path = tmp_path / "overhead.zarr"
 
     def setup():  # not timed by the benchmark: the bare call and the scan in memory, timed here
-        _, wall, cpu = _clock(lambda: tl.ode.integrate_batch(stack, "erf", lr=lr, t_max=100.0, n_threads=1))
+        _, wall, cpu = _clock(lambda: tl.ode.integrate_batch(stack, "erf", lr=lr, t_max=t_max, n_threads=1))
         times["bare"].append((wall, cpu))
         _cold_caches()
-        _, wall, cpu = _clock(lambda: tl.scan.run(SCAN))
+        _, wall, cpu = _clock(lambda: tl.scan.run(scan))
         times["memory"].append((wall, cpu))
         _cold_caches()
         shutil.rmtree(path, ignore_errors=True)
 
     def store_round():
-        _, wall, cpu = _clock(lambda: tl.scan.run(SCAN, store=path, load_result=False))
+        _, wall, cpu = _clock(lambda: tl.scan.run(scan, store=path, load_result=False))
         times["store"].append((wall, cpu))
 
     tl.scan.run(tl.scan.Scan("ode", constants={"t_max": 1.0, "lr": 1.0}), store=tmp_path / "warm.zarr",
                 load_result=False)  # imports (xarray, zarr) out of the rounds
-    benchmark.pedantic(store_round, setup=setup, rounds=ROUNDS, iterations=1)
-    t = {k: np.array(v[-ROUNDS:]) for k, v in times.items()}
+    benchmark.pedantic(store_round, setup=setup, rounds=rounds, iterations=1)
+    t = {k: np.array(v[-rounds:]) for k, v in times.items()}
     ratio = {f"{k}_{c}": float(t[k][:, i].min() / t["bare"][:, i].min())
              for k in ("memory", "store") for i, c in enumerate(("wall", "cpu"))}
-    record(benchmark, work=N_CONFIGS, unit="config", **{f"{k}_ratio_of_minima": v for k, v in ratio.items()},
+    per_round = {f"{k}_{c}": (t[k][:, i] / t["bare"][:, i]).round(4).tolist()
+                 for k in ("memory", "store") for i, c in enumerate(("wall", "cpu"))}
+    record(benchmark, work=n, unit="config", load_1min=round(os.getloadavg()[0], 2),
+           **{f"{k}_ratio_of_minima": v for k, v in ratio.items()},
+           **{f"{k}_ratio_per_round": v for k, v in per_round.items()},
            **{f"{k}_{c}_s": t[k][:, i].round(4).tolist() for k in t for i, c in enumerate(("wall", "cpu"))})
     if "headline" in benchmark.extra_info:
         benchmark.extra_info["headline"] = (f"store x{ratio['store_wall']:.3f} wall, x{ratio['store_cpu']:.3f} CPU "
                                             "of bare integrate_batch (ratio of minima)")
-    print(f"\n{N_CONFIGS} configurations, {ROUNDS} interleaved rounds (wall / CPU, s):")
-    for r in range(ROUNDS):
+    print(f"\n{configuration}: {n} configurations (K = M = {scan.constants['K']}, t_max = {t_max:g}), {rounds} "
+          f"interleaved rounds (wall / CPU, s), load {os.getloadavg()[0]:.2f}:")
+    for r in range(rounds):
         print("  " + ", ".join(f"{k} {t[k][r, 0]:.3f} / {t[k][r, 1]:.3f}" for k in t))
     print(f"  ratio of minima to bare: memory x{ratio['memory_wall']:.3f} wall x{ratio['memory_cpu']:.3f} CPU; "
-          f"store x{ratio['store_wall']:.3f} wall x{ratio['store_cpu']:.3f} CPU")
+          f"store x{ratio['store_wall']:.3f} wall x{ratio['store_cpu']:.3f} CPU; median per-round store ratio "
+          f"x{np.median(per_round['store_wall']):.3f} wall x{np.median(per_round['store_cpu']):.3f} CPU")
+
+
+GROUP_SIZES = (100, 1000, 3000)
 
 
 @pytest.mark.benchmark(group="scan store, per group")
-@pytest.mark.parametrize("group_size", [100, 1000, 3000])
-def test_store_write_per_group(benchmark, record, tmp_path, group_size):
+@pytest.mark.parametrize("configuration", list(CONFIGURATIONS))
+def test_store_write_per_group(benchmark, record, tmp_path, monkeypatch, configuration):
     """The cost of writing one group (``write_group``: the values padded and checked, their checksum, every
-    array's chunk, the record, ``complete``) against the group's compute, per group size."""
+    array's chunk, the record, ``complete``) against the group's compute, per group size: the chunks written as
+    files (this layout) and every array through Zarr's ``array[region] = values`` (before), interleaved."""
     from twolayer.scan import store
 
-    scan = tl.scan.Scan(SCAN.engine_name, constants=dict(SCAN.constants), axes=dict(SCAN.axes), group_size=group_size)
-    path = tmp_path / "groups.zarr"
-    group = tl.scan.make_groups(scan)[0]
-    store.prepare(path, scan, len(tl.scan.make_groups(scan)), resume=False)
-    part, _, compute_cpu = _clock(lambda: ENGINES["ode"].run(list(group.configs)))
-    cpu: list[float] = []
+    base, _ = CONFIGURATIONS[configuration]
+    setups = {}
+    for size_asked in GROUP_SIZES:
+        scan = tl.scan.Scan(base.engine_name, constants=dict(base.constants), axes=dict(base.axes),
+                            group_size=size_asked)
+        group = tl.scan.make_groups(scan)[0]
+        n = len(group.indices)  # (at most the scan's size)
+        part, _, compute_cpu = _clock(lambda g=group: ENGINES["ode"].run(list(g.configs)))
+        mib = sum(np.asarray(a).nbytes for _, a in part.data.values()) / 2**20
+        setups[n] = (scan, group, part, compute_cpu, mib)
+    cpu: dict[tuple[str, int], list[float]] = {}
+    real_chunks = store._chunks
 
-    def write():
-        _, _, c = _clock(lambda: store.write_group(path, group.name, group.indices, part))
-        cpu.append(c)
+    def one_round():
+        for path_kind in ("files", "zarr"):
+            monkeypatch.setattr(store, "_chunks", real_chunks if path_kind == "files" else lambda *a: None)
+            for n, (scan, group, part, _, _) in setups.items():
+                path = tmp_path / f"{path_kind}-{n}.zarr"
+                shutil.rmtree(path, ignore_errors=True)
+                store.prepare(path, scan, len(tl.scan.make_groups(scan)), resume=False)
+                store._handles(path)  # opened once per store and process: not part of a group's cost
+                _, _, c = _clock(lambda p=path, g=group, pt=part: store.write_group(p, g.name, g.indices, pt))
+                cpu.setdefault((path_kind, n), []).append(c)
 
-    benchmark.pedantic(write, rounds=5, iterations=1)
-    mib = sum(np.asarray(a).nbytes for _, a in part.data.values()) / 2**20
-    share = min(cpu) / compute_cpu
-    record(benchmark, work=1, unit="group", group_size=group_size, mib_per_group=round(mib, 2),
-           write_cpu_s=round(min(cpu), 5), compute_cpu_s=round(compute_cpu, 5), write_share_of_compute=share)
-    print(f"\n  group of {group_size}: {mib:.2f} MiB, write {benchmark.stats.stats.min * 1e3:.1f} ms wall "
-          f"{min(cpu) * 1e3:.1f} ms CPU, compute {compute_cpu * 1e3:.1f} ms CPU: the write is {share:.1%} of it")
+    benchmark.pedantic(one_round, rounds=5, iterations=1)
+    best = {k: min(v) for k, v in cpu.items()}
+    compute = {n: s[3] for n, s in setups.items()}
+    fits = {}
+    for kind in ("files", "zarr"):
+        b, a = np.polyfit(list(setups), [best[kind, n] for n in setups], 1)  # write = a + b n
+        c = np.mean([compute[n] / n for n in setups])  # compute per configuration
+        fits[kind] = (a, b, c, a / (0.05 * c - b) if 0.05 * c > b else float("inf"))
+    record(benchmark, work=len(setups), unit="group", load_1min=round(os.getloadavg()[0], 2),
+           **{f"{kind}_write_cpu_ms_{n}": round(best[kind, n] * 1e3, 3) for kind, n in best},
+           **{f"compute_cpu_ms_{n}": round(compute[n] * 1e3, 2) for n in setups},
+           **{f"mib_per_group_{n}": round(setups[n][4], 3) for n in setups},
+           **{f"{kind}_ms_per_group": round(f[0] * 1e3, 3) for kind, f in fits.items()},
+           **{f"{kind}_us_per_config": round(f[1] * 1e6, 3) for kind, f in fits.items()},
+           **{f"{kind}_group_size_for_5_percent": f[3] for kind, f in fits.items()})
+    print(f"\n{configuration}: one group's write, CPU (minimum of 5 rounds), load {os.getloadavg()[0]:.2f}:")
+    for n in setups:
+        print(f"  {n:5d} configurations ({setups[n][4]:.2f} MiB): files {best['files', n] * 1e3:.1f} ms, Zarr "
+              f"{best['zarr', n] * 1e3:.1f} ms; compute {compute[n] * 1e3:.1f} ms: files "
+              f"{best['files', n] / compute[n]:.1%}, Zarr {best['zarr', n] / compute[n]:.1%} of it")
+    for kind, (a, b, c, n5) in fits.items():
+        print(f"  {kind}: {a * 1e3:.2f} ms per group + {b * 1e6:.2f} us per configuration (compute "
+              f"{c * 1e6:.0f} us per configuration): <= 5 % of the compute from "
+              f"{'no group size' if n5 == float('inf') else f'{max(n5, 1):.0f} configurations per group'}")
 
 
 N_NAIVE = 200  # the naive loop on the first 200 configurations (its cost is per configuration)

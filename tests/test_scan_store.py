@@ -109,7 +109,8 @@ def test_store_metadata_is_what_xarray_writes(tmp_path, name):
         fill = tl.scan.engines.fill_value(np.dtype("U") if dtype.kind == "T" else dtype)
         variables[k] = xr.Variable(layout[k][0], da.full((*grid, *shape), fill, dtype=dtype,
                                                          chunks=(*block, *shape)), layout[k][1])
-        encoding[k] = {"chunks": (*block, *shape), "fill_value": fill, "compressors": None}
+        encoding[k] = {"chunks": (*block, *shape), "fill_value": fill, "compressors": None,
+                       "chunk_key_encoding": store.CHUNK_KEY_ENCODING}
     ref = tmp_path / "ref.zarr"
     xr.Dataset(variables, coords=coords, attrs=store._dataset_attrs(scan, 1)).to_zarr(
         ref, mode="w-", compute=False, zarr_format=3, consolidated=True, encoding=encoding)
@@ -254,8 +255,8 @@ def _chunk(path, name, gid, scan):
     block = tl.scan.grouping.block_shape(scan)
     arr = zarr.open_array(str(path), path=name, mode="r")
     extra = [0] * (arr.ndim - len(block))
-    key = "/".join(str(i) for i in [s.start // b for s, b in zip(region, block, strict=True)] + extra)
-    return path / name / "c" / key
+    key = arr.metadata.encode_chunk_key(tuple([s.start // b for s, b in zip(region, block, strict=True)] + extra))
+    return path.joinpath(name, *key.split("/"))
 
 
 def _resume_recomputes(scan, path, ref, monkeypatch, expected):
@@ -289,6 +290,20 @@ def test_flipped_bytes_detected_and_recomputed(finished, monkeypatch):
         tl.scan.open_dataset(path)
     tl.scan.open_dataset(path, verify=False)  # on request: opened without reading every group
     _resume_recomputes(scan, path, ref, monkeypatch, ["g0000002"])
+
+
+def test_records_name_their_checksum_and_older_crc32_records_still_verify(finished):
+    """A group's record names its checksum: CRC-32C of the stored values now, and a record of the CRC-32 that
+    stores written before recorded still verifies (and detects a change); an unknown kind is damage."""
+    _, path, _ = finished
+    record_path = path / "_twolayer" / "g0000001" / "zarr.json"
+    record = json.loads(record_path.read_text())
+    assert record["attributes"]["checksum"].startswith("crc32c:")
+    _, values = store.read_group(path, 1)
+    for checksum, damaged in [(store._checksum(values, "crc32"), []), ("crc32:00000000", [1]), ("md5:00", [1])]:
+        record["attributes"]["checksum"] = checksum
+        record_path.write_text(json.dumps(record))
+        assert store.damaged_groups(path) == damaged, checksum
 
 
 def test_missing_record_or_truncated_chunk_detected(finished, monkeypatch):
@@ -481,3 +496,127 @@ def test_a_store_deleted_and_created_again_is_written_with_its_new_layout(tmp_pa
                             axes={"lr": lrs}, group_size=2)
         tl.scan.run(scan, store=path, load_result=False)
         identical(tl.scan.open_dataset(path), tl.scan.run(scan))
+
+
+# ------------------------------------------------------------------------------------------ the write path
+def _files(path):
+    """Every chunk file of a store (relative path -> bytes), the metadata and the groups' records aside."""
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(Path(path).rglob("*"))
+            if p.is_file() and p.name != "zarr.json" and "_twolayer" not in p.parts}
+
+
+def test_chunks_written_as_files_are_the_bytes_zarr_writes(tmp_path, monkeypatch):
+    """The chunks a group writes as files (every result, strings included, and ``complete``) are byte for byte
+    the files Zarr's own ``array[region] = values`` writes, the padded last chunks along a dimension included."""
+    scan = tl.scan.Scan("ode", constants={"K": 2, "M": 2, "d": 30, "t_max": 5.0, "n_records": 6},
+                        axes={"lr": [0.5, 1.0, 1.5], "seed": [0, 1, 2, 3, 4]}, group_size=4)  # blocks (1, 4): edges
+    groups = tl.scan.make_groups(scan)
+    parts = [tl.scan.engines.engine_for("ode").run(list(g.configs)) for g in groups]
+    direct = tmp_path / "direct.zarr"
+    through_zarr = tmp_path / "zarr.zarr"
+    for path in (direct, through_zarr):
+        store.prepare(path, scan, len(groups), resume=False)
+    h = store._handles(direct)
+    assert set(h.chunks) == set(h.arrays) and {"complete", "status", "message"} <= set(h.chunks)
+    for g, part in zip(groups, parts, strict=True):
+        store.write_group(direct, g.name, g.indices, part)
+    monkeypatch.setattr(store, "_chunks", lambda *args: None)  # every array through Zarr
+    assert store._handles(through_zarr).chunks == {}
+    for g, part in zip(groups, parts, strict=True):
+        store.write_group(through_zarr, g.name, g.indices, part)
+    got, want = _files(direct), _files(through_zarr)
+    assert got.keys() == want.keys() and "risk/c.0.1.0" in got
+    for k in want:
+        assert got[k] == want[k], k
+    assert not [k for k in got if k.endswith(".tmp")]
+    identical(tl.scan.open_dataset(direct), tl.scan.run(scan))
+
+
+def _slow_scan():
+    return tl.scan.Scan("ode", constants={"K": 2, "M": 2, "d": 30, "t_max": 5.0, "n_records": 6},
+                        axes={"lr": [0.5, 1.0, 1.5, 2.0], "seed": [0, 1]}, group_size=2)
+
+
+def test_a_failed_write_names_its_group_and_leaves_it_unfinished(tmp_path, monkeypatch):
+    """A write that fails in the writer thread (here: the disk is full at the second array of group 1) stops
+    the scan in the main thread with that error, naming the group; the group is not marked finished, the ones
+    before it are, and resuming gives the dataset of an uninterrupted run."""
+    scan, path = _slow_scan(), tmp_path / "f.zarr"
+    real = store._Chunks.write
+    calls = []
+
+    def failing(self, region, values):
+        calls.append(self.path)
+        if region[0].start == 1 and len(calls) > 1 and self.path.endswith("Q"):
+            raise OSError(28, "No space left on device")
+        real(self, region, values)
+
+    monkeypatch.setattr(store._Chunks, "write", failing)
+    with pytest.raises(OSError, match="No space left") as exc:
+        tl.scan.run(scan, store=path, load_result=False)
+    assert any("group g0000001" in note and str(path) in note for note in exc.value.__notes__)
+    assert store.complete_groups(path) == {0}
+    monkeypatch.setattr(store._Chunks, "write", real)
+    identical(tl.scan.run(scan, store=path, resume=True), tl.scan.run(scan))
+
+
+@pytest.mark.parametrize("where", ["compute", "write"])
+def test_ctrl_c_during_a_write_leaves_a_store_that_resumes_bitwise(tmp_path, monkeypatch, where):
+    """Ctrl-C while group 1 is being written by the writer thread: landing in the main thread (in the next
+    group's compute), the write under way completes before the exception propagates (group 1 finished); landing
+    in the write itself (half its chunks written), group 1 stays unfinished. Either way the store is consistent
+    (every finished group intact) and resuming gives the dataset of an uninterrupted run, bit for bit."""
+    import threading
+    import time
+
+    scan, path = _slow_scan(), tmp_path / "i.zarr"
+    real_write, real_run = store._Chunks.write, executors.engine_for
+    writing = threading.Event()
+
+    def write(self, region, values):
+        if region[0].start == 1:  # group 1
+            writing.set()
+            if where == "write" and self.path.endswith("a"):
+                raise KeyboardInterrupt
+            time.sleep(0.01)  # a slow disk: the main thread meanwhile computes group 2
+        real_write(self, region, values)
+
+    class Engine:
+        def __init__(self, engine):
+            self.engine = real_run(engine)
+
+        def run(self, configs):
+            if configs[0]["lr"] == 1.5 and where == "compute":  # group 2, while group 1 is written
+                assert writing.wait(10)
+                raise KeyboardInterrupt
+            return self.engine.run(configs)
+
+    monkeypatch.setattr(store._Chunks, "write", write)
+    monkeypatch.setattr(executors, "engine_for", Engine)
+    with pytest.raises(KeyboardInterrupt):
+        tl.scan.run(scan, store=path, load_result=False)
+    finished = store.complete_groups(path)
+    assert finished == ({0, 1} if where == "compute" else {0})
+    assert store.damaged_groups(path) == []
+    monkeypatch.setattr(store._Chunks, "write", real_write)
+    monkeypatch.setattr(executors, "engine_for", real_run)
+    ran, real_task = [], executors.run_task
+    monkeypatch.setattr(executors, "run_task", lambda task: ran.append(task.name) or real_task(task))
+    identical(tl.scan.run(scan, store=path, resume=True), tl.scan.run(scan))
+    assert sorted(ran) == [g.name for g in tl.scan.make_groups(scan) if g.gid not in finished]
+
+
+def test_a_store_with_nested_chunk_keys_is_written_and_resumed(tmp_path, monkeypatch):
+    """A store created before the chunk keys ``c.i.j.k`` (Zarr's default ``c/i/j/k``) is still written by the
+    chunk files (at its own keys, directories created as needed) and resumes to the dataset of an uninterrupted
+    run."""
+    scan, path = _slow_scan(), tmp_path / "nested.zarr"
+    monkeypatch.setattr(store, "CHUNK_KEY_ENCODING", {"name": "default", "separator": "/"})
+    groups = tl.scan.make_groups(scan)
+    store.prepare(path, scan, len(groups), resume=False)
+    monkeypatch.undo()
+    g = groups[1]
+    executors.run_task(executors.Task("ode", g.configs, g.indices, str(path), g.name))
+    assert (path / "risk" / "c" / "1" / "0" / "0").is_file() and (path / "status" / "c" / "1" / "0").is_file()
+    assert store.complete_groups(path) == {1}
+    identical(tl.scan.run(scan, store=path, resume=True), tl.scan.run(scan))
