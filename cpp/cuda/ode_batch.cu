@@ -225,8 +225,11 @@ std::vector<IntegrateResult> integrate_batch(const std::vector<OdeModel>& models
   const std::size_t by_memory = std::max<std::size_t>(1, (usable_memory() + held) / (16 * one.doubles()));
   const std::size_t by_pinned = std::max<std::size_t>(1, (std::size_t{1} << 30) / host_per_member);
   const std::size_t by_overlap = std::max<std::size_t>(32768, (B + 3) / 4);
-  const std::size_t chunk = std::min({B, by_memory, by_pinned, by_overlap});
-  const std::size_t n_chunks = (B + chunk - 1) / chunk;
+  const std::size_t most = std::min({B, by_memory, by_pinned, by_overlap});
+  // chunks of equal size (not full ones and a remainder): the last chunk's rows are the only ones whose way into
+  // the result's arrays no kernel hides, and a small remainder after a full chunk would hide none of the full one's
+  const std::size_t n_chunks = (B + most - 1) / most;
+  const std::size_t chunk = (B + n_chunks - 1) / n_chunks;
   const ChunkLayout L{chunk, n, K, M, T};
   const std::size_t mirrored = L.doubles();
   for (int s = 0; s < static_cast<int>(std::min<std::size_t>(2, n_chunks)); ++s)
