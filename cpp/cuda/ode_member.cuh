@@ -405,17 +405,18 @@ __global__ void __launch_bounds__(128, TWOLAYER_ODE_MIN_BLOCKS) ode_members_kern
 
 // The launchers, one translation unit per size (ode_erf_*.cu, compiled in parallel): ode_launcher(G, KC, MC)
 // defines launch_members_<G>_<KC>_<MC>, which ode_batch.cu picks by the batch's shape.
-using OdeLaunch = void (*)(const OdeArgs&, unsigned, cudaStream_t);
-#define TWOLAYER_ODE_LAUNCHER(G, KC, MC)                                                              \
-  void launch_members_##G##_##KC##_##MC(const OdeArgs& A, unsigned blocks, cudaStream_t s) {            \
-    if (A.adaptive)                                                                                       \
-      ode_members_kernel<Activation::G, KC, MC, Stepping::Adaptive><<<blocks, 128, 0, s>>>(A);            \
-    else if (A.rk4)                                                                                       \
-      ode_members_kernel<Activation::G, KC, MC, Stepping::Rk4><<<blocks, 128, 0, s>>>(A);                 \
-    else                                                                                                  \
-      ode_members_kernel<Activation::G, KC, MC, Stepping::Euler><<<blocks, 128, 0, s>>>(A);               \
+// threads: per block, at most 128 (the kernels' launch bounds).
+using OdeLaunch = void (*)(const OdeArgs&, unsigned, unsigned, cudaStream_t);
+#define TWOLAYER_ODE_LAUNCHER(G, KC, MC)                                                                       \
+  void launch_members_##G##_##KC##_##MC(const OdeArgs& A, unsigned blocks, unsigned threads, cudaStream_t s) { \
+    if (A.adaptive)                                                                                              \
+      ode_members_kernel<Activation::G, KC, MC, Stepping::Adaptive><<<blocks, threads, 0, s>>>(A);               \
+    else if (A.rk4)                                                                                              \
+      ode_members_kernel<Activation::G, KC, MC, Stepping::Rk4><<<blocks, threads, 0, s>>>(A);                    \
+    else                                                                                                         \
+      ode_members_kernel<Activation::G, KC, MC, Stepping::Euler><<<blocks, threads, 0, s>>>(A);                  \
   }
 #define TWOLAYER_ODE_LAUNCHER_DECL(G, KC, MC) \
-  void launch_members_##G##_##KC##_##MC(const OdeArgs& A, unsigned blocks, cudaStream_t s);
+  void launch_members_##G##_##KC##_##MC(const OdeArgs& A, unsigned blocks, unsigned threads, cudaStream_t s);
 
 }  // namespace twolayer::cuda
