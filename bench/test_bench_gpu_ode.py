@@ -40,8 +40,12 @@ def run(stack: tl.BatchOverlaps, device: str, method: str = "euler") -> tl.Batch
 
 
 @pytest.mark.benchmark(group="gpu ode euler")
-@pytest.mark.parametrize("K", [2, 4, 8])
-def test_gpu_ode(benchmark, record, K: int) -> None:
+@pytest.mark.parametrize("K,threads", [(2, "auto"), (4, "auto"), (8, "auto"), (8, "128")])
+def test_gpu_ode(benchmark, record, monkeypatch, K: int, threads: str) -> None:
+    """threads: per block, chosen by the batch's size ("auto": fewer than 128 for small batches) or fixed (the
+    launch of before that choice, for comparison)."""
+    if threads != "auto":
+        monkeypatch.setenv("TWOLAYER_GPU_ODE_THREADS", threads)
     stack = batch(K, GPU_B[K])
     run(stack, "cuda")  # warm-up: kernel modules loaded, device memory touched
     out = benchmark.pedantic(run, args=(stack, "cuda"), rounds=3, iterations=1)

@@ -95,6 +95,23 @@ def test_adaptive_agrees_with_cpu(K: int, M: int) -> None:
     np.testing.assert_allclose(dev.n_steps, cpu.n_steps, rtol=0.01)
 
 
+
+@gpu
+@pytest.mark.parametrize("K", [2, 4])
+def test_adaptive_step_control_is_the_cpus(K: int) -> None:
+    """The GPU member's adaptive step control is step_size.hpp's, as the CPU lanes': on linear committees (no
+    transcendental function in the right-hand side; the step factor's pow is the only one) every member takes the
+    CPU's steps, accepted and rejected (most members here reject some), to the last step."""
+    ovs = members(K, K, 32, seed=7 + K, act="linear")
+    kw = dict(lr=np.geomspace(0.02, 3.0, len(ovs)), lr_readout=0.2, method="adaptive", rtol=1e-9, atol=1e-12,
+              t_max=50.0, n_records=26)
+    cpu, dev = both(ovs, "linear", **kw)
+    assert np.sum(cpu.n_rejected > 0) >= len(ovs) // 2
+    assert_agree(cpu, dev, 1e-9)
+    for name in ("n_steps", "n_rejected", "n_rhs"):
+        np.testing.assert_array_equal(getattr(dev, name), getattr(cpu, name), err_msg=name)
+
+
 @gpu
 @pytest.mark.parametrize("method", ["euler", "adaptive"])
 def test_early_stop_divergence_and_max_steps_per_member(method: str) -> None:
@@ -117,13 +134,14 @@ def test_early_stop_divergence_and_max_steps_per_member(method: str) -> None:
 
 @gpu
 def test_large_batch_in_chunks_matches_cpu_members() -> None:
-    """70,000 members run in several chunks (the copy of one overlapping the next): spot-checked against the CPU."""
+    """70,000 members run in three chunks of equal size (the copy of one overlapping the next): spot-checked against
+    the CPU on both sides of every chunk edge."""
     base = members(1, 1, 7, seed=5)
     ovs = [base[b % 7] for b in range(70_000)]
     lr = np.linspace(0.1, 2.0, len(ovs))
     dev = tl.ode.integrate_batch(ovs, "erf", lr=lr, method="euler", dt=0.1, t_max=10.0, n_records=11,
                                  device="cuda")
-    pick = np.array([0, 1, 32767, 32768, 50_000, 69_999])
+    pick = np.array([0, 1, 23_333, 23_334, 32_767, 32_768, 46_667, 46_668, 50_000, 69_999])  # chunk edges
     cpu = tl.ode.integrate_batch([ovs[b] for b in pick], "erf", lr=lr[pick], method="euler", dt=0.1, t_max=10.0,
                                  n_records=11)
     np.testing.assert_allclose(dev.Q[pick], cpu.Q, rtol=0, atol=1e-13)

@@ -531,6 +531,33 @@ py::object ode_integrate_target(const Array& Q, const Array& Mo, const Array& a,
   return integrate_one(model, y, opt, 1, K, M);
 }
 
+// One string field of every member's result as a NumPy unicode array (B,) written here, without a Python string
+// per member (for 10^5 members the strings, their list and NumPy's conversion of it took longer than a GPU's run);
+// non-ASCII text goes through Python's UTF-8 decoding.
+py::object text_array(const std::vector<IntegrateResult>& rs, const std::string IntegrateResult::*field) {
+  std::size_t width = 1;
+  bool ascii = true;
+  for (const IntegrateResult& r : rs) {
+    const std::string& s = r.*field;
+    width = std::max(width, s.size());
+    for (const char c : s) ascii = ascii && static_cast<unsigned char>(c) < 0x80;
+  }
+  if (!ascii) {
+    py::list l;
+    for (const IntegrateResult& r : rs) l.append(py::str(r.*field));
+    return py::module_::import("numpy").attr("array")(l, py::arg("dtype") = "str");
+  }
+  py::array out(py::dtype::from_args(py::str("<U" + std::to_string(width))),
+                std::vector<py::ssize_t>{static_cast<py::ssize_t>(rs.size())});
+  auto* p = static_cast<char32_t*>(out.mutable_data());
+  std::fill(p, p + width * rs.size(), U'\0');
+  for (std::size_t b = 0; b < rs.size(); ++b) {
+    const std::string& s = rs[b].*field;
+    for (std::size_t i = 0; i < s.size(); ++i) p[b * width + i] = static_cast<char32_t>(s[i]);
+  }
+  return out;
+}
+
 // One shape group of a batch, stacked: Q (B, K, K), M (B, K, M), a (B, K), P (B, M, M) or (M, M) (shared),
 // v (B, M) or (M,); lr, lr_readout, noise, risk_tol, risk_rtol (B,). Returns stacked arrays (B, T, ...) whose rows
 // after a member's n_recorded are NaN, and per-member status, message, stop_time and counts.
@@ -560,11 +587,21 @@ py::object ode_integrate_batch(const Array& Q, const Array& Mo, const Array& a, 
   std::vector<OdeModel> models(nB);
   std::vector<StopRule> stops(nB);
   const double *pp = P.data(), *pv = v.data();
+  // the names parsed once: member b is the first member's model with its own numbers, validated as make_model's
+  OdeModel proto;
+  if (nB > 0)
+    proto = make_model(student, teacher, regime, spherical, static_cast<int>(K), static_cast<int>(M), 0.0, 0.0, 0.0,
+                       pp, pv);
   for (std::size_t b = 0; b < nB; ++b) {
     y0s[b] = st.y.data() + b * st.n;
-    models[b] = make_model(student, teacher, regime, spherical, static_cast<int>(K), static_cast<int>(M),
-                           lr_arr.data()[b], lr_readout_arr.data()[b], noise_arr.data()[b],
-                           shared_P ? pp : pp + b * mm, shared_v ? pv : pv + b * static_cast<std::size_t>(M));
+    OdeModel& m = models[b];
+    m = proto;
+    m.lr = lr_arr.data()[b];
+    m.lr_readout = lr_readout_arr.data()[b];
+    m.noise = noise_arr.data()[b];
+    if (!shared_P) m.P.assign(pp + b * mm, pp + (b + 1) * mm);
+    if (!shared_v) m.v.assign(pv + b * static_cast<std::size_t>(M), pv + (b + 1) * static_cast<std::size_t>(M));
+    validate_model(m);
     if (!targets.is_none()) {  // member b's polynomial target (alpha, coef), as ode_integrate_target
       const auto pair = targets.cast<py::sequence>()[b].cast<py::tuple>();
       auto t = make_target(pair[0].cast<IntArray>(), pair[1].cast<Array>());
@@ -598,19 +635,16 @@ py::object ode_integrate_batch(const Array& Q, const Array& Mo, const Array& a, 
   auto to_py = [&](const std::vector<IntegrateResult>& rs) {
     py::array_t<std::int64_t> n_rhs(B), n_steps(B), n_rej(B);
     Array stop_time({B});
-    py::list status, message;
     for (std::size_t b = 0; b < nB; ++b) {
       const IntegrateResult& r = rs[b];
       stop_time.mutable_data()[b] = r.stop_time;
       n_rhs.mutable_data()[b] = r.n_rhs;
       n_steps.mutable_data()[b] = r.n_steps;
       n_rej.mutable_data()[b] = r.n_rejected;
-      status.append(py::str(r.status));
-      message.append(py::str(r.message));
     }
     py::dict d = rows.arrays();
-    d["status"] = status;
-    d["message"] = message;
+    d["status"] = text_array(rs, &IntegrateResult::status);
+    d["message"] = text_array(rs, &IntegrateResult::message);
     d["stop_time"] = stop_time;
     d["n_rhs"] = n_rhs;
     d["n_steps"] = n_steps;

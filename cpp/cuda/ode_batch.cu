@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <mutex>
@@ -84,6 +85,25 @@ OdeLaunch select_launch(Activation g, int K, int M) {
 }
 
 namespace {
+
+// Threads per block of a launch of n members: 128, or 64 or 32 when blocks of 128 would not give every multiprocessor
+// two of them, so that a small batch (K = M = 8 runs 10^4 members) spreads over all multiprocessors, and its members'
+// local memory over all their L1 caches, rather than filling a few. TWOLAYER_GPU_ODE_THREADS = 32, 64 or 128 fixes
+// the size (the benchmarks compare).
+unsigned threads_for(std::size_t n) {
+  if (const char* e = std::getenv("TWOLAYER_GPU_ODE_THREADS")) {
+    const int forced = std::atoi(e);
+    if (forced == 32 || forced == 64 || forced == 128) return static_cast<unsigned>(forced);
+  }
+  int sms = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess || sms < 1) {
+    cudaGetLastError();
+    return 128;
+  }
+  unsigned threads = 128;
+  while (threads > 32 && n < std::size_t{2} * threads * static_cast<std::size_t>(sms)) threads /= 2;
+  return threads;
+}
 
 // Copies of (dst, src, count) doubles, shared among up to 16 host threads (pinned to pageable memory: the threads
 // also share the page faults of fresh result arrays).
@@ -225,8 +245,11 @@ std::vector<IntegrateResult> integrate_batch(const std::vector<OdeModel>& models
   const std::size_t by_memory = std::max<std::size_t>(1, (usable_memory() + held) / (16 * one.doubles()));
   const std::size_t by_pinned = std::max<std::size_t>(1, (std::size_t{1} << 30) / host_per_member);
   const std::size_t by_overlap = std::max<std::size_t>(32768, (B + 3) / 4);
-  const std::size_t chunk = std::min({B, by_memory, by_pinned, by_overlap});
-  const std::size_t n_chunks = (B + chunk - 1) / chunk;
+  const std::size_t most = std::min({B, by_memory, by_pinned, by_overlap});
+  // chunks of equal size (not full ones and a remainder): the last chunk's rows are the only ones whose way into
+  // the result's arrays no kernel hides, and a small remainder after a full chunk would hide none of the full one's
+  const std::size_t n_chunks = (B + most - 1) / most;
+  const std::size_t chunk = (B + n_chunks - 1) / n_chunks;
   const ChunkLayout L{chunk, n, K, M, T};
   const std::size_t mirrored = L.doubles();
   for (int s = 0; s < static_cast<int>(std::min<std::size_t>(2, n_chunks)); ++s)
@@ -414,7 +437,8 @@ std::vector<IntegrateResult> integrate_batch(const std::vector<OdeModel>& models
     copy_to_device(dev, buffers.host[s].get(), L.in_doubles(), streams[s]);
     point(A, L, dev);
     A.done = done.get() + s;
-    launch(A, blocks_for(count[s]), streams[s].get());
+    const unsigned threads = threads_for(count[s]);
+    launch(A, static_cast<unsigned>((count[s] + threads - 1) / threads), threads, streams[s].get());
     check(cudaGetLastError(), "kernel launch");
     t_end[s].record(streams[s]);
     // outputs back (not the inputs): the small ones to the mirror, and the grid rows there too unless the result's

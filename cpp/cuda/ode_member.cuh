@@ -261,16 +261,9 @@ class Member {
     }
   }
 
-  // sqrt(mean((x / (atol + rtol max(|ya|, |yb|)))^2)), as the CPU lanes' norm.
+  // The error norm of step_size.hpp, as the CPU lanes take it.
   __device__ double norm(const double* x, const double* ya, const double* yb) const {
-    double s = 0.0;
-    const int n = size();
-    for (int i = 0; i < n; ++i) {
-      const double sc = A_.atol + A_.rtol * fmax(fabs(ya[i]), fabs(yb[i]));
-      const double e = x[i] / sc;
-      s += e * e;
-    }
-    return sqrt(s / static_cast<double>(n));
+    return step_size::norm(x, ya, yb, static_cast<std::size_t>(size()), A_.atol, A_.rtol);
   }
 
   __device__ void run_adaptive(double* y) {
@@ -290,7 +283,7 @@ class Member {
       for (int i = 0; i < n; ++i) err[i] = (k2[i] - k1[i]) / hh;
       h = step_size::initial(hh, d1, norm(err, y, y));
     }
-    if (A_.h_max > 0.0) h = fmin(h, A_.h_max);
+    h = step_size::capped(h, A_.h_max);
     // stage: tmp = y + hs sum_j c_j k_j, in the CPU lanes' order of the sum
     while (true) {
       if (!(t < t_end)) return;  // completed
@@ -320,12 +313,11 @@ class Member {
       for (int i = 0; i < n; ++i)
         err[i] = hs * (dopri::e1 * k1[i] + dopri::e3 * k3[i] + dopri::e4 * k4[i] + dopri::e5 * k5[i] +
                        dopri::e6 * k6[i] + dopri::e7 * k7[i]);
-      const double e = norm(err, y, ynew);
+      const double el = norm(err, y, ynew);
       const int code = Model::check(sh_, P_, ynew, bound_);
-      const double el = isfinite(e) ? e : INFINITY;
-      if (!(el <= 1.0)) {
+      if (!step_size::accepts(el)) {  // the step control of step_size.hpp, as the CPU lanes'
         ++rejected_;
-        h = hs * step_size::rejected_factor(el);
+        h = step_size::after_rejected(hs, el);
         continue;
       }
       const double t0 = t, hl = hs;
@@ -380,8 +372,7 @@ class Member {
       ++steps_;
       while (next_ < T && A_.times[next_] <= t)
         if (!record(y)) return;
-      h = hl * step_size::accepted_factor(el);
-      if (A_.h_max > 0.0) h = fmin(h, A_.h_max);
+      h = step_size::after_accepted(hl, el, A_.h_max);
     }
   }
 
@@ -414,17 +405,18 @@ __global__ void __launch_bounds__(128, TWOLAYER_ODE_MIN_BLOCKS) ode_members_kern
 
 // The launchers, one translation unit per size (ode_erf_*.cu, compiled in parallel): ode_launcher(G, KC, MC)
 // defines launch_members_<G>_<KC>_<MC>, which ode_batch.cu picks by the batch's shape.
-using OdeLaunch = void (*)(const OdeArgs&, unsigned, cudaStream_t);
-#define TWOLAYER_ODE_LAUNCHER(G, KC, MC)                                                              \
-  void launch_members_##G##_##KC##_##MC(const OdeArgs& A, unsigned blocks, cudaStream_t s) {            \
-    if (A.adaptive)                                                                                       \
-      ode_members_kernel<Activation::G, KC, MC, Stepping::Adaptive><<<blocks, 128, 0, s>>>(A);            \
-    else if (A.rk4)                                                                                       \
-      ode_members_kernel<Activation::G, KC, MC, Stepping::Rk4><<<blocks, 128, 0, s>>>(A);                 \
-    else                                                                                                  \
-      ode_members_kernel<Activation::G, KC, MC, Stepping::Euler><<<blocks, 128, 0, s>>>(A);               \
+// threads: per block, at most 128 (the kernels' launch bounds).
+using OdeLaunch = void (*)(const OdeArgs&, unsigned, unsigned, cudaStream_t);
+#define TWOLAYER_ODE_LAUNCHER(G, KC, MC)                                                                       \
+  void launch_members_##G##_##KC##_##MC(const OdeArgs& A, unsigned blocks, unsigned threads, cudaStream_t s) { \
+    if (A.adaptive)                                                                                              \
+      ode_members_kernel<Activation::G, KC, MC, Stepping::Adaptive><<<blocks, threads, 0, s>>>(A);               \
+    else if (A.rk4)                                                                                              \
+      ode_members_kernel<Activation::G, KC, MC, Stepping::Rk4><<<blocks, threads, 0, s>>>(A);                    \
+    else                                                                                                         \
+      ode_members_kernel<Activation::G, KC, MC, Stepping::Euler><<<blocks, threads, 0, s>>>(A);                  \
   }
 #define TWOLAYER_ODE_LAUNCHER_DECL(G, KC, MC) \
-  void launch_members_##G##_##KC##_##MC(const OdeArgs& A, unsigned blocks, cudaStream_t s);
+  void launch_members_##G##_##KC##_##MC(const OdeArgs& A, unsigned blocks, unsigned threads, cudaStream_t s);
 
 }  // namespace twolayer::cuda

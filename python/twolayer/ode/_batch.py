@@ -368,7 +368,7 @@ def _assemble(
         assert out is not None
         arrays = {k: out[k] for k in ("Q", "M", "a", "risk", "t_final", "Q_final", "M_final", "a_final",
                                       "risk_final", "stop_time", "n_recorded", "n_rhs", "n_steps", "n_rejected")}
-        status, message = np.array(out["status"], dtype=str), np.array(out["message"], dtype=str)
+        status, message = np.asarray(out["status"], dtype=str), np.asarray(out["message"], dtype=str)
         P, v = stack.P, stack.v
         n_student, n_teacher = np.full(B, stack.K, dtype=np.int64), np.full(B, stack.n_teacher, dtype=np.int64)
     else:
