@@ -34,6 +34,10 @@ def sgd() -> None:
         e = tl.sgd.simulate(s, t, lr=[0.5, 1.0, 2.0], t_max=2, n_records=5, seeds=3, risk_rtol=[1e-9, 0.5, 1e-9],
                             device="cuda", **kw)
         print("sgd", kw, e.status, flush=True)
+    # biases: fixed teacher biases, trained student biases, one run per lr_bias
+    sb, tb = s.with_weights(s.W, bias=[0.3, -0.1]), t.with_weights(t.W, bias=[0.2, 0.0, -0.4])
+    print("sgd biases", tl.sgd.simulate(sb, tb, lr=[0.5, 1.0], lr_bias=[0.0, 0.5], t_max=2, n_records=5, seeds=2,
+                                        batch_size=2, device="cuda").status, flush=True)
     s, t = tl.networks.teacher_student(2, 2, 40, "quadratic", seed=2)
     print("sgd diverging", tl.sgd.simulate(s, t, lr=[0.05, 50.0], t_max=2, seeds=2, device="cuda").status)
     for one in (False, True):
