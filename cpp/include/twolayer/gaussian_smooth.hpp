@@ -157,9 +157,11 @@ TWOLAYER_HD inline bool moments(Activation f, Activation g, double mu1, double m
       for (int i = q; i >= 0; --i) m[moment_index(i, q - i)] = df[i] * dg[q - i];
     return true;
   }
-  // one variance 0: r = 1 (only X, of variance 1)
+  // one variance 0: r = 1 (only X, of variance 1). A correlation within a few rounding errors of +-1 (the self
+  // pairs x = y = z, whose r carries the rounding of sqrt(x) sqrt(z)) is +-1: it is known no better.
   double r = (sx > 0.0 && sz > 0.0) ? y / (sx * sz) : 1.0;
-  r = r > 1.0 ? 1.0 : (r < -1.0 ? -1.0 : r);
+  constexpr double kUnitCorr = 1.0 - 8.0 * 2.220446049250313e-16;
+  r = r >= kUnitCorr ? 1.0 : (r <= -kUnitCorr ? -1.0 : r);
   const double vx = 0.5 * (1.0 + r), vy = 0.5 * (1.0 - r), rvx = std::sqrt(vx), rvy = std::sqrt(vy);
   const Activation acts[2] = {f, g};
   const double slx[2] = {sx * rvx, sz * rvx}, sly[2] = {sx * rvy, sz * rvy};
@@ -194,46 +196,49 @@ TWOLAYER_HD inline bool moments(Activation f, Activation g, double mu1, double m
     // tiles: j in [ja, ja + jt), k in [ka, ka + kt) with p (kt - 1) + jt <= kTile lattice points
     const int jt_max = 2 * ni + 1 < kTile ? 2 * ni + 1 : kTile;
     const int kt_max = (!shared || p > kTile - jt_max) ? 1 : 1 + (kTile - jt_max) / p;
-    double F[5 * kTile], G[5 * kTile], wi[kTile];
+    // F: f's derivatives along the tile's lattice, G: g's in reverse order (both read forward in j); wi: the
+    // I weights, we: the same on even j (the coarse rule), 0 on odd j
+    double F[5 * kTile], G[5 * kTile], wi[kTile], we[kTile];
     for (int ja = -ni; ja <= ni; ja += jt_max) {
       const int jt = (ni - ja + 1) < jt_max ? (ni - ja + 1) : jt_max;
-      for (int j = 0; j < jt; ++j) wi[j] = two ? normal_weight((ja + j) * hi, hi) : 1.0;
+      for (int j = 0; j < jt; ++j) {
+        wi[j] = two ? normal_weight((ja + j) * hi, hi) : 1.0;
+        we[j] = ((ja + j) & 1) == 0 ? wi[j] : 0.0;
+      }
       for (int ka = -no; ka <= no; ka += kt_max) {
         const int kt = (no - ka + 1) < kt_max ? (no - ka + 1) : kt_max;
-        // f at l-offset ka step_o + (ja + e) delta, g at ka step_o + (e - ja - jt + 1) delta, e in [0, np)
-        const int np = p * (kt - 1) + jt, f0 = ja, g0 = -(ja + jt - 1);
+        // point e in [0, np): f at l-offset ka step_o + (ja + e) delta, g at ka step_o + (e - ja - jt + 1) delta
+        // (stored at np - 1 - e); node (ka + kk, ja + j) reads F[p kk + j] and G[np - jt - p kk + j]
+        const int np = p * (kt - 1) + jt;
         const double o = ka * step_o;
         for (int e = 0; e < np; ++e) {
           double d[5];
-          sigma_derivatives(f, mu1 + sx * (o + delta * (f0 + e)), nd, d);
+          sigma_derivatives(f, mu1 + sx * (o + delta * (ja + e)), nd, d);
           for (int q = 0; q <= nd; ++q) F[q * kTile + e] = d[q];
-          sigma_derivatives(g, mu2 + sgn * sz * (o + delta * (g0 + e)), nd, d);
-          for (int q = 0; q <= nd; ++q) G[q * kTile + e] = d[q];
+          sigma_derivatives(g, mu2 + sgn * sz * (o + delta * (e - ja - jt + 1)), nd, d);
+          for (int q = 0; q <= nd; ++q) G[q * kTile + np - 1 - e] = d[q];
         }
         for (int kk = 0; kk < kt; ++kk) {
           const int k = ka + kk;
-          const double wo = normal_weight(k * ho, ho);
-          const bool keven = (k & 1) == 0;
-          // node (k, ja + j): f at F[p kk + j], g at G[p kk + jt - 1 - j]
-          const double* Fk = F + p * kk;
-          const double* Gk = G + p * kk + jt - 1;
+          const double wo = normal_weight(k * ho, ho), wc = ((k & 1) == 0) ? (two ? 4.0 : 2.0) * wo : 0.0;
           for (int q = 0; q <= nd; q += 2)
             for (int i = q; i >= 0; --i) {
-              const double* Fi = Fk + i * kTile;
-              const double* Gj = Gk + (q - i) * kTile;
-              double se = 0.0, so = 0.0, sa = 0.0;
+              const double* Fi = F + i * kTile + p * kk;
+              const double* Gj = G + (q - i) * kTile + np - jt - p * kk;
+              double sf = 0.0, se = 0.0, sa = 0.0;
+#ifdef TWOLAYER_OPENMP
+#pragma omp simd reduction(+ : sf, se, sa)
+#endif
               for (int j = 0; j < jt; ++j) {
-                const double v = wi[j] * Fi[j] * Gj[-j];
-                if (((ja + j) & 1) == 0)
-                  se += v;
-                else
-                  so += v;
-                sa += std::fabs(v);
+                const double v = Fi[j] * Gj[j];
+                sf += wi[j] * v;
+                se += we[j] * v;
+                sa += wi[j] * std::fabs(v);
               }
               const int e = moment_index(i, q - i);
-              fine[e] += wo * (se + so);
+              fine[e] += wo * sf;
               scale[e] += wo * sa;
-              coarse[e] += keven ? (two ? 4.0 : 2.0) * wo * se : 0.0;
+              coarse[e] += wc * se;
             }
         }
       }
