@@ -313,7 +313,7 @@ def test_online_ode_against_sgd(act, spherical):
         W *= np.sqrt(d) / np.linalg.norm(W, axis=1, keepdims=True)
     st = st.with_weights(W)
     lr, lr_readout, t_max = 0.5, 0.2 if not spherical else 0.0, 3.0
-    ens = tl.sgd.simulate(st, te, lr=lr, lr_readout=lr_readout, spherical=spherical, t_max=t_max, records=7, seed=1,
+    ens = tl.sgd.simulate(st, te, lr=lr, lr_readout=lr_readout, spherical=spherical, t_max=t_max, n_records=7, seed=1,
                           seeds=10)
     ref = tl.ode.integrate(tl.Overlaps.from_networks(st, te), act, lr=lr, lr_readout=lr_readout, spherical=spherical,
                            times=ens.t, method="rk4", dt=0.05)
