@@ -197,8 +197,9 @@ TWOLAYER_HD inline bool moments(Activation f, Activation g, double mu1, double m
     if (no == 0) return false;
     const bool two = ni > 0;
     double fine[kMoments] = {}, coarse[kMoments] = {}, scale[kMoments] = {};
-    // tiles: j in [ja, ja + jt), k in [ka, ka + kt) with p (kt - 1) + jt <= kTile lattice points
-    const int jt_max = 2 * ni + 1 < kTile ? 2 * ni + 1 : kTile;
+    // tiles: j in [ja, ja + jt), k in [ka, ka + kt) with p (kt - 1) + jt <= kTile lattice points (jt at most half a
+    // tile, so that consecutive k share points whenever p is small)
+    const int jt_max = 2 * ni + 1 < kTile / 2 ? 2 * ni + 1 : kTile / 2;
     const int kt_max = (!shared || p > kTile - jt_max) ? 1 : 1 + (kTile - jt_max) / p;
     // F: f's derivatives along the tile's lattice, G: g's in reverse order (both read forward in j); wi: the
     // I weights, we: the same on even j (the coarse rule), 0 on odd j
