@@ -124,6 +124,24 @@ def test_i2_j2_against_adaptive_quadrature_fast():
         assert rel_err(kernels.i2(a, b, C), sp_pair(SP_SIGMA[a], SP_SIGMA[b], C)) <= 1e-10, (a, b)
 
 
+# The lattice rule's regimes (gaussian_smooth.hpp): tiles of several k (large variance), steps in a ratio p = 17
+# (r = 0.999), windows that do not overlap (r = 1 - 1e-9), windows longer than a tile (variances in the hundreds),
+# nearly independent
+LATTICE_GRID = [cov2(40.0, 0.3, 0.01), cov2(1.0, 0.999, 1.5), cov2(0.8, 1 - 1e-9, 2.0), cov2(300.0, -0.4, 200.0),
+                cov2(1.0, 1e-7, 0.9)]
+
+
+@pytest.mark.filterwarnings("ignore::scipy.integrate.IntegrationWarning")  # QUADPACK on the reference side
+@pytest.mark.slow
+def test_i2_lattice_regimes_against_adaptive_quadrature():
+    """1e-10 relative (~20 s)."""
+    for a, b in [("tanh", "gelu"), ("softplus", "silu")]:
+        for C in LATTICE_GRID:
+            ref = sp_pair(SP_SIGMA[a], SP_SIGMA[b], C)
+            scale = sp_pair(lambda s, a=a: abs(SP_SIGMA[a](s)), lambda s, b=b: abs(SP_SIGMA[b](s)), C)
+            assert rel_err(kernels.i2(a, b, C), ref, 1e-3 * scale) <= 1e-10, (a, b, C)
+
+
 @pytest.mark.filterwarnings("ignore::scipy.integrate.IntegrationWarning")  # QUADPACK on the reference side
 @pytest.mark.slow
 @pytest.mark.parametrize(("a", "b"), [(a, a) for a in NEW] + [("tanh", "softplus"), ("gelu", "erf"),
@@ -295,7 +313,7 @@ def test_online_ode_against_sgd(act, spherical):
         W *= np.sqrt(d) / np.linalg.norm(W, axis=1, keepdims=True)
     st = st.with_weights(W)
     lr, lr_readout, t_max = 0.5, 0.2 if not spherical else 0.0, 3.0
-    ens = tl.sgd.simulate(st, te, lr=lr, lr_readout=lr_readout, spherical=spherical, t_max=t_max, records=7, seed=1,
+    ens = tl.sgd.simulate(st, te, lr=lr, lr_readout=lr_readout, spherical=spherical, t_max=t_max, n_records=7, seed=1,
                           seeds=10)
     ref = tl.ode.integrate(tl.Overlaps.from_networks(st, te), act, lr=lr, lr_readout=lr_readout, spherical=spherical,
                            times=ens.t, method="rk4", dt=0.05)
