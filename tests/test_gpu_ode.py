@@ -100,16 +100,24 @@ def test_adaptive_agrees_with_cpu(K: int, M: int) -> None:
 @pytest.mark.parametrize("K", [2, 4])
 def test_adaptive_step_control_is_the_cpus(K: int) -> None:
     """The GPU member's adaptive step control is step_size.hpp's, as the CPU lanes': on linear committees (no
-    transcendental function in the right-hand side; the step factor's pow is the only one) every member takes the
-    CPU's steps, accepted and rejected (most members here reject some), to the last step."""
+    transcendental function in the right-hand side) the members take the CPU's steps, accepted and rejected (most
+    members here reject some). The step factor 0.9 e^(-1/5) is a pow, which is not correctly rounded on either side
+    (CUDA's pow errs by up to 2 ulp, glibc's by < 1): the step sizes drift apart by ulps, so a member whose error
+    estimate lands on the accept/reject boundary may take one step or one rejection more or less (the H100 run:
+    1 member of 32 at K = 2 and at K = 4). Asserted: the counts of almost every member identical, the others
+    within one."""
     ovs = members(K, K, 32, seed=7 + K, act="linear")
     kw = dict(lr=np.geomspace(0.02, 3.0, len(ovs)), lr_readout=0.2, method="adaptive", rtol=1e-9, atol=1e-12,
               t_max=50.0, n_records=26)
     cpu, dev = both(ovs, "linear", **kw)
     assert np.sum(cpu.n_rejected > 0) >= len(ovs) // 2
     assert_agree(cpu, dev, 1e-9)
-    for name in ("n_steps", "n_rejected", "n_rhs"):
-        np.testing.assert_array_equal(getattr(dev, name), getattr(cpu, name), err_msg=name)
+    for name in ("n_steps", "n_rejected"):
+        diff = np.abs(getattr(dev, name) - getattr(cpu, name))
+        assert np.sum(diff == 0) >= len(ovs) - 3, (name, diff)
+        assert diff.max() <= 1, (name, diff)
+    np.testing.assert_array_equal(dev.n_rhs - cpu.n_rhs, 6 * ((dev.n_steps + dev.n_rejected)
+                                                              - (cpu.n_steps + cpu.n_rejected)))
 
 
 @gpu
