@@ -56,20 +56,11 @@ def _check_activations(student: Network) -> None:
 
 
 def risk(student: Network, teacher: Network) -> float:
-    """The excess population risk with biases (see the module docstring)."""
+    """The excess population risk with biases (see the module docstring; the core's overlap_risk_mean, which SGD
+    records)."""
     Q, R, T = _blocks(student, teacher)
-    q, t = np.diag(Q), np.diag(T)
-    ea, v = student.effective_a, teacher.effective_a
-    out = 0.0
-    for X, d1, d2, b1, b2, w1, w2, s1, s2, sign in (
-        (Q, q, q, student.bias, student.bias, ea, ea, student.activation, student.activation, 0.5),
-        (R, q, t, student.bias, teacher.bias, ea, v, student.activation, teacher.activation, -1.0),
-        (T, t, t, teacher.bias, teacher.bias, v, v, teacher.activation, teacher.activation, 0.5),
-    ):
-        C, mu = _pairs(d1, d2, X, b1, b2)
-        K = np.asarray(_core.i2_mean(s1, s2, C, mu)).reshape(X.shape)
-        out += sign * float(w1 @ K @ w2)
-    return out
+    return float(_core.overlap_risk_mean(Q, R, T, student.effective_a, teacher.effective_a, student.bias,
+                                         teacher.bias, student.activation, teacher.activation))
 
 
 class _Pairs:
@@ -107,3 +98,88 @@ def gradient(student: Network, teacher: Network) -> tuple[NDArray[np.float64], N
     dW = ea[:, None] / s * (p.residual(2)[:, None] * student.W + (D11s * ea[None, :]) @ student.W
                             - (D11t * v[None, :]) @ teacher.W)
     return dW, student.readout_factor * p.residual(0), ea * p.residual(1)
+
+
+def hessian(student: Network, teacher: Network, train_readout: bool, train_bias: bool) -> NDArray[np.float64]:
+    """The Hessian with biases on [vec(W) row-major, a (train_readout), b (train_bias)].
+
+    With u_i = w_i / sqrt(s), E = f - y, rho_n_i = E[E s^(n)(l_i)] and S_pq[i, k] = E[s^(p)(l_i) s^(q)(l_k)],
+    T_pq[i, r] = E[s^(p)(l_i) s*^(q)(l*_r)] (pair moments, p + q <= 4), H = E[grad f grad f^T] + E[E hess f] with
+    E[g x] = sum_p E[d_p g] u_p and E[g x x^T] = E[g] I + sum_pq E[d_p d_q g] u_p u_q^T (Stein):
+
+        H_{w_i w_k} = ea_i ea_k / s (S11 I + S31 u_i u_i^T + S22 (u_i u_k^T + u_k u_i^T) + S13 u_k u_k^T)[i, k]
+                      + delta_ik ea_i / s (rho2_i I + U^T diag(ea S22[i]) U - U*^T diag(v T22[i]) U*
+                                           + z_i u_i^T + u_i z_i^T + rho4_i u_i u_i^T),
+            z_i = U^T (ea S31[i]) - U*^T (v T31[i]),
+        H_{b_i w_k} = ea_i ea_k / sqrt(s) (S21 u_i + S12 u_k)[i, k]
+                      + delta_ik ea_i / sqrt(s) (U^T (ea S21[i]) - U*^T (v T21[i]) + rho3_i u_i),
+        H_{a_i w_k} = c ea_k / sqrt(s) (S11 u_i + S02 u_k)[i, k]
+                      + delta_ik c / sqrt(s) (U^T (ea S11[i]) - U*^T (v T11[i]) + rho2_i u_i),
+        H_{b_i b_k} = ea_i ea_k S11[i, k] + delta_ik ea_i rho2_i,    H_{a_i b_k} = c ea_k S01[i, k] + delta_ik c rho1_i,
+        H_{a_i a_k} = c^2 S00[i, k].
+
+    The self pairs (i, i) are the moments at a singular covariance, exact for smooth students; relu and step
+    students (products of deltas at one variable) are refused."""
+    if student.activation in ("relu", "step"):
+        raise NotImplementedError(f"student.bias: the population Hessian of {student.activation} students with biases "
+                                  "is not implemented (products of deltas of a unit with itself)")
+    p = _Pairs(student, teacher)
+    K, d, s, c = student.K, student.d, student.scale, student.readout_factor
+    ea, v = p.ea, p.v
+    U, Us = student.W / np.sqrt(s), teacher.W / np.sqrt(s)
+
+    def S(i: int, j: int) -> NDArray[np.float64]:
+        return _moment(p.sa, i, p.sa, j, p.Cs, p.ms, p.ks)
+
+    def T(i: int, j: int) -> NDArray[np.float64]:
+        return _moment(p.sa, i, p.ta, j, p.Ct, p.mt, p.kt)
+
+    rho = [p.residual(n) for n in range(5)]
+    S11, S21, S31, S22, S02, S00 = S(1, 1), S(2, 1), S(3, 1), S(2, 2), S(0, 2), S(0, 0)
+
+    def field(Ss: NDArray[np.float64], Tt: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Rows i: U^T (ea Ss[i]) - U*^T (v Tt[i])."""
+        return (Ss * ea[None, :]) @ U - (Tt * v[None, :]) @ Us
+
+    HW = np.zeros((K, d, K, d))
+    for i in range(K):
+        for k in range(K):
+            ui, uk = U[i], U[k]
+            blk = (S11[i, k] * np.eye(d) + S31[i, k] * np.outer(ui, ui) + S31[k, i] * np.outer(uk, uk)
+                   + S22[i, k] * (np.outer(ui, uk) + np.outer(uk, ui)))
+            HW[i, :, k, :] = ea[i] * ea[k] / s * blk
+    z = field(S31, T(3, 1))
+    T22 = T(2, 2)
+    for i in range(K):
+        ui = U[i]
+        res = (rho[2][i] * np.eye(d) + (U.T * (ea * S22[i])) @ U - (Us.T * (v * T22[i])) @ Us
+               + np.outer(z[i], ui) + np.outer(ui, z[i]) + rho[4][i] * np.outer(ui, ui))
+        HW[i, :, i, :] += ea[i] / s * res
+    blocks = [HW.reshape(K * d, K * d)]
+    rows: list[tuple[str, NDArray[np.float64]]] = []  # (name, cross block with W: (K, K d))
+    if train_readout:
+        AW = (c * ea[None, :, None] / np.sqrt(s)) * (S11[:, :, None] * U[:, None, :] + S02[:, :, None] * U[None, :, :])
+        AW[np.arange(K), np.arange(K)] += c / np.sqrt(s) * (field(S11, T(1, 1)) + rho[2][:, None] * U)
+        rows.append(("a", AW.reshape(K, K * d)))
+    if train_bias:
+        BW = (ea[:, None, None] * ea[None, :, None] / np.sqrt(s)) * (S21[:, :, None] * U[:, None, :]
+                                                                    + S21.T[:, :, None] * U[None, :, :])
+        BW[np.arange(K), np.arange(K)] += ea[:, None] / np.sqrt(s) * (field(S21, T(2, 1)) + rho[3][:, None] * U)
+        rows.append(("b", BW.reshape(K, K * d)))
+    small = {
+        ("a", "a"): c * c * S00,
+        ("a", "b"): c * ea[None, :] * S(0, 1) + np.diag(c * rho[1]),
+        ("b", "b"): ea[:, None] * ea[None, :] * S11 + np.diag(ea * rho[2]),
+    }
+    n = K * d + K * len(rows)
+    H = np.empty((n, n))
+    H[: K * d, : K * d] = blocks[0]
+    for j, (name, cross) in enumerate(rows):
+        sl = slice(K * d + j * K, K * d + (j + 1) * K)
+        H[sl, : K * d] = cross
+        H[: K * d, sl] = cross.T
+        for jj, (other, _) in enumerate(rows):
+            sl2 = slice(K * d + jj * K, K * d + (jj + 1) * K)
+            key = (name, other)
+            H[sl, sl2] = small[key] if key in small else small[(other, name)].T
+    return 0.5 * (H + H.T)
