@@ -100,10 +100,33 @@ def gradient(student: Network, teacher: Network) -> tuple[NDArray[np.float64], N
     return dW, student.readout_factor * p.residual(0), ea * p.residual(1)
 
 
+def _self_moments(act: str, q: NDArray[np.float64], b: NDArray[np.float64]) -> dict[str, NDArray[np.float64]]:
+    """The one-unit expectations of the Hessian's self pairs (i, i), l ~ N(b_i, q_i), products combined first:
+    d1 = E[(s'^2)'], d2 = E[(s'^2)''], r1 = E[(s s'')'], r2 = E[(s s'')'']. Smooth s: pair moments at the singular
+    covariance; relu: s'^2 = step and s s'' = relu delta = 0, so d1 = E[delta(l)], d2 = E[delta'(l)] (pair moments
+    against a linear unit's derivative 1) and r1 = r2 = 0."""
+    K = q.size
+    if act == "relu":
+        C = np.zeros((K, 2, 2))
+        C[:, 0, 0], C[:, 1, 1] = q, 1.0
+        mu = np.stack([b, np.zeros(K)], axis=1)
+        zero = np.zeros(K)
+        return {"d1": np.asarray(_core.pair_moment("relu", 2, "linear", 1, mu, C)),
+                "d2": np.asarray(_core.pair_moment("relu", 3, "linear", 1, mu, C)), "r1": zero, "r2": zero}
+    C = np.broadcast_to(q[:, None, None], (K, 2, 2)).copy()
+    mu = np.stack([b, b], axis=1)
+
+    def m(i: int, j: int) -> NDArray[np.float64]:
+        return np.asarray(_core.pair_moment(act, i, act, j, mu, C))
+
+    m21, m22, m31 = m(2, 1), m(2, 2), m(3, 1)
+    return {"d1": 2.0 * m21, "d2": 2.0 * (m22 + m31), "r1": m21 + m(3, 0), "r2": m22 + 2.0 * m31 + m(4, 0)}
+
+
 def hessian(student: Network, teacher: Network, train_readout: bool, train_bias: bool) -> NDArray[np.float64]:
     """The Hessian with biases on [vec(W) row-major, a (train_readout), b (train_bias)].
 
-    With u_i = w_i / sqrt(s), E = f - y, rho_n_i = E[E s^(n)(l_i)] and S_pq[i, k] = E[s^(p)(l_i) s^(q)(l_k)],
+    With u_i = w_i / sqrt(s), E = f - y, rho_n_i = E[E s^(n)(l_i)], S_pq[i, k] = E[s^(p)(l_i) s^(q)(l_k)] and
     T_pq[i, r] = E[s^(p)(l_i) s*^(q)(l*_r)] (pair moments, p + q <= 4), H = E[grad f grad f^T] + E[E hess f] with
     E[g x] = sum_p E[d_p g] u_p and E[g x x^T] = E[g] I + sum_pq E[d_p d_q g] u_p u_q^T (Stein):
 
@@ -118,29 +141,45 @@ def hessian(student: Network, teacher: Network, train_readout: bool, train_bias:
         H_{b_i b_k} = ea_i ea_k S11[i, k] + delta_ik ea_i rho2_i,    H_{a_i b_k} = c ea_k S01[i, k] + delta_ik c rho1_i,
         H_{a_i a_k} = c^2 S00[i, k].
 
-    The self pairs (i, i) are the moments at a singular covariance, exact for smooth students; relu and step
-    students (products of deltas at one variable) are refused."""
-    if student.activation in ("relu", "step"):
-        raise NotImplementedError(f"student.bias: the population Hessian of {student.activation} students with biases "
-                                  "is not implemented (products of deltas of a unit with itself)")
+    In the W and b rows the self pairs (i, i) of the moments of order 3 and 4 are taken together as one unit's
+    expectations (:func:`_self_moments`: relu's deltas at one variable are then well defined); step students (a
+    delta' at one variable) are refused."""
+    if student.activation == "step":
+        raise NotImplementedError("student.bias: the population Hessian of step students with biases is not "
+                                  "implemented (products of deltas of a unit with itself)")
     p = _Pairs(student, teacher)
     K, d, s, c = student.K, student.d, student.scale, student.readout_factor
     ea, v = p.ea, p.v
     U, Us = student.W / np.sqrt(s), teacher.W / np.sqrt(s)
+    q = np.einsum("ij,ij->i", U, U)
+    # the student pairs with each self pair (i, i) decoupled (its entries are replaced below): S*off are off-diagonal
+    Cd = p.Cs.reshape(K, K, 2, 2).copy()
+    Cd[np.arange(K), np.arange(K), 0, 1] = Cd[np.arange(K), np.arange(K), 1, 0] = 0.0
+    Cd = Cd.reshape(-1, 2, 2)
 
     def S(i: int, j: int) -> NDArray[np.float64]:
         return _moment(p.sa, i, p.sa, j, p.Cs, p.ms, p.ks)
 
+    def Soff(i: int, j: int) -> NDArray[np.float64]:
+        out = _moment(p.sa, i, p.sa, j, Cd, p.ms, p.ks)
+        np.fill_diagonal(out, 0.0)
+        return out
+
     def T(i: int, j: int) -> NDArray[np.float64]:
         return _moment(p.sa, i, p.ta, j, p.Ct, p.mt, p.kt)
-
-    rho = [p.residual(n) for n in range(5)]
-    S11, S21, S31, S22, S02, S00 = S(1, 1), S(2, 1), S(3, 1), S(2, 2), S(0, 2), S(0, 0)
 
     def field(Ss: NDArray[np.float64], Tt: NDArray[np.float64]) -> NDArray[np.float64]:
         """Rows i: U^T (ea Ss[i]) - U*^T (v Tt[i])."""
         return (Ss * ea[None, :]) @ U - (Tt * v[None, :]) @ Us
 
+    own = _self_moments(p.sa, q, student.bias)
+    rho1, rho2 = p.residual(1), p.residual(2)
+    S11, S02, S00 = S(1, 1), S(0, 2), S(0, 0)
+    S21, S31, S22 = Soff(2, 1), Soff(3, 1), Soff(2, 2)
+    rho3 = Soff(3, 0) @ ea - T(3, 0) @ v  # without the self pair (in own["r1"], own["r2"])
+    rho4 = Soff(4, 0) @ ea - T(4, 0) @ v
+    z = field(S31, T(3, 1))
+    T22 = T(2, 2)
     HW = np.zeros((K, d, K, d))
     for i in range(K):
         for k in range(K):
@@ -148,38 +187,36 @@ def hessian(student: Network, teacher: Network, train_readout: bool, train_bias:
             blk = (S11[i, k] * np.eye(d) + S31[i, k] * np.outer(ui, ui) + S31[k, i] * np.outer(uk, uk)
                    + S22[i, k] * (np.outer(ui, uk) + np.outer(uk, ui)))
             HW[i, :, k, :] = ea[i] * ea[k] / s * blk
-    z = field(S31, T(3, 1))
-    T22 = T(2, 2)
     for i in range(K):
         ui = U[i]
-        res = (rho[2][i] * np.eye(d) + (U.T * (ea * S22[i])) @ U - (Us.T * (v * T22[i])) @ Us
-               + np.outer(z[i], ui) + np.outer(ui, z[i]) + rho[4][i] * np.outer(ui, ui))
-        HW[i, :, i, :] += ea[i] / s * res
-    blocks = [HW.reshape(K * d, K * d)]
+        res = (rho2[i] * np.eye(d) + (U.T * (ea * S22[i])) @ U - (Us.T * (v * T22[i])) @ Us
+               + np.outer(z[i], ui) + np.outer(ui, z[i]) + (rho4[i] + ea[i] * own["r2"][i]) * np.outer(ui, ui))
+        HW[i, :, i, :] += ea[i] / s * (res + ea[i] * own["d2"][i] * np.outer(ui, ui))
     rows: list[tuple[str, NDArray[np.float64]]] = []  # (name, cross block with W: (K, K d))
+    diag = np.arange(K)
     if train_readout:
         AW = (c * ea[None, :, None] / np.sqrt(s)) * (S11[:, :, None] * U[:, None, :] + S02[:, :, None] * U[None, :, :])
-        AW[np.arange(K), np.arange(K)] += c / np.sqrt(s) * (field(S11, T(1, 1)) + rho[2][:, None] * U)
+        AW[diag, diag] += c / np.sqrt(s) * (field(S11, T(1, 1)) + rho2[:, None] * U)
         rows.append(("a", AW.reshape(K, K * d)))
     if train_bias:
         BW = (ea[:, None, None] * ea[None, :, None] / np.sqrt(s)) * (S21[:, :, None] * U[:, None, :]
                                                                     + S21.T[:, :, None] * U[None, :, :])
-        BW[np.arange(K), np.arange(K)] += ea[:, None] / np.sqrt(s) * (field(S21, T(2, 1)) + rho[3][:, None] * U)
+        BW[diag, diag] += ea[:, None] / np.sqrt(s) * (field(S21, T(2, 1)) + (rho3 + ea * own["r1"])[:, None] * U
+                                                      + (ea * own["d1"])[:, None] * U)
         rows.append(("b", BW.reshape(K, K * d)))
     small = {
         ("a", "a"): c * c * S00,
-        ("a", "b"): c * ea[None, :] * S(0, 1) + np.diag(c * rho[1]),
-        ("b", "b"): ea[:, None] * ea[None, :] * S11 + np.diag(ea * rho[2]),
+        ("a", "b"): c * ea[None, :] * S(0, 1) + np.diag(c * rho1),
+        ("b", "b"): ea[:, None] * ea[None, :] * S11 + np.diag(ea * rho2),
     }
     n = K * d + K * len(rows)
     H = np.empty((n, n))
-    H[: K * d, : K * d] = blocks[0]
+    H[: K * d, : K * d] = HW.reshape(K * d, K * d)
     for j, (name, cross) in enumerate(rows):
         sl = slice(K * d + j * K, K * d + (j + 1) * K)
         H[sl, : K * d] = cross
         H[: K * d, sl] = cross.T
         for jj, (other, _) in enumerate(rows):
-            sl2 = slice(K * d + jj * K, K * d + (jj + 1) * K)
             key = (name, other)
-            H[sl, sl2] = small[key] if key in small else small[(other, name)].T
+            H[sl, K * d + jj * K: K * d + (jj + 1) * K] = small[key] if key in small else small[(other, name)].T
     return 0.5 * (H + H.T)

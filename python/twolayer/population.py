@@ -350,9 +350,9 @@ def hessian(
     (ValueError, see :func:`aligned_step_units`). With biases (on either
     network, or ``train_bias``) the second derivatives are pair moments
     E[s^(p)(l_i) s^(q)(l_k)], p + q <= 4, of the kernels with means (Stein's
-    lemma, :mod:`twolayer._population_bias`); committee teachers and smooth
-    students only (relu and step students with biases are refused), biases
-    not in ``train_bias`` held fixed.
+    lemma, :mod:`twolayer._population_bias`; relu's deltas of a unit with
+    itself combined first); committee teachers only, step students with
+    biases refused, biases not in ``train_bias`` held fixed.
 
     Parameters
     ----------
