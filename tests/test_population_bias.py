@@ -161,3 +161,12 @@ def test_descend_with_biases(lr_bias: float) -> None:
         db = tl.population.gradient(s, t, train_bias=True)[2]
         one = tl.population.descend(s, t, lr=0.3, n_steps=1, lr_readout=0.2, n_records=2, lr_bias=lr_bias)
         np.testing.assert_allclose(one.bias[1], s.bias - lr_bias * db, rtol=1e-14)
+
+
+def test_descend_with_biases_diverges_cleanly() -> None:
+    """A step far too large: status diverged with the records before it (not an exception)."""
+    s, t = tl.networks.teacher_student(2, 2, 6, "quadratic", seed=0)
+    s = s.with_weights(s.W, bias=[0.3, -0.2])
+    tr = tl.population.descend(s, t, lr=1e3, n_steps=200, lr_readout=1e3, lr_bias=1e3, n_records=5)
+    assert tr.status == "diverged" and "diverged at iteration" in tr.message
+    assert np.all(np.isfinite(tr.risk)) and tr.risk.size >= 1 and tr.stop_time >= 1

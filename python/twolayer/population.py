@@ -528,7 +528,7 @@ def descend(
 def _descend_with_bias(student: Network, teacher: Network, lr: float, lr_readout: float, lr_bias: float, steps: int,
                        record_steps: NDArray[np.int64], sched: Schedule | None) -> Trajectory:
     """:func:`descend` with biases: W, a, b stepped together on the exact gradient with means (a Python loop);
-    diverged at the first non-finite risk or gradient."""
+    diverged at the first non-finite (or out-of-range) risk or gradient."""
     check_pair(student, teacher, biases=True)
     mult = np.ones(steps) if sched is None else np.asarray(sched(np.arange(steps, dtype=np.float64)))
     W, a, b = student.W.copy(), student.a.copy(), student.bias.copy()
@@ -561,8 +561,13 @@ def _descend_with_bias(student: Network, teacher: Network, lr: float, lr_readout
     with keep_partial(interrupted):
         for n in range(steps + 1):
             state["stop"] = n
-            net = student.with_weights(W, a, bias=b)
-            r = _population_bias.risk(net, teacher)
+            try:  # past the start, weights out of the double range mean a diverged run
+                net = student.with_weights(W, a, bias=b)
+                r = _population_bias.risk(net, teacher)
+            except ValueError:
+                if n == 0:
+                    raise
+                r = math.nan
             if not math.isfinite(r):
                 state.update(status="diverged", stop=n)
                 break
@@ -574,8 +579,11 @@ def _descend_with_bias(student: Network, teacher: Network, lr: float, lr_readout
                 rows["bias"].append(b.copy())
             if n == steps:
                 break
-            with np.errstate(all="ignore"):
-                dW, da, db = _population_bias.gradient(net, teacher)
+            try:
+                with np.errstate(all="ignore"):
+                    dW, da, db = _population_bias.gradient(net, teacher)
+            except ValueError:
+                dW = da = db = np.full(1, np.nan)
             if not all(np.all(np.isfinite(g)) for g in (dW, da, db)):
                 state.update(status="diverged", stop=n)
                 break
