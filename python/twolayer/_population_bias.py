@@ -1,15 +1,16 @@
-"""Population risk and gradient of committees with biases, lambda_i = w_i . x / sqrt(s) + b_i (issue 23).
+"""Population risk, gradient and Hessian of committees with biases, lambda_i = w_i . x / sqrt(s) + b_i (issue 23).
 
 With pre-activations lambda ~ N(b, C) the risk is R = 1/2 sum_ik a_i a_k E[s(l_i) s(l_k)] - sum_ir a_i v_r
 E[s(l_i) s*(l*_r)] + 1/2 sum_rt v_r v_t E[s*(l*_r) s*(l*_t)] (effective readouts), each term a kernel with means
-(:mod:`twolayer.kernels`, ``mean=``). Stein's lemma on x gives the gradient:
+(the core's overlap_risk_mean, which SGD records too). Stein's lemma on x gives the gradient:
 
     dR/dw_i = a_i / s [E[(f - y) s''(l_i)] w_i + sum_k a_k E[s'(l_i) s'(l_k)] w_k
                        - sum_r v_r E[s'(l_i) s*'(l*_r)] w*_r]
     dR/db_i = a_i E[(f - y) s'(l_i)],        dR/da_i = c E[(f - y) s(l_i)]   (c the readout factor),
 
 every expectation a pair moment E[f^(i)(l1) g^(j)(l2)] of the core (gaussian_mean.hpp; relu'' a delta, integrated
-out exactly). Used by :mod:`twolayer.population` when either network has a nonzero bias.
+out exactly), and the Hessian (:func:`hessian`) likewise with orders i + j <= 4. Used by :mod:`twolayer.population`
+when either network has a nonzero bias (or ``train_bias``).
 """
 
 from __future__ import annotations
