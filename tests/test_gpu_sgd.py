@@ -67,6 +67,22 @@ def test_gpu_sgd_with_biases_matches_the_cpu(act: str, B: int, spherical: bool) 
 
 
 @pytest.mark.gpu
+def test_gpu_sgd_risk_and_early_stop_with_biases() -> None:
+    """With biases the GPU driver's recorded risk (on the host, from the device's state rows) is the exact risk with
+    means: early stop by risk_rtol stops the CPU and GPU runs at the same record, and the last risk is
+    population.risk of the final weights."""
+    s, t = _pair(2, 2, 150, "erf", seed=4)
+    s = s.with_weights(s.W, bias=[0.3, -0.5])
+    t = t.with_weights(t.W, bias=[-0.2, 0.4])
+    cpu, gpu = _both(s, t, lr=1.0, lr_readout=0.3, t_max=10.0, n_records=21, seeds=[0, 1], lr_bias=[0.5, 1.0],
+                     risk_rtol=0.6)
+    _assert_same(cpu, gpu)
+    for g in gpu:
+        assert g.status == "converged" and np.all(np.isfinite(g.risk))
+        np.testing.assert_allclose(g.risk[-1], tl.population.risk(g.student, t), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("first", [0, 5, 31, 32, 1000, 2**33 + 7])
 @pytest.mark.parametrize("one_by_one", [False, True])
 def test_gpu_gaussians_are_the_cpu_gaussians(first: int, one_by_one: bool) -> None:

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import twolayer as tl
 from scipy import integrate
+from twolayer import _core
 
 ACTS = ["linear", "erf", "relu", "step", "quadratic", "tanh", "softplus", "sigmoid"]
 KINK = {"relu", "step"}
@@ -248,3 +249,21 @@ def test_i3_mean_step_student_by_conditioning() -> None:
         ref = p0 * _quad(lambda u, m=m, beta=beta, sd=sd: _phi(u) * (m[0] + beta * sd * u) * max(m[1] + sd * u, 0.0),
                          [-m[1] / sd])
         assert tl.kernels.i3("step", "relu", C, mean=mu) == pytest.approx(ref, rel=1e-10)
+
+
+@pytest.mark.parametrize("a, i, b, j", [("relu", 4, "erf", 0), ("relu", 3, "tanh", 1), ("tanh", 4, "relu", 0),
+                                        ("erf", 2, "relu", 2), ("step", 3, "erf", 1), ("softplus", 3, "step", 1),
+                                        ("tanh", 1, "erf", 3), ("erf", 0, "relu", 4)])
+def test_pair_moment_orders_up_to_four_are_mean_derivatives(a: str, i: int, b: str, j: int) -> None:
+    """The orders the population Hessian uses (i + j <= 4; relu'''' = step''' = delta'' integrated out exactly):
+    E[a^(i) b^(j)] = d/dmu of the moment one order lower, by central differences in the mean."""
+    C = np.array([[[1.3, 0.4], [0.4, 0.9]]])
+    mu = np.array([[0.35, -0.6]])
+    h = 1e-4
+    lower, e = ((i - 1, j), np.array([[h, 0.0]])) if i > j else ((i, j - 1), np.array([[0.0, h]]))
+    fd = (_core.pair_moment(a, lower[0], b, lower[1], mu + e, C)
+          - _core.pair_moment(a, lower[0], b, lower[1], mu - e, C)) / (2 * h)
+    value = _core.pair_moment(a, i, b, j, mu, C)
+    assert value[0] == pytest.approx(fd[0], rel=1e-6, abs=1e-9), (value, fd)
+    with pytest.raises(ValueError, match="i \\+ j <= 4"):
+        _core.pair_moment(a, 3, b, 2, mu, C)

@@ -67,7 +67,8 @@ def test_steps_with_biases_match_numpy(act, B, readout, spherical, train_first):
     np.testing.assert_array_equal(tr.teacher_bias, te.bias)
     np.testing.assert_allclose(tr.Q[-1], W @ W.T / d, rtol=1e-12, atol=1e-13)
     np.testing.assert_allclose(tr.M[-1], W @ te.W.T / d, rtol=1e-12, atol=1e-13)
-    assert np.all(np.isnan(tr.risk)) and "not available with biases" in tr.meta["risk_method"]
+    assert tr.meta["risk_method"] == "exact (kernels with means)"
+    np.testing.assert_allclose(tr.risk[-1], tl.population.risk(tr.student, te), rtol=1e-12, atol=1e-14)
 
 
 def test_training_set_and_hermite_target_with_student_biases():
@@ -117,7 +118,8 @@ def test_zero_biases_take_the_unbiased_arithmetic_bitwise():
         for name in ("Q", "M", "a", "W"):
             np.testing.assert_array_equal(biased[name], ref[name])
         np.testing.assert_array_equal(biased["bias"], np.zeros((1, 3, 3)))
-        assert np.all(np.isnan(biased["risk"])) and np.all(np.isfinite(ref["risk"]))
+        # the risk with zero means: the zero-mean kernels (the self pairs through i2 at a singular covariance)
+        np.testing.assert_allclose(biased["risk"], ref["risk"], rtol=1e-13, atol=0)
 
 
 def test_fixed_biases_stay_and_the_teacher_bias_changes_the_labels():
@@ -200,8 +202,10 @@ def test_bad_bias_arguments_name_them():
         tl.sgd.simulate(st, te, lr=1.0, lr_bias=[0.1, 0.2, 0.3], t_max=0.5, seeds=2)
     with pytest.raises(ValueError, match=r"lr_bias\[1\]: expected a finite number >= 0"):
         tl.sgd.simulate(st, te, lr=1.0, lr_bias=[0.1, np.nan], t_max=0.5, seeds=2)
-    with pytest.raises(NotImplementedError, match="risk_rtol: early stop needs the recorded risk"):
-        tl.sgd.simulate(st, te, lr=1.0, t_max=0.5, risk_rtol=0.1)
+    target = tl.targets.hermite({(2,): 1.0}, 20, seed=1)
+    with pytest.raises(NotImplementedError, match="risk_rtol: early stop needs the recorded risk, which is not "
+                                                  "available against a polynomial target with biases"):
+        tl.sgd.simulate(st, target, lr=1.0, t_max=0.5, risk_rtol=0.1)
     kw = dict(lr=np.array([1.0]), train_first=True, lr_readout=np.array([0.0]), noise=np.array([0.0]),
               risk_tol=np.array([-1.0]), risk_rtol=np.array([-1.0]), batch=1, spherical=False, n_samples=0,
               shuffle=True, steps=4, record_steps=np.array([0, 4]), seed=0, runs=np.array([0], dtype=np.uint32))
@@ -267,3 +271,46 @@ def test_per_run_starts_grids_and_schedules_with_biases():
     with pytest.raises(ValueError, match="seeds: run indices must be distinct"):
         tl.sgd.simulate(st, te, seeds=[0, 0], lr_bias=[0.5, 0.5], **kw)
     tl.sgd.simulate(st, te, seeds=[0, 0], lr_bias=[0.5, 0.6], **kw)  # the same samples, other lr_bias: allowed
+
+
+@pytest.mark.parametrize("act", ["erf", "relu", "tanh"])
+@pytest.mark.parametrize("lr_bias", [0.0, 0.8])
+def test_recorded_risk_with_biases_is_the_population_risk(act, lr_bias):
+    """The recorded risk of a run with biases (fixed or trained) is the exact population risk with means of its
+    weights: at the start, and at the end (the final network), to ~1e-12."""
+    st, te = _biased_pair(act, d=40)
+    tr = tl.sgd.simulate(st, te, lr=0.5, lr_readout=0.2, lr_bias=lr_bias, t_max=0.5, n_records=3, seed=2)
+    assert tr.status == "completed" and np.all(np.isfinite(tr.risk))
+    np.testing.assert_allclose(tr.risk[0], tl.population.risk(st, te), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(tr.risk[-1], tl.population.risk(tr.student, te), rtol=1e-12, atol=1e-14)
+    assert tr.risk[-1] != tr.risk[0]
+    if lr_bias > 0:
+        assert np.any(tr.student.bias != st.bias)
+    else:
+        np.testing.assert_array_equal(tr.student.bias, st.bias)
+
+
+def test_teacher_bias_alone_records_the_risk_with_means():
+    """Only the teacher has biases: the student's biases are zeros and the recorded risk sees the teacher's."""
+    st, te = _biased_pair("erf", d=30)
+    plain = st.with_weights(st.W, bias=np.zeros(st.K))
+    tr = tl.sgd.simulate(plain, te, lr=0.5, t_max=0.3, n_records=2, seed=1)
+    np.testing.assert_allclose(tr.risk, [tl.population.risk(plain, te), tl.population.risk(tr.student, te)],
+                               rtol=1e-12, atol=1e-14)
+
+
+def test_early_stop_with_biases():
+    """risk_rtol with trained biases stops the run at the first record below the threshold (status converged), and
+    the records before it are above; risk_tol likewise."""
+    st, te = _biased_pair("erf", K=2, M=2, d=30, seed=1)
+    kw = dict(lr=1.0, lr_readout=0.5, lr_bias=1.0, t_max=40.0, n_records=41, seed=3)
+    full = tl.sgd.simulate(st, te, **kw)
+    r0 = full.risk[0]
+    tr = tl.sgd.simulate(st, te, risk_rtol=0.5, **kw)
+    assert tr.status == "converged", tr.message
+    assert tr.risk[-1] < 0.5 * r0 and np.all(tr.risk[:-1] >= 0.5 * r0)
+    np.testing.assert_array_equal(tr.risk, full.risk[: tr.risk.size])  # the same run up to the stop
+    assert tr.t[-1] - 1.0 < tr.stop_time <= tr.t[-1]
+    tol = float(full.risk[full.risk.size // 2])
+    by_tol = tl.sgd.simulate(st, te, risk_tol=tol, **kw)
+    assert by_tol.status == "converged" and by_tol.risk[-1] < tol and np.all(by_tol.risk[:-1] >= tol)

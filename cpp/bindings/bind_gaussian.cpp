@@ -232,9 +232,9 @@ void bind_gaussian(py::module_& m) {
         // E[a^(i)(lambda1) b^(j)(lambda2)] (gaussian_mean.hpp), one row per (mean, covariance); for tests and the
         // population layer's bias derivatives.
         const Activation aa = parse_activation(a), bb = parse_activation(b);
-        if (i < 0 || i > 2 || j < 0 || j > 2)
-          throw std::invalid_argument("pair_moment: derivative orders i, j in 0..2, got " + std::to_string(i) + ", " +
-                                      std::to_string(j));
+        if (i < 0 || j < 0 || i + j > 4)
+          throw std::invalid_argument("pair_moment: derivative orders i, j >= 0 with i + j <= 4, got " +
+                                      std::to_string(i) + ", " + std::to_string(j));
         expect_shape(C, "C", {-1, 2, 2});
         expect_shape(mu, "mean", {C.shape(0), 2});
         const auto n = static_cast<py::ssize_t>(C.shape(0));

@@ -90,6 +90,28 @@ void bind_population(py::module_& m) {
       py::arg("W"), py::arg("a"), py::arg("act"), py::arg("W_teacher"), py::arg("v"), py::arg("act_teacher"),
       py::arg("scale"), py::arg("train_readout"), py::arg("n_threads") = 0);
   m.def(
+      "overlap_risk_mean",
+      [](const Array& Q, const Array& M, const Array& P, const Array& a, const Array& v, const Array& b,
+         const Array& bt, const std::string& act, const std::string& act_t) {
+        // The excess risk with biases from the overlaps (population.hpp overlap_risk_mean, what SGD records).
+        expect_shape(Q, "Q", {-1, -1});
+        const auto K = Q.shape(0);
+        expect_shape(Q, "Q", {K, K});
+        expect_shape(M, "M", {K, -1});
+        const auto Mt = M.shape(1);
+        expect_shape(P, "P", {Mt, Mt});
+        expect_shape(a, "a", {K});
+        expect_shape(v, "v", {Mt});
+        expect_shape(b, "bias", {K});
+        expect_shape(bt, "teacher_bias", {Mt});
+        const Activation s = parse_activation(act), t = parse_activation(act_t);
+        const int k = dimension(K, "student units"), mt = dimension(Mt, "teacher units");
+        py::gil_scoped_release release;
+        return overlap_risk_mean(Q.data(), M.data(), P.data(), a.data(), v.data(), b.data(), bt.data(), k, mt, s, t);
+      },
+      py::arg("Q"), py::arg("M"), py::arg("P"), py::arg("a"), py::arg("v"), py::arg("bias"), py::arg("teacher_bias"),
+      py::arg("act"), py::arg("act_teacher"));
+  m.def(
       "population_descend",
       [](const Array& W0, const Array& a0, const std::string& act, const Array& Wt, const Array& v,
          const std::string& act_t, double scale, double lr, double lr_readout, long long steps,

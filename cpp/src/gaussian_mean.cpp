@@ -220,7 +220,7 @@ double adaptive(F&& f, double lo, double hi, std::vector<double> breaks) {
 }  // namespace
 
 double pair_moment(A a, int i, A b, int j, double mu1, double mu2, double x, double y, double z) {
-  if (i < 0 || j < 0 || i > 2 || j > 2) throw std::logic_error("pair_moment: derivative orders 0 to 2");
+  if (i < 0 || j < 0 || i + j > 4) throw std::logic_error("pair_moment: derivative orders i, j >= 0, i + j <= 4");
   Factor fa = factor(a, i), fb = factor(b, j);
   // A constant unit: its value times the other's smoothing.
   if (!(x > 0.0)) return smoothed(a, i, mu1, 0.0) * smoothed(b, j, mu2, std::sqrt(std::max(z, 0.0)));
@@ -243,10 +243,14 @@ double pair_moment(A a, int i, A b, int j, double mu1, double mu2, double x, dou
       if (m0 != 0.0) return 0.0;
       delta_at_zero();
     }
+    // (-1)^r G^(r)(t0) / rx^(r + 1) of G = phi H: G' = phi (H' - t H), G'' = phi (H'' - 2 t H' + (t^2 - 1) H).
+    if (fa.r > 2) throw std::domain_error("kernels with means: a delta derivative above the second is not implemented");
     const double H = smoothed(b, j, m0, s);
     if (fa.r == 0) return p / rx * H;
     const double dH = c == 0.0 ? 0.0 : c * smoothed(b, j + 1, m0, s);
-    return -(p / x) * (dH - t0 * H);
+    if (fa.r == 1) return -(p / x) * (dH - t0 * H);
+    const double ddH = c == 0.0 ? 0.0 : c * c * smoothed(b, j + 2, m0, s);
+    return p / (x * rx) * (ddH - 2.0 * t0 * dH + (t0 * t0 - 1.0) * H);
   }
   // Both are functions (b not a delta: a delta inner factor was swapped outside).
   std::vector<double> breaks;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "twolayer/gaussian.hpp"
+#include "twolayer/gaussian_mean.hpp"
 #include "twolayer/jet.hpp"
 #include "twolayer/linalg.hpp"
 #include "twolayer/memory.hpp"
@@ -112,6 +113,31 @@ double overlap_risk(const double* Q, const double* M, const double* P, const dou
   for (std::ptrdiff_t q = 0; q < Mt; ++q) {
     r += 0.5 * v[q] * v[q] * i2_self<double>(t, t, P[q * Mt + q]);
     for (std::ptrdiff_t u = q + 1; u < Mt; ++u) r += v[q] * v[u] * i2<double>(t, t, P[q * Mt + q], P[q * Mt + u], P[u * Mt + u]);
+  }
+  return r;
+}
+
+double overlap_risk_mean(const double* Q, const double* M, const double* P, const double* a, const double* v,
+                         const double* b, const double* bt, int K_, int Mt_, Activation s, Activation t) {
+  const std::ptrdiff_t K = K_, Mt = Mt_;
+  // I2 with means of the units (x, z) with variances qx, qz, covariance c and means mx, mz.
+  auto pair = [](Activation f, Activation g, double qx, double c, double qz, double mx, double mz) {
+    const double C[4] = {qx, c, c, qz}, mu[2] = {mx, mz};
+    return i2_mean(f, g, C, mu);
+  };
+  auto bs = [&](std::ptrdiff_t i) { return b ? b[i] : 0.0; };
+  auto bT = [&](std::ptrdiff_t r) { return bt ? bt[r] : 0.0; };
+  double r = 0.0;
+  for (std::ptrdiff_t i = 0; i < K; ++i) {
+    const double qi = Q[i * K + i];
+    r += 0.5 * a[i] * a[i] * pair(s, s, qi, qi, qi, bs(i), bs(i));
+    for (std::ptrdiff_t k = i + 1; k < K; ++k) r += a[i] * a[k] * pair(s, s, qi, Q[i * K + k], Q[k * K + k], bs(i), bs(k));
+    for (std::ptrdiff_t q = 0; q < Mt; ++q) r -= a[i] * v[q] * pair(s, t, qi, M[i * Mt + q], P[q * Mt + q], bs(i), bT(q));
+  }
+  for (std::ptrdiff_t q = 0; q < Mt; ++q) {
+    const double pq = P[q * Mt + q];
+    r += 0.5 * v[q] * v[q] * pair(t, t, pq, pq, pq, bT(q), bT(q));
+    for (std::ptrdiff_t u = q + 1; u < Mt; ++u) r += v[q] * v[u] * pair(t, t, pq, P[q * Mt + u], P[u * Mt + u], bT(q), bT(u));
   }
   return r;
 }

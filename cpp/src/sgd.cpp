@@ -52,11 +52,15 @@ void dots(const double* const* rows, int n, const double* x, int d, double* out)
   if (n - r == 1) dot_rows<1>(rows + r, x, d, out + r);
 }
 
-// The exact excess risk of the overlaps (Q, M, a): the polynomial target's or the committee's (population.hpp).
+// The exact excess risk of the overlaps (Q, M, a) and, in a run with biases, the student's biases b and the teacher's
+// bt (null: none): the committee's (population.hpp, the kernels with means when biased) or the polynomial target's
+// (NaN with biases: target.hpp has no kernels with means; early stop is refused there, sgd_check_biases).
 double excess_risk(const SgdSpec& sp, const double* Q, const double* Mo, const double* a, const double* P,
-                   const double* v) {
-  return sp.target ? target_risk(*sp.target, Q, Mo, a, sp.K, sp.student)
-                   : overlap_risk(Q, Mo, P, a, v, sp.K, sp.M, sp.student, sp.teacher);
+                   const double* v, const double* b = nullptr, const double* bt = nullptr) {
+  if (sp.target)
+    return b ? std::numeric_limits<double>::quiet_NaN() : target_risk(*sp.target, Q, Mo, a, sp.K, sp.student);
+  if (b || bt) return overlap_risk_mean(Q, Mo, P, a, v, b, bt, sp.K, sp.M, sp.student, sp.teacher);
+  return overlap_risk(Q, Mo, P, a, v, sp.K, sp.M, sp.student, sp.teacher);
 }
 
 // The early-stop threshold of a run (sgd.hpp) from its tolerances; risk0() is its excess risk at step 0, asked only
@@ -574,8 +578,8 @@ class Run {
   // The overlaps (into Q_, Mo_), checked, and the exact excess risk of the current weights.
   double risk_now(long long step) {
     check(step);
-    if (biased_) return std::numeric_limits<double>::quiet_NaN();  // no kernels with biases yet (sgd.hpp)
-    const double r = excess_risk(sp_, Q_.data(), Mo_.data(), a_.data(), P_, v_);
+    const double r = excess_risk(sp_, Q_.data(), Mo_.data(), a_.data(), P_, v_, bp_, bt_);
+    if (biased_ && sp_.target) return r;  // NaN: no target risk with biases
     if (!std::isfinite(r)) throw Diverged{step, kRiskNotFinite};
     return r;
   }
@@ -620,14 +624,16 @@ void sgd_check(const SgdSpec& sp, const SgdRun* runs, std::size_t n_runs) {
 }
 
 namespace {
-// The runs' parameters against the biases given (sgd.hpp): trained biases need the student's, early stop a risk.
-void sgd_check_biases(const SgdRun* runs, std::size_t n_runs, const double* b0, const double* bt) {
+// The runs' parameters against the biases given (sgd.hpp): trained biases need the student's, early stop a risk (none
+// against a polynomial target with biases).
+void sgd_check_biases(const SgdSpec& sp, const SgdRun* runs, std::size_t n_runs, const double* b0, const double* bt) {
   for (std::size_t j = 0; j < n_runs; ++j) {
     const std::string at = "[" + std::to_string(j) + "]";
     if (runs[j].lr_bias > 0.0 && !b0)
       throw std::invalid_argument("lr_bias" + at + ": trained biases need the student's biases (b0)");
-    if ((b0 || bt) && (runs[j].risk_tol >= 0.0 || runs[j].risk_rtol >= 0.0))
-      throw std::invalid_argument("risk_tol" + at + ": early stop needs the risk, not available with biases yet");
+    if ((b0 || bt) && sp.target && (runs[j].risk_tol >= 0.0 || runs[j].risk_rtol >= 0.0))
+      throw std::invalid_argument("risk_tol" + at + ": early stop needs the risk, not available against a polynomial "
+                                  "target with biases");
   }
 }
 }  // namespace
@@ -636,7 +642,7 @@ void sgd_simulate(const SgdSpec& sp, const double* W0, const double* a0, std::si
                   const double* v, const SgdRun* runs, std::size_t n_runs, SgdOut* out, int n_threads,
                   std::atomic<long long>* progress, const double* b0, const double* bt) {
   sgd_check(sp, runs, n_runs);
-  sgd_check_biases(runs, n_runs, b0, bt);
+  sgd_check_biases(sp, runs, n_runs, b0, bt);
   std::vector<double> P(static_cast<std::size_t>(sp.M) * sp.M);
   gram(Wt, sp.M, Wt, sp.M, sp.d, sp.scale, P.data(), 1);
   const std::size_t Kd = static_cast<std::size_t>(sp.K) * sp.d;
@@ -711,15 +717,11 @@ void simulate_on_device(const SgdSpec& sp, const double* W0, const double* a0, s
     }
     return true;
   };
-  // The rule and the exact risk (Run::risk_now; NaN with biases); false when run j diverged there.
+  // The rule and the exact risk (Run::risk_now, on the host from the state row); false when run j diverged there.
   auto risk = [&](std::size_t j, long long step, double* r) {
     if (!check(j, step)) return false;
     const double* y = eng.state(j);
-    if (biased) {
-      *r = std::numeric_limits<double>::quiet_NaN();
-      return true;
-    }
-    *r = excess_risk(sp, y, Mo(y), a(y), P, v);
+    *r = excess_risk(sp, y, Mo(y), a(y), P, v, b(y), bt);
     if (std::isfinite(*r)) return true;
     stop(j, 1, step, kRiskNotFinite);
     return false;
@@ -795,7 +797,7 @@ void sgd_simulate_cuda(const SgdSpec& sp, const double* W0, const double* a0, st
                        const double* Wt, const double* v, const SgdRun* runs, std::size_t n_runs, SgdOut* out,
                        std::atomic<long long>* progress, const double* b0, const double* bt) {
   sgd_check(sp, runs, n_runs);
-  sgd_check_biases(runs, n_runs, b0, bt);
+  sgd_check_biases(sp, runs, n_runs, b0, bt);
   if (const std::string why = sgd_cuda_unsupported(sp); !why.empty()) throw cuda::DeviceUnavailable(why);
   std::vector<double> P(static_cast<std::size_t>(sp.M) * sp.M);
   gram(Wt, sp.M, Wt, sp.M, sp.d, sp.scale, P.data(), 1);

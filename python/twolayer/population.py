@@ -19,11 +19,11 @@ from numpy.typing import ArrayLike, NDArray
 
 from . import _core, _population_bias
 from ._deprecation import renamed
-from ._interrupt import partial_result
+from ._interrupt import keep_partial, partial_result
 from ._validation import INT32_MAX, as_float_array, boolean, integer, n_threads_arg, positive
 from .networks import Network, check_network
 from .overlaps import check_pair, gram
-from .results import Trajectory
+from .results import Status, Trajectory
 from .schedules import Schedule, as_schedule, core_arg
 from .targets import HermiteTarget, is_target
 
@@ -336,14 +336,23 @@ def gradient(
 
 
 def hessian(
-    student: Network, teacher: Network | HermiteTarget, train_readout: bool = True, n_threads: int | None = None
+    student: Network,
+    teacher: Network | HermiteTarget,
+    train_readout: bool = True,
+    n_threads: int | None = None,
+    train_bias: bool = False,
 ) -> NDArray[np.float64]:
     """The analytic Hessian of the population risk.
 
     Exactly aligned relu pairs (a student on a teacher, as at the global
     minimum) use the weight-space limit of the angle terms (they vanish like
     sin(theta)); exactly aligned step units make the Hessian undefined
-    (ValueError, see :func:`aligned_step_units`).
+    (ValueError, see :func:`aligned_step_units`). With biases (on either
+    network, or ``train_bias``) the second derivatives are pair moments
+    E[s^(p)(l_i) s^(q)(l_k)], p + q <= 4, of the kernels with means (Stein's
+    lemma, :mod:`twolayer._population_bias`; relu's deltas of a unit with
+    itself combined first); committee teachers only, step students with
+    biases refused, biases not in ``train_bias`` held fixed.
 
     Parameters
     ----------
@@ -354,10 +363,14 @@ def hessian(
         On [vec(W) row-major, a]; False: on vec(W) alone.
     n_threads : int, optional
         OpenMP threads (None: the OpenMP default).
+    train_bias : bool, default False
+        Also the student's biases b, last: on [vec(W), a, b] (or [vec(W), b]
+        without ``train_readout``), the order of :func:`gradient`'s entries.
 
     Returns
     -------
-    ndarray, shape (K d + K, K d + K) or (K d, K d)
+    ndarray, shape (n, n)
+        n = K d, plus K for ``train_readout``, plus K for ``train_bias``.
 
     Examples
     --------
@@ -372,8 +385,21 @@ def hessian(
     >>> tgt = tl.targets.staircase(2, d=10, seed=0)
     >>> tl.population.hessian(s, tgt).shape
     (22, 22)
+
+    With biases, on [vec(W), a, b]:
+
+    >>> sb = s.with_weights(s.W, bias=[0.5, -0.5])
+    >>> tl.population.hessian(sb, t, train_bias=True).shape
+    (24, 24)
     """
     train_readout = boolean(train_readout, "train_readout")
+    train_bias = boolean(train_bias, "train_bias")
+    if train_bias and is_target(teacher):
+        raise NotImplementedError("train_bias: the bias Hessian against a polynomial target is not implemented")
+    if train_bias or _with_bias(student, teacher):
+        check_pair(student, cast(Network, teacher), biases=True)
+        H = _population_bias.hessian(student, cast(Network, teacher), train_readout, train_bias)
+        return _finite(H, "Hessian")
     if is_target(teacher):
         return _target_hessian(student, teacher, train_readout, n_threads)
     teacher = cast(Network, teacher)  # checked in _args (a TypeError for anything else)
@@ -404,12 +430,14 @@ def descend(
     n_records: int = 101,
     n_threads: int | None = None,
     schedule: Schedule | ArrayLike | Callable[..., Any] | None = None,
+    lr_bias: float = 0.0,
 ) -> Trajectory:
     """Gradient descent on the population risk in weight space.
 
     W <- W - lr dR/dW, a <- a - lr_readout dR/da (the experiment of
-    Mariantoni & Chizat). Ctrl-C raises :class:`twolayer.Interrupted` with
-    the records so far as ``partial`` (``status="interrupted"``).
+    Mariantoni & Chizat), b <- b - lr_bias dR/db with biases. Ctrl-C raises
+    :class:`twolayer.Interrupted` with the records so far as ``partial``
+    (``status="interrupted"``).
 
     Parameters
     ----------
@@ -433,6 +461,11 @@ def descend(
         converge below the oscillation floor of fixed steps on the cusp of
         their loss (e.g. ``schedules.geometric(0.5, every=2000,
         start=...)``).
+    lr_bias : float, default 0.0
+        Step on the student's biases b (0: fixed). A run with biases (either
+        network's, or ``lr_bias > 0``) steps with :func:`gradient`'s
+        ``train_bias`` in Python (a loop of exact gradients with means; the
+        same records, plus ``bias`` and ``teacher_bias``).
 
     Returns
     -------
@@ -457,6 +490,9 @@ def descend(
     log_spaced = np.geomspace(1, max(steps, 1), records - 1).round() if records > 2 else np.array([steps])
     record_steps = np.unique(np.concatenate([[0], log_spaced]))
     record_steps = record_steps[record_steps <= steps].astype(np.int64)
+    lr_b = positive(lr_bias, "lr_bias", allow_zero=True)
+    if lr_b > 0 or _with_bias(student, teacher):
+        return _descend_with_bias(student, teacher, lr_, lr_a, lr_b, steps, record_steps, sched)
     # The core steps the effective second layer c a; plain descent on a moves it by c^2 lr_readout dR/d(c a).
     args, DW, _ = _args(student, teacher)
     risk(student, teacher)  # raises where the start is out of range
@@ -487,3 +523,71 @@ def descend(
                                        steps=int(steps), record_steps=record_steps.tolist(),
                                        n_threads=n_threads_arg(n_threads), schedule=core_arg(sched))
     return result(out)
+
+
+def _descend_with_bias(student: Network, teacher: Network, lr: float, lr_readout: float, lr_bias: float, steps: int,
+                       record_steps: NDArray[np.int64], sched: Schedule | None) -> Trajectory:
+    """:func:`descend` with biases: W, a, b stepped together on the exact gradient with means (a Python loop);
+    diverged at the first non-finite (or out-of-range) risk or gradient."""
+    check_pair(student, teacher, biases=True)
+    mult = np.ones(steps) if sched is None else np.asarray(sched(np.arange(steps, dtype=np.float64)))
+    W, a, b = student.W.copy(), student.a.copy(), student.bias.copy()
+    rows: dict[str, list[Any]] = {"Q": [], "M": [], "a": [], "risk": [], "bias": []}
+    state: dict[str, Any] = {"status": "completed", "stop": -1}
+    wanted = set(record_steps.tolist())
+    P = gram(teacher.W, teacher.W, teacher.scale, "teacher.W")
+
+    def result() -> Trajectory:
+        T = len(rows["risk"])
+        status = state["status"]
+        message = {
+            "diverged": f"diverged at iteration {state['stop']} (non-finite risk or gradient)",
+            "interrupted": f"interrupted at iteration {state['stop']}",
+        }.get(str(status), f"{steps} iterations of population gradient descent")
+        return Trajectory(t=record_steps[:T].astype(np.float64), Q=np.array(rows["Q"]), M=np.array(rows["M"]),
+                          a=np.array(rows["a"]), risk=np.array(rows["risk"]), status=Status(status), message=message,
+                          time_unit="iterations", student=student.with_weights(W, a, bias=b),
+                          meta={"lr": lr, "lr_readout": lr_readout, "lr_bias": lr_bias,
+                                "activation": student.activation, "teacher_activation": teacher.activation,
+                                **({} if sched is None else {"schedule": repr(sched)})},
+                          P=P, v=teacher.effective_a.copy(), bias=np.array(rows["bias"]).reshape(T, student.K),
+                          teacher_bias=teacher.bias.copy(),
+                          stop_time=math.nan if status == "completed" else float(state["stop"]))
+
+    def interrupted() -> Trajectory:
+        state["status"] = "interrupted"
+        return result()
+
+    with keep_partial(interrupted):
+        for n in range(steps + 1):
+            state["stop"] = n
+            try:  # past the start, weights out of the double range mean a diverged run
+                net = student.with_weights(W, a, bias=b)
+                r = _population_bias.risk(net, teacher)
+            except ValueError:
+                if n == 0:
+                    raise
+                r = math.nan
+            if not math.isfinite(r):
+                state.update(status="diverged", stop=n)
+                break
+            if n in wanted:
+                rows["Q"].append(gram(W, W, student.scale, "student.W"))
+                rows["M"].append(gram(W, teacher.W, student.scale, "student.W, teacher.W"))
+                rows["a"].append(net.effective_a.copy())
+                rows["risk"].append(r)
+                rows["bias"].append(b.copy())
+            if n == steps:
+                break
+            try:
+                with np.errstate(all="ignore"):
+                    dW, da, db = _population_bias.gradient(net, teacher)
+            except ValueError:
+                dW = da = db = np.full(1, np.nan)
+            if not all(np.all(np.isfinite(g)) for g in (dW, da, db)):
+                state.update(status="diverged", stop=n)
+                break
+            W = W - lr * mult[n] * dW
+            a = a - lr_readout * mult[n] * da
+            b = b - lr_bias * mult[n] * db
+    return result()

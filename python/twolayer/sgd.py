@@ -13,9 +13,10 @@ all evaluated before the step. Biases (``Network(..., bias=)``, student and teac
 b_i, lambda*_r = w*_r . x / sqrt(s) + b*_r; in time t = steps / d the student's biases move as db_i/dt = lr_bias E[c
 a_i sigma'(lambda_i) E], the ODE's convention. A run with biases (a nonzero student or teacher bias, or ``lr_bias >
 0``) records them (``Trajectory.bias``, (T, K); the teacher's in ``teacher_bias``) and draws the same samples as
-without; its recorded ``risk`` is NaN (``meta["risk_method"]``) until the closed-form kernels handle biases, so early
-stop (``risk_tol``, ``risk_rtol``) is refused there, and the divergence rule also checks the biases. A run without
-biases is bitwise the same as before biases existed.
+without; its recorded ``risk`` is the exact excess risk with means (the kernels with means, :mod:`twolayer.kernels`:
+equal to :func:`twolayer.population.risk` of the recorded weights), early stop included. Against a polynomial target
+a student with biases records NaN (``meta["risk_method"]``: no target kernels with means), and early stop is refused
+there. The divergence rule also checks the biases. A run without biases is bitwise the same as before biases existed.
 
 One online step of learning rate lr is in expectation one step of population gradient descent with learning rate lr,
 and the d -> infinity limit is ``tl.ode.integrate`` with the same ``lr``, ``lr_readout``, ``noise`` and ``readout``
@@ -118,7 +119,13 @@ def _check_distinct_runs(run_ids: NDArray[np.int64], params: dict[str, NDArray[n
         )
 
 
-_RISK_WITH_BIASES = "not available with biases (NaN): the closed-form kernels do not handle biases yet"
+def _risk_method(biased: bool, target: bool) -> str:
+    """``meta["risk_method"]``: how the recorded risk is computed (module docstring)."""
+    if not biased:
+        return "exact (closed-form kernels)"
+    if target:
+        return "not available against a polynomial target with biases (NaN): no target kernels with means"
+    return "exact (kernels with means)"
 
 
 def _initial_students(student: Any) -> tuple[list[Network] | None, Network]:
@@ -191,10 +198,11 @@ def _run_params(R: int, single: bool, **values: Any) -> dict[str, NDArray[np.flo
 
 
 def _refuse_early_stop_with_biases(params: dict[str, NDArray[np.float64]]) -> None:
+    """Against a polynomial target, a run with biases records no risk: early stop is refused there."""
     for name in ("risk_tol", "risk_rtol"):
         if not np.all(np.isnan(params[name])):
-            raise NotImplementedError(f"{name}: early stop needs the recorded risk, which is not available with "
-                                      "biases yet (the closed-form kernels do not handle biases)")
+            raise NotImplementedError(f"{name}: early stop needs the recorded risk, which is not available against a "
+                                      "polynomial target with biases (no target kernels with means)")
 
 
 def _core_kwargs(students: list[Network] | None, first: Network, teacher: Network, target: HermiteTarget | None,
@@ -547,9 +555,9 @@ def simulate(
     params = _run_params(run_ids.size, seeds is None, lr=lr, lr_readout=lr_readout, noise=noise,
                          risk_tol=risk_tol, risk_rtol=risk_rtol, lr_bias=lr_bias)
     biased = any(s.has_bias for s in students or [first]) or teacher.has_bias or bool(np.any(params["lr_bias"]))
-    if biased:
+    if biased and target is not None:
         _refuse_early_stop_with_biases(params)
-    else:
+    if not biased:
         del params["lr_bias"]  # a run without biases: its parameters, results and exports as before biases existed
     _check_distinct_runs(run_ids, params)
     rec = record_steps(d, t_max, times, n_records)
@@ -567,7 +575,7 @@ def simulate(
         "n_samples": n,
         "regime": "training_set" if n else "online",
         "train_first_layer": flags["train_first_layer"],
-        "risk_method": _RISK_WITH_BIASES if biased else "exact (closed-form kernels)",
+        "risk_method": _risk_method(biased, target is not None),
         "activation": first.activation,
         "teacher_activation": teacher.activation if target is None else "target",
         **({} if sched is None else {"schedule": repr(sched)}),

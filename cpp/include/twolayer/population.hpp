@@ -35,6 +35,12 @@ void gram(const double* A, int na, const double* B, int nb, int d, double scale,
 double overlap_risk(const double* Q, const double* M, const double* P, const double* a, const double* v, int K,
                     int Mt, Activation student, Activation teacher);
 
+// The same with biases, l_i = w_i.x/sqrt(scale) + b_i, l*_r = w*_r.x/sqrt(scale) + bt_r (b, bt: K and Mt entries,
+// null: zeros): every I2 the kernel with means (gaussian_mean.hpp i2_mean) on the pair's block of (Q, M, P) and mean
+// (b_i, b_k), ... Host only; no checks (the overlaps come from weights).
+double overlap_risk_mean(const double* Q, const double* M, const double* P, const double* a, const double* v,
+                         const double* b, const double* bt, int K, int Mt, Activation student, Activation teacher);
+
 double population_risk(const Population& p, int n_threads);
 
 // dW (K x d), da (K).

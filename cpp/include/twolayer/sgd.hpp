@@ -7,8 +7,8 @@
 //   a_i += (lr_readout / d) (1/B) sum_nu sigma(l_i) E
 //   b_i += (lr_bias / d) (1/B) sum_nu a_i sigma'(l_i) E               (biases, optional: l_i = w_i . x / sqrt(s) + b_i)
 // with all right-hand sides evaluated before the step. With biases (student b, teacher b*; either may be given) the
-// recorded risk is NaN until the kernels handle biases (early stop then refused), and the divergence rule also
-// checks b (not finite, or past the run's bound, whose scale then includes |b(0)| and |b*|). Spherical: each w_i is then rescaled to |w_i|^2 = s.
+// recorded risk is the exact one with means (overlap_risk_mean; NaN against a polynomial target, early stop then
+// refused), and the divergence rule also checks b (not finite, or past the run's bound, whose scale then includes |b(0)| and |b*|). Spherical: each w_i is then rescaled to |w_i|^2 = s.
 // Time t = steps / d. Online: every step draws B fresh samples. Training set (n_samples > 0): n samples are
 // drawn once and visited in batches of B, epoch after epoch (reshuffled each epoch when shuffle is set);
 // B = n is full-batch gradient descent.
@@ -26,7 +26,8 @@
 // Randomness: the counter-based streams of rng.hpp keyed by (seed, run): inputs of sample row r (online: row =
 // step B + nu) are Gaussians [r d, (r + 1) d) of stream kInputs, its label noise Gaussian r of kLabelNoise.
 // Each run is computed by one thread with no reduction across threads, so results are bit-identical for any
-// thread count. The risk recorded is the exact excess population risk from the overlaps (overlap_risk).
+// thread count. The risk recorded is the exact excess population risk from the overlaps (overlap_risk, and
+// overlap_risk_mean with biases).
 #pragma once
 #include <atomic>
 #include <cstddef>

@@ -156,6 +156,7 @@ class CriticalPoint:
         -------
         CriticalPoint
         """
+        check_pair(student, teacher)  # no biases: the landscape tools' orbits and symmetries assume none
         flat = np.empty(0)
         if orbit_tangents(student, train_readout).shape[1]:
             student, eigenvalues, flat = orbit_spectrum(student, teacher, train_readout)
