@@ -634,11 +634,19 @@ py::object large_batch_iterate(const Array& Q, const Array& Mo, const Array& a, 
 // The large-batch map with a polynomial target.
 py::object large_batch_iterate_target(const Array& Q, const Array& Mo, const Array& a, const IntArray& alpha,
                                       const Array& coef, const std::string& student, double gamma0, double alpha_b,
-                                      long long steps, double noise, bool spherical) {
+                                      long long steps, double noise, bool spherical, const py::object& bias) {
   int K, M;
   const std::vector<double> y = state(Q, Mo, a, K, M);
   const OdeModel model = target_model(alpha, coef, student, "online", false, K, M, 1.0, 0.0, noise);
-  return iterate_one(model, y, large_batch_options(gamma0, alpha_b, steps, spherical), 1, K, M);
+  LargeBatchOptions opt = large_batch_options(gamma0, alpha_b, steps, spherical);
+  if (!bias.is_none()) {  // the students' fixed biases (K,), finite
+    const Array b = bias.cast<Array>();
+    expect_shape(b, "bias", {K});
+    opt.bias.assign(b.data(), b.data() + K);
+    for (double x : opt.bias)
+      if (!std::isfinite(x)) throw std::invalid_argument("bias: expected finite biases");
+  }
+  return iterate_one(model, y, opt, 1, K, M);
 }
 
 void bind_rhs(py::module_& m) {
@@ -685,7 +693,7 @@ void bind_large_batch(py::module_& m) {
                            py::arg("spherical"), py::arg("n_threads") = 1));
   def_with(m, "large_batch_iterate_target", &large_batch_iterate_target, state_names(), target_names(),
            std::make_tuple(py::arg("gamma0"), py::arg("batch_ratio"), py::arg("steps"), py::arg("noise"),
-                           py::arg("spherical")));
+                           py::arg("spherical"), py::arg("bias") = py::none()));
 }
 
 }  // namespace

@@ -41,7 +41,7 @@ void bind_target(py::module_& m) {
   m.def(
       "target_expectation",
       [](const std::string& act, const Array& Qs, const Array& Ms, const IntArray& factors, const IntArray& alpha,
-         const Array& coef) {
+         const Array& coef, const py::object& mu) {
         auto t = make_target(alpha, coef);
         expect_shape(Qs, "Qs", {-1, -1});
         const py::ssize_t n = Qs.shape(0);
@@ -54,11 +54,18 @@ void bind_target(py::module_& m) {
         for (py::ssize_t s = 0; s < n; ++s)
           ff[static_cast<std::size_t>(s)] = {static_cast<int>(factors.at(s, 0)), static_cast<int>(factors.at(s, 1)),
                                              static_cast<int>(factors.at(s, 2))};
+        std::vector<double> means;
+        if (!mu.is_none()) {  // the fields' means (the biases)
+          const Array m = mu.cast<Array>();
+          expect_shape(m, "mu", {n});
+          means.assign(m.data(), m.data() + n);
+        }
         if (t->f.empty()) return 0.0;
         return target_expectation(parse_activation(act), static_cast<int>(n), Qs.data(), Ms.data(), t->k, ff.data(),
-                                  t->f);
+                                  t->f, means.empty() ? nullptr : means.data());
       },
-      py::arg("act"), py::arg("Qs"), py::arg("Ms"), py::arg("factors"), py::arg("alpha"), py::arg("coef"));
+      py::arg("act"), py::arg("Qs"), py::arg("Ms"), py::arg("factors"), py::arg("alpha"), py::arg("coef"),
+      py::arg("mu") = py::none());
   m.def(
       "target_risk",
       [](const IntArray& alpha, const Array& coef, const Array& Q, const Array& M, const Array& a,

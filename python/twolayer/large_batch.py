@@ -105,6 +105,8 @@ def iterate(
     target : HermiteTarget, optional
         A polynomial target: the teacher units are its k directions, and psi, phi^HD take its exact terms
         (psi_ic += E[g'(l_i) l_c f], phi^HD_ik += E[g'g' f^2] - 2 E[g'g' f fhat], C++ ``TargetRhs::add_raw``).
+        With a target the students may carry fixed biases (``overlaps.bias``, any activation but relu and step):
+        every expectation is then taken at l_i + b_i (l_c of psi centred).
 
     Returns
     -------
@@ -121,7 +123,10 @@ def iterate(
     >>> tr.t, tr.M.shape, tr.status
     (array([0., 1., 2., 3.]), (4, 2, 2), <Status.completed: 'completed'>)
     """
-    refuse_bias(overlaps, "overlaps")
+    if target is None:
+        refuse_bias(overlaps, "overlaps")
+    elif np.any(overlaps.teacher_bias != 0.0):
+        raise ValueError(f"overlaps: a polynomial target has no teacher biases, got {overlaps.teacher_bias}")
     gamma0 = positive(lr, "lr", allow_zero=True)
     alpha = _batch_ratio(batch_ratio)
     T = _steps(n_steps)
@@ -135,18 +140,24 @@ def iterate(
     meta = {"activation": activation, "teacher_activation": teacher_activation, "regime": "large_batch",
             "spherical": int(spherical), "lr": gamma0, "batch_ratio": alpha, "steps": T, "noise": noise_}
 
+    # fixed student biases (a target only): recorded per row like a run with biases
+    bias = overlaps.bias.copy() if target is not None and np.any(overlaps.bias != 0.0) else None
+
     def to_trajectory(out: dict[str, Any]) -> Trajectory:
+        T_ = len(out["t"])
         return Trajectory(t=out["t"], Q=out["Q"], M=out["M"], a=out["a"], risk=out["risk"],
                           status=Status(out["status"]), message=str(out["message"]), time_unit=_TIME_UNIT,
                           meta={**meta, "n_rhs": int(out["n_rhs"]), "n_steps": int(out["n_steps"])},
-                          P=overlaps.P.copy(), v=overlaps.v.copy(), stop_time=float(out["stop_time"]))
+                          P=overlaps.P.copy(), v=overlaps.v.copy(), stop_time=float(out["stop_time"]),
+                          bias=None if bias is None else np.tile(bias, (T_, 1)),
+                          teacher_bias=None if bias is None else np.zeros(overlaps.P.shape[0]))
 
     if target is not None:
         meta["target"] = repr(target)
         alpha_t, coef = target._arrays()
         with partial_result(to_trajectory):
             out = _core.large_batch_iterate_target(overlaps.Q, overlaps.M, overlaps.a, alpha_t, coef, activation,
-                                                   gamma0, alpha, T, noise_, spherical)
+                                                   gamma0, alpha, T, noise_, spherical, bias)
         return to_trajectory(out)
     with partial_result(to_trajectory):
         out = _core.large_batch_iterate(overlaps.Q, overlaps.M, overlaps.a, overlaps.P, overlaps.v, activation,
@@ -187,7 +198,7 @@ def iterate_checked(
         return iterate(check_overlaps(overlaps), act, t_act, lr=lr, batch_ratio=batch_ratio, n_steps=n_steps,
                        noise=noise, spherical=spherical, n_threads=n_threads)
     spherical = boolean(spherical, "spherical")
-    ov, act = check_target_overlaps(overlaps, activation, target, spherical)
+    ov, act = check_target_overlaps(overlaps, activation, target, spherical, biases=True)
     for name, value in (("t_max", t_max), ("times", times), ("schedule", schedule)):
         if value is not None:
             raise ValueError(f"{name}: regime='large_batch' counts iterations at a fixed step; give n_steps= "

@@ -45,6 +45,11 @@ struct LargeBatchOptions {
   double gamma0 = 1.0;     // step (the simulator's lr / d)
   double alpha = 1.0;      // batch size / d
   bool spherical = false;  // rescale every |w_i|^2 to d after each step (needs diag(Q) = 1 at the start)
+  // The students' fixed biases b (K; empty for zero; a polynomial target only): lambda_i = l_i + b_i. The map is
+  // the same with every expectation taken at the means b: psi_ic = E[g'(lambda_i) l_c E] (l_c centred),
+  // E[g'(lambda_i) g'(lambda_k) E^2]; the target's parts through TargetRhs with biases, the committee's through
+  // gaussian_mean.hpp (i3_mean, i4_mean, j2_mean, i2_mean for the risk).
+  std::vector<double> bias;
 };
 
 // Iterates the map for a committee teacher: the expectations come from the online right-hand side of `model`

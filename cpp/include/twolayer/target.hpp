@@ -55,13 +55,18 @@ struct FieldFactor {
   int n_deriv = 0, n_sigma = 0, power = 0;
 };
 
-// E[prod_s F_s(l_s) p(z)] for the n <= 3 distinct fields l_S of covariance Qs (n x n), Cov(l_S, z) = Ms (n x k).
-// Step units allow n_deriv <= 1 (a delta). Throws std::domain_error when Qs is singular where it must not be.
+// E[prod_s F_s(mu_s + l_s) p(z)] for the n <= 3 distinct fields l_S of covariance Qs (n x n), Cov(l_S, z) = Ms
+// (n x k), means mu (the biases; null for zero). Step units allow n_deriv <= 1 (a delta). Throws std::domain_error
+// when Qs is singular where it must not be. The conditioning on l_S is the same with means (E[p(z) | l_S] is a
+// polynomial in the centred fields); what changes is the moments E[prod_s F_s(mu_s + l_s) l^beta]: closed form for
+// the five classic activations at zero means, otherwise (every smooth activation, and linear, quadratic, erf with
+// means) a tensor trapezoidal rule certified at run time like gaussian_smooth.hpp's (<= 1e-13 relative to the
+// integral of |integrand| in practice); relu and step with nonzero means throw not_implemented.
 double target_expectation(Activation act, int n, const double* Qs, const double* Ms, int k,
-                          const FieldFactor* factors, const HermitePoly& p);
+                          const FieldFactor* factors, const HermitePoly& p, const double* mu = nullptr);
 // The same for several polynomials at once (the conditioning and moment tables are shared).
 void target_expectations(Activation act, int n, const double* Qs, const double* Ms, int k, const FieldFactor* factors,
-                         const std::vector<const HermitePoly*>& ps, double* out);
+                         const std::vector<const HermitePoly*>& ps, double* out, const double* mu = nullptr);
 
 // Excess risk of a student (Q, M (K x k), effective a) on the target: 1/2 a^T I2(Q) a - sum_i a_i E[sigma(l_i) f]
 // + 1/2 E[f^2].
@@ -84,7 +89,9 @@ void target_unit_jet(const PolyTarget& t, double q, const double* m, Activation 
 // right-hand side (the committee RHS with v = 0) before the spherical projection.
 class TargetRhs {
  public:
-  TargetRhs(const PolyTarget& t, Activation act, int K, bool online, double lr, double lr_readout);
+  // bias: the students' biases b (K; empty for zero): the fields are b_i + l_i.
+  TargetRhs(const PolyTarget& t, Activation act, int K, bool online, double lr, double lr_readout,
+            std::vector<double> bias = {});
   // Adds to dQ (unprojected Phi, K x K), dM (K x k), da (K) at state y = [Q, M, a].
   void add(const double* y, double* dQ, double* dM, double* da) const;
   // The raw target parts at state y, for maps built from the expectations (large_batch.hpp), n = K + k units:
@@ -102,6 +109,7 @@ class TargetRhs {
   int K_, k_;
   bool online_;
   double lr_, lr_readout_;
+  std::vector<double> b_;
   HermitePoly f2_;
   std::vector<HermitePoly> zf_;
   double f2mean_;

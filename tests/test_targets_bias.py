@@ -1,0 +1,161 @@
+"""Polynomial (Hermite) targets against biased and smooth students: the exact expectations
+E[prod_s F_s(b_s + l_s) p(z)] against an independent quadrature (scipy's adaptive quad over the student fields, the
+target given them by exact Gauss-Hermite) and Monte Carlo, and the large-batch map with fixed student biases
+(continuity with the unbiased path, finite-d SGD)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import twolayer as tl
+from scipy import integrate
+from scipy.special import erf, expit
+from twolayer import _core
+
+STAIR = (np.array([[1, 0, 0], [1, 1, 0], [1, 1, 1]]), np.array([1.0, 1.0, 1.0]))
+
+
+def stair3(z):
+    return z[..., 0] + z[..., 0] * z[..., 1] + z[..., 0] * z[..., 1] * z[..., 2]
+
+
+def sig(act, x):
+    return {"tanh": np.tanh(x), "softplus": np.logaddexp(0.0, x), "sigmoid": expit(x),
+            "erf": erf(x / np.sqrt(2)), "linear": x, "quadratic": x * x}[act]
+
+
+def dsig(act, x):
+    return {"tanh": 1.0 / np.cosh(x) ** 2, "softplus": expit(x), "sigmoid": expit(x) * expit(-x),
+            "erf": np.sqrt(2 / np.pi) * np.exp(-x * x / 2), "linear": np.ones_like(x), "quadratic": 2 * x}[act]
+
+
+def joint_cov(seed=0, n=2, k=3):
+    """A covariance of (l_1..l_n, z_1..z_k) with Cov(z) = I."""
+    rng = np.random.default_rng(seed)
+    L = rng.standard_normal((n, k)) * 0.4
+    Qs = 0.8 * np.eye(n) + 0.2 * np.ones((n, n)) + L @ L.T
+    return Qs, L, np.block([[Qs, L], [L.T, np.eye(k)]])
+
+
+def field_factor(act, fac, mu, ls):
+    """prod_s sigma'(b_s + l_s)^nd sigma(b_s + l_s)^ns l_s^pw at the points ls (..., n)."""
+    v = np.ones(ls.shape[:-1])
+    for s, (nd, ns, pw) in enumerate(fac):
+        x = mu[s] + ls[..., s]
+        v = v * dsig(act, x) ** nd * sig(act, x) ** ns * ls[..., s] ** pw
+    return v
+
+
+def reference(act, fac, Qs, Ms, mu, fn=stair3):
+    """E[prod_s F_s(mu_s + l_s) fn(z)] by scipy's adaptive quadrature over the n <= 2 fields l (their Gaussian
+    density), with E[fn(z) | l] by tensor Gauss-Hermite (exact for the polynomial: z = A l + R xi)."""
+    n, k = Ms.shape
+    A = np.linalg.solve(Qs, Ms).T
+    R = np.linalg.cholesky(np.eye(k) - A @ Ms + 1e-300 * np.eye(k))
+    x, w = np.polynomial.hermite_e.hermegauss(8)
+    Xi = np.array(np.meshgrid(*[x] * k, indexing="ij")).reshape(k, -1).T
+    W = np.prod(np.array(np.meshgrid(*[w / w.sum()] * k, indexing="ij")).reshape(k, -1), axis=0)
+    Qi = np.linalg.inv(Qs)
+    norm = 1.0 / np.sqrt((2 * np.pi) ** n * np.linalg.det(Qs))
+
+    def g(*l):
+        lv = np.array(l)
+        h = W @ fn(lv @ A.T + Xi @ R.T)
+        return field_factor(act, fac, mu, lv[None])[0] * h * norm * np.exp(-0.5 * lv @ Qi @ lv)
+
+    lim = 12.0 * np.sqrt(np.diag(Qs))
+    opts = {"epsabs": 1e-14, "epsrel": 1e-13, "limit": 200}
+    if n == 1:
+        return integrate.quad(g, -lim[0], lim[0], **opts)[0]
+    return integrate.nquad(lambda a, b: g(a, b), [[-lim[0], lim[0]], [-lim[1], lim[1]]],
+                           opts=[{**opts, "epsabs": 1e-13}, opts])[0]
+
+
+@pytest.mark.parametrize("act", ["tanh", "softplus", "erf", "quadratic"])
+def test_biased_expectations_against_quadrature_one_field(act):
+    """One field, a bias b = 0.7: every one-unit pattern of the large-batch map agrees with scipy's quad to 1e-10."""
+    Qs, Ms, _ = joint_cov(2, n=1)
+    mu = np.array([0.7])
+    for fac in ([[1, 0, 0]], [[1, 0, 1]], [[0, 1, 0]], [[2, 0, 0]], [[2, 1, 0]]):
+        ex = _core.target_expectation(act, Qs, Ms, np.array(fac), *STAIR, mu=mu)
+        assert ex == pytest.approx(reference(act, fac, Qs, Ms, mu), abs=1e-10), fac
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("act", ["tanh", "softplus"])
+def test_biased_expectations_against_quadrature_two_fields(act):
+    """Two fields with biases (0.7, -0.4): the pair patterns agree with scipy's nested quad to 1e-10."""
+    Qs, Ms, _ = joint_cov(3, n=2)
+    mu = np.array([0.7, -0.4])
+    for fac in ([[1, 0, 0], [0, 0, 1]], [[1, 0, 0], [1, 0, 0]], [[1, 1, 0], [1, 0, 0]]):
+        ex = _core.target_expectation(act, Qs, Ms, np.array(fac), *STAIR, mu=mu)
+        assert ex == pytest.approx(reference(act, fac, Qs, Ms, mu), abs=1e-10), fac
+
+
+def test_zero_bias_smooth_and_tiny_bias_classic():
+    """tanh at zero bias goes through the same quadrature (against quad); erf and quadratic with a bias of 1e-13 go
+    through the quadrature and agree with their closed forms at zero bias to 1e-11."""
+    Qs, Ms, _ = joint_cov(4, n=2)
+    fac = [[1, 0, 0], [0, 1, 1]]
+    ex = _core.target_expectation("tanh", Qs, Ms, np.array(fac), *STAIR)
+    assert ex == pytest.approx(reference("tanh", fac, Qs, Ms, np.zeros(2)), abs=1e-10)
+    for act in ("erf", "quadratic", "linear"):
+        closed = _core.target_expectation(act, Qs, Ms, np.array(fac), *STAIR)
+        quad = _core.target_expectation(act, Qs, Ms, np.array(fac), *STAIR, mu=np.array([1e-13, 0.0]))
+        assert quad == pytest.approx(closed, abs=1e-11), act
+
+
+def test_biased_expectations_against_monte_carlo():
+    """Three fields with biases, every pattern of the map for tanh and softplus (2 * 10^5 samples, 5 SEM)."""
+    Qs, Ms, Om = joint_cov(5, n=3)
+    mu = np.array([0.6, -0.3, 1.1])
+    X = np.random.default_rng(11).standard_normal((200_000, 6)) @ np.linalg.cholesky(Om).T
+    pats = ([[1, 0, 0]], [[1, 0, 1]], [[2, 1, 0]], [[1, 0, 0], [0, 0, 1]], [[1, 0, 0], [1, 0, 0], [0, 1, 0]])
+    for act in ("tanh", "softplus"):
+        for fac in pats:
+            n = len(fac)
+            ex = _core.target_expectation(act, Qs[:n, :n], Ms[:n], np.array(fac), *STAIR, mu=mu[:n])
+            v = field_factor(act, fac, mu, X[:, :n]) * stair3(X[:, 3:])
+            sem = v.std() / np.sqrt(len(v))
+            assert abs(ex - v.mean()) < 5 * sem, (act, fac, ex, v.mean(), sem)
+
+
+def test_relu_with_bias_is_not_implemented():
+    Qs, Ms, _ = joint_cov(0, n=1)
+    with pytest.raises(NotImplementedError, match="relu units with nonzero biases"):
+        _core.target_expectation("relu", Qs, Ms, np.array([[1, 0, 0]]), *STAIR, mu=np.array([0.5]))
+
+
+# ------------------------------------------------------------------ the large-batch map with fixed biases
+
+
+def _overlaps(act, K=2, bias=None, seed=0, scale=0.3):
+    rng = np.random.default_rng(seed)
+    W = rng.standard_normal((K, K + 3))
+    M = scale * rng.standard_normal((K, 3)) / np.sqrt(3)
+    Q = 0.5 * W @ W.T / (K + 3) + 0.5 * np.eye(K) + M @ M.T
+    return tl.Overlaps(Q, M, np.eye(3), rng.uniform(0.5, 1.0, K), np.zeros(3), activation=act, bias=bias)
+
+
+@pytest.mark.parametrize("act", ["erf", "tanh", "linear"])
+def test_map_with_tiny_bias_matches_the_unbiased_map(act):
+    """Biases of 1e-12 take the biased path (committee parts from the kernels with means, target parts by
+    quadrature); it agrees with the unbiased path (OdeRhs committee + closed-form or quadrature target) to 1e-9."""
+    tgt = tl.targets.staircase(3, d=10, seed=0)
+    kw = dict(target=tgt, lr=0.5, regime="large_batch", batch_ratio=2.0, n_steps=3, noise=0.1)
+    plain = tl.ode.integrate(_overlaps(act), act, **kw)
+    biased = tl.ode.integrate(_overlaps(act, bias=[1e-12, -1e-12]), act, **kw)
+    np.testing.assert_allclose(biased.Q, plain.Q, atol=1e-9, rtol=0)
+    np.testing.assert_allclose(biased.M, plain.M, atol=1e-9, rtol=0)
+    np.testing.assert_allclose(biased.risk, plain.risk, atol=1e-9, rtol=0)
+    assert biased.bias is not None and biased.bias.shape == (4, 2)
+
+
+def test_map_bias_errors():
+    tgt = tl.targets.staircase(3, d=10, seed=0)
+    ov = _overlaps("relu", bias=[0.5, 0.0])
+    with pytest.raises(NotImplementedError, match="relu units with nonzero biases"):
+        tl.ode.integrate(ov, "relu", target=tgt, lr=0.5, regime="large_batch", batch_ratio=2.0, n_steps=1)
+    ov = tl.Overlaps(np.eye(1), np.zeros((1, 3)), np.eye(3), [1.0], np.zeros(3), teacher_bias=[0.0, 0.1, 0.0])
+    with pytest.raises(ValueError, match="no teacher biases"):
+        tl.ode.integrate(ov, "tanh", target=tgt, lr=0.5, regime="large_batch", batch_ratio=2.0, n_steps=1)
