@@ -92,6 +92,7 @@ def test_biased_expectations_against_quadrature_two_fields(act):
         assert ex == pytest.approx(reference(act, fac, Qs, Ms, mu), abs=1e-10), fac
 
 
+@pytest.mark.slow
 def test_zero_bias_smooth_and_tiny_bias_classic():
     """tanh at zero bias goes through the same quadrature (against quad); erf and quadratic with a bias of 1e-13 go
     through the quadrature and agree with their closed forms at zero bias to 1e-11."""
@@ -105,12 +106,14 @@ def test_zero_bias_smooth_and_tiny_bias_classic():
         assert quad == pytest.approx(closed, abs=1e-11), act
 
 
-def test_biased_expectations_against_monte_carlo():
-    """Three fields with biases, every pattern of the map for tanh and softplus (2 * 10^5 samples, 5 SEM)."""
+@pytest.mark.parametrize("n_fields", [2, pytest.param(3, marks=pytest.mark.slow)])
+def test_biased_expectations_against_monte_carlo(n_fields):
+    """Up to three fields with biases, the patterns of the map for tanh and softplus (2 * 10^5 samples, 5 SEM)."""
     Qs, Ms, Om = joint_cov(5, n=3)
     mu = np.array([0.6, -0.3, 1.1])
     X = np.random.default_rng(11).standard_normal((200_000, 6)) @ np.linalg.cholesky(Om).T
-    pats = ([[1, 0, 0]], [[1, 0, 1]], [[2, 1, 0]], [[1, 0, 0], [0, 0, 1]], [[1, 0, 0], [1, 0, 0], [0, 1, 0]])
+    pats = [p for p in ([[1, 0, 0]], [[1, 0, 1]], [[2, 1, 0]], [[1, 0, 0], [0, 0, 1]],
+                        [[1, 0, 0], [1, 0, 0], [0, 1, 0]]) if len(p) <= n_fields]
     for act in ("tanh", "softplus"):
         for fac in pats:
             n = len(fac)
@@ -137,17 +140,17 @@ def _overlaps(act, K=2, bias=None, seed=0, scale=0.3):
     return tl.Overlaps(Q, M, np.eye(3), rng.uniform(0.5, 1.0, K), np.zeros(3), activation=act, bias=bias)
 
 
-@pytest.mark.parametrize("act", ["erf", "tanh", "linear"])
+@pytest.mark.parametrize("act", ["erf", "linear", "quadratic"])
 def test_map_with_tiny_bias_matches_the_unbiased_map(act):
     """Biases of 1e-12 take the biased path (committee parts from the kernels with means, target parts by
-    quadrature); it agrees with the unbiased path (OdeRhs committee + closed-form or quadrature target) to 1e-9."""
+    quadrature); it agrees with the unbiased path (OdeRhs committee, closed-form target parts) to 1e-9 + 1e-11 relative."""
     tgt = tl.targets.staircase(3, d=10, seed=0)
     kw = dict(target=tgt, lr=0.5, regime="large_batch", batch_ratio=2.0, n_steps=3, noise=0.1)
     plain = tl.ode.integrate(_overlaps(act), act, **kw)
     biased = tl.ode.integrate(_overlaps(act, bias=[1e-12, -1e-12]), act, **kw)
-    np.testing.assert_allclose(biased.Q, plain.Q, atol=1e-9, rtol=0)
-    np.testing.assert_allclose(biased.M, plain.M, atol=1e-9, rtol=0)
-    np.testing.assert_allclose(biased.risk, plain.risk, atol=1e-9, rtol=0)
+    np.testing.assert_allclose(biased.Q, plain.Q, atol=1e-9, rtol=1e-11)
+    np.testing.assert_allclose(biased.M, plain.M, atol=1e-9, rtol=1e-11)
+    np.testing.assert_allclose(biased.risk, plain.risk, atol=1e-9, rtol=1e-11)
     assert biased.bias is not None and biased.bias.shape == (4, 2)
 
 

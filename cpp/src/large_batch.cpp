@@ -100,7 +100,8 @@ double biased_committee(Activation g, int K, int n, const double* om, const doub
   return risk;
 }
 
-// The map with student biases against a polynomial target (LargeBatchOptions::bias).
+// The map against a polynomial target with student biases (LargeBatchOptions::bias), and for the smooth activations
+// without closed-form kernels at any bias (their committee terms through the kernels with means, student units only).
 IntegrateResult iterate_biased(const OdeModel& model_in, const double* y0, const LargeBatchOptions& opt) {
   OdeModel model = model_in;
   model.regime = Regime::Online;
@@ -108,8 +109,9 @@ IntegrateResult iterate_biased(const OdeModel& model_in, const double* y0, const
   model.lr = 1.0;
   model.lr_readout = 0.0;
   OdeRhs f(model);  // Omega and the state checks (bias-free)
-  const TargetRhs target(*model.target, model.student, model.K, true, 1.0, 0.0, opt.bias);
   const int K = model.K, M = model.M, n = K + M;
+  const std::vector<double> b = opt.bias.empty() ? std::vector<double>(static_cast<std::size_t>(K), 0.0) : opt.bias;
+  const TargetRhs target(*model.target, model.student, K, true, 1.0, 0.0, b);
   const std::size_t S = model.state_size();
   std::vector<double> y(y0, y0 + S), om(static_cast<std::size_t>(n) * n), hd(static_cast<std::size_t>(K) * K),
       psi(static_cast<std::size_t>(K) * n), ws(large_batch_workspace(n)), scratch;
@@ -121,7 +123,7 @@ IntegrateResult iterate_biased(const OdeModel& model_in, const double* y0, const
     f.omega(y.data(), om.data());
     std::fill(psi.begin(), psi.end(), 0.0);
     std::fill(hd.begin(), hd.end(), 0.0);
-    const double r = biased_committee(model.student, K, n, om.data(), a, opt.bias.data(), model.noise, psi.data(),
+    const double r = biased_committee(model.student, K, n, om.data(), a, b.data(), model.noise, psi.data(),
                                       hd.data());
     target.add_raw(y.data(), psi.data(), hd.data());
     return r + target.risk_part(y.data());
@@ -170,6 +172,7 @@ IntegrateResult iterate_large_batch(const OdeModel& model_in, const double* y0, 
       throw std::invalid_argument("bias: expected one bias per student unit");
     return iterate_biased(model_in, y0, opt);
   }
+  if (model_in.target && !is_classic(model_in.student)) return iterate_biased(model_in, y0, opt);
   OdeModel model = model_in;
   model.regime = Regime::Online;  // the second-moment table of the online right-hand side
   model.spherical = false;        // the projection is the map's own (exact rescaling, not its derivative)
