@@ -162,3 +162,23 @@ def test_map_bias_errors():
     ov = tl.Overlaps(np.eye(1), np.zeros((1, 3)), np.eye(3), [1.0], np.zeros(3), teacher_bias=[0.0, 0.1, 0.0])
     with pytest.raises(ValueError, match="no teacher biases"):
         tl.ode.integrate(ov, "tanh", target=tgt, lr=0.5, regime="large_batch", batch_ratio=2.0, n_steps=1)
+
+
+@pytest.mark.slow
+def test_map_with_biases_against_sgd_d4000():
+    """Fixed biases (0.5, -0.3), tanh, K = 2, z1 + z1 z2 + z1 z2 z3: the map against the mean of 16 SGD runs
+    (lr = gamma0 d, batch_size = alpha d) at d = 4000 over 3 iterations, within 4 standard errors + 2/d (~20 s)."""
+    d, T, g0, K, runs = 4000, 3, 1.0, 2, 16
+    tgt = tl.targets.staircase(3, d=d, seed=1)
+    W = np.random.default_rng(0).standard_normal((K, d))
+    W *= np.sqrt(d) / np.linalg.norm(W, axis=1, keepdims=True)
+    st = tl.Network(W, np.ones(K), "tanh", readout="mean", bias=[0.5, -0.3])
+    tr = tl.ode.integrate(tl.Overlaps.from_networks(st, tgt), "tanh", target=tgt, lr=g0, regime="large_batch",
+                          batch_ratio=1.0, n_steps=T)
+    ens = tl.sgd.simulate(st, tgt, lr=g0 * d, batch_size=d, t_max=T / d, n_records=T + 1, seeds=runs,
+                          keep_weights=False)
+    for name in ("M", "Q"):
+        x = getattr(ens, name)
+        sem = x.std(0) / np.sqrt(runs)
+        assert np.all(np.abs(getattr(tr, name) - x.mean(0)) <= 4 * sem + 2 / d), name
+    assert np.abs(tr.M[-1]).max() > 0.5  # the map moved
