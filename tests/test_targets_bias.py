@@ -182,3 +182,41 @@ def test_map_with_biases_against_sgd_d4000():
         sem = x.std(0) / np.sqrt(runs)
         assert np.all(np.abs(getattr(tr, name) - x.mean(0)) <= 4 * sem + 2 / d), name
     assert np.abs(tr.M[-1]).max() > 0.5  # the map moved
+
+
+# ------------------------------------------------------------------ the staircase's parities (seed 002's example)
+
+
+def _example():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "first_order_methods_staircase_large_batch.py"
+    spec = importlib.util.spec_from_file_location("first_order_methods_staircase_large_batch", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# the first iteration at which max_i |M_ir| > 1e-4 for r = z1, z2, z3 (None: <= 1e-15 through all 6 iterations)
+CLIMB = {("relu", 0.0): (1, 2, None), ("erf", 0.0): (1, None, None), ("softplus", 0.0): (1, 2, None),
+         ("tanh", 0.0): (1, None, None), ("softplus", -1.0): (1, 2, 3), ("tanh", 0.5): (1, 2, 3)}
+
+
+@pytest.mark.parametrize(("act", "bias"), list(CLIMB))
+def test_staircase_parity_climb(act, bias):
+    """From M = 0 the map climbs z1 + z1 z2 + z1 z2 z3 one direction per iteration where the activation's parity
+    allows it: the odd units (erf, tanh) never leave z1, relu and softplus (x/2 + even) never reach z3, while a bias
+    breaks the parity (softplus b = -1, tanh b = 0.5 reach z3 at iteration 3). Before its iteration a direction's
+    overlap is exactly 0; a parity-killed one stays exactly 0 (closed forms) or at round-off (quadrature)."""
+    ex = _example()
+    assert (act, bias) in ex.PARITY
+    m = np.abs(ex.parity_climb(act, bias).M).max(axis=1)  # (7, 3)
+    for r, first in enumerate(CLIMB[act, bias]):
+        if first is None:
+            exact_zero = act in ("relu", "erf")
+            assert np.all(m[:, r] == 0.0) if exact_zero else np.all(m[:, r] < 1e-15), (r, m[:, r])
+        else:
+            assert np.all(m[:first, r] == 0.0), (r, m[:, r])
+            assert np.all(m[first:, r] > 1e-4), (r, m[:, r])
