@@ -143,7 +143,8 @@ def _overlaps(act, K=2, bias=None, seed=0, scale=0.3):
 @pytest.mark.parametrize("act", ["erf", "linear", "quadratic"])
 def test_map_with_tiny_bias_matches_the_unbiased_map(act):
     """Biases of 1e-12 take the biased path (committee parts from the kernels with means, target parts by
-    quadrature); it agrees with the unbiased path (OdeRhs committee, closed-form target parts) to 1e-9 + 1e-11 relative."""
+    quadrature); it agrees with the unbiased path (OdeRhs committee, closed-form target parts) to 1e-9 + 1e-11
+    relative."""
     tgt = tl.targets.staircase(3, d=10, seed=0)
     kw = dict(target=tgt, lr=0.5, regime="large_batch", batch_ratio=2.0, n_steps=3, noise=0.1)
     plain = tl.ode.integrate(_overlaps(act), act, **kw)
