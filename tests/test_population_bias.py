@@ -82,4 +82,4 @@ def test_bias_refusals() -> None:
         tl.population.hessian(s, t)
     tgt = tl.targets.staircase(2, d=5, seed=0)
     with pytest.raises(NotImplementedError, match="does not handle biases yet"):
-        tl.population.risk(s, tgt)
+        tl.population.hessian(s, tgt)  # the risk and gradient against a target take biases (test_targets_bias.py)

@@ -221,3 +221,49 @@ def test_staircase_parity_climb(act, bias):
         else:
             assert np.all(m[:first, r] == 0.0), (r, m[:, r])
             assert np.all(m[first:, r] > 1e-4), (r, m[:, r])
+
+
+# ------------------------------------------------------------------ population risk and gradient with biases
+
+
+def _biased_student(act, d=6, K=2, seed=0):
+    rng = np.random.default_rng(seed)
+    return tl.Network(rng.standard_normal((K, d)), rng.uniform(0.5, 1.5, K), act, bias=rng.uniform(-1, 1, K))
+
+
+@pytest.mark.parametrize("act", ["tanh", "softplus", "erf"])
+def test_population_risk_with_biases_against_monte_carlo(act):
+    """1/2 E[(f(z) - sum_i a_i sigma(w_i.x/sqrt d + b_i))^2] against 4 * 10^5 samples (5 SEM)."""
+    st = _biased_student(act)
+    tgt = tl.targets.staircase(3, d=st.d, seed=1)
+    X = np.random.default_rng(3).standard_normal((400_000, st.d))
+    err = 0.5 * (tgt(X) - st(X)) ** 2
+    r = tl.population.risk(st, tgt)
+    assert abs(r - err.mean()) < 5 * err.std() / np.sqrt(len(err))
+
+
+@pytest.mark.parametrize("act", ["tanh", "softplus"])
+def test_population_gradient_with_biases_against_finite_differences(act):
+    """dR/dW, dR/da, dR/db against central differences of the exact risk (step 1e-5, to 1e-7)."""
+    st = _biased_student(act)
+    tgt = tl.targets.staircase(3, d=st.d, seed=1)
+    dW, da, db = tl.population.gradient(st, tgt, train_bias=True)
+    h = 1e-5
+
+    def fd(make):
+        return (tl.population.risk(make(h), tgt) - tl.population.risk(make(-h), tgt)) / (2 * h)
+
+    for i in range(st.K):
+        e = np.zeros(st.K)
+        e[i] = 1.0
+        assert fd(lambda s, e=e: st.with_weights(st.W, bias=st.bias + s * e)) == pytest.approx(db[i], abs=1e-7)
+        assert fd(lambda s, e=e: tl.Network(st.W, st.a + s * e, act, bias=st.bias)) == pytest.approx(da[i], abs=1e-7)
+        for j in (0, 3):
+            E = np.zeros_like(st.W)
+            E[i, j] = 1.0
+            assert fd(lambda s, E=E: st.with_weights(st.W + s * E, bias=st.bias)) == pytest.approx(dW[i, j], abs=1e-7)
+    # without biases the bias gradient is still E[sigma'(l_i) (fhat - f)] a_i (softplus: nonzero at b = 0)
+    s0 = tl.Network(st.W, st.a, act)
+    db0 = tl.population.gradient(s0, tgt, train_bias=True)[2]
+    assert abs(db0[0]) > 1e-3
+    assert fd(lambda s: tl.Network(st.W, st.a, act, bias=[s, 0.0])) == pytest.approx(db0[0], abs=1e-7)

@@ -1,4 +1,6 @@
 // Bindings for polynomial multi-index targets: labels, exact expectations, risk and its overlap gradient.
+#include <cmath>
+#include <stdexcept>
 #include <vector>
 
 #include "common.hpp"
@@ -17,6 +19,17 @@ py::ssize_t student_units(const PolyTarget& t, const Array& Q, const Array& M, c
   expect_shape(Q, "Q", {K, K});
   expect_shape(M, "M", {K, t.k});
   return K;
+}
+
+// The students' biases (K,) or none (empty: zero); finite.
+std::vector<double> bias_arg(const py::object& bias, py::ssize_t K) {
+  if (bias.is_none()) return {};
+  const Array b = bias.cast<Array>();
+  expect_shape(b, "bias", {K});
+  std::vector<double> out(b.data(), b.data() + K);
+  for (double x : out)
+    if (!std::isfinite(x)) throw std::invalid_argument("bias: expected finite biases");
+  return out;
 }
 
 }  // namespace
@@ -69,28 +82,34 @@ void bind_target(py::module_& m) {
   m.def(
       "target_risk",
       [](const IntArray& alpha, const Array& coef, const Array& Q, const Array& M, const Array& a,
-         const std::string& act) {
+         const std::string& act, const py::object& bias) {
         auto t = make_target(alpha, coef);
         const py::ssize_t K = student_units(*t, Q, M, a);
+        const std::vector<double> b = bias_arg(bias, K);
         py::gil_scoped_release release;
-        return target_risk(*t, Q.data(), M.data(), a.data(), static_cast<int>(K), parse_activation(act));
+        return target_risk(*t, Q.data(), M.data(), a.data(), static_cast<int>(K), parse_activation(act),
+                           b.empty() ? nullptr : b.data());
       },
-      py::arg("alpha"), py::arg("coef"), py::arg("Q"), py::arg("M"), py::arg("a"), py::arg("act"));
+      py::arg("alpha"), py::arg("coef"), py::arg("Q"), py::arg("M"), py::arg("a"), py::arg("act"),
+      py::arg("bias") = py::none());
   m.def(
       "target_cross_grad",
       [](const IntArray& alpha, const Array& coef, const Array& Q, const Array& M, const Array& a,
-         const std::string& act) {
+         const std::string& act, const py::object& bias) {
         auto t = make_target(alpha, coef);
         const py::ssize_t K = student_units(*t, Q, M, a);
-        Array dQ({K, K}), dM({K, static_cast<py::ssize_t>(t->k)}), sf({K});
+        const std::vector<double> b = bias_arg(bias, K);
+        Array dQ({K, K}), dM({K, static_cast<py::ssize_t>(t->k)}), sf({K}), db({K});
         {
           py::gil_scoped_release release;
           target_cross_grad(*t, Q.data(), M.data(), a.data(), static_cast<int>(K), parse_activation(act),
-                            dQ.mutable_data(), dM.mutable_data(), sf.mutable_data());
+                            dQ.mutable_data(), dM.mutable_data(), sf.mutable_data(), b.empty() ? nullptr : b.data(),
+                            db.mutable_data());
         }
-        return py::make_tuple(dQ, dM, sf);
+        return py::make_tuple(dQ, dM, sf, db);
       },
-      py::arg("alpha"), py::arg("coef"), py::arg("Q"), py::arg("M"), py::arg("a"), py::arg("act"));
+      py::arg("alpha"), py::arg("coef"), py::arg("Q"), py::arg("M"), py::arg("a"), py::arg("act"),
+      py::arg("bias") = py::none());
   // Per unit i (q_i = Q_ii, m_i = M[i]): Phi = E[sigma(l_i) f] and its (q, m) derivatives (target_unit_jet):
   // (phi (K), phi_q (K), phi_m (K, k), phi_qq (K), phi_qm (K, k), phi_mm (K, k, k)).
   m.def(

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "twolayer/gaussian.hpp"
+#include "twolayer/gaussian_mean.hpp"
 #include "twolayer/gaussian_smooth.hpp"
 #include "twolayer/linalg.hpp"
 #include "twolayer/population.hpp"
@@ -764,20 +765,32 @@ void gather(const double* Q, const double* M, int K, int k, const int* idx, int 
 }
 }  // namespace
 
-double target_risk(const PolyTarget& t, const double* Q, const double* M, const double* a, int K, Activation act) {
-  double r = overlap_risk(Q, nullptr, nullptr, a, nullptr, K, 0, act, act) + 0.5 * t.second_moment();
+double target_risk(const PolyTarget& t, const double* Q, const double* M, const double* a, int K, Activation act,
+                   const double* b) {
+  const bool biased = any_nonzero(b, K);
+  double r = 0.5 * t.second_moment();
+  if (!biased) {
+    r += overlap_risk(Q, nullptr, nullptr, a, nullptr, K, 0, act, act);
+  } else {  // 1/2 sum_ik a_i a_k E[sigma(b_i + l_i) sigma(b_k + l_k)]
+    for (int i = 0; i < K; ++i)
+      for (int k = 0; k < K; ++k) {
+        const double C[4] = {Q[i * K + i], Q[i * K + k], Q[k * K + i], Q[k * K + k]}, mu[2] = {b[i], b[k]};
+        r += 0.5 * a[i] * a[k] * i2_mean(act, act, C, mu);
+      }
+  }
   const FieldFactor sig{0, 1, 0};
   std::vector<double> Ms(t.k);
   for (int i = 0; i < K; ++i) {
     double Qs;
     gather(Q, M, K, t.k, &i, 1, &Qs, Ms.data());
-    r -= a[i] * target_expectation(act, 1, &Qs, Ms.data(), t.k, &sig, t.f);
+    r -= a[i] * target_expectation(act, 1, &Qs, Ms.data(), t.k, &sig, t.f, biased ? b + i : nullptr);
   }
   return r;
 }
 
 void target_cross_grad(const PolyTarget& t, const double* Q, const double* M, const double* a, int K, Activation act,
-                       double* dQ, double* dM, double* sf) {
+                       double* dQ, double* dM, double* sf, const double* b, double* db) {
+  const bool biased = any_nonzero(b, K);
   const int k = t.k;
   std::fill(dQ, dQ + static_cast<std::size_t>(K) * K, 0.0);
   // d/dM_ir E[sigma(l_i) f] = E[sigma'(l_i) d_r f] (Price); d/dQ_ii E[sigma(l_i) f] = E[sigma''(l_i) f] / 2
@@ -799,8 +812,10 @@ void target_cross_grad(const PolyTarget& t, const double* Q, const double* M, co
   for (int i = 0; i < K; ++i) {
     double Qs;
     gather(Q, M, K, k, &i, 1, &Qs, Ms.data());
-    target_expectations(act, 1, &Qs, Ms.data(), k, &d1, ps, e.data());
-    sf[i] = target_expectation(act, 1, &Qs, Ms.data(), k, &s0, t.f);
+    const double* mu = biased ? b + i : nullptr;
+    target_expectations(act, 1, &Qs, Ms.data(), k, &d1, ps, e.data(), mu);
+    sf[i] = target_expectation(act, 1, &Qs, Ms.data(), k, &s0, t.f, mu);
+    if (db) db[i] = -a[i] * target_expectation(act, 1, &Qs, Ms.data(), k, &d1, t.f, mu);  // d/db_i: E[s'(l_i) f]
     double corr = 0.0;
     for (int r = 0; r < k; ++r) {
       dM[i * k + r] = -a[i] * e[r];
@@ -811,7 +826,7 @@ void target_cross_grad(const PolyTarget& t, const double* Q, const double* M, co
       continue;
     }
     if (!(Qs > 0.0)) throw std::domain_error("target gradient: a student unit has zero norm");
-    const double lsf = target_expectation(act, 1, &Qs, Ms.data(), k, &d1l, t.f);
+    const double lsf = target_expectation(act, 1, &Qs, Ms.data(), k, &d1l, t.f, mu);
     dQ[i * K + i] = -a[i] * 0.5 * (lsf - corr) / Qs;
   }
 }

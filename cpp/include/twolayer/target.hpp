@@ -68,14 +68,17 @@ double target_expectation(Activation act, int n, const double* Qs, const double*
 void target_expectations(Activation act, int n, const double* Qs, const double* Ms, int k, const FieldFactor* factors,
                          const std::vector<const HermitePoly*>& ps, double* out, const double* mu = nullptr);
 
-// Excess risk of a student (Q, M (K x k), effective a) on the target: 1/2 a^T I2(Q) a - sum_i a_i E[sigma(l_i) f]
-// + 1/2 E[f^2].
-double target_risk(const PolyTarget& t, const double* Q, const double* M, const double* a, int K, Activation act);
+// Excess risk of a student (Q, M (K x k), effective a, biases b: null for zero) on the target:
+// 1/2 a^T I2(Q; b) a - sum_i a_i E[sigma(b_i + l_i) f] + 1/2 E[f^2].
+double target_risk(const PolyTarget& t, const double* Q, const double* M, const double* a, int K, Activation act,
+                   const double* b = nullptr);
 // dR/dQ (K x K, symmetric: the derivative with respect to Q_ik = Q_ki counted on both entries as 1/2 each) and
-// dR/dM (K x k) of the target part -sum_i a_i E[sigma(l_i) f] only, and sf (K) = E[sigma(l_i) f] (its derivative
-// with respect to a_i is -sf_i).
+// dR/dM (K x k) of the target part -sum_i a_i E[sigma(b_i + l_i) f] only, and sf (K) = E[sigma(b_i + l_i) f] (its
+// derivative with respect to a_i is -sf_i); with biases b (null: zero), db (K, skipped when null) its derivative
+// with respect to b_i, -a_i E[sigma'(b_i + l_i) f]. With a mean the formulas are the same (Price in M, Stein on the
+// centred l_i for Q).
 void target_cross_grad(const PolyTarget& t, const double* Q, const double* M, const double* a, int K, Activation act,
-                       double* dQ, double* dM, double* sf);
+                       double* dQ, double* dM, double* sf, const double* b = nullptr, double* db = nullptr);
 
 // One unit's cross term Phi(q, m) = E[sigma(l) f(z)], l ~ N(0, q), Cov(l, z) = m (k), Cov(z) = I_k, and its
 // first and second derivatives (Price's theorem: d/dm_r = E[sigma'(l) d_r f], d/dq = E[sigma''(l) f] / 2, so
