@@ -155,6 +155,20 @@ def test_map_with_tiny_bias_matches_the_unbiased_map(act):
     assert biased.status == plain.status and biased.bias is not None and biased.bias.shape == (len(plain), 2)
 
 
+@pytest.mark.parametrize("act", ["tanh", "softplus", "erf"])
+def test_map_bias_step_is_minus_the_population_bias_gradient(act):
+    """With lr = 0 the map's bias step is b <- b - lr_bias dR/db (dR/db_i = -a_i E[sigma'(l_i + b_i) E]); checked
+    against population.gradient's bias gradient of the same network (kernels with means + target_cross_grad)."""
+    st = _biased_student(act)
+    tgt = tl.targets.staircase(3, d=st.d, seed=1)
+    db = tl.population.gradient(st, tgt, train_bias=True)[2]
+    tr = tl.large_batch.iterate(tl.Overlaps.from_networks(st, tgt), act, "target", target=tgt, lr=0.0,
+                                batch_ratio=1.0, n_steps=1, lr_bias=0.3)
+    np.testing.assert_allclose(tr.bias[1], st.bias - 0.3 * db, rtol=0, atol=1e-10)
+    np.testing.assert_array_equal(tr.M[1], tr.M[0])
+    assert tr.risk[0] == pytest.approx(tl.population.risk(st, tgt), abs=1e-10)
+
+
 def test_map_bias_errors():
     tgt = tl.targets.staircase(3, d=10, seed=0)
     ov = _overlaps("relu", bias=[0.5, 0.0])
@@ -166,19 +180,24 @@ def test_map_bias_errors():
 
 
 @pytest.mark.slow
-def test_map_with_biases_against_sgd_d4000():
-    """Fixed biases (0.5, -0.3), tanh, K = 2, z1 + z1 z2 + z1 z2 z3: the map against the mean of 16 SGD runs
-    (lr = gamma0 d, batch_size = alpha d) at d = 4000 over 3 iterations, within 4 standard errors + 2/d (~20 s)."""
+@pytest.mark.parametrize(("act", "bias", "lr_bias"), [("tanh", [0.5, -0.3], 0.0), ("tanh", [0.5, -0.3], 1.0),
+                                                      ("softplus", [0.0, 0.0], 1.0)])
+def test_map_with_biases_against_sgd_d4000(act, bias, lr_bias):
+    """Fixed or trained biases, K = 2, z1 + z1 z2 + z1 z2 z3: the map against the mean of 16 SGD runs
+    (lr = gamma0 d, batch_size = alpha d, lr_bias = beta0 d) at d = 4000 over 3 iterations, within 4 standard
+    errors + 2/d (~20 s each)."""
     d, T, g0, K, runs = 4000, 3, 1.0, 2, 16
     tgt = tl.targets.staircase(3, d=d, seed=1)
     W = np.random.default_rng(0).standard_normal((K, d))
     W *= np.sqrt(d) / np.linalg.norm(W, axis=1, keepdims=True)
-    st = tl.Network(W, np.ones(K), "tanh", readout="mean", bias=[0.5, -0.3])
-    tr = tl.ode.integrate(tl.Overlaps.from_networks(st, tgt), "tanh", target=tgt, lr=g0, regime="large_batch",
-                          batch_ratio=1.0, n_steps=T)
+    st = tl.Network(W, np.ones(K), act, readout="mean", bias=bias)
+    tr = tl.large_batch.iterate(tl.Overlaps.from_networks(st, tgt), act, "target", target=tgt, lr=g0,
+                                batch_ratio=1.0, n_steps=T, lr_bias=lr_bias)
     ens = tl.sgd.simulate(st, tgt, lr=g0 * d, batch_size=d, t_max=T / d, n_records=T + 1, seeds=runs,
-                          keep_weights=False)
-    for name in ("M", "Q"):
+                          keep_weights=False, lr_bias=lr_bias * d)
+    if lr_bias:
+        assert np.abs(tr.bias[-1] - tr.bias[0]).max() > 0.1  # the biases moved
+    for name in ("M", "Q", "bias"):
         x = getattr(ens, name)
         sem = x.std(0) / np.sqrt(runs)
         assert np.all(np.abs(getattr(tr, name) - x.mean(0)) <= 4 * sem + 2 / d), name

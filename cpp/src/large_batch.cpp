@@ -102,7 +102,8 @@ double biased_committee(Activation g, int K, int n, const double* om, const doub
 
 // The map against a polynomial target with student biases (LargeBatchOptions::bias), and for the smooth activations
 // without closed-form kernels at any bias (their committee terms through the kernels with means, student units only).
-IntegrateResult iterate_biased(const OdeModel& model_in, const double* y0, const LargeBatchOptions& opt) {
+IntegrateResult iterate_biased(const OdeModel& model_in, const double* y0, const LargeBatchOptions& opt,
+                               std::vector<double>* bias_rows) {
   OdeModel model = model_in;
   model.regime = Regime::Online;
   model.spherical = false;
@@ -110,8 +111,8 @@ IntegrateResult iterate_biased(const OdeModel& model_in, const double* y0, const
   model.lr_readout = 0.0;
   OdeRhs f(model);  // Omega and the state checks (bias-free)
   const int K = model.K, M = model.M, n = K + M;
-  const std::vector<double> b = opt.bias.empty() ? std::vector<double>(static_cast<std::size_t>(K), 0.0) : opt.bias;
-  const TargetRhs target(*model.target, model.student, K, true, 1.0, 0.0, b);
+  std::vector<double> b = opt.bias.empty() ? std::vector<double>(static_cast<std::size_t>(K), 0.0) : opt.bias, gb(K);
+  TargetRhs target(*model.target, model.student, K, true, 1.0, 0.0, b);
   const std::size_t S = model.state_size();
   std::vector<double> y(y0, y0 + S), om(static_cast<std::size_t>(n) * n), hd(static_cast<std::size_t>(K) * K),
       psi(static_cast<std::size_t>(K) * n), ws(large_batch_workspace(n)), scratch;
@@ -140,6 +141,7 @@ IntegrateResult iterate_biased(const OdeModel& model_in, const double* y0, const
     res.t.push_back(static_cast<double>(t));
     res.y.insert(res.y.end(), y.begin(), y.end());
     res.risk.push_back(r);
+    if (bias_rows) bias_rows->insert(bias_rows->end(), b.begin(), b.end());
     if (t == opt.steps) return res;
     if (cancel_requested()) {
       res.status = "interrupted";
@@ -148,8 +150,20 @@ IntegrateResult iterate_biased(const OdeModel& model_in, const double* y0, const
       return res;
     }
     ++res.n_rhs;
+    if (opt.lr_bias != 0.0) {  // gb_i = E[g'(lambda_i) E] = E[g'(lambda_i) f] - sum_j a_j E[g'(lambda_i) g(lambda_j)]
+      std::fill(gb.begin(), gb.end(), 0.0);
+      target.add_bias_raw(y.data(), gb.data());
+      for (int i = 0; i < K; ++i)
+        for (int j = 0; j < K; ++j)
+          gb[i] -= a[j] * pair_moment(model.student, 1, model.student, 0, b[i], b[j], om[i * n + i], om[i * n + j],
+                                      om[j * n + j]);
+    }
     large_batch_update(K, n, om.data(), psi.data(), hd.data(), a, opt.gamma0, opt.alpha, opt.spherical, y.data(),
                        y.data() + model.offset_M(), ws.data());
+    if (opt.lr_bias != 0.0) {
+      for (int i = 0; i < K; ++i) b[i] += opt.lr_bias * a[i] * gb[i];
+      target.set_bias(b);
+    }
     ++res.n_steps;
     if (const char* why = state_error(f, y.data(), bound, scratch)) {
       res.status = "diverged";
@@ -164,15 +178,17 @@ IntegrateResult iterate_biased(const OdeModel& model_in, const double* y0, const
 }  // namespace
 
 IntegrateResult iterate_large_batch(const OdeModel& model_in, const double* y0, const LargeBatchOptions& opt,
-                                    int n_threads) {
+                                    int n_threads, std::vector<double>* bias_rows) {
+  if (opt.lr_bias != 0.0 && opt.bias.empty())
+    throw std::invalid_argument("lr_bias: trained biases need the biases' start (LargeBatchOptions::bias)");
   if (!opt.bias.empty()) {
     if (!model_in.target)
       throw not_implemented("large-batch map: student biases are implemented with a polynomial target only");
     if (static_cast<int>(opt.bias.size()) != model_in.K)
       throw std::invalid_argument("bias: expected one bias per student unit");
-    return iterate_biased(model_in, y0, opt);
+    return iterate_biased(model_in, y0, opt, bias_rows);
   }
-  if (model_in.target && !is_classic(model_in.student)) return iterate_biased(model_in, y0, opt);
+  if (model_in.target && !is_classic(model_in.student)) return iterate_biased(model_in, y0, opt, nullptr);
   OdeModel model = model_in;
   model.regime = Regime::Online;  // the second-moment table of the online right-hand side
   model.spherical = false;        // the projection is the map's own (exact rescaling, not its derivative)

@@ -932,6 +932,24 @@ double TargetRhs::risk_part(const double* y) const {
   return r;
 }
 
+void TargetRhs::add_bias_raw(const double* y, double* out) const {
+  const int K = K_, k = k_;
+  const double* M = y + static_cast<std::size_t>(K) * K;
+  const FieldFactor d1{1, 0, 0};
+  std::vector<double> Ms(k);
+  for (int i = 0; i < K; ++i) {
+    double Qs;
+    gather(y, M, K, k, &i, 1, &Qs, Ms.data());
+    out[i] += target_expectation(act_, 1, &Qs, Ms.data(), k, &d1, t_.f, &b_[i]);
+  }
+}
+
+void TargetRhs::set_bias(const std::vector<double>& bias) {
+  if (static_cast<int>(bias.size()) != K_) throw std::invalid_argument("target: expected one bias per student unit");
+  by_quadrature(act_, bias.data(), K_);
+  b_ = bias;
+}
+
 void TargetRhs::add_raw(const double* y, double* psi, double* hd) const {
   // One FieldTuple per unit, per pair and (for hd) per triple of student fields: each is conditioned once and
   // serves every factor pattern on it (the pair (i, k) also carries the unit terms sigma'(l_i)^2 sigma(l_k) f of

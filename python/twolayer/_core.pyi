@@ -279,7 +279,7 @@ def ode_rhs_target(
 ) -> tuple[_F, _F, _F, float]: ...
 def large_batch_iterate_target(
     Q: _F, M: _F, a: _F, alpha: _I, coef: _F, act: str, gamma0: float, batch_ratio: float, steps: int,
-    noise: float, spherical: bool, bias: _F | None = None,
+    noise: float, spherical: bool, bias: _F | None = None, lr_bias: float = 0.0,
 ) -> dict[str, Any]: ...
 def ode_integrate_target(
     Q: _F, M: _F, a: _F, alpha: _I, coef: _F, act: str, regime: str, spherical: bool, lr: float,

@@ -79,6 +79,7 @@ def iterate(
     spherical: bool = False,
     n_threads: int | None = None,
     target: Any = None,
+    lr_bias: float = 0.0,
 ) -> Trajectory:
     """Iterate the large-batch map ``n_steps`` times from ``overlaps`` (see the module docstring).
 
@@ -105,8 +106,12 @@ def iterate(
     target : HermiteTarget, optional
         A polynomial target: the teacher units are its k directions, and psi, phi^HD take its exact terms
         (psi_ic += E[g'(l_i) l_c f], phi^HD_ik += E[g'g' f^2] - 2 E[g'g' f fhat], C++ ``TargetRhs::add_raw``).
-        With a target the students may carry fixed biases (``overlaps.bias``, any activation but relu and step):
+        With a target the students may carry biases (``overlaps.bias``, any activation but relu and step):
         every expectation is then taken at l_i + b_i (l_c of psi centred).
+    lr_bias : float, default 0
+        With a target: trains the student biases, b_i <- b_i + lr_bias a_i E[g'(l_i + b_i) E] after each step
+        (simultaneous with the weights'), the limit of ``sgd.simulate(lr_bias=lr_bias * d)`` (the batch mean of a
+        scalar: no 1/alpha term). The result's ``bias`` holds them per row.
 
     Returns
     -------
@@ -140,8 +145,13 @@ def iterate(
     meta = {"activation": activation, "teacher_activation": teacher_activation, "regime": "large_batch",
             "spherical": int(spherical), "lr": gamma0, "batch_ratio": alpha, "steps": T, "noise": noise_}
 
-    # fixed student biases (a target only): recorded per row like a run with biases
-    bias = overlaps.bias.copy() if target is not None and np.any(overlaps.bias != 0.0) else None
+    lr_b = positive(lr_bias, "lr_bias", allow_zero=True)
+    if lr_b != 0.0 and target is None:
+        raise NotImplementedError("lr_bias: the large-batch map trains biases with a polynomial target only")
+    # student biases (a target only): recorded per row like a run with biases
+    bias = overlaps.bias.copy() if target is not None and (np.any(overlaps.bias != 0.0) or lr_b > 0) else None
+    if bias is not None:
+        meta["lr_bias"] = lr_b
 
     def to_trajectory(out: dict[str, Any]) -> Trajectory:
         T_ = len(out["t"])
@@ -149,7 +159,7 @@ def iterate(
                           status=Status(out["status"]), message=str(out["message"]), time_unit=_TIME_UNIT,
                           meta={**meta, "n_rhs": int(out["n_rhs"]), "n_steps": int(out["n_steps"])},
                           P=overlaps.P.copy(), v=overlaps.v.copy(), stop_time=float(out["stop_time"]),
-                          bias=None if bias is None else np.tile(bias, (T_, 1)),
+                          bias=None if bias is None else np.asarray(out.get("bias", np.tile(bias, (T_, 1)))),
                           teacher_bias=None if bias is None else np.zeros(overlaps.P.shape[0]))
 
     if target is not None:
@@ -157,7 +167,7 @@ def iterate(
         alpha_t, coef = target._arrays()
         with partial_result(to_trajectory):
             out = _core.large_batch_iterate_target(overlaps.Q, overlaps.M, overlaps.a, alpha_t, coef, activation,
-                                                   gamma0, alpha, T, noise_, spherical, bias)
+                                                   gamma0, alpha, T, noise_, spherical, bias, lr_b)
         return to_trajectory(out)
     with partial_result(to_trajectory):
         out = _core.large_batch_iterate(overlaps.Q, overlaps.M, overlaps.a, overlaps.P, overlaps.v, activation,
@@ -182,6 +192,7 @@ def iterate_checked(
     t_max: float | None = None,
     times: Any = None,
     schedule: Any = None,
+    lr_bias: float = 0.0,
 ) -> Trajectory:
     """``twolayer.ode.integrate(..., regime="large_batch")``: the overlaps and activations checked as the ODE checks
     them (the activations from the overlaps when not given; ``target``: the polynomial target, already resolved, or
@@ -196,7 +207,7 @@ def iterate_checked(
             raise ValueError("lr_readout: regime='large_batch' keeps the second layer fixed (use "
                              "twolayer.large_batch.layerwise for a ridge second layer)")
         return iterate(check_overlaps(overlaps), act, t_act, lr=lr, batch_ratio=batch_ratio, n_steps=n_steps,
-                       noise=noise, spherical=spherical, n_threads=n_threads)
+                       noise=noise, spherical=spherical, n_threads=n_threads, lr_bias=lr_bias)
     spherical = boolean(spherical, "spherical")
     ov, act = check_target_overlaps(overlaps, activation, target, spherical, biases=True)
     for name, value in (("t_max", t_max), ("times", times), ("schedule", schedule)):
@@ -206,7 +217,7 @@ def iterate_checked(
     if lr_readout != 0.0:
         raise ValueError("lr_readout: regime='large_batch' keeps the second layer fixed")
     return iterate(ov, act, "target", lr=lr, batch_ratio=batch_ratio, n_steps=n_steps, noise=noise,
-                   spherical=spherical, target=target)
+                   spherical=spherical, target=target, lr_bias=lr_bias)
 
 
 def ridge_readout(

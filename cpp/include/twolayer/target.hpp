@@ -105,6 +105,10 @@ class TargetRhs {
   void add_raw(const double* y, double* psi, double* hd) const;
   // -sum_i a_i E[sigma(l_i) f] + E[f^2] / 2: the target part of the risk.
   double risk_part(const double* y) const;
+  // out (K) += E[sigma'(b_i + l_i) f]: the target part of the bias gradient E[sigma'(lambda_i) E].
+  void add_bias_raw(const double* y, double* out) const;
+  // Replaces the students' biases (K values).
+  void set_bias(const std::vector<double>& bias);
 
  private:
   PolyTarget t_;
