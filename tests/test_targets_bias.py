@@ -286,3 +286,12 @@ def test_population_gradient_with_biases_against_finite_differences(act):
     db0 = tl.population.gradient(s0, tgt, train_bias=True)[2]
     assert abs(db0[0]) > 1e-3
     assert fd(lambda s: tl.Network(st.W, st.a, act, bias=[s, 0.0])) == pytest.approx(db0[0], abs=1e-7)
+
+
+def test_online_ode_with_a_smooth_student_and_a_target_still_refuses():
+    """The online and gradient-flow ODEs' target terms keep the five closed-form activations (not verified with
+    smooth students yet): a clear NotImplementedError, not a run."""
+    tgt = tl.targets.staircase(3, d=10, seed=0)
+    ov = tl.Overlaps(0.8 * np.eye(1), np.full((1, 3), 0.2), np.eye(3), np.ones(1), np.zeros(3))
+    with pytest.raises(NotImplementedError, match="linear, erf, relu, step and quadratic"):
+        tl.ode.integrate(ov, "tanh", target=tgt, lr=0.1, t_max=0.1)

@@ -109,7 +109,9 @@ IntegrateResult iterate_biased(const OdeModel& model_in, const double* y0, const
   model.spherical = false;
   model.lr = 1.0;
   model.lr_readout = 0.0;
-  OdeRhs f(model);  // Omega and the state checks (bias-free)
+  OdeModel plain = model;
+  plain.target.reset();
+  OdeRhs f(plain);  // Omega and the state checks only (no kernel evaluated)
   const int K = model.K, M = model.M, n = K + M;
   std::vector<double> b = opt.bias.empty() ? std::vector<double>(static_cast<std::size_t>(K), 0.0) : opt.bias, gb(K);
   TargetRhs target(*model.target, model.student, K, true, 1.0, 0.0, b);

@@ -302,8 +302,8 @@ bool by_quadrature(Activation act, const double* mu, int n) {
 // The closed-form path's activations (target_unit_jet: the Hessian's higher derivatives).
 void check_target_activation(Activation act) {
   if (!is_classic(act))
-    throw not_implemented(std::string("target: this expectation against a polynomial target is implemented for the "
-                                      "linear, erf, relu, step and quadratic activations, got '") +
+    throw not_implemented(std::string("target: expectations against a polynomial target are implemented for the "
+                                      "linear, erf, relu, step and quadratic activations here, got '") +
                           activation_name(act) + "'");
 }
 
@@ -899,6 +899,11 @@ void target_unit_jet(const PolyTarget& t, double q, const double* m, Activation 
     for (int s = 0; s < k; ++s)
       out[3 + 2 * k + r * k + s] = deriv_moment(conditional(d2f[static_cast<std::size_t>(r) * k + s]), 2);
   }
+}
+
+TargetRhs::TargetRhs(const PolyTarget& t, Activation act, int K, bool online, double lr, double lr_readout)
+    : TargetRhs(t, act, K, online, lr, lr_readout, {}) {
+  check_target_activation(act);
 }
 
 TargetRhs::TargetRhs(const PolyTarget& t, Activation act, int K, bool online, double lr, double lr_readout,

@@ -92,9 +92,13 @@ void target_unit_jet(const PolyTarget& t, double q, const double* m, Activation 
 // right-hand side (the committee RHS with v = 0) before the spherical projection.
 class TargetRhs {
  public:
-  // bias: the students' biases b (K; empty for zero): the fields are b_i + l_i.
+  // The five closed-form activations only (the ODE's and the SDE's target terms: smooth students are not verified
+  // there yet).
+  TargetRhs(const PolyTarget& t, Activation act, int K, bool online, double lr, double lr_readout);
+  // Any smooth activation, and biases b (K; empty for zero; relu and step at zero only): the fields are b_i + l_i
+  // (the large-batch map).
   TargetRhs(const PolyTarget& t, Activation act, int K, bool online, double lr, double lr_readout,
-            std::vector<double> bias = {});
+            std::vector<double> bias);
   // Adds to dQ (unprojected Phi, K x K), dM (K x k), da (K) at state y = [Q, M, a].
   void add(const double* y, double* dQ, double* dM, double* da) const;
   // The raw target parts at state y, for maps built from the expectations (large_batch.hpp), n = K + k units:
