@@ -88,11 +88,11 @@ double biased_committee(Activation g, int K, int n, const double* om, const doub
       double v = noise != 0.0 ? noise * j2_mean(g, C, mu) : 0.0;
       risk += (i == k ? 0.5 : 1.0) * a[i] * a[k] * i2_mean(g, g, C, mu);
       for (int j = 0; j < K; ++j)
-        for (int l = 0; l < K; ++l) {
+        for (int l = j; l < K; ++l) {  // symmetric in (j, l)
           const int u[4] = {i, k, j, l};
           cov(u, 4, C);
           for (int p = 0; p < 4; ++p) mu[p] = mean(u[p]);
-          v += a[j] * a[l] * i4_mean(g, g, g, C, mu);
+          v += (l == j ? 1.0 : 2.0) * a[j] * a[l] * i4_mean(g, g, g, C, mu);
         }
       hd[i * K + k] += v;
       if (k != i) hd[k * K + i] += v;

@@ -21,6 +21,13 @@ weights have unit norm (lambda = w.z) and ours norm sqrt d. The clock is t = ite
 ``spherical=True`` (the paper's eq. 7): every w_i is rescaled to ``|w_i|^2 = d`` after each step (exact in overlap
 space: Q_ik / sqrt(Q_ii Q_kk), M_ir / sqrt(Q_ii)).
 
+Biases (polynomial targets only): with student biases b (``overlaps.bias``; any activation but relu and step) every
+expectation is taken at lambda_i = l_i + b_i, the l_c of psi centred (the update of w is that of the centred field);
+with ``lr_bias`` the biases move as b_i <- b_i + lr_bias a_i E[g'(lambda_i) E], the limit of
+``sgd.simulate(lr_bias=lr_bias * d)`` (a batch mean of a scalar: no 1/alpha term). Smooth students without
+closed-form kernels (tanh, softplus, ...) take this path at any bias: the committee terms from the kernels with means
+(i3_mean, i4_mean), the target's by the certified quadrature of :mod:`twolayer.targets`' expectations.
+
 Layer-wise training (the paper): :func:`layerwise` runs the map on the first layer with a fixed, then sets the
 second layer to the population ridge solution a = (E[g(l) g(l)^T] + ridge I)^(-1) E[g(l) y], computed from the
 closed-form I2 kernels; :func:`simulate_layerwise` is its finite-d counterpart (``sgd.simulate`` with
