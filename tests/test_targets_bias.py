@@ -177,6 +177,15 @@ def test_map_bias_errors():
     ov = tl.Overlaps(np.eye(1), np.zeros((1, 3)), np.eye(3), [1.0], np.zeros(3), teacher_bias=[0.0, 0.1, 0.0])
     with pytest.raises(ValueError, match="no teacher biases"):
         tl.ode.integrate(ov, "tanh", target=tgt, lr=0.5, regime="large_batch", batch_ratio=2.0, n_steps=1)
+    ov = _overlaps("tanh", bias=[0.5, 0.0])
+    with pytest.raises(ValueError, match="lr_bias"):
+        tl.large_batch.iterate(ov, "tanh", "target", target=tgt, lr=0.5, batch_ratio=2.0, n_steps=1, lr_bias=-1.0)
+    with pytest.raises(NotImplementedError, match="lr_bias"):
+        tl.large_batch.iterate(tl.Overlaps(np.eye(1), np.eye(1), np.eye(1), [1.0], [1.0]), "erf", "erf", lr=0.5,
+                               batch_ratio=2.0, n_steps=1, lr_bias=1.0)
+    with pytest.raises(ValueError, match="bias"):
+        _core.large_batch_iterate_target(ov.Q, ov.M, ov.a, *tgt._arrays(), "tanh", 0.5, 2.0, 1, 0.0, False,
+                                         np.array([np.nan, 0.0]))
 
 
 @pytest.mark.slow
