@@ -83,7 +83,7 @@ def test_bias_refusals() -> None:
     s, t = _pair("erf", d=5)
     tgt = tl.targets.staircase(2, d=5, seed=0)
     with pytest.raises(NotImplementedError, match="does not handle biases yet"):
-        tl.population.risk(s, tgt)
+        tl.population.hessian(s, tgt)  # the risk and gradient against a target take biases (test_targets_bias.py)
 
 
 def _flat_gradient(s: tl.Network, t: tl.Network, train_readout: bool) -> np.ndarray:

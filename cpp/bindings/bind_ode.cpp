@@ -668,11 +668,37 @@ py::object large_batch_iterate(const Array& Q, const Array& Mo, const Array& a, 
 // The large-batch map with a polynomial target.
 py::object large_batch_iterate_target(const Array& Q, const Array& Mo, const Array& a, const IntArray& alpha,
                                       const Array& coef, const std::string& student, double gamma0, double alpha_b,
-                                      long long steps, double noise, bool spherical) {
+                                      long long steps, double noise, bool spherical, const py::object& bias,
+                                      double lr_bias) {
   int K, M;
   const std::vector<double> y = state(Q, Mo, a, K, M);
   const OdeModel model = target_model(alpha, coef, student, "online", false, K, M, 1.0, 0.0, noise);
-  return iterate_one(model, y, large_batch_options(gamma0, alpha_b, steps, spherical), 1, K, M);
+  LargeBatchOptions opt = large_batch_options(gamma0, alpha_b, steps, spherical);
+  if (!(std::isfinite(lr_bias) && lr_bias >= 0.0))
+    throw std::invalid_argument("lr_bias: expected a finite step >= 0");
+  if (!bias.is_none()) {  // the students' biases (K,), finite: fixed, or trained with lr_bias > 0
+    const Array b = bias.cast<Array>();
+    expect_shape(b, "bias", {K});
+    opt.bias.assign(b.data(), b.data() + K);
+    for (double x : opt.bias)
+      if (!std::isfinite(x)) throw std::invalid_argument("bias: expected finite biases");
+    opt.lr_bias = lr_bias;
+  } else if (lr_bias != 0.0) {
+    opt.bias.assign(static_cast<std::size_t>(K), 0.0);
+    opt.lr_bias = lr_bias;
+  }
+  std::vector<double> rows;
+  return run_cancellable([&] { return iterate_large_batch(model, y.data(), opt, 1, &rows); },
+                         [&](const IntegrateResult& r) {
+                           py::dict d = to_dict(r, K, M);
+                           if (!opt.bias.empty()) {  // the biases of every recorded row (T, K)
+                             const auto T = static_cast<py::ssize_t>(rows.size() / static_cast<std::size_t>(K));
+                             Array b({T, static_cast<py::ssize_t>(K)});
+                             std::copy(rows.begin(), rows.end(), b.mutable_data());
+                             d["bias"] = b;
+                           }
+                           return d;
+                         });
 }
 
 void bind_rhs(py::module_& m) {
@@ -719,7 +745,7 @@ void bind_large_batch(py::module_& m) {
                            py::arg("spherical"), py::arg("n_threads") = 1));
   def_with(m, "large_batch_iterate_target", &large_batch_iterate_target, state_names(), target_names(),
            std::make_tuple(py::arg("gamma0"), py::arg("batch_ratio"), py::arg("steps"), py::arg("noise"),
-                           py::arg("spherical")));
+                           py::arg("spherical"), py::arg("bias") = py::none(), py::arg("lr_bias") = 0.0));
 }
 
 }  // namespace

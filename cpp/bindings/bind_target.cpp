@@ -1,4 +1,6 @@
 // Bindings for polynomial multi-index targets: labels, exact expectations, risk and its overlap gradient.
+#include <cmath>
+#include <stdexcept>
 #include <vector>
 
 #include "common.hpp"
@@ -17,6 +19,17 @@ py::ssize_t student_units(const PolyTarget& t, const Array& Q, const Array& M, c
   expect_shape(Q, "Q", {K, K});
   expect_shape(M, "M", {K, t.k});
   return K;
+}
+
+// The students' biases (K,) or none (empty: zero); finite.
+std::vector<double> bias_arg(const py::object& bias, py::ssize_t K) {
+  if (bias.is_none()) return {};
+  const Array b = bias.cast<Array>();
+  expect_shape(b, "bias", {K});
+  std::vector<double> out(b.data(), b.data() + K);
+  for (double x : out)
+    if (!std::isfinite(x)) throw std::invalid_argument("bias: expected finite biases");
+  return out;
 }
 
 }  // namespace
@@ -41,7 +54,7 @@ void bind_target(py::module_& m) {
   m.def(
       "target_expectation",
       [](const std::string& act, const Array& Qs, const Array& Ms, const IntArray& factors, const IntArray& alpha,
-         const Array& coef) {
+         const Array& coef, const py::object& mu) {
         auto t = make_target(alpha, coef);
         expect_shape(Qs, "Qs", {-1, -1});
         const py::ssize_t n = Qs.shape(0);
@@ -54,36 +67,49 @@ void bind_target(py::module_& m) {
         for (py::ssize_t s = 0; s < n; ++s)
           ff[static_cast<std::size_t>(s)] = {static_cast<int>(factors.at(s, 0)), static_cast<int>(factors.at(s, 1)),
                                              static_cast<int>(factors.at(s, 2))};
+        std::vector<double> means;
+        if (!mu.is_none()) {  // the fields' means (the biases)
+          const Array m = mu.cast<Array>();
+          expect_shape(m, "mu", {n});
+          means.assign(m.data(), m.data() + n);
+        }
         if (t->f.empty()) return 0.0;
         return target_expectation(parse_activation(act), static_cast<int>(n), Qs.data(), Ms.data(), t->k, ff.data(),
-                                  t->f);
+                                  t->f, means.empty() ? nullptr : means.data());
       },
-      py::arg("act"), py::arg("Qs"), py::arg("Ms"), py::arg("factors"), py::arg("alpha"), py::arg("coef"));
+      py::arg("act"), py::arg("Qs"), py::arg("Ms"), py::arg("factors"), py::arg("alpha"), py::arg("coef"),
+      py::arg("mu") = py::none());
   m.def(
       "target_risk",
       [](const IntArray& alpha, const Array& coef, const Array& Q, const Array& M, const Array& a,
-         const std::string& act) {
+         const std::string& act, const py::object& bias) {
         auto t = make_target(alpha, coef);
         const py::ssize_t K = student_units(*t, Q, M, a);
+        const std::vector<double> b = bias_arg(bias, K);
         py::gil_scoped_release release;
-        return target_risk(*t, Q.data(), M.data(), a.data(), static_cast<int>(K), parse_activation(act));
+        return target_risk(*t, Q.data(), M.data(), a.data(), static_cast<int>(K), parse_activation(act),
+                           b.empty() ? nullptr : b.data());
       },
-      py::arg("alpha"), py::arg("coef"), py::arg("Q"), py::arg("M"), py::arg("a"), py::arg("act"));
+      py::arg("alpha"), py::arg("coef"), py::arg("Q"), py::arg("M"), py::arg("a"), py::arg("act"),
+      py::arg("bias") = py::none());
   m.def(
       "target_cross_grad",
       [](const IntArray& alpha, const Array& coef, const Array& Q, const Array& M, const Array& a,
-         const std::string& act) {
+         const std::string& act, const py::object& bias) {
         auto t = make_target(alpha, coef);
         const py::ssize_t K = student_units(*t, Q, M, a);
-        Array dQ({K, K}), dM({K, static_cast<py::ssize_t>(t->k)}), sf({K});
+        const std::vector<double> b = bias_arg(bias, K);
+        Array dQ({K, K}), dM({K, static_cast<py::ssize_t>(t->k)}), sf({K}), db({K});
         {
           py::gil_scoped_release release;
           target_cross_grad(*t, Q.data(), M.data(), a.data(), static_cast<int>(K), parse_activation(act),
-                            dQ.mutable_data(), dM.mutable_data(), sf.mutable_data());
+                            dQ.mutable_data(), dM.mutable_data(), sf.mutable_data(), b.empty() ? nullptr : b.data(),
+                            db.mutable_data());
         }
-        return py::make_tuple(dQ, dM, sf);
+        return py::make_tuple(dQ, dM, sf, db);
       },
-      py::arg("alpha"), py::arg("coef"), py::arg("Q"), py::arg("M"), py::arg("a"), py::arg("act"));
+      py::arg("alpha"), py::arg("coef"), py::arg("Q"), py::arg("M"), py::arg("a"), py::arg("act"),
+      py::arg("bias") = py::none());
   // Per unit i (q_i = Q_ii, m_i = M[i]): Phi = E[sigma(l_i) f] and its (q, m) derivatives (target_unit_jet):
   // (phi (K), phi_q (K), phi_m (K, k), phi_qq (K), phi_qm (K, k), phi_mm (K, k, k)).
   m.def(

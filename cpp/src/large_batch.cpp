@@ -8,6 +8,8 @@
 
 #include "twolayer/cancel.hpp"
 #include "twolayer/divergence.hpp"
+#include "twolayer/gaussian.hpp"
+#include "twolayer/gaussian_mean.hpp"
 #include "twolayer/linalg.hpp"
 #include "twolayer/target.hpp"
 
@@ -56,8 +58,139 @@ void large_batch_update(int K, int n, const double* omega, const double* psi, co
   }
 }
 
+namespace {
+
+// The committee parts of the map with student biases b (students only, v = 0): psi (K x n) -= sum_j a_j
+// E[g'(lambda_i) l_c g(lambda_j)], hd (K x K) += sum_jl a_j a_l E[g'(lambda_i) g'(lambda_k) g(lambda_j) g(lambda_l)]
+// + Delta E[g'(lambda_i) g'(lambda_k)]; returns the committee part of the risk, 1/2 sum_ik a_i a_k
+// E[g(lambda_i) g(lambda_k)]. omega: the n x n covariance of (students, target directions).
+double biased_committee(Activation g, int K, int n, const double* om, const double* a, const double* b, double noise,
+                        double* psi, double* hd) {
+  auto cov = [&](const int* u, int m, double* C) {
+    for (int p = 0; p < m; ++p)
+      for (int q = 0; q < m; ++q) C[p * m + q] = om[u[p] * n + u[q]];
+  };
+  auto mean = [&](int u) { return u < K ? b[u] : 0.0; };
+  double C[16], mu[4], risk = 0.0;
+  for (int i = 0; i < K; ++i)
+    for (int c = 0; c < n; ++c)
+      for (int j = 0; j < K; ++j) {
+        const int u[3] = {i, c, j};
+        cov(u, 3, C);
+        mu[0] = b[i], mu[1] = 0.0, mu[2] = b[j];  // l_c centred
+        psi[i * n + c] -= a[j] * i3_mean(g, g, C, mu);
+      }
+  for (int i = 0; i < K; ++i)
+    for (int k = i; k < K; ++k) {
+      const int u2[2] = {i, k};
+      cov(u2, 2, C);
+      mu[0] = b[i], mu[1] = b[k];
+      double v = noise != 0.0 ? noise * j2_mean(g, C, mu) : 0.0;
+      risk += (i == k ? 0.5 : 1.0) * a[i] * a[k] * i2_mean(g, g, C, mu);
+      for (int j = 0; j < K; ++j)
+        for (int l = j; l < K; ++l) {  // symmetric in (j, l)
+          const int u[4] = {i, k, j, l};
+          cov(u, 4, C);
+          for (int p = 0; p < 4; ++p) mu[p] = mean(u[p]);
+          v += (l == j ? 1.0 : 2.0) * a[j] * a[l] * i4_mean(g, g, g, C, mu);
+        }
+      hd[i * K + k] += v;
+      if (k != i) hd[k * K + i] += v;
+    }
+  return risk;
+}
+
+// The map against a polynomial target with student biases (LargeBatchOptions::bias), and for the smooth activations
+// without closed-form kernels at any bias (their committee terms through the kernels with means, student units only).
+IntegrateResult iterate_biased(const OdeModel& model_in, const double* y0, const LargeBatchOptions& opt,
+                               std::vector<double>* bias_rows) {
+  OdeModel model = model_in;
+  model.regime = Regime::Online;
+  model.spherical = false;
+  model.lr = 1.0;
+  model.lr_readout = 0.0;
+  OdeModel plain = model;
+  plain.target.reset();
+  OdeRhs f(plain);  // Omega and the state checks only (no kernel evaluated)
+  const int K = model.K, M = model.M, n = K + M;
+  std::vector<double> b = opt.bias.empty() ? std::vector<double>(static_cast<std::size_t>(K), 0.0) : opt.bias, gb(K);
+  TargetRhs target(*model.target, model.student, K, true, 1.0, 0.0, b);
+  const std::size_t S = model.state_size();
+  std::vector<double> y(y0, y0 + S), om(static_cast<std::size_t>(n) * n), hd(static_cast<std::size_t>(K) * K),
+      psi(static_cast<std::size_t>(K) * n), ws(large_batch_workspace(n)), scratch;
+  IntegrateResult res;
+  const double bound = divergence_bound(y0, S, model.P.data(), model.P.size(), model.v.data(), model.v.size());
+  const double* a = y.data() + model.offset_a();
+  // psi, hd and the risk at the current state
+  auto expectations = [&] {
+    f.omega(y.data(), om.data());
+    std::fill(psi.begin(), psi.end(), 0.0);
+    std::fill(hd.begin(), hd.end(), 0.0);
+    const double r = biased_committee(model.student, K, n, om.data(), a, b.data(), model.noise, psi.data(),
+                                      hd.data());
+    target.add_raw(y.data(), psi.data(), hd.data());
+    return r + target.risk_part(y.data());
+  };
+  double r = expectations();
+  for (long long t = 0;; ++t) {
+    if (!std::isfinite(r)) {
+      res.status = "diverged";
+      res.message = std::string("diverged at iteration ") + std::to_string(t) + ": " +
+                    divergence_message(kRiskNotFinite);
+      res.stop_time = static_cast<double>(t);
+      return res;
+    }
+    res.t.push_back(static_cast<double>(t));
+    res.y.insert(res.y.end(), y.begin(), y.end());
+    res.risk.push_back(r);
+    if (bias_rows) bias_rows->insert(bias_rows->end(), b.begin(), b.end());
+    if (t == opt.steps) return res;
+    if (cancel_requested()) {
+      res.status = "interrupted";
+      res.message = "interrupted (Ctrl-C) before iteration " + std::to_string(t + 1);
+      res.stop_time = static_cast<double>(t);
+      return res;
+    }
+    ++res.n_rhs;
+    if (opt.lr_bias != 0.0) {  // gb_i = E[g'(lambda_i) E] = E[g'(lambda_i) f] - sum_j a_j E[g'(lambda_i) g(lambda_j)]
+      std::fill(gb.begin(), gb.end(), 0.0);
+      target.add_bias_raw(y.data(), gb.data());
+      for (int i = 0; i < K; ++i)
+        for (int j = 0; j < K; ++j)
+          gb[i] -= a[j] * pair_moment(model.student, 1, model.student, 0, b[i], b[j], om[i * n + i], om[i * n + j],
+                                      om[j * n + j]);
+    }
+    large_batch_update(K, n, om.data(), psi.data(), hd.data(), a, opt.gamma0, opt.alpha, opt.spherical, y.data(),
+                       y.data() + model.offset_M(), ws.data());
+    if (opt.lr_bias != 0.0) {
+      for (int i = 0; i < K; ++i) b[i] += opt.lr_bias * a[i] * gb[i];
+      target.set_bias(b);
+    }
+    ++res.n_steps;
+    if (const char* why = state_error(f, y.data(), bound, scratch)) {
+      res.status = "diverged";
+      res.message = std::string("diverged at iteration ") + std::to_string(t + 1) + ": " + why;
+      res.stop_time = static_cast<double>(t + 1);
+      return res;
+    }
+    r = expectations();
+  }
+}
+
+}  // namespace
+
 IntegrateResult iterate_large_batch(const OdeModel& model_in, const double* y0, const LargeBatchOptions& opt,
-                                    int n_threads) {
+                                    int n_threads, std::vector<double>* bias_rows) {
+  if (opt.lr_bias != 0.0 && opt.bias.empty())
+    throw std::invalid_argument("lr_bias: trained biases need the biases' start (LargeBatchOptions::bias)");
+  if (!opt.bias.empty()) {
+    if (!model_in.target)
+      throw not_implemented("large-batch map: student biases are implemented with a polynomial target only");
+    if (static_cast<int>(opt.bias.size()) != model_in.K)
+      throw std::invalid_argument("bias: expected one bias per student unit");
+    return iterate_biased(model_in, y0, opt, bias_rows);
+  }
+  if (model_in.target && !is_classic(model_in.student)) return iterate_biased(model_in, y0, opt, nullptr);
   OdeModel model = model_in;
   model.regime = Regime::Online;  // the second-moment table of the online right-hand side
   model.spherical = false;        // the projection is the map's own (exact rescaling, not its derivative)

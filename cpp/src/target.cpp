@@ -10,6 +10,8 @@
 #include <unordered_map>
 
 #include "twolayer/gaussian.hpp"
+#include "twolayer/gaussian_mean.hpp"
+#include "twolayer/gaussian_smooth.hpp"
 #include "twolayer/linalg.hpp"
 #include "twolayer/population.hpp"
 
@@ -278,24 +280,152 @@ struct FactorSplit {
   double c;
 };
 
-// Polynomial-target expectations are exact for the five closed-form activations only.
+// Polynomial-target expectations: the five closed-form activations at zero means in closed form; every smooth
+// activation (and the smooth classic ones with means) by the certified quadrature of SmoothMoments; relu and step
+// with nonzero means are not implemented.
+bool any_nonzero(const double* mu, int n) {
+  if (!mu) return false;
+  for (int s = 0; s < n; ++s)
+    if (mu[s] != 0.0) return true;
+  return false;
+}
+
+bool by_quadrature(Activation act, const double* mu, int n) {
+  if (!is_classic(act)) return true;
+  if (!any_nonzero(mu, n)) return false;
+  if (!smooth::is_smooth(act))
+    throw not_implemented(std::string("target: expectations of ") + activation_name(act) +
+                          " units with nonzero biases against a polynomial target are not implemented");
+  return true;
+}
+
+// The closed-form path's activations (target_unit_jet: the Hessian's higher derivatives).
 void check_target_activation(Activation act) {
   if (!is_classic(act))
     throw not_implemented(std::string("target: expectations against a polynomial target are implemented for the "
-                                      "linear, erf, relu, step and quadratic activations, got '") +
+                                      "linear, erf, relu, step and quadratic activations here, got '") +
                           activation_name(act) + "'");
 }
 
-FactorSplit split_factor(Activation act, const FieldFactor& f) {
+// E[prod_s F_s(mu_s + l_s) l^beta], l ~ N(0, Q_S), for every beta in [0, B]^n at once, F_s = sigma'^n_deriv
+// sigma^n_sigma of a smooth activation: l = L u (Cholesky, zero pivots dropped), the tensor trapezoidal rule in u on
+// [-12, 12]^r (gaussian_smooth.hpp's step for the activations' strips of analyticity, the rule at 2h its even-node
+// subset) accepted when every moment satisfies (|I_h - I_2h| / S)^2 <= 1e-13 with S the rule on |integrand|, the
+// steps halved otherwise. The truncation at 12 keeps the monomials' Gaussian tails below 1e-16 relative up to
+// total degree ~20.
+class SmoothMoments {
+ public:
+  SmoothMoments(Activation act, int n, const double* Qs, const FieldFactor* fac, const double* mu, int B)
+      : n_(n), B_(B) {
+    double L[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0}, scale = 0.0;
+    for (int s = 0; s < n; ++s) scale = std::max(scale, std::fabs(Qs[s * n + s]));
+    int cols[3], r = 0;
+    for (int j = 0; j < n; ++j) {  // Cholesky with zero pivots dropped (columns of L)
+      double d = Qs[j * n + j];
+      for (int q = 0; q < j; ++q) d -= L[j * 3 + q] * L[j * 3 + q];
+      if (!(d > 1e-13 * scale)) continue;
+      const double piv = std::sqrt(d);
+      L[j * 3 + j] = piv;
+      for (int i = j + 1; i < n; ++i) {
+        double v = Qs[i * n + j];
+        for (int q = 0; q < j; ++q) v -= L[i * 3 + q] * L[j * 3 + q];
+        L[i * 3 + j] = v / piv;
+      }
+      cols[r++] = j;
+    }
+    const std::size_t nb = LPoly::size(n, B);
+    table_.assign(nb, 0.0);
+    const Activation acts[3] = {act, act, act};
+    double h = 1e300;
+    for (int c = 0; c < r; ++c) {
+      double slopes[3];
+      for (int s = 0; s < n; ++s) slopes[s] = L[s * 3 + cols[c]];
+      h = std::min(h, smooth::trapezoid_step(acts, slopes, n));
+    }
+    constexpr double kT = 12.0;
+    for (int attempt = 0;; ++attempt) {
+      const int N = r == 0 ? 0 : static_cast<int>(std::ceil(kT / h / 2.0)) * 2;  // even: the 2h rule is a subset
+      if (N > 4096) throw std::domain_error("target expectation: the quadrature did not converge");
+      std::vector<double> Ih(nb, 0.0), I2h(nb, 0.0), S(nb, 0.0), pw(static_cast<std::size_t>(n) * (B + 1));
+      std::vector<double> wt(static_cast<std::size_t>(2 * N + 1));
+      for (int m = -N; m <= N; ++m) wt[m + N] = h * std::exp(-0.5 * (m * h) * (m * h)) / std::sqrt(2.0 * kPi);
+      int idx[3] = {-N, -N, -N};
+      for (;;) {
+        double w = 1.0;
+        bool even = true;
+        for (int c = 0; c < r; ++c) {
+          w *= wt[idx[c] + N];
+          even = even && (idx[c] % 2 == 0);
+        }
+        double F = w;
+        for (int s = 0; s < n; ++s) {
+          double l = 0.0;
+          for (int c = 0; c < r; ++c) l += L[s * 3 + cols[c]] * (idx[c] * h);
+          double d[5];
+          const FieldFactor& f = fac[s];
+          if (f.n_deriv || f.n_sigma) {
+            sigma_derivatives(act, (mu ? mu[s] : 0.0) + l, 1, d);
+            for (int q = 0; q < f.n_deriv; ++q) F *= d[1];
+            for (int q = 0; q < f.n_sigma; ++q) F *= d[0];
+          }
+          double* p = pw.data() + static_cast<std::size_t>(s) * (B + 1);
+          p[0] = 1.0;
+          for (int b = 1; b <= B; ++b) p[b] = p[b - 1] * l;
+        }
+        for (std::size_t id = 0; id < nb; ++id) {
+          std::size_t rem = id;
+          double v = F;
+          for (int s = 0; s < n; ++s) {
+            v *= pw[static_cast<std::size_t>(s) * (B + 1) + rem % (B + 1)];
+            rem /= (B + 1);
+          }
+          Ih[id] += v;
+          S[id] += std::fabs(v);
+          if (even) I2h[id] += v;
+        }
+        int c = 0;
+        while (c < r && ++idx[c] > N) idx[c++] = -N;
+        if (c >= r) break;
+      }
+      double scale2 = 1.0;
+      for (int c = 0; c < r; ++c) scale2 *= 2.0;  // the 2h rule's weights
+      bool ok = true;
+      for (std::size_t id = 0; id < nb; ++id) {
+        const double e = Ih[id] - scale2 * I2h[id];
+        if (e * e > smooth::kAcceptSq * S[id] * S[id]) ok = false;
+      }
+      if (ok || r == 0) {
+        table_ = Ih;
+        return;
+      }
+      h *= 0.5;
+    }
+  }
+
+  double operator()(const int* beta) const {
+    std::size_t id = 0;
+    for (int q = n_ - 1; q >= 0; --q) {
+      if (beta[q] > B_) throw std::logic_error("target expectation: moment above the quadrature table");
+      id = id * (B_ + 1) + beta[q];
+    }
+    return table_[id];
+  }
+
+ private:
+  int n_, B_;
+  std::vector<double> table_;
+};
+
+// quad: the quadrature path (by_quadrature), whose law part is the whole activation factor.
+FactorSplit split_factor(Activation act, const FieldFactor& f, bool quad = false) {
   if (f.n_sigma > 1 || f.n_deriv < 0 || f.n_sigma < 0 || f.power < 0)
     throw std::invalid_argument("target expectation: unsupported field factor");
+  if (quad) return {{f.n_deriv, f.n_sigma, 0}, f.power, 1.0};
   switch (act) {
     case Activation::Linear: return {{0, 0, 0}, f.power + f.n_sigma, 1.0};
     case Activation::Quadratic: return {{0, 0, 0}, f.power + f.n_deriv + 2 * f.n_sigma, std::pow(2.0, f.n_deriv)};
     case Activation::Relu: return {{f.n_deriv + f.n_sigma > 0 ? 1 : 0, 0, 0}, f.power + f.n_sigma, 1.0};
-    case Activation::Step:
-    case Activation::Erf: break;
-    default: check_target_activation(act);
+    default: break;
   }
   return {{f.n_deriv, f.n_sigma, 0}, f.power, 1.0};
 }
@@ -304,7 +434,15 @@ FactorSplit split_factor(Activation act, const FieldFactor& f) {
 // indicators and erf auxiliaries (see target.hpp).
 class FactorMoments {
  public:
-  FactorMoments(Activation act, int n, const double* Qs, const FieldFactor* fac) : n_(n) {
+  // mu (n means, or null for zero) and B (the largest exponent asked for, with the field powers) serve the
+  // quadrature path (by_quadrature).
+  FactorMoments(Activation act, int n, const double* Qs, const FieldFactor* fac, const double* mu = nullptr,
+                int B = 0)
+      : n_(n) {
+    if (by_quadrature(act, mu, n)) {
+      smooth_ = std::make_unique<SmoothMoments>(act, n, Qs, fac, mu, B);
+      return;
+    }
     std::array<double, 9> C{};
     std::copy(Qs, Qs + n * n, C.begin());
     double scale = 0.0;
@@ -393,6 +531,7 @@ class FactorMoments {
   // c0 E[... l^beta] with the field powers added.
   double operator()(const int* beta) {
     std::array<int, kMaxVars> b{};
+    if (smooth_) return (*smooth_)(beta);
     for (int s = 0; s < n_; ++s) {
       b[s] = beta[s] + pw_[s];
       if ((zeroed_ >> s & 1u) && b[s] > 0) return 0.0;
@@ -408,6 +547,7 @@ class FactorMoments {
   int pw_[3] = {0, 0, 0};
   unsigned zeroed_ = 0;
   std::vector<std::pair<double, std::unique_ptr<Orthant>>> parts_;
+  std::unique_ptr<SmoothMoments> smooth_;
 };
 
 int poly_degree(const HermitePoly& p) {
@@ -426,10 +566,11 @@ int poly_degree(const HermitePoly& p) {
 // dot product with the pattern's moments E[prod_s F_s(l_s) l^beta] (FactorMoments, the only per-pattern work).
 class FieldTuple {
  public:
-  // D: the largest degree of the polynomials that will be asked for.
-  FieldTuple(Activation act, int n, const double* Qs, const double* Ms, int k, int D)
-      : act_(act), n_(n), D_(D), ch_(n, Qs, Ms, k, D) {
+  // D: the largest degree of the polynomials that will be asked for; mu: the fields' means (null: zero).
+  FieldTuple(Activation act, int n, const double* Qs, const double* Ms, int k, int D, const double* mu = nullptr)
+      : act_(act), n_(n), D_(D), quad_(by_quadrature(act, mu, n)), ch_(n, Qs, Ms, k, D) {
     std::copy(Qs, Qs + n * n, Qs_.begin());
+    if (mu) std::copy(mu, mu + n, mu_.begin());
   }
 
   // out[j] = E[prod_s F_s(l_s) ps[j](z)].
@@ -440,7 +581,7 @@ class FieldTuple {
     double c = 1.0;
     FieldFactor law[3];
     for (int q = 0; q < n_; ++q) {
-      const FactorSplit sp = split_factor(act_, factors[q]);
+      const FactorSplit sp = split_factor(act_, factors[q], quad_);
       law[q] = sp.law;
       pw[q] = sp.power;
       c *= sp.c;
@@ -448,7 +589,12 @@ class FieldTuple {
       key = key * 32u + static_cast<std::uint32_t>(law[q].n_deriv * 2 + law[q].n_sigma);
     }
     auto it = laws_.find(key);
-    if (it == laws_.end()) it = laws_.emplace(key, Law{FactorMoments(act_, n_, Qs_.data(), law), {}}).first;
+    if (it == laws_.end()) {
+      int pmax = 0;
+      for (int q = 0; q < n_; ++q) pmax = std::max(pmax, pw[q]);
+      it = laws_.emplace(key, Law{FactorMoments(act_, n_, Qs_.data(), law, quad_ ? mu_.data() : nullptr, D_ + pmax),
+                                  {}}).first;
+    }
     Law& L = it->second;
     int e[3] = {0, 0, 0};
     for (std::size_t j = 0; j < np; ++j) {
@@ -481,7 +627,9 @@ class FieldTuple {
  private:
   Activation act_;
   int n_, D_;
+  bool quad_;
   std::array<double, 9> Qs_{};
+  std::array<double, 3> mu_{};
   ConditionalHermite ch_;
   std::map<const HermitePoly*, LPoly> cond_;
   struct Law {
@@ -592,18 +740,18 @@ HermitePoly hermite_times_z(const HermitePoly& p, int r) {
 }
 
 void target_expectations(Activation act, int n, const double* Qs, const double* Ms, int k, const FieldFactor* factors,
-                         const std::vector<const HermitePoly*>& ps, double* out) {
+                         const std::vector<const HermitePoly*>& ps, double* out, const double* mu) {
   if (n < 1 || n > kMaxFields) throw std::invalid_argument("target expectation: 1 to 3 student fields");
   int D = 0;
   for (const HermitePoly* p : ps) D = std::max(D, poly_degree(*p));
   if (D > 60) throw std::invalid_argument("target expectation: degree above 60");
-  FieldTuple(act, n, Qs, Ms, k, D).expect(factors, ps.data(), ps.size(), out);
+  FieldTuple(act, n, Qs, Ms, k, D, mu).expect(factors, ps.data(), ps.size(), out);
 }
 
 double target_expectation(Activation act, int n, const double* Qs, const double* Ms, int k,
-                          const FieldFactor* factors, const HermitePoly& p) {
+                          const FieldFactor* factors, const HermitePoly& p, const double* mu) {
   double v;
-  target_expectations(act, n, Qs, Ms, k, factors, {&p}, &v);
+  target_expectations(act, n, Qs, Ms, k, factors, {&p}, &v, mu);
   return v;
 }
 
@@ -617,20 +765,32 @@ void gather(const double* Q, const double* M, int K, int k, const int* idx, int 
 }
 }  // namespace
 
-double target_risk(const PolyTarget& t, const double* Q, const double* M, const double* a, int K, Activation act) {
-  double r = overlap_risk(Q, nullptr, nullptr, a, nullptr, K, 0, act, act) + 0.5 * t.second_moment();
+double target_risk(const PolyTarget& t, const double* Q, const double* M, const double* a, int K, Activation act,
+                   const double* b) {
+  const bool biased = any_nonzero(b, K);
+  double r = 0.5 * t.second_moment();
+  if (!biased) {
+    r += overlap_risk(Q, nullptr, nullptr, a, nullptr, K, 0, act, act);
+  } else {  // 1/2 sum_ik a_i a_k E[sigma(b_i + l_i) sigma(b_k + l_k)]
+    for (int i = 0; i < K; ++i)
+      for (int k = 0; k < K; ++k) {
+        const double C[4] = {Q[i * K + i], Q[i * K + k], Q[k * K + i], Q[k * K + k]}, mu[2] = {b[i], b[k]};
+        r += 0.5 * a[i] * a[k] * i2_mean(act, act, C, mu);
+      }
+  }
   const FieldFactor sig{0, 1, 0};
   std::vector<double> Ms(t.k);
   for (int i = 0; i < K; ++i) {
     double Qs;
     gather(Q, M, K, t.k, &i, 1, &Qs, Ms.data());
-    r -= a[i] * target_expectation(act, 1, &Qs, Ms.data(), t.k, &sig, t.f);
+    r -= a[i] * target_expectation(act, 1, &Qs, Ms.data(), t.k, &sig, t.f, biased ? b + i : nullptr);
   }
   return r;
 }
 
 void target_cross_grad(const PolyTarget& t, const double* Q, const double* M, const double* a, int K, Activation act,
-                       double* dQ, double* dM, double* sf) {
+                       double* dQ, double* dM, double* sf, const double* b, double* db) {
+  const bool biased = any_nonzero(b, K);
   const int k = t.k;
   std::fill(dQ, dQ + static_cast<std::size_t>(K) * K, 0.0);
   // d/dM_ir E[sigma(l_i) f] = E[sigma'(l_i) d_r f] (Price); d/dQ_ii E[sigma(l_i) f] = E[sigma''(l_i) f] / 2
@@ -652,8 +812,10 @@ void target_cross_grad(const PolyTarget& t, const double* Q, const double* M, co
   for (int i = 0; i < K; ++i) {
     double Qs;
     gather(Q, M, K, k, &i, 1, &Qs, Ms.data());
-    target_expectations(act, 1, &Qs, Ms.data(), k, &d1, ps, e.data());
-    sf[i] = target_expectation(act, 1, &Qs, Ms.data(), k, &s0, t.f);
+    const double* mu = biased ? b + i : nullptr;
+    target_expectations(act, 1, &Qs, Ms.data(), k, &d1, ps, e.data(), mu);
+    sf[i] = target_expectation(act, 1, &Qs, Ms.data(), k, &s0, t.f, mu);
+    if (db) db[i] = -a[i] * target_expectation(act, 1, &Qs, Ms.data(), k, &d1, t.f, mu);  // d/db_i: E[s'(l_i) f]
     double corr = 0.0;
     for (int r = 0; r < k; ++r) {
       dM[i * k + r] = -a[i] * e[r];
@@ -664,12 +826,13 @@ void target_cross_grad(const PolyTarget& t, const double* Q, const double* M, co
       continue;
     }
     if (!(Qs > 0.0)) throw std::domain_error("target gradient: a student unit has zero norm");
-    const double lsf = target_expectation(act, 1, &Qs, Ms.data(), k, &d1l, t.f);
+    const double lsf = target_expectation(act, 1, &Qs, Ms.data(), k, &d1l, t.f, mu);
     dQ[i * K + i] = -a[i] * 0.5 * (lsf - corr) / Qs;
   }
 }
 
 void target_unit_jet(const PolyTarget& t, double q, const double* m, Activation act, double* out) {
+  check_target_activation(act);
   const int k = t.k;
   if (!(q > 0.0) || !std::isfinite(q)) throw std::domain_error("target Hessian: a student unit has zero norm");
   // f, d_r f, d_r d_t f in the Hermite basis (d He_n = n He_{n-1})
@@ -739,8 +902,16 @@ void target_unit_jet(const PolyTarget& t, double q, const double* m, Activation 
 }
 
 TargetRhs::TargetRhs(const PolyTarget& t, Activation act, int K, bool online, double lr, double lr_readout)
-    : t_(t), act_(act), K_(K), k_(t.k), online_(online), lr_(lr), lr_readout_(lr_readout) {
+    : TargetRhs(t, act, K, online, lr, lr_readout, {}) {
   check_target_activation(act);
+}
+
+TargetRhs::TargetRhs(const PolyTarget& t, Activation act, int K, bool online, double lr, double lr_readout,
+                     std::vector<double> bias)
+    : t_(t), act_(act), K_(K), k_(t.k), online_(online), lr_(lr), lr_readout_(lr_readout), b_(std::move(bias)) {
+  if (b_.empty()) b_.assign(static_cast<std::size_t>(K), 0.0);
+  if (static_cast<int>(b_.size()) != K) throw std::invalid_argument("target: expected one bias per student unit");
+  by_quadrature(act, b_.data(), K);  // relu and step with biases: not implemented
   t_.validate();
   f2_ = hermite_product(t_.f, t_.f);
   for (int r = 0; r < k_; ++r) zf_.push_back(hermite_times_z(t_.f, r));
@@ -761,9 +932,27 @@ double TargetRhs::risk_part(const double* y) const {
   for (int i = 0; i < K; ++i) {
     double Qs;
     gather(y, M, K, k, &i, 1, &Qs, Ms.data());
-    r -= a[i] * target_expectation(act_, 1, &Qs, Ms.data(), k, &sig, t_.f);
+    r -= a[i] * target_expectation(act_, 1, &Qs, Ms.data(), k, &sig, t_.f, &b_[i]);
   }
   return r;
+}
+
+void TargetRhs::add_bias_raw(const double* y, double* out) const {
+  const int K = K_, k = k_;
+  const double* M = y + static_cast<std::size_t>(K) * K;
+  const FieldFactor d1{1, 0, 0};
+  std::vector<double> Ms(k);
+  for (int i = 0; i < K; ++i) {
+    double Qs;
+    gather(y, M, K, k, &i, 1, &Qs, Ms.data());
+    out[i] += target_expectation(act_, 1, &Qs, Ms.data(), k, &d1, t_.f, &b_[i]);
+  }
+}
+
+void TargetRhs::set_bias(const std::vector<double>& bias) {
+  if (static_cast<int>(bias.size()) != K_) throw std::invalid_argument("target: expected one bias per student unit");
+  by_quadrature(act_, bias.data(), K_);
+  b_ = bias;
 }
 
 void TargetRhs::add_raw(const double* y, double* psi, double* hd) const {
@@ -787,7 +976,7 @@ void TargetRhs::add_raw(const double* y, double* psi, double* hd) const {
   std::vector<double> e(k), hl(hd ? static_cast<std::size_t>(K) * K : 0, 0.0);
   for (int i = 0; i < K; ++i) {
     gather(Q, M, K, k, &i, 1, Qs, Ms.data());
-    FieldTuple u(act_, 1, Qs, Ms.data(), k, Dunit);
+    FieldTuple u(act_, 1, Qs, Ms.data(), k, Dunit, &b_[i]);
     const FieldFactor d1{1, 0, 0}, d1l{1, 0, 1};
     u.expect(&d1, zf.data(), zf.size(), e.data());  // psi_{i,K+r} += E[sigma'(l_i) z_r f]
     for (int r = 0; r < k; ++r) psi[i * n + K + r] += e[r];
@@ -801,7 +990,8 @@ void TargetRhs::add_raw(const double* y, double* psi, double* hd) const {
     for (int kk = i + 1; kk < K; ++kk) {
       const int idx[2] = {i, kk};
       gather(Q, M, K, k, idx, 2, Qs, Ms.data());
-      FieldTuple p(act_, 2, Qs, Ms.data(), k, Dpair);
+      const double mu2[2] = {b_[i], b_[kk]};
+      FieldTuple p(act_, 2, Qs, Ms.data(), k, Dpair, mu2);
       const FieldFactor fa[2] = {{1, 0, 0}, {0, 0, 1}}, fb[2] = {{0, 0, 1}, {1, 0, 0}};
       psi[i * n + kk] += p.expect(fa, t_.f);
       psi[kk * n + i] += p.expect(fb, t_.f);
@@ -820,7 +1010,8 @@ void TargetRhs::add_raw(const double* y, double* psi, double* hd) const {
         for (int l = j + 1; l < K; ++l) {
           const int idx3[3] = {i, j, l};
           gather(Q, M, K, k, idx3, 3, Qs, Ms.data());
-          FieldTuple tr(act_, 3, Qs, Ms.data(), k, Df);
+          const double mu3[3] = {b_[i], b_[j], b_[l]};
+          FieldTuple tr(act_, 3, Qs, Ms.data(), k, Df, mu3);
           const FieldFactor fl[3] = {{1, 0, 0}, {1, 0, 0}, {0, 1, 0}}, fj[3] = {{1, 0, 0}, {0, 1, 0}, {1, 0, 0}},
                             fi[3] = {{0, 1, 0}, {1, 0, 0}, {1, 0, 0}};
           hl[i * K + j] -= 2.0 * a[l] * tr.expect(fl, t_.f);
@@ -853,7 +1044,7 @@ void TargetRhs::add(const double* y, double* dQ, double* dM, double* da) const {
       std::vector<double> Ms(k);
       gather(Q, M, K, k, &i, 1, &Qs, Ms.data());
       const FieldFactor sig{0, 1, 0};
-      da[i] += lr_readout_ * target_expectation(act_, 1, &Qs, Ms.data(), k, &sig, t_.f);
+      da[i] += lr_readout_ * target_expectation(act_, 1, &Qs, Ms.data(), k, &sig, t_.f, &b_[i]);
     }
     if (lr2 != 0.0) dQ[i * K + i] += lr2 * a[i] * a[i] * hd[i * K + i];
   }

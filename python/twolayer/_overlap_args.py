@@ -71,9 +71,14 @@ def resolve_target(target: Any, overlaps: Any) -> Any:
     raise TypeError(f"target: expected a twolayer.targets.HermiteTarget, got {type(tgt).__name__}")
 
 
-def check_target_overlaps(overlaps: Any, activation: Any, tgt: Any, spherical: bool) -> tuple[Overlaps, str]:
-    """The checked overlaps (M (K, k), P = I_k, v = 0) and the student activation of a target run."""
-    ov = check_overlaps(overlaps, spherical=spherical)
+def check_target_overlaps(
+    overlaps: Any, activation: Any, tgt: Any, spherical: bool, biases: bool = False
+) -> tuple[Overlaps, str]:
+    """The checked overlaps (M (K, k), P = I_k, v = 0) and the student activation of a target run (student biases
+    allowed when the caller handles them, ``biases``; a target has no teacher biases)."""
+    ov = check_overlaps(overlaps, spherical=spherical, biases=biases)
+    if np.any(ov.teacher_bias != 0.0):
+        raise ValueError(f"overlaps: a polynomial target has no teacher biases, got teacher_bias {ov.teacher_bias}")
     act = activation if activation is not None else ov.activation
     if act is None:
         raise TypeError("activation: required (the overlaps do not remember the student's activation)")

@@ -21,6 +21,13 @@ weights have unit norm (lambda = w.z) and ours norm sqrt d. The clock is t = ite
 ``spherical=True`` (the paper's eq. 7): every w_i is rescaled to ``|w_i|^2 = d`` after each step (exact in overlap
 space: Q_ik / sqrt(Q_ii Q_kk), M_ir / sqrt(Q_ii)).
 
+Biases (polynomial targets only): with student biases b (``overlaps.bias``; any activation but relu and step) every
+expectation is taken at lambda_i = l_i + b_i, the l_c of psi centred (the update of w is that of the centred field);
+with ``lr_bias`` the biases move as b_i <- b_i + lr_bias a_i E[g'(lambda_i) E], the limit of
+``sgd.simulate(lr_bias=lr_bias * d)`` (a batch mean of a scalar: no 1/alpha term). Smooth students without
+closed-form kernels (tanh, softplus, ...) take this path at any bias: the committee terms from the kernels with means
+(i3_mean, i4_mean), the target's by the certified quadrature of :mod:`twolayer.targets`' expectations.
+
 Layer-wise training (the paper): :func:`layerwise` runs the map on the first layer with a fixed, then sets the
 second layer to the population ridge solution a = (E[g(l) g(l)^T] + ridge I)^(-1) E[g(l) y], computed from the
 closed-form I2 kernels; :func:`simulate_layerwise` is its finite-d counterpart (``sgd.simulate`` with
@@ -79,6 +86,7 @@ def iterate(
     spherical: bool = False,
     n_threads: int | None = None,
     target: Any = None,
+    lr_bias: float = 0.0,
 ) -> Trajectory:
     """Iterate the large-batch map ``n_steps`` times from ``overlaps`` (see the module docstring).
 
@@ -105,6 +113,12 @@ def iterate(
     target : HermiteTarget, optional
         A polynomial target: the teacher units are its k directions, and psi, phi^HD take its exact terms
         (psi_ic += E[g'(l_i) l_c f], phi^HD_ik += E[g'g' f^2] - 2 E[g'g' f fhat], C++ ``TargetRhs::add_raw``).
+        With a target the students may carry biases (``overlaps.bias``, any activation but relu and step):
+        every expectation is then taken at l_i + b_i (l_c of psi centred).
+    lr_bias : float, default 0
+        With a target: trains the student biases, b_i <- b_i + lr_bias a_i E[g'(l_i + b_i) E] after each step
+        (simultaneous with the weights'), the limit of ``sgd.simulate(lr_bias=lr_bias * d)`` (the batch mean of a
+        scalar: no 1/alpha term). The result's ``bias`` holds them per row.
 
     Returns
     -------
@@ -121,7 +135,10 @@ def iterate(
     >>> tr.t, tr.M.shape, tr.status
     (array([0., 1., 2., 3.]), (4, 2, 2), <Status.completed: 'completed'>)
     """
-    refuse_bias(overlaps, "overlaps")
+    if target is None:
+        refuse_bias(overlaps, "overlaps")
+    elif np.any(overlaps.teacher_bias != 0.0):
+        raise ValueError(f"overlaps: a polynomial target has no teacher biases, got {overlaps.teacher_bias}")
     gamma0 = positive(lr, "lr", allow_zero=True)
     alpha = _batch_ratio(batch_ratio)
     T = _steps(n_steps)
@@ -135,18 +152,29 @@ def iterate(
     meta = {"activation": activation, "teacher_activation": teacher_activation, "regime": "large_batch",
             "spherical": int(spherical), "lr": gamma0, "batch_ratio": alpha, "steps": T, "noise": noise_}
 
+    lr_b = positive(lr_bias, "lr_bias", allow_zero=True)
+    if lr_b != 0.0 and target is None:
+        raise NotImplementedError("lr_bias: the large-batch map trains biases with a polynomial target only")
+    # student biases (a target only): recorded per row like a run with biases
+    bias = overlaps.bias.copy() if target is not None and (np.any(overlaps.bias != 0.0) or lr_b > 0) else None
+    if bias is not None:
+        meta["lr_bias"] = lr_b
+
     def to_trajectory(out: dict[str, Any]) -> Trajectory:
+        T_ = len(out["t"])
         return Trajectory(t=out["t"], Q=out["Q"], M=out["M"], a=out["a"], risk=out["risk"],
                           status=Status(out["status"]), message=str(out["message"]), time_unit=_TIME_UNIT,
                           meta={**meta, "n_rhs": int(out["n_rhs"]), "n_steps": int(out["n_steps"])},
-                          P=overlaps.P.copy(), v=overlaps.v.copy(), stop_time=float(out["stop_time"]))
+                          P=overlaps.P.copy(), v=overlaps.v.copy(), stop_time=float(out["stop_time"]),
+                          bias=None if bias is None else np.asarray(out.get("bias", np.tile(bias, (T_, 1)))),
+                          teacher_bias=None if bias is None else np.zeros(overlaps.P.shape[0]))
 
     if target is not None:
         meta["target"] = repr(target)
         alpha_t, coef = target._arrays()
         with partial_result(to_trajectory):
             out = _core.large_batch_iterate_target(overlaps.Q, overlaps.M, overlaps.a, alpha_t, coef, activation,
-                                                   gamma0, alpha, T, noise_, spherical)
+                                                   gamma0, alpha, T, noise_, spherical, bias, lr_b)
         return to_trajectory(out)
     with partial_result(to_trajectory):
         out = _core.large_batch_iterate(overlaps.Q, overlaps.M, overlaps.a, overlaps.P, overlaps.v, activation,
@@ -171,6 +199,7 @@ def iterate_checked(
     t_max: float | None = None,
     times: Any = None,
     schedule: Any = None,
+    lr_bias: float = 0.0,
 ) -> Trajectory:
     """``twolayer.ode.integrate(..., regime="large_batch")``: the overlaps and activations checked as the ODE checks
     them (the activations from the overlaps when not given; ``target``: the polynomial target, already resolved, or
@@ -185,9 +214,9 @@ def iterate_checked(
             raise ValueError("lr_readout: regime='large_batch' keeps the second layer fixed (use "
                              "twolayer.large_batch.layerwise for a ridge second layer)")
         return iterate(check_overlaps(overlaps), act, t_act, lr=lr, batch_ratio=batch_ratio, n_steps=n_steps,
-                       noise=noise, spherical=spherical, n_threads=n_threads)
+                       noise=noise, spherical=spherical, n_threads=n_threads, lr_bias=lr_bias)
     spherical = boolean(spherical, "spherical")
-    ov, act = check_target_overlaps(overlaps, activation, target, spherical)
+    ov, act = check_target_overlaps(overlaps, activation, target, spherical, biases=True)
     for name, value in (("t_max", t_max), ("times", times), ("schedule", schedule)):
         if value is not None:
             raise ValueError(f"{name}: regime='large_batch' counts iterations at a fixed step; give n_steps= "
@@ -195,7 +224,7 @@ def iterate_checked(
     if lr_readout != 0.0:
         raise ValueError("lr_readout: regime='large_batch' keeps the second layer fixed")
     return iterate(ov, act, "target", lr=lr, batch_ratio=batch_ratio, n_steps=n_steps, noise=noise,
-                   spherical=spherical, target=target)
+                   spherical=spherical, target=target, lr_bias=lr_bias)
 
 
 def ridge_readout(

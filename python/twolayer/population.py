@@ -139,9 +139,10 @@ def aligned_step_units(student: Network, teacher: Network) -> str | None:
     return None
 
 
-def _hermite(student: Network, target: Any, what: str) -> HermiteTarget:
-    """``target`` if it is a polynomial target matching the student (d, scaling); a clear error otherwise."""
-    check_network(student, "student")
+def _hermite(student: Network, target: Any, what: str, biases: bool = False) -> HermiteTarget:
+    """``target`` if it is a polynomial target matching the student (d, scaling; student biases only where the
+    caller handles them, ``biases``); a clear error otherwise."""
+    check_network(student, "student", biases=biases)
     if not isinstance(target, HermiteTarget):
         raise TypeError(f"teacher: the {what} of a {type(target).__name__} has no closed form (only committee "
                         "Networks and polynomial HermiteTargets); estimate it from samples, e.g. with sgd.simulate")
@@ -157,28 +158,35 @@ def _target_overlaps(student: Network, target: HermiteTarget) -> tuple[NDArray[n
 
 
 def _target_risk(student: Network, target: Any) -> float:
-    """Excess risk against a polynomial target (exact: target.hpp)."""
-    tgt = _hermite(student, target, "population risk")
+    """Excess risk against a polynomial target (exact: target.hpp; with student biases the committee part through
+    the kernels with means, the target part by certified quadrature)."""
+    tgt = _hermite(student, target, "population risk", biases=True)
     Q, M = _target_overlaps(student, tgt)
+    bias = student.bias if student.has_bias else None
     return float(_finite(np.asarray(_core.target_risk(*tgt._arrays(), Q, M, student.effective_a,
-                                                      student.activation)), "risk"))
+                                                      student.activation, bias)), "risk"))
 
 
-def _target_gradient(student: Network, target: Any, train_readout: bool) -> tuple[NDArray[np.float64],
-                                                                                 NDArray[np.float64] | None]:
+def _target_gradient(student: Network, target: Any, train_readout: bool, train_bias: bool) -> tuple[
+        NDArray[np.float64], NDArray[np.float64] | None, NDArray[np.float64] | None]:
     """The committee part 1/2 E[f^2] through the core (a zero teacher), plus the target part through the overlaps:
-    dR/dw_i = 2 dR/dQ_ii w_i / s + sum_r dR/dM_ir w*_r / s, dR/da_i = -c E[sigma(l_i) f]."""
-    tgt = _hermite(student, target, "population gradient")
+    dR/dw_i = 2 dR/dQ_ii w_i / s + sum_r dR/dM_ir w*_r / s, dR/da_i = -c E[sigma(l_i) f],
+    dR/db_i = -a_i E[sigma'(l_i) f] (effective a; l_i with its bias)."""
+    tgt = _hermite(student, target, "population gradient", biases=True)
     zero = Network(tgt.directions[:1], np.zeros(1), student.activation, student.scaling)
-    dW, da = gradient(student, zero, train_readout)
+    if train_bias:
+        dW, da, db = gradient(student, zero, train_readout, train_bias=True)
+    else:
+        dW, da = gradient(student, zero, train_readout)
     Q, M = _target_overlaps(student, tgt)
     alpha, coef = tgt._arrays()
-    dQ, dM, sig = _core.target_cross_grad(alpha, coef, Q, M, student.effective_a, student.activation)
+    bias = student.bias if student.has_bias else None
+    dQ, dM, sig, db_t = _core.target_cross_grad(alpha, coef, Q, M, student.effective_a, student.activation, bias)
     s = student.scale
     dW = dW + 2.0 * np.diag(dQ)[:, None] * student.W / s + dM @ tgt.directions / s
     if da is not None:
         da = da - student.readout_factor * sig
-    return _finite(dW, "gradient"), da
+    return _finite(dW, "gradient"), da, _finite(db + db_t, "gradient") if train_bias else None
 
 
 def _target_hessian(student: Network, target: Any, train_readout: bool, n_threads: int | None) -> NDArray[np.float64]:
@@ -271,9 +279,11 @@ def gradient(
     (homogeneity), and a gradient beyond the double range raises ValueError.
     With biases (lambda_i = w_i . x / sqrt(s) + b_i, on either network) the
     risk's expectations are the kernels with means (exact conditioning and
-    certified quadrature, see :mod:`twolayer.kernels`); committee teachers
-    only (a polynomial target refuses a student with biases), rows are not
-    rescaled, and step students with biases are not implemented.
+    certified quadrature, see :mod:`twolayer.kernels`); against a polynomial
+    target the target's part is a certified quadrature over the student
+    field after the exact conditioning (relu and step students with biases
+    are not implemented there); rows are not rescaled, and step students
+    with biases are not implemented.
 
     Parameters
     ----------
@@ -320,18 +330,16 @@ def gradient(
         return (*out, db) if train_bias else out
     da_out: NDArray[np.float64] | None
     if is_target(teacher):
-        dW, da_out = _target_gradient(student, teacher, train_readout)
-    else:
-        args, DW, Da = _args(student, cast(Network, teacher))  # checked there (a TypeError for anything else)
-        dW, da = _core.population_gradient(*args, n_threads=n_threads_arg(n_threads))
-        with np.errstate(over="ignore", invalid="ignore"):
-            dW = _finite(np.ldexp(dW, DW.reshape(dW.shape)), "gradient")
-            da = _finite(np.ldexp(da, Da), "gradient")
-        da_out = da * student.readout_factor if train_readout else None
+        dW, da_out, db_t = _target_gradient(student, teacher, train_readout, train_bias)
+        return (dW, da_out, db_t) if train_bias else (dW, da_out)
+    args, DW, Da = _args(student, cast(Network, teacher))  # checked there (a TypeError for anything else)
+    dW, da = _core.population_gradient(*args, n_threads=n_threads_arg(n_threads))
+    with np.errstate(over="ignore", invalid="ignore"):
+        dW = _finite(np.ldexp(dW, DW.reshape(dW.shape)), "gradient")
+        da = _finite(np.ldexp(da, Da), "gradient")
+    da_out = da * student.readout_factor if train_readout else None
     if not train_bias:
         return dW, da_out
-    if is_target(teacher):
-        raise NotImplementedError("train_bias: the bias gradient against a polynomial target is not implemented")
     return dW, da_out, _finite(_population_bias.bias_gradient(student, cast(Network, teacher)), "gradient")
 
 

@@ -55,22 +55,30 @@ struct FieldFactor {
   int n_deriv = 0, n_sigma = 0, power = 0;
 };
 
-// E[prod_s F_s(l_s) p(z)] for the n <= 3 distinct fields l_S of covariance Qs (n x n), Cov(l_S, z) = Ms (n x k).
-// Step units allow n_deriv <= 1 (a delta). Throws std::domain_error when Qs is singular where it must not be.
+// E[prod_s F_s(mu_s + l_s) p(z)] for the n <= 3 distinct fields l_S of covariance Qs (n x n), Cov(l_S, z) = Ms
+// (n x k), means mu (the biases; null for zero). Step units allow n_deriv <= 1 (a delta). Throws std::domain_error
+// when Qs is singular where it must not be. The conditioning on l_S is the same with means (E[p(z) | l_S] is a
+// polynomial in the centred fields); what changes is the moments E[prod_s F_s(mu_s + l_s) l^beta]: closed form for
+// the five classic activations at zero means, otherwise (every smooth activation, and linear, quadratic, erf with
+// means) a tensor trapezoidal rule certified at run time like gaussian_smooth.hpp's (<= 1e-13 relative to the
+// integral of |integrand| in practice); relu and step with nonzero means throw not_implemented.
 double target_expectation(Activation act, int n, const double* Qs, const double* Ms, int k,
-                          const FieldFactor* factors, const HermitePoly& p);
+                          const FieldFactor* factors, const HermitePoly& p, const double* mu = nullptr);
 // The same for several polynomials at once (the conditioning and moment tables are shared).
 void target_expectations(Activation act, int n, const double* Qs, const double* Ms, int k, const FieldFactor* factors,
-                         const std::vector<const HermitePoly*>& ps, double* out);
+                         const std::vector<const HermitePoly*>& ps, double* out, const double* mu = nullptr);
 
-// Excess risk of a student (Q, M (K x k), effective a) on the target: 1/2 a^T I2(Q) a - sum_i a_i E[sigma(l_i) f]
-// + 1/2 E[f^2].
-double target_risk(const PolyTarget& t, const double* Q, const double* M, const double* a, int K, Activation act);
+// Excess risk of a student (Q, M (K x k), effective a, biases b: null for zero) on the target:
+// 1/2 a^T I2(Q; b) a - sum_i a_i E[sigma(b_i + l_i) f] + 1/2 E[f^2].
+double target_risk(const PolyTarget& t, const double* Q, const double* M, const double* a, int K, Activation act,
+                   const double* b = nullptr);
 // dR/dQ (K x K, symmetric: the derivative with respect to Q_ik = Q_ki counted on both entries as 1/2 each) and
-// dR/dM (K x k) of the target part -sum_i a_i E[sigma(l_i) f] only, and sf (K) = E[sigma(l_i) f] (its derivative
-// with respect to a_i is -sf_i).
+// dR/dM (K x k) of the target part -sum_i a_i E[sigma(b_i + l_i) f] only, and sf (K) = E[sigma(b_i + l_i) f] (its
+// derivative with respect to a_i is -sf_i); with biases b (null: zero), db (K, skipped when null) its derivative
+// with respect to b_i, -a_i E[sigma'(b_i + l_i) f]. With a mean the formulas are the same (Price in M, Stein on the
+// centred l_i for Q).
 void target_cross_grad(const PolyTarget& t, const double* Q, const double* M, const double* a, int K, Activation act,
-                       double* dQ, double* dM, double* sf);
+                       double* dQ, double* dM, double* sf, const double* b = nullptr, double* db = nullptr);
 
 // One unit's cross term Phi(q, m) = E[sigma(l) f(z)], l ~ N(0, q), Cov(l, z) = m (k), Cov(z) = I_k, and its
 // first and second derivatives (Price's theorem: d/dm_r = E[sigma'(l) d_r f], d/dq = E[sigma''(l) f] / 2, so
@@ -84,7 +92,13 @@ void target_unit_jet(const PolyTarget& t, double q, const double* m, Activation 
 // right-hand side (the committee RHS with v = 0) before the spherical projection.
 class TargetRhs {
  public:
+  // The five closed-form activations only (the ODE's and the SDE's target terms: smooth students are not verified
+  // there yet).
   TargetRhs(const PolyTarget& t, Activation act, int K, bool online, double lr, double lr_readout);
+  // Any smooth activation, and biases b (K; empty for zero; relu and step at zero only): the fields are b_i + l_i
+  // (the large-batch map).
+  TargetRhs(const PolyTarget& t, Activation act, int K, bool online, double lr, double lr_readout,
+            std::vector<double> bias);
   // Adds to dQ (unprojected Phi, K x K), dM (K x k), da (K) at state y = [Q, M, a].
   void add(const double* y, double* dQ, double* dM, double* da) const;
   // The raw target parts at state y, for maps built from the expectations (large_batch.hpp), n = K + k units:
@@ -95,6 +109,10 @@ class TargetRhs {
   void add_raw(const double* y, double* psi, double* hd) const;
   // -sum_i a_i E[sigma(l_i) f] + E[f^2] / 2: the target part of the risk.
   double risk_part(const double* y) const;
+  // out (K) += E[sigma'(b_i + l_i) f]: the target part of the bias gradient E[sigma'(lambda_i) E].
+  void add_bias_raw(const double* y, double* out) const;
+  // Replaces the students' biases (K values).
+  void set_bias(const std::vector<double>& bias);
 
  private:
   PolyTarget t_;
@@ -102,6 +120,7 @@ class TargetRhs {
   int K_, k_;
   bool online_;
   double lr_, lr_readout_;
+  std::vector<double> b_;
   HermitePoly f2_;
   std::vector<HermitePoly> zf_;
   double f2mean_;
