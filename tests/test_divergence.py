@@ -111,3 +111,13 @@ def test_function_target_sgd_uses_the_same_rule() -> None:
     assert GREW in tl._core.divergence(2e8 * Q0, M0, a0, P, v, Q0, M0, a0)
     assert "semi-definite" in tl._core.divergence(Q0, 2 * np.eye(2), a0, P, v, Q0, M0, a0)
     assert "not finite" in tl._core.divergence(np.full((2, 2), np.nan), M0, a0, P, v, Q0, M0, a0)
+
+
+def test_function_target_run_whose_weights_overflow_in_a_step_reports_divergence():
+    # the weights leave the double range inside one NumPy step: the run ends "diverged" with its records before
+    # it and no final network (as the core's simulator), instead of a ValueError from building that network
+    ft = tl.targets.function(lambda z: np.tanh(z[:, 0] + z[:, 1] ** 3 - 3 * z[:, 1]), k=2, d=12, seed=1)
+    st = tl.Network.random(2, 12, "quadratic", seed=3)
+    run = tl.sgd.simulate(st, ft, lr=500.0, lr_readout=100.0, t_max=3.0, n_records=5, seed=4)  # no RuntimeWarning
+    assert run.status == "diverged" and "not finite" in run.message and run.student is None
+    assert 0 < run.stop_time < 3.0 and np.isfinite(run.risk).all()
