@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "twolayer/gaussian.hpp"
+#include "twolayer/gaussian_relu_i4.hpp"
 #include "twolayer/gaussian_smooth.hpp"
 #include "twolayer/parallel.hpp"
 
@@ -125,34 +126,17 @@ double smoothed(A a, int k, double m, double s) {
       "(variance too large)");
 }
 
-// Gauss-Legendre nodes and weights on [-1, 1] (Newton on P_n from the Chebyshev guesses), computed once.
+// The 20-point Gauss-Legendre rule on [-1, 1], from the half table on [0, 1] of gaussian_relu_i4.hpp (node t and
+// its mirror 1 - t map to 2 t - 1 and 1 - 2 t), built once.
 constexpr int kGL = 20;
 struct GaussLegendre {
   std::array<double, kGL> x{}, w{};
   GaussLegendre() {
-    for (int i = 0; i < kGL; ++i) {
-      double z = std::cos(kPi * (i + 0.75) / (kGL + 0.5)), dp = 1.0;
-      for (int it = 0; it < 100; ++it) {
-        double p0 = 1.0, p1 = z;
-        for (int k = 2; k <= kGL; ++k) {
-          const double p2 = ((2.0 * k - 1.0) * z * p1 - (k - 1.0) * p0) / k;
-          p0 = p1;
-          p1 = p2;
-        }
-        dp = kGL * (z * p1 - p0) / (z * z - 1.0);
-        const double dz = p1 / dp;
-        z -= dz;
-        if (std::fabs(dz) < 1e-16) break;
-      }
-      double p0 = 1.0, p1 = z;
-      for (int k = 2; k <= kGL; ++k) {
-        const double p2 = ((2.0 * k - 1.0) * z * p1 - (k - 1.0) * p0) / k;
-        p0 = p1;
-        p1 = p2;
-      }
-      dp = kGL * (z * p1 - p0) / (z * z - 1.0);
-      x[i] = z;
-      w[i] = 2.0 / ((1.0 - z * z) * dp * dp);
+    const auto half = detail::relu_i4_impl::gl20();
+    for (int i = 0; i < kGL / 2; ++i) {
+      x[i] = 2.0 * half.x[i] - 1.0;
+      x[kGL - 1 - i] = 1.0 - 2.0 * half.x[i];
+      w[i] = w[kGL - 1 - i] = 2.0 * half.w[i];
     }
   }
 };
