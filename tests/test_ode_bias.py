@@ -53,7 +53,7 @@ def test_gradient_flow_is_minus_the_finite_difference_gradient(act: str, teacher
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-8)
     # and the closed-form population gradient with biases
     pW, pa, pb = tl.population.gradient(s, t, train_bias=True)
-    for got, want in zip((dQ, dM, da, db), _flow_from_gradient(s, t, pW, pa, pb, lr, lr_a, lr_b)):
+    for got, want in zip((dQ, dM, da, db), _flow_from_gradient(s, t, pW, pa, pb, lr, lr_a, lr_b), strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
     # the recorded risk is the population risk with biases
     traj = tl.ode.integrate(ov, lr=lr, lr_bias=lr_b, regime="gradient_flow", t_max=1e-9, n_records=2)
@@ -69,7 +69,7 @@ def test_with_means_at_zero_bias_is_the_zero_mean_rhs(act: str, regime: str) -> 
     plain = tl.ode.rhs(ov, lr=0.8, lr_readout=0.4, noise=0.1, regime=regime)
     biased = tl.ode.rhs(ov, lr=0.8, lr_readout=0.4, noise=0.1, regime=regime, lr_bias=1.0)
     assert len(plain) == 3 and len(biased) == 4
-    for got, want in zip(biased[:3], plain):
+    for got, want in zip(biased[:3], plain, strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-11)
 
 
@@ -148,8 +148,8 @@ def test_relu_gradient_flow_against_weight_space_flow() -> None:
 
 
 def _ode_vs_sgd(act: str, teacher: str, d: int, n_seeds: int, t_max: float) -> dict[str, float]:
-    """The largest |mean over SGD runs - ODE| over the records of Q, M, a and b, in units of its standard error
-    (floored at 1/d: the finite-d bias of the mean), online with trained biases and readout."""
+    """The largest |mean over SGD runs - ODE| over the records of Q, M, a and b, in units of SE + 1/d (its standard
+    error over the runs plus the O(1/d) finite-d bias of the mean), online with trained biases and readout."""
     s, t = _pair(act, d=d, seed=7, teacher=teacher)
     lr, lr_a, lr_b = 0.6, 0.3, 0.6
     ov = tl.Overlaps.from_networks(s, t)
@@ -161,17 +161,17 @@ def _ode_vs_sgd(act: str, teacher: str, d: int, n_seeds: int, t_max: float) -> d
     for name in ("Q", "M", "a", "bias"):
         runs = np.stack([getattr(r, name) for r in ens.runs])
         mean, se = runs.mean(0), runs.std(0, ddof=1) / np.sqrt(n_seeds)
-        out[name] = float(np.max(np.abs(mean - getattr(ode, name)) / np.maximum(se, 1.0 / d)))
+        out[name] = float(np.max(np.abs(mean - getattr(ode, name)) / (se + 1.0 / d)))
     return out
 
 
 def test_online_ode_against_sgd_quick() -> None:
     z = _ode_vs_sgd("erf", "softplus", d=2000, n_seeds=4, t_max=1.0)
-    assert max(z.values()) < 5.0, z
+    assert max(z.values()) < 4.0, z
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("act, teacher", [("erf", "softplus"), ("erf", "tanh"), ("erf", "erf")])
 def test_online_ode_against_sgd(act: str, teacher: str) -> None:
-    z = _ode_vs_sgd(act, teacher, d=4000, n_seeds=10, t_max=4.0)
-    assert max(z.values()) < 5.0, z
+    z = _ode_vs_sgd(act, teacher, d=4000, n_seeds=20, t_max=4.0)
+    assert max(z.values()) < 4.0, z
