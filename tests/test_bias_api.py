@@ -60,7 +60,6 @@ def test_functions_without_bias_support_refuse_nonzero_biases(pair: tuple[tl.Net
     s, t = pair
     ov = tl.Overlaps.from_networks(s, t)
     refusing = {
-        "ode.integrate": lambda: tl.ode.integrate(ov, lr=0.5, t_max=1.0),
         "ode.integrate_batch": lambda: tl.ode.integrate_batch([ov, ov], "erf", lr=0.5, t_max=1.0),
         "BatchOverlaps.stack": lambda: tl.BatchOverlaps.stack([ov]),
         "sde.simulate": lambda: tl.sde.simulate(ov, lr=0.5, t_max=1.0, d=100, seeds=2),

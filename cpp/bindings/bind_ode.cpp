@@ -117,9 +117,10 @@ void put_state(const double* y, std::size_t K, std::size_t M, std::size_t i, dou
   std::copy(y + K * K + K * M, y + K * K + K * M + K, a + i * K);
 }
 
-py::dict to_dict(const IntegrateResult& r, int K, int M) {
+// One run's rows as Python's dict; biased: the state's biases (OdeModel::biased) as "bias" (T, K).
+py::dict to_dict(const IntegrateResult& r, int K, int M, bool biased = false) {
   const auto T = static_cast<py::ssize_t>(r.t.size());
-  const std::size_t n = static_cast<std::size_t>(K) * K + static_cast<std::size_t>(K) * M + K;
+  const std::size_t n = static_cast<std::size_t>(K) * K + static_cast<std::size_t>(K) * M + K * (biased ? 2 : 1);
   Array t({T}), risk({T}), Q({T, static_cast<py::ssize_t>(K), static_cast<py::ssize_t>(K)}),
       Mo({T, static_cast<py::ssize_t>(K), static_cast<py::ssize_t>(M)}), a({T, static_cast<py::ssize_t>(K)});
   double *pt = t.mutable_data(), *pr = risk.mutable_data(), *pq = Q.mutable_data(), *pm = Mo.mutable_data(),
@@ -141,7 +142,35 @@ py::dict to_dict(const IntegrateResult& r, int K, int M) {
   d["n_rhs"] = r.n_rhs;
   d["n_steps"] = r.n_steps;
   d["n_rejected"] = r.n_rejected;
+  if (biased) {
+    Array b({T, static_cast<py::ssize_t>(K)});
+    const std::size_t off = n - static_cast<std::size_t>(K);
+    for (py::ssize_t s = 0; s < T; ++s)
+      std::copy(r.y.data() + s * n + off, r.y.data() + s * n + n, b.mutable_data() + s * K);
+    d["bias"] = b;
+  }
   return d;
+}
+
+// The biases of a one-system binding (None: a model without biases, and then no teacher_bias nor lr_bias): the
+// model made biased (dynamics.hpp, "Biases") and the state y extended by b.
+void add_bias(OdeModel& m, std::vector<double>& y, const py::object& bias, const py::object& teacher_bias,
+              double lr_bias) {
+  if (bias.is_none()) {
+    if (!teacher_bias.is_none() || lr_bias != 0.0)
+      throw std::invalid_argument("bias: teacher_bias and lr_bias need the student's bias (zeros allowed)");
+    return;
+  }
+  const Array b = bias.cast<Array>(), bt = teacher_bias.cast<Array>();
+  expect_shape(b, "bias", {m.K});
+  expect_shape(bt, "teacher_bias", {m.M});
+  for (py::ssize_t i = 0; i < m.K; ++i)
+    if (!std::isfinite(b.data()[i])) throw std::invalid_argument("bias: entries must be finite");
+  m.biased = true;
+  m.teacher_bias.assign(bt.data(), bt.data() + m.M);
+  m.lr_bias = lr_bias;
+  validate_model(m);
+  y.insert(y.end(), b.data(), b.data() + m.K);
 }
 
 std::vector<double> state(const Array& Q, const Array& Mo, const Array& a, int& K, int& M) {
@@ -367,6 +396,10 @@ auto model_names() {
   return std::make_tuple(py::arg("regime"), py::arg("spherical"), py::arg("lr"), py::arg("lr_readout"),
                          py::arg("noise"));
 }
+auto bias_names() {
+  return std::make_tuple(py::arg("bias") = py::none(), py::arg("teacher_bias") = py::none(),
+                         py::arg("lr_bias") = 0.0);
+}
 auto grid_names() {
   return std::make_tuple(py::arg("times"), py::arg("method"), py::arg("dt"), py::arg("rtol"), py::arg("atol"));
 }
@@ -380,7 +413,7 @@ void def_with(py::module_& m, const char* name, F f, Tuples&&... extras) {
 py::object integrate_one(const OdeModel& model, const std::vector<double>& y, const IntegrateOptions& opt,
                          int n_threads, int K, int M) {
   return run_cancellable([&] { return integrate(model, y.data(), opt, n_threads); },
-                         [&](const IntegrateResult& r) { return to_dict(r, K, M); });
+                         [&](const IntegrateResult& r) { return to_dict(r, K, M, model.biased); });
 }
 // The large-batch map of one system as Python's dict.
 py::object iterate_one(const OdeModel& model, const std::vector<double>& y, const LargeBatchOptions& opt,
@@ -424,17 +457,23 @@ py::tuple split_state(const std::vector<double>& dy, int K, int M) {
 
 py::tuple ode_rhs(const Array& Q, const Array& Mo, const Array& a, const Array& P, const Array& v,
                   const std::string& student, const std::string& teacher, const std::string& regime, bool spherical,
-                  double lr, double lr_readout, double noise, int n_threads) {
+                  double lr, double lr_readout, double noise, int n_threads, const py::object& bias,
+                  const py::object& teacher_bias, double lr_bias) {
   int K, M;
   std::vector<double> y = state(Q, Mo, a, K, M);
-  const OdeModel model = committee_model(student, teacher, regime, spherical, K, M, lr, lr_readout, noise, P, v);
+  OdeModel model = committee_model(student, teacher, regime, spherical, K, M, lr, lr_readout, noise, P, v);
+  add_bias(model, y, bias, teacher_bias, lr_bias);
   std::vector<double> dy(y.size());
   {
     py::gil_scoped_release release;
     OdeRhs f(model);
     f(y.data(), dy.data(), n_threads);
   }
-  return split_state(dy, K, M);
+  py::tuple out = split_state(dy, K, M);
+  if (!model.biased) return out;
+  Array db({K});
+  std::copy(dy.end() - K, dy.end(), db.mutable_data());
+  return py::make_tuple(out[0], out[1], out[2], db);
 }
 
 py::tuple ode_rhs_lanes(const Array& Q, const Array& Mo, const Array& a, const Array& P, const Array& v,
@@ -509,10 +548,12 @@ py::object ode_integrate(const Array& Q, const Array& Mo, const Array& a, const 
                          bool spherical, double lr, double lr_readout, double noise, const Array& times,
                          const std::string& method, double dt, double rtol, double atol, double h0, double h_max,
                          double risk_tol, double risk_rtol, long long max_steps, int n_threads,
-                         const py::object& schedule) {
+                         const py::object& schedule, const py::object& bias, const py::object& teacher_bias,
+                         double lr_bias) {
   int K, M;
-  const std::vector<double> y = state(Q, Mo, a, K, M);
-  const OdeModel model = committee_model(student, teacher, regime, spherical, K, M, lr, lr_readout, noise, P, v);
+  std::vector<double> y = state(Q, Mo, a, K, M);
+  OdeModel model = committee_model(student, teacher, regime, spherical, K, M, lr, lr_readout, noise, P, v);
+  add_bias(model, y, bias, teacher_bias, lr_bias);
   const IntegrateOptions opt =
       solver_options(times, method, dt, rtol, atol, h0, h_max, risk_tol, risk_rtol, max_steps, schedule);
   return integrate_one(model, y, opt, n_threads, K, M);
@@ -707,7 +748,7 @@ void bind_rhs(py::module_& m) {
                            "Why the state (Q, M, a) of a run that started at (Q0, M0, a0), teacher P and v, has "
                            "diverged by the rule of every engine (divergence.hpp); '' if it has not."));
   def_with(m, "ode_rhs", &ode_rhs, state_names(), committee_names(), model_names(),
-           std::make_tuple(py::arg("n_threads") = 1));
+           std::make_tuple(py::arg("n_threads") = 1), bias_names());
   def_with(m, "ode_rhs_lanes", &ode_rhs_lanes, state_names(),
            std::make_tuple(py::arg("P"), py::arg("v"), py::arg("act")), model_names(),
            std::make_tuple(py::arg("lanes"),
@@ -725,7 +766,8 @@ void bind_integrate(py::module_& m) {
   def_with(m, "ode_integrate", &ode_integrate, state_names(), committee_names(), model_names(), grid_names(),
            std::make_tuple(py::arg("h0") = 0.0, py::arg("h_max") = 0.0, py::arg("risk_tol") = 0.0,
                            py::arg("risk_rtol") = 0.0, py::arg("max_steps") = 100000000LL, py::arg("n_threads") = 1,
-                           py::arg("schedule") = py::none()));
+                           py::arg("schedule") = py::none()),
+           bias_names());
   def_with(m, "ode_integrate_target", &ode_integrate_target, state_names(), target_names(), model_names(),
            grid_names(),
            std::make_tuple(py::arg("h_max"), py::arg("risk_tol"), py::arg("risk_rtol"), py::arg("max_steps"),

@@ -143,7 +143,7 @@ void rhs_lanes(const std::vector<OdeModel>& models, const double* y, int lanes, 
 // per lane as in OdeRhs (the lanes measured no faster, within 5%); the GPU uses their lanes (committee_rhs_lanes). A
 // polynomial target's terms (target.hpp) and a learning-rate schedule (schedule.hpp) run on the one-system path too.
 bool lanes_supported(const OdeModel& m, const IntegrateOptions& opt) {
-  return m.student == m.teacher && committee_lanes_activation(m.student) && m.student != Activation::Relu &&
+  return !m.biased && m.student == m.teacher && committee_lanes_activation(m.student) && m.student != Activation::Relu &&
          m.K <= kLaneMaxUnits && m.M <= kLaneMaxUnits && !m.target && opt.schedule.identity();
 }
 

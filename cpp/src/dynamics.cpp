@@ -9,6 +9,7 @@
 #include <string>
 
 #include "twolayer/gaussian.hpp"
+#include "twolayer/gaussian_mean.hpp"
 #include "twolayer/gaussian_tables.hpp"
 #include "twolayer/parallel.hpp"
 #include "twolayer/population.hpp"
@@ -95,6 +96,30 @@ void validate_model(const OdeModel& m) {
   if (m.regime == Regime::Online && m.student == Activation::Step)
     throw std::invalid_argument(
         "regime: the step activation's derivative is a delta; only regime='gradient_flow' applies to step units");
+  if (m.biased) validate_bias(m);
+}
+
+void validate_bias(const OdeModel& m) {
+  if (m.teacher_bias.size() != static_cast<std::size_t>(m.M))
+    throw std::invalid_argument("teacher_bias: expected M entries");
+  for (double b : m.teacher_bias)
+    if (!std::isfinite(b)) throw std::invalid_argument("teacher_bias: entries must be finite");
+  if (!std::isfinite(m.lr_bias) || m.lr_bias < 0.0)
+    throw std::invalid_argument("lr_bias: expected a finite number >= 0");
+  if (m.spherical) throw not_implemented("spherical: the spherical ODE does not handle biases yet");
+  if (m.target) throw not_implemented("target: the ODE of a polynomial target does not handle biases yet");
+  if (m.student == Activation::Step)
+    throw not_implemented("bias: the ODE of step students with biases is not implemented (E[delta'(l) step(l)] of a "
+                          "unit with itself)");
+  if (m.regime == Regime::Online) {
+    const bool smooth_teacher = m.teacher != Activation::Relu && m.teacher != Activation::Step;
+    const bool i4_ok = m.student == Activation::Linear || m.student == Activation::Erf ||
+                       (m.student != Activation::Relu && smooth_teacher);
+    if (!i4_ok)
+      throw not_implemented("regime: online SGD with biases needs I4 with means, not implemented yet for a relu "
+                            "student nor for relu or step teachers of a smooth student; regime='gradient_flow' "
+                            "applies");
+  }
 }
 
 OdeRhs::Eval OdeRhs::select_eval(int K, int M) {
@@ -133,6 +158,20 @@ OdeRhs::OdeRhs(const OdeModel& model) : m_(model), u_(model.K + model.M) {
     for (int q = 0; q < m_.M; ++q) om_[(m_.K + r) * u_ + m_.K + q] = m_.P[r * m_.M + q];
   ws_size_ = std::max(i4_contract_workspace(u_, chunk_),
                       i2_grad_table_workspace(u_, m_.K));
+  if (m_.biased) {
+    eval_ = &OdeRhs::eval_bias;
+    mu_.resize(u);
+    A_.resize(K);
+    G_.resize(K);
+    V_.resize(K);
+    J_.resize(K * K);
+    for (int r = 0; r < m_.M; ++r)
+      for (int q = 0; q < m_.M; ++q) {
+        const double pm = pair_moment(m_.teacher, 0, m_.teacher, 0, m_.teacher_bias[r], m_.teacher_bias[q],
+                                      m_.P[r * m_.M + r], m_.P[r * m_.M + q], m_.P[q * m_.M + q]);
+        risk_tt_ += 0.5 * m_.v[r] * m_.v[q] * pm;
+      }
+  }
   if (m_.target) {
     if (m_.target->k != m_.M) throw std::invalid_argument("target: M must have k = " + std::to_string(m_.target->k) +
                                                           " columns, one per target direction");
@@ -174,6 +213,7 @@ void OdeRhs::omega(const double* y, double* o) const {
 }
 
 double OdeRhs::risk(const double* y) const {
+  if (m_.biased) return risk_bias(y);
   return overlap_risk(y, y + m_.offset_M(), m_.P.data(), y + m_.offset_a(), m_.v.data(), m_.K, m_.M, m_.student,
                       m_.teacher) + (target_ ? target_->risk_part(y) : 0.0);
 }
@@ -262,6 +302,113 @@ void OdeRhs::eval(const double* y, double* dy, int n_threads) {
     if (m_.lr_readout != 0.0)
       for (int c = 0; c < u; ++c) s += w[c] * val_[i * u + c];
     da[i] = m_.lr_readout * rate_ * s;
+  }
+}
+
+double OdeRhs::risk_bias(const double* y) const {
+  const int K = m_.K, u = u_;
+  std::vector<double> o(static_cast<std::size_t>(u) * u);
+  omega(y, o.data());
+  const double* a = y + m_.offset_a();
+  const double* b = y + m_.offset_b();
+  auto wt = [&](int c) { return c < K ? -a[c] : m_.v[c - K]; };
+  auto mu = [&](int c) { return c < K ? b[c] : m_.teacher_bias[c - K]; };
+  double r = risk_tt_;  // 1/2 sum_uc w_u w_c E[h_u h_c]: the rows of the students here, the teachers' block fixed
+  for (int i = 0; i < K; ++i)
+    for (int c = i; c < u; ++c) {
+      const double pm = pair_moment(acts_[i], 0, acts_[c], 0, mu(i), mu(c), o[i * u + i], o[i * u + c], o[c * u + c]);
+      r += (c == i ? 0.5 : 1.0) * wt(i) * wt(c) * pm;
+    }
+  return r;
+}
+
+// The right-hand side with biases (dynamics.hpp, "Biases"): pair moments per student i and unit c, then I4 with means
+// for the online lr^2 term.
+void OdeRhs::eval_bias(const double* y, double* dy, int n_threads) {
+  const int K = m_.K, M = m_.M, u = u_;
+  const Activation g = m_.student;
+  const double* a = y + m_.offset_a();
+  const double* b = y + m_.offset_b();
+  double* om = om_.data();
+  omega(y, om);
+  double* w = w_.data();  // E = sum_c w_c h_c(l_c)
+  for (int j = 0; j < K; ++j) w[j] = -a[j];
+  for (int r = 0; r < M; ++r) w[K + r] = m_.v[r];
+  double* mu = mu_.data();  // the means (b, b*)
+  for (int j = 0; j < K; ++j) mu[j] = b[j];
+  for (int r = 0; r < M; ++r) mu[K + r] = m_.teacher_bias[r];
+  const int threads = resolve_threads(n_threads);
+  const bool par = threads > 1 && K >= 8;
+  if (static_cast<int>(ws_.size()) < threads) ws_.resize(threads, std::vector<double>(ws_size_));
+  const bool readout = m_.lr_readout != 0.0;
+  // 1. Per student i: A_i = sum_c w_c E[g''(l_i) h_c], B_ic = w_c E[g'(l_i) h_c'] (J_ik = E[g'(l_i) g'(l_k)]
+  //    unweighted: the noise term), the bias pull G_i = sum_c w_c E[g'(l_i) h_c] and the readout pull
+  //    V_i = sum_c w_c E[g(l_i) h_c]; the self pair c = i is a pair moment of one variable.
+  double* B = B_.data();
+  loop_impl(K, threads, par, ws_, [&](int i, double*) {
+    const double x = om[i * u + i];
+    double A = 0.0, G = 0.0, V = 0.0;
+    for (int c = 0; c < u; ++c) {
+      const Activation h = acts_[c];
+      const double yc = om[i * u + c], z = om[c * u + c];
+      A += w[c] * pair_moment(g, 2, h, 0, mu[i], mu[c], x, yc, z);
+      const double d11 = pair_moment(g, 1, h, 1, mu[i], mu[c], x, yc, z);
+      B[i * u + c] = w[c] * d11;
+      if (c < K) J_[i * K + c] = d11;
+      G += w[c] * pair_moment(g, 1, h, 0, mu[i], mu[c], x, yc, z);
+      if (readout) V += w[c] * pair_moment(g, 0, h, 0, mu[i], mu[c], x, yc, z);
+    }
+    A_[i] = A;
+    G_[i] = G;
+    V_[i] = V;
+  });
+  // 2. Psi_ic = E[g'(l_i) c_c E] = Omega_ic A_i + sum_q B_iq Omega_qc (Stein on the centred c_c).
+  for (int i = 0; i < K; ++i)
+    for (int c = 0; c < u; ++c) {
+      double s = om[i * u + c] * A_[i];
+      for (int q = 0; q < u; ++q) s += B[i * u + q] * om[q * u + c];
+      psi_[i * u + c] = s;
+    }
+  const double lr = m_.lr * rate_;
+  double* dQ = dy;
+  double* dM = dy + m_.offset_M();
+  double* da = dy + m_.offset_a();
+  double* db = dy + m_.offset_b();
+  for (int i = 0; i < K; ++i) {
+    for (int k = i; k < K; ++k) phi_[i * K + k] = lr * (a[i] * psi_[i * u + k] + a[k] * psi_[k * u + i]);
+    for (int r = 0; r < M; ++r) dM[i * M + r] = lr * a[i] * psi_[i * u + K + r];
+  }
+  // 3. Online: lr^2 a_i a_k (sum_{j <= l} (2 - [j = l]) w_j w_l I4(g, h_j, h_l; l_i, l_k, l_j, l_l) + Delta J_ik)
+  //    over the pairs i <= k.
+  if (m_.regime == Regime::Online) {
+    const int np = K * (K + 1) / 2;
+    double* quad = quad_.data();
+    loop_impl(np, threads, par, ws_, [&](int p, double*) {
+      double s = 0.0;
+      for (int j = 0; j < u; ++j)
+        for (int l = j; l < u; ++l) {
+          const int units[4] = {pairs_[2 * p], pairs_[2 * p + 1], j, l};
+          double C[16], m4[4];
+          for (int r = 0; r < 4; ++r) {
+            m4[r] = mu[units[r]];
+            for (int q = 0; q < 4; ++q) C[r * 4 + q] = om[units[r] * u + units[q]];
+          }
+          s += (l == j ? 1.0 : 2.0) * w[j] * w[l] * i4_mean(g, acts_[j], acts_[l], C, m4);
+        }
+      quad[p] = s;
+    });
+    for (int p = 0; p < np; ++p) {
+      const int i = pairs_[2 * p], k = pairs_[2 * p + 1];
+      j2_[p] = J_[i * K + k];
+      phi_[i * K + k] += lr * lr * a[i] * a[k] * (quad[p] + m_.noise * j2_[p]);
+    }
+  }
+  for (int i = 0; i < K; ++i)
+    for (int k = i; k < K; ++k) dQ[i * K + k] = dQ[k * K + i] = phi_[i * K + k];
+  // 4. Second layer and biases.
+  for (int i = 0; i < K; ++i) {
+    da[i] = m_.lr_readout * rate_ * V_[i];
+    db[i] = m_.lr_bias * rate_ * a[i] * G_[i];
   }
 }
 

@@ -45,6 +45,9 @@ class OneSystem {
   void check(const double* y, const double* bound, int* code) {
     const OdeModel& m = f_.model();
     code[0] = divergence_code(y, m.K, m.M, m.P.data(), bound[0], scratch_.data());
+    if (code[0] == kStateOk && m.biased)  // rules 1 and 2 on the biases too
+      for (std::size_t i = m.offset_b(); i < m.state_size() && code[0] == kStateOk; ++i)
+        code[0] = !std::isfinite(y[i]) ? kNotFinite : std::fabs(y[i]) > bound[0] ? kGrew : kStateOk;
   }
 
  private:

@@ -24,7 +24,7 @@ namespace twolayer {
 
 bool is_step_flow(const OdeModel& m) {
   return m.student == Activation::Step && m.teacher == Activation::Step && m.regime == Regime::GradientFlow &&
-         !m.spherical && !m.target;
+         !m.spherical && !m.target && !m.biased;
 }
 
 namespace {

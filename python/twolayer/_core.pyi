@@ -137,7 +137,10 @@ def ode_rhs(
     lr_readout: float,
     noise: float,
     n_threads: int = 1,
-) -> tuple[_F, _F, _F]: ...
+    bias: _F | None = None,
+    teacher_bias: _F | None = None,
+    lr_bias: float = 0.0,
+) -> tuple[_F, ...]: ...
 def ode_rhs_lanes(
     Q: _F,
     M: _F,
@@ -191,6 +194,9 @@ def ode_integrate(
     max_steps: int = 100000000,
     n_threads: int = 1,
     schedule: _Schedule | None = None,
+    bias: _F | None = None,
+    teacher_bias: _F | None = None,
+    lr_bias: float = 0.0,
 ) -> dict[str, Any]: ...
 def large_batch_iterate(
     Q: _F,

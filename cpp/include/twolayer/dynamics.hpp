@@ -18,6 +18,27 @@
 // A_i = sum_u w_u dI2_iu/dC_ii and B_iu = w_u dI2_iu/dC_iu — K (K + M) kernel gradients and one small matrix product
 // instead of K (K + M)^2 I3 evaluations. The lr^2 term uses I4's symmetries (i <-> k, and the two last
 // arguments) and i4_contract (gaussian_tables.hpp), which conditions on (l_i, l_k) once per pair.
+//
+// Biases (OdeModel::biased; issue 23). The pre-activations are l_i = c_i + b_i, l*_r = c*_r + b*_r with the centred
+// fields (c, c*) = (w.x, w*.x)/sqrt(d) ~ N(0, Omega) and the means (b, b*): student biases b (part of the state,
+// trained with lr_bias), teacher biases b* (fixed). Online SGD moves w_i by (lr/sqrt d) a_i g'(l_i) E x and b_i by
+// (lr_bias/d) a_i g'(l_i) E (sgd.py), so with E = sum_u w_u h_u(l_u) (w = (-a, v), h_u the unit's activation):
+//   dM_ir/dt = lr a_i E[g'(l_i) c*_r E]             (the centred field: Omega, not the second moment)
+//   dQ_ik/dt = lr a_i E[g'(l_i) c_k E] + lr a_k E[g'(l_k) c_i E]
+//              + [online only] lr^2 a_i a_k (E[g'(l_i) g'(l_k) E^2] + Delta E[g'(l_i) g'(l_k)])
+//   db_i/dt  = lr_bias a_i E[g'(l_i) E]
+//   da_i/dt  = lr_readout_eff E[g(l_i) E]
+//   risk     = 1/2 E[E^2] (without Delta)
+// where every expectation sees the means. Stein's lemma on the centred c_c (mean 0) turns the first-order terms into
+// pair moments E[g^(p)(l_i) h^(q)(l_u)] (gaussian_mean.hpp pair_moment, the self pair u = i included):
+//   Psi_ic = E[g'(l_i) c_c E] = Omega_ic A_i + sum_u B_iu Omega_uc,
+//   A_i = sum_u w_u E[g''(l_i) h_u(l_u)],  B_iu = w_u E[g'(l_i) h_u'(l_u)],
+// the bias pull E[g'(l_i) E] = sum_u w_u E[g'(l_i) h_u(l_u)], and E[g'(l_i) g'(l_k) E^2] = sum_jl w_j w_l
+// I4(g, h_j, h_l) with means (i4_mean; not implemented for relu students nor relu/step teachers of a smooth student:
+// such online models are refused). Gradient flow is exactly minus the population gradient with biases
+// (population.gradient(train_bias=True)) mapped to (Q, M, b, a). With zero biases and lr_bias = 0 a model is not
+// "biased" and takes the paths above, bitwise unchanged; spherical runs, targets, step students and the SIMD lanes
+// take no biases.
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -50,17 +71,25 @@ struct OdeModel {
   // A polynomial multi-index target instead of the committee teacher (target.hpp): then M = k, P = I_k, v = 0, and
   // the right-hand side is the student-only committee one plus the exact target terms (TargetRhs).
   std::shared_ptr<const PolyTarget> target;
+  // Biases (the header's "Biases"): the state gains the student biases b (K), the teacher's are teacher_bias (M).
+  bool biased = false;
+  std::vector<double> teacher_bias;  // M entries when biased
+  double lr_bias = 0.0;              // learning rate of b (biased only)
 
-  // State y = [Q (K x K, full symmetric, row-major), M (K x M, row-major), a (K)].
+  // State y = [Q (K x K, full symmetric, row-major), M (K x M, row-major), a (K)], then b (K) when biased.
   std::size_t state_size() const {
-    return static_cast<std::size_t>(K) * K + static_cast<std::size_t>(K) * M + static_cast<std::size_t>(K);
+    return static_cast<std::size_t>(K) * K + static_cast<std::size_t>(K) * M +
+           static_cast<std::size_t>(K) * (biased ? 2 : 1);
   }
   std::size_t offset_M() const { return static_cast<std::size_t>(K) * K; }
   std::size_t offset_a() const { return static_cast<std::size_t>(K) * K + static_cast<std::size_t>(K) * M; }
+  std::size_t offset_b() const { return offset_a() + static_cast<std::size_t>(K); }
 };
 
-// Throws std::invalid_argument naming the offending field unless the model is usable.
+// Throws std::invalid_argument naming the offending field unless the model is usable (not_implemented, gaussian.hpp,
+// for the biased models the right-hand side does not handle yet: validate_bias).
 void validate_model(const OdeModel& m);
+void validate_bias(const OdeModel& m);
 
 // The right-hand side of one model, with its workspace (not thread-safe: one object per concurrent user).
 class OdeRhs {
@@ -90,6 +119,11 @@ class OdeRhs {
   static Eval select_eval(int K, int M);
   // With a target: the committee eval (v = 0, no projection), then the target terms, then the projection.
   void eval_target(const double* y, double* dy, int n_threads);
+  // With biases (the header's "Biases"), and its risk.
+  void eval_bias(const double* y, double* dy, int n_threads);
+  double risk_bias(const double* y) const;
+  double risk_tt_ = 0.0;  // the teacher-teacher part of risk_bias (fixed)
+  std::vector<double> mu_, A_, G_, V_, J_;  // eval_bias: the means and the per-student pulls
   Eval committee_eval_ = nullptr;
   std::shared_ptr<const TargetRhs> target_;
   bool project_ = false;

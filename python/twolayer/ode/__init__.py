@@ -20,10 +20,14 @@ lr = 1 and dt = eps / d); output noise has no effect there. ``spherical=True``: 
 Arnaboldi, Krzakala, Loureiro & Stephan 2023, "Escaping mediocrity"), which keeps Q_ii = 1 exactly.
 The recorded ``risk`` is the excess population risk (no Delta / 2).
 
+Biases (``Overlaps(bias=, teacher_bias=)``; the student's trained with ``lr_bias``): l_i = w_i . x / sqrt(d) + b_i,
+the overlaps those of the centred fields and every expectation over N((b, b*), Omega); the equations, with
+``db_i/dt = lr_bias a_i E[g'(l_i) E]``, are in ``_bias`` and the documentation's ODE page, "Biases".
+
 The package is split by idea: :func:`integrate` (one system, ``_integrate``), :func:`integrate_batch` (many,
-``_batch``), :func:`rhs` (``_rhs``), polynomial targets (``_target``), the Saad-Solla plateau (``_plateau``) and the
-options they share (``_solver``); the arguments it shares with :mod:`twolayer.sde` and :mod:`twolayer.large_batch`
-are checked in :mod:`twolayer._overlap_args`.
+``_batch``), :func:`rhs` (``_rhs``), polynomial targets (``_target``), biases (``_bias``), the Saad-Solla plateau
+(``_plateau``) and the options they share (``_solver``); the arguments it shares with :mod:`twolayer.sde` and
+:mod:`twolayer.large_batch` are checked in :mod:`twolayer._overlap_args`.
 """
 
 from __future__ import annotations

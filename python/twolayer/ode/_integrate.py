@@ -18,6 +18,7 @@ from ..large_batch import iterate_checked
 from ..overlaps import Overlaps
 from ..results import Trajectory
 from ..schedules import Schedule, as_schedule, core_arg
+from ._bias import bias_kwargs, refuse_lr_bias
 from ._solver import Method, Readout, Regime, check_choices, is_step_flow, model_meta, solver_options, to_trajectory
 from ._target import integrate_target
 
@@ -50,6 +51,7 @@ def integrate(
     n_steps: int | None = None,
     target: Any = None,
     schedule: Schedule | Callable[..., Any] | None = None,
+    lr_bias: float = 0.0,
 ) -> Trajectory:
     """Integrate the order-parameter ODE from ``overlaps``.
 
@@ -141,6 +143,14 @@ def integrate(
         exact (Gaussian conditioning on the student fields, closed-form
         orthant moments); ``teacher_activation`` is unused. A
         :class:`~twolayer.targets.FunctionTarget` has no ODE (TypeError).
+    lr_bias : float, default 0.0
+        Learning rate of the student's biases, db_i/dt = lr_bias a_i
+        E[g'(l_i) E] (0: fixed). The biases themselves are the overlaps'
+        ``bias`` and ``teacher_bias`` (fixed); a run with biases (a nonzero
+        one, or ``lr_bias > 0``) integrates the equations with means of the
+        documentation's ODE page, "Biases" (gradient flow and online SGD;
+        not spherical, targets, step students, nor online relu students or
+        relu/step teachers of a smooth student: NotImplementedError).
 
     Returns
     -------
@@ -149,7 +159,8 @@ def integrate(
         times, the teacher's ``P`` and ``v`` (``traj.overlaps_at(-1)``
         continues the run), ``status``, ``message``, ``stop_time`` (NaN when
         the run completed), and ``meta`` with the parameters and the cost
-        (``n_rhs`` right-hand-side evaluations, ``n_steps``).
+        (``n_rhs`` right-hand-side evaluations, ``n_steps``); in a run with
+        biases also ``bias`` (T, K) and ``teacher_bias`` (M,).
 
     Notes
     -----
@@ -183,6 +194,8 @@ def integrate(
     (<Status.converged: 'converged'>, 166.818)
     """
     tgt = resolve_target(target, overlaps)
+    if regime == "large_batch" or tgt is not None:
+        refuse_lr_bias(lr_bias, "regime='large_batch'" if regime == "large_batch" else "the ODE of a target")
     if regime == "large_batch":
         return iterate_checked(overlaps, activation, teacher_activation, tgt, lr=lr, lr_readout=lr_readout,
                                batch_ratio=batch_ratio, n_steps=n_steps, noise=noise, spherical=spherical,
@@ -195,24 +208,27 @@ def integrate(
     act, t_act = resolve_activations(activation, teacher_activation, overlaps)
     reg, meth, ro = check_choices(act, regime, method, readout)
     spherical = boolean(spherical, "spherical")
-    ov = check_overlaps(overlaps, spherical=spherical)
+    ov = check_overlaps(overlaps, spherical=spherical, biases=True)
+    biases = bias_kwargs(ov, lr_bias)
     lr_ = positive(lr, "lr", allow_zero=True)
     lr_a = positive(lr_readout, "lr_readout", allow_zero=True)
     noise_ = positive(noise, "noise", allow_zero=True)
     tol = 0.0 if risk_tol is None else positive(risk_tol, "risk_tol")
     rtol_r = 0.0 if risk_rtol is None else positive(risk_rtol, "risk_rtol")
-    row_bytes = (ov.K * ov.K + ov.K * ov.n_teacher + ov.K + 1) * 8
+    row_bytes = (ov.K * ov.K + ov.K * ov.n_teacher + ov.K * (2 if biases else 1) + 1) * 8
     tail, keywords, solver_meta = solver_options(meth, t_max, times, dt, rtol, atol, n_records, h_max, max_steps,
                                                  n_threads, row_bytes=row_bytes)
     c = 1.0 if ro == "sum" else 1.0 / ov.K
     sched = as_schedule(schedule, t_max=float(tail[0][-1]))
     meta = {**model_meta(act, t_act, reg, spherical, ro), **solver_meta, "lr": lr_, "lr_readout": lr_a,
             "noise": noise_, "risk_tol": tol or math.nan, "risk_rtol": rtol_r or math.nan,
-            **({} if sched is None else {"schedule": repr(sched)})}
-    if is_step_flow(act, t_act, reg, spherical):
+            **({} if sched is None else {"schedule": repr(sched)}),
+            **({"lr_bias": biases["lr_bias"]} if biases else {})}
+    if not biases and is_step_flow(act, t_act, reg, spherical):
         meta["method"] = "step_events"
     with partial_result(lambda out: to_trajectory(out, meta, ov)):
         out = _core.ode_integrate(ov.Q, ov.M, ov.a, ov.P, ov.v, act, t_act, reg, bool(spherical), lr_,
                                   lr_a * c * c, noise_, *tail, 0.0, keywords["h_max"], tol, rtol_r,
-                                  keywords["max_steps"], keywords["n_threads"], schedule=core_arg(sched))
+                                  keywords["max_steps"], keywords["n_threads"], schedule=core_arg(sched),
+                                  **biases)
     return to_trajectory(out, meta, ov)

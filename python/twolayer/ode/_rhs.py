@@ -12,6 +12,7 @@ from .._overlap_args import check_overlaps, resolve_activations, resolve_target
 from .._validation import boolean, n_threads_arg, positive
 from ..activations import ActivationName
 from ..overlaps import Overlaps
+from ._bias import bias_kwargs, refuse_lr_bias
 from ._solver import Readout, Regime, check_choices
 from ._target import rhs_target
 
@@ -33,7 +34,8 @@ def rhs(
     readout: Readout = "sum",
     n_threads: int | None = None,
     target: Any = None,
-) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    lr_bias: float = 0.0,
+) -> tuple[NDArray[np.float64], ...]:
     """The right-hand side of the ODE at ``overlaps``.
 
     Same conventions and arguments as :func:`integrate` (activations from
@@ -66,11 +68,15 @@ def rhs(
         exact (Gaussian conditioning on the student fields, closed-form
         orthant moments); ``teacher_activation`` is unused. A
         :class:`~twolayer.targets.FunctionTarget` has no ODE (TypeError).
+    lr_bias : float, default 0.0
+        Learning rate of the student's biases (as in :func:`integrate`).
 
     Returns
     -------
     dQ, dM, da : ndarray
-        Shapes (K, K), (K, M), (K,).
+        Shapes (K, K), (K, M), (K,); with biases (a nonzero ``bias`` or
+        ``teacher_bias`` of the overlaps, or ``lr_bias > 0``) a fourth entry
+        db, shape (K,).
 
     Examples
     --------
@@ -85,19 +91,20 @@ def rhs(
     """
     tgt = resolve_target(target, overlaps)
     if tgt is not None:
+        refuse_lr_bias(lr_bias, "the ODE of a target")
         return rhs_target(overlaps, activation, tgt, lr=lr, lr_readout=lr_readout, noise=noise, regime=regime,
                           spherical=spherical, readout=readout)
     act, t_act = resolve_activations(activation, teacher_activation, overlaps)
     reg, _, ro = check_choices(act, regime, "adaptive", readout)
     spherical = boolean(spherical, "spherical")
-    ov = check_overlaps(overlaps, spherical=spherical)
-    for name in ("Q", "M", "a", "P", "v"):
+    ov = check_overlaps(overlaps, spherical=spherical, biases=True)
+    for name in ("Q", "M", "a", "P", "v", "bias", "teacher_bias"):
         big = float(np.max(np.abs(getattr(ov, name)), initial=0.0))
         if big > _OVERFLOW:
             raise ValueError(f"overlaps: {name} out of range (max |{name}| = {big:.3g} > {_OVERFLOW:.0e}, beyond the "
                              "kernels' range)")
     c = 1.0 if ro == "sum" else 1.0 / ov.K
-    dQ, dM, da = _core.ode_rhs(
+    out = _core.ode_rhs(
         ov.Q,
         ov.M,
         ov.a,
@@ -111,7 +118,8 @@ def rhs(
         positive(lr_readout, "lr_readout", allow_zero=True) * c * c,
         positive(noise, "noise", allow_zero=True),
         n_threads=n_threads_arg(n_threads),
+        **bias_kwargs(ov, lr_bias),
     )
-    if not (np.all(np.isfinite(dQ)) and np.all(np.isfinite(dM)) and np.all(np.isfinite(da))):
+    if not all(np.all(np.isfinite(x)) for x in out):
         raise ValueError("overlaps: out of range: the right-hand side exceeds the double range")
-    return dQ, dM, da
+    return tuple(out)

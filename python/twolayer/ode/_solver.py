@@ -89,6 +89,8 @@ def to_trajectory(out: dict[str, Any], meta: dict[str, Any], ov: Overlaps) -> Tr
         P=ov.P.copy(),
         v=ov.v.copy(),
         stop_time=float(out["stop_time"]),
+        bias=out.get("bias"),
+        teacher_bias=ov.teacher_bias.copy() if "bias" in out else None,
     )
 
 

@@ -1,0 +1,36 @@
+"""The biases of an ODE run (issue 23): when a run takes the with-means right-hand side, and its core arguments.
+
+With biases the pre-activations are l_i = w_i . x / sqrt(d) + b_i and l*_r = w*_r . x / sqrt(d) + b*_r: the centred
+fields keep the covariance Omega = [[Q, M], [M^T, P]] and the units see the means (b, b*). With E = y - f over
+N((b, b*), Omega) and c_k = l_k - b_k the centred student field (t = steps / d, effective second layers a, v):
+
+    dM_ir/dt = lr a_i E[g'(l_i) c*_r E]
+    dQ_ik/dt = lr a_i E[g'(l_i) c_k E] + lr a_k E[g'(l_k) c_i E]
+               + [online] lr^2 a_i a_k (E[g'(l_i) g'(l_k) E^2] + noise E[g'(l_i) g'(l_k)])
+    db_i/dt  = lr_bias a_i E[g'(l_i) E]          (the teacher's b* fixed)
+    da_i/dt  = lr_readout_eff E[g(l_i) E]
+
+and the risk 1/2 E[E^2] with the means. A run is "with biases" when the overlaps have a nonzero ``bias`` or
+``teacher_bias`` or ``lr_bias > 0``; every other run takes the paths without biases, bitwise as before.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._validation import positive
+from ..overlaps import Overlaps
+
+
+def bias_kwargs(ov: Overlaps, lr_bias: float) -> dict[str, Any]:
+    """The core's bias arguments of a run from ``ov`` (empty for a run without biases)."""
+    lr_b = positive(lr_bias, "lr_bias", allow_zero=True)
+    if not (ov.has_bias or lr_b > 0):
+        return {}
+    return {"bias": ov.bias, "teacher_bias": ov.teacher_bias, "lr_bias": lr_b}
+
+
+def refuse_lr_bias(lr_bias: float, what: str) -> None:
+    """Refuse ``lr_bias > 0`` where the biases are not integrated (``what`` says where)."""
+    if positive(lr_bias, "lr_bias", allow_zero=True) > 0:
+        raise NotImplementedError(f"lr_bias: {what} does not handle biases yet (got lr_bias={lr_bias})")
