@@ -304,3 +304,15 @@ def test_online_ode_with_a_smooth_student_and_a_target_still_refuses():
     ov = tl.Overlaps(0.8 * np.eye(1), np.full((1, 3), 0.2), np.eye(3), np.ones(1), np.zeros(3))
     with pytest.raises(NotImplementedError, match="linear, erf, relu, step and quadratic"):
         tl.ode.integrate(ov, "tanh", target=tgt, lr=0.1, t_max=0.1)
+
+
+def test_ode_integrate_large_batch_forwards_lr_bias() -> None:
+    """``ode.integrate(regime="large_batch", lr_bias=)`` is the map with trained biases (it used to refuse lr_bias)."""
+    tgt = tl.targets.staircase(2, d=100, seed=0)
+    ov = tl.Overlaps.from_networks(tl.Network.random(2, 100, "tanh", seed=1, bias=[0.5, 0.5]), tgt)
+    via_ode = tl.ode.integrate(ov, "tanh", target=tgt, lr=1.0, regime="large_batch", batch_ratio=1.0, n_steps=2,
+                               lr_bias=0.5)
+    direct = tl.large_batch.iterate(ov, "tanh", "target", lr=1.0, batch_ratio=1.0, n_steps=2, target=tgt, lr_bias=0.5)
+    np.testing.assert_array_equal(via_ode.bias, direct.bias)
+    np.testing.assert_array_equal(via_ode.M, direct.M)
+    assert np.abs(via_ode.bias[-1] - 0.5).max() > 1e-3  # trained

@@ -194,12 +194,12 @@ def integrate(
     (<Status.converged: 'converged'>, 166.818)
     """
     tgt = resolve_target(target, overlaps)
-    if regime == "large_batch" or tgt is not None:
-        refuse_lr_bias(lr_bias, "regime='large_batch'" if regime == "large_batch" else "the ODE of a target")
-    if regime == "large_batch":
+    if regime == "large_batch":  # the map takes the biases itself (twolayer.large_batch)
         return iterate_checked(overlaps, activation, teacher_activation, tgt, lr=lr, lr_readout=lr_readout,
                                batch_ratio=batch_ratio, n_steps=n_steps, noise=noise, spherical=spherical,
-                               n_threads=n_threads, t_max=t_max, times=times, schedule=schedule)
+                               n_threads=n_threads, t_max=t_max, times=times, schedule=schedule, lr_bias=lr_bias)
+    if tgt is not None:
+        refuse_lr_bias(lr_bias, "the ODE of a target")
     if tgt is not None:
         return integrate_target(overlaps, activation, tgt, lr=lr, lr_readout=lr_readout, noise=noise, regime=regime,
                                 spherical=spherical, t_max=t_max, times=times, method=method, dt=dt, rtol=rtol,
