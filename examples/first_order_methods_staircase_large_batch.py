@@ -60,7 +60,8 @@ def student(d: int, K: int, seed: int) -> tl.Network:
 
 
 # (activation, bias) of the parity figure
-PARITY = (("relu", 0.0), ("erf", 0.0), ("softplus", 0.0), ("tanh", 0.0), ("softplus", -1.0), ("tanh", 0.5))
+PARITY = (("relu", 0.0), ("erf", 0.0), ("softplus", 0.0), ("tanh", 0.0), ("softplus", -1.0), ("tanh", 0.5),
+          ("hermite(0,1,1,1)", 0.0))
 
 
 def parity_climb(act: str, bias: float, steps: int = 6, K: int = 2, gamma0: float = 2.0,

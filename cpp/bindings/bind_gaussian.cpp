@@ -71,6 +71,12 @@ void bind_gaussian(py::module_& m) {
   m.def("dsigma", [](const std::string& act, const Array& x) { return pointwise(act, x, true); }, py::arg("act"),
         py::arg("x"));
   m.def(
+      "canonical_activation",
+      [](const std::string& name, const std::string& argument) {
+        return std::string(activation_name(parse_activation(name, argument.c_str())));
+      },
+      py::arg("name"), py::arg("argument") = "activation");
+  m.def(
       "asin_simd",
       [](const Array& x) {
         Array out(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
@@ -84,7 +90,7 @@ void bind_gaussian(py::module_& m) {
       "i2",
       [](const std::string& a, const std::string& b, const Array& C, int n_threads, const std::string& device) {
         const Activation aa = parse_activation(a), bb = parse_activation(b);
-        [[maybe_unused]] const bool gpu = use_cuda(device);
+        [[maybe_unused]] const bool gpu = use_cuda(device, {aa, bb});
         return run_batch(C, 2, [&](const double* c, std::size_t k, double* o) {
 #ifdef TWOLAYER_CUDA
           if (gpu)
@@ -146,7 +152,7 @@ void bind_gaussian(py::module_& m) {
       "i3",
       [](const std::string& s, const std::string& b, const Array& C, int n_threads, const std::string& device) {
         const Activation ss = parse_activation(s), bb = parse_activation(b);
-        [[maybe_unused]] const bool gpu = use_cuda(device);
+        [[maybe_unused]] const bool gpu = use_cuda(device, {ss, bb});
         return run_batch(C, 3, [&](const double* c, std::size_t k, double* o) {
 #ifdef TWOLAYER_CUDA
           if (gpu)
@@ -161,7 +167,7 @@ void bind_gaussian(py::module_& m) {
       "j2",
       [](const std::string& s, const Array& C, int n_threads, const std::string& device) {
         const Activation ss = parse_activation(s);
-        [[maybe_unused]] const bool gpu = use_cuda(device);
+        [[maybe_unused]] const bool gpu = use_cuda(device, {ss});
         return run_batch(C, 2, [&](const double* c, std::size_t k, double* o) {
 #ifdef TWOLAYER_CUDA
           if (gpu)
@@ -176,7 +182,7 @@ void bind_gaussian(py::module_& m) {
       [](const std::string& s, const std::string& a, const std::string& b, const Array& C, int n_threads,
          const std::string& device) {
         const Activation ss = parse_activation(s), aa = parse_activation(a), bb = parse_activation(b);
-        [[maybe_unused]] const bool gpu = use_cuda(device);
+        [[maybe_unused]] const bool gpu = use_cuda(device, {ss, aa, bb});
         return run_batch(C, 4, [&](const double* c, std::size_t k, double* o) {
 #ifdef TWOLAYER_CUDA
           if (gpu)

@@ -3,6 +3,9 @@
 #include <stdexcept>
 #include <string>
 
+#include <initializer_list>
+
+#include "twolayer/activation.hpp"
 #include "twolayer/cuda.hpp"
 
 namespace twolayer::bind {
@@ -19,6 +22,18 @@ inline bool use_cuda(const std::string& device) {
       "device='cuda': this build of twolayer has no CUDA backend (build it on a machine with nvcc: "
       "pip install -Ccmake.define.TWOLAYER_CUDA=ON .)");
 #endif
+}
+
+// use_cuda(device) for a computation with these activations: device='cuda' with a hermite activation raises
+// DeviceUnavailable naming it (the device cannot read the host registry of their coefficients), backend or not.
+inline bool use_cuda(const std::string& device, std::initializer_list<Activation> acts) {
+  if (device == "cuda")
+    for (const Activation a : acts)
+      if (is_hermite(a))
+        throw cuda::DeviceUnavailable(std::string("device='cuda': hermite activations run on the CPU only (the GPU "
+                                                  "cannot read their coefficients), got '") +
+                                      activation_name(a) + "'; use device='cpu'");
+  return use_cuda(device);
 }
 
 }  // namespace twolayer::bind

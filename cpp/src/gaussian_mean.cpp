@@ -58,6 +58,13 @@ Factor factor(A a, int i) {
 double pointwise(A a, int i, double x) {
   if (a == A::Relu) return i == 0 ? (x > 0.0 ? x : 0.0) : (x > 0.0 ? 1.0 : 0.0);
   if (a == A::Step) return x > 0.0 ? 1.0 : 0.0;
+  if (is_hermite(a)) {
+    const Polynomial P = polynomial_of(a);
+    if (i > P.degree) return 0.0;
+    double d[kMaxHermiteDegree + 1];
+    polynomial_derivatives(P.p, P.degree, x, i, d);
+    return d[i];
+  }
   double d[5];
   if (i > 4) return 0.0;
   sigma_derivatives(a, x, i, d);
@@ -102,6 +109,14 @@ double smoothed(A a, int k, double m, double s) {
       }
     }
     default: break;
+  }
+  if (is_hermite(a)) {  // exact: sum_j P^(k+j)(m) s^j E[u^j] / j!, E[u^j] = (j - 1)!! for even j
+    const Polynomial P = polynomial_of(a);
+    double d[kMaxHermiteDegree + 1];
+    polynomial_derivatives(P.p, P.degree, m, P.degree, d);
+    double v = 0.0, w = 1.0;  // w = s^j (j - 1)!! / j! = s^j / (2^(j/2) (j/2)!)
+    for (int j = 0; k + j <= P.degree; j += 2, w *= s * s / j) v += d[k + j] * w;
+    return v;
   }
   // The smooth others: the certified trapezoidal rule of gaussian_smooth.hpp in u (2h rule from the even nodes).
   if (k > 4) throw std::logic_error("smoothed: derivative order above 4");
@@ -206,6 +221,14 @@ double adaptive(F&& f, double lo, double hi, std::vector<double> breaks) {
 double pair_moment(A a, int i, A b, int j, double mu1, double mu2, double x, double y, double z) {
   if (i < 0 || j < 0 || i + j > 4) throw std::logic_error("pair_moment: derivative orders i, j >= 0, i + j <= 4");
   Factor fa = factor(a, i), fb = factor(b, j);
+  if (smooth::exact_polynomial_pair(a, b)) {  // exact (gaussian_smooth.hpp)
+    const Polynomial P = polynomial_of(a), Q = polynomial_of(b);
+    double M[kMaxHermiteDegree + 1][kMaxHermiteDegree + 1], dp[kMaxHermiteDegree + 1], dq[kMaxHermiteDegree + 1];
+    smooth::bivariate_moments(x, y, z, M);
+    polynomial_derivatives(P.p, P.degree, mu1, P.degree, dp);
+    polynomial_derivatives(Q.p, Q.degree, mu2, Q.degree, dq);
+    return smooth::poly_pair_moment(dp, P.degree, i, dq, Q.degree, j, M);
+  }
   // A constant unit: its value times the other's smoothing.
   if (!(x > 0.0)) return smoothed(a, i, mu1, 0.0) * smoothed(b, j, mu2, std::sqrt(std::max(z, 0.0)));
   if (!(z > 0.0)) return smoothed(b, j, mu2, 0.0) * smoothed(a, i, mu1, std::sqrt(x));

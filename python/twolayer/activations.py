@@ -4,8 +4,12 @@ Names: ``linear`` (s), ``erf`` (erf(s/sqrt 2)), ``relu`` (max(s, 0)), ``step`` (
 ``quadratic`` (s^2), whose kernels are closed forms; and the smooth ``tanh``, ``sigmoid`` (1/(1 + e^-s)),
 ``softplus`` (log(1 + e^s)), ``gelu`` (s Phi(s), the exact GELU), ``silu`` (s sigmoid(s)), ``sin`` and ``cos``,
 whose kernels come from the generic Gaussian engine (closed forms through the characteristic function for sin and
-cos pairs, certified quadrature otherwise; see docs/layers/activations.rst). The derivative of ``step`` is a Dirac
-delta: pointwise it is returned as 0, and every expectation involving it is taken in closed form by the kernels.
+cos pairs, certified quadrature otherwise; see docs/layers/activations.rst); and ``hermite(c_0, ..., c_n)``,
+the polynomial sigma(s) = sum_k c_k He_k(s) in the probabilists' Hermite polynomials (He_0 = 1, He_1 = s,
+He_2 = s^2 - 1, ...; n <= 8; build the spelling with :func:`hermite`), whose kernels are exact Gaussian moments
+(with linear, quadratic and other hermite units; certified quadrature with the other smooth units). The derivative
+of ``step`` is a Dirac delta: pointwise it is returned as 0, and every expectation involving it is taken in closed
+form by the kernels.
 """
 
 from __future__ import annotations
@@ -26,6 +30,60 @@ ACTIVATIONS: tuple[str, ...] = (
 )
 #: The activations whose kernels are closed forms for every pair among them.
 CLOSED_FORM: tuple[str, ...] = ("linear", "erf", "relu", "step", "quadratic")
+#: The largest degree n of a hermite activation.
+MAX_HERMITE_DEGREE = 8
+
+
+def hermite(coefficients: ArrayLike) -> str:
+    """The activation sigma(s) = sum_k c_k He_k(s) (probabilists' Hermite polynomials), as its canonical spelling.
+
+    Parameters
+    ----------
+    coefficients : array_like, shape (n + 1,)
+        c_0, ..., c_n, finite, 1 <= n + 1 <= 9 (trailing zeros are dropped).
+
+    Returns
+    -------
+    str
+        ``"hermite(c_0,...,c_n)"``, accepted wherever an activation name is (one string: it travels through
+        configs, results and files like the names do).
+
+    Raises
+    ------
+    ValueError
+        Not 1 to 9 finite coefficients.
+
+    Examples
+    --------
+    >>> tl.activations.hermite([0, 1, 0.5])
+    'hermite(0,1,0.5)'
+    >>> tl.activations.sigma(tl.activations.hermite([1, 0, 1]), [2.0])  # 1 + He_2(s) = s^2
+    array([4.])
+    """
+    c = as_float_array(coefficients, "coefficients", ndim=1)
+    if not 1 <= c.size <= MAX_HERMITE_DEGREE + 1:
+        raise ValueError(f"coefficients: expected 1 to {MAX_HERMITE_DEGREE + 1} Hermite coefficients "
+                         f"(degree <= {MAX_HERMITE_DEGREE}), got {c.size}")
+    return _core.canonical_activation("hermite(" + ",".join(repr(float(v)) for v in c) + ")", "coefficients")
+
+
+def is_hermite(name: str) -> bool:
+    """Whether ``name`` is a hermite spelling (``"hermite(...)"``)."""
+    return name.startswith("hermite")
+
+
+def hermite_coefficients(name: str) -> NDArray[np.float64]:
+    """The Hermite coefficients c_0, ..., c_n of a hermite activation (ValueError for another name).
+
+    Examples
+    --------
+    >>> tl.activations.hermite_coefficients("hermite(0, 1, 0.5)")
+    array([0. , 1. , 0.5])
+    """
+    canonical = check_activation(name)
+    if not is_hermite(canonical):
+        raise ValueError(f"activation: expected a hermite activation 'hermite(c_0, ..., c_n)', got {name!r}")
+    return np.array([float(v) for v in canonical[len("hermite("):-1].split(",")])
 
 
 def check_activation(name: object, argument: str = "activation") -> str:
@@ -41,7 +99,8 @@ def check_activation(name: object, argument: str = "activation") -> str:
     Returns
     -------
     str
-        ``name``, if it is one of ``ACTIVATIONS``.
+        ``name``, if it is one of ``ACTIVATIONS``; the canonical spelling of a hermite activation
+        ``"hermite(c_0, ..., c_n)"`` (see :func:`hermite`).
 
     Raises
     ------
@@ -58,7 +117,11 @@ def check_activation(name: object, argument: str = "activation") -> str:
     Traceback (most recent call last):
         ...
     ValueError: act_b: expected one of ...
+    >>> tl.activations.check_activation("hermite(0, 1.0, 0)")
+    'hermite(0,1)'
     """
+    if isinstance(name, str) and is_hermite(name):
+        return _core.canonical_activation(name, argument)
     return choice(name, argument, ACTIVATIONS)
 
 

@@ -20,12 +20,57 @@ inline constexpr int kNumActivations = 12;
 // The activations with closed-form kernels for every pair among them (the package's original five).
 TWOLAYER_HD inline bool is_classic(Activation a) { return static_cast<int>(a) <= 4; }
 
+// Hermite activations sigma(s) = sum_k c_k He_k(s) (probabilists' Hermite polynomials, He_0 = 1, He_1 = s,
+// He_2 = s^2 - 1, ...; degree <= kMaxHermiteDegree), spelled "hermite(c_0,...,c_n)". Each distinct coefficient set
+// is one Activation value >= kNumActivations in an append-only, thread-safe host registry (activation.cpp), so that
+// every signature that takes an Activation by value carries it unchanged. The registry holds the monomial
+// coefficients: sigma(s) = sum_k p_k s^k. Device code cannot read it (its sigma_derivatives returns NaN: the CUDA
+// paths refuse these activations: bindings/device_arg.hpp, sgd_cuda_unsupported, ode_unsupported).
+inline constexpr int kMaxHermiteDegree = 8;
+inline constexpr int kMaxPolynomials = 4096;
+struct Polynomial {
+  int degree;
+  double p[kMaxHermiteDegree + 1];  // monomial coefficients p_0..p_degree
+};
+namespace detail {
+extern Polynomial g_polynomials[kMaxPolynomials];
+}
+TWOLAYER_HD inline bool is_hermite(Activation a) { return static_cast<int>(a) >= kNumActivations; }
+// Whether sigma is a polynomial (linear, quadratic, hermite): its Gaussian moments are exact (gaussian_poly_moments.hpp).
+TWOLAYER_HD inline bool is_polynomial(Activation a) {
+  return a == Activation::Linear || a == Activation::Quadratic || is_hermite(a);
+}
+// The monomial coefficients of a polynomial activation (host only).
+inline Polynomial polynomial_of(Activation a) {
+  if (a == Activation::Linear) return {1, {0.0, 1.0}};
+  if (a == Activation::Quadratic) return {2, {0.0, 0.0, 1.0}};
+  return detail::g_polynomials[static_cast<int>(a) - kNumActivations];
+}
+// d[k] = P^(k)(s), k = 0..order (any order), of the monomial coefficients p_0..p_n.
+TWOLAYER_HD inline void polynomial_derivatives(const double* p, int n, double s, int order, double* d) {
+  for (int k = 0; k <= order; ++k) {
+    // P^(k)(s) = sum_{j >= k} p_j j! / (j - k)! s^(j - k), by Horner
+    double v = 0.0;
+    for (int j = n; j >= k; --j) {
+      double f = 1.0;
+      for (int r = 0; r < k; ++r) f *= static_cast<double>(j - r);
+      v = v * s + f * p[j];
+    }
+    d[k] = v;
+  }
+}
+// A hermite activation from its Hermite coefficients c_0..c_n (n <= kMaxHermiteDegree; finite; deduplicated by
+// value); std::invalid_argument naming `argument` otherwise.
+Activation register_hermite(const double* c, int n, const char* argument = "activation");
+// The canonical spelling "hermite(c_0,...,c_n)" (trailing zero coefficients dropped, shortest round-trip decimals).
+const char* hermite_name(Activation a);
+
 inline constexpr double kPi = 3.14159265358979323846;
 inline constexpr double kSqrt2 = 1.41421356237309504880;
 inline constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2/pi)
 inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// d[k] = sigma^(k)(s) for k = 0..order (order <= 4) of the smooth activations (all but relu and step, whose
+// d[k] = sigma^(k)(s) for k = 0..order (order <= 4; any order for hermite) of the smooth activations (all but relu and step, whose
 // derivatives are not functions):
 //   tanh; sigmoid 1 / (1 + e^-s); softplus log(1 + e^s); gelu s Phi(s); silu s sigmoid(s); sin; cos;
 //   linear s; quadratic s^2; erf erf(s / sqrt 2).
@@ -92,8 +137,17 @@ TWOLAYER_HD inline void sigma_derivatives(Activation a, double s, int order, dou
       v[0] = cs; v[1] = -sn; v[2] = -cs; v[3] = sn; v[4] = cs;
       break;
     }
-    default:  // relu, step: not smooth (the kernels never ask)
-      for (int k = 0; k < 5; ++k) v[k] = kNaN;
+    default:
+      if (is_hermite(a)) {
+#if defined(__CUDA_ARCH__)
+        for (int k = 0; k <= order; ++k) d[k] = kNaN;  // the registry is host memory (the CUDA paths refuse)
+#else
+        const Polynomial& P = detail::g_polynomials[static_cast<int>(a) - kNumActivations];
+        polynomial_derivatives(P.p, P.degree, s, order, d);
+#endif
+        return;
+      }
+      for (int k = 0; k < 5; ++k) v[k] = kNaN;  // relu, step: not smooth (the kernels never ask)
       break;
   }
   for (int k = 0; k <= order; ++k) d[k] = v[k];
@@ -144,17 +198,11 @@ inline const char* activation_name(Activation a) {
     case Activation::Sin: return "sin";
     case Activation::Cos: return "cos";
   }
-  return "?";
+  return is_hermite(a) ? hermite_name(a) : "?";
 }
 
-inline Activation parse_activation(const std::string& name) {
-  std::string known;
-  for (int k = 0; k < kNumActivations; ++k) {
-    auto a = static_cast<Activation>(k);
-    if (name == activation_name(a)) return a;
-    known += std::string(k ? ", '" : "'") + activation_name(a) + "'";
-  }
-  throw std::invalid_argument("activation: expected one of " + known + ", got '" + name + "'");
-}
+// The activation of a name, or of a hermite spelling "hermite(c_0, ..., c_n)" (activation.cpp: the one parser);
+// std::invalid_argument naming `argument` otherwise.
+Activation parse_activation(const std::string& name, const char* argument = "activation");
 
 }  // namespace twolayer

@@ -23,6 +23,9 @@
 //     and the steps shrink by kRetry otherwise (up to kMaxHalfNodes per side; beyond, the kernel reports failure).
 //     Measured: within 2.1e-12 of the former nested rule (certified 1e-10 against mpmath) over 42000 moments with
 //     means and all pairs, 5-100x faster (docs/layers/activations.rst, "Cost").
+//   * polynomial pairs (linear, quadratic, hermite): exact (poly_moments below), the Taylor coefficients at the
+//     means times the bivariate moments E[l1^k l2^l] = sum_r C(k,r) C(l,r) r! (k-r-1)!! (l-r-1)!! y^r
+//     x^((k-r)/2) z^((l-r)/2) (Isserlis), to rounding. Host only (the hermite registry is host memory).
 //   I4 = E[s'(l1) s'(l2) a(l3) b(l4)]: the outer (l1, l2) by a nested trapezoidal rule with the same certificate
 //   (Cholesky of C, zero pivots dropped, steps halved on failure), the inner E[a(l3) b(l4) | l1, l2] as a moment
 //   with means (all four trigonometric: one closed form over the sign patterns of the characteristic function).
@@ -123,6 +126,68 @@ TWOLAYER_HD inline void trig_moments(Activation f, Activation g, double mu1, dou
     }
 }
 
+// Pairs whose moments are taken exactly: a hermite unit with a polynomial one (the pairs of the classic linear and
+// quadratic units keep their own closed forms and quadratures, bitwise as before).
+TWOLAYER_HD inline bool exact_polynomial_pair(Activation f, Activation g) {
+  return (is_hermite(f) || is_hermite(g)) && is_polynomial(f) && is_polynomial(g);
+}
+
+// E[l1^k l2^l] for (l1, l2) ~ N(0, [[x, y], [y, z]]), k, l <= kMaxHermiteDegree (Isserlis: r cross pairs).
+TWOLAYER_HD inline void bivariate_moments(double x, double y, double z, double M[][kMaxHermiteDegree + 1]) {
+  constexpr int N = kMaxHermiteDegree;
+  double px[N + 1], pz[N + 1], py[N + 1], df[N + 2], binom[N + 1][N + 1], fact[N + 1];
+  px[0] = pz[0] = py[0] = fact[0] = 1.0;
+  for (int k = 1; k <= N; ++k) {
+    px[k] = px[k - 1] * x;
+    pz[k] = pz[k - 1] * z;
+    py[k] = py[k - 1] * y;
+    fact[k] = fact[k - 1] * k;
+  }
+  df[0] = 1.0;  // df[m] = (m - 1)!!, (-1)!! = 0!! = 1
+  df[1] = 1.0;
+  for (int m = 2; m <= N + 1; ++m) df[m] = (m - 1) * df[m - 2];
+  for (int k = 0; k <= N; ++k)
+    for (int r = 0; r <= k; ++r) binom[k][r] = (r == 0 || r == k) ? 1.0 : binom[k - 1][r - 1] + binom[k - 1][r];
+  for (int k = 0; k <= N; ++k)
+    for (int l = 0; l <= N; ++l) {
+      double v = 0.0;
+      if (((k + l) & 1) == 0)
+        for (int r = (k & 1); r <= (k < l ? k : l); r += 2)
+          v += binom[k][r] * binom[l][r] * fact[r] * df[k - r] * df[l - r] * py[r] * px[(k - r) / 2] * pz[(l - r) / 2];
+      M[k][l] = v;
+    }
+}
+
+// E[P^(i)(mu1 + l1) Q^(j)(mu2 + l2)] from dp[k] = P^(k)(mu1), dq[k] = Q^(k)(mu2) and M = bivariate_moments:
+// P^(i)(mu1 + l) = sum_k P^(i+k)(mu1) / k! l^k.
+TWOLAYER_HD inline double poly_pair_moment(const double* dp, int np, int i, const double* dq, int nq, int j,
+                                           const double M[][kMaxHermiteDegree + 1]) {
+  double v = 0.0, fk = 1.0;
+  for (int k = 0; i + k <= np; ++k) {
+    fk = k ? fk * k : 1.0;
+    double w = 0.0, fl = 1.0;
+    for (int l = 0; j + l <= nq; ++l) {
+      fl = l ? fl * l : 1.0;
+      w += dq[j + l] / fl * M[k][l];
+    }
+    v += dp[i + k] / fk * w;
+  }
+  return v;
+}
+
+// The moments m[moment_index(i, j)] of `order` (moments()) for polynomials P and Q (monomial coefficients
+// p_0..p_np, q_0..q_nq), exactly.
+TWOLAYER_HD inline void poly_moments(const double* p, int np, const double* q, int nq, double mu1, double mu2, double x,
+                                     double y, double z, int order, double* m) {
+  double M[kMaxHermiteDegree + 1][kMaxHermiteDegree + 1];
+  bivariate_moments(x, y, z, M);
+  double dp[kMaxHermiteDegree + 1], dq[kMaxHermiteDegree + 1];
+  polynomial_derivatives(p, np, mu1, np, dp);
+  polynomial_derivatives(q, nq, mu2, nq, dq);
+  for (int t = 0; t <= 2 * order; t += 2)
+    for (int i = t; i >= 0; --i) m[moment_index(i, t - i)] = poly_pair_moment(dp, np, i, dq, nq, t - i, M);
+}
+
 // Tile buffer of the lattice rule in moments() (doubles per derivative order and function): bounded so that the
 // frame stays small (device code: local memory per thread).
 #ifdef __CUDA_ARCH__
@@ -152,6 +217,13 @@ TWOLAYER_HD inline bool moments(Activation f, Activation g, double mu1, double m
     trig_moments(f, g, mu1, mu2, x, y, z, order, m);
     return true;
   }
+#if !defined(__CUDA_ARCH__)
+  if (exact_polynomial_pair(f, g)) {
+    const Polynomial P = polynomial_of(f), Q = polynomial_of(g);
+    poly_moments(P.p, P.degree, Q.p, Q.degree, mu1, mu2, x, y, z, order, m);
+    return true;
+  }
+#endif
   const double sx = x > 0.0 ? std::sqrt(x) : 0.0, sz = z > 0.0 ? std::sqrt(z) : 0.0;
   if (!(sx > 0.0) && !(sz > 0.0)) {  // l = 0
     double df[5], dg[5];
@@ -292,10 +364,73 @@ TWOLAYER_HD inline double trig_product4(const double* A, const double* C) {
   return sum / 8.0;
 }
 
+// (host only) E[prod_k P_k^(d_k)(mu_k + l_k)] over four variables l ~ N(0, C) (row-major 4 x 4 PSD) for polynomials P_k
+// (monomial coefficients p[k], degrees n[k] <= kMaxHermiteDegree), exactly: the Taylor coefficients at the means
+// times the moments E[l^q] over the box q_k <= n_k - d_k, from Stein's recursion
+// E[l^(q + e_i)] = sum_j C_ij q_j E[l^(q - e_j)] (in increasing flat index: every entry it reads precedes it).
+inline double poly_product4(const double* const* p, const int* n, const int* dord, const double* mu,
+                                        const double* C) {
+  constexpr int N = kMaxHermiteDegree + 1;
+  int box[4], stride[4];
+  double t[4][N];  // t[k][q] = P_k^(d_k + q)(mu_k) / q!
+  int total = 1;
+  for (int k = 3; k >= 0; --k) {
+    box[k] = n[k] - dord[k] + 1;
+    if (box[k] <= 0) return 0.0;
+    stride[k] = total;
+    total *= box[k];
+    double d[N];
+    polynomial_derivatives(p[k], n[k], mu ? mu[k] : 0.0, n[k], d);
+    double f = 1.0;
+    for (int q = 0; q < box[k]; ++q) {
+      f = q ? f * q : 1.0;
+      t[k][q] = d[dord[k] + q] / f;
+    }
+  }
+  double E[N * N * N * N];
+  double sum = 0.0;
+  for (int idx = 0; idx < total; ++idx) {
+    int q[4], r = idx, deg = 0;
+    for (int k = 0; k < 4; ++k) {
+      q[k] = r / stride[k];
+      r -= q[k] * stride[k];
+      deg += q[k];
+    }
+    double v;
+    if (deg == 0) {
+      v = 1.0;
+    } else if (deg & 1) {
+      v = 0.0;
+    } else {
+      int i = 0;
+      while (q[i] == 0) ++i;
+      const int base = idx - stride[i];  // q - e_i
+      v = 0.0;
+      for (int j = 0; j < 4; ++j) {
+        const int qj = q[j] - (j == i ? 1 : 0);
+        if (qj > 0 && C[4 * i + j] != 0.0) v += C[4 * i + j] * qj * E[base - stride[j]];
+      }
+    }
+    E[idx] = v;
+    if (v != 0.0) sum += t[0][q[0]] * t[1][q[1]] * t[2][q[2]] * t[3][q[3]] * v;
+  }
+  return sum;
+}
+
 // I4 = E[s'(mu1 + l1) s'(mu2 + l2) a(mu3 + l3) b(mu4 + l4)] for smooth s, a, b (row-major 4 x 4 PSD C; mu = nullptr:
 // zero means); false if not certified.
 TWOLAYER_HD inline bool i4(Activation s, Activation a, Activation b, const double* C, double& out,
                            const double* mu = nullptr) {
+#if !defined(__CUDA_ARCH__)
+  if ((is_hermite(s) || is_hermite(a) || is_hermite(b)) && is_polynomial(s) && is_polynomial(a) &&
+      is_polynomial(b)) {  // exact (poly_product4)
+    const Polynomial P[3] = {polynomial_of(s), polynomial_of(a), polynomial_of(b)};
+    const double* p[4] = {P[0].p, P[0].p, P[1].p, P[2].p};
+    const int n[4] = {P[0].degree, P[0].degree, P[1].degree, P[2].degree}, dord[4] = {1, 1, 0, 0};
+    out = poly_product4(p, n, dord, mu, C);
+    return true;
+  }
+#endif
   if (is_trig(s) && is_trig(a) && is_trig(b)) {
     double A[4] = {0.5 * kPi * trig_phase(s, 1), 0.5 * kPi * trig_phase(s, 1), 0.5 * kPi * trig_phase(a, 0),
                    0.5 * kPi * trig_phase(b, 0)};

@@ -1,0 +1,173 @@
+// Activation names, and the registry of hermite activations (activation.hpp): the one parser of activation
+// spellings.
+#include "twolayer/activation.hpp"
+
+#include <atomic>
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+
+namespace twolayer {
+
+namespace detail {
+Polynomial g_polynomials[kMaxPolynomials];
+}
+
+namespace {
+
+struct Entry {
+  int n;                                // the last nonzero Hermite coefficient (0 for the zero polynomial)
+  double c[kMaxHermiteDegree + 1];      // Hermite coefficients c_0..c_n
+  std::string name;                     // canonical spelling
+};
+Entry g_entries[kMaxPolynomials];
+std::atomic<int> g_count{0};
+std::mutex g_mutex;
+
+// The shortest decimal that reads back as v, written as Python's repr writes floats (fixed notation for exponents
+// -4..15, scientific otherwise), without a trailing ".0": 0.5, 1, -2.25, 1e-05, 1e+16.
+std::string format_coefficient(double v) {
+  if (v == 0.0) return "0";
+  char buf[40];
+  for (int prec = 1; prec <= 17; ++prec) {
+    std::snprintf(buf, sizeof buf, "%.*e", prec - 1, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  const std::string s(buf);
+  const std::size_t epos = s.find('e');
+  const bool negative = s[0] == '-';
+  std::string digits;
+  for (std::size_t i = negative ? 1 : 0; i < epos; ++i)
+    if (s[i] != '.') digits += s[i];
+  const int e = std::atoi(s.c_str() + epos + 1);
+  std::string out = negative ? "-" : "";
+  const int L = static_cast<int>(digits.size());
+  if (e >= -4 && e < 16) {
+    if (e + 1 >= L) out += digits + std::string(static_cast<std::size_t>(e + 1 - L), '0');
+    else if (e + 1 <= 0) out += "0." + std::string(static_cast<std::size_t>(-e - 1), '0') + digits;
+    else out += digits.substr(0, static_cast<std::size_t>(e + 1)) + "." + digits.substr(static_cast<std::size_t>(e + 1));
+  } else {
+    out += digits.substr(0, 1) + (L > 1 ? "." + digits.substr(1) : "");
+    char ex[16];  // |e| <= 324
+    std::snprintf(ex, sizeof ex, "e%c%02d", e < 0 ? '-' : '+', e < 0 ? -e : e);
+    out += ex;
+  }
+  return out;
+}
+
+// Monomial coefficients of sum_k c_k He_k, by He_{k+1} = s He_k - k He_{k-1}.
+Polynomial to_monomial(const double* c, int n) {
+  double he[kMaxHermiteDegree + 1][kMaxHermiteDegree + 1] = {};
+  he[0][0] = 1.0;
+  if (kMaxHermiteDegree >= 1) he[1][1] = 1.0;
+  for (int k = 1; k < kMaxHermiteDegree; ++k)
+    for (int j = 0; j <= k + 1; ++j)
+      he[k + 1][j] = (j > 0 ? he[k][j - 1] : 0.0) - static_cast<double>(k) * he[k - 1][j];
+  Polynomial P{n, {}};
+  for (int k = 0; k <= n; ++k)
+    for (int j = 0; j <= k; ++j) P.p[j] += c[k] * he[k][j];
+  return P;
+}
+
+[[noreturn]] void bad_hermite(const char* argument, const std::string& name, const std::string& why) {
+  throw std::invalid_argument(std::string(argument) + ": " + why + " in a hermite activation 'hermite(c_0, ..., c_n)' "
+                              "(Hermite coefficients, 1 to " + std::to_string(kMaxHermiteDegree + 1) +
+                              " finite numbers), got '" + name + "'");
+}
+
+}  // namespace
+
+Activation register_hermite(const double* c_in, int count, const char* argument) {
+  if (count < 1 || count > kMaxHermiteDegree + 1)
+    throw std::invalid_argument(std::string(argument) + ": a hermite activation takes 1 to " +
+                                std::to_string(kMaxHermiteDegree + 1) + " coefficients (degree <= " +
+                                std::to_string(kMaxHermiteDegree) + "), got " + std::to_string(count));
+  double c[kMaxHermiteDegree + 1] = {};
+  int n = 0;
+  for (int k = 0; k < count; ++k) {
+    if (!std::isfinite(c_in[k]))
+      throw std::invalid_argument(std::string(argument) + ": hermite coefficient c_" + std::to_string(k) +
+                                  " must be finite, got " + std::to_string(c_in[k]));
+    c[k] = c_in[k] == 0.0 ? 0.0 : c_in[k];  // -0 -> 0
+    if (c[k] != 0.0) n = k;
+  }
+  std::lock_guard<std::mutex> lock(g_mutex);
+  const int used = g_count.load(std::memory_order_relaxed);
+  for (int id = 0; id < used; ++id) {
+    const Entry& e = g_entries[id];
+    bool same = e.n == n;
+    for (int k = 0; same && k <= n; ++k) same = e.c[k] == c[k];
+    if (same) return static_cast<Activation>(kNumActivations + id);
+  }
+  if (used >= kMaxPolynomials)
+    throw std::invalid_argument(std::string(argument) + ": too many distinct hermite activations (at most " +
+                                std::to_string(kMaxPolynomials) + " per process)");
+  Entry& e = g_entries[used];
+  e.n = n;
+  std::string name = "hermite(";
+  for (int k = 0; k <= n; ++k) {
+    e.c[k] = c[k];
+    name += (k ? "," : "") + format_coefficient(c[k]);
+  }
+  e.name = name + ")";
+  detail::g_polynomials[used] = to_monomial(c, n);
+  g_count.store(used + 1, std::memory_order_release);
+  return static_cast<Activation>(kNumActivations + used);
+}
+
+const char* hermite_name(Activation a) {
+  const int id = static_cast<int>(a) - kNumActivations;
+  if (id < 0 || id >= g_count.load(std::memory_order_acquire)) return "?";
+  return g_entries[id].name.c_str();
+}
+
+Activation parse_activation(const std::string& name, const char* argument) {
+  std::string known;
+  for (int k = 0; k < kNumActivations; ++k) {
+    auto a = static_cast<Activation>(k);
+    if (name == activation_name(a)) return a;
+    known += std::string(k ? ", '" : "'") + activation_name(a) + "'";
+  }
+  if (name.rfind("hermite", 0) == 0) {
+    std::size_t i = 7;
+    auto skip = [&] {
+      while (i < name.size() && std::isspace(static_cast<unsigned char>(name[i]))) ++i;
+    };
+    skip();
+    if (i >= name.size() || name[i] != '(') bad_hermite(argument, name, "expected '('");
+    ++i;
+    double c[kMaxHermiteDegree + 2];
+    int count = 0;
+    for (;;) {
+      skip();
+      const char* start = name.c_str() + i;
+      char* end = nullptr;
+      const double v = std::strtod(start, &end);
+      if (end == start) bad_hermite(argument, name, "expected a number at position " + std::to_string(i));
+      if (count > kMaxHermiteDegree)
+        bad_hermite(argument, name, "more than " + std::to_string(kMaxHermiteDegree + 1) + " coefficients");
+      if (!std::isfinite(v)) bad_hermite(argument, name, "a coefficient that is not finite");
+      c[count++] = v;
+      i += static_cast<std::size_t>(end - start);
+      skip();
+      if (i < name.size() && name[i] == ',') {
+        ++i;
+        continue;
+      }
+      if (i < name.size() && name[i] == ')') {
+        ++i;
+        break;
+      }
+      bad_hermite(argument, name, "expected ',' or ')' at position " + std::to_string(i));
+    }
+    skip();
+    if (i != name.size()) bad_hermite(argument, name, "trailing characters after ')'");
+    return register_hermite(c, count, argument);
+  }
+  throw std::invalid_argument(std::string(argument) + ": expected one of " + known +
+                              " or 'hermite(c_0, ..., c_n)', got '" + name + "'");
+}
+
+}  // namespace twolayer
