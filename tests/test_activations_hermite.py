@@ -231,7 +231,6 @@ def test_ode_equals_classic(h, name, regime):
         np.testing.assert_allclose(getattr(a, f), getattr(b, f), rtol=1e-10, atol=1e-12, err_msg=f)
 
 
-@pytest.mark.slow
 def test_online_ode_against_sgd():
     """Online SGD at d = 2000 with a cubic hermite student and teacher (K = M = 1, trained readout, 10 seeds) against
     the online ODE: mean Q, M and risk within 4 standard errors plus 0.2 / sqrt(d) (test_sgd_ode.py's allowance)."""
@@ -270,3 +269,17 @@ def test_staircase_large_batch_parity(act, climb):
         else:
             assert np.all(m[:first, r] == 0.0), (r, m[:, r])
             assert np.all(m[first:, r] > 1e-8), (r, m[:, r])  # 7 orders above round-off
+
+
+def test_sde_increment_covariance():
+    """The SDE's Gauss-Hermite rule is exact for hermite units at its default node count: hermite(1, 0, 1) gives
+    quadratic's increment moments, and a cubic's do not move with more nodes."""
+    st, te = tl.networks.teacher_student(2, 1, 30, "quadratic", seed=2)
+    ov = tl.Overlaps.from_networks(st, te)
+    a = tl.sde.increment_covariance(ov, hermite([1, 0, 1]), lr=0.3)
+    b = tl.sde.increment_covariance(ov, "quadratic", lr=0.3)
+    np.testing.assert_allclose(a.cov, b.cov, rtol=1e-11, atol=1e-13)
+    np.testing.assert_allclose(a.mean, b.mean, rtol=1e-11, atol=1e-13)
+    c = tl.sde.increment_covariance(ov, H3, lr=0.3)
+    d = tl.sde.increment_covariance(ov, H3, lr=0.3, n_nodes=40)
+    np.testing.assert_allclose(c.cov, d.cov, rtol=1e-11, atol=1e-12)

@@ -69,7 +69,7 @@ from ._validation import (
     run_indices,
     seed_arg,
 )
-from .activations import ActivationName
+from .activations import ActivationName, hermite_coefficients, is_hermite
 from .overlaps import BatchOverlaps, Overlaps
 from .results import SIMULATION_STATUS, SIMULATION_TIME_UNIT, Ensemble, Status, Trajectory
 from .sgd import converged_message
@@ -125,6 +125,11 @@ _DEGREE = {"linear": 1, "quadratic": 2}
 _EXACT = ("relu", "step")
 
 
+def _degree(act: str) -> int:
+    """The degree of a polynomial activation (linear, quadratic, hermite)."""
+    return len(hermite_coefficients(act)) - 1 if is_hermite(act) else _DEGREE[act]
+
+
 def _rule(act: str, t_act: str, n_nodes: int | None,
           target_degree: int | None = None) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Gauss-Hermite rule for N(0, 1) (probabilists' Hermite polynomials), weights summing to 1: exact for
@@ -146,8 +151,8 @@ def _rule(act: str, t_act: str, n_nodes: int | None,
     elif "erf" in (act, teacher):
         n = 48
     else:  # exact: 2n - 1 >= deg(xi_alpha xi_beta) = 2 max(ds + de, 2 (ds - 1) + 2 de)
-        ds = _DEGREE[act]
-        de = max(ds, _DEGREE[teacher] if target_degree is None else target_degree)
+        ds = _degree(act)
+        de = max(ds, _degree(teacher) if target_degree is None else target_degree)
         n = max(ds + de, 2 * (ds - 1) + 2 * de) + 1
     x, w = np.polynomial.hermite_e.hermegauss(n)
     return np.ascontiguousarray(x), np.ascontiguousarray(w / w.sum())

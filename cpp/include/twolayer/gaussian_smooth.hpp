@@ -373,7 +373,7 @@ inline double poly_product4(const double* const* p, const int* n, const int* dor
   constexpr int N = kMaxHermiteDegree + 1;
   int box[4], stride[4];
   double t[4][N];  // t[k][q] = P_k^(d_k + q)(mu_k) / q!
-  int total = 1;
+  int total = 1;  // the box's size (strides: variable 3 fastest)
   for (int k = 3; k >= 0; --k) {
     box[k] = n[k] - dord[k] + 1;
     if (box[k] <= 0) return 0.0;
@@ -389,31 +389,31 @@ inline double poly_product4(const double* const* p, const int* n, const int* dor
   }
   double E[N * N * N * N];
   double sum = 0.0;
-  for (int idx = 0; idx < total; ++idx) {
-    int q[4], r = idx, deg = 0;
-    for (int k = 0; k < 4; ++k) {
-      q[k] = r / stride[k];
-      r -= q[k] * stride[k];
-      deg += q[k];
-    }
-    double v;
-    if (deg == 0) {
-      v = 1.0;
-    } else if (deg & 1) {
-      v = 0.0;
-    } else {
-      int i = 0;
-      while (q[i] == 0) ++i;
-      const int base = idx - stride[i];  // q - e_i
-      v = 0.0;
-      for (int j = 0; j < 4; ++j) {
-        const int qj = q[j] - (j == i ? 1 : 0);
-        if (qj > 0 && C[4 * i + j] != 0.0) v += C[4 * i + j] * qj * E[base - stride[j]];
+  int idx = 0, q[4];
+  for (q[0] = 0; q[0] < box[0]; ++q[0])
+    for (q[1] = 0; q[1] < box[1]; ++q[1]) {
+      const double t01 = t[0][q[0]] * t[1][q[1]];
+      for (q[2] = 0; q[2] < box[2]; ++q[2]) {
+        const double t012 = t01 * t[2][q[2]];
+        for (q[3] = 0; q[3] < box[3]; ++q[3], ++idx) {
+          const int deg = q[0] + q[1] + q[2] + q[3];
+          double v = 0.0;
+          if (deg == 0) {
+            v = 1.0;
+          } else if ((deg & 1) == 0) {
+            int i = 0;
+            while (q[i] == 0) ++i;
+            const int base = idx - stride[i];  // q - e_i
+            for (int j = 0; j < 4; ++j) {
+              const int qj = q[j] - (j == i ? 1 : 0);
+              if (qj > 0) v += C[4 * i + j] * qj * E[base - stride[j]];
+            }
+          }
+          E[idx] = v;
+          sum += t012 * t[3][q[3]] * v;
+        }
       }
     }
-    E[idx] = v;
-    if (v != 0.0) sum += t[0][q[0]] * t[1][q[1]] * t[2][q[2]] * t[3][q[3]] * v;
-  }
   return sum;
 }
 
