@@ -34,7 +34,11 @@ after iterations 1, 2, 3 (printed by the script, asserted in tests/test_targets_
   tanh             z1 0.369 0.536 0.617   z2 0 2e-18 4e-18      z3 0 0 3e-19
   softplus b = -1  z1 0.270 0.449 0.563   z2 0 0.041 0.094      z3 0 0 0.0008
   tanh b = 0.5     z1 0.349 0.516 0.599   z2 0 0.037 0.073      z3 0 0 0.0035
+  He1 + He2 + He3   z1 0.022 0.015 0.017   z2 0 0.0010 0.0003    z3 0 0 2e-6
 (z2 after one iteration and z3 after two are exactly 0 for every unit: the pull needs the earlier overlaps.)
+The last is the activation "hermite(0,1,1,1)" (E[sigma^(r)] = r! c_r != 0 for r = 1, 2, 3, no bias needed; asserted
+in tests/test_activations_hermite.py): it climbs z1, z2, z3 one per iteration, with small overlaps at this learning
+rate because its own large variance (Var sigma = 9) dominates the normalised step.
 Writes first_order_methods_staircase_parity.png (seconds).
 
 Run: python examples/first_order_methods_staircase_large_batch.py

@@ -68,12 +68,37 @@ def hermite(coefficients: ArrayLike) -> str:
 
 
 def is_hermite(name: str) -> bool:
-    """Whether ``name`` is a hermite spelling (``"hermite(...)"``)."""
+    """Whether ``name`` is a hermite spelling (``"hermite(...)"``; not validated: see :func:`check_activation`).
+
+    Parameters
+    ----------
+    name : str
+        An activation.
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> tl.activations.is_hermite("hermite(0,1)"), tl.activations.is_hermite("erf")
+    (True, False)
+    """
     return name.startswith("hermite")
 
 
 def hermite_coefficients(name: str) -> NDArray[np.float64]:
     """The Hermite coefficients c_0, ..., c_n of a hermite activation (ValueError for another name).
+
+    Parameters
+    ----------
+    name : str
+        A hermite activation ``"hermite(c_0, ..., c_n)"``.
+
+    Returns
+    -------
+    ndarray, shape (n + 1,)
+        c_0, ..., c_n (trailing zeros dropped).
 
     Examples
     --------
