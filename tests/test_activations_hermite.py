@@ -283,3 +283,15 @@ def test_sde_increment_covariance():
     c = tl.sde.increment_covariance(ov, H3, lr=0.3)
     d = tl.sde.increment_covariance(ov, H3, lr=0.3, n_nodes=40)
     np.testing.assert_allclose(c.cov, d.cov, rtol=1e-11, atol=1e-12)
+
+
+@pytest.mark.parametrize(("h", "name"), [(hermite([0, 1]), "linear"), (hermite([1, 0, 1]), "quadratic")])
+def test_dmft_equals_classic(h, name):
+    """The DMFT solver evaluates any activation pointwise (smooth and hermite ones were silently left at zero
+    error before): hermite(0, 1) and hermite(1, 0, 1) give linear's and quadratic's results."""
+    tgt = tl.targets.hermite({(1,): 1.0, (2,): 0.5}, d=20, seed=0)
+    kw = dict(a=[1.0], alpha=2.0, lr=0.3, n_steps=3, n_mc=2000)
+    r_h, r_c = tl.dmft.solve(tgt, activation=h, **kw), tl.dmft.solve(tgt, activation=name, **kw)
+    for f in ("train_risk", "test_risk", "Q", "M"):
+        np.testing.assert_allclose(getattr(r_h, f), getattr(r_c, f), rtol=1e-12, atol=1e-14, err_msg=f)
+    assert np.all(np.asarray(r_h.test_risk) > 0)

@@ -50,10 +50,11 @@ struct Group {
 
 // g^t = a * sigma'(h) (y - a . sigma(h)) over one block (lanes j >= nl are padding: zero g), the sums of the squared
 // train and test errors into Ae[0], Ae[1] and of g z^T into Az; the activation is a template parameter so that the
-// lane loops vectorise.
-template <Activation A>
-void nonlinear_t(int p, int k, const double* a, double (*h)[kB], double (*ht)[kB], double (*gt)[kB],
+// lane loops vectorise (Runtime: the smooth and hermite activations, passed as act, through sigma's switch).
+template <Activation A0, bool Runtime = false>
+void nonlinear_t(Activation act, int p, int k, const double* a, double (*h)[kB], double (*ht)[kB], double (*gt)[kB],
                  const double* y, const double* yt, const double* z, int nl, double* Ae, double* Az) {
+  const Activation A = Runtime ? act : A0;
   double f[kB] = {}, ft[kB] = {}, E[kB], yb[kB], ytb[kB], mask[kB];
   for (int j = 0; j < kB; ++j) {
     const bool in = j < nl;
@@ -92,11 +93,13 @@ void nonlinear_t(int p, int k, const double* a, double (*h)[kB], double (*ht)[kB
 void nonlinear(Activation act, int p, int k, const double* a, double (*h)[kB], double (*ht)[kB], double (*gt)[kB],
                const double* y, const double* yt, const double* z, int nl, double* Ae, double* Az) {
   switch (act) {
-    case Activation::Linear: return nonlinear_t<Activation::Linear>(p, k, a, h, ht, gt, y, yt, z, nl, Ae, Az);
-    case Activation::Erf: return nonlinear_t<Activation::Erf>(p, k, a, h, ht, gt, y, yt, z, nl, Ae, Az);
-    case Activation::Relu: return nonlinear_t<Activation::Relu>(p, k, a, h, ht, gt, y, yt, z, nl, Ae, Az);
-    case Activation::Step: return nonlinear_t<Activation::Step>(p, k, a, h, ht, gt, y, yt, z, nl, Ae, Az);
-    case Activation::Quadratic: return nonlinear_t<Activation::Quadratic>(p, k, a, h, ht, gt, y, yt, z, nl, Ae, Az);
+    case Activation::Linear: return nonlinear_t<Activation::Linear>(act, p, k, a, h, ht, gt, y, yt, z, nl, Ae, Az);
+    case Activation::Erf: return nonlinear_t<Activation::Erf>(act, p, k, a, h, ht, gt, y, yt, z, nl, Ae, Az);
+    case Activation::Relu: return nonlinear_t<Activation::Relu>(act, p, k, a, h, ht, gt, y, yt, z, nl, Ae, Az);
+    case Activation::Step: return nonlinear_t<Activation::Step>(act, p, k, a, h, ht, gt, y, yt, z, nl, Ae, Az);
+    case Activation::Quadratic:
+      return nonlinear_t<Activation::Quadratic>(act, p, k, a, h, ht, gt, y, yt, z, nl, Ae, Az);
+    default: return nonlinear_t<Activation::Linear, true>(act, p, k, a, h, ht, gt, y, yt, z, nl, Ae, Az);
   }
 }
 
