@@ -111,17 +111,21 @@ def test_refusals_name_the_arguments() -> None:
 
 
 @pytest.mark.parametrize("act,teacher", [("erf", "tanh"), ("erf", "softplus"), ("quadratic", "linear"),
-                                         pytest.param("tanh", "tanh", marks=pytest.mark.slow)])
+                                         ("tanh", "tanh")])
 def test_biased_increment_mean_is_the_ode_rhs_with_means(act: str, teacher: str) -> None:
-    """(An online smooth non-erf student's ODE takes the certified I4 with means: ~0.1-0.6 s per kernel, slow.)"""
+    """The drift with means is the ODE's with-means right-hand side, to the quadrature's estimated error (tanh:
+    ~7e-7 relative at 48 nodes; the others below 1e-9)."""
     ov = _ov(act, teacher, bias=True)
     kw = {"lr": 0.3, "noise": 0.5, "lr_readout": 0.2, "lr_bias": 0.7}
     ic = tl.sde.increment_covariance(ov, **kw)
     assert ic.labels[-4:] == ("a[0]", "a[1]", "b[0]", "b[1]")
-    np.testing.assert_allclose(ic.mean, _rhs_vector(ov, **kw), rtol=1e-8, atol=1e-10)
+    rhs = _rhs_vector(ov, **kw)
+    err = np.abs(ic.mean - rhs).max() / np.abs(rhs).max()
+    assert err <= 2 * ic.mean_error + 1e-12 and err < (1e-6 if act == "tanh" else 1e-9), (err, ic.mean_error)
     fixed = tl.sde.increment_covariance(ov, lr=0.3, noise=0.5)  # biases present, not trained: no b components
     assert fixed.labels[-1] == "M[1,0]"
-    np.testing.assert_allclose(fixed.mean, _rhs_vector(ov, lr=0.3, noise=0.5), rtol=1e-8, atol=1e-10)
+    rhs = _rhs_vector(ov, lr=0.3, noise=0.5)
+    assert np.abs(fixed.mean - rhs).max() / np.abs(rhs).max() <= 2 * fixed.mean_error + 1e-12
     if act == "quadratic":  # polynomial: exact, whatever the node count above the degree
         np.testing.assert_allclose(ic.cov, tl.sde.increment_covariance(ov, n_nodes=12, **kw).cov, rtol=1e-11,
                                    atol=1e-12)
