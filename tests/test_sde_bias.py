@@ -205,3 +205,20 @@ def _sde_vs_sgd(d: int, n: int, t_max: float) -> dict[str, float]:
 def test_biased_sde_ensemble_against_sgd() -> None:
     z = _sde_vs_sgd(d=200, n=400, t_max=2.0)
     assert max(z.values()) < 4.0, z
+
+
+def test_spherical_biased_increment_mean_is_the_projected_ode() -> None:
+    """Spherical with biases: the increment's mean is the spherical ODE's with-means right-hand side (Q_ii fixed, the
+    biases not projected)."""
+    ov = tl.Overlaps([[1.0, 0.2], [0.2, 1.0]], [[0.3], [0.1]], [[1.0]], [0.7, 0.4], [1.0], "erf", "tanh",
+                     bias=[0.3, -0.4], teacher_bias=[0.5])
+    kw = {"lr": 0.3, "noise": 0.5, "lr_bias": 0.7, "spherical": True}
+    ic = tl.sde.increment_covariance(ov, **kw)
+    rhs = _rhs_vector(ov, **kw)
+    assert np.abs(ic.mean - rhs).max() / np.abs(rhs).max() <= 2 * ic.mean_error + 1e-12
+    assert ic.mean[0] == 0.0 and np.all(ic.cov[0] == 0.0)  # Q[0,0] fixed
+    free = tl.sde.increment_covariance(ov, **{**kw, "spherical": False})
+    np.testing.assert_array_equal(ic.mean[-2:], free.mean[-2:])  # the biases' drift is not projected
+    ens = tl.sde.simulate(ov, d=1000, seeds=2, t_max=0.1, n_records=3, **kw)
+    np.testing.assert_allclose(np.diagonal(ens.stack("Q"), axis1=2, axis2=3), 1.0, atol=1e-12)
+    assert np.all(ens.stack("bias")[:, -1] != ens.stack("bias")[:, 0])
