@@ -19,6 +19,7 @@ def test_smooth_activation_reproducer() -> None:
     ov = tl.Overlaps([[1.0]], [[0.2]], [[1.0]], [1.0], [1.0], "tanh", "tanh")
     ens = tl.sde.simulate(ov, lr=0.5, t_max=1.0, d=100, seeds=2, activation="tanh")
     assert ens.meta["diffusion"] == "gauss_hermite" and ens.meta["n_nodes"] == 48
+    assert 0 < ens.meta["drift_error"] <= 1e-4 and 0 < ens.meta["diffusion_error"] <= 1e-3
     assert all(r.status == tl.Status.completed for r in ens.runs)
     big = tl.sde.simulate(ov, "tanh", lr=0.5, t_max=1.0, n_records=3, d=10**8, seeds=1)
     ode = tl.ode.integrate(ov, "tanh", lr=0.5, t_max=1.0, n_records=3, method="euler", dt=0.01)
