@@ -106,7 +106,6 @@ void validate_bias(const OdeModel& m) {
     if (!std::isfinite(b)) throw std::invalid_argument("teacher_bias: entries must be finite");
   if (!std::isfinite(m.lr_bias) || m.lr_bias < 0.0)
     throw std::invalid_argument("lr_bias: expected a finite number >= 0");
-  if (m.spherical) throw not_implemented("spherical: the spherical ODE does not handle biases yet");
   if (m.target) throw not_implemented("target: the ODE of a polynomial target does not handle biases yet");
   if (m.student == Activation::Step)
     throw not_implemented("bias: the ODE of step students with biases is not implemented (E[delta'(l) step(l)] of a "
@@ -403,8 +402,16 @@ void OdeRhs::eval_bias(const double* y, double* dy, int n_threads) {
       phi_[i * K + k] += lr * lr * a[i] * a[k] * (quad[p] + m_.noise * j2_[p]);
     }
   }
+  // Spherical: the projection of the weights (Q_ii fixed; the biases are not projected), as without biases.
   for (int i = 0; i < K; ++i)
-    for (int k = i; k < K; ++k) dQ[i * K + k] = dQ[k * K + i] = phi_[i * K + k];
+    for (int k = i; k < K; ++k) {
+      double v = phi_[i * K + k];
+      if (m_.spherical) v = (i == k) ? 0.0 : v - 0.5 * y[i * K + k] * (phi_[i * K + i] + phi_[k * K + k]);
+      dQ[i * K + k] = dQ[k * K + i] = v;
+    }
+  if (m_.spherical)
+    for (int i = 0; i < K; ++i)
+      for (int r = 0; r < M; ++r) dM[i * M + r] -= 0.5 * y[m_.offset_M() + i * M + r] * phi_[i * K + i];
   // 4. Second layer and biases.
   for (int i = 0; i < K; ++i) {
     da[i] = m_.lr_readout * rate_ * V_[i];

@@ -263,12 +263,13 @@ def multistart_lbfgs(
 def sde_increment_moments(
     y: _F, K: int, P: _F, v: _F, act: str, act_teacher: str, spherical: bool, lr: float, lr_readout: float,
     noise: float, nodes: _F, weights: _F, target_alpha: Any = None, target_coef: Any = None,
+    teacher_bias: _F | None = None, lr_bias: float = 0.0,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]: ...
 def sde_simulate(
     y0: _F, K: int, P: _F, v: _F, act: str, act_teacher: str, spherical: bool, lr: float, lr_readout: float,
     noise: float, d: int, dt: float, steps: int, record_steps: Any, nodes: _F, weights: _F, seed: int, runs: Any,
     risk_tol: float, risk_rtol: float, n_threads: int = 0, progress: Any = None, target_alpha: Any = None,
-    target_coef: Any = None,
+    target_coef: Any = None, teacher_bias: _F | None = None, lr_bias: float = 0.0,
 ) -> dict[str, Any]: ...
 # Polynomial multi-index targets (bind_target.cpp, bind_ode.cpp): exponents (n_terms, k), coefficients (n_terms,).
 _I = NDArray[np.int64]

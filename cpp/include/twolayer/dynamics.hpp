@@ -37,8 +37,9 @@
 // I4(g, h_j, h_l) with means (i4_mean; not implemented for relu students nor relu/step teachers of a smooth student:
 // such online models are refused). Gradient flow is exactly minus the population gradient with biases
 // (population.gradient(train_bias=True)) mapped to (Q, M, b, a). With zero biases and lr_bias = 0 a model is not
-// "biased" and takes the paths above, bitwise unchanged; spherical runs, targets, step students and the SIMD lanes
-// take no biases.
+// "biased" and takes the paths above, bitwise unchanged. Spherical runs project dQ and dM as above (Q_ii fixed; the
+// biases are not projected: spherical SGD renormalises the weight rows only). Targets, step students and the SIMD
+// lanes take no biases.
 #pragma once
 #include <cstddef>
 #include <memory>
