@@ -60,8 +60,6 @@ def test_functions_without_bias_support_refuse_nonzero_biases(pair: tuple[tl.Net
     s, t = pair
     ov = tl.Overlaps.from_networks(s, t)
     refusing = {
-        "ode.integrate_batch": lambda: tl.ode.integrate_batch([ov, ov], "erf", lr=0.5, t_max=1.0),
-        "BatchOverlaps.stack": lambda: tl.BatchOverlaps.stack([ov]),
         "sde.simulate": lambda: tl.sde.simulate(ov, lr=0.5, t_max=1.0, d=100, seeds=2),
         "large_batch.iterate": lambda: tl.large_batch.iterate(ov, "erf", "erf", lr=0.5, batch_ratio=2.0, n_steps=2),
         "full_batch.simulate": lambda: tl.full_batch.simulate(s, t, lr=0.5, alpha=2.0, n_steps=2),
