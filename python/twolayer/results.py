@@ -580,7 +580,9 @@ class BatchTrajectory(_Members):
             params={p: f64(p) for p in names},
             time_unit=time_unit,
             meta=attrs,
-            **{k: f64(k) for k in ("bias", "bias_final", "teacher_bias") if k in ds},
+            bias=f64("bias") if "bias" in ds else None,
+            bias_final=f64("bias_final") if "bias_final" in ds else None,
+            teacher_bias=f64("teacher_bias") if "teacher_bias" in ds else None,
         )
 
     def __repr__(self) -> str:

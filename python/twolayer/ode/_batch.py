@@ -318,7 +318,7 @@ def integrate_batch(
                 lr_a, teacher = params["lr_readout"][idx] * c * c, "linear"
                 P, v = np.eye(stack.n_teacher), np.zeros(stack.n_teacher)
             callback = None if report is None else (lambda n, done=done: report(done + n))
-            biases = {} if not biased else {"bias": stack.bias, "teacher_bias": stack.teacher_bias,
+            biases: dict[str, Any] = {} if not biased else {"bias": stack.bias, "teacher_bias": stack.teacher_bias,
                                             "lr_bias": params["lr_bias"][idx]}
             try:
                 outs[g] = _core.ode_integrate_batch(
