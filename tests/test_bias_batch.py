@@ -4,6 +4,11 @@ bitwise as ``integrate`` runs each alone, and scans sweep ``bias``, ``teacher_bi
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
+import time
+
 import numpy as np
 import pytest
 import twolayer as tl
@@ -166,6 +171,40 @@ def test_batch_bias_arguments_are_checked() -> None:
     with pytest.raises(NotImplementedError, match="spherical"):
         sph = [tl.Overlaps(np.eye(2), np.zeros((2, 2)), np.eye(2), [1.0, 1.0], [1.0, 1.0], bias=[0.1, 0.0])]
         tl.ode.integrate_batch(sph, "erf", lr=0.5, spherical=True, t_max=1.0)
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGINT") or os.name != "posix", reason="POSIX signals")
+def test_batch_with_biases_is_interruptible() -> None:
+    """Ctrl-C stops a batch of members with biases within 0.5 s; the partial result keeps their rows and biases,
+    which are those of an uninterrupted run."""
+    ovs = _members()[:3] * 4
+    times = np.linspace(0.0, 1e5, 11)
+    sent: list[float] = []
+
+    def fire() -> None:
+        sent.append(time.perf_counter())
+        os.kill(os.getpid(), signal.SIGINT)
+
+    timer = threading.Timer(0.5, fire)
+    timer.start()
+    try:
+        with pytest.raises(tl.Interrupted) as info:
+            tl.ode.integrate_batch(ovs, "erf", lr=0.5, lr_bias=0.5, times=times, method="euler", dt=1e-2,
+                                   n_threads=2)
+        latency = time.perf_counter() - sent[0]
+    finally:
+        timer.cancel()
+        timer.join()
+    assert latency < 0.5
+    part = info.value.partial
+    assert isinstance(part, tl.BatchTrajectory) and part.bias is not None
+    assert set(part.status) <= {"interrupted"} and len(part) == 12
+    b = int(np.argmax(part.n_recorded))
+    tr = part[b]
+    assert len(tr) >= 1 and np.all(np.isfinite(tr.bias))
+    ref = tl.ode.integrate(ovs[b], "erf", lr=0.5, lr_bias=0.5, times=tr.t[: int(part.n_recorded[b])],
+                           method="euler", dt=1e-2)
+    np.testing.assert_array_equal(tr.bias[: len(ref.t)], ref.bias)
 
 
 # ------------------------------------------------------------------------------------------ scans
