@@ -153,8 +153,20 @@ py::dict to_dict(const IntegrateResult& r, int K, int M, bool biased = false) {
   return d;
 }
 
+// Model m made biased (dynamics.hpp, "Biases") with the student's biases b (K), the teacher's bt (M) and lr_bias,
+// validated, and its state y extended by b.
+void make_biased(OdeModel& m, std::vector<double>& y, const double* b, const double* bt, double lr_bias) {
+  for (int i = 0; i < m.K; ++i)
+    if (!std::isfinite(b[i])) throw std::invalid_argument("bias: entries must be finite");
+  m.biased = true;
+  m.teacher_bias.assign(bt, bt + m.M);
+  m.lr_bias = lr_bias;
+  validate_model(m);
+  y.insert(y.end(), b, b + m.K);
+}
+
 // The biases of a one-system binding (None: a model without biases, and then no teacher_bias nor lr_bias): the
-// model made biased (dynamics.hpp, "Biases") and the state y extended by b.
+// model made biased and the state y extended by b (make_biased).
 void add_bias(OdeModel& m, std::vector<double>& y, const py::object& bias, const py::object& teacher_bias,
               double lr_bias) {
   if (bias.is_none()) {
@@ -165,13 +177,7 @@ void add_bias(OdeModel& m, std::vector<double>& y, const py::object& bias, const
   const Array b = bias.cast<Array>(), bt = teacher_bias.cast<Array>();
   expect_shape(b, "bias", {m.K});
   expect_shape(bt, "teacher_bias", {m.M});
-  for (py::ssize_t i = 0; i < m.K; ++i)
-    if (!std::isfinite(b.data()[i])) throw std::invalid_argument("bias: entries must be finite");
-  m.biased = true;
-  m.teacher_bias.assign(bt.data(), bt.data() + m.M);
-  m.lr_bias = lr_bias;
-  validate_model(m);
-  y.insert(y.end(), b.data(), b.data() + m.K);
+  make_biased(m, y, b.data(), bt.data(), lr_bias);
 }
 
 std::vector<double> state(const Array& Q, const Array& Mo, const Array& a, int& K, int& M) {
@@ -701,20 +707,11 @@ py::object ode_integrate_batch(const Array& Q, const Array& Mo, const Array& a, 
     const std::size_t k = static_cast<std::size_t>(K), mt = static_cast<std::size_t>(M);
     for (std::size_t b = 0; b < nB; ++b) {
       const double *pb = b_arr.data() + b * k, *pt = bt_arr.data() + b * mt, lrb = lrb_arr.data()[b];
-      for (std::size_t i = 0; i < k; ++i)
-        if (!std::isfinite(pb[i])) throw std::invalid_argument("bias: entries must be finite");
-      const bool has = std::any_of(pb, pb + k, [](double x) { return x != 0.0; }) ||
-                       std::any_of(pt, pt + mt, [](double x) { return x != 0.0; }) || lrb > 0.0;
-      if (!(std::isfinite(lrb) && lrb >= 0.0)) throw std::invalid_argument("lr_bias: expected a finite number >= 0");
-      if (!has) continue;
-      OdeModel& m = models[b];
-      m.biased = true;
-      m.teacher_bias.assign(pt, pt + mt);
-      m.lr_bias = lrb;
-      validate_model(m);
-      biased[b] = 1;
+      const auto nonzero = [](double x) { return x != 0.0; };  // NaN too: refused by make_biased
+      if (!(std::any_of(pb, pb + k, nonzero) || std::any_of(pt, pt + mt, nonzero) || lrb != 0.0)) continue;
       yb[b].assign(y0s[b], y0s[b] + st.n);
-      yb[b].insert(yb[b].end(), pb, pb + k);
+      make_biased(models[b], yb[b], pb, pt, lrb);
+      biased[b] = 1;
       y0s[b] = yb[b].data();
     }
   } else if (!teacher_bias.is_none() || !lr_bias.is_none()) {
