@@ -85,6 +85,15 @@ def test_batch_with_biases_equals_integrate_bitwise(method: str, regime: str) ->
     np.testing.assert_array_equal(stacked.risk, batch.risk)
 
 
+def test_batch_with_biases_and_a_schedule_equals_integrate() -> None:
+    kw = {"lr": 0.5, "lr_bias": 0.5, "regime": "gradient_flow", "t_max": 2.0, "n_records": 5,
+          "schedule": tl.schedules.inverse_time(1.0)}
+    ovs = _members()
+    batch = tl.ode.integrate_batch(ovs, "erf", **kw)
+    for b, ov in enumerate(ovs):
+        _same_member(batch[b], tl.ode.integrate(ov, "erf", **kw))
+
+
 def test_members_without_biases_run_as_before() -> None:
     """In a batch with biases a member without any (zero biases, lr_bias 0) runs the lanes path as integrate()
     runs it without biases; a batch without biases records none (bitwise the batch of before)."""
@@ -168,6 +177,10 @@ def test_batch_bias_arguments_are_checked() -> None:
         tl.ode.integrate_batch(ovs, "erf", lr=0.5, lr_bias=-1.0, t_max=1.0)
     with pytest.raises(ValueError, match="lr_bias"):
         tl.ode.integrate_batch(ovs, "erf", lr=0.5, lr_bias=[0.1, 0.2], t_max=1.0)
+    tgt = tl.targets.staircase(2, d=30, seed=0)
+    ov = tl.Overlaps.from_networks(tl.Network.random(2, 30, "relu", seed=1), tgt)
+    with pytest.raises(NotImplementedError, match="target.*does not handle biases"):
+        tl.ode.integrate_batch([ov, ov], "relu", lr=0.5, lr_bias=0.5, t_max=1.0)
     with pytest.raises(NotImplementedError, match="spherical"):
         sph = [tl.Overlaps(np.eye(2), np.zeros((2, 2)), np.eye(2), [1.0, 1.0], [1.0, 1.0], bias=[0.1, 0.0])]
         tl.ode.integrate_batch(sph, "erf", lr=0.5, spherical=True, t_max=1.0)
