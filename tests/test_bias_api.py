@@ -60,8 +60,6 @@ def test_functions_without_bias_support_refuse_nonzero_biases(pair: tuple[tl.Net
     s, t = pair
     ov = tl.Overlaps.from_networks(s, t)
     refusing = {
-        "ode.integrate_batch": lambda: tl.ode.integrate_batch([ov, ov], "erf", lr=0.5, t_max=1.0),
-        "BatchOverlaps.stack": lambda: tl.BatchOverlaps.stack([ov]),
         # the SDE takes biases with smooth units (test_sde_bias.py), not with relu's exact orthant moments
         "sde.simulate(relu)": lambda: tl.sde.simulate(ov, "relu", lr=0.5, t_max=1.0, d=100, seeds=2),
         "large_batch.iterate": lambda: tl.large_batch.iterate(ov, "erf", "erf", lr=0.5, batch_ratio=2.0, n_steps=2),

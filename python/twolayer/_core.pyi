@@ -243,6 +243,9 @@ def ode_integrate_batch(
     out: dict[str, NDArray[Any]] | None = None,
     members: NDArray[np.int64] | None = None,
     device: str = "cpu",
+    bias: _F | None = None,
+    teacher_bias: _F | None = None,
+    lr_bias: _F | None = None,
 ) -> dict[str, Any]: ...
 def multistart_lbfgs(
     W: _F,
