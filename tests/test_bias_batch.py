@@ -181,9 +181,20 @@ def test_batch_bias_arguments_are_checked() -> None:
     ov = tl.Overlaps.from_networks(tl.Network.random(2, 30, "relu", seed=1), tgt)
     with pytest.raises(NotImplementedError, match="target.*does not handle biases"):
         tl.ode.integrate_batch([ov, ov], "relu", lr=0.5, lr_bias=0.5, t_max=1.0)
-    with pytest.raises(NotImplementedError, match="spherical"):
-        sph = [tl.Overlaps(np.eye(2), np.zeros((2, 2)), np.eye(2), [1.0, 1.0], [1.0, 1.0], bias=[0.1, 0.0])]
-        tl.ode.integrate_batch(sph, "erf", lr=0.5, spherical=True, t_max=1.0)
+
+
+def test_spherical_batch_with_biases_equals_integrate() -> None:
+    """Spherical members with biases (the weights' increments projected, Q_ii fixed) run the one-system spherical
+    right-hand side with means: bitwise integrate() alone, and Q_ii stays 1."""
+    M = np.array([[0.3, 0.1], [-0.2, 0.4]])
+    ovs = [tl.Overlaps([[1.0, 0.2], [0.2, 1.0]], M, np.eye(2), [1.0, 1.0], [1.0, 1.0], bias=b, teacher_bias=bt)
+           for b, bt in (([0.1, 0.0], None), ([-0.2, 0.3], [0.4, 0.0]))]
+    kw = {"lr": 0.5, "lr_bias": 0.5, "spherical": True, "t_max": 2.0, "n_records": 5, "method": "rk4", "dt": 0.05}
+    batch = tl.ode.integrate_batch(ovs, "erf", **kw)
+    for b, ov in enumerate(ovs):
+        _same_member(batch[b], tl.ode.integrate(ov, "erf", **kw))
+        np.testing.assert_allclose(np.diagonal(batch.Q[b], axis1=-2, axis2=-1), 1.0, atol=1e-12)
+    assert np.any(batch.bias[:, -1] != batch.bias[:, 0])
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGINT") or os.name != "posix", reason="POSIX signals")
