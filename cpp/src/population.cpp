@@ -507,58 +507,362 @@ void population_hessian(const Population& p, bool train_readout, double* H, int 
   check_finite(H, n * n, "population Hessian");
 }
 
-DescentResult population_descend(double* W, double* a, const Population& p0, double lr, double lr_readout,
-                                 long long steps, const std::vector<long long>& record_steps, int n_threads,
-                                 const Schedule* schedule) {
-  Population p = p0;
+namespace {
+
+// The descent loop shared by the paths with and without biases: record(step) appends the records of the current
+// state and returns false where its risk is not finite; advance(step, rate) takes one step with the learning rates
+// times rate (the schedule's s(n), 1 without one) and returns false where the gradient is not usable (diverged).
+template <class Record, class Advance>
+DescentResult descend_loop(long long steps, const std::vector<long long>& record_steps, const Schedule* schedule,
+                           Record&& record, Advance&& advance) {
   const bool scheduled = schedule != nullptr && !schedule->identity();
-  p.student.W = W;
-  p.student.a = a;
-  const int K = p.student.units, M = p.teacher.units, d = p.d;
   DescentResult out;
-  check_buffer(static_cast<std::size_t>(K) * (K + M), "the recorded overlaps Q, M (K (K + M) entries)");
-  std::vector<double> dW(static_cast<std::size_t>(K) * d), da(K), Q(static_cast<std::size_t>(K) * K),
-      Mo(static_cast<std::size_t>(K) * M);
   std::size_t next = 0;
   long long step = 0;
   try {
-  for (; step <= steps; ++step) {
-    if (next < record_steps.size() && record_steps[next] == step) {
-      const double r = population_risk(p, n_threads);
-      gram(W, K, W, K, d, p.scale, Q.data(), n_threads);
-      gram(W, K, p.teacher.W, M, d, p.scale, Mo.data(), n_threads);
-      if (!std::isfinite(r)) {
+    for (; step <= steps; ++step) {
+      if (next < record_steps.size() && record_steps[next] == step) {
+        if (!record(out)) {
+          out.status = "diverged";
+          out.stop_step = step;
+          return out;
+        }
+        ++out.recorded;
+        ++next;
+      }
+      if (step == steps) break;
+      throw_if_cancelled();
+      const double rate = scheduled ? schedule->at_step(step, 1.0) : 1.0;  // lr(n) = lr s(n), n iterations
+      if (!advance(step, scheduled, rate)) {
         out.status = "diverged";
         out.stop_step = step;
         return out;
       }
-      out.Q.insert(out.Q.end(), Q.begin(), Q.end());
-      out.M.insert(out.M.end(), Mo.begin(), Mo.end());
-      out.a.insert(out.a.end(), a, a + K);
-      out.risk.push_back(r);
-      ++out.recorded;
-      ++next;
     }
-    if (step == steps) break;
-    throw_if_cancelled();
-    try {
-      population_gradient(p, dW.data(), da.data(), n_threads);
-    } catch (const std::domain_error&) {
-      out.status = "diverged";
-      out.stop_step = step;
-      return out;
-    }
-    const double rate = scheduled ? schedule->at_step(step, 1.0) : 1.0;  // lr(n) = lr s(n), n iterations
-    const double lr_n = scheduled ? lr * rate : lr, lr_a_n = scheduled ? lr_readout * rate : lr_readout;
-    for (std::size_t c = 0; c < dW.size(); ++c) W[c] -= lr_n * dW[c];
-    if (lr_a_n != 0.0)
-      for (int i = 0; i < K; ++i) a[i] -= lr_a_n * da[i];
-  }
   } catch (const Interrupted&) {  // the records so far are kept
     out.status = "interrupted";
     out.stop_step = step;
   }
   return out;
+}
+
+}  // namespace
+
+DescentResult population_descend(double* W, double* a, const Population& p0, double lr, double lr_readout,
+                                 long long steps, const std::vector<long long>& record_steps, int n_threads,
+                                 const Schedule* schedule) {
+  Population p = p0;
+  p.student.W = W;
+  p.student.a = a;
+  const int K = p.student.units, M = p.teacher.units, d = p.d;
+  check_buffer(static_cast<std::size_t>(K) * (K + M), "the recorded overlaps Q, M (K (K + M) entries)");
+  std::vector<double> dW(static_cast<std::size_t>(K) * d), da(K), Q(static_cast<std::size_t>(K) * K),
+      Mo(static_cast<std::size_t>(K) * M);
+  auto record = [&](DescentResult& out) {
+    const double r = population_risk(p, n_threads);
+    gram(W, K, W, K, d, p.scale, Q.data(), n_threads);
+    gram(W, K, p.teacher.W, M, d, p.scale, Mo.data(), n_threads);
+    if (!std::isfinite(r)) return false;
+    out.Q.insert(out.Q.end(), Q.begin(), Q.end());
+    out.M.insert(out.M.end(), Mo.begin(), Mo.end());
+    out.a.insert(out.a.end(), a, a + K);
+    out.risk.push_back(r);
+    return true;
+  };
+  auto advance = [&](long long, bool scheduled, double rate) {
+    try {
+      population_gradient(p, dW.data(), da.data(), n_threads);
+    } catch (const std::domain_error&) {
+      return false;
+    }
+    const double lr_n = scheduled ? lr * rate : lr, lr_a_n = scheduled ? lr_readout * rate : lr_readout;
+    for (std::size_t c = 0; c < dW.size(); ++c) W[c] -= lr_n * dW[c];
+    if (lr_a_n != 0.0)
+      for (int i = 0; i < K; ++i) a[i] -= lr_a_n * da[i];
+    return true;
+  };
+  return descend_loop(steps, record_steps, schedule, record, advance);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// With biases: pair moments of the kernels with means, assembled by Stein's lemma (population.hpp).
+
+namespace {
+
+// The orders (p, q) of the pair moments E[s^(p)(l_i) g^(q)(l_k)]: the gradient needs the first four, the Hessian all.
+constexpr int kOrders[9][2] = {{0, 0}, {1, 0}, {2, 0}, {1, 1}, {2, 1}, {3, 0}, {3, 1}, {2, 2}, {4, 0}};
+enum Order : int { m00, m10, m20, m11, m21, m30, m31, m22, m40 };
+constexpr int kGradientOrders = 4, kHessianOrders = 9;
+
+void check_mean_student(Activation s) {
+  if (s == Activation::Step)
+    throw not_implemented("student.bias: the population gradient and Hessian of step students with biases are not "
+                          "implemented (E[delta'(l) step(l)] of a unit with itself)");
+}
+
+// The pair moments of every ordered student pair (i, k) and student-teacher pair (i, r), lambda_i first, on the
+// pair's block of (Q, M, P) and means (b_i, b_k) or (b_i, bt_r). A self pair (i, i) holds only the first four
+// orders (the singular covariance [[q, q], [q, q]]); its higher ones are 0 (the Hessian takes them as one unit's
+// expectations, self_moments).
+struct MeanMoments {
+  int K, M, n;
+  std::vector<double> Q, Mo, ss, st;  // ss (K, K, n), st (K, M, n)
+  double s(int o, int i, int k) const { return ss[(static_cast<std::size_t>(i) * K + k) * n + o]; }
+  double t(int o, int i, int r) const { return st[(static_cast<std::size_t>(i) * M + r) * n + o]; }
+  // rho_o(i) = sum_k a_k E[s^(p)(l_i) s(l_k)] - sum_r v_r E[s^(p)(l_i) t(l*_r)] (o = (p, 0)), the self pair left out
+  // where `with_self` is false.
+  double residual(int o, int i, const double* a, const double* v, bool with_self = true) const {
+    double r = 0.0;
+    for (int k = 0; k < K; ++k)
+      if (with_self || k != i) r += a[k] * s(o, i, k);
+    for (int q = 0; q < M; ++q) r -= v[q] * t(o, i, q);
+    return r;
+  }
+};
+
+MeanMoments mean_moments(const Population& p, const Biases& b, int orders, int n_threads) {
+  check_mean_student(p.student.act);
+  const int K = p.student.units, M = p.teacher.units, d = p.d;
+  const std::size_t KK = static_cast<std::size_t>(K) * K, KM = static_cast<std::size_t>(K) * M;
+  check_buffer((KK + KM) * (1 + orders), "the pair moments with biases (K (K + M) pairs)");
+  MeanMoments m{K, M, orders, std::vector<double>(KK), std::vector<double>(KM), std::vector<double>(KK * orders),
+                std::vector<double>(KM * orders)};
+  std::vector<double> pd(M);
+  gram(p.student.W, K, p.student.W, K, d, p.scale, m.Q.data(), n_threads);
+  gram(p.student.W, K, p.teacher.W, M, d, p.scale, m.Mo.data(), n_threads);
+  row_variances(p.teacher.W, M, d, p.scale, pd.data());
+  const Activation sa = p.student.act, ta = p.teacher.act;
+  auto bs = [&](int i) { return b.student ? b.student[i] : 0.0; };
+  auto bt = [&](int r) { return b.teacher ? b.teacher[r] : 0.0; };
+  parallel_for(KK + KM, n_threads, [&](std::size_t e) {
+    if (e < KK) {
+      const int i = static_cast<int>(e / K), k = static_cast<int>(e % K);
+      const double x = m.Q[static_cast<std::size_t>(i) * K + i], y = m.Q[e], z = m.Q[static_cast<std::size_t>(k) * K + k];
+      for (int o = 0; o < orders; ++o)
+        m.ss[e * orders + o] = i == k && o >= kGradientOrders
+                                   ? 0.0
+                                   : pair_moment(sa, kOrders[o][0], sa, kOrders[o][1], bs(i), bs(k), x, y, z);
+    } else {
+      const std::size_t f = e - KK;
+      const int i = static_cast<int>(f / M), r = static_cast<int>(f % M);
+      const double x = m.Q[static_cast<std::size_t>(i) * K + i], y = m.Mo[f], z = pd[r];
+      for (int o = 0; o < orders; ++o)
+        m.st[f * orders + o] = pair_moment(sa, kOrders[o][0], ta, kOrders[o][1], bs(i), bt(r), x, y, z);
+    }
+  }, 1, 1);
+  return m;
+}
+
+}  // namespace
+
+double population_risk_mean(const Population& p, const Biases& b, int n_threads) {
+  const int K = p.student.units, M = p.teacher.units, d = p.d;
+  check_buffer(static_cast<std::size_t>(K + M) * (K + M), "the overlaps Q, M, P ((K + M)^2 entries)");
+  std::vector<double> Q(static_cast<std::size_t>(K) * K), Mo(static_cast<std::size_t>(K) * M),
+      P(static_cast<std::size_t>(M) * M);
+  gram(p.student.W, K, p.student.W, K, d, p.scale, Q.data(), n_threads);
+  gram(p.student.W, K, p.teacher.W, M, d, p.scale, Mo.data(), n_threads);
+  gram(p.teacher.W, M, p.teacher.W, M, d, p.scale, P.data(), n_threads);
+  return overlap_risk_mean(Q.data(), Mo.data(), P.data(), p.student.a, p.teacher.a, b.student, b.teacher, K, M,
+                           p.student.act, p.teacher.act);
+}
+
+void population_gradient_mean(const Population& p, const Biases& b, double* dW, double* da, double* db,
+                              int n_threads) {
+  const MeanMoments m = mean_moments(p, b, kGradientOrders, n_threads);
+  const int K = m.K, M = m.M, d = p.d;
+  const double *a = p.student.a, *v = p.teacher.a, *W = p.student.W, *Wt = p.teacher.W;
+  for (int i = 0; i < K; ++i) {
+    double* g = dW + static_cast<std::size_t>(i) * d;
+    const double f = a[i] / p.scale, rho2 = m.residual(m20, i, a, v);
+    const double* wi = W + static_cast<std::size_t>(i) * d;
+    for (int c = 0; c < d; ++c) g[c] = rho2 * wi[c];
+    for (int k = 0; k < K; ++k) {
+      const double ck = a[k] * m.s(m11, i, k);
+      const double* wk = W + static_cast<std::size_t>(k) * d;
+      for (int c = 0; c < d; ++c) g[c] += ck * wk[c];
+    }
+    for (int r = 0; r < M; ++r) {
+      const double cr = v[r] * m.t(m11, i, r);
+      const double* wr = Wt + static_cast<std::size_t>(r) * d;
+      for (int c = 0; c < d; ++c) g[c] -= cr * wr[c];
+    }
+    for (int c = 0; c < d; ++c) g[c] *= f;
+    da[i] = m.residual(m00, i, a, v);
+    db[i] = a[i] * m.residual(m10, i, a, v);
+  }
+}
+
+namespace {
+
+// One unit's expectations of the Hessian's self pairs, l ~ N(b, q), products combined first: d1 = E[(s'^2)'],
+// d2 = E[(s'^2)''], r1 = E[(s s'')'], r2 = E[(s s'')'']. Smooth s: pair moments at the singular covariance; relu:
+// s'^2 = step and s s'' = relu delta = 0, so d1 = E[delta(l)], d2 = E[delta'(l)] (pair moments against a linear
+// unit's derivative 1) and r1 = r2 = 0.
+struct SelfMoments {
+  double d1, d2, r1, r2;
+};
+SelfMoments self_moments(Activation s, double q, double b) {
+  if (s == Activation::Relu)
+    return {pair_moment(s, 2, Activation::Linear, 1, b, 0.0, q, 0.0, 1.0),
+            pair_moment(s, 3, Activation::Linear, 1, b, 0.0, q, 0.0, 1.0), 0.0, 0.0};
+  auto m = [&](int i, int j) { return pair_moment(s, i, s, j, b, b, q, q, q); };
+  const double a21 = m(2, 1), a22 = m(2, 2), a31 = m(3, 1);
+  return {2.0 * a21, 2.0 * (a22 + a31), a21 + m(3, 0), a22 + 2.0 * a31 + m(4, 0)};
+}
+
+}  // namespace
+
+// With u_i = w_i / sqrt(s), E = f - y, rho_n_i = E[E s^(n)(l_i)], S_pq[i, k] = E[s^(p)(l_i) s^(q)(l_k)] and
+// T_pq[i, r] = E[s^(p)(l_i) t^(q)(l*_r)], H = E[grad f grad f^T] + E[E hess f] with E[g x] = sum_p E[d_p g] u_p and
+// E[g x x^T] = E[g] I + sum_pq E[d_p d_q g] u_p u_q^T (Stein):
+//   H_{w_i w_k} = a_i a_k / s (S11 I + S31 u_i u_i^T + S22 (u_i u_k^T + u_k u_i^T) + S13 u_k u_k^T)[i, k]
+//                 + delta_ik a_i / s (rho2_i I + U^T diag(a S22[i]) U - U*^T diag(v T22[i]) U*
+//                                     + z_i u_i^T + u_i z_i^T + rho4_i u_i u_i^T),   z_i = U^T (a S31[i]) - U*^T (v T31[i]),
+//   H_{b_i w_k} = a_i a_k / sqrt(s) (S21 u_i + S12 u_k)[i, k]
+//                 + delta_ik a_i / sqrt(s) (U^T (a S21[i]) - U*^T (v T21[i]) + rho3_i u_i),
+//   H_{a_i w_k} = a_k / sqrt(s) (S11 u_i + S02 u_k)[i, k] + delta_ik / sqrt(s) (U^T (a S11[i]) - U*^T (v T11[i]) + rho2_i u_i),
+//   H_{b_i b_k} = a_i a_k S11[i, k] + delta_ik a_i rho2_i,  H_{a_i b_k} = a_k S01[i, k] + delta_ik rho1_i,  H_{a_i a_k} = S00,
+// where in the W and b rows the self pairs (i, i) of the moments of order 3 and 4 are one unit's (self_moments).
+void population_hessian_mean(const Population& p, const Biases& b, bool train_readout, bool train_bias, double* H,
+                             int n_threads) {
+  const MeanMoments m = mean_moments(p, b, kHessianOrders, n_threads);
+  const int K = m.K, M = m.M, d = p.d;
+  const double *a = p.student.a, *v = p.teacher.a;
+  const double rs = 1.0 / std::sqrt(p.scale), inv = 1.0 / p.scale;
+  const std::size_t Kd = static_cast<std::size_t>(K) * d;
+  const std::size_t n = Kd + (train_readout ? K : 0) + (train_bias ? K : 0);
+  const std::size_t oa = Kd, ob = Kd + (train_readout ? K : 0);
+  std::vector<double> U(Kd), Us(static_cast<std::size_t>(M) * d);
+  for (std::size_t c = 0; c < Kd; ++c) U[c] = p.student.W[c] * rs;
+  for (std::size_t c = 0; c < Us.size(); ++c) Us[c] = p.teacher.W[c] * rs;
+  auto u = [&](int i) { return U.data() + static_cast<std::size_t>(i) * d; };
+  auto us = [&](int r) { return Us.data() + static_cast<std::size_t>(r) * d; };
+  auto at = [&](std::size_t r, std::size_t c) -> double& { return H[r * n + c]; };
+  std::fill(H, H + n * n, 0.0);
+  // field_o(i) = U^T (a S_o[i]) - U*^T (v T_o[i]) (self pair left out for the orders above the gradient's).
+  auto field = [&](int o, int i, double* out) {
+    std::fill(out, out + d, 0.0);
+    for (int k = 0; k < K; ++k) {
+      const double f = a[k] * m.s(o, i, k);
+      for (int c = 0; c < d; ++c) out[c] += f * u(k)[c];
+    }
+    for (int r = 0; r < M; ++r) {
+      const double f = v[r] * m.t(o, i, r);
+      for (int c = 0; c < d; ++c) out[c] -= f * us(r)[c];
+    }
+  };
+  parallel_for(static_cast<std::size_t>(K), K > 4 ? n_threads : 1, [&](std::size_t iu) {
+    const int i = static_cast<int>(iu);
+    const double* ui = u(i);
+    const SelfMoments own = self_moments(p.student.act, m.Q[iu * K + iu], b.student ? b.student[i] : 0.0);
+    const double rho1 = m.residual(m10, i, a, v), rho2 = m.residual(m20, i, a, v);
+    const double rho3 = m.residual(m30, i, a, v, false), rho4 = m.residual(m40, i, a, v, false);
+    std::vector<double> z(d), g(d);
+    field(m31, i, z.data());
+    // W rows of unit i: the blocks (i, k).
+    for (int k = 0; k < K; ++k) {
+      const double* uk = u(k);
+      const double f = a[i] * a[k] * inv, s11 = m.s(m11, i, k), s31 = m.s(m31, i, k), s13 = m.s(m31, k, i),
+                   s22 = m.s(m22, i, k);
+      for (int r = 0; r < d; ++r) {
+        double* row = &at(iu * d + r, static_cast<std::size_t>(k) * d);
+        for (int c = 0; c < d; ++c)
+          row[c] = f * (s31 * ui[r] * ui[c] + s13 * uk[r] * uk[c] + s22 * (ui[r] * uk[c] + uk[r] * ui[c]));
+        row[r] += f * s11;
+      }
+    }
+    // The residual's part of the diagonal block.
+    {
+      const double f = a[i] * inv, cuu = rho4 + a[i] * (own.r2 + own.d2);
+      double* blk = &at(iu * d, iu * d);
+      auto rank1 = [&](const double* x, double w) {
+        for (int r = 0; r < d; ++r)
+          for (int c = 0; c < d; ++c) blk[static_cast<std::size_t>(r) * n + c] += w * x[r] * x[c];
+      };
+      for (int k = 0; k < K; ++k)
+        if (k != i) rank1(u(k), f * a[k] * m.s(m22, i, k));
+      for (int r = 0; r < M; ++r) rank1(us(r), -f * v[r] * m.t(m22, i, r));
+      rank1(ui, f * cuu);
+      for (int r = 0; r < d; ++r) {
+        for (int c = 0; c < d; ++c) blk[static_cast<std::size_t>(r) * n + c] += f * (z[r] * ui[c] + ui[r] * z[c]);
+        blk[static_cast<std::size_t>(r) * n + r] += f * rho2;
+      }
+    }
+    if (train_readout) {
+      for (int k = 0; k < K; ++k) {
+        const double f = a[k] * rs, s11 = m.s(m11, i, k), s02 = m.s(m20, k, i);
+        for (int c = 0; c < d; ++c) at(oa + iu, static_cast<std::size_t>(k) * d + c) = f * (s11 * ui[c] + s02 * u(k)[c]);
+        at(oa + iu, oa + k) = m.s(m00, i, k);
+        if (train_bias) at(oa + iu, ob + k) = at(ob + k, oa + iu) = a[k] * m.s(m10, k, i) + (k == i ? rho1 : 0.0);
+      }
+      field(m11, i, g.data());
+      for (int c = 0; c < d; ++c) at(oa + iu, iu * d + c) += rs * (g[c] + rho2 * ui[c]);
+    }
+    if (train_bias) {
+      for (int k = 0; k < K; ++k) {
+        const double f = a[i] * a[k] * rs, s21 = m.s(m21, i, k), s12 = m.s(m21, k, i);
+        for (int c = 0; c < d; ++c) at(ob + iu, static_cast<std::size_t>(k) * d + c) = f * (s21 * ui[c] + s12 * u(k)[c]);
+        at(ob + iu, ob + k) = a[i] * a[k] * m.s(m11, i, k) + (k == i ? a[i] * rho2 : 0.0);
+      }
+      field(m21, i, g.data());
+      const double cu = rho3 + a[i] * (own.r1 + own.d1);
+      for (int c = 0; c < d; ++c) at(ob + iu, iu * d + c) += a[i] * rs * (g[c] + cu * ui[c]);
+    }
+  });
+  // The a and b rows were written left of the diagonal W blocks only: mirror them, then symmetrise exactly.
+  for (std::size_t r = Kd; r < n; ++r)
+    for (std::size_t c = 0; c < Kd; ++c) at(c, r) = at(r, c);
+  for (std::size_t r = 0; r < n; ++r)
+    for (std::size_t c = r + 1; c < n; ++c) at(r, c) = at(c, r) = 0.5 * (at(r, c) + at(c, r));
+}
+
+DescentResult population_descend_mean(double* W, double* a, double* b, const Population& p0, const double* bt,
+                                      double lr, double lr_readout, double lr_bias, long long steps,
+                                      const std::vector<long long>& record_steps, int n_threads,
+                                      const Schedule* schedule) {
+  check_mean_student(p0.student.act);
+  Population p = p0;
+  p.student.W = W;
+  p.student.a = a;
+  const Biases biases{b, bt};
+  const int K = p.student.units, M = p.teacher.units, d = p.d;
+  check_buffer(static_cast<std::size_t>(K) * (K + M), "the recorded overlaps Q, M (K (K + M) entries)");
+  std::vector<double> dW(static_cast<std::size_t>(K) * d), da(K), db(K), Q(static_cast<std::size_t>(K) * K),
+      Mo(static_cast<std::size_t>(K) * M);
+  auto record = [&](DescentResult& out) {
+    const double r = population_risk_mean(p, biases, n_threads);
+    if (!std::isfinite(r)) return false;
+    gram(W, K, W, K, d, p.scale, Q.data(), n_threads);
+    gram(W, K, p.teacher.W, M, d, p.scale, Mo.data(), n_threads);
+    out.Q.insert(out.Q.end(), Q.begin(), Q.end());
+    out.M.insert(out.M.end(), Mo.begin(), Mo.end());
+    out.a.insert(out.a.end(), a, a + K);
+    out.bias.insert(out.bias.end(), b, b + K);
+    out.risk.push_back(r);
+    return true;
+  };
+  auto finite = [](const std::vector<double>& x) {
+    for (const double y : x)
+      if (!std::isfinite(y)) return false;
+    return true;
+  };
+  auto advance = [&](long long, bool, double rate) {
+    try {
+      population_gradient_mean(p, biases, dW.data(), da.data(), db.data(), n_threads);
+    } catch (const std::domain_error&) {
+      return false;
+    }
+    if (!finite(dW) || !finite(da) || !finite(db)) return false;
+    const double lr_n = lr * rate, lr_a_n = lr_readout * rate, lr_b_n = lr_bias * rate;
+    for (std::size_t c = 0; c < dW.size(); ++c) W[c] -= lr_n * dW[c];
+    for (int i = 0; i < K; ++i) {
+      a[i] -= lr_a_n * da[i];
+      b[i] -= lr_b_n * db[i];
+    }
+    return true;
+  };
+  return descend_loop(steps, record_steps, schedule, record, advance);
 }
 
 }  // namespace twolayer

@@ -67,6 +67,46 @@ def population_descend(
     n_threads: int = 0,
     schedule: _Schedule | None = None,
 ) -> dict[str, Any]: ...
+def population_risk_mean(
+    W: _F, a: _F, act: str, W_teacher: _F, v: _F, act_teacher: str, scale: float, bias: _F, teacher_bias: _F,
+    n_threads: int = 0,
+) -> float: ...
+def population_gradient_mean(
+    W: _F, a: _F, act: str, W_teacher: _F, v: _F, act_teacher: str, scale: float, bias: _F, teacher_bias: _F,
+    n_threads: int = 0,
+) -> tuple[_F, _F, _F]: ...
+def population_hessian_mean(
+    W: _F,
+    a: _F,
+    act: str,
+    W_teacher: _F,
+    v: _F,
+    act_teacher: str,
+    scale: float,
+    bias: _F,
+    teacher_bias: _F,
+    train_readout: bool,
+    train_bias: bool,
+    n_threads: int = 0,
+) -> _F: ...
+def population_descend_mean(
+    W: _F,
+    a: _F,
+    act: str,
+    W_teacher: _F,
+    v: _F,
+    act_teacher: str,
+    scale: float,
+    bias: _F,
+    teacher_bias: _F,
+    lr: float,
+    lr_readout: float,
+    lr_bias: float,
+    steps: int,
+    record_steps: list[int],
+    n_threads: int = 0,
+    schedule: _Schedule | None = None,
+) -> dict[str, Any]: ...
 
 def sgd_simulate(
     W: _F,

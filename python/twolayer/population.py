@@ -19,7 +19,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from . import _core, _population_bias
 from ._deprecation import renamed
-from ._interrupt import keep_partial, partial_result
+from ._interrupt import partial_result
 from ._validation import INT32_MAX, as_float_array, boolean, integer, n_threads_arg, positive
 from .networks import Network, check_network
 from .overlaps import check_pair, gram
@@ -340,7 +340,7 @@ def gradient(
     da_out = da * student.readout_factor if train_readout else None
     if not train_bias:
         return dW, da_out
-    return dW, da_out, _finite(_population_bias.bias_gradient(student, cast(Network, teacher)), "gradient")
+    return dW, da_out, _finite(_population_bias.gradient(student, cast(Network, teacher))[2], "gradient")
 
 
 def hessian(
@@ -472,8 +472,8 @@ def descend(
     lr_bias : float, default 0.0
         Step on the student's biases b (0: fixed). A run with biases (either
         network's, or ``lr_bias > 0``) steps with :func:`gradient`'s
-        ``train_bias`` in Python (a loop of exact gradients with means; the
-        same records, plus ``bias`` and ``teacher_bias``).
+        ``train_bias`` in the core (exact gradients with means; the same
+        records, plus ``bias`` and ``teacher_bias``).
 
     Returns
     -------
@@ -500,7 +500,7 @@ def descend(
     record_steps = record_steps[record_steps <= steps].astype(np.int64)
     lr_b = positive(lr_bias, "lr_bias", allow_zero=True)
     if lr_b > 0 or _with_bias(student, teacher):
-        return _descend_with_bias(student, teacher, lr_, lr_a, lr_b, steps, record_steps, sched)
+        return _descend_with_bias(student, teacher, lr_, lr_a, lr_b, steps, record_steps, sched, n_threads)
     # The core steps the effective second layer c a; plain descent on a moves it by c^2 lr_readout dR/d(c a).
     args, DW, _ = _args(student, teacher)
     risk(student, teacher)  # raises where the start is out of range
@@ -534,68 +534,37 @@ def descend(
 
 
 def _descend_with_bias(student: Network, teacher: Network, lr: float, lr_readout: float, lr_bias: float, steps: int,
-                       record_steps: NDArray[np.int64], sched: Schedule | None) -> Trajectory:
-    """:func:`descend` with biases: W, a, b stepped together on the exact gradient with means (a Python loop);
-    diverged at the first non-finite (or out-of-range) risk or gradient."""
+                       record_steps: NDArray[np.int64], sched: Schedule | None,
+                       n_threads: int | None) -> Trajectory:
+    """:func:`descend` with biases: W, a, b stepped together on the exact gradient with means by the core
+    (population_descend_mean); diverged at the first non-finite gradient or recorded risk."""
     check_pair(student, teacher, biases=True)
-    mult = np.ones(steps) if sched is None else np.asarray(sched(np.arange(steps, dtype=np.float64)))
-    W, a, b = student.W.copy(), student.a.copy(), student.bias.copy()
-    rows: dict[str, list[Any]] = {"Q": [], "M": [], "a": [], "risk": [], "bias": []}
-    state: dict[str, Any] = {"status": "completed", "stop": -1}
-    wanted = set(record_steps.tolist())
+    if student.activation == "step":
+        _population_bias.gradient(student, teacher)  # raises the core's NotImplementedError
+    _finite(np.asarray(_population_bias.risk(student, teacher)), "risk")  # raises where the start is out of range
+    c = student.readout_factor
     P = gram(teacher.W, teacher.W, teacher.scale, "teacher.W")
 
-    def result() -> Trajectory:
-        T = len(rows["risk"])
-        status = state["status"]
+    def result(out: dict[str, Any]) -> Trajectory:
+        T = out["risk"].shape[0]
+        status = out["status"]
         message = {
-            "diverged": f"diverged at iteration {state['stop']} (non-finite risk or gradient)",
-            "interrupted": f"interrupted at iteration {state['stop']}",
-        }.get(str(status), f"{steps} iterations of population gradient descent")
-        return Trajectory(t=record_steps[:T].astype(np.float64), Q=np.array(rows["Q"]), M=np.array(rows["M"]),
-                          a=np.array(rows["a"]), risk=np.array(rows["risk"]), status=Status(status), message=message,
-                          time_unit="iterations", student=student.with_weights(W, a, bias=b),
+            "diverged": f"diverged at iteration {out['stop_step']} (non-finite risk or gradient)",
+            "interrupted": f"interrupted at iteration {out['stop_step']}",
+        }.get(status, f"{steps} iterations of population gradient descent")
+        final = student.with_weights(out["W"], out["a_final"] / c, bias=out["b_final"])
+        return Trajectory(t=record_steps[:T].astype(np.float64), Q=out["Q"], M=out["M"], a=out["a"],
+                          risk=out["risk"], status=Status(status), message=message, time_unit="iterations",
+                          student=final,
                           meta={"lr": lr, "lr_readout": lr_readout, "lr_bias": lr_bias,
                                 "activation": student.activation, "teacher_activation": teacher.activation,
                                 **({} if sched is None else {"schedule": repr(sched)})},
-                          P=P, v=teacher.effective_a.copy(), bias=np.array(rows["bias"]).reshape(T, student.K),
-                          teacher_bias=teacher.bias.copy(),
-                          stop_time=math.nan if status == "completed" else float(state["stop"]))
+                          P=P, v=teacher.effective_a.copy(), bias=out["bias"], teacher_bias=teacher.bias.copy(),
+                          stop_time=math.nan if status == "completed" else float(out["stop_step"]))
 
-    def interrupted() -> Trajectory:
-        state["status"] = "interrupted"
-        return result()
-
-    with keep_partial(interrupted):
-        for n in range(steps + 1):
-            state["stop"] = n
-            try:  # past the start, weights out of the double range mean a diverged run
-                net = student.with_weights(W, a, bias=b)
-                r = _population_bias.risk(net, teacher)
-            except ValueError:
-                if n == 0:
-                    raise
-                r = math.nan
-            if not math.isfinite(r):
-                state.update(status="diverged", stop=n)
-                break
-            if n in wanted:
-                rows["Q"].append(gram(W, W, student.scale, "student.W"))
-                rows["M"].append(gram(W, teacher.W, student.scale, "student.W, teacher.W"))
-                rows["a"].append(net.effective_a.copy())
-                rows["risk"].append(r)
-                rows["bias"].append(b.copy())
-            if n == steps:
-                break
-            try:
-                with np.errstate(all="ignore"):
-                    dW, da, db = _population_bias.gradient(net, teacher)
-            except ValueError:
-                dW = da = db = np.full(1, np.nan)
-            if not all(np.all(np.isfinite(g)) for g in (dW, da, db)):
-                state.update(status="diverged", stop=n)
-                break
-            W = W - lr * mult[n] * dW
-            a = a - lr_readout * mult[n] * da
-            b = b - lr_bias * mult[n] * db
-    return result()
+    with partial_result(result):
+        out = _core.population_descend_mean(*_population_bias.core_args(student, teacher), lr=lr,
+                                            lr_readout=lr_readout * c**2, lr_bias=lr_bias, steps=int(steps),
+                                            record_steps=record_steps.tolist(), n_threads=n_threads_arg(n_threads),
+                                            schedule=core_arg(sched))
+    return result(out)
