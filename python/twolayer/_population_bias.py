@@ -31,22 +31,22 @@ def core_args(student: Network, teacher: Network) -> CoreArgs:
             student.scale, student.bias, teacher.bias)
 
 
-def risk(student: Network, teacher: Network) -> float:
+def risk(student: Network, teacher: Network, n_threads: int = 0) -> float:
     """The excess population risk with biases."""
-    return float(_core.population_risk_mean(*core_args(student, teacher)))
+    return float(_core.population_risk_mean(*core_args(student, teacher), n_threads=n_threads))
 
 
-def gradient(student: Network, teacher: Network) -> tuple[NDArray[np.float64], NDArray[np.float64],
-                                                         NDArray[np.float64]]:
+def gradient(student: Network, teacher: Network, n_threads: int = 0) -> tuple[_F, _F, _F]:
     """(dR/dW, dR/da, dR/db) with biases (see the module docstring)."""
-    dW, da, db = _core.population_gradient_mean(*core_args(student, teacher))
+    dW, da, db = _core.population_gradient_mean(*core_args(student, teacher), n_threads=n_threads)
     return dW, student.readout_factor * da, db
 
 
-def hessian(student: Network, teacher: Network, train_readout: bool, train_bias: bool) -> NDArray[np.float64]:
+def hessian(student: Network, teacher: Network, train_readout: bool, train_bias: bool,
+            n_threads: int = 0) -> _F:
     """The Hessian with biases on [vec(W) row-major, a (train_readout), b (train_bias)] (exactly symmetric)."""
     H = _core.population_hessian_mean(*core_args(student, teacher), train_readout=train_readout,
-                                      train_bias=train_bias)
+                                      train_bias=train_bias, n_threads=n_threads)
     if train_readout:  # the core's a is the effective c a
         n, c = student.K * student.d, student.readout_factor
         H[n: n + student.K, :] *= c

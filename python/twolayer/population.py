@@ -260,7 +260,8 @@ def risk(student: Network, teacher: Network | HermiteTarget, noise: float = 0.0,
     if not isinstance(teacher, Network):
         return _target_risk(student, teacher) + 0.5 * noise_
     if _with_bias(student, teacher):
-        return float(_finite(np.asarray(_population_bias.risk(student, teacher)), "risk")) + 0.5 * noise_
+        r_b = _population_bias.risk(student, teacher, n_threads_arg(n_threads))
+        return float(_finite(np.asarray(r_b), "risk")) + 0.5 * noise_
     args, _, _ = _args(student, teacher)
     r = np.asarray(_core.population_risk(*args, n_threads=n_threads_arg(n_threads)))
     return float(_finite(r, "risk")) + 0.5 * noise_
@@ -325,7 +326,8 @@ def gradient(
     train_readout = boolean(train_readout, "train_readout")
     train_bias = boolean(train_bias, "train_bias")
     if _with_bias(student, teacher):
-        dW, da, db = (_finite(x, "gradient") for x in _population_bias.gradient(student, cast(Network, teacher)))
+        dW, da, db = (_finite(x, "gradient") for x in _population_bias.gradient(student, cast(Network, teacher),
+                                                                                      n_threads_arg(n_threads)))
         out: tuple[Any, ...] = (dW, da if train_readout else None)
         return (*out, db) if train_bias else out
     da_out: NDArray[np.float64] | None
@@ -340,7 +342,8 @@ def gradient(
     da_out = da * student.readout_factor if train_readout else None
     if not train_bias:
         return dW, da_out
-    return dW, da_out, _finite(_population_bias.gradient(student, cast(Network, teacher))[2], "gradient")
+    db = _population_bias.gradient(student, cast(Network, teacher), n_threads_arg(n_threads))[2]
+    return dW, da_out, _finite(db, "gradient")
 
 
 def hessian(
@@ -406,7 +409,8 @@ def hessian(
         raise NotImplementedError("train_bias: the bias Hessian against a polynomial target is not implemented")
     if train_bias or _with_bias(student, teacher):
         check_pair(student, cast(Network, teacher), biases=True)
-        H = _population_bias.hessian(student, cast(Network, teacher), train_readout, train_bias)
+        H = _population_bias.hessian(student, cast(Network, teacher), train_readout, train_bias,
+                                     n_threads_arg(n_threads))
         return _finite(H, "Hessian")
     if is_target(teacher):
         return _target_hessian(student, teacher, train_readout, n_threads)
