@@ -63,6 +63,23 @@ def test_gradient_and_hessian_against_finite_differences_of_the_risk(act: str) -
     np.testing.assert_allclose(H, fd2, rtol=1e-5, atol=1e-6 * np.abs(fd2).max())
 
 
+@pytest.mark.parametrize("teacher_act", ["step", "erf", "relu", "tanh"])
+def test_step_student_gradient_against_finite_differences_of_the_risk(teacher_act: str) -> None:
+    """A step unit with itself through step^2 = step; its Hessian (E[(s'^2)'] infinite) stays refused."""
+    s, _ = _pair("step")
+    _, t = _pair(teacher_act)
+    n = s.K * (s.d + 2)
+    dW, da, db = tl.population.gradient(s, t, train_bias=True)
+    h = 1e-5
+    fd = np.array([(tl.population.risk(_shifted(s, k, h), t) - tl.population.risk(_shifted(s, k, -h), t)) / (2 * h)
+                   for k in range(n)])
+    np.testing.assert_allclose(np.concatenate([dW.ravel(), da, db]), fd, rtol=1e-7, atol=1e-9)
+    tr = tl.population.descend(s, t, lr=0.2, n_steps=20, lr_readout=0.1, lr_bias=0.2, n_records=3)
+    assert tr.status == "completed" and np.all(np.diff(tr.risk) < 0)
+    with pytest.raises(NotImplementedError, match="Hessian of step students with biases"):
+        tl.population.hessian(s, t, train_bias=True)
+
+
 @pytest.mark.parametrize("act", ACTS)
 def test_gradient_matches_the_former_python_path(act: str) -> None:
     s, t = _pair(act, d=7)

@@ -594,16 +594,19 @@ constexpr int kOrders[9][2] = {{0, 0}, {1, 0}, {2, 0}, {1, 1}, {2, 1}, {3, 0}, {
 enum Order : int { m00, m10, m20, m11, m21, m30, m31, m22, m40 };
 constexpr int kGradientOrders = 4, kHessianOrders = 9;
 
-void check_mean_student(Activation s) {
-  if (s == Activation::Step)
-    throw not_implemented("student.bias: the population gradient and Hessian of step students with biases are not "
-                          "implemented (E[delta'(l) step(l)] of a unit with itself)");
+// The self pair (i, i) of a step student: s' s' and s s'' are products of deltas and jumps at one point, only
+// their sums in the risk's derivatives are defined. With s^2 = s: E[s s'] = E[(s^2)'] / 2 = E[delta(l)] / 2 and
+// E[s s''] + E[s'^2] = E[(s^2)''] / 2 = E[delta'(l)] / 2 (held as m20, with m11 = 0), E[s^2] = E[s(l)]: one unit's
+// expectations (pair moments against a linear unit's derivative 1). The Hessian would need E[(s'^2)'] (infinite).
+double step_self(int order, double q, double b) {
+  const double m = pair_moment(Activation::Step, order, Activation::Linear, 1, b, 0.0, q, 0.0, 1.0);
+  return order == 0 ? m : 0.5 * m;
 }
 
 // The pair moments of every ordered student pair (i, k) and student-teacher pair (i, r), lambda_i first, on the
 // pair's block of (Q, M, P) and means (b_i, b_k) or (b_i, bt_r). A self pair (i, i) holds only the first four
-// orders (the singular covariance [[q, q], [q, q]]); its higher ones are 0 (the Hessian takes them as one unit's
-// expectations, self_moments).
+// orders (the singular covariance [[q, q], [q, q]]; step students: step_self); its higher ones are 0 (the Hessian
+// takes them as one unit's expectations, self_moments).
 struct MeanMoments {
   int K, M, n;
   std::vector<double> Q, Mo, ss, st;  // ss (K, K, n), st (K, M, n)
@@ -621,7 +624,6 @@ struct MeanMoments {
 };
 
 MeanMoments mean_moments(const Population& p, const Biases& b, int orders, int n_threads) {
-  check_mean_student(p.student.act);
   const int K = p.student.units, M = p.teacher.units, d = p.d;
   const std::size_t KK = static_cast<std::size_t>(K) * K, KM = static_cast<std::size_t>(K) * M;
   check_buffer((KK + KM) * (1 + orders), "the pair moments with biases (K (K + M) pairs)");
@@ -638,10 +640,11 @@ MeanMoments mean_moments(const Population& p, const Biases& b, int orders, int n
     if (e < KK) {
       const int i = static_cast<int>(e / K), k = static_cast<int>(e % K);
       const double x = m.Q[static_cast<std::size_t>(i) * K + i], y = m.Q[e], z = m.Q[static_cast<std::size_t>(k) * K + k];
+      const bool step_self_pair = i == k && sa == Activation::Step;
       for (int o = 0; o < orders; ++o)
-        m.ss[e * orders + o] = i == k && o >= kGradientOrders
-                                   ? 0.0
-                                   : pair_moment(sa, kOrders[o][0], sa, kOrders[o][1], bs(i), bs(k), x, y, z);
+        m.ss[e * orders + o] = i == k && (o >= kGradientOrders || (step_self_pair && o == m11)) ? 0.0
+                               : step_self_pair ? step_self(kOrders[o][0], x, bs(i))
+                                                : pair_moment(sa, kOrders[o][0], sa, kOrders[o][1], bs(i), bs(k), x, y, z);
     } else {
       const std::size_t f = e - KK;
       const int i = static_cast<int>(f / M), r = static_cast<int>(f % M);
@@ -726,6 +729,9 @@ SelfMoments self_moments(Activation s, double q, double b) {
 // where in the W and b rows the self pairs (i, i) of the moments of order 3 and 4 are one unit's (self_moments).
 void population_hessian_mean(const Population& p, const Biases& b, bool train_readout, bool train_bias, double* H,
                              int n_threads) {
+  if (p.student.act == Activation::Step)
+    throw not_implemented("student.bias: the population Hessian of step students with biases is not implemented "
+                          "(E[(s'^2)'] of a unit with itself: a product of deltas)");
   const MeanMoments m = mean_moments(p, b, kHessianOrders, n_threads);
   const int K = m.K, M = m.M, d = p.d;
   const double *a = p.student.a, *v = p.teacher.a;
@@ -821,7 +827,6 @@ DescentResult population_descend_mean(double* W, double* a, double* b, const Pop
                                       double lr, double lr_readout, double lr_bias, long long steps,
                                       const std::vector<long long>& record_steps, int n_threads,
                                       const Schedule* schedule) {
-  check_mean_student(p0.student.act);
   Population p = p0;
   p.student.W = W;
   p.student.a = a;

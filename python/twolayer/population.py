@@ -283,8 +283,8 @@ def gradient(
     certified quadrature, see :mod:`twolayer.kernels`); against a polynomial
     target the target's part is a certified quadrature over the student
     field after the exact conditioning (relu and step students with biases
-    are not implemented there); rows are not rescaled, and step students
-    with biases are not implemented.
+    are not implemented there); rows are not rescaled, and a step unit
+    with itself enters through step^2 = step (its deltas combined first).
 
     Parameters
     ----------
@@ -543,8 +543,6 @@ def _descend_with_bias(student: Network, teacher: Network, lr: float, lr_readout
     """:func:`descend` with biases: W, a, b stepped together on the exact gradient with means by the core
     (population_descend_mean); diverged at the first non-finite gradient or recorded risk."""
     check_pair(student, teacher, biases=True)
-    if student.activation == "step":
-        _population_bias.gradient(student, teacher)  # raises the core's NotImplementedError
     _finite(np.asarray(_population_bias.risk(student, teacher)), "risk")  # raises where the start is out of range
     c = student.readout_factor
     P = gram(teacher.W, teacher.W, teacher.scale, "teacher.W")
