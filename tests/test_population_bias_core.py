@@ -64,20 +64,38 @@ def test_gradient_and_hessian_against_finite_differences_of_the_risk(act: str) -
 
 
 @pytest.mark.parametrize("teacher_act", ["step", "erf", "relu", "tanh"])
-def test_step_student_gradient_against_finite_differences_of_the_risk(teacher_act: str) -> None:
-    """A step unit with itself through step^2 = step; its Hessian (E[(s'^2)'] infinite) stays refused."""
+def test_step_student_against_finite_differences(teacher_act: str) -> None:
+    """A step unit with itself through step^2 = step: the gradient against central differences of the risk, the
+    Hessian against central differences of the gradient, and a descent that lowers the risk."""
     s, _ = _pair("step")
     _, t = _pair(teacher_act)
     n = s.K * (s.d + 2)
-    dW, da, db = tl.population.gradient(s, t, train_bias=True)
+
+    def grad(x: tl.Network) -> np.ndarray:
+        dW, da, db = tl.population.gradient(x, t, train_bias=True)
+        return np.concatenate([dW.ravel(), da, db])
+
     h = 1e-5
     fd = np.array([(tl.population.risk(_shifted(s, k, h), t) - tl.population.risk(_shifted(s, k, -h), t)) / (2 * h)
                    for k in range(n)])
-    np.testing.assert_allclose(np.concatenate([dW.ravel(), da, db]), fd, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(grad(s), fd, rtol=1e-7, atol=1e-9)
+    H = tl.population.hessian(s, t, train_bias=True)
+    np.testing.assert_array_equal(H, H.T)
+    fd2 = np.array([(grad(_shifted(s, k, h)) - grad(_shifted(s, k, -h))) / (2 * h) for k in range(n)])
+    np.testing.assert_allclose(H, fd2, rtol=1e-6, atol=1e-7 * np.abs(fd2).max())
     tr = tl.population.descend(s, t, lr=0.2, n_steps=20, lr_readout=0.1, lr_bias=0.2, n_records=3)
     assert tr.status == "completed" and np.all(np.diff(tr.risk) < 0)
-    with pytest.raises(NotImplementedError, match="Hessian of step students with biases"):
-        tl.population.hessian(s, t, train_bias=True)
+
+
+def test_pair_moment_third_delta_derivative() -> None:
+    """E[step^(4)(l1) b(l2)] = E[delta^(3)(l1) b(l2)] is the mu1-derivative of E[step^(3)(l1) b(l2)]."""
+    C = np.array([[[1.3, 0.4], [0.4, 0.8]]])
+    h = 1e-4
+    for b in ("erf", "relu", "tanh", "step"):
+        exact = tl._core.pair_moment("step", 4, b, 0, np.array([[0.3, -0.2]]), C)[0]
+        fd = (tl._core.pair_moment("step", 3, b, 0, np.array([[0.3 + h, -0.2]]), C)[0]
+              - tl._core.pair_moment("step", 3, b, 0, np.array([[0.3 - h, -0.2]]), C)[0]) / (2 * h)
+        assert exact == pytest.approx(fd, rel=1e-6, abs=1e-9), b
 
 
 @pytest.mark.parametrize("act", ACTS)

@@ -594,30 +594,52 @@ constexpr int kOrders[9][2] = {{0, 0}, {1, 0}, {2, 0}, {1, 1}, {2, 1}, {3, 0}, {
 enum Order : int { m00, m10, m20, m11, m21, m30, m31, m22, m40 };
 constexpr int kGradientOrders = 4, kHessianOrders = 9;
 
-// The self pair (i, i) of a step student: s' s' and s s'' are products of deltas and jumps at one point, only
-// their sums in the risk's derivatives are defined. With s^2 = s: E[s s'] = E[(s^2)'] / 2 = E[delta(l)] / 2 and
-// E[s s''] + E[s'^2] = E[(s^2)''] / 2 = E[delta'(l)] / 2 (held as m20, with m11 = 0), E[s^2] = E[s(l)]: one unit's
-// expectations (pair moments against a linear unit's derivative 1). The Hessian would need E[(s'^2)'] (infinite).
-double step_self(int order, double q, double b) {
-  const double m = pair_moment(Activation::Step, order, Activation::Linear, 1, b, 0.0, q, 0.0, 1.0);
-  return order == 0 ? m : 0.5 * m;
+// A unit with itself: its terms of the risk are 1/2 a_i^2 E[g(l_i)], g = s^2, a function of one unit; by Stein its
+// derivatives are h_n = E[g^(n)(l)] / 2, l ~ N(b, q) (d/db: E[g'], d/du: u E[g''], d2/du2: E[g''] I + E[g^(4)] u u^T,
+// ...). h[n] for n <= n_max: smooth s through pair moments at the singular covariance (h1 = E[s s'],
+// h2 = E[s s''] + E[s'^2], h3 = E[s s'''] + 3 E[s'' s'], h4 = E[s s^(4)] + 4 E[s''' s'] + 3 E[s''^2]); relu:
+// g^(n) = 2 relu^(n-1) for n >= 1 (E[relu], E[step], E[delta], E[delta']); step: g = s, E[step] and
+// E[delta^(n-1)(l)] = He_(n-1)(z) phi(z) / sd^n, z = -b / sd, in closed form (the products of deltas in s'^2 and
+// s s'' one by one are undefined, their sum g'' / 2 is not).
+void unit_self(Activation s, double q, double b, int n_max, double* h) {
+  auto pm = [&](int i, int j) { return pair_moment(s, i, s, j, b, b, q, q, q); };
+  auto one = [&](int i) { return pair_moment(s, i, Activation::Linear, 1, b, 0.0, q, 0.0, 1.0); };  // E[s^(i)(l)]
+  if (s == Activation::Step) {
+    h[0] = 0.5 * one(0);
+    const double sd = q > 0.0 ? std::sqrt(q) : 0.0;
+    if (!(sd > 0.0)) {  // a constant unit: its deltas are 0 away from their root (and infinite at it: pair_moment raises)
+      for (int n = 1; n <= n_max; ++n) h[n] = 0.5 * one(1);
+      return;
+    }
+    const double z = -b / sd, phi = 0.39894228040143267794 * std::exp(-0.5 * z * z);
+    const double he[4] = {1.0, z, z * z - 1.0, z * z * z - 3.0 * z};
+    double scale = phi / sd;
+    for (int n = 1; n <= n_max; ++n, scale /= sd) h[n] = 0.5 * he[n - 1] * scale;
+    return;
+  }
+  h[0] = 0.5 * pm(0, 0);
+  if (s == Activation::Relu) {
+    for (int n = 1; n <= n_max; ++n) h[n] = one(n - 1);
+    return;
+  }
+  if (n_max >= 1) h[1] = pm(1, 0);
+  if (n_max >= 2) h[2] = pm(2, 0) + pm(1, 1);
+  if (n_max >= 3) h[3] = pm(3, 0) + 3.0 * pm(2, 1);
+  if (n_max >= 4) h[4] = pm(4, 0) + 4.0 * pm(3, 1) + 3.0 * pm(2, 2);
 }
 
 // The pair moments of every ordered student pair (i, k) and student-teacher pair (i, r), lambda_i first, on the
-// pair's block of (Q, M, P) and means (b_i, b_k) or (b_i, bt_r). A self pair (i, i) holds only the first four
-// orders (the singular covariance [[q, q], [q, q]]; step students: step_self); its higher ones are 0 (the Hessian
-// takes them as one unit's expectations, self_moments).
+// pair's block of (Q, M, P) and means (b_i, b_k) or (b_i, bt_r). The self pairs (i, i) are 0 here: a unit with
+// itself enters through unit_self.
 struct MeanMoments {
   int K, M, n;
   std::vector<double> Q, Mo, ss, st;  // ss (K, K, n), st (K, M, n)
   double s(int o, int i, int k) const { return ss[(static_cast<std::size_t>(i) * K + k) * n + o]; }
   double t(int o, int i, int r) const { return st[(static_cast<std::size_t>(i) * M + r) * n + o]; }
-  // rho_o(i) = sum_k a_k E[s^(p)(l_i) s(l_k)] - sum_r v_r E[s^(p)(l_i) t(l*_r)] (o = (p, 0)), the self pair left out
-  // where `with_self` is false.
-  double residual(int o, int i, const double* a, const double* v, bool with_self = true) const {
+  // sum_{k != i} a_k E[s^(p)(l_i) s(l_k)] - sum_r v_r E[s^(p)(l_i) t(l*_r)] (o = (p, 0)): rho_p without the self pair.
+  double residual(int o, int i, const double* a, const double* v) const {
     double r = 0.0;
-    for (int k = 0; k < K; ++k)
-      if (with_self || k != i) r += a[k] * s(o, i, k);
+    for (int k = 0; k < K; ++k) r += a[k] * s(o, i, k);
     for (int q = 0; q < M; ++q) r -= v[q] * t(o, i, q);
     return r;
   }
@@ -640,11 +662,8 @@ MeanMoments mean_moments(const Population& p, const Biases& b, int orders, int n
     if (e < KK) {
       const int i = static_cast<int>(e / K), k = static_cast<int>(e % K);
       const double x = m.Q[static_cast<std::size_t>(i) * K + i], y = m.Q[e], z = m.Q[static_cast<std::size_t>(k) * K + k];
-      const bool step_self_pair = i == k && sa == Activation::Step;
       for (int o = 0; o < orders; ++o)
-        m.ss[e * orders + o] = i == k && (o >= kGradientOrders || (step_self_pair && o == m11)) ? 0.0
-                               : step_self_pair ? step_self(kOrders[o][0], x, bs(i))
-                                                : pair_moment(sa, kOrders[o][0], sa, kOrders[o][1], bs(i), bs(k), x, y, z);
+        m.ss[e * orders + o] = i == k ? 0.0 : pair_moment(sa, kOrders[o][0], sa, kOrders[o][1], bs(i), bs(k), x, y, z);
     } else {
       const std::size_t f = e - KK;
       const int i = static_cast<int>(f / M), r = static_cast<int>(f % M);
@@ -677,7 +696,9 @@ void population_gradient_mean(const Population& p, const Biases& b, double* dW, 
   const double *a = p.student.a, *v = p.teacher.a, *W = p.student.W, *Wt = p.teacher.W;
   for (int i = 0; i < K; ++i) {
     double* g = dW + static_cast<std::size_t>(i) * d;
-    const double f = a[i] / p.scale, rho2 = m.residual(m20, i, a, v);
+    double h[3];
+    unit_self(p.student.act, m.Q[static_cast<std::size_t>(i) * K + i], b.student ? b.student[i] : 0.0, 2, h);
+    const double f = a[i] / p.scale, rho2 = m.residual(m20, i, a, v) + a[i] * h[2];  // with the self pair's
     const double* wi = W + static_cast<std::size_t>(i) * d;
     for (int c = 0; c < d; ++c) g[c] = rho2 * wi[c];
     for (int k = 0; k < K; ++k) {
@@ -691,30 +712,10 @@ void population_gradient_mean(const Population& p, const Biases& b, double* dW, 
       for (int c = 0; c < d; ++c) g[c] -= cr * wr[c];
     }
     for (int c = 0; c < d; ++c) g[c] *= f;
-    da[i] = m.residual(m00, i, a, v);
-    db[i] = a[i] * m.residual(m10, i, a, v);
+    da[i] = m.residual(m00, i, a, v) + 2.0 * a[i] * h[0];
+    db[i] = a[i] * (m.residual(m10, i, a, v) + a[i] * h[1]);
   }
 }
-
-namespace {
-
-// One unit's expectations of the Hessian's self pairs, l ~ N(b, q), products combined first: d1 = E[(s'^2)'],
-// d2 = E[(s'^2)''], r1 = E[(s s'')'], r2 = E[(s s'')'']. Smooth s: pair moments at the singular covariance; relu:
-// s'^2 = step and s s'' = relu delta = 0, so d1 = E[delta(l)], d2 = E[delta'(l)] (pair moments against a linear
-// unit's derivative 1) and r1 = r2 = 0.
-struct SelfMoments {
-  double d1, d2, r1, r2;
-};
-SelfMoments self_moments(Activation s, double q, double b) {
-  if (s == Activation::Relu)
-    return {pair_moment(s, 2, Activation::Linear, 1, b, 0.0, q, 0.0, 1.0),
-            pair_moment(s, 3, Activation::Linear, 1, b, 0.0, q, 0.0, 1.0), 0.0, 0.0};
-  auto m = [&](int i, int j) { return pair_moment(s, i, s, j, b, b, q, q, q); };
-  const double a21 = m(2, 1), a22 = m(2, 2), a31 = m(3, 1);
-  return {2.0 * a21, 2.0 * (a22 + a31), a21 + m(3, 0), a22 + 2.0 * a31 + m(4, 0)};
-}
-
-}  // namespace
 
 // With u_i = w_i / sqrt(s), E = f - y, rho_n_i = E[E s^(n)(l_i)], S_pq[i, k] = E[s^(p)(l_i) s^(q)(l_k)] and
 // T_pq[i, r] = E[s^(p)(l_i) t^(q)(l*_r)], H = E[grad f grad f^T] + E[E hess f] with E[g x] = sum_p E[d_p g] u_p and
@@ -726,12 +727,11 @@ SelfMoments self_moments(Activation s, double q, double b) {
 //                 + delta_ik a_i / sqrt(s) (U^T (a S21[i]) - U*^T (v T21[i]) + rho3_i u_i),
 //   H_{a_i w_k} = a_k / sqrt(s) (S11 u_i + S02 u_k)[i, k] + delta_ik / sqrt(s) (U^T (a S11[i]) - U*^T (v T11[i]) + rho2_i u_i),
 //   H_{b_i b_k} = a_i a_k S11[i, k] + delta_ik a_i rho2_i,  H_{a_i b_k} = a_k S01[i, k] + delta_ik rho1_i,  H_{a_i a_k} = S00,
-// where in the W and b rows the self pairs (i, i) of the moments of order 3 and 4 are one unit's (self_moments).
+// where every self pair (i, i) is one unit's expectations h_n (unit_self): the (w_i, w_i) block gets
+// a_i^2 / s (h2 I + h4 u_i u_i^T), (b_i, w_i) a_i^2 h3 u_i / sqrt(s), (a_i, w_i) 2 a_i h2 u_i / sqrt(s), (b_i, b_i)
+// a_i^2 h2, (a_i, b_i) 2 a_i h1, (a_i, a_i) 2 h0, and the sums rho_n, S, T run over the other pairs.
 void population_hessian_mean(const Population& p, const Biases& b, bool train_readout, bool train_bias, double* H,
                              int n_threads) {
-  if (p.student.act == Activation::Step)
-    throw not_implemented("student.bias: the population Hessian of step students with biases is not implemented "
-                          "(E[(s'^2)'] of a unit with itself: a product of deltas)");
   const MeanMoments m = mean_moments(p, b, kHessianOrders, n_threads);
   const int K = m.K, M = m.M, d = p.d;
   const double *a = p.student.a, *v = p.teacher.a;
@@ -761,9 +761,10 @@ void population_hessian_mean(const Population& p, const Biases& b, bool train_re
   parallel_for(static_cast<std::size_t>(K), K > 4 ? n_threads : 1, [&](std::size_t iu) {
     const int i = static_cast<int>(iu);
     const double* ui = u(i);
-    const SelfMoments own = self_moments(p.student.act, m.Q[iu * K + iu], b.student ? b.student[i] : 0.0);
-    const double rho1 = m.residual(m10, i, a, v), rho2 = m.residual(m20, i, a, v);
-    const double rho3 = m.residual(m30, i, a, v, false), rho4 = m.residual(m40, i, a, v, false);
+    double h[5];
+    unit_self(p.student.act, m.Q[iu * K + iu], b.student ? b.student[i] : 0.0, 4, h);
+    const double rho1 = m.residual(m10, i, a, v), rho2 = m.residual(m20, i, a, v);  // without the self pair
+    const double rho3 = m.residual(m30, i, a, v), rho4 = m.residual(m40, i, a, v);
     std::vector<double> z(d), g(d);
     field(m31, i, z.data());
     // W rows of unit i: the blocks (i, k).
@@ -780,7 +781,7 @@ void population_hessian_mean(const Population& p, const Biases& b, bool train_re
     }
     // The residual's part of the diagonal block.
     {
-      const double f = a[i] * inv, cuu = rho4 + a[i] * (own.r2 + own.d2);
+      const double f = a[i] * inv, cuu = rho4 + a[i] * h[4];
       double* blk = &at(iu * d, iu * d);
       auto rank1 = [&](const double* x, double w) {
         for (int r = 0; r < d; ++r)
@@ -792,27 +793,28 @@ void population_hessian_mean(const Population& p, const Biases& b, bool train_re
       rank1(ui, f * cuu);
       for (int r = 0; r < d; ++r) {
         for (int c = 0; c < d; ++c) blk[static_cast<std::size_t>(r) * n + c] += f * (z[r] * ui[c] + ui[r] * z[c]);
-        blk[static_cast<std::size_t>(r) * n + r] += f * rho2;
+        blk[static_cast<std::size_t>(r) * n + r] += f * (rho2 + a[i] * h[2]);
       }
     }
     if (train_readout) {
       for (int k = 0; k < K; ++k) {
         const double f = a[k] * rs, s11 = m.s(m11, i, k), s02 = m.s(m20, k, i);
         for (int c = 0; c < d; ++c) at(oa + iu, static_cast<std::size_t>(k) * d + c) = f * (s11 * ui[c] + s02 * u(k)[c]);
-        at(oa + iu, oa + k) = m.s(m00, i, k);
-        if (train_bias) at(oa + iu, ob + k) = at(ob + k, oa + iu) = a[k] * m.s(m10, k, i) + (k == i ? rho1 : 0.0);
+        at(oa + iu, oa + k) = k == i ? 2.0 * h[0] : m.s(m00, i, k);
+        if (train_bias)
+          at(oa + iu, ob + k) = at(ob + k, oa + iu) = a[k] * m.s(m10, k, i) + (k == i ? rho1 + 2.0 * a[i] * h[1] : 0.0);
       }
       field(m11, i, g.data());
-      for (int c = 0; c < d; ++c) at(oa + iu, iu * d + c) += rs * (g[c] + rho2 * ui[c]);
+      for (int c = 0; c < d; ++c) at(oa + iu, iu * d + c) += rs * (g[c] + (rho2 + 2.0 * a[i] * h[2]) * ui[c]);
     }
     if (train_bias) {
       for (int k = 0; k < K; ++k) {
         const double f = a[i] * a[k] * rs, s21 = m.s(m21, i, k), s12 = m.s(m21, k, i);
         for (int c = 0; c < d; ++c) at(ob + iu, static_cast<std::size_t>(k) * d + c) = f * (s21 * ui[c] + s12 * u(k)[c]);
-        at(ob + iu, ob + k) = a[i] * a[k] * m.s(m11, i, k) + (k == i ? a[i] * rho2 : 0.0);
+        at(ob + iu, ob + k) = a[i] * a[k] * m.s(m11, i, k) + (k == i ? a[i] * (rho2 + a[i] * h[2]) : 0.0);
       }
       field(m21, i, g.data());
-      const double cu = rho3 + a[i] * (own.r1 + own.d1);
+      const double cu = rho3 + a[i] * h[3];
       for (int c = 0; c < d; ++c) at(ob + iu, iu * d + c) += a[i] * rs * (g[c] + cu * ui[c]);
     }
   });

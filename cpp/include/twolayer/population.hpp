@@ -57,8 +57,8 @@ void population_hessian(const Population& p, bool train_readout, double* H, int 
 // means (gaussian_mean.hpp pair_moment) on the pair's block of (Q, M, P), and Stein's lemma on x gives
 //   dR/dw_i = a_i / s [rho2_i w_i + sum_k a_k E[s'(l_i) s'(l_k)] w_k - sum_r v_r E[s'(l_i) t'(l*_r)] w*_r],
 //   dR/db_i = a_i rho1_i,  dR/da_i = rho0_i,  rho_n_i = E[(f - y) s^(n)(l_i)]
-// (relu'' = step' = delta integrated out exactly; a step unit with itself through s^2 = s, its only defined form).
-// Host only.
+// (relu'' = step' = delta integrated out exactly), a unit with itself as one unit's expectations E[(s^2)^(n)(l_i)]
+// (the deltas of relu and step units combined first: step^2 = step). Host only.
 struct Biases {
   const double* student = nullptr;  // K
   const double* teacher = nullptr;  // M
@@ -72,8 +72,7 @@ void population_gradient_mean(const Population& p, const Biases& b, double* dW, 
                               int n_threads);
 
 // The Hessian with biases on [vec(W) row-major, a (train_readout), b (train_bias)] (a with respect to the effective
-// a), pair moments of orders p + q <= 4; a unit with itself (third and fourth orders) as one unit's expectations so
-// that relu's deltas are well defined (step students: not_implemented, E[(s'^2)'] is infinite). Exactly symmetric.
+// a), pair moments of orders p + q <= 4. Exactly symmetric.
 void population_hessian_mean(const Population& p, const Biases& b, bool train_readout, bool train_bias, double* H,
                              int n_threads);
 
