@@ -87,6 +87,38 @@ def test_step_student_against_finite_differences(teacher_act: str) -> None:
     assert tr.status == "completed" and np.all(np.diff(tr.risk) < 0)
 
 
+@pytest.mark.parametrize("act", ["erf", "tanh", "softplus"])
+def test_hessian_against_a_polynomial_target_with_biases(act: str) -> None:
+    """Against a staircase target: H on [vec(W), a, b] against central differences of the exact gradient; without
+    train_bias the (W, a) block."""
+    s, _ = tl.networks.teacher_student(2, 2, 4, act, seed=0)
+    s = s.with_weights(s.W, a=[0.8, -1.3], bias=[0.4, -0.7])
+    tgt = tl.targets.staircase(2, d=4, seed=0)
+
+    def grad(x: tl.Network) -> np.ndarray:
+        dW, da, db = tl.population.gradient(x, tgt, train_bias=True)
+        return np.concatenate([dW.ravel(), da, db])
+
+    H = tl.population.hessian(s, tgt, train_bias=True)
+    n = s.K * (s.d + 2)
+    assert H.shape == (n, n)
+    np.testing.assert_array_equal(H, H.T)
+    h = 1e-5
+    fd = np.array([(grad(_shifted(s, k, h)) - grad(_shifted(s, k, -h))) / (2 * h) for k in range(n)])
+    np.testing.assert_allclose(H, fd, rtol=1e-6, atol=1e-7 * np.abs(fd).max())
+    np.testing.assert_allclose(tl.population.hessian(s, tgt), H[:-2, :-2], rtol=1e-13, atol=1e-15)
+
+
+def test_hessian_against_a_polynomial_target_zero_biases_unchanged() -> None:
+    """Zero biases: the (W, a) block of train_bias is the closed-form target Hessian (bitwise the former path)."""
+    s, _ = tl.networks.teacher_student(2, 2, 5, "relu", seed=2)
+    tgt = tl.targets.staircase(2, d=5, seed=1)
+    H0 = tl.population.hessian(s, tgt)
+    np.testing.assert_array_equal(tl.population.hessian(s.with_weights(s.W, bias=np.zeros(2)), tgt), H0)
+    np.testing.assert_allclose(tl.population.hessian(s, tgt, train_bias=True)[:-2, :-2], H0, rtol=1e-10,
+                               atol=1e-12)
+
+
 def test_pair_moment_third_delta_derivative() -> None:
     """E[step^(4)(l1) b(l2)] = E[delta^(3)(l1) b(l2)] is the mu1-derivative of E[step^(3)(l1) b(l2)]."""
     C = np.array([[[1.3, 0.4], [0.4, 0.8]]])

@@ -2,7 +2,7 @@
 
 # ODE engine entries (bind_ode.cpp); the foundation's entries live beside these on main.
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 from numpy.typing import NDArray
@@ -321,7 +321,14 @@ def target_risk(alpha: _I, coef: _F, Q: _F, M: _F, a: _F, act: str, bias: _F | N
 def target_cross_grad(
     alpha: _I, coef: _F, Q: _F, M: _F, a: _F, act: str, bias: _F | None = None
 ) -> tuple[_F, _F, _F, _F]: ...
-def target_unit_jet(alpha: _I, coef: _F, q: _F, M: _F, act: str) -> tuple[_F, _F, _F, _F, _F, _F]: ...
+@overload
+def target_unit_jet(
+    alpha: _I, coef: _F, q: _F, M: _F, act: str, bias: None = None
+) -> tuple[_F, _F, _F, _F, _F, _F]: ...
+@overload
+def target_unit_jet(
+    alpha: _I, coef: _F, q: _F, M: _F, act: str, bias: _F
+) -> tuple[_F, _F, _F, _F, _F, _F, _F, _F, _F, _F]: ...
 def ode_rhs_target(
     Q: _F, M: _F, a: _F, alpha: _I, coef: _F, act: str, regime: str, spherical: bool, lr: float,
     lr_readout: float, noise: float, evals: int = 1,

@@ -189,22 +189,28 @@ def _target_gradient(student: Network, target: Any, train_readout: bool, train_b
     return _finite(dW, "gradient"), da, _finite(db + db_t, "gradient") if train_bias else None
 
 
-def _target_hessian(student: Network, target: Any, train_readout: bool, n_threads: int | None) -> NDArray[np.float64]:
+def _target_hessian(student: Network, target: Any, train_readout: bool, n_threads: int | None,
+                    train_bias: bool = False) -> NDArray[np.float64]:
     """The student-only part through the core (a zero teacher), plus the target's cross term -sum_i c a_i phi_i,
-    phi_i(w_i) = Phi(q_i, m_i) = E[sigma(l_i) f] with q_i = |u_i|^2, m_ir = u_i . u*_r, u = w / sqrt(s):
-    d2 phi / du2 = 2 Phi_q I + 4 Phi_qq u u^T + 2 sum_r Phi_qr (u u*_r^T + u*_r u^T) + sum_rt Phi_rt u*_r u*_t^T
-    (one d x d block per unit; d/dw = d/du / sqrt(s)), and the (w_i, a_i) block -c d phi_i / dw_i."""
-    tgt = _hermite(student, target, "population Hessian")
+    phi_i(w_i, b_i) = Phi(q_i, m_i, b_i) = E[sigma(b_i + l_i) f] with q_i = |u_i|^2, m_ir = u_i . u*_r,
+    u = w / sqrt(s): d2 phi / du2 = 2 Phi_q I + 4 Phi_qq u u^T + 2 sum_r Phi_qr (u u*_r^T + u*_r u^T)
+    + sum_rt Phi_rt u*_r u*_t^T (one d x d block per unit; d/dw = d/du / sqrt(s)), the (w_i, a_i) block
+    -c d phi_i / dw_i, and with train_bias d2 phi / du db = 2 Phi_bq u + sum_r Phi_br u*_r, d2 phi / db2 = Phi_bb,
+    d2 phi / da db = c Phi_b (Phi's b-derivatives are E[sigma^(n)(b + l) .], the core's target_unit_jet)."""
+    tgt = _hermite(student, target, "population Hessian", biases=True)
+    biased = train_bias or student.has_bias
     zero = Network(tgt.directions[:1], np.zeros(1), student.activation, student.scaling)
-    H = hessian(student, zero, train_readout, n_threads)
+    H = hessian(student, zero, train_readout, n_threads, train_bias=train_bias)
     Q, M = _target_overlaps(student, tgt)
     alpha, coef = tgt._arrays()
-    _, phi_q, phi_m, phi_qq, phi_qm, phi_mm = _core.target_unit_jet(alpha, coef, np.diag(Q).copy(), M,
-                                                                    student.activation)
-    s, d, c = student.scale, student.d, student.readout_factor
+    jet = _core.target_unit_jet(alpha, coef, np.diag(Q).copy(), M, student.activation,
+                                student.bias if biased else None)
+    _, phi_q, phi_m, phi_qq, phi_qm, phi_mm = jet[:6]
+    s, d, c, K = student.scale, student.d, student.readout_factor, student.K
     U, Us = student.W / math.sqrt(s), tgt.directions / math.sqrt(s)
     ea = student.effective_a
-    for i in range(student.K):
+    ob = K * d + (K if train_readout else 0)  # the b-block
+    for i in range(K):
         u = U[i]
         cross = np.outer(u, phi_qm[i] @ Us)
         Hu = (2.0 * phi_q[i] * np.eye(d) + 4.0 * phi_qq[i] * np.outer(u, u) + 2.0 * (cross + cross.T)
@@ -213,8 +219,17 @@ def _target_hessian(student: Network, target: Any, train_readout: bool, n_thread
         H[blk, blk] -= ea[i] * (0.5 * (Hu + Hu.T)) / s  # exactly symmetric
         if train_readout:
             g = (2.0 * phi_q[i] * u + phi_m[i] @ Us) / math.sqrt(s)
-            H[blk, student.K * d + i] -= c * g
-            H[student.K * d + i, blk] -= c * g
+            H[blk, K * d + i] -= c * g
+            H[K * d + i, blk] -= c * g
+        if train_bias:
+            phi_b, phi_bb, phi_bq, phi_bm = (x[i] for x in jet[6:])
+            gb = ea[i] * (2.0 * phi_bq * u + phi_bm @ Us) / math.sqrt(s)
+            H[blk, ob + i] -= gb
+            H[ob + i, blk] -= gb
+            H[ob + i, ob + i] -= ea[i] * phi_bb
+            if train_readout:
+                H[K * d + i, ob + i] -= c * phi_b
+                H[ob + i, K * d + i] -= c * phi_b
     return _finite(H, "Hessian")
 
 
@@ -361,9 +376,11 @@ def hessian(
     (ValueError, see :func:`aligned_step_units`). With biases (on either
     network, or ``train_bias``) the second derivatives are pair moments
     E[s^(p)(l_i) s^(q)(l_k)], p + q <= 4, of the kernels with means (Stein's
-    lemma, :mod:`twolayer._population_bias`; relu's deltas of a unit with
-    itself combined first); committee teachers only, step students with
-    biases refused, biases not in ``train_bias`` held fixed.
+    lemma in the core; a unit with itself as one unit's expectations
+    E[(s^2)^(n)], so that the deltas of relu and step units combine first);
+    against a polynomial target the target's part adds its bias derivatives
+    E[s^(n)(b + l) f] (smooth students; relu and step only at zero biases);
+    biases not in ``train_bias`` are held fixed.
 
     Parameters
     ----------
@@ -405,15 +422,13 @@ def hessian(
     """
     train_readout = boolean(train_readout, "train_readout")
     train_bias = boolean(train_bias, "train_bias")
-    if train_bias and is_target(teacher):
-        raise NotImplementedError("train_bias: the bias Hessian against a polynomial target is not implemented")
+    if is_target(teacher):
+        return _target_hessian(student, teacher, train_readout, n_threads, train_bias)
     if train_bias or _with_bias(student, teacher):
         check_pair(student, cast(Network, teacher), biases=True)
         H = _population_bias.hessian(student, cast(Network, teacher), train_readout, train_bias,
                                      n_threads_arg(n_threads))
         return _finite(H, "Hessian")
-    if is_target(teacher):
-        return _target_hessian(student, teacher, train_readout, n_threads)
     teacher = cast(Network, teacher)  # checked in _args (a TypeError for anything else)
     args, DW, Da = _args(student, teacher)
     why = aligned_step_units(student, teacher)
