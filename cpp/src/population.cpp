@@ -9,6 +9,7 @@
 
 #include "twolayer/gaussian.hpp"
 #include "twolayer/gaussian_mean.hpp"
+#include "twolayer/gaussian_smooth.hpp"
 #include "twolayer/jet.hpp"
 #include "twolayer/linalg.hpp"
 #include "twolayer/memory.hpp"
@@ -658,18 +659,31 @@ MeanMoments mean_moments(const Population& p, const Biases& b, int orders, int n
   const Activation sa = p.student.act, ta = p.teacher.act;
   auto bs = [&](int i) { return b.student ? b.student[i] : 0.0; };
   auto bt = [&](int r) { return b.teacher ? b.teacher[r] : 0.0; };
+  // The moments of one pair into out: a pair of two smooth units without closed-form smoothing (tanh, ...) takes its
+  // even orders from one call of the lattice rule (gaussian_smooth.hpp moments: what i2_mean, and so the risk, uses),
+  // the odd ones and every other pair from pair_moment.
+  auto pair = [&](Activation g, double mu1, double mu2, double x, double y, double z, double* out) {
+    double even[smooth::kMoments];
+    const bool lattice = smooth::is_smooth(sa) && !is_classic(sa) && smooth::is_smooth(g) && !is_classic(g) &&
+                         smooth::moments(sa, g, mu1, mu2, x, y, z, orders > kGradientOrders ? 2 : 1, even);
+    for (int o = 0; o < orders; ++o) {
+      const int pp = kOrders[o][0], qq = kOrders[o][1];
+      out[o] = lattice && (pp + qq) % 2 == 0 ? even[smooth::moment_index(pp, qq)]
+                                             : pair_moment(sa, pp, g, qq, mu1, mu2, x, y, z);
+    }
+  };
   parallel_for(KK + KM, n_threads, [&](std::size_t e) {
     if (e < KK) {
       const int i = static_cast<int>(e / K), k = static_cast<int>(e % K);
       const double x = m.Q[static_cast<std::size_t>(i) * K + i], y = m.Q[e], z = m.Q[static_cast<std::size_t>(k) * K + k];
-      for (int o = 0; o < orders; ++o)
-        m.ss[e * orders + o] = i == k ? 0.0 : pair_moment(sa, kOrders[o][0], sa, kOrders[o][1], bs(i), bs(k), x, y, z);
+      if (i == k)
+        std::fill(&m.ss[e * orders], &m.ss[e * orders] + orders, 0.0);
+      else
+        pair(sa, bs(i), bs(k), x, y, z, &m.ss[e * orders]);
     } else {
       const std::size_t f = e - KK;
       const int i = static_cast<int>(f / M), r = static_cast<int>(f % M);
-      const double x = m.Q[static_cast<std::size_t>(i) * K + i], y = m.Mo[f], z = pd[r];
-      for (int o = 0; o < orders; ++o)
-        m.st[f * orders + o] = pair_moment(sa, kOrders[o][0], ta, kOrders[o][1], bs(i), bt(r), x, y, z);
+      pair(ta, bs(i), bt(r), m.Q[static_cast<std::size_t>(i) * K + i], m.Mo[f], pd[r], &m.st[f * orders]);
     }
   }, 1, 1);
   return m;
