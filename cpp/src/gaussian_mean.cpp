@@ -227,14 +227,17 @@ double pair_moment(A a, int i, A b, int j, double mu1, double mu2, double x, dou
       if (m0 != 0.0) return 0.0;
       delta_at_zero();
     }
-    // (-1)^r G^(r)(t0) / rx^(r + 1) of G = phi H: G' = phi (H' - t H), G'' = phi (H'' - 2 t H' + (t^2 - 1) H).
-    if (fa.r > 2) throw std::domain_error("kernels with means: a delta derivative above the second is not implemented");
+    // (-1)^r G^(r)(t0) / rx^(r + 1) of G = phi H: G' = phi (H' - t H), G'' = phi (H'' - 2 t H' + (t^2 - 1) H),
+    // G''' = phi (H''' - 3 t H'' + 3 (t^2 - 1) H' - (t^3 - 3 t) H).
+    if (fa.r > 3) throw std::domain_error("kernels with means: a delta derivative above the third is not implemented");
     const double H = smoothed(b, j, m0, s);
     if (fa.r == 0) return p / rx * H;
     const double dH = c == 0.0 ? 0.0 : c * smoothed(b, j + 1, m0, s);
     if (fa.r == 1) return -(p / x) * (dH - t0 * H);
     const double ddH = c == 0.0 ? 0.0 : c * c * smoothed(b, j + 2, m0, s);
-    return p / (x * rx) * (ddH - 2.0 * t0 * dH + (t0 * t0 - 1.0) * H);
+    if (fa.r == 2) return p / (x * rx) * (ddH - 2.0 * t0 * dH + (t0 * t0 - 1.0) * H);
+    const double dddH = c == 0.0 ? 0.0 : c * c * c * smoothed(b, j + 3, m0, s);
+    return -(p / (x * x)) * (dddH - 3.0 * t0 * ddH + 3.0 * (t0 * t0 - 1.0) * dH - (t0 * t0 * t0 - 3.0 * t0) * H);
   }
   // Both are functions (b not a delta: a delta inner factor was swapped outside).
   std::vector<double> breaks;

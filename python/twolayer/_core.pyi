@@ -2,7 +2,7 @@
 
 # ODE engine entries (bind_ode.cpp); the foundation's entries live beside these on main.
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 from numpy.typing import NDArray
@@ -62,6 +62,46 @@ def population_descend(
     scale: float,
     lr: float,
     lr_readout: float,
+    steps: int,
+    record_steps: list[int],
+    n_threads: int = 0,
+    schedule: _Schedule | None = None,
+) -> dict[str, Any]: ...
+def population_risk_mean(
+    W: _F, a: _F, act: str, W_teacher: _F, v: _F, act_teacher: str, scale: float, bias: _F, teacher_bias: _F,
+    n_threads: int = 0,
+) -> float: ...
+def population_gradient_mean(
+    W: _F, a: _F, act: str, W_teacher: _F, v: _F, act_teacher: str, scale: float, bias: _F, teacher_bias: _F,
+    n_threads: int = 0,
+) -> tuple[_F, _F, _F]: ...
+def population_hessian_mean(
+    W: _F,
+    a: _F,
+    act: str,
+    W_teacher: _F,
+    v: _F,
+    act_teacher: str,
+    scale: float,
+    bias: _F,
+    teacher_bias: _F,
+    train_readout: bool,
+    train_bias: bool,
+    n_threads: int = 0,
+) -> _F: ...
+def population_descend_mean(
+    W: _F,
+    a: _F,
+    act: str,
+    W_teacher: _F,
+    v: _F,
+    act_teacher: str,
+    scale: float,
+    bias: _F,
+    teacher_bias: _F,
+    lr: float,
+    lr_readout: float,
+    lr_bias: float,
     steps: int,
     record_steps: list[int],
     n_threads: int = 0,
@@ -285,7 +325,14 @@ def target_risk(alpha: _I, coef: _F, Q: _F, M: _F, a: _F, act: str, bias: _F | N
 def target_cross_grad(
     alpha: _I, coef: _F, Q: _F, M: _F, a: _F, act: str, bias: _F | None = None
 ) -> tuple[_F, _F, _F, _F]: ...
-def target_unit_jet(alpha: _I, coef: _F, q: _F, M: _F, act: str) -> tuple[_F, _F, _F, _F, _F, _F]: ...
+@overload
+def target_unit_jet(
+    alpha: _I, coef: _F, q: _F, M: _F, act: str, bias: None = None
+) -> tuple[_F, _F, _F, _F, _F, _F]: ...
+@overload
+def target_unit_jet(
+    alpha: _I, coef: _F, q: _F, M: _F, act: str, bias: _F
+) -> tuple[_F, _F, _F, _F, _F, _F, _F, _F, _F, _F]: ...
 def ode_rhs_target(
     Q: _F, M: _F, a: _F, alpha: _I, coef: _F, act: str, regime: str, spherical: bool, lr: float,
     lr_readout: float, noise: float, evals: int = 1,

@@ -9,7 +9,7 @@
 // "all means zero" comes first), except for the pairs that have none there (a relu or step unit with a smooth
 // non-classic one), which go through the engine below at any mean. Otherwise:
 //   * pair_moment(a, i, b, j) = E[a^(i)(lambda1) b^(j)(lambda2)] (i + j <= 4, the orders of the population
-//     Hessian; relu'' = step' = delta and its derivatives delta', delta'' taken as distributions) is the building block. Condition on one variable,
+//     Hessian; relu'' = step' = delta and its derivatives up to delta''' taken as distributions) is the building block. Condition on one variable,
 //     lambda2 = mu2 + c t + s u (t, u standard normal, lambda1 = mu1 + sqrt(C11) t): the inner expectation over u is
 //     the Gaussian smoothing S_b^(j)(m, s) = E[b^(j)(m + s u)], in closed form for the classic five (linear m,
 //     quadratic m^2 + s^2, relu m Phi(m/s) + s phi(m/s), step Phi(m/s), erf erf(m / sqrt(2 (1 + s^2))) and their
