@@ -44,7 +44,9 @@ def test_refine_with_trained_biases_finds_the_teacher() -> None:
     start = t.with_weights(t.W + 0.05 * rng.standard_normal(t.W.shape), a=t.a, bias=t.bias + [0.05, -0.04])
     cp = tl.landscape.refine(start, t, train_bias=True, train_readout=True)
     assert cp.converged and cp.kind == "global minimum" and cp.train_bias, cp
-    assert cp.risk < 1e-20 and cp.grad_norm <= 1e-12
+    # the risk at the gradient's zero: the gradient is certified to ~1e-10 relative (its own quadrature), so its zero
+    # sits ~1e-10 / lambda_min from the risk's minimum, a risk of ~1e-17 here; the weights below are the real check
+    assert cp.risk < 1e-15 and cp.grad_norm <= 1e-12
     np.testing.assert_allclose(cp.student.bias, t.bias, atol=1e-8)
     np.testing.assert_allclose(cp.student.W, t.W, atol=1e-8)
     assert cp.eigenvalues.shape == (10,) and cp.eigenvalues[0] > 0  # strict: smooth units have no orbit
