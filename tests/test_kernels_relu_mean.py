@@ -57,11 +57,11 @@ def test_orthant_probability_against_mpmath(m1: float, m2: float, x: float, y: f
 def test_vanishing_mean_is_the_zero_mean_closed_form(name: str, a: str, b: str) -> None:
     C = REFERENCE_CASES[name]
     if name in ("tiny scale", "huge scale"):
-        pytest.skip("a mean of 1e-200 is not negligible against a standard deviation of 1e-4 or below")
+        C = C / math.sqrt(C[2, 2] * C[3, 3])  # (a mean of 1e-200 is not negligible at every scale)
     ref = tl.kernels.i4("relu", a, b, C)
-    got = tl.kernels.i4("relu", a, b, C, mean=[1e-200, 0.0, 0.0, 0.0])  # any nonzero mean takes the engine
+    got = tl.kernels.i4("relu", a, b, C, mean=[0.0, 0.0, 1e-200, 0.0])  # any nonzero mean takes the engine
     scale = math.sqrt(C[2, 2] * C[3, 3])
-    assert abs(got - ref) <= 1e-10 * abs(ref) + 1e-13 * scale, (name, got, ref)
+    assert abs(got - ref) <= 1e-10 * abs(ref) + 1e-13 * scale + 1e-190, (name, got, ref)  # (the mean itself)
 
 
 @pytest.mark.parametrize("a, b", [("relu", "erf"), ("step", "quadratic"), ("tanh", "relu")])
@@ -78,7 +78,7 @@ def test_price_derivative_is_the_step_student(a: str, b: str) -> None:
     assert fd == pytest.approx(tl.kernels.i4("step", a, b, C, mean=mu), rel=1e-7)
 
 
-def _mc(s: str, a: str, b: str, mu: np.ndarray, C: np.ndarray, n: int = 2_000_000) -> tuple[float, float]:
+def _mc(s: str, a: str, b: str, mu: np.ndarray, C: np.ndarray, n: int = 1_000_000) -> tuple[float, float]:
     w, V = np.linalg.eigh(C)
     Lr = V * np.sqrt(np.clip(w, 0, None))
     lam = mu + np.random.default_rng(11).normal(size=(n, 4)) @ Lr.T
