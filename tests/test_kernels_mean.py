@@ -218,8 +218,8 @@ def test_mean_errors() -> None:
         tl.kernels.i2("relu", "relu", -np.eye(2), mean=[1.0, 0.0])
     with pytest.raises(ValueError, match="exceeds the double range"):
         tl.kernels.i2("quadratic", "quadratic", C, mean=[1e200, 1.0])
-    with pytest.raises(NotImplementedError, match="relu student"):
-        tl.kernels.i4("relu", "relu", "relu", np.eye(4), mean=[0.1, 0.0, 0.0, 0.0])
+    with pytest.raises(ValueError, match="exceeds the double range"):  # the relu student's I4 (nested rule)
+        tl.kernels.i4("relu", "quadratic", "quadratic", np.eye(4), mean=[0.1, 0.0, 1e200, 0.0])
     with pytest.raises(ValueError, match="delta"):  # E[delta(l1) delta(l2)] with l1 = l2 = 0 identically
         tl.kernels.j2("step", np.array([[0.0, 0.0], [0.0, 1.0]]), mean=[0.0, 1.0])
 

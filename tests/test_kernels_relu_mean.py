@@ -1,13 +1,16 @@
-"""The relu student's I4 with means (issue 23): I4 = E[step(l1) step(l2) a(l3) b(l4)], l ~ N(mu, C), for every
-teacher pair (a, b) (cpp/src/gaussian_mean.cpp, relu_student_i4: nested adaptive quadrature over (l3, l4) with the
-bivariate orthant probability of the step pair in closed form).
+"""I4 with means where a relu or step unit is involved (issue 23): the relu student's I4 = E[step(l1) step(l2) a(l3)
+b(l4)], l ~ N(mu, C), for every teacher pair (a, b), and a smooth student's I4 with relu or step units among (a, b)
+(cpp/src/gaussian_mean.cpp, kinked_i4: nested adaptive quadrature over (l3, l4), the student pair in closed form:
+the bivariate orthant probability, or the certified smooth pair moment).
 
 Checked against
 * mpmath: the bivariate orthant probability alone (a, b = 1: constant units of mean 1), to 1e-15 absolute;
 * the certified zero-mean closed forms (gaussian_relu_i4.hpp, section 8) at a vanishing mean, on the reference grid
   of test_kernels_relu_i4.py (degenerate, aligned, nearly aligned and rank-deficient covariances), to 1e-10;
 * Price's theorem with means: dI4/dC12 = the step student's I4 (density at 0 times a conditioned I2);
-* Monte Carlo within 5 standard errors, smooth and kinked teachers, a repeated student unit (the ODE's i = k).
+* Monte Carlo within 5 standard errors, smooth and kinked teachers, a repeated student unit (the ODE's i = k);
+* smooth students: relu(x) - relu(-x) = x ties I4(s, relu, b) to I4(s, linear, b) of the smooth engine (an
+  independent route: gaussian_smooth.hpp's own I4 with means), to 1e-10.
 """
 
 from __future__ import annotations
@@ -103,4 +106,28 @@ def test_against_monte_carlo(a: str, b: str, case: str) -> None:
         mu[1] = mu[0]
     est, se = _mc("relu", a, b, mu, C)
     got = tl.kernels.i4("relu", a, b, C, mean=mu)
+    assert abs(got - est) < 5 * se, (got, est, se)
+
+
+@pytest.mark.parametrize("s, b", [("tanh", "tanh"), ("softplus", "relu"), ("sin", "tanh"), ("quadratic", "erf"),
+                                  ("gelu", "step")])
+def test_smooth_student_relu_minus_mirrored_relu_is_linear(s: str, b: str) -> None:
+    rng = np.random.default_rng(4)
+    A = rng.normal(size=(4, 4))
+    C = A @ A.T / 4
+    mu = np.array([0.3, -0.2, 0.5, -0.4])
+    F = np.diag([1.0, 1.0, -1.0, 1.0])  # l3 -> -l3
+    got = tl.kernels.i4(s, "relu", b, C, mean=mu) - tl.kernels.i4(s, "relu", b, F @ C @ F, mean=F @ mu)
+    ref = tl.kernels.i4(s, "linear", b, C, mean=mu)  # no relu or step unit: the smooth engine (or closed forms)
+    assert got == pytest.approx(ref, rel=1e-10, abs=1e-13)
+
+
+@pytest.mark.parametrize("s, a, b", [("tanh", "relu", "tanh"), ("softplus", "step", "relu")])
+def test_smooth_student_against_monte_carlo(s: str, a: str, b: str) -> None:
+    rng = np.random.default_rng(9)
+    A = rng.normal(size=(4, 4))
+    C = A @ A.T / 4
+    mu = np.array([0.4, -0.3, 0.8, -1.1])
+    est, se = _mc(s, a, b, mu, C)
+    got = tl.kernels.i4(s, a, b, C, mean=mu)
     assert abs(got - est) < 5 * se, (got, est, se)

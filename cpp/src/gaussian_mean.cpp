@@ -441,16 +441,17 @@ Conditioned condition_first_pair(const double* C, const double* mu, double noise
 }  // namespace
 
 namespace {
-// E[step(l1) step(l2) a(l3) b(l4)] (the relu student's I4), any a, b. Cholesky in the order (l3, l4, l1, l2) (zero
-// pivots dropped): l3 = m3 + L00 t, l4 = m4 + L10 t + L11 u, and given (t, u) the step pair is the bivariate orthant
-// probability P(l1 > 0, l2 > 0 | t, u) = BivariateOrthant of the conditioned means and the fixed conditioned covariance.
-// t and u by nested adaptive Gauss-Legendre (adaptive_normal), split at the kinks of a and b and around the boundary
-// layer of every kinked field whose remaining variance is small (a near-singular covariance: a step sharpened over a
-// width sd / slope).
+// I4 = E[s'(l1) s'(l2) a(l3) b(l4)] for a relu student (s' = step, any a, b) or a smooth student with a relu or step
+// unit among a, b. Cholesky in the order (l3, l4, l1, l2) (zero pivots dropped): l3 = m3 + L00 t,
+// l4 = m4 + L10 t + L11 u, and given (t, u) the student pair is E[s'(l1) s'(l2) | t, u] at the conditioned means
+// and the fixed conditioned covariance: for relu the bivariate orthant probability (BivariateOrthant), for a smooth
+// s the certified pair moment of gaussian_smooth.hpp (smooth::moments, m11). t and u by nested adaptive
+// Gauss-Legendre (adaptive_enveloped), split at the kinks of a and b and around the boundary layer of every kinked
+// field whose remaining variance is small (a near-singular covariance: a kink sharpened over a width sd / slope).
 // Tolerances (relative to the integral of |f|): the inner rule finer than the outer, whose check would otherwise
 // chase the inner rule's rounding-level noise.
 constexpr double kOuterTol = 1e-12, kInnerTol = 1e-13;
-double relu_student_i4(A a, A b, const double* C, const double* mu) {
+double kinked_i4(A st, A a, A b, const double* C, const double* mu) {
   static constexpr int kOrder[4] = {2, 3, 0, 1};
   double P[16], L[16], m[4];
   for (int r = 0; r < 4; ++r) {
@@ -462,13 +463,35 @@ double relu_student_i4(A a, A b, const double* C, const double* mu) {
   double rho = s1 > 0.0 && s2 > 0.0 ? std::clamp(L[10] * L[14] / (s1 * s2), -1.0, 1.0) : 0.0;
   constexpr double kUnit = 1.0 - 8.0 * 2.220446049250313e-16;  // an exactly repeated unit (i = k) is rho = 1
   rho = rho >= kUnit ? 1.0 : (rho <= -kUnit ? -1.0 : rho);
-  const BivariateOrthant bvn(rho);
-  auto orthant = [&](double m1, double m2) {  // P(m1 + X > 0, m2 + Y > 0)
-    if (!(s1 > 0.0)) return m1 > 0.0 ? (s2 > 0.0 ? ncdf(m2 / s2) : (m2 > 0.0 ? 1.0 : 0.0)) : 0.0;
-    if (!(s2 > 0.0)) return m2 > 0.0 ? ncdf(m1 / s1) : 0.0;
-    return bvn(-m1 / s1, -m2 / s2);
+  const bool relu = st == A::Relu;
+  const BivariateOrthant bvn(relu ? rho : 0.0);
+  // the pair E[s'(m1 + X) s'(m2 + Y)] with its envelope: the orthant probability is known to ~1e-16 absolute, its
+  // envelope P + 1e-2 (the rule certified to 1e-2 E|b| where P is tiny, not to its rounding); a smooth pair moment is
+  // certified to its own scale, its envelope |v| + 1e-2 sqrt(E[s'(l1)^2] E[s'(l2)^2]) (cancelling s': sin, gelu, ...)
+  const double cx = L[10] * L[10], cy = L[10] * L[14], cz = L[14] * L[14] + L[15] * L[15];
+  double floor = 0.0;
+  if (!relu) {
+    double m1[smooth::kMoments], m2[smooth::kMoments];
+    if (!smooth::moments(st, st, mu[0], mu[0], C[0], C[0], C[0], 1, m1) ||
+        !smooth::moments(st, st, mu[1], mu[1], C[5], C[5], C[5], 1, m2))
+      throw std::domain_error("kernels with means: the Gaussian quadrature could not reach its certified accuracy");
+    floor = 1e-2 * std::sqrt(std::fabs(m1[smooth::moment_index(1, 1)] * m2[smooth::moment_index(1, 1)]));
+  }
+  auto pair = [&](double m1, double m2) {
+    if (!relu) {
+      double mm[smooth::kMoments];
+      if (!smooth::moments(st, st, m1, m2, cx, cy, cz, 1, mm))
+        throw std::domain_error("kernels with means: the Gaussian quadrature could not reach its certified accuracy");
+      const double v = mm[smooth::moment_index(1, 1)];
+      return Enveloped{v, std::fabs(v) + floor};
+    }
+    double p;  // P(m1 + X > 0, m2 + Y > 0)
+    if (!(s1 > 0.0)) p = m1 > 0.0 ? (s2 > 0.0 ? ncdf(m2 / s2) : (m2 > 0.0 ? 1.0 : 0.0)) : 0.0;
+    else if (!(s2 > 0.0)) p = m2 > 0.0 ? ncdf(m1 / s1) : 0.0;
+    else p = bvn(-m1 / s1, -m2 / s2);
+    return Enveloped{p, p + 1e-2};
   };
-  const bool kinked[4] = {factor(a, 0).kink, factor(b, 0).kink, true, true};
+  const bool kinked[4] = {factor(a, 0).kink, factor(b, 0).kink, relu, relu};
   // the remaining standard deviation of field f beyond the first `from` Cholesky variables
   auto rest = [&](int f, int from) {
     double v = 0.0;
@@ -482,24 +505,22 @@ double relu_student_i4(A a, A b, const double* C, const double* mu) {
   double wrest[4] = {0.0, 0.0, rest(2, 2) / std::fabs(L[9]), rest(3, 2) / std::fabs(L[13])};  // layers in u
   // For |rho| -> 1 the step pair's probability has a kink where h = k (rho > 0: Phi(-max(h, k))) or h = -k (rho < 0)
   // smoothed over sqrt(2 (1 - |rho|)): the field g = m1 / s1 - sg m2 / s2 = g0 + gt t + gu u is a kinked one too.
-  const bool pair_layer = s1 > 0.0 && s2 > 0.0 && std::fabs(rho) >= 0.5;
+  const bool pair_layer = relu && s1 > 0.0 && s2 > 0.0 && std::fabs(rho) >= 0.5;
   const double sg = rho < 0.0 ? -1.0 : 1.0, gw = std::sqrt(2.0 * (1.0 - std::fabs(rho)));
   const double g0 = m[2] / s1 - sg * m[3] / s2, gt = L[8] / s1 - sg * L[12] / s2, gu = L[9] / s1 - sg * L[13] / s2;
   if (pair_layer && gt != 0.0) add_layer(outer, -g0 / gt, std::hypot(gw, gu) / std::fabs(gt));
-  // The step pair's probability is known to ~1e-16 absolute: its envelope is P + 1e-2, so that the rule is certified
-  // to rel 1e-2 E|b| where P is tiny, not to its rounding.
   auto inner = [&](double t) {
     const double c4 = m[1] + L[4] * t, c1 = m[2] + L[8] * t, c2 = m[3] + L[12] * t;
     std::vector<double> breaks;
     if (kinked[1] && L[5] > 0.0) breaks.push_back(-c4 / L[5]);
-    if (L[9] != 0.0) add_layer(breaks, -c1 / L[9], wrest[2]);
-    if (L[13] != 0.0) add_layer(breaks, -c2 / L[13], wrest[3]);
+    if (relu && L[9] != 0.0) add_layer(breaks, -c1 / L[9], wrest[2]);
+    if (relu && L[13] != 0.0) add_layer(breaks, -c2 / L[13], wrest[3]);
     if (pair_layer && gu != 0.0) add_layer(breaks, -(g0 + gt * t) / gu, gw / std::fabs(gu));
     auto f = [&](double u) {
       const double hb = npdf(u) * pointwise(b, 0, c4 + L[5] * u);
       if (hb == 0.0) return Enveloped{0.0, 0.0};
-      const double p = orthant(c1 + L[9] * u, c2 + L[13] * u);
-      return Enveloped{hb * p, std::fabs(hb) * (p + 1e-2)};
+      const Enveloped p = pair(c1 + L[9] * u, c2 + L[13] * u);
+      return Enveloped{hb * p.value, std::fabs(hb) * p.envelope};
     };
     return adaptive_enveloped(f, std::move(breaks), kInnerTol);
   };
@@ -562,10 +583,7 @@ double i4_mean(A s, A a, A b, const double* C, const double* mu) {
     }
     default: break;
   }
-  if (s == A::Relu) return relu_student_i4(a, b, C, mu);
-  if (!smooth::is_smooth(a) || !smooth::is_smooth(b))
-    throw not_implemented(
-        "i4 with means: relu or step teacher units of a smooth student are not implemented with means yet");
+  if (s == A::Relu || !smooth::is_smooth(a) || !smooth::is_smooth(b)) return kinked_i4(s, a, b, C, mu);
   double out = kNaN;
   if (!smooth::i4(s, a, b, C, out, mu))
     throw std::domain_error("kernels with means: the Gaussian quadrature could not reach its certified accuracy");
