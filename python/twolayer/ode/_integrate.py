@@ -149,8 +149,7 @@ def integrate(
         ``bias`` and ``teacher_bias`` (fixed); a run with biases (a nonzero
         one, or ``lr_bias > 0``) integrates the equations with means of the
         documentation's ODE page, "Biases" (gradient flow and online SGD;
-        not spherical, targets, step students, nor online relu/step
-        teachers of a smooth student: NotImplementedError).
+        not spherical, targets, nor step students: NotImplementedError).
 
     Returns
     -------
