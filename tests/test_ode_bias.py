@@ -219,3 +219,10 @@ def test_online_ode_against_sgd_relu_student(teacher: str) -> None:
     """A relu student with trained biases and readout (issue 23's check): I4 with means of the step pair."""
     z = _ode_vs_sgd("relu", teacher, d=4000, n_seeds=16, t_max=3.0)
     assert max(z.values()) < 3.0, z
+
+
+@pytest.mark.slow
+def test_online_ode_against_sgd_smooth_student_relu_teacher() -> None:
+    """A tanh student of a relu teacher (the smooth pair moment inside the nested I4 with means), K = M = 1."""
+    z = _ode_vs_sgd("tanh", "relu", d=4000, n_seeds=16, t_max=2.0, K=1, M=1)
+    assert max(z.values()) < 3.0, z
