@@ -198,10 +198,10 @@ def test_zero_mean_is_bitwise_the_zero_mean_kernel() -> None:
     out = tl.kernels.i2("relu", "erf", C2, mean=mu)
     np.testing.assert_array_equal(out[[0, 1, 3, 4]], tl.kernels.i2("relu", "erf", C2[[0, 1, 3, 4]]))
     assert out[2] == tl.kernels.i2("relu", "erf", C2[2], mean=mu[2])
-    # pairs without a zero-mean kernel (relu with tanh) exist with means, zero ones included
-    with pytest.raises(NotImplementedError):
-        tl.kernels.i2("relu", "tanh", C2)
+    # pairs without a zero-mean kernel (relu with tanh) exist with means, zero ones included, and without: the
+    # with-means engine at mean 0
     out = tl.kernels.i2("relu", "tanh", C2, mean=mu)
+    np.testing.assert_array_equal(tl.kernels.i2("relu", "tanh", C2[[0, 1, 3, 4]]), out[[0, 1, 3, 4]])
     assert np.all(np.isfinite(out))
     assert out[0] == pytest.approx(tl.kernels.i2("relu", "tanh", C2[0], mean=[1e-9, 0.0]), rel=1e-7)
 

@@ -39,7 +39,9 @@ bivariate orthant probability, Drezner-Wesolowsky / Plackett, 1e-16 absolute; sm
 certified to 1e-12 of the integral of the envelope (measured: <= 1e-12 against the zero-mean closed forms on their
 degenerate grid, 1e-15 against the smooth engine through relu(x) - relu(-x) = x). Cost: about 1 ms (relu student,
 ODE-like covariances) to 15 ms (random ones), up to 0.3 s near rank-deficient ones; 4 ms to 1.2 s with a smooth
-student. Measured accuracy: see the activations page of the documentation.
+student. A relu or step unit with a smooth non-classic one has no zero-mean kernel: with ``mean`` None (or zero)
+such kernels run the with-means engines at mean 0 (CPU only). Measured accuracy: see the activations page of the
+documentation.
 """
 
 from __future__ import annotations
@@ -74,7 +76,15 @@ def _batched(
             core = getattr(_core, fn.__name__ + "_mean")
             out = core(*acts, arr.reshape(-1, n, n), mu.reshape(-1, n), n_threads=n_threads_arg(n_threads))
             return out.reshape(batch)[()]
-    out = fn(*acts, arr.reshape(-1, n, n), n_threads=n_threads_arg(n_threads), device=dev)
+    try:
+        out = fn(*acts, arr.reshape(-1, n, n), n_threads=n_threads_arg(n_threads), device=dev)
+    except NotImplementedError:
+        if dev != "cpu":
+            raise
+        # a relu or step unit with a smooth one has no zero-mean kernel: the with-means engine at mean 0
+        core = getattr(_core, fn.__name__ + "_mean")
+        out = core(*acts, arr.reshape(-1, n, n), np.zeros((arr.reshape(-1, n, n).shape[0], n)),
+                   n_threads=n_threads_arg(n_threads))
     return out.reshape(batch)[()]
 
 
