@@ -131,3 +131,41 @@ def test_smooth_student_against_monte_carlo(s: str, a: str, b: str) -> None:
     est, se = _mc(s, a, b, mu, C)
     got = tl.kernels.i4(s, a, b, C, mean=mu)
     assert abs(got - est) < 5 * se, (got, est, se)
+
+
+def _linear_linear_ref(mu: np.ndarray, C: np.ndarray) -> float:
+    """E[step(l1) step(l2) l3 l4] with means in closed form (Stein's lemma on the centred c3, c4): the orthant
+    probability S = P(l1 > 0, l2 > 0) by mpmath, the delta terms p_j(0) times conditioned normal moments."""
+    def given(j: int, o: int, k: int | None) -> float:  # E[delta(l_j) 1(l_o > 0) (c_k or 1)]
+        pj = math.exp(-0.5 * mu[j] ** 2 / C[j, j]) / math.sqrt(2 * math.pi * C[j, j])
+        mo = mu[o] - C[o, j] / C[j, j] * mu[j]
+        so = math.sqrt(C[o, o] - C[o, j] ** 2 / C[j, j])
+        P = 0.5 * math.erfc(-mo / so / math.sqrt(2))
+        if k is None:
+            return pj * P
+        mk = -C[k, j] / C[j, j] * mu[j]
+        cov = C[k, o] - C[k, j] * C[j, o] / C[j, j]
+        return pj * (mk * P + cov * math.exp(-0.5 * (mo / so) ** 2) / (so * math.sqrt(2 * math.pi)))
+
+    S = _orthant_ref(mu[0], mu[1], C[0, 0], C[0, 1], C[1, 1])
+    e3 = C[2, 0] * given(0, 1, None) + C[2, 1] * given(1, 0, None)  # E[c3 S]
+    e4 = C[3, 0] * given(0, 1, None) + C[3, 1] * given(1, 0, None)
+    e34 = C[2, 3] * S + C[2, 0] * given(0, 1, 3) + C[2, 1] * given(1, 0, 3)  # E[c3 c4 S]
+    return mu[2] * mu[3] * S + mu[2] * e4 + mu[3] * e3 + e34
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_linear_teachers_with_means_against_closed_form(case: int) -> None:
+    rng = np.random.default_rng(20 + case)
+    A = rng.normal(size=(4, 4))
+    if case == 3:
+        A[2] = A[0] + 1e-4 * rng.normal(size=4)  # nearly aligned teacher and student
+    if case == 4:
+        A[3] = A[1] - 1e-3 * rng.normal(size=4)
+    if case == 5:
+        A[1] = A[0] + 0.05 * rng.normal(size=4)  # strongly correlated student pair (|rho| near 1)
+    C = A @ A.T / 4
+    mu = rng.uniform(-1.5, 1.5, 4)
+    ref = _linear_linear_ref(mu, C)
+    got = tl.kernels.i4("relu", "linear", "linear", C, mean=mu)
+    assert got == pytest.approx(ref, rel=1e-10, abs=1e-14), (got, ref)
