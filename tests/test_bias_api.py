@@ -108,3 +108,16 @@ def test_landscape_entry_points_refuse_biases() -> None:
         with pytest.raises(NotImplementedError, match="does not handle biases yet"):
             call()
         assert name
+
+
+def test_ode_with_biases_every_student_but_step() -> None:
+    """The ODE with biases: online and gradient flow for every student and teacher but step students (issue 23: the
+    relu student and relu/step teachers of smooth students take I4 with means)."""
+    s, t = tl.networks.teacher_student(1, 1, 8, "relu", seed=0)
+    ov = tl.Overlaps.from_networks(s.with_weights(s.W, bias=[0.3]), t.with_weights(t.W, bias=[-0.2]))
+    for student, teacher in [("relu", "relu"), ("relu", "tanh"), ("tanh", "relu"), ("softplus", "step")]:
+        for regime in ("online", "gradient_flow"):
+            out = tl.ode.rhs(ov, student, teacher, lr=0.5, lr_bias=0.5, regime=regime)
+            assert len(out) == 4 and all(np.all(np.isfinite(x)) for x in out), (student, teacher, regime)
+    with pytest.raises(NotImplementedError, match="step students with biases"):
+        tl.ode.rhs(ov, "step", "relu", lr=0.5, regime="gradient_flow")

@@ -110,15 +110,6 @@ void validate_bias(const OdeModel& m) {
   if (m.student == Activation::Step)
     throw not_implemented("bias: the ODE of step students with biases is not implemented (E[delta'(l) step(l)] of a "
                           "unit with itself)");
-  if (m.regime == Regime::Online) {
-    const bool smooth_teacher = m.teacher != Activation::Relu && m.teacher != Activation::Step;
-    const bool i4_ok = m.student == Activation::Linear || m.student == Activation::Erf ||
-                       (m.student != Activation::Relu && smooth_teacher);
-    if (!i4_ok)
-      throw not_implemented("regime: online SGD with biases needs I4 with means, not implemented yet for a relu "
-                            "student nor for relu or step teachers of a smooth student; regime='gradient_flow' "
-                            "applies");
-  }
 }
 
 OdeRhs::Eval OdeRhs::select_eval(int K, int M) {

@@ -34,7 +34,7 @@
 //   Psi_ic = E[g'(l_i) c_c E] = Omega_ic A_i + sum_u B_iu Omega_uc,
 //   A_i = sum_u w_u E[g''(l_i) h_u(l_u)],  B_iu = w_u E[g'(l_i) h_u'(l_u)],
 // the bias pull E[g'(l_i) E] = sum_u w_u E[g'(l_i) h_u(l_u)], and E[g'(l_i) g'(l_k) E^2] = sum_jl w_j w_l
-// I4(g, h_j, h_l) with means (i4_mean; not implemented for relu students nor relu/step teachers of a smooth student:
+// I4(g, h_j, h_l) with means (i4_mean; every student but step:
 // such online models are refused). Gradient flow is exactly minus the population gradient with biases
 // (population.gradient(train_bias=True)) mapped to (Q, M, b, a). With zero biases and lr_bias = 0 a model is not
 // "biased" and takes the paths above, bitwise unchanged. Spherical runs project dQ and dM as above (Q_ii fixed; the
