@@ -137,6 +137,7 @@ class OdeRhs {
   std::vector<int> pairs_;               // student pairs (i, k), i <= k
   int chunk_ = 1;                        // pairs per I4 table call
   std::size_t ws_size_ = 0;
+  bool square_fields_ = false;  // the online term through smooth::error_square_moments
   std::vector<std::vector<double>> ws_;  // per-thread scratch
 };
 

@@ -1,0 +1,353 @@
+// E[s'(l_i) s'(l_k) E^2] of smooth units over one set of fields (gaussian_error_square.hpp).
+#include "twolayer/gaussian_error_square.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "twolayer/gaussian_smooth.hpp"
+
+namespace twolayer::smooth {
+
+namespace {
+
+constexpr int kLag = 8, kLagLo = 3;  // interpolation points at offsets -3..4 from the cell's left node
+constexpr int kMargin = kLagLo + 2;  // grid points below the covered range (and kLag - kLagLo + 2 above)
+constexpr double kTableTol = 1e-14;  // midpoint error / largest entry of a table
+constexpr int kMaxTable = 1 << 16;   // grid points of one table at most
+constexpr double kRawDx = 0.0125;    // first grid step of an activation's table (argument units)
+constexpr double kSmoothDx = 0.05;   // first grid step of a smoothing's table
+constexpr int kMaxPairs = 6;         // K <= 3 students below a last teacher field
+constexpr int kAttempts = 3;         // step halvings of the trapezoidal rule
+
+// Lagrange weights of the 8 points at offsets m - kLagLo (m = 0..7) for the point at offset t in [0, 1).
+void lagrange8(double t, double* lw) {
+  static constexpr double inv_den[kLag] = {-1.0 / 5040.0, 1.0 / 720.0, -1.0 / 240.0, 1.0 / 144.0,
+                                           -1.0 / 144.0,  1.0 / 240.0, -1.0 / 720.0, 1.0 / 5040.0};
+  double pre[kLag + 1], suf[kLag + 1];
+  pre[0] = 1.0;
+  for (int m = 0; m < kLag; ++m) pre[m + 1] = pre[m] * (t - (m - kLagLo));
+  suf[kLag] = 1.0;
+  for (int m = kLag - 1; m >= 0; --m) suf[m] = suf[m + 1] * (t - (m - kLagLo));
+  for (int m = 0; m < kLag; ++m) lw[m] = pre[m] * suf[m + 1] * inv_den[m];
+}
+
+inline double dot8(const double* lw, const double* v) {
+  double s = 0.0;
+  for (int m = 0; m < kLag; ++m) s += lw[m] * v[m];
+  return s;
+}
+
+// A uniform grid x_k = x0 + dx k, k in [0, size), whose interpolation stencils cover [lo, hi].
+struct Grid {
+  double x0 = 0.0, dx = 0.0;
+  int size = 0;
+  bool cover(double lo, double hi, double step) {
+    dx = step;
+    const double cells = std::ceil((hi - lo) / dx);
+    if (!(cells + kLag + 4.0 <= kMaxTable)) return false;
+    size = static_cast<int>(cells) + kLag + 4;
+    x0 = lo - kMargin * dx;
+    return true;
+  }
+  // First stencil index k and fraction t of x; false outside the grid.
+  bool locate(double x, int& k, double& t) const {
+    const double pos = (x - x0) / dx, fl = std::floor(pos);
+    if (!(fl >= kLagLo && fl <= size - 1 - (kLag - kLagLo))) return false;
+    k = static_cast<int>(fl) - kLagLo;
+    t = pos - fl;
+    return true;
+  }
+};
+
+// Checks an interpolation table against its exact values at the cell midpoints (mid[c]: cell c between c and c + 1).
+bool midpoints_ok(const std::vector<double>& v, const std::vector<double>& mid) {
+  double vmax = 0.0, emax = 0.0, lw[kLag];
+  lagrange8(0.5, lw);
+  for (double x : v) vmax = std::max(vmax, std::fabs(x));
+  const int size = static_cast<int>(v.size());
+  for (int c = kLagLo; c + kLag - kLagLo < size; ++c) emax = std::max(emax, std::fabs(dot8(lw, &v[c - kLagLo]) - mid[c]));
+  return std::isfinite(vmax) && emax <= kTableTol * vmax;
+}
+
+// The activation a (and a' when deriv) on a grid aligned to `step` (step = m dx), covering [lo, hi].
+struct ActTable {
+  Grid g;
+  int m = 1;
+  std::vector<double> v, d;
+  bool build(Activation a, bool deriv, double lo, double hi, double step) {
+    m = static_cast<int>(std::ceil(step / kRawDx));
+    for (int attempt = 0; attempt < 6; ++attempt, m *= 2) {
+      if (!g.cover(lo, hi, step / m)) return false;
+      v.resize(g.size);
+      d.resize(deriv ? g.size : 0);
+      std::vector<double> mv(g.size), md(deriv ? g.size : 0);
+      for (int k = 0; k < g.size; ++k) {
+        double e[2];
+        sigma_derivatives(a, g.x0 + g.dx * k, deriv ? 1 : 0, e);
+        v[k] = e[0];
+        if (deriv) d[k] = e[1];
+        sigma_derivatives(a, g.x0 + g.dx * (k + 0.5), deriv ? 1 : 0, e);
+        mv[k] = e[0];
+        if (deriv) md[k] = e[1];
+      }
+      if (midpoints_ok(v, mv) && (!deriv || midpoints_ok(d, md))) return true;
+    }
+    return false;
+  }
+};
+
+// The smoothings S_q(b) = sum_j w_j a(b + s h j)^q (q = 1, 2; w_j the trapezoidal normal weights, |j| <= nl) and
+// their 2h rules (even j, weights 2 w_j) on a grid aligned to `step` (|step| = m' dx; 0: free), covering [lo, hi];
+// s h = m dx with h <= hmax.
+struct SmoothTable {
+  Grid g;
+  int mstep = 0;  // grid points per step of the line
+  double S0 = 0.0, S0c = 0.0;
+  std::vector<double> S1, S2, S1c, S2c;
+  bool build(Activation a, double s, double hmax, double lo, double hi, double step) {
+    const double target = std::min(kSmoothDx, s * hmax), as = std::fabs(step);
+    int mp = as > 0.0 ? static_cast<int>(std::ceil(as / target)) : 0;
+    double dx = as > 0.0 ? as / mp : target;
+    for (int attempt = 0; attempt < 6; ++attempt, mp *= 2, dx *= 0.5) {
+      if (!g.cover(lo, hi, dx)) return false;
+      mstep = step > 0.0 ? mp : -mp;
+      const int m = std::max(1, static_cast<int>(std::floor(s * hmax / dx)));
+      const double h = m * dx / s;
+      const int nl = static_cast<int>(std::floor(kTrunc / h));
+      if (!(static_cast<double>(g.size) + 2.0 * m * nl <= 4.0 * kMaxTable)) return false;
+      std::vector<double> wj(2 * nl + 1);
+      S0 = S0c = 0.0;
+      for (int j = -nl; j <= nl; ++j) {
+        wj[j + nl] = normal_weight(j * h, h);
+        S0 += wj[j + nl];
+        if ((j & 1) == 0) S0c += 2.0 * wj[j + nl];
+      }
+      // a on the extended grid x0 + dx (i - m nl), i in [0, size + 2 m nl), and at its half points
+      const int ext = g.size + 2 * m * nl;
+      std::vector<double> H(ext), Hm(ext);
+      for (int i = 0; i < ext; ++i) {
+        H[i] = sigma(a, g.x0 + dx * (i - m * nl));
+        Hm[i] = sigma(a, g.x0 + dx * (i - m * nl + 0.5));
+      }
+      auto convolve = [&](const std::vector<double>& src, std::vector<double>& s1, std::vector<double>& s2,
+                          std::vector<double>& c1, std::vector<double>& c2) {
+        s1.assign(g.size, 0.0);
+        s2.assign(g.size, 0.0);
+        c1.assign(g.size, 0.0);
+        c2.assign(g.size, 0.0);
+        for (int k = 0; k < g.size; ++k) {
+          double f1 = 0.0, f2 = 0.0, e1 = 0.0, e2 = 0.0;
+          for (int j = -nl; j <= nl; ++j) {
+            const double x = src[k + m * (j + nl)], wx = wj[j + nl] * x;
+            f1 += wx;
+            f2 += wx * x;
+            if ((j & 1) == 0) {
+              e1 += wx;
+              e2 += wx * x;
+            }
+          }
+          s1[k] = f1;
+          s2[k] = f2;
+          c1[k] = 2.0 * e1;
+          c2[k] = 2.0 * e2;
+        }
+      };
+      std::vector<double> M1, M2, M1c, M2c;
+      convolve(H, S1, S2, S1c, S2c);
+      convolve(Hm, M1, M2, M1c, M2c);
+      if (midpoints_ok(S1, M1) && midpoints_ok(S2, M2) && midpoints_ok(S1c, M1c) && midpoints_ok(S2c, M2c))
+        return true;
+    }
+    return false;
+  }
+};
+
+// The nested lattice of one attempt (steps h): fine, 2h and |.| sums per pair.
+struct Lattice {
+  int n, f, l, np;
+  const Activation* acts;
+  const double *L, *mu, *w;
+  double h[4];
+  int cnt[kMaxPairs];        // how many of the pair's fields are the line field f
+  int outer[kMaxPairs][2];   // the pair's fields before f (-1: none)
+  bool looped[4];
+  int n_looped_outer = 0;
+  ActTable line;             // field f along the line
+  SmoothTable last;          // field l smoothed
+  std::vector<double> wline;  // normal weights of the line, index j + jfull
+  int jfull = 0;
+  double fine[kMaxPairs], coarse[kMaxPairs], scale[kMaxPairs];
+  double val[4], der[4];
+
+  // Level e < f: every node of z_e (a zero pivot: the single node z_e = 0), then the next level.
+  void level(int e, const double* arg, double r2, double wt, double wc, bool even) {
+    if (e == f) return leaf_line(arg, r2, wt, wc, even);
+    const bool der_needed = e < n - 1;
+    auto visit = [&](double z, double wz, double wzc, bool ev) {
+      double a2[4];
+      for (int c = 0; c < n; ++c) a2[c] = c >= e ? arg[c] + L[c * n + e] * z : arg[c];
+      double d[2];
+      sigma_derivatives(acts[e], a2[e], der_needed ? 1 : 0, d);
+      val[e] = d[0];
+      der[e] = der_needed ? d[1] : 0.0;
+      level(e + 1, a2, r2 + z * z, wt * wz, wc * wzc, even && ev);
+    };
+    if (!looped[e]) return visit(0.0, 1.0, 1.0, true);
+    const double R2 = kTrunc * kTrunc - r2;
+    const int jm = R2 > 0.0 ? static_cast<int>(std::floor(std::sqrt(R2) / h[e])) : 0;
+    for (int j = -jm; j <= jm; ++j) {
+      const double z = j * h[e], wz = normal_weight(z, h[e]);
+      visit(z, wz, 2.0 * wz, (j & 1) == 0);
+    }
+  }
+
+  // The line of z_f (all before fixed): field f from its table (or directly when it has no variable of its own),
+  // field l from the smoothing tables.
+  void leaf_line(const double* arg, double r2, double wt, double wc, bool even) {
+    double Pout = 0.0;
+    for (int c = 0; c < f; ++c) Pout += w[c] * val[c];
+    const double wf = w[f], wl = w[l], S0 = last.S0, S0c = last.S0c;
+    const bool student_f = cnt_any();
+    double sf[3] = {0.0, 0.0, 0.0}, sa[3] = {0.0, 0.0, 0.0}, sc[3] = {0.0, 0.0, 0.0};
+    int kb, kf = 0;
+    double tb, tf, lwb[kLag], lwf[kLag];
+    if (!last.g.locate(arg[l], kb, tb)) { ok = false; return; }
+    lagrange8(tb, lwb);
+    const int sb = last.mstep;
+    if (looped[f]) {
+      if (!line.g.locate(arg[f], kf, tf)) { ok = false; return; }
+      lagrange8(tf, lwf);
+      const double R2 = kTrunc * kTrunc - r2;
+      const int jm = R2 > 0.0 ? std::min(jfull, static_cast<int>(std::floor(std::sqrt(R2) / h[f]))) : 0;
+      if (kf - jm * line.m < 0 || kf + jm * line.m + kLag > line.g.size ||
+          kb - jm * std::abs(sb) < 0 || kb + jm * std::abs(sb) + kLag > last.g.size) { ok = false; return; }
+      const double* V = line.v.data();
+      const double* D = student_f ? line.d.data() : nullptr;
+      for (int j = -jm; j <= jm; ++j) {
+        const int iv = kf + j * line.m, ib = kb + j * sb;
+        const double vf = dot8(lwf, V + iv), df = D ? dot8(lwf, D + iv) : 1.0;
+        const double S1 = dot8(lwb, last.S1.data() + ib), S2 = dot8(lwb, last.S2.data() + ib);
+        const double P = Pout + wf * vf, wj = wline[j + jfull];
+        const double x0 = wj * (P * P * S0 + 2.0 * P * wl * S1 + wl * wl * S2), x1 = x0 * df, x2 = x1 * df;
+        sf[0] += x0; sf[1] += x1; sf[2] += x2;
+        sa[0] += std::fabs(x0); sa[1] += std::fabs(x1); sa[2] += std::fabs(x2);
+        if (even && (j & 1) == 0) {
+          const double C1 = dot8(lwb, last.S1c.data() + ib), C2 = dot8(lwb, last.S2c.data() + ib);
+          const double y0 = 2.0 * wj * (P * P * S0c + 2.0 * P * wl * C1 + wl * wl * C2), y1 = y0 * df;
+          sc[0] += y0; sc[1] += y1; sc[2] += y1 * df;
+        }
+      }
+    } else {  // field f is fixed by the earlier variables
+      double d[2];
+      sigma_derivatives(acts[f], arg[f], student_f ? 1 : 0, d);
+      const double df = student_f ? d[1] : 1.0;
+      const double S1 = dot8(lwb, last.S1.data() + kb), S2 = dot8(lwb, last.S2.data() + kb);
+      const double P = Pout + wf * d[0];
+      const double x0 = P * P * S0 + 2.0 * P * wl * S1 + wl * wl * S2;
+      sf[0] = x0; sf[1] = x0 * df; sf[2] = x0 * df * df;
+      for (int q = 0; q < 3; ++q) sa[q] = std::fabs(sf[q]);
+      if (even) {
+        const double C1 = dot8(lwb, last.S1c.data() + kb), C2 = dot8(lwb, last.S2c.data() + kb);
+        sc[0] = P * P * S0c + 2.0 * P * wl * C1 + wl * wl * C2;
+        sc[1] = sc[0] * df;
+        sc[2] = sc[1] * df;
+      }
+    }
+    for (int p = 0; p < np; ++p) {
+      double G = 1.0;
+      for (int q = 0; q < 2; ++q)
+        if (outer[p][q] >= 0) G *= der[outer[p][q]];
+      fine[p] += wt * G * sf[cnt[p]];
+      scale[p] += wt * std::fabs(G) * sa[cnt[p]];
+      if (even) coarse[p] += wc * G * sc[cnt[p]];
+    }
+  }
+  bool any_f = false;
+  bool ok = true;
+  bool cnt_any() const { return any_f; }
+};
+
+}  // namespace
+
+bool error_square_moments(Activation s, int n, const Activation* acts, const double* C, const double* mu_in,
+                          const double* w, const int* pairs, int np, double* out) {
+  if (n < 2 || n > 4 || np < 1 || np > kMaxPairs) return false;
+  const int f = n - 2, l = n - 1;
+  for (int c = 0; c < n; ++c)
+    if (!is_smooth(acts[c])) return false;
+  double mu[4] = {0.0, 0.0, 0.0, 0.0};
+  if (mu_in)
+    for (int c = 0; c < n; ++c) mu[c] = mu_in[c];
+  double L[16];
+  psd_cholesky(C, n, L);
+  if (!(L[l * n + l] > 0.0)) return false;
+  Lattice lat;
+  lat.n = n;
+  lat.f = f;
+  lat.l = l;
+  lat.np = np;
+  lat.acts = acts;
+  lat.L = L;
+  lat.mu = mu;
+  lat.w = w;
+  for (int p = 0; p < np; ++p) {
+    const int i = pairs[2 * p], k = pairs[2 * p + 1];
+    if (i < 0 || k < 0 || i >= l || k >= l || acts[i] != s || acts[k] != s) return false;
+    lat.cnt[p] = (i == f) + (k == f);
+    lat.outer[p][0] = i < f ? i : -1;
+    lat.outer[p][1] = k < f ? k : -1;
+    lat.any_f = lat.any_f || lat.cnt[p] > 0;
+  }
+  // first steps: each field counted twice (its derivative and the square of the error)
+  double hmax[4];
+  for (int e = 0; e < n; ++e) {
+    lat.looped[e] = L[e * n + e] > 0.0;
+    Activation ta[8];
+    double sl[8];
+    int m = 0;
+    for (int c = e; c < n; ++c) {
+      ta[m] = ta[m + 1] = acts[c];
+      sl[m] = sl[m + 1] = L[c * n + e];
+      m += 2;
+    }
+    hmax[e] = lat.looped[e] ? trapezoid_step(ta, sl, m) : 0.0;
+  }
+  // ranges of the arguments of f and l before their own variables (the ball |z| <= 9)
+  double spanf = 0.0, spanl = 0.0;
+  for (int e = 0; e <= f; ++e) {
+    spanf += std::fabs(L[f * n + e]);
+    spanl += std::fabs(L[l * n + e]);
+  }
+  spanf *= kTrunc;
+  spanl *= kTrunc;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    const double fac = std::ldexp(1.0, -attempt);
+    for (int e = 0; e < n; ++e) lat.h[e] = hmax[e] * fac;
+    if (lat.looped[f]) {
+      if (!lat.line.build(acts[f], lat.any_f, mu[f] - spanf, mu[f] + spanf, L[f * n + f] * lat.h[f])) return false;
+      lat.jfull = static_cast<int>(std::floor(kTrunc / lat.h[f]));
+      lat.wline.resize(2 * lat.jfull + 1);
+      for (int j = -lat.jfull; j <= lat.jfull; ++j) lat.wline[j + lat.jfull] = normal_weight(j * lat.h[f], lat.h[f]);
+    }
+    const double bstep = lat.looped[f] ? L[l * n + f] * lat.h[f] : 0.0;
+    if (!lat.last.build(acts[l], L[l * n + l], lat.h[l], mu[l] - spanl, mu[l] + spanl, bstep)) return false;
+    for (int p = 0; p < np; ++p) lat.fine[p] = lat.coarse[p] = lat.scale[p] = 0.0;
+    lat.ok = true;
+    lat.n_looped_outer = 0;
+    lat.level(0, mu, 0.0, 1.0, 1.0, true);
+    if (!lat.ok) return false;
+    bool ok = true;
+    for (int p = 0; p < np; ++p) {
+      const double d = lat.fine[p] - lat.coarse[p];
+      ok = ok && std::isfinite(lat.fine[p]) && !(d * d > kAcceptSq * lat.scale[p] * lat.scale[p]);
+    }
+    if (ok) {
+      for (int p = 0; p < np; ++p) out[p] = lat.fine[p];
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace twolayer::smooth
