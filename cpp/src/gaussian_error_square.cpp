@@ -18,7 +18,11 @@ constexpr int kMaxTable = 1 << 16;   // grid points of one table at most
 constexpr double kRawDx = 0.0125;    // first grid step of an activation's table (argument units)
 constexpr double kSmoothDx = 0.05;   // first grid step of a smoothing's table
 constexpr int kMaxPairs = 6;         // K <= 3 students below a last teacher field
-constexpr int kAttempts = 3;         // step halvings of the trapezoidal rule
+constexpr int kAttempts = 4;         // steps of the trapezoidal rule tried (each kRetry times the last)
+// The 2h rule of the first step errs by ~e^-26: the square of the error times two derivatives is larger near the
+// poles than one activation (gaussian_smooth.hpp takes e^-18 per I4 and then often halves the steps; measured:
+// e^-24 passes the check at K = M = 2 with tanh, e^-26 with a margin of 10).
+constexpr double kFirstExp = 26.0;
 
 // Lagrange weights of the 8 points at offsets m - kLagLo (m = 0..7) for the point at offset t in [0, 1).
 void lagrange8(double t, double* lw) {
@@ -36,6 +40,19 @@ inline double dot8(const double* lw, const double* v) {
   double s = 0.0;
   for (int m = 0; m < kLag; ++m) s += lw[m] * v[m];
   return s;
+}
+
+// out[q] = sum_m lw[m] v[q stride + m], q < len (the 8-point stencils along a line).
+void interpolate(const double* lw, const double* v, int stride, int len, double* out) {
+  for (int q = 0; q < len; ++q) out[q] = 0.0;
+  for (int m = 0; m < kLag; ++m) {
+    const double c = lw[m];
+    const double* vm = v + m;
+#ifdef TWOLAYER_OPENMP
+#pragma omp simd
+#endif
+    for (int q = 0; q < len; ++q) out[q] += c * vm[static_cast<std::ptrdiff_t>(q) * stride];
+  }
 }
 
 // A uniform grid x_k = x0 + dx k, k in [0, size), whose interpolation stencils cover [lo, hi].
@@ -60,6 +77,30 @@ struct Grid {
   }
 };
 
+// out[q] = the interpolant of the table v on g at x + (q - jm) step, q <= 2 jm: the stencils at fixed offsets
+// (stride grid points per step, the weights computed once) when the grid is aligned to the step, else located point
+// by point (stride kFree). False when a stencil leaves the grid.
+constexpr int kFree = 1 << 30;
+bool along_line(const Grid& g, const double* v, int stride, double x, double step, int jm, double* out) {
+  const int len = 2 * jm + 1;
+  double lw[kLag], t;
+  int k;
+  if (stride == kFree) {
+    for (int q = 0; q < len; ++q) {
+      if (!g.locate(x + (q - jm) * step, k, t)) return false;
+      lagrange8(t, lw);
+      out[q] = dot8(lw, v + k);
+    }
+    return true;
+  }
+  if (!g.locate(x, k, t)) return false;
+  const int span = jm * std::abs(stride);
+  if (k - span < 0 || k + span + kLag > g.size) return false;
+  lagrange8(t, lw);
+  interpolate(lw, v + k - jm * stride, stride, len, out);
+  return true;
+}
+
 // Checks an interpolation table against its exact values at the cell midpoints (mid[c]: cell c between c and c + 1).
 bool midpoints_ok(const std::vector<double>& v, const std::vector<double>& mid) {
   double vmax = 0.0, emax = 0.0, lw[kLag];
@@ -73,12 +114,16 @@ bool midpoints_ok(const std::vector<double>& v, const std::vector<double>& mid) 
 // The activation a (and a' when deriv) on a grid aligned to `step` (step = m dx), covering [lo, hi].
 struct ActTable {
   Grid g;
-  int m = 1;
+  int m = 1, stride = 1;  // grid points per step of the line (kFree: not aligned)
   std::vector<double> v, d;
+  // (a step below kRawDx / 8 would make the aligned grid too fine: the grid is then free, dx = kRawDx)
   bool build(Activation a, bool deriv, double lo, double hi, double step) {
-    m = static_cast<int>(std::ceil(step / kRawDx));
-    for (int attempt = 0; attempt < 6; ++attempt, m *= 2) {
-      if (!g.cover(lo, hi, step / m)) return false;
+    const bool free = step < kRawDx / 8.0;
+    m = free ? 1 : static_cast<int>(std::ceil(step / kRawDx));
+    double dx = free ? kRawDx : step / m;
+    for (int attempt = 0; attempt < 6; ++attempt, m *= 2, dx *= 0.5) {
+      if (!g.cover(lo, hi, dx)) return false;
+      stride = free ? kFree : m;
       v.resize(g.size);
       d.resize(deriv ? g.size : 0);
       std::vector<double> mv(g.size), md(deriv ? g.size : 0);
@@ -106,16 +151,19 @@ struct SmoothTable {
   double S0 = 0.0, S0c = 0.0;
   std::vector<double> S1, S2, S1c, S2c;
   bool build(Activation a, double s, double hmax, double lo, double hi, double step) {
-    const double target = std::min(kSmoothDx, s * hmax), as = std::fabs(step);
-    int mp = as > 0.0 ? static_cast<int>(std::ceil(as / target)) : 0;
-    double dx = as > 0.0 ? as / mp : target;
+    // grid aligned to the line's step when that is not much below the target (else free); the convolution on the
+    // grid itself when s h >= dx (s h = m dx), else point by point (a near-singular last field)
+    const double as = std::fabs(step), target = std::min(kSmoothDx, std::max(s * hmax, kRawDx));
+    const bool free = as > 0.0 && as < target / 8.0;
+    int mp = as > 0.0 && !free ? static_cast<int>(std::ceil(as / target)) : 0;
+    double dx = mp > 0 ? as / mp : target;
     for (int attempt = 0; attempt < 6; ++attempt, mp *= 2, dx *= 0.5) {
       if (!g.cover(lo, hi, dx)) return false;
-      mstep = step > 0.0 ? mp : -mp;
-      const int m = std::max(1, static_cast<int>(std::floor(s * hmax / dx)));
-      const double h = m * dx / s;
+      mstep = free ? kFree : (step > 0.0 ? mp : -mp);
+      const bool shared = s * hmax >= dx;
+      const int m = shared ? static_cast<int>(std::floor(s * hmax / dx)) : 0;
+      const double h = shared ? m * dx / s : hmax;
       const int nl = static_cast<int>(std::floor(kTrunc / h));
-      if (!(static_cast<double>(g.size) + 2.0 * m * nl <= 4.0 * kMaxTable)) return false;
       std::vector<double> wj(2 * nl + 1);
       S0 = S0c = 0.0;
       for (int j = -nl; j <= nl; ++j) {
@@ -123,13 +171,24 @@ struct SmoothTable {
         S0 += wj[j + nl];
         if ((j & 1) == 0) S0c += 2.0 * wj[j + nl];
       }
-      // a on the extended grid x0 + dx (i - m nl), i in [0, size + 2 m nl), and at its half points
-      const int ext = g.size + 2 * m * nl;
+      // a on the extended grid x0 + dx (i - m nl), i in [0, size + 2 m nl), and at its half points (shared), or at
+      // every x_k + s h j (row k of 2 nl + 1 values)
+      const int ext = shared ? g.size + 2 * m * nl : g.size * (2 * nl + 1);
+      if (!(ext <= 4 * kMaxTable)) return false;
       std::vector<double> H(ext), Hm(ext);
-      for (int i = 0; i < ext; ++i) {
-        H[i] = sigma(a, g.x0 + dx * (i - m * nl));
-        Hm[i] = sigma(a, g.x0 + dx * (i - m * nl + 0.5));
+      if (shared) {
+        for (int i = 0; i < ext; ++i) {
+          H[i] = sigma(a, g.x0 + dx * (i - m * nl));
+          Hm[i] = sigma(a, g.x0 + dx * (i - m * nl + 0.5));
+        }
+      } else {
+        for (int k = 0; k < g.size; ++k)
+          for (int j = -nl; j <= nl; ++j) {
+            H[k * (2 * nl + 1) + j + nl] = sigma(a, g.x0 + dx * k + s * h * j);
+            Hm[k * (2 * nl + 1) + j + nl] = sigma(a, g.x0 + dx * (k + 0.5) + s * h * j);
+          }
       }
+      const int row = shared ? 1 : 2 * nl + 1, col = shared ? m : 1;  // H index of (k, j): k row + (j + nl) col
       auto convolve = [&](const std::vector<double>& src, std::vector<double>& s1, std::vector<double>& s2,
                           std::vector<double>& c1, std::vector<double>& c2) {
         s1.assign(g.size, 0.0);
@@ -139,7 +198,7 @@ struct SmoothTable {
         for (int k = 0; k < g.size; ++k) {
           double f1 = 0.0, f2 = 0.0, e1 = 0.0, e2 = 0.0;
           for (int j = -nl; j <= nl; ++j) {
-            const double x = src[k + m * (j + nl)], wx = wj[j + nl] * x;
+            const double x = src[k * row + col * (j + nl)], wx = wj[j + nl] * x;
             f1 += wx;
             f2 += wx * x;
             if ((j & 1) == 0) {
@@ -210,35 +269,66 @@ struct Lattice {
     const double wf = w[f], wl = w[l], S0 = last.S0, S0c = last.S0c;
     const bool student_f = cnt_any();
     double sf[3] = {0.0, 0.0, 0.0}, sa[3] = {0.0, 0.0, 0.0}, sc[3] = {0.0, 0.0, 0.0};
-    int kb, kf = 0;
-    double tb, tf, lwb[kLag], lwf[kLag];
-    if (!last.g.locate(arg[l], kb, tb)) { ok = false; return; }
-    lagrange8(tb, lwb);
-    const int sb = last.mstep;
     if (looped[f]) {
-      if (!line.g.locate(arg[f], kf, tf)) { ok = false; return; }
-      lagrange8(tf, lwf);
       const double R2 = kTrunc * kTrunc - r2;
       const int jm = R2 > 0.0 ? std::min(jfull, static_cast<int>(std::floor(std::sqrt(R2) / h[f]))) : 0;
-      if (kf - jm * line.m < 0 || kf + jm * line.m + kLag > line.g.size ||
-          kb - jm * std::abs(sb) < 0 || kb + jm * std::abs(sb) + kLag > last.g.size) { ok = false; return; }
-      const double* V = line.v.data();
-      const double* D = student_f ? line.d.data() : nullptr;
-      for (int j = -jm; j <= jm; ++j) {
-        const int iv = kf + j * line.m, ib = kb + j * sb;
-        const double vf = dot8(lwf, V + iv), df = D ? dot8(lwf, D + iv) : 1.0;
-        const double S1 = dot8(lwb, last.S1.data() + ib), S2 = dot8(lwb, last.S2.data() + ib);
-        const double P = Pout + wf * vf, wj = wline[j + jfull];
-        const double x0 = wj * (P * P * S0 + 2.0 * P * wl * S1 + wl * wl * S2), x1 = x0 * df, x2 = x1 * df;
-        sf[0] += x0; sf[1] += x1; sf[2] += x2;
-        sa[0] += std::fabs(x0); sa[1] += std::fabs(x1); sa[2] += std::fabs(x2);
-        if (even && (j & 1) == 0) {
-          const double C1 = dot8(lwb, last.S1c.data() + ib), C2 = dot8(lwb, last.S2c.data() + ib);
-          const double y0 = 2.0 * wj * (P * P * S0c + 2.0 * P * wl * C1 + wl * wl * C2), y1 = y0 * df;
-          sc[0] += y0; sc[1] += y1; sc[2] += y1 * df;
+      // interpolated values along the line, then the weighted sums
+      const int len = 2 * jm + 1;
+      const double sf_step = L[f * n + f] * h[f], sl_step = L[l * n + f] * h[f];
+      double *vf = buf_.data(), *df = vf + len, *s1 = df + len, *s2 = s1 + len;
+      if (!along_line(line.g, line.v.data(), line.stride, arg[f], sf_step, jm, vf) ||
+          (student_f && !along_line(line.g, line.d.data(), line.stride, arg[f], sf_step, jm, df)) ||
+          !along_line(last.g, last.S1.data(), last.mstep, arg[l], sl_step, jm, s1) ||
+          !along_line(last.g, last.S2.data(), last.mstep, arg[l], sl_step, jm, s2)) {
+        ok = false;
+        return;
+      }
+      const double* wj = wline.data() + jfull - jm;
+      double f0 = 0.0, f1 = 0.0, f2 = 0.0, a0 = 0.0, a1 = 0.0, a2 = 0.0;
+#ifdef TWOLAYER_OPENMP
+#pragma omp simd reduction(+ : f0, f1, f2, a0, a1, a2)
+#endif
+      for (int q = 0; q < len; ++q) {
+        const double P = Pout + wf * vf[q], d = student_f ? df[q] : 1.0;
+        const double x0 = wj[q] * (P * P * S0 + 2.0 * P * wl * s1[q] + wl * wl * s2[q]), x1 = x0 * d, x2 = x1 * d;
+        f0 += x0;
+        f1 += x1;
+        f2 += x2;
+        a0 += std::fabs(x0);
+        a1 += std::fabs(x1);
+        a2 += std::fabs(x2);
+      }
+      sf[0] = f0; sf[1] = f1; sf[2] = f2;
+      sa[0] = a0; sa[1] = a1; sa[2] = a2;
+      if (even) {  // the 2h rule: even j (jm - j even from q = jm & 1 on)
+        const int q0 = jm & 1, jc = (jm - q0) / 2;  // j = -2 jc, ..., 2 jc
+        double *c1 = s2 + len, *c2 = c1 + len;
+        const int st = last.mstep == kFree ? kFree : 2 * last.mstep;
+        if (!along_line(last.g, last.S1c.data(), st, arg[l], 2.0 * sl_step, jc, c1) ||
+            !along_line(last.g, last.S2c.data(), st, arg[l], 2.0 * sl_step, jc, c2)) {
+          ok = false;
+          return;
         }
+        const int lc = 2 * jc + 1;
+        double e0 = 0.0, e1 = 0.0, e2 = 0.0;
+        for (int r = 0; r < lc; ++r) {
+          const int q = q0 + 2 * r;
+          const double P = Pout + wf * vf[q], d = student_f ? df[q] : 1.0;
+          const double y0 = 2.0 * wj[q] * (P * P * S0c + 2.0 * P * wl * c1[r] + wl * wl * c2[r]), y1 = y0 * d;
+          e0 += y0;
+          e1 += y1;
+          e2 += y1 * d;
+        }
+        sc[0] = e0; sc[1] = e1; sc[2] = e2;
       }
     } else {  // field f is fixed by the earlier variables
+      int kb;
+      double tb, lwb[kLag];
+      if (!last.g.locate(arg[l], kb, tb)) {
+        ok = false;
+        return;
+      }
+      lagrange8(tb, lwb);
       double d[2];
       sigma_derivatives(acts[f], arg[f], student_f ? 1 : 0, d);
       const double df = student_f ? d[1] : 1.0;
@@ -265,6 +355,7 @@ struct Lattice {
   }
   bool any_f = false;
   bool ok = true;
+  std::vector<double> buf_;  // the line's interpolated values (6 rows of 2 jfull + 1)
   bool cnt_any() const { return any_f; }
 };
 
@@ -311,7 +402,7 @@ bool error_square_moments(Activation s, int n, const Activation* acts, const dou
       sl[m] = sl[m + 1] = L[c * n + e];
       m += 2;
     }
-    hmax[e] = lat.looped[e] ? trapezoid_step(ta, sl, m) : 0.0;
+    hmax[e] = lat.looped[e] ? trapezoid_step(ta, sl, m, kFirstExp) : 0.0;
   }
   // ranges of the arguments of f and l before their own variables (the ball |z| <= 9)
   double spanf = 0.0, spanl = 0.0;
@@ -322,12 +413,13 @@ bool error_square_moments(Activation s, int n, const Activation* acts, const dou
   spanf *= kTrunc;
   spanl *= kTrunc;
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
-    const double fac = std::ldexp(1.0, -attempt);
+    const double fac = std::pow(kRetry, attempt);
     for (int e = 0; e < n; ++e) lat.h[e] = hmax[e] * fac;
     if (lat.looped[f]) {
       if (!lat.line.build(acts[f], lat.any_f, mu[f] - spanf, mu[f] + spanf, L[f * n + f] * lat.h[f])) return false;
       lat.jfull = static_cast<int>(std::floor(kTrunc / lat.h[f]));
       lat.wline.resize(2 * lat.jfull + 1);
+      lat.buf_.resize(6 * (2 * lat.jfull + 1));
       for (int j = -lat.jfull; j <= lat.jfull; ++j) lat.wline[j + lat.jfull] = normal_weight(j * lat.h[f], lat.h[f]);
     }
     const double bstep = lat.looped[f] ? L[l * n + f] * lat.h[f] : 0.0;
