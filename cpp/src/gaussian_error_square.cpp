@@ -285,18 +285,32 @@ struct Lattice {
       }
       const double* wj = wline.data() + jfull - jm;
       double f0 = 0.0, f1 = 0.0, f2 = 0.0, a0 = 0.0, a1 = 0.0, a2 = 0.0;
+      if (student_f) {
 #ifdef TWOLAYER_OPENMP
 #pragma omp simd reduction(+ : f0, f1, f2, a0, a1, a2)
 #endif
-      for (int q = 0; q < len; ++q) {
-        const double P = Pout + wf * vf[q], d = student_f ? df[q] : 1.0;
-        const double x0 = wj[q] * (P * P * S0 + 2.0 * P * wl * s1[q] + wl * wl * s2[q]), x1 = x0 * d, x2 = x1 * d;
-        f0 += x0;
-        f1 += x1;
-        f2 += x2;
-        a0 += std::fabs(x0);
-        a1 += std::fabs(x1);
-        a2 += std::fabs(x2);
+        for (int q = 0; q < len; ++q) {
+          const double P = Pout + wf * vf[q], d = df[q];
+          const double x0 = wj[q] * (P * P * S0 + 2.0 * P * wl * s1[q] + wl * wl * s2[q]), x1 = x0 * d, x2 = x1 * d;
+          f0 += x0;
+          f1 += x1;
+          f2 += x2;
+          a0 += std::fabs(x0);
+          a1 += std::fabs(x1);
+          a2 += std::fabs(x2);
+        }
+      } else {  // x0 >= 0 up to the tables' rounding: |x0| summed all the same
+#ifdef TWOLAYER_OPENMP
+#pragma omp simd reduction(+ : f0, a0)
+#endif
+        for (int q = 0; q < len; ++q) {
+          const double P = Pout + wf * vf[q];
+          const double x0 = wj[q] * (P * P * S0 + 2.0 * P * wl * s1[q] + wl * wl * s2[q]);
+          f0 += x0;
+          a0 += std::fabs(x0);
+        }
+        f1 = f2 = f0;
+        a1 = a2 = a0;
       }
       sf[0] = f0; sf[1] = f1; sf[2] = f2;
       sa[0] = a0; sa[1] = a1; sa[2] = a2;
