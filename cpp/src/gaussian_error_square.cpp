@@ -231,7 +231,6 @@ struct Lattice {
   int cnt[kMaxPairs];        // how many of the pair's fields are the line field f
   int outer[kMaxPairs][2];   // the pair's fields before f (-1: none)
   bool looped[4];
-  int n_looped_outer = 0;
   ActTable line;             // field f along the line
   SmoothTable last;          // field l smoothed
   std::vector<double> wline;  // normal weights of the line, index j + jfull
@@ -267,7 +266,7 @@ struct Lattice {
     double Pout = 0.0;
     for (int c = 0; c < f; ++c) Pout += w[c] * val[c];
     const double wf = w[f], wl = w[l], S0 = last.S0, S0c = last.S0c;
-    const bool student_f = cnt_any();
+    const bool student_f = any_f;
     double sf[3] = {0.0, 0.0, 0.0}, sa[3] = {0.0, 0.0, 0.0}, sc[3] = {0.0, 0.0, 0.0};
     if (looped[f]) {
       const double R2 = kTrunc * kTrunc - r2;
@@ -367,10 +366,9 @@ struct Lattice {
       if (even) coarse[p] += wc * G * sc[cnt[p]];
     }
   }
-  bool any_f = false;
+  bool any_f = false;  // a pair holds the line field f (a student): its derivative is needed
   bool ok = true;
   std::vector<double> buf_;  // the line's interpolated values (6 rows of 2 jfull + 1)
-  bool cnt_any() const { return any_f; }
 };
 
 }  // namespace
@@ -440,7 +438,6 @@ bool error_square_moments(Activation s, int n, const Activation* acts, const dou
     if (!lat.last.build(acts[l], L[l * n + l], lat.h[l], mu[l] - spanl, mu[l] + spanl, bstep)) return false;
     for (int p = 0; p < np; ++p) lat.fine[p] = lat.coarse[p] = lat.scale[p] = 0.0;
     lat.ok = true;
-    lat.n_looped_outer = 0;
     lat.level(0, mu, 0.0, 1.0, 1.0, true);
     if (!lat.ok) return false;
     bool ok = true;

@@ -6,14 +6,15 @@
 // n (n + 1) / 2 four-dimensional quadratures per pair). Method (docs/layers/activations.rst, "Cost"):
 //   * whitened nested lattice: l = mu + L z (L the Cholesky factor of C, zero pivots dropped), the trapezoidal rule
 //     in z on the ball |z| <= 9, each field evaluated once per prefix (z_1..z_c) of the variables it depends on;
-//   * the last field (a teacher) is integrated out in closed-form-like fashion: for fixed z_1..z_{n-1} the sum over
-//     z_n of (P + w_n act_n(b + L_nn z_n))^2 is P^2 S0 + 2 P w_n S1(b) + w_n^2 S2(b) with the Gaussian smoothings
+//   * the last field (a teacher) is summed out once per call: for fixed z_1..z_{n-1} the sum over z_n of
+//     (P + w_n act_n(b + L_nn z_n))^2 is P^2 S0 + 2 P w_n S1(b) + w_n^2 S2(b) with the Gaussian smoothings
 //     S_q(b) = sum_j w_j act_n(b + L_nn h_n j)^q, tabulated once per call on a uniform grid and interpolated (local
 //     Lagrange, 8 points);
 //   * the field of the innermost loop is interpolated from a table of its activation (and derivative) too: along a
 //     line of that loop both arguments move by whole grid steps (the grids are aligned to the steps), so the
 //     interpolation weights are computed once per line.
-// Certificate: the trapezoidal steps are those of gaussian_smooth.hpp (the 2h rule errs by ~e^-18); the 2h rule is
+// Certificate: the trapezoidal steps of gaussian_smooth.hpp's trapezoid_step, each field counted twice (its
+// derivative, the square), with a first 2h rule that errs by ~e^-26 (steps times 0.75 on failure); the 2h rule is
 // the even sub-lattice in every variable (the tables carry its sums too), and the result is accepted when
 // ((I_h - I_2h) / S)^2 <= 1e-13 per pair, S the same rule on |integrand|; every table is checked at the midpoints of
 // its cells against direct evaluation (error <= 1e-14 of its largest entry, the grid halved otherwise). Returns false
