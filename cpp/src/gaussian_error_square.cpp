@@ -371,10 +371,31 @@ struct Lattice {
   std::vector<double> buf_;  // the line's interpolated values (6 rows of 2 jfull + 1)
 };
 
-}  // namespace
 
-bool error_square_moments(Activation s, int n, const Activation* acts, const double* C, const double* mu_in,
-                          const double* w, const int* pairs, int np, double* out) {
+// First trapezoidal steps hmax[e] of the variables z_e of l = mu + L z (looped[e]: a nonzero pivot; else no
+// variable), each field counted twice (its derivative and the square of the error); returns prod_e 1 / hmax[e] over
+// the looped variables before the last (the number of leaves, up to a constant).
+double first_steps(int n, const Activation* acts, const double* L, double* hmax, bool* looped) {
+  double leaves = 1.0;
+  for (int e = 0; e < n; ++e) {
+    looped[e] = L[e * n + e] > 0.0;
+    Activation ta[8];
+    double sl[8];
+    int m = 0;
+    for (int c = e; c < n; ++c) {
+      ta[m] = ta[m + 1] = acts[c];
+      sl[m] = sl[m + 1] = L[c * n + e];
+      m += 2;
+    }
+    hmax[e] = looped[e] ? trapezoid_step(ta, sl, m, kFirstExp) : 0.0;
+    if (looped[e] && e < n - 1) leaves /= hmax[e];
+  }
+  return leaves;
+}
+
+// error_square_moments on the fields in the given order.
+bool in_order(Activation s, int n, const Activation* acts, const double* C, const double* mu_in, const double* w,
+              const int* pairs, int np, double* out) {
   if (n < 2 || n > 4 || np < 1 || np > kMaxPairs) return false;
   const int f = n - 2, l = n - 1;
   for (int c = 0; c < n; ++c)
@@ -402,20 +423,8 @@ bool error_square_moments(Activation s, int n, const Activation* acts, const dou
     lat.outer[p][1] = k < f ? k : -1;
     lat.any_f = lat.any_f || lat.cnt[p] > 0;
   }
-  // first steps: each field counted twice (its derivative and the square of the error)
   double hmax[4];
-  for (int e = 0; e < n; ++e) {
-    lat.looped[e] = L[e * n + e] > 0.0;
-    Activation ta[8];
-    double sl[8];
-    int m = 0;
-    for (int c = e; c < n; ++c) {
-      ta[m] = ta[m + 1] = acts[c];
-      sl[m] = sl[m + 1] = L[c * n + e];
-      m += 2;
-    }
-    hmax[e] = lat.looped[e] ? trapezoid_step(ta, sl, m, kFirstExp) : 0.0;
-  }
+  first_steps(n, acts, L, hmax, lat.looped);
   // ranges of the arguments of f and l before their own variables (the ball |z| <= 9)
   double spanf = 0.0, spanl = 0.0;
   for (int e = 0; e <= f; ++e) {
@@ -451,6 +460,52 @@ bool error_square_moments(Activation s, int n, const Activation* acts, const dou
     }
   }
   return false;
+}
+
+}  // namespace
+
+// The order of the fields: the one of least work (leaves of the first steps) among those with a non-pair field last.
+bool error_square_moments(Activation s, int n, const Activation* acts, const double* C, const double* mu,
+                          const double* w, const int* pairs, int np, double* out) {
+  if (n < 2 || n > 4 || np < 1 || np > kMaxPairs) return false;
+  bool in_pair[4] = {false, false, false, false};
+  for (int p = 0; p < 2 * np; ++p) {
+    if (pairs[p] < 0 || pairs[p] >= n) return false;
+    in_pair[pairs[p]] = true;
+  }
+  int perm[4] = {0, 1, 2, 3}, best[4] = {0, 1, 2, 3};
+  double best_leaves = kInfStrip;
+  do {
+    if (in_pair[perm[n - 1]]) continue;
+    double Cp[16], L[16], hmax[4];
+    bool looped[4];
+    Activation ap[4];
+    for (int a = 0; a < n; ++a) {
+      ap[a] = acts[perm[a]];
+      for (int b = 0; b < n; ++b) Cp[a * n + b] = C[perm[a] * n + perm[b]];
+    }
+    psd_cholesky(Cp, n, L);
+    if (!(L[n * n - 1] > 0.0)) continue;
+    // a student on the line costs about 1.5 times a teacher per leaf (its derivative too)
+    const double leaves = first_steps(n, ap, L, hmax, looped) * (n > 2 && in_pair[perm[n - 2]] ? 1.5 : 1.0);
+    if (leaves < best_leaves) {
+      best_leaves = leaves;
+      for (int a = 0; a < n; ++a) best[a] = perm[a];
+    }
+  } while (std::next_permutation(perm, perm + n));
+  if (!(best_leaves < kInfStrip)) return false;
+  int pos[4], pp[2 * kMaxPairs];
+  double Cp[16], mp[4], wp[4];
+  Activation ap[4];
+  for (int a = 0; a < n; ++a) {
+    pos[best[a]] = a;
+    ap[a] = acts[best[a]];
+    mp[a] = mu ? mu[best[a]] : 0.0;
+    wp[a] = w[best[a]];
+    for (int b = 0; b < n; ++b) Cp[a * n + b] = C[best[a] * n + best[b]];
+  }
+  for (int p = 0; p < 2 * np; ++p) pp[p] = pos[pairs[p]];
+  return in_order(s, n, ap, Cp, mp, wp, pp, np, out);
 }
 
 }  // namespace twolayer::smooth
