@@ -5,7 +5,8 @@
 // over n <= 4 fields l ~ N(mu, C), every pair at once, instead of sum_jl w_j w_l I4(s, act_j, act_l) (up to
 // n (n + 1) / 2 four-dimensional quadratures per pair). Method (docs/layers/activations.rst, "Cost"):
 //   * whitened nested lattice: l = mu + L z (L the Cholesky factor of C, zero pivots dropped), the trapezoidal rule
-//     in z on the ball |z| <= 9, each field evaluated once per prefix (z_1..z_c) of the variables it depends on;
+//     in z on the ball |z| <= 9, each field evaluated once per prefix (z_1..z_c) of the variables it depends on; the
+//     fields taken in the order of least work (a field outside the pairs last);
 //   * the last field (a teacher) is summed out once per call: for fixed z_1..z_{n-1} the sum over z_n of
 //     (P + w_n act_n(b + L_nn z_n))^2 is P^2 S0 + 2 P w_n S1(b) + w_n^2 S2(b) with the Gaussian smoothings
 //     S_q(b) = sum_j w_j act_n(b + L_nn h_n j)^q, tabulated once per call on a uniform grid and interpolated (local
