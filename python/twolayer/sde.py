@@ -104,8 +104,9 @@ class IncrementCovariance:
     cov : ndarray, shape (n, n)
         Cov(xi).
     mean_error, cov_error : float
-        The quadrature's estimated relative error with smooth non-polynomial units: max |difference to the rule
-        with 16 more nodes| / max |value|, of ``mean`` and ``cov`` (0 for exact moments).
+        The quadrature's estimated relative error with smooth non-polynomial units: the largest absolute
+        difference to the rule with 16 more nodes over the largest absolute value, of ``mean`` and ``cov`` (0 for
+        exact moments).
 
     Examples
     --------
