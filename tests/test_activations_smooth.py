@@ -218,11 +218,16 @@ def test_i3_i4_against_monte_carlo(mc_smooth):
             assert_mc(kernels.i4(key[1], key[2], key[3], C), ref, what=str(key))
 
 
-def test_relu_with_smooth_unit_is_not_implemented():
-    with pytest.raises(NotImplementedError, match="relu and step"):
-        kernels.i2("relu", "tanh", np.eye(2))
-    with pytest.raises(NotImplementedError):
-        kernels.i4("tanh", "relu", "tanh", np.eye(4))
+def test_relu_with_smooth_unit_runs_the_engine_with_means_at_zero_mean():
+    """No zero-mean kernel pairs a relu or step unit with a smooth one: the CPU runs the with-means engine at mean 0
+    (issue 23); the GPU still refuses."""
+    C = np.array([[1.0, 0.3], [0.3, 0.8]])
+    assert kernels.i2("relu", "tanh", C) == kernels.i2("relu", "tanh", C, mean=np.zeros(2))
+    assert kernels.i2("relu", "tanh", C) == pytest.approx(kernels.i2("relu", "tanh", C, mean=[1e-9, 0.0]), rel=1e-7)
+    C4 = np.eye(4) + 0.2
+    assert kernels.i4("tanh", "relu", "tanh", C4) == kernels.i4("tanh", "relu", "tanh", C4, mean=np.zeros(4))
+    assert kernels.i4("relu", "tanh", "relu", C4) == pytest.approx(
+        kernels.i4("relu", "tanh", "relu", C4, mean=[0.0, 0.0, 1e-9, 0.0]), rel=1e-7)
 
 
 def test_huge_variance_is_a_clear_error():

@@ -60,9 +60,8 @@ def test_functions_without_bias_support_refuse_nonzero_biases(pair: tuple[tl.Net
     s, t = pair
     ov = tl.Overlaps.from_networks(s, t)
     refusing = {
-        "ode.integrate_batch": lambda: tl.ode.integrate_batch([ov, ov], "erf", lr=0.5, t_max=1.0),
-        "BatchOverlaps.stack": lambda: tl.BatchOverlaps.stack([ov]),
-        "sde.simulate": lambda: tl.sde.simulate(ov, lr=0.5, t_max=1.0, d=100, seeds=2),
+        # the SDE takes biases with smooth units (test_sde_bias.py), not with relu's exact orthant moments
+        "sde.simulate(relu)": lambda: tl.sde.simulate(ov, "relu", lr=0.5, t_max=1.0, d=100, seeds=2),
         "large_batch.iterate": lambda: tl.large_batch.iterate(ov, "erf", "erf", lr=0.5, batch_ratio=2.0, n_steps=2),
         "full_batch.simulate": lambda: tl.full_batch.simulate(s, t, lr=0.5, alpha=2.0, n_steps=2),
     }
@@ -84,16 +83,18 @@ def test_zero_biases_change_nothing() -> None:
 def test_landscape_entry_points_refuse_biases() -> None:
     """The landscape tools (critical points, orbits, saddles, flows, multistart, fixed-point subspaces) take networks
     without biases: a nonzero student or teacher bias is refused by name, never dropped or half-used (the risk and
-    gradient would see a teacher's biases while the tools' symmetry and orbit arguments do not)."""
+    gradient would see a teacher's biases while the tools' symmetry and orbit arguments do not). refine, classify
+    and CriticalPoint.classified take biases where the model has no rescaling orbit (test_landscape_bias.py): relu
+    with a trained readout still refuses them."""
     s, t = tl.networks.teacher_student(2, 2, 2, "relu", seed=0)
     sb, tb = s.with_weights(s.W, bias=[0.3, -0.2]), t.with_weights(t.W, bias=[0.5, 0.0])
     step_s = tl.Network(s.W, s.a, "step")
     step_tb = tl.Network(t.W, t.a, "step", bias=[0.5, 0.0])
     L = tl.landscape
     calls = {
-        "classify(student)": lambda: L.classify(sb, t),
-        "classify(teacher)": lambda: L.classify(s, tb),
-        "refine": lambda: L.refine(s, tb),
+        "classify(student)": lambda: L.classify(sb, t, train_readout=True),
+        "classify(teacher)": lambda: L.classify(s, tb, train_readout=True),
+        "refine": lambda: L.refine(s, tb, train_readout=True),
         "saddle_search": lambda: L.saddle_search(s, tb),
         "step_gradient_flow": lambda: L.step_gradient_flow(step_s, step_tb, [0.0, 1.0]),
         "alignment_flow": lambda: L.alignment_flow(s, tb, [0.0, 1.0]),
@@ -101,9 +102,22 @@ def test_landscape_entry_points_refuse_biases() -> None:
         "canonical": lambda: L.canonical(sb, False),
         "orbit_tangents": lambda: L.orbit_tangents(sb, False),
         "SubspaceProblem": lambda: L.SubspaceProblem(L.FixedPointSpace((2,)), teacher=tb),
-        "CriticalPoint.classified": lambda: L.CriticalPoint.classified(s, tb, np.ones(4), 0.0, False),
+        "CriticalPoint.classified": lambda: L.CriticalPoint.classified(s, tb, np.ones(6), 0.0, True),
     }
     for name, call in calls.items():
         with pytest.raises(NotImplementedError, match="does not handle biases yet"):
             call()
         assert name
+
+
+def test_ode_with_biases_every_student_but_step() -> None:
+    """The ODE with biases: online and gradient flow for every student and teacher but step students (issue 23: the
+    relu student and relu/step teachers of smooth students take I4 with means)."""
+    s, t = tl.networks.teacher_student(1, 1, 8, "relu", seed=0)
+    ov = tl.Overlaps.from_networks(s.with_weights(s.W, bias=[0.3]), t.with_weights(t.W, bias=[-0.2]))
+    for student, teacher in [("relu", "relu"), ("relu", "tanh"), ("tanh", "relu"), ("softplus", "step")]:
+        for regime in ("online", "gradient_flow"):
+            out = tl.ode.rhs(ov, student, teacher, lr=0.5, lr_bias=0.5, regime=regime)
+            assert len(out) == 4 and all(np.all(np.isfinite(x)) for x in out), (student, teacher, regime)
+    with pytest.raises(NotImplementedError, match="step students with biases"):
+        tl.ode.rhs(ov, "step", "relu", lr=0.5, regime="gradient_flow")

@@ -199,6 +199,19 @@ def test_descend_interrupted_keeps_records() -> None:
     assert traj.student is not None
 
 
+def test_descend_with_biases_interrupted_keeps_records() -> None:
+    """The core's descent with biases (population_descend_mean) stops on Ctrl-C with its records and biases."""
+    student, teacher = tl.networks.teacher_student(K=2, M=2, d=10, activation="erf", seed=0)
+    student = student.with_weights(student.W, bias=[0.3, -0.2])
+    exc, latency = interrupt(lambda: tl.population.descend(student, teacher, lr=0.1, n_steps=10**9, n_records=200,
+                                                           lr_bias=0.1), after=1.0)
+    assert latency < DEADLINE
+    traj = exc.partial
+    assert traj.status == "interrupted" and "interrupted at iteration" in traj.message
+    assert len(traj) >= 1 and np.all(np.isfinite(traj.risk)) and traj.bias.shape == (len(traj), 2)
+    assert traj.student is not None and traj.student.has_bias
+
+
 def test_kernel_batch_interrupted_without_partial() -> None:
     # One call of 10^6 relu I4 (seconds): the signal lands inside it. (A loop of shorter calls would race: a
     # signal between two calls, or in the last poll interval of one, is an ordinary KeyboardInterrupt.)

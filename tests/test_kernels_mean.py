@@ -198,10 +198,10 @@ def test_zero_mean_is_bitwise_the_zero_mean_kernel() -> None:
     out = tl.kernels.i2("relu", "erf", C2, mean=mu)
     np.testing.assert_array_equal(out[[0, 1, 3, 4]], tl.kernels.i2("relu", "erf", C2[[0, 1, 3, 4]]))
     assert out[2] == tl.kernels.i2("relu", "erf", C2[2], mean=mu[2])
-    # pairs without a zero-mean kernel (relu with tanh) exist with means, zero ones included
-    with pytest.raises(NotImplementedError):
-        tl.kernels.i2("relu", "tanh", C2)
+    # pairs without a zero-mean kernel (relu with tanh) exist with means, zero ones included, and without: the
+    # with-means engine at mean 0
     out = tl.kernels.i2("relu", "tanh", C2, mean=mu)
+    np.testing.assert_array_equal(tl.kernels.i2("relu", "tanh", C2[[0, 1, 3, 4]]), out[[0, 1, 3, 4]])
     assert np.all(np.isfinite(out))
     assert out[0] == pytest.approx(tl.kernels.i2("relu", "tanh", C2[0], mean=[1e-9, 0.0]), rel=1e-7)
 
@@ -218,8 +218,8 @@ def test_mean_errors() -> None:
         tl.kernels.i2("relu", "relu", -np.eye(2), mean=[1.0, 0.0])
     with pytest.raises(ValueError, match="exceeds the double range"):
         tl.kernels.i2("quadratic", "quadratic", C, mean=[1e200, 1.0])
-    with pytest.raises(NotImplementedError, match="relu student"):
-        tl.kernels.i4("relu", "relu", "relu", np.eye(4), mean=[0.1, 0.0, 0.0, 0.0])
+    with pytest.raises(ValueError, match="exceeds the double range"):  # the relu student's I4 (nested rule)
+        tl.kernels.i4("relu", "quadratic", "quadratic", np.eye(4), mean=[0.1, 0.0, 1e200, 0.0])
     with pytest.raises(ValueError, match="delta"):  # E[delta(l1) delta(l2)] with l1 = l2 = 0 identically
         tl.kernels.j2("step", np.array([[0.0, 0.0], [0.0, 1.0]]), mean=[0.0, 1.0])
 

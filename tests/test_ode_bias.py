@@ -29,7 +29,8 @@ def _flow_from_gradient(s: tl.Network, t: tl.Network, gW: np.ndarray, ga: np.nda
 
 
 @pytest.mark.parametrize("act, teacher", [("tanh", "tanh"), ("softplus", "softplus"), ("relu", "relu"),
-                                          ("erf", "relu"), ("softplus", "step"), ("relu", "erf")])
+                                          ("erf", "relu"), ("softplus", "step"), ("relu", "erf"), ("relu", "tanh"),
+                                          ("tanh", "relu")])
 def test_gradient_flow_is_minus_the_finite_difference_gradient(act: str, teacher: str) -> None:
     s, t = _pair(act, teacher=teacher)
     ov = tl.Overlaps.from_networks(s, t)
@@ -108,10 +109,6 @@ def test_run_with_biases_records_them() -> None:
 def test_refusals() -> None:
     s, t = _pair("relu")
     ov = tl.Overlaps.from_networks(s, t)
-    with pytest.raises(NotImplementedError, match="online SGD with biases needs I4 with means"):
-        tl.ode.integrate(ov, lr=0.5, t_max=1.0)
-    with pytest.raises(NotImplementedError, match="online SGD with biases needs I4 with means"):
-        tl.ode.rhs(ov, "tanh", "relu", lr=0.5)
     with pytest.raises(NotImplementedError, match="step students with biases"):
         tl.ode.integrate(ov, "step", lr=0.5, t_max=1.0, regime="gradient_flow")
     with pytest.raises(ValueError, match="lr_bias: expected"):
@@ -150,23 +147,51 @@ def test_relu_gradient_flow_against_weight_space_flow() -> None:
     assert abs(ode.bias[-1] - s.bias).max() > 1e-2  # the biases moved
 
 
-def _ode_vs_sgd(act: str, teacher: str, d: int, n_seeds: int, t_max: float, K: int = 2, M: int = 2
-                ) -> dict[str, float]:
+def _ode_vs_sgd(act: str, teacher: str, d: int, n_seeds: int, t_max: float, K: int = 2, M: int = 2,
+                spherical: bool = False) -> dict[str, float]:
     """The largest |mean over SGD runs - ODE| over the records of Q, M, a, b and the risk, in units of SE + 1/d (its
-    standard error over the runs plus the O(1/d) finite-d bias of the mean), online with trained biases and readout."""
+    standard error over the runs plus the O(1/d) finite-d bias of the mean), online with trained biases and readout
+    (spherical: the student's rows start on the sphere |w_i|^2 = d and SGD renormalises them)."""
     s, t = _pair(act, K=K, M=M, d=d, seed=7, teacher=teacher)
+    if spherical:
+        s = s.with_weights(np.sqrt(d) * s.W / np.linalg.norm(s.W, axis=1, keepdims=True), a=s.a, bias=s.bias)
     lr, lr_a, lr_b = 0.6, 0.3, 0.6
     ov = tl.Overlaps.from_networks(s, t)
     ode = tl.ode.integrate(ov, lr=lr, lr_readout=lr_a, lr_bias=lr_b, t_max=t_max, n_records=5, rtol=1e-8,
-                           atol=1e-10)
+                           atol=1e-10, spherical=spherical)
     ens = tl.sgd.simulate(s, t, lr=lr, lr_readout=lr_a, lr_bias=lr_b, t_max=t_max, n_records=5,
-                          seeds=list(range(n_seeds)))
+                          seeds=list(range(n_seeds)), spherical=spherical)
     out = {}
     for name in ("Q", "M", "a", "bias", "risk"):  # SGD records the exact risk with means
         runs = np.stack([getattr(r, name) for r in ens.runs])
         mean, se = runs.mean(0), runs.std(0, ddof=1) / np.sqrt(n_seeds)
         out[name] = float(np.max(np.abs(mean - getattr(ode, name)) / (se + 1.0 / d)))
     return out
+
+
+@pytest.mark.parametrize("student, teacher, K", [("relu", "relu", 2), ("relu", "tanh", 2), ("relu", "step", 2),
+                                                 ("tanh", "relu", 1), ("softplus", "step", 1)])
+def test_online_second_moment_against_monte_carlo(student: str, teacher: str, K: int) -> None:
+    """The online lr^2 term with biases, dQ(online) - dQ(gradient flow) = lr^2 a_i a_k (E[g'(l_i) g'(l_k) E^2]
+    + noise E[g'(l_i) g'(l_k)]), against Monte Carlo of the fields: relu students (I4 with means of the step pair)
+    and smooth students of relu or step teachers (the smooth pair moment inside)."""
+    s, t = _pair(student, K=K, M=K, teacher=teacher, seed=1)
+    ov = tl.Overlaps.from_networks(s, t)
+    lr, noise = 0.7, 0.2
+    online = tl.ode.rhs(ov, lr=lr, noise=noise, lr_bias=0.5)
+    flow = tl.ode.rhs(ov, lr=lr, noise=noise, lr_bias=0.5, regime="gradient_flow")
+    got = (online[0] - flow[0]) / (lr * lr * np.outer(ov.a, ov.a))  # effective second layers
+    n = 2_000_000
+    Omega = np.block([[ov.Q, ov.M], [ov.M.T, ov.P]])
+    w, V = np.linalg.eigh(Omega)
+    lam = np.concatenate([s.bias, t.bias]) + np.random.default_rng(2).normal(size=(n, 2 * K)) @ (
+        V * np.sqrt(np.clip(w, 0, None))).T
+    err = tl.activations.sigma(teacher, lam[:, K:]) @ ov.v - tl.activations.sigma(student, lam[:, :K]) @ ov.a
+    dg = tl.activations.derivative(student, lam[:, :K]) if student != "relu" else (lam[:, :K] > 0).astype(float)
+    for i in range(K):
+        for k in range(K):
+            v = dg[:, i] * dg[:, k] * (err * err + noise)
+            assert abs(got[i, k] - v.mean()) < 5 * v.std() / np.sqrt(n), (i, k, got[i, k], v.mean())
 
 
 def test_online_ode_against_sgd_quick() -> None:
@@ -189,3 +214,50 @@ def test_online_ode_against_sgd_smooth_student(act: str) -> None:
     """A tanh or softplus student (its I4 with means is the costly certified quadrature: one unit each)."""
     z = _ode_vs_sgd(act, act, d=4000, n_seeds=20, t_max=3.0, K=1, M=1)
     assert max(z.values()) < 4.0, z
+
+
+@pytest.mark.parametrize("act, regime", [("erf", "online"), ("tanh", "gradient_flow"), ("relu", "gradient_flow")])
+def test_spherical_rhs_with_biases_is_the_projected_rhs(act: str, regime: str) -> None:
+    """Spherical with biases: the weights' increments projected (Q_ii fixed), the biases and readout not."""
+    s, t = _pair(act, d=6, seed=3)
+    d = s.W.shape[1]
+    s = s.with_weights(np.sqrt(d) * s.W / np.linalg.norm(s.W, axis=1, keepdims=True), a=s.a, bias=s.bias)
+    ov = tl.Overlaps.from_networks(s, t)
+    kw = {"lr": 0.7, "lr_readout": 0.3, "lr_bias": 0.9, "noise": 0.2 if regime == "online" else 0.0, "regime": regime}
+    Phi, dM, da, db = tl.ode.rhs(ov, **kw)
+    sQ, sM, sa, sb = tl.ode.rhs(ov, spherical=True, **kw)
+    ph = np.diag(Phi)
+    np.testing.assert_allclose(sQ, Phi - ov.Q * (ph[:, None] + ph[None, :]) / 2, rtol=1e-12, atol=1e-14)
+    np.testing.assert_array_equal(np.diag(sQ), 0.0)
+    np.testing.assert_allclose(sM, dM - ov.M * ph[:, None] / 2, rtol=1e-12, atol=1e-14)
+    np.testing.assert_array_equal(sa, da)
+    np.testing.assert_array_equal(sb, db)
+    traj = tl.ode.integrate(ov, spherical=True, t_max=2.0, n_records=3, **kw)
+    np.testing.assert_allclose(np.diagonal(traj.Q, axis1=1, axis2=2), 1.0, atol=1e-12)
+    assert abs(traj.bias[-1] - s.bias).max() > 1e-2
+
+
+def test_spherical_online_ode_with_biases_against_sgd_quick() -> None:
+    z = _ode_vs_sgd("erf", "softplus", d=2000, n_seeds=4, t_max=1.0, spherical=True)
+    assert max(z.values()) < 4.0, z
+
+
+@pytest.mark.slow
+def test_spherical_online_ode_with_biases_against_sgd() -> None:
+    z = _ode_vs_sgd("erf", "tanh", d=4000, n_seeds=20, t_max=4.0, spherical=True)
+    assert max(z.values()) < 4.0, z
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("teacher", ["relu", "tanh"])
+def test_online_ode_against_sgd_relu_student(teacher: str) -> None:
+    """A relu student with trained biases and readout (issue 23's check): I4 with means of the step pair."""
+    z = _ode_vs_sgd("relu", teacher, d=4000, n_seeds=16, t_max=3.0)
+    assert max(z.values()) < 3.0, z
+
+
+@pytest.mark.slow
+def test_online_ode_against_sgd_smooth_student_relu_teacher() -> None:
+    """A tanh student of a relu teacher (the smooth pair moment inside the nested I4 with means), K = M = 1."""
+    z = _ode_vs_sgd("tanh", "relu", d=4000, n_seeds=16, t_max=2.0, K=1, M=1)
+    assert max(z.values()) < 3.0, z

@@ -74,16 +74,12 @@ def test_zero_biases_bitwise_unchanged(act: str) -> None:
 
 
 def test_bias_refusals() -> None:
-    s, t = _pair("step", d=5)
-    with pytest.raises(NotImplementedError, match="step students with biases"):
-        tl.population.gradient(s, t)
-    s, t = _pair("step", d=5)
-    with pytest.raises(NotImplementedError, match="step students with biases"):
-        tl.population.hessian(s, t)
-    s, t = _pair("erf", d=5)
+    # formerly refused, now implemented (test_population_bias_core.py): step students with biases, and the Hessian
+    # against a polynomial target with biases; what stays refused: relu students with nonzero biases against a target
+    s, _ = _pair("relu", d=5)
     tgt = tl.targets.staircase(2, d=5, seed=0)
-    with pytest.raises(NotImplementedError, match="does not handle biases yet"):
-        tl.population.hessian(s, tgt)  # the risk and gradient against a target take biases (test_targets_bias.py)
+    with pytest.raises(NotImplementedError, match="relu units with nonzero biases"):
+        tl.population.hessian(s, tgt, train_bias=True)
 
 
 def _flat_gradient(s: tl.Network, t: tl.Network, train_readout: bool) -> np.ndarray:

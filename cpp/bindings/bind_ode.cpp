@@ -20,6 +20,7 @@
 #include "twolayer/batch_integrators.hpp"
 #include "twolayer/divergence.hpp"
 #include "twolayer/dynamics.hpp"
+#include "twolayer/gaussian.hpp"  // not_implemented
 #include "twolayer/integrators.hpp"
 #include "twolayer/large_batch.hpp"
 
@@ -152,8 +153,20 @@ py::dict to_dict(const IntegrateResult& r, int K, int M, bool biased = false) {
   return d;
 }
 
+// Model m made biased (dynamics.hpp, "Biases") with the student's biases b (K), the teacher's bt (M) and lr_bias,
+// validated, and its state y extended by b.
+void make_biased(OdeModel& m, std::vector<double>& y, const double* b, const double* bt, double lr_bias) {
+  for (int i = 0; i < m.K; ++i)
+    if (!std::isfinite(b[i])) throw std::invalid_argument("bias: entries must be finite");
+  m.biased = true;
+  m.teacher_bias.assign(bt, bt + m.M);
+  m.lr_bias = lr_bias;
+  validate_model(m);
+  y.insert(y.end(), b, b + m.K);
+}
+
 // The biases of a one-system binding (None: a model without biases, and then no teacher_bias nor lr_bias): the
-// model made biased (dynamics.hpp, "Biases") and the state y extended by b.
+// model made biased and the state y extended by b (make_biased).
 void add_bias(OdeModel& m, std::vector<double>& y, const py::object& bias, const py::object& teacher_bias,
               double lr_bias) {
   if (bias.is_none()) {
@@ -164,13 +177,7 @@ void add_bias(OdeModel& m, std::vector<double>& y, const py::object& bias, const
   const Array b = bias.cast<Array>(), bt = teacher_bias.cast<Array>();
   expect_shape(b, "bias", {m.K});
   expect_shape(bt, "teacher_bias", {m.M});
-  for (py::ssize_t i = 0; i < m.K; ++i)
-    if (!std::isfinite(b.data()[i])) throw std::invalid_argument("bias: entries must be finite");
-  m.biased = true;
-  m.teacher_bias.assign(bt.data(), bt.data() + m.M);
-  m.lr_bias = lr_bias;
-  validate_model(m);
-  y.insert(y.end(), b.data(), b.data() + m.K);
+  make_biased(m, y, b.data(), bt.data(), lr_bias);
 }
 
 std::vector<double> state(const Array& Q, const Array& Mo, const Array& a, int& K, int& M) {
@@ -202,10 +209,13 @@ std::vector<double> to_vector(const Array& x, const char* name) {
 class GridRows final : public RowSink {
  public:
   // fill_grid: NaN in every grid row before the run (false: an engine takes grid_arrays() and writes them all).
+  // biased (may be empty: no biases): per member, whether its states carry the biases b after [Q, M, a]
+  // (OdeModel::biased); non-empty adds the arrays "bias" (B, T, K) and "bias_final" (B, K), zeros for a member
+  // whose states have none (a member without biases: its b is 0 throughout).
   GridRows(const std::vector<double>& times, py::ssize_t B, py::ssize_t K, py::ssize_t M, const py::object& out,
-           const py::object& members, bool fill_grid = true)
+           const py::object& members, bool fill_grid = true, std::vector<char> biased = {})
       : times_(times), B_(static_cast<std::size_t>(B)), T_(times.size()), K_(static_cast<std::size_t>(K)),
-        M_(static_cast<std::size_t>(M)), t_({static_cast<py::ssize_t>(T_)}) {
+        M_(static_cast<std::size_t>(M)), t_({static_cast<py::ssize_t>(T_)}), biased_(std::move(biased)) {
     std::copy(times.begin(), times.end(), t_.mutable_data());
     if (out.is_none()) {
       const py::ssize_t T = static_cast<py::ssize_t>(T_);
@@ -214,6 +224,10 @@ class GridRows final : public RowSink {
       arr_ = {{"Q", new_array({B, T, K, K})}, {"M", new_array({B, T, K, M})}, {"a", new_array({B, T, K})},
               {"risk", new_array({B, T})}, {"t_final", new_array({B})}, {"Q_final", new_array({B, K, K})},
               {"M_final", new_array({B, K, M})}, {"a_final", new_array({B, K})}, {"risk_final", new_array({B})}};
+      if (!biased_.empty()) {
+        arr_.emplace("bias", new_array({B, T, K}));
+        arr_.emplace("bias_final", new_array({B, K}));
+      }
       n_rec_ = py::array_t<std::int64_t>(B);
       plain_ = !fill_grid;
       for (auto& [name, a] : arr_)
@@ -229,6 +243,10 @@ class GridRows final : public RowSink {
              arr_["risk"].mutable_data()};
     last_ = {arr_["Q_final"].mutable_data(), arr_["M_final"].mutable_data(), arr_["a_final"].mutable_data(),
              arr_["risk_final"].mutable_data()};
+    if (!biased_.empty()) {
+      grid_.b = arr_["bias"].mutable_data();
+      last_.b = arr_["bias_final"].mutable_data();
+    }
     t_last_ = arr_["t_final"].mutable_data();
     count_ = n_rec_.mutable_data();
     plain_arrays_ = {grid_.Q, grid_.M, grid_.a, grid_.risk};
@@ -236,17 +254,17 @@ class GridRows final : public RowSink {
   const GridArrays* grid_arrays() override { return plain_ ? &plain_arrays_ : nullptr; }
   void grid_filled(std::size_t b, std::size_t n) override { count_[member_[b]] = static_cast<std::int64_t>(n); }
   void final_row(std::size_t b, double t, const double* y, double r) override {
-    put(last_, member_[b], y, r);
+    put(last_, member_[b], y, r, b);
     t_last_[member_[b]] = t;
   }
   void row(std::size_t b, double t, const double* y, double r) override {
     const std::size_t j = member_[b];
     const auto s = static_cast<std::size_t>(count_[j]);
     if (s < T_ && t == times_[s]) {
-      put(grid_, j * T_ + s, y, r);
+      put(grid_, j * T_ + s, y, r, b);
       ++count_[j];
     }
-    put(last_, j, y, r);
+    put(last_, j, y, r, b);
     t_last_[j] = t;
   }
   py::dict arrays() const {
@@ -259,8 +277,8 @@ class GridRows final : public RowSink {
 
  private:
   static constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-  struct Rows {  // the data of (Q, M, a, risk) arrays with rows of Kp x Kp, Kp x Mp, Kp and 1 entries
-    double *Q, *M, *a, *risk;
+  struct Rows {  // the data of (Q, M, a, risk, bias) arrays with rows of Kp x Kp, Kp x Mp, Kp, 1 and Kp entries
+    double *Q, *M, *a, *risk, *b = nullptr;
   };
   // The caller's arrays (float64 / int64, C-contiguous, writeable, of the batch's padded shapes), used in place.
   void take(const py::dict& out, const py::object& members) {
@@ -287,7 +305,16 @@ class GridRows final : public RowSink {
     const std::map<std::string, std::vector<py::ssize_t>> shapes = {
         {"Q", {Bt, T, Kp, Kp}}, {"M", {Bt, T, Kp, Mp}}, {"a", {Bt, T, Kp}}, {"risk", {Bt, T}}, {"t_final", {Bt}},
         {"Q_final", {Bt, Kp, Kp}}, {"M_final", {Bt, Kp, Mp}}, {"a_final", {Bt, Kp}}, {"risk_final", {Bt}}};
-    for (const auto& [name, a] : arr_) expect_shape(a, ("out['" + name + "']").c_str(), shapes.at(name));
+    if (!biased_.empty()) {
+      if (!out.contains("bias") || !out.contains("bias_final"))
+        throw std::invalid_argument("out: a group with biases needs 'bias' (B, T, K) and 'bias_final' (B, K)");
+      arr_.emplace("bias", get("bias"));
+      arr_.emplace("bias_final", get("bias_final"));
+    }
+    const std::map<std::string, std::vector<py::ssize_t>> bias_shapes = {{"bias", {Bt, T, Kp}},
+                                                                        {"bias_final", {Bt, Kp}}};
+    for (const auto& [name, a] : arr_)
+      expect_shape(a, ("out['" + name + "']").c_str(), shapes.count(name) ? shapes.at(name) : bias_shapes.at(name));
     const py::object n = out["n_recorded"];
     if (!py::isinstance<py::array_t<std::int64_t, py::array::c_style>>(n) || !n.cast<py::array>().writeable())
       throw std::invalid_argument("out: 'n_recorded' must be a writeable C-contiguous int64 array");
@@ -302,9 +329,17 @@ class GridRows final : public RowSink {
     Kp_ = static_cast<std::size_t>(Kp);
     Mp_ = static_cast<std::size_t>(Mp);
   }
-  // State y = [Q (K x K), M (K x M), a (K)] and its risk r into row i (padded rows: the leading entries).
-  void put(const Rows& o, std::size_t i, const double* y, double r) const {
+  // State y = [Q (K x K), M (K x M), a (K)] (then b (K) for a biased member b) and its risk r into row i (padded
+  // rows: the leading entries).
+  void put(const Rows& o, std::size_t i, const double* y, double r, std::size_t b) const {
     const std::size_t K = K_, M = M_;
+    if (o.b) {
+      double* ob = o.b + i * Kp_;
+      if (biased_[b])
+        std::copy(y + K * K + K * M + K, y + K * K + K * M + 2 * K, ob);
+      else
+        std::fill(ob, ob + K, 0.0);
+    }
     if (Kp_ == K && Mp_ == M) {
       put_state(y, K, M, i, o.Q, o.M, o.a);
     } else {
@@ -328,6 +363,7 @@ class GridRows final : public RowSink {
   std::int64_t* count_ = nullptr;
   bool plain_ = false;  // grid arrays of the group alone, not yet filled: an engine may write them (grid_arrays)
   GridArrays plain_arrays_{};
+  std::vector<char> biased_;
 };
 
 // --- the arguments of the bindings, each group parsed by one function and named once ---
@@ -609,7 +645,8 @@ py::object ode_integrate_batch(const Array& Q, const Array& Mo, const Array& a, 
                                double rtol, double atol, double h0, double h_max, const Array& risk_tol_arr,
                                const Array& risk_rtol_arr, long long max_steps, int n_threads,
                                const py::object& progress, const py::object& schedule, const py::object& targets,
-                               const py::object& out, const py::object& members, const std::string& device) {
+                               const py::object& out, const py::object& members, const std::string& device,
+                               const py::object& bias, const py::object& teacher_bias, const py::object& lr_bias) {
   // Initial states, one block of n per member: [Q, M, a].
   const StateStack st = state_stack(Q, Mo, a);
   const py::ssize_t B = st.B, K = st.K, M = st.M;
@@ -654,6 +691,32 @@ py::object ode_integrate_batch(const Array& Q, const Array& Mo, const Array& a, 
     stops[b].risk_tol = risk_tol_arr.data()[b];
     stops[b].risk_rtol = risk_rtol_arr.data()[b];
   }
+  // The biases (None: a batch without biases): member b runs with biases, as ode_integrate would run it alone,
+  // when its bias or teacher_bias has a nonzero entry or its lr_bias > 0 (ode/_bias.py); its state then gains b.
+  std::vector<char> biased;
+  std::vector<std::vector<double>> yb;  // the states [Q, M, a, b] of the members with biases
+  if (!bias.is_none()) {
+    if (teacher_bias.is_none() || lr_bias.is_none())
+      throw std::invalid_argument("bias: teacher_bias and lr_bias are needed with the student's bias");
+    const Array b_arr = bias.cast<Array>(), bt_arr = teacher_bias.cast<Array>(), lrb_arr = lr_bias.cast<Array>();
+    expect_shape(b_arr, "bias", {B, K});
+    expect_shape(bt_arr, "teacher_bias", {B, M});
+    expect_shape(lrb_arr, "lr_bias", {B});
+    biased.assign(nB, 0);
+    yb.resize(nB);
+    const std::size_t k = static_cast<std::size_t>(K), mt = static_cast<std::size_t>(M);
+    for (std::size_t b = 0; b < nB; ++b) {
+      const double *pb = b_arr.data() + b * k, *pt = bt_arr.data() + b * mt, lrb = lrb_arr.data()[b];
+      const auto nonzero = [](double x) { return x != 0.0; };  // NaN too: refused by make_biased
+      if (!(std::any_of(pb, pb + k, nonzero) || std::any_of(pt, pt + mt, nonzero) || lrb != 0.0)) continue;
+      yb[b].assign(y0s[b], y0s[b] + st.n);
+      make_biased(models[b], yb[b], pb, pt, lrb);
+      biased[b] = 1;
+      y0s[b] = yb[b].data();
+    }
+  } else if (!teacher_bias.is_none() || !lr_bias.is_none()) {
+    throw std::invalid_argument("bias: teacher_bias and lr_bias need the student's bias (zeros allowed)");
+  }
   const IntegrateOptions opt =
       solver_options(times_arr, method, dt, rtol, atol, h0, h_max, 0.0, 0.0, max_steps, schedule);
   const std::vector<double>& times = opt.times;
@@ -665,7 +728,9 @@ py::object ode_integrate_batch(const Array& Q, const Array& Mo, const Array& a, 
   // n_recorded); the last row a member recorded, which for an early stop is its state at the stop time between
   // two output times, also goes to the (B, ...) "final" arrays.
   const bool gpu = use_cuda(device);
-  GridRows rows(times, B, K, M, out, members, /*fill_grid=*/!gpu);
+  if (gpu && !biased.empty())
+    throw not_implemented("bias: the GPU batch does not handle biases yet (device='cpu' runs them)");
+  GridRows rows(times, B, K, M, out, members, /*fill_grid=*/!gpu, biased);
   double gpu_seconds = 0.0;
   auto work = [&] {
 #ifdef TWOLAYER_CUDA
@@ -778,7 +843,8 @@ void bind_integrate(py::module_& m) {
                            py::arg("max_steps"), py::arg("n_threads") = 0, py::arg("progress") = py::none(),
                            py::arg("schedule") = py::none(), py::arg("targets") = py::none(),
                            py::arg("out") = py::none(), py::arg("members") = py::none(),
-                           py::arg("device") = "cpu"));
+                           py::arg("device") = "cpu", py::arg("bias") = py::none(),
+                           py::arg("teacher_bias") = py::none(), py::arg("lr_bias") = py::none()));
 }
 
 void bind_large_batch(py::module_& m) {

@@ -17,9 +17,11 @@ namespace {
 using U32Array = py::array_t<std::uint32_t, py::array::c_style | py::array::forcecast>;
 using I64Array = py::array_t<long long, py::array::c_style | py::array::forcecast>;
 
+std::vector<double> vec(const Array& a) { return std::vector<double>(a.data(), a.data() + a.size()); }
+
 OdeModel sde_model(const std::string& act, const std::string& act_t, bool spherical, int K, double lr,
                    double lr_readout, double noise, const Array& P, const Array& v, const py::object& t_alpha,
-                   const py::object& t_coef) {
+                   const py::object& t_coef, const py::object& teacher_bias, double lr_bias) {
   expect_shape(v, "v", {-1});
   const auto M = v.shape(0);
   expect_shape(P, "P", {M, M});
@@ -40,11 +42,17 @@ OdeModel sde_model(const std::string& act, const std::string& act_t, bool spheri
     m.target = make_target(t_alpha.cast<IntArray>(), t_coef.cast<Array>());
     m.teacher = Activation::Linear;
   }
+  if (!teacher_bias.is_none()) {  // a model with biases: the state ends with the student's b (dynamics.hpp)
+    const Array bt = teacher_bias.cast<Array>();
+    expect_shape(bt, "teacher_bias", {M});
+    m.biased = true;
+    m.teacher_bias = vec(bt);
+    m.lr_bias = lr_bias;
+  }
   validate_model(m);
   return m;
 }
 
-std::vector<double> vec(const Array& a) { return std::vector<double>(a.data(), a.data() + a.size()); }
 }  // namespace
 
 void bind_sde(py::module_& m) {
@@ -52,8 +60,10 @@ void bind_sde(py::module_& m) {
       "sde_increment_moments",
       [](const Array& y, int K, const Array& P, const Array& v, const std::string& act, const std::string& act_t,
          bool spherical, double lr, double lr_readout, double noise, const Array& nodes, const Array& weights,
-         const py::object& target_alpha, const py::object& target_coef) {
-        OdeModel model = sde_model(act, act_t, spherical, K, lr, lr_readout, noise, P, v, target_alpha, target_coef);
+         const py::object& target_alpha, const py::object& target_coef, const py::object& teacher_bias,
+         double lr_bias) {
+        OdeModel model = sde_model(act, act_t, spherical, K, lr, lr_readout, noise, P, v, target_alpha, target_coef,
+                                   teacher_bias, lr_bias);
         expect_shape(y, "y", {static_cast<py::ssize_t>(model.state_size())});
         IncrementMoments mom(model, vec(nodes), vec(weights));
         const auto nc = static_cast<py::ssize_t>(mom.n_components());
@@ -68,7 +78,8 @@ void bind_sde(py::module_& m) {
       },
       py::arg("y"), py::arg("K"), py::arg("P"), py::arg("v"), py::arg("act"), py::arg("act_teacher"),
       py::arg("spherical"), py::arg("lr"), py::arg("lr_readout"), py::arg("noise"), py::arg("nodes"),
-      py::arg("weights"), py::arg("target_alpha") = py::none(), py::arg("target_coef") = py::none());
+      py::arg("weights"), py::arg("target_alpha") = py::none(), py::arg("target_coef") = py::none(),
+      py::arg("teacher_bias") = py::none(), py::arg("lr_bias") = 0.0);
 
   m.def(
       "sde_simulate",
@@ -76,9 +87,11 @@ void bind_sde(py::module_& m) {
          bool spherical, double lr, double lr_readout, double noise, int d, double dt, long long steps,
          const I64Array& record_steps, const Array& nodes, const Array& weights, std::uint64_t seed,
          const U32Array& runs_arr, double risk_tol, double risk_rtol, int n_threads, const py::object& progress,
-         const py::object& target_alpha, const py::object& target_coef) {
+         const py::object& target_alpha, const py::object& target_coef, const py::object& teacher_bias,
+         double lr_bias) {
         SdeSpec sp;
-        sp.model = sde_model(act, act_t, spherical, K, lr, lr_readout, noise, P, v, target_alpha, target_coef);
+        sp.model = sde_model(act, act_t, spherical, K, lr, lr_readout, noise, P, v, target_alpha, target_coef,
+                             teacher_bias, lr_bias);
         sp.d = d;
         sp.dt = dt;
         sp.steps = steps;
@@ -99,7 +112,12 @@ void bind_sde(py::module_& m) {
         const py::ssize_t M = sp.model.M;
         RunRows rows(R, T, K, M);
         std::vector<SdeOut> outs(static_cast<std::size_t>(R));
-        for (py::ssize_t j = 0; j < R; ++j) rows.point(outs[static_cast<std::size_t>(j)], j);
+        const bool biased = sp.model.biased;
+        Array bias_rows = biased ? new_array({R, T, K}) : new_array({0});
+        for (py::ssize_t j = 0; j < R; ++j) {
+          rows.point(outs[static_cast<std::size_t>(j)], j);
+          if (biased) outs[static_cast<std::size_t>(j)].b = bias_rows.mutable_data() + j * T * K;
+        }
         std::atomic<long long> done{0};
         Poll poll;
         if (!progress.is_none()) poll.with_gil = [&] { progress(done.load(std::memory_order_relaxed)); };
@@ -120,6 +138,7 @@ void bind_sde(py::module_& m) {
           }
           py::dict out;
           rows.put(out);
+          if (biased) out["bias"] = bias_rows;
           out["recorded"] = recorded;
           out["status"] = status;
           out["stop_time"] = stop_time;
@@ -134,7 +153,8 @@ void bind_sde(py::module_& m) {
       py::arg("spherical"), py::arg("lr"), py::arg("lr_readout"), py::arg("noise"), py::arg("d"), py::arg("dt"),
       py::arg("steps"), py::arg("record_steps"), py::arg("nodes"), py::arg("weights"), py::arg("seed"),
       py::arg("runs"), py::arg("risk_tol"), py::arg("risk_rtol"), py::arg("n_threads") = 0,
-      py::arg("progress") = py::none(), py::arg("target_alpha") = py::none(), py::arg("target_coef") = py::none());
+      py::arg("progress") = py::none(), py::arg("target_alpha") = py::none(), py::arg("target_coef") = py::none(),
+      py::arg("teacher_bias") = py::none(), py::arg("lr_bias") = 0.0);
 }
 
 }  // namespace twolayer::bind

@@ -111,21 +111,32 @@ void bind_target(py::module_& m) {
       py::arg("alpha"), py::arg("coef"), py::arg("Q"), py::arg("M"), py::arg("a"), py::arg("act"),
       py::arg("bias") = py::none());
   // Per unit i (q_i = Q_ii, m_i = M[i]): Phi = E[sigma(l_i) f] and its (q, m) derivatives (target_unit_jet):
-  // (phi (K), phi_q (K), phi_m (K, k), phi_qq (K), phi_qm (K, k), phi_mm (K, k, k)).
+  // (phi (K), phi_q (K), phi_m (K, k), phi_qq (K), phi_qm (K, k), phi_mm (K, k, k)); with biases (K) also the
+  // b-derivatives (phi_b (K), phi_bb (K), phi_bq (K), phi_bm (K, k)).
   m.def(
       "target_unit_jet",
-      [](const IntArray& alpha, const Array& coef, const Array& q, const Array& M, const std::string& act) {
+      [](const IntArray& alpha, const Array& coef, const Array& q, const Array& M, const std::string& act,
+         const py::object& bias_obj) {
         auto t = make_target(alpha, coef);
         expect_shape(q, "q", {-1});
         const py::ssize_t K = q.shape(0), k = t->k;
         expect_shape(M, "M", {K, k});
         const Activation a = parse_activation(act);
+        const bool with_bias = !bias_obj.is_none();
+        Array bias = with_bias ? bias_obj.cast<Array>() : Array(std::vector<py::ssize_t>{K});
+        if (with_bias) {
+          expect_shape(bias, "bias", {K});
+          for (py::ssize_t i = 0; i < K; ++i)
+            if (!std::isfinite(bias.data()[i])) throw std::invalid_argument("bias: must be finite");
+        }
         Array phi({K}), phi_q({K}), phi_m({K, k}), phi_qq({K}), phi_qm({K, k}), phi_mm({K, k, k});
+        Array phi_b({K}), phi_bb({K}), phi_bq({K}), phi_bm({K, k});
         {
           py::gil_scoped_release release;
-          std::vector<double> out(static_cast<std::size_t>(3 + 2 * k + k * k));
+          const std::size_t o = static_cast<std::size_t>(3 + 2 * k + k * k);
+          std::vector<double> out(o + 3 + static_cast<std::size_t>(k));
           for (py::ssize_t i = 0; i < K; ++i) {
-            target_unit_jet(*t, q.data()[i], M.data() + i * k, a, out.data());
+            target_unit_jet(*t, q.data()[i], M.data() + i * k, a, out.data(), with_bias ? bias.data() + i : nullptr);
             phi.mutable_data()[i] = out[0];
             phi_q.mutable_data()[i] = out[1];
             phi_qq.mutable_data()[i] = out[2 + k];
@@ -134,11 +145,17 @@ void bind_target(py::module_& m) {
               phi_qm.mutable_data()[i * k + r] = out[3 + k + r];
               for (py::ssize_t s = 0; s < k; ++s) phi_mm.mutable_data()[(i * k + r) * k + s] = out[3 + 2 * k + r * k + s];
             }
+            if (!with_bias) continue;
+            phi_b.mutable_data()[i] = out[o];
+            phi_bb.mutable_data()[i] = out[o + 1];
+            phi_bq.mutable_data()[i] = out[o + 2];
+            for (py::ssize_t r = 0; r < k; ++r) phi_bm.mutable_data()[i * k + r] = out[o + 3 + r];
           }
         }
-        return py::make_tuple(phi, phi_q, phi_m, phi_qq, phi_qm, phi_mm);
+        if (!with_bias) return py::tuple(py::make_tuple(phi, phi_q, phi_m, phi_qq, phi_qm, phi_mm));
+        return py::tuple(py::make_tuple(phi, phi_q, phi_m, phi_qq, phi_qm, phi_mm, phi_b, phi_bb, phi_bq, phi_bm));
       },
-      py::arg("alpha"), py::arg("coef"), py::arg("q"), py::arg("M"), py::arg("act"));
+      py::arg("alpha"), py::arg("coef"), py::arg("q"), py::arg("M"), py::arg("act"), py::arg("bias") = py::none());
 }
 
 }  // namespace twolayer::bind

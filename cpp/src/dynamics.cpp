@@ -9,6 +9,7 @@
 #include <string>
 
 #include "twolayer/gaussian.hpp"
+#include "twolayer/gaussian_error_square.hpp"
 #include "twolayer/gaussian_mean.hpp"
 #include "twolayer/gaussian_tables.hpp"
 #include "twolayer/parallel.hpp"
@@ -79,6 +80,16 @@ void psi_rows(int K, int u_rt, const double* om, const double* w, const double* 
     }
   }
 }
+
+// The first-order terms from Psi: Phi_ik = lr (a_i Psi_ik + a_k Psi_ki) for i <= k (row-major K x K) and
+// dM_ir = lr a_i Psi_i,K+r (both right-hand sides).
+inline void first_order_terms(int K, int M, int u, double lr, const double* a, const double* psi, double* phi,
+                              double* dM) {
+  for (int i = 0; i < K; ++i) {
+    for (int k = i; k < K; ++k) phi[i * K + k] = lr * (a[i] * psi[i * u + k] + a[k] * psi[k * u + i]);
+    for (int r = 0; r < M; ++r) dM[i * M + r] = lr * a[i] * psi[i * u + K + r];
+  }
+}
 }  // namespace
 
 void validate_model(const OdeModel& m) {
@@ -106,20 +117,10 @@ void validate_bias(const OdeModel& m) {
     if (!std::isfinite(b)) throw std::invalid_argument("teacher_bias: entries must be finite");
   if (!std::isfinite(m.lr_bias) || m.lr_bias < 0.0)
     throw std::invalid_argument("lr_bias: expected a finite number >= 0");
-  if (m.spherical) throw not_implemented("spherical: the spherical ODE does not handle biases yet");
   if (m.target) throw not_implemented("target: the ODE of a polynomial target does not handle biases yet");
   if (m.student == Activation::Step)
     throw not_implemented("bias: the ODE of step students with biases is not implemented (E[delta'(l) step(l)] of a "
                           "unit with itself)");
-  if (m.regime == Regime::Online) {
-    const bool smooth_teacher = m.teacher != Activation::Relu && m.teacher != Activation::Step;
-    const bool i4_ok = m.student == Activation::Linear || m.student == Activation::Erf ||
-                       (m.student != Activation::Relu && smooth_teacher);
-    if (!i4_ok)
-      throw not_implemented("regime: online SGD with biases needs I4 with means, not implemented yet for a relu "
-                            "student nor for relu or step teachers of a smooth student; regime='gradient_flow' "
-                            "applies");
-  }
 }
 
 OdeRhs::Eval OdeRhs::select_eval(int K, int M) {
@@ -156,6 +157,9 @@ OdeRhs::OdeRhs(const OdeModel& model) : m_(model), u_(model.K + model.M) {
   chunk_ = std::max(1, 8192 / T);  // pairs per I4 table call: about 64 KiB of kernel values
   for (int r = 0; r < m_.M; ++r)
     for (int q = 0; q < m_.M; ++q) om_[(m_.K + r) * u_ + m_.K + q] = m_.P[r * m_.M + q];
+  // E[g'g' E^2] of smooth units over all the fields at once when they are few (gaussian_error_square.hpp)
+  square_fields_ = !is_classic(m_.student) && smooth::is_smooth(m_.student) && smooth::is_smooth(m_.teacher) &&
+                   u_ <= 4;
   ws_size_ = std::max(i4_contract_workspace(u_, chunk_),
                       i2_grad_table_workspace(u_, m_.K));
   if (m_.biased) {
@@ -264,10 +268,7 @@ void OdeRhs::eval(const double* y, double* dy, int n_threads) {
   double* dQ = dy;
   double* dM = dy + m_.offset_M();
   double* da = dy + m_.offset_a();
-  for (int i = 0; i < K; ++i) {
-    for (int k = i; k < K; ++k) phi_[i * K + k] = lr * (a[i] * psi_[i * u + k] + a[k] * psi_[k * u + i]);
-    for (int r = 0; r < M; ++r) dM[i * M + r] = lr * a[i] * psi_[i * u + K + r];
-  }
+  first_order_terms(K, M, u, lr, a, psi_.data(), phi_.data(), dM);
   // 4. Online: lr^2 a_i a_k (E[g'(l_i) g'(l_k) E^2] + Delta J2) over pairs i <= k. E[g'g' E^2] = sum_{j <= l} W_jl I4_jl
   //    with W_jl = (2 - [j = l]) w_j w_l: I4's symmetries halve the work twice; the table conditions once per pair.
   if (m_.regime == Regime::Online) {
@@ -277,10 +278,11 @@ void OdeRhs::eval(const double* y, double* dy, int n_threads) {
     const int nchunks = (np + chunk_ - 1) / chunk_;
     const double* j2v = j2_.data();
     double* quad = quad_.data();
-    loop_impl(nchunks, threads, par, ws_, [&](int ch, double* ws) {
-      const int p0 = ch * chunk_, cnt = std::min(chunk_, np - p0);
-      i4_contract(g, om, u, acts_.data(), &pairs_[2 * p0], cnt, W, quad + p0, ws);
-    });
+    if (!(square_fields_ && smooth::error_square_moments(g, u, acts_.data(), om, nullptr, w, pairs_.data(), np, quad)))
+      loop_impl(nchunks, threads, par, ws_, [&](int ch, double* ws) {
+        const int p0 = ch * chunk_, cnt = std::min(chunk_, np - p0);
+        i4_contract(g, om, u, acts_.data(), &pairs_[2 * p0], cnt, W, quad + p0, ws);
+      });
     for (int p = 0; p < np; ++p) {
       const int i = pairs_[2 * p], k = pairs_[2 * p + 1];
       phi_[i * K + k] += lr * lr * a[i] * a[k] * (quad[p] + noise * j2v[p]);
@@ -374,37 +376,43 @@ void OdeRhs::eval_bias(const double* y, double* dy, int n_threads) {
   double* dM = dy + m_.offset_M();
   double* da = dy + m_.offset_a();
   double* db = dy + m_.offset_b();
-  for (int i = 0; i < K; ++i) {
-    for (int k = i; k < K; ++k) phi_[i * K + k] = lr * (a[i] * psi_[i * u + k] + a[k] * psi_[k * u + i]);
-    for (int r = 0; r < M; ++r) dM[i * M + r] = lr * a[i] * psi_[i * u + K + r];
-  }
+  first_order_terms(K, M, u, lr, a, psi_.data(), phi_.data(), dM);
   // 3. Online: lr^2 a_i a_k (sum_{j <= l} (2 - [j = l]) w_j w_l I4(g, h_j, h_l; l_i, l_k, l_j, l_l) + Delta J_ik)
   //    over the pairs i <= k.
   if (m_.regime == Regime::Online) {
     const int np = K * (K + 1) / 2;
     double* quad = quad_.data();
-    loop_impl(np, threads, par, ws_, [&](int p, double*) {
-      double s = 0.0;
-      for (int j = 0; j < u; ++j)
-        for (int l = j; l < u; ++l) {
-          const int units[4] = {pairs_[2 * p], pairs_[2 * p + 1], j, l};
-          double C[16], m4[4];
-          for (int r = 0; r < 4; ++r) {
-            m4[r] = mu[units[r]];
-            for (int q = 0; q < 4; ++q) C[r * 4 + q] = om[units[r] * u + units[q]];
+    if (!(square_fields_ && smooth::error_square_moments(g, u, acts_.data(), om, mu, w, pairs_.data(), np, quad)))
+      loop_impl(np, threads, par, ws_, [&](int p, double*) {
+        double s = 0.0;
+        for (int j = 0; j < u; ++j)
+          for (int l = j; l < u; ++l) {
+            const int units[4] = {pairs_[2 * p], pairs_[2 * p + 1], j, l};
+            double C[16], m4[4];
+            for (int r = 0; r < 4; ++r) {
+              m4[r] = mu[units[r]];
+              for (int q = 0; q < 4; ++q) C[r * 4 + q] = om[units[r] * u + units[q]];
+            }
+            s += (l == j ? 1.0 : 2.0) * w[j] * w[l] * i4_mean(g, acts_[j], acts_[l], C, m4);
           }
-          s += (l == j ? 1.0 : 2.0) * w[j] * w[l] * i4_mean(g, acts_[j], acts_[l], C, m4);
-        }
-      quad[p] = s;
-    });
+        quad[p] = s;
+      });
     for (int p = 0; p < np; ++p) {
       const int i = pairs_[2 * p], k = pairs_[2 * p + 1];
       j2_[p] = J_[i * K + k];
       phi_[i * K + k] += lr * lr * a[i] * a[k] * (quad[p] + m_.noise * j2_[p]);
     }
   }
+  // Spherical: the projection of the weights (Q_ii fixed; the biases are not projected), as without biases.
   for (int i = 0; i < K; ++i)
-    for (int k = i; k < K; ++k) dQ[i * K + k] = dQ[k * K + i] = phi_[i * K + k];
+    for (int k = i; k < K; ++k) {
+      double v = phi_[i * K + k];
+      if (m_.spherical) v = (i == k) ? 0.0 : v - 0.5 * y[i * K + k] * (phi_[i * K + i] + phi_[k * K + k]);
+      dQ[i * K + k] = dQ[k * K + i] = v;
+    }
+  if (m_.spherical)
+    for (int i = 0; i < K; ++i)
+      for (int r = 0; r < M; ++r) dM[i * M + r] -= 0.5 * y[m_.offset_M() + i * M + r] * phi_[i * K + i];
   // 4. Second layer and biases.
   for (int i = 0; i < K; ++i) {
     da[i] = m_.lr_readout * rate_ * V_[i];

@@ -177,9 +177,9 @@ Panel gl_panel(F& f, double a, double b) {
 }
 
 // The integral of f over [lo, hi], split at the sorted break points inside, adaptive: a panel is accepted when it
-// agrees with the sum of its halves to 1e-14 of the integral of |f| (estimated first on the split panels).
+// agrees with the sum of its halves to `rel` (1e-14) of the integral of |f| (estimated first on the split panels).
 template <class F>
-double adaptive(F&& f, double lo, double hi, std::vector<double> breaks) {
+double adaptive(F&& f, double lo, double hi, std::vector<double> breaks, double rel = 1e-14) {
   breaks.push_back(lo);
   breaks.push_back(hi);
   std::sort(breaks.begin(), breaks.end());
@@ -197,7 +197,7 @@ double adaptive(F&& f, double lo, double hi, std::vector<double> breaks) {
   }
   if (!std::isfinite(scale))
     throw std::domain_error("kernels with means: the value exceeds the double range (means or variances too large)");
-  const double tol = 1e-14 * scale + 1e-300;
+  const double tol = rel * scale + 1e-300;
   double total = 0.0;
   int panels = 0;
   while (!stack.empty()) {
@@ -215,6 +215,154 @@ double adaptive(F&& f, double lo, double hi, std::vector<double> breaks) {
   }
   return total;
 }
+
+// The integral of f (phi(t) times the rest) over [-9, 9], widened to 9 beyond every break point (up to |t| = 40,
+// where phi underflows): a kink far in the tail carries the whole integral with it (e.g. P(lambda1 > 0) at
+// mu1 = -7 sqrt(C11)).
+template <class F>
+double adaptive_normal(F&& f, std::vector<double> breaks, double rel) {
+  double lo = -kT, hi = kT;
+  for (const double b : breaks) {
+    lo = std::min(lo, std::max(b, -40.0) - kT);
+    hi = std::max(hi, std::min(b, 40.0) + kT);
+  }
+  return adaptive(f, lo, hi, std::move(breaks), rel);
+}
+
+// Break points of a kink or jump at t0 smoothed over a layer of width w (0: a sharp kink): t0, t0 +- w, t0 +- 8 w
+// while 8 w < 2; none for w >= 1/2 (a wide layer is smooth on the scale of the panels).
+void add_layer(std::vector<double>& breaks, double t0, double w) {
+  if (!(w < 0.5)) return;
+  breaks.push_back(t0);
+  for (const double k : {1.0, 8.0}) {
+    if (!(k * w < 2.0) || !(w > 0.0)) break;
+    breaks.push_back(t0 - k * w);
+    breaks.push_back(t0 + k * w);
+  }
+}
+
+// A value of an integrand with its envelope: |value| <= envelope, the scale its quadrature is certified against.
+struct Enveloped {
+  double value, envelope;
+};
+
+// The integral of f (a function returning Enveloped: phi(t) times the rest) over the normal range of
+// adaptive_normal, and the integral of its envelope: adaptive 20-point Gauss-Legendre, a panel accepted when it
+// agrees with the sum of its halves to `rel` of the envelope's integral (estimated on the split panels). For nested
+// quadrature the inner rule returns its envelope integral, so that the outer rule is certified against the inner
+// rule's own error scale, not against a value that may cancel far below it.
+template <class F>
+Enveloped adaptive_enveloped(F&& f, std::vector<double> breaks, double rel) {
+  double lo = -kT, hi = kT;
+  for (const double b : breaks) {
+    lo = std::min(lo, std::max(b, -40.0) - kT);
+    hi = std::max(hi, std::min(b, 40.0) + kT);
+  }
+  breaks.push_back(lo);
+  breaks.push_back(hi);
+  std::sort(breaks.begin(), breaks.end());
+  const GaussLegendre& gl = gauss_legendre();
+  auto panel = [&](double a, double b) {
+    const double c = 0.5 * (a + b), r = 0.5 * (b - a);
+    double v = 0.0, e = 0.0;
+    for (int i = 0; i < kGL; ++i) {
+      const Enveloped y = f(c + r * gl.x[i]);
+      v += gl.w[i] * y.value;
+      e += gl.w[i] * y.envelope;
+    }
+    return Enveloped{r * v, r * e};
+  };
+  struct Item {
+    double a, b, whole;
+  };
+  std::vector<Item> stack;
+  double scale = 0.0;
+  for (std::size_t i = 0; i + 1 < breaks.size(); ++i) {
+    const double a = std::max(lo, breaks[i]), b = std::min(hi, breaks[i + 1]);
+    if (!(b > a)) continue;
+    const Enveloped p = panel(a, b);
+    scale += p.envelope;
+    stack.push_back({a, b, p.value});
+  }
+  if (!std::isfinite(scale))
+    throw std::domain_error("kernels with means: the value exceeds the double range (means or variances too large)");
+  const double tol = rel * scale + 1e-300;
+  double total = 0.0;
+  int panels = 0;
+  while (!stack.empty()) {
+    const Item it = stack.back();
+    stack.pop_back();
+    const double m = 0.5 * (it.a + it.b);
+    const double left = panel(it.a, m).value, right = panel(m, it.b).value;
+    if (std::fabs(it.whole - (left + right)) <= tol || !(it.b - it.a > 1e-12 * (hi - lo))) {
+      total += left + right;
+    } else {
+      stack.push_back({it.a, m, left});
+      stack.push_back({m, it.b, right});
+    }
+    if (++panels > 200000) throw std::domain_error("kernels with means: the adaptive quadrature did not converge");
+  }
+  return {total, scale};
+}
+
+// P(X > h, Y > k) for standard normal X, Y with correlation r (Plackett: dP/dr is the density at (h, k)), for one r
+// and many (h, k) (the nodes depending on r alone are tabulated by the constructor):
+//   |r| < 0.925: P = Phi(-h) Phi(-k) + 1/(2 pi) int_0^asin(r) exp(-(h^2 + k^2 - 2 h k sin th) / (2 cos^2 th)) dth,
+//                20-point Gauss-Legendre (the Drezner-Wesolowsky form of Genz's BVNU, which needs 6 to 20 points);
+//   r >= 0.925:  from r = 1, P = Phi(-max(h, k)) - 1/(2 pi) int_0^acos(r) exp(-((h - k)^2 + 4 h k sin^2(th/2))
+//                / (2 sin^2 th)) dth, 20-point Gauss-Legendre on dyadic panels down to the layer of width
+//                ~|h - k| at th = 0;
+//   r <= -0.925: P = Phi(-h) - P(X > h, -Y > -k) at correlation -r.
+// Absolute accuracy ~1e-16 (tests/test_kernels_relu_mean.py, against mpmath).
+class BivariateOrthant {
+ public:
+  explicit BivariateOrthant(double r) : r_(r) {
+    if (!(std::fabs(r) < 0.925)) return;
+    const GaussLegendre& gl = gauss_legendre();
+    const double half = 0.5 * std::asin(r);
+    for (int i = 0; i < kGL; ++i) {
+      sn_[i] = std::sin(half * (1.0 + gl.x[i]));
+      inv_[i] = 1.0 / ((1.0 - sn_[i]) * (1.0 + sn_[i]));
+      w_[i] = gl.w[i] * half / (2.0 * kPi);
+    }
+  }
+  double operator()(double h, double k) const {
+    if (h > 40.0 || k > 40.0) return 0.0;  // Phi(-40) underflows
+    const double r = r_;
+    if (r >= 1.0) return ncdf(-std::max(h, k));
+    if (r <= -1.0) return std::max(0.0, ncdf(-h) - ncdf(k));
+    if (std::fabs(r) < 0.925) {
+      const double hs = 0.5 * (h * h + k * k), hk = h * k;
+      double sum = 0.0;
+      for (int i = 0; i < kGL; ++i) sum += w_[i] * std::exp((sn_[i] * hk - hs) * inv_[i]);
+      return std::clamp(ncdf(-h) * ncdf(-k) + sum, 0.0, 1.0);
+    }
+    if (r < 0.0) return std::clamp(ncdf(-h) - near_one(h, -k, -r), 0.0, 1.0);
+    return near_one(h, k, r);
+  }
+
+ private:
+  // The integral from r = 1 on dyadic panels [top 2^-(j+1), top 2^-j] of 20 Gauss-Legendre points each, down to the
+  // layer of width |h - k| at th = 0 (below a ninth of it the integrand is < e^-40); no allocation.
+  static double near_one(double h, double k, double r) {
+    const double d2 = (h - k) * (h - k), hk4 = 4.0 * h * k, top = std::acos(r);
+    auto f = [&](double th) {
+      const double sn = std::sin(th), sh = std::sin(0.5 * th);
+      return sn > 0.0 ? std::exp(-(d2 + hk4 * sh * sh) / (2.0 * sn * sn)) : (d2 > 0.0 ? 0.0 : std::exp(-0.125 * hk4));
+    };
+    const double floor = std::max(std::sqrt(d2) / 9.0, 1e-300);
+    double sum = 0.0, hi = top;
+    for (int j = 0; j < 1100 && hi > floor; ++j) {
+      const bool last = 0.5 * hi <= floor || d2 == 0.0;  // h = k: smooth down to 0, one panel
+      const double lo = last ? 0.0 : 0.5 * hi;
+      sum += gl_panel(f, lo, hi).value;
+      hi = lo;
+    }
+    return std::clamp(ncdf(-std::max(h, k)) - sum / (2.0 * kPi), 0.0, 1.0);
+  }
+  double r_;
+  double sn_[kGL]{}, inv_[kGL]{}, w_[kGL]{};
+};
 
 }  // namespace
 
@@ -250,14 +398,17 @@ double pair_moment(A a, int i, A b, int j, double mu1, double mu2, double x, dou
       if (m0 != 0.0) return 0.0;
       delta_at_zero();
     }
-    // (-1)^r G^(r)(t0) / rx^(r + 1) of G = phi H: G' = phi (H' - t H), G'' = phi (H'' - 2 t H' + (t^2 - 1) H).
-    if (fa.r > 2) throw std::domain_error("kernels with means: a delta derivative above the second is not implemented");
+    // (-1)^r G^(r)(t0) / rx^(r + 1) of G = phi H: G' = phi (H' - t H), G'' = phi (H'' - 2 t H' + (t^2 - 1) H),
+    // G''' = phi (H''' - 3 t H'' + 3 (t^2 - 1) H' - (t^3 - 3 t) H).
+    if (fa.r > 3) throw std::domain_error("kernels with means: a delta derivative above the third is not implemented");
     const double H = smoothed(b, j, m0, s);
     if (fa.r == 0) return p / rx * H;
     const double dH = c == 0.0 ? 0.0 : c * smoothed(b, j + 1, m0, s);
     if (fa.r == 1) return -(p / x) * (dH - t0 * H);
     const double ddH = c == 0.0 ? 0.0 : c * c * smoothed(b, j + 2, m0, s);
-    return p / (x * rx) * (ddH - 2.0 * t0 * dH + (t0 * t0 - 1.0) * H);
+    if (fa.r == 2) return p / (x * rx) * (ddH - 2.0 * t0 * dH + (t0 * t0 - 1.0) * H);
+    const double dddH = c == 0.0 ? 0.0 : c * c * c * smoothed(b, j + 3, m0, s);
+    return -(p / (x * x)) * (dddH - 3.0 * t0 * ddH + 3.0 * (t0 * t0 - 1.0) * dH - (t0 * t0 * t0 - 3.0 * t0) * H);
   }
   // Both are functions (b not a delta: a delta inner factor was swapped outside).
   std::vector<double> breaks;
@@ -272,14 +423,7 @@ double pair_moment(A a, int i, A b, int j, double mu1, double mu2, double x, dou
     }
   }
   auto integrand = [&](double t) { return npdf(t) * pointwise(a, i, mu1 + rx * t) * smoothed(b, j, mu2 + c * t, s); };
-  // [-9, 9], widened to 9 beyond every break point (up to |t| = 40, where phi underflows): a kink far in the tail
-  // carries the whole integral with it (e.g. P(lambda1 > 0) at mu1 = -7 sqrt(C11)).
-  double lo = -kT, hi = kT;
-  for (const double b : breaks) {
-    lo = std::min(lo, std::max(b, -40.0) - kT);
-    hi = std::max(hi, std::min(b, 40.0) + kT);
-  }
-  return adaptive(integrand, lo, hi, breaks);
+  return adaptive_normal(integrand, std::move(breaks), 1e-14);
 }
 
 namespace {
@@ -319,6 +463,100 @@ Conditioned condition_first_pair(const double* C, const double* mu, double noise
   r.mu[1] = mu[3] - quad(b41, b42, mu[0], mu[1]);
   r.density = std::exp(-0.5 * quad(mu[0], mu[1], mu[0], mu[1])) / std::sqrt(det);
   return r;
+}
+}  // namespace
+
+namespace {
+// I4 = E[s'(l1) s'(l2) a(l3) b(l4)] for a relu student (s' = step, any a, b) or a smooth student with a relu or step
+// unit among a, b. Cholesky in the order (l3, l4, l1, l2) (zero pivots dropped): l3 = m3 + L00 t,
+// l4 = m4 + L10 t + L11 u, and given (t, u) the student pair is E[s'(l1) s'(l2) | t, u] at the conditioned means
+// and the fixed conditioned covariance: for relu the bivariate orthant probability (BivariateOrthant), for a smooth
+// s the certified pair moment of gaussian_smooth.hpp (smooth::moments, m11). t and u by nested adaptive
+// Gauss-Legendre (adaptive_enveloped), split at the kinks of a and b and around the boundary layer of every kinked
+// field whose remaining variance is small (a near-singular covariance: a kink sharpened over a width sd / slope).
+// Tolerances (relative to the integral of |f|): the inner rule finer than the outer, whose check would otherwise
+// chase the inner rule's rounding-level noise.
+constexpr double kOuterTol = 1e-12, kInnerTol = 1e-13;
+double kinked_i4(A st, A a, A b, const double* C, const double* mu) {
+  static constexpr int kOrder[4] = {2, 3, 0, 1};
+  double P[16], L[16], m[4];
+  for (int r = 0; r < 4; ++r) {
+    m[r] = mu[kOrder[r]];
+    for (int q = 0; q < 4; ++q) P[r * 4 + q] = C[kOrder[r] * 4 + kOrder[q]];
+  }
+  smooth::psd_cholesky(P, 4, L);
+  const double s1 = L[10], s2 = std::hypot(L[14], L[15]);
+  double rho = s1 > 0.0 && s2 > 0.0 ? std::clamp(L[10] * L[14] / (s1 * s2), -1.0, 1.0) : 0.0;
+  constexpr double kUnit = 1.0 - 8.0 * 2.220446049250313e-16;  // an exactly repeated unit (i = k) is rho = 1
+  rho = rho >= kUnit ? 1.0 : (rho <= -kUnit ? -1.0 : rho);
+  const bool relu = st == A::Relu;
+  const BivariateOrthant bvn(relu ? rho : 0.0);
+  // the pair E[s'(m1 + X) s'(m2 + Y)] with its envelope: the orthant probability is known to ~1e-16 absolute, its
+  // envelope P + 1e-2 (the rule certified to 1e-2 E|b| where P is tiny, not to its rounding); a smooth pair moment is
+  // certified to its own scale, its envelope |v| + 1e-2 sqrt(E[s'(l1)^2] E[s'(l2)^2]) (cancelling s': sin, gelu, ...)
+  const double cx = L[10] * L[10], cy = L[10] * L[14], cz = L[14] * L[14] + L[15] * L[15];
+  double floor = 0.0;
+  if (!relu) {
+    double m1[smooth::kMoments], m2[smooth::kMoments];
+    if (!smooth::moments(st, st, mu[0], mu[0], C[0], C[0], C[0], 1, m1) ||
+        !smooth::moments(st, st, mu[1], mu[1], C[5], C[5], C[5], 1, m2))
+      throw std::domain_error("kernels with means: the Gaussian quadrature could not reach its certified accuracy");
+    floor = 1e-2 * std::sqrt(std::fabs(m1[smooth::moment_index(1, 1)] * m2[smooth::moment_index(1, 1)]));
+  }
+  auto pair = [&](double m1, double m2) {
+    if (!relu) {
+      double mm[smooth::kMoments];
+      if (!smooth::moments(st, st, m1, m2, cx, cy, cz, 1, mm))
+        throw std::domain_error("kernels with means: the Gaussian quadrature could not reach its certified accuracy");
+      const double v = mm[smooth::moment_index(1, 1)];
+      return Enveloped{v, std::fabs(v) + floor};
+    }
+    double p;  // P(m1 + X > 0, m2 + Y > 0)
+    if (!(s1 > 0.0)) p = m1 > 0.0 ? (s2 > 0.0 ? ncdf(m2 / s2) : (m2 > 0.0 ? 1.0 : 0.0)) : 0.0;
+    else if (!(s2 > 0.0)) p = m2 > 0.0 ? ncdf(m1 / s1) : 0.0;
+    else p = bvn(-m1 / s1, -m2 / s2);
+    return Enveloped{p, p + 1e-2};
+  };
+  const bool kinked[4] = {factor(a, 0).kink, factor(b, 0).kink, relu, relu};
+  // the remaining standard deviation of field f beyond the first `from` Cholesky variables
+  auto rest = [&](int f, int from) {
+    double v = 0.0;
+    for (int j = from; j <= f; ++j) v += L[f * 4 + j] * L[f * 4 + j];
+    return std::sqrt(v);
+  };
+  std::vector<double> outer;
+  if (kinked[0] && L[0] > 0.0) outer.push_back(-m[0] / L[0]);
+  for (int f = 1; f < 4; ++f)
+    if (kinked[f] && L[f * 4] != 0.0) add_layer(outer, -m[f] / L[f * 4], rest(f, 1) / std::fabs(L[f * 4]));
+  double wrest[4] = {0.0, 0.0, rest(2, 2) / std::fabs(L[9]), rest(3, 2) / std::fabs(L[13])};  // layers in u
+  // For |rho| -> 1 the step pair's probability has a kink where h = k (rho > 0: Phi(-max(h, k))) or h = -k (rho < 0)
+  // smoothed over sqrt(2 (1 - |rho|)): the field g = m1 / s1 - sg m2 / s2 = g0 + gt t + gu u is a kinked one too.
+  const bool pair_layer = relu && s1 > 0.0 && s2 > 0.0 && std::fabs(rho) >= 0.5;
+  const double sg = rho < 0.0 ? -1.0 : 1.0, gw = std::sqrt(2.0 * (1.0 - std::fabs(rho)));
+  const double g0 = m[2] / s1 - sg * m[3] / s2, gt = L[8] / s1 - sg * L[12] / s2, gu = L[9] / s1 - sg * L[13] / s2;
+  if (pair_layer && gt != 0.0) add_layer(outer, -g0 / gt, std::hypot(gw, gu) / std::fabs(gt));
+  auto inner = [&](double t) {
+    const double c4 = m[1] + L[4] * t, c1 = m[2] + L[8] * t, c2 = m[3] + L[12] * t;
+    std::vector<double> breaks;
+    if (kinked[1] && L[5] > 0.0) breaks.push_back(-c4 / L[5]);
+    if (relu && L[9] != 0.0) add_layer(breaks, -c1 / L[9], wrest[2]);
+    if (relu && L[13] != 0.0) add_layer(breaks, -c2 / L[13], wrest[3]);
+    if (pair_layer && gu != 0.0) add_layer(breaks, -(g0 + gt * t) / gu, gw / std::fabs(gu));
+    auto f = [&](double u) {
+      const double hb = npdf(u) * pointwise(b, 0, c4 + L[5] * u);
+      if (hb == 0.0) return Enveloped{0.0, 0.0};
+      const Enveloped p = pair(c1 + L[9] * u, c2 + L[13] * u);
+      return Enveloped{hb * p.value, std::fabs(hb) * p.envelope};
+    };
+    return adaptive_enveloped(f, std::move(breaks), kInnerTol);
+  };
+  auto f = [&](double t) {
+    const double ha = npdf(t) * pointwise(a, 0, m[0] + L[0] * t);
+    if (ha == 0.0) return Enveloped{0.0, 0.0};
+    const Enveloped in = inner(t);
+    return Enveloped{ha * in.value, std::fabs(ha) * in.envelope};
+  };
+  return adaptive_enveloped(f, std::move(outer), kOuterTol).value;
 }
 }  // namespace
 
@@ -371,10 +609,7 @@ double i4_mean(A s, A a, A b, const double* C, const double* mu) {
     }
     default: break;
   }
-  if (!smooth::is_smooth(s) || !smooth::is_smooth(a) || !smooth::is_smooth(b))
-    throw not_implemented(
-        "i4 with means: the relu student, and relu or step teacher units of a smooth student, are not implemented "
-        "with nonzero means yet");
+  if (s == A::Relu || !smooth::is_smooth(a) || !smooth::is_smooth(b)) return kinked_i4(s, a, b, C, mu);
   double out = kNaN;
   if (!smooth::i4(s, a, b, C, out, mu))
     throw std::domain_error("kernels with means: the Gaussian quadrature could not reach its certified accuracy");

@@ -9,6 +9,7 @@
 
 #include "twolayer/gaussian.hpp"
 #include "twolayer/gaussian_mean.hpp"
+#include "twolayer/gaussian_smooth.hpp"
 #include "twolayer/jet.hpp"
 #include "twolayer/linalg.hpp"
 #include "twolayer/memory.hpp"
@@ -507,58 +508,382 @@ void population_hessian(const Population& p, bool train_readout, double* H, int 
   check_finite(H, n * n, "population Hessian");
 }
 
-DescentResult population_descend(double* W, double* a, const Population& p0, double lr, double lr_readout,
-                                 long long steps, const std::vector<long long>& record_steps, int n_threads,
-                                 const Schedule* schedule) {
-  Population p = p0;
+namespace {
+
+// The descent loop shared by the paths with and without biases: record(step) appends the records of the current
+// state and returns false where its risk is not finite; advance(step, rate) takes one step with the learning rates
+// times rate (the schedule's s(n), 1 without one) and returns false where the gradient is not usable (diverged).
+template <class Record, class Advance>
+DescentResult descend_loop(long long steps, const std::vector<long long>& record_steps, const Schedule* schedule,
+                           Record&& record, Advance&& advance) {
   const bool scheduled = schedule != nullptr && !schedule->identity();
-  p.student.W = W;
-  p.student.a = a;
-  const int K = p.student.units, M = p.teacher.units, d = p.d;
   DescentResult out;
-  check_buffer(static_cast<std::size_t>(K) * (K + M), "the recorded overlaps Q, M (K (K + M) entries)");
-  std::vector<double> dW(static_cast<std::size_t>(K) * d), da(K), Q(static_cast<std::size_t>(K) * K),
-      Mo(static_cast<std::size_t>(K) * M);
   std::size_t next = 0;
   long long step = 0;
   try {
-  for (; step <= steps; ++step) {
-    if (next < record_steps.size() && record_steps[next] == step) {
-      const double r = population_risk(p, n_threads);
-      gram(W, K, W, K, d, p.scale, Q.data(), n_threads);
-      gram(W, K, p.teacher.W, M, d, p.scale, Mo.data(), n_threads);
-      if (!std::isfinite(r)) {
+    for (; step <= steps; ++step) {
+      if (next < record_steps.size() && record_steps[next] == step) {
+        if (!record(out)) {
+          out.status = "diverged";
+          out.stop_step = step;
+          return out;
+        }
+        ++out.recorded;
+        ++next;
+      }
+      if (step == steps) break;
+      throw_if_cancelled();
+      const double rate = scheduled ? schedule->at_step(step, 1.0) : 1.0;  // lr(n) = lr s(n), n iterations
+      if (!advance(step, scheduled, rate)) {
         out.status = "diverged";
         out.stop_step = step;
         return out;
       }
-      out.Q.insert(out.Q.end(), Q.begin(), Q.end());
-      out.M.insert(out.M.end(), Mo.begin(), Mo.end());
-      out.a.insert(out.a.end(), a, a + K);
-      out.risk.push_back(r);
-      ++out.recorded;
-      ++next;
     }
-    if (step == steps) break;
-    throw_if_cancelled();
-    try {
-      population_gradient(p, dW.data(), da.data(), n_threads);
-    } catch (const std::domain_error&) {
-      out.status = "diverged";
-      out.stop_step = step;
-      return out;
-    }
-    const double rate = scheduled ? schedule->at_step(step, 1.0) : 1.0;  // lr(n) = lr s(n), n iterations
-    const double lr_n = scheduled ? lr * rate : lr, lr_a_n = scheduled ? lr_readout * rate : lr_readout;
-    for (std::size_t c = 0; c < dW.size(); ++c) W[c] -= lr_n * dW[c];
-    if (lr_a_n != 0.0)
-      for (int i = 0; i < K; ++i) a[i] -= lr_a_n * da[i];
-  }
   } catch (const Interrupted&) {  // the records so far are kept
     out.status = "interrupted";
     out.stop_step = step;
   }
   return out;
+}
+
+}  // namespace
+
+DescentResult population_descend(double* W, double* a, const Population& p0, double lr, double lr_readout,
+                                 long long steps, const std::vector<long long>& record_steps, int n_threads,
+                                 const Schedule* schedule) {
+  Population p = p0;
+  p.student.W = W;
+  p.student.a = a;
+  const int K = p.student.units, M = p.teacher.units, d = p.d;
+  check_buffer(static_cast<std::size_t>(K) * (K + M), "the recorded overlaps Q, M (K (K + M) entries)");
+  std::vector<double> dW(static_cast<std::size_t>(K) * d), da(K), Q(static_cast<std::size_t>(K) * K),
+      Mo(static_cast<std::size_t>(K) * M);
+  auto record = [&](DescentResult& out) {
+    const double r = population_risk(p, n_threads);
+    gram(W, K, W, K, d, p.scale, Q.data(), n_threads);
+    gram(W, K, p.teacher.W, M, d, p.scale, Mo.data(), n_threads);
+    if (!std::isfinite(r)) return false;
+    out.Q.insert(out.Q.end(), Q.begin(), Q.end());
+    out.M.insert(out.M.end(), Mo.begin(), Mo.end());
+    out.a.insert(out.a.end(), a, a + K);
+    out.risk.push_back(r);
+    return true;
+  };
+  auto advance = [&](long long, bool scheduled, double rate) {
+    try {
+      population_gradient(p, dW.data(), da.data(), n_threads);
+    } catch (const std::domain_error&) {
+      return false;
+    }
+    const double lr_n = scheduled ? lr * rate : lr, lr_a_n = scheduled ? lr_readout * rate : lr_readout;
+    for (std::size_t c = 0; c < dW.size(); ++c) W[c] -= lr_n * dW[c];
+    if (lr_a_n != 0.0)
+      for (int i = 0; i < K; ++i) a[i] -= lr_a_n * da[i];
+    return true;
+  };
+  return descend_loop(steps, record_steps, schedule, record, advance);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// With biases: pair moments of the kernels with means, assembled by Stein's lemma (population.hpp).
+
+namespace {
+
+// The orders (p, q) of the pair moments E[s^(p)(l_i) g^(q)(l_k)]: the gradient needs the first four, the Hessian all.
+constexpr int kOrders[9][2] = {{0, 0}, {1, 0}, {2, 0}, {1, 1}, {2, 1}, {3, 0}, {3, 1}, {2, 2}, {4, 0}};
+enum Order : int { m00, m10, m20, m11, m21, m30, m31, m22, m40 };
+constexpr int kGradientOrders = 4, kHessianOrders = 9;
+
+// A unit with itself: its terms of the risk are 1/2 a_i^2 E[g(l_i)], g = s^2, a function of one unit; by Stein its
+// derivatives are h_n = E[g^(n)(l)] / 2, l ~ N(b, q) (d/db: E[g'], d/du: u E[g''], d2/du2: E[g''] I + E[g^(4)] u u^T,
+// ...). h[n] for n <= n_max: smooth s through pair moments at the singular covariance (h1 = E[s s'],
+// h2 = E[s s''] + E[s'^2], h3 = E[s s'''] + 3 E[s'' s'], h4 = E[s s^(4)] + 4 E[s''' s'] + 3 E[s''^2]); relu:
+// g^(n) = 2 relu^(n-1) for n >= 1 (E[relu], E[step], E[delta], E[delta']); step: g = s, E[step] and
+// E[delta^(n-1)(l)] = He_(n-1)(z) phi(z) / sd^n, z = -b / sd, in closed form (the products of deltas in s'^2 and
+// s s'' one by one are undefined, their sum g'' / 2 is not).
+void unit_self(Activation s, double q, double b, int n_max, double* h) {
+  auto pm = [&](int i, int j) { return pair_moment(s, i, s, j, b, b, q, q, q); };
+  auto one = [&](int i) { return pair_moment(s, i, Activation::Linear, 1, b, 0.0, q, 0.0, 1.0); };  // E[s^(i)(l)]
+  if (s == Activation::Step) {
+    h[0] = 0.5 * one(0);
+    const double sd = q > 0.0 ? std::sqrt(q) : 0.0;
+    if (!(sd > 0.0)) {  // a constant unit: its deltas are 0 away from their root (and infinite at it: pair_moment raises)
+      for (int n = 1; n <= n_max; ++n) h[n] = 0.5 * one(1);
+      return;
+    }
+    const double z = -b / sd, phi = 0.39894228040143267794 * std::exp(-0.5 * z * z);
+    const double he[4] = {1.0, z, z * z - 1.0, z * z * z - 3.0 * z};
+    double scale = phi / sd;
+    for (int n = 1; n <= n_max; ++n, scale /= sd) h[n] = 0.5 * he[n - 1] * scale;
+    return;
+  }
+  h[0] = 0.5 * pm(0, 0);
+  if (s == Activation::Relu) {
+    for (int n = 1; n <= n_max; ++n) h[n] = one(n - 1);
+    return;
+  }
+  if (n_max >= 1) h[1] = pm(1, 0);
+  if (n_max >= 2) h[2] = pm(2, 0) + pm(1, 1);
+  if (n_max >= 3) h[3] = pm(3, 0) + 3.0 * pm(2, 1);
+  if (n_max >= 4) h[4] = pm(4, 0) + 4.0 * pm(3, 1) + 3.0 * pm(2, 2);
+}
+
+// The pair moments of every ordered student pair (i, k) and student-teacher pair (i, r), lambda_i first, on the
+// pair's block of (Q, M, P) and means (b_i, b_k) or (b_i, bt_r). The self pairs (i, i) are 0 here: a unit with
+// itself enters through unit_self.
+struct MeanMoments {
+  int K, M, n;
+  std::vector<double> Q, Mo, ss, st;  // ss (K, K, n), st (K, M, n)
+  double s(int o, int i, int k) const { return ss[(static_cast<std::size_t>(i) * K + k) * n + o]; }
+  double t(int o, int i, int r) const { return st[(static_cast<std::size_t>(i) * M + r) * n + o]; }
+  // sum_{k != i} a_k E[s^(p)(l_i) s(l_k)] - sum_r v_r E[s^(p)(l_i) t(l*_r)] (o = (p, 0)): rho_p without the self pair.
+  double residual(int o, int i, const double* a, const double* v) const {
+    double r = 0.0;
+    for (int k = 0; k < K; ++k) r += a[k] * s(o, i, k);
+    for (int q = 0; q < M; ++q) r -= v[q] * t(o, i, q);
+    return r;
+  }
+};
+
+MeanMoments mean_moments(const Population& p, const Biases& b, int orders, int n_threads) {
+  const int K = p.student.units, M = p.teacher.units, d = p.d;
+  const std::size_t KK = static_cast<std::size_t>(K) * K, KM = static_cast<std::size_t>(K) * M;
+  check_buffer((KK + KM) * (1 + orders), "the pair moments with biases (K (K + M) pairs)");
+  MeanMoments m{K, M, orders, std::vector<double>(KK), std::vector<double>(KM), std::vector<double>(KK * orders),
+                std::vector<double>(KM * orders)};
+  std::vector<double> pd(M);
+  gram(p.student.W, K, p.student.W, K, d, p.scale, m.Q.data(), n_threads);
+  gram(p.student.W, K, p.teacher.W, M, d, p.scale, m.Mo.data(), n_threads);
+  row_variances(p.teacher.W, M, d, p.scale, pd.data());
+  const Activation sa = p.student.act, ta = p.teacher.act;
+  auto bs = [&](int i) { return b.student ? b.student[i] : 0.0; };
+  auto bt = [&](int r) { return b.teacher ? b.teacher[r] : 0.0; };
+  // The moments of one pair into out: a pair of two smooth units without closed-form smoothing (tanh, ...) takes its
+  // even orders from one call of the lattice rule (gaussian_smooth.hpp moments: what i2_mean, and so the risk, uses),
+  // the odd ones and every other pair from pair_moment.
+  auto pair = [&](Activation g, double mu1, double mu2, double x, double y, double z, double* out) {
+    double even[smooth::kMoments];
+    const bool lattice = smooth::is_smooth(sa) && !is_classic(sa) && smooth::is_smooth(g) && !is_classic(g) &&
+                         smooth::moments(sa, g, mu1, mu2, x, y, z, orders > kGradientOrders ? 2 : 1, even);
+    for (int o = 0; o < orders; ++o) {
+      const int pp = kOrders[o][0], qq = kOrders[o][1];
+      out[o] = lattice && (pp + qq) % 2 == 0 ? even[smooth::moment_index(pp, qq)]
+                                             : pair_moment(sa, pp, g, qq, mu1, mu2, x, y, z);
+    }
+  };
+  parallel_for(KK + KM, n_threads, [&](std::size_t e) {
+    if (e < KK) {
+      const int i = static_cast<int>(e / K), k = static_cast<int>(e % K);
+      const double x = m.Q[static_cast<std::size_t>(i) * K + i], y = m.Q[e], z = m.Q[static_cast<std::size_t>(k) * K + k];
+      if (i == k)
+        std::fill(&m.ss[e * orders], &m.ss[e * orders] + orders, 0.0);
+      else
+        pair(sa, bs(i), bs(k), x, y, z, &m.ss[e * orders]);
+    } else {
+      const std::size_t f = e - KK;
+      const int i = static_cast<int>(f / M), r = static_cast<int>(f % M);
+      pair(ta, bs(i), bt(r), m.Q[static_cast<std::size_t>(i) * K + i], m.Mo[f], pd[r], &m.st[f * orders]);
+    }
+  }, 1, 1);
+  return m;
+}
+
+}  // namespace
+
+double population_risk_mean(const Population& p, const Biases& b, int n_threads) {
+  const int K = p.student.units, M = p.teacher.units, d = p.d;
+  check_buffer(static_cast<std::size_t>(K + M) * (K + M), "the overlaps Q, M, P ((K + M)^2 entries)");
+  std::vector<double> Q(static_cast<std::size_t>(K) * K), Mo(static_cast<std::size_t>(K) * M),
+      P(static_cast<std::size_t>(M) * M);
+  gram(p.student.W, K, p.student.W, K, d, p.scale, Q.data(), n_threads);
+  gram(p.student.W, K, p.teacher.W, M, d, p.scale, Mo.data(), n_threads);
+  gram(p.teacher.W, M, p.teacher.W, M, d, p.scale, P.data(), n_threads);
+  return overlap_risk_mean(Q.data(), Mo.data(), P.data(), p.student.a, p.teacher.a, b.student, b.teacher, K, M,
+                           p.student.act, p.teacher.act);
+}
+
+void population_gradient_mean(const Population& p, const Biases& b, double* dW, double* da, double* db,
+                              int n_threads) {
+  const MeanMoments m = mean_moments(p, b, kGradientOrders, n_threads);
+  const int K = m.K, M = m.M, d = p.d;
+  const double *a = p.student.a, *v = p.teacher.a, *W = p.student.W, *Wt = p.teacher.W;
+  for (int i = 0; i < K; ++i) {
+    double* g = dW + static_cast<std::size_t>(i) * d;
+    double h[3];
+    unit_self(p.student.act, m.Q[static_cast<std::size_t>(i) * K + i], b.student ? b.student[i] : 0.0, 2, h);
+    const double f = a[i] / p.scale, rho2 = m.residual(m20, i, a, v) + a[i] * h[2];  // with the self pair's
+    const double* wi = W + static_cast<std::size_t>(i) * d;
+    for (int c = 0; c < d; ++c) g[c] = rho2 * wi[c];
+    for (int k = 0; k < K; ++k) {
+      const double ck = a[k] * m.s(m11, i, k);
+      const double* wk = W + static_cast<std::size_t>(k) * d;
+      for (int c = 0; c < d; ++c) g[c] += ck * wk[c];
+    }
+    for (int r = 0; r < M; ++r) {
+      const double cr = v[r] * m.t(m11, i, r);
+      const double* wr = Wt + static_cast<std::size_t>(r) * d;
+      for (int c = 0; c < d; ++c) g[c] -= cr * wr[c];
+    }
+    for (int c = 0; c < d; ++c) g[c] *= f;
+    da[i] = m.residual(m00, i, a, v) + 2.0 * a[i] * h[0];
+    db[i] = a[i] * (m.residual(m10, i, a, v) + a[i] * h[1]);
+  }
+}
+
+// With u_i = w_i / sqrt(s), E = f - y, rho_n_i = E[E s^(n)(l_i)], S_pq[i, k] = E[s^(p)(l_i) s^(q)(l_k)] and
+// T_pq[i, r] = E[s^(p)(l_i) t^(q)(l*_r)], H = E[grad f grad f^T] + E[E hess f] with E[g x] = sum_p E[d_p g] u_p and
+// E[g x x^T] = E[g] I + sum_pq E[d_p d_q g] u_p u_q^T (Stein):
+//   H_{w_i w_k} = a_i a_k / s (S11 I + S31 u_i u_i^T + S22 (u_i u_k^T + u_k u_i^T) + S13 u_k u_k^T)[i, k]
+//                 + delta_ik a_i / s (rho2_i I + U^T diag(a S22[i]) U - U*^T diag(v T22[i]) U*
+//                                     + z_i u_i^T + u_i z_i^T + rho4_i u_i u_i^T),   z_i = U^T (a S31[i]) - U*^T (v T31[i]),
+//   H_{b_i w_k} = a_i a_k / sqrt(s) (S21 u_i + S12 u_k)[i, k]
+//                 + delta_ik a_i / sqrt(s) (U^T (a S21[i]) - U*^T (v T21[i]) + rho3_i u_i),
+//   H_{a_i w_k} = a_k / sqrt(s) (S11 u_i + S02 u_k)[i, k] + delta_ik / sqrt(s) (U^T (a S11[i]) - U*^T (v T11[i]) + rho2_i u_i),
+//   H_{b_i b_k} = a_i a_k S11[i, k] + delta_ik a_i rho2_i,  H_{a_i b_k} = a_k S01[i, k] + delta_ik rho1_i,  H_{a_i a_k} = S00,
+// where every self pair (i, i) is one unit's expectations h_n (unit_self): the (w_i, w_i) block gets
+// a_i^2 / s (h2 I + h4 u_i u_i^T), (b_i, w_i) a_i^2 h3 u_i / sqrt(s), (a_i, w_i) 2 a_i h2 u_i / sqrt(s), (b_i, b_i)
+// a_i^2 h2, (a_i, b_i) 2 a_i h1, (a_i, a_i) 2 h0, and the sums rho_n, S, T run over the other pairs.
+void population_hessian_mean(const Population& p, const Biases& b, bool train_readout, bool train_bias, double* H,
+                             int n_threads) {
+  const MeanMoments m = mean_moments(p, b, kHessianOrders, n_threads);
+  const int K = m.K, M = m.M, d = p.d;
+  const double *a = p.student.a, *v = p.teacher.a;
+  const double rs = 1.0 / std::sqrt(p.scale), inv = 1.0 / p.scale;
+  const std::size_t Kd = static_cast<std::size_t>(K) * d;
+  const std::size_t n = Kd + (train_readout ? K : 0) + (train_bias ? K : 0);
+  const std::size_t oa = Kd, ob = Kd + (train_readout ? K : 0);
+  std::vector<double> U(Kd), Us(static_cast<std::size_t>(M) * d);
+  for (std::size_t c = 0; c < Kd; ++c) U[c] = p.student.W[c] * rs;
+  for (std::size_t c = 0; c < Us.size(); ++c) Us[c] = p.teacher.W[c] * rs;
+  auto u = [&](int i) { return U.data() + static_cast<std::size_t>(i) * d; };
+  auto us = [&](int r) { return Us.data() + static_cast<std::size_t>(r) * d; };
+  auto at = [&](std::size_t r, std::size_t c) -> double& { return H[r * n + c]; };
+  std::fill(H, H + n * n, 0.0);
+  // field_o(i) = U^T (a S_o[i]) - U*^T (v T_o[i]) (self pair left out for the orders above the gradient's).
+  auto field = [&](int o, int i, double* out) {
+    std::fill(out, out + d, 0.0);
+    for (int k = 0; k < K; ++k) {
+      const double f = a[k] * m.s(o, i, k);
+      for (int c = 0; c < d; ++c) out[c] += f * u(k)[c];
+    }
+    for (int r = 0; r < M; ++r) {
+      const double f = v[r] * m.t(o, i, r);
+      for (int c = 0; c < d; ++c) out[c] -= f * us(r)[c];
+    }
+  };
+  parallel_for(static_cast<std::size_t>(K), K > 4 ? n_threads : 1, [&](std::size_t iu) {
+    const int i = static_cast<int>(iu);
+    const double* ui = u(i);
+    double h[5];
+    unit_self(p.student.act, m.Q[iu * K + iu], b.student ? b.student[i] : 0.0, 4, h);
+    const double rho1 = m.residual(m10, i, a, v), rho2 = m.residual(m20, i, a, v);  // without the self pair
+    const double rho3 = m.residual(m30, i, a, v), rho4 = m.residual(m40, i, a, v);
+    std::vector<double> z(d), g(d);
+    field(m31, i, z.data());
+    // W rows of unit i: the blocks (i, k).
+    for (int k = 0; k < K; ++k) {
+      const double* uk = u(k);
+      const double f = a[i] * a[k] * inv, s11 = m.s(m11, i, k), s31 = m.s(m31, i, k), s13 = m.s(m31, k, i),
+                   s22 = m.s(m22, i, k);
+      for (int r = 0; r < d; ++r) {
+        double* row = &at(iu * d + r, static_cast<std::size_t>(k) * d);
+        for (int c = 0; c < d; ++c)
+          row[c] = f * (s31 * ui[r] * ui[c] + s13 * uk[r] * uk[c] + s22 * (ui[r] * uk[c] + uk[r] * ui[c]));
+        row[r] += f * s11;
+      }
+    }
+    // The residual's part of the diagonal block.
+    {
+      const double f = a[i] * inv, cuu = rho4 + a[i] * h[4];
+      double* blk = &at(iu * d, iu * d);
+      auto rank1 = [&](const double* x, double w) {
+        for (int r = 0; r < d; ++r)
+          for (int c = 0; c < d; ++c) blk[static_cast<std::size_t>(r) * n + c] += w * x[r] * x[c];
+      };
+      for (int k = 0; k < K; ++k)
+        if (k != i) rank1(u(k), f * a[k] * m.s(m22, i, k));
+      for (int r = 0; r < M; ++r) rank1(us(r), -f * v[r] * m.t(m22, i, r));
+      rank1(ui, f * cuu);
+      for (int r = 0; r < d; ++r) {
+        for (int c = 0; c < d; ++c) blk[static_cast<std::size_t>(r) * n + c] += f * (z[r] * ui[c] + ui[r] * z[c]);
+        blk[static_cast<std::size_t>(r) * n + r] += f * (rho2 + a[i] * h[2]);
+      }
+    }
+    if (train_readout) {
+      for (int k = 0; k < K; ++k) {
+        const double f = a[k] * rs, s11 = m.s(m11, i, k), s02 = m.s(m20, k, i);
+        for (int c = 0; c < d; ++c) at(oa + iu, static_cast<std::size_t>(k) * d + c) = f * (s11 * ui[c] + s02 * u(k)[c]);
+        at(oa + iu, oa + k) = k == i ? 2.0 * h[0] : m.s(m00, i, k);
+        if (train_bias)
+          at(oa + iu, ob + k) = at(ob + k, oa + iu) = a[k] * m.s(m10, k, i) + (k == i ? rho1 + 2.0 * a[i] * h[1] : 0.0);
+      }
+      field(m11, i, g.data());
+      for (int c = 0; c < d; ++c) at(oa + iu, iu * d + c) += rs * (g[c] + (rho2 + 2.0 * a[i] * h[2]) * ui[c]);
+    }
+    if (train_bias) {
+      for (int k = 0; k < K; ++k) {
+        const double f = a[i] * a[k] * rs, s21 = m.s(m21, i, k), s12 = m.s(m21, k, i);
+        for (int c = 0; c < d; ++c) at(ob + iu, static_cast<std::size_t>(k) * d + c) = f * (s21 * ui[c] + s12 * u(k)[c]);
+        at(ob + iu, ob + k) = a[i] * a[k] * m.s(m11, i, k) + (k == i ? a[i] * (rho2 + a[i] * h[2]) : 0.0);
+      }
+      field(m21, i, g.data());
+      const double cu = rho3 + a[i] * h[3];
+      for (int c = 0; c < d; ++c) at(ob + iu, iu * d + c) += a[i] * rs * (g[c] + cu * ui[c]);
+    }
+  });
+  // The a and b rows were written left of the diagonal W blocks only: mirror them, then symmetrise exactly.
+  for (std::size_t r = Kd; r < n; ++r)
+    for (std::size_t c = 0; c < Kd; ++c) at(c, r) = at(r, c);
+  for (std::size_t r = 0; r < n; ++r)
+    for (std::size_t c = r + 1; c < n; ++c) at(r, c) = at(c, r) = 0.5 * (at(r, c) + at(c, r));
+}
+
+DescentResult population_descend_mean(double* W, double* a, double* b, const Population& p0, const double* bt,
+                                      double lr, double lr_readout, double lr_bias, long long steps,
+                                      const std::vector<long long>& record_steps, int n_threads,
+                                      const Schedule* schedule) {
+  Population p = p0;
+  p.student.W = W;
+  p.student.a = a;
+  const Biases biases{b, bt};
+  const int K = p.student.units, M = p.teacher.units, d = p.d;
+  check_buffer(static_cast<std::size_t>(K) * (K + M), "the recorded overlaps Q, M (K (K + M) entries)");
+  std::vector<double> dW(static_cast<std::size_t>(K) * d), da(K), db(K), Q(static_cast<std::size_t>(K) * K),
+      Mo(static_cast<std::size_t>(K) * M);
+  auto record = [&](DescentResult& out) {
+    const double r = population_risk_mean(p, biases, n_threads);
+    if (!std::isfinite(r)) return false;
+    gram(W, K, W, K, d, p.scale, Q.data(), n_threads);
+    gram(W, K, p.teacher.W, M, d, p.scale, Mo.data(), n_threads);
+    out.Q.insert(out.Q.end(), Q.begin(), Q.end());
+    out.M.insert(out.M.end(), Mo.begin(), Mo.end());
+    out.a.insert(out.a.end(), a, a + K);
+    out.bias.insert(out.bias.end(), b, b + K);
+    out.risk.push_back(r);
+    return true;
+  };
+  auto finite = [](const std::vector<double>& x) {
+    for (const double y : x)
+      if (!std::isfinite(y)) return false;
+    return true;
+  };
+  auto advance = [&](long long, bool, double rate) {
+    try {
+      population_gradient_mean(p, biases, dW.data(), da.data(), db.data(), n_threads);
+    } catch (const std::domain_error&) {
+      return false;
+    }
+    if (!finite(dW) || !finite(da) || !finite(db)) return false;
+    const double lr_n = lr * rate, lr_a_n = lr_readout * rate, lr_b_n = lr_bias * rate;
+    for (std::size_t c = 0; c < dW.size(); ++c) W[c] -= lr_n * dW[c];
+    for (int i = 0; i < K; ++i) {
+      a[i] -= lr_a_n * da[i];
+      b[i] -= lr_b_n * db[i];
+    }
+    return true;
+  };
+  return descend_loop(steps, record_steps, schedule, record, advance);
 }
 
 }  // namespace twolayer

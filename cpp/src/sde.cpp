@@ -13,6 +13,7 @@
 #include "twolayer/activation.hpp"
 #include "twolayer/cancel.hpp"
 #include "twolayer/divergence.hpp"
+#include "twolayer/gaussian.hpp"
 #include "twolayer/parallel.hpp"
 #include "twolayer/population.hpp"
 #include "twolayer/progress.hpp"
@@ -113,15 +114,20 @@ IncrementMoments::IncrementMoments(const OdeModel& model, std::vector<double> no
         target_poly_.axpy(1.0, term);
       }
     }
+    if (m_.biased)
+      throw not_implemented("bias: the SDE does not handle biases yet with relu or step units (its exact orthant "
+                            "moments have no means); smooth activations take biases (Gauss-Hermite)");
   } else if (x_.empty() || x_.size() != w_.size()) {
     throw std::invalid_argument("nodes: expected as many nodes as weights (at least one)");
   }
   const int K = m_.K, M = m_.M;
-  nc_ = K * (K + 1) / 2 + K * M + (m_.lr_readout > 0.0 ? K : 0);
+  nc_ = K * (K + 1) / 2 + K * M + (m_.lr_readout > 0.0 ? K : 0) + (m_.biased && m_.lr_bias > 0.0 ? K : 0);
   const std::size_t u = static_cast<std::size_t>(u_), nc = static_cast<std::size_t>(nc_);
   om_.resize(u * u);
   L_.resize(u * u);
   z_.resize(u);
+  zc_.resize(u);
+  mean_.assign(u, 0.0);
   g_.resize(u);
   dg_.resize(u);
   c0_.resize(nc);
@@ -162,6 +168,11 @@ void IncrementMoments::raw_quadrature(const double* y) {
   const int K = m_.K, M = m_.M, u = u_, nc = nc_;
   const double* a = y + m_.offset_a();
   const double lr = m_.lr, lra = m_.lr_readout, s = std::sqrt(m_.noise);
+  const bool biased = m_.biased;
+  const double lrb = biased ? m_.lr_bias : 0.0;
+  if (biased) means(y, mean_.data());
+  // l = c + (b, b*) with the centred fields c = L x (zc_; without biases the same as z_)
+  const double* zc = biased ? zc_.data() : z_.data();
   std::fill(S_.begin(), S_.end(), 0.0);
   std::fill(mu_.begin(), mu_.end(), 0.0);
   const std::size_t n_points = gw_.size();
@@ -174,6 +185,11 @@ void IncrementMoments::raw_quadrature(const double* y) {
       for (int c = 0; c <= q; ++c) t += L_[q * u + c] * xp[c];
       z_[q] = t;
     }
+    if (biased)
+      for (int q = 0; q < u; ++q) {
+        zc_[q] = z_[q];
+        z_[q] += mean_[q];
+      }
     double e = 0.0;  // noiseless error y* - f at this node
     for (int i = 0; i < K; ++i) {
       g_[i] = sigma(m_.student, z_[i]);
@@ -187,7 +203,7 @@ void IncrementMoments::raw_quadrature(const double* y) {
     int c = 0;
     for (int i = 0; i < K; ++i)
       for (int k = i; k < K; ++k, ++c) {
-        const double f1 = lr * (a[i] * dg_[i] * z_[k] + a[k] * dg_[k] * z_[i]);
+        const double f1 = lr * (a[i] * dg_[i] * zc[k] + a[k] * dg_[k] * zc[i]);
         const double f2 = lr * lr * a[i] * a[k] * dg_[i] * dg_[k];
         c0_[c] = f1 * e + f2 * e * e;
         c1_[c] = (f1 + 2.0 * f2 * e) * s;
@@ -195,7 +211,7 @@ void IncrementMoments::raw_quadrature(const double* y) {
       }
     for (int i = 0; i < K; ++i)
       for (int r = 0; r < M; ++r, ++c) {
-        const double f1 = lr * a[i] * dg_[i] * z_[K + r];
+        const double f1 = lr * a[i] * dg_[i] * zc[K + r];
         c0_[c] = f1 * e;
         c1_[c] = f1 * s;
         c2_[c] = 0.0;
@@ -204,6 +220,13 @@ void IncrementMoments::raw_quadrature(const double* y) {
       for (int i = 0; i < K; ++i, ++c) {
         c0_[c] = lra * g_[i] * e;
         c1_[c] = lra * g_[i] * s;
+        c2_[c] = 0.0;
+      }
+    if (lrb > 0.0)
+      for (int i = 0; i < K; ++i, ++c) {
+        const double f1 = lrb * a[i] * dg_[i];
+        c0_[c] = f1 * e;
+        c1_[c] = f1 * s;
         c2_[c] = 0.0;
       }
     // E_zeta: E[zeta] = E[zeta^3] = 0, E[zeta^2] = 1, E[zeta^4] = 3.
@@ -286,6 +309,12 @@ bool IncrementMoments::factor(const double* y, double* L) {
     for (int s = 0; s < M; ++s) om_[(K + r) * u + K + s] = m_.P[r * M + s];
   std::copy(om_.begin(), om_.end(), L);
   return cholesky_psd(L, u, 1e-13);
+}
+
+void IncrementMoments::means(const double* y, double* out) const {
+  const int K = m_.K, M = m_.M;
+  for (int i = 0; i < K; ++i) out[i] = m_.biased ? y[m_.offset_b() + i] : 0.0;
+  for (int r = 0; r < M; ++r) out[K + r] = m_.biased ? m_.teacher_bias[r] : 0.0;
 }
 
 bool IncrementMoments::operator()(const double* y, double* mean, double* cov) {
@@ -437,7 +466,7 @@ class Path {
                       KM = static_cast<std::size_t>(m.K) * m.M;
     std::copy(y_.begin(), y_.begin() + KK, out_.Q + t * KK);
     std::copy(y_.begin() + KK, y_.begin() + KK + KM, out_.M + t * KM);
-    std::copy(y_.begin() + KK + KM, y_.end(), out_.a + t * m.K);
+    std::copy(y_.begin() + KK + KM, y_.begin() + KK + KM + m.K, out_.a + t * m.K);
     out_.risk[t] = r;
     out_.recorded = t + 1;
   }
@@ -480,6 +509,9 @@ class PathBlock {
     scratch_.assign(u * u, 0.0);
     L_.assign(u * u * W, 0.0);
     z_.assign(u * W, 0.0);
+    zc_.assign(m.biased ? u * W : 0, 0.0);
+    mb_.assign(m.biased ? u * W : 0, 0.0);
+    ml_.assign(u, 0.0);
     g_.assign(u * W, 0.0);
     dg_.assign(u * W, 0.0);
     e_.assign(W, 0.0);
@@ -569,6 +601,8 @@ class PathBlock {
     for (int q = 0; q < u; ++q)
       for (int c = 0; c < u; ++c) L_[(static_cast<std::size_t>(q) * u + c) * W + l] = q == c ? 1.0 : 0.0;
     for (int i = 0; i < K_; ++i) a_[static_cast<std::size_t>(i) * W + l] = 0.0;
+    if (sp_.model.biased)
+      for (int q = 0; q < u; ++q) mb_[static_cast<std::size_t>(q) * W + l] = 0.0;
   }
 
   void stop(int l, int status, long long step, int reason = 0) {
@@ -586,7 +620,8 @@ class PathBlock {
     const std::size_t t = o.recorded, KK = static_cast<std::size_t>(m.K) * m.K, KM = static_cast<std::size_t>(m.K) * m.M;
     std::copy(yl, yl + KK, o.Q + t * KK);
     std::copy(yl + KK, yl + KK + KM, o.M + t * KM);
-    std::copy(yl + KK + KM, yl + ss_, o.a + t * m.K);
+    std::copy(yl + KK + KM, yl + KK + KM + m.K, o.a + t * m.K);
+    if (m.biased) std::copy(yl + m.offset_b(), yl + m.offset_b() + m.K, o.b + t * m.K);
     o.risk[t] = r;
     o.recorded = t + 1;
   }
@@ -627,6 +662,10 @@ class PathBlock {
     for (std::size_t q = 0; q < uu; ++q) L_[q * W + l] = Ll_[q];
     const double* a = y(l) + sp_.model.offset_a();
     for (int i = 0; i < K_; ++i) a_[static_cast<std::size_t>(i) * W + l] = a[i];
+    if (sp_.model.biased) {
+      mom_.means(y(l), ml_.data());
+      for (int q = 0; q < u_; ++q) mb_[static_cast<std::size_t>(q) * W + l] = ml_[q];
+    }
     return true;
   }
 
@@ -663,6 +702,9 @@ class PathBlock {
     const OdeModel& m = sp_.model;
     const int K = K_, M = M_, u = u_, nc = nc_;
     const double lr = m.lr, lra = m.lr_readout, s = std::sqrt(m.noise);
+    const bool biased = m.biased;
+    const double lrb = biased ? m.lr_bias : 0.0;
+    const double* zc_all = biased ? zc_.data() : z_.data();  // the centred fields (l minus the means)
     std::fill(mu_.begin(), mu_.end(), 0.0);
     std::fill(S_.begin(), S_.end(), 0.0);
     const std::vector<double>& grid = mom_.grid();
@@ -681,6 +723,14 @@ class PathBlock {
           const double* Lqc = L_.data() + (static_cast<std::size_t>(q) * u + c) * W;
           const double x = xp[c];
           SDE_LANES for (int l = 0; l < W; ++l) z[l] += Lqc[l] * x;
+        }
+        if (biased) {
+          double* zc = zc_.data() + static_cast<std::size_t>(q) * W;
+          const double* mb = mb_.data() + static_cast<std::size_t>(q) * W;
+          SDE_LANES for (int l = 0; l < W; ++l) {
+            zc[l] = z[l];
+            z[l] += mb[l];
+          }
         }
       }
       units(m.student, 0, K, true);
@@ -713,7 +763,7 @@ class PathBlock {
         for (int k = i; k < K; ++k, ++c) {
           const double *ai = a_.data() + static_cast<std::size_t>(i) * W, *ak = a_.data() + static_cast<std::size_t>(k) * W;
           const double *dgi = dg_.data() + static_cast<std::size_t>(i) * W, *dgk = dg_.data() + static_cast<std::size_t>(k) * W;
-          const double *zi = z_.data() + static_cast<std::size_t>(i) * W, *zk = z_.data() + static_cast<std::size_t>(k) * W;
+          const double *zi = zc_all + static_cast<std::size_t>(i) * W, *zk = zc_all + static_cast<std::size_t>(k) * W;
           double *p0 = c0_.data() + static_cast<std::size_t>(c) * W, *p1 = c1_.data() + static_cast<std::size_t>(c) * W,
                  *p2 = c2_.data() + static_cast<std::size_t>(c) * W;
           SDE_LANES for (int l = 0; l < W; ++l) {
@@ -728,7 +778,7 @@ class PathBlock {
         for (int r = 0; r < M; ++r, ++c) {
           const double* ai = a_.data() + static_cast<std::size_t>(i) * W;
           const double* dgi = dg_.data() + static_cast<std::size_t>(i) * W;
-          const double* zr = z_.data() + static_cast<std::size_t>(K + r) * W;
+          const double* zr = zc_all + static_cast<std::size_t>(K + r) * W;
           double *p0 = c0_.data() + static_cast<std::size_t>(c) * W, *p1 = c1_.data() + static_cast<std::size_t>(c) * W,
                  *p2 = c2_.data() + static_cast<std::size_t>(c) * W;
           SDE_LANES for (int l = 0; l < W; ++l) {
@@ -746,6 +796,19 @@ class PathBlock {
           SDE_LANES for (int l = 0; l < W; ++l) {
             p0[l] = lra * gi[l] * e[l];
             p1[l] = lra * gi[l] * s;
+            p2[l] = 0.0;
+          }
+        }
+      if (lrb > 0.0)
+        for (int i = 0; i < K; ++i, ++c) {
+          const double* ai = a_.data() + static_cast<std::size_t>(i) * W;
+          const double* dgi = dg_.data() + static_cast<std::size_t>(i) * W;
+          double *p0 = c0_.data() + static_cast<std::size_t>(c) * W, *p1 = c1_.data() + static_cast<std::size_t>(c) * W,
+                 *p2 = c2_.data() + static_cast<std::size_t>(c) * W;
+          SDE_LANES for (int l = 0; l < W; ++l) {
+            const double f1 = lrb * ai[l] * dgi[l];
+            p0[l] = f1 * e[l];
+            p1[l] = f1 * s;
             p2[l] = 0.0;
           }
         }
@@ -805,6 +868,8 @@ class PathBlock {
       for (int r = 0; r < M; ++r, ++c) yl[m.offset_M() + i * M + r] += inc(c);
     if (m.lr_readout > 0.0)
       for (int i = 0; i < K; ++i, ++c) yl[m.offset_a() + i] += inc(c);
+    if (m.biased && m.lr_bias > 0.0)
+      for (int i = 0; i < K; ++i, ++c) yl[m.offset_b() + i] += inc(c);
     ++ln.step;
     ++done_steps_;
     if (const int code = divergence_code(yl, K, M, m.P.data(), ln.bound, scratch_.data())) {
@@ -826,7 +891,7 @@ class PathBlock {
   int K_ = 0, M_ = 0, u_ = 0, nc_ = 0, ss_ = 0;
   long long done_steps_ = 0;
   Lane lane_[W];
-  std::vector<double> y_, L_, z_, g_, dg_, e_, a_, c0_, c1_, c2_, mu_, S_, Ll_, mean_, cov_, buf_, zt_;
+  std::vector<double> y_, L_, z_, zc_, mb_, ml_, g_, dg_, e_, a_, c0_, c1_, c2_, mu_, S_, Ll_, mean_, cov_, buf_, zt_;
   std::vector<double> scratch_;  // divergence_code's workspace
 };
 

@@ -831,8 +831,8 @@ void target_cross_grad(const PolyTarget& t, const double* Q, const double* M, co
   }
 }
 
-void target_unit_jet(const PolyTarget& t, double q, const double* m, Activation act, double* out) {
-  check_target_activation(act);
+void target_unit_jet(const PolyTarget& t, double q, const double* m, Activation act, double* out, const double* b) {
+  if (!b) check_target_activation(act);  // with a bias: every smooth activation (FactorMoments' quadrature)
   const int k = t.k;
   if (!(q > 0.0) || !std::isfinite(q)) throw std::domain_error("target Hessian: a student unit has zero norm");
   // f, d_r f, d_r d_t f in the Hermite basis (d He_n = n He_{n-1})
@@ -870,7 +870,7 @@ void target_unit_jet(const PolyTarget& t, double q, const double* m, Activation 
     return g;
   };
   const FieldFactor s0{0, 1, 0}, d1{1, 0, 0};
-  FactorMoments m0(act, 1, &q, &s0), m1(act, 1, &q, &d1);
+  FactorMoments m0(act, 1, &q, &s0, b, L - 1), m1(act, 1, &q, &d1, b, L - 1);
   std::vector<double> mom0(L), mom1(L);
   for (int j = 0; j < L; ++j) {
     mom0[j] = j <= D ? m0(&j) : 0.0;
@@ -899,6 +899,14 @@ void target_unit_jet(const PolyTarget& t, double q, const double* m, Activation 
     for (int s = 0; s < k; ++s)
       out[3 + 2 * k + r * k + s] = deriv_moment(conditional(d2f[static_cast<std::size_t>(r) * k + s]), 2);
   }
+  if (!b) return;
+  // d/db = E[sigma'(b + l) .]: Phi_b = E[sigma' f], Phi_bb = E[sigma'' f], Phi_bq = E[sigma''' f] / 2,
+  // Phi_bm_r = E[sigma'' d_r f].
+  const std::size_t o = 3 + 2 * static_cast<std::size_t>(k) + static_cast<std::size_t>(k) * k;
+  out[o] = deriv_moment(hf, 1);
+  out[o + 1] = deriv_moment(hf, 2);
+  out[o + 2] = 0.5 * deriv_moment(hf, 3);
+  for (int r = 0; r < k; ++r) out[o + 3 + r] = deriv_moment(conditional(df[r]), 2);
 }
 
 TargetRhs::TargetRhs(const PolyTarget& t, Activation act, int K, bool online, double lr, double lr_readout)

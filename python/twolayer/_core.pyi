@@ -2,7 +2,7 @@
 
 # ODE engine entries (bind_ode.cpp); the foundation's entries live beside these on main.
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 from numpy.typing import NDArray
@@ -63,6 +63,46 @@ def population_descend(
     scale: float,
     lr: float,
     lr_readout: float,
+    steps: int,
+    record_steps: list[int],
+    n_threads: int = 0,
+    schedule: _Schedule | None = None,
+) -> dict[str, Any]: ...
+def population_risk_mean(
+    W: _F, a: _F, act: str, W_teacher: _F, v: _F, act_teacher: str, scale: float, bias: _F, teacher_bias: _F,
+    n_threads: int = 0,
+) -> float: ...
+def population_gradient_mean(
+    W: _F, a: _F, act: str, W_teacher: _F, v: _F, act_teacher: str, scale: float, bias: _F, teacher_bias: _F,
+    n_threads: int = 0,
+) -> tuple[_F, _F, _F]: ...
+def population_hessian_mean(
+    W: _F,
+    a: _F,
+    act: str,
+    W_teacher: _F,
+    v: _F,
+    act_teacher: str,
+    scale: float,
+    bias: _F,
+    teacher_bias: _F,
+    train_readout: bool,
+    train_bias: bool,
+    n_threads: int = 0,
+) -> _F: ...
+def population_descend_mean(
+    W: _F,
+    a: _F,
+    act: str,
+    W_teacher: _F,
+    v: _F,
+    act_teacher: str,
+    scale: float,
+    bias: _F,
+    teacher_bias: _F,
+    lr: float,
+    lr_readout: float,
+    lr_bias: float,
     steps: int,
     record_steps: list[int],
     n_threads: int = 0,
@@ -244,6 +284,9 @@ def ode_integrate_batch(
     out: dict[str, NDArray[Any]] | None = None,
     members: NDArray[np.int64] | None = None,
     device: str = "cpu",
+    bias: _F | None = None,
+    teacher_bias: _F | None = None,
+    lr_bias: _F | None = None,
 ) -> dict[str, Any]: ...
 def multistart_lbfgs(
     W: _F,
@@ -264,12 +307,13 @@ def multistart_lbfgs(
 def sde_increment_moments(
     y: _F, K: int, P: _F, v: _F, act: str, act_teacher: str, spherical: bool, lr: float, lr_readout: float,
     noise: float, nodes: _F, weights: _F, target_alpha: Any = None, target_coef: Any = None,
+    teacher_bias: _F | None = None, lr_bias: float = 0.0,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]: ...
 def sde_simulate(
     y0: _F, K: int, P: _F, v: _F, act: str, act_teacher: str, spherical: bool, lr: float, lr_readout: float,
     noise: float, d: int, dt: float, steps: int, record_steps: Any, nodes: _F, weights: _F, seed: int, runs: Any,
     risk_tol: float, risk_rtol: float, n_threads: int = 0, progress: Any = None, target_alpha: Any = None,
-    target_coef: Any = None,
+    target_coef: Any = None, teacher_bias: _F | None = None, lr_bias: float = 0.0,
 ) -> dict[str, Any]: ...
 # Polynomial multi-index targets (bind_target.cpp, bind_ode.cpp): exponents (n_terms, k), coefficients (n_terms,).
 _I = NDArray[np.int64]
@@ -282,7 +326,14 @@ def target_risk(alpha: _I, coef: _F, Q: _F, M: _F, a: _F, act: str, bias: _F | N
 def target_cross_grad(
     alpha: _I, coef: _F, Q: _F, M: _F, a: _F, act: str, bias: _F | None = None
 ) -> tuple[_F, _F, _F, _F]: ...
-def target_unit_jet(alpha: _I, coef: _F, q: _F, M: _F, act: str) -> tuple[_F, _F, _F, _F, _F, _F]: ...
+@overload
+def target_unit_jet(
+    alpha: _I, coef: _F, q: _F, M: _F, act: str, bias: None = None
+) -> tuple[_F, _F, _F, _F, _F, _F]: ...
+@overload
+def target_unit_jet(
+    alpha: _I, coef: _F, q: _F, M: _F, act: str, bias: _F
+) -> tuple[_F, _F, _F, _F, _F, _F, _F, _F, _F, _F]: ...
 def ode_rhs_target(
     Q: _F, M: _F, a: _F, alpha: _I, coef: _F, act: str, regime: str, spherical: bool, lr: float,
     lr_readout: float, noise: float, evals: int = 1,

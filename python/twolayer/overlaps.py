@@ -324,6 +324,10 @@ class BatchOverlaps:
     activation, teacher_activation : str, optional
         The activations of the networks the overlaps describe (None: not
         known; the ODE then needs them).
+    bias, teacher_bias : array_like, optional
+        The units' biases per member, (B, K) and (B, M) (default: zeros),
+        as :class:`Overlaps`' ``bias`` and ``teacher_bias``; a teacher's
+        may be one (M,) shared by every member (a broadcast view).
 
     Examples
     --------
@@ -346,6 +350,8 @@ class BatchOverlaps:
     v: NDArray[np.float64]
     activation: str | None
     teacher_activation: str | None
+    bias: NDArray[np.float64]
+    teacher_bias: NDArray[np.float64]
 
     def __init__(
         self,
@@ -357,6 +363,8 @@ class BatchOverlaps:
         activation: str | None = None,
         teacher_activation: str | None = None,
         *,
+        bias: ArrayLike | None = None,
+        teacher_bias: ArrayLike | None = None,
         _label: Callable[[int, str], str] | None = None,
     ) -> None:
         _check_stack_memory(Q, M, a)
@@ -382,7 +390,10 @@ class BatchOverlaps:
             v_ = np.broadcast_to(v_, (B, Mt))
         label = _label or (lambda b, name: f"{name}[{b}]")
         check_stack(Q_, M_, P_, a_, v_, label)
-        for name, value in (("Q", Q_), ("M", M_), ("P", P_), ("a", a_), ("v", v_)):
+        b_ = _stack_bias(bias, (B, K), None, "bias", label)
+        bt_ = _stack_bias(teacher_bias, (B, Mt), (Mt,), "teacher_bias", label)
+        for name, value in (("Q", Q_), ("M", M_), ("P", P_), ("a", a_), ("v", v_), ("bias", b_),
+                            ("teacher_bias", bt_)):
             object.__setattr__(self, name, _read_only(value) if value.flags.owndata else value)
         object.__setattr__(self, "activation", _optional_activation(activation, "activation"))
         object.__setattr__(self, "teacher_activation",
@@ -417,7 +428,6 @@ class BatchOverlaps:
         for b, ov in enumerate(ovs):
             if not isinstance(ov, Overlaps):
                 raise TypeError(f"{name}[{b}]: expected a twolayer.Overlaps, got {type(ov).__name__}")
-            refuse_bias(ov, f"{name}[{b}]")
             if (ov.K, ov.n_teacher) != (ovs[0].K, ovs[0].n_teacher):
                 raise ValueError(f"{name}[{b}]: expected K={ovs[0].K}, M={ovs[0].n_teacher} like {name}[0], got "
                                  f"K={ov.K}, M={ov.n_teacher}")
@@ -425,6 +435,7 @@ class BatchOverlaps:
         act, t_act = acts.pop() if len(acts) == 1 else (None, None)
         return cls(np.stack([ov.Q for ov in ovs]), np.stack([ov.M for ov in ovs]), np.stack([ov.P for ov in ovs]),
                    np.stack([ov.a for ov in ovs]), np.stack([ov.v for ov in ovs]), act, t_act,
+                   bias=np.stack([ov.bias for ov in ovs]), teacher_bias=np.stack([ov.teacher_bias for ov in ovs]),
                    _label=lambda b, field: f"{name}[{b}]: {field}")
 
     def __len__(self) -> int:
@@ -445,15 +456,37 @@ class BatchOverlaps:
         """Whether P and v are one teacher broadcast over the members (no per-member copy)."""
         return self.P.strides[0] == 0 and self.v.strides[0] == 0
 
+    @property
+    def has_bias(self) -> NDArray[np.bool_]:
+        """Per member: whether any of its student or teacher biases is nonzero (B,)."""
+        return np.any(self.bias != 0.0, axis=1) | np.any(self.teacher_bias != 0.0, axis=1)
+
     def __getitem__(self, b: int) -> Overlaps:
         return Overlaps(self.Q[b], self.M[b], self.P[b], self.a[b], self.v[b], self.activation,
-                        self.teacher_activation)
+                        self.teacher_activation, bias=self.bias[b], teacher_bias=self.teacher_bias[b])
 
     def __iter__(self) -> Iterator[Overlaps]:
         return (self[b] for b in range(len(self)))
 
     def __repr__(self) -> str:
         return f"BatchOverlaps(B={len(self)}, K={self.K}, M={self.n_teacher}, activation={self.activation!r})"
+
+
+def _stack_bias(bias: ArrayLike | None, shape: tuple[int, int], shared: tuple[int] | None, name: str,
+                label: Callable[[int, str], str]) -> NDArray[np.float64]:
+    """A stack's biases ``bias`` of shape ``shape`` (or ``shared``, broadcast), zeros for None: finite, read-only; an
+    error names the first bad member by ``label``."""
+    if bias is None:
+        return np.broadcast_to(np.zeros(1), shape)
+    b = as_float_array(bias, name, finite=False).copy()
+    if b.shape != shape and (shared is None or b.shape != shared):
+        allowed = " or ".join(map(str, (shape,) if shared is None else (shape, shared)))
+        raise ValueError(f"{name}: expected shape {allowed}, got {b.shape}")
+    full = np.broadcast_to(_read_only(b), shape)
+    bad = np.flatnonzero(~np.all(np.isfinite(full), axis=1))
+    if bad.size:
+        raise ValueError(f"{label(int(bad[0]), name)}: entries must be finite (got NaN or inf)")
+    return full if b.shape != shape else b
 
 
 def _check_stack_memory(Q: ArrayLike, M: ArrayLike, a: ArrayLike) -> None:

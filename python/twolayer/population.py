@@ -19,7 +19,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from . import _core, _population_bias
 from ._deprecation import renamed
-from ._interrupt import keep_partial, partial_result
+from ._interrupt import partial_result
 from ._validation import INT32_MAX, as_float_array, boolean, integer, n_threads_arg, positive
 from .networks import Network, check_network
 from .overlaps import check_pair, gram
@@ -189,22 +189,28 @@ def _target_gradient(student: Network, target: Any, train_readout: bool, train_b
     return _finite(dW, "gradient"), da, _finite(db + db_t, "gradient") if train_bias else None
 
 
-def _target_hessian(student: Network, target: Any, train_readout: bool, n_threads: int | None) -> NDArray[np.float64]:
+def _target_hessian(student: Network, target: Any, train_readout: bool, n_threads: int | None,
+                    train_bias: bool = False) -> NDArray[np.float64]:
     """The student-only part through the core (a zero teacher), plus the target's cross term -sum_i c a_i phi_i,
-    phi_i(w_i) = Phi(q_i, m_i) = E[sigma(l_i) f] with q_i = |u_i|^2, m_ir = u_i . u*_r, u = w / sqrt(s):
-    d2 phi / du2 = 2 Phi_q I + 4 Phi_qq u u^T + 2 sum_r Phi_qr (u u*_r^T + u*_r u^T) + sum_rt Phi_rt u*_r u*_t^T
-    (one d x d block per unit; d/dw = d/du / sqrt(s)), and the (w_i, a_i) block -c d phi_i / dw_i."""
-    tgt = _hermite(student, target, "population Hessian")
+    phi_i(w_i, b_i) = Phi(q_i, m_i, b_i) = E[sigma(b_i + l_i) f] with q_i = |u_i|^2, m_ir = u_i . u*_r,
+    u = w / sqrt(s): d2 phi / du2 = 2 Phi_q I + 4 Phi_qq u u^T + 2 sum_r Phi_qr (u u*_r^T + u*_r u^T)
+    + sum_rt Phi_rt u*_r u*_t^T (one d x d block per unit; d/dw = d/du / sqrt(s)), the (w_i, a_i) block
+    -c d phi_i / dw_i, and with train_bias d2 phi / du db = 2 Phi_bq u + sum_r Phi_br u*_r, d2 phi / db2 = Phi_bb,
+    d2 phi / da db = c Phi_b (Phi's b-derivatives are E[sigma^(n)(b + l) .], the core's target_unit_jet)."""
+    tgt = _hermite(student, target, "population Hessian", biases=True)
+    biased = train_bias or student.has_bias
     zero = Network(tgt.directions[:1], np.zeros(1), student.activation, student.scaling)
-    H = hessian(student, zero, train_readout, n_threads)
+    H = hessian(student, zero, train_readout, n_threads, train_bias=train_bias)
     Q, M = _target_overlaps(student, tgt)
     alpha, coef = tgt._arrays()
-    _, phi_q, phi_m, phi_qq, phi_qm, phi_mm = _core.target_unit_jet(alpha, coef, np.diag(Q).copy(), M,
-                                                                    student.activation)
-    s, d, c = student.scale, student.d, student.readout_factor
+    jet = _core.target_unit_jet(alpha, coef, np.diag(Q).copy(), M, student.activation,
+                                student.bias if biased else None)
+    _, phi_q, phi_m, phi_qq, phi_qm, phi_mm = jet[:6]
+    s, d, c, K = student.scale, student.d, student.readout_factor, student.K
     U, Us = student.W / math.sqrt(s), tgt.directions / math.sqrt(s)
     ea = student.effective_a
-    for i in range(student.K):
+    ob = K * d + (K if train_readout else 0)  # the b-block
+    for i in range(K):
         u = U[i]
         cross = np.outer(u, phi_qm[i] @ Us)
         Hu = (2.0 * phi_q[i] * np.eye(d) + 4.0 * phi_qq[i] * np.outer(u, u) + 2.0 * (cross + cross.T)
@@ -213,8 +219,17 @@ def _target_hessian(student: Network, target: Any, train_readout: bool, n_thread
         H[blk, blk] -= ea[i] * (0.5 * (Hu + Hu.T)) / s  # exactly symmetric
         if train_readout:
             g = (2.0 * phi_q[i] * u + phi_m[i] @ Us) / math.sqrt(s)
-            H[blk, student.K * d + i] -= c * g
-            H[student.K * d + i, blk] -= c * g
+            H[blk, K * d + i] -= c * g
+            H[K * d + i, blk] -= c * g
+        if train_bias:
+            phi_b, phi_bb, phi_bq, phi_bm = (x[i] for x in jet[6:])
+            gb = ea[i] * (2.0 * phi_bq * u + phi_bm @ Us) / math.sqrt(s)
+            H[blk, ob + i] -= gb
+            H[ob + i, blk] -= gb
+            H[ob + i, ob + i] -= ea[i] * phi_bb
+            if train_readout:
+                H[K * d + i, ob + i] -= c * phi_b
+                H[ob + i, K * d + i] -= c * phi_b
     return _finite(H, "Hessian")
 
 
@@ -260,7 +275,8 @@ def risk(student: Network, teacher: Network | HermiteTarget, noise: float = 0.0,
     if not isinstance(teacher, Network):
         return _target_risk(student, teacher) + 0.5 * noise_
     if _with_bias(student, teacher):
-        return float(_finite(np.asarray(_population_bias.risk(student, teacher)), "risk")) + 0.5 * noise_
+        r_b = _population_bias.risk(student, teacher, n_threads_arg(n_threads))
+        return float(_finite(np.asarray(r_b), "risk")) + 0.5 * noise_
     args, _, _ = _args(student, teacher)
     r = np.asarray(_core.population_risk(*args, n_threads=n_threads_arg(n_threads)))
     return float(_finite(r, "risk")) + 0.5 * noise_
@@ -282,8 +298,8 @@ def gradient(
     certified quadrature, see :mod:`twolayer.kernels`); against a polynomial
     target the target's part is a certified quadrature over the student
     field after the exact conditioning (relu and step students with biases
-    are not implemented there); rows are not rescaled, and step students
-    with biases are not implemented.
+    are not implemented there); rows are not rescaled, and a step unit
+    with itself enters through step^2 = step (its deltas combined first).
 
     Parameters
     ----------
@@ -325,7 +341,8 @@ def gradient(
     train_readout = boolean(train_readout, "train_readout")
     train_bias = boolean(train_bias, "train_bias")
     if _with_bias(student, teacher):
-        dW, da, db = (_finite(x, "gradient") for x in _population_bias.gradient(student, cast(Network, teacher)))
+        dW, da, db = (_finite(x, "gradient") for x in _population_bias.gradient(student, cast(Network, teacher),
+                                                                                      n_threads_arg(n_threads)))
         out: tuple[Any, ...] = (dW, da if train_readout else None)
         return (*out, db) if train_bias else out
     da_out: NDArray[np.float64] | None
@@ -340,7 +357,8 @@ def gradient(
     da_out = da * student.readout_factor if train_readout else None
     if not train_bias:
         return dW, da_out
-    return dW, da_out, _finite(_population_bias.bias_gradient(student, cast(Network, teacher)), "gradient")
+    db = _population_bias.gradient(student, cast(Network, teacher), n_threads_arg(n_threads))[2]
+    return dW, da_out, _finite(db, "gradient")
 
 
 def hessian(
@@ -358,9 +376,11 @@ def hessian(
     (ValueError, see :func:`aligned_step_units`). With biases (on either
     network, or ``train_bias``) the second derivatives are pair moments
     E[s^(p)(l_i) s^(q)(l_k)], p + q <= 4, of the kernels with means (Stein's
-    lemma, :mod:`twolayer._population_bias`; relu's deltas of a unit with
-    itself combined first); committee teachers only, step students with
-    biases refused, biases not in ``train_bias`` held fixed.
+    lemma in the core; a unit with itself as one unit's expectations
+    E[(s^2)^(n)], so that the deltas of relu and step units combine first);
+    against a polynomial target the target's part adds its bias derivatives
+    E[s^(n)(b + l) f] (smooth students; relu and step only at zero biases);
+    biases not in ``train_bias`` are held fixed.
 
     Parameters
     ----------
@@ -402,14 +422,13 @@ def hessian(
     """
     train_readout = boolean(train_readout, "train_readout")
     train_bias = boolean(train_bias, "train_bias")
-    if train_bias and is_target(teacher):
-        raise NotImplementedError("train_bias: the bias Hessian against a polynomial target is not implemented")
+    if is_target(teacher):
+        return _target_hessian(student, teacher, train_readout, n_threads, train_bias)
     if train_bias or _with_bias(student, teacher):
         check_pair(student, cast(Network, teacher), biases=True)
-        H = _population_bias.hessian(student, cast(Network, teacher), train_readout, train_bias)
+        H = _population_bias.hessian(student, cast(Network, teacher), train_readout, train_bias,
+                                     n_threads_arg(n_threads))
         return _finite(H, "Hessian")
-    if is_target(teacher):
-        return _target_hessian(student, teacher, train_readout, n_threads)
     teacher = cast(Network, teacher)  # checked in _args (a TypeError for anything else)
     args, DW, Da = _args(student, teacher)
     why = aligned_step_units(student, teacher)
@@ -472,8 +491,8 @@ def descend(
     lr_bias : float, default 0.0
         Step on the student's biases b (0: fixed). A run with biases (either
         network's, or ``lr_bias > 0``) steps with :func:`gradient`'s
-        ``train_bias`` in Python (a loop of exact gradients with means; the
-        same records, plus ``bias`` and ``teacher_bias``).
+        ``train_bias`` in the core (exact gradients with means; the same
+        records, plus ``bias`` and ``teacher_bias``).
 
     Returns
     -------
@@ -500,7 +519,7 @@ def descend(
     record_steps = record_steps[record_steps <= steps].astype(np.int64)
     lr_b = positive(lr_bias, "lr_bias", allow_zero=True)
     if lr_b > 0 or _with_bias(student, teacher):
-        return _descend_with_bias(student, teacher, lr_, lr_a, lr_b, steps, record_steps, sched)
+        return _descend_with_bias(student, teacher, lr_, lr_a, lr_b, steps, record_steps, sched, n_threads)
     # The core steps the effective second layer c a; plain descent on a moves it by c^2 lr_readout dR/d(c a).
     args, DW, _ = _args(student, teacher)
     risk(student, teacher)  # raises where the start is out of range
@@ -534,68 +553,35 @@ def descend(
 
 
 def _descend_with_bias(student: Network, teacher: Network, lr: float, lr_readout: float, lr_bias: float, steps: int,
-                       record_steps: NDArray[np.int64], sched: Schedule | None) -> Trajectory:
-    """:func:`descend` with biases: W, a, b stepped together on the exact gradient with means (a Python loop);
-    diverged at the first non-finite (or out-of-range) risk or gradient."""
+                       record_steps: NDArray[np.int64], sched: Schedule | None,
+                       n_threads: int | None) -> Trajectory:
+    """:func:`descend` with biases: W, a, b stepped together on the exact gradient with means by the core
+    (population_descend_mean); diverged at the first non-finite gradient or recorded risk."""
     check_pair(student, teacher, biases=True)
-    mult = np.ones(steps) if sched is None else np.asarray(sched(np.arange(steps, dtype=np.float64)))
-    W, a, b = student.W.copy(), student.a.copy(), student.bias.copy()
-    rows: dict[str, list[Any]] = {"Q": [], "M": [], "a": [], "risk": [], "bias": []}
-    state: dict[str, Any] = {"status": "completed", "stop": -1}
-    wanted = set(record_steps.tolist())
+    _finite(np.asarray(_population_bias.risk(student, teacher)), "risk")  # raises where the start is out of range
+    c = student.readout_factor
     P = gram(teacher.W, teacher.W, teacher.scale, "teacher.W")
 
-    def result() -> Trajectory:
-        T = len(rows["risk"])
-        status = state["status"]
+    def result(out: dict[str, Any]) -> Trajectory:
+        T = out["risk"].shape[0]
+        status = out["status"]
         message = {
-            "diverged": f"diverged at iteration {state['stop']} (non-finite risk or gradient)",
-            "interrupted": f"interrupted at iteration {state['stop']}",
-        }.get(str(status), f"{steps} iterations of population gradient descent")
-        return Trajectory(t=record_steps[:T].astype(np.float64), Q=np.array(rows["Q"]), M=np.array(rows["M"]),
-                          a=np.array(rows["a"]), risk=np.array(rows["risk"]), status=Status(status), message=message,
-                          time_unit="iterations", student=student.with_weights(W, a, bias=b),
+            "diverged": f"diverged at iteration {out['stop_step']} (non-finite risk or gradient)",
+            "interrupted": f"interrupted at iteration {out['stop_step']}",
+        }.get(status, f"{steps} iterations of population gradient descent")
+        final = student.with_weights(out["W"], out["a_final"] / c, bias=out["b_final"])
+        return Trajectory(t=record_steps[:T].astype(np.float64), Q=out["Q"], M=out["M"], a=out["a"],
+                          risk=out["risk"], status=Status(status), message=message, time_unit="iterations",
+                          student=final,
                           meta={"lr": lr, "lr_readout": lr_readout, "lr_bias": lr_bias,
                                 "activation": student.activation, "teacher_activation": teacher.activation,
                                 **({} if sched is None else {"schedule": repr(sched)})},
-                          P=P, v=teacher.effective_a.copy(), bias=np.array(rows["bias"]).reshape(T, student.K),
-                          teacher_bias=teacher.bias.copy(),
-                          stop_time=math.nan if status == "completed" else float(state["stop"]))
+                          P=P, v=teacher.effective_a.copy(), bias=out["bias"], teacher_bias=teacher.bias.copy(),
+                          stop_time=math.nan if status == "completed" else float(out["stop_step"]))
 
-    def interrupted() -> Trajectory:
-        state["status"] = "interrupted"
-        return result()
-
-    with keep_partial(interrupted):
-        for n in range(steps + 1):
-            state["stop"] = n
-            try:  # past the start, weights out of the double range mean a diverged run
-                net = student.with_weights(W, a, bias=b)
-                r = _population_bias.risk(net, teacher)
-            except ValueError:
-                if n == 0:
-                    raise
-                r = math.nan
-            if not math.isfinite(r):
-                state.update(status="diverged", stop=n)
-                break
-            if n in wanted:
-                rows["Q"].append(gram(W, W, student.scale, "student.W"))
-                rows["M"].append(gram(W, teacher.W, student.scale, "student.W, teacher.W"))
-                rows["a"].append(net.effective_a.copy())
-                rows["risk"].append(r)
-                rows["bias"].append(b.copy())
-            if n == steps:
-                break
-            try:
-                with np.errstate(all="ignore"):
-                    dW, da, db = _population_bias.gradient(net, teacher)
-            except ValueError:
-                dW = da = db = np.full(1, np.nan)
-            if not all(np.all(np.isfinite(g)) for g in (dW, da, db)):
-                state.update(status="diverged", stop=n)
-                break
-            W = W - lr * mult[n] * dW
-            a = a - lr_readout * mult[n] * da
-            b = b - lr_bias * mult[n] * db
-    return result()
+    with partial_result(result):
+        out = _core.population_descend_mean(*_population_bias.core_args(student, teacher), lr=lr,
+                                            lr_readout=lr_readout * c**2, lr_bias=lr_bias, steps=int(steps),
+                                            record_steps=record_steps.tolist(), n_threads=n_threads_arg(n_threads),
+                                            schedule=core_arg(sched))
+    return result(out)

@@ -402,9 +402,12 @@ class BatchTrajectory(_Members):
         Rows on the grid, right-hand-side evaluations, accepted and rejected steps.
     params : dict of (B,) arrays
         The per-member parameters (``lr``, ``lr_readout``, ``noise``, ``risk_tol``, ``risk_rtol``; 0 means no
-        threshold): coordinates along ``member`` in :meth:`to_xarray`.
+        threshold; ``lr_bias`` in a batch with biases): coordinates along ``member`` in :meth:`to_xarray`.
     meta : dict
         The parameters shared by every member (activations, regime, method, ...).
+    bias, bias_final, teacher_bias : (B, T, K), (B, K), (B, M) or None
+        In a batch with biases (None without): the students' biases on the output grid (NaN-filled like Q), at
+        the last recorded state, and the teachers' fixed biases.
 
     Notes
     -----
@@ -450,6 +453,9 @@ class BatchTrajectory(_Members):
     params: dict[str, NDArray[np.float64]] = field(default_factory=dict)
     time_unit: str = "t"
     meta: dict[str, Any] = field(default_factory=dict)
+    bias: NDArray[np.float64] | None = None
+    bias_final: NDArray[np.float64] | None = None
+    teacher_bias: NDArray[np.float64] | None = None
 
     risk_final = renamed_attribute("final_risk")
 
@@ -466,6 +472,7 @@ class BatchTrajectory(_Members):
         K, Mt, n = int(self.n_student[b]), int(self.n_teacher[b]), int(self.n_recorded[b])
         t, Q, M, a, risk = self.t[:n], self.Q[b, :n, :K, :K], self.M[b, :n, :K, :Mt], self.a[b, :n, :K], \
             self.risk[b, :n]
+        bias = None if self.bias is None else self.bias[b, :n, :K]
         tf = float(self.t_final[b])
         if not math.isnan(tf) and (n == 0 or tf != t[-1]):  # the crossing row of an early stop
             t = np.append(t, tf)
@@ -473,12 +480,15 @@ class BatchTrajectory(_Members):
             M = np.concatenate([M, self.M_final[b, None, :K, :Mt]])
             a = np.concatenate([a, self.a_final[b, None, :K]])
             risk = np.append(risk, self.final_risk[b])
+            if bias is not None and self.bias_final is not None:
+                bias = np.concatenate([bias, self.bias_final[b, None, :K]])
         meta = {**self.meta, **{k: _from_attr(v[b]) for k, v in self.params.items()},
                 **{k: int(getattr(self, k)[b]) for k in ("n_rhs", "n_steps", "n_rejected")},
                 "stop_time": float(self.stop_time[b])}
         return Trajectory(t=t, Q=Q, M=M, a=a, risk=risk, status=Status(self.status[b]), message=str(self.message[b]),
                           time_unit=self.time_unit, meta=meta, P=self.P[b, :Mt, :Mt], v=self.v[b, :Mt],
-                          stop_time=float(self.stop_time[b]))
+                          stop_time=float(self.stop_time[b]), bias=bias,
+                          teacher_bias=None if self.teacher_bias is None else self.teacher_bias[b, :Mt])
 
     def __iter__(self) -> Iterator[Trajectory]:
         return (self[b] for b in range(len(self)))
@@ -493,16 +503,18 @@ class BatchTrajectory(_Members):
         if np.any(self.n_student != self.n_student[0]) or np.any(self.n_teacher != self.n_teacher[0]):
             raise ValueError("index: the members have different K or M; index the batch member by member")
         if index == -1:
-            Q, M, a = self.Q_final, self.M_final, self.a_final
+            Q, M, a, b = self.Q_final, self.M_final, self.a_final, self.bias_final
         else:
             Q, M, a = self.Q[:, index], self.M[:, index], self.a[:, index]
+            b = None if self.bias is None else self.bias[:, index]
         return BatchOverlaps(Q, M, self.P, a, self.v, self.meta.get("activation"),
-                             self.meta.get("teacher_activation"))
+                             self.meta.get("teacher_activation"), bias=b, teacher_bias=self.teacher_bias)
 
     def to_xarray(self) -> Any:
         """An ``xarray.Dataset`` with dimensions member, t, student, student2, teacher, teacher2: Q, M, a, risk
         (member, t, ...), P, v and the ``*_final`` state per member, and the per-member results status, message,
-        stop_time, n_recorded, n_rhs, n_steps, n_rejected; the per-member parameters (``params``) and sizes
+        stop_time, n_recorded, n_rhs, n_steps, n_rejected; in a batch with biases ``bias`` (member, t, student),
+        ``bias_final`` and ``teacher_bias`` (member, teacher); the per-member parameters (``params``) and sizes
         ``n_student``, ``n_teacher`` are coordinates along ``member``; shared parameters are attributes. Every
         variable has ``long_name`` and ``units``."""
         xr = import_xarray()
@@ -519,6 +531,10 @@ class BatchTrajectory(_Members):
                 data[final] = var(final, ("member", *dims), getattr(self, final))
             else:
                 data[name] = var(name, ("member", *dims), getattr(self, name))
+        for name, dims in (("bias", ("member", "t", "student")), ("bias_final", ("member", "student")),
+                           ("teacher_bias", ("member", "teacher"))):
+            if getattr(self, name) is not None:
+                data[name] = var(name, dims, getattr(self, name))
         for name in ("t_final", "stop_time", *_COUNTS):
             data[name] = var(name, ("member",), getattr(self, name))
         data["status"] = var("status", ("member",), self.status.astype(str))
@@ -564,6 +580,9 @@ class BatchTrajectory(_Members):
             params={p: f64(p) for p in names},
             time_unit=time_unit,
             meta=attrs,
+            bias=f64("bias") if "bias" in ds else None,
+            bias_final=f64("bias_final") if "bias_final" in ds else None,
+            teacher_bias=f64("teacher_bias") if "teacher_bias" in ds else None,
         )
 
     def __repr__(self) -> str:

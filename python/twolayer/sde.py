@@ -7,6 +7,12 @@ parameters y = (Q, M, a) by xi / d, with the per-sample increment (E = y - f inc
 * ``xi_M_ir = lr a_i g'(l_i) l*_r E``, ``xi_a_i = lr_readout g(l_i) E`` (effective units, as in the ODE),
 * ``xi_Q_ik = lr (a_i g'(l_i) l_k + a_k g'(l_k) l_i) E + lr^2 a_i a_k g'(l_i) g'(l_k) E^2`` (``|x|^2 / d -> 1``),
 
+with biases (the overlaps' ``bias`` b and ``teacher_bias`` b*: l_i = w_i . x / sqrt(d) + b_i, l*_r = w*_r . x /
+sqrt(d) + b*_r; the fields (w . x, w* . x) / sqrt(d) = (c, c*) ~ N(0, Omega) stay centred and every l_k, l*_r in
+xi_Q and xi_M above is the centred c_k, c*_r, while g, g' and E see the means) and ``lr_bias > 0`` also
+
+* ``xi_b_i = lr_bias a_i g'(l_i) E``,
+
 and spherical SGD projects it linearly (``xi_M_ir - M_ir xi_Q_ii / 2``, ``xi_Q_ik - Q_ik (xi_Q_ii + xi_Q_kk) / 2``,
 Q_ii fixed) as the ODE does. Over dt = 1/d the mean of xi is the ODE's right-hand side and its covariance
 contributes Cov(xi) / d per unit time, so
@@ -18,12 +24,14 @@ with F the ODE's online right-hand side. This is the paper's SDE
 the full covariance. :func:`increment_covariance` gives Cov(xi) and E[xi] (= F: a test), with the label noise
 integrated exactly and, over the pre-activations,
 
-* smooth units (``linear``, ``quadratic``, ``erf``; also a polynomial target of :mod:`twolayer.targets`, given as
-  ``target=`` or remembered by ``Overlaps.from_networks(student, target)``): Gauss-Hermite product quadrature,
-  exact for polynomial units and targets (the default node count is the smallest exact one: 3 for linear, 7 for
-  quadratic, more for higher-degree targets) for any K, M (cost n^(K+M)), converged for ``erf`` (default 48
-  nodes: mean within 1e-10, covariance within ~1e-7 relative of the 64-node values at K + M = 3; the cost
-  48^(K+M) limits the erf SDE to K + M <= 3 in practice);
+* smooth units (``linear``, ``quadratic``, and the smooth non-polynomial ``erf``, ``tanh``, ``sigmoid``,
+  ``softplus``, ``gelu``, ``silu``, ``sin``, ``cos``; also a polynomial target of :mod:`twolayer.targets`, given as
+  ``target=`` or remembered by ``Overlaps.from_networks(student, target)``), with or without biases: Gauss-Hermite
+  product quadrature over l = L u + (b, b*) (Omega = L L^T), exact for polynomial units and targets (the default
+  node count is the smallest exact one: 3 for linear, 7 for quadratic, more for higher-degree targets) for any K,
+  M (cost n^(K+M)), converged spectrally for the smooth non-polynomial units (default 48 nodes; the accuracy
+  against 64 nodes, per activation, is in docs/layers/sde.rst; the cost 48^(K+M) limits them to K + M <= 3 in
+  practice);
 * any ``relu`` unit (relu students with linear, quadratic, relu or step teachers or a polynomial target, or relu
   teachers with linear or quadratic students), K + M <= 4: exactly, writing relu = l 1(l > 0) and relu' =
   1(l > 0) so that every moment is a sum of Gaussian orthant moments (closed forms, and a one-dimensional
@@ -31,8 +39,10 @@ integrated exactly and, over the pre-activations,
   Gauss-Hermite rules converge only algebraically, hence no quadrature there.
 
 ``step`` students have no diffusion term (ValueError): sigma' = 0 almost everywhere, so online SGD never moves
-them, while the ODE's drift comes from the delta and its covariance would need E[delta(l)^2] = infinity. Mixing
-``erf`` with ``relu`` is refused too (neither method applies).
+them, while the ODE's drift comes from the delta and its covariance would need E[delta(l)^2] = infinity. Mixing a
+smooth non-polynomial unit with ``relu`` or ``step`` is refused too (ValueError: neither method applies), and so
+are biases with relu or step units (NotImplementedError: the orthant moments have no means) and with a polynomial
+target.
 
 :func:`simulate` integrates the SDE by Euler-Maruyama (strong order 1/2, weak order 1 in dt) over many paths in one
 C++ call (OpenMP across threads, paths in SIMD lanes within a thread for the quadrature moments; GIL released,
@@ -70,14 +80,12 @@ from ._validation import (
     seed_arg,
 )
 from .activations import ActivationName, hermite_coefficients, is_hermite
+from .ode._bias import bias_kwargs, refuse_lr_bias
 from .overlaps import BatchOverlaps, Overlaps
 from .results import SIMULATION_STATUS, SIMULATION_TIME_UNIT, Ensemble, Status, Trajectory
 from .sgd import converged_message
 
 __all__ = ["IncrementCovariance", "increment_covariance", "simulate"]
-
-_NODES = {"linear": 3, "quadratic": 7, "erf": 48}
-
 
 @dataclass(frozen=True)
 class IncrementCovariance:
@@ -95,6 +103,10 @@ class IncrementCovariance:
         E[xi].
     cov : ndarray, shape (n, n)
         Cov(xi).
+    mean_error, cov_error : float
+        The quadrature's estimated relative error with smooth non-polynomial units: the largest absolute
+        difference to the rule with 16 more nodes over the largest absolute value, of ``mean`` and ``cov`` (0 for
+        exact moments).
 
     Examples
     --------
@@ -107,22 +119,39 @@ class IncrementCovariance:
     labels: tuple[str, ...]
     mean: NDArray[np.float64]
     cov: NDArray[np.float64]
+    mean_error: float = 0.0
+    cov_error: float = 0.0
 
 
-def _labels(K: int, M: int, readout: bool) -> tuple[str, ...]:
+def _labels(K: int, M: int, readout: bool, bias: bool = False) -> tuple[str, ...]:
     out = [f"Q[{i},{k}]" for i in range(K) for k in range(i, K)]
     out += [f"M[{i},{r}]" for i in range(K) for r in range(M)]
     if readout:
         out += [f"a[{i}]" for i in range(K)]
+    if bias:
+        out += [f"b[{i}]" for i in range(K)]
     return tuple(out)
 
 
-def _state(ov: Overlaps) -> NDArray[np.float64]:
-    return np.concatenate([ov.Q.ravel(), ov.M.ravel(), ov.a.ravel()])
+def _state(ov: Overlaps, biased: bool = False) -> NDArray[np.float64]:
+    """The core's state [Q, M, a], then the student biases b in a run with biases."""
+    parts = [ov.Q.ravel(), ov.M.ravel(), ov.a.ravel()] + ([ov.bias] if biased else [])
+    return np.concatenate(parts)
 
 
 _DEGREE = {"linear": 1, "quadratic": 2}
 _EXACT = ("relu", "step")
+# Smooth non-polynomial units: Gauss-Hermite converges spectrally (entire functions, or analytic in a strip), with
+# _SMOOTH_NODES nodes by default (accuracy: docs/layers/sde.rst).
+_SMOOTH = ("erf", "tanh", "sigmoid", "softplus", "gelu", "silu", "sin", "cos")
+_SMOOTH_NODES = 48
+_MAX_NODES = 128
+# The run-time convergence check of the smooth rules: the relative difference to the rule with _CHECK_EXTRA more
+# nodes, at most _MEAN_RTOL for the drift E[xi] and _COV_RTOL for the diffusion Cov(xi) at a run's start (both far
+# below the Euler-Maruyama bias, O(dt), and the diffusion's own O(1/sqrt(d)) correction at any practical d). Runs of
+# erf units alone keep their behaviour from before the check (fixed 48 nodes, accuracy documented; no extra cost).
+_CHECK_EXTRA = 16
+_MEAN_RTOL, _COV_RTOL = 1e-4, 1e-3
 
 
 def _degree(act: str) -> int:
@@ -133,38 +162,76 @@ def _degree(act: str) -> int:
 def _rule(act: str, t_act: str, n_nodes: int | None,
           target_degree: int | None = None) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Gauss-Hermite rule for N(0, 1) (probabilists' Hermite polynomials), weights summing to 1: exact for
-    polynomial units and targets, 48 nodes for erf; a placeholder one-node rule when a relu or step unit makes the
-    moments exact piecewise-polynomial expectations (then ``n_nodes`` is not used)."""
+    polynomial units and targets, 48 nodes for the smooth non-polynomial units (erf, tanh, sigmoid, softplus, gelu,
+    silu, sin, cos); a placeholder one-node rule when a relu or step unit makes the moments exact
+    piecewise-polynomial expectations (then ``n_nodes`` is not used)."""
     if act == "step":
         raise ValueError("activation: no diffusion term for 'step' students: sigma' = 0 almost everywhere, so online "
                          "SGD never moves them (the ODE's drift comes from the delta sigma', and the covariance "
                          "would need E[delta(l)^2] = infinity); use regime='gradient_flow' in twolayer.ode")
     teacher = "linear" if target_degree is not None else t_act
+    for name, value in (("activation", act), ("teacher_activation", teacher)):
+        if value not in _EXACT and value not in _SMOOTH and value not in _DEGREE and not is_hermite(value):
+            raise ValueError(f"{name}: the SDE supports {', '.join(map(repr, (*_DEGREE, *_SMOOTH, *_EXACT)))}, "
+                             f"got {value!r}")
     if act in _EXACT or teacher in _EXACT:
-        if "erf" in (act, teacher):
-            raise ValueError(f"activation: no diffusion term for {act!r} students with {teacher!r} teachers: the "
-                             "relu/step term is exact (orthant moments) with linear, quadratic, relu or step units "
-                             "or a polynomial target, and erf is smooth-only (Gauss-Hermite)")
+        smooth = act if (act in _SMOOTH or is_hermite(act)) else teacher
+        if smooth in _SMOOTH or is_hermite(smooth):
+            raise ValueError(f"activation, teacher_activation: no diffusion term for {act!r} students with "
+                             f"{teacher!r} teachers: a relu or step unit takes exact orthant moments, with linear, "
+                             f"quadratic, relu or step units or a polynomial target only; {smooth!r} is smooth and "
+                             "takes Gauss-Hermite quadrature, which converges only algebraically across a kink")
         return np.zeros(1), np.ones(1)
     if n_nodes is not None:
-        n = integer(n_nodes, "n_nodes", 1, 64)
-    elif "erf" in (act, teacher):
-        n = 48
+        n = integer(n_nodes, "n_nodes", 1, _MAX_NODES)
+    elif act in _SMOOTH or teacher in _SMOOTH:
+        n = _SMOOTH_NODES
     else:  # exact: 2n - 1 >= deg(xi_alpha xi_beta) = 2 max(ds + de, 2 (ds - 1) + 2 de)
         ds = _degree(act)
         de = max(ds, _degree(teacher) if target_degree is None else target_degree)
         n = max(ds + de, 2 * (ds - 1) + 2 * de) + 1
+    return _gauss_hermite(n)
+
+
+def _gauss_hermite(n: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """The n-node Gauss-Hermite rule for N(0, 1), weights summing to 1."""
     x, w = np.polynomial.hermite_e.hermegauss(n)
     return np.ascontiguousarray(x), np.ascontiguousarray(w / w.sum())
 
 
-def _model(overlaps: Any, activation: Any, teacher_activation: Any, target: Any,
-           spherical: bool) -> tuple[Overlaps, str, str, Any, dict[str, Any]]:
-    """(checked overlaps, student and teacher activation, polynomial target or None, the core's target keywords)."""
+def _quadrature_error(moments: Any, n: int, mean: NDArray[np.float64],
+                      cov: NDArray[np.float64]) -> tuple[float, float]:
+    """Relative errors of the n-node moments (mean, cov), estimated against the rule with _CHECK_EXTRA more nodes;
+    ``moments(x, w)`` evaluates them with a rule."""
+    fine_mean, fine_cov = moments(*_gauss_hermite(n + _CHECK_EXTRA))
+
+    def rel(a: NDArray[np.float64], b: NDArray[np.float64]) -> float:
+        scale = float(np.max(np.abs(b), initial=0.0))
+        return float(np.max(np.abs(a - b), initial=0.0)) / scale if scale > 0 else 0.0
+
+    return rel(mean, fine_mean), rel(cov, fine_cov)
+
+
+def _smooth(act: str, t_act: str) -> bool:
+    """Whether the moments are quadrature of a smooth non-polynomial unit (only converged, not exact)."""
+    return (act in _SMOOTH or t_act in _SMOOTH) and act not in _EXACT and t_act not in _EXACT
+
+
+def _model(overlaps: Any, activation: Any, teacher_activation: Any, target: Any, spherical: bool,
+           lr_bias: float = 0.0) -> tuple[Overlaps, str, str, Any, dict[str, Any]]:
+    """(checked overlaps, student and teacher activation, polynomial target or None, the core's target and bias
+    keywords: ``teacher_bias`` and ``lr_bias`` in a run with biases, whose state ends with the student's b)."""
     tgt = resolve_target(target, overlaps)
     if tgt is None:
         act, t_act = resolve_activations(activation, teacher_activation, overlaps)
-        return check_overlaps(overlaps, spherical=spherical), act, t_act, None, {}
+        ov = check_overlaps(overlaps, spherical=spherical, biases=True)
+        bias = bias_kwargs(ov, lr_bias)
+        if bias and (act in _EXACT or t_act in _EXACT):
+            raise NotImplementedError(f"overlaps, lr_bias: the SDE does not handle biases yet with {act!r} students "
+                                      f"and {t_act!r} teachers (the exact relu/step moments have no means); the "
+                                      "smooth activations take biases")
+        return ov, act, t_act, None, {k: bias[k] for k in ("teacher_bias", "lr_bias")} if bias else {}
+    refuse_lr_bias(lr_bias, "the SDE of a polynomial target")
     if teacher_activation is not None:
         raise ValueError("teacher_activation: not used with a polynomial target (the target is the teacher)")
     ov, act = check_target_overlaps(overlaps, activation, tgt, spherical)
@@ -183,6 +250,7 @@ def increment_covariance(
     spherical: bool = False,
     n_nodes: int | None = None,
     target: Any = None,
+    lr_bias: float = 0.0,
 ) -> IncrementCovariance:
     """Mean and covariance of the one-sample increment xi of online SGD at ``overlaps`` (see the module
     docstring). ``n_nodes``: Gauss-Hermite nodes per unit (default: exact for linear/quadratic, 48 for erf).
@@ -192,15 +260,22 @@ def increment_covariance(
     overlaps : Overlaps
         The state y.
     activation, teacher_activation : str, optional
-        ``"linear"``, ``"quadratic"``, ``"erf"``, ``"relu"`` (exact, K + M <= 4), or a ``"step"`` teacher with
-        relu/linear/quadratic students (default: those of ``overlaps``).
+        ``"linear"``, ``"quadratic"``, the smooth ``"erf"``, ``"tanh"``, ``"sigmoid"``, ``"softplus"``,
+        ``"gelu"``, ``"silu"``, ``"sin"``, ``"cos"`` (Gauss-Hermite), ``"relu"`` (exact, K + M <= 4, with linear,
+        quadratic, relu or step units), or a ``"step"`` teacher with relu/linear/quadratic students (default:
+        those of ``overlaps``).
     lr, noise, lr_readout, spherical
         As in :func:`twolayer.ode.integrate` (online regime).
     n_nodes : int, optional
-        Gauss-Hermite nodes per unit (1..64); not used by the exact relu moments.
+        Gauss-Hermite nodes per unit (1..64; default: exact for linear/quadratic, 48 for the smooth
+        non-polynomial units); not used by the exact relu moments.
     target : HermiteTarget, optional
         A polynomial target instead of the committee teacher (default: the one ``overlaps`` remembers); then M is
         (K, k) and P = I_k, as in :func:`twolayer.ode.integrate`.
+    lr_bias : float, default 0.0
+        Learning rate of the student biases: with the overlaps' ``bias`` b and ``teacher_bias`` b* the units see
+        l_i = w_i . x / sqrt(d) + b_i, and ``b[i]`` components xi_b_i = lr_bias a_i g'(l_i) E join when
+        ``lr_bias > 0`` (smooth and polynomial units; relu/step with biases: NotImplementedError).
 
     Returns
     -------
@@ -220,18 +295,75 @@ def increment_covariance(
      [0.16 0.56]]
     """
     sph = boolean(spherical, "spherical")
-    ov, act, t_act, tgt, tkw = _model(overlaps, activation, teacher_activation, target, sph)
+    ov, act, t_act, tgt, tkw = _model(overlaps, activation, teacher_activation, target, sph, lr_bias)
     lr_ = positive(lr, "lr")
     lr_a = positive(lr_readout, "lr_readout", allow_zero=True)
     noise_ = positive(noise, "noise", allow_zero=True)
     x, w = _rule(act, t_act, n_nodes, None if tgt is None else tgt.degree)
-    mean, cov = _core.sde_increment_moments(_state(ov), ov.K, ov.P, ov.v, act, "linear" if tgt else t_act, sph,
-                                            lr_, lr_a, noise_, x, w, **tkw)
+    biased = "teacher_bias" in tkw
+    moments = _moment_function(ov, act, t_act, tgt, sph, lr_, lr_a, noise_, tkw)
+    mean, cov = moments(x, w)
     if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(cov))):
         raise ValueError(f"lr, noise, lr_readout: the increment's moments exceed the double range at lr = {lr_:g}, "
                          f"noise = {noise_:g}, lr_readout = {lr_a:g}: expected smaller values "
                          "(the covariance grows as lr^4 and noise^2)")
-    return IncrementCovariance(_labels(ov.K, ov.n_teacher, lr_a > 0), mean, cov)
+    err = _quadrature_error(moments, x.size, mean, cov) if _smooth(act, t_act) else (0.0, 0.0)
+    return IncrementCovariance(_labels(ov.K, ov.n_teacher, lr_a > 0, biased and tkw["lr_bias"] > 0), mean, cov,
+                               *err)
+
+
+def _moment_function(ov: Overlaps, act: str, t_act: str, tgt: Any, sph: bool, lr_: float, lr_a: float,
+                     noise_: float, tkw: dict[str, Any]) -> Any:
+    """``(x, w) -> (E[xi], Cov(xi))`` at ``ov`` with the Gauss-Hermite rule (x, w)."""
+    state = _state(ov, "teacher_bias" in tkw)
+
+    def moments(x: NDArray[np.float64], w: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        return _core.sde_increment_moments(state, ov.K, ov.P, ov.v, act, "linear" if tgt else t_act, sph, lr_, lr_a,
+                                           noise_, x, w, **tkw)
+
+    return moments
+
+
+def _start_overlaps(ov: Overlaps, y: NDArray[np.float64], biased: bool) -> Overlaps:
+    """The overlaps of the core state ``y`` ([Q, M, a], then b when ``biased``) with ``ov``'s teacher."""
+    K, M = ov.K, ov.n_teacher
+    Q, Mo, a = y[: K * K].reshape(K, K), y[K * K: K * K + K * M].reshape(K, M), y[K * K + K * M: K * K + K * M + K]
+    bias = y[K * K + K * M + K:] if biased else None
+    return Overlaps(Q, Mo, ov.P, a, ov.v, bias=bias, teacher_bias=ov.teacher_bias if biased else None)
+
+
+def _starts(overlaps: Any) -> tuple[Overlaps, NDArray[np.float64] | None]:
+    """(the start that sets the model, the per-path core states or None for one start). A sequence's states carry
+    the biases (dropped by the caller when the run has none) and its starts must share the teacher's biases."""
+    if isinstance(overlaps, Overlaps):
+        return overlaps, None
+    if isinstance(overlaps, BatchOverlaps):
+        return overlaps[0], np.concatenate([overlaps.Q.reshape(len(overlaps), -1),
+                                            overlaps.M.reshape(len(overlaps), -1), overlaps.a], axis=1)
+    if isinstance(overlaps, Sequence) and not isinstance(overlaps, str) and len(overlaps) > 0:
+        starts = [check_overlaps(o, f"overlaps[{j}]", biases=True) for j, o in enumerate(overlaps)]
+        first = starts[0]
+        for j, o in enumerate(starts):
+            if not np.array_equal(o.teacher_bias, first.teacher_bias):
+                raise ValueError(f"overlaps[{j}]: teacher_bias {o.teacher_bias} differs from overlaps[0]'s "
+                                 f"{first.teacher_bias}: the paths of one call share the teacher")
+        # a run with biases when any start has one (or lr_bias > 0): every path's state then carries b
+        first = next((o for o in starts if o.has_bias), first)
+        return first, np.stack([_state(o, True) for o in starts])
+    raise TypeError(f"overlaps: expected a twolayer.Overlaps, BatchOverlaps or a non-empty sequence of Overlaps, "
+                    f"got {type(overlaps).__name__}")
+
+def _check_converged(moments: Any, x: NDArray[np.float64], w: NDArray[np.float64], what: str) -> tuple[float, float]:
+    """The estimated relative errors (drift, diffusion) of the rule (x, w) at a start; ValueError naming
+    ``n_nodes`` above _MEAN_RTOL or _COV_RTOL."""
+    err = _quadrature_error(moments, x.size, *moments(x, w))
+    if not (err[0] <= _MEAN_RTOL and err[1] <= _COV_RTOL):
+        raise ValueError(
+            f"n_nodes: the {x.size}-node Gauss-Hermite rule has not converged at the start for {what}: estimated "
+            f"relative errors {err[0]:.2g} (drift) and {err[1]:.2g} (diffusion) against {x.size + _CHECK_EXTRA} "
+            f"nodes, expected <= {_MEAN_RTOL:g} and {_COV_RTOL:g}; use more n_nodes (<= {_MAX_NODES}; cost "
+            "n_nodes^(K + M) per step): the fields' variances (Q, P) are large for the activation's scale")
+    return err
 
 
 def _check_steps(n: float, names: str) -> None:
@@ -264,6 +396,7 @@ def simulate(
     dt: float = 0.01,
     n_nodes: int | None = None,
     target: Any = None,
+    lr_bias: float = 0.0,
 ) -> Ensemble:
     """Paths of the SGD diffusion approximation at dimension ``d`` (Euler-Maruyama, step ``dt`` in t = steps / d).
 
@@ -298,6 +431,10 @@ def simulate(
         Gauss-Hermite nodes per unit for the covariance (see :func:`increment_covariance`).
     target : HermiteTarget, optional
         A polynomial target (see :func:`increment_covariance`).
+    lr_bias : float, default 0.0
+        Learning rate of the student biases (see :func:`increment_covariance`); a run with biases (a nonzero
+        ``bias`` or ``teacher_bias`` of the overlaps, or ``lr_bias > 0``) records ``bias`` (T, K) and
+        ``teacher_bias`` in every trajectory. Starts given as a sequence share the teacher's biases.
 
     The arguments shared with :func:`twolayer.sgd.simulate` come in its order (``lr``, ``lr_readout``,
     ``noise``, ``spherical``, ``t_max``, ``times``, ``seed``, then ``seeds``, ``n_records``, ``risk_tol``,
@@ -321,21 +458,14 @@ def simulate(
     >>> print(np.round(tl.ode.integrate(ov, lr=0.5, t_max=1.0, n_records=3).risk, 6))
     [0.8      0.549831 0.377893]
     """
-    if isinstance(overlaps, Overlaps):
-        first, y0 = overlaps, None
-    elif isinstance(overlaps, BatchOverlaps):
-        first = overlaps[0]
-        y0 = np.concatenate([overlaps.Q.reshape(len(overlaps), -1), overlaps.M.reshape(len(overlaps), -1),
-                             overlaps.a], axis=1)
-    elif isinstance(overlaps, Sequence) and not isinstance(overlaps, str) and len(overlaps) > 0:
-        first = overlaps[0]
-        y0 = np.stack([_state(check_overlaps(o, f"overlaps[{j}]")) for j, o in enumerate(overlaps)])
-    else:
-        raise TypeError(f"overlaps: expected a twolayer.Overlaps, BatchOverlaps or a non-empty sequence of Overlaps, "
-                        f"got {type(overlaps).__name__}")
+    first, y0 = _starts(overlaps)
     sph = boolean(spherical, "spherical")
-    ov, act, t_act, tgt, tkw = _model(first, activation, teacher_activation,
-                                      target, sph)
+    ov, act, t_act, tgt, tkw = _model(first, activation, teacher_activation, target, sph, lr_bias)
+    biased = "teacher_bias" in tkw
+    if y0 is not None and isinstance(overlaps, BatchOverlaps) and biased:  # (stacked overlaps carry no biases)
+        y0 = np.concatenate([y0, np.zeros((y0.shape[0], ov.K))], axis=1)
+    elif y0 is not None and not isinstance(overlaps, BatchOverlaps) and not biased:  # all biases 0: drop them
+        y0 = y0[:, : y0.shape[1] - ov.K]
     if y0 is not None and sph and np.any(np.abs(y0[:, : ov.K * ov.K : ov.K + 1] - 1.0) > 1e-10):
         raise ValueError("overlaps: spherical=True needs diag(Q) = 1 for every path")
     lr_ = positive(lr, "lr")
@@ -344,6 +474,12 @@ def simulate(
     d_ = integer(d, "d", 1, INT32_MAX)
     dt_ = positive(dt, "dt")
     x, w = _rule(act, t_act, n_nodes, None if tgt is None else tgt.degree)
+    quad_err: tuple[float, float] | None = None  # (erf alone: not checked, see _MEAN_RTOL; polynomial: exact)
+    if _smooth(act, t_act) and {act, t_act} != {"erf"}:  # the rule must have converged at the start (first path's)
+        start = ov if y0 is None else _start_overlaps(ov, y0[0], biased)
+        teacher = "a polynomial target" if tgt else f"{t_act!r} teachers"
+        quad_err = _check_converged(_moment_function(start, act, t_act, tgt, sph, lr_, lr_a, noise_, tkw), x, w,
+                                    f"{act!r} students with {teacher}")
     run_ids = run_indices(seeds)
     if y0 is not None and y0.shape[0] != run_ids.size:
         raise ValueError(f"overlaps: got {y0.shape[0]} starts for {run_ids.size} paths (seeds)")
@@ -376,8 +512,12 @@ def simulate(
                             "seed": seed_, "integrator": "euler_maruyama", "regime": "online",
                             "diffusion": "exact" if act in _EXACT or t_act in _EXACT else "gauss_hermite",
                             "n_nodes": 0 if act in _EXACT or t_act in _EXACT else int(x.size)}
+    if quad_err is not None:  # the start's estimated relative quadrature errors
+        meta.update(drift_error=quad_err[0], diffusion_error=quad_err[1])
     if tgt is not None:
         meta["target"] = repr(tgt)
+    if biased:
+        meta["lr_bias"] = float(tkw["lr_bias"])
     params = {"lr": np.full(run_ids.size, lr_), "lr_readout": np.full(run_ids.size, lr_a),
               "noise": np.full(run_ids.size, noise_), "risk_tol": np.full(run_ids.size, tol if tol > 0 else np.nan),
               "risk_rtol": np.full(run_ids.size, rtol if rtol > 0 else np.nan)}
@@ -405,10 +545,12 @@ def simulate(
                                    meta={**meta, "lr": lr_, "lr_readout": lr_a, "noise": noise_, "run": int(rid),
                                          "risk_tol": tol if tol > 0 else math.nan,
                                          "risk_rtol": rtol if rtol > 0 else math.nan},
-                                   P=ov.P.copy(), v=ov.v.copy(), stop_time=stop_time))
+                                   P=ov.P.copy(), v=ov.v.copy(), stop_time=stop_time,
+                                   bias=out["bias"][j, :T].copy() if biased else None,
+                                   teacher_bias=ov.teacher_bias.copy() if biased else None))
         return Ensemble(runs=runs, run_ids=run_ids, t=t_rec, seed=seed_, meta=meta, params=params)
 
-    state = _state(ov) if y0 is None else np.ascontiguousarray(y0)
+    state = _state(ov, biased) if y0 is None else np.ascontiguousarray(y0)
     out: dict[str, Any] | None = None
     with keep_partial(lambda: None if out is None else results(out)):  # a Ctrl-C in the bar or the conversion
         with partial_result(results), progress_bar(progress, n_steps * run_ids.size, "step", "SDE", True) as update:

@@ -17,7 +17,10 @@
 // I3 = 2 C_ic dI2/dC_ii + C_cu dI2/dC_iu), so E[g'(l_i) l_c E] = 2 Omega_ic A_i + (B Omega)_ic with
 // A_i = sum_u w_u dI2_iu/dC_ii and B_iu = w_u dI2_iu/dC_iu — K (K + M) kernel gradients and one small matrix product
 // instead of K (K + M)^2 I3 evaluations. The lr^2 term uses I4's symmetries (i <-> k, and the two last
-// arguments) and i4_contract (gaussian_tables.hpp), which conditions on (l_i, l_k) once per pair.
+// arguments) and i4_contract (gaussian_tables.hpp), which conditions on (l_i, l_k) once per pair; for a smooth
+// student without a closed form (tanh, ...) and K + M <= 4 (smooth teachers) it is one Gaussian expectation over all
+// the fields instead, every pair at once (smooth::error_square_moments, gaussian_error_square.hpp; the per-I4 path
+// when that cannot certify), with or without biases.
 //
 // Biases (OdeModel::biased; issue 23). The pre-activations are l_i = c_i + b_i, l*_r = c*_r + b*_r with the centred
 // fields (c, c*) = (w.x, w*.x)/sqrt(d) ~ N(0, Omega) and the means (b, b*): student biases b (part of the state,
@@ -34,11 +37,12 @@
 //   Psi_ic = E[g'(l_i) c_c E] = Omega_ic A_i + sum_u B_iu Omega_uc,
 //   A_i = sum_u w_u E[g''(l_i) h_u(l_u)],  B_iu = w_u E[g'(l_i) h_u'(l_u)],
 // the bias pull E[g'(l_i) E] = sum_u w_u E[g'(l_i) h_u(l_u)], and E[g'(l_i) g'(l_k) E^2] = sum_jl w_j w_l
-// I4(g, h_j, h_l) with means (i4_mean; not implemented for relu students nor relu/step teachers of a smooth student:
+// I4(g, h_j, h_l) with means (i4_mean; every student but step:
 // such online models are refused). Gradient flow is exactly minus the population gradient with biases
 // (population.gradient(train_bias=True)) mapped to (Q, M, b, a). With zero biases and lr_bias = 0 a model is not
-// "biased" and takes the paths above, bitwise unchanged; spherical runs, targets, step students and the SIMD lanes
-// take no biases.
+// "biased" and takes the paths above, bitwise unchanged. Spherical runs project dQ and dM as above (Q_ii fixed; the
+// biases are not projected: spherical SGD renormalises the weight rows only). Targets, step students and the SIMD
+// lanes take no biases.
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -137,6 +141,7 @@ class OdeRhs {
   std::vector<int> pairs_;               // student pairs (i, k), i <= k
   int chunk_ = 1;                        // pairs per I4 table call
   std::size_t ws_size_ = 0;
+  bool square_fields_ = false;  // the online term through smooth::error_square_moments
   std::vector<std::vector<double>> ws_;  // per-thread scratch
 };
 

@@ -9,7 +9,7 @@
 // "all means zero" comes first), except for the pairs that have none there (a relu or step unit with a smooth
 // non-classic one), which go through the engine below at any mean. Otherwise:
 //   * pair_moment(a, i, b, j) = E[a^(i)(lambda1) b^(j)(lambda2)] (i + j <= 4, the orders of the population
-//     Hessian; relu'' = step' = delta and its derivatives delta', delta'' taken as distributions) is the building block. Condition on one variable,
+//     Hessian; relu'' = step' = delta and its derivatives up to delta''' taken as distributions) is the building block. Condition on one variable,
 //     lambda2 = mu2 + c t + s u (t, u standard normal, lambda1 = mu1 + sqrt(C11) t): the inner expectation over u is
 //     the Gaussian smoothing S_b^(j)(m, s) = E[b^(j)(m + s u)], in closed form for the classic five (linear m,
 //     quadratic m^2 + s^2, relu m Phi(m/s) + s phi(m/s), step Phi(m/s), erf erf(m / sqrt(2 (1 + s^2))) and their
@@ -27,8 +27,14 @@
 //   * I4: linear s: I2(a, b) on the (3, 4) block; step s: s' = delta, the density of (lambda1, lambda2) at 0 times
 //     I2(a, b) of (lambda3, lambda4) conditioned on it; erf s: s'(x) = sqrt(2/pi) e^(-x^2/2) is a Gaussian
 //     observation of (lambda1, lambda2) at 0, (2/pi) det(I + C_AA)^(-1/2) exp(-mu_A^T (I + C_AA)^-1 mu_A / 2) times
-//     the conditioned I2; other smooth s with smooth a, b: smooth::i4 with means. The relu student and a smooth
-//     student with relu or step teachers are not implemented with means yet (not_implemented).
+//     the conditioned I2; other smooth s with smooth a, b: smooth::i4 with means; relu s (s' = step) with any a, b,
+//     and smooth s with a relu or step unit among a, b (kinked_i4): Cholesky in the order (l3, l4, l1, l2),
+//     l3 = m3 + L00 t, l4 = m4 + L10 t + L11 u, and given (t, u) the student pair at the conditioned means and the
+//     fixed conditioned covariance: for relu the bivariate orthant probability P(l1 > 0, l2 > 0 | t, u)
+//     (Drezner-Wesolowsky, or from rho = 1 on dyadic panels for |rho| >= 0.925: ~1e-16 absolute), for smooth s the
+//     certified pair moment smooth::moments; t and u by nested adaptive Gauss-Legendre split at the kinks of a and b
+//     and around the boundary layers of the kinked fields with a small remaining variance (and of h -+ k for |rho|
+//     near 1), each rule certified against its envelope (inner 1e-13, outer 1e-12).
 // A zero variance means the unit is the constant a(mu) (step(0) = 0); a delta at a constant 0 is infinite and
 // raises std::domain_error. Host only (static quadrature tables, exceptions).
 //

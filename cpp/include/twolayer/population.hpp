@@ -52,9 +52,33 @@ double population_risk_gradient(const Population& p, double* dW, double* da, int
 // Hessian on [vec(W) row-major, a] (size K d + K), or on vec(W) only when train_readout is false.
 void population_hessian(const Population& p, bool train_readout, double* H, int n_threads);
 
-// Gradient descent on the population risk in weight space; W, a are updated in place.
+// With biases, l_i = w_i.x/sqrt(scale) + b_i and l*_r = w*_r.x/sqrt(scale) + bt_r (null: zeros; the a of the layers
+// are the effective second layers). Every expectation is a pair moment E[s^(p)(l_i) g^(q)(l_k)] of the kernels with
+// means (gaussian_mean.hpp pair_moment) on the pair's block of (Q, M, P), and Stein's lemma on x gives
+//   dR/dw_i = a_i / s [rho2_i w_i + sum_k a_k E[s'(l_i) s'(l_k)] w_k - sum_r v_r E[s'(l_i) t'(l*_r)] w*_r],
+//   dR/db_i = a_i rho1_i,  dR/da_i = rho0_i,  rho_n_i = E[(f - y) s^(n)(l_i)]
+// (relu'' = step' = delta integrated out exactly), a unit with itself as one unit's expectations E[(s^2)^(n)(l_i)]
+// (the deltas of relu and step units combined first: step^2 = step). Host only.
+struct Biases {
+  const double* student = nullptr;  // K
+  const double* teacher = nullptr;  // M
+};
+
+// The risk with biases: the Gram blocks, then overlap_risk_mean (what SGD records).
+double population_risk_mean(const Population& p, const Biases& b, int n_threads);
+
+// dW (K x d), da (K, with respect to the effective a), db (K); not checked for finiteness (the caller does).
+void population_gradient_mean(const Population& p, const Biases& b, double* dW, double* da, double* db,
+                              int n_threads);
+
+// The Hessian with biases on [vec(W) row-major, a (train_readout), b (train_bias)] (a with respect to the effective
+// a), pair moments of orders p + q <= 4. Exactly symmetric.
+void population_hessian_mean(const Population& p, const Biases& b, bool train_readout, bool train_bias, double* H,
+                             int n_threads);
+
+// Gradient descent on the population risk in weight space; W, a (and b) are updated in place.
 struct DescentResult {
-  std::vector<double> Q, M, a, risk;  // recorded at each record step, time first
+  std::vector<double> Q, M, a, risk, bias;  // recorded at each record step, time first (bias: with biases only)
   std::size_t recorded = 0;
   std::string status = "completed";
   long long stop_step = -1;  // step at which a divergence was detected
@@ -62,5 +86,12 @@ struct DescentResult {
 DescentResult population_descend(double* W, double* a, const Population& p, double lr, double lr_readout,
                                  long long steps, const std::vector<long long>& record_steps, int n_threads,
                                  const Schedule* schedule = nullptr);  // lr(n) = lr s(n) at iteration n (null: s = 1)
+
+// The same with biases: b (K, the student's) stepped with lr_bias, bt the teacher's (null: zeros); diverged at the
+// first non-finite (or out-of-range) gradient or recorded risk.
+DescentResult population_descend_mean(double* W, double* a, double* b, const Population& p, const double* bt,
+                                      double lr, double lr_readout, double lr_bias, long long steps,
+                                      const std::vector<long long>& record_steps, int n_threads,
+                                      const Schedule* schedule = nullptr);
 
 }  // namespace twolayer

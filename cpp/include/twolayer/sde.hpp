@@ -58,6 +58,8 @@ class IncrementMoments {
   double* raw_second() { return S_.data(); }
   void finish(const double* y, double* mean, double* cov);
   int n_units() const { return u_; }
+  // The units' means (b, b*) at state y (zeros without biases), into out (K + M).
+  void means(const double* y, double* out) const;
   const std::vector<double>& grid() const { return grid_; }
   const std::vector<double>& grid_weights() const { return gw_; }
   // mean (n_c), cov (n_c x n_c). Returns false when Omega is not positive semi-definite.
@@ -68,7 +70,7 @@ class IncrementMoments {
   std::vector<double> x_, w_;  // Gauss-Hermite rule for N(0, 1)
   int u_, nc_;
   std::vector<double> grid_, gw_;  // the product rule: n^u nodes (u coordinates each) and their weights
-  std::vector<double> om_, L_, z_, g_, dg_, c0_, c1_, c2_, S_, mu_, proj_, tmp_;
+  std::vector<double> om_, L_, z_, zc_, mean_, g_, dg_, c0_, c1_, c2_, S_, mu_, proj_, tmp_;
   std::vector<int> idx_;
   bool exact_ = false;
   IndicatorPoly target_poly_;  // the polynomial target in monomials of l_K..l_{K+k-1} (exact mode)
@@ -89,6 +91,7 @@ struct SdeSpec {
 
 struct SdeOut {
   double *Q = nullptr, *M = nullptr, *a = nullptr, *risk = nullptr;  // (T, ...) rows
+  double* b = nullptr;  // (T, K) rows of the student biases (biased models)
   std::size_t recorded = 0;
   int status = 0;  // 0 completed, 1 diverged, 2 interrupted, 3 converged
   int reason = 0;  // diverged: why (a DivergenceCode of divergence.hpp)

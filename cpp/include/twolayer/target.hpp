@@ -86,7 +86,11 @@ void target_cross_grad(const PolyTarget& t, const double* Q, const double* M, co
 // The higher derivatives of sigma are moved onto the Gaussian density: with h(l) = E[P(z) | l] (a polynomial),
 // E[sigma^(n+1)(l) h(l)] = E[sigma'(l) (T^n h)(l)], T h = l h / q - h'. out (3 + 2k + k^2):
 // [Phi, Phi_q, Phi_m (k), Phi_qq, Phi_qm (k), Phi_mm (k x k)]. Throws std::domain_error when q = 0.
-void target_unit_jet(const PolyTarget& t, double q, const double* m, Activation act, double* out);
+// With a bias b (l ~ N(0, q) shifted to b + l; b null: the classic five only, as above) every smooth activation,
+// and out gains (3 + k) entries, the b-derivatives d/db = E[sigma'(b + l) .]: [Phi_b, Phi_bb, Phi_bq, Phi_bm (k)]
+// (relu and step with b != 0: not_implemented).
+void target_unit_jet(const PolyTarget& t, double q, const double* m, Activation act, double* out,
+                     const double* b = nullptr);
 
 // The target terms of the order-parameter ODE (see dynamics.hpp, OdeModel::target): added to the student-only
 // right-hand side (the committee RHS with v = 0) before the spherical projection.

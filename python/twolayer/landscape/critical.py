@@ -1,7 +1,10 @@
 """Critical points of the population risk: Newton refinement, classification, Hessian spectra.
 
-The parameters are theta = [vec(W) row-major, a] (``a`` only with ``train_readout=True``), as in
-:func:`twolayer.population.hessian`. :func:`refine` solves grad R(theta) = 0 by Levenberg-Marquardt on the
+The parameters are theta = [vec(W) row-major, a, b] (``a`` only with ``train_readout=True``, the biases ``b`` only
+with ``train_bias=True``), as in :func:`twolayer.population.hessian`. Networks with biases (fixed or trained) are
+handled where the model has no rescaling orbit (smooth units; relu, linear, quadratic without a trained readout);
+relu, linear or quadratic with a trained readout, and step units, refuse biases (their orbit would carry them).
+:func:`refine` solves grad R(theta) = 0 by Levenberg-Marquardt on the
 gradient map with the analytic Hessian as its Jacobian (a trust-region Newton method): the step is
 -V diag(l / (l^2 + mu)) V^T g from the eigendecomposition H = V diag(l) V^T, trying the pure Newton step
 (mu = 0) first and growing mu until |grad R| decreases, so near a non-degenerate critical point it is
@@ -23,7 +26,7 @@ from .._deprecation import renamed_attribute
 from .._validation import as_float_array, boolean, integer, positive
 from ..networks import Network
 from ..overlaps import check_pair
-from .orbit import canonical, orbit_spectrum, orbit_tangents
+from .orbit import canonical, has_orbit, orbit_spectrum, orbit_tangents
 
 __all__ = [
     "CriticalPoint", "refine", "spectrum", "classify", "symmetry_nullity", "flat_gradient", "non_differentiable"
@@ -64,6 +67,8 @@ class CriticalPoint:
         The gradient norm at every iteration (for convergence-rate checks).
     train_readout : bool
         Whether the second layer is among the parameters.
+    train_bias : bool
+        Whether the student's biases are among the parameters.
     student
         With an orbit, its canonical point (``||w_i|| = |a_i|`` for relu).
 
@@ -98,6 +103,7 @@ class CriticalPoint:
     history: list[float] = field(default_factory=list)
     train_readout: bool = False
     flat_eigenvalues: NDArray[np.float64] = field(default_factory=lambda: np.empty(0))
+    train_bias: bool = False
 
     loss = renamed_attribute("risk")
 
@@ -143,6 +149,7 @@ class CriticalPoint:
         converged: bool = True,
         iterations: int = 0,
         history: list[float] | None = None,
+        train_bias: bool = False,
     ) -> CriticalPoint:
         """The point ``student`` with its risk and the classification of its
         Hessian ``eigenvalues`` (the other arguments as in :func:`refine`).
@@ -156,26 +163,40 @@ class CriticalPoint:
         -------
         CriticalPoint
         """
-        check_pair(student, teacher)  # no biases: the landscape tools' orbits and symmetries assume none
+        biased = _check_biases(student, teacher, train_readout, train_bias, "CriticalPoint.classified")
         flat = np.empty(0)
-        if orbit_tangents(student, train_readout).shape[1]:
+        if not biased and orbit_tangents(student, train_readout).shape[1]:
             student, eigenvalues, flat = orbit_spectrum(student, teacher, train_readout)
             grad_norm = euclidean_norm(flat_gradient(student, teacher, train_readout))
         risk = population.risk(student, teacher)
         index, nullity, kind = classify_spectrum(
-            np.concatenate([flat, eigenvalues]), risk, symmetry_nullity(student, train_readout), zero_tol,
-            global_tol, non_differentiable(student, teacher)
+            np.concatenate([flat, eigenvalues]), risk, 0 if biased else symmetry_nullity(student, train_readout),
+            zero_tol, global_tol, non_differentiable(student, teacher)
         )
         return cls(student=student, risk=risk, grad_norm=grad_norm, eigenvalues=eigenvalues, index=index,
                    nullity=nullity, kind=kind, converged=converged, iterations=iterations,
                    history=[grad_norm] if history is None else history, train_readout=bool(train_readout),
-                   flat_eigenvalues=flat)
+                   flat_eigenvalues=flat, train_bias=bool(train_bias))
 
     def __repr__(self) -> str:
         return (
             f"CriticalPoint(kind={self.kind!r}, risk={self.risk:.6g}, grad_norm={self.grad_norm:.2e}, "
             f"index={self.index}, nullity={self.nullity}, K={self.student.K}, d={self.student.d})"
         )
+
+
+def _check_biases(student: Network, teacher: Network, train_readout: Any, train_bias: Any, what: str) -> bool:
+    """Check the pair (biases allowed) and whether the point has biases (a nonzero one, or ``train_bias``); refuse
+    them where the model has a rescaling orbit (NotImplementedError naming ``what``)."""
+    check_pair(student, teacher, biases=True)
+    train_readout = boolean(train_readout, "train_readout")
+    biased = boolean(train_bias, "train_bias") or student.has_bias or teacher.has_bias
+    if biased and has_orbit(student.activation, train_readout):
+        raise NotImplementedError(
+            f"bias: {what} does not handle biases yet for {student.activation!r} students "
+            f"{'with a trained readout' if student.activation != 'step' else ''} (their rescaling orbit would "
+            "carry the biases); smooth units, or relu/linear/quadratic with train_readout=False, take them")
+    return biased
 
 
 def symmetry_nullity(student: Network, train_readout: bool) -> int:
@@ -240,13 +261,14 @@ def non_differentiable(student: Network, teacher: Network) -> bool:
     return student.activation == "step" and population.aligned_step_units(student, teacher) is not None
 
 
-def hessian_eigh(student: Network, teacher: Network,
-                 train_readout: bool) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+def hessian_eigh(student: Network, teacher: Network, train_readout: bool,
+                 train_bias: bool = False) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Eigen-decomposition of the Hessian; empty where it is undefined (exactly aligned step units)."""
     if student.activation == "step" and population.aligned_step_units(student, teacher) is not None:
         n = student.K * (student.d + (1 if train_readout else 0))
         return np.empty(0), np.empty((n, 0))
-    lam, V = np.linalg.eigh(population.hessian(student, teacher, train_readout=train_readout))
+    lam, V = np.linalg.eigh(population.hessian(student, teacher, train_readout=train_readout,
+                                               **({"train_bias": True} if train_bias else {})))
     return lam, V
 
 
@@ -301,20 +323,27 @@ def spectrum(H: ArrayLike, tol: float = 1e-7) -> list[tuple[float, int]]:
     return group_eigenvalues(lam, tol_)
 
 
-def unpack_weights(student: Network, x: NDArray[np.float64], train_readout: bool) -> Network:
+def unpack_weights(student: Network, x: NDArray[np.float64], train_readout: bool,
+                   train_bias: bool = False) -> Network:
     """``student`` with the weights of the flat vector ``x`` (the inverse of :func:`pack_weights`)."""
-    n = student.K * student.d
-    W = x[:n].reshape(student.K, student.d)
-    return student.with_weights(W, x[n:] if train_readout else None)
+    K, n = student.K, student.K * student.d
+    W = x[:n].reshape(K, student.d)
+    a = x[n:n + K] if train_readout else student.a
+    bias = x[len(x) - K:] if train_bias else student.bias
+    return student.with_weights(W, a, bias=bias)
 
 
-def pack_weights(student: Network, train_readout: bool) -> NDArray[np.float64]:
-    """The trained weights as one flat vector: [vec(W) row-major, a] (vec(W) without ``train_readout``)."""
-    return np.concatenate([student.W.ravel(), student.a]) if train_readout else student.W.ravel().copy()
+def pack_weights(student: Network, train_readout: bool, train_bias: bool = False) -> NDArray[np.float64]:
+    """The trained weights as one flat vector: [vec(W) row-major, a, b] (``a`` with ``train_readout``, ``b`` with
+    ``train_bias``)."""
+    return np.concatenate([student.W.ravel()] + ([student.a] if train_readout else [])
+                          + ([student.bias] if train_bias else []))
 
 
-def flat_gradient(student: Network, teacher: Network, train_readout: bool) -> NDArray[np.float64]:
-    """The population gradient on [vec(W), a] (or vec(W)) as one vector.
+def flat_gradient(student: Network, teacher: Network, train_readout: bool,
+                  train_bias: bool = False) -> NDArray[np.float64]:
+    """The population gradient on [vec(W), a, b] (``a`` with ``train_readout``, ``b`` with ``train_bias``) as one
+    vector.
 
     Parameters
     ----------
@@ -322,10 +351,12 @@ def flat_gradient(student: Network, teacher: Network, train_readout: bool) -> ND
         The pair.
     train_readout : bool
         Include dR/da.
+    train_bias : bool, default False
+        Include dR/db.
 
     Returns
     -------
-    ndarray, shape (K d,) or (K d + K,)
+    ndarray, shape (K d,), (K d + K,) or (K d + 2 K,)
 
     Examples
     --------
@@ -335,6 +366,9 @@ def flat_gradient(student: Network, teacher: Network, train_readout: bool) -> ND
     ((9,), 0.0)
     """
     train_readout = boolean(train_readout, "train_readout")
+    if boolean(train_bias, "train_bias"):
+        dW, da, db = population.gradient(student, teacher, train_readout=train_readout, train_bias=True)
+        return np.concatenate([dW.ravel()] + ([da] if train_readout else []) + [db])
     dW, da = population.gradient(student, teacher, train_readout=train_readout)
     return np.concatenate([dW.ravel(), da]) if train_readout else dW.ravel()
 
@@ -346,6 +380,7 @@ def classify(
     eigenvalues: NDArray[np.float64] | None = None,
     zero_tol: float | None = None,
     global_tol: float = 1e-10,
+    train_bias: bool = False,
 ) -> tuple[int, int, str]:
     """Classify a critical point by its Hessian eigenvalues.
 
@@ -364,6 +399,8 @@ def classify(
         1e-8 * max(1, max abs(lambda))).
     global_tol : float, default 1e-10
         Loss at or below which a point is a global minimum.
+    train_bias : bool, default False
+        Whether the student's biases are among the parameters (networks with biases: see the module docstring).
 
     Returns
     -------
@@ -377,19 +414,19 @@ def classify(
     >>> tl.landscape.classify(teacher, teacher)
     (0, 0, 'global minimum')
     """
-    check_pair(student, teacher)
-    train_readout = boolean(train_readout, "train_readout")
+    biased = _check_biases(student, teacher, train_readout, train_bias, "classify")
+    train_readout, train_bias = boolean(train_readout, "train_readout"), bool(train_bias)
     zero_tol, global_tol = _tolerances(zero_tol, global_tol)
     if eigenvalues is not None:
         lam = as_float_array(eigenvalues, "eigenvalues", ndim=1)
-    elif orbit_tangents(student, train_readout).shape[1]:
+    elif not biased and orbit_tangents(student, train_readout).shape[1]:
         student, transverse, flat = orbit_spectrum(student, teacher, train_readout)
         lam = np.concatenate([flat, transverse])
     else:
-        lam = hessian_eigh(student, teacher, train_readout)[0]
+        lam = hessian_eigh(student, teacher, train_readout, train_bias)[0]
     return classify_spectrum(
-        lam, population.risk(student, teacher), symmetry_nullity(student, train_readout), zero_tol, global_tol,
-        non_differentiable(student, teacher)
+        lam, population.risk(student, teacher), 0 if biased else symmetry_nullity(student, train_readout), zero_tol,
+        global_tol, non_differentiable(student, teacher)
     )
 
 
@@ -441,6 +478,7 @@ def refine(
     max_iter: int = 100,
     zero_tol: float | None = None,
     global_tol: float = 1e-10,
+    train_bias: bool = False,
 ) -> CriticalPoint:
     """Refine ``student`` to a nearby critical point and classify it.
 
@@ -466,6 +504,9 @@ def refine(
         1e-8 max abs(lambda)).
     global_tol : float, default 1e-10
         Loss below which a minimum counts as global.
+    train_bias : bool, default False
+        Include the student's biases in the parameters (and the Hessian). Networks with biases, fixed or
+        trained, are handled where the model has no rescaling orbit (see the module docstring).
 
     Returns
     -------
@@ -479,17 +520,21 @@ def refine(
     >>> cp.kind, cp.grad_norm < 1e-12
     ('global minimum', True)
     """
-    check_pair(student, teacher)
+    biased = _check_biases(student, teacher, train_readout, train_bias, "refine")
     tol_ = positive(tol, "tol")
-    train_readout = boolean(train_readout, "train_readout")
+    train_readout, tb = boolean(train_readout, "train_readout"), bool(train_bias)
     max_iter = integer(max_iter, "max_iter", 0)
     zero_tol, global_tol = _tolerances(zero_tol, global_tol)
-    net = canonical(student, train_readout)  # iterates stay at the canonical point of their orbit
-    x = pack_weights(net, train_readout)
-    g = flat_gradient(net, teacher, train_readout)
+
+    def canon(net: Network) -> Network:  # iterates stay at the canonical point of their orbit (none with biases)
+        return net if biased else canonical(net, train_readout)
+
+    net = canon(student)
+    x = pack_weights(net, train_readout, tb)
+    g = flat_gradient(net, teacher, train_readout, tb)
     gn = euclidean_norm(g)
     history = [gn]
-    lam, V = hessian_eigh(net, teacher, train_readout)
+    lam, V = hessian_eigh(net, teacher, train_readout, tb)
     it = 0
     while it < max_iter and gn > tol_ and lam.size:
         it += 1
@@ -504,9 +549,9 @@ def refine(
                 inv = np.where(np.abs(lam) > ztol, lam / (lam * lam + mu * scale * scale), 0.0)
             x_new = x - V @ (inv * gt)
             try:
-                net_new = canonical(unpack_weights(student, x_new, train_readout), train_readout)
-                x_new = pack_weights(net_new, train_readout)
-                g_new = flat_gradient(net_new, teacher, train_readout)
+                net_new = canon(unpack_weights(student, x_new, train_readout, tb))
+                x_new = pack_weights(net_new, train_readout, tb)
+                g_new = flat_gradient(net_new, teacher, train_readout, tb)
             except ValueError:
                 continue
             gn_new = euclidean_norm(g_new)
@@ -517,6 +562,6 @@ def refine(
             break
         x, net, g, gn = x_new, net_new, g_new, gn_new
         history.append(gn)
-        lam, V = hessian_eigh(net, teacher, train_readout)
+        lam, V = hessian_eigh(net, teacher, train_readout, tb)
     return CriticalPoint.classified(net, teacher, lam, gn, train_readout, zero_tol, global_tol,
-                                    converged=gn <= tol_, iterations=it, history=history)
+                                    converged=gn <= tol_, iterations=it, history=history, train_bias=tb)

@@ -17,7 +17,7 @@ from .._overlap_args import check_spherical, resolve_activations, resolve_target
 from .._progress import progress_bar
 from .._validation import Device, boolean, device_arg, per_item
 from ..activations import ActivationName, check_activation
-from ..overlaps import BatchOverlaps, Overlaps, refuse_bias
+from ..overlaps import BatchOverlaps, Overlaps
 from ..results import BatchTrajectory
 from ..schedules import Schedule, as_schedule, core_arg
 from ._solver import TIME_UNIT, Method, Readout, Regime, check_choices, is_step_flow, model_meta, solver_options
@@ -42,7 +42,6 @@ def _group_by_shape(overlaps: Sequence[Any], tgts: Sequence[Any] | None = None) 
     for b, ov in enumerate(overlaps):
         if not isinstance(ov, Overlaps):
             raise TypeError(f"overlaps[{b}]: expected a twolayer.Overlaps, got {type(ov).__name__}")
-        refuse_bias(ov, f"overlaps[{b}]")
         groups.setdefault((ov.K, ov.n_teacher, tgts is not None and tgts[b] is not None), []).append(b)
     return groups
 
@@ -81,7 +80,8 @@ def _batch_groups(overlaps: Any, tgts: list[Any] | None = None) -> tuple[list[tu
         stack = BatchOverlaps(np.stack([o.Q for o in members]), np.stack([o.M for o in members]),
                               np.stack([o.P for o in members]), np.stack([o.a for o in members]),
                               np.stack([o.v for o in members]),
-                              _label=_list_label(idx))
+                              bias=np.stack([o.bias for o in members]),
+                              teacher_bias=np.stack([o.teacher_bias for o in members]), _label=_list_label(idx))
         groups.append((stack, np.array(idx, dtype=np.int64)))
     acts = {(o.activation, o.teacher_activation) for o in overlaps}
     source = overlaps[0] if len(acts) == 1 else None
@@ -170,6 +170,7 @@ def integrate_batch(
     schedule: Schedule | Callable[..., Any] | None = None,
     target: Any = None,
     device: Device = "cpu",
+    lr_bias: float | ArrayLike = 0.0,
 ) -> BatchTrajectory:
     """Integrate B independent systems in one C++ call per shape.
 
@@ -185,6 +186,12 @@ def integrate_batch(
     lr, lr_readout, noise, risk_tol, risk_rtol : float or array_like (B,)
         One value for all members or one per member (>= 0; for ``risk_tol``/``risk_rtol`` None or 0 means no
         threshold).
+    lr_bias : float or array_like (B,), default 0.0
+        Learning rate of the students' biases, as in :func:`integrate`. A member with a nonzero ``bias`` or
+        ``teacher_bias`` (the overlaps') or ``lr_bias > 0`` runs the equations with means (``ode._bias``) on the
+        one-system right-hand side, exactly as :func:`integrate` runs it alone (bitwise); the others run as
+        without biases. A batch with such members records ``bias`` (B, T, K) (zeros for the others),
+        ``bias_final``, ``teacher_bias`` (B, M) and the parameter ``lr_bias``.
     progress : bool
         Show a ``tqdm.auto`` bar of members finished (off by default; no effect on the results).
     schedule : Schedule or callable, optional
@@ -275,9 +282,13 @@ def integrate_batch(
         "risk_tol": _per_member(risk_tol, "risk_tol", B, none=0.0),
         "risk_rtol": _per_member(risk_rtol, "risk_rtol", B, none=0.0),
     }
+    lr_b = _per_member(lr_bias, "lr_bias", B)
+    biased = bool(np.any(lr_b > 0) or any(np.any(s.has_bias) for s, _ in groups))
+    if biased:  # the batch records the biases (ode/_bias.py: which members run with them)
+        params["lr_bias"] = lr_b
     K, Mt = (max((getattr(s, n) for s, _ in groups), default=0) for n in ("K", "n_teacher"))
     tail, keywords, solver_meta = solver_options(meth, t_max, times, dt, rtol, atol, n_records, h_max, max_steps,
-                                                 n_threads, row_bytes=B * (K * K + K * Mt + K + 1) * 8)
+                                                 n_threads, row_bytes=B * (K * K + K * Mt + K * (1 + biased) + 1) * 8)
     sched = as_schedule(schedule, t_max=float(tail[0][-1]))
     meta = {**model_meta(act, t_act, reg, spherical, ro), **solver_meta,
             **({} if sched is None else {"schedule": repr(sched)}),
@@ -292,7 +303,7 @@ def integrate_batch(
     shared: dict[str, NDArray[Any]] | None = None
 
     def result() -> BatchTrajectory:
-        return _assemble(groups, outs, B, ts, params, meta, shared)
+        return _assemble(groups, outs, B, ts, params, meta, shared, biased)
 
     def run(report: Callable[[int], None] | None) -> None:
         done = 0
@@ -307,13 +318,15 @@ def integrate_batch(
                 lr_a, teacher = params["lr_readout"][idx] * c * c, "linear"
                 P, v = np.eye(stack.n_teacher), np.zeros(stack.n_teacher)
             callback = None if report is None else (lambda n, done=done: report(done + n))
+            biases: dict[str, Any] = {} if not biased else {"bias": stack.bias, "teacher_bias": stack.teacher_bias,
+                                            "lr_bias": params["lr_bias"][idx]}
             try:
                 outs[g] = _core.ode_integrate_batch(
                     stack.Q, stack.M, stack.a, P, v, act, teacher, reg, bool(spherical), params["lr"][idx],
                     lr_a, params["noise"][idx], *tail, 0.0, keywords["h_max"],
                     params["risk_tol"][idx], params["risk_rtol"][idx], keywords["max_steps"], keywords["n_threads"],
                     callback, schedule=core_arg(sched), targets=member_tgts, out=shared,
-                    members=None if shared is None else idx, device=device)
+                    members=None if shared is None else idx, device=device, **biases)
             except Interrupted as exc:
                 if exc.partial is not None:
                     outs[g] = exc.partial
@@ -325,15 +338,16 @@ def integrate_batch(
     with keep_partial(lambda: None if all(o is None for o in outs) else result()):
         # several shapes: every group's rows go straight into one set of arrays padded to the largest K and M,
         # made (NaN) before the first run, so that neither the result nor a Ctrl-C's partial copies them afterwards
-        shared = None if len(groups) == 1 else _padded_rows(B, ts.size, K, Mt)
+        shared = None if len(groups) == 1 else _padded_rows(B, ts.size, K, Mt, biased)
         with progress_bar(progress, B, "member", "ODE batch") as update:
             run(update)
         return result()
 
 
-def _padded_rows(B: int, T: int, K: int, M: int) -> dict[str, NDArray[Any]]:
+def _padded_rows(B: int, T: int, K: int, M: int, biased: bool = False) -> dict[str, NDArray[Any]]:
     """The row arrays of a mixed-shape batch, padded to the largest K and M, as the core fills them: NaN, no row
-    recorded (filled in blocks of ~32 MB, so that a Ctrl-C is seen between them)."""
+    recorded (filled in blocks of ~32 MB, so that a Ctrl-C is seen between them); ``bias`` and ``bias_final`` too
+    in a batch with biases."""
     def nans(*shape: int) -> NDArray[np.float64]:
         out = np.empty(shape)
         step = max(1, (1 << 22) // max(1, out[:1].size))
@@ -343,7 +357,8 @@ def _padded_rows(B: int, T: int, K: int, M: int) -> dict[str, NDArray[Any]]:
 
     return {"Q": nans(B, T, K, K), "M": nans(B, T, K, M), "a": nans(B, T, K), "risk": nans(B, T),
             "t_final": nans(B), "Q_final": nans(B, K, K), "M_final": nans(B, K, M), "a_final": nans(B, K),
-            "risk_final": nans(B), "n_recorded": np.zeros(B, dtype=np.int64)}
+            "risk_final": nans(B), "n_recorded": np.zeros(B, dtype=np.int64),
+            **({"bias": nans(B, T, K), "bias_final": nans(B, K)} if biased else {})}
 
 
 def _assemble(
@@ -354,10 +369,12 @@ def _assemble(
     params: dict[str, NDArray[np.float64]],
     meta: dict[str, Any],
     shared: dict[str, NDArray[Any]] | None = None,
+    biased: bool = False,
 ) -> BatchTrajectory:
     """One BatchTrajectory from the core's per-group outputs (None: the group never ran, its members are
     "interrupted" with no rows). A single group is used as it is (no copy); several wrote their rows into the
-    ``shared`` padded arrays (:func:`_padded_rows`), and only their per-member scalars are scattered here."""
+    ``shared`` padded arrays (:func:`_padded_rows`), and only their per-member scalars are scattered here. With
+    ``biased``, the rows carry ``bias`` and ``bias_final``, and the result the teacher's ``teacher_bias``."""
     T = ts.shape[0]
     gpu_seconds = [o["gpu_seconds"] for o in outs if o is not None and "gpu_seconds" in o]
     if gpu_seconds:  # device="cuda": the device's own time (kernels and copies), for benchmarks
@@ -367,7 +384,9 @@ def _assemble(
         out = outs[0]
         assert out is not None
         arrays = {k: out[k] for k in ("Q", "M", "a", "risk", "t_final", "Q_final", "M_final", "a_final",
-                                      "risk_final", "stop_time", "n_recorded", "n_rhs", "n_steps", "n_rejected")}
+                                      "risk_final", "stop_time", "n_recorded", "n_rhs", "n_steps", "n_rejected",
+                                      *(("bias", "bias_final") if biased else ()))}
+        teacher_bias = stack.teacher_bias
         status, message = np.asarray(out["status"], dtype=str), np.asarray(out["message"], dtype=str)
         P, v = stack.P, stack.v
         n_student, n_teacher = np.full(B, stack.K, dtype=np.int64), np.full(B, stack.n_teacher, dtype=np.int64)
@@ -375,15 +394,15 @@ def _assemble(
         K = max((s.K for s, _ in groups), default=0)
         Mt = max((s.n_teacher for s, _ in groups), default=0)
         nan = math.nan
-        arrays = {**(shared if shared is not None else _padded_rows(B, T, K, Mt)), "stop_time": np.zeros(B),
+        arrays = {**(shared if shared is not None else _padded_rows(B, T, K, Mt, biased)), "stop_time": np.zeros(B),
                   **{k: np.zeros(B, dtype=np.int64) for k in ("n_rhs", "n_steps", "n_rejected")}}
         status = np.full(B, "interrupted", dtype="<U11")
         message = np.full(B, "interrupted before it started", dtype=object)
-        P, v = np.full((B, Mt, Mt), nan), np.full((B, Mt), nan)
+        P, v, teacher_bias = np.full((B, Mt, Mt), nan), np.full((B, Mt), nan), np.full((B, Mt), nan)
         n_student, n_teacher = np.zeros(B, dtype=np.int64), np.zeros(B, dtype=np.int64)
         for (stack, idx), part in zip(groups, outs, strict=True):
             k, m = stack.K, stack.n_teacher
-            P[idx, :m, :m], v[idx, :m] = stack.P, stack.v
+            P[idx, :m, :m], v[idx, :m], teacher_bias[idx, :m] = stack.P, stack.v, stack.teacher_bias
             n_student[idx], n_teacher[idx] = k, m
             if part is None:
                 continue
@@ -395,4 +414,5 @@ def _assemble(
     arrays = {("final_risk" if k == "risk_final" else k): x for k, x in arrays.items()}  # the core's name
     return BatchTrajectory(
         t=ts.copy(), P=P, v=v, status=status, message=message, n_student=n_student, n_teacher=n_teacher,
-        params=_thresholds_off_as_nan(params), time_unit=TIME_UNIT, meta=meta, **arrays)
+        params=_thresholds_off_as_nan(params), time_unit=TIME_UNIT, meta=meta,
+        teacher_bias=np.array(teacher_bias) if biased else None, **arrays)

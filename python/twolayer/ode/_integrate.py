@@ -148,9 +148,9 @@ def integrate(
         E[g'(l_i) E] (0: fixed). The biases themselves are the overlaps'
         ``bias`` and ``teacher_bias`` (fixed); a run with biases (a nonzero
         one, or ``lr_bias > 0``) integrates the equations with means of the
-        documentation's ODE page, "Biases" (gradient flow and online SGD;
-        not spherical, targets, step students, nor online relu students or
-        relu/step teachers of a smooth student: NotImplementedError).
+        documentation's ODE page, "Biases" (gradient flow and online SGD,
+        spherical too: the biases are not projected; not targets nor step
+        students: NotImplementedError).
 
     Returns
     -------

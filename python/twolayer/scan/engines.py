@@ -3,7 +3,10 @@
 call, returning the group's arrays (configuration first).
 
 * ``"ode"``: :func:`twolayer.ode.integrate_batch`; per member: the initial overlaps (from ``d``, ``init``,
-  ``seed``, ``q0``, ``m0``, ``scaling``), ``lr``, ``lr_readout``, ``noise``, ``risk_tol``, ``risk_rtol``;
+  ``seed``, ``q0``, ``m0``, ``scaling``), ``lr``, ``lr_readout``, ``noise``, ``risk_tol``, ``risk_rtol``, and the
+  biases: ``bias`` (the students', a number for every unit or a list of K), ``teacher_bias`` (a number or a list
+  of M) and ``lr_bias`` (scan :func:`twolayer.ode.integrate_batch`'s runs with biases; a scan that names any of
+  the three stores ``bias`` (t, student), ``bias_final`` and ``teacher_bias`` (teacher));
   ``device="cuda"`` integrates the groups on the GPU (the CUDA backend, where built and present).
   ``regime="large_batch"`` (the large-batch map, :mod:`twolayer.large_batch`) takes ``batch_ratio``
   (alpha = n_b / d > 0, may be scanned) and ``steps`` (iterations; both required there, refused by the other
@@ -400,20 +403,54 @@ def _start_stack(configs: list[dict[str, Any]]) -> tuple[NDArray[np.float64], ..
     return tuple(x[inverse] for x in stacked)
 
 
+_BIAS_KEYS = ("bias", "teacher_bias", "lr_bias")
+
+
+def _units(value: Any, n: int, name: str) -> list[float]:
+    """A configuration's biases of ``n`` units: a number for every unit, or a list of ``n`` (ValueError naming
+    ``name`` otherwise)."""
+    if isinstance(value, list):
+        if len(value) != n:
+            raise ValueError(f"{name}: expected a number or a list of {n} (one per unit), got a list of "
+                             f"{len(value)}")
+        return [float(x) for x in value]
+    return [float(value)] * n
+
+
+def _bias(x: Any, n: str) -> Any:
+    """A bias parameter: a finite number, or a non-empty list of them (one per unit)."""
+    values = x if isinstance(x, list) else [x]
+    if not values:
+        raise ValueError(f"{n}: expected a number or a list of one per unit, got an empty list")
+    for i, v in enumerate(values):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            where = f"{n}[{i}]" if isinstance(x, list) else n
+            raise ValueError(f"{where}: expected a finite number, got {v!r}")
+    return x
+
+
 def _run_ode(configs: list[dict[str, Any]]) -> Part:
 
     c0 = configs[0]
     if c0["regime"] == "large_batch":
         return _run_large_batch(configs)
     Q, M, P, a, v = _start_stack(configs)
-    stack = BatchOverlaps(Q, M, P, a, v, _label=lambda b, f: f"configuration {b} of the group: {f}")
+    # a scan that names a bias parameter (every configuration then has it) records the biases
+    biased = any(c0.get(k) is not None for k in _BIAS_KEYS)
+    biases: dict[str, Any] = {}
+    if biased:
+        K, Mt = a.shape[1], v.shape[1]
+        biases = {"bias": [_units(c.get("bias") or 0.0, K, "bias") for c in configs],
+                  "teacher_bias": [_units(c.get("teacher_bias") or 0.0, Mt, "teacher_bias") for c in configs]}
+    stack = BatchOverlaps(Q, M, P, a, v, _label=lambda b, f: f"configuration {b} of the group: {f}", **biases)
     act = c0["activation"]
     res = integrate_batch(
         stack, act, c0["teacher_activation"] or act, lr=_per(configs, "lr"), lr_readout=_per(configs, "lr_readout"),
         noise=_per(configs, "noise"), regime=c0["regime"], spherical=c0["spherical"], t_max=c0["t_max"],
         method=c0["method"], dt=c0["dt"], rtol=c0["rtol"], atol=c0["atol"], readout=c0["readout"],
         risk_tol=_per(configs, "risk_tol"), risk_rtol=_per(configs, "risk_rtol"), n_records=c0["n_records"],
-        h_max=c0["h_max"], max_steps=c0["max_steps"], n_threads=c0["n_threads"], device=c0["device"])
+        h_max=c0["h_max"], max_steps=c0["max_steps"], n_threads=c0["n_threads"], device=c0["device"],
+        lr_bias=_per(configs, "lr_bias"))
     data: dict[str, tuple[tuple[str, ...], NDArray[Any]]] = {
         "risk": (("t",), res.risk), "Q": (("t", "student", "student2"), res.Q),
         "M": (("t", "student", "teacher"), res.M),
@@ -423,6 +460,11 @@ def _run_ode(configs: list[dict[str, Any]]) -> Part:
     for name in ("status", "message", "stop_time", "t_final", "final_risk", "n_recorded", "n_rhs", "n_steps",
                  "n_rejected"):
         data[name] = ((), getattr(res, name))
+    if biased:  # a group whose members all run without biases records their zeros (NaN after a stop, as Q)
+        zeros = np.where(np.isnan(res.a), np.nan, 0.0), np.where(np.isnan(res.a_final), np.nan, 0.0)
+        data["bias"] = (("t", "student"), zeros[0] if res.bias is None else res.bias)
+        data["bias_final"] = (("student",), zeros[1] if res.bias_final is None else res.bias_final)
+        data["teacher_bias"] = (("teacher",), np.ascontiguousarray(stack.teacher_bias))
     return Part(data, {"t": (("t",), res.t)})
 
 
@@ -482,10 +524,20 @@ def _ode_together(given: Mapping[str, str], values: Mapping[str, list[Any]]) -> 
             if name in given:
                 raise ValueError(f"{given[name]}.{name}: regime 'large_batch' does not take it (it iterates the map "
                                  "`steps` times)")
+        for name in _BIAS_KEYS:
+            if name in given:
+                raise ValueError(f"{given[name]}.{name}: the scan's regime 'large_batch' does not take biases (the "
+                                 "committee map does not handle them yet)")
         if any(x != 0 for x in values.get("lr_readout", [])):
             raise ValueError(f"{given['lr_readout']}.lr_readout: regime 'large_batch' keeps the second layer fixed "
                              "(expected 0)")
         return
+    for name, units in (("bias", "K"), ("teacher_bias", "M")):  # a list: one bias per unit
+        sizes = set(values.get(units, [_NETWORK[units][0]]))
+        for x in values.get(name, []):
+            if isinstance(x, list) and len(x) not in sizes:
+                raise ValueError(f"{given[name]}.{name}: a list of {len(x)} biases, but {units} is "
+                                 f"{' or '.join(map(str, sorted(sizes)))} (expected a number or one per unit)")
     if "t_max" not in given:
         raise ValueError(f"t_max: engine 'ode' needs it for regime {regimes[0]!r} (give it in constants or as an axis)")
     for name in _LARGE_BATCH_KEYS:
@@ -504,6 +556,7 @@ _ODE_PARAMS: _Params = {
     "h_max": (None, _pos), "max_steps": (100_000_000, lambda x, n: integer(x, n, 1)),
     "n_threads": (None, _int(1)), "batch_ratio": (None, _pos), "n_steps": (None, _int(1)),
     "device": ("cpu", _choice("cpu", "cuda")),
+    "bias": (None, _bias), "teacher_bias": (None, _bias), "lr_bias": (None, _nonneg),
 }
 
 # ------------------------------------------------------------------------------------------ sgd
@@ -671,7 +724,8 @@ _MULTISTART_PARAMS: _Params = {
 ENGINES: dict[str, Engine] = {
     "ode": Engine("ode", _ODE_PARAMS, _run_ode, 1000,
                   batched=frozenset({"d", "init", "seed", "q0", "m0", "scaling", "lr", "lr_readout", "noise",
-                                     "risk_tol", "risk_rtol", "batch_ratio"}), check_together=_ode_together,
+                                     "risk_tol", "risk_rtol", "batch_ratio", *_BIAS_KEYS}),
+                  check_together=_ode_together,
                   renamed={"n_points": "n_records", "records": "n_records", "steps": "n_steps"}),
     "sgd": Engine("sgd", _SGD_PARAMS, _run_sgd, 64, batched=frozenset({"lr", "lr_readout", "noise"}),
                   renamed={"records": "n_records", "n_points": "n_records"}),

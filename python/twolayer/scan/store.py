@@ -200,6 +200,14 @@ def _dataset_attrs(scan: Scan, n_groups: int) -> dict[str, Any]:
     return attrs
 
 
+def coord_values(vals: list[Any]) -> Any:
+    """A scanned parameter's values as its stored coordinate: the values, or, where some are lists (e.g. one bias
+    per unit), every value as its JSON text (``"[0.1, -0.2]"``), so that the coordinate stays one-dimensional."""
+    if any(isinstance(v, list) for v in vals):
+        return np.array([json.dumps(v) for v in vals], dtype=np.dtypes.StringDType())
+    return vals
+
+
 def _layout(scan: Scan, sch: Schema) -> tuple[dict[str, tuple[tuple[str, ...], dict[str, str]]], dict[str, Any]]:
     """The dims and attrs of every result (``complete`` included), and the coordinates (name -> (dims, values,
     attrs)) of the dataset of ``scan`` with schema ``sch``."""
@@ -208,8 +216,8 @@ def _layout(scan: Scan, sch: Schema) -> tuple[dict[str, tuple[tuple[str, ...], d
     grid = tuple(rename.get(g, g) for g in scan.dims)
     data = {k: ((*grid, *dims), _labels(k, unit)) for k, (dims, _, _) in sch.data.items()}
     data["complete"] = (grid, {"long_name": "configuration computed", "units": "1"})
-    coords: dict[str, Any] = {rename.get(name, name): (rename.get(dim, dim), vals, _labels(rename.get(name, name),
-                                                                                          unit))
+    coords: dict[str, Any] = {rename.get(name, name): (rename.get(dim, dim), coord_values(vals),
+                                                       _labels(rename.get(name, name), unit))
                               for name, (dim, vals) in scan.coords.items()}
     for k, (dims, arr) in sch.shared.items():
         coords[k] = (dims, arr, _labels(k, unit))
@@ -928,7 +936,7 @@ def _check_coords(store: str | Path, scan: Scan) -> None:
             stored = np.asarray(root[key][...])
         except Exception:
             raise ValueError(f"store: {store}: the coordinate {key!r} is missing or unreadable") from None
-        expected = np.asarray(vals)
+        expected = np.asarray(coord_values(vals))
         if stored.shape != expected.shape or not np.array_equal(stored.astype(expected.dtype), expected):
             raise ValueError(f"store: {store}: the coordinate {key!r} differs from the recorded scan definition "
                              "(edited after it was written): run the scan again into a new store")

@@ -1,0 +1,34 @@
+// The online ODE's second-order term of smooth units as ONE Gaussian expectation per set of fields:
+//
+//   out[p] = E[s'(l_i) s'(l_k) (sum_c w_c act_c(l_c))^2],  (i, k) = (pairs[2p], pairs[2p + 1]),
+//
+// over n <= 4 fields l ~ N(mu, C), every pair at once, instead of sum_jl w_j w_l I4(s, act_j, act_l) (up to
+// n (n + 1) / 2 four-dimensional quadratures per pair). Method (docs/layers/activations.rst, "Cost"):
+//   * whitened nested lattice: l = mu + L z (L the Cholesky factor of C, zero pivots dropped), the trapezoidal rule
+//     in z on the ball |z| <= 9, each field evaluated once per prefix (z_1..z_c) of the variables it depends on; the
+//     fields taken in the order of least work (a field outside the pairs last);
+//   * the last field (a teacher) is summed out once per call: for fixed z_1..z_{n-1} the sum over z_n of
+//     (P + w_n act_n(b + L_nn z_n))^2 is P^2 S0 + 2 P w_n S1(b) + w_n^2 S2(b) with the Gaussian smoothings
+//     S_q(b) = sum_j w_j act_n(b + L_nn h_n j)^q, tabulated once per call on a uniform grid and interpolated (local
+//     Lagrange, 8 points);
+//   * the field of the innermost loop is interpolated from a table of its activation (and derivative) too: along a
+//     line of that loop both arguments move by whole grid steps (the grids are aligned to the steps), so the
+//     interpolation weights are computed once per line.
+// Certificate: the trapezoidal steps of gaussian_smooth.hpp's trapezoid_step, each field counted twice (its
+// derivative, the square), with a first 2h rule that errs by ~e^-26 (steps times 0.75 on failure); the 2h rule is
+// the even sub-lattice in every variable (the tables carry its sums too), and the result is accepted when
+// ((I_h - I_2h) / S)^2 <= 1e-13 per pair, S the same rule on |integrand|; every table is checked at the midpoints of
+// its cells against direct evaluation (error <= 1e-14 of its largest entry, the grid halved otherwise). Returns false
+// when it cannot certify (a zero or tiny pivot of the last field, tables too large, repeated failures): the caller
+// then takes the per-I4 path. Host only (tables).
+#pragma once
+#include "twolayer/activation.hpp"
+
+namespace twolayer::smooth {
+
+// acts[c]: the activations of the n fields (smooth; the pair fields use s = acts[i]); the last field must not be a
+// pair field. mu: means (nullptr: zero). w: the weights of the error. np pairs, out: np values.
+bool error_square_moments(Activation s, int n, const Activation* acts, const double* C, const double* mu,
+                          const double* w, const int* pairs, int np, double* out);
+
+}  // namespace twolayer::smooth

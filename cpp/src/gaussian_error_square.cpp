@@ -1,0 +1,511 @@
+// E[s'(l_i) s'(l_k) E^2] of smooth units over one set of fields (gaussian_error_square.hpp).
+#include "twolayer/gaussian_error_square.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "twolayer/gaussian_smooth.hpp"
+
+namespace twolayer::smooth {
+
+namespace {
+
+constexpr int kLag = 8, kLagLo = 3;  // interpolation points at offsets -3..4 from the cell's left node
+constexpr int kMargin = kLagLo + 2;  // grid points below the covered range (and kLag - kLagLo + 2 above)
+constexpr double kTableTol = 1e-14;  // midpoint error / largest entry of a table
+constexpr int kMaxTable = 1 << 16;   // grid points of one table at most
+constexpr double kRawDx = 0.0125;    // first grid step of an activation's table (argument units)
+constexpr double kSmoothDx = 0.05;   // first grid step of a smoothing's table
+constexpr int kMaxPairs = 6;         // K <= 3 students below a last teacher field
+constexpr int kAttempts = 4;         // steps of the trapezoidal rule tried (each kRetry times the last)
+// The 2h rule of the first step errs by ~e^-26: the square of the error times two derivatives is larger near the
+// poles than one activation (gaussian_smooth.hpp takes e^-18 per I4 and then often halves the steps; measured:
+// e^-24 passes the check at K = M = 2 with tanh, e^-26 with a margin of 10).
+constexpr double kFirstExp = 26.0;
+
+// Lagrange weights of the 8 points at offsets m - kLagLo (m = 0..7) for the point at offset t in [0, 1).
+void lagrange8(double t, double* lw) {
+  static constexpr double inv_den[kLag] = {-1.0 / 5040.0, 1.0 / 720.0, -1.0 / 240.0, 1.0 / 144.0,
+                                           -1.0 / 144.0,  1.0 / 240.0, -1.0 / 720.0, 1.0 / 5040.0};
+  double pre[kLag + 1], suf[kLag + 1];
+  pre[0] = 1.0;
+  for (int m = 0; m < kLag; ++m) pre[m + 1] = pre[m] * (t - (m - kLagLo));
+  suf[kLag] = 1.0;
+  for (int m = kLag - 1; m >= 0; --m) suf[m] = suf[m + 1] * (t - (m - kLagLo));
+  for (int m = 0; m < kLag; ++m) lw[m] = pre[m] * suf[m + 1] * inv_den[m];
+}
+
+inline double dot8(const double* lw, const double* v) {
+  double s = 0.0;
+  for (int m = 0; m < kLag; ++m) s += lw[m] * v[m];
+  return s;
+}
+
+// out[q] = sum_m lw[m] v[q stride + m], q < len (the 8-point stencils along a line).
+void interpolate(const double* lw, const double* v, int stride, int len, double* out) {
+  for (int q = 0; q < len; ++q) out[q] = 0.0;
+  for (int m = 0; m < kLag; ++m) {
+    const double c = lw[m];
+    const double* vm = v + m;
+#ifdef TWOLAYER_OPENMP
+#pragma omp simd
+#endif
+    for (int q = 0; q < len; ++q) out[q] += c * vm[static_cast<std::ptrdiff_t>(q) * stride];
+  }
+}
+
+// A uniform grid x_k = x0 + dx k, k in [0, size), whose interpolation stencils cover [lo, hi].
+struct Grid {
+  double x0 = 0.0, dx = 0.0;
+  int size = 0;
+  bool cover(double lo, double hi, double step) {
+    dx = step;
+    const double cells = std::ceil((hi - lo) / dx);
+    if (!(cells + kLag + 4.0 <= kMaxTable)) return false;
+    size = static_cast<int>(cells) + kLag + 4;
+    x0 = lo - kMargin * dx;
+    return true;
+  }
+  // First stencil index k and fraction t of x; false outside the grid.
+  bool locate(double x, int& k, double& t) const {
+    const double pos = (x - x0) / dx, fl = std::floor(pos);
+    if (!(fl >= kLagLo && fl <= size - 1 - (kLag - kLagLo))) return false;
+    k = static_cast<int>(fl) - kLagLo;
+    t = pos - fl;
+    return true;
+  }
+};
+
+// out[q] = the interpolant of the table v on g at x + (q - jm) step, q <= 2 jm: the stencils at fixed offsets
+// (stride grid points per step, the weights computed once) when the grid is aligned to the step, else located point
+// by point (stride kFree). False when a stencil leaves the grid.
+constexpr int kFree = 1 << 30;
+bool along_line(const Grid& g, const double* v, int stride, double x, double step, int jm, double* out) {
+  const int len = 2 * jm + 1;
+  double lw[kLag], t;
+  int k;
+  if (stride == kFree) {
+    for (int q = 0; q < len; ++q) {
+      if (!g.locate(x + (q - jm) * step, k, t)) return false;
+      lagrange8(t, lw);
+      out[q] = dot8(lw, v + k);
+    }
+    return true;
+  }
+  if (!g.locate(x, k, t)) return false;
+  const int span = jm * std::abs(stride);
+  if (k - span < 0 || k + span + kLag > g.size) return false;
+  lagrange8(t, lw);
+  interpolate(lw, v + k - jm * stride, stride, len, out);
+  return true;
+}
+
+// Checks an interpolation table against its exact values at the cell midpoints (mid[c]: cell c between c and c + 1).
+bool midpoints_ok(const std::vector<double>& v, const std::vector<double>& mid) {
+  double vmax = 0.0, emax = 0.0, lw[kLag];
+  lagrange8(0.5, lw);
+  for (double x : v) vmax = std::max(vmax, std::fabs(x));
+  const int size = static_cast<int>(v.size());
+  for (int c = kLagLo; c + kLag - kLagLo < size; ++c) emax = std::max(emax, std::fabs(dot8(lw, &v[c - kLagLo]) - mid[c]));
+  return std::isfinite(vmax) && emax <= kTableTol * vmax;
+}
+
+// The activation a (and a' when deriv) on a grid aligned to `step` (step = m dx), covering [lo, hi].
+struct ActTable {
+  Grid g;
+  int m = 1, stride = 1;  // grid points per step of the line (kFree: not aligned)
+  std::vector<double> v, d;
+  // (a step below kRawDx / 8 would make the aligned grid too fine: the grid is then free, dx = kRawDx)
+  bool build(Activation a, bool deriv, double lo, double hi, double step) {
+    const bool free = step < kRawDx / 8.0;
+    m = free ? 1 : static_cast<int>(std::ceil(step / kRawDx));
+    double dx = free ? kRawDx : step / m;
+    for (int attempt = 0; attempt < 6; ++attempt, m *= 2, dx *= 0.5) {
+      if (!g.cover(lo, hi, dx)) return false;
+      stride = free ? kFree : m;
+      v.resize(g.size);
+      d.resize(deriv ? g.size : 0);
+      std::vector<double> mv(g.size), md(deriv ? g.size : 0);
+      for (int k = 0; k < g.size; ++k) {
+        double e[2];
+        sigma_derivatives(a, g.x0 + g.dx * k, deriv ? 1 : 0, e);
+        v[k] = e[0];
+        if (deriv) d[k] = e[1];
+        sigma_derivatives(a, g.x0 + g.dx * (k + 0.5), deriv ? 1 : 0, e);
+        mv[k] = e[0];
+        if (deriv) md[k] = e[1];
+      }
+      if (midpoints_ok(v, mv) && (!deriv || midpoints_ok(d, md))) return true;
+    }
+    return false;
+  }
+};
+
+// The smoothings S_q(b) = sum_j w_j a(b + s h j)^q (q = 1, 2; w_j the trapezoidal normal weights, |j| <= nl) and
+// their 2h rules (even j, weights 2 w_j) on a grid aligned to `step` (|step| = m' dx; 0: free), covering [lo, hi];
+// s h = m dx with h <= hmax.
+struct SmoothTable {
+  Grid g;
+  int mstep = 0;  // grid points per step of the line
+  double S0 = 0.0, S0c = 0.0;
+  std::vector<double> S1, S2, S1c, S2c;
+  bool build(Activation a, double s, double hmax, double lo, double hi, double step) {
+    // grid aligned to the line's step when that is not much below the target (else free); the convolution on the
+    // grid itself when s h >= dx (s h = m dx), else point by point (a near-singular last field)
+    const double as = std::fabs(step), target = std::min(kSmoothDx, std::max(s * hmax, kRawDx));
+    const bool free = as > 0.0 && as < target / 8.0;
+    int mp = as > 0.0 && !free ? static_cast<int>(std::ceil(as / target)) : 0;
+    double dx = mp > 0 ? as / mp : target;
+    for (int attempt = 0; attempt < 6; ++attempt, mp *= 2, dx *= 0.5) {
+      if (!g.cover(lo, hi, dx)) return false;
+      mstep = free ? kFree : (step > 0.0 ? mp : -mp);
+      const bool shared = s * hmax >= dx;
+      const int m = shared ? static_cast<int>(std::floor(s * hmax / dx)) : 0;
+      const double h = shared ? m * dx / s : hmax;
+      const int nl = static_cast<int>(std::floor(kTrunc / h));
+      std::vector<double> wj(2 * nl + 1);
+      S0 = S0c = 0.0;
+      for (int j = -nl; j <= nl; ++j) {
+        wj[j + nl] = normal_weight(j * h, h);
+        S0 += wj[j + nl];
+        if ((j & 1) == 0) S0c += 2.0 * wj[j + nl];
+      }
+      // a on the extended grid x0 + dx (i - m nl), i in [0, size + 2 m nl), and at its half points (shared), or at
+      // every x_k + s h j (row k of 2 nl + 1 values)
+      const int ext = shared ? g.size + 2 * m * nl : g.size * (2 * nl + 1);
+      if (!(ext <= 4 * kMaxTable)) return false;
+      std::vector<double> H(ext), Hm(ext);
+      if (shared) {
+        for (int i = 0; i < ext; ++i) {
+          H[i] = sigma(a, g.x0 + dx * (i - m * nl));
+          Hm[i] = sigma(a, g.x0 + dx * (i - m * nl + 0.5));
+        }
+      } else {
+        for (int k = 0; k < g.size; ++k)
+          for (int j = -nl; j <= nl; ++j) {
+            H[k * (2 * nl + 1) + j + nl] = sigma(a, g.x0 + dx * k + s * h * j);
+            Hm[k * (2 * nl + 1) + j + nl] = sigma(a, g.x0 + dx * (k + 0.5) + s * h * j);
+          }
+      }
+      const int row = shared ? 1 : 2 * nl + 1, col = shared ? m : 1;  // H index of (k, j): k row + (j + nl) col
+      auto convolve = [&](const std::vector<double>& src, std::vector<double>& s1, std::vector<double>& s2,
+                          std::vector<double>& c1, std::vector<double>& c2) {
+        s1.assign(g.size, 0.0);
+        s2.assign(g.size, 0.0);
+        c1.assign(g.size, 0.0);
+        c2.assign(g.size, 0.0);
+        for (int k = 0; k < g.size; ++k) {
+          double f1 = 0.0, f2 = 0.0, e1 = 0.0, e2 = 0.0;
+          for (int j = -nl; j <= nl; ++j) {
+            const double x = src[k * row + col * (j + nl)], wx = wj[j + nl] * x;
+            f1 += wx;
+            f2 += wx * x;
+            if ((j & 1) == 0) {
+              e1 += wx;
+              e2 += wx * x;
+            }
+          }
+          s1[k] = f1;
+          s2[k] = f2;
+          c1[k] = 2.0 * e1;
+          c2[k] = 2.0 * e2;
+        }
+      };
+      std::vector<double> M1, M2, M1c, M2c;
+      convolve(H, S1, S2, S1c, S2c);
+      convolve(Hm, M1, M2, M1c, M2c);
+      if (midpoints_ok(S1, M1) && midpoints_ok(S2, M2) && midpoints_ok(S1c, M1c) && midpoints_ok(S2c, M2c))
+        return true;
+    }
+    return false;
+  }
+};
+
+// The nested lattice of one attempt (steps h): fine, 2h and |.| sums per pair.
+struct Lattice {
+  int n, f, l, np;
+  const Activation* acts;
+  const double *L, *mu, *w;
+  double h[4];
+  int cnt[kMaxPairs];        // how many of the pair's fields are the line field f
+  int outer[kMaxPairs][2];   // the pair's fields before f (-1: none)
+  bool looped[4];
+  ActTable line;             // field f along the line
+  SmoothTable last;          // field l smoothed
+  std::vector<double> wline;  // normal weights of the line, index j + jfull
+  int jfull = 0;
+  double fine[kMaxPairs], coarse[kMaxPairs], scale[kMaxPairs];
+  double val[4], der[4];
+
+  // Level e < f: every node of z_e (a zero pivot: the single node z_e = 0), then the next level.
+  void level(int e, const double* arg, double r2, double wt, double wc, bool even) {
+    if (e == f) return leaf_line(arg, r2, wt, wc, even);
+    const bool der_needed = e < n - 1;
+    auto visit = [&](double z, double wz, double wzc, bool ev) {
+      double a2[4];
+      for (int c = 0; c < n; ++c) a2[c] = c >= e ? arg[c] + L[c * n + e] * z : arg[c];
+      double d[2];
+      sigma_derivatives(acts[e], a2[e], der_needed ? 1 : 0, d);
+      val[e] = d[0];
+      der[e] = der_needed ? d[1] : 0.0;
+      level(e + 1, a2, r2 + z * z, wt * wz, wc * wzc, even && ev);
+    };
+    if (!looped[e]) return visit(0.0, 1.0, 1.0, true);
+    const double R2 = kTrunc * kTrunc - r2;
+    const int jm = R2 > 0.0 ? static_cast<int>(std::floor(std::sqrt(R2) / h[e])) : 0;
+    for (int j = -jm; j <= jm; ++j) {
+      const double z = j * h[e], wz = normal_weight(z, h[e]);
+      visit(z, wz, 2.0 * wz, (j & 1) == 0);
+    }
+  }
+
+  // The line of z_f (all before fixed): field f from its table (or directly when it has no variable of its own),
+  // field l from the smoothing tables.
+  void leaf_line(const double* arg, double r2, double wt, double wc, bool even) {
+    double Pout = 0.0;
+    for (int c = 0; c < f; ++c) Pout += w[c] * val[c];
+    const double wf = w[f], wl = w[l], S0 = last.S0, S0c = last.S0c;
+    const bool student_f = any_f;
+    double sf[3] = {0.0, 0.0, 0.0}, sa[3] = {0.0, 0.0, 0.0}, sc[3] = {0.0, 0.0, 0.0};
+    if (looped[f]) {
+      const double R2 = kTrunc * kTrunc - r2;
+      const int jm = R2 > 0.0 ? std::min(jfull, static_cast<int>(std::floor(std::sqrt(R2) / h[f]))) : 0;
+      // interpolated values along the line, then the weighted sums
+      const int len = 2 * jm + 1;
+      const double sf_step = L[f * n + f] * h[f], sl_step = L[l * n + f] * h[f];
+      double *vf = buf_.data(), *df = vf + len, *s1 = df + len, *s2 = s1 + len;
+      if (!along_line(line.g, line.v.data(), line.stride, arg[f], sf_step, jm, vf) ||
+          (student_f && !along_line(line.g, line.d.data(), line.stride, arg[f], sf_step, jm, df)) ||
+          !along_line(last.g, last.S1.data(), last.mstep, arg[l], sl_step, jm, s1) ||
+          !along_line(last.g, last.S2.data(), last.mstep, arg[l], sl_step, jm, s2)) {
+        ok = false;
+        return;
+      }
+      const double* wj = wline.data() + jfull - jm;
+      double f0 = 0.0, f1 = 0.0, f2 = 0.0, a0 = 0.0, a1 = 0.0, a2 = 0.0;
+      if (student_f) {
+#ifdef TWOLAYER_OPENMP
+#pragma omp simd reduction(+ : f0, f1, f2, a0, a1, a2)
+#endif
+        for (int q = 0; q < len; ++q) {
+          const double P = Pout + wf * vf[q], d = df[q];
+          const double x0 = wj[q] * (P * P * S0 + 2.0 * P * wl * s1[q] + wl * wl * s2[q]), x1 = x0 * d, x2 = x1 * d;
+          f0 += x0;
+          f1 += x1;
+          f2 += x2;
+          a0 += std::fabs(x0);
+          a1 += std::fabs(x1);
+          a2 += std::fabs(x2);
+        }
+      } else {  // x0 >= 0 up to the tables' rounding: |x0| summed all the same
+#ifdef TWOLAYER_OPENMP
+#pragma omp simd reduction(+ : f0, a0)
+#endif
+        for (int q = 0; q < len; ++q) {
+          const double P = Pout + wf * vf[q];
+          const double x0 = wj[q] * (P * P * S0 + 2.0 * P * wl * s1[q] + wl * wl * s2[q]);
+          f0 += x0;
+          a0 += std::fabs(x0);
+        }
+        f1 = f2 = f0;
+        a1 = a2 = a0;
+      }
+      sf[0] = f0; sf[1] = f1; sf[2] = f2;
+      sa[0] = a0; sa[1] = a1; sa[2] = a2;
+      if (even) {  // the 2h rule: even j (jm - j even from q = jm & 1 on)
+        const int q0 = jm & 1, jc = (jm - q0) / 2;  // j = -2 jc, ..., 2 jc
+        double *c1 = s2 + len, *c2 = c1 + len;
+        const int st = last.mstep == kFree ? kFree : 2 * last.mstep;
+        if (!along_line(last.g, last.S1c.data(), st, arg[l], 2.0 * sl_step, jc, c1) ||
+            !along_line(last.g, last.S2c.data(), st, arg[l], 2.0 * sl_step, jc, c2)) {
+          ok = false;
+          return;
+        }
+        const int lc = 2 * jc + 1;
+        double e0 = 0.0, e1 = 0.0, e2 = 0.0;
+        for (int r = 0; r < lc; ++r) {
+          const int q = q0 + 2 * r;
+          const double P = Pout + wf * vf[q], d = student_f ? df[q] : 1.0;
+          const double y0 = 2.0 * wj[q] * (P * P * S0c + 2.0 * P * wl * c1[r] + wl * wl * c2[r]), y1 = y0 * d;
+          e0 += y0;
+          e1 += y1;
+          e2 += y1 * d;
+        }
+        sc[0] = e0; sc[1] = e1; sc[2] = e2;
+      }
+    } else {  // field f is fixed by the earlier variables
+      int kb;
+      double tb, lwb[kLag];
+      if (!last.g.locate(arg[l], kb, tb)) {
+        ok = false;
+        return;
+      }
+      lagrange8(tb, lwb);
+      double d[2];
+      sigma_derivatives(acts[f], arg[f], student_f ? 1 : 0, d);
+      const double df = student_f ? d[1] : 1.0;
+      const double S1 = dot8(lwb, last.S1.data() + kb), S2 = dot8(lwb, last.S2.data() + kb);
+      const double P = Pout + wf * d[0];
+      const double x0 = P * P * S0 + 2.0 * P * wl * S1 + wl * wl * S2;
+      sf[0] = x0; sf[1] = x0 * df; sf[2] = x0 * df * df;
+      for (int q = 0; q < 3; ++q) sa[q] = std::fabs(sf[q]);
+      if (even) {
+        const double C1 = dot8(lwb, last.S1c.data() + kb), C2 = dot8(lwb, last.S2c.data() + kb);
+        sc[0] = P * P * S0c + 2.0 * P * wl * C1 + wl * wl * C2;
+        sc[1] = sc[0] * df;
+        sc[2] = sc[1] * df;
+      }
+    }
+    for (int p = 0; p < np; ++p) {
+      double G = 1.0;
+      for (int q = 0; q < 2; ++q)
+        if (outer[p][q] >= 0) G *= der[outer[p][q]];
+      fine[p] += wt * G * sf[cnt[p]];
+      scale[p] += wt * std::fabs(G) * sa[cnt[p]];
+      if (even) coarse[p] += wc * G * sc[cnt[p]];
+    }
+  }
+  bool any_f = false;  // a pair holds the line field f (a student): its derivative is needed
+  bool ok = true;
+  std::vector<double> buf_;  // the line's interpolated values (6 rows of 2 jfull + 1)
+};
+
+
+// First trapezoidal steps hmax[e] of the variables z_e of l = mu + L z (looped[e]: a nonzero pivot; else no
+// variable), each field counted twice (its derivative and the square of the error); returns prod_e 1 / hmax[e] over
+// the looped variables before the last (the number of leaves, up to a constant).
+double first_steps(int n, const Activation* acts, const double* L, double* hmax, bool* looped) {
+  double leaves = 1.0;
+  for (int e = 0; e < n; ++e) {
+    looped[e] = L[e * n + e] > 0.0;
+    Activation ta[8];
+    double sl[8];
+    int m = 0;
+    for (int c = e; c < n; ++c) {
+      ta[m] = ta[m + 1] = acts[c];
+      sl[m] = sl[m + 1] = L[c * n + e];
+      m += 2;
+    }
+    hmax[e] = looped[e] ? trapezoid_step(ta, sl, m, kFirstExp) : 0.0;
+    if (looped[e] && e < n - 1) leaves /= hmax[e];
+  }
+  return leaves;
+}
+
+// error_square_moments on the fields in the given order.
+bool in_order(Activation s, int n, const Activation* acts, const double* C, const double* mu_in, const double* w,
+              const int* pairs, int np, double* out) {
+  if (n < 2 || n > 4 || np < 1 || np > kMaxPairs) return false;
+  const int f = n - 2, l = n - 1;
+  for (int c = 0; c < n; ++c)
+    if (!is_smooth(acts[c])) return false;
+  double mu[4] = {0.0, 0.0, 0.0, 0.0};
+  if (mu_in)
+    for (int c = 0; c < n; ++c) mu[c] = mu_in[c];
+  double L[16];
+  psd_cholesky(C, n, L);
+  if (!(L[l * n + l] > 0.0)) return false;
+  Lattice lat;
+  lat.n = n;
+  lat.f = f;
+  lat.l = l;
+  lat.np = np;
+  lat.acts = acts;
+  lat.L = L;
+  lat.mu = mu;
+  lat.w = w;
+  for (int p = 0; p < np; ++p) {
+    const int i = pairs[2 * p], k = pairs[2 * p + 1];
+    if (i < 0 || k < 0 || i >= l || k >= l || acts[i] != s || acts[k] != s) return false;
+    lat.cnt[p] = (i == f) + (k == f);
+    lat.outer[p][0] = i < f ? i : -1;
+    lat.outer[p][1] = k < f ? k : -1;
+    lat.any_f = lat.any_f || lat.cnt[p] > 0;
+  }
+  double hmax[4];
+  first_steps(n, acts, L, hmax, lat.looped);
+  // ranges of the arguments of f and l before their own variables (the ball |z| <= 9)
+  double spanf = 0.0, spanl = 0.0;
+  for (int e = 0; e <= f; ++e) {
+    spanf += std::fabs(L[f * n + e]);
+    spanl += std::fabs(L[l * n + e]);
+  }
+  spanf *= kTrunc;
+  spanl *= kTrunc;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    const double fac = std::pow(kRetry, attempt);
+    for (int e = 0; e < n; ++e) lat.h[e] = hmax[e] * fac;
+    if (lat.looped[f]) {
+      if (!lat.line.build(acts[f], lat.any_f, mu[f] - spanf, mu[f] + spanf, L[f * n + f] * lat.h[f])) return false;
+      lat.jfull = static_cast<int>(std::floor(kTrunc / lat.h[f]));
+      lat.wline.resize(2 * lat.jfull + 1);
+      lat.buf_.resize(6 * (2 * lat.jfull + 1));
+      for (int j = -lat.jfull; j <= lat.jfull; ++j) lat.wline[j + lat.jfull] = normal_weight(j * lat.h[f], lat.h[f]);
+    }
+    const double bstep = lat.looped[f] ? L[l * n + f] * lat.h[f] : 0.0;
+    if (!lat.last.build(acts[l], L[l * n + l], lat.h[l], mu[l] - spanl, mu[l] + spanl, bstep)) return false;
+    for (int p = 0; p < np; ++p) lat.fine[p] = lat.coarse[p] = lat.scale[p] = 0.0;
+    lat.ok = true;
+    lat.level(0, mu, 0.0, 1.0, 1.0, true);
+    if (!lat.ok) return false;
+    bool ok = true;
+    for (int p = 0; p < np; ++p) {
+      const double d = lat.fine[p] - lat.coarse[p];
+      ok = ok && std::isfinite(lat.fine[p]) && !(d * d > kAcceptSq * lat.scale[p] * lat.scale[p]);
+    }
+    if (ok) {
+      for (int p = 0; p < np; ++p) out[p] = lat.fine[p];
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+// The order of the fields: the one of least work (leaves of the first steps) among those with a non-pair field last.
+bool error_square_moments(Activation s, int n, const Activation* acts, const double* C, const double* mu,
+                          const double* w, const int* pairs, int np, double* out) {
+  if (n < 2 || n > 4 || np < 1 || np > kMaxPairs) return false;
+  bool in_pair[4] = {false, false, false, false};
+  for (int p = 0; p < 2 * np; ++p) {
+    if (pairs[p] < 0 || pairs[p] >= n) return false;
+    in_pair[pairs[p]] = true;
+  }
+  int perm[4] = {0, 1, 2, 3}, best[4] = {0, 1, 2, 3};
+  double best_leaves = kInfStrip;
+  do {
+    if (in_pair[perm[n - 1]]) continue;
+    double Cp[16], L[16], hmax[4];
+    bool looped[4];
+    Activation ap[4];
+    for (int a = 0; a < n; ++a) {
+      ap[a] = acts[perm[a]];
+      for (int b = 0; b < n; ++b) Cp[a * n + b] = C[perm[a] * n + perm[b]];
+    }
+    psd_cholesky(Cp, n, L);
+    if (!(L[n * n - 1] > 0.0)) continue;
+    // a student on the line costs about 1.5 times a teacher per leaf (its derivative too)
+    const double leaves = first_steps(n, ap, L, hmax, looped) * (n > 2 && in_pair[perm[n - 2]] ? 1.5 : 1.0);
+    if (leaves < best_leaves) {
+      best_leaves = leaves;
+      for (int a = 0; a < n; ++a) best[a] = perm[a];
+    }
+  } while (std::next_permutation(perm, perm + n));
+  if (!(best_leaves < kInfStrip)) return false;
+  int pos[4], pp[2 * kMaxPairs];
+  double Cp[16], mp[4], wp[4];
+  Activation ap[4];
+  for (int a = 0; a < n; ++a) {
+    pos[best[a]] = a;
+    ap[a] = acts[best[a]];
+    mp[a] = mu ? mu[best[a]] : 0.0;
+    wp[a] = w[best[a]];
+    for (int b = 0; b < n; ++b) Cp[a * n + b] = C[best[a] * n + best[b]];
+  }
+  for (int p = 0; p < 2 * np; ++p) pp[p] = pos[pairs[p]];
+  return in_order(s, n, ap, Cp, mp, wp, pp, np, out);
+}
+
+}  // namespace twolayer::smooth
