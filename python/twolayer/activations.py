@@ -14,7 +14,7 @@ form by the kernels.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -34,7 +34,7 @@ CLOSED_FORM: tuple[str, ...] = ("linear", "erf", "relu", "step", "quadratic")
 MAX_HERMITE_DEGREE = 8
 
 
-def hermite(coefficients: ArrayLike) -> str:
+def hermite(coefficients: ArrayLike) -> ActivationName:
     """The activation sigma(s) = sum_k c_k He_k(s) (probabilists' Hermite polynomials), as its canonical spelling.
 
     Parameters
@@ -64,7 +64,9 @@ def hermite(coefficients: ArrayLike) -> str:
     if not 1 <= c.size <= MAX_HERMITE_DEGREE + 1:
         raise ValueError(f"coefficients: expected 1 to {MAX_HERMITE_DEGREE + 1} Hermite coefficients "
                          f"(degree <= {MAX_HERMITE_DEGREE}), got {c.size}")
-    return _core.canonical_activation("hermite(" + ",".join(repr(float(v)) for v in c) + ")", "coefficients")
+    name = _core.canonical_activation("hermite(" + ",".join(repr(float(v)) for v in c) + ")", "coefficients")
+    # typed as an activation name: the spelling goes wherever the Literal names go (user code type-checks)
+    return cast(ActivationName, name)
 
 
 def is_hermite(name: str) -> bool:
