@@ -421,6 +421,10 @@ def check_result(x: Any, where: str = "result") -> None:
                 check_result(v, f"{where}[{i}]")
 
 
+def assert_bool(x: Any) -> None:
+    assert isinstance(x, bool), f"expected a bool, got {type(x).__name__}"
+
+
 def expect_shape(x: Any, shape: tuple[int, ...], where: str = "result") -> None:
     if np.shape(x) != shape:
         raise Violation(f"{where} has shape {np.shape(x)}, expected {shape}")
@@ -861,6 +865,15 @@ ENTRY_POINTS: list[Entry] = [
                                                       finite_only=False, any_ndim=True)},
             check=lambda v, out: expect_shape(out, np.shape(np.asarray(v["x"]))))
       for fn in (tl.activations.sigma, tl.activations.derivative)],
+    Entry("activations.hermite", tl.activations.hermite,
+          lambda D: {"coefficients": array(st.integers(1, 9).map(lambda n: (n,)), [1.0, 1e-100, 1e100])}),
+    Entry("activations.is_hermite", tl.activations.is_hermite,
+          lambda D: {"name": Kind(_sampled(["hermite(0,1)", "erf", "hermite", "", None, 1, b"hermite(1)"]))},
+          check=lambda v, out: assert_bool(out)),
+    Entry("activations.hermite_coefficients", tl.activations.hermite_coefficients,
+          lambda D: {"name": Kind(_sampled(["hermite(0,1)", "hermite(1, 0, 0.5)", "hermite(2)"]),
+                                  _sampled(["hermite()", "hermite(1,", "hermite(nan)", "hermite(" + "1," * 9 + "1)",
+                                            "erf", "", None, 1]))}),
     Entry("kernels.i2", tl.kernels.i2, lambda D: {"act_a": ACTIVATION, "act_b": ACTIVATION, "C": covariance(2),
                                                   "n_threads": N_THREADS}, check=kernel_check),
     Entry("kernels.i3", tl.kernels.i3, lambda D: {"act": ACTIVATION, "act_b": ACTIVATION, "C": covariance(3),

@@ -69,13 +69,13 @@ def hermite(coefficients: ArrayLike) -> ActivationName:
     return cast(ActivationName, name)
 
 
-def is_hermite(name: str) -> bool:
+def is_hermite(name: object) -> bool:
     """Whether ``name`` is a hermite spelling (``"hermite(...)"``; not validated: see :func:`check_activation`).
 
     Parameters
     ----------
-    name : str
-        An activation.
+    name : object
+        An activation (anything else: False).
 
     Returns
     -------
@@ -86,7 +86,7 @@ def is_hermite(name: str) -> bool:
     >>> tl.activations.is_hermite("hermite(0,1)"), tl.activations.is_hermite("erf")
     (True, False)
     """
-    return name.startswith("hermite")
+    return isinstance(name, str) and name.startswith("hermite(")
 
 
 def hermite_coefficients(name: str) -> NDArray[np.float64]:
