@@ -181,6 +181,12 @@ def test_biased_paths_record_the_biases_and_tend_to_the_ode() -> None:
     ov3 = tl.Overlaps(ov.Q, ov.M, ov.P, ov.a, ov.v, "erf", "tanh", bias=[-0.2], teacher_bias=[0.5])
     with pytest.raises(ValueError, match=r"overlaps\[1\]: teacher_bias .* differs"):
         tl.sde.simulate([ov, ov3], d=1000, seeds=2, **kw)
+    # a BatchOverlaps start carries its members' biases too (it used to start every path at b = 0)
+    stacked = tl.sde.simulate(tl.BatchOverlaps.stack([ov, ov2]), d=1000, seeds=2, **kw)
+    for name in ("Q", "bias", "risk"):
+        np.testing.assert_array_equal(getattr(stacked.runs[1], name), getattr(seq.runs[1], name))
+    with pytest.raises(ValueError, match=r"overlaps\[1\]: teacher_bias .* differs"):
+        tl.sde.simulate(tl.BatchOverlaps.stack([ov, ov3]), d=1000, seeds=2, **kw)
 
 
 def _sde_vs_sgd(d: int, n: int, t_max: float) -> dict[str, float]:

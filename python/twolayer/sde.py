@@ -267,7 +267,7 @@ def increment_covariance(
     lr, noise, lr_readout, spherical
         As in :func:`twolayer.ode.integrate` (online regime).
     n_nodes : int, optional
-        Gauss-Hermite nodes per unit (1..64; default: exact for linear/quadratic, 48 for the smooth
+        Gauss-Hermite nodes per unit (1..128; default: exact for linear/quadratic, 48 for the smooth
         non-polynomial units); not used by the exact relu moments.
     target : HermiteTarget, optional
         A polynomial target instead of the committee teacher (default: the one ``overlaps`` remembers); then M is
@@ -337,9 +337,8 @@ def _starts(overlaps: Any) -> tuple[Overlaps, NDArray[np.float64] | None]:
     the biases (dropped by the caller when the run has none) and its starts must share the teacher's biases."""
     if isinstance(overlaps, Overlaps):
         return overlaps, None
-    if isinstance(overlaps, BatchOverlaps):
-        return overlaps[0], np.concatenate([overlaps.Q.reshape(len(overlaps), -1),
-                                            overlaps.M.reshape(len(overlaps), -1), overlaps.a], axis=1)
+    if isinstance(overlaps, BatchOverlaps):  # its members, with their biases, as a sequence
+        return _starts([overlaps[b] for b in range(len(overlaps))])
     if isinstance(overlaps, Sequence) and not isinstance(overlaps, str) and len(overlaps) > 0:
         starts = [check_overlaps(o, f"overlaps[{j}]", biases=True) for j, o in enumerate(overlaps)]
         first = starts[0]
@@ -462,9 +461,7 @@ def simulate(
     sph = boolean(spherical, "spherical")
     ov, act, t_act, tgt, tkw = _model(first, activation, teacher_activation, target, sph, lr_bias)
     biased = "teacher_bias" in tkw
-    if y0 is not None and isinstance(overlaps, BatchOverlaps) and biased:  # (stacked overlaps carry no biases)
-        y0 = np.concatenate([y0, np.zeros((y0.shape[0], ov.K))], axis=1)
-    elif y0 is not None and not isinstance(overlaps, BatchOverlaps) and not biased:  # all biases 0: drop them
+    if y0 is not None and not biased:  # all biases 0: drop them
         y0 = y0[:, : y0.shape[1] - ov.K]
     if y0 is not None and sph and np.any(np.abs(y0[:, : ov.K * ov.K : ov.K + 1] - 1.0) > 1e-10):
         raise ValueError("overlaps: spherical=True needs diag(Q) = 1 for every path")
