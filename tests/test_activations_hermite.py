@@ -295,3 +295,17 @@ def test_dmft_equals_classic(h, name):
     for f in ("train_risk", "test_risk", "Q", "M"):
         np.testing.assert_allclose(getattr(r_h, f), getattr(r_c, f), rtol=1e-12, atol=1e-14, err_msg=f)
     assert np.all(np.asarray(r_h.test_risk) > 0)
+
+
+@pytest.mark.parametrize("name, coefficients", [("linear", [0, 1]), ("quadratic", [1, 0, 1])])
+def test_hermite_monomials_have_the_rescaling_orbit(name: str, coefficients: list[float]) -> None:
+    """He_1 = s and 1 + He_2 = s^2 are homogeneous: with a trained readout the landscape tools see the same
+    rescaling orbit (flat directions) as for linear and quadratic units (a KeyError before)."""
+    h = tl.activations.hermite(coefficients)
+    assert tl.landscape.homogeneity_degree(h) == tl.landscape.homogeneity_degree(name)
+    s, t = tl.networks.teacher_student(2, 2, 6, "linear", seed=1)
+    plain = tl.landscape.refine(tl.Network(s.W, s.a, name), tl.Network(t.W, t.a, name), train_readout=True)
+    herm = tl.landscape.refine(tl.Network(s.W, s.a, h), tl.Network(t.W, t.a, h), train_readout=True)
+    assert (herm.kind, herm.index, herm.nullity) == (plain.kind, plain.index, plain.nullity)
+    np.testing.assert_allclose(herm.risk, plain.risk, rtol=1e-8, atol=1e-14)
+    assert tl.landscape.orbit_tangents(herm.student, True).shape[1] == 2

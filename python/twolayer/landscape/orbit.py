@@ -79,8 +79,8 @@ def homogeneity_degree(activation: str) -> int | None:
 
 def has_orbit(activation: str, train_readout: bool) -> bool:
     """Whether the risk has a continuous rescaling orbit (flat Hessian directions) for ``activation``: homogeneous
-    units with a trained readout, or step units."""
-    p = _DEGREE.get(activation)
+    units (hermite monomials too) with a trained readout, or units of degree 0 (step)."""
+    p = homogeneity_degree(activation)
     return p is not None and (p == 0 or train_readout)
 
 
@@ -228,7 +228,8 @@ def orbit_tangents(student: Network, train_readout: bool) -> NDArray[np.float64]
     n = K * d + (K if train_readout else 0)
     if not has_orbit(student.activation, train_readout):
         return np.zeros((n, 0))
-    p = _DEGREE[student.activation]
+    p = homogeneity_degree(student.activation)
+    assert p is not None  # has_orbit
     T = np.zeros((n, K))
     for i in range(K):
         T[i * d:(i + 1) * d, i] = student.W[i]
