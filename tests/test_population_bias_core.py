@@ -202,3 +202,14 @@ def test_core_rejects_bad_biases() -> None:
     with pytest.raises(ValueError, match="teacher.bias: must be finite"):
         tl._core.population_gradient_mean(s.W, s.effective_a, "erf", t.W, t.effective_a, "erf", s.scale, s.bias,
                                           np.array([0.0, np.nan]))
+
+
+def test_smooth_student_target_hessian_without_trained_biases() -> None:
+    """A tanh student against a polynomial target: the Hessian without train_bias exists (it was refused while the
+    same point with train_bias=True worked) and is the (W, a) block of the one with it."""
+    tgt = tl.targets.staircase(2, d=12, seed=0)
+    s = tl.Network.random(2, 12, "tanh", seed=1)
+    H = tl.population.hessian(s, tgt)
+    Hb = tl.population.hessian(s, tgt, train_bias=True)
+    n = H.shape[0]
+    np.testing.assert_allclose(H, Hb[:n, :n], rtol=1e-12, atol=1e-15)

@@ -21,6 +21,7 @@ from . import _core, _population_bias
 from ._deprecation import renamed
 from ._interrupt import partial_result
 from ._validation import INT32_MAX, as_float_array, boolean, integer, n_threads_arg, positive
+from .activations import CLOSED_FORM
 from .networks import Network, check_network
 from .overlaps import check_pair, gram
 from .results import Status, Trajectory
@@ -198,7 +199,9 @@ def _target_hessian(student: Network, target: Any, train_readout: bool, n_thread
     -c d phi_i / dw_i, and with train_bias d2 phi / du db = 2 Phi_bq u + sum_r Phi_br u*_r, d2 phi / db2 = Phi_bb,
     d2 phi / da db = c Phi_b (Phi's b-derivatives are E[sigma^(n)(b + l) .], the core's target_unit_jet)."""
     tgt = _hermite(student, target, "population Hessian", biases=True)
-    biased = train_bias or student.has_bias
+    # the core's jet takes the closed-form five without a bias and every smooth activation through the with-bias
+    # form (zeros are fine), so a smooth student goes there whether or not its biases are trained
+    biased = train_bias or student.has_bias or student.activation not in CLOSED_FORM
     zero = Network(tgt.directions[:1], np.zeros(1), student.activation, student.scaling)
     H = hessian(student, zero, train_readout, n_threads, train_bias=train_bias)
     Q, M = _target_overlaps(student, tgt)
