@@ -309,3 +309,26 @@ def test_hermite_monomials_have_the_rescaling_orbit(name: str, coefficients: lis
     assert (herm.kind, herm.index, herm.nullity) == (plain.kind, plain.index, plain.nullity)
     np.testing.assert_allclose(herm.risk, plain.risk, rtol=1e-8, atol=1e-14)
     assert tl.landscape.orbit_tangents(herm.student, True).shape[1] == 2
+
+
+def test_spelling_does_not_depend_on_the_locale() -> None:
+    """A program that set a locale with a decimal comma (setlocale) still reads and writes "0.5" (strtod and printf
+    follow the locale: the parser translates the point)."""
+    import locale
+
+    old = locale.setlocale(locale.LC_NUMERIC)
+    for name in ("de_DE.UTF-8", "de_DE.utf8", "fr_FR.UTF-8"):
+        try:
+            locale.setlocale(locale.LC_NUMERIC, name)
+            break
+        except locale.Error:
+            continue
+    else:
+        pytest.skip("no locale with a decimal comma installed")
+    try:
+        assert hermite([0, 0.5, 1e-5, -2.25]) == "hermite(0,0.5,1e-05,-2.25)"
+        assert tl.activations.check_activation("hermite(0.25, 1.5)") == "hermite(0.25,1.5)"
+        np.testing.assert_allclose(sigma("hermite(0.25,1.5)", [2.0]), [3.25])
+        assert tl.activations.hermite_coefficients("hermite(0,5)").tolist() == [0.0, 5.0]  # a comma separates
+    finally:
+        locale.setlocale(locale.LC_NUMERIC, old)

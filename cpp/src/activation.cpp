@@ -5,7 +5,9 @@
 #include <atomic>
 #include <cctype>
 #include <cstdio>
+#include <clocale>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 
@@ -26,6 +28,27 @@ Entry g_entries[kMaxPolynomials];
 std::atomic<int> g_count{0};
 std::mutex g_mutex;
 
+// strtod and printf follow the process's locale, which a Python program may have set (setlocale: "0,5"). The
+// spellings are in the "C" locale: these two translate the decimal point at the boundary.
+char locale_point() {
+  const char* p = std::localeconv()->decimal_point;
+  return (p && p[0] && !p[1]) ? p[0] : '.';
+}
+
+// strtod of a "C"-locale number (decimal point '.').
+double read_number(const char* s, char** end) {
+  const char point = locale_point();
+  if (point == '.') return std::strtod(s, end);
+  std::string copy(s);
+  for (char& ch : copy)
+    if (ch == '.') ch = point;
+    else if (ch == point) ch = '.';  // the locale's point is not a "C" number's: strtod stops there
+  char* e = nullptr;
+  const double v = std::strtod(copy.c_str(), &e);
+  *end = const_cast<char*>(s) + (e - copy.c_str());
+  return v;
+}
+
 // The shortest decimal that reads back as v, written as Python's repr writes floats (fixed notation for exponents
 // -4..15, scientific otherwise), without a trailing ".0": 0.5, 1, -2.25, 1e-05, 1e+16.
 std::string format_coefficient(double v) {
@@ -33,7 +56,10 @@ std::string format_coefficient(double v) {
   char buf[40];
   for (int prec = 1; prec <= 17; ++prec) {
     std::snprintf(buf, sizeof buf, "%.*e", prec - 1, v);
-    if (std::strtod(buf, nullptr) == v) break;
+    const char point = locale_point();
+    if (char* at = std::strchr(buf, point); point != '.' && at) *at = '.';
+    char* end = nullptr;
+    if (read_number(buf, &end) == v) break;
   }
   const std::string s(buf);
   const std::size_t epos = s.find('e');
@@ -144,7 +170,7 @@ Activation parse_activation(const std::string& name, const char* argument) {
       skip();
       const char* start = name.c_str() + i;
       char* end = nullptr;
-      const double v = std::strtod(start, &end);
+      const double v = read_number(start, &end);
       if (end == start) bad_hermite(argument, name, "expected a number at position " + std::to_string(i));
       if (count > kMaxHermiteDegree)
         bad_hermite(argument, name, "more than " + std::to_string(kMaxHermiteDegree + 1) + " coefficients");

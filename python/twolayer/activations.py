@@ -86,7 +86,7 @@ def is_hermite(name: object) -> bool:
     >>> tl.activations.is_hermite("hermite(0,1)"), tl.activations.is_hermite("erf")
     (True, False)
     """
-    return isinstance(name, str) and name.startswith("hermite(")
+    return isinstance(name, str) and name.startswith("hermite")
 
 
 def hermite_coefficients(name: str) -> NDArray[np.float64]:
