@@ -104,11 +104,15 @@ bool along_line(const Grid& g, const double* v, int stride, double x, double ste
 // Checks an interpolation table against its exact values at the cell midpoints (mid[c]: cell c between c and c + 1).
 bool midpoints_ok(const std::vector<double>& v, const std::vector<double>& mid) {
   double vmax = 0.0, emax = 0.0, lw[kLag];
+  bool finite = true;  // (std::max drops a NaN: every value is checked)
   lagrange8(0.5, lw);
-  for (double x : v) vmax = std::max(vmax, std::fabs(x));
+  for (double x : v) vmax = std::max(vmax, std::fabs(x)), finite = finite && std::isfinite(x);
   const int size = static_cast<int>(v.size());
-  for (int c = kLagLo; c + kLag - kLagLo < size; ++c) emax = std::max(emax, std::fabs(dot8(lw, &v[c - kLagLo]) - mid[c]));
-  return std::isfinite(vmax) && emax <= kTableTol * vmax;
+  for (int c = kLagLo; c + kLag - kLagLo < size; ++c) {
+    const double e = std::fabs(dot8(lw, &v[c - kLagLo]) - mid[c]);
+    emax = std::max(emax, e), finite = finite && std::isfinite(e);
+  }
+  return finite && emax <= kTableTol * vmax;
 }
 
 // The activation a (and a' when deriv) on a grid aligned to `step` (step = m dx), covering [lo, hi].
@@ -452,7 +456,7 @@ bool in_order(Activation s, int n, const Activation* acts, const double* C, cons
     bool ok = true;
     for (int p = 0; p < np; ++p) {
       const double d = lat.fine[p] - lat.coarse[p];
-      ok = ok && std::isfinite(lat.fine[p]) && !(d * d > kAcceptSq * lat.scale[p] * lat.scale[p]);
+      ok = ok && std::isfinite(lat.fine[p]) && std::isfinite(d) && !(d * d > kAcceptSq * lat.scale[p] * lat.scale[p]);
     }
     if (ok) {
       for (int p = 0; p < np; ++p) out[p] = lat.fine[p];
