@@ -572,3 +572,18 @@ def test_ensemble_interrupted_while_converting_keeps_the_runs(engine: str, monke
     assert isinstance(exc.partial, ensemble)
     assert [r.status for r in exc.partial] == [r.status for r in ref]
     np.testing.assert_array_equal(exc.partial.risk, ref.risk)
+
+
+def test_ode_interrupted_inside_a_long_right_hand_side() -> None:
+    """A tanh student of relu teachers, online, with biases: one right-hand side takes seconds (I4 with means by
+    nested quadrature). Ctrl-C stops it inside the right-hand side (the kernels poll), and the driver keeps the rows
+    recorded before the step in progress."""
+    s, t = tl.networks.teacher_student(2, 2, 40, "tanh", seed=0)
+    t = tl.Network(t.W, t.a, "relu")
+    ov = tl.Overlaps.from_networks(s.with_weights(s.W, bias=[0.3, -0.2]), t.with_weights(t.W, bias=[0.1, 0.4]))
+    exc, latency = interrupt(lambda: tl.ode.integrate(ov, lr=0.5, lr_bias=0.5, t_max=100.0, method="euler",
+                                                      dt=0.1, n_records=11), after=1.0)
+    assert latency < DEADLINE
+    traj = exc.partial
+    assert isinstance(traj, tl.Trajectory) and traj.status == "interrupted"
+    assert len(traj) >= 1 and traj.t[0] == 0.0 and np.all(np.isfinite(traj.risk))

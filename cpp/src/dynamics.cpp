@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "twolayer/cancel.hpp"
 #include "twolayer/gaussian.hpp"
 #include "twolayer/gaussian_error_square.hpp"
 #include "twolayer/gaussian_mean.hpp"
@@ -281,6 +282,7 @@ void OdeRhs::eval(const double* y, double* dy, int n_threads) {
     double* quad = quad_.data();
     if (!(square_fields_ && smooth::error_square_moments(g, u, acts_.data(), om, nullptr, w, pairs_.data(), np, quad)))
       loop_impl(nchunks, threads, par, ws_, [&](int ch, double* ws) {
+        throw_if_cancelled();  // smooth I4 by quadrature: ~0.1-1 s per chunk at K + M > 4
         const int p0 = ch * chunk_, cnt = std::min(chunk_, np - p0);
         i4_contract(g, om, u, acts_.data(), &pairs_[2 * p0], cnt, W, quad + p0, ws);
       });
@@ -385,6 +387,7 @@ void OdeRhs::eval_bias(const double* y, double* dy, int n_threads) {
     double* quad = quad_.data();
     if (!(square_fields_ && smooth::error_square_moments(g, u, acts_.data(), om, mu, w, pairs_.data(), np, quad)))
       loop_impl(np, threads, par, ws_, [&](int p, double*) {
+        throw_if_cancelled();  // I4 with means: up to seconds per pair (Ctrl-C; the driver keeps the rows)
         double s = 0.0;
         for (int j = 0; j < u; ++j)
           for (int l = j; l < u; ++l) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "twolayer/cancel.hpp"
 #include "twolayer/gaussian.hpp"
 #include "twolayer/gaussian_relu_i4.hpp"
 #include "twolayer/gaussian_smooth.hpp"
@@ -551,6 +552,7 @@ double kinked_i4(A st, A a, A b, const double* C, const double* mu) {
     return adaptive_enveloped(f, std::move(breaks), kInnerTol);
   };
   auto f = [&](double t) {
+    throw_if_cancelled();  // up to seconds per call (smooth students): Ctrl-C between outer nodes
     const double ha = npdf(t) * pointwise(a, 0, m[0] + L[0] * t);
     if (ha == 0.0) return Enveloped{0.0, 0.0};
     const Enveloped in = inner(t);

@@ -77,6 +77,10 @@ class LaneDriver {
     } catch (const std::domain_error& e) {  // a right-hand side outside a step attempt left the kernels' domain
       for (int l = 0; l < count_; ++l)
         if (lane_[l].live) diverge(l, lane_[l].t_now, singular_message(e.what()));
+    } catch (const Interrupted&) {  // Ctrl-C inside a long right-hand side: the step is dropped, the rows kept
+      for (int l = 0; l < count_; ++l)
+        if (lane_[l].live)
+          stop(l, lane_[l].t_now, "interrupted", interrupted_message(lane_[l].t_now, lane_[l].res->n_steps));
     }
     flush();
     for (int l = 0; l < count; ++l) {
