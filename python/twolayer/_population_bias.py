@@ -10,7 +10,8 @@ with means (gaussian_mean.hpp; relu'' a delta, integrated out exactly), and Stei
 
 with effective readouts a, v, and the Hessian likewise with orders p + q <= 4. The risk is the core's
 overlap_risk_mean (what SGD records). Used by :mod:`twolayer.population` when either network has a nonzero bias
-(or ``train_bias``). Step students are not implemented (E[delta'(l) step(l)] of a unit with itself).
+(or ``train_bias``). A unit with itself is one unit's expectation E[(s^2)^(n)(l_i)], so that step students work
+too (step^2 = step: the deltas combine before they are integrated).
 """
 
 from __future__ import annotations
