@@ -169,8 +169,9 @@ struct Enveloped {
 };
 
 // 20-point Gauss-Legendre on [a, b] of f and of its envelope: f returns a double (its envelope |f|) or Enveloped.
-// The two accumulations are kept apart (not f wrapped as {f, |f|}): with FMA contraction the plain one sums the
-// rounded products w f, the enveloped one fuses them.
+// The plain accumulation is kept as its own branch (not f wrapped as {f, |f|}): it sums the rounded products w f and
+// their moduli, the same operations whatever the compiler contracts into FMAs (this file has the default
+// contraction), so that the plain quadrature stays bitwise what it was.
 template <class F>
 Enveloped gl_panel(F& f, double a, double b) {
   const GaussLegendre& gl = gauss_legendre();
