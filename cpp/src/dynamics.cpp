@@ -91,6 +91,22 @@ inline void first_order_terms(int K, int M, int u, double lr, const double* a, c
     for (int r = 0; r < M; ++r) dM[i * M + r] = lr * a[i] * psi[i * u + K + r];
   }
 }
+
+// Assembles dQ (symmetric, row-major K x K) from Phi (its upper triangle); spherical: the projection that keeps
+// Q_ii = 1, dQ_ik = Phi_ik - Q_ik (Phi_ii + Phi_kk) / 2 (dQ_ii = 0) and dM_ir -= M_ir Phi_ii / 2 (phi keeps the
+// unconstrained Phi; the biases are not projected). Q = y, M = y + offset_M.
+inline void assemble_dQ(int K, int M, bool spherical, const double* y, std::size_t offset_M, const double* phi,
+                        double* dQ, double* dM) {
+  for (int i = 0; i < K; ++i)
+    for (int k = i; k < K; ++k) {
+      double v = phi[i * K + k];
+      if (spherical) v = (i == k) ? 0.0 : v - 0.5 * y[i * K + k] * (phi[i * K + i] + phi[k * K + k]);
+      dQ[i * K + k] = dQ[k * K + i] = v;
+    }
+  if (spherical)
+    for (int i = 0; i < K; ++i)
+      for (int r = 0; r < M; ++r) dM[i * M + r] -= 0.5 * y[offset_M + i * M + r] * phi[i * K + i];
+}
 }  // namespace
 
 void validate_model(const OdeModel& m) {
@@ -291,16 +307,8 @@ void OdeRhs::eval(const double* y, double* dy, int n_threads) {
       phi_[i * K + k] += lr * lr * a[i] * a[k] * (quad[p] + noise * j2v[p]);
     }
   }
-  // 5. Assemble dQ (symmetric), with the spherical projection if asked (phi_ keeps the unconstrained Phi).
-  for (int i = 0; i < K; ++i)
-    for (int k = i; k < K; ++k) {
-      double v = phi_[i * K + k];
-      if (m_.spherical) v = (i == k) ? 0.0 : v - 0.5 * y[i * K + k] * (phi_[i * K + i] + phi_[k * K + k]);
-      dQ[i * K + k] = dQ[k * K + i] = v;
-    }
-  if (m_.spherical)
-    for (int i = 0; i < K; ++i)
-      for (int r = 0; r < M; ++r) dM[i * M + r] -= 0.5 * y[m_.offset_M() + i * M + r] * phi_[i * K + i];
+  // 5. Assemble dQ (symmetric), with the spherical projection if asked.
+  assemble_dQ(K, M, m_.spherical, y, m_.offset_M(), phi_.data(), dQ, dM);
   // 6. Second layer: da_i = lr_readout E[g(l_i) E].
   for (int i = 0; i < K; ++i) {
     double s = 0.0;
@@ -407,16 +415,8 @@ void OdeRhs::eval_bias(const double* y, double* dy, int n_threads) {
       phi_[i * K + k] += lr * lr * a[i] * a[k] * (quad[p] + m_.noise * j2_[p]);
     }
   }
-  // Spherical: the projection of the weights (Q_ii fixed; the biases are not projected), as without biases.
-  for (int i = 0; i < K; ++i)
-    for (int k = i; k < K; ++k) {
-      double v = phi_[i * K + k];
-      if (m_.spherical) v = (i == k) ? 0.0 : v - 0.5 * y[i * K + k] * (phi_[i * K + i] + phi_[k * K + k]);
-      dQ[i * K + k] = dQ[k * K + i] = v;
-    }
-  if (m_.spherical)
-    for (int i = 0; i < K; ++i)
-      for (int r = 0; r < M; ++r) dM[i * M + r] -= 0.5 * y[m_.offset_M() + i * M + r] * phi_[i * K + i];
+  // Assemble dQ, spherical: the projection of the weights (Q_ii fixed; the biases are not projected).
+  assemble_dQ(K, M, m_.spherical, y, m_.offset_M(), phi_.data(), dQ, dM);
   // 4. Second layer and biases.
   for (int i = 0; i < K; ++i) {
     da[i] = m_.lr_readout * rate_ * V_[i];

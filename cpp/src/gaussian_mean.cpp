@@ -6,6 +6,8 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "twolayer/cancel.hpp"
@@ -161,26 +163,53 @@ const GaussLegendre& gauss_legendre() {
   return gl;
 }
 
-struct Panel {
-  double value, abs;
+// A value of an integrand with its envelope: |value| <= envelope, the scale its quadrature is certified against.
+struct Enveloped {
+  double value, envelope;
 };
+
+// 20-point Gauss-Legendre on [a, b] of f and of its envelope: f returns a double (its envelope |f|) or Enveloped.
+// The plain accumulation is kept as its own branch (not f wrapped as {f, |f|}): it sums the rounded products w f and
+// their moduli, the same operations whatever the compiler contracts into FMAs (this file has the default
+// contraction), so that the plain quadrature stays bitwise what it was.
 template <class F>
-Panel gl_panel(F& f, double a, double b) {
+Enveloped gl_panel(F& f, double a, double b) {
   const GaussLegendre& gl = gauss_legendre();
   const double c = 0.5 * (a + b), r = 0.5 * (b - a);
-  double v = 0.0, s = 0.0;
+  double v = 0.0, e = 0.0;
   for (int i = 0; i < kGL; ++i) {
-    const double y = gl.w[i] * f(c + r * gl.x[i]);
-    v += y;
-    s += std::fabs(y);
+    if constexpr (std::is_same_v<std::invoke_result_t<F&, double>, Enveloped>) {
+      const Enveloped y = f(c + r * gl.x[i]);
+      v += gl.w[i] * y.value;
+      e += gl.w[i] * y.envelope;
+    } else {
+      const double y = gl.w[i] * f(c + r * gl.x[i]);
+      v += y;
+      e += std::fabs(y);
+    }
   }
-  return {r * v, r * s};
+  return {r * v, r * e};
 }
 
-// The integral of f over [lo, hi], split at the sorted break points inside, adaptive: a panel is accepted when it
-// agrees with the sum of its halves to `rel` (1e-14) of the integral of |f| (estimated first on the split panels).
+// The range of adaptive_normal: [-9, 9], widened to 9 beyond every break point (up to |t| = 40, where phi
+// underflows): a kink far in the tail carries the whole integral with it (e.g. P(lambda1 > 0) at mu1 = -7 sqrt(C11)).
+std::pair<double, double> normal_range(const std::vector<double>& breaks) {
+  double lo = -kT, hi = kT;
+  for (const double b : breaks) {
+    lo = std::min(lo, std::max(b, -40.0) - kT);
+    hi = std::max(hi, std::min(b, 40.0) + kT);
+  }
+  return {lo, hi};
+}
+
+// The integral of f (phi(t) times the rest; a double or Enveloped as in gl_panel) over normal_range(breaks), split
+// at the sorted break points inside, and the integral of its envelope: adaptive 20-point Gauss-Legendre, a panel
+// accepted when it agrees with the sum of its halves to `rel` of the envelope's integral (estimated first on the
+// split panels). For nested quadrature the inner rule returns its envelope integral, so that the outer rule is
+// certified against the inner rule's own error scale, not against a value that may cancel far below it.
 template <class F>
-double adaptive(F&& f, double lo, double hi, std::vector<double> breaks, double rel = 1e-14) {
+Enveloped adaptive_normal(F&& f, std::vector<double> breaks, double rel) {
+  const auto [lo, hi] = normal_range(breaks);
   breaks.push_back(lo);
   breaks.push_back(hi);
   std::sort(breaks.begin(), breaks.end());
@@ -192,8 +221,8 @@ double adaptive(F&& f, double lo, double hi, std::vector<double> breaks, double 
   for (std::size_t i = 0; i + 1 < breaks.size(); ++i) {
     const double a = std::max(lo, breaks[i]), b = std::min(hi, breaks[i + 1]);
     if (!(b > a)) continue;
-    const Panel p = gl_panel(f, a, b);
-    scale += p.abs;
+    const Enveloped p = gl_panel(f, a, b);
+    scale += p.envelope;
     stack.push_back({a, b, p.value});
   }
   if (!std::isfinite(scale))
@@ -214,20 +243,7 @@ double adaptive(F&& f, double lo, double hi, std::vector<double> breaks, double 
     }
     if (++panels > 200000) throw std::domain_error("kernels with means: the adaptive quadrature did not converge");
   }
-  return total;
-}
-
-// The integral of f (phi(t) times the rest) over [-9, 9], widened to 9 beyond every break point (up to |t| = 40,
-// where phi underflows): a kink far in the tail carries the whole integral with it (e.g. P(lambda1 > 0) at
-// mu1 = -7 sqrt(C11)).
-template <class F>
-double adaptive_normal(F&& f, std::vector<double> breaks, double rel) {
-  double lo = -kT, hi = kT;
-  for (const double b : breaks) {
-    lo = std::min(lo, std::max(b, -40.0) - kT);
-    hi = std::max(hi, std::min(b, 40.0) + kT);
-  }
-  return adaptive(f, lo, hi, std::move(breaks), rel);
+  return {total, scale};
 }
 
 // Break points of a kink or jump at t0 smoothed over a layer of width w (0: a sharp kink): t0, t0 +- w, t0 +- 8 w
@@ -240,70 +256,6 @@ void add_layer(std::vector<double>& breaks, double t0, double w) {
     breaks.push_back(t0 - k * w);
     breaks.push_back(t0 + k * w);
   }
-}
-
-// A value of an integrand with its envelope: |value| <= envelope, the scale its quadrature is certified against.
-struct Enveloped {
-  double value, envelope;
-};
-
-// The integral of f (a function returning Enveloped: phi(t) times the rest) over the normal range of
-// adaptive_normal, and the integral of its envelope: adaptive 20-point Gauss-Legendre, a panel accepted when it
-// agrees with the sum of its halves to `rel` of the envelope's integral (estimated on the split panels). For nested
-// quadrature the inner rule returns its envelope integral, so that the outer rule is certified against the inner
-// rule's own error scale, not against a value that may cancel far below it.
-template <class F>
-Enveloped adaptive_enveloped(F&& f, std::vector<double> breaks, double rel) {
-  double lo = -kT, hi = kT;
-  for (const double b : breaks) {
-    lo = std::min(lo, std::max(b, -40.0) - kT);
-    hi = std::max(hi, std::min(b, 40.0) + kT);
-  }
-  breaks.push_back(lo);
-  breaks.push_back(hi);
-  std::sort(breaks.begin(), breaks.end());
-  const GaussLegendre& gl = gauss_legendre();
-  auto panel = [&](double a, double b) {
-    const double c = 0.5 * (a + b), r = 0.5 * (b - a);
-    double v = 0.0, e = 0.0;
-    for (int i = 0; i < kGL; ++i) {
-      const Enveloped y = f(c + r * gl.x[i]);
-      v += gl.w[i] * y.value;
-      e += gl.w[i] * y.envelope;
-    }
-    return Enveloped{r * v, r * e};
-  };
-  struct Item {
-    double a, b, whole;
-  };
-  std::vector<Item> stack;
-  double scale = 0.0;
-  for (std::size_t i = 0; i + 1 < breaks.size(); ++i) {
-    const double a = std::max(lo, breaks[i]), b = std::min(hi, breaks[i + 1]);
-    if (!(b > a)) continue;
-    const Enveloped p = panel(a, b);
-    scale += p.envelope;
-    stack.push_back({a, b, p.value});
-  }
-  if (!std::isfinite(scale))
-    throw std::domain_error("kernels with means: the value exceeds the double range (means or variances too large)");
-  const double tol = rel * scale + 1e-300;
-  double total = 0.0;
-  int panels = 0;
-  while (!stack.empty()) {
-    const Item it = stack.back();
-    stack.pop_back();
-    const double m = 0.5 * (it.a + it.b);
-    const double left = panel(it.a, m).value, right = panel(m, it.b).value;
-    if (std::fabs(it.whole - (left + right)) <= tol || !(it.b - it.a > 1e-12 * (hi - lo))) {
-      total += left + right;
-    } else {
-      stack.push_back({it.a, m, left});
-      stack.push_back({m, it.b, right});
-    }
-    if (++panels > 200000) throw std::domain_error("kernels with means: the adaptive quadrature did not converge");
-  }
-  return {total, scale};
 }
 
 // P(X > h, Y > k) for standard normal X, Y with correlation r (Plackett: dP/dr is the density at (h, k)), for one r
@@ -424,7 +376,7 @@ double pair_moment(A a, int i, A b, int j, double mu1, double mu2, double x, dou
     }
   }
   auto integrand = [&](double t) { return npdf(t) * pointwise(a, i, mu1 + rx * t) * smoothed(b, j, mu2 + c * t, s); };
-  return adaptive_normal(integrand, std::move(breaks), 1e-14);
+  return adaptive_normal(integrand, std::move(breaks), 1e-14).value;
 }
 
 namespace {
@@ -473,7 +425,7 @@ namespace {
 // l4 = m4 + L10 t + L11 u, and given (t, u) the student pair is E[s'(l1) s'(l2) | t, u] at the conditioned means
 // and the fixed conditioned covariance: for relu the bivariate orthant probability (BivariateOrthant), for a smooth
 // s the certified pair moment of gaussian_smooth.hpp (smooth::moments, m11). t and u by nested adaptive
-// Gauss-Legendre (adaptive_enveloped), split at the kinks of a and b and around the boundary layer of every kinked
+// Gauss-Legendre (adaptive_normal), split at the kinks of a and b and around the boundary layer of every kinked
 // field whose remaining variance is small (a near-singular covariance: a kink sharpened over a width sd / slope).
 // Tolerances (relative to the integral of |f|): the inner rule finer than the outer, whose check would otherwise
 // chase the inner rule's rounding-level noise.
@@ -549,7 +501,7 @@ double kinked_i4(A st, A a, A b, const double* C, const double* mu) {
       const Enveloped p = pair(c1 + L[9] * u, c2 + L[13] * u);
       return Enveloped{hb * p.value, std::fabs(hb) * p.envelope};
     };
-    return adaptive_enveloped(f, std::move(breaks), kInnerTol);
+    return adaptive_normal(f, std::move(breaks), kInnerTol);
   };
   auto f = [&](double t) {
     throw_if_cancelled();  // up to seconds per call (smooth students): Ctrl-C between outer nodes
@@ -558,7 +510,7 @@ double kinked_i4(A st, A a, A b, const double* C, const double* mu) {
     const Enveloped in = inner(t);
     return Enveloped{ha * in.value, std::fabs(ha) * in.envelope};
   };
-  return adaptive_enveloped(f, std::move(outer), kOuterTol).value;
+  return adaptive_normal(f, std::move(outer), kOuterTol).value;
 }
 }  // namespace
 

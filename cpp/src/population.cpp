@@ -49,6 +49,22 @@ void row_variances(const double* W, int n, int d, double scale, double* out) {
   }
 }
 
+// The overlaps of the population: Q = W W^T / s (K x K), M = W W*^T / s (K x M), P = W* W*^T / s (M x M).
+struct Grams {
+  std::vector<double> Q, Mo, P;
+};
+
+Grams grams(const Population& p, int n_threads) {
+  const int K = p.student.units, M = p.teacher.units, d = p.d;
+  check_buffer(static_cast<std::size_t>(K + M) * (K + M), "the overlaps Q, M, P ((K + M)^2 entries)");
+  Grams g{std::vector<double>(static_cast<std::size_t>(K) * K), std::vector<double>(static_cast<std::size_t>(K) * M),
+          std::vector<double>(static_cast<std::size_t>(M) * M)};
+  gram(p.student.W, K, p.student.W, K, d, p.scale, g.Q.data(), n_threads);
+  gram(p.student.W, K, p.teacher.W, M, d, p.scale, g.Mo.data(), n_threads);
+  gram(p.teacher.W, M, p.teacher.W, M, d, p.scale, g.P.data(), n_threads);
+  return g;
+}
+
 // Kernel jets of every pair: student-student (i <= k; the diagonal holds the self kernel in g[0], h[0]) and
 // student-teacher (i, r), for the Hessian (J = Jet); the gradient evaluates its Grads row by row (grad_row).
 template <class J>
@@ -185,14 +201,9 @@ double step_risk(const Population& p) {
 
 double population_risk(const Population& p, int n_threads) {
   if (p.student.act == Activation::Step && p.teacher.act == Activation::Step) return step_risk(p);
-  const int K = p.student.units, M = p.teacher.units, d = p.d;
-  check_buffer(static_cast<std::size_t>(K + M) * (K + M), "the overlaps Q, M, P ((K + M)^2 entries)");
-  std::vector<double> Q(static_cast<std::size_t>(K) * K), Mo(static_cast<std::size_t>(K) * M),
-      P(static_cast<std::size_t>(M) * M);
-  gram(p.student.W, K, p.student.W, K, d, p.scale, Q.data(), n_threads);
-  gram(p.student.W, K, p.teacher.W, M, d, p.scale, Mo.data(), n_threads);
-  gram(p.teacher.W, M, p.teacher.W, M, d, p.scale, P.data(), n_threads);
-  return overlap_risk(Q.data(), Mo.data(), P.data(), p.student.a, p.teacher.a, K, M, p.student.act, p.teacher.act);
+  const Grams o = grams(p, n_threads);
+  return overlap_risk(o.Q.data(), o.Mo.data(), o.P.data(), p.student.a, p.teacher.a, p.student.units, p.teacher.units,
+                      p.student.act, p.teacher.act);
 }
 
 namespace {
@@ -510,6 +521,22 @@ void population_hessian(const Population& p, bool train_readout, double* H, int 
 
 namespace {
 
+// Appends the records of the student in p to out: risk r, Q, M, a and the biases b (null: none); false (nothing
+// appended) where r is not finite.
+bool append_record(DescentResult& out, const Population& p, const double* b, double r, int n_threads) {
+  if (!std::isfinite(r)) return false;
+  const int K = p.student.units, M = p.teacher.units, d = p.d;
+  const std::size_t q0 = out.Q.size(), m0 = out.M.size();
+  out.Q.resize(q0 + static_cast<std::size_t>(K) * K);
+  out.M.resize(m0 + static_cast<std::size_t>(K) * M);
+  gram(p.student.W, K, p.student.W, K, d, p.scale, out.Q.data() + q0, n_threads);
+  gram(p.student.W, K, p.teacher.W, M, d, p.scale, out.M.data() + m0, n_threads);
+  out.a.insert(out.a.end(), p.student.a, p.student.a + K);
+  if (b) out.bias.insert(out.bias.end(), b, b + K);
+  out.risk.push_back(r);
+  return true;
+}
+
 // The descent loop shared by the paths with and without biases: record(step) appends the records of the current
 // state and returns false where its risk is not finite; advance(step, rate) takes one step with the learning rates
 // times rate (the schedule's s(n), 1 without one) and returns false where the gradient is not usable (diverged).
@@ -557,18 +584,9 @@ DescentResult population_descend(double* W, double* a, const Population& p0, dou
   p.student.a = a;
   const int K = p.student.units, M = p.teacher.units, d = p.d;
   check_buffer(static_cast<std::size_t>(K) * (K + M), "the recorded overlaps Q, M (K (K + M) entries)");
-  std::vector<double> dW(static_cast<std::size_t>(K) * d), da(K), Q(static_cast<std::size_t>(K) * K),
-      Mo(static_cast<std::size_t>(K) * M);
+  std::vector<double> dW(static_cast<std::size_t>(K) * d), da(K);
   auto record = [&](DescentResult& out) {
-    const double r = population_risk(p, n_threads);
-    gram(W, K, W, K, d, p.scale, Q.data(), n_threads);
-    gram(W, K, p.teacher.W, M, d, p.scale, Mo.data(), n_threads);
-    if (!std::isfinite(r)) return false;
-    out.Q.insert(out.Q.end(), Q.begin(), Q.end());
-    out.M.insert(out.M.end(), Mo.begin(), Mo.end());
-    out.a.insert(out.a.end(), a, a + K);
-    out.risk.push_back(r);
-    return true;
+    return append_record(out, p, nullptr, population_risk(p, n_threads), n_threads);
   };
   auto advance = [&](long long, bool scheduled, double rate) {
     try {
@@ -692,15 +710,9 @@ MeanMoments mean_moments(const Population& p, const Biases& b, int orders, int n
 }  // namespace
 
 double population_risk_mean(const Population& p, const Biases& b, int n_threads) {
-  const int K = p.student.units, M = p.teacher.units, d = p.d;
-  check_buffer(static_cast<std::size_t>(K + M) * (K + M), "the overlaps Q, M, P ((K + M)^2 entries)");
-  std::vector<double> Q(static_cast<std::size_t>(K) * K), Mo(static_cast<std::size_t>(K) * M),
-      P(static_cast<std::size_t>(M) * M);
-  gram(p.student.W, K, p.student.W, K, d, p.scale, Q.data(), n_threads);
-  gram(p.student.W, K, p.teacher.W, M, d, p.scale, Mo.data(), n_threads);
-  gram(p.teacher.W, M, p.teacher.W, M, d, p.scale, P.data(), n_threads);
-  return overlap_risk_mean(Q.data(), Mo.data(), P.data(), p.student.a, p.teacher.a, b.student, b.teacher, K, M,
-                           p.student.act, p.teacher.act);
+  const Grams o = grams(p, n_threads);
+  return overlap_risk_mean(o.Q.data(), o.Mo.data(), o.P.data(), p.student.a, p.teacher.a, b.student, b.teacher,
+                           p.student.units, p.teacher.units, p.student.act, p.teacher.act);
 }
 
 void population_gradient_mean(const Population& p, const Biases& b, double* dW, double* da, double* db,
@@ -849,19 +861,9 @@ DescentResult population_descend_mean(double* W, double* a, double* b, const Pop
   const Biases biases{b, bt};
   const int K = p.student.units, M = p.teacher.units, d = p.d;
   check_buffer(static_cast<std::size_t>(K) * (K + M), "the recorded overlaps Q, M (K (K + M) entries)");
-  std::vector<double> dW(static_cast<std::size_t>(K) * d), da(K), db(K), Q(static_cast<std::size_t>(K) * K),
-      Mo(static_cast<std::size_t>(K) * M);
+  std::vector<double> dW(static_cast<std::size_t>(K) * d), da(K), db(K);
   auto record = [&](DescentResult& out) {
-    const double r = population_risk_mean(p, biases, n_threads);
-    if (!std::isfinite(r)) return false;
-    gram(W, K, W, K, d, p.scale, Q.data(), n_threads);
-    gram(W, K, p.teacher.W, M, d, p.scale, Mo.data(), n_threads);
-    out.Q.insert(out.Q.end(), Q.begin(), Q.end());
-    out.M.insert(out.M.end(), Mo.begin(), Mo.end());
-    out.a.insert(out.a.end(), a, a + K);
-    out.bias.insert(out.bias.end(), b, b + K);
-    out.risk.push_back(r);
-    return true;
+    return append_record(out, p, b, population_risk_mean(p, biases, n_threads), n_threads);
   };
   auto finite = [](const std::vector<double>& x) {
     for (const double y : x)
