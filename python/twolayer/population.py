@@ -530,29 +530,39 @@ def descend(
         raise ValueError(f"student.W: weights out of range for gradient descent (a row's |w| / sqrt(s) is above "
                          f"{_SD_RANGE[1]:.0e})")
 
-    P = gram(teacher.W, teacher.W, teacher.scale, "teacher.W")
+    meta = {"lr": lr_, "lr_readout": lr_a}
 
     def result(out: dict[str, Any]) -> Trajectory:
-        T = out["risk"].shape[0]
-        status = out["status"]
-        message = {
-            "diverged": f"diverged at iteration {out['stop_step']} (non-finite risk or gradient)",
-            "interrupted": f"interrupted at iteration {out['stop_step']}",
-        }.get(status, f"{steps} iterations of population gradient descent")
-        final = student.with_weights(out["W"], out["a_final"] / student.readout_factor)
-        return Trajectory(t=record_steps[:T].astype(np.float64), Q=out["Q"], M=out["M"], a=out["a"],
-                          risk=out["risk"], status=status, message=message, time_unit="iterations", student=final,
-                          meta={"lr": lr_, "lr_readout": lr_a, "activation": student.activation,
-                                "teacher_activation": teacher.activation,
-                                **({} if sched is None else {"schedule": repr(sched)})},
-                          P=P, v=teacher.effective_a.copy(),
-                          stop_time=math.nan if status == "completed" else float(out["stop_step"]))
+        return _descent_trajectory(out, student, teacher, steps, record_steps, sched, meta)
 
     with partial_result(result):
         out = _core.population_descend(*args, lr=lr_, lr_readout=lr_a * student.readout_factor**2,
                                        steps=int(steps), record_steps=record_steps.tolist(),
                                        n_threads=n_threads_arg(n_threads), schedule=core_arg(sched))
     return result(out)
+
+
+def _descent_trajectory(out: dict[str, Any], student: Network, teacher: Network, steps: int,
+                        record_steps: NDArray[np.int64], sched: Schedule | None,
+                        rates: dict[str, float]) -> Trajectory:
+    """The Trajectory of a core descent's output ``out`` (population_descend or, with ``b_final``, its with-means
+    twin): rows at ``record_steps``, the final student, status and message."""
+    T = out["risk"].shape[0]
+    status = out["status"]
+    message = {
+        "diverged": f"diverged at iteration {out['stop_step']} (non-finite risk or gradient)",
+        "interrupted": f"interrupted at iteration {out['stop_step']}",
+    }.get(status, f"{steps} iterations of population gradient descent")
+    biased = "b_final" in out
+    final = student.with_weights(out["W"], out["a_final"] / student.readout_factor,
+                                 **({"bias": out["b_final"]} if biased else {}))
+    return Trajectory(t=record_steps[:T].astype(np.float64), Q=out["Q"], M=out["M"], a=out["a"], risk=out["risk"],
+                      status=Status(status), message=message, time_unit="iterations", student=final,
+                      meta={**rates, "activation": student.activation, "teacher_activation": teacher.activation,
+                            **({} if sched is None else {"schedule": repr(sched)})},
+                      P=gram(teacher.W, teacher.W, teacher.scale, "teacher.W"), v=teacher.effective_a.copy(),
+                      **({"bias": out["bias"], "teacher_bias": teacher.bias.copy()} if biased else {}),
+                      stop_time=math.nan if status == "completed" else float(out["stop_step"]))
 
 
 def _descend_with_bias(student: Network, teacher: Network, lr: float, lr_readout: float, lr_bias: float, steps: int,
@@ -563,24 +573,10 @@ def _descend_with_bias(student: Network, teacher: Network, lr: float, lr_readout
     check_pair(student, teacher, biases=True)
     _finite(np.asarray(_population_bias.risk(student, teacher)), "risk")  # raises where the start is out of range
     c = student.readout_factor
-    P = gram(teacher.W, teacher.W, teacher.scale, "teacher.W")
+    meta = {"lr": lr, "lr_readout": lr_readout, "lr_bias": lr_bias}
 
     def result(out: dict[str, Any]) -> Trajectory:
-        T = out["risk"].shape[0]
-        status = out["status"]
-        message = {
-            "diverged": f"diverged at iteration {out['stop_step']} (non-finite risk or gradient)",
-            "interrupted": f"interrupted at iteration {out['stop_step']}",
-        }.get(status, f"{steps} iterations of population gradient descent")
-        final = student.with_weights(out["W"], out["a_final"] / c, bias=out["b_final"])
-        return Trajectory(t=record_steps[:T].astype(np.float64), Q=out["Q"], M=out["M"], a=out["a"],
-                          risk=out["risk"], status=Status(status), message=message, time_unit="iterations",
-                          student=final,
-                          meta={"lr": lr, "lr_readout": lr_readout, "lr_bias": lr_bias,
-                                "activation": student.activation, "teacher_activation": teacher.activation,
-                                **({} if sched is None else {"schedule": repr(sched)})},
-                          P=P, v=teacher.effective_a.copy(), bias=out["bias"], teacher_bias=teacher.bias.copy(),
-                          stop_time=math.nan if status == "completed" else float(out["stop_step"]))
+        return _descent_trajectory(out, student, teacher, steps, record_steps, sched, meta)
 
     with partial_result(result):
         out = _core.population_descend_mean(*_population_bias.core_args(student, teacher), lr=lr,
