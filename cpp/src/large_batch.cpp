@@ -5,6 +5,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "twolayer/cancel.hpp"
 #include "twolayer/divergence.hpp"
@@ -59,6 +60,21 @@ void large_batch_update(int K, int n, const double* omega, const double* psi, co
 }
 
 namespace {
+
+// Records iteration t's row (y, its excess risk r) in res; false (status "diverged", nothing recorded) where r is
+// not finite (divergence.hpp's rule 4: finite overlaps whose risk overflows, e.g. a_i a_k past the double range).
+bool record_row(IntegrateResult& res, long long t, const std::vector<double>& y, double r) {
+  if (!std::isfinite(r)) {
+    res.status = "diverged";
+    res.message = std::string("diverged at iteration ") + std::to_string(t) + ": " + divergence_message(kRiskNotFinite);
+    res.stop_time = static_cast<double>(t);
+    return false;
+  }
+  res.t.push_back(static_cast<double>(t));
+  res.y.insert(res.y.end(), y.begin(), y.end());
+  res.risk.push_back(r);
+  return true;
+}
 
 // The committee parts of the map with student biases b (students only, v = 0): psi (K x n) -= sum_j a_j
 // E[g'(lambda_i) l_c g(lambda_j)], hd (K x K) += sum_jl a_j a_l E[g'(lambda_i) g'(lambda_k) g(lambda_j) g(lambda_l)]
@@ -133,16 +149,7 @@ IntegrateResult iterate_biased(const OdeModel& model_in, const double* y0, const
   };
   double r = expectations();
   for (long long t = 0;; ++t) {
-    if (!std::isfinite(r)) {
-      res.status = "diverged";
-      res.message = std::string("diverged at iteration ") + std::to_string(t) + ": " +
-                    divergence_message(kRiskNotFinite);
-      res.stop_time = static_cast<double>(t);
-      return res;
-    }
-    res.t.push_back(static_cast<double>(t));
-    res.y.insert(res.y.end(), y.begin(), y.end());
-    res.risk.push_back(r);
+    if (!record_row(res, t, y, r)) return res;
     if (bias_rows) bias_rows->insert(bias_rows->end(), b.begin(), b.end());
     if (t == opt.steps) return res;
     if (cancel_requested()) {
@@ -210,22 +217,7 @@ IntegrateResult iterate_large_batch(const OdeModel& model_in, const double* y0, 
       ws(large_batch_workspace(n)), scratch, psi_t;
   IntegrateResult res;
   const double bound = divergence_bound(y0, S, model.P.data(), model.P.size(), model.v.data(), model.v.size());
-  // Records iteration t; false (status "diverged", nothing recorded) where the excess risk is not finite
-  // (divergence.hpp's rule 4: finite overlaps whose risk overflows, e.g. a second layer a_i a_k past the double range).
-  auto record = [&](long long t) {
-    const double r = f.risk(y.data());
-    if (!std::isfinite(r)) {
-      res.status = "diverged";
-      res.message = std::string("diverged at iteration ") + std::to_string(t) + ": " +
-                    divergence_message(kRiskNotFinite);
-      res.stop_time = static_cast<double>(t);
-      return false;
-    }
-    res.t.push_back(static_cast<double>(t));
-    res.y.insert(res.y.end(), y.begin(), y.end());
-    res.risk.push_back(r);
-    return true;
-  };
+  auto record = [&](long long t) { return record_row(res, t, y, f.risk(y.data())); };
   if (!record(0)) return res;
   for (long long t = 1; t <= opt.steps; ++t) {
     if (cancel_requested()) {
