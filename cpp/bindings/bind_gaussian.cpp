@@ -1,6 +1,7 @@
 // Bindings for activations and the Gaussian kernels: shape checks, GIL release, the device (device="cuda": the
 // CUDA backend, cuda.hpp, with the CPU's *_batch_at finishing the matrices the device leaves to the host).
 #include <string>
+#include <vector>
 
 #include "common.hpp"
 #include "device_arg.hpp"
@@ -97,7 +98,9 @@ void bind_gaussian(py::module_& m) {
             return cuda::i2_batch(aa, bb, c, k, o,
                                   [&](const std::size_t* at, std::size_t n) { i2_batch_at(aa, bb, c, at, n, o); });
 #endif
-          i2_batch(aa, bb, c, k, o, n_threads);
+          if (zero_mean_pair(aa, bb)) return i2_batch(aa, bb, c, k, o, n_threads);
+          const std::vector<double> mu(2 * k, 0.0);  // no zero-mean kernel (relu or step with a smooth unit)
+          i2_mean_batch(aa, bb, c, mu.data(), k, o, n_threads);
         });
       },
       py::arg("act_a"), py::arg("act_b"), py::arg("C"), py::arg("n_threads") = 0, py::arg("device") = "cpu");
@@ -159,7 +162,9 @@ void bind_gaussian(py::module_& m) {
             return cuda::i3_batch(ss, bb, c, k, o,
                                   [&](const std::size_t* at, std::size_t n) { i3_batch_at(ss, bb, c, at, n, o); });
 #endif
-          i3_batch(ss, bb, c, k, o, n_threads);
+          if (zero_mean_pair(ss, bb)) return i3_batch(ss, bb, c, k, o, n_threads);
+          const std::vector<double> mu(3 * k, 0.0);
+          i3_mean_batch(ss, bb, c, mu.data(), k, o, n_threads);
         });
       },
       py::arg("act"), py::arg("act_b"), py::arg("C"), py::arg("n_threads") = 0, py::arg("device") = "cpu");
@@ -190,7 +195,9 @@ void bind_gaussian(py::module_& m) {
               i4_batch_at(ss, aa, bb, c, at, n, o);
             });
 #endif
-          i4_batch(ss, aa, bb, c, k, o, n_threads);
+          if (zero_mean_i4(ss, aa, bb)) return i4_batch(ss, aa, bb, c, k, o, n_threads);
+          const std::vector<double> mu(4 * k, 0.0);
+          i4_mean_batch(ss, aa, bb, c, mu.data(), k, o, n_threads);
         });
       },
       py::arg("act"), py::arg("act_a"), py::arg("act_b"), py::arg("C"), py::arg("n_threads") = 0,

@@ -379,6 +379,14 @@ double pair_moment(A a, int i, A b, int j, double mu1, double mu2, double x, dou
   return adaptive_normal(integrand, std::move(breaks), 1e-14).value;
 }
 
+bool zero_mean_pair(A a, A b) {
+  return (is_classic(a) && is_classic(b)) || (smooth::is_smooth(a) && smooth::is_smooth(b));
+}
+bool zero_mean_i4(A s, A a, A b) {
+  if (s == A::Relu) return is_classic(a) && is_classic(b);
+  return is_classic(s) ? zero_mean_pair(a, b) : smooth::is_smooth(a) && smooth::is_smooth(b);
+}
+
 namespace {
 bool all_zero(const double* mu, int n) {
   for (int k = 0; k < n; ++k)
@@ -386,13 +394,6 @@ bool all_zero(const double* mu, int n) {
   return true;
 }
 bool smooth_pair(A a, A b) { return smooth::is_smooth(a) && smooth::is_smooth(b); }
-// Whether the zero-mean kernels of gaussian.hpp have the pair (a relu or step unit with a smooth non-classic one
-// has none: with zero means such pairs go through the engine here too).
-bool zero_mean_pair(A a, A b) { return (is_classic(a) && is_classic(b)) || smooth_pair(a, b); }
-bool zero_mean_i4(A s, A a, A b) {
-  if (s == A::Relu) return is_classic(a) && is_classic(b);
-  return is_classic(s) ? zero_mean_pair(a, b) : smooth_pair(a, b);
-}
 
 // (mu_B | lambda_A observed at 0 with noise variance `noise`), cov_B the conditioned (3, 4) block, and the density
 // factor N(0; mu_A, C_AA + noise I) times 2 pi.

@@ -76,15 +76,8 @@ def _batched(
             core = getattr(_core, fn.__name__ + "_mean")
             out = core(*acts, arr.reshape(-1, n, n), mu.reshape(-1, n), n_threads=n_threads_arg(n_threads))
             return out.reshape(batch)[()]
-    try:
-        out = fn(*acts, arr.reshape(-1, n, n), n_threads=n_threads_arg(n_threads), device=dev)
-    except NotImplementedError:
-        if dev != "cpu":
-            raise
-        # a relu or step unit with a smooth one has no zero-mean kernel: the with-means engine at mean 0
-        core = getattr(_core, fn.__name__ + "_mean")
-        out = core(*acts, arr.reshape(-1, n, n), np.zeros((arr.reshape(-1, n, n).shape[0], n)),
-                   n_threads=n_threads_arg(n_threads))
+    # (a pair without a zero-mean kernel, relu or step with a smooth unit, runs the with-means engine at mean 0: core)
+    out = fn(*acts, arr.reshape(-1, n, n), n_threads=n_threads_arg(n_threads), device=dev)
     return out.reshape(batch)[()]
 
 

@@ -52,6 +52,11 @@ namespace twolayer {
 // E[a^(i)(lambda1) b^(j)(lambda2)], (lambda1, lambda2) ~ N((mu1, mu2), [[x, y], [y, z]]), i, j >= 0, i + j <= 4.
 double pair_moment(Activation a, int i, Activation b, int j, double mu1, double mu2, double x, double y, double z);
 
+// Whether the zero-mean kernels of gaussian.hpp have the pair (I2, I3: (a, b); I4: (s, a, b)). A relu or step unit
+// with a smooth non-classic one has none: such pairs go through the engine with means, at mean 0 too.
+bool zero_mean_pair(Activation a, Activation b);
+bool zero_mean_i4(Activation s, Activation a, Activation b);
+
 // The kernels above on one row-major covariance C and mean vector mu (no checks: see mean_error).
 double i2_mean(Activation a, Activation b, const double* C, const double* mu);
 double j2_mean(Activation s, const double* C, const double* mu);
