@@ -78,6 +78,22 @@ void bind_gaussian(py::module_& m) {
       },
       py::arg("name"), py::arg("argument") = "activation");
   m.def(
+      "register_custom",
+      [](const std::string& name, const Array& edges, const Array& coefficients, double strip) {
+        if (edges.ndim() != 1 || edges.shape(0) < 2)
+          throw std::invalid_argument("edges: expected a 1-d array of at least 2 panel edges");
+        const py::ssize_t panels = edges.shape(0) - 1;
+        if (coefficients.ndim() != 3 || coefficients.shape(0) != panels || coefficients.shape(1) != kCustomOrders ||
+            coefficients.shape(2) < 1)
+          throw std::invalid_argument("coefficients: expected shape (" + std::to_string(panels) + ", " +
+                                      std::to_string(kCustomOrders) + ", degree + 1)");
+        return std::string(activation_name(register_custom(name, edges.data(), static_cast<int>(panels),
+                                                           coefficients.data(),
+                                                           static_cast<int>(coefficients.shape(2) - 1), strip)));
+      },
+      py::arg("name"), py::arg("edges"), py::arg("coefficients"), py::arg("strip"),
+      "Registers a custom activation from its Chebyshev table (activation.hpp, CustomTable); returns 'custom(name)'.");
+  m.def(
       "asin_simd",
       [](const Array& x) {
         Array out(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));

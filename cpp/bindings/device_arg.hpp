@@ -24,14 +24,14 @@ inline bool use_cuda(const std::string& device) {
 #endif
 }
 
-// use_cuda(device) for a computation with these activations: device='cuda' with a hermite activation raises
+// use_cuda(device) for a computation with these activations: device='cuda' with a hermite or custom activation raises
 // DeviceUnavailable naming it (the device cannot read the host registry of their coefficients), backend or not.
 inline bool use_cuda(const std::string& device, std::initializer_list<Activation> acts) {
   if (device == "cuda")
     for (const Activation a : acts)
-      if (is_hermite(a))
-        throw cuda::DeviceUnavailable(std::string("device='cuda': hermite activations run on the CPU only (the GPU "
-                                                  "cannot read their coefficients), got '") +
+      if (is_registered(a))
+        throw cuda::DeviceUnavailable(std::string("device='cuda': hermite and custom activations run on the CPU only "
+                                                  "(the GPU cannot read their tables), got '") +
                                       activation_name(a) + "'; use device='cpu'");
   return use_cuda(device);
 }

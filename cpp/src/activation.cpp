@@ -1,5 +1,5 @@
-// Activation names, and the registry of hermite activations (activation.hpp): the one parser of activation
-// spellings.
+// Activation names, and the registries of hermite and custom activations (activation.hpp): the one parser of
+// activation spellings.
 #include "twolayer/activation.hpp"
 
 #include <atomic>
@@ -10,11 +10,13 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace twolayer {
 
 namespace detail {
 Polynomial g_polynomials[kMaxPolynomials];
+CustomTable g_custom[kMaxCustom];
 }
 
 namespace {
@@ -103,7 +105,85 @@ Polynomial to_monomial(const double* c, int n) {
                               " finite numbers), got '" + name + "'");
 }
 
+// The custom registry: the tables behind detail::g_custom (never freed or moved once published).
+struct CustomEntry {
+  std::string name;  // "custom(name)"
+  std::vector<double> edges, coef;
+};
+CustomEntry g_custom_entries[kMaxCustom];
+std::atomic<int> g_custom_count{0};
+
+bool identifier(const std::string& s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (const char ch : s)
+    if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_')) return false;
+  return true;
+}
+
+// The registered custom activation spelled "custom(name)", or -1.
+int find_custom(const std::string& spelling) {
+  const int used = g_custom_count.load(std::memory_order_acquire);
+  for (int id = 0; id < used; ++id)
+    if (g_custom_entries[id].name == spelling) return id;
+  return -1;
+}
+
 }  // namespace
+
+Activation register_custom(const std::string& name, const double* edges, int panels, const double* coef, int degree,
+                           double strip, const char* argument) {
+  const std::string arg(argument);
+  if (!identifier(name))
+    throw std::invalid_argument(arg + ": expected an identifier (letters, digits, '_'; not starting with a digit), "
+                                "got '" + name + "'");
+  if (panels < 1 || degree < 0)
+    throw std::invalid_argument(arg + ": a custom table needs at least one panel and degree >= 0, got " +
+                                std::to_string(panels) + " panels of degree " + std::to_string(degree));
+  for (int i = 0; i <= panels; ++i)
+    if (!std::isfinite(edges[i]) || (i > 0 && !(edges[i] > edges[i - 1])))
+      throw std::invalid_argument(arg + ": custom table edges must be finite and increasing");
+  const std::size_t ncoef = static_cast<std::size_t>(panels) * kCustomOrders * static_cast<std::size_t>(degree + 1);
+  for (std::size_t i = 0; i < ncoef; ++i)
+    if (!std::isfinite(coef[i])) throw std::invalid_argument(arg + ": custom table coefficients must be finite");
+  if (!(strip > 0.0)) throw std::invalid_argument(arg + ": custom strip must be positive, got " + std::to_string(strip));
+  const std::string spelling = "custom(" + name + ")";
+  std::vector<double> e(edges, edges + panels + 1), c(coef, coef + ncoef);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  const int used = g_custom_count.load(std::memory_order_relaxed);
+  if (const int id = find_custom(spelling); id >= 0) {
+    const CustomEntry& old = g_custom_entries[id];
+    if (old.edges == e && old.coef == c && detail::g_custom[id].strip == strip)
+      return static_cast<Activation>(kFirstCustom + id);
+    throw std::invalid_argument(arg + ": the custom activation '" + name + "' is already registered with another "
+                                "function in this process (choose another name)");
+  }
+  if (used >= kMaxCustom)
+    throw std::invalid_argument(arg + ": too many custom activations (at most " + std::to_string(kMaxCustom) +
+                                " per process)");
+  CustomEntry& entry = g_custom_entries[used];
+  entry.name = spelling;
+  entry.edges = std::move(e);
+  entry.coef = std::move(c);
+  CustomTable& T = detail::g_custom[used];
+  T.edges = entry.edges.data();
+  T.coef = entry.coef.data();
+  T.panels = panels;
+  T.degree = degree;
+  T.strip = strip;
+  const std::size_t n1 = static_cast<std::size_t>(degree) + 1, last = static_cast<std::size_t>(panels - 1);
+  for (int k = 0; k < 2; ++k) {  // value and slope at the left edge (x = -1, panel 0) and the right (x = 1, last)
+    T.tail[0][k] = chebyshev_sum(T.coef + k * n1, degree, -1.0);
+    T.tail[1][k] = chebyshev_sum(T.coef + (last * kCustomOrders + k) * n1, degree, 1.0);
+  }
+  g_custom_count.store(used + 1, std::memory_order_release);
+  return static_cast<Activation>(kFirstCustom + used);
+}
+
+const char* custom_name(Activation a) {
+  const int id = static_cast<int>(a) - kFirstCustom;
+  if (id < 0 || id >= g_custom_count.load(std::memory_order_acquire)) return "?";
+  return g_custom_entries[id].name.c_str();
+}
 
 Activation register_hermite(const double* c_in, int count, const char* argument) {
   if (count < 1 || count > kMaxHermiteDegree + 1)
@@ -192,8 +272,15 @@ Activation parse_activation(const std::string& name, const char* argument) {
     if (i != name.size()) bad_hermite(argument, name, "trailing characters after ')'");
     return register_hermite(c, count, argument);
   }
+  if (name.rfind("custom(", 0) == 0) {
+    if (const int id = find_custom(name); id >= 0) return static_cast<Activation>(kFirstCustom + id);
+    throw std::invalid_argument(std::string(argument) + ": the custom activation '" + name +
+                                "' is not registered in this process: register it with "
+                                "twolayer.activations.custom(name, function) first (a spelling read from a file or "
+                                "another process names a function, it never defines one)");
+  }
   throw std::invalid_argument(std::string(argument) + ": expected one of " + known +
-                              " or 'hermite(c_0, ..., c_n)', got '" + name + "'");
+                              ", 'hermite(c_0, ..., c_n)' or a registered 'custom(name)', got '" + name + "'");
 }
 
 }  // namespace twolayer

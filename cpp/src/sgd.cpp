@@ -678,8 +678,9 @@ std::string sgd_cuda_unsupported(const SgdSpec& sp) {
   const std::string pre = "device='cuda': SGD on the GPU runs online committee teachers only; ";
   if (sp.n_samples > 0) return pre + "n_samples (a fixed training set) is not supported (use device='cpu')";
   if (sp.target) return pre + "a polynomial target (HermiteTarget teacher) is not supported (use device='cpu')";
-  if (is_hermite(sp.student) || is_hermite(sp.teacher))
-    return pre + "hermite activations are not supported (the GPU cannot read their coefficients; use device='cpu')";
+  if (is_registered(sp.student) || is_registered(sp.teacher))
+    return pre + "hermite and custom activations are not supported (the GPU cannot read their tables; use "
+                 "device='cpu')";
   if (!sp.schedule.identity()) return pre + "schedule (a learning-rate schedule) is not supported (use device='cpu')";
   return "";
 }

@@ -7,20 +7,25 @@ whose kernels come from the generic Gaussian engine (closed forms through the ch
 cos pairs, certified quadrature otherwise; see docs/layers/activations.rst); and ``hermite(c_0, ..., c_n)``,
 the polynomial sigma(s) = sum_k c_k He_k(s) in the probabilists' Hermite polynomials (He_0 = 1, He_1 = s,
 He_2 = s^2 - 1, ...; n <= 8; build the spelling with :func:`hermite`), whose kernels are exact Gaussian moments
-(with linear, quadratic and other hermite units; certified quadrature with the other smooth units). The derivative
+(with linear, quadratic and other hermite units; certified quadrature with the other smooth units); and
+``custom(name)``, a user function registered in this process with :func:`custom` (tabulated as Chebyshev series,
+kernels by certified quadrature). The derivative
 of ``step`` is a Dirac delta: pointwise it is returned as 0, and every expectation involving it is taken in closed
 form by the kernels.
 """
 
 from __future__ import annotations
 
-from typing import Literal, cast
+import math
+import re
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from . import _core
-from ._validation import as_float_array, choice
+from . import _core, _custom
+from ._validation import as_float_array, choice, describe, real
 
 ActivationName = Literal[
     "linear", "erf", "relu", "step", "quadratic", "tanh", "sigmoid", "softplus", "gelu", "silu", "sin", "cos"
@@ -113,6 +118,99 @@ def hermite_coefficients(name: str) -> NDArray[np.float64]:
     return np.array([float(v) for v in canonical[len("hermite("):-1].split(",")])
 
 
+def custom(name: str, function: Callable[[Any], Any], derivatives: Sequence[Callable[[Any], Any]] | None = None, *,
+           domain: float = 30.0) -> ActivationName:
+    """Register a user function sigma as the activation ``"custom(name)"`` of this process.
+
+    sigma and its first four derivatives are tabulated on [-domain, domain] as piecewise Chebyshev series (panels of
+    width <= 1, degree 32, to rounding) and continue beyond as sigma's tangent lines at +-domain. Every CPU engine
+    (kernels, population, ODEs, SGD, SDE, large batch, landscape) then evaluates the tables; Gaussian expectations
+    use the certified lattice quadrature with a strip of analyticity estimated from the series (see
+    docs/layers/activations.rst, "Custom activations").
+
+    Parameters
+    ----------
+    name : str
+        An identifier (letters, digits, ``_``). Registering the same name again with the same function returns the
+        same activation; with another function it is an error.
+    function : callable
+        Vectorised sigma: float64 array -> real array of the same shape, finite and analytic on the domain.
+    derivatives : sequence of 1 to 4 callables, optional
+        sigma', sigma'', ... (each checked against the derivative of the previous order). Missing orders come from
+        Cauchy's integral formula when ``function`` accepts complex arrays (NumPy ufuncs and scipy.special do),
+        otherwise from differentiating the series where that is accurate to 1e-10 (an error asks for them).
+    domain : float, default 30.0
+        Half-width of the tabulated interval; sigma'' must be negligible (1e-10 of the scale) at its edges.
+
+    Returns
+    -------
+    str
+        ``"custom(name)"``, accepted wherever an activation name is, in this process (a config file or a store
+        opened in another process must register it again: a spelling never defines a function).
+
+    Raises
+    ------
+    TypeError
+        ``function`` or a derivative not callable, or returning non-real values.
+    ValueError
+        A bad name or domain, wrong shapes, NaN or inf on the domain, a function that is not smooth (kinks: use
+        ``relu`` or ``step``), a wrong derivative, derivatives that cannot be computed accurately, sigma'' not
+        negligible at +-domain, or the name registered with another function.
+
+    Examples
+    --------
+    >>> act = tl.activations.custom("mytanh", np.tanh)
+    >>> act
+    'custom(mytanh)'
+    >>> print(f"{tl.kernels.i2(act, act, [[1.0, 0.5], [0.5, 1.0]]):.10f}")
+    0.2117248826
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"name: expected a str (an identifier), got {describe(name)}")
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise ValueError(f"name: expected an identifier (letters, digits, '_'; not starting with a digit), "
+                         f"got {name!r}")
+    if not callable(function):
+        raise TypeError(f"function: expected a callable (vectorised sigma), got {describe(function)}")
+    if derivatives is None:
+        derivatives = ()
+    if isinstance(derivatives, (str, bytes)) or not isinstance(derivatives, Sequence):
+        raise TypeError(f"derivatives: expected a sequence of 1 to 4 callables, got {describe(derivatives)}")
+    derivatives = list(derivatives)
+    if len(derivatives) > _custom.ORDERS - 1:
+        raise ValueError(f"derivatives: expected 1 to 4 callables (sigma' to sigma''''), got {len(derivatives)}")
+    for k, g in enumerate(derivatives):
+        if not callable(g):
+            raise TypeError(f"derivatives[{k}]: expected a callable, got {describe(g)}")
+    span = real(domain, "domain")
+    if not (1.0 <= span <= 1e6) or not math.isfinite(span):
+        raise ValueError(f"domain: expected a half-width in [1, 1e6], got {span!r}")
+    with np.errstate(all="ignore"):
+        edges, coefficients, strip = _custom.tabulate(function, derivatives, span)
+    return cast(ActivationName, _core.register_custom(name, edges, coefficients, strip))
+
+
+def is_custom(name: object) -> bool:
+    """Whether ``name`` is a custom spelling ``"custom(...)"`` (not checked for registration: see
+    :func:`check_activation`).
+
+    Parameters
+    ----------
+    name : object
+        An activation (anything else: False).
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> tl.activations.is_custom("custom(mytanh)"), tl.activations.is_custom("tanh")
+    (True, False)
+    """
+    return isinstance(name, str) and name.startswith("custom(")
+
+
 def check_activation(name: object, argument: str = "activation") -> str:
     """Check an activation name.
 
@@ -127,7 +225,8 @@ def check_activation(name: object, argument: str = "activation") -> str:
     -------
     str
         ``name``, if it is one of ``ACTIVATIONS``; the canonical spelling of a hermite activation
-        ``"hermite(c_0, ..., c_n)"`` (see :func:`hermite`).
+        ``"hermite(c_0, ..., c_n)"`` (see :func:`hermite`); ``"custom(name)"`` if registered in this process
+        (see :func:`custom`; an unregistered one is a ValueError: a spelling never defines a function).
 
     Raises
     ------
@@ -147,7 +246,7 @@ def check_activation(name: object, argument: str = "activation") -> str:
     >>> tl.activations.check_activation("hermite(0, 1.0, 0)")
     'hermite(0,1)'
     """
-    if isinstance(name, str) and is_hermite(name):
+    if isinstance(name, str) and (is_hermite(name) or is_custom(name)):
         return _core.canonical_activation(name, argument)
     return choice(name, argument, ACTIVATIONS)
 

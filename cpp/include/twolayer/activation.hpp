@@ -1,5 +1,6 @@
 // Activation functions sigma and their derivatives, shared by every layer of the core.
 #pragma once
+#include <cstddef>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -35,7 +36,78 @@ struct Polynomial {
 namespace detail {
 extern Polynomial g_polynomials[kMaxPolynomials];
 }
-TWOLAYER_HD inline bool is_hermite(Activation a) { return static_cast<int>(a) >= kNumActivations; }
+TWOLAYER_HD inline bool is_hermite(Activation a) {
+  return static_cast<int>(a) >= kNumActivations && static_cast<int>(a) < kNumActivations + kMaxPolynomials;
+}
+
+// Custom activations: a user function tabulated by the Python layer (activations.custom), spelled "custom(name)",
+// one Activation value >= kNumActivations + kMaxPolynomials each in an append-only, thread-safe host registry
+// (activation.cpp). On [edges[0], edges[panels]] sigma^(k), k = 0..4, is a Chebyshev series per panel (coefficients
+// coef[(panel * 5 + k) * (degree + 1) + j], in x = 2 (s - mid) / width); outside, sigma continues as its tangent line
+// at the nearer edge (higher derivatives 0). `strip` is the half-width of a strip of analyticity estimated from the
+// series' decay (smooth::analytic). Host only, like hermite: device code returns NaN and the CUDA paths refuse.
+inline constexpr int kMaxCustom = 256;
+inline constexpr int kCustomOrders = 5;  // sigma, sigma', ..., sigma''''
+struct CustomTable {
+  const double* edges;  // panels + 1 increasing points
+  const double* coef;   // panels * kCustomOrders * (degree + 1)
+  int panels, degree;
+  double strip;
+  double tail[2][2];    // value and slope at the left and right edges
+};
+namespace detail {
+extern CustomTable g_custom[kMaxCustom];
+}
+inline constexpr int kFirstCustom = kNumActivations + kMaxPolynomials;
+TWOLAYER_HD inline bool is_custom(Activation a) { return static_cast<int>(a) >= kFirstCustom; }
+// Activations read from a host registry (hermite, custom): the device cannot evaluate them.
+TWOLAYER_HD inline bool is_registered(Activation a) { return static_cast<int>(a) >= kNumActivations; }
+inline const CustomTable& custom_table(Activation a) { return detail::g_custom[static_cast<int>(a) - kFirstCustom]; }
+// sum_j c_j T_j(x), j = 0..n (Clenshaw's recurrence).
+TWOLAYER_HD inline double chebyshev_sum(const double* c, int n, double x) {
+  const double x2 = 2.0 * x;
+  double b1 = 0.0, b2 = 0.0;
+  for (int j = n; j >= 1; --j) {
+    const double t = c[j] + x2 * b1 - b2;
+    b2 = b1;
+    b1 = t;
+  }
+  return c[0] + x * b1 - b2;
+}
+// d[k] = sigma^(k)(s), k = 0..order (<= 4), of a custom table: panel lookup and Clenshaw's recurrence.
+inline void custom_derivatives(const CustomTable& T, double s, int order, double* d) {
+  const double lo = T.edges[0], hi = T.edges[T.panels];
+  if (!(s >= lo && s <= hi)) {
+    if (s != s) {
+      for (int k = 0; k <= order; ++k) d[k] = s;
+      return;
+    }
+    const int side = s < lo ? 0 : 1;
+    const double e = side ? hi : lo;
+    d[0] = T.tail[side][0] + T.tail[side][1] * (s - e);
+    if (order >= 1) d[1] = T.tail[side][1];
+    for (int k = 2; k <= order; ++k) d[k] = 0.0;
+    return;
+  }
+  int a = 0, b = T.panels;  // edges[a] <= s < edges[b]
+  while (b - a > 1) {
+    const int m = (a + b) / 2;
+    if (s < T.edges[m]) b = m;
+    else a = m;
+  }
+  const double x = (2.0 * s - T.edges[a] - T.edges[a + 1]) / (T.edges[a + 1] - T.edges[a]);
+  const int n = T.degree;
+  for (int k = 0; k <= order; ++k)
+    d[k] = chebyshev_sum(T.coef + (static_cast<std::size_t>(a) * kCustomOrders + k) * (n + 1), n, x);
+}
+// Registers the custom activation `name` (identifier characters) from its table (edges: panels + 1 increasing
+// finite points; coef as in CustomTable; strip > 0) and returns it; the same name with the same table returns the
+// same value, with another table throws std::invalid_argument naming `argument`.
+Activation register_custom(const std::string& name, const double* edges, int panels, const double* coef, int degree,
+                           double strip, const char* argument = "name");
+// The spelling "custom(name)".
+const char* custom_name(Activation a);
+
 // Whether sigma is a polynomial (linear, quadratic, hermite): its Gaussian moments are exact (gaussian_poly_moments.hpp).
 TWOLAYER_HD inline bool is_polynomial(Activation a) {
   return a == Activation::Linear || a == Activation::Quadratic || is_hermite(a);
@@ -70,7 +142,7 @@ inline constexpr double kSqrt2 = 1.41421356237309504880;
 inline constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2/pi)
 inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// d[k] = sigma^(k)(s) for k = 0..order (order <= 4; any order for hermite) of the smooth activations (all but relu and step, whose
+// d[k] = sigma^(k)(s) for k = 0..order (order <= 4; any order for hermite; custom: custom_derivatives) of the smooth activations (all but relu and step, whose
 // derivatives are not functions):
 //   tanh; sigmoid 1 / (1 + e^-s); softplus log(1 + e^s); gelu s Phi(s); silu s sigmoid(s); sin; cos;
 //   linear s; quadratic s^2; erf erf(s / sqrt 2).
@@ -138,12 +210,16 @@ TWOLAYER_HD inline void sigma_derivatives(Activation a, double s, int order, dou
       break;
     }
     default:
-      if (is_hermite(a)) {
+      if (is_registered(a)) {
 #if defined(__CUDA_ARCH__)
-        for (int k = 0; k <= order; ++k) d[k] = kNaN;  // the registry is host memory (the CUDA paths refuse)
+        for (int k = 0; k <= order; ++k) d[k] = kNaN;  // the registries are host memory (the CUDA paths refuse)
 #else
-        const Polynomial& P = detail::g_polynomials[static_cast<int>(a) - kNumActivations];
-        polynomial_derivatives(P.p, P.degree, s, order, d);
+        if (is_custom(a)) {
+          custom_derivatives(custom_table(a), s, order, d);
+        } else {
+          const Polynomial& P = detail::g_polynomials[static_cast<int>(a) - kNumActivations];
+          polynomial_derivatives(P.p, P.degree, s, order, d);
+        }
 #endif
         return;
       }
@@ -198,10 +274,11 @@ inline const char* activation_name(Activation a) {
     case Activation::Sin: return "sin";
     case Activation::Cos: return "cos";
   }
-  return is_hermite(a) ? hermite_name(a) : "?";
+  return is_custom(a) ? custom_name(a) : (is_hermite(a) ? hermite_name(a) : "?");
 }
 
-// The activation of a name, or of a hermite spelling "hermite(c_0, ..., c_n)" (activation.cpp: the one parser);
+// The activation of a name, of a hermite spelling "hermite(c_0, ..., c_n)" or of a registered custom spelling
+// "custom(name)" (activation.cpp: the one parser);
 // std::invalid_argument naming `argument` otherwise.
 Activation parse_activation(const std::string& name, const char* argument = "activation");
 

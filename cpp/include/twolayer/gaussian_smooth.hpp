@@ -14,7 +14,8 @@
 //     For a function analytic in a strip of half-width v around the real axis and growing at most like
 //     e^(G v^2 / 2) there, the rule with step h errs by ~e^(G v^2 / 2 - 2 pi v / h) (exponentially small); the strip
 //     and the growth follow from each activation's singularities (tanh: poles at +-i pi/2; sigmoid, softplus, silu:
-//     +-i pi; erf, gelu: entire with Gaussian growth; sin, cos: entire with exponential growth) scaled by the
+//     +-i pi; erf, gelu: entire with Gaussian growth; sin, cos: entire with exponential growth; custom: the strip
+//     estimated from its Chebyshev series, activations.custom) scaled by the
 //     slopes of the arguments. The first step is chosen so that the rule at 2h errs by ~e^-20 (values; e^-22 and
 //     e^-25 for gradient and Hessian jets) and the result is the rule at h, whose error is then about the square
 //     (strip-limited) or the fourth power (Gaussian-limited) of that.
@@ -63,7 +64,11 @@ TWOLAYER_HD inline Analytic analytic(Activation a) {
     case Activation::Gelu: return {kInfStrip, 1.0};
     case Activation::Sin:
     case Activation::Cos: return {kInfStrip, 1.0};  // e^|v| <= e^((v^2 + 1) / 2)
-    default: return {kInfStrip, 0.0};                // polynomials
+    default:
+#if !defined(__CUDA_ARCH__)
+      if (is_custom(a)) return {custom_table(a).strip, 0.0};  // estimated from its series; affine tails
+#endif
+      return {kInfStrip, 0.0};  // polynomials
   }
 }
 
