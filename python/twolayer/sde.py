@@ -79,7 +79,7 @@ from ._validation import (
     run_indices,
     seed_arg,
 )
-from .activations import ActivationName, hermite_coefficients, is_hermite
+from .activations import ActivationName, hermite_coefficients, is_custom, is_hermite
 from .ode._bias import bias_kwargs, refuse_lr_bias
 from .overlaps import BatchOverlaps, Overlaps
 from .results import SIMULATION_STATUS, SIMULATION_TIME_UNIT, Ensemble, Status, Trajectory
@@ -145,6 +145,12 @@ _EXACT = ("relu", "step")
 # _SMOOTH_NODES nodes by default (accuracy: docs/layers/sde.rst).
 _SMOOTH = ("erf", "tanh", "sigmoid", "softplus", "gelu", "silu", "sin", "cos")
 _SMOOTH_NODES = 48
+
+
+def _smooth_unit(act: str) -> bool:
+    """A smooth non-polynomial unit: one of _SMOOTH or a custom activation."""
+    return act in _SMOOTH or is_custom(act)
+
 _MAX_NODES = 128
 # The run-time convergence check of the smooth rules: the relative difference to the rule with _CHECK_EXTRA more
 # nodes, at most _MEAN_RTOL for the drift E[xi] and _COV_RTOL for the diffusion Cov(xi) at a run's start (both far
@@ -171,12 +177,13 @@ def _rule(act: str, t_act: str, n_nodes: int | None,
                          "would need E[delta(l)^2] = infinity); use regime='gradient_flow' in twolayer.ode")
     teacher = "linear" if target_degree is not None else t_act
     for name, value in (("activation", act), ("teacher_activation", teacher)):
-        if value not in _EXACT and value not in _SMOOTH and value not in _DEGREE and not is_hermite(value):
-            raise ValueError(f"{name}: the SDE supports {', '.join(map(repr, (*_DEGREE, *_SMOOTH, *_EXACT)))}, "
+        if value not in _EXACT and not _smooth_unit(value) and value not in _DEGREE and not is_hermite(value):
+            raise ValueError(f"{name}: the SDE supports {', '.join(map(repr, (*_DEGREE, *_SMOOTH, *_EXACT)))}, hermite and "
+                             f"custom activations, "
                              f"got {value!r}")
     if act in _EXACT or teacher in _EXACT:
-        smooth = act if (act in _SMOOTH or is_hermite(act)) else teacher
-        if smooth in _SMOOTH or is_hermite(smooth):
+        smooth = act if (_smooth_unit(act) or is_hermite(act)) else teacher
+        if _smooth_unit(smooth) or is_hermite(smooth):
             raise ValueError(f"activation, teacher_activation: no diffusion term for {act!r} students with "
                              f"{teacher!r} teachers: a relu or step unit takes exact orthant moments, with linear, "
                              f"quadratic, relu or step units or a polynomial target only; {smooth!r} is smooth and "
@@ -184,7 +191,7 @@ def _rule(act: str, t_act: str, n_nodes: int | None,
         return np.zeros(1), np.ones(1)
     if n_nodes is not None:
         n = integer(n_nodes, "n_nodes", 1, _MAX_NODES)
-    elif act in _SMOOTH or teacher in _SMOOTH:
+    elif _smooth_unit(act) or _smooth_unit(teacher):
         n = _SMOOTH_NODES
     else:  # exact: 2n - 1 >= deg(xi_alpha xi_beta) = 2 max(ds + de, 2 (ds - 1) + 2 de)
         ds = _degree(act)
@@ -214,7 +221,7 @@ def _quadrature_error(moments: Any, n: int, mean: NDArray[np.float64],
 
 def _smooth(act: str, t_act: str) -> bool:
     """Whether the moments are quadrature of a smooth non-polynomial unit (only converged, not exact)."""
-    return (act in _SMOOTH or t_act in _SMOOTH) and act not in _EXACT and t_act not in _EXACT
+    return (_smooth_unit(act) or _smooth_unit(t_act)) and act not in _EXACT and t_act not in _EXACT
 
 
 def _model(overlaps: Any, activation: Any, teacher_activation: Any, target: Any, spherical: bool,

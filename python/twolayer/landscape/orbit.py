@@ -39,7 +39,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from .. import population
 from .._validation import as_float_array, boolean
-from ..activations import ACTIVATIONS, hermite_coefficients, is_hermite
+from ..activations import ACTIVATIONS, hermite_coefficients, is_custom, is_hermite
 from ..networks import Network, check_network
 
 __all__ = ["homogeneity_degree", "orbit_tangents", "canonical", "canonical_weights", "split_spectrum"]
@@ -61,7 +61,7 @@ def homogeneity_degree(activation: str) -> int | None:
     int or None
         1 for linear and relu, 2 for quadratic, 0 for step, None for erf and the
         smooth activations (tanh, sigmoid, softplus, gelu, silu, sin, cos); for a hermite activation, k when it is
-        the monomial c s^k, None otherwise.
+        the monomial c s^k, None otherwise; None for a custom activation (no homogeneity is assumed).
 
     Examples
     --------
@@ -72,6 +72,8 @@ def homogeneity_degree(activation: str) -> int | None:
         p = np.polynomial.hermite_e.herme2poly(hermite_coefficients(activation))
         nonzero = np.flatnonzero(p)
         return int(nonzero[0]) if nonzero.size == 1 else None
+    if isinstance(activation, str) and is_custom(activation):  # a user function: no homogeneity assumed
+        return None
     if not isinstance(activation, str) or activation not in ACTIVATIONS:
         raise ValueError(f"activation: expected one of {list(ACTIVATIONS)}, got {activation!r}")
     return _DEGREE.get(activation)
