@@ -44,7 +44,8 @@ JUMP_TOL = 1e-8  # of any order across a panel edge
 EDGE_TOL = 1e-10  # |sigma''(+-domain)| / scale: the tangent-line tails
 CAUCHY_NODES = 96
 CAUCHY_RADIUS = 0.25  # at most (rounding: eps k! / r^k)
-STRIP_SAFETY = 0.8
+STRIP_SAFETY = 0.95
+TRIM_TOL = 1e-17  # trailing coefficients below this fraction of their order's scale are dropped
 MAX_STRIP = math.pi
 
 _NODES = C.chebpts1(DEGREE + 1)
@@ -204,7 +205,10 @@ def tabulate(f: Func, derivatives: Sequence[Func], domain: float) -> tuple[
     _check_orders(tab, coef, lo, hi, sources, scale)
     _check_tails(coef, domain, scale)
     strip = float(STRIP_SAFETY * _strip(coef[:, 0], 0.5 * (hi - lo)).min())
-    return np.append(lo, hi[-1]), np.ascontiguousarray(coef), strip
+    # trailing columns below rounding everywhere cost evaluations and change nothing
+    small = (np.abs(coef) <= TRIM_TOL * np.maximum(scale, 1e-300)[None, :, None]).all(axis=(0, 1))
+    keep = DEGREE + 1 - int(np.argmin(small[::-1])) if not small.all() else 1
+    return np.append(lo, hi[-1]), np.ascontiguousarray(coef[:, :, :keep]), strip
 
 
 def _check_orders(tab: _Tabulator, coef: NDArray[np.float64], lo: NDArray[np.float64], hi: NDArray[np.float64],
@@ -218,10 +222,10 @@ def _check_orders(tab: _Tabulator, coef: NDArray[np.float64], lo: NDArray[np.flo
     judged = [k == 0 or sources[k] != "chebder" or sources[k - 1] != "chebder" for k in range(ORDERS)]
     jump = np.abs(left - right) / np.maximum(scale, 1e-300) * np.array(judged)
     if jump.size and jump.max() > JUMP_TOL:
-        i, k = np.unravel_index(int(np.argmax(jump)), jump.shape)
-        raise ValueError(f"function: not smooth at s = {hi[i]:.6g} (its derivative of order {k} jumps by {jump[i, k]:.2g} "
-                         f"of its scale); custom activations must be analytic on the domain (kinked or "
-                         f"discontinuous functions are not supported: use 'relu' or 'step')")
+        i, o = (int(v) for v in np.unravel_index(int(np.argmax(jump)), jump.shape))
+        raise ValueError(f"function: not smooth at s = {hi[i]:.6g} (its derivative of order {o} jumps by "
+                         f"{jump[i, o]:.2g} of its scale); custom activations must be analytic on the domain "
+                         f"(kinked or discontinuous functions are not supported: use 'relu' or 'step')")
     for k in range(1, ORDERS):
         own = C.chebval(_NODES, coef[:, k].T)  # (n + 1, P) at the nodes
         if sources[k] == "chebder":

@@ -187,7 +187,70 @@ def custom(name: str, function: Callable[[Any], Any], derivatives: Sequence[Call
         raise ValueError(f"domain: expected a half-width in [1, 1e6], got {span!r}")
     with np.errstate(all="ignore"):
         edges, coefficients, strip = _custom.tabulate(function, derivatives, span)
-    return cast(ActivationName, _core.register_custom(name, edges, coefficients, strip))
+    return cast(ActivationName, register_table(name, edges, coefficients, strip))
+
+
+#: The tables registered in this process by spelling (data: what a scan ships to its worker processes).
+_TABLES: dict[str, tuple[NDArray[np.float64], NDArray[np.float64], float]] = {}
+
+
+def register_table(name: str, edges: NDArray[np.float64], coefficients: NDArray[np.float64], strip: float) -> str:
+    """Register a custom activation from its table (what :func:`custom` computes; :func:`custom_tables` returns
+    them): the same name with the same table is the same activation, another table is a ValueError.
+
+    Parameters
+    ----------
+    name : str
+        The identifier.
+    edges : ndarray, shape (P + 1,)
+        Increasing panel edges.
+    coefficients : ndarray, shape (P, 5, n + 1)
+        Chebyshev coefficients of sigma, sigma', ..., sigma^(4) per panel.
+    strip : float
+        Half-width of the strip of analyticity (> 0).
+
+    Returns
+    -------
+    str
+        ``"custom(name)"``.
+
+    Examples
+    --------
+    >>> act = tl.activations.custom("doc_tanh", np.tanh)
+    >>> tl.activations.register_table("doc_tanh", *tl.activations.custom_tables([act])[act])
+    'custom(doc_tanh)'
+    """
+    spelling = _core.register_custom(name, edges, coefficients, strip)
+    _TABLES[spelling] = (np.asarray(edges, dtype=float), np.asarray(coefficients, dtype=float), float(strip))
+    return spelling
+
+
+def custom_tables(names: Any) -> dict[str, tuple[NDArray[np.float64], NDArray[np.float64], float]]:
+    """The tables (edges, coefficients, strip) of the custom activations among ``names`` (strings; other values are
+    skipped; an unregistered spelling is a ValueError): data that :func:`register_table` registers in another
+    process.
+
+    Parameters
+    ----------
+    names : iterable
+        Values, some of them custom spellings.
+
+    Returns
+    -------
+    dict
+
+    Examples
+    --------
+    >>> act = tl.activations.custom("doc_tanh", np.tanh)
+    >>> list(tl.activations.custom_tables([act, "erf", 2.0]))
+    ['custom(doc_tanh)']
+    """
+    out = {}
+    for v in names:
+        if is_custom(v):
+            key = check_activation(v)
+            out[key] = _TABLES[key]
+    return out
 
 
 def is_custom(name: object) -> bool:

@@ -178,9 +178,8 @@ def _rule(act: str, t_act: str, n_nodes: int | None,
     teacher = "linear" if target_degree is not None else t_act
     for name, value in (("activation", act), ("teacher_activation", teacher)):
         if value not in _EXACT and not _smooth_unit(value) and value not in _DEGREE and not is_hermite(value):
-            raise ValueError(f"{name}: the SDE supports {', '.join(map(repr, (*_DEGREE, *_SMOOTH, *_EXACT)))}, hermite and "
-                             f"custom activations, "
-                             f"got {value!r}")
+            raise ValueError(f"{name}: the SDE supports {', '.join(map(repr, (*_DEGREE, *_SMOOTH, *_EXACT)))}, "
+                             f"hermite and custom activations, got {value!r}")
     if act in _EXACT or teacher in _EXACT:
         smooth = act if (_smooth_unit(act) or is_hermite(act)) else teacher
         if _smooth_unit(smooth) or is_hermite(smooth):

@@ -95,10 +95,18 @@ inline void custom_derivatives(const CustomTable& T, double s, int order, double
     if (s < T.edges[m]) b = m;
     else a = m;
   }
-  const double x = (2.0 * s - T.edges[a] - T.edges[a + 1]) / (T.edges[a + 1] - T.edges[a]);
+  const double x = (2.0 * s - T.edges[a] - T.edges[a + 1]) / (T.edges[a + 1] - T.edges[a]), x2 = 2.0 * x;
   const int n = T.degree;
-  for (int k = 0; k <= order; ++k)
-    d[k] = chebyshev_sum(T.coef + (static_cast<std::size_t>(a) * kCustomOrders + k) * (n + 1), n, x);
+  const double* c = T.coef + static_cast<std::size_t>(a) * kCustomOrders * (n + 1);
+  // the orders' recurrences side by side (independent chains: chebyshev_sum's, interleaved)
+  double b1[kCustomOrders] = {}, b2[kCustomOrders] = {};
+  for (int j = n; j >= 1; --j)
+    for (int k = 0; k <= order; ++k) {
+      const double t = c[k * (n + 1) + j] + x2 * b1[k] - b2[k];
+      b2[k] = b1[k];
+      b1[k] = t;
+    }
+  for (int k = 0; k <= order; ++k) d[k] = c[k * (n + 1)] + x * b1[k] - b2[k];
 }
 // Registers the custom activation `name` (identifier characters) from its table (edges: panels + 1 increasing
 // finite points; coef as in CustomTable; strip > 0) and returns it; the same name with the same table returns the

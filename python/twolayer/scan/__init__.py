@@ -28,6 +28,7 @@ from typing import Any
 
 from .._interrupt import Interrupted, keep_partial
 from .._validation import boolean
+from ..activations import custom_tables
 from .engines import Engine, engine_for, initial_networks, initial_overlaps
 from .executors import Task, check_executor, execute
 from .grouping import Group, compact, make_groups
@@ -176,7 +177,9 @@ def run(
         # built one by one as the executor takes them: the client holds the configurations of a few groups only
         # (and a Dask scheduler the last 1000 tasks it sent to each worker: kept small, the indices as a range
         # where consecutive, else one array)
-        tasks = (Task(eng.portable, g.configs, compact(g.indices), store, g.name) for g in groups if g.gid not in done)
+        tables = _custom_tables(sc)
+        tasks = (Task(eng.portable, g.configs, compact(g.indices), store, g.name, tables) for g in groups
+                 if g.gid not in done)
         with _bar(progress, len(sc), sum(len(g.indices) for g in groups if g.gid in done), len(groups),
                   len(done)) as bar:
             execute(tasks, executor, lambda t: bar(len(t.indices)))
@@ -235,3 +238,15 @@ class _bar:
     def __exit__(self, *exc: Any) -> None:
         if self.tqdm is not None:
             self.tqdm.close()
+
+
+def _custom_tables(sc: Scan) -> dict[str, Any]:
+    """The tables of the custom activations the scan's parameters name (shipped with its tasks: data, registered
+    on each worker process, which has not run ``twolayer.activations.custom``)."""
+    values = [*sc.constants.values()]
+    for v in sc.axes.values():
+        values.extend(v if isinstance(v, (list, tuple)) else [v])
+    for cols in sc.zip.values():
+        for v in cols.values():
+            values.extend(v if isinstance(v, (list, tuple)) else [v])
+    return custom_tables(values)

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import contextvars
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from ..activations import register_table
 from .engines import Part, engine_for
 from .store import write_group
 
@@ -47,6 +48,9 @@ class Task:
         The Zarr store.
     name : str
         The group's name (:attr:`Group.name <twolayer.scan.Group.name>`).
+    custom : dict, optional
+        The tables of the custom activations the configurations use (:func:`twolayer.activations.custom_tables`):
+        data, registered on the worker before it computes (a worker process has not run ``custom``).
 
     Examples
     --------
@@ -63,6 +67,7 @@ class Task:
     indices: Sequence[int] | NDArray[np.integer[Any]]
     store: str
     name: str
+    custom: Mapping[str, tuple[Any, Any, float]] = field(default_factory=dict)
 
 
 def run_task(task: Task) -> str:
@@ -92,6 +97,8 @@ def run_task(task: Task) -> str:
     >>> name, done
     ('g0000000', {0})
     """
+    for spelling, (edges, coefficients, strip) in task.custom.items():
+        register_table(spelling[len("custom("):-1], edges, coefficients, strip)
     part = engine_for(task.engine).run(list(task.configs))
     _WRITE.get()(task.store, task.name, task.indices, part)
     return task.name
