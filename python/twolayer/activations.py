@@ -162,8 +162,9 @@ def custom(name: str, function: Callable[[Any], Any], derivatives: Sequence[Call
     >>> act = tl.activations.custom("mytanh", np.tanh)
     >>> act
     'custom(mytanh)'
-    >>> print(f"{tl.kernels.i2(act, act, [[1.0, 0.5], [0.5, 1.0]]):.10f}")
-    0.2117248826
+    >>> C = [[1.0, 0.5], [0.5, 1.0]]
+    >>> print(f"{tl.kernels.i2(act, act, C):.10f} {tl.kernels.i2('tanh', 'tanh', C):.10f}")
+    0.1863244132 0.1863244132
     """
     if not isinstance(name, str):
         raise TypeError(f"name: expected a str (an identifier), got {describe(name)}")
