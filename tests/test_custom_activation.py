@@ -257,6 +257,8 @@ def test_unregistered_spelling_is_a_clear_error():
         tl.activations.check_activation("custom(nowhere)")
     with pytest.raises(ValueError, match="not registered"):
         kernels.i2("custom(nowhere)", "erf", np.eye(2))
+    with pytest.raises(ValueError, match="not registered"):  # a config names a function, never defines one
+        tl.scan.Scan("ode", constants={"K": 1, "M": 1, "d": 10, "lr": 0.5, "activation": "custom(nowhere)"})
 
 
 @pytest.mark.parametrize(("args", "kwargs", "err", "match"), [
@@ -283,6 +285,9 @@ def test_bad_input_is_named(args, kwargs, err, match):
 def test_gpu_refuses_custom_by_name():
     with pytest.raises(tl.DeviceUnavailable, match="custom"):
         kernels.i2(AUTO, "erf", np.eye(2), device="cuda")
+    st, te = tl.networks.teacher_student(1, 1, 20, AUTO, seed=0)
+    with pytest.raises(tl.DeviceUnavailable, match="custom"):
+        tl.sgd.simulate(st, te, lr=0.1, t_max=0.1, device="cuda")
 
 
 # ------------------------------------------------------------------ scans
