@@ -313,3 +313,18 @@ def test_scan_on_a_fresh_worker_process(tmp_path):
     with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as pool:
         tl.scan.run(_scan(AUTO), store=tmp_path / "s.zarr", executor=pool, load_result=False)
     np.testing.assert_array_equal(tl.scan.open_dataset(tmp_path / "s.zarr").risk.values, here.risk.values)
+
+
+def test_sharp_function_gets_bisected_panels():
+    """tanh(4 s) (poles at +-i pi / 8) needs panels narrower than 1 near 0 (unequal panels: the binary-search
+    lookup); its kernels are tanh's at the covariance 16 C."""
+    sharp = custom("tanh4", lambda s: np.tanh(4.0 * s))
+    x = np.linspace(-35.0, 35.0, 7001)
+    _close(tl.activations.sigma(sharp, x), np.tanh(4.0 * x), 1e-13, 2e-13)
+    _close(tl.activations.derivative(sharp, x), 4.0 / np.cosh(4.0 * x) ** 2, 1e-11, 1e-11)
+    edges, _, strip = tl.activations.custom_tables([sharp])[sharp]
+    assert np.diff(edges).min() < 1.0 and strip < np.pi / 8
+    C = np.array([[0.3, 0.1], [0.1, 0.2]])
+    _close(kernels.i2(sharp, sharp, C), kernels.i2("tanh", "tanh", 16.0 * C), 1e-10, 1e-14)
+    C3, D = np.eye(3) * 0.5 + 0.1, np.diag([4.0, 1.0, 1.0])  # sigma'(l1) = 4 tanh'(4 l1)
+    _close(kernels.i3(sharp, AUTO, C3), 4.0 * kernels.i3("tanh", "tanh", D @ C3 @ D), 1e-10, 1e-13)

@@ -170,6 +170,11 @@ Activation register_custom(const std::string& name, const double* edges, int pan
   T.panels = panels;
   T.degree = degree;
   T.strip = strip;
+  T.inv_width = panels / (edges[panels] - edges[0]);
+  for (int i = 1; i < panels; ++i) {
+    const double w = (edges[panels] - edges[0]) / panels;
+    if (std::fabs(edges[i] - (edges[0] + i * w)) > 1e-12 * (edges[panels] - edges[0])) T.inv_width = 0.0;
+  }
   const std::size_t n1 = static_cast<std::size_t>(degree) + 1, last = static_cast<std::size_t>(panels - 1);
   for (int k = 0; k < 2; ++k) {  // value and slope at the left edge (x = -1, panel 0) and the right (x = 1, last)
     T.tail[0][k] = chebyshev_sum(T.coef + k * n1, degree, -1.0);

@@ -44,7 +44,7 @@ JUMP_TOL = 1e-8  # of any order across a panel edge
 EDGE_TOL = 1e-10  # |sigma''(+-domain)| / scale: the tangent-line tails
 CAUCHY_NODES = 96
 CAUCHY_RADIUS = 0.25  # at most (rounding: eps k! / r^k)
-STRIP_SAFETY = 0.95
+STRIP_SAFETY = 0.8
 TRIM_TOL = 1e-17  # trailing coefficients below this fraction of their order's scale are dropped
 MAX_STRIP = math.pi
 

@@ -52,6 +52,7 @@ struct CustomTable {
   const double* edges;  // panels + 1 increasing points
   const double* coef;   // panels * kCustomOrders * (degree + 1)
   int panels, degree;
+  double inv_width;     // panels / (hi - lo) when the panels are equal (direct lookup), else 0 (binary search)
   double strip;
   double tail[2][2];    // value and slope at the left and right edges
 };
@@ -83,17 +84,25 @@ inline void custom_derivatives(const CustomTable& T, double s, int order, double
       return;
     }
     const int side = s < lo ? 0 : 1;
-    const double e = side ? hi : lo;
-    d[0] = T.tail[side][0] + T.tail[side][1] * (s - e);
-    if (order >= 1) d[1] = T.tail[side][1];
+    const double e = side ? hi : lo, slope = T.tail[side][1];
+    d[0] = T.tail[side][0] + (slope != 0.0 ? slope * (s - e) : 0.0);  // a flat tail stays flat at +-inf
+    if (order >= 1) d[1] = slope;
     for (int k = 2; k <= order; ++k) d[k] = 0.0;
     return;
   }
-  int a = 0, b = T.panels;  // edges[a] <= s < edges[b]
-  while (b - a > 1) {
-    const int m = (a + b) / 2;
-    if (s < T.edges[m]) b = m;
-    else a = m;
+  int a = 0;  // edges[a] <= s < edges[a + 1] (the last panel includes hi)
+  if (T.inv_width > 0.0) {  // equal panels: the index, corrected by one where rounding put s across an edge
+    a = static_cast<int>((s - lo) * T.inv_width);
+    a = a < 0 ? 0 : (a >= T.panels ? T.panels - 1 : a);
+    if (a > 0 && s < T.edges[a]) --a;
+    else if (a + 1 < T.panels && s >= T.edges[a + 1]) ++a;
+  } else {
+    int b = T.panels;
+    while (b - a > 1) {
+      const int m = (a + b) / 2;
+      if (s < T.edges[m]) b = m;
+      else a = m;
+    }
   }
   const double x = (2.0 * s - T.edges[a] - T.edges[a + 1]) / (T.edges[a + 1] - T.edges[a]), x2 = 2.0 * x;
   const int n = T.degree;
