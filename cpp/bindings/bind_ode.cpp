@@ -562,10 +562,12 @@ py::object ode_rhs_timing(const Array& Q, const Array& Mo, const Array& a, const
 
 py::tuple ode_rhs_target(const Array& Q, const Array& Mo, const Array& a, const IntArray& alpha, const Array& coef,
                          const std::string& student, const std::string& regime, bool spherical, double lr,
-                         double lr_readout, double noise, long long evals) {
+                         double lr_readout, double noise, long long evals, const py::object& bias,
+                         const py::object& teacher_bias, double lr_bias) {
   int K, M;
   std::vector<double> y = state(Q, Mo, a, K, M);
-  const OdeModel model = target_model(alpha, coef, student, regime, spherical, K, M, lr, lr_readout, noise);
+  OdeModel model = target_model(alpha, coef, student, regime, spherical, K, M, lr, lr_readout, noise);
+  add_bias(model, y, bias, teacher_bias, lr_bias);
   std::vector<double> dy(y.size());
   double seconds = 0.0;
   {
@@ -576,7 +578,10 @@ py::tuple ode_rhs_target(const Array& Q, const Array& Mo, const Array& a, const 
     seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
   py::tuple d = split_state(dy, K, M);
-  return py::make_tuple(d[0], d[1], d[2], seconds);
+  if (!model.biased) return py::make_tuple(d[0], d[1], d[2], seconds);
+  Array db({K});
+  std::copy(dy.end() - K, dy.end(), db.mutable_data());
+  return py::make_tuple(d[0], d[1], d[2], seconds, db);
 }
 
 py::object ode_integrate(const Array& Q, const Array& Mo, const Array& a, const Array& P, const Array& v,
@@ -599,10 +604,12 @@ py::object ode_integrate_target(const Array& Q, const Array& Mo, const Array& a,
                                 const Array& coef, const std::string& student, const std::string& regime,
                                 bool spherical, double lr, double lr_readout, double noise, const Array& times,
                                 const std::string& method, double dt, double rtol, double atol, double h_max,
-                                double risk_tol, double risk_rtol, long long max_steps, const py::object& schedule) {
+                                double risk_tol, double risk_rtol, long long max_steps, const py::object& schedule,
+                                const py::object& bias, const py::object& teacher_bias, double lr_bias) {
   int K, M;
-  const std::vector<double> y = state(Q, Mo, a, K, M);
-  const OdeModel model = target_model(alpha, coef, student, regime, spherical, K, M, lr, lr_readout, noise);
+  std::vector<double> y = state(Q, Mo, a, K, M);
+  OdeModel model = target_model(alpha, coef, student, regime, spherical, K, M, lr, lr_readout, noise);
+  add_bias(model, y, bias, teacher_bias, lr_bias);
   const IntegrateOptions opt =
       solver_options(times, method, dt, rtol, atol, 0.0, h_max, risk_tol, risk_rtol, max_steps, schedule);
   return integrate_one(model, y, opt, 1, K, M);
@@ -824,7 +831,7 @@ void bind_rhs(py::module_& m) {
            std::make_tuple(py::arg("regime"), py::arg("lr"), py::arg("noise"), py::arg("evals"),
                            py::arg("n_threads") = 1));
   def_with(m, "ode_rhs_target", &ode_rhs_target, state_names(), target_names(), model_names(),
-           std::make_tuple(py::arg("evals") = 1));
+           std::make_tuple(py::arg("evals") = 1), bias_names());
 }
 
 void bind_integrate(py::module_& m) {
@@ -836,7 +843,8 @@ void bind_integrate(py::module_& m) {
   def_with(m, "ode_integrate_target", &ode_integrate_target, state_names(), target_names(), model_names(),
            grid_names(),
            std::make_tuple(py::arg("h_max"), py::arg("risk_tol"), py::arg("risk_rtol"), py::arg("max_steps"),
-                           py::arg("schedule") = py::none()));
+                           py::arg("schedule") = py::none()),
+           bias_names());
   def_with(m, "ode_integrate_batch", &ode_integrate_batch, state_names(), committee_names(), model_names(),
            grid_names(),
            std::make_tuple(py::arg("h0"), py::arg("h_max"), py::arg("risk_tol"), py::arg("risk_rtol"),

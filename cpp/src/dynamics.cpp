@@ -134,7 +134,13 @@ void validate_bias(const OdeModel& m) {
     if (!std::isfinite(b)) throw std::invalid_argument("teacher_bias: entries must be finite");
   if (!std::isfinite(m.lr_bias) || m.lr_bias < 0.0)
     throw std::invalid_argument("lr_bias: expected a finite number >= 0");
-  if (m.target) throw not_implemented("target: the ODE of a polynomial target does not handle biases yet");
+  if (m.target) {
+    for (double b : m.teacher_bias)
+      if (b != 0.0) throw std::invalid_argument("teacher_bias: a polynomial target has no teacher biases");
+    if (m.student == Activation::Relu || m.student == Activation::Step)
+      throw not_implemented("target: the ODE of a polynomial target does not handle biases of relu or step students "
+                            "yet (their target moments with means)");
+  }
   if (m.student == Activation::Step)
     throw not_implemented("bias: the ODE of step students with biases is not implemented (E[delta'(l) step(l)] of a "
                           "unit with itself)");
@@ -199,8 +205,11 @@ OdeRhs::OdeRhs(const OdeModel& model) : m_(model), u_(model.K + model.M) {
                                                           " columns, one per target direction");
     for (double vr : m_.v)
       if (vr != 0.0) throw std::invalid_argument("v: must be 0 with a target (the committee part is the student's)");
-    target_ = std::make_shared<const TargetRhs>(*m_.target, m_.student, m_.K, m_.regime == Regime::Online, m_.lr,
-                                                m_.lr_readout);
+    const bool online = m_.regime == Regime::Online;
+    target_ = m_.biased ? std::make_shared<const TargetRhs>(*m_.target, m_.student, m_.K, online, m_.lr,
+                                                            m_.lr_readout, std::vector<double>{}, true)
+                        : std::make_shared<const TargetRhs>(*m_.target, m_.student, m_.K, online, m_.lr,
+                                                            m_.lr_readout);
     project_ = m_.spherical;
     m_.spherical = false;
     committee_eval_ = eval_;
@@ -213,7 +222,14 @@ void OdeRhs::eval_target(const double* y, double* dy, int n_threads) {
   const int K = m_.K, M = m_.M;
   double* dQ = dy;
   double* dM = dy + m_.offset_M();
-  target_->add(y, dQ, dM, dy + m_.offset_a());
+  target_->add(y, dQ, dM, dy + m_.offset_a(), rate_);
+  if (m_.biased) {  // db_i = lr_bias a_i E[g'(lambda_i) E]: the target's part E[g'(lambda_i) f] (eval_bias: the rest)
+    const double* a = y + m_.offset_a();
+    double* db = dy + m_.offset_b();
+    std::fill(G_.begin(), G_.end(), 0.0);
+    target_->add_bias_raw(y, G_.data());
+    for (int i = 0; i < K; ++i) db[i] += m_.lr_bias * rate_ * a[i] * G_[i];
+  }
   if (!project_) return;
   for (int i = 0; i < K; ++i) phi_[i] = dQ[i * K + i];  // Phi_ii (phi_ has K^2 >= K entries)
   for (int i = 0; i < K; ++i) {
@@ -235,9 +251,10 @@ void OdeRhs::omega(const double* y, double* o) const {
 }
 
 double OdeRhs::risk(const double* y) const {
-  if (m_.biased) return risk_bias(y);
-  return overlap_risk(y, y + m_.offset_M(), m_.P.data(), y + m_.offset_a(), m_.v.data(), m_.K, m_.M, m_.student,
-                      m_.teacher) + (target_ ? target_->risk_part(y) : 0.0);
+  const double committee = m_.biased ? risk_bias(y)
+                                     : overlap_risk(y, y + m_.offset_M(), m_.P.data(), y + m_.offset_a(),
+                                                    m_.v.data(), m_.K, m_.M, m_.student, m_.teacher);
+  return committee + (target_ ? target_->risk_part(y) : 0.0);
 }
 
 template <int KC, int MC>
@@ -399,6 +416,7 @@ void OdeRhs::eval_bias(const double* y, double* dy, int n_threads) {
         double s = 0.0;
         for (int j = 0; j < u; ++j)
           for (int l = j; l < u; ++l) {
+            if (w[j] == 0.0 || w[l] == 0.0) continue;  // adds a zero (a target's directions: v = 0)
             const int units[4] = {pairs_[2 * p], pairs_[2 * p + 1], j, l};
             double C[16], m4[4];
             for (int r = 0; r < 4; ++r) {

@@ -336,8 +336,9 @@ def target_unit_jet(
 ) -> tuple[_F, _F, _F, _F, _F, _F, _F, _F, _F, _F]: ...
 def ode_rhs_target(
     Q: _F, M: _F, a: _F, alpha: _I, coef: _F, act: str, regime: str, spherical: bool, lr: float,
-    lr_readout: float, noise: float, evals: int = 1,
-) -> tuple[_F, _F, _F, float]: ...
+    lr_readout: float, noise: float, evals: int = 1, bias: _F | None = None, teacher_bias: _F | None = None,
+    lr_bias: float = 0.0,
+) -> tuple[_F, _F, _F, float] | tuple[_F, _F, _F, float, _F]: ...
 def large_batch_iterate_target(
     Q: _F, M: _F, a: _F, alpha: _I, coef: _F, act: str, gamma0: float, batch_ratio: float, steps: int,
     noise: float, spherical: bool, bias: _F | None = None, lr_bias: float = 0.0,
@@ -346,6 +347,7 @@ def ode_integrate_target(
     Q: _F, M: _F, a: _F, alpha: _I, coef: _F, act: str, regime: str, spherical: bool, lr: float,
     lr_readout: float, noise: float, times: _F, method: str, dt: float, rtol: float, atol: float, h_max: float,
     risk_tol: float, risk_rtol: float, max_steps: int, schedule: _Schedule | None = None,
+    bias: _F | None = None, teacher_bias: _F | None = None, lr_bias: float = 0.0,
 ) -> dict[str, Any]: ...
 def completed_message(t_end: float, steps: int, rhs: int) -> str: ...
 def diverged_message(t: float, why: str) -> str: ...

@@ -1,0 +1,158 @@
+"""Biases where the overlap engines met a polynomial target or a large batch (issue 23): the ODE of a target with
+fixed and trained student biases (gradient flow against finite differences of the population risk, online SGD at
+d >= 2000 against the ODE), and the runs without biases bitwise unchanged."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import twolayer as tl
+
+
+def _student(act: str, d: int, K: int = 2, seed: int = 0) -> tl.Network:
+    rng = np.random.default_rng(seed)
+    return tl.Network(rng.standard_normal((K, d)), rng.uniform(0.5, 1.2, K), act, bias=rng.uniform(-0.6, 0.6, K))
+
+
+@pytest.mark.parametrize("act", ["tanh", "erf", "softplus"])
+def test_target_gradient_flow_is_minus_the_finite_difference_gradient(act: str) -> None:
+    """Gradient flow against a staircase target with biases: db/dt = -lr_bias dR/db, dW/dt = -lr d dR/dW mapped to
+    (Q, M), da/dt = -lr_readout dR/da, with R the population risk (central differences; and the closed-form
+    population gradient with biases, exactly)."""
+    d = 5
+    tgt = tl.targets.staircase(2, d=d, seed=1)
+    s = _student(act, d)
+    ov = tl.Overlaps.from_networks(s, tgt)
+    lr, lr_a, lr_b = 0.7, 0.3, 1.3
+    dQ, dM, da, db = tl.ode.rhs(ov, act, lr=lr, lr_readout=lr_a, lr_bias=lr_b, regime="gradient_flow")
+    h = 1e-5
+
+    def fd(x: np.ndarray, make) -> np.ndarray:
+        g = np.zeros_like(x)
+        for idx in np.ndindex(x.shape):
+            e = np.zeros_like(x)
+            e[idx] = h
+            g[idx] = (tl.population.risk(make(x + e), tgt) - tl.population.risk(make(x - e), tgt)) / (2 * h)
+        return g
+
+    gW = fd(s.W, lambda W: s.with_weights(W, a=s.a, bias=s.bias))
+    ga = fd(s.a, lambda a: s.with_weights(s.W, a=a, bias=s.bias))
+    gb = fd(s.bias, lambda b: s.with_weights(s.W, a=s.a, bias=b))
+    pW, pa, pb = tl.population.gradient(s, tgt, train_bias=True)
+
+    def flow(gW: np.ndarray, ga: np.ndarray, gb: np.ndarray) -> tuple[np.ndarray, ...]:
+        Wd = -lr * d * gW
+        return ((Wd @ s.W.T + s.W @ Wd.T) / d, Wd @ tgt.directions.T / d, -lr_a * ga, -lr_b * gb)
+
+    for got, want in zip((dQ, dM, da, db), flow(gW, ga, gb), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-8)
+    for got, want in zip((dQ, dM, da, db), flow(pW, pa, pb), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+    assert np.abs(db).max() > 1e-3
+    # the recorded risk is the population risk with biases, and the fixed biases (lr_bias = 0) stay put
+    traj = tl.ode.integrate(ov, act, lr=lr, regime="gradient_flow", t_max=1e-9, n_records=2)
+    assert traj.risk[0] == pytest.approx(tl.population.risk(s, tgt), rel=1e-10, abs=1e-13)
+    np.testing.assert_array_equal(traj.bias, np.broadcast_to(s.bias, (2, 2)))
+
+
+def test_target_online_rhs_with_biases_against_monte_carlo() -> None:
+    """The online lr^2 term with a target and biases, dQ(online) - dQ(gradient flow) = lr^2 a_i a_k
+    E[g'(l_i) g'(l_k) (E^2 + noise)], E = f(z) - sum_j a_j g(l_j), against Monte Carlo of the fields."""
+    d = 6
+    tgt = tl.targets.staircase(2, d=d, seed=2)
+    s = _student("tanh", d, seed=3)
+    ov = tl.Overlaps.from_networks(s, tgt)
+    lr, noise = 0.7, 0.2
+    online = tl.ode.rhs(ov, "tanh", lr=lr, noise=noise, lr_bias=0.5)
+    flow = tl.ode.rhs(ov, "tanh", lr=lr, noise=noise, lr_bias=0.5, regime="gradient_flow")
+    got = (online[0] - flow[0]) / (lr * lr * np.outer(ov.a, ov.a))
+    rng = np.random.default_rng(4)
+    n = 1_000_000
+    x = rng.standard_normal((n, d))
+    lam = x @ s.W.T / np.sqrt(d) + s.bias
+    err = tgt.function(x @ tgt.directions.T / np.sqrt(d)) - np.tanh(lam) @ s.a
+    dg = 1.0 - np.tanh(lam) ** 2
+    for i in range(2):
+        for k in range(2):
+            v = dg[:, i] * dg[:, k] * (err * err + noise)
+            assert abs(got[i, k] - v.mean()) < 5 * v.std() / np.sqrt(n), (i, k, got[i, k], v.mean())
+
+
+def test_target_with_zero_biases_matches_the_path_without() -> None:
+    """Zero biases trained at lr_bias > 0 (the with-means right-hand side) against the closed-form target path
+    without biases (erf student): the same numbers to rounding; without biases the result is bitwise the one without
+    the lr_bias argument."""
+    d = 8
+    tgt = tl.targets.staircase(2, d=d, seed=0)
+    s = _student("erf", d, seed=5)
+    ov = tl.Overlaps.from_networks(tl.Network(s.W, s.a, "erf"), tgt)
+    kw = {"lr": 0.6, "lr_readout": 0.2, "noise": 0.1}
+    ref = tl.ode.rhs(ov, "erf", **kw)
+    assert len(ref) == 3
+    for x, y in zip(ref, tl.ode.rhs(ov, "erf", lr_bias=0.0, **kw), strict=True):
+        np.testing.assert_array_equal(x, y)
+    got = tl.ode.rhs(ov, "erf", lr_bias=0.4, **kw)
+    for x, y in zip(ref, got[:3], strict=True):
+        np.testing.assert_allclose(y, x, rtol=1e-10, atol=1e-12)
+    # db = lr_bias a_i E[erf'(l_i) E] = -lr_bias dR/db at b = 0 (the population gradient with biases)
+    np.testing.assert_allclose(got[3], -0.4 * tl.population.gradient(tl.Network(s.W, s.a, "erf"), tgt,
+                                                                      train_bias=True)[2], rtol=1e-10, atol=1e-13)
+
+
+def test_target_schedule_scales_the_target_terms() -> None:
+    """A constant learning-rate schedule s is lr -> s lr everywhere, the target's terms included (they ignored the
+    schedule before)."""
+    d = 8
+    tgt = tl.targets.staircase(2, d=d, seed=0)
+    ov = tl.Overlaps.from_networks(tl.Network(np.random.default_rng(6).standard_normal((2, d)), [0.7, 0.9], "erf"),
+                                   tgt)
+    kw = {"t_max": 2.0, "n_records": 3, "method": "rk4", "dt": 0.01, "lr_readout": 0.0}
+    sched = tl.ode.integrate(ov, "erf", lr=1.0, schedule=lambda t: 0.5, **kw)
+    plain = tl.ode.integrate(ov, "erf", lr=0.5, **kw)
+    np.testing.assert_allclose(sched.Q, plain.Q, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(sched.M, plain.M, rtol=1e-12, atol=1e-14)
+
+
+def test_target_bias_refusals() -> None:
+    d = 6
+    tgt = tl.targets.staircase(2, d=d, seed=0)
+    s = _student("relu", d)
+    ov = tl.Overlaps.from_networks(s, tgt)
+    with pytest.raises(NotImplementedError, match="target.*does not handle biases of relu or step students"):
+        tl.ode.rhs(ov, "relu", lr=0.5, lr_bias=0.5)
+    with pytest.raises(ValueError, match="lr_bias"):
+        tl.ode.rhs(tl.Overlaps.from_networks(_student("tanh", d), tgt), "tanh", lr=0.5, lr_bias=-1.0)
+
+
+def _target_ode_vs_sgd(act: str, d: int, n_seeds: int, t_max: float) -> dict[str, float]:
+    """The largest |mean over SGD runs - ODE| over the records of Q, M, a and b, in units of SE + 1/d,
+    online with trained biases and readout against a staircase target."""
+    tgt = tl.targets.staircase(2, d=d, seed=7)
+    rng = np.random.default_rng(8)
+    s = tl.Network(0.5 * rng.standard_normal((2, d)), [0.6, 0.8], act, bias=[0.3, -0.4])
+    lr, lr_a, lr_b = 0.6, 0.3, 0.6
+    ov = tl.Overlaps.from_networks(s, tgt)
+    ode = tl.ode.integrate(ov, act, lr=lr, lr_readout=lr_a, lr_bias=lr_b, t_max=t_max, n_records=5, rtol=1e-8,
+                           atol=1e-10)
+    ens = tl.sgd.simulate(s, tgt, lr=lr, lr_readout=lr_a, lr_bias=lr_b, t_max=t_max, n_records=5,
+                          seeds=list(range(n_seeds)))
+    out = {}
+    for name in ("Q", "M", "a", "bias"):  # (SGD records no risk against a target with biases)
+        runs = np.stack([getattr(r, name) for r in ens.runs])
+        mean, se = runs.mean(0), runs.std(0, ddof=1) / np.sqrt(n_seeds)
+        out[name] = float(np.max(np.abs(mean - getattr(ode, name)) / (se + 1.0 / d)))
+    assert np.abs(ode.bias[-1] - ode.bias[0]).max() > 2e-2  # the biases moved
+    assert np.all(np.isfinite(ode.risk)) and ode.risk[-1] < ode.risk[0]
+    return out
+
+
+def test_target_online_ode_against_sgd_quick() -> None:
+    z = _target_ode_vs_sgd("erf", d=2000, n_seeds=4, t_max=1.0)
+    assert max(z.values()) < 4.0, z
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("act", ["erf", "tanh"])
+def test_target_online_ode_against_sgd(act: str) -> None:
+    z = _target_ode_vs_sgd(act, d=4000, n_seeds=16, t_max=3.0)
+    assert max(z.values()) < 4.0, z
