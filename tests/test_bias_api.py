@@ -62,7 +62,9 @@ def test_functions_without_bias_support_refuse_nonzero_biases(pair: tuple[tl.Net
     refusing = {
         # the SDE takes biases with smooth units (test_sde_bias.py), not with relu's exact orthant moments
         "sde.simulate(relu)": lambda: tl.sde.simulate(ov, "relu", lr=0.5, t_max=1.0, d=100, seeds=2),
-        "large_batch.iterate": lambda: tl.large_batch.iterate(ov, "erf", "erf", lr=0.5, batch_ratio=2.0, n_steps=2),
+        # the committee large-batch map takes biases (test_bias_targets_maps.py), its ridge readout does not
+        "large_batch.layerwise": lambda: tl.large_batch.layerwise(ov, "erf", "erf", lr=0.5, batch_ratio=2.0,
+                                                                  n_steps=2),
         "full_batch.simulate": lambda: tl.full_batch.simulate(s, t, lr=0.5, alpha=2.0, n_steps=2),
     }
     for name, call in refusing.items():

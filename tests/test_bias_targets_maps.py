@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import twolayer as tl
+from twolayer import _core
 
 
 def _student(act: str, d: int, K: int = 2, seed: int = 0) -> tl.Network:
@@ -156,3 +157,82 @@ def test_target_online_ode_against_sgd_quick() -> None:
 def test_target_online_ode_against_sgd(act: str) -> None:
     z = _target_ode_vs_sgd(act, d=4000, n_seeds=16, t_max=3.0)
     assert max(z.values()) < 4.0, z
+
+
+# ------------------------------------------------------------------ the large-batch map with a committee teacher
+
+
+def _committee(act: str, d: int, seed: int = 0) -> tuple[tl.Network, tl.Network]:
+    s, t = tl.networks.teacher_student(2, 2, d, act, seed=seed)
+    W = s.W * np.sqrt(d) / np.linalg.norm(s.W, axis=1, keepdims=True)
+    return (tl.Network(W, [0.8, 0.6], act, bias=[0.4, -0.3]),
+            tl.Network(t.W, t.a, act, bias=[0.5, -0.2]))
+
+
+@pytest.mark.parametrize("act", ["erf", "relu", "tanh"])
+def test_committee_map_first_order_terms_are_the_odes(act: str) -> None:
+    """One step of the map with biases: M and b move by exactly the ODE's first-order terms (the with-means online
+    right-hand side at lr = 1, lr_bias = 1) times gamma0 and lr_bias; a (fixed), the biases' record and the risk at
+    t = 0 as the ODE's."""
+    s, t = _committee(act, 8, seed=1)
+    ov = tl.Overlaps.from_networks(s, t)
+    g0, lr_b = 0.3, 0.7
+    tr = tl.large_batch.iterate(ov, act, act, lr=g0, batch_ratio=2.0, n_steps=1, lr_bias=lr_b)
+    _, dM, _, db = tl.ode.rhs(ov, act, lr=1.0, lr_bias=1.0)
+    np.testing.assert_allclose(tr.M[1] - tr.M[0], g0 * dM, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(tr.bias[1] - tr.bias[0], lr_b * db, rtol=1e-12, atol=1e-14)
+    np.testing.assert_array_equal(tr.bias[0], s.bias)
+    np.testing.assert_array_equal(tr.teacher_bias, t.bias)
+    assert tr.risk[0] == pytest.approx(tl.population.risk(s, t), rel=1e-12)
+    assert np.abs(db).max() > 1e-3
+
+
+def test_committee_map_zero_biases() -> None:
+    """Zero biases without lr_bias: the map without means, bitwise (the same call as before the biases); trained from
+    zero, its first step's (Q, M) are those of the closed-form erf map to rounding."""
+    s, t = tl.networks.teacher_student(2, 2, 10, "erf", seed=0)
+    ov = tl.Overlaps.from_networks(s, t)
+    kw = {"lr": 0.5, "batch_ratio": 2.0, "n_steps": 3, "noise": 0.1}
+    plain = tl.large_batch.iterate(ov, "erf", "erf", **kw)
+    out = _core.large_batch_iterate(ov.Q, ov.M, ov.a, ov.P, ov.v, "erf", "erf", 0.5, 2.0, 3, 0.1, False, 1)
+    np.testing.assert_array_equal(plain.Q, out["Q"])
+    np.testing.assert_array_equal(plain.M, out["M"])
+    np.testing.assert_array_equal(plain.risk, out["risk"])
+    assert plain.bias is None
+    zero = tl.large_batch.iterate(ov, "erf", "erf", lr_bias=0.5, **kw)
+    np.testing.assert_allclose(zero.Q[:2], plain.Q[:2], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(zero.M[:2], plain.M[:2], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(zero.risk[:2], plain.risk[:2], rtol=1e-10, atol=1e-12)
+    np.testing.assert_array_equal(zero.bias[0], 0.0)
+
+
+def _map_vs_sgd(act: str, d: int, runs: int, T: int, lr_bias: float) -> dict[str, float]:
+    """The map against the mean of SGD runs (lr = gamma0 d, batch_size = alpha d, lr_bias = beta0 d): the largest
+    |map - mean| over the rows of M, Q and b in units of 4 SE + 2/d."""
+    s, t = _committee(act, d, seed=2)
+    g0, alpha = 1.0, 1.0
+    tr = tl.large_batch.iterate(tl.Overlaps.from_networks(s, t), act, act, lr=g0, batch_ratio=alpha, n_steps=T,
+                                lr_bias=lr_bias)
+    ens = tl.sgd.simulate(s, t, lr=g0 * d, batch_size=int(alpha * d), t_max=T / d, n_records=T + 1, seeds=runs,
+                          keep_weights=False, lr_bias=lr_bias * d)
+    out = {}
+    for name in ("M", "Q", "bias"):
+        x = getattr(ens, name)
+        sem = x.std(0) / np.sqrt(runs)
+        out[name] = float(np.max(np.abs(getattr(tr, name) - x.mean(0)) / (4 * sem + 2 / d)))
+    assert np.abs(tr.M[-1] - tr.M[0]).max() > 0.05  # the map moved
+    if lr_bias:
+        assert np.abs(tr.bias[-1] - tr.bias[0]).max() > 0.02  # the biases moved
+    return out
+
+
+def test_committee_map_against_sgd_quick() -> None:
+    z = _map_vs_sgd("erf", d=1000, runs=8, T=2, lr_bias=1.0)
+    assert max(z.values()) < 1.0, z
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("act, lr_bias", [("erf", 0.0), ("erf", 1.0), ("tanh", 1.0), ("relu", 1.0)])
+def test_committee_map_against_sgd_d4000(act: str, lr_bias: float) -> None:
+    z = _map_vs_sgd(act, d=4000, runs=16, T=3, lr_bias=lr_bias)
+    assert max(z.values()) < 1.0, z

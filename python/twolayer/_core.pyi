@@ -253,6 +253,9 @@ def large_batch_iterate(
     noise: float,
     spherical: bool,
     n_threads: int = 1,
+    bias: _F | None = None,
+    teacher_bias: _F | None = None,
+    lr_bias: float = 0.0,
 ) -> dict[str, Any]: ...
 def ode_integrate_batch(
     Q: _F,

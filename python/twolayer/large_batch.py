@@ -21,12 +21,15 @@ weights have unit norm (lambda = w.z) and ours norm sqrt d. The clock is t = ite
 ``spherical=True`` (the paper's eq. 7): every w_i is rescaled to ``|w_i|^2 = d`` after each step (exact in overlap
 space: Q_ik / sqrt(Q_ii Q_kk), M_ir / sqrt(Q_ii)).
 
-Biases (polynomial targets only): with student biases b (``overlaps.bias``; any activation but relu and step) every
-expectation is taken at lambda_i = l_i + b_i, the l_c of psi centred (the update of w is that of the centred field);
-with ``lr_bias`` the biases move as b_i <- b_i + lr_bias a_i E[g'(lambda_i) E], the limit of
-``sgd.simulate(lr_bias=lr_bias * d)`` (a batch mean of a scalar: no 1/alpha term). Smooth students without
-closed-form kernels (tanh, softplus, ...) take this path at any bias: the committee terms from the kernels with means
-(i3_mean, i4_mean), the target's by the certified quadrature of :mod:`twolayer.targets`' expectations.
+Biases: with student biases b (``overlaps.bias``) and, for a committee teacher, teacher biases b*
+(``overlaps.teacher_bias``) every expectation is taken at lambda_i = l_i + b_i, lambda*_r = l*_r + b*_r, the l_c of
+psi centred (the update of w is that of the centred field); with ``lr_bias`` the biases move as
+b_i <- b_i + lr_bias a_i E[g'(lambda_i) E], the limit of ``sgd.simulate(lr_bias=lr_bias * d)`` (a batch mean of a
+scalar: no 1/alpha term). A committee teacher takes the online ODE's expectations with means (``ode._bias``; every
+student but step); a polynomial target any student but relu and step. Smooth students without closed-form kernels
+(tanh, softplus, ...) against a target take this path at any bias: the committee terms from the kernels with means
+(i3_mean, i4_mean), the target's by the certified quadrature of :mod:`twolayer.targets`' expectations. A run without
+biases (zero biases, ``lr_bias = 0``) takes the paths without means, bitwise as before.
 
 Layer-wise training (the paper): :func:`layerwise` runs the map on the first layer with a fixed, then sets the
 second layer to the population ridge solution a = (E[g(l) g(l)^T] + ridge I)^(-1) E[g(l) y], computed from the
@@ -46,12 +49,12 @@ from numpy.typing import NDArray
 from . import _core
 from ._deprecation import renamed
 from ._interrupt import partial_result
-from ._overlap_args import check_overlaps, check_target_overlaps, resolve_activations, resolve_target
+from ._overlap_args import bias_kwargs, check_overlaps, check_target_overlaps, resolve_activations, resolve_target
 from ._validation import boolean, integer, n_threads_arg, positive, seed_arg
 from .activations import ActivationName, check_activation, sigma
 from .kernels import i2
 from .networks import Network, check_network
-from .overlaps import Overlaps, refuse_bias
+from .overlaps import Overlaps
 from .results import Status, Trajectory
 from .sgd import simulate
 
@@ -114,9 +117,10 @@ def iterate(
         A polynomial target: the teacher units are its k directions, and psi, phi^HD take its exact terms
         (psi_ic += E[g'(l_i) l_c f], phi^HD_ik += E[g'g' f^2] - 2 E[g'g' f fhat], C++ ``TargetRhs::add_raw``).
         With a target the students may carry biases (``overlaps.bias``, any activation but relu and step):
-        every expectation is then taken at l_i + b_i (l_c of psi centred).
+        every expectation is then taken at l_i + b_i (l_c of psi centred); with a committee teacher the student
+        and teacher biases of ``overlaps`` (see the module docstring).
     lr_bias : float, default 0
-        With a target: trains the student biases, b_i <- b_i + lr_bias a_i E[g'(l_i + b_i) E] after each step
+        Trains the student biases, b_i <- b_i + lr_bias a_i E[g'(l_i + b_i) E] after each step
         (simultaneous with the weights'), the limit of ``sgd.simulate(lr_bias=lr_bias * d)`` (the batch mean of a
         scalar: no 1/alpha term). The result's ``bias`` holds them per row.
 
@@ -135,9 +139,7 @@ def iterate(
     >>> tr.t, tr.M.shape, tr.status
     (array([0., 1., 2., 3.]), (4, 2, 2), <Status.completed: 'completed'>)
     """
-    if target is None:
-        refuse_bias(overlaps, "overlaps")
-    elif np.any(overlaps.teacher_bias != 0.0):
+    if target is not None and np.any(overlaps.teacher_bias != 0.0):
         raise ValueError(f"overlaps: a polynomial target has no teacher biases, got {overlaps.teacher_bias}")
     gamma0 = positive(lr, "lr", allow_zero=True)
     alpha = _batch_ratio(batch_ratio)
@@ -153,10 +155,8 @@ def iterate(
             "spherical": int(spherical), "lr": gamma0, "batch_ratio": alpha, "steps": T, "noise": noise_}
 
     lr_b = positive(lr_bias, "lr_bias", allow_zero=True)
-    if lr_b != 0.0 and target is None:
-        raise NotImplementedError("lr_bias: the large-batch map trains biases with a polynomial target only")
-    # student biases (a target only): recorded per row like a run with biases
-    bias = overlaps.bias.copy() if target is not None and (np.any(overlaps.bias != 0.0) or lr_b > 0) else None
+    # a run with biases (ode._bias's rule): recorded per row like an ODE run with biases
+    bias = overlaps.bias.copy() if overlaps.has_bias or lr_b > 0 else None
     if bias is not None:
         meta["lr_bias"] = lr_b
 
@@ -167,7 +167,7 @@ def iterate(
                           meta={**meta, "n_rhs": int(out["n_rhs"]), "n_steps": int(out["n_steps"])},
                           P=overlaps.P.copy(), v=overlaps.v.copy(), stop_time=float(out["stop_time"]),
                           bias=None if bias is None else np.asarray(out.get("bias", np.tile(bias, (T_, 1)))),
-                          teacher_bias=None if bias is None else np.zeros(overlaps.P.shape[0]))
+                          teacher_bias=None if bias is None else overlaps.teacher_bias.copy())
 
     if target is not None:
         meta["target"] = repr(target)
@@ -179,7 +179,7 @@ def iterate(
     with partial_result(to_trajectory):
         out = _core.large_batch_iterate(overlaps.Q, overlaps.M, overlaps.a, overlaps.P, overlaps.v, activation,
                                         teacher_activation, gamma0, alpha, T, noise_, spherical,
-                                        n_threads_arg(n_threads))
+                                        n_threads_arg(n_threads), **bias_kwargs(overlaps, lr_b))
     return to_trajectory(out)
 
 
@@ -213,8 +213,8 @@ def iterate_checked(
         if lr_readout != 0.0:
             raise ValueError("lr_readout: regime='large_batch' keeps the second layer fixed (use "
                              "twolayer.large_batch.layerwise for a ridge second layer)")
-        return iterate(check_overlaps(overlaps), act, t_act, lr=lr, batch_ratio=batch_ratio, n_steps=n_steps,
-                       noise=noise, spherical=spherical, n_threads=n_threads, lr_bias=lr_bias)
+        return iterate(check_overlaps(overlaps, biases=True), act, t_act, lr=lr, batch_ratio=batch_ratio,
+                       n_steps=n_steps, noise=noise, spherical=spherical, n_threads=n_threads, lr_bias=lr_bias)
     spherical = boolean(spherical, "spherical")
     ov, act = check_target_overlaps(overlaps, activation, target, spherical, biases=True)
     for name, value in (("t_max", t_max), ("times", times), ("schedule", schedule)):
@@ -365,7 +365,9 @@ def layerwise(
     >>> print(np.round(res.a, 6), f"{res.risk:.6f}")
     [0.422672 0.997536] 0.121456
     """
-    # checked as ode.integrate(..., regime="large_batch") checks it (activations from the overlaps if not given)
+    # checked as ode.integrate(..., regime="large_batch") checks it (activations from the overlaps if not given);
+    # the ridge readout has no means: biases refused
+    check_overlaps(overlaps)
     first = iterate_checked(overlaps, activation, teacher_activation, resolve_target(None, overlaps), lr=lr,
                             batch_ratio=batch_ratio, n_steps=n_steps, noise=noise, spherical=spherical,
                             n_threads=n_threads)
