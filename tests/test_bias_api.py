@@ -65,7 +65,7 @@ def test_functions_without_bias_support_refuse_nonzero_biases(pair: tuple[tl.Net
         # the committee large-batch map takes biases (test_bias_targets_maps.py), its ridge readout does not
         "large_batch.layerwise": lambda: tl.large_batch.layerwise(ov, "erf", "erf", lr=0.5, batch_ratio=2.0,
                                                                   n_steps=2),
-        "full_batch.simulate": lambda: tl.full_batch.simulate(s, t, lr=0.5, alpha=2.0, n_steps=2),
+        # full_batch.simulate takes student biases and refuses a teacher's (test_bias_targets_maps.py)
     }
     for name, call in refusing.items():
         with pytest.raises(NotImplementedError, match="does not handle biases yet"):

@@ -236,3 +236,61 @@ def test_committee_map_against_sgd_quick() -> None:
 def test_committee_map_against_sgd_d4000(act: str, lr_bias: float) -> None:
     z = _map_vs_sgd(act, d=4000, runs=16, T=3, lr_bias=lr_bias)
     assert max(z.values()) < 1.0, z
+
+
+# ------------------------------------------------------------------ full-batch gradient descent with student biases
+
+
+def _train_risk(student: tl.Network, tgt: object, n: int, seed: int, W: np.ndarray, a: np.ndarray,
+                b: np.ndarray) -> float:
+    """The empirical risk 1/(2n) sum (y - f)^2 on run 0's training set (Philox keyed by (seed, 0), as simulate)."""
+    d = student.d
+    rng = np.random.Generator(np.random.Philox(key=[seed, 0]))
+    X = rng.standard_normal((n, d))
+    y = tl.full_batch.labels(tgt, X @ tl.full_batch.directions(tgt).T / np.sqrt(d))
+    f = tl.activations.sigma(student.activation, X @ W.T / np.sqrt(d) + b) @ a
+    return 0.5 * float(np.mean((y - f) ** 2))
+
+
+@pytest.mark.parametrize("target_kind", ["hermite", "committee"])
+def test_full_batch_bias_step_is_minus_the_train_risk_gradient(target_kind: str) -> None:
+    """One full-batch step moves b by -lr_bias dL/db of the train risk (central differences on the same training
+    set), the recorded train risk is L at the biases, and small steps decrease it."""
+    d, alpha, lr_b = 40, 2.0, 0.8
+    s = _student("tanh", d, seed=9)
+    tgt = (tl.targets.hermite({(1, 0): 1.0, (1, 1): 0.5}, d=d, seed=1) if target_kind == "hermite"
+           else tl.networks.teacher_student(2, 2, d, "tanh", seed=4)[1])
+    if target_kind == "committee":  # orthonormal rows (P = I)
+        q, _ = np.linalg.qr(tgt.W.T)
+        tgt = tl.Network(np.sqrt(d) * q.T, tgt.a, "tanh")
+    run = tl.full_batch.simulate(s, tgt, alpha=alpha, lr=0.05, lr_bias=lr_b, n_steps=5, n_test=2000)
+    n = run.meta["n_samples"]
+    np.testing.assert_array_equal(run.bias[0, 0], s.bias)
+    h = 1e-6
+    a = s.effective_a
+    grad = np.array([(_train_risk(s, tgt, n, 0, s.W, a, s.bias + h * e) - _train_risk(s, tgt, n, 0, s.W, a,
+                                                                                       s.bias - h * e)) / (2 * h)
+                     for e in np.eye(s.K)])
+    np.testing.assert_allclose(run.bias[0, 1] - run.bias[0, 0], -lr_b * grad, rtol=1e-6, atol=1e-10)
+    assert run.train_risk[0, 0] == pytest.approx(_train_risk(s, tgt, n, 0, s.W, a, s.bias), rel=1e-12)
+    assert np.all(np.diff(run.train_risk[0]) < 0)
+    fixed = tl.full_batch.simulate(s, tgt, alpha=alpha, lr=0.05, n_steps=2, n_test=2000)
+    np.testing.assert_array_equal(fixed.bias[0], np.broadcast_to(s.bias, (3, 2)))
+    assert "bias" in run.to_xarray()
+
+
+def test_full_batch_without_biases_unchanged_and_teacher_biases_refused() -> None:
+    d = 30
+    s = tl.Network(np.random.default_rng(0).standard_normal((2, d)), [0.7, 0.5], "erf")
+    tgt = tl.targets.hermite({(1,): 1.0}, d=d, seed=1)
+    run = tl.full_batch.simulate(s, tgt, alpha=2.0, lr=0.1, n_steps=2, n_test=500)
+    assert run.bias is None and "lr_bias" not in run.meta
+    zero = tl.full_batch.simulate(s.with_weights(s.W, bias=np.zeros(2)), tgt, alpha=2.0, lr=0.1, n_steps=2,
+                                  n_test=500)
+    np.testing.assert_array_equal(zero.Q, run.Q)
+    np.testing.assert_array_equal(zero.test_risk, run.test_risk)
+    teacher = tl.Network(np.sqrt(d) * np.eye(d)[:2], [1.0, 1.0], "erf", bias=[0.3, 0.0])
+    with pytest.raises(NotImplementedError, match="target"):
+        tl.full_batch.simulate(s, teacher, alpha=2.0, lr=0.1, n_steps=1)
+    with pytest.raises(ValueError, match="lr_bias"):
+        tl.full_batch.simulate(s, tgt, alpha=2.0, lr=0.1, n_steps=1, lr_bias=-1.0)
