@@ -125,6 +125,23 @@ def test_target_bias_refusals() -> None:
         tl.ode.rhs(tl.Overlaps.from_networks(_student("tanh", d), tgt), "tanh", lr=0.5, lr_bias=-1.0)
 
 
+def test_target_batch_with_biases_equals_integrate() -> None:
+    """integrate_batch with a target and biases (fixed nonzero and trained from zero): each member bitwise as
+    integrate() alone."""
+    d = 8
+    tgt = tl.targets.staircase(2, d=d, seed=0)
+    rng = np.random.default_rng(0)
+    ovs = [tl.Overlaps.from_networks(tl.Network(rng.standard_normal((2, d)), [0.7, 0.5], "tanh", bias=b), tgt)
+           for b in ([0.3, -0.1], [0.0, 0.0])]
+    kw = {"lr": 0.5, "lr_bias": 0.5, "t_max": 2.0, "n_records": 3}
+    batch = tl.ode.integrate_batch(ovs, "tanh", **kw)
+    for b, ov in enumerate(ovs):
+        one = tl.ode.integrate(ov, "tanh", **kw)
+        for name in ("Q", "M", "a", "bias", "risk"):
+            np.testing.assert_array_equal(getattr(batch, name)[b], getattr(one, name))
+    assert np.abs(batch.bias[1, -1]).max() > 1e-3
+
+
 def _target_ode_vs_sgd(act: str, d: int, n_seeds: int, t_max: float) -> dict[str, float]:
     """The largest |mean over SGD runs - ODE| over the records of Q, M, a and b, in units of SE + 1/d,
     online with trained biases and readout against a staircase target."""
