@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import twolayer as tl
+from test_sde import assert_moments
 from twolayer import _core
 
 
@@ -311,3 +312,30 @@ def test_full_batch_without_biases_unchanged_and_teacher_biases_refused() -> Non
         tl.full_batch.simulate(s, teacher, alpha=2.0, lr=0.1, n_steps=1)
     with pytest.raises(ValueError, match="lr_bias"):
         tl.full_batch.simulate(s, tgt, alpha=2.0, lr=0.1, n_steps=1, lr_bias=-1.0)
+
+
+# ------------------------------------------------------------------ the SDE of a polynomial target with biases
+
+
+def test_target_sde_increment_with_biases_against_ode_and_one_step_sgd() -> None:
+    """One erf student with a trained bias against a two-direction target: the increment's mean is the ODE's
+    right-hand side with the target and the bias (to the quadrature's error), its mean and covariance those of
+    one-step SGD (4 standard errors); a short SDE path moves the bias."""
+    d, n, lr, lr_b, noise = 1000, 2000, 0.3, 0.7, 0.2
+    tgt = tl.targets.hermite({(1, 0): 1.0, (1, 1): 0.5}, d=d, seed=0)
+    rng = np.random.default_rng(1)
+    s = tl.Network(0.7 * rng.standard_normal((1, d)), [0.8], "erf", bias=[0.4])
+    ov = tl.Overlaps.from_networks(s, tgt)
+    ic = tl.sde.increment_covariance(ov, lr=lr, lr_bias=lr_b, noise=noise, target=tgt)
+    assert ic.labels == ("Q[0,0]", "M[0,0]", "M[0,1]", "b[0]")
+    dQ, dM, _, db = tl.ode.rhs(ov, "erf", lr=lr, lr_bias=lr_b, noise=noise)
+    rhs = np.concatenate([dQ.ravel(), dM.ravel(), db])
+    assert np.abs(ic.mean - rhs).max() <= 1e-9 * np.abs(rhs).max()
+    ens = tl.sgd.simulate(s, tgt, lr=lr, lr_bias=lr_b, noise=noise, times=[0.0, 1.0 / d], seeds=n,
+                          keep_weights=False)
+    Qs, Ms, bs = ens.stack("Q"), ens.stack("M"), ens.stack("bias")
+    xi = d * np.concatenate([Qs[:, 1, 0] - Qs[:, 0, 0], (Ms[:, 1] - Ms[:, 0]).reshape(n, -1),
+                             bs[:, 1] - bs[:, 0]], axis=1)
+    assert_moments(xi, ic)
+    path = tl.sde.simulate(ov, lr=lr, lr_bias=lr_b, t_max=0.2, n_records=3, d=d, seeds=1, target=tgt)
+    assert path.runs[0].bias.shape == (3, 1) and abs(path.runs[0].bias[-1, 0] - 0.4) > 1e-3

@@ -103,9 +103,11 @@ def test_refusals_name_the_arguments() -> None:
         tl.sde.increment_covariance(biased, lr=0.1)
     with pytest.raises(NotImplementedError, match="does not handle biases yet"):
         tl.sde.simulate(_ov("relu"), lr=0.1, lr_bias=0.5, d=100, t_max=1.0)
+    # a polynomial target takes biases with smooth students (test_bias_targets_maps.py), not with relu
     tgt = tl.targets.hermite({(1,): 1.0}, d=10, seed=0)
-    ovt = tl.Overlaps([[1.0]], [[0.1]], [[1.0]], [1.0], [0.0], "tanh")
-    with pytest.raises(NotImplementedError, match="lr_bias: the SDE of a polynomial target does not handle biases"):
+    ovt = tl.Overlaps([[1.0]], [[0.1]], [[1.0]], [1.0], [0.0], "relu")
+    with pytest.raises(NotImplementedError, match="the SDE of a polynomial target does not handle biases yet with "
+                                                  "'relu' students"):
         tl.sde.increment_covariance(ovt, lr=0.1, target=tgt, lr_bias=0.5)
     with pytest.raises(ValueError, match="lr_bias"):
         tl.sde.increment_covariance(biased, "tanh", lr=0.1, lr_bias=-1.0)

@@ -41,8 +41,8 @@ integrated exactly and, over the pre-activations,
 ``step`` students have no diffusion term (ValueError): sigma' = 0 almost everywhere, so online SGD never moves
 them, while the ODE's drift comes from the delta and its covariance would need E[delta(l)^2] = infinity. Mixing a
 smooth non-polynomial unit with ``relu`` or ``step`` is refused too (ValueError: neither method applies), and so
-are biases with relu or step units (NotImplementedError: the orthant moments have no means) and with a polynomial
-target.
+are biases with relu or step units (NotImplementedError: the orthant moments have no means). A polynomial target
+takes student biases like a committee (its drift the ODE's with a target and biases).
 
 :func:`simulate` integrates the SDE by Euler-Maruyama (strong order 1/2, weak order 1 in dt) over many paths in one
 C++ call (OpenMP across threads, paths in SIMD lanes within a thread for the quadrature moments; GIL released,
@@ -80,7 +80,7 @@ from ._validation import (
     seed_arg,
 )
 from .activations import ActivationName, hermite_coefficients, is_hermite
-from .ode._bias import bias_kwargs, refuse_lr_bias
+from .ode._bias import bias_kwargs
 from .overlaps import BatchOverlaps, Overlaps
 from .results import SIMULATION_STATUS, SIMULATION_TIME_UNIT, Ensemble, Status, Trajectory
 from .sgd import converged_message
@@ -231,12 +231,17 @@ def _model(overlaps: Any, activation: Any, teacher_activation: Any, target: Any,
                                       f"and {t_act!r} teachers (the exact relu/step moments have no means); the "
                                       "smooth activations take biases")
         return ov, act, t_act, None, {k: bias[k] for k in ("teacher_bias", "lr_bias")} if bias else {}
-    refuse_lr_bias(lr_bias, "the SDE of a polynomial target")
     if teacher_activation is not None:
         raise ValueError("teacher_activation: not used with a polynomial target (the target is the teacher)")
-    ov, act = check_target_overlaps(overlaps, activation, tgt, spherical)
+    ov, act = check_target_overlaps(overlaps, activation, tgt, spherical, biases=True)
+    bias = bias_kwargs(ov, lr_bias)
+    if bias and act in _EXACT:
+        raise NotImplementedError(f"overlaps, lr_bias: the SDE of a polynomial target does not handle biases yet with "
+                                  f"{act!r} students (the exact relu/step moments have no means); the smooth "
+                                  "activations take biases")
     alpha, coef = tgt._arrays()
-    return ov, act, "target", tgt, {"target_alpha": alpha, "target_coef": coef}
+    return ov, act, "target", tgt, {"target_alpha": alpha, "target_coef": coef,
+                                    **({k: bias[k] for k in ("teacher_bias", "lr_bias")} if bias else {})}
 
 
 def increment_covariance(
