@@ -62,9 +62,7 @@ def test_functions_without_bias_support_refuse_nonzero_biases(pair: tuple[tl.Net
     refusing = {
         # the SDE takes biases with smooth units (test_sde_bias.py), not with relu's exact orthant moments
         "sde.simulate(relu)": lambda: tl.sde.simulate(ov, "relu", lr=0.5, t_max=1.0, d=100, seeds=2),
-        # the committee large-batch map takes biases (test_bias_targets_maps.py), its ridge readout does not
-        "large_batch.layerwise": lambda: tl.large_batch.layerwise(ov, "erf", "erf", lr=0.5, batch_ratio=2.0,
-                                                                  n_steps=2),
+        # the large-batch map, layerwise and simulate_layerwise take biases (test_bias_targets_maps.py)
         # full_batch.simulate takes student biases and refuses a teacher's (test_bias_targets_maps.py)
     }
     for name, call in refusing.items():

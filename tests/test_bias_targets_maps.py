@@ -256,6 +256,40 @@ def test_committee_map_against_sgd_d4000(act: str, lr_bias: float) -> None:
     assert max(z.values()) < 1.0, z
 
 
+def test_ridge_readout_with_biases_minimises_the_population_objective() -> None:
+    """ridge_readout with student and teacher biases (kernels with means) zeroes the gradient of the population
+    ridge objective R(a) + ridge |a|^2 / 2 (central differences of population.risk with the biases)."""
+    s, t = _committee("erf", 10, seed=3)
+    ridge = 0.3
+    a = tl.large_batch.ridge_readout(tl.Overlaps.from_networks(s, t), "erf", "erf", ridge=ridge)
+    h = 1e-6
+
+    def objective(x: np.ndarray) -> float:
+        return tl.population.risk(s.with_weights(s.W, a=x, bias=s.bias), t) + 0.5 * ridge * float(x @ x)
+
+    grad = [(objective(a + h * e) - objective(a - h * e)) / (2 * h) for e in np.eye(2)]
+    np.testing.assert_allclose(grad, 0.0, atol=1e-8)
+    plain = tl.Overlaps.from_networks(tl.Network(s.W, s.a, "erf"), tl.Network(t.W, t.a, "erf"))
+    assert np.abs(a - tl.large_batch.ridge_readout(plain, "erf", "erf", ridge=ridge)).max() > 1e-3
+
+
+def test_layerwise_with_biases_against_simulate_layerwise() -> None:
+    """Layer-wise training with trained student biases and teacher biases: the map's readout and risk against the
+    mean of finite-d runs (d = 1000, batches and ridge samples of d), within 4 standard errors + 2/d."""
+    d, runs = 1000, 6
+    s, t = _committee("erf", d, seed=5)
+    kw = {"n_steps": 2, "ridge": 0.1, "lr_bias": 0.5}
+    lw = tl.large_batch.layerwise(tl.Overlaps.from_networks(s, t), lr=0.5, batch_ratio=1.0, **kw)
+    sims = [tl.large_batch.simulate_layerwise(s, t, lr=0.5 * d, batch_size=d, seed=j, **{**kw, "lr_bias": 0.5 * d})
+            for j in range(runs)]
+    for name, want in (("a", lw.a), ("risk", lw.risk)):
+        x = np.array([getattr(r, name) for r in sims])
+        sem = x.std(0, ddof=1) / np.sqrt(runs)
+        assert np.all(np.abs(x.mean(0) - want) <= 4 * sem + 2 / d), (name, x.mean(0), want, sem)
+    np.testing.assert_allclose(np.mean([r.overlaps.bias for r in sims], axis=0), lw.overlaps.bias, atol=0.005)
+    assert np.abs(lw.overlaps.bias - s.bias).max() > 0.02
+
+
 # ------------------------------------------------------------------ full-batch gradient descent with student biases
 
 

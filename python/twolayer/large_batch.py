@@ -33,8 +33,8 @@ biases (zero biases, ``lr_bias = 0``) takes the paths without means, bitwise as 
 
 Layer-wise training (the paper): :func:`layerwise` runs the map on the first layer with a fixed, then sets the
 second layer to the population ridge solution a = (E[g(l) g(l)^T] + ridge I)^(-1) E[g(l) y], computed from the
-closed-form I2 kernels; :func:`simulate_layerwise` is its finite-d counterpart (``sgd.simulate`` with
-``batch_size = alpha d``, then ridge regression on fresh samples).
+closed-form I2 kernels (with means where the overlaps carry biases); :func:`simulate_layerwise` is its finite-d
+counterpart (``sgd.simulate`` with ``batch_size = alpha d``, then ridge regression on fresh samples).
 """
 
 from __future__ import annotations
@@ -232,8 +232,9 @@ def ridge_readout(
 ) -> NDArray[np.float64]:
     """The population ridge second layer for the first layer of ``overlaps``:
     a = (I2_ss + ridge I)^(-1) I2_st v, with (I2_ss)_ik = E[g(l_i) g(l_k)] and (I2_st)_ir = E[g(l_i) t(l*_r)]
-    (closed-form I2 kernels), the minimiser of (1/2) E[(y - sum_i a_i g(l_i))^2] + (ridge/2) ``|a|^2`` (effective
-    second layer; label noise does not enter). ``ridge`` >= 0; with ridge = 0 a singular I2_ss gets the
+    (closed-form I2 kernels; with the overlaps' biases the kernels with means, l_i + b_i and l*_r + b*_r), the
+    minimiser of (1/2) E[(y - sum_i a_i g(l_i))^2] + (ridge/2) ``|a|^2`` (effective second layer; label noise
+    does not enter). ``ridge`` >= 0; with ridge = 0 a singular I2_ss gets the
     minimum-norm solution (least squares).
 
     Parameters
@@ -256,7 +257,7 @@ def ridge_readout(
     >>> print(np.round(tl.large_batch.ridge_readout(ov, "relu", "relu", ridge=1.0), 6))
     [0.024344 0.216942]
     """
-    overlaps = check_overlaps(overlaps)  # its arrays are mutable: re-checked, as by every engine
+    overlaps = check_overlaps(overlaps, biases=True)  # its arrays are mutable: re-checked, as by every engine
     act: Any = check_activation(activation, "activation")
     t_act: Any = check_activation(teacher_activation, "teacher_activation")
     lam = positive(ridge, "ridge", allow_zero=True)
@@ -270,8 +271,13 @@ def ridge_readout(
     cm[..., 0, 0] = np.diag(Q)[:, None]
     cm[..., 1, 1] = np.diag(P)[None, :]
     cm[..., 0, 1] = cm[..., 1, 0] = M
-    A = np.asarray(i2(act, act, cq)) + lam * np.eye(K)
-    b = np.asarray(i2(act, t_act, cm)) @ overlaps.v
+    mq = mm = None  # the means (None without biases: the zero-mean kernels, bitwise)
+    if overlaps.has_bias:
+        bs, bt = overlaps.bias, overlaps.teacher_bias
+        mq = np.stack(np.broadcast_arrays(bs[:, None], bs[None, :]), axis=-1)
+        mm = np.stack(np.broadcast_arrays(bs[:, None], bt[None, :]), axis=-1)
+    A = np.asarray(i2(act, act, cq, mean=mq)) + lam * np.eye(K)
+    b = np.asarray(i2(act, t_act, cm, mean=mm)) @ overlaps.v
     return np.asarray(np.linalg.lstsq(A, b, rcond=None)[0], dtype=np.float64)
 
 
@@ -305,12 +311,13 @@ class LayerwiseResult:
 
 def _final_overlaps(traj: Trajectory, a: NDArray[np.float64], act: str, t_act: str) -> Overlaps:
     assert traj.P is not None and traj.v is not None
-    return Overlaps(traj.Q[-1], traj.M[-1], traj.P, a, traj.v, activation=act, teacher_activation=t_act)
+    biases = {} if traj.bias is None else {"bias": traj.bias[-1], "teacher_bias": traj.teacher_bias}
+    return Overlaps(traj.Q[-1], traj.M[-1], traj.P, a, traj.v, activation=act, teacher_activation=t_act, **biases)
 
 
 def _risk(ov: Overlaps, act: str, t_act: str) -> float:
     out = _core.ode_integrate(ov.Q, ov.M, ov.a, ov.P, ov.v, act, t_act, "gradient_flow", False, 0.0, 0.0, 0.0,
-                              np.zeros(1), "euler", 1.0, 0.0, 0.0)
+                              np.zeros(1), "euler", 1.0, 0.0, 0.0, **bias_kwargs(ov, 0.0))
     if len(out["risk"]) == 0:  # the divergence rule at t = 0 (divergence.hpp): the risk overflows
         raise ValueError(f"ridge: the excess risk with the fitted second layer a = {ov.a} is not finite")
     return float(out["risk"][0])
@@ -338,6 +345,7 @@ def layerwise(
     noise: float = 0.0,
     spherical: bool = False,
     n_threads: int | None = None,
+    lr_bias: float = 0.0,
 ) -> LayerwiseResult:
     """The paper's layer-wise training in the large-batch limit: ``n_steps`` iterations of the map on the first layer
     with the second fixed (:func:`iterate`), then the second layer by population ridge regression
@@ -349,8 +357,9 @@ def layerwise(
         The start.
     activation, teacher_activation : str, optional
         Default: those of ``overlaps``.
-    lr, batch_ratio, n_steps, noise, spherical, n_threads
-        As in :func:`iterate`.
+    lr, batch_ratio, n_steps, noise, spherical, n_threads, lr_bias
+        As in :func:`iterate` (the overlaps' biases, fixed or trained in the first phase, stay in the readout's
+        kernels and the risk).
     ridge : float, default 0.0
         As in :func:`ridge_readout`.
 
@@ -365,12 +374,10 @@ def layerwise(
     >>> print(np.round(res.a, 6), f"{res.risk:.6f}")
     [0.422672 0.997536] 0.121456
     """
-    # checked as ode.integrate(..., regime="large_batch") checks it (activations from the overlaps if not given);
-    # the ridge readout has no means: biases refused
-    check_overlaps(overlaps)
+    # checked as ode.integrate(..., regime="large_batch") checks it (activations from the overlaps if not given)
     first = iterate_checked(overlaps, activation, teacher_activation, resolve_target(None, overlaps), lr=lr,
                             batch_ratio=batch_ratio, n_steps=n_steps, noise=noise, spherical=spherical,
-                            n_threads=n_threads)
+                            n_threads=n_threads, lr_bias=lr_bias)
     act: Any = first.meta["activation"]
     t_act: Any = first.meta["teacher_activation"]
     if first.status == "diverged":
@@ -394,6 +401,7 @@ def simulate_layerwise(
     noise: float = 0.0,
     spherical: bool = False,
     seed: int = 0,
+    lr_bias: float = 0.0,
 ) -> LayerwiseResult:
     """Layer-wise training at finite d: ``n_steps`` SGD steps on the first layer (``sgd.simulate`` with ``lr``,
     ``batch_size``, second layer fixed; for the large-batch regime lr = gamma0 d, batch_size = alpha d), then the
@@ -405,8 +413,9 @@ def simulate_layerwise(
     ----------
     student, teacher : Network
         The start and the teacher.
-    lr, batch_size, n_steps, noise, spherical, seed
-        As in :func:`twolayer.sgd.simulate` (``n_steps`` SGD steps).
+    lr, batch_size, n_steps, noise, spherical, seed, lr_bias
+        As in :func:`twolayer.sgd.simulate` (``n_steps`` SGD steps; the networks' biases, the student's fixed or
+        trained, enter the features and the risk).
     ridge : float, default 0.0
         The ridge penalty.
     n_ridge : int, optional
@@ -423,15 +432,15 @@ def simulate_layerwise(
     >>> res.first.t.tolist(), res.a.shape
     ([0.0, 0.02, 0.04, 0.06], (2,))
     """
-    student = check_network(student, "student")
-    teacher = check_network(teacher, "teacher")
+    student = check_network(student, "student", biases=True)
+    teacher = check_network(teacher, "teacher", biases=True)
     T = integer(n_steps, "n_steps", 1)
     lam = positive(ridge, "ridge", allow_zero=True)
     n = integer(batch_size if n_ridge is None else n_ridge, "n_ridge", 1)
     seed_ = seed_arg(seed)
     d = student.d
     first = simulate(student, teacher, lr=lr, batch_size=batch_size, t_max=T / d, n_records=T + 1, noise=noise,
-                     spherical=spherical, seed=seed_)
+                     spherical=spherical, seed=seed_, lr_bias=lr_bias)
     assert isinstance(first, Trajectory)
     if first.status == "diverged":
         return _diverged(first, student.activation, teacher.activation, "student")
@@ -440,7 +449,7 @@ def simulate_layerwise(
     rng = np.random.default_rng([seed_, 0x5EED002])  # the ridge samples: a stream apart from the simulator's
     X = rng.standard_normal((n, d))
     s = math.sqrt(net.scale)
-    G = sigma(net.activation, X @ net.W.T / s)  # (n, K) features
+    G = sigma(net.activation, X @ net.W.T / s + net.bias)  # (n, K) features
     y = teacher(X) + math.sqrt(positive(noise, "noise", allow_zero=True)) * rng.standard_normal(n)
     a = np.linalg.lstsq(G.T @ G / n + lam * np.eye(net.K), G.T @ y / n, rcond=None)[0]
     act, t_act = net.activation, teacher.activation
