@@ -132,12 +132,12 @@ def test_target_batch_with_biases_equals_integrate() -> None:
     d = 8
     tgt = tl.targets.staircase(2, d=d, seed=0)
     rng = np.random.default_rng(0)
-    ovs = [tl.Overlaps.from_networks(tl.Network(rng.standard_normal((2, d)), [0.7, 0.5], "tanh", bias=b), tgt)
+    ovs = [tl.Overlaps.from_networks(tl.Network(rng.standard_normal((2, d)), [0.7, 0.5], "erf", bias=b), tgt)
            for b in ([0.3, -0.1], [0.0, 0.0])]
-    kw = {"lr": 0.5, "lr_bias": 0.5, "t_max": 2.0, "n_records": 3}
-    batch = tl.ode.integrate_batch(ovs, "tanh", **kw)
+    kw = {"lr": 0.5, "lr_bias": 0.5, "t_max": 1.0, "n_records": 3}
+    batch = tl.ode.integrate_batch(ovs, "erf", **kw)
     for b, ov in enumerate(ovs):
-        one = tl.ode.integrate(ov, "tanh", **kw)
+        one = tl.ode.integrate(ov, "erf", **kw)
         for name in ("Q", "M", "a", "bias", "risk"):
             np.testing.assert_array_equal(getattr(batch, name)[b], getattr(one, name))
     assert np.abs(batch.bias[1, -1]).max() > 1e-3
