@@ -114,9 +114,6 @@ IncrementMoments::IncrementMoments(const OdeModel& model, std::vector<double> no
         target_poly_.axpy(1.0, term);
       }
     }
-    if (m_.biased)
-      throw not_implemented("bias: the SDE does not handle biases yet with relu or step units (its exact orthant "
-                            "moments have no means); smooth activations take biases (Gauss-Hermite)");
   } else if (x_.empty() || x_.size() != w_.size()) {
     throw std::invalid_argument("nodes: expected as many nodes as weights (at least one)");
   }
@@ -244,7 +241,15 @@ void IncrementMoments::raw_exact(const double* y) {
   const int K = m_.K, M = m_.M, nc = nc_;
   const double* a = y + m_.offset_a();
   const double lr = m_.lr, lra = m_.lr_readout, s = std::sqrt(m_.noise);
-  IndicatorExpectation E(om_.data(), u_);
+  const double lrb = m_.biased ? m_.lr_bias : 0.0;
+  // l = c + (b, b*): the orthant moments see the means; xi_Q and xi_M carry the centred fields c = l - (b, b*)
+  means(y, mean_.data());
+  IndicatorExpectation E(om_.data(), u_, m_.biased ? mean_.data() : nullptr);
+  auto centred = [&](int j, double c) {
+    IndicatorPoly p = IndicatorPoly::monomial(j, 1, false, c);
+    p.axpy(-c * mean_[j], IndicatorPoly::constant(1.0));
+    return p;
+  };
   std::vector<IndicatorPoly> g(static_cast<std::size_t>(K)), dg(static_cast<std::size_t>(K));
   IndicatorPoly e = m_.target ? target_poly_ : IndicatorPoly();
   for (int r = 0; r < M && !m_.target; ++r) e.axpy(m_.v[r], unit_poly(m_.teacher, K + r));
@@ -259,8 +264,8 @@ void IncrementMoments::raw_exact(const double* y) {
   int c = 0;
   for (int i = 0; i < K; ++i)
     for (int k = i; k < K; ++k, ++c) {
-      IndicatorPoly f1 = dg[i] * IndicatorPoly::monomial(k, 1, false, lr * a[i]);
-      f1.axpy(1.0, dg[k] * IndicatorPoly::monomial(i, 1, false, lr * a[k]));
+      IndicatorPoly f1 = dg[i] * centred(k, lr * a[i]);
+      f1.axpy(1.0, dg[k] * centred(i, lr * a[k]));
       IndicatorPoly f2 = dg[i] * dg[k];
       IndicatorPoly f2e = f2 * e;
       c0[c] = f1 * e;
@@ -271,7 +276,7 @@ void IncrementMoments::raw_exact(const double* y) {
     }
   for (int i = 0; i < K; ++i)
     for (int r = 0; r < M; ++r, ++c) {
-      const IndicatorPoly f1 = dg[i] * IndicatorPoly::monomial(K + r, 1, false, lr * a[i]);
+      const IndicatorPoly f1 = dg[i] * centred(K + r, lr * a[i]);
       c0[c] = f1 * e;
       c1[c].axpy(s, f1);
     }
@@ -279,6 +284,11 @@ void IncrementMoments::raw_exact(const double* y) {
     for (int i = 0; i < K; ++i, ++c) {
       c0[c].axpy(lra, g[i] * e);
       c1[c].axpy(s * lra, g[i]);
+    }
+  if (lrb > 0.0)
+    for (int i = 0; i < K; ++i, ++c) {
+      c0[c].axpy(lrb * a[i], dg[i] * e);
+      c1[c].axpy(s * lrb * a[i], dg[i]);
     }
   // E_zeta: E[zeta] = E[zeta^3] = 0, E[zeta^2] = 1, E[zeta^4] = 3.
   for (int al = 0; al < nc; ++al) {
@@ -445,6 +455,8 @@ class Path {
         for (int rr = 0; rr < M; ++rr, ++c) y_[m.offset_M() + i * M + rr] += dz_[c];
       if (m.lr_readout > 0.0)
         for (int i = 0; i < K; ++i, ++c) y_[m.offset_a() + i] += dz_[c];
+      if (m.biased && m.lr_bias > 0.0)
+        for (int i = 0; i < K; ++i, ++c) y_[m.offset_b() + i] += dz_[c];
       if (const int code = divergence_code(y_.data(), K, M, m.P.data(), bound, scratch.data()))
         return stop(1, step + 1, code);
       report.add(1);
@@ -467,6 +479,7 @@ class Path {
     std::copy(y_.begin(), y_.begin() + KK, out_.Q + t * KK);
     std::copy(y_.begin() + KK, y_.begin() + KK + KM, out_.M + t * KM);
     std::copy(y_.begin() + KK + KM, y_.begin() + KK + KM + m.K, out_.a + t * m.K);
+    if (m.biased) std::copy(y_.begin() + m.offset_b(), y_.begin() + m.offset_b() + m.K, out_.b + t * m.K);
     out_.risk[t] = r;
     out_.recorded = t + 1;
   }

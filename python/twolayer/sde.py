@@ -226,10 +226,6 @@ def _model(overlaps: Any, activation: Any, teacher_activation: Any, target: Any,
         act, t_act = resolve_activations(activation, teacher_activation, overlaps)
         ov = check_overlaps(overlaps, spherical=spherical, biases=True)
         bias = bias_kwargs(ov, lr_bias)
-        if bias and (act in _EXACT or t_act in _EXACT):
-            raise NotImplementedError(f"overlaps, lr_bias: the SDE does not handle biases yet with {act!r} students "
-                                      f"and {t_act!r} teachers (the exact relu/step moments have no means); the "
-                                      "smooth activations take biases")
         return ov, act, t_act, None, {k: bias[k] for k in ("teacher_bias", "lr_bias")} if bias else {}
     refuse_lr_bias(lr_bias, "the SDE of a polynomial target")
     if teacher_activation is not None:
