@@ -396,7 +396,6 @@ class Path {
     const int nc = mom_.n_components();
     nc_ = nc;
     y_.resize(sp.model.state_size());
-    f_.resize(y_.size());
     mean_.resize(static_cast<std::size_t>(nc));
     cov_.resize(static_cast<std::size_t>(nc) * nc);
     dz_.resize(static_cast<std::size_t>(nc));
@@ -432,8 +431,7 @@ class Path {
       if (step == sp_.steps) break;
       if (cancel_requested()) return stop(2, step);  // every step: one can take milliseconds
       r_prev = r;
-      // y += F dt + sqrt(dt / d) chol(Cov xi) z
-      rhs_(y_.data(), f_.data(), 1);
+      // y += F dt + sqrt(dt / d) chol(Cov xi) z, F = E[xi] (the exact moments': the ODE's right-hand side)
       if (!mom_(y_.data(), mean_.data(), cov_.data())) return stop(1, step, kNotPsd);
       if (!cholesky_psd(cov_.data(), nc_, 1e-13)) return stop(1, step, kNotPsd);
       const long long slot = step % kBufSteps;
@@ -442,9 +440,8 @@ class Path {
       for (int al = 0; al < nc_; ++al) {
         double t = 0.0;
         for (int be = 0; be <= al; ++be) t += cov_[al * nc_ + be] * z[be];
-        dz_[al] = sq * std::sqrt(inv_d) * t;
+        dz_[al] = sp_.dt * mean_[al] + sq * std::sqrt(inv_d) * t;
       }
-      for (std::size_t q = 0; q < y_.size(); ++q) y_[q] += sp_.dt * f_[q];
       int c = 0;
       for (int i = 0; i < K; ++i)
         for (int k = i; k < K; ++k, ++c) {
@@ -490,7 +487,7 @@ class Path {
   SdeOut& out_;
   rng::StreamId stream_;
   int nc_ = 0;
-  std::vector<double> y_, f_, mean_, cov_, dz_, buf_;
+  std::vector<double> y_, mean_, cov_, dz_, buf_;
 };
 
 // W paths in SIMD lanes (quadrature moments): the Gauss-Hermite loop runs over the nodes with the lanes innermost;

@@ -14,9 +14,12 @@
 //    activations and targets once 2n - 1 >= the degree of xi_alpha xi_beta (linear: n >= 3, quadratic: n >= 7),
 //    converged spectrally for erf;
 //  * any relu unit (with linear, quadratic, relu or step teachers, or a polynomial target; K + M <= 4): exactly, as
-//    piecewise polynomials (relu = l 1(l > 0), relu' = 1(l > 0)) whose terms are orthant moments (gaussian_poly.hpp).
+//    piecewise polynomials (relu = l 1(l > 0), relu' = 1(l > 0)) whose terms are orthant moments (gaussian_poly.hpp),
+//    with biases too (l = c + (b, b*) ~ N((b, b*), Omega): orthant moments with means; xi_Q and xi_M carry the
+//    centred c = l - (b, b*), and xi_b_i = lr_bias a_i g'(l_i) E joins when lr_bias > 0).
 // A step student has no diffusion term: sigma' = 0 almost everywhere, so online SGD never moves it (validate_model
-// refuses it). The drift is the ODE's right-hand side itself (OdeRhs), never re-derived.
+// refuses it). The drift is E[xi] from the same moments: the ODE's right-hand side (OdeRhs), to rounding for the exact
+// moments (tests/test_sde_relu_bias.py), and at a fraction of its cost with biases (its nested relu I4 quadrature).
 //
 // The integrator is Euler-Maruyama on a fixed step dt (strong order 1/2, weak order 1): y += F dt + sqrt(dt) S z
 // with S S^T = Cov(xi) / d (Cholesky, zero pivots skipped), z standard normal from the counter-based stream
@@ -24,7 +27,7 @@
 // Quadrature moments: paths run in SIMD lanes (blocks of 8 per thread; a lane takes the next path when its own ends)
 // and the drift F is E[xi] from the same quadrature (projected: the ODE's right-hand side, exactly for polynomial
 // units and targets, to the quadrature's accuracy for erf). Exact (relu) moments: one path per thread's turn, drift
-// from OdeRhs. Either way a path's arithmetic never depends on the other paths (fixed lane width, no FMA contraction
+// E[xi] from the exact moments. Either way a path's arithmetic never depends on the other paths (fixed lane width, no FMA contraction
 // in sde.cpp): bit-identical results for any thread count or set of paths.
 #pragma once
 #include <atomic>
