@@ -174,17 +174,11 @@ def _rule(act: str, t_act: str, n_nodes: int | None,
         if value not in _EXACT and value not in _SMOOTH and value not in _DEGREE and not is_hermite(value):
             raise ValueError(f"{name}: the SDE supports {', '.join(map(repr, (*_DEGREE, *_SMOOTH, *_EXACT)))}, "
                              f"got {value!r}")
-    if act in _EXACT or teacher in _EXACT:
-        smooth = act if (act in _SMOOTH or is_hermite(act)) else teacher
-        if smooth in _SMOOTH or is_hermite(smooth):
-            raise ValueError(f"activation, teacher_activation: no diffusion term for {act!r} students with "
-                             f"{teacher!r} teachers: a relu or step unit takes exact orthant moments, with linear, "
-                             f"quadratic, relu or step units or a polynomial target only; {smooth!r} is smooth and "
-                             "takes Gauss-Hermite quadrature, which converges only algebraically across a kink")
+    if (act in _EXACT or teacher in _EXACT) and not _mixed(act, teacher):
         return np.zeros(1), np.ones(1)
     if n_nodes is not None:
         n = integer(n_nodes, "n_nodes", 1, _MAX_NODES)
-    elif act in _SMOOTH or teacher in _SMOOTH:
+    elif act in _SMOOTH or teacher in _SMOOTH or _mixed(act, teacher):
         n = _SMOOTH_NODES
     else:  # exact: 2n - 1 >= deg(xi_alpha xi_beta) = 2 max(ds + de, 2 (ds - 1) + 2 de)
         ds = _degree(act)
@@ -215,6 +209,21 @@ def _quadrature_error(moments: Any, n: int, mean: NDArray[np.float64],
 def _smooth(act: str, t_act: str) -> bool:
     """Whether the moments are quadrature of a smooth non-polynomial unit (only converged, not exact)."""
     return (act in _SMOOTH or t_act in _SMOOTH) and act not in _EXACT and t_act not in _EXACT
+
+
+def _mixed(act: str, t_act: str) -> bool:
+    """Whether a relu or step unit sits beside a smooth non-polynomial one (or a hermite unit): Gauss-Hermite over
+    the smooth block's fields, exact orthant moments over the others given them (converged, not exact)."""
+    def smooth(a: str) -> bool:
+        return a in _SMOOTH or is_hermite(a)
+    return (act in _EXACT and smooth(t_act)) or (t_act in _EXACT and smooth(act))
+
+
+def _diffusion(act: str, t_act: str) -> str:
+    """The method of the moments (``meta["diffusion"]``)."""
+    if _mixed(act, t_act):
+        return "exact_gauss_hermite"
+    return "exact" if act in _EXACT or t_act in _EXACT else "gauss_hermite"
 
 
 def _model(overlaps: Any, activation: Any, teacher_activation: Any, target: Any, spherical: bool,
@@ -303,7 +312,7 @@ def increment_covariance(
         raise ValueError(f"lr, noise, lr_readout: the increment's moments exceed the double range at lr = {lr_:g}, "
                          f"noise = {noise_:g}, lr_readout = {lr_a:g}: expected smaller values "
                          "(the covariance grows as lr^4 and noise^2)")
-    err = _quadrature_error(moments, x.size, mean, cov) if _smooth(act, t_act) else (0.0, 0.0)
+    err = _quadrature_error(moments, x.size, mean, cov) if _smooth(act, t_act) or _mixed(act, t_act) else (0.0, 0.0)
     return IncrementCovariance(_labels(ov.K, ov.n_teacher, lr_a > 0, biased and tkw["lr_bias"] > 0), mean, cov,
                                *err)
 
@@ -468,7 +477,7 @@ def simulate(
     dt_ = positive(dt, "dt")
     x, w = _rule(act, t_act, n_nodes, None if tgt is None else tgt.degree)
     quad_err: tuple[float, float] | None = None  # (erf alone: not checked, see _MEAN_RTOL; polynomial: exact)
-    if _smooth(act, t_act) and {act, t_act} != {"erf"}:  # the rule must have converged at the start (first path's)
+    if (_smooth(act, t_act) and {act, t_act} != {"erf"}) or _mixed(act, t_act):  # converged at the (first) start
         start = ov if y0 is None else _start_overlaps(ov, y0[0], biased)
         teacher = "a polynomial target" if tgt else f"{t_act!r} teachers"
         quad_err = _check_converged(_moment_function(start, act, t_act, tgt, sph, lr_, lr_a, noise_, tkw), x, w,
@@ -503,8 +512,8 @@ def simulate(
     seed_ = seed_arg(seed)
     meta: dict[str, Any] = {"activation": act, "teacher_activation": t_act, "spherical": sph, "d": d_, "dt": dt_,
                             "seed": seed_, "integrator": "euler_maruyama", "regime": "online",
-                            "diffusion": "exact" if act in _EXACT or t_act in _EXACT else "gauss_hermite",
-                            "n_nodes": 0 if act in _EXACT or t_act in _EXACT else int(x.size)}
+                            "diffusion": _diffusion(act, t_act),
+                            "n_nodes": 0 if _diffusion(act, t_act) == "exact" else int(x.size)}
     if quad_err is not None:  # the start's estimated relative quadrature errors
         meta.update(drift_error=quad_err[0], diffusion_error=quad_err[1])
     if tgt is not None:

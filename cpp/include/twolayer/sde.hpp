@@ -13,10 +13,13 @@
 //    Gauss-Hermite product quadrature (Omega = L L^T, l = L u with u on an n^(K+M) grid): exact for polynomial
 //    activations and targets once 2n - 1 >= the degree of xi_alpha xi_beta (linear: n >= 3, quadratic: n >= 7),
 //    converged spectrally for erf;
-//  * any relu unit (with linear, quadratic, relu or step teachers, or a polynomial target; K + M <= 4): exactly, as
+//  * any relu unit (with linear, quadratic, relu or step units, or a polynomial target; K + M <= 4): exactly, as
 //    piecewise polynomials (relu = l 1(l > 0), relu' = 1(l > 0)) whose terms are orthant moments (gaussian_poly.hpp),
 //    with biases too (l = c + (b, b*) ~ N((b, b*), Omega): orthant moments with means; xi_Q and xi_M carry the
-//    centred c = l - (b, b*), and xi_b_i = lr_bias a_i g'(l_i) E joins when lr_bias > 0).
+//    centred c = l - (b, b*), and xi_b_i = lr_bias a_i g'(l_i) E joins when lr_bias > 0);
+//  * relu or step units beside a smooth non-polynomial block (e.g. relu students, erf teachers; up to 4 relu, step,
+//    linear or quadratic units): Gauss-Hermite over the smooth block's fields (its K or M dimensions) and, given them,
+//    the orthant moments with the conditioned means and covariance over the others (mixed).
 // A step student has no diffusion term: sigma' = 0 almost everywhere, so online SGD never moves it (validate_model
 // refuses it). The drift is E[xi] from the same moments: the ODE's right-hand side (OdeRhs), to rounding for the exact
 // moments (tests/test_sde_relu_bias.py), and at a fraction of its cost with biases (its nested relu I4 quadrature).
@@ -47,7 +50,7 @@ inline constexpr std::uint32_t kSdeStream = 16;
 // i <= k (row-major upper triangle), then M_ir, then a_i when lr_readout > 0. Not thread-safe (workspace).
 class IncrementMoments {
  public:
-  // nodes, weights: the Gauss-Hermite rule (unused, may be empty, when exact()).
+  // nodes, weights: the Gauss-Hermite rule (unused, may be empty, for exact moments without a smooth block).
   IncrementMoments(const OdeModel& model, std::vector<double> nodes, std::vector<double> weights);
   int n_components() const { return nc_; }
   // Whether the moments are exact piecewise-polynomial expectations (a relu unit) rather than quadrature.
@@ -76,9 +79,13 @@ class IncrementMoments {
   std::vector<double> om_, L_, z_, zc_, mean_, g_, dg_, c0_, c1_, c2_, S_, mu_, proj_, tmp_;
   std::vector<int> idx_;
   bool exact_ = false;
+  // Mixed exact mode (a smooth non-polynomial block beside relu/step units): the block [g0_, g0_ + ng_) (all
+  // students or all teachers) by the Gauss-Hermite grid (ng_ dimensions), the others exactly given it; ng_ = 0: none.
+  int ng_ = 0, g0_ = 0;
   IndicatorPoly target_poly_;  // the polynomial target in monomials of l_K..l_{K+k-1} (exact mode)
   void raw_quadrature(const double* y);
   void raw_exact(const double* y);
+  void exact_terms(const double* y, double wt, const double* Cx, const double* mx, const double* zg);
 };
 
 struct SdeSpec {
