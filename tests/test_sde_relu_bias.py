@@ -196,3 +196,40 @@ def test_biased_relu_erf_sde_ensemble_against_sgd() -> None:
     """300 SDE paths against 300 SGD runs at d = 200, relu student, erf teacher, trained biases and readout."""
     z = _sde_vs_sgd("erf", d=200, n=300, t_max=2.0)
     assert max(z.values()) < 4.0, z
+
+
+@pytest.mark.parametrize("teacher_bias", [0.5, 0.3])
+def test_aligned_fields_with_means_are_continuous(teacher_bias: float) -> None:
+    """A student exactly aligned with the teacher (Omega singular), with a different bias (the pair kept, the
+    conditioning making one a constant of definite sign) or the same one (merged): the moments are the limit of the
+    nearly aligned ones (measured: 1e-9 relative at 1 - r = 1e-9); two identical students with different biases
+    likewise, and their drift is the ODE's."""
+    kw = {"lr": 0.3, "lr_bias": 0.5, "noise": 0.1}
+
+    def inc(r: float) -> tl.sde.IncrementCovariance:
+        ov = tl.Overlaps([[1.0]], [[r]], [[1.0]], [0.8], [1.0], "relu", "relu", bias=[0.3],
+                         teacher_bias=[teacher_bias])
+        return tl.sde.increment_covariance(ov, **kw)
+
+    exact, near = inc(1.0), inc(1.0 - 1e-9)
+    assert _rel(exact.mean, near.mean) <= 1e-7 and _rel(exact.cov, near.cov) <= 1e-7
+
+    def twins(q: float) -> tl.Overlaps:
+        return tl.Overlaps([[1.0, q], [q, 1.0]], [[0.5], [0.5]], [[1.0]], [0.8, 0.3], [1.0], "relu", "relu",
+                           bias=[0.3, -0.2], teacher_bias=[teacher_bias])
+
+    same, close = tl.sde.increment_covariance(twins(1.0), **kw), tl.sde.increment_covariance(twins(1 - 1e-9), **kw)
+    assert _rel(same.mean, close.mean) <= 1e-6 and _rel(same.cov, close.cov) <= 1e-6
+    assert _rel(same.mean, _rhs_vector(twins(1.0), **kw)) <= 1e-8
+
+
+def test_mixed_paths_record_the_risk_of_pairs_without_zero_mean_kernels() -> None:
+    """sigmoid students with a step teacher have no zero-mean kernels: the SDE records the risk through the pair
+    moments at mean 0 (it used to fail building the path); it equals the population risk with biases 1e-200 to
+    1e-12 relative."""
+    s, t = networks_with_overlaps([[1.0, 0.3], [0.3, 0.8]], [[0.4], [-0.2]], [0.7, 0.5], 50, "sigmoid",
+                                  teacher_act="step")
+    ens = tl.sde.simulate(tl.Overlaps.from_networks(s, t), lr=0.1, d=100, t_max=0.1, n_records=2, seeds=1)
+    ref = tl.population.risk(s.with_weights(s.W, bias=[1e-200, 1e-200]), t)
+    assert ens.meta["diffusion"] == "exact_gauss_hermite"
+    assert abs(ens.runs[0].risk[0] - ref) <= 1e-12 * ref

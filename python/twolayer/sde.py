@@ -33,16 +33,22 @@ integrated exactly and, over the pre-activations,
   against 64 nodes, per activation, is in docs/layers/sde.rst; the cost 48^(K+M) limits them to K + M <= 3 in
   practice);
 * any ``relu`` unit (relu students with linear, quadratic, relu or step teachers or a polynomial target, or relu
-  teachers with linear or quadratic students), K + M <= 4: exactly, writing relu = l 1(l > 0) and relu' =
-  1(l > 0) so that every moment is a sum of Gaussian orthant moments (closed forms, and a one-dimensional
-  Price-path integral where four indicators meet; ~1 ms per evaluation at K + M = 4). The kinks make
-  Gauss-Hermite rules converge only algebraically, hence no quadrature there.
+  teachers with linear or quadratic students), K + M <= 4, with or without biases: exactly, writing relu =
+  l 1(l > 0) and relu' = 1(l > 0) so that every moment is a sum of Gaussian orthant moments E[poly(l) 1(l_S > 0)],
+  l ~ N((b, b*), Omega) (Stein's lemma down to orthant probabilities: closed forms without biases, and a
+  one-dimensional Price-path integral where four indicators meet; with biases Phi, the bivariate normal orthant,
+  and certified Gauss-Legendre over it for three and four indicators). The kinks make Gauss-Hermite rules converge
+  only algebraically, hence no quadrature there, and the drift is E[xi] from these moments (the ODE's right-hand
+  side to rounding);
+* ``relu`` or ``step`` units beside a smooth non-polynomial block (relu students with ``erf``, ``tanh``, ...
+  teachers, or smooth students with relu or step teachers; at most 4 relu, step, linear or quadratic units), with
+  or without biases: Gauss-Hermite over the smooth block's fields (default 48 nodes per field, checked at run time
+  as for the smooth units) and, given them, the exact orthant moments with the conditioned means and covariance
+  over the others (``meta["diffusion"] == "exact_gauss_hermite"``).
 
 ``step`` students have no diffusion term (ValueError): sigma' = 0 almost everywhere, so online SGD never moves
-them, while the ODE's drift comes from the delta and its covariance would need E[delta(l)^2] = infinity. Mixing a
-smooth non-polynomial unit with ``relu`` or ``step`` is refused too (ValueError: neither method applies), and so
-are biases with relu or step units (NotImplementedError: the orthant moments have no means) and with a polynomial
-target.
+them, while the ODE's drift comes from the delta and its covariance would need E[delta(l)^2] = infinity (step
+teachers, with biases too, are fine). Biases with a polynomial target are refused (NotImplementedError).
 
 :func:`simulate` integrates the SDE by Euler-Maruyama (strong order 1/2, weak order 1 in dt) over many paths in one
 C++ call (OpenMP across threads, paths in SIMD lanes within a thread for the quadrature moments; GIL released,
@@ -163,8 +169,8 @@ def _rule(act: str, t_act: str, n_nodes: int | None,
           target_degree: int | None = None) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Gauss-Hermite rule for N(0, 1) (probabilists' Hermite polynomials), weights summing to 1: exact for
     polynomial units and targets, 48 nodes for the smooth non-polynomial units (erf, tanh, sigmoid, softplus, gelu,
-    silu, sin, cos); a placeholder one-node rule when a relu or step unit makes the moments exact
-    piecewise-polynomial expectations (then ``n_nodes`` is not used)."""
+    silu, sin, cos), also over a smooth block beside relu or step units; a placeholder one-node rule when relu or
+    step units make the moments exact piecewise-polynomial expectations (then ``n_nodes`` is not used)."""
     if act == "step":
         raise ValueError("activation: no diffusion term for 'step' students: sigma' = 0 almost everywhere, so online "
                          "SGD never moves them (the ODE's drift comes from the delta sigma', and the covariance "
@@ -267,20 +273,20 @@ def increment_covariance(
     activation, teacher_activation : str, optional
         ``"linear"``, ``"quadratic"``, the smooth ``"erf"``, ``"tanh"``, ``"sigmoid"``, ``"softplus"``,
         ``"gelu"``, ``"silu"``, ``"sin"``, ``"cos"`` (Gauss-Hermite), ``"relu"`` (exact, K + M <= 4, with linear,
-        quadratic, relu or step units), or a ``"step"`` teacher with relu/linear/quadratic students (default:
-        those of ``overlaps``).
+        quadratic, relu or step units; beside a smooth block: Gauss-Hermite over it, exact given it), or a
+        ``"step"`` teacher (default: those of ``overlaps``).
     lr, noise, lr_readout, spherical
         As in :func:`twolayer.ode.integrate` (online regime).
     n_nodes : int, optional
         Gauss-Hermite nodes per unit (1..128; default: exact for linear/quadratic, 48 for the smooth
-        non-polynomial units); not used by the exact relu moments.
+        non-polynomial units, also beside relu or step units); not used by the exact relu moments alone.
     target : HermiteTarget, optional
         A polynomial target instead of the committee teacher (default: the one ``overlaps`` remembers); then M is
         (K, k) and P = I_k, as in :func:`twolayer.ode.integrate`.
     lr_bias : float, default 0.0
         Learning rate of the student biases: with the overlaps' ``bias`` b and ``teacher_bias`` b* the units see
         l_i = w_i . x / sqrt(d) + b_i, and ``b[i]`` components xi_b_i = lr_bias a_i g'(l_i) E join when
-        ``lr_bias > 0`` (smooth and polynomial units; relu/step with biases: NotImplementedError).
+        ``lr_bias > 0`` (every unit but step students; a polynomial target: NotImplementedError).
 
     Returns
     -------
@@ -430,7 +436,8 @@ def simulate(
         Dimension: the diffusion is Cov(xi) / d.
     dt : float, default 0.01
         Euler-Maruyama step. With quadrature moments the drift is E[xi] from the same rule (the ODE's right-hand
-        side: exactly for polynomial units, to the rule's accuracy for erf); with exact relu moments, the ODE's.
+        side: exactly for polynomial units, to the rule's accuracy for erf); with exact relu moments, their E[xi]
+        (the ODE's right-hand side to rounding).
     n_nodes
         Gauss-Hermite nodes per unit for the covariance (see :func:`increment_covariance`).
     target : HermiteTarget, optional
