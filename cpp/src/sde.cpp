@@ -456,6 +456,8 @@ class Path {
     const int nc = mom_.n_components();
     nc_ = nc;
     y_.resize(sp.model.state_size());
+    use_rhs_ = !sp.model.biased && mom_.smooth_dims() == 0;
+    if (use_rhs_) f_.resize(y_.size());
     mean_.resize(static_cast<std::size_t>(nc));
     cov_.resize(static_cast<std::size_t>(nc) * nc);
     dz_.resize(static_cast<std::size_t>(nc));
@@ -491,8 +493,10 @@ class Path {
       if (step == sp_.steps) break;
       if (cancel_requested()) return stop(2, step);  // every step: one can take milliseconds
       r_prev = r;
-      // y += F dt + sqrt(dt / d) chol(Cov xi) z, F = E[xi] (the exact moments': the ODE's right-hand side)
+      // y += F dt + sqrt(dt / d) chol(Cov xi) z, F = E[xi] (the exact moments': the ODE's right-hand side), or
+      // OdeRhs itself where it was before biases (bitwise as then)
       if (!mom_(y_.data(), mean_.data(), cov_.data())) return stop(1, step, kNotPsd);
+      if (use_rhs_) rhs_(y_.data(), f_.data(), 1);
       if (!cholesky_psd(cov_.data(), nc_, 1e-13)) return stop(1, step, kNotPsd);
       const long long slot = step % kBufSteps;
       if (slot == 0) rng::gaussians(stream_, static_cast<std::uint64_t>(step) * nc_, buf_.size(), buf_.data());
@@ -500,8 +504,10 @@ class Path {
       for (int al = 0; al < nc_; ++al) {
         double t = 0.0;
         for (int be = 0; be <= al; ++be) t += cov_[al * nc_ + be] * z[be];
-        dz_[al] = sp_.dt * mean_[al] + sq * std::sqrt(inv_d) * t;
+        dz_[al] = (use_rhs_ ? 0.0 : sp_.dt * mean_[al]) + sq * std::sqrt(inv_d) * t;
       }
+      if (use_rhs_)
+        for (std::size_t q = 0; q < y_.size(); ++q) y_[q] += sp_.dt * f_[q];
       int c = 0;
       for (int i = 0; i < K; ++i)
         for (int k = i; k < K; ++k, ++c) {
@@ -547,7 +553,8 @@ class Path {
   SdeOut& out_;
   rng::StreamId stream_;
   int nc_ = 0;
-  std::vector<double> y_, mean_, cov_, dz_, buf_;
+  bool use_rhs_ = false;  // the drift from OdeRhs (exact, no biases, no smooth block: as before biases existed)
+  std::vector<double> y_, f_, mean_, cov_, dz_, buf_;
 };
 
 // W paths in SIMD lanes (quadrature moments): the Gauss-Hermite loop runs over the nodes with the lanes innermost;

@@ -22,7 +22,8 @@
 //    the orthant moments with the conditioned means and covariance over the others (mixed).
 // A step student has no diffusion term: sigma' = 0 almost everywhere, so online SGD never moves it (validate_model
 // refuses it). The drift is E[xi] from the same moments: the ODE's right-hand side (OdeRhs), to rounding for the exact
-// moments (tests/test_sde_relu_bias.py), and at a fraction of its cost with biases (its nested relu I4 quadrature).
+// moments (tests/test_sde_relu_bias.py), and at a fraction of its cost with biases (its nested relu I4 quadrature);
+// exact runs without biases or a smooth block keep OdeRhs itself, bitwise as before biases existed.
 //
 // The integrator is Euler-Maruyama on a fixed step dt (strong order 1/2, weak order 1): y += F dt + sqrt(dt) S z
 // with S S^T = Cov(xi) / d (Cholesky, zero pivots skipped), z standard normal from the counter-based stream
@@ -30,7 +31,7 @@
 // Quadrature moments: paths run in SIMD lanes (blocks of 8 per thread; a lane takes the next path when its own ends)
 // and the drift F is E[xi] from the same quadrature (projected: the ODE's right-hand side, exactly for polynomial
 // units and targets, to the quadrature's accuracy for erf). Exact (relu) moments: one path per thread's turn, drift
-// E[xi] from the exact moments. Either way a path's arithmetic never depends on the other paths (fixed lane width, no FMA contraction
+// E[xi] from the exact moments (OdeRhs without biases or a smooth block). Either way a path's arithmetic never depends on the other paths (fixed lane width, no FMA contraction
 // in sde.cpp): bit-identical results for any thread count or set of paths.
 #pragma once
 #include <atomic>
@@ -64,6 +65,8 @@ class IncrementMoments {
   double* raw_second() { return S_.data(); }
   void finish(const double* y, double* mean, double* cov);
   int n_units() const { return u_; }
+  // The Gauss-Hermite dimensions of the exact moments (the smooth block beside relu/step units; 0: none).
+  int smooth_dims() const { return exact_ ? ng_ : 0; }
   // The units' means (b, b*) at state y (zeros without biases), into out (K + M).
   void means(const double* y, double* out) const;
   const std::vector<double>& grid() const { return grid_; }
