@@ -74,7 +74,8 @@ double orthant_probability(const Problem& P) {
       ids |= 1u << P.id[j];
     }
   const unsigned key = P.cond | (ids << 4);
-  const bool memo = P.memo != nullptr && !P.merged && m >= 3;
+  // memoised with means only (the zero-mean closed forms stay recomputed per problem, bitwise as before means)
+  const bool memo = P.memo != nullptr && !P.merged && m >= 3 && !centred;
   if (memo && !std::isnan(P.memo[key])) return P.memo[key];
   auto r = [&](int a, int b) {
     const double v = P.c(idx[a], idx[b]) / std::sqrt(P.c(idx[a], idx[a]) * P.c(idx[b], idx[b]));
