@@ -202,7 +202,7 @@ def test_biased_relu_erf_sde_ensemble_against_sgd() -> None:
 def test_aligned_fields_with_means_are_continuous(teacher_bias: float) -> None:
     """A student exactly aligned with the teacher (Omega singular), with a different bias (the pair kept, the
     conditioning making one a constant of definite sign) or the same one (merged): the moments are the limit of the
-    nearly aligned ones (measured: 1e-9 relative at 1 - r = 1e-9); two identical students with different biases
+    nearly aligned ones (measured: <= 6e-9 relative at 1 - r = 1e-9); two identical students with different biases
     likewise, and their drift is the ODE's."""
     kw = {"lr": 0.3, "lr_bias": 0.5, "noise": 0.1}
 
