@@ -4,8 +4,8 @@
 // relu(l) = l 1(l > 0), relu'(l) = step(l) = 1(l > 0), 1(l > 0)^2 = 1(l > 0). Each term's expectation is an
 // orthant moment (gaussian_orthant.hpp: Stein's lemma down to the orthant probabilities, closed form up to three
 // indicators, the one-dimensional Price-path integral for four; with means certified quadrature from three
-// indicators on), so the result is exact to rounding (~1e-11 relative where four indicators meet). Used for the diffusion term of relu SGD (sde.hpp), whose integrands have kinks that
-// defeat Gauss-Hermite product rules.
+// indicators on), so the result is exact to rounding (~1e-11 relative where four indicators meet). Used for the
+// diffusion term of relu SGD (sde.hpp), whose integrands have kinks that defeat Gauss-Hermite product rules.
 #pragma once
 #include <cstdint>
 #include <unordered_map>

@@ -31,8 +31,9 @@
 // Quadrature moments: paths run in SIMD lanes (blocks of 8 per thread; a lane takes the next path when its own ends)
 // and the drift F is E[xi] from the same quadrature (projected: the ODE's right-hand side, exactly for polynomial
 // units and targets, to the quadrature's accuracy for erf). Exact (relu) moments: one path per thread's turn, drift
-// E[xi] from the exact moments (OdeRhs without biases or a smooth block). Either way a path's arithmetic never depends on the other paths (fixed lane width, no FMA contraction
-// in sde.cpp): bit-identical results for any thread count or set of paths.
+// E[xi] from the exact moments (OdeRhs without biases or a smooth block). Either way a path's arithmetic never
+// depends on the other paths (fixed lane width, no FMA contraction in sde.cpp): bit-identical results for any thread
+// count or set of paths.
 #pragma once
 #include <atomic>
 #include <cstddef>
