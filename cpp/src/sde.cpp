@@ -105,9 +105,9 @@ IncrementMoments::IncrementMoments(const OdeModel& model, std::vector<double> no
       g0_ = m_.K;
     }
     if (u_ - ng_ > IndicatorPoly::kMaxVars)
-      throw std::invalid_argument("K + M: the relu diffusion term is exact (orthant moments over the relu, step, linear "
-                                  "or quadratic units; a smooth block beside them by quadrature) for K + M <= 4 units, "
-                                  "got " + std::to_string(u_ - ng_));
+      throw std::invalid_argument("K + M: the relu diffusion term is exact (orthant moments over the relu, step, "
+                                  "linear or quadratic units; a smooth block beside them by quadrature) for K + M <= 4 "
+                                  "units, got " + std::to_string(u_ - ng_));
     if (ng_ > 0 && (x_.empty() || x_.size() != w_.size()))
       throw std::invalid_argument("nodes: expected as many nodes as weights (at least one)");
     if (m_.target) {
