@@ -515,6 +515,55 @@ double kinked_i4(A st, A a, A b, const double* C, const double* mu) {
 }
 }  // namespace
 
+namespace {
+// P(l0 > 0, l1 > 0, l2 > 0), l ~ N(mu, C): l0 = mu0 + s0 t, and given t the pair (l1, l2) has the means
+// mu_f + (C_f0 / s0) t and the fixed Schur complement, whose orthant probability is BivariateOrthant; t by adaptive
+// Gauss-Legendre from the kink -mu0 / s0, split around the boundary layers of a field with a small remaining variance
+// and, for |rho| -> 1, of the pair's own kink (as in kinked_i4).
+double orthant3_mean(const double* C, const double* mu) {
+  const double s0 = std::sqrt(C[0]), c1 = C[3] / s0, c2 = C[6] / s0;
+  const double x = std::max(0.0, C[4] - c1 * c1), y = C[5] - c1 * c2, z = std::max(0.0, C[8] - c2 * c2);
+  const double s1 = x > 1e-14 * C[4] ? std::sqrt(x) : 0.0, s2 = z > 1e-14 * C[8] ? std::sqrt(z) : 0.0;
+  double rho = s1 > 0.0 && s2 > 0.0 ? std::clamp(y / (s1 * s2), -1.0, 1.0) : 0.0;
+  constexpr double kUnit = 1.0 - 8.0 * 2.220446049250313e-16;
+  rho = rho >= kUnit ? 1.0 : (rho <= -kUnit ? -1.0 : rho);
+  const BivariateOrthant bvn(rho);
+  const double t0 = -mu[0] / s0;
+  std::vector<double> breaks{t0};
+  if (c1 != 0.0) add_layer(breaks, -mu[1] / c1, s1 / std::fabs(c1));
+  if (c2 != 0.0) add_layer(breaks, -mu[2] / c2, s2 / std::fabs(c2));
+  if (s1 > 0.0 && s2 > 0.0 && std::fabs(rho) >= 0.5) {
+    const double sg = rho < 0.0 ? -1.0 : 1.0, gt = c1 / s1 - sg * c2 / s2;
+    if (gt != 0.0)
+      add_layer(breaks, -(mu[1] / s1 - sg * mu[2] / s2) / gt, std::sqrt(2.0 * (1.0 - std::fabs(rho))) / std::fabs(gt));
+  }
+  auto f = [&](double t) {
+    if (!(t > t0)) return Enveloped{0.0, 0.0};
+    const double m1 = mu[1] + c1 * t, m2 = mu[2] + c2 * t, ph = npdf(t);
+    double p;
+    if (!(s1 > 0.0)) p = m1 > 0.0 ? (s2 > 0.0 ? ncdf(m2 / s2) : (m2 > 0.0 ? 1.0 : 0.0)) : 0.0;
+    else if (!(s2 > 0.0)) p = m2 > 0.0 ? ncdf(m1 / s1) : 0.0;
+    else p = bvn(-m1 / s1, -m2 / s2);
+    return Enveloped{ph * p, ph * (p + 1e-2)};
+  };
+  return std::clamp(adaptive_normal(f, std::move(breaks), kInnerTol).value, 0.0, 1.0);
+}
+}  // namespace
+
+double orthant_probability_mean(const double* C, const double* mu, int n) {
+  switch (n) {
+    case 0: return 1.0;
+    case 1: return ncdf(mu[0] / std::sqrt(C[0]));
+    case 2: {
+      const double s1 = std::sqrt(C[0]), s2 = std::sqrt(C[3]);
+      return BivariateOrthant(std::clamp(C[1] / (s1 * s2), -1.0, 1.0))(-mu[0] / s1, -mu[1] / s2);
+    }
+    case 3: return orthant3_mean(C, mu);
+    case 4: return kinked_i4(A::Relu, A::Step, A::Step, C, mu);
+    default: throw std::logic_error("orthant_probability_mean: n must be 0 to 4");
+  }
+}
+
 double i2_mean(A a, A b, const double* C, const double* mu) {
   if (all_zero(mu, 2) && zero_mean_pair(a, b)) return i2(a, b, C);
   if (smooth_pair(a, b) && !is_classic(a) && !is_classic(b)) {  // a classic unit: its smoothing in closed form

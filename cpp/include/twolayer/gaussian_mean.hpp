@@ -63,6 +63,14 @@ double j2_mean(Activation s, const double* C, const double* mu);
 double i3_mean(Activation s, Activation b, const double* C, const double* mu);
 double i4_mean(Activation s, Activation a, Activation b, const double* C, const double* mu);
 
+// P(lambda > 0) for lambda ~ N(mu, C), C n x n row-major PSD, n <= 4, every variance > 0: Phi(mu / sqrt(C11)),
+// the bivariate normal orthant (Drezner-Wesolowsky, ~1e-16 absolute), for n = 3 adaptive Gauss-Legendre over the
+// first variable of the bivariate orthant of the other two conditioned on it (split at its kink and around the
+// boundary layers of near-singular blocks, certified to 1e-13 of the integral of its envelope), for n = 4 the relu I4
+// kinked_i4(relu, step, step) (nested, certified to 1e-12). The exact relu/step moments of the SDE with biases
+// (gaussian_orthant.hpp) end here.
+double orthant_probability_mean(const double* C, const double* mu, int n);
+
 // Batches over `count` covariances C (n x n each) and means mu (n each): every matrix checked (covariance_error) and
 // every mean finite (std::invalid_argument naming the first bad one); the matrices whose means are all 0 go through
 // the zero-mean batches' own path where it has the pair (i2_batch_at, ...: bitwise their values), the others through
