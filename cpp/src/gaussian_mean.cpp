@@ -266,10 +266,12 @@ void add_layer(std::vector<double>& breaks, double t0, double w) {
 //                / (2 sin^2 th)) dth, 20-point Gauss-Legendre on dyadic panels down to the layer of width
 //                ~|h - k| at th = 0;
 //   r <= -0.925: P = Phi(-h) - P(X > h, -Y > -k) at correlation -r.
-// Absolute accuracy ~1e-16 (tests/test_kernels_relu_mean.py, against mpmath).
+// Absolute accuracy ~1e-16 (tests/test_kernels_relu_mean.py, against mpmath). acos |r| (the near-one branch's range)
+// may be given when the caller knows it more accurately than from the rounded r (1 - |r| far below 1).
 class BivariateOrthant {
  public:
-  explicit BivariateOrthant(double r) : r_(r) {
+  explicit BivariateOrthant(double r) : BivariateOrthant(r, std::acos(std::fabs(r))) {}
+  BivariateOrthant(double r, double acos_abs_r) : r_(r), top_(acos_abs_r) {
     if (!(std::fabs(r) < 0.925)) return;
     const GaussLegendre& gl = gauss_legendre();
     const double half = 0.5 * std::asin(r);
@@ -284,21 +286,25 @@ class BivariateOrthant {
     const double r = r_;
     if (r >= 1.0) return ncdf(-std::max(h, k));
     if (r <= -1.0) return std::max(0.0, ncdf(-h) - ncdf(k));
-    if (std::fabs(r) < 0.925) {
-      const double hs = 0.5 * (h * h + k * k), hk = h * k;
-      double sum = 0.0;
-      for (int i = 0; i < kGL; ++i) sum += w_[i] * std::exp((sn_[i] * hk - hs) * inv_[i]);
-      return std::clamp(ncdf(-h) * ncdf(-k) + sum, 0.0, 1.0);
-    }
-    if (r < 0.0) return std::clamp(ncdf(-h) - near_one(h, -k, -r), 0.0, 1.0);
-    return near_one(h, k, r);
+    if (std::fabs(r) < 0.925) return std::clamp(ncdf(-h) * ncdf(-k) + excess(h, k), 0.0, 1.0);
+    if (r < 0.0) return std::clamp(ncdf(-h) - near_one(h, -k, top_), 0.0, 1.0);
+    return near_one(h, k, top_);
+  }
+  // Whether the Drezner-Wesolowsky branch applies (|r| < 0.925), and there its integral
+  // P - Phi(-h) Phi(-k) = 1/(2 pi) int_0^asin(r) exp(-(h^2 + k^2 - 2 h k sin th) / (2 cos^2 th)) dth (even in (h, k)).
+  bool moderate() const { return std::fabs(r_) < 0.925; }
+  double excess(double h, double k) const {
+    const double hs = 0.5 * (h * h + k * k), hk = h * k;
+    double sum = 0.0;
+    for (int i = 0; i < kGL; ++i) sum += w_[i] * std::exp((sn_[i] * hk - hs) * inv_[i]);
+    return sum;
   }
 
  private:
   // The integral from r = 1 on dyadic panels [top 2^-(j+1), top 2^-j] of 20 Gauss-Legendre points each, down to the
   // layer of width |h - k| at th = 0 (below a ninth of it the integrand is < e^-40); no allocation.
-  static double near_one(double h, double k, double r) {
-    const double d2 = (h - k) * (h - k), hk4 = 4.0 * h * k, top = std::acos(r);
+  static double near_one(double h, double k, double top) {
+    const double d2 = (h - k) * (h - k), hk4 = 4.0 * h * k;
     auto f = [&](double th) {
       const double sn = std::sin(th), sh = std::sin(0.5 * th);
       return sn > 0.0 ? std::exp(-(d2 + hk4 * sh * sh) / (2.0 * sn * sn)) : (d2 > 0.0 ? 0.0 : std::exp(-0.125 * hk4));
@@ -313,13 +319,45 @@ class BivariateOrthant {
     }
     return std::clamp(ncdf(-std::max(h, k)) - sum / (2.0 * kPi), 0.0, 1.0);
   }
-  double r_;
+  double r_, top_;  // top_ = acos |r|
   double sn_[kGL]{}, inv_[kGL]{}, w_[kGL]{};
 };
+
+// E[s^(i)(lambda1) s^(j)(lambda2)] for s = erf(./sqrt 2) in closed form (gaussian_mean.hpp, "erf pairs").
+double erf_pair_moment(int i, int j, double mu1, double mu2, double x, double y, double z) {
+  if (i == 0 && j > 0) {
+    std::swap(i, j);
+    std::swap(mu1, mu2);
+    std::swap(x, z);
+  }
+  x = std::max(x, 0.0);
+  z = std::max(z, 0.0);
+  const double a1 = std::sqrt(1.0 + x), h1 = mu1 / a1;
+  if (i == 0) {
+    const double a2 = std::sqrt(1.0 + z), h2 = mu2 / a2, D = (1.0 + x) * (1.0 + z) - y * y;
+    const BivariateOrthant bvn(y / (a1 * a2), std::atan2(std::sqrt(std::max(D, 0.0)), std::fabs(y)));
+    if (bvn.moderate()) return std::erf(h1 / kSqrt2) * std::erf(h2 / kSqrt2) + 4.0 * bvn.excess(h1, h2);
+    return 4.0 * bvn(-h1, -h2) - 2.0 * ncdf(h1) - 2.0 * ncdf(h2) + 1.0;
+  }
+  const double A = 2.0 * npdf(h1) / a1;
+  if (A == 0.0) return 0.0;  // every term carries phi(h1)
+  const double kappa = y / (1.0 + x), m = mu2 - kappa * mu1, sd = std::sqrt(std::max(z - kappa * y, 0.0));
+  const double he[4] = {1.0, -h1 / a1, (h1 * h1 - 1.0) / (1.0 + x), -(h1 * h1 - 3.0) * h1 / ((1.0 + x) * a1)};
+  static constexpr double kBinomial[4][4] = {{1, 0, 0, 0}, {1, 1, 0, 0}, {1, 2, 1, 0}, {1, 3, 3, 1}};
+  double r = 0.0, dm = 1.0;  // dm = (-kappa)^l
+  for (int l = 0; l < i; ++l, dm *= -kappa) r += kBinomial[i - 1][l] * he[i - 1 - l] * dm * smoothed(A::Erf, j + l, m, sd);
+  return A * r;
+}
 
 }  // namespace
 
 double pair_moment(A a, int i, A b, int j, double mu1, double mu2, double x, double y, double z) {
+  if (i < 0 || j < 0 || i + j > 4) throw std::logic_error("pair_moment: derivative orders i, j >= 0, i + j <= 4");
+  if (a == A::Erf && b == A::Erf) return erf_pair_moment(i, j, mu1, mu2, x, y, z);
+  return pair_moment_quadrature(a, i, b, j, mu1, mu2, x, y, z);
+}
+
+double pair_moment_quadrature(A a, int i, A b, int j, double mu1, double mu2, double x, double y, double z) {
   if (i < 0 || j < 0 || i + j > 4) throw std::logic_error("pair_moment: derivative orders i, j >= 0, i + j <= 4");
   Factor fa = factor(a, i), fb = factor(b, j);
   if (smooth::exact_polynomial_pair(a, b)) {  // exact (gaussian_smooth.hpp)
