@@ -332,16 +332,19 @@ double erf_pair_moment(int i, int j, double mu1, double mu2, double x, double y,
   }
   x = std::max(x, 0.0);
   z = std::max(z, 0.0);
+  // det C = x z - y^2 to a few ulps of itself (Kahan's fma form: exact for an exactly singular C given in doubles),
+  // so that the tilted variance and D keep their relative accuracy when large variances nearly cancel
+  const double yy = y * y, det = std::max(std::fma(x, z, -yy) + std::fma(-y, y, yy), 0.0);
   const double a1 = std::sqrt(1.0 + x), h1 = mu1 / a1;
   if (i == 0) {
-    const double a2 = std::sqrt(1.0 + z), h2 = mu2 / a2, D = (1.0 + x) * (1.0 + z) - y * y;
-    const BivariateOrthant bvn(y / (a1 * a2), std::atan2(std::sqrt(std::max(D, 0.0)), std::fabs(y)));
+    const double a2 = std::sqrt(1.0 + z), h2 = mu2 / a2, D = 1.0 + x + z + det;  // (1 + x)(1 + z) - y^2
+    const BivariateOrthant bvn(y / (a1 * a2), std::atan2(std::sqrt(D), std::fabs(y)));
     if (bvn.moderate()) return std::erf(h1 / kSqrt2) * std::erf(h2 / kSqrt2) + 4.0 * bvn.excess(h1, h2);
     return 4.0 * bvn(-h1, -h2) - 2.0 * ncdf(h1) - 2.0 * ncdf(h2) + 1.0;
   }
   const double A = 2.0 * npdf(h1) / a1;
   if (A == 0.0) return 0.0;  // every term carries phi(h1)
-  const double kappa = y / (1.0 + x), m = mu2 - kappa * mu1, sd = std::sqrt(std::max(z - kappa * y, 0.0));
+  const double kappa = y / (1.0 + x), m = mu2 - kappa * mu1, sd = std::sqrt((z + det) / (1.0 + x));
   const double he[4] = {1.0, -h1 / a1, (h1 * h1 - 1.0) / (1.0 + x), -(h1 * h1 - 3.0) * h1 / ((1.0 + x) * a1)};
   static constexpr double kBinomial[4][4] = {{1, 0, 0, 0}, {1, 1, 0, 0}, {1, 2, 1, 0}, {1, 3, 3, 1}};
   double r = 0.0, dm = 1.0;  // dm = (-kappa)^l

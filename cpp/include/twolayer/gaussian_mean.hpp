@@ -26,7 +26,8 @@
 //       standard normals) = s(h1) s(h2) + 4 T(h1, h2; rho) with T the Drezner-Wesolowsky integral for |rho| < 0.925
 //       (relative accuracy where the moment is small), the near-one branch of the orthant probability otherwise;
 //       i >= 1: s'(l1) = 2 phi(l1) tilts the law (complete the square): E[s'(l1) g(l2)] = A(mu1) E[g(m + sd u)],
-//       A = 2 phi(h1) / a1, m = mu2 - kappa mu1, kappa = C12 / (1 + C11), sd^2 = C22 - kappa C12, and the higher
+//       A = 2 phi(h1) / a1, m = mu2 - kappa mu1, kappa = C12 / (1 + C11), sd^2 = C22 - kappa C12 = (C22 + det C) /
+//       (1 + C11) (det C by an fma: accurate where large variances nearly cancel), and the higher
 //       orders are mu1-derivatives of it (E[s^(i) s^(j)] = d^(i-1)/dmu1^(i-1) E[s' s^(j)]): Leibniz over
 //       A^(n) = (-1)^n He_n(h1) A / a1^n and the closed erf smoothing S^(j+l)(m, sd) (dm/dmu1 = -kappa).
 //     Every erf kernel with means (I2, J2, I3 by Stein, the erf student's I4 by conditioning) therefore is closed
