@@ -46,6 +46,18 @@ def test_pair_moments_match_the_quadrature_engine(i: int, j: int) -> None:
     np.testing.assert_allclose(closed, quad, rtol=0, atol=1e-13)
 
 
+@pytest.mark.parametrize("rho", [0.0, 0.29, -0.31, 0.74, -0.76, 0.92, -0.93, 0.95])
+def test_every_branch_of_the_orthant_probability(rho: float) -> None:
+    """rho = C12 / sqrt((1 + C11)(1 + C22)) on both sides of 0.3, 0.75 (6, 12, 20 Drezner-Wesolowsky nodes) and 0.925
+    (the near-one panels), means from 0 to the tails."""
+    x = 20.0
+    C = np.tile([[x, rho * (1 + x)], [rho * (1 + x), x]], (5, 1, 1))
+    mu = np.array([[0.3, -0.2], [4.0, 3.0], [-10.0, 12.0], [25.0, -30.0], [-6.0, -8.0]])
+    closed = _core.pair_moment("erf", 0, "erf", 0, mu, C)
+    quad = _core.pair_moment("erf", 0, "erf", 0, mu, C, quadrature=True)
+    np.testing.assert_allclose(closed, quad, rtol=0, atol=1e-14)
+
+
 def _he(n: int, t: mp.mpf) -> mp.mpf:
     return [mp.mpf(1), t, t * t - 1, t**3 - 3 * t, t**4 - 6 * t * t + 3][n]
 

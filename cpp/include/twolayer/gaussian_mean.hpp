@@ -24,7 +24,8 @@
 //     rho = C12 / (a1 a2) stays off +-1 for every PSD C; acos |rho| = atan2(sqrt D, |C12|) exactly):
 //       E[s(l1) s(l2)] = 4 Phi2(h1, h2; rho) - 2 Phi(h1) - 2 Phi(h2) + 1 (s(l) = 2 P(Z < l | l), Z independent
 //       standard normals) = s(h1) s(h2) + 4 T(h1, h2; rho) with T the Drezner-Wesolowsky integral for |rho| < 0.925
-//       (relative accuracy where the moment is small), the near-one branch of the orthant probability otherwise;
+//       (relative accuracy where the moment is small; Genz's 6, 12, 20 nodes below |rho| = 0.3, 0.75, 0.925), the
+//       near-one branch of the orthant probability otherwise;
 //       i >= 1: s'(l1) = 2 phi(l1) tilts the law (complete the square): E[s'(l1) g(l2)] = A(mu1) E[g(m + sd u)],
 //       A = 2 phi(h1) / a1, m = mu2 - kappa mu1, kappa = C12 / (1 + C11), sd^2 = C22 - kappa C12 = (C22 + det C) /
 //       (1 + C11) (det C by an fma: accurate where large variances nearly cancel), and the higher
