@@ -14,8 +14,9 @@ the risk well and shrinks when it does not. From a minimum (g = 0) the first ste
 radius along the followed modes. The followed modes are tracked by overlap with the previous ones. Once the
 Hessian has the requested number of negative eigenvalues and the gradient is small, :func:`refine` finishes
 by Newton's method, and the point is classified from its exact Hessian (its Morse index is ``CriticalPoint.index``).
-Flat directions of continuous symmetries (relu with a trained second layer, whose rescaling orbit carries trained
-biases too) are left out of the steps. Either network may have biases; ``train_bias`` searches over the student's.
+The flat directions of the rescaling orbit (relu with a trained second layer, step units; trained biases move with
+it) are split off: the steps and the count of negative modes use the Hessian across the orbit. Either network may
+have biases; ``train_bias`` searches over the student's.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from .._validation import INT32_MAX, boolean, integer, positive, real
 from ..networks import Network
 from ..overlaps import check_pair
 from .critical import CriticalPoint, euclidean_norm, flat_gradient, hessian_eigh, pack_weights, refine, unpack_weights
+from .orbit import orbit_tangents
 
 __all__ = ["saddle_search", "saddle_connections"]
 
@@ -45,6 +47,21 @@ def _start(start: Network | CriticalPoint, train_readout: bool | None,
         raise TypeError(f"start: expected a Network or a CriticalPoint, got {type(start).__name__}")
     return (net, tr if train_readout is None else boolean(train_readout, "train_readout"),
             tb if train_bias is None else boolean(train_bias, "train_bias"))
+
+
+def _transverse_eigh(net: Network, teacher: Network, tr: bool,
+                     tb: bool) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """The Hessian's eigen-decomposition across the rescaling orbit (on the orthogonal complement of its tangents,
+    eigenvectors in the full coordinates; the full one without an orbit): away from a critical point the orbit's
+    directions have small eigenvalues of either sign, which would otherwise count as negative modes."""
+    lam, V = hessian_eigh(net, teacher, tr, tb)
+    T = orbit_tangents(net, tr, tb)
+    if not (T.shape[1] and lam.size):
+        return lam, V
+    P = np.linalg.qr(T, mode="complete")[0][:, T.shape[1]:]
+    H = (V * lam) @ V.T
+    lam_t, V_t = np.linalg.eigh(P.T @ (0.5 * (H + H.T)) @ P)
+    return lam_t, P @ V_t
 
 
 def _canonical_modes(
@@ -223,7 +240,7 @@ def saddle_search(
     net = student
     x = pack_weights(net, tr, tb)
     g = flat_gradient(net, teacher, tr, tb)
-    lam, V = hessian_eigh(net, teacher, tr, tb)
+    lam, V = _transverse_eigh(net, teacher, tr, tb)
     if lam.size == 0:
         raise ValueError("start: the Hessian is undefined there (exactly aligned step units)")
     ztol = 1e-8 * max(1.0, float(np.max(np.abs(lam)))) if zero_tol is None else positive(zero_tol, "zero_tol")
@@ -279,7 +296,7 @@ def saddle_search(
         try:  # a point where the risk cannot be evaluated (e.g. a quadrature that does not converge): a shorter step
             g_new = flat_gradient(net_new, teacher, tr, tb)
             actual = population.risk(net_new, teacher) - population.risk(net, teacher)
-            lam_new, V_new = hessian_eigh(net_new, teacher, tr, tb)
+            lam_new, V_new = _transverse_eigh(net_new, teacher, tr, tb)
         except ValueError:
             radius *= 0.5
             continue
@@ -342,7 +359,7 @@ def saddle_connections(
     max_iter = integer(max_iter, "max_iter", 1, INT32_MAX)
     tol_ = positive(tol, "tol")
     tr, tb = saddle.train_readout, saddle.train_bias
-    lam, V = hessian_eigh(saddle.student, teacher, tr, tb)
+    lam, V = _transverse_eigh(saddle.student, teacher, tr, tb)
     if lam.size == 0 or int(np.sum(lam < -1e-8 * max(1.0, float(np.max(np.abs(lam)))))) != 1:
         raise ValueError(f"saddle: expected an index-1 saddle, got index {saddle.index}")
     v = V[:, 0]
