@@ -366,8 +366,7 @@ def _path(student: Network, teacher: Network, lr: float, times: ArrayLike, sched
     for s in steps:
         if s > done:
             traj = population.descend(net, teacher, lr=lr_, n_steps=int(s - done), n_records=2,
-                                      schedule=None if rates is None else per_step(rates[done:s]),
-                                      **({"lr_bias": lr_b} if lr_b > 0 else {}))
+                                      schedule=None if rates is None else per_step(rates[done:s]), lr_bias=lr_b)
             if traj.status != "completed":
                 status = "diverged"
                 break
