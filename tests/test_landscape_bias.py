@@ -276,3 +276,27 @@ def test_flows_with_biases() -> None:
     assert fixed.bias is not None and np.all(fixed.bias == -0.2)
     plain = tl.Network([[1.0, 0.0]], None, "relu", scaling="none")
     assert L.alignment_flow(s.with_weights(s.W, bias=[0.0]), plain, [0.0, 1.0]).bias is None
+
+
+def test_step_units_with_biases() -> None:
+    """Step units with trained biases: (w_i, b_i) -> c (w_i, b_i) leaves the risk unchanged, the canonical point has
+    unit rows, and the classification does not depend on the point of the orbit. Units are degenerate (a kink, no
+    Hessian) only when one pre-activation is a multiple of the other, thresholds included: a common direction with
+    different thresholds is smooth (the Hessian there against finite differences)."""
+    t = tl.Network(np.array([[1.0, 0.0]]), None, "step", scaling="none", bias=[0.3])
+    s = tl.Network(np.array([[0.8, 0.6], [0.1, 1.0]]), None, "step", scaling="none", bias=[0.2, -0.1])
+    s2 = s.with_weights(s.W * [[3.0], [0.5]], bias=s.bias * [3.0, 0.5])
+    assert abs(tl.population.risk(s2, t) - tl.population.risk(s, t)) <= 1e-15
+    can = L.canonical(s2, False, True)
+    np.testing.assert_allclose(np.linalg.norm(can.W, axis=1), 1.0, rtol=1e-15)
+    np.testing.assert_allclose(can.bias, s.bias / np.linalg.norm(s.W, axis=1), rtol=1e-14)
+    assert L.classify(s2, t, train_bias=True) == L.classify(s, t, train_bias=True)
+    assert L.critical.symmetry_nullity(s, False, True) == 2 and L.critical.symmetry_nullity(s, False, False) == 0
+    aligned = s.with_weights(np.array([[2.0, 0.0], [0.1, 1.0]]), bias=[0.6, -0.1])  # 2 (w*, b*)
+    assert tl.population.aligned_step_units(aligned, t) == "student row 0 and teacher row 0 are exactly aligned " \
+                                                           "(|cos| = 1)"
+    assert L.classify(aligned, t, train_bias=True)[2] == "non-differentiable"
+    smooth = aligned.with_weights(aligned.W, bias=[0.2, -0.1])  # the teacher's direction, another threshold
+    assert tl.population.aligned_step_units(smooth, t) is None
+    H = tl.population.hessian(smooth, t, train_readout=False, train_bias=True)
+    np.testing.assert_allclose(H, _fd_hessian(smooth, t, False, True), rtol=1e-6, atol=1e-9)
