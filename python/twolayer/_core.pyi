@@ -302,6 +302,9 @@ def multistart_lbfgs(
     memory: int,
     n_threads: int = 0,
     progress: Callable[[int], object] | None = None,
+    b: _F | None = None,
+    teacher_bias: _F | None = None,
+    train_bias: bool = False,
 ) -> dict[str, Any]: ...
 
 def sde_increment_moments(
