@@ -77,28 +77,86 @@ struct Grid {
   }
 };
 
+// The 8-point interpolant of one cell as a polynomial in u = t - 1/2: p(u) = sum_k c_k u^k, c_k = sum_m A[k][m] v[m]
+// (v: the stencil's values at offsets m - kLagLo), so that the points of a line inside one cell cost a Horner
+// evaluation each instead of their own Lagrange weights.
+struct CellPolynomial {
+  double A[kLag][kLag];
+  CellPolynomial() {
+    for (int m = 0; m < kLag; ++m) {
+      double c[kLag] = {1.0};  // prod_{n != m} (u + 1/2 - x_n) / (x_m - x_n), x_n = n - kLagLo
+      int deg = 0;
+      for (int n = 0; n < kLag; ++n) {
+        if (n == m) continue;
+        const double a = 0.5 - (n - kLagLo), den = static_cast<double>(m - n);
+        for (int k = deg + 1; k >= 0; --k) c[k] = ((k > 0 ? c[k - 1] : 0.0) + a * (k <= deg ? c[k] : 0.0)) / den;
+        ++deg;
+      }
+      for (int k = 0; k < kLag; ++k) A[k][m] = c[k];
+    }
+  }
+};
+const CellPolynomial kCell;
+
+// outs[i][q] = the interpolant of the table tabs[i] on g at x + (q - jm) step, q <= 2 jm, for a line whose points
+// are not aligned to the grid (a step below the grid's): run by run of the points inside one cell, each run from
+// its cell's polynomials (CellPolynomial). False when a stencil leaves the grid.
+bool along_free_line(const Grid& g, const double* const* tabs, int ntab, double x, double step, int jm,
+                     double* const* outs) {
+  constexpr int kMaxTabs = 2;
+  const int len = 2 * jm + 1;
+  const double pos0 = (x - g.x0) / g.dx, r = step / g.dx;
+  int q = 0;
+  while (q < len) {
+    const double fl = std::floor(pos0 + (q - jm) * r);
+    if (!(fl >= kLagLo && fl <= g.size - 1 - (kLag - kLagLo))) return false;
+    int qe = q + 1;  // the run: the points q..qe-1 in the cell fl
+    while (qe < len && std::floor(pos0 + (qe - jm) * r) == fl) ++qe;
+    const int k = static_cast<int>(fl) - kLagLo;
+    double c[kMaxTabs][kLag];
+    for (int i = 0; i < ntab; ++i)
+      for (int a = 0; a < kLag; ++a) c[i][a] = dot8(kCell.A[a], tabs[i] + k);
+    for (int i = 0; i < ntab; ++i) {
+      const double* ci = c[i];
+      double* o = outs[i];
+#ifdef TWOLAYER_OPENMP
+#pragma omp simd
+#endif
+      for (int p = q; p < qe; ++p) {
+        const double u = pos0 + (p - jm) * r - fl - 0.5;
+        o[p] = ((((((ci[7] * u + ci[6]) * u + ci[5]) * u + ci[4]) * u + ci[3]) * u + ci[2]) * u + ci[1]) * u + ci[0];
+      }
+    }
+    q = qe;
+  }
+  return true;
+}
+
 // out[q] = the interpolant of the table v on g at x + (q - jm) step, q <= 2 jm: the stencils at fixed offsets
-// (stride grid points per step, the weights computed once) when the grid is aligned to the step, else located point
-// by point (stride kFree). False when a stencil leaves the grid.
+// (stride grid points per step, the weights computed once) when the grid is aligned to the step, else run by run
+// through the cells (stride kFree, along_free_line). False when a stencil leaves the grid.
 constexpr int kFree = 1 << 30;
 bool along_line(const Grid& g, const double* v, int stride, double x, double step, int jm, double* out) {
+  if (stride == kFree) return along_free_line(g, &v, 1, x, step, jm, &out);
   const int len = 2 * jm + 1;
   double lw[kLag], t;
   int k;
-  if (stride == kFree) {
-    for (int q = 0; q < len; ++q) {
-      if (!g.locate(x + (q - jm) * step, k, t)) return false;
-      lagrange8(t, lw);
-      out[q] = dot8(lw, v + k);
-    }
-    return true;
-  }
   if (!g.locate(x, k, t)) return false;
   const int span = jm * std::abs(stride);
   if (k - span < 0 || k + span + kLag > g.size) return false;
   lagrange8(t, lw);
   interpolate(lw, v + k - jm * stride, stride, len, out);
   return true;
+}
+
+// along_line of two tables on one grid (a free line's runs found once).
+bool along_pair(const Grid& g, const double* v1, const double* v2, int stride, double x, double step, int jm,
+                double* out1, double* out2) {
+  if (stride != kFree)
+    return along_line(g, v1, stride, x, step, jm, out1) && along_line(g, v2, stride, x, step, jm, out2);
+  const double* tabs[2] = {v1, v2};
+  double* outs[2] = {out1, out2};
+  return along_free_line(g, tabs, 2, x, step, jm, outs);
 }
 
 // Checks an interpolation table against its exact values at the cell midpoints (mid[c]: cell c between c and c + 1).
@@ -281,8 +339,7 @@ struct Lattice {
       double *vf = buf_.data(), *df = vf + len, *s1 = df + len, *s2 = s1 + len;
       if (!along_line(line.g, line.v.data(), line.stride, arg[f], sf_step, jm, vf) ||
           (student_f && !along_line(line.g, line.d.data(), line.stride, arg[f], sf_step, jm, df)) ||
-          !along_line(last.g, last.S1.data(), last.mstep, arg[l], sl_step, jm, s1) ||
-          !along_line(last.g, last.S2.data(), last.mstep, arg[l], sl_step, jm, s2)) {
+          !along_pair(last.g, last.S1.data(), last.S2.data(), last.mstep, arg[l], sl_step, jm, s1, s2)) {
         ok = false;
         return;
       }
@@ -321,8 +378,7 @@ struct Lattice {
         const int q0 = jm & 1, jc = (jm - q0) / 2;  // j = -2 jc, ..., 2 jc
         double *c1 = s2 + len, *c2 = c1 + len;
         const int st = last.mstep == kFree ? kFree : 2 * last.mstep;
-        if (!along_line(last.g, last.S1c.data(), st, arg[l], 2.0 * sl_step, jc, c1) ||
-            !along_line(last.g, last.S2c.data(), st, arg[l], 2.0 * sl_step, jc, c2)) {
+        if (!along_pair(last.g, last.S1c.data(), last.S2c.data(), st, arg[l], 2.0 * sl_step, jc, c1, c2)) {
           ok = false;
           return;
         }

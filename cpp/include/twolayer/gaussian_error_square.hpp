@@ -13,7 +13,9 @@
 //     Lagrange, 8 points);
 //   * the field of the innermost loop is interpolated from a table of its activation (and derivative) too: along a
 //     line of that loop both arguments move by whole grid steps (the grids are aligned to the steps), so the
-//     interpolation weights are computed once per line.
+//     interpolation weights are computed once per line; a line whose step is far below a grid's (a last field nearly
+//     independent of the line's variable, typical of weakly correlated teachers and students) is taken run by run
+//     of the points inside one cell, each run from that cell's interpolating polynomial (Horner).
 // Certificate: the trapezoidal steps of gaussian_smooth.hpp's trapezoid_step, each field counted twice (its
 // derivative, the square), with a first 2h rule that errs by ~e^-26 (steps times 0.75 on failure); the 2h rule is
 // the even sub-lattice in every variable (the tables carry its sums too), and the result is accepted when
