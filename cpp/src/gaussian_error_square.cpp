@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "twolayer/gaussian_smooth.hpp"
@@ -42,19 +43,6 @@ inline double dot8(const double* lw, const double* v) {
   return s;
 }
 
-// out[q] = sum_m lw[m] v[q stride + m], q < len (the 8-point stencils along a line).
-void interpolate(const double* lw, const double* v, int stride, int len, double* out) {
-  for (int q = 0; q < len; ++q) out[q] = 0.0;
-  for (int m = 0; m < kLag; ++m) {
-    const double c = lw[m];
-    const double* vm = v + m;
-#ifdef TWOLAYER_OPENMP
-#pragma omp simd
-#endif
-    for (int q = 0; q < len; ++q) out[q] += c * vm[static_cast<std::ptrdiff_t>(q) * stride];
-  }
-}
-
 // A uniform grid x_k = x0 + dx k, k in [0, size), whose interpolation stencils cover [lo, hi].
 struct Grid {
   double x0 = 0.0, dx = 0.0;
@@ -77,7 +65,7 @@ struct Grid {
   }
 };
 
-// The 8-point interpolant of one cell as a polynomial in u = t - 1/2: p(u) = sum_k c_k u^k, c_k = sum_m A[k][m] v[m]
+// The 8-point interpolant of one cell as a polynomial in u = t - 1/2: p(u) = sum_k c_k u^k, c_k = sum_m A[m][k] v[m]
 // (v: the stencil's values at offsets m - kLagLo), so that the points of a line inside one cell cost a Horner
 // evaluation each instead of their own Lagrange weights.
 struct CellPolynomial {
@@ -92,7 +80,7 @@ struct CellPolynomial {
         for (int k = deg + 1; k >= 0; --k) c[k] = ((k > 0 ? c[k - 1] : 0.0) + a * (k <= deg ? c[k] : 0.0)) / den;
         ++deg;
       }
-      for (int k = 0; k < kLag; ++k) A[k][m] = c[k];
+      for (int k = 0; k < kLag; ++k) A[m][k] = c[k];
     }
   }
 };
@@ -110,12 +98,19 @@ bool along_free_line(const Grid& g, const double* const* tabs, int ntab, double 
   while (q < len) {
     const double fl = std::floor(pos0 + (q - jm) * r);
     if (!(fl >= kLagLo && fl <= g.size - 1 - (kLag - kLagLo))) return false;
-    int qe = q + 1;  // the run: the points q..qe-1 in the cell fl
+    // the run: the points q..qe-1 in the cell fl (its end from the crossing of the cell's far edge, then checked)
+    const double cross = r > 0.0 ? jm + (fl + 1.0 - pos0) / r : (r < 0.0 ? jm + (fl - pos0) / r : len);
+    int qe = cross < len ? std::max(q + 1, static_cast<int>(std::ceil(cross))) : len;
+    while (qe > q + 1 && std::floor(pos0 + (qe - 1 - jm) * r) != fl) --qe;
     while (qe < len && std::floor(pos0 + (qe - jm) * r) == fl) ++qe;
     const int k = static_cast<int>(fl) - kLagLo;
     double c[kMaxTabs][kLag];
     for (int i = 0; i < ntab; ++i)
-      for (int a = 0; a < kLag; ++a) c[i][a] = dot8(kCell.A[a], tabs[i] + k);
+      for (int a = 0; a < kLag; ++a) {
+        double sum = 0.0;
+        for (int m = 0; m < kLag; ++m) sum += kCell.A[m][a] * tabs[i][k + m];
+        c[i][a] = sum;
+      }
     for (int i = 0; i < ntab; ++i) {
       const double* ci = c[i];
       double* o = outs[i];
@@ -132,31 +127,71 @@ bool along_free_line(const Grid& g, const double* const* tabs, int ntab, double 
   return true;
 }
 
-// out[q] = the interpolant of the table v on g at x + (q - jm) step, q <= 2 jm: the stencils at fixed offsets
-// (stride grid points per step, the weights computed once) when the grid is aligned to the step, else run by run
-// through the cells (stride kFree, along_free_line). False when a stencil leaves the grid.
+// Grid points per step of a line whose points are not aligned to its table's grid.
 constexpr int kFree = 1 << 30;
-bool along_line(const Grid& g, const double* v, int stride, double x, double step, int jm, double* out) {
-  if (stride == kFree) return along_free_line(g, &v, 1, x, step, jm, &out);
-  const int len = 2 * jm + 1;
+
+// A table's entries regrouped by residue modulo s (its lines' grid points per step): part r = v[r], v[r + s], ...,
+// so that each stencil entry along the points of a line is contiguous (the line vectorises without gathers).
+struct Split {
+  int s = 0;  // 0: none (a free table)
+  std::vector<double> vt;
+  std::vector<int> off;
+  void build(const std::vector<double>& v, int stride) {
+    s = stride == kFree ? 0 : std::abs(stride);
+    if (s == 0) return;
+    const int n = static_cast<int>(v.size());
+    vt.resize(n);
+    off.resize(s);
+    int o = 0;
+    for (int r = 0; r < s; ++r) {
+      off[r] = o;
+      for (int i = r; i < n; i += s) vt[o++] = v[i];
+    }
+  }
+  const double* at(int idx) const { return vt.data() + off[idx % s] + idx / s; }
+};
+
+// outs[i][q] = the interpolant of the table v[i] (nt <= 2 tables on the grid g) at x + (q - jm) step, q <= 2 jm. A
+// grid aligned to the step (stride grid points per step, a multiple of the split's s): the stencils sit at fixed
+// offsets, the weights are computed once and each entry of the stencil runs along the split table (a negative
+// stride: the line filled in reverse); else (stride kFree) run by run through the cells (along_free_line). False
+// when a stencil leaves the grid.
+bool along(const Grid& g, int nt, const std::vector<double>* const* v, const Split* const* sp, int stride, double x,
+           double step, int jm, double* const* outs) {
+  if (stride == kFree) {
+    const double* tabs[2] = {v[0]->data(), nt > 1 ? v[1]->data() : nullptr};
+    return along_free_line(g, tabs, nt, x, step, jm, outs);
+  }
+  const int len = 2 * jm + 1, as = std::abs(stride), span = jm * as;
   double lw[kLag], t;
   int k;
   if (!g.locate(x, k, t)) return false;
-  const int span = jm * std::abs(stride);
   if (k - span < 0 || k + span + kLag > g.size) return false;
   lagrange8(t, lw);
-  interpolate(lw, v + k - jm * stride, stride, len, out);
+  for (int i = 0; i < nt; ++i) {
+    const int inc = as / sp[i]->s;
+    const double *p0 = sp[i]->at(k - span), *p1 = sp[i]->at(k - span + 1), *p2 = sp[i]->at(k - span + 2),
+                 *p3 = sp[i]->at(k - span + 3), *p4 = sp[i]->at(k - span + 4), *p5 = sp[i]->at(k - span + 5),
+                 *p6 = sp[i]->at(k - span + 6), *p7 = sp[i]->at(k - span + 7);
+    double* out = outs[i];
+    auto fill = [&](auto stepping) {
+      const int c = stepping;
+#ifdef TWOLAYER_OPENMP
+#pragma omp simd
+#endif
+      for (int q = 0; q < len; ++q) {
+        const std::ptrdiff_t e = static_cast<std::ptrdiff_t>(q) * c;
+        out[q] = ((lw[0] * p0[e] + lw[1] * p1[e]) + (lw[2] * p2[e] + lw[3] * p3[e])) +
+                 ((lw[4] * p4[e] + lw[5] * p5[e]) + (lw[6] * p6[e] + lw[7] * p7[e]));
+      }
+    };
+    if (inc == 1)
+      fill(std::integral_constant<int, 1>());
+    else
+      fill(inc);
+    if (stride < 0) std::reverse(out, out + len);
+  }
   return true;
-}
-
-// along_line of two tables on one grid (a free line's runs found once).
-bool along_pair(const Grid& g, const double* v1, const double* v2, int stride, double x, double step, int jm,
-                double* out1, double* out2) {
-  if (stride != kFree)
-    return along_line(g, v1, stride, x, step, jm, out1) && along_line(g, v2, stride, x, step, jm, out2);
-  const double* tabs[2] = {v1, v2};
-  double* outs[2] = {out1, out2};
-  return along_free_line(g, tabs, 2, x, step, jm, outs);
 }
 
 // Checks an interpolation table against its exact values at the cell midpoints (mid[c]: cell c between c and c + 1).
@@ -178,6 +213,7 @@ struct ActTable {
   Grid g;
   int m = 1, stride = 1;  // grid points per step of the line (kFree: not aligned)
   std::vector<double> v, d;
+  Split vs, ds;  // v and d split by the line's stride
   // (a step below kRawDx / 8 would make the aligned grid too fine: the grid is then free, dx = kRawDx)
   bool build(Activation a, bool deriv, double lo, double hi, double step) {
     const bool free = step < kRawDx / 8.0;
@@ -198,7 +234,11 @@ struct ActTable {
         mv[k] = e[0];
         if (deriv) md[k] = e[1];
       }
-      if (midpoints_ok(v, mv) && (!deriv || midpoints_ok(d, md))) return true;
+      if (midpoints_ok(v, mv) && (!deriv || midpoints_ok(d, md))) {
+        vs.build(v, stride);
+        if (deriv) ds.build(d, stride);
+        return true;
+      }
     }
     return false;
   }
@@ -212,6 +252,7 @@ struct SmoothTable {
   int mstep = 0;  // grid points per step of the line
   double S0 = 0.0, S0c = 0.0;
   std::vector<double> S1, S2, S1c, S2c;
+  Split S1s, S2s, S1cs, S2cs;  // split by the line's stride
   bool build(Activation a, double s, double hmax, double lo, double hi, double step) {
     // grid aligned to the line's step when that is not much below the target (else free); the convolution on the
     // grid itself when s h >= dx (s h = m dx), else point by point (a near-singular last field)
@@ -277,8 +318,13 @@ struct SmoothTable {
       std::vector<double> M1, M2, M1c, M2c;
       convolve(H, S1, S2, S1c, S2c);
       convolve(Hm, M1, M2, M1c, M2c);
-      if (midpoints_ok(S1, M1) && midpoints_ok(S2, M2) && midpoints_ok(S1c, M1c) && midpoints_ok(S2c, M2c))
+      if (midpoints_ok(S1, M1) && midpoints_ok(S2, M2) && midpoints_ok(S1c, M1c) && midpoints_ok(S2c, M2c)) {
+        S1s.build(S1, mstep);
+        S2s.build(S2, mstep);
+        S1cs.build(S1c, mstep);
+        S2cs.build(S2c, mstep);
         return true;
+      }
     }
     return false;
   }
@@ -337,9 +383,14 @@ struct Lattice {
       const int len = 2 * jm + 1;
       const double sf_step = L[f * n + f] * h[f], sl_step = L[l * n + f] * h[f];
       double *vf = buf_.data(), *df = vf + len, *s1 = df + len, *s2 = s1 + len;
-      if (!along_line(line.g, line.v.data(), line.stride, arg[f], sf_step, jm, vf) ||
-          (student_f && !along_line(line.g, line.d.data(), line.stride, arg[f], sf_step, jm, df)) ||
-          !along_pair(last.g, last.S1.data(), last.S2.data(), last.mstep, arg[l], sl_step, jm, s1, s2)) {
+      const std::vector<double>* lt[2] = {&line.v, &line.d};
+      const Split* ls[2] = {&line.vs, &line.ds};
+      double* lo[2] = {vf, df};
+      const std::vector<double>* st[2] = {&last.S1, &last.S2};
+      const Split* ss[2] = {&last.S1s, &last.S2s};
+      double* so[2] = {s1, s2};
+      if (!along(line.g, student_f ? 2 : 1, lt, ls, line.stride, arg[f], sf_step, jm, lo) ||
+          !along(last.g, 2, st, ss, last.mstep, arg[l], sl_step, jm, so)) {
         ok = false;
         return;
       }
@@ -377,8 +428,11 @@ struct Lattice {
       if (even) {  // the 2h rule: even j (jm - j even from q = jm & 1 on)
         const int q0 = jm & 1, jc = (jm - q0) / 2;  // j = -2 jc, ..., 2 jc
         double *c1 = s2 + len, *c2 = c1 + len;
-        const int st = last.mstep == kFree ? kFree : 2 * last.mstep;
-        if (!along_pair(last.g, last.S1c.data(), last.S2c.data(), st, arg[l], 2.0 * sl_step, jc, c1, c2)) {
+        const int cstride = last.mstep == kFree ? kFree : 2 * last.mstep;
+        const std::vector<double>* ct[2] = {&last.S1c, &last.S2c};
+        const Split* cs[2] = {&last.S1cs, &last.S2cs};
+        double* co[2] = {c1, c2};
+        if (!along(last.g, 2, ct, cs, cstride, arg[l], 2.0 * sl_step, jc, co)) {
           ok = false;
           return;
         }
