@@ -362,8 +362,10 @@ struct Lattice {
     if (!looped[e]) return visit(0.0, 1.0, 1.0, true);
     const double R2 = kTrunc * kTrunc - r2;
     const int jm = R2 > 0.0 ? static_cast<int>(std::floor(std::sqrt(R2) / h[e])) : 0;
-    for (int j = -jm; j <= jm; ++j) {
-      const double z = j * h[e], wz = normal_weight(z, h[e]);
+    // an even integrand: the nodes z_e > 0 stand for z_e < 0 too (the lattice is symmetric: every z before is 0)
+    const bool half = e == half_level;
+    for (int j = half ? 0 : -jm; j <= jm; ++j) {
+      const double z = j * h[e], wz = (half && j > 0 ? 2.0 : 1.0) * normal_weight(z, h[e]);
       visit(z, wz, 2.0 * wz, (j & 1) == 0);
     }
   }
@@ -481,10 +483,16 @@ struct Lattice {
     }
   }
   bool any_f = false;  // a pair holds the line field f (a student): its derivative is needed
+  int half_level = -1;  // the level summed over z >= 0 only (an even integrand; -1: none)
   bool ok = true;
   std::vector<double> buf_;  // the line's interpolated values (6 rows of 2 jfull + 1)
 };
 
+
+// The odd activations (sigma(-s) = -sigma(s)).
+bool is_odd(Activation a) {
+  return a == Activation::Tanh || a == Activation::Erf || a == Activation::Sin || a == Activation::Linear;
+}
 
 // First trapezoidal steps hmax[e] of the variables z_e of l = mu + L z (looped[e]: a nonzero pivot; else no
 // variable), each field counted twice (its derivative and the square of the error); returns prod_e 1 / hmax[e] over
@@ -539,6 +547,13 @@ bool in_order(Activation s, int n, const Activation* acts, const double* C, cons
   }
   double hmax[4];
   first_steps(n, acts, L, hmax, lat.looped);
+  // Zero means and odd activations: the integrand is even in z (s' even, E odd), and so is the lattice; the first
+  // variable (all before it fixed at 0) is summed over z >= 0 with the weights of z > 0 doubled.
+  bool even_integrand = true;
+  for (int c = 0; c < n; ++c) even_integrand = even_integrand && mu[c] == 0.0 && is_odd(acts[c]);
+  if (even_integrand)
+    for (int e = 0; e < f && lat.half_level < 0; ++e)
+      if (lat.looped[e]) lat.half_level = e;
   // ranges of the arguments of f and l before their own variables (the ball |z| <= 9)
   double spanf = 0.0, spanl = 0.0;
   for (int e = 0; e <= f; ++e) {
