@@ -254,12 +254,12 @@ struct SmoothTable {
   std::vector<double> S1, S2, S1c, S2c;
   Split S1s, S2s, S1cs, S2cs;  // split by the line's stride
   bool build(Activation a, double s, double hmax, double lo, double hi, double step, double line_points) {
-    // grid aligned to the line's step when that is not much below the target, or not far below it and the aligned
+    // grid aligned to the line's step when that is not much below the target, or below it and the aligned
     // grid cheap against the lattice (else free): measured, a point of a free line costs ~2.4 ns more than an
     // aligned one, and the aligned grid ~2 (hi - lo + 2 kTrunc s) / step evaluations of ~20 ns; the convolution on
     // the grid itself when s h >= dx (s h = m dx), else point by point (a near-singular last field)
     const double as = std::fabs(step), target = std::min(kSmoothDx, std::max(s * hmax, kRawDx));
-    const bool cheap = as >= target / 32.0 && 2.0 * (hi - lo + 2.0 * kTrunc * s) / as * 8.0 <= line_points;
+    const bool cheap = 2.0 * (hi - lo + 2.0 * kTrunc * s) / as * 8.0 <= line_points;
     const bool free = as > 0.0 && as < target / 8.0 && !cheap;
     int mp = as > 0.0 && !free ? static_cast<int>(std::ceil(as / target)) : 0;
     double dx = mp > 0 ? as / mp : target;
