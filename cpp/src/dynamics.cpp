@@ -180,6 +180,9 @@ OdeRhs::OdeRhs(const OdeModel& model) : m_(model), u_(model.K + model.M) {
                    u_ <= 4 && !(is_polynomial(m_.student) && is_polynomial(m_.teacher));
   ws_size_ = std::max(i4_contract_workspace(u_, chunk_),
                       i2_grad_table_workspace(u_, m_.K));
+  // the risk through the pair moments with means: with biases, and for a pair the zero-mean kernels lack (a relu
+  // or step unit with a smooth one; the SDE's mixed moments, sde.hpp, record it)
+  mean_risk_ = m_.biased || (!m_.target && !zero_mean_pair(m_.student, m_.teacher));
   if (m_.biased) {
     eval_ = &OdeRhs::eval_bias;
     mu_.resize(u);
@@ -187,9 +190,12 @@ OdeRhs::OdeRhs(const OdeModel& model) : m_(model), u_(model.K + model.M) {
     G_.resize(K);
     V_.resize(K);
     J_.resize(K * K);
+  }
+  if (mean_risk_) {
+    auto tb = [&](int r) { return m_.biased ? m_.teacher_bias[r] : 0.0; };
     for (int r = 0; r < m_.M; ++r)
       for (int q = 0; q < m_.M; ++q) {
-        const double pm = pair_moment(m_.teacher, 0, m_.teacher, 0, m_.teacher_bias[r], m_.teacher_bias[q],
+        const double pm = pair_moment(m_.teacher, 0, m_.teacher, 0, tb(r), tb(q),
                                       m_.P[r * m_.M + r], m_.P[r * m_.M + q], m_.P[q * m_.M + q]);
         risk_tt_ += 0.5 * m_.v[r] * m_.v[q] * pm;
       }
@@ -235,7 +241,7 @@ void OdeRhs::omega(const double* y, double* o) const {
 }
 
 double OdeRhs::risk(const double* y) const {
-  if (m_.biased) return risk_bias(y);
+  if (mean_risk_) return risk_bias(y);
   return overlap_risk(y, y + m_.offset_M(), m_.P.data(), y + m_.offset_a(), m_.v.data(), m_.K, m_.M, m_.student,
                       m_.teacher) + (target_ ? target_->risk_part(y) : 0.0);
 }
@@ -325,7 +331,7 @@ double OdeRhs::risk_bias(const double* y) const {
   const double* a = y + m_.offset_a();
   const double* b = y + m_.offset_b();
   auto wt = [&](int c) { return c < K ? -a[c] : m_.v[c - K]; };
-  auto mu = [&](int c) { return c < K ? b[c] : m_.teacher_bias[c - K]; };
+  auto mu = [&](int c) { return !m_.biased ? 0.0 : c < K ? b[c] : m_.teacher_bias[c - K]; };
   double r = risk_tt_;  // 1/2 sum_uc w_u w_c E[h_u h_c]: the rows of the students here, the teachers' block fixed
   for (int i = 0; i < K; ++i)
     for (int c = i; c < u; ++c) {

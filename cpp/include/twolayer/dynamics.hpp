@@ -127,6 +127,7 @@ class OdeRhs {
   void eval_bias(const double* y, double* dy, int n_threads);
   double risk_bias(const double* y) const;
   double risk_tt_ = 0.0;  // the teacher-teacher part of risk_bias (fixed)
+  bool mean_risk_ = false;  // risk() through risk_bias (biases, or a pair without zero-mean kernels)
   std::vector<double> mu_, A_, G_, V_, J_;  // eval_bias: the means and the per-student pulls
   Eval committee_eval_ = nullptr;
   std::shared_ptr<const TargetRhs> target_;
