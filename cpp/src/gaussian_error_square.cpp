@@ -226,13 +226,19 @@ struct ActTable {
       d.resize(deriv ? g.size : 0);
       std::vector<double> mv(g.size), md(deriv ? g.size : 0);
       for (int k = 0; k < g.size; ++k) {
+        const double x = g.x0 + g.dx * k, xm = g.x0 + g.dx * (k + 0.5);
+        if (!deriv) {  // (sigma: the value alone, cheaper than sigma_derivatives for tanh)
+          v[k] = sigma(a, x);
+          mv[k] = sigma(a, xm);
+          continue;
+        }
         double e[2];
-        sigma_derivatives(a, g.x0 + g.dx * k, deriv ? 1 : 0, e);
+        sigma_derivatives(a, x, 1, e);
         v[k] = e[0];
-        if (deriv) d[k] = e[1];
-        sigma_derivatives(a, g.x0 + g.dx * (k + 0.5), deriv ? 1 : 0, e);
+        d[k] = e[1];
+        sigma_derivatives(a, xm, 1, e);
         mv[k] = e[0];
-        if (deriv) md[k] = e[1];
+        md[k] = e[1];
       }
       if (midpoints_ok(v, mv) && (!deriv || midpoints_ok(d, md))) {
         vs.build(v, stride);
