@@ -330,8 +330,8 @@ struct SmoothTable {
       if (midpoints_ok(S1, M1) && midpoints_ok(S2, M2) && midpoints_ok(S1c, M1c) && midpoints_ok(S2c, M2c)) {
         S1s.build(S1, mstep);
         S2s.build(S2, mstep);
-        S1cs.build(S1c, mstep);
-        S2cs.build(S2c, mstep);
+        S1cs.build(S1c, mstep == kFree ? kFree : 2 * mstep);  // (the 2h rule: lines of twice the stride)
+        S2cs.build(S2c, mstep == kFree ? kFree : 2 * mstep);
         return true;
       }
     }
