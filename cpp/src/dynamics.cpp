@@ -384,15 +384,15 @@ void OdeRhs::eval_bias(const double* y, double* dy, int n_threads) {
   loop_impl(K, threads, par, ws_, [&](int i, double*) {
     const double x = om[i * u + i];
     double A = 0.0, G = 0.0, V = 0.0;
+    static constexpr int kOrders[4][2] = {{2, 0}, {1, 1}, {1, 0}, {0, 0}};
     for (int c = 0; c < u; ++c) {
-      const Activation h = acts_[c];
-      const double yc = om[i * u + c], z = om[c * u + c];
-      A += w[c] * pair_moment(g, 2, h, 0, mu[i], mu[c], x, yc, z);
-      const double d11 = pair_moment(g, 1, h, 1, mu[i], mu[c], x, yc, z);
-      B[i * u + c] = w[c] * d11;
-      if (c < K) J_[i * K + c] = d11;
-      G += w[c] * pair_moment(g, 1, h, 0, mu[i], mu[c], x, yc, z);
-      if (readout) V += w[c] * pair_moment(g, 0, h, 0, mu[i], mu[c], x, yc, z);
+      double m[4];  // E[g^(p)(l_i) h_c^(q)(l_c)] for the orders (p, q) of kOrders (the last only with a readout)
+      pair_moments(g, acts_[c], kOrders, readout ? 4 : 3, mu[i], mu[c], x, om[i * u + c], om[c * u + c], m);
+      A += w[c] * m[0];
+      B[i * u + c] = w[c] * m[1];
+      if (c < K) J_[i * K + c] = m[1];
+      G += w[c] * m[2];
+      if (readout) V += w[c] * m[3];
     }
     A_[i] = A;
     G_[i] = G;

@@ -456,6 +456,20 @@ double pair_moment_quadrature(A a, int i, A b, int j, double mu1, double mu2, do
   return adaptive_normal(integrand, std::move(breaks), 1e-14).value;
 }
 
+void pair_moments(A a, A b, const int (*ij)[2], int n, double mu1, double mu2, double x, double y, double z,
+                  double* out) {
+  int top = 0;
+  for (int e = 0; e < n; ++e) top = std::max(top, ij[e][0] + ij[e][1]);
+  double even[smooth::kMoments], odd[smooth::kOddMoments];
+  const bool lattice = smooth::is_smooth(a) && !is_classic(a) && smooth::is_smooth(b) && !is_classic(b) && top <= 4 &&
+                       smooth::moments(a, b, mu1, mu2, x, y, z, (top + 1) / 2, even, odd);
+  for (int e = 0; e < n; ++e) {
+    const int i = ij[e][0], j = ij[e][1];
+    out[e] = !lattice ? pair_moment(a, i, b, j, mu1, mu2, x, y, z)
+                      : ((i + j) & 1 ? odd[smooth::odd_moment_index(i, j)] : even[smooth::moment_index(i, j)]);
+  }
+}
+
 bool zero_mean_pair(A a, A b) {
   return (is_classic(a) && is_classic(b)) || (smooth::is_smooth(a) && smooth::is_smooth(b));
 }

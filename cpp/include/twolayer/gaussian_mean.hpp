@@ -69,6 +69,11 @@ double pair_moment(Activation a, int i, Activation b, int j, double mu1, double 
 // and benchmarks hold the closed forms against.
 double pair_moment_quadrature(Activation a, int i, Activation b, int j, double mu1, double mu2, double x, double y,
                               double z);
+// out[e] = pair_moment(a, ij[e][0], b, ij[e][1], ...) for n orders at once: for two smooth non-classic units one
+// certified lattice rule over all of them (smooth::moments with its odd moments; pair_moment if it cannot certify),
+// else pair_moment each.
+void pair_moments(Activation a, Activation b, const int (*ij)[2], int n, double mu1, double mu2, double x, double y,
+                  double z, double* out);
 
 // Whether the zero-mean kernels of gaussian.hpp have the pair (I2, I3: (a, b); I4: (s, a, b)). A relu or step unit
 // with a smooth non-classic one has none: such pairs go through the engine with means, at mean 0 too.
