@@ -57,6 +57,17 @@ def test_bench_rhs_online(benchmark, record, act):
     record(benchmark, work=1, unit="RHS", ref="test_bench_rhs_online[erf]", target_ratio_to_ref=20.0)
 
 
+@pytest.mark.benchmark(group="smooth-rhs-online-init")
+@pytest.mark.parametrize("act", [*ACTS, "sigmoid"])
+def test_bench_rhs_online_init(benchmark, record, act):
+    """The same at initial overlaps of d = 1000 (cross overlaps ~0.03: the last field moves by a small fraction of its
+    grid step along a line, the case of the free lines; tanh's integrand is even: half the lattice)."""
+    s, t = tl.networks.teacher_student(K=2, M=2, d=1000, activation=act, seed=2)
+    ov = tl.Overlaps.from_networks(s, t)
+    benchmark.pedantic(tl.ode.rhs, args=(ov, act), kwargs={"lr": 1.0}, rounds=5)
+    record(benchmark, work=1, unit="RHS", ref="test_bench_rhs_online_init[erf]", target_ratio_to_ref=20.0)
+
+
 @pytest.mark.benchmark(group="smooth-rhs-online-bias")
 @pytest.mark.parametrize("act", ["erf", "tanh", "softplus"])
 def test_bench_rhs_online_bias(benchmark, record, act):

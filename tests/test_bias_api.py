@@ -58,12 +58,11 @@ def test_overlaps_carry_the_biases(pair: tuple[tl.Network, tl.Network]) -> None:
 
 def test_functions_without_bias_support_refuse_nonzero_biases(pair: tuple[tl.Network, tl.Network]) -> None:
     s, t = pair
-    ov = tl.Overlaps.from_networks(s, t)
     refusing = {
-        # the SDE takes biases with smooth units (test_sde_bias.py), not with relu's exact orthant moments
-        "sde.simulate(relu)": lambda: tl.sde.simulate(ov, "relu", lr=0.5, t_max=1.0, d=100, seeds=2),
-        "large_batch.iterate": lambda: tl.large_batch.iterate(ov, "erf", "erf", lr=0.5, batch_ratio=2.0, n_steps=2),
-        "full_batch.simulate": lambda: tl.full_batch.simulate(s, t, lr=0.5, alpha=2.0, n_steps=2),
+        # (the SDE takes biases: smooth units in test_sde_bias.py, relu/step in test_sde_relu_bias.py; the
+        # large-batch map, layerwise, simulate_layerwise and full_batch's student in test_bias_targets_maps.py)
+        "full_batch.simulate(teacher bias)": lambda: tl.full_batch.simulate(
+            s, t.with_weights(t.W, bias=[0.3, 0.0]), lr=0.5, alpha=2.0, n_steps=2),
     }
     for name, call in refusing.items():
         with pytest.raises(NotImplementedError, match="does not handle biases yet"):
@@ -80,34 +79,34 @@ def test_zero_biases_change_nothing() -> None:
     np.testing.assert_array_equal(a.risk, b.risk)
 
 
-def test_landscape_entry_points_refuse_biases() -> None:
+def test_landscape_entry_points_take_biases() -> None:
     """The landscape tools (critical points, orbits, saddles, flows, multistart, fixed-point subspaces) take networks
-    without biases: a nonzero student or teacher bias is refused by name, never dropped or half-used (the risk and
-    gradient would see a teacher's biases while the tools' symmetry and orbit arguments do not). refine, classify
-    and CriticalPoint.classified take biases where the model has no rescaling orbit (test_landscape_bias.py): relu
-    with a trained readout still refuses them."""
+    with biases (issue 23; the numbers are checked in test_landscape_bias.py): the rescaling orbit carries trained
+    biases and leaves out units with a fixed nonzero bias; a fixed-point subspace refuses a teacher with unequal
+    biases by name (they break its permutation symmetry)."""
     s, t = tl.networks.teacher_student(2, 2, 2, "relu", seed=0)
     sb, tb = s.with_weights(s.W, bias=[0.3, -0.2]), t.with_weights(t.W, bias=[0.5, 0.0])
     step_s = tl.Network(s.W, s.a, "step")
     step_tb = tl.Network(t.W, t.a, "step", bias=[0.5, 0.0])
     L = tl.landscape
-    calls = {
-        "classify(student)": lambda: L.classify(sb, t, train_readout=True),
-        "classify(teacher)": lambda: L.classify(s, tb, train_readout=True),
-        "refine": lambda: L.refine(s, tb, train_readout=True),
-        "saddle_search": lambda: L.saddle_search(s, tb),
-        "step_gradient_flow": lambda: L.step_gradient_flow(step_s, step_tb, [0.0, 1.0]),
-        "alignment_flow": lambda: L.alignment_flow(s, tb, [0.0, 1.0]),
-        "multistart": lambda: L.multistart(2, 1, teacher=tb),
-        "canonical": lambda: L.canonical(sb, False),
-        "orbit_tangents": lambda: L.orbit_tangents(sb, False),
-        "SubspaceProblem": lambda: L.SubspaceProblem(L.FixedPointSpace((2,)), teacher=tb),
-        "CriticalPoint.classified": lambda: L.CriticalPoint.classified(s, tb, np.ones(6), 0.0, True),
-    }
-    for name, call in calls.items():
-        with pytest.raises(NotImplementedError, match="does not handle biases yet"):
-            call()
-        assert name
+    assert L.classify(sb, t, train_readout=True)[2] in ("saddle", "spurious minimum", "degenerate")
+    assert L.classify(s, tb, train_readout=True)[2] in ("saddle", "spurious minimum", "degenerate")
+    assert isinstance(L.refine(s, tb, train_readout=True, max_iter=3), L.CriticalPoint)
+    assert isinstance(L.saddle_search(s, tb, max_iter=3), L.CriticalPoint)
+    assert L.step_gradient_flow(step_s, step_tb, [0.0, 1.0]).bias is not None
+    assert L.alignment_flow(s, tb, [0.0, 1.0]).bias is not None
+    tb_none = tl.Network(t.W, None, "relu", scaling="none", bias=[0.5, 0.0])
+    assert L.multistart(2, 1, teacher=tb_none).bias.shape == (1, 2)
+    assert L.canonical(sb, False) is sb  # relu without a trained readout: no orbit
+    assert L.orbit_tangents(sb, True).shape == (6, 0)  # fixed nonzero biases: no orbit
+    assert L.orbit_tangents(sb, True, True).shape == (8, 2)
+    with pytest.raises(ValueError, match="teacher.bias: expected equal biases"):
+        L.SubspaceProblem(L.FixedPointSpace((2,)), teacher=L.identity_teacher(2).with_weights(np.eye(2),
+                                                                                            bias=[0.5, 0.0]))
+    equal = L.identity_teacher(2).with_weights(np.eye(2), bias=[0.2, 0.2])
+    assert L.SubspaceProblem(L.FixedPointSpace((2,)), teacher=equal).teacher is equal
+    assert L.CriticalPoint.classified(s, tb, np.ones(6), 0.0, True).kind in ("saddle", "spurious minimum",
+                                                                              "degenerate")
 
 
 def test_ode_with_biases_every_student_but_step() -> None:

@@ -49,8 +49,8 @@ def test_saddle_search_does_not_depend_on_the_eigensolvers_basis(spurious6, monk
     rng = np.random.default_rng(seed)
     eigh = saddle_module.hessian_eigh
 
-    def rotated(net, teacher_, tr):
-        lam, V = eigh(net, teacher_, tr)
+    def rotated(net, teacher_, tr, tb=False):
+        lam, V = eigh(net, teacher_, tr, tb)
         V = V.copy()
         groups = saddle_module._eigen_groups(lam)
         for g in np.unique(groups):

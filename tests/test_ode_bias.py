@@ -113,11 +113,10 @@ def test_refusals() -> None:
         tl.ode.integrate(ov, "step", lr=0.5, t_max=1.0, regime="gradient_flow")
     with pytest.raises(ValueError, match="lr_bias: expected"):
         tl.ode.integrate(ov, lr=0.5, t_max=1.0, regime="gradient_flow", lr_bias=-1.0)
-    # the map trains biases against polynomial targets (test_targets_bias.py), not committees
-    with pytest.raises(NotImplementedError, match="lr_bias: the large-batch map trains biases with a polynomial "
-                                                  "target only"):
-        tl.ode.integrate(tl.ode.plateau_overlaps(), "erf", lr=0.5, regime="large_batch", batch_ratio=1.0,
-                         n_steps=2, lr_bias=0.1)
+    # the map trains biases against committees too (test_bias_targets_maps.py); step students have no map
+    run = tl.ode.integrate(tl.ode.plateau_overlaps(), "erf", lr=0.5, regime="large_batch", batch_ratio=1.0,
+                           n_steps=2, lr_bias=0.1)
+    assert run.bias.shape == (3, 2) and np.all(np.isfinite(run.bias))
 
 
 def test_relu_gradient_flow_against_weight_space_flow() -> None:

@@ -79,6 +79,16 @@ def test_one_lattice_matches_the_i4_sum_all(K: int, M: int, g: str, h: str, bias
     _check(K, M, g, h, biased, seed=K + 3 * M)
 
 
+@pytest.mark.parametrize("g", ["tanh", "softplus"])
+def test_weakly_correlated_fields(g: str) -> None:
+    """Initial overlaps at d = 1000 (cross overlaps ~0.03): the last field moves by a small fraction of its grid step
+    along a line (the free lines, or a fine aligned grid), and tanh's integrand is even (the half lattice)."""
+    s, t = tl.networks.teacher_student(K=2, M=2, d=1000, activation=g, seed=2)
+    ov = tl.Overlaps.from_networks(s, t)
+    got, want = _second_order(ov, g, g), _reference(ov, g, g, biased=False)
+    np.testing.assert_allclose(got, want, rtol=RTOL, atol=RTOL * np.max(np.abs(want)))
+
+
 @pytest.mark.parametrize("eps", [0.0, 1e-6, 1e-3])
 @pytest.mark.parametrize("K, M, g", [(2, 1, "tanh"), (1, 1, "softplus"), (2, 2, "softplus")])
 def test_near_singular_overlaps(K: int, M: int, g: str, eps: float) -> None:

@@ -80,7 +80,9 @@ def test_second_process_is_refused_promptly(tmp_path: Path) -> None:
         assert isinstance(info.value, OSError)  # the CLI prints it as one line
         assert str(store) in message and f"process {proc.pid} on host {socket.gethostname()}" in message
         assert first["started"] in message and "--resume" in message
-        assert elapsed < 0.5, elapsed
+        # promptly: refused at once, not after waiting for the lock (the first writer runs for hours: 1e10 Euler
+        # steps); a generous bound, since a loaded machine takes seconds to import and open a store
+        assert elapsed < 30.0, elapsed
         assert proc.poll() is None  # the first writer goes on
     finally:
         _kill(proc)

@@ -180,9 +180,10 @@ def test_map_bias_errors():
     ov = _overlaps("tanh", bias=[0.5, 0.0])
     with pytest.raises(ValueError, match="lr_bias"):
         tl.large_batch.iterate(ov, "tanh", "target", target=tgt, lr=0.5, batch_ratio=2.0, n_steps=1, lr_bias=-1.0)
-    with pytest.raises(NotImplementedError, match="lr_bias"):
-        tl.large_batch.iterate(tl.Overlaps(np.eye(1), np.eye(1), np.eye(1), [1.0], [1.0]), "erf", "erf", lr=0.5,
-                               batch_ratio=2.0, n_steps=1, lr_bias=1.0)
+    # a committee teacher's map trains biases too (test_bias_targets_maps.py); a NaN bias is refused there as well
+    with pytest.raises(ValueError, match="bias"):
+        _core.large_batch_iterate(np.eye(1), np.eye(1), np.ones(1), np.eye(1), np.ones(1), "erf", "erf", 0.5, 2.0, 1,
+                                  0.0, False, 1, np.array([np.nan]), np.zeros(1), 1.0)
     with pytest.raises(ValueError, match="bias"):
         _core.large_batch_iterate_target(ov.Q, ov.M, ov.a, *tgt._arrays(), "tanh", 0.5, 2.0, 1, 0.0, False,
                                          np.array([np.nan, 0.0]))
@@ -297,13 +298,18 @@ def test_population_gradient_with_biases_against_finite_differences(act):
     assert fd(lambda s: tl.Network(st.W, st.a, act, bias=[s, 0.0])) == pytest.approx(db0[0], abs=1e-7)
 
 
-def test_online_ode_with_a_smooth_student_and_a_target_still_refuses():
-    """The online and gradient-flow ODEs' target terms keep the five closed-form activations (not verified with
-    smooth students yet): a clear NotImplementedError, not a run."""
-    tgt = tl.targets.staircase(3, d=10, seed=0)
-    ov = tl.Overlaps(0.8 * np.eye(1), np.full((1, 3), 0.2), np.eye(3), np.ones(1), np.zeros(3))
-    with pytest.raises(NotImplementedError, match="linear, erf, relu, step and quadratic"):
-        tl.ode.integrate(ov, "tanh", target=tgt, lr=0.1, t_max=0.1)
+@pytest.mark.parametrize("regime", ["online", "gradient_flow"])
+def test_target_ode_of_hermite_students_matches_the_closed_forms(regime):
+    """The target ODE's quadrature path (every non-classic student) against the closed forms: hermite(0, 1) is the
+    linear unit and hermite(1, 0, 1) the quadratic one, the online lr^2 terms included."""
+    tgt = tl.targets.staircase(3, d=100, seed=0)
+    st = tl.Network.random(2, 100, "linear", seed=1)
+    ov = tl.Overlaps.from_networks(st.with_weights(0.6 * st.W + 0.4 * tgt.directions[[0, 1]]), tgt)
+    for poly, classic in ((tl.activations.hermite([0, 1]), "linear"), (tl.activations.hermite([1, 0, 1]), "quadratic")):
+        got = tl.ode.rhs(ov, poly, target=tgt, lr=0.5, regime=regime, lr_readout=0.3)
+        want = tl.ode.rhs(ov, classic, target=tgt, lr=0.5, regime=regime, lr_readout=0.3)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-11, atol=1e-12)
 
 
 def test_ode_integrate_large_batch_forwards_lr_bias() -> None:

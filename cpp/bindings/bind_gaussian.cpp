@@ -257,9 +257,9 @@ void bind_gaussian(py::module_& m) {
       py::arg("act"), py::arg("act_a"), py::arg("act_b"), py::arg("C"), py::arg("mean"), py::arg("n_threads") = 0);
   m.def(
       "pair_moment",
-      [](const std::string& a, int i, const std::string& b, int j, const Array& mu, const Array& C) {
+      [](const std::string& a, int i, const std::string& b, int j, const Array& mu, const Array& C, bool quadrature) {
         // E[a^(i)(lambda1) b^(j)(lambda2)] (gaussian_mean.hpp), one row per (mean, covariance); for tests and the
-        // population layer's bias derivatives.
+        // population layer's bias derivatives. quadrature: the conditioning engine even for the closed-form pairs.
         const Activation aa = parse_activation(a), bb = parse_activation(b);
         if (i < 0 || j < 0 || i + j > 4)
           throw std::invalid_argument("pair_moment: derivative orders i, j >= 0 with i + j <= 4, got " +
@@ -271,11 +271,13 @@ void bind_gaussian(py::module_& m) {
         const double *c = C.data(), *u = mu.data();
         double* o = out.mutable_data();
         py::gil_scoped_release release;
+        const auto moment = quadrature ? pair_moment_quadrature : pair_moment;
         for (py::ssize_t k = 0; k < n; ++k)
-          o[k] = pair_moment(aa, i, bb, j, u[2 * k], u[2 * k + 1], c[4 * k], c[4 * k + 1], c[4 * k + 3]);
+          o[k] = moment(aa, i, bb, j, u[2 * k], u[2 * k + 1], c[4 * k], c[4 * k + 1], c[4 * k + 3]);
         return out;
       },
-      py::arg("act_a"), py::arg("i"), py::arg("act_b"), py::arg("j"), py::arg("mean"), py::arg("C"));
+      py::arg("act_a"), py::arg("i"), py::arg("act_b"), py::arg("j"), py::arg("mean"), py::arg("C"),
+      py::arg("quadrature") = false);
 }
 
 }  // namespace twolayer::bind

@@ -451,12 +451,6 @@ py::object integrate_one(const OdeModel& model, const std::vector<double>& y, co
   return run_cancellable([&] { return integrate(model, y.data(), opt, n_threads); },
                          [&](const IntegrateResult& r) { return to_dict(r, K, M, model.biased); });
 }
-// The large-batch map of one system as Python's dict.
-py::object iterate_one(const OdeModel& model, const std::vector<double>& y, const LargeBatchOptions& opt,
-                       int n_threads, int K, int M) {
-  return run_cancellable([&] { return iterate_large_batch(model, y.data(), opt, n_threads); },
-                         [&](const IntegrateResult& r) { return to_dict(r, K, M); });
-}
 
 // --- the bindings ---
 
@@ -562,10 +556,12 @@ py::object ode_rhs_timing(const Array& Q, const Array& Mo, const Array& a, const
 
 py::tuple ode_rhs_target(const Array& Q, const Array& Mo, const Array& a, const IntArray& alpha, const Array& coef,
                          const std::string& student, const std::string& regime, bool spherical, double lr,
-                         double lr_readout, double noise, long long evals) {
+                         double lr_readout, double noise, long long evals, const py::object& bias,
+                         const py::object& teacher_bias, double lr_bias) {
   int K, M;
   std::vector<double> y = state(Q, Mo, a, K, M);
-  const OdeModel model = target_model(alpha, coef, student, regime, spherical, K, M, lr, lr_readout, noise);
+  OdeModel model = target_model(alpha, coef, student, regime, spherical, K, M, lr, lr_readout, noise);
+  add_bias(model, y, bias, teacher_bias, lr_bias);
   std::vector<double> dy(y.size());
   double seconds = 0.0;
   {
@@ -576,7 +572,10 @@ py::tuple ode_rhs_target(const Array& Q, const Array& Mo, const Array& a, const 
     seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
   py::tuple d = split_state(dy, K, M);
-  return py::make_tuple(d[0], d[1], d[2], seconds);
+  if (!model.biased) return py::make_tuple(d[0], d[1], d[2], seconds);
+  Array db({K});
+  std::copy(dy.end() - K, dy.end(), db.mutable_data());
+  return py::make_tuple(d[0], d[1], d[2], seconds, db);
 }
 
 py::object ode_integrate(const Array& Q, const Array& Mo, const Array& a, const Array& P, const Array& v,
@@ -599,10 +598,12 @@ py::object ode_integrate_target(const Array& Q, const Array& Mo, const Array& a,
                                 const Array& coef, const std::string& student, const std::string& regime,
                                 bool spherical, double lr, double lr_readout, double noise, const Array& times,
                                 const std::string& method, double dt, double rtol, double atol, double h_max,
-                                double risk_tol, double risk_rtol, long long max_steps, const py::object& schedule) {
+                                double risk_tol, double risk_rtol, long long max_steps, const py::object& schedule,
+                                const py::object& bias, const py::object& teacher_bias, double lr_bias) {
   int K, M;
-  const std::vector<double> y = state(Q, Mo, a, K, M);
-  const OdeModel model = target_model(alpha, coef, student, regime, spherical, K, M, lr, lr_readout, noise);
+  std::vector<double> y = state(Q, Mo, a, K, M);
+  OdeModel model = target_model(alpha, coef, student, regime, spherical, K, M, lr, lr_readout, noise);
+  add_bias(model, y, bias, teacher_bias, lr_bias);
   const IntegrateOptions opt =
       solver_options(times, method, dt, rtol, atol, 0.0, h_max, risk_tol, risk_rtol, max_steps, schedule);
   return integrate_one(model, y, opt, 1, K, M);
@@ -764,11 +765,22 @@ py::object ode_integrate_batch(const Array& Q, const Array& Mo, const Array& a, 
 // The large-batch map (large_batch.hpp): rows at every iteration 0..steps.
 py::object large_batch_iterate(const Array& Q, const Array& Mo, const Array& a, const Array& P, const Array& v,
                                const std::string& student, const std::string& teacher, double gamma0, double alpha,
-                               long long steps, double noise, bool spherical, int n_threads) {
+                               long long steps, double noise, bool spherical, int n_threads, const py::object& bias,
+                               const py::object& teacher_bias, double lr_bias) {
   int K, M;
-  const std::vector<double> y = state(Q, Mo, a, K, M);
-  const OdeModel model = committee_model(student, teacher, "online", false, K, M, 1.0, 0.0, noise, P, v);
-  return iterate_one(model, y, large_batch_options(gamma0, alpha, steps, spherical), n_threads, K, M);
+  std::vector<double> y = state(Q, Mo, a, K, M);
+  OdeModel model = committee_model(student, teacher, "online", false, K, M, 1.0, 0.0, noise, P, v);
+  LargeBatchOptions opt = large_batch_options(gamma0, alpha, steps, spherical);
+  std::vector<double> yb = y;
+  add_bias(model, yb, bias, teacher_bias, lr_bias);  // checks the biases as the ODE's (yb = [y, b])
+  if (model.biased) {  // the map's options carry them (large_batch.hpp); the rows end with b
+    opt.bias.assign(yb.end() - K, yb.end());
+    opt.teacher_bias = model.teacher_bias;
+    opt.lr_bias = lr_bias;
+    model.biased = false;
+  }
+  return run_cancellable([&] { return iterate_large_batch(model, y.data(), opt, n_threads); },
+                         [&](const IntegrateResult& r) { return to_dict(r, K, M, !opt.bias.empty()); });
 }
 
 // The large-batch map with a polynomial target.
@@ -824,7 +836,7 @@ void bind_rhs(py::module_& m) {
            std::make_tuple(py::arg("regime"), py::arg("lr"), py::arg("noise"), py::arg("evals"),
                            py::arg("n_threads") = 1));
   def_with(m, "ode_rhs_target", &ode_rhs_target, state_names(), target_names(), model_names(),
-           std::make_tuple(py::arg("evals") = 1));
+           std::make_tuple(py::arg("evals") = 1), bias_names());
 }
 
 void bind_integrate(py::module_& m) {
@@ -836,7 +848,8 @@ void bind_integrate(py::module_& m) {
   def_with(m, "ode_integrate_target", &ode_integrate_target, state_names(), target_names(), model_names(),
            grid_names(),
            std::make_tuple(py::arg("h_max"), py::arg("risk_tol"), py::arg("risk_rtol"), py::arg("max_steps"),
-                           py::arg("schedule") = py::none()));
+                           py::arg("schedule") = py::none()),
+           bias_names());
   def_with(m, "ode_integrate_batch", &ode_integrate_batch, state_names(), committee_names(), model_names(),
            grid_names(),
            std::make_tuple(py::arg("h0"), py::arg("h_max"), py::arg("risk_tol"), py::arg("risk_rtol"),
@@ -850,7 +863,8 @@ void bind_integrate(py::module_& m) {
 void bind_large_batch(py::module_& m) {
   def_with(m, "large_batch_iterate", &large_batch_iterate, state_names(), committee_names(),
            std::make_tuple(py::arg("gamma0"), py::arg("alpha"), py::arg("steps"), py::arg("noise"),
-                           py::arg("spherical"), py::arg("n_threads") = 1));
+                           py::arg("spherical"), py::arg("n_threads") = 1),
+           bias_names());
   def_with(m, "large_batch_iterate_target", &large_batch_iterate_target, state_names(), target_names(),
            std::make_tuple(py::arg("gamma0"), py::arg("batch_ratio"), py::arg("steps"), py::arg("noise"),
                            py::arg("spherical"), py::arg("bias") = py::none(), py::arg("lr_bias") = 0.0));

@@ -134,7 +134,13 @@ void validate_bias(const OdeModel& m) {
     if (!std::isfinite(b)) throw std::invalid_argument("teacher_bias: entries must be finite");
   if (!std::isfinite(m.lr_bias) || m.lr_bias < 0.0)
     throw std::invalid_argument("lr_bias: expected a finite number >= 0");
-  if (m.target) throw not_implemented("target: the ODE of a polynomial target does not handle biases yet");
+  if (m.target) {
+    for (double b : m.teacher_bias)
+      if (b != 0.0) throw std::invalid_argument("teacher_bias: a polynomial target has no teacher biases");
+    if (m.student == Activation::Relu || m.student == Activation::Step)
+      throw not_implemented("target: the ODE of a polynomial target does not handle biases of relu or step students "
+                            "yet (their target moments with means)");
+  }
   if (m.student == Activation::Step)
     throw not_implemented("bias: the ODE of step students with biases is not implemented (E[delta'(l) step(l)] of a "
                           "unit with itself)");
@@ -180,6 +186,9 @@ OdeRhs::OdeRhs(const OdeModel& model) : m_(model), u_(model.K + model.M) {
                    u_ <= 4 && !(is_polynomial(m_.student) && is_polynomial(m_.teacher));
   ws_size_ = std::max(i4_contract_workspace(u_, chunk_),
                       i2_grad_table_workspace(u_, m_.K));
+  // the risk through the pair moments with means: with biases, and for a pair the zero-mean kernels lack (a relu
+  // or step unit with a smooth one; the SDE's mixed moments, sde.hpp, record it)
+  mean_risk_ = m_.biased || (!m_.target && !zero_mean_pair(m_.student, m_.teacher));
   if (m_.biased) {
     eval_ = &OdeRhs::eval_bias;
     mu_.resize(u);
@@ -187,9 +196,12 @@ OdeRhs::OdeRhs(const OdeModel& model) : m_(model), u_(model.K + model.M) {
     G_.resize(K);
     V_.resize(K);
     J_.resize(K * K);
+  }
+  if (mean_risk_) {
+    auto tb = [&](int r) { return m_.biased ? m_.teacher_bias[r] : 0.0; };
     for (int r = 0; r < m_.M; ++r)
       for (int q = 0; q < m_.M; ++q) {
-        const double pm = pair_moment(m_.teacher, 0, m_.teacher, 0, m_.teacher_bias[r], m_.teacher_bias[q],
+        const double pm = pair_moment(m_.teacher, 0, m_.teacher, 0, tb(r), tb(q),
                                       m_.P[r * m_.M + r], m_.P[r * m_.M + q], m_.P[q * m_.M + q]);
         risk_tt_ += 0.5 * m_.v[r] * m_.v[q] * pm;
       }
@@ -199,8 +211,11 @@ OdeRhs::OdeRhs(const OdeModel& model) : m_(model), u_(model.K + model.M) {
                                                           " columns, one per target direction");
     for (double vr : m_.v)
       if (vr != 0.0) throw std::invalid_argument("v: must be 0 with a target (the committee part is the student's)");
-    target_ = std::make_shared<const TargetRhs>(*m_.target, m_.student, m_.K, m_.regime == Regime::Online, m_.lr,
-                                                m_.lr_readout);
+    const bool online = m_.regime == Regime::Online;
+    target_ = m_.biased ? std::make_shared<const TargetRhs>(*m_.target, m_.student, m_.K, online, m_.lr,
+                                                            m_.lr_readout, std::vector<double>{}, true)
+                        : std::make_shared<const TargetRhs>(*m_.target, m_.student, m_.K, online, m_.lr,
+                                                            m_.lr_readout);
     project_ = m_.spherical;
     m_.spherical = false;
     committee_eval_ = eval_;
@@ -213,7 +228,14 @@ void OdeRhs::eval_target(const double* y, double* dy, int n_threads) {
   const int K = m_.K, M = m_.M;
   double* dQ = dy;
   double* dM = dy + m_.offset_M();
-  target_->add(y, dQ, dM, dy + m_.offset_a());
+  target_->add(y, dQ, dM, dy + m_.offset_a(), rate_);
+  if (m_.biased) {  // db_i = lr_bias a_i E[g'(lambda_i) E]: the target's part E[g'(lambda_i) f] (eval_bias: the rest)
+    const double* a = y + m_.offset_a();
+    double* db = dy + m_.offset_b();
+    std::fill(G_.begin(), G_.end(), 0.0);
+    target_->add_bias_raw(y, G_.data());
+    for (int i = 0; i < K; ++i) db[i] += m_.lr_bias * rate_ * a[i] * G_[i];
+  }
   if (!project_) return;
   for (int i = 0; i < K; ++i) phi_[i] = dQ[i * K + i];  // Phi_ii (phi_ has K^2 >= K entries)
   for (int i = 0; i < K; ++i) {
@@ -235,9 +257,10 @@ void OdeRhs::omega(const double* y, double* o) const {
 }
 
 double OdeRhs::risk(const double* y) const {
-  if (m_.biased) return risk_bias(y);
-  return overlap_risk(y, y + m_.offset_M(), m_.P.data(), y + m_.offset_a(), m_.v.data(), m_.K, m_.M, m_.student,
-                      m_.teacher) + (target_ ? target_->risk_part(y) : 0.0);
+  const double committee = mean_risk_ ? risk_bias(y)
+                                      : overlap_risk(y, y + m_.offset_M(), m_.P.data(), y + m_.offset_a(),
+                                                     m_.v.data(), m_.K, m_.M, m_.student, m_.teacher);
+  return committee + (target_ ? target_->risk_part(y) : 0.0);
 }
 
 template <int KC, int MC>
@@ -325,7 +348,7 @@ double OdeRhs::risk_bias(const double* y) const {
   const double* a = y + m_.offset_a();
   const double* b = y + m_.offset_b();
   auto wt = [&](int c) { return c < K ? -a[c] : m_.v[c - K]; };
-  auto mu = [&](int c) { return c < K ? b[c] : m_.teacher_bias[c - K]; };
+  auto mu = [&](int c) { return !m_.biased ? 0.0 : c < K ? b[c] : m_.teacher_bias[c - K]; };
   double r = risk_tt_;  // 1/2 sum_uc w_u w_c E[h_u h_c]: the rows of the students here, the teachers' block fixed
   for (int i = 0; i < K; ++i)
     for (int c = i; c < u; ++c) {
@@ -361,15 +384,15 @@ void OdeRhs::eval_bias(const double* y, double* dy, int n_threads) {
   loop_impl(K, threads, par, ws_, [&](int i, double*) {
     const double x = om[i * u + i];
     double A = 0.0, G = 0.0, V = 0.0;
+    static constexpr int kOrders[4][2] = {{2, 0}, {1, 1}, {1, 0}, {0, 0}};
     for (int c = 0; c < u; ++c) {
-      const Activation h = acts_[c];
-      const double yc = om[i * u + c], z = om[c * u + c];
-      A += w[c] * pair_moment(g, 2, h, 0, mu[i], mu[c], x, yc, z);
-      const double d11 = pair_moment(g, 1, h, 1, mu[i], mu[c], x, yc, z);
-      B[i * u + c] = w[c] * d11;
-      if (c < K) J_[i * K + c] = d11;
-      G += w[c] * pair_moment(g, 1, h, 0, mu[i], mu[c], x, yc, z);
-      if (readout) V += w[c] * pair_moment(g, 0, h, 0, mu[i], mu[c], x, yc, z);
+      double m[4];  // E[g^(p)(l_i) h_c^(q)(l_c)] for the orders (p, q) of kOrders (the last only with a readout)
+      pair_moments(g, acts_[c], kOrders, readout ? 4 : 3, mu[i], mu[c], x, om[i * u + c], om[c * u + c], m);
+      A += w[c] * m[0];
+      B[i * u + c] = w[c] * m[1];
+      if (c < K) J_[i * K + c] = m[1];
+      G += w[c] * m[2];
+      if (readout) V += w[c] * m[3];
     }
     A_[i] = A;
     G_[i] = G;
@@ -399,6 +422,7 @@ void OdeRhs::eval_bias(const double* y, double* dy, int n_threads) {
         double s = 0.0;
         for (int j = 0; j < u; ++j)
           for (int l = j; l < u; ++l) {
+            if (w[j] == 0.0 || w[l] == 0.0) continue;  // adds a zero (a target's directions: v = 0)
             const int units[4] = {pairs_[2 * p], pairs_[2 * p + 1], j, l};
             double C[16], m4[4];
             for (int r = 0; r < 4; ++r) {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "twolayer/gaussian_smooth.hpp"
@@ -42,19 +43,6 @@ inline double dot8(const double* lw, const double* v) {
   return s;
 }
 
-// out[q] = sum_m lw[m] v[q stride + m], q < len (the 8-point stencils along a line).
-void interpolate(const double* lw, const double* v, int stride, int len, double* out) {
-  for (int q = 0; q < len; ++q) out[q] = 0.0;
-  for (int m = 0; m < kLag; ++m) {
-    const double c = lw[m];
-    const double* vm = v + m;
-#ifdef TWOLAYER_OPENMP
-#pragma omp simd
-#endif
-    for (int q = 0; q < len; ++q) out[q] += c * vm[static_cast<std::ptrdiff_t>(q) * stride];
-  }
-}
-
 // A uniform grid x_k = x0 + dx k, k in [0, size), whose interpolation stencils cover [lo, hi].
 struct Grid {
   double x0 = 0.0, dx = 0.0;
@@ -77,27 +65,132 @@ struct Grid {
   }
 };
 
-// out[q] = the interpolant of the table v on g at x + (q - jm) step, q <= 2 jm: the stencils at fixed offsets
-// (stride grid points per step, the weights computed once) when the grid is aligned to the step, else located point
-// by point (stride kFree). False when a stencil leaves the grid.
-constexpr int kFree = 1 << 30;
-bool along_line(const Grid& g, const double* v, int stride, double x, double step, int jm, double* out) {
+// The 8-point interpolant of one cell as a polynomial in u = t - 1/2: p(u) = sum_k c_k u^k, c_k = sum_m A[m][k] v[m]
+// (v: the stencil's values at offsets m - kLagLo), so that the points of a line inside one cell cost a Horner
+// evaluation each instead of their own Lagrange weights.
+struct CellPolynomial {
+  double A[kLag][kLag];
+  CellPolynomial() {
+    for (int m = 0; m < kLag; ++m) {
+      double c[kLag] = {1.0};  // prod_{n != m} (u + 1/2 - x_n) / (x_m - x_n), x_n = n - kLagLo
+      int deg = 0;
+      for (int n = 0; n < kLag; ++n) {
+        if (n == m) continue;
+        const double a = 0.5 - (n - kLagLo), den = static_cast<double>(m - n);
+        for (int k = deg + 1; k >= 0; --k) c[k] = ((k > 0 ? c[k - 1] : 0.0) + a * (k <= deg ? c[k] : 0.0)) / den;
+        ++deg;
+      }
+      for (int k = 0; k < kLag; ++k) A[m][k] = c[k];
+    }
+  }
+};
+const CellPolynomial kCell;
+
+// outs[i][q] = the interpolant of the table tabs[i] on g at x + (q - jm) step, q <= 2 jm, for a line whose points
+// are not aligned to the grid (a step below the grid's): run by run of the points inside one cell, each run from
+// its cell's polynomials (CellPolynomial). False when a stencil leaves the grid.
+bool along_free_line(const Grid& g, const double* const* tabs, int ntab, double x, double step, int jm,
+                     double* const* outs) {
+  constexpr int kMaxTabs = 2;
   const int len = 2 * jm + 1;
+  const double pos0 = (x - g.x0) / g.dx, r = step / g.dx;
+  int q = 0;
+  while (q < len) {
+    const double fl = std::floor(pos0 + (q - jm) * r);
+    if (!(fl >= kLagLo && fl <= g.size - 1 - (kLag - kLagLo))) return false;
+    // the run: the points q..qe-1 in the cell fl (its end from the crossing of the cell's far edge, then checked)
+    const double cross = r > 0.0 ? jm + (fl + 1.0 - pos0) / r : (r < 0.0 ? jm + (fl - pos0) / r : len);
+    int qe = cross < len ? std::max(q + 1, static_cast<int>(std::ceil(cross))) : len;
+    while (qe > q + 1 && std::floor(pos0 + (qe - 1 - jm) * r) != fl) --qe;
+    while (qe < len && std::floor(pos0 + (qe - jm) * r) == fl) ++qe;
+    const int k = static_cast<int>(fl) - kLagLo;
+    double c[kMaxTabs][kLag];
+    for (int i = 0; i < ntab; ++i)
+      for (int a = 0; a < kLag; ++a) {
+        double sum = 0.0;
+        for (int m = 0; m < kLag; ++m) sum += kCell.A[m][a] * tabs[i][k + m];
+        c[i][a] = sum;
+      }
+    for (int i = 0; i < ntab; ++i) {
+      const double* ci = c[i];
+      double* o = outs[i];
+#ifdef TWOLAYER_OPENMP
+#pragma omp simd
+#endif
+      for (int p = q; p < qe; ++p) {
+        const double u = pos0 + (p - jm) * r - fl - 0.5;
+        o[p] = ((((((ci[7] * u + ci[6]) * u + ci[5]) * u + ci[4]) * u + ci[3]) * u + ci[2]) * u + ci[1]) * u + ci[0];
+      }
+    }
+    q = qe;
+  }
+  return true;
+}
+
+// Grid points per step of a line whose points are not aligned to its table's grid.
+constexpr int kFree = 1 << 30;
+
+// A table's entries regrouped by residue modulo s (its lines' grid points per step): part r = v[r], v[r + s], ...,
+// so that each stencil entry along the points of a line is contiguous (the line vectorises without gathers).
+struct Split {
+  int s = 0;  // 0: none (a free table)
+  std::vector<double> vt;
+  std::vector<int> off;
+  void build(const std::vector<double>& v, int stride) {
+    s = stride == kFree ? 0 : std::abs(stride);
+    if (s == 0) return;
+    const int n = static_cast<int>(v.size());
+    vt.resize(n);
+    off.resize(s);
+    int o = 0;
+    for (int r = 0; r < s; ++r) {
+      off[r] = o;
+      for (int i = r; i < n; i += s) vt[o++] = v[i];
+    }
+  }
+  const double* at(int idx) const { return vt.data() + off[idx % s] + idx / s; }
+};
+
+// outs[i][q] = the interpolant of the table v[i] (nt <= 2 tables on the grid g) at x + (q - jm) step, q <= 2 jm. A
+// grid aligned to the step (stride grid points per step, a multiple of the split's s): the stencils sit at fixed
+// offsets, the weights are computed once and each entry of the stencil runs along the split table (a negative
+// stride: the line filled in reverse); else (stride kFree) run by run through the cells (along_free_line). False
+// when a stencil leaves the grid.
+bool along(const Grid& g, int nt, const std::vector<double>* const* v, const Split* const* sp, int stride, double x,
+           double step, int jm, double* const* outs) {
+  if (stride == kFree) {
+    const double* tabs[2] = {v[0]->data(), nt > 1 ? v[1]->data() : nullptr};
+    return along_free_line(g, tabs, nt, x, step, jm, outs);
+  }
+  const int len = 2 * jm + 1, as = std::abs(stride), span = jm * as;
   double lw[kLag], t;
   int k;
-  if (stride == kFree) {
-    for (int q = 0; q < len; ++q) {
-      if (!g.locate(x + (q - jm) * step, k, t)) return false;
-      lagrange8(t, lw);
-      out[q] = dot8(lw, v + k);
-    }
-    return true;
-  }
   if (!g.locate(x, k, t)) return false;
-  const int span = jm * std::abs(stride);
   if (k - span < 0 || k + span + kLag > g.size) return false;
   lagrange8(t, lw);
-  interpolate(lw, v + k - jm * stride, stride, len, out);
+  for (int i = 0; i < nt; ++i) {
+    const int inc = as / sp[i]->s;
+    const double *p0 = sp[i]->at(k - span), *p1 = sp[i]->at(k - span + 1), *p2 = sp[i]->at(k - span + 2),
+                 *p3 = sp[i]->at(k - span + 3), *p4 = sp[i]->at(k - span + 4), *p5 = sp[i]->at(k - span + 5),
+                 *p6 = sp[i]->at(k - span + 6), *p7 = sp[i]->at(k - span + 7);
+    double* out = outs[i];
+    auto fill = [&](auto stepping) {
+      const int c = stepping;
+#ifdef TWOLAYER_OPENMP
+#pragma omp simd
+#endif
+      for (int q = 0; q < len; ++q) {
+        const std::ptrdiff_t e = static_cast<std::ptrdiff_t>(q) * c;
+        out[q] = ((lw[0] * p0[e] + lw[1] * p1[e]) + (lw[2] * p2[e] + lw[3] * p3[e])) +
+                 ((lw[4] * p4[e] + lw[5] * p5[e]) + (lw[6] * p6[e] + lw[7] * p7[e]));
+      }
+    };
+    if (inc == 1)
+      fill(std::integral_constant<int, 1>());
+    else
+      fill(inc);
+    if (stride < 0) std::reverse(out, out + len);
+  }
   return true;
 }
 
@@ -120,6 +213,7 @@ struct ActTable {
   Grid g;
   int m = 1, stride = 1;  // grid points per step of the line (kFree: not aligned)
   std::vector<double> v, d;
+  Split vs, ds;  // v and d split by the line's stride
   // (a step below kRawDx / 8 would make the aligned grid too fine: the grid is then free, dx = kRawDx)
   bool build(Activation a, bool deriv, double lo, double hi, double step) {
     const bool free = step < kRawDx / 8.0;
@@ -132,15 +226,25 @@ struct ActTable {
       d.resize(deriv ? g.size : 0);
       std::vector<double> mv(g.size), md(deriv ? g.size : 0);
       for (int k = 0; k < g.size; ++k) {
+        const double x = g.x0 + g.dx * k, xm = g.x0 + g.dx * (k + 0.5);
+        if (!deriv) {  // (sigma: the value alone, cheaper than sigma_derivatives for tanh)
+          v[k] = sigma(a, x);
+          mv[k] = sigma(a, xm);
+          continue;
+        }
         double e[2];
-        sigma_derivatives(a, g.x0 + g.dx * k, deriv ? 1 : 0, e);
+        sigma_derivatives(a, x, 1, e);
         v[k] = e[0];
-        if (deriv) d[k] = e[1];
-        sigma_derivatives(a, g.x0 + g.dx * (k + 0.5), deriv ? 1 : 0, e);
+        d[k] = e[1];
+        sigma_derivatives(a, xm, 1, e);
         mv[k] = e[0];
-        if (deriv) md[k] = e[1];
+        md[k] = e[1];
       }
-      if (midpoints_ok(v, mv) && (!deriv || midpoints_ok(d, md))) return true;
+      if (midpoints_ok(v, mv) && (!deriv || midpoints_ok(d, md))) {
+        vs.build(v, stride);
+        if (deriv) ds.build(d, stride);
+        return true;
+      }
     }
     return false;
   }
@@ -154,11 +258,15 @@ struct SmoothTable {
   int mstep = 0;  // grid points per step of the line
   double S0 = 0.0, S0c = 0.0;
   std::vector<double> S1, S2, S1c, S2c;
-  bool build(Activation a, double s, double hmax, double lo, double hi, double step) {
-    // grid aligned to the line's step when that is not much below the target (else free); the convolution on the
-    // grid itself when s h >= dx (s h = m dx), else point by point (a near-singular last field)
+  Split S1s, S2s, S1cs, S2cs;  // split by the line's stride
+  bool build(Activation a, double s, double hmax, double lo, double hi, double step, double line_points) {
+    // grid aligned to the line's step when that is not much below the target, or below it and the aligned
+    // grid cheap against the lattice (else free): measured, a point of a free line costs ~2.4 ns more than an
+    // aligned one, and the aligned grid ~2 (hi - lo + 2 kTrunc s) / step evaluations of ~20 ns; the convolution on
+    // the grid itself when s h >= dx (s h = m dx), else point by point (a near-singular last field)
     const double as = std::fabs(step), target = std::min(kSmoothDx, std::max(s * hmax, kRawDx));
-    const bool free = as > 0.0 && as < target / 8.0;
+    const bool cheap = 2.0 * (hi - lo + 2.0 * kTrunc * s) / as * 8.0 <= line_points;
+    const bool free = as > 0.0 && as < target / 8.0 && !cheap;
     int mp = as > 0.0 && !free ? static_cast<int>(std::ceil(as / target)) : 0;
     double dx = mp > 0 ? as / mp : target;
     for (int attempt = 0; attempt < 6; ++attempt, mp *= 2, dx *= 0.5) {
@@ -219,8 +327,13 @@ struct SmoothTable {
       std::vector<double> M1, M2, M1c, M2c;
       convolve(H, S1, S2, S1c, S2c);
       convolve(Hm, M1, M2, M1c, M2c);
-      if (midpoints_ok(S1, M1) && midpoints_ok(S2, M2) && midpoints_ok(S1c, M1c) && midpoints_ok(S2c, M2c))
+      if (midpoints_ok(S1, M1) && midpoints_ok(S2, M2) && midpoints_ok(S1c, M1c) && midpoints_ok(S2c, M2c)) {
+        S1s.build(S1, mstep);
+        S2s.build(S2, mstep);
+        S1cs.build(S1c, mstep == kFree ? kFree : 2 * mstep);  // (the 2h rule: lines of twice the stride)
+        S2cs.build(S2c, mstep == kFree ? kFree : 2 * mstep);
         return true;
+      }
     }
     return false;
   }
@@ -258,8 +371,10 @@ struct Lattice {
     if (!looped[e]) return visit(0.0, 1.0, 1.0, true);
     const double R2 = kTrunc * kTrunc - r2;
     const int jm = R2 > 0.0 ? static_cast<int>(std::floor(std::sqrt(R2) / h[e])) : 0;
-    for (int j = -jm; j <= jm; ++j) {
-      const double z = j * h[e], wz = normal_weight(z, h[e]);
+    // an even integrand: the nodes z_e > 0 stand for z_e < 0 too (the lattice is symmetric: every z before is 0)
+    const bool half = e == half_level;
+    for (int j = half ? 0 : -jm; j <= jm; ++j) {
+      const double z = j * h[e], wz = (half && j > 0 ? 2.0 : 1.0) * normal_weight(z, h[e]);
       visit(z, wz, 2.0 * wz, (j & 1) == 0);
     }
   }
@@ -279,10 +394,14 @@ struct Lattice {
       const int len = 2 * jm + 1;
       const double sf_step = L[f * n + f] * h[f], sl_step = L[l * n + f] * h[f];
       double *vf = buf_.data(), *df = vf + len, *s1 = df + len, *s2 = s1 + len;
-      if (!along_line(line.g, line.v.data(), line.stride, arg[f], sf_step, jm, vf) ||
-          (student_f && !along_line(line.g, line.d.data(), line.stride, arg[f], sf_step, jm, df)) ||
-          !along_line(last.g, last.S1.data(), last.mstep, arg[l], sl_step, jm, s1) ||
-          !along_line(last.g, last.S2.data(), last.mstep, arg[l], sl_step, jm, s2)) {
+      const std::vector<double>* lt[2] = {&line.v, &line.d};
+      const Split* ls[2] = {&line.vs, &line.ds};
+      double* lo[2] = {vf, df};
+      const std::vector<double>* st[2] = {&last.S1, &last.S2};
+      const Split* ss[2] = {&last.S1s, &last.S2s};
+      double* so[2] = {s1, s2};
+      if (!along(line.g, student_f ? 2 : 1, lt, ls, line.stride, arg[f], sf_step, jm, lo) ||
+          !along(last.g, 2, st, ss, last.mstep, arg[l], sl_step, jm, so)) {
         ok = false;
         return;
       }
@@ -320,9 +439,11 @@ struct Lattice {
       if (even) {  // the 2h rule: even j (jm - j even from q = jm & 1 on)
         const int q0 = jm & 1, jc = (jm - q0) / 2;  // j = -2 jc, ..., 2 jc
         double *c1 = s2 + len, *c2 = c1 + len;
-        const int st = last.mstep == kFree ? kFree : 2 * last.mstep;
-        if (!along_line(last.g, last.S1c.data(), st, arg[l], 2.0 * sl_step, jc, c1) ||
-            !along_line(last.g, last.S2c.data(), st, arg[l], 2.0 * sl_step, jc, c2)) {
+        const int cstride = last.mstep == kFree ? kFree : 2 * last.mstep;
+        const std::vector<double>* ct[2] = {&last.S1c, &last.S2c};
+        const Split* cs[2] = {&last.S1cs, &last.S2cs};
+        double* co[2] = {c1, c2};
+        if (!along(last.g, 2, ct, cs, cstride, arg[l], 2.0 * sl_step, jc, co)) {
           ok = false;
           return;
         }
@@ -371,10 +492,16 @@ struct Lattice {
     }
   }
   bool any_f = false;  // a pair holds the line field f (a student): its derivative is needed
+  int half_level = -1;  // the level summed over z >= 0 only (an even integrand; -1: none)
   bool ok = true;
   std::vector<double> buf_;  // the line's interpolated values (6 rows of 2 jfull + 1)
 };
 
+
+// The odd activations (sigma(-s) = -sigma(s)).
+bool is_odd(Activation a) {
+  return a == Activation::Tanh || a == Activation::Erf || a == Activation::Sin || a == Activation::Linear;
+}
 
 // First trapezoidal steps hmax[e] of the variables z_e of l = mu + L z (looped[e]: a nonzero pivot; else no
 // variable), each field counted twice (its derivative and the square of the error); returns prod_e 1 / hmax[e] over
@@ -429,6 +556,13 @@ bool in_order(Activation s, int n, const Activation* acts, const double* C, cons
   }
   double hmax[4];
   first_steps(n, acts, L, hmax, lat.looped);
+  // Zero means and odd activations: the integrand is even in z (s' even, E odd), and so is the lattice; the first
+  // variable (all before it fixed at 0) is summed over z >= 0 with the weights of z > 0 doubled.
+  bool even_integrand = true;
+  for (int c = 0; c < n; ++c) even_integrand = even_integrand && mu[c] == 0.0 && is_odd(acts[c]);
+  if (even_integrand)
+    for (int e = 0; e < f && lat.half_level < 0; ++e)
+      if (lat.looped[e]) lat.half_level = e;
   // ranges of the arguments of f and l before their own variables (the ball |z| <= 9)
   double spanf = 0.0, spanl = 0.0;
   for (int e = 0; e <= f; ++e) {
@@ -448,7 +582,13 @@ bool in_order(Activation s, int n, const Activation* acts, const double* C, cons
       for (int j = -lat.jfull; j <= lat.jfull; ++j) lat.wline[j + lat.jfull] = normal_weight(j * lat.h[f], lat.h[f]);
     }
     const double bstep = lat.looped[f] ? L[l * n + f] * lat.h[f] : 0.0;
-    if (!lat.last.build(acts[l], L[l * n + l], lat.h[l], mu[l] - spanl, mu[l] + spanl, bstep)) return false;
+    // the points of the lines (the ball of radius kTrunc over the variables up to f; half of it when halved)
+    double points = lat.half_level >= 0 ? 0.5 : 1.0;
+    int dim = 0;
+    for (int e = 0; e <= f; ++e)
+      if (lat.looped[e]) points /= lat.h[e], ++dim;
+    points *= dim == 1 ? 2.0 * kTrunc : (dim == 2 ? kPi * kTrunc * kTrunc : 4.0 / 3.0 * kPi * kTrunc * kTrunc * kTrunc);
+    if (!lat.last.build(acts[l], L[l * n + l], lat.h[l], mu[l] - spanl, mu[l] + spanl, bstep, points)) return false;
     for (int p = 0; p < np; ++p) lat.fine[p] = lat.coarse[p] = lat.scale[p] = 0.0;
     lat.ok = true;
     lat.level(0, mu, 0.0, 1.0, 1.0, true);

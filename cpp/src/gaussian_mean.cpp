@@ -163,6 +163,32 @@ const GaussLegendre& gauss_legendre() {
   return gl;
 }
 
+// The n-point Gauss-Legendre rule on [-1, 1] (n = 6, 12 for the orthant probability at small |r|), by Newton's method
+// on the Legendre recurrence (nodes and weights to a few ulps), built once.
+template <int n>
+struct GaussLegendreRule {
+  std::array<double, n> x{}, w{};
+  GaussLegendreRule() {
+    for (int i = 0; i < n; ++i) {
+      double z = std::cos(kPi * (i + 0.75) / (n + 0.5)), dp = 1.0;
+      for (int it = 0; it < 100; ++it) {
+        double p1 = 1.0, p2 = 0.0;
+        for (int j = 1; j <= n; ++j) {
+          const double p3 = p2;
+          p2 = p1;
+          p1 = ((2.0 * j - 1.0) * z * p2 - (j - 1.0) * p3) / j;
+        }
+        dp = n * (z * p1 - p2) / (z * z - 1.0);
+        const double step = p1 / dp;
+        z -= step;
+        if (std::fabs(step) < 1e-16) break;
+      }
+      x[i] = z;
+      w[i] = 2.0 / ((1.0 - z * z) * dp * dp);
+    }
+  }
+};
+
 // A value of an integrand with its envelope: |value| <= envelope, the scale its quadrature is certified against.
 struct Enveloped {
   double value, envelope;
@@ -266,39 +292,54 @@ void add_layer(std::vector<double>& breaks, double t0, double w) {
 //                / (2 sin^2 th)) dth, 20-point Gauss-Legendre on dyadic panels down to the layer of width
 //                ~|h - k| at th = 0;
 //   r <= -0.925: P = Phi(-h) - P(X > h, -Y > -k) at correlation -r.
-// Absolute accuracy ~1e-16 (tests/test_kernels_relu_mean.py, against mpmath).
+// Absolute accuracy ~1e-16 (tests/test_kernels_relu_mean.py, against mpmath). acos |r| (the near-one branch's range)
+// may be given when the caller knows it more accurately than from the rounded r (1 - |r| far below 1).
+// Genz's node counts (6 points for |r| < 0.3, 12 for |r| < 0.75, 20 above: the same accuracy, BVND) may be asked for
+// (`few_nodes`; the constructor's 20 sines are most of the cost of a single evaluation).
 class BivariateOrthant {
  public:
-  explicit BivariateOrthant(double r) : r_(r) {
+  explicit BivariateOrthant(double r) : BivariateOrthant(r, std::acos(std::fabs(r))) {}
+  BivariateOrthant(double r, double acos_abs_r, bool few_nodes = false) : r_(r), top_(acos_abs_r) {
     if (!(std::fabs(r) < 0.925)) return;
-    const GaussLegendre& gl = gauss_legendre();
     const double half = 0.5 * std::asin(r);
-    for (int i = 0; i < kGL; ++i) {
-      sn_[i] = std::sin(half * (1.0 + gl.x[i]));
-      inv_[i] = 1.0 / ((1.0 - sn_[i]) * (1.0 + sn_[i]));
-      w_[i] = gl.w[i] * half / (2.0 * kPi);
-    }
+    auto nodes = [&](const auto& gl) {
+      n_ = static_cast<int>(gl.x.size());
+      for (int i = 0; i < n_; ++i) {
+        sn_[i] = std::sin(half * (1.0 + gl.x[i]));
+        inv_[i] = 1.0 / ((1.0 - sn_[i]) * (1.0 + sn_[i]));
+        w_[i] = gl.w[i] * half / (2.0 * kPi);
+      }
+    };
+    static const GaussLegendreRule<6> gl6;
+    static const GaussLegendreRule<12> gl12;
+    if (few_nodes && std::fabs(r) < 0.3) nodes(gl6);
+    else if (few_nodes && std::fabs(r) < 0.75) nodes(gl12);
+    else nodes(gauss_legendre());
   }
   double operator()(double h, double k) const {
     if (h > 40.0 || k > 40.0) return 0.0;  // Phi(-40) underflows
     const double r = r_;
     if (r >= 1.0) return ncdf(-std::max(h, k));
     if (r <= -1.0) return std::max(0.0, ncdf(-h) - ncdf(k));
-    if (std::fabs(r) < 0.925) {
-      const double hs = 0.5 * (h * h + k * k), hk = h * k;
-      double sum = 0.0;
-      for (int i = 0; i < kGL; ++i) sum += w_[i] * std::exp((sn_[i] * hk - hs) * inv_[i]);
-      return std::clamp(ncdf(-h) * ncdf(-k) + sum, 0.0, 1.0);
-    }
-    if (r < 0.0) return std::clamp(ncdf(-h) - near_one(h, -k, -r), 0.0, 1.0);
-    return near_one(h, k, r);
+    if (std::fabs(r) < 0.925) return std::clamp(ncdf(-h) * ncdf(-k) + excess(h, k), 0.0, 1.0);
+    if (r < 0.0) return std::clamp(ncdf(-h) - near_one(h, -k, top_), 0.0, 1.0);
+    return near_one(h, k, top_);
+  }
+  // Whether the Drezner-Wesolowsky branch applies (|r| < 0.925), and there its integral
+  // P - Phi(-h) Phi(-k) = 1/(2 pi) int_0^asin(r) exp(-(h^2 + k^2 - 2 h k sin th) / (2 cos^2 th)) dth (even in (h, k)).
+  bool moderate() const { return std::fabs(r_) < 0.925; }
+  double excess(double h, double k) const {
+    const double hs = 0.5 * (h * h + k * k), hk = h * k;
+    double sum = 0.0;
+    for (int i = 0; i < n_; ++i) sum += w_[i] * std::exp((sn_[i] * hk - hs) * inv_[i]);
+    return sum;
   }
 
  private:
   // The integral from r = 1 on dyadic panels [top 2^-(j+1), top 2^-j] of 20 Gauss-Legendre points each, down to the
   // layer of width |h - k| at th = 0 (below a ninth of it the integrand is < e^-40); no allocation.
-  static double near_one(double h, double k, double r) {
-    const double d2 = (h - k) * (h - k), hk4 = 4.0 * h * k, top = std::acos(r);
+  static double near_one(double h, double k, double top) {
+    const double d2 = (h - k) * (h - k), hk4 = 4.0 * h * k;
     auto f = [&](double th) {
       const double sn = std::sin(th), sh = std::sin(0.5 * th);
       return sn > 0.0 ? std::exp(-(d2 + hk4 * sh * sh) / (2.0 * sn * sn)) : (d2 > 0.0 ? 0.0 : std::exp(-0.125 * hk4));
@@ -313,13 +354,49 @@ class BivariateOrthant {
     }
     return std::clamp(ncdf(-std::max(h, k)) - sum / (2.0 * kPi), 0.0, 1.0);
   }
-  double r_;
+  double r_, top_;  // top_ = acos |r|
+  int n_ = 0;
   double sn_[kGL]{}, inv_[kGL]{}, w_[kGL]{};
 };
+
+// E[s^(i)(lambda1) s^(j)(lambda2)] for s = erf(./sqrt 2) in closed form (gaussian_mean.hpp, "erf pairs").
+double erf_pair_moment(int i, int j, double mu1, double mu2, double x, double y, double z) {
+  if (i == 0 && j > 0) {
+    std::swap(i, j);
+    std::swap(mu1, mu2);
+    std::swap(x, z);
+  }
+  x = std::max(x, 0.0);
+  z = std::max(z, 0.0);
+  // det C = x z - y^2 to a few ulps of itself (Kahan's fma form: exact for an exactly singular C given in doubles),
+  // so that the tilted variance and D keep their relative accuracy when large variances nearly cancel
+  const double yy = y * y, det = std::max(std::fma(x, z, -yy) + std::fma(-y, y, yy), 0.0);
+  const double a1 = std::sqrt(1.0 + x), h1 = mu1 / a1;
+  if (i == 0) {
+    const double a2 = std::sqrt(1.0 + z), h2 = mu2 / a2, D = 1.0 + x + z + det;  // (1 + x)(1 + z) - y^2
+    const BivariateOrthant bvn(y / (a1 * a2), std::atan2(std::sqrt(D), std::fabs(y)), true);
+    if (bvn.moderate()) return std::erf(h1 / kSqrt2) * std::erf(h2 / kSqrt2) + 4.0 * bvn.excess(h1, h2);
+    return 4.0 * bvn(-h1, -h2) - 2.0 * ncdf(h1) - 2.0 * ncdf(h2) + 1.0;
+  }
+  const double A = 2.0 * npdf(h1) / a1;
+  if (A == 0.0) return 0.0;  // every term carries phi(h1)
+  const double kappa = y / (1.0 + x), m = mu2 - kappa * mu1, sd = std::sqrt((z + det) / (1.0 + x));
+  const double he[4] = {1.0, -h1 / a1, (h1 * h1 - 1.0) / (1.0 + x), -(h1 * h1 - 3.0) * h1 / ((1.0 + x) * a1)};
+  static constexpr double kBinomial[4][4] = {{1, 0, 0, 0}, {1, 1, 0, 0}, {1, 2, 1, 0}, {1, 3, 3, 1}};
+  double r = 0.0, dm = 1.0;  // dm = (-kappa)^l
+  for (int l = 0; l < i; ++l, dm *= -kappa) r += kBinomial[i - 1][l] * he[i - 1 - l] * dm * smoothed(A::Erf, j + l, m, sd);
+  return A * r;
+}
 
 }  // namespace
 
 double pair_moment(A a, int i, A b, int j, double mu1, double mu2, double x, double y, double z) {
+  if (i < 0 || j < 0 || i + j > 4) throw std::logic_error("pair_moment: derivative orders i, j >= 0, i + j <= 4");
+  if (a == A::Erf && b == A::Erf) return erf_pair_moment(i, j, mu1, mu2, x, y, z);
+  return pair_moment_quadrature(a, i, b, j, mu1, mu2, x, y, z);
+}
+
+double pair_moment_quadrature(A a, int i, A b, int j, double mu1, double mu2, double x, double y, double z) {
   if (i < 0 || j < 0 || i + j > 4) throw std::logic_error("pair_moment: derivative orders i, j >= 0, i + j <= 4");
   Factor fa = factor(a, i), fb = factor(b, j);
   if (smooth::exact_polynomial_pair(a, b)) {  // exact (gaussian_smooth.hpp)
@@ -377,6 +454,20 @@ double pair_moment(A a, int i, A b, int j, double mu1, double mu2, double x, dou
   }
   auto integrand = [&](double t) { return npdf(t) * pointwise(a, i, mu1 + rx * t) * smoothed(b, j, mu2 + c * t, s); };
   return adaptive_normal(integrand, std::move(breaks), 1e-14).value;
+}
+
+void pair_moments(A a, A b, const int (*ij)[2], int n, double mu1, double mu2, double x, double y, double z,
+                  double* out) {
+  int top = 0;
+  for (int e = 0; e < n; ++e) top = std::max(top, ij[e][0] + ij[e][1]);
+  double even[smooth::kMoments], odd[smooth::kOddMoments];
+  const bool lattice = smooth::is_smooth(a) && !is_classic(a) && smooth::is_smooth(b) && !is_classic(b) && top <= 4 &&
+                       smooth::moments(a, b, mu1, mu2, x, y, z, (top + 1) / 2, even, odd);
+  for (int e = 0; e < n; ++e) {
+    const int i = ij[e][0], j = ij[e][1];
+    out[e] = !lattice ? pair_moment(a, i, b, j, mu1, mu2, x, y, z)
+                      : ((i + j) & 1 ? odd[smooth::odd_moment_index(i, j)] : even[smooth::moment_index(i, j)]);
+  }
 }
 
 bool zero_mean_pair(A a, A b) {
@@ -514,6 +605,55 @@ double kinked_i4(A st, A a, A b, const double* C, const double* mu) {
   return adaptive_normal(f, std::move(outer), kOuterTol).value;
 }
 }  // namespace
+
+namespace {
+// P(l0 > 0, l1 > 0, l2 > 0), l ~ N(mu, C): l0 = mu0 + s0 t, and given t the pair (l1, l2) has the means
+// mu_f + (C_f0 / s0) t and the fixed Schur complement, whose orthant probability is BivariateOrthant; t by adaptive
+// Gauss-Legendre from the kink -mu0 / s0, split around the boundary layers of a field with a small remaining variance
+// and, for |rho| -> 1, of the pair's own kink (as in kinked_i4).
+double orthant3_mean(const double* C, const double* mu) {
+  const double s0 = std::sqrt(C[0]), c1 = C[3] / s0, c2 = C[6] / s0;
+  const double x = std::max(0.0, C[4] - c1 * c1), y = C[5] - c1 * c2, z = std::max(0.0, C[8] - c2 * c2);
+  const double s1 = x > 1e-14 * C[4] ? std::sqrt(x) : 0.0, s2 = z > 1e-14 * C[8] ? std::sqrt(z) : 0.0;
+  double rho = s1 > 0.0 && s2 > 0.0 ? std::clamp(y / (s1 * s2), -1.0, 1.0) : 0.0;
+  constexpr double kUnit = 1.0 - 8.0 * 2.220446049250313e-16;
+  rho = rho >= kUnit ? 1.0 : (rho <= -kUnit ? -1.0 : rho);
+  const BivariateOrthant bvn(rho);
+  const double t0 = -mu[0] / s0;
+  std::vector<double> breaks{t0};
+  if (c1 != 0.0) add_layer(breaks, -mu[1] / c1, s1 / std::fabs(c1));
+  if (c2 != 0.0) add_layer(breaks, -mu[2] / c2, s2 / std::fabs(c2));
+  if (s1 > 0.0 && s2 > 0.0 && std::fabs(rho) >= 0.5) {
+    const double sg = rho < 0.0 ? -1.0 : 1.0, gt = c1 / s1 - sg * c2 / s2;
+    if (gt != 0.0)
+      add_layer(breaks, -(mu[1] / s1 - sg * mu[2] / s2) / gt, std::sqrt(2.0 * (1.0 - std::fabs(rho))) / std::fabs(gt));
+  }
+  auto f = [&](double t) {
+    if (!(t > t0)) return Enveloped{0.0, 0.0};
+    const double m1 = mu[1] + c1 * t, m2 = mu[2] + c2 * t, ph = npdf(t);
+    double p;
+    if (!(s1 > 0.0)) p = m1 > 0.0 ? (s2 > 0.0 ? ncdf(m2 / s2) : (m2 > 0.0 ? 1.0 : 0.0)) : 0.0;
+    else if (!(s2 > 0.0)) p = m2 > 0.0 ? ncdf(m1 / s1) : 0.0;
+    else p = bvn(-m1 / s1, -m2 / s2);
+    return Enveloped{ph * p, ph * (p + 1e-2)};
+  };
+  return std::clamp(adaptive_normal(f, std::move(breaks), kInnerTol).value, 0.0, 1.0);
+}
+}  // namespace
+
+double orthant_probability_mean(const double* C, const double* mu, int n) {
+  switch (n) {
+    case 0: return 1.0;
+    case 1: return ncdf(mu[0] / std::sqrt(C[0]));
+    case 2: {
+      const double s1 = std::sqrt(C[0]), s2 = std::sqrt(C[3]);
+      return BivariateOrthant(std::clamp(C[1] / (s1 * s2), -1.0, 1.0))(-mu[0] / s1, -mu[1] / s2);
+    }
+    case 3: return orthant3_mean(C, mu);
+    case 4: return kinked_i4(A::Relu, A::Step, A::Step, C, mu);
+    default: throw std::logic_error("orthant_probability_mean: n must be 0 to 4");
+  }
+}
 
 double i2_mean(A a, A b, const double* C, const double* mu) {
   if (all_zero(mu, 2) && zero_mean_pair(a, b)) return i2(a, b, C);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "twolayer/gaussian_mean.hpp"
 #include "twolayer/gaussian_relu_i4.hpp"
 
 namespace twolayer::detail {
@@ -15,6 +16,10 @@ namespace {
 // eps ref).
 constexpr double kAlignTol = 1e-14;
 constexpr double kZeroTol = 1e-14;
+// An aligned pair l_k - mu_k = g (l_j - mu_j) is merged into one variable when its offset delta = mu_k - g mu_j is
+// below kOffsetTol sqrt(C_kk) (the alignment itself is only resolved to ~1e-7 of the scale); a larger offset keeps
+// both variables (conditioning on one leaves the other a constant, a well-defined factor).
+constexpr double kOffsetTol = 1e-7;
 
 // A moment problem on up to four variables.
 struct Problem {
@@ -23,6 +28,13 @@ struct Problem {
   unsigned S = 0;  // bit j: the factor 1(l_j > 0)
   int p[4] = {0, 0, 0, 0};
   double ref[4] = {0, 0, 0, 0};  // variances before conditioning
+  double mu[4] = {0, 0, 0, 0};   // means
+  // Memoisation of the orthant probabilities of one top-level (C, mu): the original index of each variable, the
+  // originals conditioned on (at 0) so far, and whether a merge happened (then the key does not fix the problem).
+  int id[4] = {0, 1, 2, 3};
+  unsigned cond = 0;
+  bool merged = false;
+  double* memo = nullptr;  // 256 entries (NaN: unknown), key cond | (indicator originals << 4)
   double& c(int i, int j) { return C[4 * i + j]; }
   double c(int i, int j) const { return C[4 * i + j]; }
   bool step(int j) const { return (S >> j) & 1u; }
@@ -39,35 +51,60 @@ void remove_var(Problem& P, int k) {
     P.c(k, k) = P.c(last, last);
     P.p[k] = P.p[last];
     P.ref[k] = P.ref[last];
+    P.mu[k] = P.mu[last];
+    P.id[k] = P.id[last];
     const bool s = P.step(last);
     P.S = (P.S & ~(1u << k)) | (s ? (1u << k) : 0u);
   }
   P.S &= ~(1u << last);
   P.p[last] = 0;
+  P.mu[last] = 0.0;
   --P.n;
 }
 
 double orthant_probability(const Problem& P) {
   // only the step variables matter: gather them
   int idx[4], m = 0;
+  bool centred = true;
+  unsigned ids = 0;
   for (int j = 0; j < P.n; ++j)
-    if (P.step(j)) idx[m++] = j;
+    if (P.step(j)) {
+      idx[m++] = j;
+      centred = centred && P.mu[j] == 0.0;
+      ids |= 1u << P.id[j];
+    }
+  const unsigned key = P.cond | (ids << 4);
+  // memoised with means only (the zero-mean closed forms stay recomputed per problem, bitwise as before means)
+  const bool memo = P.memo != nullptr && !P.merged && m >= 3 && !centred;
+  if (memo && !std::isnan(P.memo[key])) return P.memo[key];
   auto r = [&](int a, int b) {
     const double v = P.c(idx[a], idx[b]) / std::sqrt(P.c(idx[a], idx[a]) * P.c(idx[b], idx[b]));
     return std::max(-1.0, std::min(1.0, v));
   };
-  switch (m) {
-    case 0: return 1.0;
-    case 1: return 0.5;
-    case 2: return 0.25 + std::asin(r(0, 1)) / (2.0 * kPi);
-    case 3: return 0.125 + (std::asin(r(0, 1)) + std::asin(r(0, 2)) + std::asin(r(1, 2))) / (4.0 * kPi);
-    default: {
-      double C4[16];
-      for (int a = 0; a < 4; ++a)
-        for (int b = 0; b < 4; ++b) C4[4 * a + b] = P.c(idx[a], idx[b]);
-      return orthant4(C4);
+  double value;
+  if (!centred) {  // with means: Phi, the bivariate normal orthant, or quadrature (gaussian_mean.hpp)
+    double Cm[16], mm[4];
+    for (int a = 0; a < m; ++a) {
+      mm[a] = P.mu[idx[a]];
+      for (int b = 0; b < m; ++b) Cm[m * a + b] = P.c(idx[a], idx[b]);
+    }
+    value = orthant_probability_mean(Cm, mm, m);
+  } else {
+    switch (m) {
+      case 0: value = 1.0; break;
+      case 1: value = 0.5; break;
+      case 2: value = 0.25 + std::asin(r(0, 1)) / (2.0 * kPi); break;
+      case 3: value = 0.125 + (std::asin(r(0, 1)) + std::asin(r(0, 2)) + std::asin(r(1, 2))) / (4.0 * kPi); break;
+      default: {
+        double C4[16];
+        for (int a = 0; a < 4; ++a)
+          for (int b = 0; b < 4; ++b) C4[4 * a + b] = P.c(idx[a], idx[b]);
+        value = orthant4(C4);
+      }
     }
   }
+  if (memo) P.memo[key] = value;
+  return value;
 }
 
 double moment(Problem P);
@@ -79,8 +116,12 @@ double normalised(Problem P) {
     changed = false;
     for (int j = 0; j < P.n && !changed; ++j) {
       const double v = P.c(j, j);
-      if (!(v > kZeroTol * P.ref[j])) {  // identically 0
-        if (P.step(j) || P.p[j] > 0) return 0.0;
+      if (!(v > kZeroTol * P.ref[j])) {  // the constant mu_j: step(mu_j) mu_j^p_j (0 at mu_j = 0 with a factor)
+        if (P.step(j) && !(P.mu[j] > 0.0)) return 0.0;
+        if (P.p[j] > 0) {
+          if (P.mu[j] == 0.0) return 0.0;
+          coef *= std::pow(P.mu[j], P.p[j]);
+        }
         remove_var(P, j);
         changed = true;
       } else if (!P.step(j) && P.p[j] == 0) {  // no factor of its own
@@ -92,8 +133,10 @@ double normalised(Problem P) {
       for (int k = j + 1; k < P.n && !changed; ++k) {
         const double cjk = P.c(j, k), vj = P.c(j, j), vk = P.c(k, k);
         if (vj * vk - cjk * cjk > kAlignTol * P.ref[j] * P.ref[k]) continue;
-        const double c = std::sqrt(vk / vj);  // l_k = sg c l_j
+        const double c = std::sqrt(vk / vj);  // l_k - mu_k = sg c (l_j - mu_j)
         const bool pos = cjk > 0.0;
+        if (!(std::fabs(P.mu[k] - (pos ? c : -c) * P.mu[j]) <= kOffsetTol * std::sqrt(vk))) continue;
+        P.merged = true;
         coef *= std::pow(pos ? c : -c, P.p[k]);
         P.p[j] += P.p[k];
         if (pos) {
@@ -123,7 +166,7 @@ double moment(Problem P) {
     if (P.p[j] > 0 && (m < 0 || P.p[j] > P.p[m])) m = j;
   if (m < 0) return orthant_probability(P);
   --P.p[m];
-  double total = 0.0;
+  double total = P.mu[m] != 0.0 ? P.mu[m] * normalised(P) : 0.0;  // E[l_m G] = mu_m E[G] + sum_j C_mj E[d_j G]
   for (int j = 0; j < P.n; ++j) {
     const double cmj = P.c(m, j);
     if (cmj == 0.0) continue;
@@ -134,12 +177,16 @@ double moment(Problem P) {
       t += P.p[j] * normalised(A);
     } else if (P.step(j)) {  // the delta: p_j(0) E[... | l_j = 0]
       Problem B = P;
-      const double vj = P.c(j, j);
-      for (int a = 0; a < P.n; ++a)
+      const double vj = P.c(j, j), mj = P.mu[j];
+      for (int a = 0; a < P.n; ++a) {
         for (int b = 0; b < P.n; ++b) B.c(a, b) = P.c(a, b) - P.c(a, j) * P.c(j, b) / vj;
+        if (mj != 0.0) B.mu[a] = P.mu[a] - P.c(a, j) * mj / vj;
+      }
       B.S &= ~(1u << j);
+      B.cond |= 1u << P.id[j];
       remove_var(B, j);
-      t += normalised(B) / std::sqrt(2.0 * kPi * vj);
+      const double density = mj != 0.0 ? std::exp(-0.5 * mj * mj / vj) : 1.0;
+      t += density * normalised(B) / std::sqrt(2.0 * kPi * vj);
     }
     total += cmj * t;
   }
@@ -171,12 +218,19 @@ int factors(Activation a, Factor out[2]) {
 }  // namespace
 
 double orthant_moment(const double* C, int n, unsigned S, const int* p) {
+  return orthant_moment(C, nullptr, n, S, p, nullptr);
+}
+
+double orthant_moment(const double* C, const double* mu, int n, unsigned S, const int* p, double* memo) {
   Problem P;
   P.n = n;
+  P.memo = memo;
   double sum = 0.0;
   for (int i = 0; i < n; ++i) {
     P.p[i] = p[i];
     P.ref[i] = C[n * i + i];
+    P.mu[i] = mu != nullptr ? mu[i] : 0.0;
+    sum += P.mu[i];
     for (int j = 0; j < n; ++j) {
       P.c(i, j) = 0.5 * (C[n * i + j] + C[n * j + i]);
       sum += C[n * i + j];

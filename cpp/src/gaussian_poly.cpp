@@ -2,6 +2,7 @@
 #include "twolayer/gaussian_poly.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 
 #include "twolayer/gaussian_orthant.hpp"
@@ -66,9 +67,11 @@ IndicatorPoly IndicatorPoly::operator*(const IndicatorPoly& q) const {
   return r;
 }
 
-IndicatorExpectation::IndicatorExpectation(const double* C, int n) : n_(n) {
+IndicatorExpectation::IndicatorExpectation(const double* C, int n, const double* mu)
+    : n_(n), memo_(256, std::numeric_limits<double>::quiet_NaN()) {
   if (n < 1 || n > IndicatorPoly::kMaxVars) throw std::invalid_argument("IndicatorExpectation: need 1 <= n <= 4");
   std::copy(C, C + n * n, C_);
+  if (mu != nullptr) std::copy(mu, mu + n, mu_);
 }
 
 double IndicatorExpectation::operator()(const IndicatorPoly& p) {
@@ -83,7 +86,7 @@ double IndicatorExpectation::operator()(const IndicatorPoly& p) {
           throw std::invalid_argument("IndicatorExpectation: a term uses a variable beyond n");
       }
       const unsigned S = (key >> kSetShift) & 0xFu;
-      it = cache_.emplace(key, detail::orthant_moment(C_, n_, S, pw)).first;
+      it = cache_.emplace(key, detail::orthant_moment(C_, mu_, n_, S, pw, memo_.data())).first;
     }
     sum += c * it->second;
   }

@@ -15,21 +15,34 @@ namespace {
 struct Objective {
   Population p;  // student.W / student.a point into x
   int K, d;
-  bool train_a;
+  bool train_a, train_b, biased;
+  const double* teacher_bias;
   std::size_t n;
-  std::vector<double> dW, da;
+  std::vector<double> dW, da, db;
 
-  Objective(const Population& p0, bool train_readout)
-      : p(p0), K(p0.student.units), d(p0.d), train_a(train_readout),
-        n(static_cast<std::size_t>(K) * d + (train_readout ? K : 0)), dW(static_cast<std::size_t>(K) * d), da(K) {}
+  Objective(const Population& p0, bool train_readout, bool train_bias, bool with_bias, const double* bt)
+      : p(p0), K(p0.student.units), d(p0.d), train_a(train_readout), train_b(train_bias), biased(with_bias),
+        teacher_bias(bt),
+        n(static_cast<std::size_t>(K) * d + (train_readout ? K : 0) + (train_bias ? K : 0)),
+        dW(static_cast<std::size_t>(K) * d), da(K), db(K) {}
 
-  // x = [vec(W), a]; returns the risk, writes the gradient (throws std::domain_error where it is singular).
-  double eval(const double* x, const double* a_fixed, double* g) {
+  // x = [vec(W), a, b] (a, b where trained); returns the risk, writes the gradient (throws std::domain_error where
+  // it is singular).
+  double eval(const double* x, const double* a_fixed, const double* b_fixed, double* g) {
+    const std::size_t nW = static_cast<std::size_t>(K) * d;
     p.student.W = x;
-    p.student.a = train_a ? x + static_cast<std::size_t>(K) * d : a_fixed;
-    const double r = population_risk_gradient(p, dW.data(), da.data(), 1);
+    p.student.a = train_a ? x + nW : a_fixed;
+    double r;
+    if (biased) {
+      const Biases b{train_b ? x + nW + (train_a ? K : 0) : b_fixed, teacher_bias};
+      r = population_risk_mean(p, b, 1);
+      population_gradient_mean(p, b, dW.data(), da.data(), db.data(), 1);
+    } else {
+      r = population_risk_gradient(p, dW.data(), da.data(), 1);
+    }
     std::copy(dW.begin(), dW.end(), g);
-    if (train_a) std::copy(da.begin(), da.end(), g + static_cast<std::size_t>(K) * d);
+    if (train_a) std::copy(da.begin(), da.end(), g + nW);
+    if (train_b) std::copy(db.begin(), db.end(), g + nW + (train_a ? K : 0));
     return r;
   }
 };
@@ -40,19 +53,22 @@ inline double dot(const std::vector<double>& u, const std::vector<double>& v) {
   return s;
 }
 
-int lbfgs_one(Objective& f, double* W, double* a, const LbfgsOptions& opt, double& loss, double& gnorm, int& iters) {
-  const std::size_t n = f.n, nW = static_cast<std::size_t>(f.K) * f.d;
+int lbfgs_one(Objective& f, double* W, double* a, double* b, const LbfgsOptions& opt, double& loss, double& gnorm,
+              int& iters) {
+  const std::size_t n = f.n, nW = static_cast<std::size_t>(f.K) * f.d, nb = nW + (f.train_a ? f.K : 0);
   std::vector<double> x(n), g(n), xn(n), gn(n), dir(n), alpha(opt.memory);
   std::copy(W, W + nW, x.begin());
   if (f.train_a) std::copy(a, a + f.K, x.begin() + nW);
+  if (f.train_b) std::copy(b, b + f.K, x.begin() + nb);
   std::vector<std::vector<double>> S, Y;
   std::vector<double> rho;
   auto finish = [&](int status) {
     std::copy(x.begin(), x.begin() + nW, W);
-    if (f.train_a) std::copy(x.begin() + nW, x.end(), a);
+    if (f.train_a) std::copy(x.begin() + nW, x.begin() + nb, a);
+    if (f.train_b) std::copy(x.begin() + nb, x.end(), b);
     return status;
   };
-  double fx = f.eval(x.data(), a, g.data());
+  double fx = f.eval(x.data(), a, b, g.data());
   gnorm = std::sqrt(dot(g, g));
   loss = fx;
   iters = 0;
@@ -91,7 +107,7 @@ int lbfgs_one(Objective& f, double* W, double* a, const LbfgsOptions& opt, doubl
       for (std::size_t c = 0; c < n; ++c) xn[c] = x[c] + step * dir[c];
       bool ok = true;
       try {
-        fn = f.eval(xn.data(), a, gn.data());
+        fn = f.eval(xn.data(), a, b, gn.data());
       } catch (const std::domain_error&) {
         ok = false;
       }
@@ -147,9 +163,10 @@ int lbfgs_one(Objective& f, double* W, double* a, const LbfgsOptions& opt, doubl
 
 void multistart_lbfgs(const Population& p, int runs, double* W, double* a, const LbfgsOptions& opt, double* loss,
                       double* grad_norm, int* iterations, int* status, int n_threads,
-                      std::atomic<long long>* finished) {
+                      std::atomic<long long>* finished, double* b, const double* teacher_bias) {
   if (runs < 0) throw std::invalid_argument("runs: must be non-negative");
   if (opt.memory < 1) throw std::invalid_argument("memory: must be positive");
+  if (opt.train_bias && b == nullptr) throw std::invalid_argument("b: train_bias needs the students' biases");
   const std::size_t nW = static_cast<std::size_t>(p.student.units) * p.d;
   for (int r = 0; r < runs; ++r) {  // what a run never started reports
     status[r] = kInterrupted;
@@ -160,11 +177,12 @@ void multistart_lbfgs(const Population& p, int runs, double* W, double* a, const
     parallel_for(
         static_cast<std::size_t>(runs), n_threads,
         [&](std::size_t r) {
-          Objective f(p, opt.train_readout);
+          Objective f(p, opt.train_readout, opt.train_bias, b != nullptr, teacher_bias);
           double* Wr = W + r * nW;
           double* ar = a + r * static_cast<std::size_t>(p.student.units);
+          double* br = b == nullptr ? nullptr : b + r * static_cast<std::size_t>(p.student.units);
           try {
-            status[r] = lbfgs_one(f, Wr, ar, opt, loss[r], grad_norm[r], iterations[r]);
+            status[r] = lbfgs_one(f, Wr, ar, br, opt, loss[r], grad_norm[r], iterations[r]);
           } catch (const std::domain_error&) {
             status[r] = kDiverged;
             loss[r] = grad_norm[r] = std::nan("");

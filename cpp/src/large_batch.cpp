@@ -190,19 +190,27 @@ IntegrateResult iterate_large_batch(const OdeModel& model_in, const double* y0, 
                                     int n_threads, std::vector<double>* bias_rows) {
   if (opt.lr_bias != 0.0 && opt.bias.empty())
     throw std::invalid_argument("lr_bias: trained biases need the biases' start (LargeBatchOptions::bias)");
-  if (!opt.bias.empty()) {
-    if (!model_in.target)
-      throw not_implemented("large-batch map: student biases are implemented with a polynomial target only");
-    if (static_cast<int>(opt.bias.size()) != model_in.K)
-      throw std::invalid_argument("bias: expected one bias per student unit");
-    return iterate_biased(model_in, y0, opt, bias_rows);
-  }
-  if (model_in.target && !is_classic(model_in.student)) return iterate_biased(model_in, y0, opt, nullptr);
+  if (!opt.bias.empty() && static_cast<int>(opt.bias.size()) != model_in.K)
+    throw std::invalid_argument("bias: expected one bias per student unit");
+  if (!opt.teacher_bias.empty() && (model_in.target || opt.bias.empty() ||
+                                    static_cast<int>(opt.teacher_bias.size()) != model_in.M))
+    throw std::invalid_argument("teacher_bias: expected one bias per teacher unit of a committee, with the students'");
+  if (model_in.target && (!opt.bias.empty() || !is_classic(model_in.student)))
+    return iterate_biased(model_in, y0, opt, opt.bias.empty() ? nullptr : bias_rows);
   OdeModel model = model_in;
   model.regime = Regime::Online;  // the second-moment table of the online right-hand side
   model.spherical = false;        // the projection is the map's own (exact rescaling, not its derivative)
   model.lr = 1.0;
   model.lr_readout = 0.0;
+  const std::size_t S0 = model.state_size();
+  // A committee teacher with biases: the right-hand side with means (dynamics.hpp "Biases") on the state
+  // [Q, M, a, b]; at lr_bias = 1 its db is the bias pull a_i E[g'(lambda_i) E]
+  if (!opt.bias.empty()) {
+    model.biased = true;
+    model.teacher_bias = opt.teacher_bias.empty() ? std::vector<double>(static_cast<std::size_t>(model.M), 0.0)
+                                                  : opt.teacher_bias;
+    model.lr_bias = 1.0;
+  }
   OdeRhs f(model);  // risk, Omega, the state checks (with the target's risk part)
   // With a polynomial target, the committee part (the student's own units, v = 0) gives psi and the second moment
   // of -fhat; the target's raw parts (TargetRhs::add_raw) complete them to E = f - fhat.
@@ -213,10 +221,11 @@ IntegrateResult iterate_large_batch(const OdeModel& model_in, const double* y0, 
   if (model.target) target = std::make_unique<TargetRhs>(*model.target, model.student, model.K, true, 1.0, 0.0);
   const int K = model.K, M = model.M, n = K + M;
   const std::size_t S = model.state_size();
-  std::vector<double> y(y0, y0 + S), dy(S), om(static_cast<std::size_t>(n) * n), hd(static_cast<std::size_t>(K) * K),
+  std::vector<double> y(y0, y0 + S0), dy(S), om(static_cast<std::size_t>(n) * n), hd(static_cast<std::size_t>(K) * K),
       ws(large_batch_workspace(n)), scratch, psi_t;
+  y.insert(y.end(), opt.bias.begin(), opt.bias.end());
   IntegrateResult res;
-  const double bound = divergence_bound(y0, S, model.P.data(), model.P.size(), model.v.data(), model.v.size());
+  const double bound = divergence_bound(y.data(), S, model.P.data(), model.P.size(), model.v.data(), model.v.size());
   auto record = [&](long long t) { return record_row(res, t, y, f.risk(y.data())); };
   if (!record(0)) return res;
   for (long long t = 1; t <= opt.steps; ++t) {
@@ -239,6 +248,8 @@ IntegrateResult iterate_large_batch(const OdeModel& model_in, const double* y0, 
     }
     large_batch_update(K, n, om.data(), psi, hd.data(), y.data() + model.offset_a(), opt.gamma0, opt.alpha,
                        opt.spherical, y.data(), y.data() + model.offset_M(), ws.data());
+    if (model.biased)  // simultaneous with the weights': the pull of the state before the step
+      for (int i = 0; i < K; ++i) y[model.offset_b() + i] += opt.lr_bias * dy[model.offset_b() + i];
     ++res.n_steps;
     if (const char* why = state_error(f, y.data(), bound, scratch)) {
       res.status = "diverged";

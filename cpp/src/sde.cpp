@@ -98,14 +98,18 @@ IncrementMoments::IncrementMoments(const OdeModel& model, std::vector<double> no
   const Activation teacher = m_.target ? Activation::Linear : m_.teacher;  // a target's committee part has v = 0
   exact_ = m_.student == Activation::Relu || teacher == Activation::Relu || teacher == Activation::Step;
   if (exact_) {
-    if (!is_piecewise_polynomial(m_.student) || !is_piecewise_polynomial(teacher))
-      throw std::invalid_argument(std::string("activation: the relu diffusion term is exact for relu with linear, "
-                                              "quadratic, relu or step units (or a polynomial target); got '") +
-                                  activation_name(m_.student) + "' students and '" + activation_name(m_.teacher) +
-                                  "' teachers");
-    if (u_ > IndicatorPoly::kMaxVars)
-      throw std::invalid_argument("K + M: the relu diffusion term is exact (orthant moments) for K + M <= 4 units, got " +
-                                  std::to_string(u_));
+    // a smooth (non-piecewise-polynomial) block beside the relu/step units: Gauss-Hermite over it (mixed)
+    if (!is_piecewise_polynomial(m_.student)) ng_ = m_.K;
+    if (!is_piecewise_polynomial(teacher)) {
+      ng_ = m_.M;
+      g0_ = m_.K;
+    }
+    if (u_ - ng_ > IndicatorPoly::kMaxVars)
+      throw std::invalid_argument("K + M: the relu diffusion term is exact (orthant moments over the relu, step, "
+                                  "linear or quadratic units; a smooth block beside them by quadrature) for K + M <= 4 "
+                                  "units, got " + std::to_string(u_ - ng_));
+    if (ng_ > 0 && (x_.empty() || x_.size() != w_.size()))
+      throw std::invalid_argument("nodes: expected as many nodes as weights (at least one)");
     if (m_.target) {
       for (const auto& [alpha, c] : m_.target->f) {
         IndicatorPoly term = IndicatorPoly::constant(c);
@@ -114,9 +118,6 @@ IncrementMoments::IncrementMoments(const OdeModel& model, std::vector<double> no
         target_poly_.axpy(1.0, term);
       }
     }
-    if (m_.biased)
-      throw not_implemented("bias: the SDE does not handle biases yet with relu or step units (its exact orthant "
-                            "moments have no means); smooth activations take biases (Gauss-Hermite)");
   } else if (x_.empty() || x_.size() != w_.size()) {
     throw std::invalid_argument("nodes: expected as many nodes as weights (at least one)");
   }
@@ -138,28 +139,29 @@ IncrementMoments::IncrementMoments(const OdeModel& model, std::vector<double> no
   proj_.resize(nc * nc);
   tmp_.resize(nc * nc);
   idx_.resize(u);
-  if (exact_) return;
+  const int dims = exact_ ? ng_ : u_;  // the quadrature's dimensions
+  if (dims == 0) return;
   // The product rule once: every multi-index, the last unit fastest.
   const int n = static_cast<int>(x_.size());
   std::size_t count = 1;
-  for (int q = 0; q < u_; ++q) {
+  for (int q = 0; q < dims; ++q) {
     if (count > (std::size_t{1} << 26) / static_cast<std::size_t>(n))
       throw std::invalid_argument("n_nodes: n_nodes^(K + M) quadrature nodes exceed 2^26; use fewer nodes or units");
     count *= static_cast<std::size_t>(n);
   }
   // reserved and appended, not zero-filled first: a single pass over up to 2 GiB, with Ctrl-C checked per point
-  grid_.reserve(count * u);
+  grid_.reserve(count * static_cast<std::size_t>(dims));
   gw_.reserve(count);
   std::fill(idx_.begin(), idx_.end(), 0);
   for (std::size_t p = 0; p < count; ++p) {
     throw_if_cancelled();
     double wt = 1.0;
-    for (int q = 0; q < u_; ++q) {
+    for (int q = 0; q < dims; ++q) {
       grid_.push_back(x_[idx_[q]]);
       wt *= w_[idx_[q]];
     }
     gw_.push_back(wt);
-    int q = u_ - 1;
+    int q = dims - 1;
     while (q >= 0 && ++idx_[q] == n) idx_[q--] = 0;
   }
 }
@@ -241,16 +243,79 @@ void IncrementMoments::raw_quadrature(const double* y) {
 }
 
 void IncrementMoments::raw_exact(const double* y) {
-  const int K = m_.K, M = m_.M, nc = nc_;
+  // l = c + (b, b*): the orthant moments see the means; xi_Q and xi_M carry the centred fields c = l - (b, b*)
+  means(y, mean_.data());
+  std::fill(mu_.begin(), mu_.end(), 0.0);
+  std::fill(S_.begin(), S_.end(), 0.0);
+  if (ng_ == 0) return exact_terms(y, 1.0, om_.data(), m_.biased ? mean_.data() : nullptr, nullptr);
+  // Mixed: the smooth block g = [g0, g0 + ng) by Gauss-Hermite, l_g = mu_g + Lg u (Omega_gg = Lg Lg^T), and the
+  // piecewise-polynomial block x exactly given it: N(mu_x + B u, Omega_xx - B B^T), B = Omega_xg Lg^-T.
+  const int u = u_, ng = ng_, nx = u_ - ng_, g0 = g0_, x0 = g0_ == 0 ? ng_ : 0;
+  std::vector<double> Lg(static_cast<std::size_t>(ng) * ng), B(static_cast<std::size_t>(nx) * ng),
+      Cx(static_cast<std::size_t>(nx) * nx), mx(static_cast<std::size_t>(nx)), zg(static_cast<std::size_t>(ng));
+  for (int a = 0; a < ng; ++a)
+    for (int b = 0; b < ng; ++b) Lg[a * ng + b] = om_[(g0 + a) * u + g0 + b];
+  cholesky_psd(Lg.data(), ng, 1e-13);  // Omega is PSD (factor() checked it)
+  for (int r = 0; r < nx; ++r)
+    for (int a = 0; a < ng; ++a) {  // forward substitution of Lg B_r^T = Omega_gx_r (a zero pivot: column 0)
+      double t = om_[(x0 + r) * u + g0 + a];
+      for (int b = 0; b < a; ++b) t -= Lg[a * ng + b] * B[r * ng + b];
+      B[r * ng + a] = Lg[a * ng + a] > 0.0 ? t / Lg[a * ng + a] : 0.0;
+    }
+  for (int r = 0; r < nx; ++r)
+    for (int q = 0; q < nx; ++q) {
+      double t = om_[(x0 + r) * u + x0 + q];
+      for (int a = 0; a < ng; ++a) t -= B[r * ng + a] * B[q * ng + a];
+      Cx[r * nx + q] = t;
+    }
+  for (int r = 0; r < nx; ++r) Cx[r * nx + r] = std::max(Cx[r * nx + r], 0.0);
+  const std::size_t n_points = gw_.size();
+  for (std::size_t p = 0; p < n_points; ++p) {
+    throw_if_cancelled();
+    const double* xp = grid_.data() + p * ng;
+    for (int a = 0; a < ng; ++a) {
+      double t = mean_[g0 + a];
+      for (int b = 0; b <= a; ++b) t += Lg[a * ng + b] * xp[b];
+      zg[a] = t;
+    }
+    for (int r = 0; r < nx; ++r) {
+      double t = mean_[x0 + r];
+      for (int a = 0; a < ng; ++a) t += B[r * ng + a] * xp[a];
+      mx[r] = t;
+    }
+    exact_terms(y, gw_[p], Cx.data(), mx.data(), zg.data());
+  }
+}
+
+// Adds wt E[xi] and wt E[xi xi^T] (upper triangle) over the piecewise-polynomial fields x ~ N(mx, Cx) into mu_, S_;
+// zg (mixed only): the values of the smooth block's fields, constants here.
+void IncrementMoments::exact_terms(const double* y, double wt, const double* Cx, const double* mx, const double* zg) {
+  const int K = m_.K, M = m_.M, nc = nc_, g0 = g0_, ng = ng_;
   const double* a = y + m_.offset_a();
   const double lr = m_.lr, lra = m_.lr_readout, s = std::sqrt(m_.noise);
-  IndicatorExpectation E(om_.data(), u_);
+  const double lrb = m_.biased ? m_.lr_bias : 0.0;
+  IndicatorExpectation E(Cx, u_ - ng, mx);
+  const bool smooth_student = ng > 0 && g0 == 0;
+  auto in_g = [&](int j) { return ng > 0 && j >= g0 && j < g0 + ng; };
+  auto var = [&](int j) { return smooth_student ? j - K : j; };  // the x variable of field j
+  auto centred = [&](int j, double c) {
+    if (in_g(j)) return IndicatorPoly::constant(c * (zg[j - g0] - mean_[j]));
+    IndicatorPoly p = IndicatorPoly::monomial(var(j), 1, false, c);
+    p.axpy(-c * mean_[j], IndicatorPoly::constant(1.0));
+    return p;
+  };
+  auto unit = [&](Activation act, int j) {
+    return in_g(j) ? IndicatorPoly::constant(sigma(act, zg[j - g0])) : unit_poly(act, var(j));
+  };
+  auto dunit = [&](Activation act, int j) {
+    return in_g(j) ? IndicatorPoly::constant(dsigma(act, zg[j - g0])) : unit_dpoly(act, var(j));
+  };
   std::vector<IndicatorPoly> g(static_cast<std::size_t>(K)), dg(static_cast<std::size_t>(K));
   IndicatorPoly e = m_.target ? target_poly_ : IndicatorPoly();
-  for (int r = 0; r < M && !m_.target; ++r) e.axpy(m_.v[r], unit_poly(m_.teacher, K + r));
+  for (int r = 0; r < M && !m_.target; ++r) e.axpy(m_.v[r], unit(m_.teacher, K + r));
   for (int i = 0; i < K; ++i) {
-    g[i] = unit_poly(m_.student, i);
-    dg[i] = unit_dpoly(m_.student, i);
+    g[i] = unit(m_.student, i);
+    dg[i] = dunit(m_.student, i);
     e.axpy(-a[i], g[i]);
   }
   const IndicatorPoly e2 = e * e;
@@ -259,8 +324,8 @@ void IncrementMoments::raw_exact(const double* y) {
   int c = 0;
   for (int i = 0; i < K; ++i)
     for (int k = i; k < K; ++k, ++c) {
-      IndicatorPoly f1 = dg[i] * IndicatorPoly::monomial(k, 1, false, lr * a[i]);
-      f1.axpy(1.0, dg[k] * IndicatorPoly::monomial(i, 1, false, lr * a[k]));
+      IndicatorPoly f1 = dg[i] * centred(k, lr * a[i]);
+      f1.axpy(1.0, dg[k] * centred(i, lr * a[k]));
       IndicatorPoly f2 = dg[i] * dg[k];
       IndicatorPoly f2e = f2 * e;
       c0[c] = f1 * e;
@@ -271,7 +336,7 @@ void IncrementMoments::raw_exact(const double* y) {
     }
   for (int i = 0; i < K; ++i)
     for (int r = 0; r < M; ++r, ++c) {
-      const IndicatorPoly f1 = dg[i] * IndicatorPoly::monomial(K + r, 1, false, lr * a[i]);
+      const IndicatorPoly f1 = dg[i] * centred(K + r, lr * a[i]);
       c0[c] = f1 * e;
       c1[c].axpy(s, f1);
     }
@@ -280,11 +345,16 @@ void IncrementMoments::raw_exact(const double* y) {
       c0[c].axpy(lra, g[i] * e);
       c1[c].axpy(s * lra, g[i]);
     }
+  if (lrb > 0.0)
+    for (int i = 0; i < K; ++i, ++c) {
+      c0[c].axpy(lrb * a[i], dg[i] * e);
+      c1[c].axpy(s * lrb * a[i], dg[i]);
+    }
   // E_zeta: E[zeta] = E[zeta^3] = 0, E[zeta^2] = 1, E[zeta^4] = 3.
   for (int al = 0; al < nc; ++al) {
     IndicatorPoly m = c0[al];
     m.axpy(1.0, c2[al]);
-    mu_[al] = E(m);
+    mu_[al] += wt * E(m);
     for (int be = al; be < nc; ++be) {
       IndicatorPoly b0 = c0[be], b2 = c0[be];
       b0.axpy(1.0, c2[be]);
@@ -292,7 +362,7 @@ void IncrementMoments::raw_exact(const double* y) {
       IndicatorPoly prod = c0[al] * b0;
       prod.axpy(1.0, c1[al] * c1[be]);
       prod.axpy(1.0, c2[al] * b2);
-      S_[static_cast<std::size_t>(al) * nc + be] = E(prod);
+      S_[static_cast<std::size_t>(al) * nc + be] += wt * E(prod);
     }
   }
 }
@@ -386,7 +456,8 @@ class Path {
     const int nc = mom_.n_components();
     nc_ = nc;
     y_.resize(sp.model.state_size());
-    f_.resize(y_.size());
+    use_rhs_ = !sp.model.biased && mom_.smooth_dims() == 0;
+    if (use_rhs_) f_.resize(y_.size());
     mean_.resize(static_cast<std::size_t>(nc));
     cov_.resize(static_cast<std::size_t>(nc) * nc);
     dz_.resize(static_cast<std::size_t>(nc));
@@ -422,9 +493,10 @@ class Path {
       if (step == sp_.steps) break;
       if (cancel_requested()) return stop(2, step);  // every step: one can take milliseconds
       r_prev = r;
-      // y += F dt + sqrt(dt / d) chol(Cov xi) z
-      rhs_(y_.data(), f_.data(), 1);
+      // y += F dt + sqrt(dt / d) chol(Cov xi) z, F = E[xi] (the exact moments': the ODE's right-hand side), or
+      // OdeRhs itself where it was before biases (bitwise as then)
       if (!mom_(y_.data(), mean_.data(), cov_.data())) return stop(1, step, kNotPsd);
+      if (use_rhs_) rhs_(y_.data(), f_.data(), 1);
       if (!cholesky_psd(cov_.data(), nc_, 1e-13)) return stop(1, step, kNotPsd);
       const long long slot = step % kBufSteps;
       if (slot == 0) rng::gaussians(stream_, static_cast<std::uint64_t>(step) * nc_, buf_.size(), buf_.data());
@@ -432,9 +504,10 @@ class Path {
       for (int al = 0; al < nc_; ++al) {
         double t = 0.0;
         for (int be = 0; be <= al; ++be) t += cov_[al * nc_ + be] * z[be];
-        dz_[al] = sq * std::sqrt(inv_d) * t;
+        dz_[al] = (use_rhs_ ? 0.0 : sp_.dt * mean_[al]) + sq * std::sqrt(inv_d) * t;
       }
-      for (std::size_t q = 0; q < y_.size(); ++q) y_[q] += sp_.dt * f_[q];
+      if (use_rhs_)
+        for (std::size_t q = 0; q < y_.size(); ++q) y_[q] += sp_.dt * f_[q];
       int c = 0;
       for (int i = 0; i < K; ++i)
         for (int k = i; k < K; ++k, ++c) {
@@ -445,6 +518,8 @@ class Path {
         for (int rr = 0; rr < M; ++rr, ++c) y_[m.offset_M() + i * M + rr] += dz_[c];
       if (m.lr_readout > 0.0)
         for (int i = 0; i < K; ++i, ++c) y_[m.offset_a() + i] += dz_[c];
+      if (m.biased && m.lr_bias > 0.0)
+        for (int i = 0; i < K; ++i, ++c) y_[m.offset_b() + i] += dz_[c];
       if (const int code = divergence_code(y_.data(), K, M, m.P.data(), bound, scratch.data()))
         return stop(1, step + 1, code);
       report.add(1);
@@ -467,6 +542,7 @@ class Path {
     std::copy(y_.begin(), y_.begin() + KK, out_.Q + t * KK);
     std::copy(y_.begin() + KK, y_.begin() + KK + KM, out_.M + t * KM);
     std::copy(y_.begin() + KK + KM, y_.begin() + KK + KM + m.K, out_.a + t * m.K);
+    if (m.biased) std::copy(y_.begin() + m.offset_b(), y_.begin() + m.offset_b() + m.K, out_.b + t * m.K);
     out_.risk[t] = r;
     out_.recorded = t + 1;
   }
@@ -477,6 +553,7 @@ class Path {
   SdeOut& out_;
   rng::StreamId stream_;
   int nc_ = 0;
+  bool use_rhs_ = false;  // the drift from OdeRhs (exact, no biases, no smooth block: as before biases existed)
   std::vector<double> y_, f_, mean_, cov_, dz_, buf_;
 };
 

@@ -299,14 +299,6 @@ bool by_quadrature(Activation act, const double* mu, int n) {
   return true;
 }
 
-// The closed-form path's activations (target_unit_jet: the Hessian's higher derivatives).
-void check_target_activation(Activation act) {
-  if (!is_classic(act))
-    throw not_implemented(std::string("target: expectations against a polynomial target are implemented for the "
-                                      "linear, erf, relu, step and quadratic activations here, got '") +
-                          activation_name(act) + "'");
-}
-
 // E[prod_s F_s(mu_s + l_s) l^beta], l ~ N(0, Q_S), for every beta in [0, B]^n at once, F_s = sigma'^n_deriv
 // sigma^n_sigma of a smooth activation: l = L u (Cholesky, zero pivots dropped), the tensor trapezoidal rule in u on
 // [-12, 12]^r (gaussian_smooth.hpp's step for the activations' strips of analyticity, the rule at 2h its even-node
@@ -832,7 +824,8 @@ void target_cross_grad(const PolyTarget& t, const double* Q, const double* M, co
 }
 
 void target_unit_jet(const PolyTarget& t, double q, const double* m, Activation act, double* out, const double* b) {
-  if (!b) check_target_activation(act);  // with a bias: every smooth activation (FactorMoments' quadrature)
+  static const double kZeroBias = 0.0;
+  if (!b && !is_classic(act)) b = &kZeroBias;  // the closed forms are the classic five's; the rest by quadrature
   const int k = t.k;
   if (!(q > 0.0) || !std::isfinite(q)) throw std::domain_error("target Hessian: a student unit has zero norm");
   // f, d_r f, d_r d_t f in the Hermite basis (d He_n = n He_{n-1})
@@ -910,14 +903,13 @@ void target_unit_jet(const PolyTarget& t, double q, const double* m, Activation 
 }
 
 TargetRhs::TargetRhs(const PolyTarget& t, Activation act, int K, bool online, double lr, double lr_readout)
-    : TargetRhs(t, act, K, online, lr, lr_readout, {}) {
-  check_target_activation(act);
-}
+    : TargetRhs(t, act, K, online, lr, lr_readout, {}) {}
 
 TargetRhs::TargetRhs(const PolyTarget& t, Activation act, int K, bool online, double lr, double lr_readout,
-                     std::vector<double> bias)
-    : t_(t), act_(act), K_(K), k_(t.k), online_(online), lr_(lr), lr_readout_(lr_readout), b_(std::move(bias)) {
-  if (b_.empty()) b_.assign(static_cast<std::size_t>(K), 0.0);
+                     std::vector<double> bias, bool bias_in_state)
+    : bias_in_state_(bias_in_state), t_(t), act_(act), K_(K), k_(t.k), online_(online), lr_(lr),
+      lr_readout_(lr_readout), b_(std::move(bias)) {
+  if (b_.empty() || bias_in_state_) b_.assign(static_cast<std::size_t>(K), 0.0);
   if (static_cast<int>(b_.size()) != K) throw std::invalid_argument("target: expected one bias per student unit");
   by_quadrature(act, b_.data(), K);  // relu and step with biases: not implemented
   t_.validate();
@@ -930,8 +922,14 @@ TargetRhs::TargetRhs(const PolyTarget& t, Activation act, int K, bool online, do
     if (p.empty()) p[std::vector<int>(k_, 0)] = 0.0;
 }
 
+const double* TargetRhs::bias(const double* y) const {
+  const std::size_t K = static_cast<std::size_t>(K_);
+  return bias_in_state_ ? y + K * K + K * static_cast<std::size_t>(k_) + K : b_.data();
+}
+
 double TargetRhs::risk_part(const double* y) const {
   const int K = K_, k = k_;
+  const double* b = bias(y);
   const double* M = y + static_cast<std::size_t>(K) * K;
   const double* a = M + static_cast<std::size_t>(K) * k;
   const FieldFactor sig{0, 1, 0};
@@ -940,20 +938,21 @@ double TargetRhs::risk_part(const double* y) const {
   for (int i = 0; i < K; ++i) {
     double Qs;
     gather(y, M, K, k, &i, 1, &Qs, Ms.data());
-    r -= a[i] * target_expectation(act_, 1, &Qs, Ms.data(), k, &sig, t_.f, &b_[i]);
+    r -= a[i] * target_expectation(act_, 1, &Qs, Ms.data(), k, &sig, t_.f, &b[i]);
   }
   return r;
 }
 
 void TargetRhs::add_bias_raw(const double* y, double* out) const {
   const int K = K_, k = k_;
+  const double* b = bias(y);
   const double* M = y + static_cast<std::size_t>(K) * K;
   const FieldFactor d1{1, 0, 0};
   std::vector<double> Ms(k);
   for (int i = 0; i < K; ++i) {
     double Qs;
     gather(y, M, K, k, &i, 1, &Qs, Ms.data());
-    out[i] += target_expectation(act_, 1, &Qs, Ms.data(), k, &d1, t_.f, &b_[i]);
+    out[i] += target_expectation(act_, 1, &Qs, Ms.data(), k, &d1, t_.f, &b[i]);
   }
 }
 
@@ -971,6 +970,7 @@ void TargetRhs::add_raw(const double* y, double* psi, double* hd) const {
   const double* Q = y;
   const double* M = y + static_cast<std::size_t>(K) * K;
   const double* a = M + static_cast<std::size_t>(K) * k;
+  const double* b = bias(y);
   const int Df = poly_degree(t_.f);
   const int Dpair = hd ? poly_degree(f2_) : Df;
   double Qs[9];
@@ -984,7 +984,7 @@ void TargetRhs::add_raw(const double* y, double* psi, double* hd) const {
   std::vector<double> e(k), hl(hd ? static_cast<std::size_t>(K) * K : 0, 0.0);
   for (int i = 0; i < K; ++i) {
     gather(Q, M, K, k, &i, 1, Qs, Ms.data());
-    FieldTuple u(act_, 1, Qs, Ms.data(), k, Dunit, &b_[i]);
+    FieldTuple u(act_, 1, Qs, Ms.data(), k, Dunit, &b[i]);
     const FieldFactor d1{1, 0, 0}, d1l{1, 0, 1};
     u.expect(&d1, zf.data(), zf.size(), e.data());  // psi_{i,K+r} += E[sigma'(l_i) z_r f]
     for (int r = 0; r < k; ++r) psi[i * n + K + r] += e[r];
@@ -998,7 +998,7 @@ void TargetRhs::add_raw(const double* y, double* psi, double* hd) const {
     for (int kk = i + 1; kk < K; ++kk) {
       const int idx[2] = {i, kk};
       gather(Q, M, K, k, idx, 2, Qs, Ms.data());
-      const double mu2[2] = {b_[i], b_[kk]};
+      const double mu2[2] = {b[i], b[kk]};
       FieldTuple p(act_, 2, Qs, Ms.data(), k, Dpair, mu2);
       const FieldFactor fa[2] = {{1, 0, 0}, {0, 0, 1}}, fb[2] = {{0, 0, 1}, {1, 0, 0}};
       psi[i * n + kk] += p.expect(fa, t_.f);
@@ -1018,7 +1018,7 @@ void TargetRhs::add_raw(const double* y, double* psi, double* hd) const {
         for (int l = j + 1; l < K; ++l) {
           const int idx3[3] = {i, j, l};
           gather(Q, M, K, k, idx3, 3, Qs, Ms.data());
-          const double mu3[3] = {b_[i], b_[j], b_[l]};
+          const double mu3[3] = {b[i], b[j], b[l]};
           FieldTuple tr(act_, 3, Qs, Ms.data(), k, Df, mu3);
           const FieldFactor fl[3] = {{1, 0, 0}, {1, 0, 0}, {0, 1, 0}}, fj[3] = {{1, 0, 0}, {0, 1, 0}, {1, 0, 0}},
                             fi[3] = {{0, 1, 0}, {1, 0, 0}, {1, 0, 0}};
@@ -1036,23 +1036,24 @@ void TargetRhs::add_raw(const double* y, double* psi, double* hd) const {
   }
 }
 
-void TargetRhs::add(const double* y, double* dQ, double* dM, double* da) const {
+void TargetRhs::add(const double* y, double* dQ, double* dM, double* da, double rate) const {
   const int K = K_, k = k_, n = K_ + k_;
   const double* Q = y;
   const double* M = y + static_cast<std::size_t>(K) * K;
   const double* a = M + static_cast<std::size_t>(K) * k;
-  const double lr = lr_, lr2 = online_ ? lr_ * lr_ : 0.0;
+  const double* b = bias(y);
+  const double lr = lr_ * rate, lr2 = online_ ? lr * lr : 0.0, lr_readout = lr_readout_ * rate;
   std::vector<double> psi(static_cast<std::size_t>(K) * n, 0.0), hd(lr2 != 0.0 ? static_cast<std::size_t>(K) * K : 0);
   add_raw(y, psi.data(), lr2 != 0.0 ? hd.data() : nullptr);
   for (int i = 0; i < K; ++i) {
     for (int r = 0; r < k; ++r) dM[i * k + r] += lr * a[i] * psi[i * n + K + r];
     dQ[i * K + i] += 2.0 * lr * a[i] * psi[i * n + i];
-    if (lr_readout_ != 0.0) {
+    if (lr_readout != 0.0) {
       double Qs;
       std::vector<double> Ms(k);
       gather(Q, M, K, k, &i, 1, &Qs, Ms.data());
       const FieldFactor sig{0, 1, 0};
-      da[i] += lr_readout_ * target_expectation(act_, 1, &Qs, Ms.data(), k, &sig, t_.f, &b_[i]);
+      da[i] += lr_readout * target_expectation(act_, 1, &Qs, Ms.data(), k, &sig, t_.f, &b[i]);
     }
     if (lr2 != 0.0) dQ[i * K + i] += lr2 * a[i] * a[i] * hd[i * K + i];
   }

@@ -33,7 +33,7 @@ def i2_mean(act_a: str, act_b: str, C: _F, mean: _F, n_threads: int = 0) -> _F: 
 def j2_mean(act: str, C: _F, mean: _F, n_threads: int = 0) -> _F: ...
 def i3_mean(act: str, act_b: str, C: _F, mean: _F, n_threads: int = 0) -> _F: ...
 def i4_mean(act: str, act_a: str, act_b: str, C: _F, mean: _F, n_threads: int = 0) -> _F: ...
-def pair_moment(act_a: str, i: int, act_b: str, j: int, mean: _F, C: _F) -> _F: ...
+def pair_moment(act_a: str, i: int, act_b: str, j: int, mean: _F, C: _F, quadrature: bool = False) -> _F: ...
 def overlap_risk_mean(
     Q: _F, M: _F, P: _F, a: _F, v: _F, bias: _F, teacher_bias: _F, act: str, act_teacher: str
 ) -> float: ...
@@ -254,6 +254,9 @@ def large_batch_iterate(
     noise: float,
     spherical: bool,
     n_threads: int = 1,
+    bias: _F | None = None,
+    teacher_bias: _F | None = None,
+    lr_bias: float = 0.0,
 ) -> dict[str, Any]: ...
 def ode_integrate_batch(
     Q: _F,
@@ -303,6 +306,9 @@ def multistart_lbfgs(
     memory: int,
     n_threads: int = 0,
     progress: Callable[[int], object] | None = None,
+    b: _F | None = None,
+    teacher_bias: _F | None = None,
+    train_bias: bool = False,
 ) -> dict[str, Any]: ...
 
 def sde_increment_moments(
@@ -337,8 +343,9 @@ def target_unit_jet(
 ) -> tuple[_F, _F, _F, _F, _F, _F, _F, _F, _F, _F]: ...
 def ode_rhs_target(
     Q: _F, M: _F, a: _F, alpha: _I, coef: _F, act: str, regime: str, spherical: bool, lr: float,
-    lr_readout: float, noise: float, evals: int = 1,
-) -> tuple[_F, _F, _F, float]: ...
+    lr_readout: float, noise: float, evals: int = 1, bias: _F | None = None, teacher_bias: _F | None = None,
+    lr_bias: float = 0.0,
+) -> tuple[_F, _F, _F, float] | tuple[_F, _F, _F, float, _F]: ...
 def large_batch_iterate_target(
     Q: _F, M: _F, a: _F, alpha: _I, coef: _F, act: str, gamma0: float, batch_ratio: float, steps: int,
     noise: float, spherical: bool, bias: _F | None = None, lr_bias: float = 0.0,
@@ -347,6 +354,7 @@ def ode_integrate_target(
     Q: _F, M: _F, a: _F, alpha: _I, coef: _F, act: str, regime: str, spherical: bool, lr: float,
     lr_readout: float, noise: float, times: _F, method: str, dt: float, rtol: float, atol: float, h_max: float,
     risk_tol: float, risk_rtol: float, max_steps: int, schedule: _Schedule | None = None,
+    bias: _F | None = None, teacher_bias: _F | None = None, lr_bias: float = 0.0,
 ) -> dict[str, Any]: ...
 def completed_message(t_end: float, steps: int, rhs: int) -> str: ...
 def diverged_message(t: float, why: str) -> str: ...

@@ -10,10 +10,20 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from ._validation import positive
 from .activations import ACTIVATIONS, check_activation
 from .networks import Network
 from .overlaps import Overlaps, check_stack, refuse_bias
 from .targets import FunctionTarget, HermiteTarget
+
+
+def bias_kwargs(ov: Overlaps, lr_bias: float) -> dict[str, Any]:
+    """The core's bias arguments of a run from ``ov`` (empty for a run without biases: zero biases and
+    ``lr_bias = 0``; ``ode._bias`` states the equations)."""
+    lr_b = positive(lr_bias, "lr_bias", allow_zero=True)
+    if not (ov.has_bias or lr_b > 0):
+        return {}
+    return {"bias": ov.bias, "teacher_bias": ov.teacher_bias, "lr_bias": lr_b}
 
 
 def check_overlaps(ov: Any, name: str = "overlaps", spherical: bool = False, biases: bool = False) -> Overlaps:

@@ -21,17 +21,20 @@ weights have unit norm (lambda = w.z) and ours norm sqrt d. The clock is t = ite
 ``spherical=True`` (the paper's eq. 7): every w_i is rescaled to ``|w_i|^2 = d`` after each step (exact in overlap
 space: Q_ik / sqrt(Q_ii Q_kk), M_ir / sqrt(Q_ii)).
 
-Biases (polynomial targets only): with student biases b (``overlaps.bias``; any activation but relu and step) every
-expectation is taken at lambda_i = l_i + b_i, the l_c of psi centred (the update of w is that of the centred field);
-with ``lr_bias`` the biases move as b_i <- b_i + lr_bias a_i E[g'(lambda_i) E], the limit of
-``sgd.simulate(lr_bias=lr_bias * d)`` (a batch mean of a scalar: no 1/alpha term). Smooth students without
-closed-form kernels (tanh, softplus, ...) take this path at any bias: the committee terms from the kernels with means
-(i3_mean, i4_mean), the target's by the certified quadrature of :mod:`twolayer.targets`' expectations.
+Biases: with student biases b (``overlaps.bias``) and, for a committee teacher, teacher biases b*
+(``overlaps.teacher_bias``) every expectation is taken at lambda_i = l_i + b_i, lambda*_r = l*_r + b*_r, the l_c of
+psi centred (the update of w is that of the centred field); with ``lr_bias`` the biases move as
+b_i <- b_i + lr_bias a_i E[g'(lambda_i) E], the limit of ``sgd.simulate(lr_bias=lr_bias * d)`` (a batch mean of a
+scalar: no 1/alpha term). A committee teacher takes the online ODE's expectations with means (``ode._bias``; every
+student but step); a polynomial target any student but relu and step. Smooth students without closed-form kernels
+(tanh, softplus, ...) against a target take this path at any bias: the committee terms from the kernels with means
+(i3_mean, i4_mean), the target's by the certified quadrature of :mod:`twolayer.targets`' expectations. A run without
+biases (zero biases, ``lr_bias = 0``) takes the paths without means, bitwise as before.
 
 Layer-wise training (the paper): :func:`layerwise` runs the map on the first layer with a fixed, then sets the
 second layer to the population ridge solution a = (E[g(l) g(l)^T] + ridge I)^(-1) E[g(l) y], computed from the
-closed-form I2 kernels; :func:`simulate_layerwise` is its finite-d counterpart (``sgd.simulate`` with
-``batch_size = alpha d``, then ridge regression on fresh samples).
+closed-form I2 kernels (with means where the overlaps carry biases); :func:`simulate_layerwise` is its finite-d
+counterpart (``sgd.simulate`` with ``batch_size = alpha d``, then ridge regression on fresh samples).
 """
 
 from __future__ import annotations
@@ -46,12 +49,12 @@ from numpy.typing import NDArray
 from . import _core
 from ._deprecation import renamed
 from ._interrupt import partial_result
-from ._overlap_args import check_overlaps, check_target_overlaps, resolve_activations, resolve_target
+from ._overlap_args import bias_kwargs, check_overlaps, check_target_overlaps, resolve_activations, resolve_target
 from ._validation import boolean, integer, n_threads_arg, positive, seed_arg
 from .activations import ActivationName, check_activation, sigma
 from .kernels import i2
 from .networks import Network, check_network
-from .overlaps import Overlaps, refuse_bias
+from .overlaps import Overlaps
 from .results import Status, Trajectory
 from .sgd import simulate
 
@@ -114,9 +117,10 @@ def iterate(
         A polynomial target: the teacher units are its k directions, and psi, phi^HD take its exact terms
         (psi_ic += E[g'(l_i) l_c f], phi^HD_ik += E[g'g' f^2] - 2 E[g'g' f fhat], C++ ``TargetRhs::add_raw``).
         With a target the students may carry biases (``overlaps.bias``, any activation but relu and step):
-        every expectation is then taken at l_i + b_i (l_c of psi centred).
+        every expectation is then taken at l_i + b_i (l_c of psi centred); with a committee teacher the student
+        and teacher biases of ``overlaps`` (see the module docstring).
     lr_bias : float, default 0
-        With a target: trains the student biases, b_i <- b_i + lr_bias a_i E[g'(l_i + b_i) E] after each step
+        Trains the student biases, b_i <- b_i + lr_bias a_i E[g'(l_i + b_i) E] after each step
         (simultaneous with the weights'), the limit of ``sgd.simulate(lr_bias=lr_bias * d)`` (the batch mean of a
         scalar: no 1/alpha term). The result's ``bias`` holds them per row.
 
@@ -135,9 +139,7 @@ def iterate(
     >>> tr.t, tr.M.shape, tr.status
     (array([0., 1., 2., 3.]), (4, 2, 2), <Status.completed: 'completed'>)
     """
-    if target is None:
-        refuse_bias(overlaps, "overlaps")
-    elif np.any(overlaps.teacher_bias != 0.0):
+    if target is not None and np.any(overlaps.teacher_bias != 0.0):
         raise ValueError(f"overlaps: a polynomial target has no teacher biases, got {overlaps.teacher_bias}")
     gamma0 = positive(lr, "lr", allow_zero=True)
     alpha = _batch_ratio(batch_ratio)
@@ -153,10 +155,8 @@ def iterate(
             "spherical": int(spherical), "lr": gamma0, "batch_ratio": alpha, "steps": T, "noise": noise_}
 
     lr_b = positive(lr_bias, "lr_bias", allow_zero=True)
-    if lr_b != 0.0 and target is None:
-        raise NotImplementedError("lr_bias: the large-batch map trains biases with a polynomial target only")
-    # student biases (a target only): recorded per row like a run with biases
-    bias = overlaps.bias.copy() if target is not None and (np.any(overlaps.bias != 0.0) or lr_b > 0) else None
+    # a run with biases (ode._bias's rule): recorded per row like an ODE run with biases
+    bias = overlaps.bias.copy() if overlaps.has_bias or lr_b > 0 else None
     if bias is not None:
         meta["lr_bias"] = lr_b
 
@@ -167,7 +167,7 @@ def iterate(
                           meta={**meta, "n_rhs": int(out["n_rhs"]), "n_steps": int(out["n_steps"])},
                           P=overlaps.P.copy(), v=overlaps.v.copy(), stop_time=float(out["stop_time"]),
                           bias=None if bias is None else np.asarray(out.get("bias", np.tile(bias, (T_, 1)))),
-                          teacher_bias=None if bias is None else np.zeros(overlaps.P.shape[0]))
+                          teacher_bias=None if bias is None else overlaps.teacher_bias.copy())
 
     if target is not None:
         meta["target"] = repr(target)
@@ -179,7 +179,7 @@ def iterate(
     with partial_result(to_trajectory):
         out = _core.large_batch_iterate(overlaps.Q, overlaps.M, overlaps.a, overlaps.P, overlaps.v, activation,
                                         teacher_activation, gamma0, alpha, T, noise_, spherical,
-                                        n_threads_arg(n_threads))
+                                        n_threads_arg(n_threads), **bias_kwargs(overlaps, lr_b))
     return to_trajectory(out)
 
 
@@ -213,8 +213,8 @@ def iterate_checked(
         if lr_readout != 0.0:
             raise ValueError("lr_readout: regime='large_batch' keeps the second layer fixed (use "
                              "twolayer.large_batch.layerwise for a ridge second layer)")
-        return iterate(check_overlaps(overlaps), act, t_act, lr=lr, batch_ratio=batch_ratio, n_steps=n_steps,
-                       noise=noise, spherical=spherical, n_threads=n_threads, lr_bias=lr_bias)
+        return iterate(check_overlaps(overlaps, biases=True), act, t_act, lr=lr, batch_ratio=batch_ratio,
+                       n_steps=n_steps, noise=noise, spherical=spherical, n_threads=n_threads, lr_bias=lr_bias)
     spherical = boolean(spherical, "spherical")
     ov, act = check_target_overlaps(overlaps, activation, target, spherical, biases=True)
     for name, value in (("t_max", t_max), ("times", times), ("schedule", schedule)):
@@ -232,8 +232,9 @@ def ridge_readout(
 ) -> NDArray[np.float64]:
     """The population ridge second layer for the first layer of ``overlaps``:
     a = (I2_ss + ridge I)^(-1) I2_st v, with (I2_ss)_ik = E[g(l_i) g(l_k)] and (I2_st)_ir = E[g(l_i) t(l*_r)]
-    (closed-form I2 kernels), the minimiser of (1/2) E[(y - sum_i a_i g(l_i))^2] + (ridge/2) ``|a|^2`` (effective
-    second layer; label noise does not enter). ``ridge`` >= 0; with ridge = 0 a singular I2_ss gets the
+    (closed-form I2 kernels; with the overlaps' biases the kernels with means, l_i + b_i and l*_r + b*_r), the
+    minimiser of (1/2) E[(y - sum_i a_i g(l_i))^2] + (ridge/2) ``|a|^2`` (effective second layer; label noise
+    does not enter). ``ridge`` >= 0; with ridge = 0 a singular I2_ss gets the
     minimum-norm solution (least squares).
 
     Parameters
@@ -256,7 +257,7 @@ def ridge_readout(
     >>> print(np.round(tl.large_batch.ridge_readout(ov, "relu", "relu", ridge=1.0), 6))
     [0.024344 0.216942]
     """
-    overlaps = check_overlaps(overlaps)  # its arrays are mutable: re-checked, as by every engine
+    overlaps = check_overlaps(overlaps, biases=True)  # its arrays are mutable: re-checked, as by every engine
     act: Any = check_activation(activation, "activation")
     t_act: Any = check_activation(teacher_activation, "teacher_activation")
     lam = positive(ridge, "ridge", allow_zero=True)
@@ -270,8 +271,13 @@ def ridge_readout(
     cm[..., 0, 0] = np.diag(Q)[:, None]
     cm[..., 1, 1] = np.diag(P)[None, :]
     cm[..., 0, 1] = cm[..., 1, 0] = M
-    A = np.asarray(i2(act, act, cq)) + lam * np.eye(K)
-    b = np.asarray(i2(act, t_act, cm)) @ overlaps.v
+    mq = mm = None  # the means (None without biases: the zero-mean kernels, bitwise)
+    if overlaps.has_bias:
+        bs, bt = overlaps.bias, overlaps.teacher_bias
+        mq = np.stack(np.broadcast_arrays(bs[:, None], bs[None, :]), axis=-1)
+        mm = np.stack(np.broadcast_arrays(bs[:, None], bt[None, :]), axis=-1)
+    A = np.asarray(i2(act, act, cq, mean=mq)) + lam * np.eye(K)
+    b = np.asarray(i2(act, t_act, cm, mean=mm)) @ overlaps.v
     return np.asarray(np.linalg.lstsq(A, b, rcond=None)[0], dtype=np.float64)
 
 
@@ -305,12 +311,13 @@ class LayerwiseResult:
 
 def _final_overlaps(traj: Trajectory, a: NDArray[np.float64], act: str, t_act: str) -> Overlaps:
     assert traj.P is not None and traj.v is not None
-    return Overlaps(traj.Q[-1], traj.M[-1], traj.P, a, traj.v, activation=act, teacher_activation=t_act)
+    biases = {} if traj.bias is None else {"bias": traj.bias[-1], "teacher_bias": traj.teacher_bias}
+    return Overlaps(traj.Q[-1], traj.M[-1], traj.P, a, traj.v, activation=act, teacher_activation=t_act, **biases)
 
 
 def _risk(ov: Overlaps, act: str, t_act: str) -> float:
     out = _core.ode_integrate(ov.Q, ov.M, ov.a, ov.P, ov.v, act, t_act, "gradient_flow", False, 0.0, 0.0, 0.0,
-                              np.zeros(1), "euler", 1.0, 0.0, 0.0)
+                              np.zeros(1), "euler", 1.0, 0.0, 0.0, **bias_kwargs(ov, 0.0))
     if len(out["risk"]) == 0:  # the divergence rule at t = 0 (divergence.hpp): the risk overflows
         raise ValueError(f"ridge: the excess risk with the fitted second layer a = {ov.a} is not finite")
     return float(out["risk"][0])
@@ -338,6 +345,7 @@ def layerwise(
     noise: float = 0.0,
     spherical: bool = False,
     n_threads: int | None = None,
+    lr_bias: float = 0.0,
 ) -> LayerwiseResult:
     """The paper's layer-wise training in the large-batch limit: ``n_steps`` iterations of the map on the first layer
     with the second fixed (:func:`iterate`), then the second layer by population ridge regression
@@ -349,8 +357,9 @@ def layerwise(
         The start.
     activation, teacher_activation : str, optional
         Default: those of ``overlaps``.
-    lr, batch_ratio, n_steps, noise, spherical, n_threads
-        As in :func:`iterate`.
+    lr, batch_ratio, n_steps, noise, spherical, n_threads, lr_bias
+        As in :func:`iterate` (the overlaps' biases, fixed or trained in the first phase, stay in the readout's
+        kernels and the risk).
     ridge : float, default 0.0
         As in :func:`ridge_readout`.
 
@@ -368,7 +377,7 @@ def layerwise(
     # checked as ode.integrate(..., regime="large_batch") checks it (activations from the overlaps if not given)
     first = iterate_checked(overlaps, activation, teacher_activation, resolve_target(None, overlaps), lr=lr,
                             batch_ratio=batch_ratio, n_steps=n_steps, noise=noise, spherical=spherical,
-                            n_threads=n_threads)
+                            n_threads=n_threads, lr_bias=lr_bias)
     act: Any = first.meta["activation"]
     t_act: Any = first.meta["teacher_activation"]
     if first.status == "diverged":
@@ -392,6 +401,7 @@ def simulate_layerwise(
     noise: float = 0.0,
     spherical: bool = False,
     seed: int = 0,
+    lr_bias: float = 0.0,
 ) -> LayerwiseResult:
     """Layer-wise training at finite d: ``n_steps`` SGD steps on the first layer (``sgd.simulate`` with ``lr``,
     ``batch_size``, second layer fixed; for the large-batch regime lr = gamma0 d, batch_size = alpha d), then the
@@ -403,8 +413,9 @@ def simulate_layerwise(
     ----------
     student, teacher : Network
         The start and the teacher.
-    lr, batch_size, n_steps, noise, spherical, seed
-        As in :func:`twolayer.sgd.simulate` (``n_steps`` SGD steps).
+    lr, batch_size, n_steps, noise, spherical, seed, lr_bias
+        As in :func:`twolayer.sgd.simulate` (``n_steps`` SGD steps; the networks' biases, the student's fixed or
+        trained, enter the features and the risk).
     ridge : float, default 0.0
         The ridge penalty.
     n_ridge : int, optional
@@ -421,15 +432,15 @@ def simulate_layerwise(
     >>> res.first.t.tolist(), res.a.shape
     ([0.0, 0.02, 0.04, 0.06], (2,))
     """
-    student = check_network(student, "student")
-    teacher = check_network(teacher, "teacher")
+    student = check_network(student, "student", biases=True)
+    teacher = check_network(teacher, "teacher", biases=True)
     T = integer(n_steps, "n_steps", 1)
     lam = positive(ridge, "ridge", allow_zero=True)
     n = integer(batch_size if n_ridge is None else n_ridge, "n_ridge", 1)
     seed_ = seed_arg(seed)
     d = student.d
     first = simulate(student, teacher, lr=lr, batch_size=batch_size, t_max=T / d, n_records=T + 1, noise=noise,
-                     spherical=spherical, seed=seed_)
+                     spherical=spherical, seed=seed_, lr_bias=lr_bias)
     assert isinstance(first, Trajectory)
     if first.status == "diverged":
         return _diverged(first, student.activation, teacher.activation, "student")
@@ -438,7 +449,7 @@ def simulate_layerwise(
     rng = np.random.default_rng([seed_, 0x5EED002])  # the ridge samples: a stream apart from the simulator's
     X = rng.standard_normal((n, d))
     s = math.sqrt(net.scale)
-    G = sigma(net.activation, X @ net.W.T / s)  # (n, K) features
+    G = sigma(net.activation, X @ net.W.T / s + net.bias)  # (n, K) features
     y = teacher(X) + math.sqrt(positive(noise, "noise", allow_zero=True)) * rng.standard_normal(n)
     a = np.linalg.lstsq(G.T @ G / n + lam * np.eye(net.K), G.T @ y / n, rcond=None)[0]
     act, t_act = net.activation, teacher.activation

@@ -99,7 +99,9 @@ def aligned_step_units(student: Network, teacher: Network) -> str | None:
 
     Exactly aligned (1 - cos^2 < 1e-16): two student rows, or a student row
     on a step teacher row. The risk has a kink there and its Hessian is
-    undefined.
+    undefined. With biases the rows are (w_i / sqrt(s), b_i): aligned when
+    one pre-activation is a multiple of the other (a common direction with
+    different thresholds is smooth).
 
     Parameters
     ----------
@@ -119,19 +121,38 @@ def aligned_step_units(student: Network, teacher: Network) -> str | None:
     >>> tl.population.aligned_step_units(s.with_weights([s.W[0], 2 * s.W[0]]), t)
     'student row 0 and student row 1 are exactly aligned (|cos| = 1)'
     """
-    check_pair(student, teacher)
+    check_pair(student, teacher, biases=True)
     if student.activation != "step":
         return None
-    rows = [("student row", student.W)] + ([("teacher row", teacher.W)] if teacher.activation == "step" else [])
+
+    def rows_of(net: Network) -> NDArray[np.float64]:
+        # with biases the pre-activations w.x / sqrt(s) + b: units are degenerate when (w / sqrt(s), b) are parallel
+        # (one pre-activation a multiple of the other, thresholds included; same direction and different thresholds
+        # is smooth)
+        if not (student.has_bias or teacher.has_bias):
+            return net.W
+        return np.concatenate([net.W / np.sqrt(net.scale), net.bias[:, None]], axis=1)
+
+    rows = [("student row", student)] + ([("teacher row", teacher)] if teacher.activation == "step" else [])
     m = np.max(np.abs(student.W), axis=1, keepdims=True)
-    U = np.where(m > 0, student.W / np.where(m > 0, m, 1.0), 0.0)
+    Su = rows_of(student)
+    mu = np.max(np.abs(Su), axis=1, keepdims=True)
+    U = np.where(m > 0, Su / np.where(mu > 0, mu, 1.0), 0.0)
     U /= np.where(m > 0, np.linalg.norm(U, axis=1, keepdims=True), 1.0)
-    for label, X in rows:
-        mx = np.max(np.abs(X), axis=1, keepdims=True)
-        V = np.where(mx > 0, X / np.where(mx > 0, mx, 1.0), 0.0)
+    for label, net in rows:
+        mx = np.max(np.abs(net.W), axis=1, keepdims=True)
+        X = rows_of(net)
+        mxa = np.max(np.abs(X), axis=1, keepdims=True)
+        V = np.where(mx > 0, X / np.where(mxa > 0, mxa, 1.0), 0.0)
         V /= np.where(mx > 0, np.linalg.norm(V, axis=1, keepdims=True), 1.0)
-        cos = U @ V.T
-        hit = (1.0 - cos * cos < 1e-16) & (m > 0) & (mx.T > 0)
+        if X is net.W:
+            cos = U @ V.T
+            close = 1.0 - cos * cos < 1e-16
+        else:  # by chords (exact for rows that are exact multiples, where 1 - cos^2 rounds to a few ulps)
+            chord = np.minimum(np.linalg.norm(U[:, None] - V[None], axis=2), np.linalg.norm(U[:, None] + V[None],
+                                                                                              axis=2))
+            close = chord < 1e-8
+        hit = close & (m > 0) & (mx.T > 0)
         if label == "student row":
             hit &= ~np.eye(student.K, dtype=bool)
         if np.any(hit):

@@ -33,16 +33,24 @@ integrated exactly and, over the pre-activations,
   against 64 nodes, per activation, is in docs/layers/sde.rst; the cost 48^(K+M) limits them to K + M <= 3 in
   practice);
 * any ``relu`` unit (relu students with linear, quadratic, relu or step teachers or a polynomial target, or relu
-  teachers with linear or quadratic students), K + M <= 4: exactly, writing relu = l 1(l > 0) and relu' =
-  1(l > 0) so that every moment is a sum of Gaussian orthant moments (closed forms, and a one-dimensional
-  Price-path integral where four indicators meet; ~1 ms per evaluation at K + M = 4). The kinks make
-  Gauss-Hermite rules converge only algebraically, hence no quadrature there.
+  teachers with linear or quadratic students), K + M <= 4, with or without biases: exactly, writing relu =
+  l 1(l > 0) and relu' = 1(l > 0) so that every moment is a sum of Gaussian orthant moments E[poly(l) 1(l_S > 0)],
+  l ~ N((b, b*), Omega) (Stein's lemma down to orthant probabilities: closed forms without biases, and a
+  one-dimensional Price-path integral where four indicators meet; with biases Phi, the bivariate normal orthant,
+  and certified Gauss-Legendre over it for three and four indicators). The kinks make Gauss-Hermite rules converge
+  only algebraically, hence no quadrature there, and the drift is E[xi] from these moments (the ODE's right-hand
+  side to rounding);
+* ``relu`` or ``step`` units beside a smooth non-polynomial block (relu students with ``erf``, ``tanh``, ...
+  teachers, or smooth students with relu or step teachers; at most 4 relu, step, linear or quadratic units), with
+  or without biases: Gauss-Hermite over the smooth block's fields (default 48 nodes per field, checked at run time
+  as for the smooth units) and, given them, the exact orthant moments with the conditioned means and covariance
+  over the others (``meta["diffusion"] == "exact_gauss_hermite"``).
 
 ``step`` students have no diffusion term (ValueError): sigma' = 0 almost everywhere, so online SGD never moves
-them, while the ODE's drift comes from the delta and its covariance would need E[delta(l)^2] = infinity. Mixing a
-smooth non-polynomial unit with ``relu`` or ``step`` is refused too (ValueError: neither method applies), and so
-are biases with relu or step units (NotImplementedError: the orthant moments have no means) and with a polynomial
-target.
+them, while the ODE's drift comes from the delta and its covariance would need E[delta(l)^2] = infinity (step
+teachers, with biases too, are fine). A polynomial target takes student biases with smooth and polynomial students
+(its drift the ODE's with a target and biases); relu students with biases against a target are refused
+(NotImplementedError).
 
 :func:`simulate` integrates the SDE by Euler-Maruyama (strong order 1/2, weak order 1 in dt) over many paths in one
 C++ call (OpenMP across threads, paths in SIMD lanes within a thread for the quadrature moments; GIL released,
@@ -80,7 +88,7 @@ from ._validation import (
     seed_arg,
 )
 from .activations import ActivationName, hermite_coefficients, is_custom, is_hermite
-from .ode._bias import bias_kwargs, refuse_lr_bias
+from .ode._bias import bias_kwargs
 from .overlaps import BatchOverlaps, Overlaps
 from .results import SIMULATION_STATUS, SIMULATION_TIME_UNIT, Ensemble, Status, Trajectory
 from .sgd import converged_message
@@ -169,8 +177,8 @@ def _rule(act: str, t_act: str, n_nodes: int | None,
           target_degree: int | None = None) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Gauss-Hermite rule for N(0, 1) (probabilists' Hermite polynomials), weights summing to 1: exact for
     polynomial units and targets, 48 nodes for the smooth non-polynomial units (erf, tanh, sigmoid, softplus, gelu,
-    silu, sin, cos); a placeholder one-node rule when a relu or step unit makes the moments exact
-    piecewise-polynomial expectations (then ``n_nodes`` is not used)."""
+    silu, sin, cos), also over a smooth block beside relu or step units; a placeholder one-node rule when relu or
+    step units make the moments exact piecewise-polynomial expectations (then ``n_nodes`` is not used)."""
     if act == "step":
         raise ValueError("activation: no diffusion term for 'step' students: sigma' = 0 almost everywhere, so online "
                          "SGD never moves them (the ODE's drift comes from the delta sigma', and the covariance "
@@ -180,17 +188,11 @@ def _rule(act: str, t_act: str, n_nodes: int | None,
         if value not in _EXACT and not _smooth_unit(value) and value not in _DEGREE and not is_hermite(value):
             raise ValueError(f"{name}: the SDE supports {', '.join(map(repr, (*_DEGREE, *_SMOOTH, *_EXACT)))}, "
                              f"hermite and custom activations, got {value!r}")
-    if act in _EXACT or teacher in _EXACT:
-        smooth = act if (_smooth_unit(act) or is_hermite(act)) else teacher
-        if _smooth_unit(smooth) or is_hermite(smooth):
-            raise ValueError(f"activation, teacher_activation: no diffusion term for {act!r} students with "
-                             f"{teacher!r} teachers: a relu or step unit takes exact orthant moments, with linear, "
-                             f"quadratic, relu or step units or a polynomial target only; {smooth!r} is smooth and "
-                             "takes Gauss-Hermite quadrature, which converges only algebraically across a kink")
+    if (act in _EXACT or teacher in _EXACT) and not _mixed(act, teacher):
         return np.zeros(1), np.ones(1)
     if n_nodes is not None:
         n = integer(n_nodes, "n_nodes", 1, _MAX_NODES)
-    elif _smooth_unit(act) or _smooth_unit(teacher):
+    elif _smooth_unit(act) or _smooth_unit(teacher) or _mixed(act, teacher):
         n = _SMOOTH_NODES
     else:  # exact: 2n - 1 >= deg(xi_alpha xi_beta) = 2 max(ds + de, 2 (ds - 1) + 2 de)
         ds = _degree(act)
@@ -223,6 +225,21 @@ def _smooth(act: str, t_act: str) -> bool:
     return (_smooth_unit(act) or _smooth_unit(t_act)) and act not in _EXACT and t_act not in _EXACT
 
 
+def _mixed(act: str, t_act: str) -> bool:
+    """Whether a relu or step unit sits beside a smooth non-polynomial one (or a hermite unit): Gauss-Hermite over
+    the smooth block's fields, exact orthant moments over the others given them (converged, not exact)."""
+    def smooth(a: str) -> bool:
+        return _smooth_unit(a) or is_hermite(a)
+    return (act in _EXACT and smooth(t_act)) or (t_act in _EXACT and smooth(act))
+
+
+def _diffusion(act: str, t_act: str) -> str:
+    """The method of the moments (``meta["diffusion"]``)."""
+    if _mixed(act, t_act):
+        return "exact_gauss_hermite"
+    return "exact" if act in _EXACT or t_act in _EXACT else "gauss_hermite"
+
+
 def _model(overlaps: Any, activation: Any, teacher_activation: Any, target: Any, spherical: bool,
            lr_bias: float = 0.0) -> tuple[Overlaps, str, str, Any, dict[str, Any]]:
     """(checked overlaps, student and teacher activation, polynomial target or None, the core's target and bias
@@ -232,17 +249,18 @@ def _model(overlaps: Any, activation: Any, teacher_activation: Any, target: Any,
         act, t_act = resolve_activations(activation, teacher_activation, overlaps)
         ov = check_overlaps(overlaps, spherical=spherical, biases=True)
         bias = bias_kwargs(ov, lr_bias)
-        if bias and (act in _EXACT or t_act in _EXACT):
-            raise NotImplementedError(f"overlaps, lr_bias: the SDE does not handle biases yet with {act!r} students "
-                                      f"and {t_act!r} teachers (the exact relu/step moments have no means); the "
-                                      "smooth activations take biases")
         return ov, act, t_act, None, {k: bias[k] for k in ("teacher_bias", "lr_bias")} if bias else {}
-    refuse_lr_bias(lr_bias, "the SDE of a polynomial target")
     if teacher_activation is not None:
         raise ValueError("teacher_activation: not used with a polynomial target (the target is the teacher)")
-    ov, act = check_target_overlaps(overlaps, activation, tgt, spherical)
+    ov, act = check_target_overlaps(overlaps, activation, tgt, spherical, biases=True)
+    bias = bias_kwargs(ov, lr_bias)
+    if bias and act in _EXACT:
+        raise NotImplementedError(f"overlaps, lr_bias: the SDE of a polynomial target does not handle biases yet with "
+                                  f"{act!r} students (the exact relu/step moments have no means); the smooth "
+                                  "activations take biases")
     alpha, coef = tgt._arrays()
-    return ov, act, "target", tgt, {"target_alpha": alpha, "target_coef": coef}
+    return ov, act, "target", tgt, {"target_alpha": alpha, "target_coef": coef,
+                                    **({k: bias[k] for k in ("teacher_bias", "lr_bias")} if bias else {})}
 
 
 def increment_covariance(
@@ -268,20 +286,20 @@ def increment_covariance(
     activation, teacher_activation : str, optional
         ``"linear"``, ``"quadratic"``, the smooth ``"erf"``, ``"tanh"``, ``"sigmoid"``, ``"softplus"``,
         ``"gelu"``, ``"silu"``, ``"sin"``, ``"cos"`` (Gauss-Hermite), ``"relu"`` (exact, K + M <= 4, with linear,
-        quadratic, relu or step units), or a ``"step"`` teacher with relu/linear/quadratic students (default:
-        those of ``overlaps``).
+        quadratic, relu or step units; beside a smooth block: Gauss-Hermite over it, exact given it), or a
+        ``"step"`` teacher (default: those of ``overlaps``).
     lr, noise, lr_readout, spherical
         As in :func:`twolayer.ode.integrate` (online regime).
     n_nodes : int, optional
         Gauss-Hermite nodes per unit (1..128; default: exact for linear/quadratic, 48 for the smooth
-        non-polynomial units); not used by the exact relu moments.
+        non-polynomial units, also beside relu or step units); not used by the exact relu moments alone.
     target : HermiteTarget, optional
         A polynomial target instead of the committee teacher (default: the one ``overlaps`` remembers); then M is
         (K, k) and P = I_k, as in :func:`twolayer.ode.integrate`.
     lr_bias : float, default 0.0
         Learning rate of the student biases: with the overlaps' ``bias`` b and ``teacher_bias`` b* the units see
         l_i = w_i . x / sqrt(d) + b_i, and ``b[i]`` components xi_b_i = lr_bias a_i g'(l_i) E join when
-        ``lr_bias > 0`` (smooth and polynomial units; relu/step with biases: NotImplementedError).
+        ``lr_bias > 0`` (every unit but step students; a polynomial target: NotImplementedError).
 
     Returns
     -------
@@ -313,7 +331,7 @@ def increment_covariance(
         raise ValueError(f"lr, noise, lr_readout: the increment's moments exceed the double range at lr = {lr_:g}, "
                          f"noise = {noise_:g}, lr_readout = {lr_a:g}: expected smaller values "
                          "(the covariance grows as lr^4 and noise^2)")
-    err = _quadrature_error(moments, x.size, mean, cov) if _smooth(act, t_act) else (0.0, 0.0)
+    err = _quadrature_error(moments, x.size, mean, cov) if _smooth(act, t_act) or _mixed(act, t_act) else (0.0, 0.0)
     return IncrementCovariance(_labels(ov.K, ov.n_teacher, lr_a > 0, biased and tkw["lr_bias"] > 0), mean, cov,
                                *err)
 
@@ -431,7 +449,8 @@ def simulate(
         Dimension: the diffusion is Cov(xi) / d.
     dt : float, default 0.01
         Euler-Maruyama step. With quadrature moments the drift is E[xi] from the same rule (the ODE's right-hand
-        side: exactly for polynomial units, to the rule's accuracy for erf); with exact relu moments, the ODE's.
+        side: exactly for polynomial units, to the rule's accuracy for erf); with exact relu moments, their E[xi]
+        (the ODE's right-hand side to rounding).
     n_nodes
         Gauss-Hermite nodes per unit for the covariance (see :func:`increment_covariance`).
     target : HermiteTarget, optional
@@ -478,7 +497,7 @@ def simulate(
     dt_ = positive(dt, "dt")
     x, w = _rule(act, t_act, n_nodes, None if tgt is None else tgt.degree)
     quad_err: tuple[float, float] | None = None  # (erf alone: not checked, see _MEAN_RTOL; polynomial: exact)
-    if _smooth(act, t_act) and {act, t_act} != {"erf"}:  # the rule must have converged at the start (first path's)
+    if (_smooth(act, t_act) and {act, t_act} != {"erf"}) or _mixed(act, t_act):  # converged at the (first) start
         start = ov if y0 is None else _start_overlaps(ov, y0[0], biased)
         teacher = "a polynomial target" if tgt else f"{t_act!r} teachers"
         quad_err = _check_converged(_moment_function(start, act, t_act, tgt, sph, lr_, lr_a, noise_, tkw), x, w,
@@ -513,8 +532,8 @@ def simulate(
     seed_ = seed_arg(seed)
     meta: dict[str, Any] = {"activation": act, "teacher_activation": t_act, "spherical": sph, "d": d_, "dt": dt_,
                             "seed": seed_, "integrator": "euler_maruyama", "regime": "online",
-                            "diffusion": "exact" if act in _EXACT or t_act in _EXACT else "gauss_hermite",
-                            "n_nodes": 0 if act in _EXACT or t_act in _EXACT else int(x.size)}
+                            "diffusion": _diffusion(act, t_act),
+                            "n_nodes": 0 if _diffusion(act, t_act) == "exact" else int(x.size)}
     if quad_err is not None:  # the start's estimated relative quadrature errors
         meta.update(drift_error=quad_err[0], diffusion_error=quad_err[1])
     if tgt is not None:

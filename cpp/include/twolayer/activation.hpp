@@ -254,6 +254,7 @@ TWOLAYER_HD inline double sigma(Activation a, double s) {
     case Activation::Relu: return s > 0.0 ? s : 0.0;
     case Activation::Step: return s > 0.0 ? 1.0 : 0.0;
     case Activation::Quadratic: return s * s;
+    case Activation::Tanh: return std::tanh(s);  // sigma_derivatives' value without its sech^2 (one exp less)
     default: break;
   }
   double d[1];

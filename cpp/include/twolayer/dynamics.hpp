@@ -41,8 +41,11 @@
 // such online models are refused). Gradient flow is exactly minus the population gradient with biases
 // (population.gradient(train_bias=True)) mapped to (Q, M, b, a). With zero biases and lr_bias = 0 a model is not
 // "biased" and takes the paths above, bitwise unchanged. Spherical runs project dQ and dM as above (Q_ii fixed; the
-// biases are not projected: spherical SGD renormalises the weight rows only). Targets, step students and the SIMD
-// lanes take no biases.
+// biases are not projected: spherical SGD renormalises the weight rows only). With a polynomial target (v = 0, no
+// teacher biases) the committee part is this right-hand side of the students alone and TargetRhs (target.hpp, the
+// biases read from the state) adds the target's parts, E = f(z) - fhat: E[g'(l_i) c_c f], the lr^2 term's
+// E[g'g' (f^2 - 2 f fhat)], E[g(l_i) f] and the bias pull's E[g'(l_i) f] (relu and step students refused: their
+// target moments with means are not implemented). Step students and the SIMD lanes take no biases.
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -127,6 +130,7 @@ class OdeRhs {
   void eval_bias(const double* y, double* dy, int n_threads);
   double risk_bias(const double* y) const;
   double risk_tt_ = 0.0;  // the teacher-teacher part of risk_bias (fixed)
+  bool mean_risk_ = false;  // risk() through risk_bias (biases, or a pair without zero-mean kernels)
   std::vector<double> mu_, A_, G_, V_, J_;  // eval_bias: the means and the per-student pulls
   Eval committee_eval_ = nullptr;
   std::shared_ptr<const TargetRhs> target_;

@@ -13,7 +13,13 @@
 //     Lagrange, 8 points);
 //   * the field of the innermost loop is interpolated from a table of its activation (and derivative) too: along a
 //     line of that loop both arguments move by whole grid steps (the grids are aligned to the steps), so the
-//     interpolation weights are computed once per line.
+//     interpolation weights are computed once per line, and the tables are stored split by residue modulo the
+//     stride so that each stencil entry runs contiguously along the line (one vectorised pass); a line whose step is far below a grid's (a last field nearly
+//     independent of the line's variable, typical of weakly correlated teachers and students) is taken run by run
+//     of the points inside one cell, each run from that cell's interpolating polynomial (Horner), unless an aligned
+//     grid at that step is cheap against the lattice (a measured cost model);
+//   * zero means and odd activations (tanh, erf, sin, linear): the integrand is even in z and the lattice symmetric,
+//     so the first variable is summed over z >= 0 with the weights of z > 0 doubled.
 // Certificate: the trapezoidal steps of gaussian_smooth.hpp's trapezoid_step, each field counted twice (its
 // derivative, the square), with a first 2h rule that errs by ~e^-26 (steps times 0.75 on failure); the 2h rule is
 // the even sub-lattice in every variable (the tables carry its sums too), and the result is accepted when

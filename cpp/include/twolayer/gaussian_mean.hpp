@@ -19,6 +19,20 @@
 //     halves to 1e-14 of the integral of |integrand|), split at every kink or jump of the integrand and around the
 //     boundary layer of width s / |c| of a smoothed kink. The variable carrying a delta, and otherwise the classic
 //     unit, is put inside.
+//   * erf pairs (both units erf, s(x) = erf(x / sqrt 2) = 2 Phi(x) - 1, s' = 2 phi) in closed form at every order,
+//     with a_k = sqrt(1 + C_kk), h_k = mu_k / a_k, D = (1 + C11)(1 + C22) - C12^2 >= 1 + C11 + C22 (so that
+//     rho = C12 / (a1 a2) stays off +-1 for every PSD C; acos |rho| = atan2(sqrt D, |C12|) exactly):
+//       E[s(l1) s(l2)] = 4 Phi2(h1, h2; rho) - 2 Phi(h1) - 2 Phi(h2) + 1 (s(l) = 2 P(Z < l | l), Z independent
+//       standard normals) = s(h1) s(h2) + 4 T(h1, h2; rho) with T the Drezner-Wesolowsky integral for |rho| < 0.925
+//       (relative accuracy where the moment is small; Genz's 6, 12, 20 nodes below |rho| = 0.3, 0.75, 0.925), the
+//       near-one branch of the orthant probability otherwise;
+//       i >= 1: s'(l1) = 2 phi(l1) tilts the law (complete the square): E[s'(l1) g(l2)] = A(mu1) E[g(m + sd u)],
+//       A = 2 phi(h1) / a1, m = mu2 - kappa mu1, kappa = C12 / (1 + C11), sd^2 = C22 - kappa C12 = (C22 + det C) /
+//       (1 + C11) (det C by an fma: accurate where large variances nearly cancel), and the higher
+//       orders are mu1-derivatives of it (E[s^(i) s^(j)] = d^(i-1)/dmu1^(i-1) E[s' s^(j)]): Leibniz over
+//       A^(n) = (-1)^n He_n(h1) A / a1^n and the closed erf smoothing S^(j+l)(m, sd) (dm/dmu1 = -kappa).
+//     Every erf kernel with means (I2, J2, I3 by Stein, the erf student's I4 by conditioning) therefore is closed
+//     form when its units are all erf; pair_moment_quadrature keeps the conditioning engine above as their reference.
 //   * I2 and J2 of two smooth non-classic units (tanh, sigmoid, ...): smooth::moments (gaussian_smooth.hpp), which
 //     takes means; every pair with a classic unit (its smoothing in closed form, one-dimensional):
 //     pair_moment.
@@ -51,6 +65,15 @@ namespace twolayer {
 
 // E[a^(i)(lambda1) b^(j)(lambda2)], (lambda1, lambda2) ~ N((mu1, mu2), [[x, y], [y, z]]), i, j >= 0, i + j <= 4.
 double pair_moment(Activation a, int i, Activation b, int j, double mu1, double mu2, double x, double y, double z);
+// The same by the conditioning engine even where a closed form exists (erf pairs): the reference that tests
+// and benchmarks hold the closed forms against.
+double pair_moment_quadrature(Activation a, int i, Activation b, int j, double mu1, double mu2, double x, double y,
+                              double z);
+// out[e] = pair_moment(a, ij[e][0], b, ij[e][1], ...) for n orders at once: for two smooth non-classic units one
+// certified lattice rule over all of them (smooth::moments with its odd moments; pair_moment if it cannot certify),
+// else pair_moment each.
+void pair_moments(Activation a, Activation b, const int (*ij)[2], int n, double mu1, double mu2, double x, double y,
+                  double z, double* out);
 
 // Whether the zero-mean kernels of gaussian.hpp have the pair (I2, I3: (a, b); I4: (s, a, b)). A relu or step unit
 // with a smooth non-classic one has none: such pairs go through the engine with means, at mean 0 too.
@@ -62,6 +85,14 @@ double i2_mean(Activation a, Activation b, const double* C, const double* mu);
 double j2_mean(Activation s, const double* C, const double* mu);
 double i3_mean(Activation s, Activation b, const double* C, const double* mu);
 double i4_mean(Activation s, Activation a, Activation b, const double* C, const double* mu);
+
+// P(lambda > 0) for lambda ~ N(mu, C), C n x n row-major PSD, n <= 4, every variance > 0: Phi(mu / sqrt(C11)),
+// the bivariate normal orthant (Drezner-Wesolowsky, ~1e-16 absolute), for n = 3 adaptive Gauss-Legendre over the
+// first variable of the bivariate orthant of the other two conditioned on it (split at its kink and around the
+// boundary layers of near-singular blocks, certified to 1e-13 of the integral of its envelope), for n = 4 the relu I4
+// kinked_i4(relu, step, step) (nested, certified to 1e-12). The exact relu/step moments of the SDE with biases
+// (gaussian_orthant.hpp) end here.
+double orthant_probability_mean(const double* C, const double* mu, int n);
 
 // Batches over `count` covariances C (n x n each) and means mu (n each): every matrix checked (covariance_error) and
 // every mean finite (std::invalid_argument naming the first bad one); the matrices whose means are all 0 go through

@@ -10,6 +10,12 @@
 //    the number of variables, so the recursion ends at orthant probabilities with no powers left:
 //      P0 = 1, P1 = 1/2, P2 = 1/4 + asin(r12) / (2 pi), P3 = 1/8 + (asin r12 + asin r13 + asin r23) / (4 pi)
 //    (closed forms) and P4 (no closed form: the one-dimensional Price-path integral of gaussian_relu_i4.hpp).
+//    With means (l ~ N(mu, C), the biases) the same recursion holds with E[l_m G] = mu_m E[G] + sum_j C_mj E[d_j G],
+//    the delta's density p_j(0) = exp(-mu_j^2 / (2 C_jj)) / sqrt(2 pi C_jj) and the conditioned means
+//    mu - C_.j mu_j / C_jj; it ends at orthant probabilities with means (gaussian_mean.hpp orthant_probability_mean:
+//    Phi, the bivariate normal orthant, one- and two-dimensional certified Gauss-Legendre over it for three and four
+//    indicators), memoised per top-level (C, mu) by (variables conditioned on, indicator variables). All means
+//    exactly 0 take the closed forms above, bitwise as without means.
 // 2. Degenerate covariances, before every step (tolerances relative to each variable's variance before any
 //    conditioning, ref, so that the Schur complements' round-off, a few eps ref, is recognised): a variable of
 //    variance below 1e-14 ref is identically 0 (step(0) = 0, so the moment vanishes if it carries a step or a
@@ -19,7 +25,9 @@
 //    (the diagonal pairs i = k, a unit with itself, a student equal to a teacher unit) and the exactly rank-deficient
 //    blocks (l3 in the span of l1, l2). The moments are continuous across the merge; pairs closer to alignment than
 //    the tolerance move by at most O(1e-7) of the scale, and just outside it the conditioning loses about
-//    eps / (1 - r^2) of relative accuracy.
+//    eps / (1 - r^2) of relative accuracy. With means a zero-variance variable is the constant mu_j (step(mu_j)
+//    mu_j^p_j), and an aligned pair is merged only when its means are aligned too (offset mu_k -+ c mu_j below 1e-7
+//    sqrt(C_kk)); otherwise both stay, and conditioning on one makes the other a constant of definite sign.
 // 3. Accuracy, measured (scratch program against the path-integral relu I4 and the closed forms of
 //    gaussian_relu_i4.hpp, which this recursion re-derives for (relu, relu), (linear, relu), (linear, linear)) on 2000
 //    random covariances of rank 1 to 4, with duplicated variables (l1 = l2, l3 = l4, l3 = l1): max error 1e-11
@@ -37,6 +45,10 @@ namespace twolayer::detail {
 
 // E[prod_{j in S} 1(l_j > 0) prod_j l_j^p_j] for l ~ N(0, C), C n x n row-major PSD (n <= 4), S a bit mask.
 double orthant_moment(const double* C, int n, unsigned S, const int* p);
+
+// The same for l ~ N(mu, C) (mu nullptr: zero means). memo: nullptr or 256 doubles set to NaN before the first call,
+// shared by the calls on one (C, mu) only (the orthant probabilities of its conditioned sub-problems).
+double orthant_moment(const double* C, const double* mu, int n, unsigned S, const int* p, double* memo);
 
 // E[step(l1) step(l2) a(l3) b(l4)], l ~ N(0, C), C 4x4 row-major PSD: the ReLU student's I4 for any pair (a, b).
 double relu_i4_general(Activation a, Activation b, const double* C);

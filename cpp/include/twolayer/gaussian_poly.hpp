@@ -1,11 +1,11 @@
 // Exact Gaussian expectations of piecewise polynomials: sums of terms
-//   c * prod_j l_j^p_j * prod_{j in S} 1(l_j > 0),   l ~ N(0, C) with at most four variables,
+//   c * prod_j l_j^p_j * prod_{j in S} 1(l_j > 0),   l ~ N(mu, C) with at most four variables,
 // the form every product of linear, quadratic, relu and step units (and of polynomials of the fields) takes:
 // relu(l) = l 1(l > 0), relu'(l) = step(l) = 1(l > 0), 1(l > 0)^2 = 1(l > 0). Each term's expectation is an
 // orthant moment (gaussian_orthant.hpp: Stein's lemma down to the orthant probabilities, closed form up to three
-// indicators, the one-dimensional Price-path integral for four), so the result is exact to rounding (~1e-11 relative
-// where four indicators meet). Used for the diffusion term of relu SGD (sde.hpp), whose integrands have kinks that
-// defeat Gauss-Hermite product rules.
+// indicators, the one-dimensional Price-path integral for four; with means certified quadrature from three
+// indicators on), so the result is exact to rounding (~1e-11 relative where four indicators meet). Used for the
+// diffusion term of relu SGD (sde.hpp), whose integrands have kinks that defeat Gauss-Hermite product rules.
 #pragma once
 #include <cstdint>
 #include <unordered_map>
@@ -34,17 +34,19 @@ class IndicatorPoly {
   std::vector<std::pair<std::uint32_t, double>> terms_;
 };
 
-// E[p(l)] for l ~ N(0, C) (n x n row-major PSD, n <= 4); the orthant moments of one covariance are cached, so many
-// polynomials over the same C share them. Throws std::invalid_argument when a power exceeds 31 (overflow).
+// E[p(l)] for l ~ N(mu, C) (n x n row-major PSD, n <= 4; mu nullptr: zero means); the orthant moments of one
+// (C, mu) are cached, and so are the orthant probabilities they reduce to, so many polynomials over the same (C, mu)
+// share them. Throws std::invalid_argument when a power exceeds 31 (overflow).
 class IndicatorExpectation {
  public:
-  IndicatorExpectation(const double* C, int n);
+  IndicatorExpectation(const double* C, int n, const double* mu = nullptr);
   double operator()(const IndicatorPoly& p);
 
  private:
-  double C_[16];
+  double C_[16], mu_[4] = {0, 0, 0, 0};
   int n_;
   std::unordered_map<std::uint32_t, double> cache_;
+  std::vector<double> memo_;  // orthant probabilities (gaussian_orthant.hpp orthant_moment's memo)
 };
 
 }  // namespace twolayer

@@ -106,6 +106,13 @@ TWOLAYER_HD constexpr int moment_index(int i, int j) {
   return (i + j) == 0 ? 0 : ((i + j) == 2 ? 1 + (2 - i) : 4 + (4 - i));
 }
 TWOLAYER_HD constexpr int moment_count(int order) { return order == 0 ? 1 : (order == 1 ? 4 : 9); }
+// The odd moments (i + j odd, at most 2 order - 1) on request: (1,0) (0,1) | (3,0) (2,1) (1,2) (0,3).
+inline constexpr int kOddMoments = 6;
+TWOLAYER_HD constexpr int odd_moment_index(int i, int j) { return (i + j) == 1 ? j : 2 + j; }
+// Slot of (i, j) in one array of the even moments followed by the odd ones.
+TWOLAYER_HD constexpr int moment_slot(int i, int j) {
+  return ((i + j) & 1) == 0 ? moment_index(i, j) : kMoments + odd_moment_index(i, j);
+}
 
 // cos(theta + k pi / 2) for an integer k (exact zeros and signs).
 TWOLAYER_HD inline double cos_shift(double c, double s, int k) {
@@ -121,13 +128,14 @@ TWOLAYER_HD inline int trig_phase(Activation a, int k) { return (a == Activation
 
 // Closed-form trigonometric moments (see the header).
 TWOLAYER_HD inline void trig_moments(Activation f, Activation g, double mu1, double mu2, double x, double y, double z,
-                                     int order, double* m) {
+                                     int order, double* m, double* odd = nullptr) {
   const double em = 0.5 * std::exp(-0.5 * (x + z - 2.0 * y)), ep = 0.5 * std::exp(-0.5 * (x + z + 2.0 * y));
   const double cd = std::cos(mu1 - mu2), sd = std::sin(mu1 - mu2), cp = std::cos(mu1 + mu2), sp = std::sin(mu1 + mu2);
-  for (int q = 0; q <= 2 * order; q += 2)
+  for (int q = 0; q <= 2 * order; q += odd ? 1 : 2)
     for (int i = q; i >= 0; --i) {
       const int j = q - i, pf = trig_phase(f, i), pg = trig_phase(g, j);
-      m[moment_index(i, j)] = em * cos_shift(cd, sd, pf - pg) + ep * cos_shift(cp, sp, pf + pg);
+      (q & 1 ? odd[odd_moment_index(i, j)] : m[moment_index(i, j)]) =
+          em * cos_shift(cd, sd, pf - pg) + ep * cos_shift(cp, sp, pf + pg);
     }
 }
 
@@ -183,14 +191,16 @@ TWOLAYER_HD inline double poly_pair_moment(const double* dp, int np, int i, cons
 // The moments m[moment_index(i, j)] of `order` (moments()) for polynomials P and Q (monomial coefficients
 // p_0..p_np, q_0..q_nq), exactly.
 TWOLAYER_HD inline void poly_moments(const double* p, int np, const double* q, int nq, double mu1, double mu2, double x,
-                                     double y, double z, int order, double* m) {
+                                     double y, double z, int order, double* m, double* odd = nullptr) {
   double M[kMaxHermiteDegree + 1][kMaxHermiteDegree + 1];
   bivariate_moments(x, y, z, M);
   double dp[kMaxHermiteDegree + 1], dq[kMaxHermiteDegree + 1];
   polynomial_derivatives(p, np, mu1, np, dp);
   polynomial_derivatives(q, nq, mu2, nq, dq);
-  for (int t = 0; t <= 2 * order; t += 2)
-    for (int i = t; i >= 0; --i) m[moment_index(i, t - i)] = poly_pair_moment(dp, np, i, dq, nq, t - i, M);
+  for (int t = 0; t <= 2 * order; t += odd ? 1 : 2)
+    for (int i = t; i >= 0; --i)
+      (t & 1 ? odd[odd_moment_index(i, t - i)] : m[moment_index(i, t - i)]) =
+          poly_pair_moment(dp, np, i, dq, nq, t - i, M);
 }
 
 // Tile buffer of the lattice rule in moments() (doubles per derivative order and function): bounded so that the
@@ -206,7 +216,8 @@ inline constexpr double kRetry = 0.75;  // step factor after a failed check
 TWOLAYER_HD constexpr double coarse_exp(int order) { return order == 0 ? 20.0 : (order == 1 ? 22.0 : 25.0); }
 
 // m[moment_index(i, j)] = E[f^(i)(mu1 + l1) g^(j)(mu2 + l2)] for (l1, l2) ~ N(0, [[x, y], [y, z]]) (PSD), the moments
-// of `order`. Returns false when the quadrature could not certify the result within kMaxHalfNodes nodes per side.
+// of `order`, and when odd is given also odd[odd_moment_index(i, j)] for i + j odd (the same certificate over all).
+// Returns false when the quadrature could not certify the result within kMaxHalfNodes nodes per side.
 //
 // Lattice rule: with r = y / sqrt(x z), l1 = sqrt(x) (X + Y), l2 = sqrt(z) (X - Y), X ~ N(0, (1 + r) / 2) and
 // Y ~ N(0, (1 - r) / 2) independent. The variable O of the larger trapezoidal step gets the step p delta (p >= 1 an
@@ -216,16 +227,16 @@ TWOLAYER_HD constexpr double coarse_exp(int order) { return order == 0 ? 20.0 : 
 // evaluations instead of (2 no + 1)(2 ni + 1), whatever the correlation (a near-singular C shrinks ni, never grows
 // the lattice). The node sums are products of table entries.
 TWOLAYER_HD inline bool moments(Activation f, Activation g, double mu1, double mu2, double x, double y, double z,
-                                int order, double* m) {
-  const int nm = moment_count(order), nd = 2 * order;
+                                int order, double* m, double* odd = nullptr) {
+  const int nd = 2 * order, qstep = odd && order > 0 ? 1 : 2;
   if (is_trig(f) && is_trig(g)) {
-    trig_moments(f, g, mu1, mu2, x, y, z, order, m);
+    trig_moments(f, g, mu1, mu2, x, y, z, order, m, order > 0 ? odd : nullptr);
     return true;
   }
 #if !defined(__CUDA_ARCH__)
   if (exact_polynomial_pair(f, g)) {
     const Polynomial P = polynomial_of(f), Q = polynomial_of(g);
-    poly_moments(P.p, P.degree, Q.p, Q.degree, mu1, mu2, x, y, z, order, m);
+    poly_moments(P.p, P.degree, Q.p, Q.degree, mu1, mu2, x, y, z, order, m, order > 0 ? odd : nullptr);
     return true;
   }
 #endif
@@ -234,8 +245,8 @@ TWOLAYER_HD inline bool moments(Activation f, Activation g, double mu1, double m
     double df[5], dg[5];
     sigma_derivatives(f, mu1, nd, df);
     sigma_derivatives(g, mu2, nd, dg);
-    for (int q = 0; q <= nd; q += 2)
-      for (int i = q; i >= 0; --i) m[moment_index(i, q - i)] = df[i] * dg[q - i];
+    for (int q = 0; q <= nd; q += qstep)
+      for (int i = q; i >= 0; --i) (q & 1 ? odd[odd_moment_index(i, q - i)] : m[moment_index(i, q - i)]) = df[i] * dg[q - i];
     return true;
   }
   // one variance 0: r = 1 (only X, of variance 1). A correlation within a few rounding errors of +-1 (the self
@@ -273,7 +284,7 @@ TWOLAYER_HD inline bool moments(Activation f, Activation g, double mu1, double m
     const int no = half_nodes(ho);
     if (no == 0) return false;
     const bool two = ni > 0;
-    double fine[kMoments] = {}, coarse[kMoments] = {}, scale[kMoments] = {};
+    double fine[kMoments + kOddMoments] = {}, coarse[kMoments + kOddMoments] = {}, scale[kMoments + kOddMoments] = {};
     // tiles: j in [ja, ja + jt), k in [ka, ka + kt) with p (kt - 1) + jt <= kTile lattice points (jt at most half a
     // tile, so that consecutive k share points whenever p is small)
     const int jt_max = 2 * ni + 1 < kTile / 2 ? 2 * ni + 1 : kTile / 2;
@@ -303,7 +314,7 @@ TWOLAYER_HD inline bool moments(Activation f, Activation g, double mu1, double m
         for (int kk = 0; kk < kt; ++kk) {
           const int k = ka + kk;
           const double wo = normal_weight(k * ho, ho), wc = ((k & 1) == 0) ? (two ? 4.0 : 2.0) * wo : 0.0;
-          for (int q = 0; q <= nd; q += 2)
+          for (int q = 0; q <= nd; q += qstep)
             for (int i = q; i >= 0; --i) {
               const double* Fi = F + i * kTile + p * kk;
               const double* Gj = G + (q - i) * kTile + np - jt - p * kk;
@@ -317,7 +328,7 @@ TWOLAYER_HD inline bool moments(Activation f, Activation g, double mu1, double m
                 se += we[j] * v;
                 sa += wi[j] * std::fabs(v);
               }
-              const int e = moment_index(i, q - i);
+              const int e = moment_slot(i, q - i);
               fine[e] += wo * sf;
               scale[e] += wo * sa;
               coarse[e] += wc * se;
@@ -326,11 +337,13 @@ TWOLAYER_HD inline bool moments(Activation f, Activation g, double mu1, double m
       }
     }
     bool ok = true;
-    for (int e = 0; e < nm; ++e) {
-      const double d = fine[e] - coarse[e];
-      ok = ok && !(d * d > kAcceptSq * scale[e] * scale[e]);
-      m[e] = fine[e];
-    }
+    for (int q = 0; q <= nd; q += qstep)
+      for (int i = q; i >= 0; --i) {
+        const int e = moment_slot(i, q - i);
+        const double d = fine[e] - coarse[e];
+        ok = ok && !(d * d > kAcceptSq * scale[e] * scale[e]);
+        (q & 1 ? odd[odd_moment_index(i, q - i)] : m[e]) = fine[e];
+      }
     if (ok) return true;
   }
   return false;

@@ -45,11 +45,14 @@ struct LargeBatchOptions {
   double gamma0 = 1.0;     // step (the simulator's lr / d)
   double alpha = 1.0;      // batch size / d
   bool spherical = false;  // rescale every |w_i|^2 to d after each step (needs diag(Q) = 1 at the start)
-  // The students' fixed biases b (K; empty for zero; a polynomial target only): lambda_i = l_i + b_i. The map is
-  // the same with every expectation taken at the means b: psi_ic = E[g'(lambda_i) l_c E] (l_c centred),
-  // E[g'(lambda_i) g'(lambda_k) E^2]; the target's parts through TargetRhs with biases, the committee's through
-  // gaussian_mean.hpp (i3_mean, i4_mean, j2_mean, i2_mean for the risk).
+  // The students' biases b (K; empty for none): lambda_i = l_i + b_i. The map is the same with every expectation
+  // taken at the means: psi_ic = E[g'(lambda_i) l_c E] (l_c centred), E[g'(lambda_i) g'(lambda_k) E^2]. With a
+  // polynomial target the target's parts come through TargetRhs with biases and the committee's through
+  // gaussian_mean.hpp (i3_mean, i4_mean, j2_mean, i2_mean for the risk); with a committee teacher from the online
+  // right-hand side with means (OdeRhs, dynamics.hpp "Biases"), whose state, and the recorded rows, then end with b.
   std::vector<double> bias;
+  // A committee teacher's fixed biases b* (M; empty for zero; with `bias` only).
+  std::vector<double> teacher_bias;
   // Trained biases (needs bias): b_i <- b_i + lr_bias a_i E[g'(lambda_i) E] after each step (simultaneous with the
   // weights'), the limit of sgd.simulate(lr_bias = lr_bias * d): its batch mean of a scalar has no 1/alpha term.
   double lr_bias = 0.0;
@@ -62,9 +65,10 @@ struct LargeBatchOptions {
 // Ctrl-C with "interrupted"; n_rhs counts expectation evaluations, n_steps iterations.
 // With model.target (a polynomial target, M = k, v = 0, P = I_k), psi and hd are the committee part's (the student
 // units against themselves) plus TargetRhs::add_raw's exact target terms; the risk includes the target's part.
-// With opt.bias, and with a target for the smooth activations without closed-form kernels, the committee part comes
-// from the kernels with means instead (iterate_biased). bias_rows (optional): the biases of every recorded row
-// (T x K), filled when opt.bias is given.
+// With opt.bias and a target, and with a target for the smooth activations without closed-form kernels, the
+// committee part comes from the kernels with means instead (iterate_biased); bias_rows (optional): the biases of
+// every recorded row (T x K), filled when opt.bias is given. With opt.bias and a committee teacher the rows are
+// [Q, M, a, b] (bias_rows unused).
 IntegrateResult iterate_large_batch(const OdeModel& model, const double* y0, const LargeBatchOptions& opt,
                                     int n_threads, std::vector<double>* bias_rows = nullptr);
 

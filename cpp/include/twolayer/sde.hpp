@@ -13,10 +13,17 @@
 //    Gauss-Hermite product quadrature (Omega = L L^T, l = L u with u on an n^(K+M) grid): exact for polynomial
 //    activations and targets once 2n - 1 >= the degree of xi_alpha xi_beta (linear: n >= 3, quadratic: n >= 7),
 //    converged spectrally for erf;
-//  * any relu unit (with linear, quadratic, relu or step teachers, or a polynomial target; K + M <= 4): exactly, as
-//    piecewise polynomials (relu = l 1(l > 0), relu' = 1(l > 0)) whose terms are orthant moments (gaussian_poly.hpp).
+//  * any relu unit (with linear, quadratic, relu or step units, or a polynomial target; K + M <= 4): exactly, as
+//    piecewise polynomials (relu = l 1(l > 0), relu' = 1(l > 0)) whose terms are orthant moments (gaussian_poly.hpp),
+//    with biases too (l = c + (b, b*) ~ N((b, b*), Omega): orthant moments with means; xi_Q and xi_M carry the
+//    centred c = l - (b, b*), and xi_b_i = lr_bias a_i g'(l_i) E joins when lr_bias > 0);
+//  * relu or step units beside a smooth non-polynomial block (e.g. relu students, erf teachers; up to 4 relu, step,
+//    linear or quadratic units): Gauss-Hermite over the smooth block's fields (its K or M dimensions) and, given them,
+//    the orthant moments with the conditioned means and covariance over the others (mixed).
 // A step student has no diffusion term: sigma' = 0 almost everywhere, so online SGD never moves it (validate_model
-// refuses it). The drift is the ODE's right-hand side itself (OdeRhs), never re-derived.
+// refuses it). The drift is E[xi] from the same moments: the ODE's right-hand side (OdeRhs), to rounding for the exact
+// moments (tests/test_sde_relu_bias.py), and at a fraction of its cost with biases (its nested relu I4 quadrature);
+// exact runs without biases or a smooth block keep OdeRhs itself, bitwise as before biases existed.
 //
 // The integrator is Euler-Maruyama on a fixed step dt (strong order 1/2, weak order 1): y += F dt + sqrt(dt) S z
 // with S S^T = Cov(xi) / d (Cholesky, zero pivots skipped), z standard normal from the counter-based stream
@@ -24,8 +31,9 @@
 // Quadrature moments: paths run in SIMD lanes (blocks of 8 per thread; a lane takes the next path when its own ends)
 // and the drift F is E[xi] from the same quadrature (projected: the ODE's right-hand side, exactly for polynomial
 // units and targets, to the quadrature's accuracy for erf). Exact (relu) moments: one path per thread's turn, drift
-// from OdeRhs. Either way a path's arithmetic never depends on the other paths (fixed lane width, no FMA contraction
-// in sde.cpp): bit-identical results for any thread count or set of paths.
+// E[xi] from the exact moments (OdeRhs without biases or a smooth block). Either way a path's arithmetic never
+// depends on the other paths (fixed lane width, no FMA contraction in sde.cpp): bit-identical results for any thread
+// count or set of paths.
 #pragma once
 #include <atomic>
 #include <cstddef>
@@ -44,7 +52,7 @@ inline constexpr std::uint32_t kSdeStream = 16;
 // i <= k (row-major upper triangle), then M_ir, then a_i when lr_readout > 0. Not thread-safe (workspace).
 class IncrementMoments {
  public:
-  // nodes, weights: the Gauss-Hermite rule (unused, may be empty, when exact()).
+  // nodes, weights: the Gauss-Hermite rule (unused, may be empty, for exact moments without a smooth block).
   IncrementMoments(const OdeModel& model, std::vector<double> nodes, std::vector<double> weights);
   int n_components() const { return nc_; }
   // Whether the moments are exact piecewise-polynomial expectations (a relu unit) rather than quadrature.
@@ -58,6 +66,8 @@ class IncrementMoments {
   double* raw_second() { return S_.data(); }
   void finish(const double* y, double* mean, double* cov);
   int n_units() const { return u_; }
+  // The Gauss-Hermite dimensions of the exact moments (the smooth block beside relu/step units; 0: none).
+  int smooth_dims() const { return exact_ ? ng_ : 0; }
   // The units' means (b, b*) at state y (zeros without biases), into out (K + M).
   void means(const double* y, double* out) const;
   const std::vector<double>& grid() const { return grid_; }
@@ -73,9 +83,13 @@ class IncrementMoments {
   std::vector<double> om_, L_, z_, zc_, mean_, g_, dg_, c0_, c1_, c2_, S_, mu_, proj_, tmp_;
   std::vector<int> idx_;
   bool exact_ = false;
+  // Mixed exact mode (a smooth non-polynomial block beside relu/step units): the block [g0_, g0_ + ng_) (all
+  // students or all teachers) by the Gauss-Hermite grid (ng_ dimensions), the others exactly given it; ng_ = 0: none.
+  int ng_ = 0, g0_ = 0;
   IndicatorPoly target_poly_;  // the polynomial target in monomials of l_K..l_{K+k-1} (exact mode)
   void raw_quadrature(const double* y);
   void raw_exact(const double* y);
+  void exact_terms(const double* y, double wt, const double* Cx, const double* mx, const double* zg);
 };
 
 struct SdeSpec {

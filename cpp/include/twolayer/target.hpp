@@ -100,11 +100,13 @@ class TargetRhs {
   // there yet).
   TargetRhs(const PolyTarget& t, Activation act, int K, bool online, double lr, double lr_readout);
   // Any smooth activation, and biases b (K; empty for zero; relu and step at zero only): the fields are b_i + l_i
-  // (the large-batch map).
+  // (the large-batch map). bias_in_state: the biases are the state's instead, y = [Q, M, a, b] (the ODE of a target
+  // with biases, dynamics.hpp; `bias` is then unused).
   TargetRhs(const PolyTarget& t, Activation act, int K, bool online, double lr, double lr_readout,
-            std::vector<double> bias);
-  // Adds to dQ (unprojected Phi, K x K), dM (K x k), da (K) at state y = [Q, M, a].
-  void add(const double* y, double* dQ, double* dM, double* da) const;
+            std::vector<double> bias, bool bias_in_state = false);
+  // Adds to dQ (unprojected Phi, K x K), dM (K x k), da (K) at state y = [Q, M, a] (then b with bias_in_state),
+  // with lr and lr_readout times rate (a learning-rate schedule's value).
+  void add(const double* y, double* dQ, double* dM, double* da, double rate = 1.0) const;
   // The raw target parts at state y, for maps built from the expectations (large_batch.hpp), n = K + k units:
   //   psi (K x n) += E[sigma'(l_i) l_c f] for every unit c (students, then the k target directions z_r);
   //   hd (K x K, symmetric; skipped when null) += E[sigma'(l_i) sigma'(l_k) f^2] - 2 E[sigma'(l_i) sigma'(l_k) f fhat]
@@ -119,6 +121,9 @@ class TargetRhs {
   void set_bias(const std::vector<double>& bias);
 
  private:
+  // The students' biases at state y (K values): the state's with bias_in_state, else b_.
+  const double* bias(const double* y) const;
+  bool bias_in_state_ = false;
   PolyTarget t_;
   Activation act_;
   int K_, k_;

@@ -18,6 +18,9 @@ paper-reproduction pages).
   symmetry compression, pandas, xarray); :mod:`twolayer.landscape.figures` draws spectra and family curves.
 - :func:`alignment_determinants`, :func:`procrustes`, :func:`step_gradient_flow`, :func:`alignment_flow` —
   alignment and the comparison of Gaussian and orthogonal starts.
+
+Networks with biases (student or teacher; trained with ``train_bias`` / ``lr_bias``) are taken throughout; the
+rescaling orbit (w_i, b_i, a_i) -> (c w_i, c b_i, c^-p a_i) carries trained biases.
 """
 
 from __future__ import annotations

@@ -257,6 +257,9 @@ class WeightPath:
         The teacher.
     status : str
         "completed" or "diverged".
+    bias : ndarray, shape (T, K), or None
+        The student's biases (with biases: either network's, or
+        ``lr_bias > 0``; None without).
 
     Examples
     --------
@@ -272,6 +275,7 @@ class WeightPath:
     risk: NDArray[np.float64]
     teacher: Network
     status: str
+    bias: NDArray[np.float64] | None = None
 
     @property
     def theta(self) -> NDArray[np.float64]:
@@ -344,34 +348,39 @@ def _flow_iterations(t: NDArray[np.float64], lr: float,
     return np.asarray(nearest, dtype=np.int64), s_all
 
 
-def _path(student: Network, teacher: Network, lr: float, times: ArrayLike, schedule: object = None) -> WeightPath:
-    """Population gradient descent with step ``lr`` (times the schedule's s(n) at iteration n), recording W at
-    flow times ``times`` (rounded to iterations)."""
-    check_pair(student, teacher)
+def _path(student: Network, teacher: Network, lr: float, times: ArrayLike, schedule: object = None,
+          lr_bias: float = 0.0) -> WeightPath:
+    """Population gradient descent with step ``lr`` (times the schedule's s(n) at iteration n; the biases with
+    ``lr_bias``), recording W (and b) at flow times ``times`` (rounded to iterations)."""
+    check_pair(student, teacher, biases=True)
     lr_ = positive(lr, "lr")
+    lr_b = positive(lr_bias, "lr_bias", allow_zero=True)
+    biased = lr_b > 0 or student.has_bias or teacher.has_bias
     t = as_float_array(times, "times", ndim=1)
     if t.size == 0 or np.any(t < 0) or np.any(np.diff(t) < 0):
         raise ValueError("times: expected a non-empty non-decreasing array of non-negative flow times")
     steps, rates = _flow_iterations(t, lr_, _rate_function(schedule))
-    Ws, risks, taus = [], [], []
+    Ws, bs, risks, taus = [], [], [], []
     net, done, status = student, 0, "completed"
     tau_of = (lambda n: n * lr_) if rates is None else (lambda n: lr_ * float(np.sum(rates[:n])))
     for s in steps:
         if s > done:
             traj = population.descend(net, teacher, lr=lr_, n_steps=int(s - done), n_records=2,
-                                      schedule=None if rates is None else per_step(rates[done:s]))
+                                      schedule=None if rates is None else per_step(rates[done:s]), lr_bias=lr_b)
             if traj.status != "completed":
                 status = "diverged"
                 break
             net, done = traj.student, int(s)
         Ws.append(net.W.copy())
+        bs.append(net.bias.copy())
         risks.append(population.risk(net, teacher))
         taus.append(tau_of(done))
-    return WeightPath(np.asarray(taus), np.asarray(Ws), np.asarray(risks), teacher, status)
+    return WeightPath(np.asarray(taus), np.asarray(Ws), np.asarray(risks), teacher, status,
+                      np.asarray(bs) if biased else None)
 
 
 def step_gradient_flow(student: Network, teacher: Network, times: ArrayLike, lr: float = 1e-2,
-                       schedule: Schedule | object | None = None) -> WeightPath:
+                       schedule: Schedule | object | None = None, lr_bias: float = 0.0) -> WeightPath:
     """Weight-space gradient flow of step units (Mariantoni & Chizat).
 
     dW/dtau = -grad R for sigma = 1(s > 0), by population gradient descent
@@ -393,6 +402,9 @@ def step_gradient_flow(student: Network, teacher: Network, times: ArrayLike, lr:
         the Euler steps resolve the cusp of the step units' loss at
         alignment (fixed steps oscillate there with an amplitude ~ lr); its
         total flow time must reach ``times[-1]``.
+    lr_bias : float, default 0.0
+        The step of the student's biases (0: fixed; either network may
+        have biases, recorded in :attr:`WeightPath.bias`).
 
     Returns
     -------
@@ -410,10 +422,11 @@ def step_gradient_flow(student: Network, teacher: Network, times: ArrayLike, lr:
     for name, net in (("student", student), ("teacher", teacher)):
         if isinstance(net, Network) and net.activation != "step":
             raise ValueError(f"{name}: expected the 'step' activation, got {net.activation!r}")
-    return _path(student, teacher, lr, times, schedule)
+    return _path(student, teacher, lr, times, schedule, lr_bias)
 
 
-def alignment_flow(student: Network, teacher: Network, times: ArrayLike, lr: float = 1e-2) -> WeightPath:
+def alignment_flow(student: Network, teacher: Network, times: ArrayLike, lr: float = 1e-2,
+                   lr_bias: float = 0.0) -> WeightPath:
     """Population gradient descent of relu units in d = 2 (alignment paper, Figure 1).
 
     Parameters
@@ -424,6 +437,9 @@ def alignment_flow(student: Network, teacher: Network, times: ArrayLike, lr: flo
         Flow times (lr * iterations) at which the weights are recorded.
     lr : float, default 1e-2
         The step.
+    lr_bias : float, default 0.0
+        The step of the student's biases (0: fixed; either network may
+        have biases, recorded in :attr:`WeightPath.bias`).
 
     Returns
     -------
@@ -442,4 +458,4 @@ def alignment_flow(student: Network, teacher: Network, times: ArrayLike, lr: flo
     """
     if isinstance(student, Network) and student.d != 2:
         raise ValueError(f"student: expected d = 2, got d = {student.d}")
-    return _path(student, teacher, lr, times)
+    return _path(student, teacher, lr, times, lr_bias=lr_bias)

@@ -1,9 +1,10 @@
 """Critical points of the population risk: Newton refinement, classification, Hessian spectra.
 
 The parameters are theta = [vec(W) row-major, a, b] (``a`` only with ``train_readout=True``, the biases ``b`` only
-with ``train_bias=True``), as in :func:`twolayer.population.hessian`. Networks with biases (fixed or trained) are
-handled where the model has no rescaling orbit (smooth units; relu, linear, quadratic without a trained readout);
-relu, linear or quadratic with a trained readout, and step units, refuse biases (their orbit would carry them).
+with ``train_bias=True``), as in :func:`twolayer.population.hessian`. Networks with biases, fixed or trained, are
+handled for every activation: where the model has a rescaling orbit (relu, linear, quadratic with a trained
+readout; step units) the orbit (w_i, b_i, a_i) -> (c w_i, c b_i, c^-p a_i) carries trained biases, and a unit
+with a fixed nonzero bias has none (see :mod:`twolayer.landscape.orbit`).
 :func:`refine` solves grad R(theta) = 0 by Levenberg-Marquardt on the
 gradient map with the analytic Hessian as its Jacobian (a trust-region Newton method): the step is
 -V diag(l / (l^2 + mu)) V^T g from the eigendecomposition H = V diag(l) V^T, trying the pure Newton step
@@ -26,7 +27,7 @@ from .._deprecation import renamed_attribute
 from .._validation import as_float_array, boolean, integer, positive
 from ..networks import Network
 from ..overlaps import check_pair
-from .orbit import canonical, has_orbit, orbit_spectrum, orbit_tangents
+from .orbit import canonical, orbit_spectrum, orbit_tangents
 
 __all__ = [
     "CriticalPoint", "refine", "spectrum", "classify", "symmetry_nullity", "flat_gradient", "non_differentiable"
@@ -163,14 +164,15 @@ class CriticalPoint:
         -------
         CriticalPoint
         """
-        biased = _check_biases(student, teacher, train_readout, train_bias, "CriticalPoint.classified")
+        check_pair(student, teacher, biases=True)
+        train_readout, train_bias = boolean(train_readout, "train_readout"), boolean(train_bias, "train_bias")
         flat = np.empty(0)
-        if not biased and orbit_tangents(student, train_readout).shape[1]:
-            student, eigenvalues, flat = orbit_spectrum(student, teacher, train_readout)
-            grad_norm = euclidean_norm(flat_gradient(student, teacher, train_readout))
+        if orbit_tangents(student, train_readout, train_bias).shape[1]:
+            student, eigenvalues, flat = orbit_spectrum(student, teacher, train_readout, train_bias)
+            grad_norm = euclidean_norm(flat_gradient(student, teacher, train_readout, train_bias))
         risk = population.risk(student, teacher)
         index, nullity, kind = classify_spectrum(
-            np.concatenate([flat, eigenvalues]), risk, 0 if biased else symmetry_nullity(student, train_readout),
+            np.concatenate([flat, eigenvalues]), risk, symmetry_nullity(student, train_readout, train_bias),
             zero_tol, global_tol, non_differentiable(student, teacher)
         )
         return cls(student=student, risk=risk, grad_norm=grad_norm, eigenvalues=eigenvalues, index=index,
@@ -185,28 +187,14 @@ class CriticalPoint:
         )
 
 
-def _check_biases(student: Network, teacher: Network, train_readout: Any, train_bias: Any, what: str) -> bool:
-    """Check the pair (biases allowed) and whether the point has biases (a nonzero one, or ``train_bias``); refuse
-    them where the model has a rescaling orbit (NotImplementedError naming ``what``)."""
-    check_pair(student, teacher, biases=True)
-    train_readout = boolean(train_readout, "train_readout")
-    biased = boolean(train_bias, "train_bias") or student.has_bias or teacher.has_bias
-    if biased and has_orbit(student.activation, train_readout):
-        raise NotImplementedError(
-            f"bias: {what} does not handle biases yet for {student.activation!r} students "
-            f"{'with a trained readout' if student.activation != 'step' else ''} (their rescaling orbit would "
-            "carry the biases); smooth units, or relu/linear/quadratic with train_readout=False, take them")
-    return biased
-
-
-def symmetry_nullity(student: Network, train_readout: bool) -> int:
+def symmetry_nullity(student: Network, train_readout: bool, train_bias: bool = False) -> int:
     """Flat Hessian directions forced by continuous symmetries.
 
     Positive homogeneity of degree p gives one per unit, the rescaling
-    (w_i, a_i) -> (c w_i, c^-p a_i): for relu, linear (p = 1) and quadratic
+    (w_i, b_i, a_i) -> (c w_i, c b_i, c^-p a_i): for relu, linear (p = 1) and quadratic
     (p = 2) units with a trained second layer, and for step units (p = 0,
-    w_i -> c w_i) always (see :mod:`twolayer.landscape.orbit`; units whose
-    orbit is a point are not counted). Linear networks have more (any
+    (w_i, b_i) -> c (w_i, b_i)) always (see :mod:`twolayer.landscape.orbit`; units whose
+    orbit is a point, or whose fixed bias is nonzero, are not counted). Linear networks have more (any
     (W, a) with the same a^T W): their critical points classify as
     "degenerate".
 
@@ -216,6 +204,8 @@ def symmetry_nullity(student: Network, train_readout: bool) -> int:
         The student.
     train_readout : bool
         Whether the second layer is among the parameters.
+    train_bias : bool, default False
+        Whether the biases are among the parameters.
 
     Returns
     -------
@@ -227,7 +217,7 @@ def symmetry_nullity(student: Network, train_readout: bool) -> int:
     >>> tl.landscape.critical.symmetry_nullity(net, train_readout=True)
     2
     """
-    return int(orbit_tangents(student, train_readout).shape[1])
+    return int(orbit_tangents(student, train_readout, train_bias).shape[1])
 
 
 def non_differentiable(student: Network, teacher: Network) -> bool:
@@ -265,10 +255,9 @@ def hessian_eigh(student: Network, teacher: Network, train_readout: bool,
                  train_bias: bool = False) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Eigen-decomposition of the Hessian; empty where it is undefined (exactly aligned step units)."""
     if student.activation == "step" and population.aligned_step_units(student, teacher) is not None:
-        n = student.K * (student.d + (1 if train_readout else 0))
+        n = student.K * (student.d + (1 if train_readout else 0) + (1 if train_bias else 0))
         return np.empty(0), np.empty((n, 0))
-    lam, V = np.linalg.eigh(population.hessian(student, teacher, train_readout=train_readout,
-                                               **({"train_bias": True} if train_bias else {})))
+    lam, V = np.linalg.eigh(population.hessian(student, teacher, train_readout=train_readout, train_bias=train_bias))
     return lam, V
 
 
@@ -400,7 +389,7 @@ def classify(
     global_tol : float, default 1e-10
         Loss at or below which a point is a global minimum.
     train_bias : bool, default False
-        Whether the student's biases are among the parameters (networks with biases: see the module docstring).
+        Whether the student's biases are among the parameters (their orbit: see the module docstring).
 
     Returns
     -------
@@ -414,18 +403,18 @@ def classify(
     >>> tl.landscape.classify(teacher, teacher)
     (0, 0, 'global minimum')
     """
-    biased = _check_biases(student, teacher, train_readout, train_bias, "classify")
-    train_readout, train_bias = boolean(train_readout, "train_readout"), bool(train_bias)
+    check_pair(student, teacher, biases=True)
+    train_readout, train_bias = boolean(train_readout, "train_readout"), boolean(train_bias, "train_bias")
     zero_tol, global_tol = _tolerances(zero_tol, global_tol)
     if eigenvalues is not None:
         lam = as_float_array(eigenvalues, "eigenvalues", ndim=1)
-    elif not biased and orbit_tangents(student, train_readout).shape[1]:
-        student, transverse, flat = orbit_spectrum(student, teacher, train_readout)
+    elif orbit_tangents(student, train_readout, train_bias).shape[1]:
+        student, transverse, flat = orbit_spectrum(student, teacher, train_readout, train_bias)
         lam = np.concatenate([flat, transverse])
     else:
         lam = hessian_eigh(student, teacher, train_readout, train_bias)[0]
     return classify_spectrum(
-        lam, population.risk(student, teacher), 0 if biased else symmetry_nullity(student, train_readout), zero_tol,
+        lam, population.risk(student, teacher), symmetry_nullity(student, train_readout, train_bias), zero_tol,
         global_tol, non_differentiable(student, teacher)
     )
 
@@ -505,8 +494,8 @@ def refine(
     global_tol : float, default 1e-10
         Loss below which a minimum counts as global.
     train_bias : bool, default False
-        Include the student's biases in the parameters (and the Hessian). Networks with biases, fixed or
-        trained, are handled where the model has no rescaling orbit (see the module docstring).
+        Include the student's biases in the parameters (and the Hessian); with a rescaling orbit they move
+        with it (see the module docstring).
 
     Returns
     -------
@@ -520,14 +509,14 @@ def refine(
     >>> cp.kind, cp.grad_norm < 1e-12
     ('global minimum', True)
     """
-    biased = _check_biases(student, teacher, train_readout, train_bias, "refine")
+    check_pair(student, teacher, biases=True)
     tol_ = positive(tol, "tol")
-    train_readout, tb = boolean(train_readout, "train_readout"), bool(train_bias)
+    train_readout, tb = boolean(train_readout, "train_readout"), boolean(train_bias, "train_bias")
     max_iter = integer(max_iter, "max_iter", 0)
     zero_tol, global_tol = _tolerances(zero_tol, global_tol)
 
-    def canon(net: Network) -> Network:  # iterates stay at the canonical point of their orbit (none with biases)
-        return net if biased else canonical(net, train_readout)
+    def canon(net: Network) -> Network:  # iterates stay at the canonical point of their orbit
+        return canonical(net, train_readout, tb)
 
     net = canon(student)
     x = pack_weights(net, train_readout, tb)

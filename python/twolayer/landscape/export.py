@@ -12,6 +12,10 @@ round trip is therefore exact whatever the symmetry (a point of a fixed-point su
 Newton-refined point, symmetric only to ~1e-13, has many unless exported with ``symmetrize=True``, which drops
 them and records the largest dropped deviation). Floats are written with 17 significant digits (Python's
 ``repr``), so JSON reproduces every number bit for bit; NaN and infinities are written as strings.
+
+Versions: :data:`FORMAT` ``twolayer.landscape/2`` stores each network's biases (``bias``, exact) and a
+:class:`~twolayer.landscape.MultistartResult`'s ``bias``; documents of ``twolayer.landscape/1`` (no biases) still
+load, with zero biases.
 """
 
 from __future__ import annotations
@@ -39,7 +43,10 @@ from .symmetry import FixedPointSpace, isotropy
 
 __all__ = ["compress_point", "decompress_point", "to_json", "from_json", "to_dataframe", "to_xarray"]
 
-FORMAT = "twolayer.landscape/1"
+FORMAT = "twolayer.landscape/2"
+"""The version :func:`to_json` writes (2: with biases)."""
+FORMATS = ("twolayer.landscape/1", FORMAT)
+"""The versions :func:`from_json` reads (1: without biases, read with zero biases)."""
 MAX_EXPANDED = 2**27
 """The most float64 values (1 GiB) the block-compressed points of one document may expand to."""
 MAX_DEPTH = 32
@@ -281,9 +288,9 @@ def _decompress(data: Any, where: str, budget: _Budget) -> tuple[NDArray[np.floa
 # ------------------------------------------------------------------------------------------------ JSON
 def _encode(v: Any, symmetrize: bool) -> Any:
     if isinstance(v, Network):
-        check_network(v, "network")  # the format has no biases yet: refused, never dropped
+        check_network(v, "network", biases=True)
         return {"__network__": {"activation": v.activation, "scaling": v.scaling, "readout": v.readout,
-                                "point": _compress(v.W, v.a, 1e-8, symmetrize)}}
+                                "point": _compress(v.W, v.a, 1e-8, symmetrize), "bias": _nums(v.bias)}}
     if isinstance(v, MultistartResult):
         fields = {f.name: _encode(getattr(v, f.name), symmetrize) for f in dataclasses.fields(v)
                   if f.name not in ("W", "a")}
@@ -323,11 +330,12 @@ def _decode(v: Any, where: str, budget: _Budget) -> Any:
         return v
     if "__network__" in v:
         n = v["__network__"]
-        if not isinstance(n, dict) or set(n) != {"activation", "scaling", "readout", "point"}:
-            raise _fail(f"{where}.__network__", "a dict of activation, scaling, readout and point", n)
+        if not isinstance(n, dict) or set(n) - {"bias"} != {"activation", "scaling", "readout", "point"}:
+            raise _fail(f"{where}.__network__", "a dict of activation, scaling, readout, point (and bias)", n)
         W, a = _decompress(n["point"], f"{where}.__network__.point", budget)
+        bias = _floats(n["bias"], f"{where}.__network__.bias", W.shape[0]) if "bias" in n else None
         try:
-            return Network(W, a, n["activation"], scaling=n["scaling"], readout=n["readout"])
+            return Network(W, a, n["activation"], scaling=n["scaling"], readout=n["readout"], bias=bias)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{where}.__network__: {exc}") from None
     if "__type__" in v:
@@ -401,6 +409,8 @@ def _decode_dataclass(v: dict[str, Any], where: str, budget: _Budget) -> Any:
                             f"shape {W.shape}")
         fields["W"] = np.array([W for W, _ in pts], dtype=np.float64).reshape(runs, n, d)
         fields["a"] = np.array([a for _, a in pts], dtype=np.float64).reshape(runs, n)
+        if fields.get("bias") is not None and fields["bias"].shape != (runs, n):
+            raise _fail(f"{where}.bias", f"shape ({runs}, {n}) like a", f"shape {fields['bias'].shape}")
     _check_shapes(cls, fields, where)
     return cls(**fields)
 
@@ -444,7 +454,7 @@ _SHAPES: dict[type, tuple[str | None, dict[str, int]]] = {
     CriticalPoint: (None, {"eigenvalues": 1, "flat_eigenvalues": 1}),
     FamilyPoint: (None, {"x": 1}),
     MultistartResult: ("W", {"W": 3, "a": 2, "risk": 1, "grad_norm": 1, "index": 1, "iterations": 1, "kind": 1,
-                             "isotropy": 1, "status": 1}),
+                             "isotropy": 1, "status": 1, "bias": 2}),
     RealKFamily: ("k", {"k": 1, "sizes": 2, "x": 2, "risk": 1, "grad_norm": 1, "index": 1}),
 }
 
@@ -453,7 +463,7 @@ def _check_shapes(cls: type, fields: dict[str, Any], where: str) -> None:
     lead, ndims = _SHAPES.get(cls, (None, {}))
     n = None if lead is None else len(fields[lead])
     for key, ndim in ndims.items():
-        if key not in fields:
+        if fields.get(key) is None:  # absent, or an optional field that is None (a MultistartResult's bias)
             continue
         x = fields[key]
         got = (len(x),) if isinstance(x, list) else x.shape
@@ -539,8 +549,8 @@ def from_json(text: str | Path) -> Any:
         data = json.loads(text)  # JSONDecodeError is a ValueError
     except RecursionError:
         raise ValueError(f"text: nested deeper than the {MAX_DEPTH} levels a {FORMAT!r} document uses") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT or "result" not in data:
-        raise ValueError(f"text: expected a {FORMAT!r} document from to_json")
+    if not isinstance(data, dict) or data.get("format") not in FORMATS or "result" not in data:
+        raise ValueError(f"text: expected a document from to_json (format {' or '.join(map(repr, FORMATS))})")
     _check_depth(data)
     result = _decode(data["result"], "text: result", _Budget())
     if not (isinstance(result, (CriticalPoint, MultistartResult, RealKFamily, FamilyPoint))
@@ -727,8 +737,9 @@ def to_xarray(result: Any) -> Any:
     if isinstance(result, MultistartResult):
         attrs = {k: (int(v) if isinstance(v, bool) else v) for k, v in result.meta.items()
                  if isinstance(v, (int, float, str))}
+        bias: dict[str, Any] = {} if result.bias is None else {"bias": (("member", "unit"), result.bias)}
         return xr.Dataset(
-            {"W": (("member", "unit", "input"), result.W), "a": (("member", "unit"), result.a),
+            {"W": (("member", "unit", "input"), result.W), "a": (("member", "unit"), result.a), **bias,
              "risk": ("member", result.risk), "grad_norm": ("member", result.grad_norm),
              "index": ("member", result.index), "kind": ("member", np.array(result.kind, dtype=str)),
              "isotropy": ("member", np.array(result.isotropy, dtype=str)),
@@ -750,11 +761,13 @@ def to_xarray(result: Any) -> Any:
         return _real_k_dataset(xr, result)
     if isinstance(result, CriticalPoint):
         s = result.student
-        return xr.Dataset({"W": (("unit", "input"), s.W), "a": ("unit", s.a),
+        bias_: dict[str, Any] = {"bias": ("unit", s.bias)} if s.has_bias or result.train_bias else {}
+        return xr.Dataset({"W": (("unit", "input"), s.W), "a": ("unit", s.a), **bias_,
                            "eigenvalues": ("eigen", result.eigenvalues),
                            "flat_eigenvalues": ("flat", result.flat_eigenvalues)},
                           attrs={"kind": result.kind, "risk": result.risk, "grad_norm": result.grad_norm,
                                  "index": result.index, "nullity": result.nullity, "activation": s.activation,
-                                 "train_readout": int(result.train_readout)})
+                                 "train_readout": int(result.train_readout),
+                                 **({"train_bias": 1} if result.train_bias else {})})
     raise TypeError(f"result: expected a CriticalPoint, MultistartResult, RealKFamily or a list of FamilyPoint, "
                     f"got {type(result).__name__}")

@@ -50,6 +50,7 @@ class ClassifiedBatch(TypedDict):
     index: NDArray[np.int64]
     kind: list[str]
     isotropy: list[str]
+    bias: NDArray[np.float64] | None
 
 
 @dataclass(eq=False)
@@ -77,6 +78,9 @@ class MultistartResult:
         L-BFGS iterations.
     meta : dict
         The call's parameters.
+    bias : ndarray, shape (runs, n), or None
+        The students' biases at the end points (with biases: a teacher with
+        biases or ``train_bias``; None without).
 
     Notes
     -----
@@ -107,6 +111,7 @@ class MultistartResult:
     status: list[str]
     iterations: NDArray[np.int64]
     meta: dict[str, object] = field(default_factory=dict)
+    bias: NDArray[np.float64] | None = None
 
     loss = renamed_attribute("risk")
 
@@ -219,53 +224,57 @@ class _EndPoints:
 
     Parameters
     ----------
-    W, a : ndarray, shapes (runs, k, d) and (runs, k)
-        The points (modified in place by the Newton steps and the canonicalisation).
+    W, a, b : ndarray, shapes (runs, k, d), (runs, k) and (runs, k)
+        The points and their biases (modified in place by the Newton steps and the canonicalisation).
     teacher : Network
         The teacher.
     activation : str
         The students' activation.
-    train_readout : bool
-        Whether the second layer is among the parameters.
+    train_readout, train_bias : bool
+        Whether the second layer and the biases are among the parameters.
     """
 
-    def __init__(self, W: NDArray[np.float64], a: NDArray[np.float64], teacher: Network, activation: ActivationName,
-                 train_readout: bool) -> None:
-        self.W, self.a, self.teacher = W, a, teacher
-        self.activation, self.train_readout = activation, train_readout
+    def __init__(self, W: NDArray[np.float64], a: NDArray[np.float64], b: NDArray[np.float64], teacher: Network,
+                 activation: ActivationName, train_readout: bool, train_bias: bool = False) -> None:
+        self.W, self.a, self.b, self.teacher = W, a, b, teacher
+        self.activation, self.train_readout, self.train_bias = activation, train_readout, train_bias
         runs, k, d = W.shape
         self.runs, self.n_weights = runs, k * d
-        self.n_params = k * d + (k if train_readout else 0)
+        self.n_params = k * d + (k if train_readout else 0) + (k if train_bias else 0)
 
     def net(self, r: int) -> Network:
         """Run r's student."""
-        return Network(self.W[r], self.a[r], self.activation, scaling=self.teacher.scaling)
+        return Network(self.W[r], self.a[r], self.activation, scaling=self.teacher.scaling, bias=self.b[r])
 
     def gradient(self, r: int) -> NDArray[np.float64]:
-        """The population-risk gradient of run r, flattened (W, then a with a trained second layer)."""
-        dW, da = population.gradient(self.net(r), self.teacher, train_readout=self.train_readout, n_threads=1)
-        return np.concatenate([dW.ravel(), da]) if self.train_readout else dW.ravel()
+        """The population-risk gradient of run r, flattened (W, then a and b where trained)."""
+        g = population.gradient(self.net(r), self.teacher, train_readout=self.train_readout, n_threads=1,
+                                train_bias=self.train_bias)
+        return np.concatenate([g[0].ravel()] + ([g[1]] if self.train_readout else [])
+                              + ([g[2]] if self.train_bias else []))
 
     def hessians(self, rows: NDArray[np.int64]) -> NDArray[np.float64]:
         """The analytic population-risk Hessians of the given runs, shape (len(rows), n_params, n_params)."""
         H = np.empty((len(rows), self.n_params, self.n_params))
         for j, r in enumerate(rows):
-            H[j] = population.hessian(self.net(r), self.teacher, train_readout=self.train_readout, n_threads=1)
+            H[j] = population.hessian(self.net(r), self.teacher, train_readout=self.train_readout, n_threads=1,
+                                      train_bias=self.train_bias)
         return H
 
     def canonicalise(self, rows: NDArray[np.bool_]) -> None:
         """Move the chosen runs to the canonical point of their rescaling orbit (a no-op without one)."""
-        self.W[rows], self.a[rows], _ = canonical_weights(self.W[rows], self.a[rows], self.activation,
-                                                          self.train_readout)
+        self.W[rows], self.a[rows], c = canonical_weights(self.W[rows], self.a[rows], self.activation,
+                                                          self.train_readout, self.b[rows], self.train_bias)
+        self.b[rows] *= c
 
     def symmetry_nullity(self) -> int:
         """The flat Hessian directions of the continuous symmetries (:func:`symmetry_nullity` at run 0)."""
-        return symmetry_nullity(Network(self.W[0], self.a[0], self.activation, scaling=self.teacher.scaling),
-                                self.train_readout)
+        return symmetry_nullity(self.net(0), self.train_readout, self.train_bias)
 
     def finite(self) -> NDArray[np.bool_]:
-        """Which runs have finite W and a."""
-        return np.array([np.all(np.isfinite(self.W[r])) and np.all(np.isfinite(self.a[r])) for r in range(self.runs)])
+        """Which runs have finite W, a and b."""
+        return np.array([bool(np.all(np.isfinite(self.W[r])) and np.all(np.isfinite(self.a[r]))
+                              and np.all(np.isfinite(self.b[r]))) for r in range(self.runs)])
 
     def aligned_step_units(self, finite: NDArray[np.bool_]) -> NDArray[np.bool_]:
         """Which finite runs have step units exactly aligned with the teacher's."""
@@ -315,10 +324,12 @@ def _take_steps(
     moved: list[int] = []
     stepped = np.zeros(pts.runs, dtype=bool)
     for j, r in enumerate(map(int, todo)):
-        W_old, a_old = pts.W[r].copy(), pts.a[r].copy()
+        W_old, a_old, b_old = pts.W[r].copy(), pts.a[r].copy(), pts.b[r].copy()
         pts.W[r] += dx[j, :pts.n_weights].reshape(k, d)
         if pts.train_readout:
-            pts.a[r] += dx[j, pts.n_weights:]
+            pts.a[r] += dx[j, pts.n_weights:pts.n_weights + k]
+        if pts.train_bias:
+            pts.b[r] += dx[j, pts.n_params - k:]
         try:
             g_new = pts.gradient(r)
             gn_new = euclidean_norm(g_new)
@@ -330,7 +341,7 @@ def _take_steps(
             if gn_new > tol:
                 moved.append(r)
         else:
-            pts.W[r], pts.a[r] = W_old, a_old
+            pts.W[r], pts.a[r], pts.b[r] = W_old, a_old, b_old
     return np.array(moved, dtype=np.int64), stepped
 
 
@@ -373,7 +384,8 @@ def _classify(
                                          bool(kink[r]))
         index[r] = ind
         kinds.append(kind)
-        isos.append(isotropy(pts.W[r], tol=iso_tol, a=pts.a[r] if pts.train_readout else None).description)
+        isos.append(isotropy(pts.W[r], tol=iso_tol, a=pts.a[r] if pts.train_readout else None,
+                             bias=pts.b[r] if pts.b.any() or pts.train_bias else None).description)
     return index, kinds, isos
 
 
@@ -387,6 +399,8 @@ def classify_batch(
     tol: float = 1e-12,
     iso_tol: float = 1e-6,
     global_tol: float = 1e-10,
+    bias: NDArray[np.float64] | None = None,
+    train_bias: bool = False,
 ) -> ClassifiedBatch:
     """Refine and classify a batch of search end points.
 
@@ -421,12 +435,18 @@ def classify_batch(
         Tolerance of the isotropy.
     global_tol : float, default 1e-10
         Loss at or below which a point is a global minimum.
+    bias : ndarray, shape (runs, k), optional
+        The students' biases (default zeros; the teacher may have biases).
+    train_bias : bool, default False
+        Whether the biases are among the parameters (refined with W and a;
+        their rescaling orbit, see :mod:`twolayer.landscape.orbit`).
 
     Returns
     -------
     dict
         ``W``, ``a``, ``risk``, ``grad_norm``, ``index``, ``kind``,
-        ``isotropy`` (see :class:`MultistartResult`).
+        ``isotropy``, ``bias`` (see :class:`MultistartResult`; ``bias``
+        None for a model without biases).
 
     Examples
     --------
@@ -441,7 +461,11 @@ def classify_batch(
     runs, k, d = W.shape
     if a.shape != (runs, k):
         raise ValueError(f"a: expected shape {(runs, k)} to match W, got {a.shape}")
-    check_network(teacher, "teacher")
+    b = np.zeros((runs, k)) if bias is None else as_float_array(bias, "bias", ndim=2, finite=False).copy()
+    if b.shape != (runs, k):
+        raise ValueError(f"bias: expected shape {(runs, k)} to match W, got {b.shape}")
+    train_bias = boolean(train_bias, "train_bias")
+    check_network(teacher, "teacher", biases=True)
     if teacher.d != d:
         raise ValueError(f"teacher: expected input dimension d={d} (W's last axis), got {teacher.d}")
     check_activation(activation)
@@ -450,7 +474,7 @@ def classify_batch(
     tol = positive(tol, "tol")
     iso_tol = positive(iso_tol, "iso_tol")
     global_tol = positive(global_tol, "global_tol", allow_zero=True)
-    pts = _EndPoints(W, a, teacher, activation, train_readout)
+    pts = _EndPoints(W, a, b, teacher, activation, train_readout, train_bias)
     finite = pts.finite()
     # exactly aligned step units stay as they are (normalising their rows would open the alignment by ~1e-8 rad)
     pts.canonicalise(finite & ~pts.aligned_step_units(finite))
@@ -471,7 +495,9 @@ def classify_batch(
     _refine(pts, G, gn, todo, H_all[[pos[int(r)] for r in todo]], newton_steps, tol)
     risk = np.array([population.risk(pts.net(r), teacher) if finite[r] else np.nan for r in range(runs)])
     index, kinds, isos = _classify(pts, finite, kink, lam, risk, iso_tol, global_tol)
-    return {"W": W, "a": a, "risk": risk, "grad_norm": gn, "index": index, "kind": kinds, "isotropy": isos}
+    biased = train_bias or teacher.has_bias or bool(np.any(b != 0.0))
+    return {"W": W, "a": a, "risk": risk, "grad_norm": gn, "index": index, "kind": kinds, "isotropy": isos,
+            "bias": b if biased else None}
 
 
 @renamed(k="M", n_students="K")
@@ -491,6 +517,7 @@ def multistart(
     progress: bool = False,
     K: int | None = None,
     teacher: Network | None = None,
+    train_bias: bool = False,
 ) -> MultistartResult:
     """Many L-BFGS searches on the Safran-Shamir problem, refined and classified.
 
@@ -536,9 +563,13 @@ def multistart(
         over-parameterisation; old spelling ``n_students``).
     teacher : Network, optional
         Any teacher Network with M units, ``scaling="none"`` and the
-        student's activation (e.g. an orthonormal one); default the identity
-        I_M (zero-padded to d columns). The input dimension d then defaults
-        to the teacher's.
+        student's activation (e.g. an orthonormal one, or one with biases);
+        default the identity I_M (zero-padded to d columns). The input
+        dimension d then defaults to the teacher's.
+    train_bias : bool, default False
+        Train the students' biases too (they start at zero; with the
+        rescaling orbit (w_i, b_i, a_i) -> (c w_i, c b_i, a_i / c) of relu
+        units the end points are reported at its canonical point).
 
     Returns
     -------
@@ -554,7 +585,7 @@ def multistart(
     runs = integer(runs, "runs", 1, INT32_MAX)
     n = k if K is None else integer(K, "K", 1, INT32_MAX)
     if teacher is not None:
-        check_network(teacher, "teacher")
+        check_network(teacher, "teacher", biases=True)
         if teacher.K != k:
             raise ValueError(f"teacher: expected M = {k} units, got {teacher.K}")
         if teacher.scaling != "none" or teacher.activation != activation:
@@ -567,6 +598,7 @@ def multistart(
     choice(init, "init", ("xavier", "gaussian", "orthogonal"))
     seed = seed_arg(seed)
     train_readout = boolean(train_readout, "train_readout")
+    train_bias = boolean(train_bias, "train_bias")
     progress = boolean(progress, "progress")
     max_iter = integer(max_iter, "max_iter", 0, INT32_MAX)
     memory = integer(memory, "memory", 1, INT32_MAX)
@@ -582,10 +614,14 @@ def multistart(
                                "train_readout": train_readout}
     tol_ = positive(tol, "tol")
     teacher_: Network = teacher
+    biased = train_bias or teacher.has_bias  # the core's search with biases (population_gradient_mean)
+    if biased:  # as elsewhere, bias entries only for a model with biases
+        meta["train_bias"] = train_bias
 
     def result(out: dict[str, NDArray[Any]]) -> MultistartResult:
         status = [STATUS[int(s)] for s in out["status"]]
-        cls = classify_batch(out["W"], out["a"], teacher_, activation, train_readout, tol=tol_)
+        cls = classify_batch(out["W"], out["a"], teacher_, activation, train_readout, tol=tol_,
+                             bias=out.get("b"), train_bias=train_bias)
         status = ["converged after refinement" if s in ("stalled", "max_iter") and g <= tol_ else s
                   for s, g in zip(status, cls["grad_norm"], strict=True)]
         return MultistartResult(**cls, status=status, iterations=np.asarray(out["iterations"], dtype=np.int64),
@@ -595,7 +631,7 @@ def multistart(
         """The search's end points as they are, so that Ctrl-C returns at once (classify_batch refines them)."""
         status = [STATUS[int(s)] for s in out["status"]]
         return MultistartResult(
-            W=out["W"], a=out["a"], risk=np.asarray(out["loss"], dtype=np.float64),
+            W=out["W"], a=out["a"], bias=out.get("b"), risk=np.asarray(out["loss"], dtype=np.float64),
             grad_norm=np.asarray(out["grad_norm"], dtype=np.float64), index=np.full(len(status), -1, dtype=np.int64),
             kind=["interrupted" if s == "interrupted" else "unclassified" for s in status],
             isotropy=[""] * len(status), status=status, iterations=np.asarray(out["iterations"], dtype=np.int64),
@@ -620,6 +656,9 @@ def multistart(
                 memory=int(memory),
                 n_threads=n_threads_arg(n_threads),
                 progress=update,
+                b=np.zeros((runs, n)) if biased else None,
+                teacher_bias=teacher.bias if biased else None,
+                train_bias=train_bias,
             )
         return result(out)
 

@@ -3,20 +3,23 @@
 For an activation homogeneous of degree p (sigma(c z) = c^p sigma(z) for c > 0: linear and relu p = 1, quadratic
 p = 2, step p = 0) the unit output a_i sigma(w_i . x) is unchanged by
 
-    (w_i, a_i) -> (c w_i, c^-p a_i),   c > 0,
+    (w_i, b_i, a_i) -> (c w_i, c b_i, c^-p a_i),   c > 0
 
-so the population risk is constant on this orbit (one dimension per unit) whenever it is a change of the
-parameters: with a trained second layer for p >= 1, always for step units (p = 0, a_i is untouched). Hence
+(with biases, lambda_i = w_i . x / sqrt(s) + b_i scales by c), so the population risk is constant on this orbit
+(one dimension per unit) whenever it is a change of the trained parameters: with a trained second layer for
+p >= 1, always for step units (p = 0, a_i is untouched); and a unit with a nonzero bias only when the biases are
+trained (``train_bias``: a fixed b_i != 0 breaks the rescaling of that unit). Hence
 
-- the orbit's tangent t_i = (w_i, -p a_i) (on unit i's entries of theta = [vec(W), a], zero elsewhere) is a flat
-  direction of the Hessian at every critical point (differentiate grad R(D theta) = D^-1 grad R(theta) in c);
+- the orbit's tangent t_i = (w_i, -p a_i, b_i) (on unit i's entries of theta = [vec(W), a, b], zero elsewhere;
+  a and b where they are trained) is a flat direction of the Hessian at every critical point (differentiate
+  grad R(D theta) = D^-1 grad R(theta) in c);
 - the Hessian transforms by congruence, H(D theta) = D^-1 H(theta) D^-1, so index and nullity do not depend on
   the point of the orbit but the eigenvalues and the isotropy (equal rows need equal scales) do.
 
 :func:`canonical` picks one point per orbit, the one of least norm ``||theta||``: c_i with
-``||c w_i||^2 = p (c^-p a_i)^2``, i.e. ``||w_i|| = |a_i|`` for relu and linear (the "balanced" point, where the
-quantity ``||w_i||^2 - p a_i^2`` that gradient flow conserves vanishes); unit rows ``||w_i|| = 1`` for step units
-(their risk depends on directions only). Row and
+``||c w_i||^2 + (c b_i)^2 = p (c^-p a_i)^2`` (b_i with trained biases), i.e. ``||w_i||^2 + b_i^2 = a_i^2`` for
+relu and linear (the "balanced" point, where the quantity ``||w_i||^2 + b_i^2 - p a_i^2`` that gradient flow
+conserves vanishes); unit rows ``||w_i|| = 1`` for step units (their risk depends on directions only). Row and
 column permutations map balanced points to balanced points, so the representative of a symmetric orbit is
 symmetric: its isotropy is the orbit's. :func:`split_spectrum` separates the Hessian's action on the tangents
 (``flat``, ~0 at a critical point) from its action on their orthogonal complement (``transverse``); at a
@@ -93,8 +96,16 @@ def _row_norms(W: NDArray[np.float64]) -> NDArray[np.float64]:
     return np.asarray(m * np.linalg.norm(W / safe[..., None], axis=-1), dtype=np.float64)
 
 
+def orbit_units(bias: ArrayLike | None, train_bias: bool) -> NDArray[np.bool_]:
+    """Which units' rescaling is a change of the trained parameters as far as the biases go: all with
+    ``train_bias`` (b_i scales with w_i), else those with b_i = 0 (a fixed nonzero bias breaks the rescaling)."""
+    b = np.zeros(0) if bias is None else np.asarray(bias, dtype=np.float64)
+    return np.ones(b.shape, dtype=bool) if train_bias else np.asarray(b == 0.0)
+
+
 def canonical_weights(
-    W: ArrayLike, a: ArrayLike, activation: str, train_readout: bool
+    W: ArrayLike, a: ArrayLike, activation: str, train_readout: bool, bias: ArrayLike | None = None,
+    train_bias: bool = False
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
     """The canonical point of the rescaling orbit, for one or a batch of weight sets.
 
@@ -108,6 +119,13 @@ def canonical_weights(
         The units' activation.
     train_readout : bool
         Whether the second layer is among the parameters.
+    bias : array_like, shape (..., K), optional
+        The biases (default zeros). A unit with a nonzero bias that is not
+        trained has no orbit (c = 1).
+    train_bias : bool, default False
+        Whether the biases are among the parameters: they scale with the
+        rows, ``b_out = c b``, and enter the balance
+        ``||w_i||^2 + b_i^2 = p a_i^2``.
 
     Returns
     -------
@@ -115,7 +133,7 @@ def canonical_weights(
         The canonical representative (copies; unchanged where there is no
         orbit, and for units with w_i = 0 or, for p >= 1, a_i = 0).
     c : ndarray, shape (..., K)
-        The factors: W_out = c W, a_out = c^-p a.
+        The factors: W_out = c W, a_out = c^-p a (and b_out = c b).
 
     Examples
     --------
@@ -129,17 +147,24 @@ def canonical_weights(
     if W_.ndim < 2 or a_.shape != W_.shape[:-1]:
         raise ValueError(f"W, a: expected shapes (..., K, d) and (..., K), got {W_.shape} and {a_.shape}")
     train_readout = boolean(train_readout, "train_readout")
+    train_bias = boolean(train_bias, "train_bias")
+    b_ = np.zeros(a_.shape) if bias is None else as_float_array(bias, "bias")
+    if b_.shape != a_.shape:
+        raise ValueError(f"bias: expected shape {a_.shape} like a, got {b_.shape}")
     p = homogeneity_degree(activation)
     c = np.ones(a_.shape)
     if not has_orbit(activation, train_readout):
         return W_, a_, c
+    units = orbit_units(b_, train_bias)
     norms = _row_norms(W_)
     if p == 0:
-        ok = norms > 0
+        ok = (norms > 0) & units
         c = np.where(ok, 1.0 / np.where(ok, norms, 1.0), 1.0)
     else:
         assert p is not None
-        ok = (norms > 0) & (a_ != 0)
+        if train_bias:  # the balance counts the bias with the row: ||(w_i, b_i)||
+            norms = _row_norms(np.concatenate([W_, b_[..., None]], axis=-1))
+        ok = (norms > 0) & (a_ != 0) & units
         # c^(p+1) = sqrt(p) |a| / |w|: directly where the ratio is a normal number (a few ulps), else in
         # logarithms (norms near the double range)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
@@ -154,12 +179,12 @@ def canonical_weights(
     return W_, a_, c
 
 
-def canonical(student: Network, train_readout: bool) -> Network:
+def canonical(student: Network, train_readout: bool, train_bias: bool = False) -> Network:
     """The canonical representative of ``student``'s rescaling orbit.
 
-    The point of least norm on the orbit (w_i, a_i) -> (c w_i, c^-p a_i):
-    ``||w_i||^2 = p a_i^2``, so ``||w_i|| = |a_i|`` for relu and linear;
-    ``||w_i|| = 1`` for step units. The same network function, the same risk.
+    The point of least norm on the orbit (w_i, b_i, a_i) -> (c w_i, c b_i, c^-p a_i):
+    ``||w_i||^2 + b_i^2 = p a_i^2`` (b_i with ``train_bias``), so ``||w_i|| = |a_i|`` for relu and linear without
+    biases; ``||w_i|| = 1`` for step units. The same network function, the same risk.
 
     Parameters
     ----------
@@ -168,6 +193,9 @@ def canonical(student: Network, train_readout: bool) -> Network:
     train_readout : bool
         Whether the second layer is among the parameters (without it only
         step units have an orbit).
+    train_bias : bool, default False
+        Whether the biases are among the parameters (units with a fixed
+        nonzero bias have no orbit).
 
     Returns
     -------
@@ -189,19 +217,19 @@ def canonical(student: Network, train_readout: bool) -> Network:
     >>> tl.landscape.isotropy(can.W, a=can.a).description
     'ΔS_3'
     """
-    check_network(student, "student")
+    check_network(student, "student", biases=True)
     train_readout = boolean(train_readout, "train_readout")
     if not has_orbit(student.activation, train_readout):
         return student
-    W, a, _ = canonical_weights(student.W, student.a, student.activation, train_readout)
-    return student.with_weights(W, a)
+    W, a, c = canonical_weights(student.W, student.a, student.activation, train_readout, student.bias, train_bias)
+    return student.with_weights(W, a, bias=c * student.bias)
 
 
-def orbit_tangents(student: Network, train_readout: bool) -> NDArray[np.float64]:
+def orbit_tangents(student: Network, train_readout: bool, train_bias: bool = False) -> NDArray[np.float64]:
     """Orthonormal tangents of the rescaling orbit, one per unit.
 
-    t_i = (w_i, -p a_i) on unit i's entries of theta = [vec(W) row-major, a]
-    (or vec(W) alone without ``train_readout``; step units: (w_i, 0)),
+    t_i = (w_i, -p a_i, b_i) on unit i's entries of theta = [vec(W) row-major, a, b]
+    (a with ``train_readout``, b with ``train_bias``; step units: (w_i, 0, b_i)),
     normalised; tangents of different units have disjoint supports.
 
     Parameters
@@ -210,12 +238,15 @@ def orbit_tangents(student: Network, train_readout: bool) -> NDArray[np.float64]
         The point.
     train_readout : bool
         Whether the second layer is among the parameters.
+    train_bias : bool, default False
+        Whether the biases are among the parameters (a unit with a fixed
+        nonzero bias has no orbit).
 
     Returns
     -------
     ndarray, shape (n_params, m)
-        m = K where there is an orbit (units whose tangent vanishes are
-        left out), else 0.
+        m = K where there is an orbit (units whose tangent vanishes, or
+        whose fixed bias is nonzero, are left out), else 0.
 
     Examples
     --------
@@ -224,10 +255,11 @@ def orbit_tangents(student: Network, train_readout: bool) -> NDArray[np.float64]
     >>> T.shape, bool(np.allclose(T.T @ T, np.eye(2)))
     ((6, 2), True)
     """
-    check_network(student, "student")
+    check_network(student, "student", biases=True)
     train_readout = boolean(train_readout, "train_readout")
+    train_bias = boolean(train_bias, "train_bias")
     K, d = student.K, student.d
-    n = K * d + (K if train_readout else 0)
+    n = K * d + (K if train_readout else 0) + (K if train_bias else 0)
     if not has_orbit(student.activation, train_readout):
         return np.zeros((n, 0))
     p = homogeneity_degree(student.activation)
@@ -237,8 +269,10 @@ def orbit_tangents(student: Network, train_readout: bool) -> NDArray[np.float64]
         T[i * d:(i + 1) * d, i] = student.W[i]
         if train_readout:
             T[K * d + i, i] = -p * student.a[i]
+        if train_bias:
+            T[n - K + i, i] = student.bias[i]
     m = np.max(np.abs(T), axis=0)
-    keep = m > 0
+    keep = (m > 0) & orbit_units(student.bias, train_bias)
     T = T[:, keep] / m[keep]
     return np.asarray(T / np.linalg.norm(T, axis=0), dtype=np.float64)
 
@@ -293,14 +327,14 @@ def split_spectrum(H: ArrayLike, tangents: ArrayLike) -> tuple[NDArray[np.float6
 
 
 def orbit_spectrum(
-    student: Network, teacher: Network, train_readout: bool
+    student: Network, teacher: Network, train_readout: bool, train_bias: bool = False
 ) -> tuple[Network, NDArray[np.float64], NDArray[np.float64]]:
     """Canonicalise, then split the Hessian spectrum there (internal: the point as it is and empty spectra where
     the Hessian is undefined, i.e. at exactly aligned step units)."""
     if student.activation == "step" and population.aligned_step_units(student, teacher) is not None:
         return student, np.empty(0), np.empty(0)
-    can = canonical(student, train_readout)
-    T = orbit_tangents(can, train_readout)
-    H = population.hessian(can, teacher, train_readout=train_readout)
+    can = canonical(student, train_readout, train_bias)
+    T = orbit_tangents(can, train_readout, train_bias)
+    H = population.hessian(can, teacher, train_readout=train_readout, train_bias=train_bias)
     transverse, flat = split_spectrum(H, T)
     return can, transverse, flat

@@ -14,7 +14,9 @@ the risk well and shrinks when it does not. From a minimum (g = 0) the first ste
 radius along the followed modes. The followed modes are tracked by overlap with the previous ones. Once the
 Hessian has the requested number of negative eigenvalues and the gradient is small, :func:`refine` finishes
 by Newton's method, and the point is classified from its exact Hessian (its Morse index is ``CriticalPoint.index``).
-Flat directions of continuous symmetries (relu with a trained second layer) are left out of the steps.
+The flat directions of the rescaling orbit (relu with a trained second layer, step units; trained biases move with
+it) are split off: the steps and the count of negative modes use the Hessian across the orbit. Either network may
+have biases; ``train_bias`` searches over the student's.
 """
 
 from __future__ import annotations
@@ -29,17 +31,37 @@ from .._validation import INT32_MAX, boolean, integer, positive, real
 from ..networks import Network
 from ..overlaps import check_pair
 from .critical import CriticalPoint, euclidean_norm, flat_gradient, hessian_eigh, pack_weights, refine, unpack_weights
+from .orbit import orbit_tangents
 
 __all__ = ["saddle_search", "saddle_connections"]
 
 
-def _start(start: Network | CriticalPoint, train_readout: bool | None) -> tuple[Network, bool]:
+def _start(start: Network | CriticalPoint, train_readout: bool | None,
+           train_bias: bool | None) -> tuple[Network, bool, bool]:
+    """The starting network and which parameters are trained (the CriticalPoint's, else False, unless given)."""
     if isinstance(start, CriticalPoint):
-        return start.student, start.train_readout if train_readout is None else boolean(train_readout,
-                                                                                         "train_readout")
-    if not isinstance(start, Network):
+        net, tr, tb = start.student, start.train_readout, start.train_bias
+    elif isinstance(start, Network):
+        net, tr, tb = start, False, False
+    else:
         raise TypeError(f"start: expected a Network or a CriticalPoint, got {type(start).__name__}")
-    return start, False if train_readout is None else boolean(train_readout, "train_readout")
+    return (net, tr if train_readout is None else boolean(train_readout, "train_readout"),
+            tb if train_bias is None else boolean(train_bias, "train_bias"))
+
+
+def _transverse_eigh(net: Network, teacher: Network, tr: bool,
+                     tb: bool) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """The Hessian's eigen-decomposition across the rescaling orbit (on the orthogonal complement of its tangents,
+    eigenvectors in the full coordinates; the full one without an orbit): away from a critical point the orbit's
+    directions have small eigenvalues of either sign, which would otherwise count as negative modes."""
+    lam, V = hessian_eigh(net, teacher, tr, tb)
+    T = orbit_tangents(net, tr, tb)
+    if not (T.shape[1] and lam.size):
+        return lam, V
+    P = np.linalg.qr(T, mode="complete")[0][:, T.shape[1]:]
+    H = (V * lam) @ V.T
+    lam_t, V_t = np.linalg.eigh(P.T @ (0.5 * (H + H.T)) @ P)
+    return lam_t, P @ V_t
 
 
 def _canonical_modes(
@@ -121,6 +143,7 @@ def saddle_search(
     switch_tol: float = 1e-5,
     zero_tol: float | None = None,
     global_tol: float = 1e-10,
+    train_bias: bool | None = None,
 ) -> CriticalPoint:
     """Find a critical point of a given Morse index by eigenvector following.
 
@@ -163,6 +186,9 @@ def saddle_search(
         Gradient norm below which Newton takes over.
     zero_tol, global_tol : float, optional
         Classification tolerances, as in :func:`refine`.
+    train_bias : bool, optional
+        Search over the students' biases too (default: the start's, False
+        for a Network); either network may have biases.
 
     Returns
     -------
@@ -189,8 +215,8 @@ def saddle_search(
     >>> saddle.kind, saddle.index, saddle.grad_norm <= 1e-10
     ('saddle', 1, True)
     """
-    student, tr = _start(start, train_readout)
-    check_pair(student, teacher)
+    student, tr, tb = _start(start, train_readout, train_bias)
+    check_pair(student, teacher, biases=True)
     index = integer(index, "index", 1, INT32_MAX)
     direction_ = real(direction, "direction")
     if direction_ == 0.0:
@@ -212,9 +238,9 @@ def saddle_search(
             raise ValueError(f"modes: expected {index} eigenvalue positions (index={index}), got {follow}")
 
     net = student
-    x = pack_weights(net, tr)
-    g = flat_gradient(net, teacher, tr)
-    lam, V = hessian_eigh(net, teacher, tr)
+    x = pack_weights(net, tr, tb)
+    g = flat_gradient(net, teacher, tr, tb)
+    lam, V = _transverse_eigh(net, teacher, tr, tb)
     if lam.size == 0:
         raise ValueError("start: the Hessian is undefined there (exactly aligned step units)")
     ztol = 1e-8 * max(1.0, float(np.max(np.abs(lam)))) if zero_tol is None else positive(zero_tol, "zero_tol")
@@ -266,10 +292,11 @@ def saddle_search(
         step = Vl @ s
         predicted = float(gt @ s + 0.5 * np.sum(lam_l * s * s))
         x_new = x + step
-        net_new = unpack_weights(student, x_new, tr)
-        try:
-            g_new = flat_gradient(net_new, teacher, tr)
+        net_new = unpack_weights(student, x_new, tr, tb)
+        try:  # a point where the risk cannot be evaluated (e.g. a quadrature that does not converge): a shorter step
+            g_new = flat_gradient(net_new, teacher, tr, tb)
             actual = population.risk(net_new, teacher) - population.risk(net, teacher)
+            lam_new, V_new = _transverse_eigh(net_new, teacher, tr, tb)
         except ValueError:
             radius *= 0.5
             continue
@@ -277,10 +304,9 @@ def saddle_search(
         radius = min(radius_max, 1.5 * radius) if 0.75 < ratio < 1.33 else (
             max(0.5 * radius, 1e-6) if not 0.25 < ratio < 4.0 else radius)
         U = Vl[:, up]
-        x, net, g = x_new, net_new, g_new
-        lam, V = hessian_eigh(net, teacher, tr)
+        x, net, g, lam, V = x_new, net_new, g_new, lam_new, V_new
         history.append(euclidean_norm(g))
-    cp = refine(net, teacher, tol=tol_, train_readout=tr, zero_tol=zero_tol, global_tol=global_tol)
+    cp = refine(net, teacher, tol=tol_, train_readout=tr, zero_tol=zero_tol, global_tol=global_tol, train_bias=tb)
     cp.iterations += it
     cp.history = history + cp.history[1:]
     return cp
@@ -328,27 +354,30 @@ def saddle_connections(
     """
     if not isinstance(saddle, CriticalPoint):
         raise TypeError(f"saddle: expected a CriticalPoint, got {type(saddle).__name__}")
-    check_pair(saddle.student, teacher)
+    check_pair(saddle.student, teacher, biases=True)
     step_ = positive(step, "step")
     max_iter = integer(max_iter, "max_iter", 1, INT32_MAX)
     tol_ = positive(tol, "tol")
-    tr = saddle.train_readout
-    lam, V = hessian_eigh(saddle.student, teacher, tr)
+    tr, tb = saddle.train_readout, saddle.train_bias
+    lam, V = _transverse_eigh(saddle.student, teacher, tr, tb)
     if lam.size == 0 or int(np.sum(lam < -1e-8 * max(1.0, float(np.max(np.abs(lam)))))) != 1:
         raise ValueError(f"saddle: expected an index-1 saddle, got index {saddle.index}")
     v = V[:, 0]
-    x = pack_weights(saddle.student, tr)
+    x = pack_weights(saddle.student, tr, tb)
     K, d = saddle.student.K, saddle.student.d
-    starts = [unpack_weights(saddle.student, x + s * step_ * v, tr) for s in (1.0, -1.0)]
+    starts = [unpack_weights(saddle.student, x + s * step_ * v, tr, tb) for s in (1.0, -1.0)]
     W0 = np.stack([s.W for s in starts])
     a0 = np.stack([s.effective_a for s in starts])  # the core works on the effective second layer c a
+    biased = tb or saddle.student.has_bias or teacher.has_bias
     out = _core.multistart_lbfgs(
         np.ascontiguousarray(W0.reshape(2, K, d)), np.ascontiguousarray(a0), saddle.student.activation,
         np.ascontiguousarray(teacher.W), np.ascontiguousarray(teacher.effective_a), teacher.activation,
         saddle.student.scale, train_readout=tr, max_iter=max_iter, gtol=1e-10, memory=10, n_threads=0,
-        progress=None)
+        progress=None, b=np.stack([s.bias for s in starts]) if biased else None,
+        teacher_bias=teacher.bias if biased else None, train_bias=tb)
     ends = []
     for r in range(2):
-        net = saddle.student.with_weights(out["W"][r], out["a"][r] / saddle.student.readout_factor if tr else None)
-        ends.append(refine(net, teacher, tol=tol_, train_readout=tr))
+        net = saddle.student.with_weights(out["W"][r], out["a"][r] / saddle.student.readout_factor if tr else None,
+                                          bias=out["b"][r] if biased else None)
+        ends.append(refine(net, teacher, tol=tol_, train_readout=tr, train_bias=tb))
     return ends[0], ends[1]

@@ -61,7 +61,9 @@ class SubspaceProblem:
     space : FixedPointSpace
         The subspace.
     teacher : Network, optional
-        Default: :func:`identity_teacher` of size ``space.k``.
+        Default: :func:`identity_teacher` of size ``space.k``. It may have
+        biases, all equal (so that the space stays invariant); the
+        student's biases are zero.
     activation : str, default "relu"
         The student's activation.
 
@@ -85,9 +87,13 @@ class SubspaceProblem:
         self.space = space
         check_activation(activation)
         self.activation = activation
-        self.teacher = identity_teacher(space.k, activation) if teacher is None else check_network(teacher, "teacher")
+        self.teacher = identity_teacher(space.k, activation) if teacher is None else check_network(teacher, "teacher",
+                                                                                                   biases=True)
         if self.teacher.d != space.k:
             raise ValueError(f"teacher: expected input dimension {space.k}, got {self.teacher.d}")
+        if np.ptp(self.teacher.bias) != 0.0:  # P b* = b* for every permutation: the space stays invariant
+            raise ValueError(f"teacher.bias: expected equal biases (a teacher with unequal biases breaks the "
+                             f"permutation symmetry the fixed-point space rests on), got {self.teacher.bias.tolist()}")
 
     def network(self, x: ArrayLike) -> Network:
         """The student at coordinates ``x``."""

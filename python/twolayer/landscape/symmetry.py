@@ -126,7 +126,8 @@ def _partner(W: NDArray[np.float64], i: int, j: int, tol: float) -> int | tuple[
     return None if rest.any() else (c, c2)
 
 
-def isotropy(W: ArrayLike, tol: float = 1e-8, a: ArrayLike | None = None, activation: str | None = None) -> Isotropy:
+def isotropy(W: ArrayLike, tol: float = 1e-8, a: ArrayLike | None = None, activation: str | None = None,
+             bias: ArrayLike | None = None) -> Isotropy:
     """The isotropy group of W under row and column permutations.
 
     The pairs (pi, rho) in S_k x S_d with P_pi W P_rho^T = W up to ``tol``.
@@ -144,6 +145,10 @@ def isotropy(W: ArrayLike, tol: float = 1e-8, a: ArrayLike | None = None, activa
         (relu, linear, quadratic, step), the isotropy of the rescaling orbit
         of (W, a), computed at its canonical point (see
         :func:`twolayer.landscape.canonical`); step units also without ``a``.
+    bias : array_like, shape (k,), optional
+        The units' biases: row permutations must then also fix them (with
+        ``activation``, they move with the rescaling orbit, as trained
+        biases do).
 
     Returns
     -------
@@ -167,9 +172,16 @@ def isotropy(W: ArrayLike, tol: float = 1e-8, a: ArrayLike | None = None, activa
         a_ = as_float_array(a, "a", ndim=1, scalar_ok=False)
         if a_.shape[0] != k:
             raise ValueError(f"a: expected length {k} (rows of W), got {a_.shape[0]}")
+    b_ = None
+    if bias is not None:
+        b_ = as_float_array(bias, "bias", ndim=1, scalar_ok=False)
+        if b_.shape[0] != k:
+            raise ValueError(f"bias: expected length {k} (rows of W), got {b_.shape[0]}")
     if activation is not None:
-        W_, a_c, _ = canonical_weights(W_, np.ones(k) if a_ is None else a_, activation, a_ is not None)
+        W_, a_c, factor = canonical_weights(W_, np.ones(k) if a_ is None else a_, activation, a_ is not None, b_,
+                                            b_ is not None)
         a_ = None if a_ is None else a_c
+        b_ = None if b_ is None else factor * b_
     rows, cols = _UnionFind(k), _UnionFind(d)
     row_only: set[int] = set()
     paired: set[int] = set()
@@ -184,7 +196,7 @@ def isotropy(W: ArrayLike, tol: float = 1e-8, a: ArrayLike | None = None, activa
                 continue
             if rows.find(i) == rows.find(j) and (i in paired or i in row_only):
                 continue  # already generated (transitivity)
-            if a_ is not None and abs(a_[i] - a_[j]) > tol_:
+            if (a_ is not None and abs(a_[i] - a_[j]) > tol_) or (b_ is not None and abs(b_[i] - b_[j]) > tol_):
                 continue
             p = _partner(W_, i, j, tol_)
             if p is None:

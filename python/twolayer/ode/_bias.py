@@ -16,18 +16,10 @@ and the risk 1/2 E[E^2] with the means. A run is "with biases" when the overlaps
 
 from __future__ import annotations
 
-from typing import Any
-
+from .._overlap_args import bias_kwargs
 from .._validation import positive
-from ..overlaps import Overlaps
 
-
-def bias_kwargs(ov: Overlaps, lr_bias: float) -> dict[str, Any]:
-    """The core's bias arguments of a run from ``ov`` (empty for a run without biases)."""
-    lr_b = positive(lr_bias, "lr_bias", allow_zero=True)
-    if not (ov.has_bias or lr_b > 0):
-        return {}
-    return {"bias": ov.bias, "teacher_bias": ov.teacher_bias, "lr_bias": lr_b}
+__all__ = ["bias_kwargs", "refuse_lr_bias"]
 
 
 def refuse_lr_bias(lr_bias: float, what: str) -> None:

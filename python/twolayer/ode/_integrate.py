@@ -18,7 +18,7 @@ from ..large_batch import iterate_checked
 from ..overlaps import Overlaps
 from ..results import Trajectory
 from ..schedules import Schedule, as_schedule, core_arg
-from ._bias import bias_kwargs, refuse_lr_bias
+from ._bias import bias_kwargs
 from ._solver import Method, Readout, Regime, check_choices, is_step_flow, model_meta, solver_options, to_trajectory
 from ._target import integrate_target
 
@@ -199,12 +199,11 @@ def integrate(
                                batch_ratio=batch_ratio, n_steps=n_steps, noise=noise, spherical=spherical,
                                n_threads=n_threads, t_max=t_max, times=times, schedule=schedule, lr_bias=lr_bias)
     if tgt is not None:
-        refuse_lr_bias(lr_bias, "the ODE of a target")
-    if tgt is not None:
         return integrate_target(overlaps, activation, tgt, lr=lr, lr_readout=lr_readout, noise=noise, regime=regime,
                                 spherical=spherical, t_max=t_max, times=times, method=method, dt=dt, rtol=rtol,
                                 atol=atol, readout=readout, risk_tol=risk_tol, risk_rtol=risk_rtol,
-                                n_records=n_records, h_max=h_max, max_steps=max_steps, schedule=schedule)
+                                n_records=n_records, h_max=h_max, max_steps=max_steps, schedule=schedule,
+                                lr_bias=lr_bias)
     act, t_act = resolve_activations(activation, teacher_activation, overlaps)
     reg, meth, ro = check_choices(act, regime, method, readout)
     spherical = boolean(spherical, "spherical")

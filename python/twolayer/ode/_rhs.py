@@ -12,7 +12,7 @@ from .._overlap_args import check_overlaps, resolve_activations, resolve_target
 from .._validation import boolean, n_threads_arg, positive
 from ..activations import ActivationName
 from ..overlaps import Overlaps
-from ._bias import bias_kwargs, refuse_lr_bias
+from ._bias import bias_kwargs
 from ._solver import Readout, Regime, check_choices
 from ._target import rhs_target
 
@@ -91,9 +91,8 @@ def rhs(
     """
     tgt = resolve_target(target, overlaps)
     if tgt is not None:
-        refuse_lr_bias(lr_bias, "the ODE of a target")
         return rhs_target(overlaps, activation, tgt, lr=lr, lr_readout=lr_readout, noise=noise, regime=regime,
-                          spherical=spherical, readout=readout)
+                          spherical=spherical, readout=readout, lr_bias=lr_bias)
     act, t_act = resolve_activations(activation, teacher_activation, overlaps)
     reg, _, ro = check_choices(act, regime, "adaptive", readout)
     spherical = boolean(spherical, "spherical")
