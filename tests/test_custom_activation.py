@@ -123,6 +123,9 @@ def test_sde_and_large_batch_reproduce_the_builtins():
     b = tl.sde.increment_covariance(ov, "tanh", lr=0.3)
     _close(a.cov, b.cov, 1e-10, 1e-13)
     _close(a.mean, b.mean, 1e-10, 1e-13)
+    a = tl.sde.increment_covariance(ov, AUTO, "relu", lr=0.3)  # Gauss-Hermite beside exact orthant moments
+    b = tl.sde.increment_covariance(ov, "tanh", "relu", lr=0.3)
+    _close(a.cov, b.cov, 1e-10, 1e-13)
     kw = dict(lr=0.5, batch_ratio=2.0, n_steps=3)
     x = tl.large_batch.iterate(ov, AUTO, AUTO, **kw)
     y = tl.large_batch.iterate(ov, "tanh", "tanh", **kw)
