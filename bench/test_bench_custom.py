@@ -7,12 +7,12 @@ bench/test_bench_custom.py --benchmark-only; conventions in bench/conftest.py). 
   activation read from the tables instead of closed-form code) and against NumPy Monte Carlo at equal accuracy;
 * ``tl.ode.rhs`` at K = M = 2, online and gradient flow: custom tanh against built-in tanh and the erf closed form.
 
-Monte Carlo at equal accuracy: the engine's kernels are certified to 1e-10 relative; the Monte Carlo standard error
-that would match it (or even 1e-6) needs ~10^11 samples per covariance, so each Monte Carlo benchmark runs
-``MC_SAMPLES`` samples, measures the standard error ``mc_se`` of that run and scales its time by the samples that
-reach ``MC_TARGET_SE`` (the work of one timed call is MC_SAMPLES / samples needed, in covariances at that error;
-``extra_info`` holds ``mc_se``, ``mc_samples_at_target`` and the engine's deviation from the mean). Monte Carlo's
-cost is linear in the samples, so the extrapolation is the measured time per sample times the count.
+Monte Carlo at equal accuracy: the engine's kernels are certified to 1e-10 relative; a Monte Carlo standard error
+of even 1e-6 needs 2-7 x 10^10 samples per covariance here (``mc_samples_at_target``), so each Monte Carlo
+benchmark runs ``MC_SAMPLES`` samples, measures the standard error ``mc_se`` of that run and scales its time to the
+samples that reach ``MC_TARGET_SE``: the work of one timed call is MC_SAMPLES / samples needed, in covariances at
+that error (Monte Carlo's cost is linear in the samples). ``extra_info`` also holds the engine's deviation from the
+mean (``engine_minus_mc``).
 """
 
 from __future__ import annotations
@@ -73,6 +73,7 @@ KERNEL_COVS = {"i2": 200, "i3": 100, "i4": 2}
 
 
 @pytest.mark.benchmark(group="custom-kernels")
+@pytest.mark.quick
 @pytest.mark.parametrize("which", ["custom", "builtin"])
 @pytest.mark.parametrize("kind", ["i2", "i3", "i4"])
 def test_bench_kernel(benchmark, record, kind, which):
