@@ -128,6 +128,27 @@ int find_custom(const std::string& spelling) {
   return -1;
 }
 
+// Whether the table is odd: edges symmetric about 0 and each panel's series the mirror of its partner's, sigma^(k)
+// of parity (-1)^(k+1): c[p][k][j] = (-1)^(k+1+j) c[P-1-p][k][j], to 1e-13 of order k's largest coefficient.
+bool odd_table(const CustomTable& T) {
+  const int P = T.panels, n1 = T.degree + 1;
+  const double range = T.edges[P] - T.edges[0];
+  for (int i = 0; i <= P; ++i)
+    if (std::fabs(T.edges[i] + T.edges[P - i]) > 1e-14 * range) return false;
+  for (int k = 0; k < kCustomOrders; ++k) {
+    double scale = 0.0;
+    for (int p = 0; p < P; ++p)
+      for (int j = 0; j < n1; ++j) scale = std::fmax(scale, std::fabs(T.coef[(p * kCustomOrders + k) * n1 + j]));
+    for (int p = 0; p < P; ++p)
+      for (int j = 0; j < n1; ++j) {
+        const double sign = ((k + 1 + j) & 1) ? -1.0 : 1.0;
+        const double a = T.coef[(p * kCustomOrders + k) * n1 + j], b = T.coef[((P - 1 - p) * kCustomOrders + k) * n1 + j];
+        if (std::fabs(a - sign * b) > 1e-13 * scale) return false;
+      }
+  }
+  return true;
+}
+
 }  // namespace
 
 Activation register_custom(const std::string& name, const double* edges, int panels, const double* coef, int degree,
@@ -180,6 +201,7 @@ Activation register_custom(const std::string& name, const double* edges, int pan
     T.tail[0][k] = chebyshev_sum(T.coef + k * n1, degree, -1.0);
     T.tail[1][k] = chebyshev_sum(T.coef + (last * kCustomOrders + k) * n1, degree, 1.0);
   }
+  T.odd = odd_table(T);
   g_custom_count.store(used + 1, std::memory_order_release);
   return static_cast<Activation>(kFirstCustom + used);
 }

@@ -498,9 +498,10 @@ struct Lattice {
 };
 
 
-// The odd activations (sigma(-s) = -sigma(s)).
+// The odd activations (sigma(-s) = -sigma(s)): tanh, erf, sin, linear and the odd custom tables.
 bool is_odd(Activation a) {
-  return a == Activation::Tanh || a == Activation::Erf || a == Activation::Sin || a == Activation::Linear;
+  return a == Activation::Tanh || a == Activation::Erf || a == Activation::Sin || a == Activation::Linear ||
+         (is_custom(a) && custom_table(a).odd);
 }
 
 // First trapezoidal steps hmax[e] of the variables z_e of l = mu + L z (looped[e]: a nonzero pivot; else no

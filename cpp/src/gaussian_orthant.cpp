@@ -83,7 +83,7 @@ double orthant_probability(const Problem& P) {
   };
   double value;
   if (!centred) {  // with means: Phi, the bivariate normal orthant, or quadrature (gaussian_mean.hpp)
-    double Cm[16], mm[4];
+    double Cm[16] = {}, mm[4] = {};
     for (int a = 0; a < m; ++a) {
       mm[a] = P.mu[idx[a]];
       for (int b = 0; b < m; ++b) Cm[m * a + b] = P.c(idx[a], idx[b]);

@@ -55,6 +55,7 @@ struct CustomTable {
   double inv_width;     // panels / (hi - lo) when the panels are equal (direct lookup), else 0 (binary search)
   double strip;
   double tail[2][2];    // value and slope at the left and right edges
+  bool odd;             // the table is odd, sigma(-s) = -sigma(s), to 1e-13 of its scale (mirrored panels)
 };
 namespace detail {
 extern CustomTable g_custom[kMaxCustom];
