@@ -319,6 +319,19 @@ def test_large_domain_tabulates_in_chunks(monkeypatch):
     assert strip == s1
 
 
+@pytest.mark.parametrize(("bad", "match"), [
+    ({"edges": np.array([1.0, 0.0, -1.0])}, r"edges: .*increasing"),
+    ({"coefficients": np.full((2, 5, 3), np.nan)}, r"coefficients: .*finite"),
+    ({"strip": -1.0}, r"strip: expected a positive"),
+    ({"strip": np.nan}, r"strip: expected a positive"),
+])
+def test_register_table_names_the_bad_argument(bad, match):
+    """A bad table names its own argument (it named 'name' for every one)."""
+    args = {"edges": np.array([-1.0, 0.0, 1.0]), "coefficients": np.zeros((2, 5, 3)), "strip": 1.0, **bad}
+    with pytest.raises(ValueError, match=match):
+        tl.activations.register_table("bad_table", **args)
+
+
 def test_gpu_refuses_custom_by_name():
     with pytest.raises(tl.DeviceUnavailable, match="custom"):
         kernels.i2(AUTO, "erf", np.eye(2), device="cuda")
