@@ -285,6 +285,53 @@ def test_bad_input_is_named(args, kwargs, err, match):
         custom(*args, **kwargs)
 
 
+def test_domain_beyond_the_panel_budget_is_named_before_tabulating():
+    """A domain of more than MAX_PANELS unit panels (documented range [1, 1e6] before) allocated the Cauchy nodes of
+    all of them at once (domain 1e5: 9.4 GiB) before the panel budget was checked: now a ValueError up front."""
+    from twolayer import _custom
+    calls = []
+
+    def f(s):
+        calls.append(s.size)
+        return np.tanh(s)
+
+    with pytest.raises(ValueError, match=r"domain: expected a half-width in \[1, 10000\]"):
+        custom("too_wide", f, domain=1e5)
+    assert calls == []  # refused before evaluating anything
+    assert _custom.MAX_DOMAIN * 2 / _custom.MAX_WIDTH <= _custom.MAX_PANELS
+
+
+def test_large_domain_tabulates_in_chunks(monkeypatch):
+    """The panels are evaluated in chunks of CHUNK (bounded memory), with the same table as one evaluation."""
+    from twolayer import _custom
+    sizes = []
+
+    def f(s):
+        sizes.append(s.shape[0])
+        return np.tanh(s)
+
+    edges, coef, strip = _custom.tabulate(f, [], 600.0)
+    assert max(sizes) <= _custom.CHUNK < len(edges) - 1
+    monkeypatch.setattr(_custom, "CHUNK", 10**6)
+    e1, c1, s1 = _custom.tabulate(np.tanh, [], 600.0)
+    np.testing.assert_array_equal(edges, e1)
+    np.testing.assert_array_equal(coef, c1)
+    assert strip == s1
+
+
+@pytest.mark.parametrize(("bad", "match"), [
+    ({"edges": np.array([1.0, 0.0, -1.0])}, r"edges: .*increasing"),
+    ({"coefficients": np.full((2, 5, 3), np.nan)}, r"coefficients: .*finite"),
+    ({"strip": -1.0}, r"strip: expected a positive"),
+    ({"strip": np.nan}, r"strip: expected a positive"),
+])
+def test_register_table_names_the_bad_argument(bad, match):
+    """A bad table names its own argument (it named 'name' for every one)."""
+    args = {"edges": np.array([-1.0, 0.0, 1.0]), "coefficients": np.zeros((2, 5, 3)), "strip": 1.0, **bad}
+    with pytest.raises(ValueError, match=match):
+        tl.activations.register_table("bad_table", **args)
+
+
 def test_gpu_refuses_custom_by_name():
     with pytest.raises(tl.DeviceUnavailable, match="custom"):
         kernels.i2(AUTO, "erf", np.eye(2), device="cuda")

@@ -162,11 +162,14 @@ Activation register_custom(const std::string& name, const double* edges, int pan
                                 std::to_string(panels) + " panels of degree " + std::to_string(degree));
   for (int i = 0; i <= panels; ++i)
     if (!std::isfinite(edges[i]) || (i > 0 && !(edges[i] > edges[i - 1])))
-      throw std::invalid_argument(arg + ": custom table edges must be finite and increasing");
+      throw std::invalid_argument("edges: a custom table's panel edges must be finite and increasing, got edges[" +
+                                  std::to_string(i) + "] = " + std::to_string(edges[i]));
   const std::size_t ncoef = static_cast<std::size_t>(panels) * kCustomOrders * static_cast<std::size_t>(degree + 1);
   for (std::size_t i = 0; i < ncoef; ++i)
-    if (!std::isfinite(coef[i])) throw std::invalid_argument(arg + ": custom table coefficients must be finite");
-  if (!(strip > 0.0)) throw std::invalid_argument(arg + ": custom strip must be positive, got " + std::to_string(strip));
+    if (!std::isfinite(coef[i]))
+      throw std::invalid_argument("coefficients: a custom table's coefficients must be finite, got " +
+                                  std::to_string(coef[i]));
+  if (!(strip > 0.0)) throw std::invalid_argument("strip: expected a positive half-width, got " + std::to_string(strip));
   const std::string spelling = "custom(" + name + ")";
   std::vector<double> e(edges, edges + panels + 1), c(coef, coef + ncoef);
   std::lock_guard<std::mutex> lock(g_mutex);

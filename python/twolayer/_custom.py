@@ -35,6 +35,8 @@ DEGREE = 32
 MAX_WIDTH = 1.0
 MAX_LEVELS = 8  # bisections of a panel at most (width >= 2^-8)
 MAX_PANELS = 20000
+MAX_DOMAIN = MAX_PANELS * MAX_WIDTH / 2  # the initial unit panels must fit the budget
+CHUNK = 1024  # panels per evaluation: bounds the Cauchy nodes' array (CHUNK x 33 x 96 complex, ~50 MB)
 TAIL = 4  # the last TAIL coefficients measure convergence
 SMOOTH_TOL = 1e-13  # tail / scale of sigma's series
 DERIVED_SMOOTH_TOL = 1e-11  # of the derivatives' (Cauchy's formula: rounding ~ eps k! / r^k)
@@ -136,7 +138,11 @@ class _Tabulator:
 
     def values(self, lo: NDArray[np.float64], hi: NDArray[np.float64]) -> tuple[
             NDArray[np.float64], list[str]]:
-        """Coefficients (P, ORDERS, n + 1) on the panels [lo, hi], and each order's source."""
+        """Coefficients (P, ORDERS, n + 1) on the panels [lo, hi], and each order's source (CHUNK panels at a
+        time)."""
+        if len(lo) > CHUNK:
+            parts = [self.values(lo[i:i + CHUNK], hi[i:i + CHUNK]) for i in range(0, len(lo), CHUNK)]
+            return np.concatenate([c for c, _ in parts]), parts[0][1]
         x = _points(lo, hi, _NODES)
         c = np.zeros((len(lo), ORDERS, DEGREE + 1))
         c[:, 0] = _coefficients(_call(self.f, x, "function"))

@@ -184,8 +184,9 @@ def custom(name: str, function: Callable[[Any], Any], derivatives: Sequence[Call
         if not callable(g):
             raise TypeError(f"derivatives[{k}]: expected a callable, got {describe(g)}")
     span = real(domain, "domain")
-    if not (1.0 <= span <= 1e6) or not math.isfinite(span):
-        raise ValueError(f"domain: expected a half-width in [1, 1e6], got {span!r}")
+    if not (1.0 <= span <= _custom.MAX_DOMAIN) or not math.isfinite(span):
+        raise ValueError(f"domain: expected a half-width in [1, {_custom.MAX_DOMAIN:g}] (at most "
+                         f"{_custom.MAX_PANELS} panels of width {_custom.MAX_WIDTH:g}), got {span!r}")
     with np.errstate(all="ignore"):
         edges, coefficients, strip = _custom.tabulate(function, derivatives, span)
     return cast(ActivationName, register_table(name, edges, coefficients, strip))
