@@ -378,3 +378,23 @@ def test_sharp_function_gets_bisected_panels():
     _close(kernels.i2(sharp, sharp, C), kernels.i2("tanh", "tanh", 16.0 * C), 1e-10, 1e-14)
     C3, D = np.eye(3) * 0.5 + 0.1, np.diag([4.0, 1.0, 1.0])  # sigma'(l1) = 4 tanh'(4 l1)
     _close(kernels.i3(sharp, AUTO, C3), 4.0 * kernels.i3("tanh", "tanh", D @ C3 @ D), 1e-10, 1e-13)
+
+
+def test_affine_and_nearly_linear_functions_register_and_match_exact_moments():
+    """sigma'' of an affine function is 0 (Cauchy's formula gives rounding: it was taken for a kink); sigma = 2s + 1
+    reproduces the exact moments I2 = 4 C12 + 1, I3 = 4 C23, I4 = 4 (4 C34 + 1), and s + 1e-3 tanh(s) registers and
+    matches a 2-D Gauss-Hermite rule."""
+    aff = tl.activations.custom("affine_2s_1", lambda s: 2 * s + 1)
+    C3 = np.array([[1.0, 0.3, 0.2], [0.3, 1.2, 0.1], [0.2, 0.1, 0.9]])
+    C4 = np.eye(4) + 0.2
+    assert tl.kernels.i2(aff, aff, C3[:2, :2]) == pytest.approx(4 * 0.3 + 1, abs=1e-12)
+    assert tl.kernels.i3(aff, aff, C3) == pytest.approx(4 * 0.1, abs=1e-12)
+    assert tl.kernels.i4(aff, aff, aff, C4) == pytest.approx(4 * (4 * 0.2 + 1), abs=1e-11)
+    near = tl.activations.custom("nearly_linear", lambda s: s + 1e-3 * np.tanh(s))
+    x, w = np.polynomial.hermite_e.hermegauss(120)
+    w = w / w.sum()
+    L = np.linalg.cholesky(C3[:2, :2])
+    u, v = np.meshgrid(x, x, indexing="ij")
+    f = lambda s: s + 1e-3 * np.tanh(s)  # noqa: E731
+    ref = np.sum(np.outer(w, w) * f(L[0, 0] * u) * f(L[1, 0] * u + L[1, 1] * v))
+    assert tl.kernels.i2(near, near, C3[:2, :2]) == pytest.approx(ref, rel=1e-10)

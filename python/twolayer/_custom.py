@@ -46,6 +46,9 @@ JUMP_TOL = 1e-8  # of any order across a panel edge
 EDGE_TOL = 1e-10  # |sigma''(+-domain)| / scale: the tangent-line tails
 CAUCHY_NODES = 96
 CAUCHY_RADIUS = 0.25  # at most (rounding: eps k! / r^k)
+ZERO_TOL = 1e-12  # an order whose scale is below this fraction of the lower orders' is rounding: set to 0
+NEGLIGIBLE = 1e-3  # a derivative below this fraction of the lower orders' scale is checked against theirs
+CAUCHY_NOISE = 100.0  # the rounding of Cauchy's sums, in units of eps max|sigma| k! / r^k
 STRIP_SAFETY = 0.8
 TRIM_TOL = 1e-17  # trailing coefficients below this fraction of their order's scale are dropped
 MAX_STRIP = math.pi
@@ -141,13 +144,21 @@ class _Tabulator:
         """Coefficients (P, ORDERS, n + 1) on the panels [lo, hi], and each order's source (CHUNK panels at a
         time)."""
         if len(lo) > CHUNK:
-            parts = [self.values(lo[i:i + CHUNK], hi[i:i + CHUNK]) for i in range(0, len(lo), CHUNK)]
+            parts, noise = [], []
+            for i in range(0, len(lo), CHUNK):
+                parts.append(self.values(lo[i:i + CHUNK], hi[i:i + CHUNK]))
+                noise.append(self.noise)
+            self.noise = np.concatenate(noise)
             return np.concatenate([c for c, _ in parts]), parts[0][1]
         x = _points(lo, hi, _NODES)
         c = np.zeros((len(lo), ORDERS, DEGREE + 1))
-        c[:, 0] = _coefficients(_call(self.f, x, "function"))
+        f0 = _call(self.f, x, "function")
+        c[:, 0] = _coefficients(f0)
         sources = ["function"]
         cauchy = None
+        # the rounding of Cauchy's formula, eps max|sigma| k! / r^k per panel and order (0 for the other sources):
+        # a derivative at that level is noise, not a failure to converge
+        self.noise = np.zeros((len(lo), ORDERS))
         for k in range(1, ORDERS):
             if k <= len(self.derivatives):
                 c[:, k] = _coefficients(_call(self.derivatives[k - 1], x, f"derivatives[{k - 1}]"))
@@ -157,6 +168,8 @@ class _Tabulator:
                     r = np.minimum(0.5 * _strip(c[:, 0], 0.5 * (hi - lo)), CAUCHY_RADIUS)
                     cauchy = _cauchy(self.f, x, np.broadcast_to(r[:, None], x.shape), "function")
                 c[:, k] = _coefficients(cauchy[k - 1])
+                self.noise[:, k] = (CAUCHY_NOISE * np.finfo(float).eps * math.factorial(k) / r ** k
+                                    * np.abs(f0).max(axis=1))
                 sources.append("cauchy")
             else:
                 c[:, k] = self._chebder(c[:, k - 1], lo, hi)
@@ -177,17 +190,18 @@ def tabulate(f: Func, derivatives: Sequence[Func], domain: float) -> tuple[
     edges0 = np.linspace(-domain, domain, n0 + 1)
     todo_lo, todo_hi = edges0[:-1], edges0[1:]
     done: list[tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]] = []
-    scale = np.zeros(ORDERS)
+    scale, noise = np.zeros(ORDERS), np.zeros(ORDERS)
     sources: list[str] = []
     for level in range(MAX_LEVELS + 1):
         c, sources = tab.values(todo_lo, todo_hi)
+        noise = np.maximum(noise, tab.noise.max(axis=0))
         # the scale of each order: its largest value on the domain (from the first pass: every panel)
         vals = np.abs(c).sum(axis=-1).max(axis=0)
         scale = np.maximum(scale, vals)
         tail = np.abs(c[:, :, -TAIL:]).max(axis=-1)  # (P, ORDERS)
         checked = np.array([src != "chebder" for src in sources])  # chebder orders: by their error estimate
         tol = np.where(np.arange(ORDERS) == 0, SMOOTH_TOL, DERIVED_SMOOTH_TOL) * np.maximum(scale, 1e-300)
-        ok = (tail <= tol)[:, checked].all(axis=1)
+        ok = (tail <= np.maximum(tol[None, :], tab.noise))[:, checked].all(axis=1)
         done.append((todo_lo[ok], todo_hi[ok], c[ok]))
         if ok.all():
             break
@@ -208,8 +222,14 @@ def tabulate(f: Func, derivatives: Sequence[Func], domain: float) -> tuple[
     coef = np.concatenate([d[2] for d in done])
     order = np.argsort(lo)
     lo, hi, coef = lo[order], hi[order], coef[order]
-    _check_orders(tab, coef, lo, hi, sources, scale)
+    _check_orders(tab, coef, lo, hi, sources, scale, noise)
     _check_tails(coef, domain, scale)
+    # an order at the rounding level of the lower ones is zero (sigma'' of a linear function): exactly 0 in the
+    # table, so that the certified quadratures do not chase its noise
+    for k in range(1, ORDERS):
+        if scale[k] <= ZERO_TOL * scale[:k].max():
+            coef[:, k:] = 0.0
+            break
     strip = float(STRIP_SAFETY * _strip(coef[:, 0], 0.5 * (hi - lo)).min())
     # trailing columns below rounding everywhere cost evaluations and change nothing
     small = (np.abs(coef) <= TRIM_TOL * np.maximum(scale, 1e-300)[None, :, None]).all(axis=(0, 1))
@@ -218,7 +238,7 @@ def tabulate(f: Func, derivatives: Sequence[Func], domain: float) -> tuple[
 
 
 def _check_orders(tab: _Tabulator, coef: NDArray[np.float64], lo: NDArray[np.float64], hi: NDArray[np.float64],
-                  sources: list[str], scale: NDArray[np.float64]) -> None:
+                  sources: list[str], scale: NDArray[np.float64], noise: NDArray[np.float64]) -> None:
     """Orders from a callable against the derivative of the previous order's series (a wrong derivative is an
     error); orders from chebder by their estimated error: the same derivative of an interpolant of lower degree of
     the last order taken from a callable (their difference is the rounding noise amplified by differentiation)."""
@@ -226,7 +246,8 @@ def _check_orders(tab: _Tabulator, coef: NDArray[np.float64], lo: NDArray[np.flo
     # (P - 1, ORDERS) at the interior edges; an order differentiated twice or more by chebder is judged by its
     # error estimate below (its noise jumps)
     judged = [k == 0 or sources[k] != "chebder" or sources[k - 1] != "chebder" for k in range(ORDERS)]
-    jump = np.abs(left - right) / np.maximum(scale, 1e-300) * np.array(judged)
+    # (a jump within Cauchy's rounding, ``noise``, is that rounding: e.g. sigma'' of a linear function)
+    jump = np.abs(left - right) / np.maximum(np.maximum(scale, noise / JUMP_TOL), 1e-300) * np.array(judged)
     if jump.size and jump.max() > JUMP_TOL:
         i, o = (int(v) for v in np.unravel_index(int(np.argmax(jump)), jump.shape))
         raise ValueError(f"function: not smooth at s = {hi[i]:.6g} (its derivative of order {o} jumps by "
@@ -252,7 +273,9 @@ def _check_orders(tab: _Tabulator, coef: NDArray[np.float64], lo: NDArray[np.flo
                     f"(at least the first {k})")
             continue
         derived = C.chebval(_NODES, _Tabulator._chebder(coef[:, k - 1], lo, hi).T)
-        err = np.abs(own - derived).max() / max(scale[k], 1e-300)
+        # relative to the order's scale, floored at NEGLIGIBLE of the lower orders' (sigma'' of a nearly linear
+        # function is ~0: its differentiated neighbour is rounding amplified by the differentiation)
+        err = np.abs(own - derived).max() / max(scale[k], NEGLIGIBLE * scale[:k].max(), 1e-300)
         if err > CONSISTENCY_TOL:
             what = sources[k] if sources[k] != "cauchy" else "function (its derivatives by Cauchy's formula)"
             raise ValueError(f"{what}: expected sigma's derivative of order {k}, but it differs from the derivative "
