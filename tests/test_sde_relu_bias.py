@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import twolayer as tl
 from test_sde import assert_moments, networks_with_overlaps
+from test_sde_bias import _rhs_vector
 
 Q2, M22, P2 = np.array([[1.0, 0.2], [0.2, 0.8]]), np.array([[0.3, 0.2], [0.1, -0.25]]), np.array([[1.0, 0.1],
                                                                                                     [0.1, 0.9]])
@@ -23,17 +24,6 @@ def _ov(K: int, M: int, act: str, teacher: str, bias=None, teacher_bias=None) ->
     return tl.Overlaps(Q2[:K, :K], M22[:K, :M], P2[:M, :M], A2[:K], V2[:M], act, teacher,
                        bias=None if bias is None else np.broadcast_to(bias, (K,)).copy(),
                        teacher_bias=None if teacher_bias is None else np.broadcast_to(teacher_bias, (M,)).copy())
-
-
-def _rhs_vector(ov: tl.Overlaps, **kw) -> np.ndarray:
-    """tl.ode.rhs in the increment's component order: Q (i <= k), M, a (lr_readout > 0), b (lr_bias > 0)."""
-    out = tl.ode.rhs(ov, **kw)
-    parts = [out[0][np.triu_indices(ov.K)], out[1].ravel()]
-    if kw.get("lr_readout", 0.0) > 0:
-        parts.append(out[2])
-    if kw.get("lr_bias", 0.0) > 0:
-        parts.append(out[3])
-    return np.concatenate(parts)
 
 
 def _rel(x: np.ndarray, y: np.ndarray) -> float:
