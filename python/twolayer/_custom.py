@@ -135,6 +135,8 @@ class _Tabulator:
         self.derivatives = list(derivatives)
         self.domain = domain
         self.complex = len(self.derivatives) < ORDERS - 1 and _accepts_complex(f)
+        # the rounding level of each panel's Cauchy derivatives in the last `values` call (P, ORDERS)
+        self.noise: NDArray[np.float64] = np.zeros((0, ORDERS))
 
     def _callable_name(self, k: int) -> str:
         return "function" if k == 0 else f"derivatives[{k - 1}]"
