@@ -187,16 +187,18 @@ def test_biased_paths_record_the_biases_and_tend_to_the_ode() -> None:
         tl.sde.simulate(tl.BatchOverlaps.stack([ov, ov3]), d=1000, seeds=2, **kw)
 
 
-def _sde_vs_sgd(d: int, n: int, t_max: float) -> dict[str, float]:
-    """|mean SGD - mean SDE| / SE over the records, K = M = 1 tanh with trained biases and readout."""
+def _sde_vs_sgd(d: int, n: int, t_max: float, act: str = "tanh", teacher: str | None = None,
+                names: tuple[str, ...] = ("M", "a", "bias", "risk")) -> dict[str, float]:
+    """|mean SGD - mean SDE| / SE over the records (and the standard deviations' difference over its SE, ``_std``),
+    K = M = 1 ``act`` student (``teacher``: the teacher's, default the same) with trained biases and readout."""
     Q, M, a = [[1.0]], [[0.2]], [0.8]
-    s, t = networks_with_overlaps(Q, M, a, d, "tanh")
+    s, t = networks_with_overlaps(Q, M, a, d, act, teacher_act=teacher or act)
     s, t = s.with_weights(s.W, bias=[0.3]), t.with_weights(t.W, bias=[-0.5])
     kw = {"lr": 0.5, "lr_readout": 0.3, "lr_bias": 0.8, "noise": 0.2, "t_max": t_max, "n_records": 4}
     sgd = tl.sgd.simulate(s, t, seeds=n, keep_weights=False, **kw)
     sde = tl.sde.simulate(tl.Overlaps.from_networks(s, t), d=d, seeds=n, dt=0.02, **kw)
     out = {}
-    for name in ("M", "a", "bias", "risk"):
+    for name in names:
         x, y = sgd.stack(name).reshape(n, 4, -1), sde.stack(name).reshape(n, 4, -1)
         se = np.sqrt(x.var(0, ddof=1) / n + y.var(0, ddof=1) / n) + 1e-12
         out[name] = float(np.max(np.abs(x.mean(0) - y.mean(0)) / se))

@@ -5,13 +5,12 @@ paths against SGD."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 import twolayer as tl
 from test_sde import assert_moments, networks_with_overlaps
 from test_sde_bias import _rhs_vector
+from test_sde_bias import _sde_vs_sgd as sde_vs_sgd
 
 Q2, M22, P2 = np.array([[1.0, 0.2], [0.2, 0.8]]), np.array([[0.3, 0.2], [0.1, -0.25]]), np.array([[1.0, 0.1],
                                                                                                     [0.1, 0.9]])
@@ -118,21 +117,8 @@ def test_biased_relu_paths_follow_the_ode_at_large_d() -> None:
 
 
 def _sde_vs_sgd(teacher: str, d: int, n: int, t_max: float) -> dict[str, float]:
-    """max over the records of |mean SGD - mean SDE| / SE and of the standard deviations' difference over its SE,
-    K = M = 1 relu student with trained biases and readout."""
-    s, t = networks_with_overlaps([[1.0]], [[0.2]], [0.8], d, "relu", teacher_act=teacher)
-    s, t = s.with_weights(s.W, bias=[0.3]), t.with_weights(t.W, bias=[-0.5])
-    kw = {"lr": 0.5, "lr_readout": 0.3, "lr_bias": 0.8, "noise": 0.2, "t_max": t_max, "n_records": 4}
-    sgd = tl.sgd.simulate(s, t, seeds=n, keep_weights=False, **kw)
-    sde = tl.sde.simulate(tl.Overlaps.from_networks(s, t), d=d, seeds=n, dt=0.02, **kw)
-    out = {}
-    for name in ("Q", "M", "a", "bias", "risk"):
-        x, y = sgd.stack(name).reshape(n, 4, -1), sde.stack(name).reshape(n, 4, -1)
-        se = np.sqrt(x.var(0, ddof=1) / n + y.var(0, ddof=1) / n) + 1e-12
-        out[name] = float(np.max(np.abs(x.mean(0) - y.mean(0)) / se))
-        sx, sy = x.std(0, ddof=1)[1:], y.std(0, ddof=1)[1:]
-        out[name + "_std"] = float(np.max(np.abs(sx - sy) / (math.sqrt(2 / (n - 1)) * np.hypot(sx, sy))))
-    return out
+    """test_sde_bias's comparison for a relu student (Q included)."""
+    return sde_vs_sgd(d, n, t_max, act="relu", teacher=teacher, names=("Q", "M", "a", "bias", "risk"))
 
 
 def test_biased_relu_sde_ensemble_against_sgd() -> None:
