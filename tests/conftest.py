@@ -80,6 +80,15 @@ def assert_mc(value: float, mean_se: tuple[float, float], n_se: float = 5.0, wha
         f"{what}: closed form {value!r} vs Monte Carlo {mean!r} +- {se!r} ({(value - mean) / max(se, 1e-300):.1f} SE)")
 
 
+def assert_ode_follows_sgd(ens, ref, d: int) -> None:
+    """The mean of Q, M and the risk of an SGD ensemble within 4 standard errors plus 0.2 / sqrt(d) + 2 / d of the
+    ODE ``ref`` at the same times (test_sgd_ode.py's allowance)."""
+    for name in ("Q", "M", "risk"):
+        x, y = getattr(ens, name), getattr(ref, name)
+        tol = 4.0 * x.std(axis=0, ddof=1) / np.sqrt(x.shape[0]) + 0.2 / np.sqrt(d) + 2.0 / d
+        assert np.all(np.abs(x.mean(0) - y) <= tol), (name, np.abs(x.mean(0) - y).max())
+
+
 @pytest.fixture(scope="session")
 def random_cov4() -> np.ndarray:
     """A fixed, generic 4x4 covariance with unequal variances and sizeable correlations."""

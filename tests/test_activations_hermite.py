@@ -10,7 +10,7 @@ import itertools
 import numpy as np
 import pytest
 import twolayer as tl
-from conftest import MonteCarlo, assert_mc
+from conftest import MonteCarlo, assert_mc, assert_ode_follows_sgd
 from numpy.polynomial import hermite_e as He
 from twolayer import kernels
 from twolayer.activations import derivative, hermite, sigma
@@ -243,10 +243,7 @@ def test_online_ode_against_sgd():
     ref = tl.ode.integrate(tl.Overlaps.from_networks(st, te), act, lr=lr, lr_readout=lr_readout, times=ens.t,
                            method="rk4", dt=0.05)
     assert ref.status == "completed"
-    for name in ("Q", "M", "risk"):
-        x, y = getattr(ens, name), getattr(ref, name)
-        tol = 4.0 * x.std(axis=0, ddof=1) / np.sqrt(x.shape[0]) + 0.2 / np.sqrt(d) + 2.0 / d
-        assert np.all(np.abs(x.mean(0) - y) <= tol), (name, np.abs(x.mean(0) - y).max())
+    assert_ode_follows_sgd(ens, ref, d)
     assert abs(ref.risk[-1] - ref.risk[0]) > 10 * (0.2 / np.sqrt(d))
 
 

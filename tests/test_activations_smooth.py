@@ -9,7 +9,7 @@ import mpmath as mp
 import numpy as np
 import pytest
 import twolayer as tl
-from conftest import MonteCarlo, assert_mc
+from conftest import MonteCarlo, assert_mc, assert_ode_follows_sgd
 from scipy.integrate import quad
 from scipy.special import erf, erfc
 from twolayer import kernels
@@ -323,8 +323,5 @@ def test_online_ode_against_sgd(act, spherical):
     ref = tl.ode.integrate(tl.Overlaps.from_networks(st, te), act, lr=lr, lr_readout=lr_readout, spherical=spherical,
                            times=ens.t, method="rk4", dt=0.05)
     assert ref.status == "completed"
-    for name in ("Q", "M", "risk"):
-        x, y = getattr(ens, name), getattr(ref, name)
-        tol = 4.0 * x.std(axis=0, ddof=1) / np.sqrt(x.shape[0]) + 0.2 / np.sqrt(d) + 2.0 / d
-        assert np.all(np.abs(x.mean(0) - y) <= tol), (name, np.abs(x.mean(0) - y).max())
+    assert_ode_follows_sgd(ens, ref, d)
     assert abs(ref.risk[-1] - ref.risk[0]) > 10 * (0.2 / np.sqrt(d))  # the dynamics moved measurably

@@ -8,7 +8,7 @@ import mpmath as mp
 import numpy as np
 import pytest
 import twolayer as tl
-from conftest import MonteCarlo, assert_mc
+from conftest import MonteCarlo, assert_mc, assert_ode_follows_sgd
 from twolayer import kernels
 from twolayer.activations import custom
 
@@ -238,10 +238,7 @@ def test_new_function_online_ode_against_sgd():
     ref = tl.ode.integrate(tl.Overlaps.from_networks(st, te), NEW, lr=lr, lr_readout=lr_readout, times=ens.t,
                            method="rk4", dt=0.05)
     assert ref.status == "completed"
-    for name in ("Q", "M", "risk"):
-        x, y = getattr(ens, name), getattr(ref, name)
-        tol = 4.0 * x.std(axis=0, ddof=1) / np.sqrt(x.shape[0]) + 0.2 / np.sqrt(d) + 2.0 / d
-        assert np.all(np.abs(x.mean(0) - y) <= tol), (name, np.abs(x.mean(0) - y).max())
+    assert_ode_follows_sgd(ens, ref, d)
 
 
 # ------------------------------------------------------------------ bad input
