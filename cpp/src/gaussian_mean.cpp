@@ -12,7 +12,6 @@
 
 #include "twolayer/cancel.hpp"
 #include "twolayer/gaussian.hpp"
-#include "twolayer/gaussian_relu_i4.hpp"
 #include "twolayer/gaussian_smooth.hpp"
 #include "twolayer/parallel.hpp"
 
@@ -144,27 +143,8 @@ double smoothed(A a, int k, double m, double s) {
       "(variance too large)");
 }
 
-// The 20-point Gauss-Legendre rule on [-1, 1], from the half table on [0, 1] of gaussian_relu_i4.hpp (node t and
-// its mirror 1 - t map to 2 t - 1 and 1 - 2 t), built once.
-constexpr int kGL = 20;
-struct GaussLegendre {
-  std::array<double, kGL> x{}, w{};
-  GaussLegendre() {
-    const auto half = detail::relu_i4_impl::gl20();
-    for (int i = 0; i < kGL / 2; ++i) {
-      x[i] = 2.0 * half.x[i] - 1.0;
-      x[kGL - 1 - i] = 1.0 - 2.0 * half.x[i];
-      w[i] = w[kGL - 1 - i] = 2.0 * half.w[i];
-    }
-  }
-};
-const GaussLegendre& gauss_legendre() {
-  static const GaussLegendre gl;
-  return gl;
-}
-
-// The n-point Gauss-Legendre rule on [-1, 1] (n = 6, 12 for the orthant probability at small |r|), by Newton's method
-// on the Legendre recurrence (nodes and weights to a few ulps), built once.
+// The n-point Gauss-Legendre rule on [-1, 1] by Newton's method on the Legendre recurrence (nodes and weights to a
+// few ulps), built once: the 20-point rule of the adaptive quadratures and the orthant probability, Genz's 6 and 12.
 template <int n>
 struct GaussLegendreRule {
   std::array<double, n> x{}, w{};
@@ -188,6 +168,13 @@ struct GaussLegendreRule {
     }
   }
 };
+
+constexpr int kGL = 20;
+using GaussLegendre = GaussLegendreRule<kGL>;
+const GaussLegendre& gauss_legendre() {
+  static const GaussLegendre gl;
+  return gl;
+}
 
 // A value of an integrand with its envelope: |value| <= envelope, the scale its quadrature is certified against.
 struct Enveloped {
