@@ -277,6 +277,13 @@ def orbit_tangents(student: Network, train_readout: bool, train_bias: bool = Fal
     return np.asarray(T / np.linalg.norm(T, axis=0), dtype=np.float64)
 
 
+def complement(tangents: NDArray[np.float64]) -> NDArray[np.float64]:
+    """An orthonormal basis (n, n - m) of the complement of orthonormal columns (n, m) (internal: the directions
+    across an orbit)."""
+    n, m = tangents.shape
+    return np.linalg.qr(tangents, mode="complete")[0][:, m:] if m else np.eye(n)
+
+
 def split_spectrum(H: ArrayLike, tangents: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """The Hessian's eigenvalues across and along given orthonormal directions.
 
@@ -317,7 +324,7 @@ def split_spectrum(H: ArrayLike, tangents: ArrayLike) -> tuple[NDArray[np.float6
     if not np.allclose(Hs, Hs.T, rtol=0.0, atol=1e-9):
         raise ValueError("H: expected a symmetric matrix")
     Hs = 0.5 * (Hs + Hs.T)
-    P = np.linalg.qr(T, mode="complete")[0][:, T.shape[1]:] if T.shape[1] else np.eye(n)
+    P = complement(T)
     with np.errstate(over="ignore"):
         transverse = np.linalg.eigvalsh(P.T @ Hs @ P) * unit
         flat = np.linalg.eigvalsh(T.T @ Hs @ T) * unit if T.shape[1] else np.empty(0)

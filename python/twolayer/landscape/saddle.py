@@ -31,7 +31,7 @@ from .._validation import INT32_MAX, boolean, integer, positive, real
 from ..networks import Network
 from ..overlaps import check_pair
 from .critical import CriticalPoint, euclidean_norm, flat_gradient, hessian_eigh, pack_weights, refine, unpack_weights
-from .orbit import orbit_tangents
+from .orbit import complement, orbit_tangents
 
 __all__ = ["saddle_search", "saddle_connections"]
 
@@ -58,7 +58,7 @@ def _transverse_eigh(net: Network, teacher: Network, tr: bool,
     T = orbit_tangents(net, tr, tb)
     if not (T.shape[1] and lam.size):
         return lam, V
-    P = np.linalg.qr(T, mode="complete")[0][:, T.shape[1]:]
+    P = complement(T)
     H = (V * lam) @ V.T
     lam_t, V_t = np.linalg.eigh(P.T @ (0.5 * (H + H.T)) @ P)
     return lam_t, P @ V_t
