@@ -212,10 +212,8 @@ OdeRhs::OdeRhs(const OdeModel& model) : m_(model), u_(model.K + model.M) {
     for (double vr : m_.v)
       if (vr != 0.0) throw std::invalid_argument("v: must be 0 with a target (the committee part is the student's)");
     const bool online = m_.regime == Regime::Online;
-    target_ = m_.biased ? std::make_shared<const TargetRhs>(*m_.target, m_.student, m_.K, online, m_.lr,
-                                                            m_.lr_readout, std::vector<double>{}, true)
-                        : std::make_shared<const TargetRhs>(*m_.target, m_.student, m_.K, online, m_.lr,
-                                                            m_.lr_readout);
+    target_ = std::make_shared<const TargetRhs>(*m_.target, m_.student, m_.K, online, m_.lr, m_.lr_readout,
+                                                std::vector<double>{}, m_.biased);
     project_ = m_.spherical;
     m_.spherical = false;
     committee_eval_ = eval_;

@@ -902,9 +902,6 @@ void target_unit_jet(const PolyTarget& t, double q, const double* m, Activation 
   for (int r = 0; r < k; ++r) out[o + 3 + r] = deriv_moment(conditional(df[r]), 2);
 }
 
-TargetRhs::TargetRhs(const PolyTarget& t, Activation act, int K, bool online, double lr, double lr_readout)
-    : TargetRhs(t, act, K, online, lr, lr_readout, {}) {}
-
 TargetRhs::TargetRhs(const PolyTarget& t, Activation act, int K, bool online, double lr, double lr_readout,
                      std::vector<double> bias, bool bias_in_state)
     : bias_in_state_(bias_in_state), t_(t), act_(act), K_(K), k_(t.k), online_(online), lr_(lr),

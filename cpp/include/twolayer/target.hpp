@@ -96,14 +96,12 @@ void target_unit_jet(const PolyTarget& t, double q, const double* m, Activation 
 // right-hand side (the committee RHS with v = 0) before the spherical projection.
 class TargetRhs {
  public:
-  // The five closed-form activations only (the ODE's and the SDE's target terms: smooth students are not verified
-  // there yet).
-  TargetRhs(const PolyTarget& t, Activation act, int K, bool online, double lr, double lr_readout);
-  // Any smooth activation, and biases b (K; empty for zero; relu and step at zero only): the fields are b_i + l_i
-  // (the large-batch map). bias_in_state: the biases are the state's instead, y = [Q, M, a, b] (the ODE of a target
-  // with biases, dynamics.hpp; `bias` is then unused).
+  // Any activation (the classic five at zero biases in closed form, the rest by certified quadrature), and biases
+  // b (K; empty for zero; relu and step at zero only): the fields are b_i + l_i (the large-batch map).
+  // bias_in_state: the biases are the state's instead, y = [Q, M, a, b] (the ODE of a target with biases,
+  // dynamics.hpp; `bias` is then unused).
   TargetRhs(const PolyTarget& t, Activation act, int K, bool online, double lr, double lr_readout,
-            std::vector<double> bias, bool bias_in_state = false);
+            std::vector<double> bias = {}, bool bias_in_state = false);
   // Adds to dQ (unprojected Phi, K x K), dM (K x k), da (K) at state y = [Q, M, a] (then b with bias_in_state),
   // with lr and lr_readout times rate (a learning-rate schedule's value).
   void add(const double* y, double* dQ, double* dM, double* da, double rate = 1.0) const;
