@@ -66,6 +66,20 @@ def test_dmft_matches_full_batch_gd_erf_committee(T):
     compare(erf_committee(2000), "erf", [1.0, -0.5], d=2000, seeds=16, T=T, alpha=3.0, lr=0.5, n_mc=100_000)
 
 
+def test_dmft_matches_full_batch_gd_committee_teacher_with_biases():
+    # a tanh committee with biases b* (labels sum_r v_r tanh(z_r + b*_r)): the DMFT follows full-batch GD, and the
+    # biases matter (the run without them ends elsewhere, by many standard errors)
+    d = 400
+    Wt = erf_committee(d).W
+    biased = tl.Network(Wt, np.array([1.0, 0.8]), "tanh", bias=[0.8, 0.6])
+    _, run = compare(biased, "erf", [1.0, 1.0], d=d, seeds=6, T=4, alpha=3.0, lr=0.3, n_mc=10_000, noise=0.1)
+    plain = full_batch.simulate(tl.Network(tl.Network.random(2, d, "erf", seed=5).W, np.array([1.0, 1.0]), "erf"),
+                                tl.Network(Wt, np.array([1.0, 0.8]), "tanh"), alpha=3.0, lr=0.3, n_steps=4, seeds=6,
+                                seed=3, project_init=True, noise=0.1)
+    diff = np.abs(run.mean("train_risk") - plain.mean("train_risk"))
+    assert np.all(diff > 10 * np.sqrt(run.sem("train_risk") ** 2 + plain.sem("train_risk") ** 2)), diff
+
+
 def test_one_pass_population_gd_matches_weight_space():
     # population GD on overlaps (alpha -> infinity limit) against exact weight-space population GD, erf committee
     d, lr, T = 8, 0.5, 6

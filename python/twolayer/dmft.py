@@ -2,7 +2,8 @@ r"""Dynamical mean-field theory (DMFT) of full-batch gradient descent on n = alp
 
 The finite-d process is :func:`twolayer.full_batch.simulate` (its docstring states the normalisation):
 lambda = W x / sqrt(d), f = sum_i a_i sigma(lambda_i) (fixed effective readout a in R^p), target y(z) of k
-orthonormal directions z = W* x / sqrt(d) (committee, Hermite polynomial or function), loss 1/2 (y - f)^2, and
+orthonormal directions z = W* x / sqrt(d) (committee, with its biases y = sum_r v_r sigma*(z_r + b*_r), Hermite
+polynomial or function), loss 1/2 (y - f)^2, and
 
     W^{t+1} = (1 - lr ridge) W^t + (lr sqrt(d) / n) sum_mu g(lambda_mu^t, y_mu) x_mu^T,
     g(h, y) = a * sigma'(h) (y - a . sigma(h))  in R^p.
@@ -142,7 +143,7 @@ def _matrix(x: Any, name: str, shape: tuple[int, int]) -> NDArray[np.float64]:
 
 def _directions_k(target: Any) -> int:
     if isinstance(target, Network):
-        check_network(target, "target")
+        check_network(target, "target", biases=True)  # the biases enter the labels only (full_batch.labels)
         if target.scaling != "sqrt_d" or not np.allclose(target.W @ target.W.T / target.d, np.eye(target.K),
                                                           atol=1e-8):
             raise ValueError("target: a committee teacher needs orthonormal rows in the scaling (P = I)")
@@ -161,8 +162,8 @@ def solve(target: Any, *, activation: str, a: ArrayLike, alpha: float, lr: float
     Parameters
     ----------
     target : Network or HermiteTarget or FunctionTarget
-        Committee teacher (orthonormal rows), polynomial or function target of k directions (only its labels
-        y(z) are used; d plays no role).
+        Committee teacher (orthonormal rows, with its biases if any), polynomial or function target of k
+        directions (only its labels y(z) are used; d plays no role).
     activation : str
         Student activation (any of :data:`twolayer.activations.ACTIVATIONS` with a pointwise derivative).
     a : array_like, shape (p,)
