@@ -20,24 +20,25 @@ def erf_committee(d: int):
     return tl.Network(Wt, np.array([1.0, 1.0]), "erf")
 
 
-def compare(target, act, a, d, seeds, T, alpha, lr, ridge=0.0, n_mc=40_000, z=Z, noise=0.0, risk_tol=0.02):
-    student = tl.Network(tl.Network.random(len(a), d, act, seed=5).W, np.asarray(a, dtype=float), act)
+def compare(target, act, a, d, seeds, T, alpha, lr, ridge=0.0, n_mc=40_000, z=Z, noise=0.0, risk_tol=0.02,
+            bias=None, lr_bias=0.0):
+    student = tl.Network(tl.Network.random(len(a), d, act, seed=5).W, np.asarray(a, dtype=float), act, bias=bias)
     run = full_batch.simulate(student, target, alpha=alpha, lr=lr, n_steps=T, ridge=ridge, seeds=seeds, seed=3,
-                              project_init=True, n_test=20_000, noise=noise)
+                              project_init=True, n_test=20_000, noise=noise, lr_bias=lr_bias)
     Wt = full_batch.directions(target)
     W0 = student.W - (student.W @ Wt.T / d) @ Wt
     res = dmft.solve(target, activation=act, a=student.effective_a, alpha=alpha, lr=lr, ridge=ridge, n_steps=T,
-                     Q0=W0 @ W0.T / d, n_mc=n_mc, n_groups=8, seed=11, noise=noise)
+                     Q0=W0 @ W0.T / d, n_mc=n_mc, n_groups=8, seed=11, noise=noise, bias=bias, lr_bias=lr_bias)
     assert res.status == "completed"
     worst = {}
-    for name in ("M", "Q", "train_risk"):
+    for name in ("M", "Q", "train_risk") + (("bias",) if lr_bias > 0 else ()):
         m, se = run.mean(name)[1:], run.sem(name)[1:]
         D, Dse = getattr(res, name)[1:], res.se[name][1:]
         err = np.abs(D - m) / np.sqrt(se**2 + Dse**2)
         worst[name] = float(err.max())
     # the test risk of the simulation uses one shared test draw (tiny seed-to-seed spread): compare on absolute scale
     worst["test_risk"] = float(np.max(np.abs(res.test_risk - run.mean("test_risk"))))
-    assert max(worst[n] for n in ("M", "Q", "train_risk")) < z, worst
+    assert max(v for n, v in worst.items() if n != "test_risk") < z, worst
     assert worst["test_risk"] < risk_tol, worst
     return worst, run
 
@@ -78,6 +79,23 @@ def test_dmft_matches_full_batch_gd_committee_teacher_with_biases():
                                 seed=3, project_init=True, noise=0.1)
     diff = np.abs(run.mean("train_risk") - plain.mean("train_risk"))
     assert np.all(diff > 10 * np.sqrt(run.sem("train_risk") ** 2 + plain.sem("train_risk") ** 2)), diff
+
+
+@pytest.mark.parametrize("lr_bias", [0.0, 0.6])
+def test_dmft_matches_full_batch_gd_with_student_biases(lr_bias):
+    # fixed and trained student biases (b <- b + lr_bias E[g], deterministic in the DMFT): relu on tanh(z1 + He3(z2))
+    _, run = compare(tanh_he3(400), "relu", [1.0, 1.0], d=400, seeds=6, T=4, alpha=3.0, lr=0.2, n_mc=10_000,
+                     bias=[0.4, -0.5], lr_bias=lr_bias)
+    if lr_bias > 0:  # the biases move by many standard errors
+        assert np.all(np.abs(run.mean("bias")[-1] - [0.4, -0.5]) > 10 * run.sem("bias")[-1])
+
+
+def test_dmft_student_and_teacher_biases_erf():
+    # an erf student with trained biases on a tanh committee with biases
+    d = 400
+    teacher = tl.Network(erf_committee(d).W, np.array([1.0, 0.8]), "tanh", bias=[0.8, 0.6])
+    compare(teacher, "erf", [1.0, 1.0], d=d, seeds=6, T=4, alpha=3.0, lr=0.3, n_mc=10_000, bias=[0.2, -0.3],
+            lr_bias=0.8)
 
 
 def test_one_pass_population_gd_matches_weight_space():
@@ -146,6 +164,20 @@ def test_bad_arguments():
         dmft.solve("tanh", **ok)
     with pytest.raises(MemoryError, match="n_mc"):
         dmft.solve(target, **{**ok, "n_mc": 10**9, "n_steps": 1000})
+    with pytest.raises(ValueError, match=r"bias: expected shape \(2,\)"):
+        dmft.solve(target, **ok, bias=[0.1, 0.2, 0.3])
+    with pytest.raises(ValueError, match="bias"):
+        dmft.solve(target, **ok, bias=[0.1, np.nan])
+    with pytest.raises(ValueError, match="lr_bias"):
+        dmft.solve(target, **ok, lr_bias=-1.0)
+    plain = dmft.solve(target, **ok)
+    assert plain.bias is None and "bias" not in plain.to_xarray()
+    biased = dmft.solve(target, **ok, bias=[0.1, 0.0])
+    np.testing.assert_array_equal(biased.bias, [[0.1, 0.0]] * 3)
+    assert biased.to_xarray()["bias"].dims == ("step", "student")
+    zero = dmft.solve(target, **ok, bias=[0.0, 0.0])  # zero biases: bitwise the run without
+    np.testing.assert_array_equal(zero.M, plain.M)
+    np.testing.assert_array_equal(zero.train_risk, plain.train_risk)
 
 
 def test_scan_engines_dmft_and_full_batch():

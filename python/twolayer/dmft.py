@@ -1,11 +1,13 @@
 r"""Dynamical mean-field theory (DMFT) of full-batch gradient descent on n = alpha d reused samples, d -> infinity.
 
 The finite-d process is :func:`twolayer.full_batch.simulate` (its docstring states the normalisation):
-lambda = W x / sqrt(d), f = sum_i a_i sigma(lambda_i) (fixed effective readout a in R^p), target y(z) of k
+lambda = W x / sqrt(d) + b, f = sum_i a_i sigma(lambda_i) (fixed effective readout a in R^p, student biases b, fixed
+or trained with ``lr_bias``), target y(z) of k
 orthonormal directions z = W* x / sqrt(d) (committee, with its biases y = sum_r v_r sigma*(z_r + b*_r), Hermite
 polynomial or function), loss 1/2 (y - f)^2, and
 
     W^{t+1} = (1 - lr ridge) W^t + (lr sqrt(d) / n) sum_mu g(lambda_mu^t, y_mu) x_mu^T,
+    b^{t+1} = b^t + (lr_bias / n) sum_mu g(lambda_mu^t, y_mu),
     g(h, y) = a * sigma'(h) (y - a . sigma(h))  in R^p.
 
 Iteration t here is step t there (lr = the first-order-methods paper's gamma0; the package's SGD with lr_sgd = lr d,
@@ -15,9 +17,11 @@ against the finite-d simulation, tests/test_dmft.py):
 
 Sample side (one training sample; z ~ N(0, I_k), y = y(z) + sqrt(noise) xi fixed in time):
 
-    h^t = M^t z + w^t + sum_{s<t} R_theta(t, s) g^s,   g^t = g(h^t, y),
+    h^t = b^t + M^t z + w^t + sum_{s<t} R_theta(t, s) g^s,   g^t = g(h^t, y),   b^{t+1} = b^t + lr_bias E[g^t],
     w ~ centred Gaussian process, E[w^t w^s^T] = C_theta(t, s),
-    C_g(t, s) = E[g^t g^s^T],   R_g(t, s) = E[d g^t / d w^s]  (s <= t; total derivative through the memory).
+    C_g(t, s) = E[g^t g^s^T],   R_g(t, s) = E[d g^t / d w^s]  (s <= t; total derivative through the memory),
+
+the biases deterministic (the mean over the n samples concentrates; one sample moves them by O(1/n)).
 
 Weight side (one coordinate of Theta, a p-vector; linear, hence Gaussian and solved exactly):
 
@@ -34,7 +38,7 @@ and the overlaps follow:
 
     M^{t+1} = (1 - eta lambda) M^t + eta E[g^t z^T],     Q^t = M^t M^t^T + C_theta(t, t),
     train risk = 1/2 E[(y - a . sigma(h^t))^2],
-    test risk = 1/2 E[(y(z) - a . sigma(M^t z + C_theta(t, t)^{1/2} zeta))^2]  (zeta ~ N(0, I_p)).
+    test risk = 1/2 E[(y(z) - a . sigma(b^t + M^t z + C_theta(t, t)^{1/2} zeta))^2]  (zeta ~ N(0, I_p)).
 
 R_g is computed without derivatives of sigma (so ReLU works) by Gaussian integration by parts: drawing
 w = L zeta (L the lower Cholesky factor of C_theta over times 0..t, zeta iid N(0, 1)), E[g^t zeta^T] = R_g(t, .) L,
@@ -84,6 +88,8 @@ class DmftResult:
         Train risk with the label noise; excess test risk.
     C_theta, R_theta, C_g, R_g : ndarray, shape (T+1, T+1, p, p)
         Kernels, block (t, s) a p x p matrix (R_theta strictly causal, R_g causal).
+    bias : ndarray, shape (T+1, p), or None
+        The student's biases (a run with biases: nonzero ones or ``lr_bias > 0``; None otherwise).
     se : dict of ndarray
         Monte Carlo standard error of each of the above (over ``n_groups``).
     status : str
@@ -111,6 +117,7 @@ class DmftResult:
     se: dict[str, NDArray[np.float64]] = field(default_factory=dict)
     status: str = "completed"
     meta: dict[str, Any] = field(default_factory=dict)
+    bias: NDArray[np.float64] | None = None
 
     @property
     def n_steps(self) -> int:
@@ -125,6 +132,8 @@ class DmftResult:
         dims = {"M": ("step", "student", "teacher"), "Q": ("step", "student", "student_b"),
                 "train_risk": ("step",), "test_risk": ("step",)}
         dims.update({k: ("step", "step_b", "student", "student_b") for k in _KERNELS})
+        if self.bias is not None:
+            dims["bias"] = ("step", "student")
         data = {}
         for name, dm in dims.items():
             data[name] = (dm, getattr(self, name))
@@ -156,7 +165,8 @@ def _directions_k(target: Any) -> int:
 
 def solve(target: Any, *, activation: str, a: ArrayLike, alpha: float, lr: float, n_steps: int,
           ridge: float = 0.0, noise: float = 0.0, Q0: ArrayLike | None = None, M0: ArrayLike | None = None,
-          n_mc: int = 100_000, n_groups: int = 8, seed: int = 0, n_threads: int | None = None) -> DmftResult:
+          n_mc: int = 100_000, n_groups: int = 8, seed: int = 0, n_threads: int | None = None,
+          bias: ArrayLike | None = None, lr_bias: float = 0.0) -> DmftResult:
     """Solve the DMFT of full-batch GD (module docstring) for ``n_steps`` iterations.
 
     Parameters
@@ -188,6 +198,10 @@ def solve(target: Any, *, activation: str, a: ArrayLike, alpha: float, lr: float
         Master seed of the Philox streams.
     n_threads : int, optional
         OpenMP threads (None: the OpenMP default).
+    bias : array_like, shape (p,), optional
+        Initial student biases b (default 0).
+    lr_bias : float, default 0
+        Step of the biases, b <- b + lr_bias E[g] (full batch's ``lr_bias``; 0: fixed).
 
     Returns
     -------
@@ -224,6 +238,11 @@ def solve(target: Any, *, activation: str, a: ArrayLike, alpha: float, lr: float
     G = integer(n_groups, "n_groups", 1, 10**4)
     seed_ = seed_arg(seed)
     threads = n_threads_arg(n_threads)
+    b0 = np.zeros(p) if bias is None else as_float_array(bias, "bias", ndim=1)
+    if b0.shape != (p,):
+        raise ValueError(f"bias: expected shape ({p},) (one per entry of a), got {b0.shape}")
+    lr_b = positive(lr_bias, "lr_bias", allow_zero=True)
+    biased = bool(np.any(b0 != 0.0) or lr_b > 0)
     Q0_ = np.eye(p) if Q0 is None else _matrix(Q0, "Q0", (p, p))
     M0_ = np.zeros((p, k)) if M0 is None else _matrix(M0, "M0", (p, k))
     C0 = Q0_ - M0_ @ M0_.T
@@ -249,13 +268,13 @@ def solve(target: Any, *, activation: str, a: ArrayLike, alpha: float, lr: float
     if noise_ > 0:
         y = y + math.sqrt(noise_) * np.stack([_core.rng_gaussians(seed_, g, _STREAM_NOISE, 0, S) for g in range(G)])
     meta = {"activation": act, "alpha": alpha_, "lr": lr_, "ridge": ridge_, "noise": noise_, "n_steps": T,
-            "n_mc": S, "n_groups": G, "seed": seed_, "p": p, "k": k}
+            "n_mc": S, "n_groups": G, "seed": seed_, "p": p, "k": k, **({"lr_bias": lr_b} if biased else {})}
 
     def build(raw: dict[str, Any], status: str | None = None) -> DmftResult:
         n = int(raw["steps_done"])
         vals: dict[str, NDArray[np.float64]] = {}
         se: dict[str, NDArray[np.float64]] = {}
-        for name in _CURVES + _KERNELS:
+        for name in _CURVES + _KERNELS + (("bias",) if biased else ()):
             x = np.asarray(raw[name])
             x = x[:, :n, :n] if name in _KERNELS else x[:, :n]
             vals[name] = x.mean(axis=0)
@@ -264,7 +283,8 @@ def solve(target: Any, *, activation: str, a: ArrayLike, alpha: float, lr: float
         return DmftResult(**vals, se=se, status=st, meta=meta)
 
     with partial_result(lambda raw: build(raw, "interrupted")):
-        raw = _core.dmft_solve(a_, act, z, y, zt, yt, M0_, C0, lr_, ridge_, alpha_, T, seed_, threads)
+        raw = _core.dmft_solve(a_, act, z, y, zt, yt, M0_, C0, lr_, ridge_, alpha_, T, seed_, threads,
+                               bias=b0 if biased else None, lr_bias=lr_b)
     return build(raw)
 
 
