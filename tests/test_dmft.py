@@ -193,6 +193,35 @@ def test_scan_engines_dmft_and_full_batch():
     assert fb["train_risk"].shape == (2, 2, 3) and np.all(np.isfinite(fb["train_risk"].values))
 
 
+def test_scan_engines_dmft_and_full_batch_with_biases():
+    # bias, teacher_bias, lr_bias in the dmft and full_batch engines: each configuration is the direct call
+    const = {"n_steps": 2, "lr": 0.5, "alpha": 3.0, "activation": "tanh", "teacher_bias": [0.3, -0.2]}
+    axes = {"bias": [0.0, [0.2, -0.1]], "lr_bias": [0.0, 0.5]}
+    ds = tl.scan.run(tl.scan.Scan(engine="dmft", constants={**const, "n_mc": 2000, "n_groups": 4}, axes=axes))
+    fb = tl.scan.run(tl.scan.Scan(engine="full_batch", constants={**const, "d": 50, "seeds": 2}, axes=axes))
+    assert ds["bias"].dims == ("param_bias", "lr_bias", "step", "student")
+    assert fb["bias"].dims == ("param_bias", "lr_bias", "member", "step", "student")
+    full = {"alpha": 3.0, "lr": 0.5, "n_steps": 2, "activation": "tanh", "teacher_bias": [0.3, -0.2]}
+    for i, b in enumerate([[0.0, 0.0], [0.2, -0.1]]):
+        for j, lrb in enumerate([0.0, 0.5]):
+            teacher, a = tl.scan.engines._reuse_problem(tl.scan.engines.ENGINES["dmft"].complete(full), 2)
+            np.testing.assert_array_equal(teacher.bias, [0.3, -0.2])
+            one = dmft.solve(teacher, activation="tanh", a=a, alpha=3.0, lr=0.5, n_steps=2, n_mc=2000, n_groups=4,
+                             bias=b, lr_bias=lrb)
+            np.testing.assert_array_equal(ds["train_risk"].values[i, j], one.train_risk)
+            np.testing.assert_array_equal(ds["bias"].values[i, j], np.broadcast_to(b, (3, 2)) if one.bias is None
+                                          else one.bias)
+            teacher, a = tl.scan.engines._reuse_problem(tl.scan.engines.ENGINES["full_batch"].complete(
+                {**full, "d": 50}), 50)
+            s0 = tl.Network.random(2, 50, "tanh", seed=0)
+            run = full_batch.simulate(tl.Network(s0.W, a, "tanh", bias=b), teacher, alpha=3.0, lr=0.5, n_steps=2,
+                                      seeds=2, project_init=True, lr_bias=lrb)
+            np.testing.assert_array_equal(fb["test_risk"].values[i, j], run.test_risk)
+            np.testing.assert_array_equal(fb["bias"].values[i, j], np.broadcast_to(b, (2, 3, 2)) if run.bias is None
+                                          else run.bias)
+    assert np.abs(ds["bias"].values[1, 1, -1] - [0.2, -0.1]).max() > 1e-3
+
+
 def test_one_pass_matches_large_batch_map():
     # finite alpha: seed 002's large-batch map (tl.ode, exact expectations) for an erf committee
     target = erf_committee(2)

@@ -22,9 +22,12 @@ call, returning the group's arrays (configuration first).
 * ``"dmft"``: :func:`twolayer.dmft.solve` (reused batches, d -> infinity), one call per configuration, on an
   orthonormal committee teacher of ``M`` units (``teacher_activation``, readout 1 or 1/M) from Q(0) = I, M(0) = 0
   with the student readout 1 (``readout="sum"``) or 1/K: ``alpha``, ``lr``, ``ridge``, ``noise``, ``n_steps``,
-  ``n_mc``, ``n_groups``, ``seed``; records over ``step`` with Monte Carlo standard errors (``<name>_se``).
+  ``n_mc``, ``n_groups``, ``seed``, and the biases ``bias``, ``teacher_bias``, ``lr_bias`` (as in the ODE engine;
+  a scan that names one stores ``bias`` (step, student) and ``teacher_bias``); records over ``step`` with Monte
+  Carlo standard errors (``<name>_se``).
 * ``"full_batch"``: :func:`twolayer.full_batch.simulate` (the same process at finite ``d``, ``seeds`` training
-  sets, the ``run`` dimension), same teacher (orthonormal rows from ``seed``) and parameters, plus ``lr_readout``.
+  sets, the ``run`` dimension), same teacher (orthonormal rows from ``seed``) and parameters, plus ``lr_readout``
+  (the biases stored over (member, step, student)).
 * ``"descend"``: :func:`twolayer.population.descend`, ``"multistart"``: :func:`twolayer.landscape.multistart`
   (one call per configuration: the core has no batch of these).
 * a function of yours: ``function(**config) -> {name: array}``, once per configuration; given as the callable
@@ -646,13 +649,15 @@ _SGD_PARAMS: _Params = {
 
 
 def _reuse_problem(c: Mapping[str, Any], d: int) -> tuple[Any, NDArray[np.float64]]:
-    """The orthonormal committee teacher (d, seed) and the student readout of a dmft/full_batch configuration."""
+    """The orthonormal committee teacher (d, seed, with its ``teacher_bias``) and the student readout of a
+    dmft/full_batch configuration."""
     from ..networks import Network
 
     mean = c["readout"] == "mean"
     rng = np.random.Generator(np.random.Philox(key=[c["seed"], 3]))
     Wt = np.linalg.qr(rng.standard_normal((d, c["M"])))[0].T * math.sqrt(d)
-    teacher = Network(Wt, np.full(c["M"], 1.0 / c["M"] if mean else 1.0), c["teacher_activation"] or c["activation"])
+    teacher = Network(Wt, np.full(c["M"], 1.0 / c["M"] if mean else 1.0), c["teacher_activation"] or c["activation"],
+                      bias=_units(c.get("teacher_bias") or 0.0, c["M"], "teacher_bias"))
     return teacher, np.full(c["K"], 1.0 / c["K"] if mean else 1.0)
 
 
@@ -664,11 +669,17 @@ def _run_dmft(configs: list[dict[str, Any]]) -> Part:
         teacher, a = _reuse_problem(c, max(c["M"], 1))
         r = solve(teacher, activation=c["activation"], a=a, alpha=c["alpha"], lr=c["lr"], ridge=c["ridge"],
                   noise=c["noise"], n_steps=c["n_steps"], n_mc=c["n_mc"], n_groups=c["n_groups"], seed=c["seed"],
-                  n_threads=c["n_threads"])
+                  n_threads=c["n_threads"], bias=_units(c.get("bias") or 0.0, c["K"], "bias"),
+                  lr_bias=c.get("lr_bias") or 0.0)
         T = c["n_steps"] + 1
         row: dict[str, tuple[tuple[str, ...], Any]] = {"status": ((), np.array(r.status))}
-        for name, dims in (("M", ("step", "student", "teacher")), ("Q", ("step", "student", "student2")),
-                           ("train_risk", ("step",)), ("test_risk", ("step",))):
+        curves = (("M", ("step", "student", "teacher")), ("Q", ("step", "student", "student2")),
+                  ("train_risk", ("step",)), ("test_risk", ("step",)))
+        if _biased(configs):  # as the ODE engine: every member of a scan that names a bias parameter
+            bias = np.zeros((len(r.M), c["K"])) if r.bias is None else r.bias  # None: zero and fixed
+            row["bias"] = (("step", "student"), _pad_rows(bias, T))
+            row["teacher_bias"] = (("teacher",), teacher.bias)
+        for name, dims in curves:
             row[name] = (dims, _pad_rows(getattr(r, name), T))
             row[name + "_se"] = (dims, _pad_rows(r.se[name], T))
         rows.append(row)
@@ -683,13 +694,17 @@ def _run_full_batch(configs: list[dict[str, Any]]) -> Part:
     for c in configs:
         teacher, a = _reuse_problem(c, c["d"])
         student = Network.random(c["K"], c["d"], c["activation"], seed=c["seed"])
-        student = Network(student.W, a, c["activation"])
+        student = Network(student.W, a, c["activation"], bias=_units(c.get("bias") or 0.0, c["K"], "bias"))
         r = simulate(student, teacher, alpha=c["alpha"], lr=c["lr"], ridge=c["ridge"], noise=c["noise"],
                      n_steps=c["n_steps"], seeds=c["seeds"], seed=c["seed"], project_init=True,
-                     lr_readout=c["lr_readout"])
-        rows.append({"M": (("member", "step", "student", "teacher"), r.M),
-                     "Q": (("member", "step", "student", "student2"), r.Q), "a": (("member", "step", "student"), r.a),
-                     "train_risk": (("member", "step"), r.train_risk), "test_risk": (("member", "step"), r.test_risk)})
+                     lr_readout=c["lr_readout"], lr_bias=c.get("lr_bias") or 0.0)
+        row = {"M": (("member", "step", "student", "teacher"), r.M),
+               "Q": (("member", "step", "student", "student2"), r.Q), "a": (("member", "step", "student"), r.a),
+               "train_risk": (("member", "step"), r.train_risk), "test_risk": (("member", "step"), r.test_risk)}
+        if _biased(configs):  # zeros where the run had none (as the ODE engine)
+            row["bias"] = (("member", "step", "student"), _recorded_bias(r.bias, r.a))
+            row["teacher_bias"] = (("teacher",), teacher.bias)
+        rows.append(row)
     return Part(_stack_parts(rows), {"step": (("step",), np.arange(configs[0]["n_steps"] + 1))})
 
 
@@ -697,6 +712,7 @@ _REUSE_PARAMS: _Params = {
     "K": (2, _int(1)), "M": (2, _int(1)), "activation": ("erf", _act), "teacher_activation": (None, _act),
     "readout": ("sum", _choice("sum", "mean")), "alpha": (REQUIRED, _pos), "lr": (REQUIRED, _pos),
     "ridge": (0.0, _nonneg), "noise": (0.0, _nonneg), "n_steps": (REQUIRED, _int(0)), "seed": (0, seed_arg),
+    "bias": (None, _bias), "teacher_bias": (None, _bias), "lr_bias": (None, _nonneg),
 }
 _DMFT_PARAMS: _Params = {**_REUSE_PARAMS, "n_mc": (100_000, _int(1)), "n_groups": (8, _int(2)),
                          "n_threads": (None, _int(1))}
@@ -773,9 +789,10 @@ ENGINES: dict[str, Engine] = {
     "sgd": Engine("sgd", _SGD_PARAMS, _run_sgd, 64, batched=frozenset({"lr", "lr_readout", "noise", "lr_bias"}),
                   check_together=_bias_sizes,
                   renamed={"records": "n_records", "n_points": "n_records"}),
-    "dmft": Engine("dmft", _DMFT_PARAMS, _run_dmft, 4, shape_keys=("K", "M", "n_steps")),
+    "dmft": Engine("dmft", _DMFT_PARAMS, _run_dmft, 4, shape_keys=("K", "M", "n_steps"), check_together=_bias_sizes),
     "full_batch": Engine("full_batch", _FULL_BATCH_PARAMS, _run_full_batch, 4, shape_keys=("K", "M", "n_steps",
-                                                                                           "seeds")),
+                                                                                           "seeds"),
+                         check_together=_bias_sizes),
     "descend": Engine("descend", _DESCEND_PARAMS, _run_descend, 16, shape_keys=("K", "M", "n_steps", "n_records"),
                       renamed={"steps": "n_steps", "records": "n_records", "n_points": "n_records"}),
     "multistart": Engine("multistart", _MULTISTART_PARAMS, _run_multistart, 4, shape_keys=("runs",),
