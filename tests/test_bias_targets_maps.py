@@ -345,7 +345,7 @@ def test_full_batch_without_biases_unchanged() -> None:
         tl.full_batch.simulate(s, tgt, alpha=2.0, lr=0.1, n_steps=1, lr_bias=-1.0)
 
 
-def _committee(d: int, act: str, v: list[float], bias: list[float], seed: int) -> tl.Network:
+def _orthonormal_committee(d: int, act: str, v: list[float], bias: list[float], seed: int) -> tl.Network:
     """A committee teacher with orthonormal rows (P = I) and biases."""
     q, _ = np.linalg.qr(np.random.default_rng(seed).standard_normal((d, len(v))))
     return tl.Network(np.sqrt(d) * q.T, v, act, bias=bias)
@@ -361,7 +361,7 @@ def test_full_batch_committee_teacher_with_biases(act: str) -> None:
     the teacher biases and noise, trained student biases) gives the recorded train risk, and the recorded test risk is
     tl.population.risk of the replica's weights with both networks' biases (exact)."""
     d, alpha, lr, lr_b, noise, T, seed = 40, 2.0, 0.3, 0.5, 0.1, 3, 7
-    tgt = _committee(d, act, [1.0, -0.7], [0.4, -0.3], seed=2)
+    tgt = _orthonormal_committee(d, act, [1.0, -0.7], [0.4, -0.3], seed=2)
     s = _student(act, d, seed=3)
     z = np.random.default_rng(4).standard_normal((6, 2))
     np.testing.assert_allclose(tl.full_batch.labels(tgt, z), _NUMPY[act](z + [0.4, -0.3]) @ [1.0, -0.7],
