@@ -115,6 +115,27 @@ def test_one_pass_population_gd_matches_weight_space():
     np.testing.assert_allclose(pop["M"], np.array(Ms), atol=5e-3)
 
 
+def test_one_pass_population_gd_with_biases_matches_weight_space():
+    # the same with a biased tanh committee and trained student biases (population.gradient with train_bias)
+    d, lr, lr_b, T = 8, 0.5, 0.7, 6
+    target = tl.Network(erf_committee(d).W, np.array([1.0, 0.8]), "tanh", bias=[0.5, -0.4])
+    student = tl.Network(tl.Network.random(2, d, "tanh", seed=2).W, np.array([1.0, -0.5]), "tanh", bias=[0.2, 0.1])
+    W, b = student.W.copy(), student.bias.copy()
+    Ms, bs = [], []
+    for _ in range(T + 1):
+        Ms.append(W @ target.W.T / d)
+        bs.append(b.copy())
+        dW, _, db = tl.population.gradient(student.with_weights(W, bias=b), target, train_readout=False,
+                                           train_bias=True)
+        W, b = W - lr * d * dW, b - lr_b * db
+    Q0, M0 = student.W @ student.W.T / d, student.W @ target.W.T / d
+    pop = dmft.one_pass(target, activation="tanh", a=student.effective_a, lr=lr, n_steps=T, Q0=Q0, M0=M0,
+                        n_mc=400_000, bias=student.bias, lr_bias=lr_b)
+    np.testing.assert_allclose(pop["M"], np.array(Ms), atol=5e-3)
+    np.testing.assert_allclose(pop["bias"], np.array(bs), atol=5e-3)
+    assert np.abs(bs[-1] - bs[0]).max() > 0.03
+
+
 @pytest.mark.slow
 def test_alpha_to_infinity_is_population_gd():
     # alpha -> infinity: memory (eta / alpha) and noise (eta^2 / alpha) vanish; DMFT -> population GD, step lr

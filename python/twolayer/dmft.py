@@ -163,6 +163,14 @@ def _directions_k(target: Any) -> int:
                     f"{type(target).__name__}")
 
 
+def _bias_args(bias: ArrayLike | None, lr_bias: float, p: int) -> tuple[NDArray[np.float64], float]:
+    """The checked initial biases (p; zeros for None) and their step."""
+    b0 = np.zeros(p) if bias is None else as_float_array(bias, "bias", ndim=1)
+    if b0.shape != (p,):
+        raise ValueError(f"bias: expected shape ({p},) (one per entry of a), got {b0.shape}")
+    return b0, positive(lr_bias, "lr_bias", allow_zero=True)
+
+
 def solve(target: Any, *, activation: str, a: ArrayLike, alpha: float, lr: float, n_steps: int,
           ridge: float = 0.0, noise: float = 0.0, Q0: ArrayLike | None = None, M0: ArrayLike | None = None,
           n_mc: int = 100_000, n_groups: int = 8, seed: int = 0, n_threads: int | None = None,
@@ -238,10 +246,7 @@ def solve(target: Any, *, activation: str, a: ArrayLike, alpha: float, lr: float
     G = integer(n_groups, "n_groups", 1, 10**4)
     seed_ = seed_arg(seed)
     threads = n_threads_arg(n_threads)
-    b0 = np.zeros(p) if bias is None else as_float_array(bias, "bias", ndim=1)
-    if b0.shape != (p,):
-        raise ValueError(f"bias: expected shape ({p},) (one per entry of a), got {b0.shape}")
-    lr_b = positive(lr_bias, "lr_bias", allow_zero=True)
+    b0, lr_b = _bias_args(bias, lr_bias, p)
     biased = bool(np.any(b0 != 0.0) or lr_b > 0)
     Q0_ = np.eye(p) if Q0 is None else _matrix(Q0, "Q0", (p, p))
     M0_ = np.zeros((p, k)) if M0 is None else _matrix(M0, "M0", (p, k))
@@ -290,16 +295,17 @@ def solve(target: Any, *, activation: str, a: ArrayLike, alpha: float, lr: float
 
 def one_pass(target: Any, *, activation: str, a: ArrayLike, lr: float, n_steps: int, alpha: float = math.inf,
              ridge: float = 0.0, Q0: ArrayLike | None = None, M0: ArrayLike | None = None, n_mc: int = 400_000,
-             seed: int = 0) -> dict[str, NDArray[np.float64]]:
+             seed: int = 0, bias: ArrayLike | None = None, lr_bias: float = 0.0) -> dict[str, NDArray[np.float64]]:
     """The one-pass counterpart of :func:`solve`: GD on a fresh batch of n = alpha d samples at every step, d -> inf
     (the first-order-methods paper's large-batch map with a ridge), on the overlaps, Theta = C^{1/2}:
     M <- (1 - lr ridge) M + lr E[g z^T], C <- B C B^T + (lr^2 / alpha) E[g g^T], B = (1 - lr ridge) I + lr E[dg/dh],
-    Q = M M^T + C. ``alpha = inf`` is population gradient descent with step ``lr`` (the alpha -> infinity limit of
-    :func:`solve`). Expectations by Monte Carlo over (z, zeta), E[dg/dh] by integration by parts.
+    Q = M M^T + C, and the student biases b <- b + lr_bias E[g] (the fields b + M z + C^{1/2} zeta). ``alpha = inf`` is
+    population gradient descent with step ``lr`` (the alpha -> infinity limit of :func:`solve`). Expectations by
+    Monte Carlo over (z, zeta), E[dg/dh] by integration by parts.
 
     Parameters
     ----------
-    target, activation, a, lr, n_steps, ridge, Q0, M0
+    target, activation, a, lr, n_steps, ridge, Q0, M0, bias, lr_bias
         As in :func:`solve`.
     alpha : float, default inf
         Fresh samples per dimension and step (inf: population gradient descent).
@@ -311,7 +317,7 @@ def one_pass(target: Any, *, activation: str, a: ArrayLike, lr: float, n_steps: 
     Returns
     -------
     dict
-        M (T+1, p, k), Q (T+1, p, p), test_risk (T+1,).
+        M (T+1, p, k), Q (T+1, p, p), test_risk (T+1,); bias (T+1, p) in a run with biases.
 
     Examples
     --------
@@ -326,6 +332,7 @@ def one_pass(target: Any, *, activation: str, a: ArrayLike, lr: float, n_steps: 
     lr_, ridge_ = positive(lr, "lr"), positive(ridge, "ridge", allow_zero=True)
     alpha_ = math.inf if alpha == math.inf else positive(alpha, "alpha")
     T = integer(n_steps, "n_steps", 0, 100_000)
+    b, lr_b = _bias_args(bias, lr_bias, p)
     rng = np.random.Generator(np.random.Philox(key=[seed_arg(seed), 7]))
     z = rng.standard_normal((n_mc, k))
     zeta = rng.standard_normal((n_mc, p))
@@ -333,14 +340,15 @@ def one_pass(target: Any, *, activation: str, a: ArrayLike, lr: float, n_steps: 
     M = np.zeros((p, k)) if M0 is None else _matrix(M0, "M0", (p, k)).copy()
     C = (np.eye(p) if Q0 is None else _matrix(Q0, "Q0", (p, p))) - M @ M.T
     from .activations import derivative, sigma
-    Ms, Qs, risk = [], [], []
+    Ms, Qs, risk, bs = [], [], [], []
     for t in range(T + 1):
         w, V = np.linalg.eigh(0.5 * (C + C.T))
         Lc = V * np.sqrt(np.clip(w, 0, None))
-        h = z @ M.T + zeta @ Lc.T
+        h = b + z @ M.T + zeta @ Lc.T
         E = y - np.asarray(sigma(act, h)) @ a_  # type: ignore[arg-type,operator]
         Ms.append(M.copy())
         Qs.append(M @ M.T + C)
+        bs.append(b.copy())
         risk.append(0.5 * float(np.mean(E * E)))
         if t == T:
             break
@@ -349,4 +357,7 @@ def one_pass(target: Any, *, activation: str, a: ArrayLike, lr: float, n_steps: 
         M = (1 - lr_ * ridge_) * M + lr_ * g.T @ z / n_mc
         B = (1 - lr_ * ridge_) * np.eye(p) + lr_ * J
         C = B @ C @ B.T + (lr_**2 / alpha_) * (g.T @ g / n_mc)
-    return {"M": np.array(Ms), "Q": np.array(Qs), "test_risk": np.array(risk)}
+        b = b + lr_b * g.mean(axis=0)
+    biased = bool(np.any(bs[0] != 0.0) or lr_b > 0)
+    return {"M": np.array(Ms), "Q": np.array(Qs), "test_risk": np.array(risk),
+            **({"bias": np.array(bs)} if biased else {})}
