@@ -90,6 +90,16 @@ def test_dmft_matches_full_batch_gd_with_student_biases(lr_bias):
         assert np.all(np.abs(run.mean("bias")[-1] - [0.4, -0.5]) > 10 * run.sem("bias")[-1])
 
 
+@pytest.mark.slow
+def test_dmft_matches_full_batch_gd_with_biases_large_d():
+    # d = 2000, T = 7: trained relu biases on tanh(z1 + He3(z2)), and erf with biases on a biased tanh committee
+    compare(tanh_he3(2000), "relu", [1.0, 1.0], d=2000, seeds=16, T=7, alpha=3.0, lr=0.2, n_mc=100_000,
+            bias=[0.4, -0.5], lr_bias=0.6)
+    teacher = tl.Network(erf_committee(2000).W, np.array([1.0, 0.8]), "tanh", bias=[0.8, 0.6])
+    compare(teacher, "erf", [1.0, 1.0], d=2000, seeds=16, T=7, alpha=3.0, lr=0.3, n_mc=100_000, bias=[0.2, -0.3],
+            lr_bias=0.8)
+
+
 def test_dmft_student_and_teacher_biases_erf():
     # an erf student with trained biases on a tanh committee with biases
     d = 400
