@@ -512,7 +512,8 @@ def _run_large_batch(configs: list[dict[str, Any]]) -> Part:
                        n_steps=c["n_steps"], n_threads=c["n_threads"], lr_bias=c["lr_bias"] or 0.0)
         if biased:
             b = _recorded_bias(tr.bias, tr.a)
-            rows.append({"bias": (("t", "student"), _pad_rows(b, T)), "bias_final": (("student",), b[-1]),
+            final = b[-1] if len(b) else np.full(a.shape[1], np.nan)  # (a start that diverged has no rows)
+            rows.append({"bias": (("t", "student"), _pad_rows(b, T)), "bias_final": (("student",), final),
                          "teacher_bias": (("teacher",), np.array(biases[i]["teacher_bias"]))})
         else:
             rows.append({})
