@@ -56,20 +56,6 @@ def test_overlaps_carry_the_biases(pair: tuple[tl.Network, tl.Network]) -> None:
         tl.Overlaps(ov.Q, ov.M, ov.P, ov.a, ov.v, teacher_bias=[1.0])
 
 
-def test_functions_without_bias_support_refuse_nonzero_biases(pair: tuple[tl.Network, tl.Network]) -> None:
-    s, t = pair
-    refusing = {
-        # (the SDE takes biases: smooth units in test_sde_bias.py, relu/step in test_sde_relu_bias.py; the
-        # large-batch map, layerwise, simulate_layerwise and full_batch's student in test_bias_targets_maps.py)
-        "full_batch.simulate(teacher bias)": lambda: tl.full_batch.simulate(
-            s, t.with_weights(t.W, bias=[0.3, 0.0]), lr=0.5, alpha=2.0, n_steps=2),
-    }
-    for name, call in refusing.items():
-        with pytest.raises(NotImplementedError, match="does not handle biases yet"):
-            call()
-        assert name  # (named for the failure message of pytest's assertion rewriting)
-
-
 def test_zero_biases_change_nothing() -> None:
     s, t = tl.networks.teacher_student(2, 2, 40, "erf", seed=3)
     s0 = s.with_weights(s.W, bias=np.zeros(2))

@@ -271,8 +271,60 @@ def test_scan_bias_parameters_are_checked() -> None:
         tl.scan.Scan("ode", constants={"t_max": 1.0, "lr": 0.5}, axes={"bias": [0.0, [0.1, 0.2, 0.3]]})
     with pytest.raises(ValueError, match=r"constants.lr_bias"):
         tl.scan.Scan("ode", constants={"t_max": 1.0, "lr": 0.5, "lr_bias": -1.0})
-    with pytest.raises(ValueError, match="large_batch.*biases"):
-        tl.scan.Scan("ode", constants={"regime": "large_batch", "n_steps": 3, "batch_ratio": 1.0, "lr": 0.5,
-                                       "bias": 0.1})
+    with pytest.raises(ValueError, match=r"axes.teacher_bias: a list of 3 biases, but M is 2"):
+        tl.scan.Scan("ode", constants={"regime": "large_batch", "n_steps": 3, "batch_ratio": 1.0, "lr": 0.5},
+                     axes={"teacher_bias": [0.0, [0.1, 0.2, 0.3]]})
+    with pytest.raises(ValueError, match=r"axes.bias: a list of 3 biases, but K is 2"):
+        tl.scan.Scan("sgd", constants={"t_max": 1.0, "lr": 0.5}, axes={"bias": [0.0, [0.1, 0.2, 0.3]]})
+    with pytest.raises(ValueError, match=r"constants.lr_bias"):
+        tl.scan.Scan("sgd", constants={"t_max": 1.0, "lr": 0.5, "lr_bias": -1.0})
     with pytest.raises((ValueError, TypeError), match=r"bias"):
         tl.scan.Scan("ode", constants={"t_max": 1.0, "lr": 0.5}, axes={"bias": [0.0, "x"]})
+
+
+def test_scan_large_batch_map_with_biases() -> None:
+    """The large-batch regime of an ODE scan takes student and teacher biases and lr_bias: each configuration is
+    integrate(regime="large_batch") of its start with those biases, and the scan stores them as the ODE does."""
+    pytest.importorskip("xarray")
+    const = {"K": 2, "M": 2, "d": 40, "regime": "large_batch", "n_steps": 3, "batch_ratio": 2.0, "lr": 0.5,
+             "activation": "tanh", "teacher_bias": [0.5, -0.5]}
+    ds = tl.scan.run(tl.scan.Scan("ode", constants=const, axes={"bias": [0.0, [0.3, -0.2]], "lr_bias": [0.0, 1.0]}))
+    assert ds["bias"].dims == ("param_bias", "lr_bias", "t", "student")
+    for i, b in enumerate([0.0, [0.3, -0.2]]):
+        for j, lrb in enumerate([0.0, 1.0]):
+            ov = tl.scan.initial_overlaps({"K": 2, "M": 2, "d": 40})
+            ov = tl.Overlaps(ov.Q, ov.M, ov.P, ov.a, ov.v, bias=np.broadcast_to(b, 2), teacher_bias=[0.5, -0.5])
+            alone = tl.ode.integrate(ov, "tanh", lr=0.5, lr_bias=lrb, regime="large_batch", batch_ratio=2.0,
+                                     n_steps=3)
+            for name in ("risk", "Q", "M", "bias"):
+                np.testing.assert_array_equal(ds[name].values[i, j], getattr(alone, name), err_msg=name)
+            np.testing.assert_array_equal(ds["bias_final"].values[i, j], alone.bias[-1])
+            np.testing.assert_array_equal(ds["teacher_bias"].values[i, j], [0.5, -0.5])
+    assert np.abs(ds["bias"].values[:, 1, -1] - ds["bias"].values[:, 1, 0]).max() > 1e-3  # trained: they move
+    unbiased = const.copy()
+    del unbiased["teacher_bias"], unbiased["lr"]
+    assert "bias" not in tl.scan.run(tl.scan.Scan("ode", constants=unbiased, axes={"lr": [0.5]}))
+
+
+def test_scan_sgd_with_biases() -> None:
+    """An SGD scan takes bias, teacher_bias (shared by a group's networks) and lr_bias (per run): each configuration
+    is tl.sgd.simulate of its networks with those biases, bit for bit, and the scan stores them."""
+    pytest.importorskip("xarray")
+    const = {"K": 2, "M": 1, "d": 50, "t_max": 1.0, "n_records": 3, "lr": 0.5, "seeds": 2, "activation": "tanh",
+             "teacher_bias": 0.4}
+    ds = tl.scan.run(tl.scan.Scan("sgd", constants=const, axes={"bias": [0.0, [0.3, -0.2]], "lr_bias": [0.0, 1.0]}))
+    assert ds["bias"].dims == ("param_bias", "lr_bias", "member", "t", "student")
+    s0, t0 = tl.scan.initial_networks({"K": 2, "M": 1, "d": 50, "activation": "tanh"})
+    for i, b in enumerate([0.0, [0.3, -0.2]]):
+        student = s0.with_weights(s0.W, bias=np.broadcast_to(b, 2))
+        teacher = t0.with_weights(t0.W, bias=[0.4])
+        for j, lrb in enumerate([0.0, 1.0]):
+            alone = tl.sgd.simulate(student, teacher, lr=0.5, lr_bias=lrb, t_max=1.0, n_records=3, seeds=2)
+            np.testing.assert_array_equal(ds["risk"].values[i, j], np.stack([r.risk for r in alone.runs]))
+            np.testing.assert_array_equal(ds["Q"].values[i, j], np.stack([r.Q for r in alone.runs]))
+            np.testing.assert_array_equal(ds["bias"].values[i, j], np.stack([r.bias for r in alone.runs]))
+            np.testing.assert_array_equal(ds["teacher_bias"].values[i, j], [0.4])
+    assert np.abs(ds["bias"].values[:, 1, :, -1] - ds["bias"].values[:, 1, :, 0]).min() > 1e-3
+    net_s, net_t = tl.scan.initial_networks({**const, "bias": [0.3, -0.2]})
+    np.testing.assert_array_equal(net_s.bias, [0.3, -0.2])
+    np.testing.assert_array_equal(net_t.bias, [0.4])

@@ -331,7 +331,7 @@ def test_full_batch_bias_step_is_minus_the_train_risk_gradient(target_kind: str)
     assert "bias" in run.to_xarray()
 
 
-def test_full_batch_without_biases_unchanged_and_teacher_biases_refused() -> None:
+def test_full_batch_without_biases_unchanged() -> None:
     d = 30
     s = tl.Network(np.random.default_rng(0).standard_normal((2, d)), [0.7, 0.5], "erf")
     tgt = tl.targets.hermite({(1,): 1.0}, d=d, seed=1)
@@ -341,11 +341,49 @@ def test_full_batch_without_biases_unchanged_and_teacher_biases_refused() -> Non
                                   n_test=500)
     np.testing.assert_array_equal(zero.Q, run.Q)
     np.testing.assert_array_equal(zero.test_risk, run.test_risk)
-    teacher = tl.Network(np.sqrt(d) * np.eye(d)[:2], [1.0, 1.0], "erf", bias=[0.3, 0.0])
-    with pytest.raises(NotImplementedError, match="target"):
-        tl.full_batch.simulate(s, teacher, alpha=2.0, lr=0.1, n_steps=1)
     with pytest.raises(ValueError, match="lr_bias"):
         tl.full_batch.simulate(s, tgt, alpha=2.0, lr=0.1, n_steps=1, lr_bias=-1.0)
+
+
+def _orthonormal_committee(d: int, act: str, v: list[float], bias: list[float], seed: int) -> tl.Network:
+    """A committee teacher with orthonormal rows (P = I) and biases."""
+    q, _ = np.linalg.qr(np.random.default_rng(seed).standard_normal((d, len(v))))
+    return tl.Network(np.sqrt(d) * q.T, v, act, bias=bias)
+
+
+_NUMPY = {"tanh": np.tanh, "relu": lambda x: np.maximum(x, 0.0)}
+_NUMPY_PRIME = {"tanh": lambda x: 1.0 - np.tanh(x) ** 2, "relu": lambda x: (x > 0).astype(float)}
+
+
+@pytest.mark.parametrize("act", ["tanh", "relu"])
+def test_full_batch_committee_teacher_with_biases(act: str) -> None:
+    """Labels y = sum_r v_r g(z_r + b*_r) (a direct NumPy evaluation); a NumPy replica of the GD loop (labels with
+    the teacher biases and noise, trained student biases) gives the recorded train risk, and the recorded test risk is
+    tl.population.risk of the replica's weights with both networks' biases (exact)."""
+    d, alpha, lr, lr_b, noise, T, seed = 40, 2.0, 0.3, 0.5, 0.1, 3, 7
+    tgt = _orthonormal_committee(d, act, [1.0, -0.7], [0.4, -0.3], seed=2)
+    s = _student(act, d, seed=3)
+    z = np.random.default_rng(4).standard_normal((6, 2))
+    np.testing.assert_allclose(tl.full_batch.labels(tgt, z), _NUMPY[act](z + [0.4, -0.3]) @ [1.0, -0.7],
+                               rtol=1e-14, atol=1e-15)
+    run = tl.full_batch.simulate(s, tgt, alpha=alpha, lr=lr, lr_bias=lr_b, noise=noise, n_steps=T, seeds=2,
+                                 seed=seed)
+    n = run.meta["n_samples"]
+    for r in range(2):
+        rng = np.random.Generator(np.random.Philox(key=[seed, r]))
+        X = rng.standard_normal((n, d))
+        y = _NUMPY[act](X @ tgt.W.T / np.sqrt(d) + tgt.bias) @ tgt.a + np.sqrt(noise) * rng.standard_normal(n)
+        W, a, b = s.W.copy(), s.effective_a, s.bias.copy()
+        for step in range(T + 1):
+            H = X @ W.T / np.sqrt(d) + b
+            E = y - _NUMPY[act](H) @ a
+            assert run.train_risk[r, step] == pytest.approx(0.5 * np.mean(E**2), rel=1e-10)
+            assert run.test_risk[r, step] == pytest.approx(tl.population.risk(s.with_weights(W, bias=b), tgt),
+                                                           rel=1e-10)
+            np.testing.assert_allclose(run.bias[r, step], b, rtol=1e-12)
+            G = a * _NUMPY_PRIME[act](H) * E[:, None]
+            W, b = W + (lr * np.sqrt(d) / n) * (G.T @ X), b + (lr_b / n) * G.sum(axis=0)
+    assert np.all(np.diff(run.train_risk[0]) < 0)
 
 
 # ------------------------------------------------------------------ the SDE of a polynomial target with biases

@@ -20,24 +20,25 @@ def erf_committee(d: int):
     return tl.Network(Wt, np.array([1.0, 1.0]), "erf")
 
 
-def compare(target, act, a, d, seeds, T, alpha, lr, ridge=0.0, n_mc=40_000, z=Z, noise=0.0, risk_tol=0.02):
-    student = tl.Network(tl.Network.random(len(a), d, act, seed=5).W, np.asarray(a, dtype=float), act)
+def compare(target, act, a, d, seeds, T, alpha, lr, ridge=0.0, n_mc=40_000, z=Z, noise=0.0, risk_tol=0.02,
+            bias=None, lr_bias=0.0):
+    student = tl.Network(tl.Network.random(len(a), d, act, seed=5).W, np.asarray(a, dtype=float), act, bias=bias)
     run = full_batch.simulate(student, target, alpha=alpha, lr=lr, n_steps=T, ridge=ridge, seeds=seeds, seed=3,
-                              project_init=True, n_test=20_000, noise=noise)
+                              project_init=True, n_test=20_000, noise=noise, lr_bias=lr_bias)
     Wt = full_batch.directions(target)
     W0 = student.W - (student.W @ Wt.T / d) @ Wt
     res = dmft.solve(target, activation=act, a=student.effective_a, alpha=alpha, lr=lr, ridge=ridge, n_steps=T,
-                     Q0=W0 @ W0.T / d, n_mc=n_mc, n_groups=8, seed=11, noise=noise)
+                     Q0=W0 @ W0.T / d, n_mc=n_mc, n_groups=8, seed=11, noise=noise, bias=bias, lr_bias=lr_bias)
     assert res.status == "completed"
     worst = {}
-    for name in ("M", "Q", "train_risk"):
+    for name in ("M", "Q", "train_risk") + (("bias",) if lr_bias > 0 else ()):
         m, se = run.mean(name)[1:], run.sem(name)[1:]
         D, Dse = getattr(res, name)[1:], res.se[name][1:]
         err = np.abs(D - m) / np.sqrt(se**2 + Dse**2)
         worst[name] = float(err.max())
-    # the test risk of the simulation uses one shared test draw (tiny seed-to-seed spread): compare on absolute scale
+    # the simulation's test risk is exact (committee) or on one shared test draw: compare on absolute scale
     worst["test_risk"] = float(np.max(np.abs(res.test_risk - run.mean("test_risk"))))
-    assert max(worst[n] for n in ("M", "Q", "train_risk")) < z, worst
+    assert max(v for n, v in worst.items() if n != "test_risk") < z, worst
     assert worst["test_risk"] < risk_tol, worst
     return worst, run
 
@@ -66,6 +67,47 @@ def test_dmft_matches_full_batch_gd_erf_committee(T):
     compare(erf_committee(2000), "erf", [1.0, -0.5], d=2000, seeds=16, T=T, alpha=3.0, lr=0.5, n_mc=100_000)
 
 
+def test_dmft_matches_full_batch_gd_committee_teacher_with_biases():
+    # a tanh committee with biases b* (labels sum_r v_r tanh(z_r + b*_r)): the DMFT follows full-batch GD, and the
+    # biases matter (the run without them ends elsewhere, by many standard errors)
+    d = 400
+    Wt = erf_committee(d).W
+    biased = tl.Network(Wt, np.array([1.0, 0.8]), "tanh", bias=[0.8, 0.6])
+    _, run = compare(biased, "erf", [1.0, 1.0], d=d, seeds=6, T=4, alpha=3.0, lr=0.3, n_mc=10_000, noise=0.1)
+    plain = full_batch.simulate(tl.Network(tl.Network.random(2, d, "erf", seed=5).W, np.array([1.0, 1.0]), "erf"),
+                                tl.Network(Wt, np.array([1.0, 0.8]), "tanh"), alpha=3.0, lr=0.3, n_steps=4, seeds=6,
+                                seed=3, project_init=True, noise=0.1)
+    diff = np.abs(run.mean("train_risk") - plain.mean("train_risk"))
+    assert np.all(diff > 10 * np.sqrt(run.sem("train_risk") ** 2 + plain.sem("train_risk") ** 2)), diff
+
+
+@pytest.mark.parametrize("lr_bias", [0.0, 0.6])
+def test_dmft_matches_full_batch_gd_with_student_biases(lr_bias):
+    # fixed and trained student biases (b <- b + lr_bias E[g], deterministic in the DMFT): relu on tanh(z1 + He3(z2))
+    _, run = compare(tanh_he3(400), "relu", [1.0, 1.0], d=400, seeds=6, T=4, alpha=3.0, lr=0.2, n_mc=10_000,
+                     bias=[0.4, -0.5], lr_bias=lr_bias)
+    if lr_bias > 0:  # the biases move by many standard errors
+        assert np.all(np.abs(run.mean("bias")[-1] - [0.4, -0.5]) > 10 * run.sem("bias")[-1])
+
+
+@pytest.mark.slow
+def test_dmft_matches_full_batch_gd_with_biases_large_d():
+    # d = 2000, T = 7: trained relu biases on tanh(z1 + He3(z2)), and erf with biases on a biased tanh committee
+    compare(tanh_he3(2000), "relu", [1.0, 1.0], d=2000, seeds=16, T=7, alpha=3.0, lr=0.2, n_mc=100_000,
+            bias=[0.4, -0.5], lr_bias=0.6)
+    teacher = tl.Network(erf_committee(2000).W, np.array([1.0, 0.8]), "tanh", bias=[0.8, 0.6])
+    compare(teacher, "erf", [1.0, 1.0], d=2000, seeds=16, T=7, alpha=3.0, lr=0.3, n_mc=100_000, bias=[0.2, -0.3],
+            lr_bias=0.8)
+
+
+def test_dmft_student_and_teacher_biases_erf():
+    # an erf student with trained biases on a tanh committee with biases
+    d = 400
+    teacher = tl.Network(erf_committee(d).W, np.array([1.0, 0.8]), "tanh", bias=[0.8, 0.6])
+    compare(teacher, "erf", [1.0, 1.0], d=d, seeds=6, T=4, alpha=3.0, lr=0.3, n_mc=10_000, bias=[0.2, -0.3],
+            lr_bias=0.8)
+
+
 def test_one_pass_population_gd_matches_weight_space():
     # population GD on overlaps (alpha -> infinity limit) against exact weight-space population GD, erf committee
     d, lr, T = 8, 0.5, 6
@@ -81,6 +123,27 @@ def test_one_pass_population_gd_matches_weight_space():
     pop = dmft.one_pass(target, activation="erf", a=student.effective_a, lr=lr, n_steps=T, Q0=Q0, M0=M0,
                              n_mc=400_000)
     np.testing.assert_allclose(pop["M"], np.array(Ms), atol=5e-3)
+
+
+def test_one_pass_population_gd_with_biases_matches_weight_space():
+    # the same with a biased tanh committee and trained student biases (population.gradient with train_bias)
+    d, lr, lr_b, T = 8, 0.5, 0.7, 6
+    target = tl.Network(erf_committee(d).W, np.array([1.0, 0.8]), "tanh", bias=[0.5, -0.4])
+    student = tl.Network(tl.Network.random(2, d, "tanh", seed=2).W, np.array([1.0, -0.5]), "tanh", bias=[0.2, 0.1])
+    W, b = student.W.copy(), student.bias.copy()
+    Ms, bs = [], []
+    for _ in range(T + 1):
+        Ms.append(W @ target.W.T / d)
+        bs.append(b.copy())
+        dW, _, db = tl.population.gradient(student.with_weights(W, bias=b), target, train_readout=False,
+                                           train_bias=True)
+        W, b = W - lr * d * dW, b - lr_b * db
+    Q0, M0 = student.W @ student.W.T / d, student.W @ target.W.T / d
+    pop = dmft.one_pass(target, activation="tanh", a=student.effective_a, lr=lr, n_steps=T, Q0=Q0, M0=M0,
+                        n_mc=400_000, bias=student.bias, lr_bias=lr_b)
+    np.testing.assert_allclose(pop["M"], np.array(Ms), atol=5e-3)
+    np.testing.assert_allclose(pop["bias"], np.array(bs), atol=5e-3)
+    assert np.abs(bs[-1] - bs[0]).max() > 0.03
 
 
 @pytest.mark.slow
@@ -132,6 +195,20 @@ def test_bad_arguments():
         dmft.solve("tanh", **ok)
     with pytest.raises(MemoryError, match="n_mc"):
         dmft.solve(target, **{**ok, "n_mc": 10**9, "n_steps": 1000})
+    with pytest.raises(ValueError, match=r"bias: expected shape \(2,\)"):
+        dmft.solve(target, **ok, bias=[0.1, 0.2, 0.3])
+    with pytest.raises(ValueError, match="bias"):
+        dmft.solve(target, **ok, bias=[0.1, np.nan])
+    with pytest.raises(ValueError, match="lr_bias"):
+        dmft.solve(target, **ok, lr_bias=-1.0)
+    plain = dmft.solve(target, **ok)
+    assert plain.bias is None and "bias" not in plain.to_xarray()
+    biased = dmft.solve(target, **ok, bias=[0.1, 0.0])
+    np.testing.assert_array_equal(biased.bias, [[0.1, 0.0]] * 3)
+    assert biased.to_xarray()["bias"].dims == ("step", "student")
+    zero = dmft.solve(target, **ok, bias=[0.0, 0.0])  # zero biases: bitwise the run without
+    np.testing.assert_array_equal(zero.M, plain.M)
+    np.testing.assert_array_equal(zero.train_risk, plain.train_risk)
 
 
 def test_scan_engines_dmft_and_full_batch():
@@ -145,6 +222,35 @@ def test_scan_engines_dmft_and_full_batch():
     fb = tl.scan.run(tl.scan.Scan(engine="full_batch", constants={"n_steps": 2, "lr": 0.5, "d": 50, "seeds": 2},
                                   axes={"alpha": [2.0, 3.0]}))
     assert fb["train_risk"].shape == (2, 2, 3) and np.all(np.isfinite(fb["train_risk"].values))
+
+
+def test_scan_engines_dmft_and_full_batch_with_biases():
+    # bias, teacher_bias, lr_bias in the dmft and full_batch engines: each configuration is the direct call
+    const = {"n_steps": 2, "lr": 0.5, "alpha": 3.0, "activation": "tanh", "teacher_bias": [0.3, -0.2]}
+    axes = {"bias": [0.0, [0.2, -0.1]], "lr_bias": [0.0, 0.5]}
+    ds = tl.scan.run(tl.scan.Scan(engine="dmft", constants={**const, "n_mc": 2000, "n_groups": 4}, axes=axes))
+    fb = tl.scan.run(tl.scan.Scan(engine="full_batch", constants={**const, "d": 50, "seeds": 2}, axes=axes))
+    assert ds["bias"].dims == ("param_bias", "lr_bias", "step", "student")
+    assert fb["bias"].dims == ("param_bias", "lr_bias", "member", "step", "student")
+    full = {"alpha": 3.0, "lr": 0.5, "n_steps": 2, "activation": "tanh", "teacher_bias": [0.3, -0.2]}
+    for i, b in enumerate([[0.0, 0.0], [0.2, -0.1]]):
+        for j, lrb in enumerate([0.0, 0.5]):
+            teacher, a = tl.scan.engines._reuse_problem(tl.scan.engines.ENGINES["dmft"].complete(full), 2)
+            np.testing.assert_array_equal(teacher.bias, [0.3, -0.2])
+            one = dmft.solve(teacher, activation="tanh", a=a, alpha=3.0, lr=0.5, n_steps=2, n_mc=2000, n_groups=4,
+                             bias=b, lr_bias=lrb)
+            np.testing.assert_array_equal(ds["train_risk"].values[i, j], one.train_risk)
+            np.testing.assert_array_equal(ds["bias"].values[i, j], np.broadcast_to(b, (3, 2)) if one.bias is None
+                                          else one.bias)
+            teacher, a = tl.scan.engines._reuse_problem(tl.scan.engines.ENGINES["full_batch"].complete(
+                {**full, "d": 50}), 50)
+            s0 = tl.Network.random(2, 50, "tanh", seed=0)
+            run = full_batch.simulate(tl.Network(s0.W, a, "tanh", bias=b), teacher, alpha=3.0, lr=0.5, n_steps=2,
+                                      seeds=2, project_init=True, lr_bias=lrb)
+            np.testing.assert_array_equal(fb["test_risk"].values[i, j], run.test_risk)
+            np.testing.assert_array_equal(fb["bias"].values[i, j], np.broadcast_to(b, (2, 3, 2)) if run.bias is None
+                                          else run.bias)
+    assert np.abs(ds["bias"].values[1, 1, -1] - [0.2, -0.1]).max() > 1e-3
 
 
 def test_one_pass_matches_large_batch_map():

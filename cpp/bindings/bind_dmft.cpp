@@ -1,4 +1,5 @@
 // Bindings for the DMFT solver of full-batch gradient descent (dmft.hpp): shape checks, GIL release, Ctrl-C.
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -14,7 +15,7 @@ void bind_dmft(py::module_& m) {
       "dmft_solve",
       [](const Array& a, const std::string& act, const Array& z, const Array& y, const Array& z_test,
          const Array& y_test, const Array& M0, const Array& C0, double lr, double ridge, double alpha, int n_steps,
-         std::uint64_t seed, int n_threads) {
+         std::uint64_t seed, int n_threads, const py::object& bias, double lr_bias) {
         const py::ssize_t p = a.size();
         if (p < 1 || p > 64) throw std::invalid_argument("a: expected 1 to 64 student units, got " + std::to_string(p));
         if (z.ndim() != 3) throw std::invalid_argument("z: expected shape (G, S, k)");
@@ -45,18 +46,28 @@ void bind_dmft(py::module_& m) {
         P.ridge = ridge;
         P.alpha = alpha;
         P.seed = seed;
+        Array b0;
+        if (!bias.is_none()) {
+          b0 = bias.cast<Array>();
+          expect_shape(b0, "bias", {p});
+          P.b0 = b0.data();
+        }
+        if (!(lr_bias >= 0.0) || !std::isfinite(lr_bias))
+          throw std::invalid_argument("lr_bias: expected a finite number >= 0");
+        P.lr_bias = lr_bias;
         const py::ssize_t T1 = n_steps + 1;
         Array M = new_array({G, T1, p, k}), Q = new_array({G, T1, p, p}), train = new_array({G, T1}),
-              test = new_array({G, T1});
+              test = new_array({G, T1}), B = new_array({G, T1, p});
         Array Ct = new_array({G, T1, T1, p, p}), Rt = new_array({G, T1, T1, p, p}), Cg = new_array({G, T1, T1, p, p}),
               Rg = new_array({G, T1, T1, p, p});
-        for (Array* arr : {&M, &Q, &train, &test, &Ct, &Rt, &Cg, &Rg})
+        for (Array* arr : {&M, &Q, &train, &test, &B, &Ct, &Rt, &Cg, &Rg})
           std::fill(arr->mutable_data(), arr->mutable_data() + arr->size(), 0.0);
         DmftOut out;
         out.M = M.mutable_data();
         out.Q = Q.mutable_data();
         out.train = train.mutable_data();
         out.test = test.mutable_data();
+        out.bias = B.mutable_data();
         out.Ctheta = Ct.mutable_data();
         out.Rtheta = Rt.mutable_data();
         out.Cg = Cg.mutable_data();
@@ -71,6 +82,7 @@ void bind_dmft(py::module_& m) {
           d["Q"] = Q;
           d["train_risk"] = train;
           d["test_risk"] = test;
+          d["bias"] = B;
           d["C_theta"] = Ct;
           d["R_theta"] = Rt;
           d["C_g"] = Cg;
@@ -83,7 +95,7 @@ void bind_dmft(py::module_& m) {
       },
       py::arg("a"), py::arg("act"), py::arg("z"), py::arg("y"), py::arg("z_test"), py::arg("y_test"), py::arg("M0"),
       py::arg("C0"), py::arg("lr"), py::arg("ridge"), py::arg("alpha"), py::arg("n_steps"), py::arg("seed"),
-      py::arg("n_threads") = 0,
+      py::arg("n_threads") = 0, py::arg("bias") = py::none(), py::arg("lr_bias") = 0.0,
       "DMFT of full-batch gradient descent (twolayer.dmft.solve): G groups of S Monte Carlo samples, T + 1 "
       "records; returns a dict of arrays (group first) with steps_done and diverged.");
 }

@@ -46,11 +46,13 @@ struct Group {
   std::vector<double> L;                   // N x N, N = (T + 1) p
   std::vector<double> K;                   // (T + 2)^2 blocks p x p: propagator d theta^t / d theta^s
   std::vector<double> M;                   // p x k, current
+  std::vector<double> b;                   // p, the current student biases
 };
 
 // g^t = a * sigma'(h) (y - a . sigma(h)) over one block (lanes j >= nl are padding: zero g), the sums of the squared
-// train and test errors into Ae[0], Ae[1] and of g z^T into Az; the activation is a template parameter so that the
-// lane loops vectorise (Runtime: the smooth and hermite activations, passed as act, through sigma's switch).
+// train and test errors into Ae[0], Ae[1], of g into Ae[2..2+p) and of g z^T into Az; the activation is a template
+// parameter so that the lane loops vectorise (Runtime: the smooth and hermite activations, passed as act, through
+// sigma's switch).
 template <Activation A0, bool Runtime = false>
 void nonlinear_t(Activation act, int p, int k, const double* a, double (*h)[kB], double (*ht)[kB], double (*gt)[kB],
                  const double* y, const double* yt, const double* z, int nl, double* Ae, double* Az) {
@@ -82,8 +84,13 @@ void nonlinear_t(Activation act, int p, int k, const double* a, double (*h)[kB],
   Ae[1] += st2;
   for (int u = 0; u < p; ++u) {
     const double au = a[u];
-#pragma omp simd
-    for (int j = 0; j < kB; ++j) gt[u][j] = au * dsigma(A, h[u][j]) * E[j];
+    double sg = 0.0;
+#pragma omp simd reduction(+ : sg)
+    for (int j = 0; j < kB; ++j) {
+      gt[u][j] = au * dsigma(A, h[u][j]) * E[j];
+      sg += gt[u][j];
+    }
+    Ae[2 + u] += sg;
   }
   for (int j = 0; j < nl; ++j)
     for (int u = 0; u < p; ++u)
@@ -115,8 +122,10 @@ void dmft_solve(const DmftProblem& P, DmftOut& out, int n_threads) {
   const std::size_t nchunk = (nblk + kBlocksPerChunk - 1) / kBlocksPerChunk;
   const double eta = P.lr, lam = P.ridge, alpha = P.alpha, decay = 1.0 - eta * lam;
   const std::size_t hist = T1 * p * kB;  // one block's history
-  // Partial sums of one chunk: E[g^t zeta^c], E[g^t g^c] (p x N each), E[g z^T] (p x k), sum E^2, sum E_test^2.
-  const std::size_t acc_size = 2 * p * N + static_cast<std::size_t>(p) * k + 2;
+  // Partial sums of one chunk: E[g^t zeta^c], E[g^t g^c] (p x N each), E[g z^T] (p x k), sum E^2, sum E_test^2,
+  // E[g^t] (p).
+  const std::size_t acc_size = 2 * p * N + static_cast<std::size_t>(p) * k + 2 + p;
+  const std::size_t e_at = 2 * p * N + static_cast<std::size_t>(p) * k;  // sum E^2, then sum E_test^2, then g
   std::vector<double> acc(nchunk * acc_size);
 
   auto blk = [&](double* base, std::size_t t1, std::size_t t2) {  // p x p block (t1, s) of a (T+1)^2 array
@@ -131,6 +140,8 @@ void dmft_solve(const DmftProblem& P, DmftOut& out, int n_threads) {
     gr.L.assign(N * N, 0.0);
     gr.K.assign((T1 + 1) * (T1 + 1) * pp, 0.0);
     gr.M.assign(P.M0, P.M0 + static_cast<std::size_t>(p) * k);
+    gr.b.assign(static_cast<std::size_t>(p), 0.0);
+    if (P.b0) gr.b.assign(P.b0, P.b0 + p);
     const rng::StreamId st{P.seed, static_cast<std::uint32_t>(gi), kStreamTest};
     rng::gaussians(st, 0, nblk * p * kB, gr.zeta_test.data());
     double* Ct = out.Ctheta + static_cast<std::size_t>(gi) * T1 * T1 * pp;
@@ -173,6 +184,7 @@ void dmft_solve(const DmftProblem& P, DmftOut& out, int n_threads) {
       const rng::StreamId sf{P.seed, static_cast<std::uint32_t>(gi), kStreamField};
       const double* Lrow = gr.L.data() + t * p * N;
       const double* Mt = gr.M.data();
+      const double* bt = gr.b.data();
       std::fill(acc.begin(), acc.end(), 0.0);
       try {
         parallel_for(
@@ -191,7 +203,7 @@ void dmft_solve(const DmftProblem& P, DmftOut& out, int n_threads) {
                 const int nl = static_cast<int>(std::min<std::int64_t>(kB, S - i0));
                 for (int a = 0; a < p; ++a) {
                   for (int j = 0; j < kB; ++j) {
-                    double v = 0.0, vt = 0.0;
+                    double v = bt[a], vt = bt[a];
                     if (j < nl) {
                       for (int r = 0; r < k; ++r) {
                         v += Mt[a * k + r] * z[(i0 + j) * k + r];
@@ -250,11 +262,12 @@ void dmft_solve(const DmftProblem& P, DmftOut& out, int n_threads) {
         for (std::size_t e = 0; e < acc_size; ++e) tot[e] += acc[ch * acc_size + e];
       const double inv = 1.0 / static_cast<double>(S);
       const double* Tz = tot.data() + 2 * p * N;
-      const double train = 0.5 * tot[acc_size - 2] * inv, test = 0.5 * tot[acc_size - 1] * inv;
+      const double train = 0.5 * tot[e_at] * inv, test = 0.5 * tot[e_at + 1] * inv;
       out.train[go * T1 + t] = train;
       out.test[go * T1 + t] = test;
       double* Mo = out.M + (go * T1 + t) * p * k;
       std::copy(gr.M.begin(), gr.M.end(), Mo);
+      std::copy(gr.b.begin(), gr.b.end(), out.bias + (go * T1 + t) * p);
       double* Qo = out.Q + (go * T1 + t) * pp;
       for (int a = 0; a < p; ++a)
         for (int b = 0; b < p; ++b) {
@@ -287,6 +300,10 @@ void dmft_solve(const DmftProblem& P, DmftOut& out, int n_threads) {
       // ---- deterministic: M, the propagator K(t + 1, .), C_theta(t + 1, .)
       for (int a = 0; a < p; ++a)
         for (int r = 0; r < k; ++r) gr.M[a * k + r] = decay * gr.M[a * k + r] + eta * Tz[a * k + r] * inv;
+      for (int a = 0; a < p; ++a) {  // b^{t+1} = b^t + lr_bias E[g^t]
+        gr.b[a] += P.lr_bias * tot[e_at + 2 + a] * inv;
+        if (!std::isfinite(gr.b[a])) bad = true;
+      }
       for (int a = 0; a < p; ++a) Kb(gr, t + 1, t + 1)[a * p + a] = 1.0;
       for (std::size_t s = 0; s <= t; ++s) {
         double* Kn = Kb(gr, t + 1, s);

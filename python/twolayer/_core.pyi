@@ -142,6 +142,7 @@ def sgd_simulate(
     bias: _F | None = None,
     teacher_bias: _F | None = None,
     lr_bias: _F | None = None,
+    target_bias_risk: bool = False,
 ) -> dict[str, Any]: ...
 def philox4x32(counter: NDArray[np.uint32], key: NDArray[np.uint32]) -> NDArray[np.uint32]: ...
 def rng_gaussians(
@@ -163,6 +164,8 @@ def dmft_solve(
     n_steps: int,
     seed: int,
     n_threads: int = 0,
+    bias: _F | None = None,
+    lr_bias: float = 0.0,
 ) -> dict[str, Any]: ...
 def divergence(Q: _F, M: _F, a: _F, P: _F, v: _F, Q0: _F, M0: _F, a0: _F) -> str: ...
 def ode_rhs(

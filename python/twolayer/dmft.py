@@ -1,10 +1,13 @@
 r"""Dynamical mean-field theory (DMFT) of full-batch gradient descent on n = alpha d reused samples, d -> infinity.
 
 The finite-d process is :func:`twolayer.full_batch.simulate` (its docstring states the normalisation):
-lambda = W x / sqrt(d), f = sum_i a_i sigma(lambda_i) (fixed effective readout a in R^p), target y(z) of k
-orthonormal directions z = W* x / sqrt(d) (committee, Hermite polynomial or function), loss 1/2 (y - f)^2, and
+lambda = W x / sqrt(d) + b, f = sum_i a_i sigma(lambda_i) (fixed effective readout a in R^p, student biases b, fixed
+or trained with ``lr_bias``), target y(z) of k
+orthonormal directions z = W* x / sqrt(d) (committee, with its biases y = sum_r v_r sigma*(z_r + b*_r), Hermite
+polynomial or function), loss 1/2 (y - f)^2, and
 
     W^{t+1} = (1 - lr ridge) W^t + (lr sqrt(d) / n) sum_mu g(lambda_mu^t, y_mu) x_mu^T,
+    b^{t+1} = b^t + (lr_bias / n) sum_mu g(lambda_mu^t, y_mu),
     g(h, y) = a * sigma'(h) (y - a . sigma(h))  in R^p.
 
 Iteration t here is step t there (lr = the first-order-methods paper's gamma0; the package's SGD with lr_sgd = lr d,
@@ -14,9 +17,11 @@ against the finite-d simulation, tests/test_dmft.py):
 
 Sample side (one training sample; z ~ N(0, I_k), y = y(z) + sqrt(noise) xi fixed in time):
 
-    h^t = M^t z + w^t + sum_{s<t} R_theta(t, s) g^s,   g^t = g(h^t, y),
+    h^t = b^t + M^t z + w^t + sum_{s<t} R_theta(t, s) g^s,   g^t = g(h^t, y),   b^{t+1} = b^t + lr_bias E[g^t],
     w ~ centred Gaussian process, E[w^t w^s^T] = C_theta(t, s),
-    C_g(t, s) = E[g^t g^s^T],   R_g(t, s) = E[d g^t / d w^s]  (s <= t; total derivative through the memory).
+    C_g(t, s) = E[g^t g^s^T],   R_g(t, s) = E[d g^t / d w^s]  (s <= t; total derivative through the memory),
+
+the biases deterministic (the mean over the n samples concentrates; one sample moves them by O(1/n)).
 
 Weight side (one coordinate of Theta, a p-vector; linear, hence Gaussian and solved exactly):
 
@@ -33,7 +38,7 @@ and the overlaps follow:
 
     M^{t+1} = (1 - eta lambda) M^t + eta E[g^t z^T],     Q^t = M^t M^t^T + C_theta(t, t),
     train risk = 1/2 E[(y - a . sigma(h^t))^2],
-    test risk = 1/2 E[(y(z) - a . sigma(M^t z + C_theta(t, t)^{1/2} zeta))^2]  (zeta ~ N(0, I_p)).
+    test risk = 1/2 E[(y(z) - a . sigma(b^t + M^t z + C_theta(t, t)^{1/2} zeta))^2]  (zeta ~ N(0, I_p)).
 
 R_g is computed without derivatives of sigma (so ReLU works) by Gaussian integration by parts: drawing
 w = L zeta (L the lower Cholesky factor of C_theta over times 0..t, zeta iid N(0, 1)), E[g^t zeta^T] = R_g(t, .) L,
@@ -83,6 +88,8 @@ class DmftResult:
         Train risk with the label noise; excess test risk.
     C_theta, R_theta, C_g, R_g : ndarray, shape (T+1, T+1, p, p)
         Kernels, block (t, s) a p x p matrix (R_theta strictly causal, R_g causal).
+    bias : ndarray, shape (T+1, p), or None
+        The student's biases (a run with biases: nonzero ones or ``lr_bias > 0``; None otherwise).
     se : dict of ndarray
         Monte Carlo standard error of each of the above (over ``n_groups``).
     status : str
@@ -110,6 +117,7 @@ class DmftResult:
     se: dict[str, NDArray[np.float64]] = field(default_factory=dict)
     status: str = "completed"
     meta: dict[str, Any] = field(default_factory=dict)
+    bias: NDArray[np.float64] | None = None
 
     @property
     def n_steps(self) -> int:
@@ -124,6 +132,8 @@ class DmftResult:
         dims = {"M": ("step", "student", "teacher"), "Q": ("step", "student", "student_b"),
                 "train_risk": ("step",), "test_risk": ("step",)}
         dims.update({k: ("step", "step_b", "student", "student_b") for k in _KERNELS})
+        if self.bias is not None:
+            dims["bias"] = ("step", "student")
         data = {}
         for name, dm in dims.items():
             data[name] = (dm, getattr(self, name))
@@ -142,7 +152,7 @@ def _matrix(x: Any, name: str, shape: tuple[int, int]) -> NDArray[np.float64]:
 
 def _directions_k(target: Any) -> int:
     if isinstance(target, Network):
-        check_network(target, "target")
+        check_network(target, "target", biases=True)  # the biases enter the labels only (full_batch.labels)
         if target.scaling != "sqrt_d" or not np.allclose(target.W @ target.W.T / target.d, np.eye(target.K),
                                                           atol=1e-8):
             raise ValueError("target: a committee teacher needs orthonormal rows in the scaling (P = I)")
@@ -153,16 +163,25 @@ def _directions_k(target: Any) -> int:
                     f"{type(target).__name__}")
 
 
+def _bias_args(bias: ArrayLike | None, lr_bias: float, p: int) -> tuple[NDArray[np.float64], float]:
+    """The checked initial biases (p; zeros for None) and their step."""
+    b0 = np.zeros(p) if bias is None else as_float_array(bias, "bias", ndim=1)
+    if b0.shape != (p,):
+        raise ValueError(f"bias: expected shape ({p},) (one per entry of a), got {b0.shape}")
+    return b0, positive(lr_bias, "lr_bias", allow_zero=True)
+
+
 def solve(target: Any, *, activation: str, a: ArrayLike, alpha: float, lr: float, n_steps: int,
           ridge: float = 0.0, noise: float = 0.0, Q0: ArrayLike | None = None, M0: ArrayLike | None = None,
-          n_mc: int = 100_000, n_groups: int = 8, seed: int = 0, n_threads: int | None = None) -> DmftResult:
+          n_mc: int = 100_000, n_groups: int = 8, seed: int = 0, n_threads: int | None = None,
+          bias: ArrayLike | None = None, lr_bias: float = 0.0) -> DmftResult:
     """Solve the DMFT of full-batch GD (module docstring) for ``n_steps`` iterations.
 
     Parameters
     ----------
     target : Network or HermiteTarget or FunctionTarget
-        Committee teacher (orthonormal rows), polynomial or function target of k directions (only its labels
-        y(z) are used; d plays no role).
+        Committee teacher (orthonormal rows, with its biases if any), polynomial or function target of k
+        directions (only its labels y(z) are used; d plays no role).
     activation : str
         Student activation (any of :data:`twolayer.activations.ACTIVATIONS` with a pointwise derivative).
     a : array_like, shape (p,)
@@ -187,6 +206,10 @@ def solve(target: Any, *, activation: str, a: ArrayLike, alpha: float, lr: float
         Master seed of the Philox streams.
     n_threads : int, optional
         OpenMP threads (None: the OpenMP default).
+    bias : array_like, shape (p,), optional
+        Initial student biases b (default 0).
+    lr_bias : float, default 0
+        Step of the biases, b <- b + lr_bias E[g] (full batch's ``lr_bias``; 0: fixed).
 
     Returns
     -------
@@ -223,6 +246,8 @@ def solve(target: Any, *, activation: str, a: ArrayLike, alpha: float, lr: float
     G = integer(n_groups, "n_groups", 1, 10**4)
     seed_ = seed_arg(seed)
     threads = n_threads_arg(n_threads)
+    b0, lr_b = _bias_args(bias, lr_bias, p)
+    biased = bool(np.any(b0 != 0.0) or lr_b > 0)
     Q0_ = np.eye(p) if Q0 is None else _matrix(Q0, "Q0", (p, p))
     M0_ = np.zeros((p, k)) if M0 is None else _matrix(M0, "M0", (p, k))
     C0 = Q0_ - M0_ @ M0_.T
@@ -248,13 +273,13 @@ def solve(target: Any, *, activation: str, a: ArrayLike, alpha: float, lr: float
     if noise_ > 0:
         y = y + math.sqrt(noise_) * np.stack([_core.rng_gaussians(seed_, g, _STREAM_NOISE, 0, S) for g in range(G)])
     meta = {"activation": act, "alpha": alpha_, "lr": lr_, "ridge": ridge_, "noise": noise_, "n_steps": T,
-            "n_mc": S, "n_groups": G, "seed": seed_, "p": p, "k": k}
+            "n_mc": S, "n_groups": G, "seed": seed_, "p": p, "k": k, **({"lr_bias": lr_b} if biased else {})}
 
     def build(raw: dict[str, Any], status: str | None = None) -> DmftResult:
         n = int(raw["steps_done"])
         vals: dict[str, NDArray[np.float64]] = {}
         se: dict[str, NDArray[np.float64]] = {}
-        for name in _CURVES + _KERNELS:
+        for name in _CURVES + _KERNELS + (("bias",) if biased else ()):
             x = np.asarray(raw[name])
             x = x[:, :n, :n] if name in _KERNELS else x[:, :n]
             vals[name] = x.mean(axis=0)
@@ -263,22 +288,24 @@ def solve(target: Any, *, activation: str, a: ArrayLike, alpha: float, lr: float
         return DmftResult(**vals, se=se, status=st, meta=meta)
 
     with partial_result(lambda raw: build(raw, "interrupted")):
-        raw = _core.dmft_solve(a_, act, z, y, zt, yt, M0_, C0, lr_, ridge_, alpha_, T, seed_, threads)
+        raw = _core.dmft_solve(a_, act, z, y, zt, yt, M0_, C0, lr_, ridge_, alpha_, T, seed_, threads,
+                               bias=b0 if biased else None, lr_bias=lr_b)
     return build(raw)
 
 
 def one_pass(target: Any, *, activation: str, a: ArrayLike, lr: float, n_steps: int, alpha: float = math.inf,
              ridge: float = 0.0, Q0: ArrayLike | None = None, M0: ArrayLike | None = None, n_mc: int = 400_000,
-             seed: int = 0) -> dict[str, NDArray[np.float64]]:
+             seed: int = 0, bias: ArrayLike | None = None, lr_bias: float = 0.0) -> dict[str, NDArray[np.float64]]:
     """The one-pass counterpart of :func:`solve`: GD on a fresh batch of n = alpha d samples at every step, d -> inf
     (the first-order-methods paper's large-batch map with a ridge), on the overlaps, Theta = C^{1/2}:
     M <- (1 - lr ridge) M + lr E[g z^T], C <- B C B^T + (lr^2 / alpha) E[g g^T], B = (1 - lr ridge) I + lr E[dg/dh],
-    Q = M M^T + C. ``alpha = inf`` is population gradient descent with step ``lr`` (the alpha -> infinity limit of
-    :func:`solve`). Expectations by Monte Carlo over (z, zeta), E[dg/dh] by integration by parts.
+    Q = M M^T + C, and the student biases b <- b + lr_bias E[g] (the fields b + M z + C^{1/2} zeta). ``alpha = inf`` is
+    population gradient descent with step ``lr`` (the alpha -> infinity limit of :func:`solve`). Expectations by
+    Monte Carlo over (z, zeta), E[dg/dh] by integration by parts.
 
     Parameters
     ----------
-    target, activation, a, lr, n_steps, ridge, Q0, M0
+    target, activation, a, lr, n_steps, ridge, Q0, M0, bias, lr_bias
         As in :func:`solve`.
     alpha : float, default inf
         Fresh samples per dimension and step (inf: population gradient descent).
@@ -290,7 +317,7 @@ def one_pass(target: Any, *, activation: str, a: ArrayLike, lr: float, n_steps: 
     Returns
     -------
     dict
-        M (T+1, p, k), Q (T+1, p, p), test_risk (T+1,).
+        M (T+1, p, k), Q (T+1, p, p), test_risk (T+1,); bias (T+1, p) in a run with biases.
 
     Examples
     --------
@@ -305,6 +332,7 @@ def one_pass(target: Any, *, activation: str, a: ArrayLike, lr: float, n_steps: 
     lr_, ridge_ = positive(lr, "lr"), positive(ridge, "ridge", allow_zero=True)
     alpha_ = math.inf if alpha == math.inf else positive(alpha, "alpha")
     T = integer(n_steps, "n_steps", 0, 100_000)
+    b, lr_b = _bias_args(bias, lr_bias, p)
     rng = np.random.Generator(np.random.Philox(key=[seed_arg(seed), 7]))
     z = rng.standard_normal((n_mc, k))
     zeta = rng.standard_normal((n_mc, p))
@@ -312,14 +340,15 @@ def one_pass(target: Any, *, activation: str, a: ArrayLike, lr: float, n_steps: 
     M = np.zeros((p, k)) if M0 is None else _matrix(M0, "M0", (p, k)).copy()
     C = (np.eye(p) if Q0 is None else _matrix(Q0, "Q0", (p, p))) - M @ M.T
     from .activations import derivative, sigma
-    Ms, Qs, risk = [], [], []
+    Ms, Qs, risk, bs = [], [], [], []
     for t in range(T + 1):
         w, V = np.linalg.eigh(0.5 * (C + C.T))
         Lc = V * np.sqrt(np.clip(w, 0, None))
-        h = z @ M.T + zeta @ Lc.T
+        h = b + z @ M.T + zeta @ Lc.T
         E = y - np.asarray(sigma(act, h)) @ a_  # type: ignore[arg-type,operator]
         Ms.append(M.copy())
         Qs.append(M @ M.T + C)
+        bs.append(b.copy())
         risk.append(0.5 * float(np.mean(E * E)))
         if t == T:
             break
@@ -328,4 +357,7 @@ def one_pass(target: Any, *, activation: str, a: ArrayLike, lr: float, n_steps: 
         M = (1 - lr_ * ridge_) * M + lr_ * g.T @ z / n_mc
         B = (1 - lr_ * ridge_) * np.eye(p) + lr_ * J
         C = B @ C @ B.T + (lr_**2 / alpha_) * (g.T @ g / n_mc)
-    return {"M": np.array(Ms), "Q": np.array(Qs), "test_risk": np.array(risk)}
+        b = b + lr_b * g.mean(axis=0)
+    biased = bool(np.any(bs[0] != 0.0) or lr_b > 0)
+    return {"M": np.array(Ms), "Q": np.array(Qs), "test_risk": np.array(risk),
+            **({"bias": np.array(bs)} if biased else {})}

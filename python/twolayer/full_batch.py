@@ -4,7 +4,8 @@ ground truth of :mod:`twolayer.dmft`.
 Conventions (docs/layers/dmft.rst). Inputs x ~ N(0, I_d), lambda = W x / sqrt(d) + b, f(x) = sum_i a_i
 sigma(lambda_i) with the student's effective readout a (fixed, or trained with ``lr_readout``) and biases b (the
 student's, zero by default; fixed, or trained with ``lr_bias``), labels y = target(z) + sqrt(noise) xi with
-z = W* x / sqrt(d) (P = I; a committee teacher without biases). One step on the empirical risk with ridge,
+z = W* x / sqrt(d) (P = I; a committee teacher's target(z) = sum_r v_r sigma*(z_r + b*_r) with its biases b*).
+One step on the empirical risk with ridge,
 
     L(W) = 1/(2n) sum_mu (y_mu - f(x_mu))^2 + ridge / (2d) sum_ij W_ij^2,
     W <- W - lr d grad L = (1 - lr ridge) W + (lr sqrt(d) / n) sum_mu g_mu x_mu^T,
@@ -20,8 +21,10 @@ shuffle=False)`` of the package's SGD (t = steps / d there), plus the ridge.
 
 Every step is two GEMMs with the (n, d) input matrix, so NumPy's BLAS does all the work. Recorded per step: M, Q,
 the train risk 1/(2n) sum (y - f)^2 (labels with their noise, no ridge term) and the excess test risk
-1/2 E[(y* - f)^2] over fresh inputs, a Monte Carlo estimate on ``n_test`` Gaussian fields drawn from the current
-overlaps (exact in distribution: the risk depends on W only through (Q, M)).
+1/2 E[(y* - f)^2] over fresh inputs. Against a committee teacher the test risk is exact (the kernels with means of
+the current overlaps and both networks' biases, as :func:`twolayer.population.risk`); against a Hermite or function
+target it is a Monte Carlo estimate on ``n_test`` Gaussian fields drawn from the current overlaps (exact in
+distribution: the risk depends on W only through (Q, M)).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from . import _core
 from ._validation import boolean, integer, positive, seed_arg
 from .activations import derivative as dsigma
 from .activations import sigma
@@ -44,8 +48,8 @@ __all__ = ["FullBatchRun", "labels", "simulate"]
 
 
 def labels(target: Any, z: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Noise-free labels of a target at projections ``z`` (n, k): committee Network, HermiteTarget or
-    FunctionTarget.
+    """Noise-free labels of a target at projections ``z`` (n, k): committee Network (sum_r v_r
+    sigma*(z_r + b*_r), effective readout v and biases b*), HermiteTarget or FunctionTarget.
 
     Parameters
     ----------
@@ -64,7 +68,8 @@ def labels(target: Any, z: NDArray[np.float64]) -> NDArray[np.float64]:
     array([0., 3.])
     """
     if isinstance(target, Network):
-        return np.asarray(sigma(target.activation, z) @ target.effective_a, dtype=np.float64)
+        check_network(target, "target", biases=True)
+        return np.asarray(sigma(target.activation, z + target.bias) @ target.effective_a, dtype=np.float64)
     return target.function(z)
 
 
@@ -166,7 +171,7 @@ def simulate(student: Network, target: Any, *, alpha: float, lr: float, n_steps:
     student : Network
         Initial student (scaling "sqrt_d"), with its biases if any.
     target : Network or HermiteTarget or FunctionTarget
-        Committee teacher (orthonormal rows, no biases) or target of k orthonormal directions.
+        Committee teacher (orthonormal rows, with its biases if any) or target of k orthonormal directions.
     alpha : float
         Samples per dimension, n = round(alpha d).
     lr : float
@@ -184,7 +189,7 @@ def simulate(student: Network, target: Any, *, alpha: float, lr: float, n_steps:
     seed : int, default 0
         Master seed.
     n_test : int, default 100000
-        Gaussian draws of the test-risk estimate.
+        Gaussian draws of the test-risk estimate against a Hermite or function target (a committee's is exact).
     project_init : bool, default False
         Remove the teacher directions from the initial weights (M(0) = 0 exactly, as the DMFT's default).
     lr_bias : float, default 0
@@ -204,7 +209,7 @@ def simulate(student: Network, target: Any, *, alpha: float, lr: float, n_steps:
     """
     check_network(student, "student", biases=True)
     if isinstance(target, Network):
-        check_network(target, "target")  # labels() has no teacher biases: refused, never dropped
+        check_network(target, "target", biases=True)
     if student.scaling != "sqrt_d":
         raise ValueError("student: only scaling='sqrt_d' is supported")
     Wt = directions(target)
@@ -226,10 +231,22 @@ def simulate(student: Network, target: Any, *, alpha: float, lr: float, n_steps:
     act, a0, b0 = student.activation, student.effective_a.copy(), np.array(student.bias, dtype=np.float64)
     biased = bool(np.any(b0 != 0.0) or lr_b > 0)
     k, K = Wt.shape[0], student.K
-    test_rng = np.random.Generator(np.random.Philox(key=[seed_, 2**40]))
-    zt = test_rng.standard_normal((n_test_, k))
-    zeta_t = test_rng.standard_normal((n_test_, K))
-    yt = labels(target, zt)
+    if isinstance(target, Network):  # the exact test risk (kernels with means), P = W* W*^T / d
+        P, v, bt, t_act = Wt @ Wt.T / d, target.effective_a, np.array(target.bias, dtype=np.float64), target.activation
+
+        def test_risk(Q: NDArray[np.float64], M: NDArray[np.float64], a: NDArray[np.float64],
+                      b: NDArray[np.float64]) -> float:
+            return float(_core.overlap_risk_mean(Q, M, P, a, v, b, bt, act, t_act))
+    else:
+        test_rng = np.random.Generator(np.random.Philox(key=[seed_, 2**40]))
+        zt = test_rng.standard_normal((n_test_, k))
+        zeta_t = test_rng.standard_normal((n_test_, K))
+        yt = labels(target, zt)
+
+        def test_risk(Q: NDArray[np.float64], M: NDArray[np.float64], a: NDArray[np.float64],
+                      b: NDArray[np.float64]) -> float:
+            return _risk_from_overlaps(Q, M, a, act, b if biased else None, zeta_t, zt, yt)
+
     Ms = np.empty((R, T + 1, K, k))
     Qs = np.empty((R, T + 1, K, K))
     As = np.empty((R, T + 1, K))
@@ -257,8 +274,7 @@ def simulate(student: Network, target: Any, *, alpha: float, lr: float, n_steps:
             As[r, step] = a
             Bs[r, step] = b
             tr[r, step] = 0.5 * float(np.mean(E * E))
-            te[r, step] = _risk_from_overlaps(Qs[r, step], Ms[r, step], a, act, b if biased else None, zeta_t,
-                                              zt, yt)
+            te[r, step] = test_risk(Qs[r, step], Ms[r, step], a, b)
             if step == T:
                 break
             G = a * dsigma(act, H) * E[:, None]

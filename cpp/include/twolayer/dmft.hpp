@@ -3,10 +3,11 @@
 // target of k orthonormal directions given through its labels at Monte Carlo draws of the teacher fields z.
 //
 // Per iteration t the solver advances G independent groups of S samples of the effective single-sample process
-//   h^t = M^t z + w^t + sum_{s<t} R_theta(t, s) g^s,   g^t = a * sigma'(h^t) (y - a . sigma(h^t)),
+//   h^t = b^t + M^t z + w^t + sum_{s<t} R_theta(t, s) g^s,   g^t = a * sigma'(h^t) (y - a . sigma(h^t)),
 // w a centred Gaussian process of covariance C_theta (drawn as w = L zeta, L the Cholesky factor of C_theta and
 // zeta iid N(0, 1) from Philox streams keyed by (seed, group)), and the deterministic single-coordinate (weight)
-// process: propagator K, C_theta, M. Response R_g(t, s) = E[d g^t / d w^s] by Gaussian integration by parts,
+// process: propagator K, C_theta, M, and the student biases b^{t+1} = b^t + lr_bias E[g^t] (deterministic: the
+// full-batch step (lr_bias / n) sum_mu g_mu concentrates; one sample moves b by O(1/n)). Response R_g(t, s) = E[d g^t / d w^s] by Gaussian integration by parts,
 // E[g^t zeta^T] = R_g L (no derivative of sigma: valid for ReLU). Cost per iteration t: O(G S t p^2) for the
 // sample pass (memory terms), O(t^2 p^3 + (t p)^2) for the deterministic part.
 #pragma once
@@ -31,12 +32,15 @@ struct DmftProblem {
   const double* C0 = nullptr;      // (p, p) Q0 - M0 M0^T
   double lr = 0.0, ridge = 0.0, alpha = 1.0;
   std::uint64_t seed = 0;
+  const double* b0 = nullptr;  // (p) initial student biases (null: zero)
+  double lr_bias = 0.0;        // step of the biases (0: fixed)
 };
 
-// Caller-allocated outputs, group first: M (G, T+1, p, k), Q (G, T+1, p, p), train/test risk (G, T+1), and the
-// kernels C_theta, R_theta, C_g, R_g (G, T+1, T+1, p, p), each (t, s) block a p x p matrix.
+// Caller-allocated outputs, group first: M (G, T+1, p, k), Q (G, T+1, p, p), train/test risk (G, T+1), the
+// biases (G, T+1, p), and the kernels C_theta, R_theta, C_g, R_g (G, T+1, T+1, p, p), each (t, s) block a p x p
+// matrix.
 struct DmftOut {
-  double *M = nullptr, *Q = nullptr, *train = nullptr, *test = nullptr;
+  double *M = nullptr, *Q = nullptr, *train = nullptr, *test = nullptr, *bias = nullptr;
   double *Ctheta = nullptr, *Rtheta = nullptr, *Cg = nullptr, *Rg = nullptr;
   int steps_done = 0;     // iterations 0..steps_done-1 are recorded
   bool diverged = false;  // a non-finite value stopped the run

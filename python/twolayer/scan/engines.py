@@ -13,15 +13,21 @@ call, returning the group's arrays (configuration first).
   regimes) instead of ``t_max`` and the solver options, and runs one :func:`twolayer.ode.integrate` per
   configuration (the map has no batched core call; an iteration is cheap); ``t`` is the iteration 0, 1, ...,
   ``steps`` (a run that diverged early is padded with NaN), and it cannot be mixed with the other regimes in one
-  scan (another clock).
+  scan (another clock). It takes the biases too (the committee map with student and teacher biases, ``lr_bias``),
+  stored as in the other regimes.
 * ``"sgd"``: :func:`twolayer.sgd.simulate` with ``seeds`` runs per configuration (the ``run`` dimension); per
-  run: ``lr``, ``lr_readout``, ``noise`` (the configurations of a group share the initial networks).
+  run: ``lr``, ``lr_readout``, ``noise``, ``lr_bias`` (the configurations of a group share the initial networks,
+  with their ``bias`` and ``teacher_bias`` as in the ODE engine; a scan that names any of the three bias parameters
+  stores ``bias`` (member, t, student) and ``teacher_bias`` (teacher)).
 * ``"dmft"``: :func:`twolayer.dmft.solve` (reused batches, d -> infinity), one call per configuration, on an
   orthonormal committee teacher of ``M`` units (``teacher_activation``, readout 1 or 1/M) from Q(0) = I, M(0) = 0
   with the student readout 1 (``readout="sum"``) or 1/K: ``alpha``, ``lr``, ``ridge``, ``noise``, ``n_steps``,
-  ``n_mc``, ``n_groups``, ``seed``; records over ``step`` with Monte Carlo standard errors (``<name>_se``).
+  ``n_mc``, ``n_groups``, ``seed``, and the biases ``bias``, ``teacher_bias``, ``lr_bias`` (as in the ODE engine;
+  a scan that names one stores ``bias`` (step, student) and ``teacher_bias``); records over ``step`` with Monte
+  Carlo standard errors (``<name>_se``).
 * ``"full_batch"``: :func:`twolayer.full_batch.simulate` (the same process at finite ``d``, ``seeds`` training
-  sets, the ``run`` dimension), same teacher (orthonormal rows from ``seed``) and parameters, plus ``lr_readout``.
+  sets, the ``run`` dimension), same teacher (orthonormal rows from ``seed``) and parameters, plus ``lr_readout``
+  (the biases stored over (member, step, student)).
 * ``"descend"``: :func:`twolayer.population.descend`, ``"multistart"``: :func:`twolayer.landscape.multistart`
   (one call per configuration: the core has no batch of these).
 * a function of yours: ``function(**config) -> {name: array}``, once per configuration; given as the callable
@@ -280,8 +286,9 @@ def _weights(c: Mapping[str, Any]) -> tuple[NDArray[np.float64], NDArray[np.floa
 
 def initial_networks(config: Mapping[str, Any]) -> tuple[Any, Any]:
     """(student, teacher) of a configuration: :func:`twolayer.networks.teacher_student` with its K, M, d,
-    activation, teacher_activation, init, seed, scaling, readout (defaults as in the ``ode``/``sgd`` engines);
-    with ``spherical=True`` every row scaled onto the sphere ``|w|^2 = s``.
+    activation, teacher_activation, init, seed, scaling, readout (defaults as in the ``ode``/``sgd`` engines) and
+    biases ``bias``, ``teacher_bias`` (zero when not given); with ``spherical=True`` every row scaled onto the sphere
+    ``|w|^2 = s``.
 
     Parameters
     ----------
@@ -298,15 +305,18 @@ def initial_networks(config: Mapping[str, Any]) -> tuple[Any, Any]:
     >>> student.K, teacher.K, student.d
     (2, 1, 50)
     """
-    c = _network_config(_checked_config(config, {k: _SGD_PARAMS[k] for k in (*_NETWORK, "spherical")}))
+    c = _network_config(_checked_config(config, {k: _SGD_PARAMS[k] for k in (*_NETWORK, "spherical", "bias",
+                                                                               "teacher_bias")}))
     W, Wt, _ = _weights(c)
     act = c["activation"]
-    return (Network(W, None, act, c["scaling"], c["readout"]),
-            Network(Wt, None, c["teacher_activation"] or act, c["scaling"], c["readout"]))
+    return (Network(W, None, act, c["scaling"], c["readout"], bias=_units(config.get("bias") or 0.0, c["K"], "bias")),
+            Network(Wt, None, c["teacher_activation"] or act, c["scaling"], c["readout"],
+                    bias=_units(config.get("teacher_bias") or 0.0, c["M"], "teacher_bias")))
 
 
 def initial_overlaps(config: Mapping[str, Any]) -> Any:
-    """The :class:`~twolayer.Overlaps` an ``ode`` configuration starts from (see the module docstring); for
+    """The :class:`~twolayer.Overlaps` an ``ode`` configuration starts from (see the module docstring; with its
+    ``bias`` and ``teacher_bias``, zero when not given); for
     ``init`` "gaussian"/"orthogonal" without ``spherical`` they equal
     ``Overlaps.from_networks(*initial_networks(config))`` bit for bit.
 
@@ -326,9 +336,11 @@ def initial_overlaps(config: Mapping[str, Any]) -> Any:
     >>> ov.Q.shape, bool(np.array_equal(ov.M, tl.Overlaps.from_networks(*tl.scan.initial_networks(config)).M))
     ((2, 2), True)
     """
-    Q, M, P, a, v = _overlap_arrays(ENGINES["ode"].complete(_checked_config(config, ENGINES["ode"].params)))
+    c = ENGINES["ode"].complete(_checked_config(config, ENGINES["ode"].params))
+    Q, M, P, a, v = _overlap_arrays(c)
     act = config.get("activation", "erf")
-    return Overlaps(Q, M, P, a, v, act, config.get("teacher_activation") or act)
+    biases = _group_biases([c], len(a), len(v))[0]
+    return Overlaps(Q, M, P, a, v, act, config.get("teacher_activation") or act, **biases)
 
 
 def _overlap_arrays(c: Mapping[str, Any]) -> tuple[NDArray[np.float64], ...]:
@@ -429,19 +441,34 @@ def _bias(x: Any, n: str) -> Any:
     return x
 
 
+def _biased(configs: list[dict[str, Any]]) -> bool:
+    """Whether a group records biases: its scan names a bias parameter (every configuration then has it)."""
+    return any(configs[0].get(k) is not None for k in _BIAS_KEYS)
+
+
+def _group_biases(configs: list[dict[str, Any]], K: int, Mt: int) -> tuple[dict[str, list[float]], ...]:
+    """Per configuration, its ``bias`` (K) and ``teacher_bias`` (Mt) as lists (zeros where not given)."""
+    return tuple({"bias": _units(c.get("bias") or 0.0, K, "bias"),
+                  "teacher_bias": _units(c.get("teacher_bias") or 0.0, Mt, "teacher_bias")} for c in configs)
+
+
+def _recorded_bias(bias: NDArray[np.float64] | None, a: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The student biases a group with biases records: ``bias``, or, where its runs had none (None), zeros shaped
+    as the recorded readout ``a`` (NaN where ``a`` is, after a stop, as Q)."""
+    return np.where(np.isnan(a), np.nan, 0.0) if bias is None else bias
+
+
 def _run_ode(configs: list[dict[str, Any]]) -> Part:
 
     c0 = configs[0]
     if c0["regime"] == "large_batch":
         return _run_large_batch(configs)
     Q, M, P, a, v = _start_stack(configs)
-    # a scan that names a bias parameter (every configuration then has it) records the biases
-    biased = any(c0.get(k) is not None for k in _BIAS_KEYS)
+    biased = _biased(configs)
     biases: dict[str, Any] = {}
     if biased:
-        K, Mt = a.shape[1], v.shape[1]
-        biases = {"bias": [_units(c.get("bias") or 0.0, K, "bias") for c in configs],
-                  "teacher_bias": [_units(c.get("teacher_bias") or 0.0, Mt, "teacher_bias") for c in configs]}
+        per = _group_biases(configs, a.shape[1], v.shape[1])
+        biases = {k: [b[k] for b in per] for k in ("bias", "teacher_bias")}
     stack = BatchOverlaps(Q, M, P, a, v, _label=lambda b, f: f"configuration {b} of the group: {f}", **biases)
     act = c0["activation"]
     res = integrate_batch(
@@ -460,27 +487,37 @@ def _run_ode(configs: list[dict[str, Any]]) -> Part:
     for name in ("status", "message", "stop_time", "t_final", "final_risk", "n_recorded", "n_rhs", "n_steps",
                  "n_rejected"):
         data[name] = ((), getattr(res, name))
-    if biased:  # a group whose members all run without biases records their zeros (NaN after a stop, as Q)
-        zeros = np.where(np.isnan(res.a), np.nan, 0.0), np.where(np.isnan(res.a_final), np.nan, 0.0)
-        data["bias"] = (("t", "student"), zeros[0] if res.bias is None else res.bias)
-        data["bias_final"] = (("student",), zeros[1] if res.bias_final is None else res.bias_final)
+    if biased:
+        data["bias"] = (("t", "student"), _recorded_bias(res.bias, res.a))
+        data["bias_final"] = (("student",), _recorded_bias(res.bias_final, res.a_final))
         data["teacher_bias"] = (("teacher",), np.ascontiguousarray(stack.teacher_bias))
     return Part(data, {"t": (("t",), res.t)})
 
 
 def _run_large_batch(configs: list[dict[str, Any]]) -> Part:
     """One :func:`twolayer.ode.integrate` (``regime="large_batch"``) per configuration of a group sharing
-    ``n_steps``; rows past a divergence are NaN, so every configuration has ``t = 0, 1, ..., n_steps``."""
+    ``n_steps``; rows past a divergence are NaN, so every configuration has ``t = 0, 1, ..., n_steps``. With
+    biases the map takes the student's and the teacher's (``lr_bias``: trained) and the group records them as
+    :func:`_run_ode` does."""
     Q, M, P, a, v = _start_stack(configs)
     T = configs[0]["n_steps"] + 1
+    biased = _biased(configs)
+    biases = _group_biases(configs, a.shape[1], v.shape[1])
     rows: list[dict[str, tuple[tuple[str, ...], Any]]] = []
     for i, c in enumerate(configs):
         act = c["activation"]
         t_act = c["teacher_activation"] or act
-        tr = integrate(Overlaps(Q[i], M[i], P[i], a[i], v[i], act, t_act), act, t_act, lr=c["lr"],
+        tr = integrate(Overlaps(Q[i], M[i], P[i], a[i], v[i], act, t_act, **biases[i]), act, t_act, lr=c["lr"],
                        noise=c["noise"], regime="large_batch", spherical=c["spherical"], batch_ratio=c["batch_ratio"],
-                       n_steps=c["n_steps"], n_threads=c["n_threads"])
-        rows.append({"risk": (("t",), _pad_rows(tr.risk, T)),
+                       n_steps=c["n_steps"], n_threads=c["n_threads"], lr_bias=c["lr_bias"] or 0.0)
+        if biased:
+            b = _recorded_bias(tr.bias, tr.a)
+            final = b[-1] if len(b) else np.full(a.shape[1], np.nan)  # (a start that diverged has no rows)
+            rows.append({"bias": (("t", "student"), _pad_rows(b, T)), "bias_final": (("student",), final),
+                         "teacher_bias": (("teacher",), np.array(biases[i]["teacher_bias"]))})
+        else:
+            rows.append({})
+        rows[-1].update({"risk": (("t",), _pad_rows(tr.risk, T)),
                      "Q": (("t", "student", "student2"), _pad_rows(tr.Q, T)),
                      "M": (("t", "student", "teacher"), _pad_rows(tr.M, T)),
                      "a": (("t", "student"), _pad_rows(tr.a, T)),
@@ -505,10 +542,22 @@ _SOLVER_KEYS = ("t_max", "method", "dt", "rtol", "atol", "n_records", "h_max", "
 _LARGE_BATCH_KEYS = ("batch_ratio", "n_steps")
 
 
+def _bias_sizes(given: Mapping[str, str], values: Mapping[str, list[Any]]) -> None:
+    """A list of biases has one per unit: ``bias`` K entries, ``teacher_bias`` M entries."""
+    for name, units in (("bias", "K"), ("teacher_bias", "M")):
+        sizes = set(values.get(units, [_NETWORK[units][0]]))
+        for x in values.get(name, []):
+            if isinstance(x, list) and len(x) not in sizes:
+                raise ValueError(f"{given[name]}.{name}: a list of {len(x)} biases, but {units} is "
+                                 f"{' or '.join(map(str, sorted(sizes)))} (expected a number or one per unit)")
+
+
 def _ode_together(given: Mapping[str, str], values: Mapping[str, list[Any]]) -> None:
-    """The ODE's rules between parameters: ``regime="large_batch"`` needs ``batch_ratio`` and ``n_steps``, takes
-    none of the time-integration options and a zero ``lr_readout``, and is not mixed with the other regimes; the
-    other regimes need ``t_max`` and take neither ``batch_ratio`` nor ``n_steps``."""
+    """The ODE's rules between parameters: the bias lists' lengths (:func:`_bias_sizes`); ``regime="large_batch"``
+    needs ``batch_ratio`` and ``n_steps``, takes none of the time-integration options and a zero ``lr_readout``,
+    and is not mixed with the other regimes; the other regimes need ``t_max`` and take neither ``batch_ratio`` nor
+    ``n_steps``."""
+    _bias_sizes(given, values)
     regimes = list(values.get("regime", ["online"]))
     where = given.get("regime", "constants")
     if "large_batch" in regimes:
@@ -524,20 +573,10 @@ def _ode_together(given: Mapping[str, str], values: Mapping[str, list[Any]]) -> 
             if name in given:
                 raise ValueError(f"{given[name]}.{name}: regime 'large_batch' does not take it (it iterates the map "
                                  "`steps` times)")
-        for name in _BIAS_KEYS:
-            if name in given:
-                raise ValueError(f"{given[name]}.{name}: the scan's regime 'large_batch' does not take biases (the "
-                                 "committee map does not handle them yet)")
         if any(x != 0 for x in values.get("lr_readout", [])):
             raise ValueError(f"{given['lr_readout']}.lr_readout: regime 'large_batch' keeps the second layer fixed "
                              "(expected 0)")
         return
-    for name, units in (("bias", "K"), ("teacher_bias", "M")):  # a list: one bias per unit
-        sizes = set(values.get(units, [_NETWORK[units][0]]))
-        for x in values.get(name, []):
-            if isinstance(x, list) and len(x) not in sizes:
-                raise ValueError(f"{given[name]}.{name}: a list of {len(x)} biases, but {units} is "
-                                 f"{' or '.join(map(str, sorted(sizes)))} (expected a number or one per unit)")
     if "t_max" not in given:
         raise ValueError(f"t_max: engine 'ode' needs it for regime {regimes[0]!r} (give it in constants or as an axis)")
     for name in _LARGE_BATCH_KEYS:
@@ -571,7 +610,9 @@ def _run_sgd(configs: list[dict[str, Any]]) -> Part:
     def per_run(name: str) -> NDArray[np.float64]:
         return np.repeat(_per(configs, name), R)
 
+    biased = _biased(configs)
     ens = simulate(student, teacher, lr=per_run("lr"), lr_readout=per_run("lr_readout"), noise=per_run("noise"),
+                   lr_bias=per_run("lr_bias"),
                    batch_size=c0["batch_size"], spherical=c0["spherical"], t_max=c0["t_max"], seed=c0["seed"],
                    seeds=ids * n, n_samples=c0["n_samples"], shuffle=c0["shuffle"],
                    train_first_layer=c0["train_first_layer"], n_records=c0["n_records"], keep_weights=False,
@@ -588,6 +629,11 @@ def _run_sgd(configs: list[dict[str, Any]]) -> Part:
         "a": (("member", "t", "student"), grid(ens._padded("a"))),
         "status": (member, grid(np.array(ens.status, dtype=str))), "stop_time": (member, grid(ens.stop_time)),
     }
+    if biased:  # the group shares its networks: one teacher_bias per configuration
+        data["bias"] = (("member", "t", "student"),
+                        grid(_recorded_bias(ens._padded("bias") if ens.runs[0].bias is not None else None,
+                                            ens._padded("a"))))
+        data["teacher_bias"] = (("teacher",), np.tile(teacher.bias, (n, 1)))
     return Part(data, {"t": (("t",), ens.t), "run_id": (member, np.array(ids, dtype=np.int64))})
 
 
@@ -597,19 +643,22 @@ _SGD_PARAMS: _Params = {
     "t_max": (REQUIRED, _pos), "seeds": (1, _seeds), "n_samples": (None, lambda x, n: integer(x, n, 1, 2**32 - 1)),
     "shuffle": (True, boolean), "train_first_layer": (True, boolean), "n_records": (101, _int(2)),
     "n_threads": (None, _int(1)),
+    "bias": (None, _bias), "teacher_bias": (None, _bias), "lr_bias": (None, _nonneg),
 }
 
 # ------------------------------------------------------------------------------------------ dmft, full_batch
 
 
 def _reuse_problem(c: Mapping[str, Any], d: int) -> tuple[Any, NDArray[np.float64]]:
-    """The orthonormal committee teacher (d, seed) and the student readout of a dmft/full_batch configuration."""
+    """The orthonormal committee teacher (d, seed, with its ``teacher_bias``) and the student readout of a
+    dmft/full_batch configuration."""
     from ..networks import Network
 
     mean = c["readout"] == "mean"
     rng = np.random.Generator(np.random.Philox(key=[c["seed"], 3]))
     Wt = np.linalg.qr(rng.standard_normal((d, c["M"])))[0].T * math.sqrt(d)
-    teacher = Network(Wt, np.full(c["M"], 1.0 / c["M"] if mean else 1.0), c["teacher_activation"] or c["activation"])
+    teacher = Network(Wt, np.full(c["M"], 1.0 / c["M"] if mean else 1.0), c["teacher_activation"] or c["activation"],
+                      bias=_units(c.get("teacher_bias") or 0.0, c["M"], "teacher_bias"))
     return teacher, np.full(c["K"], 1.0 / c["K"] if mean else 1.0)
 
 
@@ -621,11 +670,17 @@ def _run_dmft(configs: list[dict[str, Any]]) -> Part:
         teacher, a = _reuse_problem(c, max(c["M"], 1))
         r = solve(teacher, activation=c["activation"], a=a, alpha=c["alpha"], lr=c["lr"], ridge=c["ridge"],
                   noise=c["noise"], n_steps=c["n_steps"], n_mc=c["n_mc"], n_groups=c["n_groups"], seed=c["seed"],
-                  n_threads=c["n_threads"])
+                  n_threads=c["n_threads"], bias=_units(c.get("bias") or 0.0, c["K"], "bias"),
+                  lr_bias=c.get("lr_bias") or 0.0)
         T = c["n_steps"] + 1
         row: dict[str, tuple[tuple[str, ...], Any]] = {"status": ((), np.array(r.status))}
-        for name, dims in (("M", ("step", "student", "teacher")), ("Q", ("step", "student", "student2")),
-                           ("train_risk", ("step",)), ("test_risk", ("step",))):
+        curves = (("M", ("step", "student", "teacher")), ("Q", ("step", "student", "student2")),
+                  ("train_risk", ("step",)), ("test_risk", ("step",)))
+        if _biased(configs):  # as the ODE engine: every member of a scan that names a bias parameter
+            bias = np.zeros((len(r.M), c["K"])) if r.bias is None else r.bias  # None: zero and fixed
+            row["bias"] = (("step", "student"), _pad_rows(bias, T))
+            row["teacher_bias"] = (("teacher",), teacher.bias)
+        for name, dims in curves:
             row[name] = (dims, _pad_rows(getattr(r, name), T))
             row[name + "_se"] = (dims, _pad_rows(r.se[name], T))
         rows.append(row)
@@ -640,13 +695,17 @@ def _run_full_batch(configs: list[dict[str, Any]]) -> Part:
     for c in configs:
         teacher, a = _reuse_problem(c, c["d"])
         student = Network.random(c["K"], c["d"], c["activation"], seed=c["seed"])
-        student = Network(student.W, a, c["activation"])
+        student = Network(student.W, a, c["activation"], bias=_units(c.get("bias") or 0.0, c["K"], "bias"))
         r = simulate(student, teacher, alpha=c["alpha"], lr=c["lr"], ridge=c["ridge"], noise=c["noise"],
                      n_steps=c["n_steps"], seeds=c["seeds"], seed=c["seed"], project_init=True,
-                     lr_readout=c["lr_readout"])
-        rows.append({"M": (("member", "step", "student", "teacher"), r.M),
-                     "Q": (("member", "step", "student", "student2"), r.Q), "a": (("member", "step", "student"), r.a),
-                     "train_risk": (("member", "step"), r.train_risk), "test_risk": (("member", "step"), r.test_risk)})
+                     lr_readout=c["lr_readout"], lr_bias=c.get("lr_bias") or 0.0)
+        row = {"M": (("member", "step", "student", "teacher"), r.M),
+               "Q": (("member", "step", "student", "student2"), r.Q), "a": (("member", "step", "student"), r.a),
+               "train_risk": (("member", "step"), r.train_risk), "test_risk": (("member", "step"), r.test_risk)}
+        if _biased(configs):  # zeros where the run had none (as the ODE engine)
+            row["bias"] = (("member", "step", "student"), _recorded_bias(r.bias, r.a))
+            row["teacher_bias"] = (("teacher",), teacher.bias)
+        rows.append(row)
     return Part(_stack_parts(rows), {"step": (("step",), np.arange(configs[0]["n_steps"] + 1))})
 
 
@@ -654,6 +713,7 @@ _REUSE_PARAMS: _Params = {
     "K": (2, _int(1)), "M": (2, _int(1)), "activation": ("erf", _act), "teacher_activation": (None, _act),
     "readout": ("sum", _choice("sum", "mean")), "alpha": (REQUIRED, _pos), "lr": (REQUIRED, _pos),
     "ridge": (0.0, _nonneg), "noise": (0.0, _nonneg), "n_steps": (REQUIRED, _int(0)), "seed": (0, seed_arg),
+    "bias": (None, _bias), "teacher_bias": (None, _bias), "lr_bias": (None, _nonneg),
 }
 _DMFT_PARAMS: _Params = {**_REUSE_PARAMS, "n_mc": (100_000, _int(1)), "n_groups": (8, _int(2)),
                          "n_threads": (None, _int(1))}
@@ -727,11 +787,13 @@ ENGINES: dict[str, Engine] = {
                                      "risk_tol", "risk_rtol", "batch_ratio", *_BIAS_KEYS}),
                   check_together=_ode_together,
                   renamed={"n_points": "n_records", "records": "n_records", "steps": "n_steps"}),
-    "sgd": Engine("sgd", _SGD_PARAMS, _run_sgd, 64, batched=frozenset({"lr", "lr_readout", "noise"}),
+    "sgd": Engine("sgd", _SGD_PARAMS, _run_sgd, 64, batched=frozenset({"lr", "lr_readout", "noise", "lr_bias"}),
+                  check_together=_bias_sizes,
                   renamed={"records": "n_records", "n_points": "n_records"}),
-    "dmft": Engine("dmft", _DMFT_PARAMS, _run_dmft, 4, shape_keys=("K", "M", "n_steps")),
+    "dmft": Engine("dmft", _DMFT_PARAMS, _run_dmft, 4, shape_keys=("K", "M", "n_steps"), check_together=_bias_sizes),
     "full_batch": Engine("full_batch", _FULL_BATCH_PARAMS, _run_full_batch, 4, shape_keys=("K", "M", "n_steps",
-                                                                                           "seeds")),
+                                                                                           "seeds"),
+                         check_together=_bias_sizes),
     "descend": Engine("descend", _DESCEND_PARAMS, _run_descend, 16, shape_keys=("K", "M", "n_steps", "n_records"),
                       renamed={"steps": "n_steps", "records": "n_records", "n_points": "n_records"}),
     "multistart": Engine("multistart", _MULTISTART_PARAMS, _run_multistart, 4, shape_keys=("runs",),
