@@ -242,6 +242,9 @@ def test_scan_engines_dmft_and_full_batch_with_biases():
             np.testing.assert_array_equal(ds["train_risk"].values[i, j], one.train_risk)
             np.testing.assert_array_equal(ds["bias"].values[i, j], np.broadcast_to(b, (3, 2)) if one.bias is None
                                           else one.bias)
+            # the Monte Carlo standard error of the biases, as of every other curve (zero where they are fixed)
+            np.testing.assert_array_equal(ds["bias_se"].values[i, j], np.zeros((3, 2)) if one.bias is None
+                                          else one.se["bias"])
             teacher, a = tl.scan.engines._reuse_problem(tl.scan.engines.ENGINES["full_batch"].complete(
                 {**full, "d": 50}), 50)
             s0 = tl.Network.random(2, 50, "tanh", seed=0)
@@ -251,6 +254,7 @@ def test_scan_engines_dmft_and_full_batch_with_biases():
             np.testing.assert_array_equal(fb["bias"].values[i, j], np.broadcast_to(b, (2, 3, 2)) if run.bias is None
                                           else run.bias)
     assert np.abs(ds["bias"].values[1, 1, -1] - [0.2, -0.1]).max() > 1e-3
+    assert ds["bias_se"].values[1, 1, -1].min() > 0.0  # trained biases: a Monte Carlo estimate
 
 
 def test_one_pass_matches_large_batch_map():

@@ -7,8 +7,9 @@
 // w a centred Gaussian process of covariance C_theta (drawn as w = L zeta, L the Cholesky factor of C_theta and
 // zeta iid N(0, 1) from Philox streams keyed by (seed, group)), and the deterministic single-coordinate (weight)
 // process: propagator K, C_theta, M, and the student biases b^{t+1} = b^t + lr_bias E[g^t] (deterministic: the
-// full-batch step (lr_bias / n) sum_mu g_mu concentrates; one sample moves b by O(1/n)). Response R_g(t, s) = E[d g^t / d w^s] by Gaussian integration by parts,
-// E[g^t zeta^T] = R_g L (no derivative of sigma: valid for ReLU). Cost per iteration t: O(G S t p^2) for the
+// full-batch step (lr_bias / n) sum_mu g_mu concentrates; one sample moves b by O(1/n)). Response
+// R_g(t, s) = E[d g^t / d w^s] by Gaussian integration by parts, E[g^t zeta^T] = R_g L (no derivative of sigma:
+// valid for ReLU). Cost per iteration t: O(G S t p^2) for the
 // sample pass (memory terms), O(t^2 p^3 + (t p)^2) for the deterministic part.
 #pragma once
 #include <cstdint>

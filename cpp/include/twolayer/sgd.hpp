@@ -8,7 +8,9 @@
 //   b_i += (lr_bias / d) (1/B) sum_nu a_i sigma'(l_i) E               (biases, optional: l_i = w_i . x / sqrt(s) + b_i)
 // with all right-hand sides evaluated before the step. With biases (student b, teacher b*; either may be given) the
 // recorded risk is the exact one with means (overlap_risk_mean; against a polynomial target target_risk with the
-// biases where SgdSpec::target_bias_risk says the core has it, NaN and early stop refused otherwise), and the divergence rule also checks b (not finite, or past the run's bound, whose scale then includes |b(0)| and |b*|). Spherical: each w_i is then rescaled to |w_i|^2 = s.
+// biases where SgdSpec::target_bias_risk says the core has it, NaN and early stop refused otherwise), and the
+// divergence rule also checks b (not finite, or past the run's bound, whose scale then includes |b(0)| and |b*|).
+// Spherical: each w_i is then rescaled to |w_i|^2 = s.
 // Time t = steps / d. Online: every step draws B fresh samples. Training set (n_samples > 0): n samples are
 // drawn once and visited in batches of B, epoch after epoch (reshuffled each epoch when shuffle is set);
 // B = n is full-batch gradient descent.

@@ -23,8 +23,8 @@ call, returning the group's arrays (configuration first).
   orthonormal committee teacher of ``M`` units (``teacher_activation``, readout 1 or 1/M) from Q(0) = I, M(0) = 0
   with the student readout 1 (``readout="sum"``) or 1/K: ``alpha``, ``lr``, ``ridge``, ``noise``, ``n_steps``,
   ``n_mc``, ``n_groups``, ``seed``, and the biases ``bias``, ``teacher_bias``, ``lr_bias`` (as in the ODE engine;
-  a scan that names one stores ``bias`` (step, student) and ``teacher_bias``); records over ``step`` with Monte
-  Carlo standard errors (``<name>_se``).
+  a scan that names one stores ``bias`` (step, student), its ``bias_se``, and ``teacher_bias``); records over
+  ``step`` with Monte Carlo standard errors (``<name>_se``).
 * ``"full_batch"``: :func:`twolayer.full_batch.simulate` (the same process at finite ``d``, ``seeds`` training
   sets, the ``run`` dimension), same teacher (orthonormal rows from ``seed``) and parameters, plus ``lr_readout``
   (the biases stored over (member, step, student)).
@@ -677,8 +677,9 @@ def _run_dmft(configs: list[dict[str, Any]]) -> Part:
         curves = (("M", ("step", "student", "teacher")), ("Q", ("step", "student", "student2")),
                   ("train_risk", ("step",)), ("test_risk", ("step",)))
         if _biased(configs):  # as the ODE engine: every member of a scan that names a bias parameter
-            bias = np.zeros((len(r.M), c["K"])) if r.bias is None else r.bias  # None: zero and fixed
-            row["bias"] = (("step", "student"), _pad_rows(bias, T))
+            zero = np.zeros((len(r.M), c["K"]))  # a run without biases: zero and fixed (no Monte Carlo error)
+            row["bias"] = (("step", "student"), _pad_rows(zero if r.bias is None else r.bias, T))
+            row["bias_se"] = (("step", "student"), _pad_rows(zero if r.bias is None else r.se["bias"], T))
             row["teacher_bias"] = (("teacher",), teacher.bias)
         for name, dims in curves:
             row[name] = (dims, _pad_rows(getattr(r, name), T))
