@@ -181,7 +181,8 @@ def _target_overlaps(student: Network, target: HermiteTarget) -> tuple[NDArray[n
 
 def _target_risk(student: Network, target: Any) -> float:
     """Excess risk against a polynomial target (exact: target.hpp; with student biases the committee part through
-    the kernels with means, the target part by certified quadrature)."""
+    the kernels with means, the target part by certified quadrature, or orthant moments with means for relu and
+    step)."""
     tgt = _hermite(student, target, "population risk", biases=True)
     Q, M = _target_overlaps(student, tgt)
     bias = student.bias if student.has_bias else None
