@@ -181,9 +181,9 @@ def test_batch_bias_arguments_are_checked() -> None:
     with pytest.raises(ValueError, match="lr_bias"):
         tl.ode.integrate_batch(ovs, "erf", lr=0.5, lr_bias=[0.1, 0.2], t_max=1.0)
     tgt = tl.targets.staircase(2, d=30, seed=0)
-    ov = tl.Overlaps.from_networks(tl.Network.random(2, 30, "relu", seed=1), tgt)
-    with pytest.raises(NotImplementedError, match="target.*does not handle biases"):
-        tl.ode.integrate_batch([ov, ov], "relu", lr=0.5, lr_bias=0.5, t_max=1.0)
+    ov = tl.Overlaps.from_networks(tl.Network.random(2, 30, "step", seed=1), tgt)
+    with pytest.raises(NotImplementedError, match="step students with biases"):
+        tl.ode.integrate_batch([ov, ov], "step", lr=0.5, lr_bias=0.5, t_max=1.0, regime="gradient_flow")
 
 
 def test_spherical_batch_with_biases_equals_integrate() -> None:

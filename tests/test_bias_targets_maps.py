@@ -16,7 +16,7 @@ def _student(act: str, d: int, K: int = 2, seed: int = 0) -> tl.Network:
     return tl.Network(rng.standard_normal((K, d)), rng.uniform(0.5, 1.2, K), act, bias=rng.uniform(-0.6, 0.6, K))
 
 
-@pytest.mark.parametrize("act", ["tanh", "erf", "softplus"])
+@pytest.mark.parametrize("act", ["tanh", "erf", "softplus", "relu"])
 def test_target_gradient_flow_is_minus_the_finite_difference_gradient(act: str) -> None:
     """Gradient flow against a staircase target with biases: db/dt = -lr_bias dR/db, dW/dt = -lr d dR/dW mapped to
     (Q, M), da/dt = -lr_readout dR/da, with R the population risk (central differences; and the closed-form
@@ -118,10 +118,10 @@ def test_target_schedule_scales_the_target_terms() -> None:
 def test_target_bias_refusals() -> None:
     d = 6
     tgt = tl.targets.staircase(2, d=d, seed=0)
-    s = _student("relu", d)
+    s = _student("step", d)
     ov = tl.Overlaps.from_networks(s, tgt)
-    with pytest.raises(NotImplementedError, match="target.*does not handle biases of relu or step students"):
-        tl.ode.rhs(ov, "relu", lr=0.5, lr_bias=0.5)
+    with pytest.raises(NotImplementedError, match="step students with biases"):
+        tl.ode.rhs(ov, "step", lr=0.5, lr_bias=0.5, regime="gradient_flow")
     with pytest.raises(ValueError, match="lr_bias"):
         tl.ode.rhs(tl.Overlaps.from_networks(_student("tanh", d), tgt), "tanh", lr=0.5, lr_bias=-1.0)
 

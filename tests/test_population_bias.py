@@ -73,15 +73,6 @@ def test_zero_biases_bitwise_unchanged(act: str) -> None:
         np.testing.assert_array_equal(x, y)
 
 
-def test_bias_refusals() -> None:
-    # formerly refused, now implemented (test_population_bias_core.py): step students with biases, and the Hessian
-    # against a polynomial target with biases; what stays refused: relu students with nonzero biases against a target
-    s, _ = _pair("relu", d=5)
-    tgt = tl.targets.staircase(2, d=5, seed=0)
-    with pytest.raises(NotImplementedError, match="relu units with nonzero biases"):
-        tl.population.hessian(s, tgt, train_bias=True)
-
-
 def _flat_gradient(s: tl.Network, t: tl.Network, train_readout: bool) -> np.ndarray:
     dW, da, db = tl.population.gradient(s, t, train_readout=train_readout, train_bias=True)
     return np.concatenate([dW.ravel(), *([da] if train_readout else []), db])

@@ -99,11 +99,11 @@ def test_refusals_name_the_arguments() -> None:
     biased = _ov("relu", bias=True)  # relu with biases: exact moments with means (tests/test_sde_relu_bias.py)
     with pytest.raises(ValueError, match=r"activation: no diffusion term for 'step' students"):
         tl.sde.increment_covariance(biased, "step", lr=0.1, lr_bias=0.5)
-    # a polynomial target takes biases with smooth students (test_bias_targets_maps.py), not with relu
+    # a polynomial target takes biases with smooth and relu students (test_bias_targets_maps.py,
+    # test_targets_relu_bias.py), not with step ones (no diffusion)
     tgt = tl.targets.hermite({(1,): 1.0}, d=10, seed=0)
-    ovt = tl.Overlaps([[1.0]], [[0.1]], [[1.0]], [1.0], [0.0], "relu")
-    with pytest.raises(NotImplementedError, match="the SDE of a polynomial target does not handle biases yet with "
-                                                  "'relu' students"):
+    ovt = tl.Overlaps([[1.0]], [[0.1]], [[1.0]], [1.0], [0.0], "step")
+    with pytest.raises(ValueError, match=r"activation: no diffusion term for 'step' students"):
         tl.sde.increment_covariance(ovt, lr=0.1, target=tgt, lr_bias=0.5)
     with pytest.raises(ValueError, match="lr_bias"):
         tl.sde.increment_covariance(biased, "tanh", lr=0.1, lr_bias=-1.0)

@@ -123,12 +123,6 @@ def test_biased_expectations_against_monte_carlo(n_fields):
             assert abs(ex - v.mean()) < 5 * sem, (act, fac, ex, v.mean(), sem)
 
 
-def test_relu_with_bias_is_not_implemented():
-    Qs, Ms, _ = joint_cov(0, n=1)
-    with pytest.raises(NotImplementedError, match="relu units with nonzero biases"):
-        _core.target_expectation("relu", Qs, Ms, np.array([[1, 0, 0]]), *STAIR, mu=np.array([0.5]))
-
-
 # ------------------------------------------------------------------ the large-batch map with fixed biases
 
 
@@ -155,7 +149,7 @@ def test_map_with_tiny_bias_matches_the_unbiased_map(act):
     assert biased.status == plain.status and biased.bias is not None and biased.bias.shape == (len(plain), 2)
 
 
-@pytest.mark.parametrize("act", ["tanh", "softplus", "erf"])
+@pytest.mark.parametrize("act", ["tanh", "softplus", "erf", "relu"])
 def test_map_bias_step_is_minus_the_population_bias_gradient(act):
     """With lr = 0 the map's bias step is b <- b - lr_bias dR/db (dR/db_i = -a_i E[sigma'(l_i + b_i) E]); checked
     against population.gradient's bias gradient of the same network (kernels with means + target_cross_grad)."""
@@ -171,9 +165,6 @@ def test_map_bias_step_is_minus_the_population_bias_gradient(act):
 
 def test_map_bias_errors():
     tgt = tl.targets.staircase(3, d=10, seed=0)
-    ov = _overlaps("relu", bias=[0.5, 0.0])
-    with pytest.raises(NotImplementedError, match="relu units with nonzero biases"):
-        tl.ode.integrate(ov, "relu", target=tgt, lr=0.5, regime="large_batch", batch_ratio=2.0, n_steps=1)
     ov = tl.Overlaps(np.eye(1), np.zeros((1, 3)), np.eye(3), [1.0], np.zeros(3), teacher_bias=[0.0, 0.1, 0.0])
     with pytest.raises(ValueError, match="no teacher biases"):
         tl.ode.integrate(ov, "tanh", target=tgt, lr=0.5, regime="large_batch", batch_ratio=2.0, n_steps=1)

@@ -137,9 +137,6 @@ void validate_bias(const OdeModel& m) {
   if (m.target) {
     for (double b : m.teacher_bias)
       if (b != 0.0) throw std::invalid_argument("teacher_bias: a polynomial target has no teacher biases");
-    if (m.student == Activation::Relu || m.student == Activation::Step)
-      throw not_implemented("target: the ODE of a polynomial target does not handle biases of relu or step students "
-                            "yet (their target moments with means)");
   }
   if (m.student == Activation::Step)
     throw not_implemented("bias: the ODE of step students with biases is not implemented (E[delta'(l) step(l)] of a "

@@ -11,6 +11,7 @@
 
 #include "twolayer/gaussian.hpp"
 #include "twolayer/gaussian_mean.hpp"
+#include "twolayer/gaussian_orthant.hpp"
 #include "twolayer/gaussian_smooth.hpp"
 #include "twolayer/linalg.hpp"
 #include "twolayer/population.hpp"
@@ -280,9 +281,11 @@ struct FactorSplit {
   double c;
 };
 
-// Polynomial-target expectations: the five closed-form activations at zero means in closed form; every smooth
-// activation (and the smooth classic ones with means) by the certified quadrature of SmoothMoments; relu and step
-// with nonzero means are not implemented.
+// How the moments E[prod_s F_s(mu_s + l_s) l^beta] are taken: the five classic activations at zero means in closed
+// form (Closed); relu and step with means exactly too, as orthant moments with means (Kinked); every other smooth
+// activation, and linear, quadratic, erf with means, by the certified quadrature of SmoothMoments (Quadrature).
+enum class MomentPath { Closed, Kinked, Quadrature };
+
 bool any_nonzero(const double* mu, int n) {
   if (!mu) return false;
   for (int s = 0; s < n; ++s)
@@ -290,13 +293,10 @@ bool any_nonzero(const double* mu, int n) {
   return false;
 }
 
-bool by_quadrature(Activation act, const double* mu, int n) {
-  if (!is_classic(act)) return true;
-  if (!any_nonzero(mu, n)) return false;
-  if (!smooth::is_smooth(act))
-    throw not_implemented(std::string("target: expectations of ") + activation_name(act) +
-                          " units with nonzero biases against a polynomial target are not implemented");
-  return true;
+MomentPath moment_path(Activation act, const double* mu, int n) {
+  if (!is_classic(act)) return MomentPath::Quadrature;
+  if (!any_nonzero(mu, n)) return MomentPath::Closed;
+  return smooth::is_smooth(act) ? MomentPath::Quadrature : MomentPath::Kinked;
 }
 
 // E[prod_s F_s(mu_s + l_s) l^beta], l ~ N(0, Q_S), for every beta in [0, B]^n at once, F_s = sigma'^n_deriv
@@ -408,33 +408,39 @@ class SmoothMoments {
   std::vector<double> table_;
 };
 
-// quad: the quadrature path (by_quadrature), whose law part is the whole activation factor.
-FactorSplit split_factor(Activation act, const FieldFactor& f, bool quad = false) {
+// The law part of one field factor on a path: on the quadrature path the whole activation factor; with means
+// (Kinked) the relu factor is 1(x > 0) x^n_sigma in x = mu + l (law {1, n_sigma, 0}), which is not a power of the
+// centred l; at zero means (Closed) relu sigma = l 1(l > 0) moves its l into the power.
+FactorSplit split_factor(Activation act, const FieldFactor& f, MomentPath path) {
   if (f.n_sigma > 1 || f.n_deriv < 0 || f.n_sigma < 0 || f.power < 0)
     throw std::invalid_argument("target expectation: unsupported field factor");
-  if (quad) return {{f.n_deriv, f.n_sigma, 0}, f.power, 1.0};
+  if (path == MomentPath::Quadrature) return {{f.n_deriv, f.n_sigma, 0}, f.power, 1.0};
   switch (act) {
     case Activation::Linear: return {{0, 0, 0}, f.power + f.n_sigma, 1.0};
     case Activation::Quadratic: return {{0, 0, 0}, f.power + f.n_deriv + 2 * f.n_sigma, std::pow(2.0, f.n_deriv)};
-    case Activation::Relu: return {{f.n_deriv + f.n_sigma > 0 ? 1 : 0, 0, 0}, f.power + f.n_sigma, 1.0};
+    case Activation::Relu:
+      if (path == MomentPath::Kinked) return {{f.n_deriv + f.n_sigma > 0 ? 1 : 0, f.n_sigma, 0}, f.power, 1.0};
+      return {{f.n_deriv + f.n_sigma > 0 ? 1 : 0, 0, 0}, f.power + f.n_sigma, 1.0};
     default: break;
   }
   return {{f.n_deriv, f.n_sigma, 0}, f.power, 1.0};
 }
 
-// E[prod_s F_s(l_s) l^beta] for every beta: the factors turned into a constant, a reweighted covariance, deltas,
-// indicators and erf auxiliaries (see target.hpp).
+// E[prod_s F_s(mu_s + l_s) l^beta] for every beta: the factors turned into a constant, a reweighted covariance,
+// deltas, indicators and erf auxiliaries (see target.hpp).
 class FactorMoments {
  public:
-  // mu (n means, or null for zero) and B (the largest exponent asked for, with the field powers) serve the
-  // quadrature path (by_quadrature).
+  // mu: n means, or null for zero; B (the largest exponent asked for, with the field powers) serves the quadrature
+  // path.
   FactorMoments(Activation act, int n, const double* Qs, const FieldFactor* fac, const double* mu = nullptr,
                 int B = 0)
       : n_(n) {
-    if (by_quadrature(act, mu, n)) {
+    const MomentPath path = moment_path(act, mu, n);
+    if (path == MomentPath::Quadrature) {
       smooth_ = std::make_unique<SmoothMoments>(act, n, Qs, fac, mu, B);
       return;
     }
+    kinked_ = path == MomentPath::Kinked;
     std::array<double, 9> C{};
     std::copy(Qs, Qs + n * n, C.begin());
     double scale = 0.0;
@@ -445,7 +451,7 @@ class FactorMoments {
     unsigned ind = 0;
     std::vector<int> deltas, erfs;
     for (int s = 0; s < n; ++s) {
-      const FactorSplit sp = split_factor(act, fac[s]);
+      const FactorSplit sp = split_factor(act, fac[s], path);
       const FieldFactor& f = sp.law;
       pw_[s] = sp.power;
       c0_ *= sp.c;
@@ -454,6 +460,7 @@ class FactorMoments {
         case Activation::Quadratic: break;
         case Activation::Relu:
           if (f.n_deriv) ind |= 1u << s;
+          xpw_[s] = f.n_sigma;  // with means: relu sigma(x) = x 1(x > 0) (law n_sigma 0 at zero means)
           break;
         case Activation::Step:
           if (f.n_deriv > 1) throw std::invalid_argument("target expectation: step units have delta derivatives");
@@ -490,7 +497,10 @@ class FactorMoments {
         for (int j = i + 1; j < n; ++j) Cn[i * n + j] = Cn[j * n + i] = 0.5 * (Cn[i * n + j] + Cn[j * n + i]);
       C = Cn;
     }
-    for (int s : deltas) {  // E[delta(l_s) g] = N(0; C_ss) E[g | l_s = 0]
+    // x = mu + l, the step units' argument: with means its law after the deltas (at zero means x = l)
+    std::array<double, 3> m{};
+    if (kinked_) std::copy(mu, mu + n, m.begin());
+    for (int s : deltas) {  // E[delta(x_s) g] = N(0; m_s, C_ss) E[g | x_s = 0]
       const double css = C[s * n + s];
       if (!(css > 1e-13 * scale))
         throw std::domain_error("target expectation: a step unit's field has zero variance (delta undefined)");
@@ -499,24 +509,38 @@ class FactorMoments {
       for (int i = 0; i < n; ++i)
         for (int j = 0; j < n; ++j) Cc[i * n + j] = C[i * n + j] - C[i * n + s] * C[s * n + j] / css;
       for (int i = 0; i < n; ++i) Cc[i * n + s] = Cc[s * n + i] = 0.0;
+      if (kinked_) {  // the density at 0 and the conditioned means; x_s = 0 exactly
+        const double ms = m[s];
+        c0_ *= std::exp(-0.5 * ms * ms / css);
+        for (int i = 0; i < n; ++i) m[i] -= C[i * n + s] * ms / css;
+        m[s] = 0.0;
+      }
       C = Cc;
       zeroed_ |= 1u << s;
     }
+    if (kinked_) {
+      // fields left (numerically) constant by the conditioning are exactly so: x_i = m_i
+      for (int i = 0; i < n; ++i)
+        if (!(C[i * n + i] > 1e-13 * scale))
+          for (int j = 0; j < n; ++j) C[i * n + j] = C[j * n + i] = 0.0;
+      kinked_laws(C, m, mu, ind);
+      return;
+    }
     if (erfs.size() > 1) throw std::invalid_argument("target expectation: at most one erf sigma factor");
     // Augmented covariance: fields, then u = l_e - xi for the erf sigma.
-    const int m = n + static_cast<int>(erfs.size());
+    const int mv = n + static_cast<int>(erfs.size());
     std::array<double, kMaxVars * kMaxVars> Ca{};
     for (int i = 0; i < n; ++i)
-      for (int j = 0; j < n; ++j) Ca[i * m + j] = C[i * n + j];
+      for (int j = 0; j < n; ++j) Ca[i * mv + j] = C[i * n + j];
     if (!erfs.empty()) {
       const int e = erfs[0];
-      for (int i = 0; i < n; ++i) Ca[i * m + n] = Ca[n * m + i] = C[e * n + i];
-      Ca[n * m + n] = C[e * n + e] + 1.0;
+      for (int i = 0; i < n; ++i) Ca[i * mv + n] = Ca[n * mv + i] = C[e * n + i];
+      Ca[n * mv + n] = C[e * n + e] + 1.0;
       // erf(l / sqrt2) = 2 P(u > 0 | l) - 1
-      parts_.push_back({2.0, std::make_unique<Orthant>(m, Ca.data(), ind | (1u << n), scale)});
-      parts_.push_back({-1.0, std::make_unique<Orthant>(m, Ca.data(), ind, scale)});
+      parts_.push_back({2.0, std::make_unique<Orthant>(mv, Ca.data(), ind | (1u << n), scale)});
+      parts_.push_back({-1.0, std::make_unique<Orthant>(mv, Ca.data(), ind, scale)});
     } else {
-      parts_.push_back({1.0, std::make_unique<Orthant>(m, Ca.data(), ind, scale)});
+      parts_.push_back({1.0, std::make_unique<Orthant>(mv, Ca.data(), ind, scale)});
     }
   }
 
@@ -524,6 +548,7 @@ class FactorMoments {
   double operator()(const int* beta) {
     std::array<int, kMaxVars> b{};
     if (smooth_) return (*smooth_)(beta);
+    if (kinked_) return kinked(beta);
     for (int s = 0; s < n_; ++s) {
       b[s] = beta[s] + pw_[s];
       if ((zeroed_ >> s & 1u) && b[s] > 0) return 0.0;
@@ -540,6 +565,120 @@ class FactorMoments {
   unsigned zeroed_ = 0;
   std::vector<std::pair<double, std::unique_ptr<Orthant>>> parts_;
   std::unique_ptr<SmoothMoments> smooth_;
+  // Kinked (relu and step with means): the moments as sums of orthant moments with means E[v^p 1(v_A > 0)] of one
+  // variable v_s per field, chosen so that no binomial expansion cancels: with x = mu + l (after the deltas x ~ N(m,
+  // C), a delta's x_s = 0 exactly),
+  //   a field without indicator: v = l (its relu power x = v + mu has degree <= 1);
+  //   1(x > 0) with mu <= 0: v = x, l^e x^q = sum_g C(e, g) (-mu)^(e - g) v^(g + q), every term >= 0 on v > 0;
+  //   1(x > 0) with mu > 0: 1 - 1(v > 0) with v = -x, l^e x^q = (-1)^(e + q) sum_g C(e, g) mu^(e - g) v^(g + q), so
+  //   the expansion of (x - mu)^e around a large mean, which loses (|mu| / sqrt(C))^e of the precision, never
+  //   arises: only the 2^(fields with mu > 0) laws' sum, whose terms keep the sign of the exact parts.
+  bool kinked_ = false;
+  int xpw_[3] = {0, 0, 0};
+  std::array<double, 3> mu_{};
+  enum class Kind { Centred, Positive, Negative, Zero };  // v = l, v = x (1(v > 0)), v = -x (1(v > 0)), x = 0
+  struct KinkLaw {
+    double sign;
+    Kind kind[3];
+    unsigned ind;
+    std::array<double, 9> C;
+    std::array<double, 3> m;
+    std::array<double, 256> memo;                    // orthant_moment's probabilities of this (C, m)
+    std::unordered_map<std::uint32_t, double> cache;  // E[v^p 1(v_ind > 0)] by p
+  };
+  std::vector<KinkLaw> laws_;
+
+  void kinked_laws(const std::array<double, 9>& C, const std::array<double, 3>& m, const double* mu, unsigned ind) {
+    const int n = n_;
+    std::copy(mu, mu + n, mu_.begin());
+    unsigned split = 0;  // indicator fields with mu > 0: 1(x > 0) = 1 - 1(-x > 0)
+    for (int s = 0; s < n; ++s)
+      if ((ind >> s & 1u) && mu[s] > 0.0) split |= 1u << s;
+    for (unsigned neg = 0; neg < (1u << n); ++neg) {
+      if (neg & ~split) continue;
+      KinkLaw L{1.0, {}, 0, {}, {}, {}, {}};
+      double sg[3];
+      for (int s = 0; s < n; ++s) {
+        double shift = 0.0;
+        if (zeroed_ >> s & 1u) {
+          L.kind[s] = Kind::Zero;
+          sg[s] = 1.0;
+        } else if (neg >> s & 1u) {
+          L.kind[s] = Kind::Negative;
+          L.sign = -L.sign;
+          L.ind |= 1u << s;
+          sg[s] = -1.0;
+        } else if ((ind >> s & 1u) && !(split >> s & 1u)) {
+          L.kind[s] = Kind::Positive;
+          L.ind |= 1u << s;
+          sg[s] = 1.0;
+        } else {
+          L.kind[s] = Kind::Centred;
+          shift = -mu[s];
+          sg[s] = 1.0;
+        }
+        L.m[s] = sg[s] * m[s] + shift;
+      }
+      for (int i = 0; i < n; ++i)
+        for (int j = 0; j < n; ++j) L.C[i * n + j] = sg[i] * sg[j] * C[i * n + j];
+      L.memo.fill(std::nan(""));
+      laws_.push_back(std::move(L));
+    }
+  }
+
+  // c0 E[prod_s x_s^xpw_s l_s^(beta_s + pw_s) 1(x_ind > 0)], the deltas' fields at x_s = 0 (l_s = -mu_s).
+  double kinked(const int* beta) {
+    double total = 0.0;
+    for (KinkLaw& L : laws_) {
+      // each field's factor as a polynomial in its v
+      std::array<std::vector<double>, 3> poly;
+      for (int s = 0; s < n_; ++s) {
+        const int e = beta[s] + pw_[s], q = xpw_[s];
+        const double mu = mu_[s];
+        std::vector<double>& c = poly[s];
+        switch (L.kind[s]) {
+          case Kind::Zero: c = {std::pow(-mu, e)}; break;  // x = 0: step has no x power
+          case Kind::Centred:
+            c.assign(static_cast<std::size_t>(e + q + 1), 0.0);
+            c[e] = q ? mu : 1.0;
+            if (q) c[e + 1] = 1.0;
+            break;
+          case Kind::Positive:
+            c.assign(static_cast<std::size_t>(e + q + 1), 0.0);
+            for (int g = 0; g <= e; ++g) c[g + q] = binomial(e, g) * std::pow(-mu, e - g);
+            break;
+          case Kind::Negative:
+            c.assign(static_cast<std::size_t>(e + q + 1), 0.0);
+            for (int g = 0; g <= e; ++g) c[g + q] = ((e + q) % 2 ? -1.0 : 1.0) * binomial(e, g) * std::pow(mu, e - g);
+            break;
+        }
+      }
+      int g[3] = {0, 0, 0};
+      double part = 0.0;
+      for (;;) {
+        double coef = L.sign;
+        int p[kMaxVars] = {0, 0, 0, 0};
+        std::uint32_t key = 0;
+        for (int s = 0; s < n_; ++s) {
+          coef *= poly[s][g[s]];
+          p[s] = L.kind[s] == Kind::Zero ? 0 : g[s];
+          key = key * 128u + static_cast<std::uint32_t>(p[s]);
+        }
+        if (coef != 0.0) {
+          auto it = L.cache.find(key);
+          if (it == L.cache.end())
+            it = L.cache.emplace(key, detail::orthant_moment(L.C.data(), L.m.data(), n_, L.ind, p, L.memo.data()))
+                     .first;
+          part += coef * it->second;
+        }
+        int s = 0;
+        while (s < n_ && ++g[s] >= static_cast<int>(poly[s].size())) g[s++] = 0;
+        if (s >= n_) break;
+      }
+      total += part;
+    }
+    return c0_ * total;
+  }
 };
 
 int poly_degree(const HermitePoly& p) {
@@ -560,7 +699,7 @@ class FieldTuple {
  public:
   // D: the largest degree of the polynomials that will be asked for; mu: the fields' means (null: zero).
   FieldTuple(Activation act, int n, const double* Qs, const double* Ms, int k, int D, const double* mu = nullptr)
-      : act_(act), n_(n), D_(D), quad_(by_quadrature(act, mu, n)), ch_(n, Qs, Ms, k, D) {
+      : act_(act), n_(n), D_(D), path_(moment_path(act, mu, n)), ch_(n, Qs, Ms, k, D) {
     std::copy(Qs, Qs + n * n, Qs_.begin());
     if (mu) std::copy(mu, mu + n, mu_.begin());
   }
@@ -573,7 +712,7 @@ class FieldTuple {
     double c = 1.0;
     FieldFactor law[3];
     for (int q = 0; q < n_; ++q) {
-      const FactorSplit sp = split_factor(act_, factors[q], quad_);
+      const FactorSplit sp = split_factor(act_, factors[q], path_);
       law[q] = sp.law;
       pw[q] = sp.power;
       c *= sp.c;
@@ -584,7 +723,7 @@ class FieldTuple {
     if (it == laws_.end()) {
       int pmax = 0;
       for (int q = 0; q < n_; ++q) pmax = std::max(pmax, pw[q]);
-      it = laws_.emplace(key, Law{FactorMoments(act_, n_, Qs_.data(), law, quad_ ? mu_.data() : nullptr, D_ + pmax),
+      it = laws_.emplace(key, Law{FactorMoments(act_, n_, Qs_.data(), law, path_ != MomentPath::Closed ? mu_.data() : nullptr, D_ + pmax),
                                   {}}).first;
     }
     Law& L = it->second;
@@ -619,7 +758,7 @@ class FieldTuple {
  private:
   Activation act_;
   int n_, D_;
-  bool quad_;
+  MomentPath path_;
   std::array<double, 9> Qs_{};
   std::array<double, 3> mu_{};
   ConditionalHermite ch_;
@@ -737,6 +876,8 @@ void target_expectations(Activation act, int n, const double* Qs, const double* 
   int D = 0;
   for (const HermitePoly* p : ps) D = std::max(D, poly_degree(*p));
   if (D > 60) throw std::invalid_argument("target expectation: degree above 60");
+  for (int q = 0; mu && q < n; ++q)
+    if (!std::isfinite(mu[q])) throw std::invalid_argument("target expectation: the means (biases) must be finite");
   FieldTuple(act, n, Qs, Ms, k, D, mu).expect(factors, ps.data(), ps.size(), out);
 }
 
@@ -908,7 +1049,6 @@ TargetRhs::TargetRhs(const PolyTarget& t, Activation act, int K, bool online, do
       lr_readout_(lr_readout), b_(std::move(bias)) {
   if (b_.empty() || bias_in_state_) b_.assign(static_cast<std::size_t>(K), 0.0);
   if (static_cast<int>(b_.size()) != K) throw std::invalid_argument("target: expected one bias per student unit");
-  by_quadrature(act, b_.data(), K);  // relu and step with biases: not implemented
   t_.validate();
   f2_ = hermite_product(t_.f, t_.f);
   for (int r = 0; r < k_; ++r) zf_.push_back(hermite_times_z(t_.f, r));
@@ -955,7 +1095,6 @@ void TargetRhs::add_bias_raw(const double* y, double* out) const {
 
 void TargetRhs::set_bias(const std::vector<double>& bias) {
   if (static_cast<int>(bias.size()) != K_) throw std::invalid_argument("target: expected one bias per student unit");
-  by_quadrature(act_, bias.data(), K_);
   b_ = bias;
 }
 

@@ -26,7 +26,8 @@ Biases: with student biases b (``overlaps.bias``) and, for a committee teacher, 
 psi centred (the update of w is that of the centred field); with ``lr_bias`` the biases move as
 b_i <- b_i + lr_bias a_i E[g'(lambda_i) E], the limit of ``sgd.simulate(lr_bias=lr_bias * d)`` (a batch mean of a
 scalar: no 1/alpha term). A committee teacher takes the online ODE's expectations with means (``ode._bias``; every
-student but step); a polynomial target any student but relu and step. Smooth students without closed-form kernels
+student but step); a polynomial target any student but step (relu: exact orthant moments with means). Smooth
+students without closed-form kernels
 (tanh, softplus, ...) against a target take this path at any bias: the committee terms from the kernels with means
 (i3_mean, i4_mean), the target's by the certified quadrature of :mod:`twolayer.targets`' expectations. A run without
 biases (zero biases, ``lr_bias = 0``) takes the paths without means, bitwise as before.
@@ -116,7 +117,7 @@ def iterate(
     target : HermiteTarget, optional
         A polynomial target: the teacher units are its k directions, and psi, phi^HD take its exact terms
         (psi_ic += E[g'(l_i) l_c f], phi^HD_ik += E[g'g' f^2] - 2 E[g'g' f fhat], C++ ``TargetRhs::add_raw``).
-        With a target the students may carry biases (``overlaps.bias``, any activation but relu and step):
+        With a target the students may carry biases (``overlaps.bias``, any activation but step):
         every expectation is then taken at l_i + b_i (l_c of psi centred); with a committee teacher the student
         and teacher biases of ``overlaps`` (see the module docstring).
     lr_bias : float, default 0

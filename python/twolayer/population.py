@@ -181,7 +181,8 @@ def _target_overlaps(student: Network, target: HermiteTarget) -> tuple[NDArray[n
 
 def _target_risk(student: Network, target: Any) -> float:
     """Excess risk against a polynomial target (exact: target.hpp; with student biases the committee part through
-    the kernels with means, the target part by certified quadrature)."""
+    the kernels with means, the target part by certified quadrature, or orthant moments with means for relu and
+    step)."""
     tgt = _hermite(student, target, "population risk", biases=True)
     Q, M = _target_overlaps(student, tgt)
     bias = student.bias if student.has_bias else None
@@ -320,9 +321,9 @@ def gradient(
     With biases (lambda_i = w_i . x / sqrt(s) + b_i, on either network) the
     risk's expectations are the kernels with means (exact conditioning and
     certified quadrature, see :mod:`twolayer.kernels`); against a polynomial
-    target the target's part is a certified quadrature over the student
-    field after the exact conditioning (relu and step students with biases
-    are not implemented there); rows are not rescaled, and a step unit
+    target the target's part is, after the exact conditioning, a certified
+    quadrature over the student field (smooth students) or orthant moments
+    with means (relu and step); rows are not rescaled, and a step unit
     with itself enters through step^2 = step (its deltas combined first).
 
     Parameters
@@ -403,7 +404,8 @@ def hessian(
     lemma in the core; a unit with itself as one unit's expectations
     E[(s^2)^(n)], so that the deltas of relu and step units combine first);
     against a polynomial target the target's part adds its bias derivatives
-    E[s^(n)(b + l) f] (smooth students; relu and step only at zero biases);
+    E[s^(n)(b + l) f] (every student; relu and step through orthant moments
+    with means);
     biases not in ``train_bias`` are held fixed.
 
     Parameters

@@ -48,9 +48,8 @@ integrated exactly and, over the pre-activations,
 
 ``step`` students have no diffusion term (ValueError): sigma' = 0 almost everywhere, so online SGD never moves
 them, while the ODE's drift comes from the delta and its covariance would need E[delta(l)^2] = infinity (step
-teachers, with biases too, are fine). A polynomial target takes student biases with smooth and polynomial students
-(its drift the ODE's with a target and biases); relu students with biases against a target are refused
-(NotImplementedError).
+teachers, with biases too, are fine). A polynomial target takes student biases with every student but step (its
+drift the ODE's with a target and biases; relu students through the exact orthant moments with means above).
 
 :func:`simulate` integrates the SDE by Euler-Maruyama (strong order 1/2, weak order 1 in dt) over many paths in one
 C++ call (OpenMP across threads, paths in SIMD lanes within a thread for the quadrature moments; GIL released,
@@ -254,10 +253,6 @@ def _model(overlaps: Any, activation: Any, teacher_activation: Any, target: Any,
         raise ValueError("teacher_activation: not used with a polynomial target (the target is the teacher)")
     ov, act = check_target_overlaps(overlaps, activation, tgt, spherical, biases=True)
     bias = bias_kwargs(ov, lr_bias)
-    if bias and act in _EXACT:
-        raise NotImplementedError(f"overlaps, lr_bias: the SDE of a polynomial target does not handle biases yet with "
-                                  f"{act!r} students (the exact relu/step moments have no means); the smooth "
-                                  "activations take biases")
     alpha, coef = tgt._arrays()
     return ov, act, "target", tgt, {"target_alpha": alpha, "target_coef": coef,
                                     **({k: bias[k] for k in ("teacher_bias", "lr_bias")} if bias else {})}
@@ -299,7 +294,7 @@ def increment_covariance(
     lr_bias : float, default 0.0
         Learning rate of the student biases: with the overlaps' ``bias`` b and ``teacher_bias`` b* the units see
         l_i = w_i . x / sqrt(d) + b_i, and ``b[i]`` components xi_b_i = lr_bias a_i g'(l_i) E join when
-        ``lr_bias > 0`` (every unit but step students; a polynomial target: NotImplementedError).
+        ``lr_bias > 0`` (every unit but step students, against a polynomial target too).
 
     Returns
     -------

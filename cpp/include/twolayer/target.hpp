@@ -20,6 +20,14 @@
 // whose indicator derivatives are deltas that condition one variable at 0 (one dimension less), down to the orthant
 // probabilities 1/2, 1/4 + asin(rho)/(2 pi), 1/8 + sum asin(rho_ab)/(4 pi). Everything is closed form: the
 // results are exact to rounding.
+// Relu and step units with means mu (the biases), x = mu + l: relu sigma = x 1(x > 0), sigma' = 1(x > 0), step
+// sigma = 1(x > 0) and sigma' = delta(x) (density N(0; mu_s, C_ss) times the law conditioned on x_s = 0, whose means
+// shift by -C_.s mu_s / C_ss); the centred powers l^beta = (x - mu)^beta by the binomial theorem, so every moment is
+// a sum of orthant moments with means E[x^gamma 1(x_A > 0)] (gaussian_orthant.hpp: the same Stein recursion with
+// E[x_a g] = m_a E[g] + sum_b C_ab E[d_b g], ending at Phi, the bivariate normal orthant (Drezner-Wesolowsky) and,
+// for three indicators, the certified one-dimensional integral of gaussian_mean.hpp). Exact to rounding up to the
+// binomial expansion's cancellation, which grows like (|mu| / sqrt(C))^|beta| (measured: <= 1e-12 relative for the
+// ODE's degrees and |mu| <= 3 sqrt(C)).
 #pragma once
 #include <cstddef>
 #include <map>
@@ -59,9 +67,9 @@ struct FieldFactor {
 // (n x k), means mu (the biases; null for zero). Step units allow n_deriv <= 1 (a delta). Throws std::domain_error
 // when Qs is singular where it must not be. The conditioning on l_S is the same with means (E[p(z) | l_S] is a
 // polynomial in the centred fields); what changes is the moments E[prod_s F_s(mu_s + l_s) l^beta]: closed form for
-// the five classic activations at zero means, otherwise (every smooth activation, and linear, quadratic, erf with
-// means) a tensor trapezoidal rule certified at run time like gaussian_smooth.hpp's (<= 1e-13 relative to the
-// integral of |integrand| in practice); relu and step with nonzero means throw not_implemented.
+// the five classic activations at zero means and for relu and step at any means (orthant moments with means, above),
+// otherwise (every smooth activation, and linear, quadratic, erf with means) a tensor trapezoidal rule certified at
+// run time like gaussian_smooth.hpp's (<= 1e-13 relative to the integral of |integrand| in practice).
 double target_expectation(Activation act, int n, const double* Qs, const double* Ms, int k,
                           const FieldFactor* factors, const HermitePoly& p, const double* mu = nullptr);
 // The same for several polynomials at once (the conditioning and moment tables are shared).
@@ -86,9 +94,9 @@ void target_cross_grad(const PolyTarget& t, const double* Q, const double* M, co
 // The higher derivatives of sigma are moved onto the Gaussian density: with h(l) = E[P(z) | l] (a polynomial),
 // E[sigma^(n+1)(l) h(l)] = E[sigma'(l) (T^n h)(l)], T h = l h / q - h'. out (3 + 2k + k^2):
 // [Phi, Phi_q, Phi_m (k), Phi_qq, Phi_qm (k), Phi_mm (k x k)]. Throws std::domain_error when q = 0.
-// With a bias b (l ~ N(0, q) shifted to b + l; b null: the classic five only, as above) every smooth activation,
-// and out gains (3 + k) entries, the b-derivatives d/db = E[sigma'(b + l) .]: [Phi_b, Phi_bb, Phi_bq, Phi_bm (k)]
-// (relu and step with b != 0: not_implemented).
+// With a bias b (l ~ N(0, q) shifted to b + l; b null: the classic five only, as above) every activation, and out
+// gains (3 + k) entries, the b-derivatives d/db = E[sigma'(b + l) .]: [Phi_b, Phi_bb, Phi_bq, Phi_bm (k)] (the
+// integration by parts moving sigma's derivatives onto the density of the centred l holds at any b).
 void target_unit_jet(const PolyTarget& t, double q, const double* m, Activation act, double* out,
                      const double* b = nullptr);
 
@@ -96,8 +104,8 @@ void target_unit_jet(const PolyTarget& t, double q, const double* m, Activation 
 // right-hand side (the committee RHS with v = 0) before the spherical projection.
 class TargetRhs {
  public:
-  // Any activation (the classic five at zero biases in closed form, the rest by certified quadrature), and biases
-  // b (K; empty for zero; relu and step at zero only): the fields are b_i + l_i (the large-batch map).
+  // Any activation (the classic five at zero biases and relu, step at any biases in closed form, the rest by
+  // certified quadrature), and biases b (K; empty for zero): the fields are b_i + l_i (the large-batch map).
   // bias_in_state: the biases are the state's instead, y = [Q, M, a, b] (the ODE of a target with biases,
   // dynamics.hpp; `bias` is then unused).
   TargetRhs(const PolyTarget& t, Activation act, int K, bool online, double lr, double lr_readout,

@@ -149,8 +149,8 @@ def integrate(
         ``bias`` and ``teacher_bias`` (fixed); a run with biases (a nonzero
         one, or ``lr_bias > 0``) integrates the equations with means of the
         documentation's ODE page, "Biases" (gradient flow and online SGD,
-        spherical too: the biases are not projected; not targets nor step
-        students: NotImplementedError).
+        spherical too: the biases are not projected; against a polynomial
+        target too; step students: NotImplementedError).
 
     Returns
     -------
