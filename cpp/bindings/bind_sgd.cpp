@@ -27,8 +27,7 @@ void bind_sgd(py::module_& m) {
          std::uint64_t seed, const py::array_t<std::uint32_t, py::array::c_style | py::array::forcecast>& runs_arr,
          bool keep_weights, int n_threads, const py::object& progress, const py::object& target_alpha,
          const py::object& target_coef, const py::object& schedule, const std::string& device,
-         const py::object& bias_arg, const py::object& teacher_bias_arg, const py::object& lr_bias_arg,
-         bool target_bias_risk) {
+         const py::object& bias_arg, const py::object& teacher_bias_arg, const py::object& lr_bias_arg) {
         // Plain arrays rather than STL casters (no pybind11/stl.h in this module).
         const std::vector<long long> record_steps(record_steps_arr.data(),
                                                   record_steps_arr.data() + record_steps_arr.size());
@@ -99,7 +98,6 @@ void bind_sgd(py::module_& m) {
         if (!target_alpha.is_none()) {
           sp.target = make_target(target_alpha.cast<IntArray>(), target_coef.cast<Array>());
           if (sp.target->k != sp.M) throw std::invalid_argument("target: expected k = M direction rows");
-          sp.target_bias_risk = target_bias_risk;
         }
         sp.schedule = schedule_arg(schedule);
         sgd_check(sp, params.data(), params.size());
@@ -174,7 +172,7 @@ void bind_sgd(py::module_& m) {
       py::arg("n_threads") = 0, py::arg("progress") = py::none(), py::arg("target_alpha") = py::none(),
       py::arg("target_coef") = py::none(),
       py::arg("schedule") = py::none(), py::arg("device") = "cpu", py::arg("bias") = py::none(),
-      py::arg("teacher_bias") = py::none(), py::arg("lr_bias") = py::none(), py::arg("target_bias_risk") = false);
+      py::arg("teacher_bias") = py::none(), py::arg("lr_bias") = py::none());
 
   m.def(
       "philox4x32",

@@ -54,13 +54,10 @@ void dots(const double* const* rows, int n, const double* x, int d, double* out)
 
 // The exact excess risk of the overlaps (Q, M, a) and, in a run with biases, the student's biases b and the teacher's
 // bt (null: none): the committee's (population.hpp, the kernels with means when biased) or the polynomial target's
-// (target.hpp, with the biases; NaN with biases unless sp.target_bias_risk: early stop is refused there,
-// sgd_check_biases).
+// (target.hpp, with the biases).
 double excess_risk(const SgdSpec& sp, const double* Q, const double* Mo, const double* a, const double* P,
                    const double* v, const double* b = nullptr, const double* bt = nullptr) {
-  if (sp.target)
-    return b && !sp.target_bias_risk ? std::numeric_limits<double>::quiet_NaN()
-                                     : target_risk(*sp.target, Q, Mo, a, sp.K, sp.student, b);
+  if (sp.target) return target_risk(*sp.target, Q, Mo, a, sp.K, sp.student, b);
   if (b || bt) return overlap_risk_mean(Q, Mo, P, a, v, b, bt, sp.K, sp.M, sp.student, sp.teacher);
   return overlap_risk(Q, Mo, P, a, v, sp.K, sp.M, sp.student, sp.teacher);
 }
@@ -581,7 +578,6 @@ class Run {
   double risk_now(long long step) {
     check(step);
     const double r = excess_risk(sp_, Q_.data(), Mo_.data(), a_.data(), P_, v_, bp_, bt_);
-    if (biased_ && sp_.target && !sp_.target_bias_risk) return r;  // NaN: no target risk with these biases
     if (!std::isfinite(r)) throw Diverged{step, kRiskNotFinite};
     return r;
   }
@@ -626,16 +622,12 @@ void sgd_check(const SgdSpec& sp, const SgdRun* runs, std::size_t n_runs) {
 }
 
 namespace {
-// The runs' parameters against the biases given (sgd.hpp): trained biases need the student's, early stop a risk (none
-// against a polynomial target with biases without sp.target_bias_risk).
-void sgd_check_biases(const SgdSpec& sp, const SgdRun* runs, std::size_t n_runs, const double* b0, const double* bt) {
+// The runs' parameters against the biases given (sgd.hpp): trained biases need the student's.
+void sgd_check_biases(const SgdRun* runs, std::size_t n_runs, const double* b0) {
   for (std::size_t j = 0; j < n_runs; ++j) {
     const std::string at = "[" + std::to_string(j) + "]";
     if (runs[j].lr_bias > 0.0 && !b0)
       throw std::invalid_argument("lr_bias" + at + ": trained biases need the student's biases (b0)");
-    if ((b0 || bt) && sp.target && !sp.target_bias_risk && (runs[j].risk_tol >= 0.0 || runs[j].risk_rtol >= 0.0))
-      throw std::invalid_argument("risk_tol" + at + ": early stop needs the risk, not available against a polynomial "
-                                  "target with biases");
   }
 }
 }  // namespace
@@ -644,7 +636,7 @@ void sgd_simulate(const SgdSpec& sp, const double* W0, const double* a0, std::si
                   const double* v, const SgdRun* runs, std::size_t n_runs, SgdOut* out, int n_threads,
                   std::atomic<long long>* progress, const double* b0, const double* bt) {
   sgd_check(sp, runs, n_runs);
-  sgd_check_biases(sp, runs, n_runs, b0, bt);
+  sgd_check_biases(runs, n_runs, b0);
   std::vector<double> P(static_cast<std::size_t>(sp.M) * sp.M);
   gram(Wt, sp.M, Wt, sp.M, sp.d, sp.scale, P.data(), 1);
   const std::size_t Kd = static_cast<std::size_t>(sp.K) * sp.d;
@@ -802,7 +794,7 @@ void sgd_simulate_cuda(const SgdSpec& sp, const double* W0, const double* a0, st
                        const double* Wt, const double* v, const SgdRun* runs, std::size_t n_runs, SgdOut* out,
                        std::atomic<long long>* progress, const double* b0, const double* bt) {
   sgd_check(sp, runs, n_runs);
-  sgd_check_biases(sp, runs, n_runs, b0, bt);
+  sgd_check_biases(runs, n_runs, b0);
   if (const std::string why = sgd_cuda_unsupported(sp); !why.empty()) throw cuda::DeviceUnavailable(why);
   std::vector<double> P(static_cast<std::size_t>(sp.M) * sp.M);
   gram(Wt, sp.M, Wt, sp.M, sp.d, sp.scale, P.data(), 1);

@@ -142,7 +142,6 @@ def sgd_simulate(
     bias: _F | None = None,
     teacher_bias: _F | None = None,
     lr_bias: _F | None = None,
-    target_bias_risk: bool = False,
 ) -> dict[str, Any]: ...
 def philox4x32(counter: NDArray[np.uint32], key: NDArray[np.uint32]) -> NDArray[np.uint32]: ...
 def rng_gaussians(

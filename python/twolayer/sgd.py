@@ -15,10 +15,9 @@ a_i sigma'(lambda_i) E], the ODE's convention. A run with biases (a nonzero stud
 0``) records them (``Trajectory.bias``, (T, K); the teacher's in ``teacher_bias``) and draws the same samples as
 without; its recorded ``risk`` is the exact excess risk with means (the kernels with means, :mod:`twolayer.kernels`:
 equal to :func:`twolayer.population.risk` of the recorded weights), early stop included. Against a polynomial target
-a student with biases records the exact risk with its biases too (the target engine's, target.hpp) wherever that
-engine takes the student's activation with means; otherwise (relu and step students, for now) it records NaN, says
-why in ``meta["risk_method"]``, and refuses early stop. The divergence rule also checks the biases. A run without
-biases is bitwise the same as before biases existed.
+a student with biases records the exact risk with its biases too (the target engine's, target.hpp; every
+activation), early stop included. The divergence rule also checks the biases. A run without biases is bitwise the
+same as before biases existed.
 
 One online step of learning rate lr is in expectation one step of population gradient descent with learning rate lr,
 and the d -> infinity limit is ``tl.ode.integrate`` with the same ``lr``, ``lr_readout``, ``noise`` and ``readout``
@@ -121,26 +120,11 @@ def _check_distinct_runs(run_ids: NDArray[np.int64], params: dict[str, NDArray[n
         )
 
 
-def _risk_method(biased: bool, target: bool, missing: str | None = None) -> str:
-    """``meta["risk_method"]``: how the recorded risk is computed (module docstring); ``missing``: why the target
-    risk with biases is not available (:func:`_target_risk_missing`)."""
+def _risk_method(biased: bool, target: bool) -> str:
+    """``meta["risk_method"]``: how the recorded risk is computed (module docstring)."""
     if not biased:
         return "exact (closed-form kernels)"
-    if missing is not None:
-        return f"not available against this polynomial target with biases (NaN): {missing}"
     return "exact (target kernels with means)" if target else "exact (kernels with means)"
-
-
-def _target_risk_missing(target: HermiteTarget, first: Network) -> str | None:
-    """None when the core's target risk (target.hpp target_risk, the function SGD records) takes the student's
-    activation with biases, else its reason: asked once at a generic point (Q = I, M = 0, b = 1/2)."""
-    K = first.K
-    try:
-        _core.target_risk(*target._arrays(), np.eye(K), np.zeros((K, target.k)), np.ones(K), first.activation,
-                          np.full(K, 0.5))
-    except NotImplementedError as err:
-        return str(err)
-    return None
 
 
 def _initial_students(student: Any) -> tuple[list[Network] | None, Network]:
@@ -212,15 +196,6 @@ def _run_params(R: int, single: bool, **values: Any) -> dict[str, NDArray[np.flo
     return out
 
 
-def _refuse_early_stop_with_biases(params: dict[str, NDArray[np.float64]], missing: str) -> None:
-    """Against a polynomial target, a run with biases the target risk does not take (``missing``: why) records no
-    risk: early stop is refused there."""
-    for name in ("risk_tol", "risk_rtol"):
-        if not np.all(np.isnan(params[name])):
-            raise NotImplementedError(f"{name}: early stop needs the recorded risk, which is not available against "
-                                      f"this polynomial target with biases ({missing})")
-
-
 def _core_kwargs(students: list[Network] | None, first: Network, teacher: Network, target: HermiteTarget | None,
                  params: dict[str, NDArray[np.float64]], biased: bool, flags: dict[str, bool], *, B: int, n: int,
                  steps: int, rec: NDArray[np.int64], seed: int, run_ids: NDArray[np.int64], n_threads: int | None,
@@ -257,7 +232,6 @@ def _core_kwargs(students: list[Network] | None, first: Network, teacher: Networ
         kwargs["lr_bias"] = params["lr_bias"]
     if target is not None:
         kwargs["target_alpha"], kwargs["target_coef"] = target._arrays()
-        kwargs["target_bias_risk"] = biased and flags["target_bias_risk"]
     return kwargs
 
 
@@ -572,10 +546,6 @@ def simulate(
     params = _run_params(run_ids.size, seeds is None, lr=lr, lr_readout=lr_readout, noise=noise,
                          risk_tol=risk_tol, risk_rtol=risk_rtol, lr_bias=lr_bias)
     biased = any(s.has_bias for s in students or [first]) or teacher.has_bias or bool(np.any(params["lr_bias"]))
-    missing = _target_risk_missing(target, first) if biased and target is not None else None
-    if missing is not None:
-        _refuse_early_stop_with_biases(params, missing)
-    flags["target_bias_risk"] = missing is None
     if not biased:
         del params["lr_bias"]  # a run without biases: its parameters, results and exports as before biases existed
     _check_distinct_runs(run_ids, params)
@@ -594,7 +564,7 @@ def simulate(
         "n_samples": n,
         "regime": "training_set" if n else "online",
         "train_first_layer": flags["train_first_layer"],
-        "risk_method": _risk_method(biased, target is not None, missing),
+        "risk_method": _risk_method(biased, target is not None),
         "activation": first.activation,
         "teacher_activation": teacher.activation if target is None else "target",
         **({} if sched is None else {"schedule": repr(sched)}),

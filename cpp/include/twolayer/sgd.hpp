@@ -8,7 +8,7 @@
 //   b_i += (lr_bias / d) (1/B) sum_nu a_i sigma'(l_i) E               (biases, optional: l_i = w_i . x / sqrt(s) + b_i)
 // with all right-hand sides evaluated before the step. With biases (student b, teacher b*; either may be given) the
 // recorded risk is the exact one with means (overlap_risk_mean; against a polynomial target target_risk with the
-// biases where SgdSpec::target_bias_risk says the core has it, NaN and early stop refused otherwise), and the
+// biases), and the
 // divergence rule also checks b (not finite, or past the run's bound, whose scale then includes |b(0)| and |b*|).
 // Spherical: each w_i is then rescaled to |w_i|^2 = s.
 // Time t = steps / d. Online: every step draws B fresh samples. Training set (n_samples > 0): n samples are
@@ -63,9 +63,6 @@ struct SgdSpec {
   // A polynomial target instead of the committee: labels f(z) with z = Wt x / sqrt(s) the M = k projections (v and
   // the teacher activation unused); the recorded risk is target_risk.
   std::shared_ptr<const PolyTarget> target;
-  // With the target and biases: the recorded risk is target_risk with the student's biases (the caller has checked
-  // that target_risk takes the student's activation with means); false: NaN, and early stop is refused.
-  bool target_bias_risk = false;
   Schedule schedule;      // step n uses lr s(n / d) and lr_readout s(n / d) (schedule.hpp); default s = 1
 };
 
