@@ -80,6 +80,15 @@ void pair_moments(Activation a, Activation b, const int (*ij)[2], int n, double 
 bool zero_mean_pair(Activation a, Activation b);
 bool zero_mean_i4(Activation s, Activation a, Activation b);
 
+// The n-point Gauss-Legendre rule on [-1, 1], n = 6, 12 or 20 (Genz's node counts of the erf pairs' bivariate normal
+// integral, "erf pairs" above): its nodes x[0..n) and weights w[0..n), built once. The lanes with biases
+// (batch_dynamics_bias.hpp) take the same nodes.
+struct GaussLegendreNodes {
+  const double* x;
+  const double* w;
+};
+GaussLegendreNodes gauss_legendre_nodes(int n);
+
 // The kernels above on one row-major covariance C and mean vector mu (no checks: see mean_error).
 double i2_mean(Activation a, Activation b, const double* C, const double* mu);
 double j2_mean(Activation s, const double* C, const double* mu);
