@@ -98,6 +98,10 @@ struct OdeModel {
 void validate_model(const OdeModel& m);
 void validate_bias(const OdeModel& m);
 
+// The teacher-teacher part of the risk with means, 1/2 sum_rq v_r v_q E[t(l*_r) t(l*_q)] (fixed during a run; the
+// teacher biases where biased): OdeRhs's risk with biases and the lanes with biases (batch_dynamics_bias.hpp) add it.
+double teacher_risk_with_means(const OdeModel& m);
+
 // The right-hand side of one model, with its workspace (not thread-safe: one object per concurrent user).
 class OdeRhs {
  public:
