@@ -395,13 +395,16 @@ double pair_moment(A a, int i, A b, int j, double mu1, double mu2, double x, dou
 double pair_moment_quadrature(A a, int i, A b, int j, double mu1, double mu2, double x, double y, double z) {
   if (i < 0 || j < 0 || i + j > 4) throw std::logic_error("pair_moment: derivative orders i, j >= 0, i + j <= 4");
   Factor fa = factor(a, i), fb = factor(b, j);
-  if (smooth::exact_polynomial_pair(a, b)) {  // exact (gaussian_smooth.hpp)
+  if (is_polynomial(a) && is_polynomial(b)) {  // exact (gaussian_smooth.hpp): hermite, linear and quadratic pairs
     const Polynomial P = polynomial_of(a), Q = polynomial_of(b);
     double M[kMaxHermiteDegree + 1][kMaxHermiteDegree + 1], dp[kMaxHermiteDegree + 1], dq[kMaxHermiteDegree + 1];
     smooth::bivariate_moments(x, y, z, M);
     polynomial_derivatives(P.p, P.degree, mu1, P.degree, dp);
     polynomial_derivatives(Q.p, Q.degree, mu2, Q.degree, dq);
-    return smooth::poly_pair_moment(dp, P.degree, i, dq, Q.degree, j, M);
+    const double v = smooth::poly_pair_moment(dp, P.degree, i, dq, Q.degree, j, M);
+    if (!std::isfinite(v))
+      throw std::domain_error("kernels with means: the value exceeds the double range (means or variances too large)");
+    return v;
   }
   // A constant unit: its value times the other's smoothing.
   if (!(x > 0.0)) return smoothed(a, i, mu1, 0.0) * smoothed(b, j, mu2, std::sqrt(std::max(z, 0.0)));

@@ -19,6 +19,8 @@
 //     halves to 1e-14 of the integral of |integrand|), split at every kink or jump of the integrand and around the
 //     boundary layer of width s / |c| of a smoothed kink. The variable carrying a delta, and otherwise the classic
 //     unit, is put inside.
+//   * pairs of polynomial units (linear, quadratic, hermite): exactly, from the bivariate moments (gaussian_smooth.hpp
+//     poly_pair_moment; a value beyond the double range raises std::domain_error);
 //   * erf pairs (both units erf, s(x) = erf(x / sqrt 2) = 2 Phi(x) - 1, s' = 2 phi) in closed form at every order,
 //     with a_k = sqrt(1 + C_kk), h_k = mu_k / a_k, D = (1 + C11)(1 + C22) - C12^2 >= 1 + C11 + C22 (so that
 //     rho = C12 / (a1 a2) stays off +-1 for every PSD C; acos |rho| = atan2(sqrt D, |C12|) exactly):
