@@ -10,7 +10,9 @@
 * the Python-side overhead (validation + result assembly) of a 10^4-member ``integrate_batch`` call from stacked
   arrays, against the core call alone (goal: <= 5 % of the call);
 * members integrated in SIMD lanes (10^4 K = M = 2 erf members, Euler, 1000 steps, one thread; K = M = 4, 8; RK4,
-  adaptive) against the single-system path in the same run (``test_bench_batch_lanes_vs_single``).
+  adaptive) against the single-system path in the same run (``test_bench_batch_lanes_vs_single``);
+* erf members with biases (fixed, and trained) in the lanes with biases against the one-system right-hand side with
+  means, and beside members without biases in the lanes, same run (``test_bench_batch_bias_lanes``).
 """
 
 from __future__ import annotations
@@ -326,3 +328,58 @@ def test_bench_batch_lanes_vs_single(benchmark, record):
              for (K, method), (B, b, s, o) in rows.items()}
     record(benchmark, value=rows[(2, "euler")][1] / rows[(2, "euler")][2], unit="x",
            metric="K = M = 2 Euler, batch / single path", load_average=load, **extra)
+
+
+BIAS_MEMBERS = size(60, 1000)
+
+
+def _bias_members(B: int, biased: bool) -> tl.BatchOverlaps:
+    """B erf members K = M = 2 (teacher_student at d = 40), with student and teacher biases ~ N(0, 0.5^2) or none."""
+    rng = np.random.default_rng(0)
+    out = []
+    for b in range(B):
+        s, t = tl.networks.teacher_student(2, 2, 40, "erf", seed=b)
+        if biased:
+            s = s.with_weights(s.W, bias=rng.normal(0.0, 0.5, 2))
+            t = t.with_weights(t.W, bias=rng.normal(0.0, 0.5, 2))
+        out.append(tl.Overlaps.from_networks(s, t))
+    return tl.BatchOverlaps.stack(out)
+
+
+def test_bench_batch_bias_lanes(benchmark, record):
+    """Erf members K = M = 2 with biases (student and teacher; fixed, and trained with lr_bias = 0.5), online, RK4
+    dt = 0.01 to t = 10 (4000 right-hand sides each), one thread, CPU time: the lanes with biases
+    (batch_dynamics_bias.hpp) against the one-system right-hand side with means (the path before them, reached
+    here through a constant schedule that is not the identity: it keeps a run off the lanes and multiplies by exactly
+    1) and against members without biases in the lanes, each row interleaved within a round (the machine is
+    shared), best of 3. The lanes and the one-system path agree to 1e-12 (asserted on the final risk). 60 members by
+    default, 1000 with ``TWOLAYER_BENCH_FULL=1``."""
+    B = BIAS_MEMBERS
+    biased, plain = _bias_members(B, True), _bias_members(B, False)
+    kw = dict(lr=0.5, t_max=10.0, method="rk4", dt=0.01, n_threads=1, n_records=11)
+    one_system = tl.schedules.step_decay(1.0, every=1e6)
+    rows = {"bias fixed, lanes": (biased, {}), "bias fixed, one-system": (biased, {"schedule": one_system}),
+            "bias trained, lanes": (biased, {"lr_bias": 0.5}),
+            "bias trained, one-system": (biased, {"lr_bias": 0.5, "schedule": one_system}),
+            "no bias, lanes": (plain, {})}
+    best = dict.fromkeys(rows, float("inf"))
+    final: dict[str, np.ndarray] = {}
+
+    def round_() -> None:
+        for name, (ov, extra) in rows.items():
+            c = time.process_time()
+            res = tl.ode.integrate_batch(ov, "erf", **kw, **extra)
+            best[name] = min(best[name], time.process_time() - c)
+            final[name] = res.risk[:, -1]
+
+    benchmark.pedantic(round_, rounds=3, iterations=1)
+    for kind in ("fixed", "trained"):
+        np.testing.assert_allclose(final[f"bias {kind}, lanes"], final[f"bias {kind}, one-system"], rtol=1e-12)
+    print(f"\n  {B} erf members K = M = 2, RK4, 4000 RHS each, one thread (CPU s, best of 3)")
+    for name, t in best.items():
+        print(f"  {name:26s} {t:8.3f} s   {B * 4000 / t:10.4g} member-RHS/s")
+    gain = {k: best[f"bias {k}, one-system"] / best[f"bias {k}, lanes"] for k in ("fixed", "trained")}
+    print(f"  lanes / one-system: fixed {gain['fixed']:.2f}x, trained {gain['trained']:.2f}x; bias lanes cost "
+          f"{best['bias fixed, lanes'] / best['no bias, lanes']:.1f}x the lanes without biases")
+    record(benchmark, value=gain["fixed"], unit="x", metric="biased erf K = M = 2: lanes / one-system path",
+           members=B, **{k.replace(", ", "_").replace(" ", "_"): v for k, v in best.items()})

@@ -1,5 +1,5 @@
 """Biases in the stacked batch (issue 23): BatchOverlaps carries ``bias`` / ``teacher_bias``, ``integrate_batch``
-runs members with biases on the one-system right-hand side with means (in parallel, each with its own status),
+runs members with biases with the right-hand side with means (erf committees in lanes, each with its own status),
 bitwise as ``integrate`` runs each alone, and scans sweep ``bias``, ``teacher_bias`` and ``lr_bias``."""
 
 from __future__ import annotations

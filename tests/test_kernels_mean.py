@@ -267,3 +267,26 @@ def test_pair_moment_orders_up_to_four_are_mean_derivatives(a: str, i: int, b: s
     assert value[0] == pytest.approx(fd[0], rel=1e-6, abs=1e-9), (value, fd)
     with pytest.raises(ValueError, match="i \\+ j <= 4"):
         _core.pair_moment(a, 3, b, 2, mu, C)
+
+
+def test_linear_and_quadratic_pair_moments_with_means_are_exact() -> None:
+    """Pairs of linear and quadratic units with means take the exact polynomial moments (gaussian_mean.cpp, as the
+    hermite pairs; the adaptive quadrature before, ~200 us per linear right-hand side with biases, now ~10 us):
+    E[l1 l2] = C12 + m1 m2, E[l1^2 l2] = 2 m1 C12 + m2 (C11 + m1^2), E[l1^2 l2^2] = (C11 + m1^2)(C22 + m2^2)
+    + 2 C12^2 + 4 C12 m1 m2 and derivatives, to 4e-15; the quadrature reference is the same exact path; a value
+    beyond the double range raises."""
+    rng = np.random.default_rng(0)
+    A = rng.normal(size=(50, 2, 2))
+    C, mu = A @ A.transpose(0, 2, 1), 2.0 * rng.normal(size=(50, 2))
+    x, y, z, m1, m2 = C[:, 0, 0], C[:, 0, 1], C[:, 1, 1], mu[:, 0], mu[:, 1]
+    want = {("linear", 0, "linear", 0): y + m1 * m2, ("linear", 1, "linear", 0): m2,
+            ("quadratic", 0, "linear", 0): 2 * m1 * y + m2 * (x + m1**2),
+            ("quadratic", 0, "quadratic", 0): (x + m1**2) * (z + m2**2) + 2 * y**2 + 4 * y * m1 * m2,
+            ("quadratic", 1, "quadratic", 1): 4 * (y + m1 * m2), ("quadratic", 2, "quadratic", 0): 2 * (z + m2**2),
+            ("quadratic", 1, "linear", 0): 2 * (y + m1 * m2)}
+    for (a, i, b, j), w in want.items():
+        for quadrature in (False, True):
+            got = _core.pair_moment(a, i, b, j, mu, C, quadrature=quadrature)
+            np.testing.assert_allclose(got, w, rtol=4e-15, atol=0, err_msg=f"{a}^({i}) {b}^({j})")
+    with pytest.raises(ValueError, match="exceeds the double range"):
+        _core.pair_moment("quadratic", 0, "quadratic", 0, np.array([[1e200, 1.0]]), np.eye(2)[None])

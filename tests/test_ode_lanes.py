@@ -196,3 +196,95 @@ def test_one_system_path_and_lanes_share_one_driver(method):
     assert one.stop_time == pytest.approx(lanes.stop_time, rel=1e-11)
     for field in ("t", "Q", "M", "a", "risk"):
         np.testing.assert_allclose(getattr(one, field), getattr(lanes, field), rtol=1e-11, atol=1e-13)
+
+
+# ----------------------------------------------------------------------------- erf committees with biases in lanes
+
+
+def biased_members(K, M, B, seed, spherical=False):
+    """B erf members of one shape with student and teacher biases; every third one with its overlaps scaled by 20,
+    so that its self pairs' correlations (1 + q)^-1 q pass 0.925 (the near-one branch, scalar, beside vectorised
+    lanes) and the blocks mix Genz's 6, 12 and 20 nodes (spherical: Q_ii = 1, unscaled)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for s in range(B):
+        ov = spherical_overlaps(K, M, seed + s) if spherical else random_overlaps(K, M, seed=seed + s)
+        f = 20.0 if s % 3 == 2 and not spherical else 1.0
+        out.append(tl.Overlaps(f * ov.Q, f * ov.M, f * ov.P, ov.a, ov.v, bias=rng.normal(0.0, 0.8, K),
+                               teacher_bias=rng.normal(0.0, 0.8, M)))
+    return out
+
+
+def bias_lane_rhs(members, regime, spherical, lr, lr_readout, noise, lr_bias, lanes):
+    st = lambda field: np.stack([getattr(ov, field) for ov in members])  # noqa: E731
+    return _core.ode_rhs_lanes(st("Q"), st("M"), st("a"), st("P"), st("v"), "erf", regime, spherical, lr, lr_readout,
+                               noise, lanes, st("bias"), st("teacher_bias"), lr_bias)
+
+
+def one_system(ov, **kw):
+    """``ode.integrate`` on the one-system right-hand side (OdeRhs with means): a constant schedule that is not the
+    identity keeps a run off the lanes (lanes_supported) and multiplies by exactly 1."""
+    return tl.ode.integrate(ov, "erf", schedule=tl.schedules.step_decay(1.0, every=1e6), **kw)
+
+
+@pytest.mark.parametrize("regime,spherical", [("online", False), ("gradient_flow", False), ("online", True)])
+def test_erf_bias_lanes_match_the_general_rhs(regime, spherical):
+    """The lanes with biases (batch_dynamics_bias.hpp) against OdeRhs with means (``ode.rhs``, the closed-form erf
+    pair moments and I4 of gaussian_mean.cpp) for every K, M in 1..4 with per-member lr, readouts, noise and lr_bias:
+    every field (dQ, dM, da, db) to 1e-14 of its scale (measured 2e-15: libm's exp, sin, asin against exp_simd,
+    sin_simd, asin_simd), the risk lanes to 1e-14 of OdeRhs's risk; one lane and eight lanes (11 members: a full and
+    a padded block) bitwise equal."""
+    B = 11
+    rng = np.random.default_rng(9)
+    lr = rng.uniform(0.3, 1.2, B)
+    lr_readout = np.where(np.arange(B) % 2 == 1, 0.3, 0.0)
+    noise = np.where(np.arange(B) % 3 > 0, 0.2, 0.0)
+    lr_bias = np.where(np.arange(B) % 4 > 0, 0.5, 0.0)
+    for K in range(1, 5):
+        for M in range(1, 5):
+            members = biased_members(K, M, B, seed=31 * K + 7 * M, spherical=spherical)
+            one = bias_lane_rhs(members, regime, spherical, lr, lr_readout, noise, lr_bias, 1)
+            eight = bias_lane_rhs(members, regime, spherical, lr, lr_readout, noise, lr_bias, 8)
+            for x, y in zip(one, eight, strict=True):
+                np.testing.assert_array_equal(x, y)
+            for b, ov in enumerate(members):
+                want = tl.ode.rhs(ov, "erf", lr=lr[b], lr_readout=lr_readout[b], noise=noise[b], regime=regime,
+                                  spherical=spherical, lr_bias=lr_bias[b])
+                scale = max(np.abs(w).max() for w in want)
+                for got, w, name in zip(one[:4], want, ("dQ", "dM", "da", "db"), strict=True):
+                    np.testing.assert_allclose(got[b], w, rtol=0, atol=1e-14 * scale,
+                                               err_msg=f"{name} K={K} M={M} member {b}")
+                risk = one_system(ov, lr=1.0, times=[0.0, 1e-3], method="euler", dt=1e-3).risk[0]
+                np.testing.assert_allclose(one[4][b], risk, rtol=1e-14, atol=0, err_msg=f"risk K={K} M={M}")
+
+
+def test_erf_bias_committees_integrate_in_the_lanes():
+    """Biased erf members take the lane path of ``ode.integrate`` and of the batch: an Euler step is bitwise
+    y0 + dt f(y0) with f the lane right-hand side; a whole RK4 and adaptive run agrees with the one-system path
+    (OdeRhs with means) to 1e-12 relative; batch members (a full and a padded block, with fixed and trained biases)
+    are bitwise their runs alone."""
+    ov = biased_members(2, 3, 1, seed=4)[0]
+    dt = 1e-2
+    kw = dict(lr=0.4, lr_readout=0.2, noise=0.1, lr_bias=0.3)
+    tr = tl.ode.integrate(ov, "erf", times=[0.0, dt], method="euler", dt=dt, **kw)
+    dQ, dM, da, db, _ = bias_lane_rhs([ov], "online", False, *(np.array([kw[k]]) for k in
+                                                                ("lr", "lr_readout", "noise", "lr_bias")), 1)
+    np.testing.assert_array_equal(tr.Q[1], ov.Q + dt * dQ[0])
+    np.testing.assert_array_equal(tr.M[1], ov.M + dt * dM[0])
+    np.testing.assert_array_equal(tr.a[1], ov.a + dt * da[0])
+    np.testing.assert_array_equal(tr.bias[1], ov.bias + dt * db[0])
+    for method in ("rk4", "adaptive"):
+        lanes = tl.ode.integrate(ov, "erf", t_max=20.0, method=method, dt=0.05, n_records=11, **kw)
+        alone = one_system(ov, t_max=20.0, method=method, dt=0.05, n_records=11, **kw)
+        for name in ("Q", "M", "a", "bias", "risk"):
+            got, want = getattr(lanes, name), getattr(alone, name)
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.abs(want).max(), err_msg=name)
+    members = biased_members(2, 2, 11, seed=40)
+    lr_bias = np.where(np.arange(11) % 2 == 0, 0.5, 0.0)
+    batch = tl.ode.integrate_batch(members, "erf", lr=0.5, lr_bias=lr_bias, t_max=5.0, method="rk4", dt=0.05,
+                                   n_threads=2)
+    for b, m in enumerate(members):
+        alone = tl.ode.integrate(m, "erf", lr=0.5, lr_bias=lr_bias[b], t_max=5.0, method="rk4", dt=0.05)
+        for name in ("t", "Q", "M", "a", "bias", "risk"):
+            np.testing.assert_array_equal(getattr(batch[b], name), getattr(alone, name), err_msg=name)
+        assert batch[b].status == alone.status

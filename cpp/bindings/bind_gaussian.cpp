@@ -103,6 +103,22 @@ void bind_gaussian(py::module_& m) {
         return out;
       },
       py::arg("x"), "The kernels' branch-free arcsine (simd_math.hpp), exposed for its accuracy test.");
+  auto elementwise = [&m](const char* name, double (*f)(double), const char* doc) {
+    m.def(
+        name,
+        [f](const Array& x) {
+          Array out(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
+          const double* in = x.data();
+          double* o = out.mutable_data();
+          for (py::ssize_t i = 0; i < x.size(); ++i) o[i] = f(in[i]);
+          return out;
+        },
+        py::arg("x"), doc);
+  };
+  elementwise("exp_simd", [](double x) { return exp_simd(x); },
+              "The lanes' branch-free exponential (simd_math.hpp), exposed for its accuracy test.");
+  elementwise("sin_simd", [](double x) { return sin_simd(x); },
+              "The lanes' branch-free sine on |x| <= 3 pi / 4 (simd_math.hpp), exposed for its accuracy test.");
   m.def(
       "i2",
       [](const std::string& a, const std::string& b, const Array& C, int n_threads, const std::string& device) {

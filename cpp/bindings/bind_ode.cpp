@@ -508,30 +508,51 @@ py::tuple ode_rhs(const Array& Q, const Array& Mo, const Array& a, const Array& 
 
 py::tuple ode_rhs_lanes(const Array& Q, const Array& Mo, const Array& a, const Array& P, const Array& v,
                         const std::string& act, const std::string& regime, bool spherical, const Array& lr,
-                        const Array& lr_readout, const Array& noise, int lanes) {
+                        const Array& lr_readout, const Array& noise, int lanes, const py::object& bias,
+                        const py::object& teacher_bias, const py::object& lr_bias) {
   StateStack st = state_stack(Q, Mo, a);
   const py::ssize_t B = st.B, K = st.K, M = st.M;
   expect_shape(P, "P", {B, M, M});
   expect_shape(v, "v", {B, M});
   for (const auto& [arr, name] : {std::pair{&lr, "lr"}, {&lr_readout, "lr_readout"}, {&noise, "noise"}})
     expect_shape(*arr, name, {B});
-  const std::size_t nB = static_cast<std::size_t>(B), n = st.n;
+  const bool biased = !bias.is_none();
+  if (!biased && (!teacher_bias.is_none() || !lr_bias.is_none()))
+    throw std::invalid_argument("bias: teacher_bias and lr_bias need the students' bias (zeros allowed)");
+  Array b_arr, bt_arr, lrb_arr;
+  if (biased) {
+    b_arr = bias.cast<Array>();
+    bt_arr = teacher_bias.cast<Array>();
+    lrb_arr = lr_bias.cast<Array>();
+    expect_shape(b_arr, "bias", {B, K});
+    expect_shape(bt_arr, "teacher_bias", {B, M});
+    expect_shape(lrb_arr, "lr_bias", {B});
+  }
+  const std::size_t nB = static_cast<std::size_t>(B), n = st.n + (biased ? static_cast<std::size_t>(K) : 0);
   std::vector<OdeModel> models;
-  std::vector<double>& y = st.y;
+  std::vector<double> y;
   std::vector<double> dy(nB * n);
-  for (std::size_t b = 0; b < nB; ++b)
+  for (std::size_t b = 0; b < nB; ++b) {
     models.push_back(make_model(act, act, regime, spherical, static_cast<int>(K), static_cast<int>(M), lr.data()[b],
                                 lr_readout.data()[b], noise.data()[b], P.data() + b * static_cast<std::size_t>(M * M),
                                 v.data() + b * M));
-  Array dQ({B, K, K}), dM({B, K, M}), da({B, K}), risk({B});
+    std::vector<double> yb(st.y.begin() + static_cast<std::ptrdiff_t>(b * st.n),
+                           st.y.begin() + static_cast<std::ptrdiff_t>((b + 1) * st.n));
+    if (biased) make_biased(models.back(), yb, b_arr.data() + b * K, bt_arr.data() + b * M, lrb_arr.data()[b]);
+    y.insert(y.end(), yb.begin(), yb.end());
+  }
+  Array dQ({B, K, K}), dM({B, K, M}), da({B, K}), db({B, biased ? K : py::ssize_t{0}}), risk({B});
   {
     py::gil_scoped_release release;
     rhs_lanes(models, y.data(), lanes, dy.data(), risk.mutable_data());
   }
-  for (std::size_t b = 0; b < nB; ++b)
+  for (std::size_t b = 0; b < nB; ++b) {
     put_state(dy.data() + b * n, static_cast<std::size_t>(K), static_cast<std::size_t>(M), b, dQ.mutable_data(),
               dM.mutable_data(), da.mutable_data());
-  return py::make_tuple(dQ, dM, da, risk);
+    if (biased) std::copy(dy.data() + b * n + st.n, dy.data() + (b + 1) * n, db.mutable_data() + b * K);
+  }
+  if (!biased) return py::make_tuple(dQ, dM, da, risk);
+  return py::make_tuple(dQ, dM, da, db, risk);
 }
 
 py::object ode_rhs_timing(const Array& Q, const Array& Mo, const Array& a, const Array& P, const Array& v,
@@ -828,10 +849,13 @@ void bind_rhs(py::module_& m) {
            std::make_tuple(py::arg("n_threads") = 1), bias_names());
   def_with(m, "ode_rhs_lanes", &ode_rhs_lanes, state_names(),
            std::make_tuple(py::arg("P"), py::arg("v"), py::arg("act")), model_names(),
-           std::make_tuple(py::arg("lanes"),
+           std::make_tuple(py::arg("lanes"), py::arg("bias") = py::none(), py::arg("teacher_bias") = py::none(),
+                           py::arg("lr_bias") = py::none(),
                            "The structure-of-arrays right-hand side and risk (batch_dynamics.hpp "
                            "committee_rhs_lanes) of B members of one shape whose student and teacher share the "
-                           "activation act, `lanes` (1 or 8) at a time: (dQ, dM, da, risk). For tests."));
+                           "activation act, `lanes` (1 or 8) at a time: (dQ, dM, da, risk). With bias (B, K), "
+                           "teacher_bias (B, M) and lr_bias (B,), erf committees with biases "
+                           "(batch_dynamics_bias.hpp): (dQ, dM, da, db, risk). For tests."));
   def_with(m, "ode_rhs_timing", &ode_rhs_timing, state_names(), committee_names(),
            std::make_tuple(py::arg("regime"), py::arg("lr"), py::arg("noise"), py::arg("evals"),
                            py::arg("n_threads") = 1));

@@ -152,6 +152,18 @@ OdeRhs::Eval OdeRhs::select_eval(int K, int M) {
   return K <= 4 && M <= 4 ? small[K - 1][M - 1] : &OdeRhs::eval<0, 0>;
 }
 
+double teacher_risk_with_means(const OdeModel& m) {
+  auto tb = [&](int r) { return m.biased ? m.teacher_bias[r] : 0.0; };
+  double risk = 0.0;
+  for (int r = 0; r < m.M; ++r)
+    for (int q = 0; q < m.M; ++q) {
+      const double pm = pair_moment(m.teacher, 0, m.teacher, 0, tb(r), tb(q), m.P[r * m.M + r], m.P[r * m.M + q],
+                                    m.P[q * m.M + q]);
+      risk += 0.5 * m.v[r] * m.v[q] * pm;
+    }
+  return risk;
+}
+
 OdeRhs::OdeRhs(const OdeModel& model) : m_(model), u_(model.K + model.M) {
   validate_model(m_);
   eval_ = select_eval(m_.K, m_.M);
@@ -194,15 +206,7 @@ OdeRhs::OdeRhs(const OdeModel& model) : m_(model), u_(model.K + model.M) {
     V_.resize(K);
     J_.resize(K * K);
   }
-  if (mean_risk_) {
-    auto tb = [&](int r) { return m_.biased ? m_.teacher_bias[r] : 0.0; };
-    for (int r = 0; r < m_.M; ++r)
-      for (int q = 0; q < m_.M; ++q) {
-        const double pm = pair_moment(m_.teacher, 0, m_.teacher, 0, tb(r), tb(q),
-                                      m_.P[r * m_.M + r], m_.P[r * m_.M + q], m_.P[q * m_.M + q]);
-        risk_tt_ += 0.5 * m_.v[r] * m_.v[q] * pm;
-      }
-  }
+  if (mean_risk_) risk_tt_ = teacher_risk_with_means(m_);
   if (m_.target) {
     if (m_.target->k != m_.M) throw std::invalid_argument("target: M must have k = " + std::to_string(m_.target->k) +
                                                           " columns, one per target direction");

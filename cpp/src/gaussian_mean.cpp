@@ -169,12 +169,14 @@ struct GaussLegendreRule {
   }
 };
 
-constexpr int kGL = 20;
-using GaussLegendre = GaussLegendreRule<kGL>;
-const GaussLegendre& gauss_legendre() {
-  static const GaussLegendre gl;
+template <int n>
+const GaussLegendreRule<n>& gl_rule() {
+  static const GaussLegendreRule<n> gl;
   return gl;
 }
+constexpr int kGL = 20;
+using GaussLegendre = GaussLegendreRule<kGL>;
+const GaussLegendre& gauss_legendre() { return gl_rule<kGL>(); }
 
 // A value of an integrand with its envelope: |value| <= envelope, the scale its quadrature is certified against.
 struct Enveloped {
@@ -297,10 +299,8 @@ class BivariateOrthant {
         w_[i] = gl.w[i] * half / (2.0 * kPi);
       }
     };
-    static const GaussLegendreRule<6> gl6;
-    static const GaussLegendreRule<12> gl12;
-    if (few_nodes && std::fabs(r) < 0.3) nodes(gl6);
-    else if (few_nodes && std::fabs(r) < 0.75) nodes(gl12);
+    if (few_nodes && std::fabs(r) < 0.3) nodes(gl_rule<6>());
+    else if (few_nodes && std::fabs(r) < 0.75) nodes(gl_rule<12>());
     else nodes(gauss_legendre());
   }
   double operator()(double h, double k) const {
@@ -377,6 +377,15 @@ double erf_pair_moment(int i, int j, double mu1, double mu2, double x, double y,
 
 }  // namespace
 
+GaussLegendreNodes gauss_legendre_nodes(int n) {
+  switch (n) {
+    case 6: return {gl_rule<6>().x.data(), gl_rule<6>().w.data()};
+    case 12: return {gl_rule<12>().x.data(), gl_rule<12>().w.data()};
+    case 20: return {gl_rule<20>().x.data(), gl_rule<20>().w.data()};
+    default: throw std::logic_error("gauss_legendre_nodes: n must be 6, 12 or 20");
+  }
+}
+
 double pair_moment(A a, int i, A b, int j, double mu1, double mu2, double x, double y, double z) {
   if (i < 0 || j < 0 || i + j > 4) throw std::logic_error("pair_moment: derivative orders i, j >= 0, i + j <= 4");
   if (a == A::Erf && b == A::Erf) return erf_pair_moment(i, j, mu1, mu2, x, y, z);
@@ -386,13 +395,16 @@ double pair_moment(A a, int i, A b, int j, double mu1, double mu2, double x, dou
 double pair_moment_quadrature(A a, int i, A b, int j, double mu1, double mu2, double x, double y, double z) {
   if (i < 0 || j < 0 || i + j > 4) throw std::logic_error("pair_moment: derivative orders i, j >= 0, i + j <= 4");
   Factor fa = factor(a, i), fb = factor(b, j);
-  if (smooth::exact_polynomial_pair(a, b)) {  // exact (gaussian_smooth.hpp)
+  if (is_polynomial(a) && is_polynomial(b)) {  // exact (gaussian_smooth.hpp): hermite, linear and quadratic pairs
     const Polynomial P = polynomial_of(a), Q = polynomial_of(b);
     double M[kMaxHermiteDegree + 1][kMaxHermiteDegree + 1], dp[kMaxHermiteDegree + 1], dq[kMaxHermiteDegree + 1];
     smooth::bivariate_moments(x, y, z, M);
     polynomial_derivatives(P.p, P.degree, mu1, P.degree, dp);
     polynomial_derivatives(Q.p, Q.degree, mu2, Q.degree, dq);
-    return smooth::poly_pair_moment(dp, P.degree, i, dq, Q.degree, j, M);
+    const double v = smooth::poly_pair_moment(dp, P.degree, i, dq, Q.degree, j, M);
+    if (!std::isfinite(v))
+      throw std::domain_error("kernels with means: the value exceeds the double range (means or variances too large)");
+    return v;
   }
   // A constant unit: its value times the other's smoothing.
   if (!(x > 0.0)) return smoothed(a, i, mu1, 0.0) * smoothed(b, j, mu2, std::sqrt(std::max(z, 0.0)));
@@ -428,8 +440,13 @@ double pair_moment_quadrature(A a, int i, A b, int j, double mu1, double mu2, do
     return -(p / (x * x)) * (dddH - 3.0 * t0 * ddH + 3.0 * (t0 * t0 - 1.0) * dH - (t0 * t0 * t0 - 3.0 * t0) * H);
   }
   // Both are functions (b not a delta: a delta inner factor was swapped outside).
+  // A smooth non-polynomial factor varies on a unit scale of its field (erf' is a bump of width 1 in lambda): with a
+  // large variance a layer of width 1 / rx in t (of the outer factor) or sqrt(1 + s^2) / |c| (of the inner
+  // smoothing), which the first panels' nodes could miss (their envelope then far below the integral's, a tolerance
+  // no bisection reaches): its break points (add_layer: none below a variance of about 4).
   std::vector<double> breaks;
   if (fa.kink) breaks.push_back(-mu1 / rx);
+  else if (!is_polynomial(a)) add_layer(breaks, -mu1 / rx, 1.0 / rx);
   if ((fb.kink || fb.delta) && c != 0.0) {
     const double t1 = -mu2 / c, wl = s / std::fabs(c);
     breaks.push_back(t1);
@@ -438,6 +455,8 @@ double pair_moment_quadrature(A a, int i, A b, int j, double mu1, double mu2, do
       breaks.push_back(t1 - k * wl);
       breaks.push_back(t1 + k * wl);
     }
+  } else if (c != 0.0 && !is_polynomial(b)) {
+    add_layer(breaks, -mu2 / c, std::sqrt(1.0 + s * s) / std::fabs(c));
   }
   auto integrand = [&](double t) { return npdf(t) * pointwise(a, i, mu1 + rx * t) * smoothed(b, j, mu2 + c * t, s); };
   return adaptive_normal(integrand, std::move(breaks), 1e-14).value;

@@ -45,7 +45,9 @@
 // teacher biases) the committee part is this right-hand side of the students alone and TargetRhs (target.hpp, the
 // biases read from the state) adds the target's parts, E = f(z) - fhat: E[g'(l_i) c_c f], the lr^2 term's
 // E[g'g' (f^2 - 2 f fhat)], E[g(l_i) f] and the bias pull's E[g'(l_i) f] (relu and step students refused: their
-// target moments with means are not implemented). Step students and the SIMD lanes take no biases.
+// target moments with means are not implemented). Step students take no biases; of the SIMD lanes
+// (batch_integrators.hpp) the erf committees' take them (batch_dynamics_bias.hpp: this right-hand side's erf
+// arithmetic over the lanes).
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -97,6 +99,10 @@ struct OdeModel {
 // for the biased models the right-hand side does not handle yet: validate_bias).
 void validate_model(const OdeModel& m);
 void validate_bias(const OdeModel& m);
+
+// The teacher-teacher part of the risk with means, 1/2 sum_rq v_r v_q E[t(l*_r) t(l*_q)] (fixed during a run; the
+// teacher biases where biased): OdeRhs's risk with biases and the lanes with biases (batch_dynamics_bias.hpp) add it.
+double teacher_risk_with_means(const OdeModel& m);
 
 // The right-hand side of one model, with its workspace (not thread-safe: one object per concurrent user).
 class OdeRhs {

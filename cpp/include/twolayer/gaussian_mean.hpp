@@ -19,6 +19,8 @@
 //     halves to 1e-14 of the integral of |integrand|), split at every kink or jump of the integrand and around the
 //     boundary layer of width s / |c| of a smoothed kink. The variable carrying a delta, and otherwise the classic
 //     unit, is put inside.
+//   * pairs of polynomial units (linear, quadratic, hermite): exactly, from the bivariate moments (gaussian_smooth.hpp
+//     poly_pair_moment; a value beyond the double range raises std::domain_error);
 //   * erf pairs (both units erf, s(x) = erf(x / sqrt 2) = 2 Phi(x) - 1, s' = 2 phi) in closed form at every order,
 //     with a_k = sqrt(1 + C_kk), h_k = mu_k / a_k, D = (1 + C11)(1 + C22) - C12^2 >= 1 + C11 + C22 (so that
 //     rho = C12 / (a1 a2) stays off +-1 for every PSD C; acos |rho| = atan2(sqrt D, |C12|) exactly):
@@ -79,6 +81,15 @@ void pair_moments(Activation a, Activation b, const int (*ij)[2], int n, double 
 // with a smooth non-classic one has none: such pairs go through the engine with means, at mean 0 too.
 bool zero_mean_pair(Activation a, Activation b);
 bool zero_mean_i4(Activation s, Activation a, Activation b);
+
+// The n-point Gauss-Legendre rule on [-1, 1], n = 6, 12 or 20 (Genz's node counts of the erf pairs' bivariate normal
+// integral, "erf pairs" above): its nodes x[0..n) and weights w[0..n), built once. The lanes with biases
+// (batch_dynamics_bias.hpp) take the same nodes.
+struct GaussLegendreNodes {
+  const double* x;
+  const double* w;
+};
+GaussLegendreNodes gauss_legendre_nodes(int n);
 
 // The kernels above on one row-major covariance C and mean vector mu (no checks: see mean_error).
 double i2_mean(Activation a, Activation b, const double* C, const double* mu);

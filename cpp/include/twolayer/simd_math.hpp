@@ -1,10 +1,12 @@
-// Branch-free double-precision arcsine that compilers can vectorise (no libm call), for the hot loops of the
+// Branch-free double-precision arcsine (and exponential, and sine on |x| <= 3 pi / 4) that compilers can vectorise (no libm call), for the hot loops of the
 // Gaussian kernels. One rational approximation, Cephes' asin(s) = s + s z P(z)/Q(z), z = s^2, on s <= 1/2 (S. L.
 // Moshier), serves both halves of the range: |x| <= 1/2 directly; |x| > 1/2 through the half-angle identity
 // asin(x) = pi/2 - 2 asin(s), s = sqrt((1 - |x|) / 2) <= 1/2. Max error 2 ulp against a quad-precision arcsine
 // (tests/test_kernels.py).
 #pragma once
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 #include "twolayer/hd.hpp"
 
@@ -58,6 +60,59 @@ TWOLAYER_ALWAYS_INLINE TWOLAYER_HD double asin_one_minus_sq_simd(double r) {
   const double y = asin_half_simd(s, s * s);
   const double pio2_hi = 1.57079632679489655800E+00, pio2_lo = 6.12323399573676603587E-17;
   return big ? (pio2_hi - 2.0 * y) + pio2_lo : y;
+}
+
+
+// exp(x) (x <= -746: 0, x >= 710: inf, NaN stays NaN), Cephes' exp (S. L. Moshier): x = n ln 2 + r, |r| <= ln 2 / 2
+// (ln 2 split in two parts), exp(r) = 1 + 2 r P(r^2) / (Q(r^2) - r P(r^2)), times 2^n built from the exponent bits
+// (two factors 2^(n/2), so that a subnormal result is formed without ldexp). Within 2 ulp of the C library's
+// exp for normal results (tests/test_kernels.py); the lanes with biases (batch_dynamics_bias.hpp) use it where libm's exp would not
+// vectorise.
+TWOLAYER_ALWAYS_INLINE TWOLAYER_HD double exp_simd(double x) {
+  double xc = x > -746.0 ? x : -746.0;  // NaN: -746 here, NaN returned below
+  xc = xc < 710.0 ? xc : 710.0;         // above: inf either way
+  const double fx = std::floor(1.4426950408889634074 * xc + 0.5);
+  double r = xc - fx * 6.93145751953125E-1;
+  r = r - fx * 1.42860682030941723212E-6;
+  const double rr = r * r;
+  const double px = r * ((1.26177193074810590878E-4 * rr + 3.02994407707441961300E-2) * rr + 9.99999999999999999910E-1);
+  const double qx = ((3.00198505138664455042E-6 * rr + 2.52448340349684104192E-3) * rr + 2.27265548208155028766E-1) *
+                    rr + 2.00000000000000000009E0;
+  const double e = 1.0 + 2.0 * (px / (qx - px));
+  // 2^h and 2^(n - h), h = floor(n / 2): each in [2^-538, 2^512], the product exact until it is subnormal
+  const double h = std::floor(0.5 * fx), magic = 6755399441055744.0;  // 2^52 + 2^51: integer in the low bits
+  const double dh = h + magic, dn = (fx - h) + magic;
+  std::int64_t bh, bn, bm;
+  std::memcpy(&bh, &dh, sizeof bh);
+  std::memcpy(&bn, &dn, sizeof bn);
+  std::memcpy(&bm, &magic, sizeof bm);
+  bh = (bh - bm + 1023) << 52;
+  bn = (bn - bm + 1023) << 52;
+  double sh, sn;
+  std::memcpy(&sh, &bh, sizeof sh);
+  std::memcpy(&sn, &bn, sizeof sn);
+  const double v = e * sh * sn;
+  return x > -746.0 ? v : (x == x ? 0.0 : x);
+}
+
+// sin(x) for |x| <= 3 pi / 4, Cephes' sin (S. L. Moshier): |x| <= pi / 4 its sine polynomial, above the cosine
+// polynomial of |x| - pi / 2 (pi / 2 in three parts), computed both and selected. Within 2 ulp of the C library's
+// sine (tests/test_kernels.py).
+TWOLAYER_ALWAYS_INLINE TWOLAYER_HD double sin_simd(double x) {
+  const double a = std::fabs(x);
+  const bool big = a > 7.85398163397448309616E-1;
+  const double z = big ? ((a - 2.0 * 7.85398125648498535156E-1) - 2.0 * 3.77489470793079817668E-8) -
+                             2.0 * 2.69515142907905952645E-15
+                       : a;
+  const double zz = z * z;
+  const double sp = ((((((1.58962301576546568060E-10 * zz - 2.50507477628578072866E-8) * zz +
+                         2.75573136213857245213E-6) * zz - 1.98412698295895385996E-4) * zz +
+                       8.33333333332211858878E-3) * zz - 1.66666666666666307295E-1));
+  const double cp = ((((((-1.13585365213876817300E-11 * zz + 2.08757008419747316778E-9) * zz -
+                         2.75573141792967388112E-7) * zz + 2.48015872888517045348E-5) * zz -
+                       1.38888888888730564116E-3) * zz + 4.16666666666665929218E-2));
+  const double s = z + z * zz * sp, c = (1.0 - 0.5 * zz) + zz * zz * cp;
+  return std::copysign(big ? c : s, x);
 }
 
 }  // namespace twolayer

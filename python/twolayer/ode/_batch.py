@@ -188,10 +188,11 @@ def integrate_batch(
         threshold).
     lr_bias : float or array_like (B,), default 0.0
         Learning rate of the students' biases, as in :func:`integrate`. A member with a nonzero ``bias`` or
-        ``teacher_bias`` (the overlaps') or ``lr_bias > 0`` runs the equations with means (``ode._bias``) on the
-        one-system right-hand side, exactly as :func:`integrate` runs it alone (bitwise); the others run as
-        without biases. A batch with such members records ``bias`` (B, T, K) (zeros for the others),
-        ``bias_final``, ``teacher_bias`` (B, M) and the parameter ``lr_bias``.
+        ``teacher_bias`` (the overlaps') or ``lr_bias > 0`` runs the equations with means (``ode._bias``), exactly
+        as :func:`integrate` runs it alone (bitwise): erf committees (K, M <= 4) in SIMD lanes of their own, the
+        others on the one-system right-hand side, in parallel; the members without biases run as without. A batch
+        with such members records ``bias`` (B, T, K) (zeros for the others), ``bias_final``, ``teacher_bias``
+        (B, M) and the parameter ``lr_bias``.
     progress : bool
         Show a ``tqdm.auto`` bar of members finished (off by default; no effect on the results).
     schedule : Schedule or callable, optional
