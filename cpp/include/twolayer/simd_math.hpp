@@ -3,8 +3,12 @@
 // Moshier), serves both halves of the range: |x| <= 1/2 directly; |x| > 1/2 through the half-angle identity
 // asin(x) = pi/2 - 2 asin(s), s = sqrt((1 - |x|) / 2) <= 1/2. Max error 2 ulp against a quad-precision arcsine
 // (tests/test_kernels.py).
+// Also (host only) e^x and tanh with sech^2 in the same branch-free style, for the activation tables of the smooth
+// units' lattices (gaussian_error_square.cpp).
 #pragma once
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 #include "twolayer/hd.hpp"
 
@@ -58,6 +62,41 @@ TWOLAYER_ALWAYS_INLINE TWOLAYER_HD double asin_one_minus_sq_simd(double r) {
   const double y = asin_half_simd(s, s * s);
   const double pio2_hi = 1.57079632679489655800E+00, pio2_lo = 6.12323399573676603587E-17;
   return big ? (pio2_hi - 2.0 * y) + pio2_lo : y;
+}
+
+// e^x for x <= 0 (host only; arguments below -708 give e^-708): Cephes' exp (S. L. Moshier), x = n ln 2 + r with n
+// rounded by the 1.5 * 2^52 shifter, e^r = 1 + 2 r P(r^2) / (Q(r^2) - r P(r^2)), times 2^n assembled from its
+// exponent bits. Max error 1 ulp against mpmath (tests/test_activations_smooth.py).
+TWOLAYER_ALWAYS_INLINE double exp_nonpositive_simd(double x) {
+  constexpr double kShifter = 6755399441055744.0;  // 1.5 * 2^52: its last mantissa bits hold round(x log2 e)
+  constexpr std::int64_t kShifterBits = 0x4338000000000000LL;
+  x = x < -708.0 ? -708.0 : x;
+  const double t = x * 1.4426950408889634074 + kShifter, n = t - kShifter;
+  const double r = (x - n * 6.93145751953125E-1) - n * 1.42860682030941723212E-6;  // ln 2 in two parts
+  const double rr = r * r;
+  const double px = r * ((1.26177193074810590878E-4 * rr + 3.02994407707441961300E-2) * rr + 9.99999999999999999910E-1);
+  const double qx =
+      ((3.00198505138664455042E-6 * rr + 2.52448340349684104192E-3) * rr + 2.27265548208155028766E-1) * rr +
+      2.00000000000000000009E0;
+  std::int64_t bits;
+  std::memcpy(&bits, &t, sizeof bits);
+  bits = (bits - kShifterBits + 1023) << 52;  // 2^n (n >= -1022)
+  double scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return (1.0 + 2.0 * px / (qx - px)) * scale;
+}
+
+// t = tanh(x) and u = sech^2(x) (host only): with e = e^(-2|x|), u = 4 e / (1 + e)^2 everywhere (no cancellation) and
+// |t| = (1 - e) / (1 + e) for |x| >= 0.625 (e <= 0.29), Cephes' x + x^3 P(x^2) / Q(x^2) below. Max error 2 ulp
+// against mpmath (tests/test_activations_smooth.py).
+TWOLAYER_ALWAYS_INLINE void tanh_sech2_simd(double x, double& t, double& u) {
+  const double a = std::fabs(x), e = exp_nonpositive_simd(-2.0 * a), r = 1.0 / (1.0 + e);
+  const double z = a * a;
+  const double p = (-9.64399179425052238628E-1 * z - 9.92877231001918586564E1) * z - 1.61468768441708447952E3;
+  const double q = ((z + 1.12811678491632931402E2) * z + 2.23548839060100448583E3) * z + 4.84406305325125486048E3;
+  const double small = a + a * z * (p / q);
+  t = std::copysign(a < 0.625 ? small : (1.0 - e) * r, x);
+  u = 4.0 * e * r * r;
 }
 
 }  // namespace twolayer
