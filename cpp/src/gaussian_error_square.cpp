@@ -174,23 +174,26 @@ bool along(const Grid& g, int nt, const std::vector<double>* const* v, const Spl
     const double *p0 = sp[i]->at(k - span), *p1 = sp[i]->at(k - span + 1), *p2 = sp[i]->at(k - span + 2),
                  *p3 = sp[i]->at(k - span + 3), *p4 = sp[i]->at(k - span + 4), *p5 = sp[i]->at(k - span + 5),
                  *p6 = sp[i]->at(k - span + 6), *p7 = sp[i]->at(k - span + 7);
-    double* out = outs[i];
-    auto fill = [&](auto stepping) {
-      const int c = stepping;
+    // (a negative stride: the line filled from its end)
+    double* const out = stride < 0 ? outs[i] + len - 1 : outs[i];
+    auto fill = [&](auto stepping, auto direction) {
+      const int c = stepping, o = direction;
 #ifdef TWOLAYER_OPENMP
 #pragma omp simd
 #endif
       for (int q = 0; q < len; ++q) {
         const std::ptrdiff_t e = static_cast<std::ptrdiff_t>(q) * c;
-        out[q] = ((lw[0] * p0[e] + lw[1] * p1[e]) + (lw[2] * p2[e] + lw[3] * p3[e])) +
-                 ((lw[4] * p4[e] + lw[5] * p5[e]) + (lw[6] * p6[e] + lw[7] * p7[e]));
+        out[static_cast<std::ptrdiff_t>(q) * o] =
+            ((lw[0] * p0[e] + lw[1] * p1[e]) + (lw[2] * p2[e] + lw[3] * p3[e])) +
+            ((lw[4] * p4[e] + lw[5] * p5[e]) + (lw[6] * p6[e] + lw[7] * p7[e]));
       }
     };
+    using One = std::integral_constant<int, 1>;
+    using MinusOne = std::integral_constant<int, -1>;
     if (inc == 1)
-      fill(std::integral_constant<int, 1>());
+      stride < 0 ? fill(One(), MinusOne()) : fill(One(), One());
     else
-      fill(inc);
-    if (stride < 0) std::reverse(out, out + len);
+      stride < 0 ? fill(inc, MinusOne()) : fill(inc, One());
   }
   return true;
 }
