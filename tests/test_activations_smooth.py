@@ -116,7 +116,6 @@ def test_sigma_and_derivative_against_mpmath():
             np.testing.assert_allclose(fn(name, s), ref, rtol=1e-12, atol=1e-300, err_msg=f"{name}^({k})")
 
 
-@pytest.mark.filterwarnings("ignore::scipy.integrate.IntegrationWarning")  # QUADPACK on the reference side
 def test_vectorised_tanh_and_exp_against_mpmath():
     """The lattice tables' branch-free tanh, sech^2 and e^-|x| (simd_math.hpp) to a few ulp of mpmath, odd/even, and
     exact at 0 and in the saturated tails."""
@@ -140,6 +139,7 @@ def test_vectorised_tanh_and_exp_against_mpmath():
     assert u0[0] == 1.0 and e0[0] == 1.0 and 0.0 <= u0[1] < 1e-300 and 0.0 <= e0[1] < 1e-300
 
 
+@pytest.mark.filterwarnings("ignore::scipy.integrate.IntegrationWarning")  # QUADPACK on the reference side
 def test_i2_j2_against_adaptive_quadrature_fast():
     """The default run's sample of the slow test below: two pairs at the near-singular covariance."""
     for a, b in [("tanh", "softplus"), ("silu", "gelu")]:

@@ -198,8 +198,58 @@ bool along(const Grid& g, int nt, const std::vector<double>* const* v, const Spl
   return true;
 }
 
+// sigma_grid of a custom table (activation.hpp, custom_derivatives): run by run of the points inside one panel, the
+// Clenshaw recurrences of the run's points side by side (one vectorised pass per coefficient); the points outside
+// the panels (the tangent tails) one by one.
+void custom_grid(const CustomTable& T, double x0, double dx, int n, double* v, double* d) {
+  constexpr int kRun = 64;
+  const double lo = T.edges[0], hi = T.edges[T.panels];
+  const int deg = T.degree, orders = d ? 2 : 1;
+  double* out[2] = {v, d};
+  double xs[kRun], b1[kRun], b2[kRun];
+  int k = 0;
+  while (k < n) {
+    const double s = x0 + dx * k;
+    if (!(s >= lo && s <= hi)) {
+      double e[2];
+      custom_derivatives(T, s, orders - 1, e);
+      for (int o = 0; o < orders; ++o) out[o][k] = e[o];
+      ++k;
+      continue;
+    }
+    const int a = custom_panel(T, s);
+    const double ea = T.edges[a], eb = T.edges[a + 1];
+    const bool last = a == T.panels - 1;
+    int m = 1;  // the run: the points after s in the same panel (dx > 0)
+    while (k + m < n && m < kRun) {
+      const double t = x0 + dx * (k + m);
+      if (!(t < eb || (last && t <= eb))) break;
+      ++m;
+    }
+    for (int q = 0; q < m; ++q) xs[q] = (2.0 * (x0 + dx * (k + q)) - ea - eb) / (eb - ea);
+    const double* c = T.coef + static_cast<std::size_t>(a) * kCustomOrders * (deg + 1);
+    for (int o = 0; o < orders; ++o) {
+      const double* co = c + o * (deg + 1);
+      for (int q = 0; q < m; ++q) b1[q] = b2[q] = 0.0;
+      for (int j = deg; j >= 1; --j) {
+        const double cj = co[j];
+#ifdef TWOLAYER_OPENMP
+#pragma omp simd
+#endif
+        for (int q = 0; q < m; ++q) {
+          const double t = cj + 2.0 * xs[q] * b1[q] - b2[q];
+          b2[q] = b1[q];
+          b1[q] = t;
+        }
+      }
+      for (int q = 0; q < m; ++q) out[o][k + q] = co[0] + xs[q] * b1[q] - b2[q];
+    }
+    k += m;
+  }
+}
+
 // v[k] = a(x0 + dx k) and, when d is given, d[k] = a'(x0 + dx k), k < n: tanh in one vectorised pass
-// (tanh_sech2_simd, one exponential per point), the others point by point.
+// (tanh_sech2_simd, one exponential per point), custom tables panel by panel (custom_grid), the others point by point.
 void sigma_grid(Activation a, double x0, double dx, int n, double* v, double* d) {
   if (a == Activation::Tanh) {
     if (d) {
@@ -218,6 +268,7 @@ void sigma_grid(Activation a, double x0, double dx, int n, double* v, double* d)
     }
     return;
   }
+  if (is_custom(a)) return custom_grid(custom_table(a), x0, dx, n, v, d);
   for (int k = 0; k < n; ++k) {
     const double x = x0 + dx * k;
     if (!d) {  // (sigma: the value alone, cheaper than sigma_derivatives)
