@@ -220,10 +220,10 @@ void custom_grid(const CustomTable& T, double x0, double dx, int n, double* v, d
     const int a = custom_panel(T, s);
     const double ea = T.edges[a], eb = T.edges[a + 1];
     const bool last = a == T.panels - 1;
-    int m = 1;  // the run: the points after s in the same panel (dx > 0)
+    int m = 1;  // the run: the points after s in the same panel
     while (k + m < n && m < kRun) {
       const double t = x0 + dx * (k + m);
-      if (!(t < eb || (last && t <= eb))) break;
+      if (!(t >= ea && (t < eb || (last && t <= eb)))) break;
       ++m;
     }
     for (int q = 0; q < m; ++q) xs[q] = (2.0 * (x0 + dx * (k + q)) - ea - eb) / (eb - ea);
