@@ -120,6 +120,21 @@ void bind_gaussian(py::module_& m) {
   elementwise("sin_simd", [](double x) { return sin_simd(x); },
               "The lanes' branch-free sine on |x| <= 3 pi / 4 (simd_math.hpp), exposed for its accuracy test.");
   m.def(
+      "tanh_sech2_simd",
+      [](const Array& x) {
+        const std::vector<py::ssize_t> shape(x.shape(), x.shape() + x.ndim());
+        Array t(shape), u(shape), e(shape);
+        const double* in = x.data();
+        for (py::ssize_t i = 0; i < x.size(); ++i) {
+          tanh_sech2_simd(in[i], t.mutable_data()[i], u.mutable_data()[i]);
+          e.mutable_data()[i] = exp_simd(-std::fabs(in[i]));
+        }
+        return py::make_tuple(t, u, e);
+      },
+      py::arg("x"),
+      "(tanh x, sech^2 x, e^-|x|) from the lattice tables' vectorised tanh and exponential (simd_math.hpp), exposed "
+      "for their accuracy test.");
+  m.def(
       "i2",
       [](const std::string& a, const std::string& b, const Array& C, int n_threads, const std::string& device) {
         const Activation aa = parse_activation(a), bb = parse_activation(b);

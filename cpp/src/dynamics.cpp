@@ -206,7 +206,6 @@ OdeRhs::OdeRhs(const OdeModel& model) : m_(model), u_(model.K + model.M) {
     V_.resize(K);
     J_.resize(K * K);
   }
-  if (mean_risk_) risk_tt_ = teacher_risk_with_means(m_);
   if (m_.target) {
     if (m_.target->k != m_.M) throw std::invalid_argument("target: M must have k = " + std::to_string(m_.target->k) +
                                                           " columns, one per target direction");
@@ -348,6 +347,10 @@ double OdeRhs::risk_bias(const double* y) const {
   const double* b = y + m_.offset_b();
   auto wt = [&](int c) { return c < K ? -a[c] : m_.v[c - K]; };
   auto mu = [&](int c) { return !m_.biased ? 0.0 : c < K ? b[c] : m_.teacher_bias[c - K]; };
+  if (!risk_tt_ready_) {  // the teachers' block, once
+    risk_tt_ = teacher_risk_with_means(m_);
+    risk_tt_ready_ = true;
+  }
   double r = risk_tt_;  // 1/2 sum_uc w_u w_c E[h_u h_c]: the rows of the students here, the teachers' block fixed
   for (int i = 0; i < K; ++i)
     for (int c = i; c < u; ++c) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "twolayer/gaussian_smooth.hpp"
+#include "twolayer/simd_math.hpp"
 
 namespace twolayer::smooth {
 
@@ -173,25 +174,124 @@ bool along(const Grid& g, int nt, const std::vector<double>* const* v, const Spl
     const double *p0 = sp[i]->at(k - span), *p1 = sp[i]->at(k - span + 1), *p2 = sp[i]->at(k - span + 2),
                  *p3 = sp[i]->at(k - span + 3), *p4 = sp[i]->at(k - span + 4), *p5 = sp[i]->at(k - span + 5),
                  *p6 = sp[i]->at(k - span + 6), *p7 = sp[i]->at(k - span + 7);
-    double* out = outs[i];
-    auto fill = [&](auto stepping) {
-      const int c = stepping;
+    // (a negative stride: the line filled from its end)
+    double* const out = stride < 0 ? outs[i] + len - 1 : outs[i];
+    auto fill = [&](auto stepping, auto direction) {
+      const int c = stepping, o = direction;
 #ifdef TWOLAYER_OPENMP
 #pragma omp simd
 #endif
       for (int q = 0; q < len; ++q) {
         const std::ptrdiff_t e = static_cast<std::ptrdiff_t>(q) * c;
-        out[q] = ((lw[0] * p0[e] + lw[1] * p1[e]) + (lw[2] * p2[e] + lw[3] * p3[e])) +
-                 ((lw[4] * p4[e] + lw[5] * p5[e]) + (lw[6] * p6[e] + lw[7] * p7[e]));
+        out[static_cast<std::ptrdiff_t>(q) * o] =
+            ((lw[0] * p0[e] + lw[1] * p1[e]) + (lw[2] * p2[e] + lw[3] * p3[e])) +
+            ((lw[4] * p4[e] + lw[5] * p5[e]) + (lw[6] * p6[e] + lw[7] * p7[e]));
       }
     };
+    using One = std::integral_constant<int, 1>;
+    using MinusOne = std::integral_constant<int, -1>;
     if (inc == 1)
-      fill(std::integral_constant<int, 1>());
+      stride < 0 ? fill(One(), MinusOne()) : fill(One(), One());
     else
-      fill(inc);
-    if (stride < 0) std::reverse(out, out + len);
+      stride < 0 ? fill(inc, MinusOne()) : fill(inc, One());
   }
   return true;
+}
+
+// sigma_grid of a custom table (activation.hpp, custom_derivatives): run by run of the points inside one panel, the
+// Clenshaw recurrences of the run's points side by side (one vectorised pass per coefficient); the points outside
+// the panels (the tangent tails) one by one.
+void custom_grid(const CustomTable& T, double x0, double dx, int n, double* v, double* d) {
+  constexpr int kRun = 64;
+  const double lo = T.edges[0], hi = T.edges[T.panels];
+  const int deg = T.degree, orders = d ? 2 : 1;
+  double* out[2] = {v, d};
+  double xs[kRun], b1[kRun], b2[kRun];
+  int k = 0;
+  while (k < n) {
+    const double s = x0 + dx * k;
+    if (!(s >= lo && s <= hi)) {
+      double e[2];
+      custom_derivatives(T, s, orders - 1, e);
+      for (int o = 0; o < orders; ++o) out[o][k] = e[o];
+      ++k;
+      continue;
+    }
+    const int a = custom_panel(T, s);
+    const double ea = T.edges[a], eb = T.edges[a + 1];
+    const bool last = a == T.panels - 1;
+    int m = 1;  // the run: the points after s in the same panel
+    while (k + m < n && m < kRun) {
+      const double t = x0 + dx * (k + m);
+      if (!(t >= ea && (t < eb || (last && t <= eb)))) break;
+      ++m;
+    }
+    for (int q = 0; q < m; ++q) xs[q] = (2.0 * (x0 + dx * (k + q)) - ea - eb) / (eb - ea);
+    const double* c = T.coef + static_cast<std::size_t>(a) * kCustomOrders * (deg + 1);
+    for (int o = 0; o < orders; ++o) {
+      const double* co = c + o * (deg + 1);
+      for (int q = 0; q < m; ++q) b1[q] = b2[q] = 0.0;
+      for (int j = deg; j >= 1; --j) {
+        const double cj = co[j];
+#ifdef TWOLAYER_OPENMP
+#pragma omp simd
+#endif
+        for (int q = 0; q < m; ++q) {
+          const double t = cj + 2.0 * xs[q] * b1[q] - b2[q];
+          b2[q] = b1[q];
+          b1[q] = t;
+        }
+      }
+      for (int q = 0; q < m; ++q) out[o][k + q] = co[0] + xs[q] * b1[q] - b2[q];
+    }
+    k += m;
+  }
+}
+
+// v[k] = a(x0 + dx k) and, when d is given, d[k] = a'(x0 + dx k), k < n: tanh in one vectorised pass
+// (tanh_sech2_simd, one exponential per point), custom tables panel by panel (custom_grid), the others point by point.
+void sigma_grid(Activation a, double x0, double dx, int n, double* v, double* d) {
+  if (a == Activation::Tanh) {
+    if (d) {
+#ifdef TWOLAYER_OPENMP
+#pragma omp simd
+#endif
+      for (int k = 0; k < n; ++k) tanh_sech2_simd(x0 + dx * k, v[k], d[k]);
+    } else {
+#ifdef TWOLAYER_OPENMP
+#pragma omp simd
+#endif
+      for (int k = 0; k < n; ++k) {
+        double u;
+        tanh_sech2_simd(x0 + dx * k, v[k], u);
+      }
+    }
+    return;
+  }
+  if (is_custom(a)) return custom_grid(custom_table(a), x0, dx, n, v, d);
+  for (int k = 0; k < n; ++k) {
+    const double x = x0 + dx * k;
+    if (!d) {  // (sigma: the value alone, cheaper than sigma_derivatives)
+      v[k] = sigma(a, x);
+      continue;
+    }
+    double e[2];
+    sigma_derivatives(a, x, 1, e);
+    v[k] = e[0];
+    d[k] = e[1];
+  }
+}
+
+// w[q] = normal_weight((j0 + q) h, h), q < n, in one vectorised pass.
+void normal_weights(int j0, int n, double h, double* w) {
+  constexpr double kInvSqrt2Pi = 0.39894228040143267794;
+#ifdef TWOLAYER_OPENMP
+#pragma omp simd
+#endif
+  for (int q = 0; q < n; ++q) {
+    const double t = (j0 + q) * h;
+    w[q] = h * kInvSqrt2Pi * exp_simd(-0.5 * t * t);
+  }
 }
 
 // Checks an interpolation table against its exact values at the cell midpoints (mid[c]: cell c between c and c + 1).
@@ -225,21 +325,8 @@ struct ActTable {
       v.resize(g.size);
       d.resize(deriv ? g.size : 0);
       std::vector<double> mv(g.size), md(deriv ? g.size : 0);
-      for (int k = 0; k < g.size; ++k) {
-        const double x = g.x0 + g.dx * k, xm = g.x0 + g.dx * (k + 0.5);
-        if (!deriv) {  // (sigma: the value alone, cheaper than sigma_derivatives for tanh)
-          v[k] = sigma(a, x);
-          mv[k] = sigma(a, xm);
-          continue;
-        }
-        double e[2];
-        sigma_derivatives(a, x, 1, e);
-        v[k] = e[0];
-        d[k] = e[1];
-        sigma_derivatives(a, xm, 1, e);
-        mv[k] = e[0];
-        md[k] = e[1];
-      }
+      sigma_grid(a, g.x0, g.dx, g.size, v.data(), deriv ? d.data() : nullptr);
+      sigma_grid(a, g.x0 + 0.5 * g.dx, g.dx, g.size, mv.data(), deriv ? md.data() : nullptr);
       if (midpoints_ok(v, mv) && (!deriv || midpoints_ok(d, md))) {
         vs.build(v, stride);
         if (deriv) ds.build(d, stride);
@@ -289,16 +376,13 @@ struct SmoothTable {
       if (!(ext <= 4 * kMaxTable)) return false;
       std::vector<double> H(ext), Hm(ext);
       if (shared) {
-        for (int i = 0; i < ext; ++i) {
-          H[i] = sigma(a, g.x0 + dx * (i - m * nl));
-          Hm[i] = sigma(a, g.x0 + dx * (i - m * nl + 0.5));
-        }
+        sigma_grid(a, g.x0 - dx * (m * nl), dx, ext, H.data(), nullptr);
+        sigma_grid(a, g.x0 + dx * (0.5 - m * nl), dx, ext, Hm.data(), nullptr);
       } else {
-        for (int k = 0; k < g.size; ++k)
-          for (int j = -nl; j <= nl; ++j) {
-            H[k * (2 * nl + 1) + j + nl] = sigma(a, g.x0 + dx * k + s * h * j);
-            Hm[k * (2 * nl + 1) + j + nl] = sigma(a, g.x0 + dx * (k + 0.5) + s * h * j);
-          }
+        for (int k = 0; k < g.size; ++k) {
+          sigma_grid(a, g.x0 + dx * k - s * h * nl, s * h, 2 * nl + 1, &H[k * (2 * nl + 1)], nullptr);
+          sigma_grid(a, g.x0 + dx * (k + 0.5) - s * h * nl, s * h, 2 * nl + 1, &Hm[k * (2 * nl + 1)], nullptr);
+        }
       }
       const int row = shared ? 1 : 2 * nl + 1, col = shared ? m : 1;  // H index of (k, j): k row + (j + nl) col
       auto convolve = [&](const std::vector<double>& src, std::vector<double>& s1, std::vector<double>& s2,
@@ -359,23 +443,34 @@ struct Lattice {
   void level(int e, const double* arg, double r2, double wt, double wc, bool even) {
     if (e == f) return leaf_line(arg, r2, wt, wc, even);
     const bool der_needed = e < n - 1;
-    auto visit = [&](double z, double wz, double wzc, bool ev) {
+    auto visit = [&](double z, double wz, double wzc, bool ev, double v, double d) {
       double a2[4];
       for (int c = 0; c < n; ++c) a2[c] = c >= e ? arg[c] + L[c * n + e] * z : arg[c];
-      double d[2];
-      sigma_derivatives(acts[e], a2[e], der_needed ? 1 : 0, d);
-      val[e] = d[0];
-      der[e] = der_needed ? d[1] : 0.0;
+      val[e] = v;
+      der[e] = der_needed ? d : 0.0;
       level(e + 1, a2, r2 + z * z, wt * wz, wc * wzc, even && ev);
     };
-    if (!looped[e]) return visit(0.0, 1.0, 1.0, true);
+    if (!looped[e]) {
+      double d[2];
+      sigma_derivatives(acts[e], arg[e], der_needed ? 1 : 0, d);
+      return visit(0.0, 1.0, 1.0, true, d[0], d[1]);
+    }
     const double R2 = kTrunc * kTrunc - r2;
     const int jm = R2 > 0.0 ? static_cast<int>(std::floor(std::sqrt(R2) / h[e])) : 0;
     // an even integrand: the nodes z_e > 0 stand for z_e < 0 too (the lattice is symmetric: every z before is 0)
     const bool half = e == half_level;
-    for (int j = half ? 0 : -jm; j <= jm; ++j) {
-      const double z = j * h[e], wz = (half && j > 0 ? 2.0 : 1.0) * normal_weight(z, h[e]);
-      visit(z, wz, 2.0 * wz, (j & 1) == 0);
+    // field e at every node of the level in one pass (sigma_grid), and the nodes' normal weights
+    const int j0 = half ? 0 : -jm, cnt = jm - j0 + 1;
+    std::vector<double>& nodes = nodes_[e];
+    nodes.resize(3 * static_cast<std::size_t>(cnt));
+    double *v = nodes.data(), *d = v + cnt, *wn = d + cnt;
+    const double step = L[e * n + e] * h[e];
+    sigma_grid(acts[e], arg[e] + step * j0, step, cnt, v, der_needed ? d : nullptr);
+    normal_weights(j0, cnt, h[e], wn);
+    for (int q = 0; q < cnt; ++q) {
+      const int j = j0 + q;
+      const double wz = (half && j > 0 ? 2.0 : 1.0) * wn[q];
+      visit(j * h[e], wz, 2.0 * wz, (j & 1) == 0, v[q], der_needed ? d[q] : 0.0);
     }
   }
 
@@ -495,6 +590,7 @@ struct Lattice {
   int half_level = -1;  // the level summed over z >= 0 only (an even integrand; -1: none)
   bool ok = true;
   std::vector<double> buf_;  // the line's interpolated values (6 rows of 2 jfull + 1)
+  std::vector<double> nodes_[4];  // per level before f: the field's values, derivatives and the normal weights
 };
 
 
@@ -580,7 +676,7 @@ bool in_order(Activation s, int n, const Activation* acts, const double* C, cons
       lat.jfull = static_cast<int>(std::floor(kTrunc / lat.h[f]));
       lat.wline.resize(2 * lat.jfull + 1);
       lat.buf_.resize(6 * (2 * lat.jfull + 1));
-      for (int j = -lat.jfull; j <= lat.jfull; ++j) lat.wline[j + lat.jfull] = normal_weight(j * lat.h[f], lat.h[f]);
+      normal_weights(-lat.jfull, 2 * lat.jfull + 1, lat.h[f], lat.wline.data());
     }
     const double bstep = lat.looped[f] ? L[l * n + f] * lat.h[f] : 0.0;
     // the points of the lines (the ball of radius kTrunc over the variables up to f; half of it when halved)

@@ -49,7 +49,7 @@ CAUCHY_RADIUS = 0.25  # at most (rounding: eps k! / r^k)
 ZERO_TOL = 1e-12  # an order whose scale is below this fraction of the lower orders' is rounding: set to 0
 NEGLIGIBLE = 1e-3  # a derivative below this fraction of the lower orders' scale is checked against theirs
 CAUCHY_NOISE = 100.0  # the rounding of Cauchy's sums, in units of eps max|sigma| k! / r^k
-STRIP_SAFETY = 0.8
+STRIP_SAFETY = 0.85
 TRIM_TOL = 1e-17  # trailing coefficients below this fraction of their order's scale are dropped
 MAX_STRIP = math.pi
 

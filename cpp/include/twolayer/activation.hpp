@@ -76,6 +76,26 @@ TWOLAYER_HD inline double chebyshev_sum(const double* c, int n, double x) {
   }
   return c[0] + x * b1 - b2;
 }
+// The panel a of s in [edges[0], edges[panels]] of a custom table: edges[a] <= s < edges[a + 1] (the last panel
+// includes hi).
+inline int custom_panel(const CustomTable& T, double s) {
+  const double lo = T.edges[0];
+  int a = 0;
+  if (T.inv_width > 0.0) {  // equal panels: the index, corrected by one where rounding put s across an edge
+    a = static_cast<int>((s - lo) * T.inv_width);
+    a = a < 0 ? 0 : (a >= T.panels ? T.panels - 1 : a);
+    if (a > 0 && s < T.edges[a]) --a;
+    else if (a + 1 < T.panels && s >= T.edges[a + 1]) ++a;
+  } else {
+    int b = T.panels;
+    while (b - a > 1) {
+      const int m = (a + b) / 2;
+      if (s < T.edges[m]) b = m;
+      else a = m;
+    }
+  }
+  return a;
+}
 // d[k] = sigma^(k)(s), k = 0..order (<= 4), of a custom table: panel lookup and Clenshaw's recurrence.
 inline void custom_derivatives(const CustomTable& T, double s, int order, double* d) {
   const double lo = T.edges[0], hi = T.edges[T.panels];
@@ -91,20 +111,7 @@ inline void custom_derivatives(const CustomTable& T, double s, int order, double
     for (int k = 2; k <= order; ++k) d[k] = 0.0;
     return;
   }
-  int a = 0;  // edges[a] <= s < edges[a + 1] (the last panel includes hi)
-  if (T.inv_width > 0.0) {  // equal panels: the index, corrected by one where rounding put s across an edge
-    a = static_cast<int>((s - lo) * T.inv_width);
-    a = a < 0 ? 0 : (a >= T.panels ? T.panels - 1 : a);
-    if (a > 0 && s < T.edges[a]) --a;
-    else if (a + 1 < T.panels && s >= T.edges[a + 1]) ++a;
-  } else {
-    int b = T.panels;
-    while (b - a > 1) {
-      const int m = (a + b) / 2;
-      if (s < T.edges[m]) b = m;
-      else a = m;
-    }
-  }
+  const int a = custom_panel(T, s);
   const double x = (2.0 * s - T.edges[a] - T.edges[a + 1]) / (T.edges[a + 1] - T.edges[a]), x2 = 2.0 * x;
   const int n = T.degree;
   const double* c = T.coef + static_cast<std::size_t>(a) * kCustomOrders * (n + 1);

@@ -113,7 +113,7 @@ class OdeRhs {
   void operator()(const double* y, double* dy, int n_threads = 1) { (this->*eval_)(y, dy, n_threads); }
   // Multiplies lr and lr_readout by s (a learning-rate schedule's value at the time of the next evaluations).
   void set_rate(double s) { rate_ = s; }
-  // Excess population risk of state y.
+  // Excess population risk of state y (the first call with biases caches the teachers' part: not thread-safe either).
   double risk(const double* y) const;
   // Omega = [[Q, M], [M^T, P]] ((K + M) x (K + M), row-major) of state y, into out.
   void omega(const double* y, double* out) const;
@@ -135,7 +135,9 @@ class OdeRhs {
   // With biases (the header's "Biases"), and its risk.
   void eval_bias(const double* y, double* dy, int n_threads);
   double risk_bias(const double* y) const;
-  double risk_tt_ = 0.0;  // the teacher-teacher part of risk_bias (fixed)
+  // the teacher-teacher part of risk_bias (fixed), computed at the first risk() (a right-hand side never needs it)
+  mutable double risk_tt_ = 0.0;
+  mutable bool risk_tt_ready_ = false;
   bool mean_risk_ = false;  // risk() through risk_bias (biases, or a pair without zero-mean kernels)
   std::vector<double> mu_, A_, G_, V_, J_;  // eval_bias: the means and the per-student pulls
   Eval committee_eval_ = nullptr;
