@@ -60,18 +60,18 @@ def test_nearly_parallel_sweep_against_the_sde_drift(act):
 
 @pytest.mark.parametrize("act", ["relu", "erf", "tanh", "linear", "quadratic"])
 def test_nearly_parallel_sweep_is_continuous(act):
-    """eps = 1e-5 ... 1e-8 against the parabola through eps = 0, 1e-4 and 2e-4 (smooth in eps) plus the floor of
-    the rounded overlaps (1 - cos^2 known to 1e-16 absolute, and a remainder below 1e-15 of the variance is an exact
-    combination: about 1e-17 / eps relative; measured 1e-9 at eps = 1e-8). Relu (measured, known): within
-    1e-3 eps + 5e-16 / eps (5e-9 at 1e-5; before: 5.8e4), the Stein recursion's conditioning on one indicator,
-    whose Schur complement (the other field's variance, 1 - cos^2 of it) keeps only eps_mach / (1 - cos^2) relative
-    accuracy (the SDE's drift shares the loss: it agrees to 7e-10)."""
-    y0, y1, y2 = _dq(act, 0.0), _dq(act, 1e-4), _dq(act, 2e-4)
-    for eps in EPS[4:]:
-        x = eps / 1e-4
-        line = y0 + x * (4 * y1 - 3 * y0 - y2) / 2 + x * x * (y0 - 2 * y1 + y2) / 2
-        tol = (1e-3 * eps + 5e-16 / eps) if act == "relu" else (1e-10 + 2e-17 / eps) * max(1.0, np.abs(y0).max())
-        np.testing.assert_allclose(_dq(act, eps), line, rtol=0, atol=tol, err_msg=f"eps = {eps}")
+    """eps = 1e-3 ... 1e-8 against the quartic through eps = 0, 2e-4, ..., 8e-4 (the right-hand side is smooth in
+    eps): within 1e-10 plus the floor of the rounded overlaps (1 - cos^2 is known to 1e-16 absolute, and a remainder
+    below 1e-15 of a field's variance is an exact combination: 1e-17 / eps relative). Measured: <= 5e-12 down to
+    eps = 1e-6, 1.4e-10 (relu) at 1e-7, 1e-9 at 1e-8 (before: 5.8e4 at 1e-5; the SDE's drift, whose Stein recursion
+    conditions by Schur complements, is off by 4.5e-9 at 1e-5)."""
+    xs = np.arange(5) * 2e-4
+    coef = np.polyfit(xs, np.array([_dq(act, x) for x in xs]).reshape(5, -1), 4)
+    scale = max(1.0, np.abs(coef[-1]).max())
+    for eps in EPS[2:]:
+        ref = (coef * eps ** np.arange(4, -1, -1)[:, None]).sum(axis=0).reshape(2, 2)
+        np.testing.assert_allclose(_dq(act, eps), ref, rtol=0, atol=(1e-10 + 1e-17 / eps) * scale,
+                                   err_msg=f"eps = {eps}")
 
 
 def test_direct_expectation_of_identical_relu_pair_is_the_single_unit():

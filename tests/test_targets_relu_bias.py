@@ -327,7 +327,9 @@ def test_hessian_against_finite_differences_of_the_gradient(act):
 def test_nearly_parallel_students_ode_rhs_is_the_sde_drift(eps):
     """Two relu students with w2 = w1 + eps g (zero biases, d = 20, z1 + z1 z2): the online ODE's dQ against the
     SDE's drift. Measured before the conditioning in Cholesky coordinates and the merge of aligned indicators: eps = 0
-    off by 1.2e-2, eps = 1e-5 by 6e4 (tests/test_targets_parallel.py sweeps eps)."""
+    off by 1.2e-2, eps = 1e-5 by 6e4. At eps = 1e-5 the SDE's drift is itself off by 4.5e-9 (2e-8 relative: its
+    Schur complements keep eps_mach / (1 - cos^2) of the conditional variance), hence rtol 1e-7 here; the ODE is
+    within 3e-13 of the smooth continuation (tests/test_targets_parallel.py sweeps eps)."""
     d = 20
     tgt = tl.targets.staircase(2, d=d, seed=0)
     w = np.random.default_rng(0).standard_normal(d)
@@ -335,4 +337,4 @@ def test_nearly_parallel_students_ode_rhs_is_the_sde_drift(eps):
     ov = tl.Overlaps.from_networks(s, tgt)
     dQ = tl.ode.rhs(ov, "relu", target=tgt, lr=0.5)[0]
     drift = tl.sde.increment_covariance(ov, lr=0.5, target=tgt).mean[:3]
-    np.testing.assert_allclose(dQ[np.triu_indices(2)], drift, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(dQ[np.triu_indices(2)], drift, rtol=1e-7, atol=1e-10)

@@ -54,24 +54,44 @@ struct LPoly {
   }
 };
 
-// Orthant moments E[x^beta prod_{a in A} 1(x_a > 0)] of x ~ N(0, C) (m <= 7 variables: the fields, an erf
-// auxiliary and the Cholesky coordinates u) by Stein's lemma, memoised. A variable conditioned at 0 keeps its (zero)
-// row and column. ref: the variables' variances before any conditioning; an indicator pair whose 2x2 determinant
-// is below 1e-14 ref_a ref_b is one variable (1(x_a > 0) 1(x_b > 0) = 1(x_a > 0) when aligned, 0 when opposite),
-// and an indicator of conditional variance below 1e-14 ref is the constant 0 (gaussian_orthant.hpp's tolerances:
-// a pair not merged keeps a conditional variance above the zero threshold, so the limits agree).
+// Orthant moments E[x^beta prod_{a in A} 1(x_a > 0)] of x = F v, v ~ N(0, I_R) (m <= 7 variables: the fields, an
+// erf auxiliary and the Cholesky coordinates u; R <= 4 columns) by Stein's lemma on C = F F^T, memoised. The
+// conditioning on x_b = 0 projects the rows of F orthogonally to row b (its row becomes 0), so a nearly parallel
+// field keeps its small conditional variance to full relative accuracy (the Schur complement C_aa - C_ab^2 / C_bb
+// would keep only eps_mach / (1 - cos^2) of it). ref: the variances before any conditioning; an indicator pair whose
+// 2x2 determinant (the squared minors of its two rows: accurate to rounding however small) is below 1e-15 ref_a ref_b
+// is one variable (1(x_a > 0) 1(x_b > 0) = 1(x_a > 0) when aligned, 0 when opposite), and an indicator of conditional
+// variance below 1e-15 ref is the constant 0 (a pair not merged keeps a conditional variance above it, so the limits
+// agree; the tolerance of cholesky_basis, so the rank and the merges agree).
+constexpr int kMaxCols = 4;
 class Orthant {
  public:
-  Orthant(int m, const double* C, unsigned A, const double* ref) : m_(m), A_(A) {
-    std::copy(C, C + m * m, C_.begin());
-    std::copy(ref, ref + m, ref_.begin());
+  Orthant(int m, const double* F, int R, unsigned A, const double* ref) : m_(m), R_(R), A_(A) {
+    std::copy(F, F + m * kMaxCols, F_.begin());
+    for (int i = 0; i < m_; ++i)
+      for (int j = 0; j < m_; ++j) {
+        double v = 0.0;
+        for (int c = 0; c < R_; ++c) v += F_[i * kMaxCols + c] * F_[j * kMaxCols + c];
+        C_[i * m_ + j] = v;
+      }
+    if (ref) {
+      std::copy(ref, ref + m, ref_.begin());
+    } else {
+      for (int i = 0; i < m_; ++i) ref_[i] = C_[i * m_ + i];
+    }
     for (int b = 0; b < m_; ++b)
       if ((A_ >> b & 1u) && !(C_[b * m_ + b] > kZeroTol * ref_[b])) zero_ = true;  // 1(x_b > 0) with x_b = 0
     for (int a = 0; a < m_ && !zero_; ++a)
       for (int b = a + 1; b < m_; ++b) {
         if (!(A_ >> a & 1u) || !(A_ >> b & 1u)) continue;
         const double cab = C_[a * m_ + b];
-        if (C_[a * m_ + a] * C_[b * m_ + b] - cab * cab > kAlignTol * ref_[a] * ref_[b]) continue;
+        double det = 0.0;  // |F_a|^2 |F_b|^2 - (F_a . F_b)^2 as the sum of the squared 2x2 minors (no cancellation)
+        for (int c = 0; c < R_; ++c)
+          for (int d = c + 1; d < R_; ++d) {
+            const double w = F_[a * kMaxCols + c] * F_[b * kMaxCols + d] - F_[a * kMaxCols + d] * F_[b * kMaxCols + c];
+            det += w * w;
+          }
+        if (det > kAlignTol * ref_[a] * ref_[b]) continue;
         if (cab > 0.0) {
           A_ &= ~(1u << b);
         } else {
@@ -113,24 +133,29 @@ class Orthant {
   }
 
  private:
-  static constexpr double kAlignTol = 1e-14, kZeroTol = 1e-14;
-  int m_;
+  static constexpr double kAlignTol = 1e-15, kZeroTol = 1e-15;
+  int m_, R_;
   unsigned A_;
   bool zero_ = false;
+  std::array<double, kMaxVars * kMaxCols> F_{};
   std::array<double, kMaxVars * kMaxVars> C_{};
   std::array<double, kMaxVars> ref_{};
   std::unordered_map<std::uint64_t, double> memo_;
   std::array<std::unique_ptr<Orthant>, kMaxVars> children_;
 
-  // The law given x_b = 0, indicator b dropped.
+  // The law given x_b = 0, indicator b dropped: the rows projected orthogonally to row b.
   Orthant& child(int b) {
     if (!children_[b]) {
-      std::array<double, kMaxVars * kMaxVars> Cc{};
+      std::array<double, kMaxVars * kMaxCols> Fc = F_;
       const double cbb = C_[b * m_ + b];
-      for (int i = 0; i < m_; ++i)
-        for (int j = 0; j < m_; ++j) Cc[i * m_ + j] = C_[i * m_ + j] - C_[i * m_ + b] * C_[b * m_ + j] / cbb;
-      for (int i = 0; i < m_; ++i) Cc[i * m_ + b] = Cc[b * m_ + i] = 0.0;
-      children_[b] = std::make_unique<Orthant>(m_, Cc.data(), A_ & ~(1u << b), ref_.data());
+      for (int i = 0; i < m_; ++i) {
+        if (i == b) continue;
+        const double f = C_[i * m_ + b] / cbb;
+        if (f == 0.0) continue;
+        for (int c = 0; c < R_; ++c) Fc[i * kMaxCols + c] -= f * F_[b * kMaxCols + c];
+      }
+      for (int c = 0; c < R_; ++c) Fc[b * kMaxCols + c] = 0.0;
+      children_[b] = std::make_unique<Orthant>(m_, Fc.data(), R_, A_ & ~(1u << b), ref_.data());
     }
     return *children_[b];
   }
@@ -520,11 +545,11 @@ class FactorMoments {
     ub_ = basis != nullptr;
     std::array<double, 9> C{};
     std::copy(Qs, Qs + n * n, C.begin());
-    // (fields, u) covariance, nx x nx, conditioned by the deltas with the fields' block C
-    std::array<double, 36> X{};
+    // the (fields, u) as rows of a factor, (fields, u) = X v with v ~ N(0, I_r): fields L, u the identity
+    std::array<double, kMaxVars * kMaxCols> X{};
     for (int c = 0; c < r; ++c) {
-      X[(n + c) * nx + n + c] = 1.0;
-      for (int s = 0; s < n; ++s) X[s * nx + n + c] = X[(n + c) * nx + s] = basis->L[s * 3 + c];
+      X[(n + c) * kMaxCols + c] = 1.0;
+      for (int s = 0; s < n; ++s) X[s * kMaxCols + c] = basis->L[s * 3 + c];
     }
     double ref[kMaxVars];
     for (int s = 0; s < n; ++s) ref[s] = C[s * n + s];
@@ -582,7 +607,7 @@ class FactorMoments {
       for (int i = 0; i < n; ++i)
         for (int j = i + 1; j < n; ++j) Cn[i * n + j] = Cn[j * n + i] = 0.5 * (Cn[i * n + j] + Cn[j * n + i]);
       C = Cn;
-      if (r > 0) {  // S = (I + L^T D L)^-1, Cov(u) = S, Cov(l, u) = L S
+      if (r > 0) {  // u ~ N(0, S), S = (I + L^T D L)^-1 = Ls Ls^T: rows u = Ls, l = L Ls
         double R[9], S[9];
         for (int a = 0; a < r; ++a)
           for (int b = 0; b < r; ++b) {
@@ -592,17 +617,18 @@ class FactorMoments {
           }
         invert(r, R, S);
         for (int a = 0; a < r; ++a)
-          for (int b = 0; b < r; ++b) X[(n + a) * nx + n + b] = 0.5 * (S[a * r + b] + S[b * r + a]);
+          for (int b = a + 1; b < r; ++b) S[a * r + b] = S[b * r + a] = 0.5 * (S[a * r + b] + S[b * r + a]);
+        const Basis sb = cholesky_basis(r, S);  // S is positive definite: full rank, in order
+        for (int a = 0; a < r; ++a)
+          for (int c = 0; c < r; ++c) X[(n + a) * kMaxCols + c] = sb.L[a * 3 + c];
         for (int s = 0; s < n; ++s)
           for (int c = 0; c < r; ++c) {
             double v = 0.0;
-            for (int a = 0; a < r; ++a) v += basis->L[s * 3 + a] * S[a * r + c];
-            X[s * nx + n + c] = X[(n + c) * nx + s] = v;
+            for (int a = 0; a < r; ++a) v += basis->L[s * 3 + a] * sb.L[a * 3 + c];
+            X[s * kMaxCols + c] = v;
           }
       }
     }
-    for (int i = 0; i < n; ++i)
-      for (int j = 0; j < n; ++j) X[i * nx + j] = C[i * n + j];
     // x = mu + l, the step units' argument: with means its law after the deltas (at zero means x = l)
     std::array<double, 3> m{};
     if (kinked_) std::copy(mu, mu + n, m.begin());
@@ -615,10 +641,17 @@ class FactorMoments {
       for (int i = 0; i < n; ++i)
         for (int j = 0; j < n; ++j) Cc[i * n + j] = C[i * n + j] - C[i * n + s] * C[s * n + j] / css;
       for (int i = 0; i < n; ++i) Cc[i * n + s] = Cc[s * n + i] = 0.0;
-      std::array<double, 36> Xc{};
-      for (int i = 0; i < nx; ++i)
-        for (int j = 0; j < nx; ++j) Xc[i * nx + j] = X[i * nx + j] - X[i * nx + s] * X[s * nx + j] / css;
-      for (int i = 0; i < nx; ++i) Xc[i * nx + s] = Xc[s * nx + i] = 0.0;
+      for (int i = 0; i < nx && r > 0; ++i) {  // the rows projected orthogonally to row s
+        if (i == s) continue;
+        double xs = 0.0, ss = 0.0;
+        for (int c = 0; c < r; ++c) {
+          xs += X[i * kMaxCols + c] * X[s * kMaxCols + c];
+          ss += X[s * kMaxCols + c] * X[s * kMaxCols + c];
+        }
+        if (ss > 0.0)
+          for (int c = 0; c < r; ++c) X[i * kMaxCols + c] -= xs / ss * X[s * kMaxCols + c];
+      }
+      for (int c = 0; c < r; ++c) X[s * kMaxCols + c] = 0.0;
       if (kinked_) {  // the density at 0 and the conditioned means; x_s = 0 exactly
         const double ms = m[s];
         c0_ *= std::exp(-0.5 * ms * ms / css);
@@ -626,9 +659,6 @@ class FactorMoments {
         m[s] = 0.0;
       }
       C = Cc;
-      for (int i = 0; i < n; ++i)
-        for (int j = 0; j < n; ++j) Xc[i * nx + j] = C[i * n + j];
-      X = Xc;
       zeroed_ |= 1u << s;
     }
     if (kinked_) {
@@ -640,26 +670,35 @@ class FactorMoments {
       return;
     }
     if (erfs.size() > 1) throw std::invalid_argument("target expectation: at most one erf sigma factor");
-    // Augmented covariance: fields, then u = l_e - xi for the erf sigma, then the basis coordinates.
-    const int ne = static_cast<int>(erfs.size()), mv = n + ne + r;
+    // The orthant variables as rows of a factor (R columns): fields, then u = l_e - xi for the erf sigma (xi its own
+    // column), then the basis coordinates; in the fields (no basis) the factor of C.
+    const int ne = static_cast<int>(erfs.size());
+    int R = r;
+    if (!basis) {
+      const Basis cb = cholesky_basis(n, C.data());
+      R = cb.r;
+      for (int s = 0; s < n; ++s)
+        for (int c = 0; c < R; ++c) X[s * kMaxCols + c] = cb.L[s * 3 + c];
+    }
+    const int mv = n + ne + r;
     u0_ = n + ne;
-    std::array<double, kMaxVars * kMaxVars> Ca{};
-    auto at = [&](int i) { return i < n ? i : i - ne; };  // augmented index -> X index (not the auxiliary)
-    for (int i = 0; i < mv; ++i)
-      for (int j = 0; j < mv; ++j)
-        if ((i < n || i >= u0_) && (j < n || j >= u0_)) Ca[i * mv + j] = X[at(i) * nx + at(j)];
+    std::array<double, kMaxVars * kMaxCols> Fa{};
+    for (int i = 0; i < mv; ++i) {
+      if (i >= n && i < u0_) continue;
+      const int xi = i < n ? i : i - ne;
+      for (int c = 0; c < R; ++c) Fa[i * kMaxCols + c] = X[xi * kMaxCols + c];
+    }
     for (int c = 0; c < r; ++c) ref[u0_ + c] = 1.0;
     if (!erfs.empty()) {
       const int e = erfs[0];
-      for (int i = 0; i < mv; ++i)
-        if (i != n) Ca[i * mv + n] = Ca[n * mv + i] = Ca[e * mv + i];
-      Ca[n * mv + n] = C[e * n + e] + 1.0;
+      for (int c = 0; c < R; ++c) Fa[n * kMaxCols + c] = Fa[e * kMaxCols + c];
+      Fa[n * kMaxCols + R] = 1.0;
       ref[n] = ref[e] + 1.0;
       // erf(l / sqrt2) = 2 P(u > 0 | l) - 1
-      parts_.push_back({2.0, std::make_unique<Orthant>(mv, Ca.data(), ind | (1u << n), ref)});
-      parts_.push_back({-1.0, std::make_unique<Orthant>(mv, Ca.data(), ind, ref)});
+      parts_.push_back({2.0, std::make_unique<Orthant>(mv, Fa.data(), R + 1, ind | (1u << n), ref)});
+      parts_.push_back({-1.0, std::make_unique<Orthant>(mv, Fa.data(), R + 1, ind, ref)});
     } else {
-      parts_.push_back({1.0, std::make_unique<Orthant>(mv, Ca.data(), ind, ref)});
+      parts_.push_back({1.0, std::make_unique<Orthant>(mv, Fa.data(), R, ind, ref)});
     }
   }
 
