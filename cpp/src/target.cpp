@@ -246,9 +246,9 @@ double invert(int n, const double* A, double* inv) {
 // The student fields in coordinates u ~ N(0, I_r): l_S = L u, the Cholesky factor of Q_S in the fields' order; a
 // field whose variance given the earlier ones is below 1e-15 of its own (round-off of the Schur complement: an
 // exact combination) gets no column (rank r < n). A larger remainder keeps its column however small: the target's
-// correlation with it, Cov(z, u_c), stays of order one (nearly parallel students differ at first order in M). L is n x r (row stride 3);
-// piv[c] is the field of column c (L's rows piv[0..r) are lower triangular). Nearly parallel fields give a small
-// pivot, but every entry stays bounded by its field's standard deviation (|L_sc| <= sqrt(Q_ss)).
+// correlation with it, Cov(z, u_c), stays of order one (nearly parallel students differ at first order in M). L is
+// n x r (row stride 3); piv[c] is the field of column c (L's rows piv[0..r) are lower triangular). Nearly parallel
+// fields give a small pivot, but every entry stays bounded by its field's standard deviation (|L_sc| <= sqrt(Q_ss)).
 struct Basis {
   int n = 0, r = 0;
   double L[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};

@@ -34,9 +34,10 @@
 // binomial expansion's cancellation, which grows like (|mu| / sqrt(C))^|beta| (measured: <= 1e-12 relative for the
 // ODE's degrees and |mu| <= 3 sqrt(C)). With means the conditioning stays in the fields l_S (the orthant moments with
 // means are of the fields): its loss for nearly parallel units is estimated at run time (eps cond(R) times the sum
-// of the absolute terms, R the fields' correlation, checked where cond(R) > 1e4: cos > 0.9998) and an estimate above 1e-10 of the result
-// throws std::domain_error naming the units and their cosine (the ODE stops "diverged" with it; measured errors
-// 2e-10 at cos = 1 - 2e-5, 2e-6 at 1 - 2e-7, 80 at 1 - 2e-11; exactly equal units are exact).
+// of the absolute terms, R the fields' correlation, checked where cond(R) > 1e4: cos > 0.9998) and an estimate
+// above 1e-10 of the result throws std::domain_error naming the units and their cosine (the ODE stops "diverged"
+// with it; measured errors 2e-10 at cos = 1 - 2e-5, 2e-6 at 1 - 2e-7, 80 at 1 - 2e-11; exactly equal units are
+// exact).
 #pragma once
 #include <cstddef>
 #include <map>
