@@ -5,6 +5,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -21,7 +22,7 @@ namespace twolayer {
 namespace {
 
 constexpr int kMaxFields = 3;  // distinct student fields of one expectation
-constexpr int kMaxVars = 4;    // plus one auxiliary variable for an erf sigma
+constexpr int kMaxVars = 7;    // plus one auxiliary variable for an erf sigma and up to 3 Cholesky coordinates
 
 double factorial(int n) {
   double f = 1.0;
@@ -53,14 +54,51 @@ struct LPoly {
   }
 };
 
-// Orthant moments E[x^beta prod_{a in A} 1(x_a > 0)] of x ~ N(0, C) (m <= 4 variables) by Stein's lemma, memoised.
-// A variable conditioned at 0 keeps its (zero) row and column.
+// Orthant moments E[x^beta prod_{a in A} 1(x_a > 0)] of x = F v, v ~ N(0, I_R) (m <= 7 variables: the fields, an
+// erf auxiliary and the Cholesky coordinates u; R <= 4 columns) by Stein's lemma on C = F F^T, memoised. The
+// conditioning on x_b = 0 projects the rows of F orthogonally to row b (its row becomes 0), so a nearly parallel
+// field keeps its small conditional variance to full relative accuracy (the Schur complement C_aa - C_ab^2 / C_bb
+// would keep only eps_mach / (1 - cos^2) of it). ref: the variances before any conditioning; an indicator pair whose
+// 2x2 determinant (the squared minors of its two rows: accurate to rounding however small) is below 1e-15 ref_a ref_b
+// is one variable (1(x_a > 0) 1(x_b > 0) = 1(x_a > 0) when aligned, 0 when opposite), and an indicator of conditional
+// variance below 1e-15 ref is the constant 0 (a pair not merged keeps a conditional variance above it, so the limits
+// agree; the tolerance of cholesky_basis, so the rank and the merges agree).
+constexpr int kMaxCols = 4;
 class Orthant {
  public:
-  Orthant(int m, const double* C, unsigned A, double scale) : m_(m), A_(A), scale_(scale) {
-    std::copy(C, C + m * m, C_.begin());
+  Orthant(int m, const double* F, int R, unsigned A, const double* ref) : m_(m), R_(R), A_(A) {
+    std::copy(F, F + m * kMaxCols, F_.begin());
+    for (int i = 0; i < m_; ++i)
+      for (int j = 0; j < m_; ++j) {
+        double v = 0.0;
+        for (int c = 0; c < R_; ++c) v += F_[i * kMaxCols + c] * F_[j * kMaxCols + c];
+        C_[i * m_ + j] = v;
+      }
+    if (ref) {
+      std::copy(ref, ref + m, ref_.begin());
+    } else {
+      for (int i = 0; i < m_; ++i) ref_[i] = C_[i * m_ + i];
+    }
     for (int b = 0; b < m_; ++b)
-      if ((A_ >> b & 1u) && !(C_[b * m_ + b] > 1e-13 * scale_)) zero_ = true;  // 1(x_b > 0) with x_b = 0
+      if ((A_ >> b & 1u) && !(C_[b * m_ + b] > kZeroTol * ref_[b])) zero_ = true;  // 1(x_b > 0) with x_b = 0
+    for (int a = 0; a < m_ && !zero_; ++a)
+      for (int b = a + 1; b < m_; ++b) {
+        if (!(A_ >> a & 1u) || !(A_ >> b & 1u)) continue;
+        const double cab = C_[a * m_ + b];
+        double det = 0.0;  // |F_a|^2 |F_b|^2 - (F_a . F_b)^2 as the sum of the squared 2x2 minors (no cancellation)
+        for (int c = 0; c < R_; ++c)
+          for (int d = c + 1; d < R_; ++d) {
+            const double w = F_[a * kMaxCols + c] * F_[b * kMaxCols + d] - F_[a * kMaxCols + d] * F_[b * kMaxCols + c];
+            det += w * w;
+          }
+        if (det > kAlignTol * ref_[a] * ref_[b]) continue;
+        if (cab > 0.0) {
+          A_ &= ~(1u << b);
+        } else {
+          zero_ = true;
+          break;
+        }
+      }
   }
 
   double moment(const std::array<int, kMaxVars>& beta) {
@@ -72,8 +110,8 @@ class Orthant {
         break;
       }
     if (a < 0) return probability();
-    std::uint32_t key = 0;
-    for (int q = 0; q < m_; ++q) key = key * 64u + static_cast<std::uint32_t>(beta[q]);
+    std::uint64_t key = 0;
+    for (int q = 0; q < m_; ++q) key = key * 128u + static_cast<std::uint64_t>(beta[q]);
     auto it = memo_.find(key);
     if (it != memo_.end()) return it->second;
     std::array<int, kMaxVars> bp = beta;
@@ -95,23 +133,29 @@ class Orthant {
   }
 
  private:
-  int m_;
+  static constexpr double kAlignTol = 1e-15, kZeroTol = 1e-15;
+  int m_, R_;
   unsigned A_;
-  double scale_;
   bool zero_ = false;
+  std::array<double, kMaxVars * kMaxCols> F_{};
   std::array<double, kMaxVars * kMaxVars> C_{};
-  std::unordered_map<std::uint32_t, double> memo_;
+  std::array<double, kMaxVars> ref_{};
+  std::unordered_map<std::uint64_t, double> memo_;
   std::array<std::unique_ptr<Orthant>, kMaxVars> children_;
 
-  // The law given x_b = 0, indicator b dropped.
+  // The law given x_b = 0, indicator b dropped: the rows projected orthogonally to row b.
   Orthant& child(int b) {
     if (!children_[b]) {
-      std::array<double, kMaxVars * kMaxVars> Cc{};
+      std::array<double, kMaxVars * kMaxCols> Fc = F_;
       const double cbb = C_[b * m_ + b];
-      for (int i = 0; i < m_; ++i)
-        for (int j = 0; j < m_; ++j) Cc[i * m_ + j] = C_[i * m_ + j] - C_[i * m_ + b] * C_[b * m_ + j] / cbb;
-      for (int i = 0; i < m_; ++i) Cc[i * m_ + b] = Cc[b * m_ + i] = 0.0;
-      children_[b] = std::make_unique<Orthant>(m_, Cc.data(), A_ & ~(1u << b), scale_);
+      for (int i = 0; i < m_; ++i) {
+        if (i == b) continue;
+        const double f = C_[i * m_ + b] / cbb;
+        if (f == 0.0) continue;
+        for (int c = 0; c < R_; ++c) Fc[i * kMaxCols + c] -= f * F_[b * kMaxCols + c];
+      }
+      for (int c = 0; c < R_; ++c) Fc[b * kMaxCols + c] = 0.0;
+      children_[b] = std::make_unique<Orthant>(m_, Fc.data(), R_, A_ & ~(1u << b), ref_.data());
     }
     return *children_[b];
   }
@@ -199,26 +243,85 @@ double invert(int n, const double* A, double* inv) {
   return det;
 }
 
-// E[He_alpha(z) | l_S] as polynomials in l_S: the multivariate Hermite polynomials of covariance G at mu = A l.
+// The student fields in coordinates u ~ N(0, I_r): l_S = L u, the Cholesky factor of Q_S in the fields' order; a
+// field whose variance given the earlier ones is below 1e-15 of its own (round-off of the Schur complement: an
+// exact combination) gets no column (rank r < n). A larger remainder keeps its column however small: the target's
+// correlation with it, Cov(z, u_c), stays of order one (nearly parallel students differ at first order in M). L is
+// n x r (row stride 3); piv[c] is the field of column c (L's rows piv[0..r) are lower triangular). Nearly parallel
+// fields give a small pivot, but every entry stays bounded by its field's standard deviation (|L_sc| <= sqrt(Q_ss)).
+struct Basis {
+  int n = 0, r = 0;
+  double L[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+  int piv[3] = {0, 0, 0};
+};
+
+Basis cholesky_basis(int n, const double* Qs) {
+  Basis b;
+  b.n = n;
+  for (int j = 0; j < n; ++j) {
+    double d = Qs[j * n + j];
+    for (int q = 0; q < b.r; ++q) d -= b.L[j * 3 + q] * b.L[j * 3 + q];
+    if (!(d > 1e-15 * Qs[j * n + j])) continue;
+    const int c = b.r;
+    const double piv = std::sqrt(d);
+    b.L[j * 3 + c] = piv;
+    for (int i = j + 1; i < n; ++i) {
+      double v = Qs[i * n + j];
+      for (int q = 0; q < c; ++q) v -= b.L[i * 3 + q] * b.L[j * 3 + q];
+      b.L[i * 3 + c] = v / piv;
+    }
+    b.piv[b.r++] = j;
+  }
+  return b;
+}
+
+// E[He_alpha(z) | y] as polynomials in r variables y, for z | y ~ N(A y, I - G): the multivariate Hermite
+// polynomials of covariance G at mu = A y (A k x r, G k x k).
 class ConditionalHermite {
  public:
-  ConditionalHermite(int n, const double* Qs, const double* Ms, int k, int D) : n_(n), k_(k), D_(D) {
+  ConditionalHermite(int r, std::vector<double> A, std::vector<double> G, int k, int D)
+      : n_(r), k_(k), D_(D), A_(std::move(A)), G_(std::move(G)) {}
+
+  // y = l_S: A = M_S^T Q_S^+, G = A M_S (= A Q_S A^T). Badly conditioned for nearly parallel fields: A is of the
+  // order of M / (1 - rho^2) and its polynomial cancels against the moments (the kinked path's estimate, FieldTuple).
+  static ConditionalHermite in_fields(int n, const double* Qs, const double* Ms, int k, int D) {
     double Qp[9];
     psd_pinv(n, Qs, Qp);
-    A_.assign(static_cast<std::size_t>(k) * n, 0.0);  // A = M_S^T Q_S^+ (k x n)
+    std::vector<double> A(static_cast<std::size_t>(k) * n, 0.0), G(static_cast<std::size_t>(k) * k, 0.0);
     for (int r = 0; r < k; ++r)
       for (int s = 0; s < n; ++s) {
         double v = 0.0;
         for (int q = 0; q < n; ++q) v += Ms[q * k + r] * Qp[q * n + s];
-        A_[r * n + s] = v;
+        A[r * n + s] = v;
       }
-    G_.assign(static_cast<std::size_t>(k) * k, 0.0);  // G = A M_S (= A Q_S A^T)
     for (int r = 0; r < k; ++r)
       for (int t = 0; t < k; ++t) {
         double v = 0.0;
-        for (int q = 0; q < n; ++q) v += A_[r * n + q] * Ms[q * k + t];
-        G_[r * k + t] = v;
+        for (int q = 0; q < n; ++q) v += A[r * n + q] * Ms[q * k + t];
+        G[r * k + t] = v;
       }
+    return ConditionalHermite(n, std::move(A), std::move(G), k, D);
+  }
+
+  // y = u of the Cholesky basis: A = Cov(z, u) (forward substitution through L's pivot rows: entries bounded by
+  // the correlations, however close to parallel the fields), G = A A^T.
+  static ConditionalHermite in_basis(const Basis& b, const double* Ms, int k, int D) {
+    const int r = b.r;
+    std::vector<double> A(static_cast<std::size_t>(k) * r, 0.0), G(static_cast<std::size_t>(k) * k, 0.0);
+    for (int t = 0; t < k; ++t)
+      for (int c = 0; c < r; ++c) {
+        const int j = b.piv[c];
+        double v = Ms[j * k + t];
+        for (int q = 0; q < c; ++q) v -= b.L[j * 3 + q] * A[t * r + q];
+        A[t * r + c] = v / b.L[j * 3 + c];
+      }
+    for (int t = 0; t < k; ++t)
+      for (int q = 0; q < k; ++q) {
+        double v = 0.0;
+        for (int c = 0; c < r; ++c) v += A[t * r + c] * A[q * r + c];
+        G[t * k + q] = v;
+      }
+    return ConditionalHermite(r, std::move(A), std::move(G), k, D);
   }
 
   const LPoly& get(const std::vector<int>& alpha) {
@@ -299,46 +402,32 @@ MomentPath moment_path(Activation act, const double* mu, int n) {
   return smooth::is_smooth(act) ? MomentPath::Quadrature : MomentPath::Kinked;
 }
 
-// E[prod_s F_s(mu_s + l_s) l^beta], l ~ N(0, Q_S), for every beta in [0, B]^n at once, F_s = sigma'^n_deriv
-// sigma^n_sigma of a smooth activation: l = L u (Cholesky, zero pivots dropped), the tensor trapezoidal rule in u on
-// [-12, 12]^r (gaussian_smooth.hpp's step for the activations' strips of analyticity, the rule at 2h its even-node
-// subset) accepted when every moment satisfies (|I_h - I_2h| / S)^2 <= 1e-13 with S the rule on |integrand|, the
-// steps halved otherwise. The truncation at 12 keeps the monomials' Gaussian tails below 1e-16 relative up to
-// total degree ~20.
+// E[prod_s F_s(mu_s + l_s) y^beta], l ~ N(0, Q_S), for every beta in [0, B]^ny at once, F_s = sigma'^n_deriv
+// sigma^n_sigma of a smooth activation, y the fields l (ny = n) or the Cholesky coordinates u (ny = r): l = L u
+// (Basis), the tensor trapezoidal rule in u on [-12, 12]^r (gaussian_smooth.hpp's step for the activations' strips
+// of analyticity, the rule at 2h its even-node subset) accepted when every moment satisfies
+// (|I_h - I_2h| / S)^2 <= 1e-13 with S the rule on |integrand|, the steps halved otherwise. The truncation at 12
+// keeps the monomials' Gaussian tails below 1e-16 relative up to total degree ~20.
 class SmoothMoments {
  public:
-  SmoothMoments(Activation act, int n, const double* Qs, const FieldFactor* fac, const double* mu, int B)
-      : n_(n), B_(B) {
-    double L[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0}, scale = 0.0;
-    for (int s = 0; s < n; ++s) scale = std::max(scale, std::fabs(Qs[s * n + s]));
-    int cols[3], r = 0;
-    for (int j = 0; j < n; ++j) {  // Cholesky with zero pivots dropped (columns of L)
-      double d = Qs[j * n + j];
-      for (int q = 0; q < j; ++q) d -= L[j * 3 + q] * L[j * 3 + q];
-      if (!(d > 1e-13 * scale)) continue;
-      const double piv = std::sqrt(d);
-      L[j * 3 + j] = piv;
-      for (int i = j + 1; i < n; ++i) {
-        double v = Qs[i * n + j];
-        for (int q = 0; q < j; ++q) v -= L[i * 3 + q] * L[j * 3 + q];
-        L[i * 3 + j] = v / piv;
-      }
-      cols[r++] = j;
-    }
-    const std::size_t nb = LPoly::size(n, B);
+  SmoothMoments(Activation act, const Basis& basis, const FieldFactor* fac, const double* mu, int B, bool u_powers)
+      : n_(u_powers ? basis.r : basis.n), B_(B) {
+    const int n = basis.n, r = basis.r, ny = n_;
+    const double* L = basis.L;
+    const std::size_t nb = LPoly::size(ny, B);
     table_.assign(nb, 0.0);
     const Activation acts[3] = {act, act, act};
     double h = 1e300;
     for (int c = 0; c < r; ++c) {
       double slopes[3];
-      for (int s = 0; s < n; ++s) slopes[s] = L[s * 3 + cols[c]];
+      for (int s = 0; s < n; ++s) slopes[s] = L[s * 3 + c];
       h = std::min(h, smooth::trapezoid_step(acts, slopes, n));
     }
     constexpr double kT = 12.0;
     for (int attempt = 0;; ++attempt) {
       const int N = r == 0 ? 0 : static_cast<int>(std::ceil(kT / h / 2.0)) * 2;  // even: the 2h rule is a subset
       if (N > 4096) throw std::domain_error("target expectation: the quadrature did not converge");
-      std::vector<double> Ih(nb, 0.0), I2h(nb, 0.0), S(nb, 0.0), pw(static_cast<std::size_t>(n) * (B + 1));
+      std::vector<double> Ih(nb, 0.0), I2h(nb, 0.0), S(nb, 0.0), pw(static_cast<std::size_t>(ny) * (B + 1));
       std::vector<double> wt(static_cast<std::size_t>(2 * N + 1));
       for (int m = -N; m <= N; ++m) wt[m + N] = h * std::exp(-0.5 * (m * h) * (m * h)) / std::sqrt(2.0 * kPi);
       int idx[3] = {-N, -N, -N};
@@ -352,7 +441,7 @@ class SmoothMoments {
         double F = w;
         for (int s = 0; s < n; ++s) {
           double l = 0.0;
-          for (int c = 0; c < r; ++c) l += L[s * 3 + cols[c]] * (idx[c] * h);
+          for (int c = 0; c < r; ++c) l += L[s * 3 + c] * (idx[c] * h);
           double d[5];
           const FieldFactor& f = fac[s];
           if (f.n_deriv || f.n_sigma) {
@@ -360,14 +449,20 @@ class SmoothMoments {
             for (int q = 0; q < f.n_deriv; ++q) F *= d[1];
             for (int q = 0; q < f.n_sigma; ++q) F *= d[0];
           }
+          if (u_powers) continue;
           double* p = pw.data() + static_cast<std::size_t>(s) * (B + 1);
           p[0] = 1.0;
           for (int b = 1; b <= B; ++b) p[b] = p[b - 1] * l;
         }
+        for (int c = 0; u_powers && c < r; ++c) {
+          double* p = pw.data() + static_cast<std::size_t>(c) * (B + 1);
+          p[0] = 1.0;
+          for (int b = 1; b <= B; ++b) p[b] = p[b - 1] * (idx[c] * h);
+        }
         for (std::size_t id = 0; id < nb; ++id) {
           std::size_t rem = id;
           double v = F;
-          for (int s = 0; s < n; ++s) {
+          for (int s = 0; s < ny; ++s) {
             v *= pw[static_cast<std::size_t>(s) * (B + 1) + rem % (B + 1)];
             rem /= (B + 1);
           }
@@ -426,23 +521,38 @@ FactorSplit split_factor(Activation act, const FieldFactor& f, MomentPath path) 
   return {{f.n_deriv, f.n_sigma, 0}, f.power, 1.0};
 }
 
-// E[prod_s F_s(mu_s + l_s) l^beta] for every beta: the factors turned into a constant, a reweighted covariance,
-// deltas, indicators and erf auxiliaries (see target.hpp).
+// E[prod_s F_s(mu_s + l_s) y^beta] for every beta, y the fields l (the factors' powers added to beta) or, given a
+// Basis, its coordinates u (l = L u; the factors must then be law parts, without powers): the factors turned into a
+// constant, a reweighted covariance, deltas, indicators and erf auxiliaries (see target.hpp). The u are extra
+// variables of the orthant moments: Cov(l, u) = L, Cov(u) = I, after the erf reweighting (u's law times
+// exp(-u^T L^T D L u / 2)) Cov(u) = S = (I + L^T D L)^-1 and Cov(l, u) = L S, and the deltas condition all of them.
 class FactorMoments {
  public:
   // mu: n means, or null for zero; B (the largest exponent asked for, with the field powers) serves the quadrature
-  // path.
+  // path; basis: the moments in its u (the closed and quadrature paths only), or null for the fields.
   FactorMoments(Activation act, int n, const double* Qs, const FieldFactor* fac, const double* mu = nullptr,
-                int B = 0)
+                int B = 0, const Basis* basis = nullptr)
       : n_(n) {
     const MomentPath path = moment_path(act, mu, n);
     if (path == MomentPath::Quadrature) {
-      smooth_ = std::make_unique<SmoothMoments>(act, n, Qs, fac, mu, B);
+      smooth_ = std::make_unique<SmoothMoments>(act, basis ? *basis : cholesky_basis(n, Qs), fac, mu, B, basis);
       return;
     }
     kinked_ = path == MomentPath::Kinked;
+    if (kinked_ && basis) throw std::logic_error("target expectation: the kinked moments are in the fields");
+    const int r = basis ? basis->r : 0, nx = n + r;
+    nu_ = r;
+    ub_ = basis != nullptr;
     std::array<double, 9> C{};
     std::copy(Qs, Qs + n * n, C.begin());
+    // the (fields, u) as rows of a factor, (fields, u) = X v with v ~ N(0, I_r): fields L, u the identity
+    std::array<double, kMaxVars * kMaxCols> X{};
+    for (int c = 0; c < r; ++c) {
+      X[(n + c) * kMaxCols + c] = 1.0;
+      for (int s = 0; s < n; ++s) X[s * kMaxCols + c] = basis->L[s * 3 + c];
+    }
+    double ref[kMaxVars];
+    for (int s = 0; s < n; ++s) ref[s] = C[s * n + s];
     double scale = 0.0;
     for (int s = 0; s < n; ++s) scale = std::max(scale, std::fabs(C[s * n + s]));
     scale = std::max(scale, 1e-300);
@@ -454,6 +564,7 @@ class FactorMoments {
       const FactorSplit sp = split_factor(act, fac[s], path);
       const FieldFactor& f = sp.law;
       pw_[s] = sp.power;
+      if (basis && sp.power != 0) throw std::logic_error("target expectation: a field power with a basis");
       c0_ *= sp.c;
       switch (act) {
         case Activation::Linear:
@@ -496,6 +607,27 @@ class FactorMoments {
       for (int i = 0; i < n; ++i)
         for (int j = i + 1; j < n; ++j) Cn[i * n + j] = Cn[j * n + i] = 0.5 * (Cn[i * n + j] + Cn[j * n + i]);
       C = Cn;
+      if (r > 0) {  // u ~ N(0, S), S = (I + L^T D L)^-1 = Ls Ls^T: rows u = Ls, l = L Ls
+        double R[9], S[9];
+        for (int a = 0; a < r; ++a)
+          for (int b = 0; b < r; ++b) {
+            double v = a == b ? 1.0 : 0.0;
+            for (int s = 0; s < n; ++s) v += basis->L[s * 3 + a] * Dw[s] * basis->L[s * 3 + b];
+            R[a * r + b] = v;
+          }
+        invert(r, R, S);
+        for (int a = 0; a < r; ++a)
+          for (int b = a + 1; b < r; ++b) S[a * r + b] = S[b * r + a] = 0.5 * (S[a * r + b] + S[b * r + a]);
+        const Basis sb = cholesky_basis(r, S);  // S is positive definite: full rank, in order
+        for (int a = 0; a < r; ++a)
+          for (int c = 0; c < r; ++c) X[(n + a) * kMaxCols + c] = sb.L[a * 3 + c];
+        for (int s = 0; s < n; ++s)
+          for (int c = 0; c < r; ++c) {
+            double v = 0.0;
+            for (int a = 0; a < r; ++a) v += basis->L[s * 3 + a] * sb.L[a * 3 + c];
+            X[s * kMaxCols + c] = v;
+          }
+      }
     }
     // x = mu + l, the step units' argument: with means its law after the deltas (at zero means x = l)
     std::array<double, 3> m{};
@@ -509,6 +641,17 @@ class FactorMoments {
       for (int i = 0; i < n; ++i)
         for (int j = 0; j < n; ++j) Cc[i * n + j] = C[i * n + j] - C[i * n + s] * C[s * n + j] / css;
       for (int i = 0; i < n; ++i) Cc[i * n + s] = Cc[s * n + i] = 0.0;
+      for (int i = 0; i < nx && r > 0; ++i) {  // the rows projected orthogonally to row s
+        if (i == s) continue;
+        double xs = 0.0, ss = 0.0;
+        for (int c = 0; c < r; ++c) {
+          xs += X[i * kMaxCols + c] * X[s * kMaxCols + c];
+          ss += X[s * kMaxCols + c] * X[s * kMaxCols + c];
+        }
+        if (ss > 0.0)
+          for (int c = 0; c < r; ++c) X[i * kMaxCols + c] -= xs / ss * X[s * kMaxCols + c];
+      }
+      for (int c = 0; c < r; ++c) X[s * kMaxCols + c] = 0.0;
       if (kinked_) {  // the density at 0 and the conditioned means; x_s = 0 exactly
         const double ms = m[s];
         c0_ *= std::exp(-0.5 * ms * ms / css);
@@ -527,31 +670,50 @@ class FactorMoments {
       return;
     }
     if (erfs.size() > 1) throw std::invalid_argument("target expectation: at most one erf sigma factor");
-    // Augmented covariance: fields, then u = l_e - xi for the erf sigma.
-    const int mv = n + static_cast<int>(erfs.size());
-    std::array<double, kMaxVars * kMaxVars> Ca{};
-    for (int i = 0; i < n; ++i)
-      for (int j = 0; j < n; ++j) Ca[i * mv + j] = C[i * n + j];
+    // The orthant variables as rows of a factor (R columns): fields, then u = l_e - xi for the erf sigma (xi its own
+    // column), then the basis coordinates; in the fields (no basis) the factor of C.
+    const int ne = static_cast<int>(erfs.size());
+    int R = r;
+    if (!basis) {
+      const Basis cb = cholesky_basis(n, C.data());
+      R = cb.r;
+      for (int s = 0; s < n; ++s)
+        for (int c = 0; c < R; ++c) X[s * kMaxCols + c] = cb.L[s * 3 + c];
+    }
+    const int mv = n + ne + r;
+    u0_ = n + ne;
+    std::array<double, kMaxVars * kMaxCols> Fa{};
+    for (int i = 0; i < mv; ++i) {
+      if (i >= n && i < u0_) continue;
+      const int xi = i < n ? i : i - ne;
+      for (int c = 0; c < R; ++c) Fa[i * kMaxCols + c] = X[xi * kMaxCols + c];
+    }
+    for (int c = 0; c < r; ++c) ref[u0_ + c] = 1.0;
     if (!erfs.empty()) {
       const int e = erfs[0];
-      for (int i = 0; i < n; ++i) Ca[i * mv + n] = Ca[n * mv + i] = C[e * n + i];
-      Ca[n * mv + n] = C[e * n + e] + 1.0;
+      for (int c = 0; c < R; ++c) Fa[n * kMaxCols + c] = Fa[e * kMaxCols + c];
+      Fa[n * kMaxCols + R] = 1.0;
+      ref[n] = ref[e] + 1.0;
       // erf(l / sqrt2) = 2 P(u > 0 | l) - 1
-      parts_.push_back({2.0, std::make_unique<Orthant>(mv, Ca.data(), ind | (1u << n), scale)});
-      parts_.push_back({-1.0, std::make_unique<Orthant>(mv, Ca.data(), ind, scale)});
+      parts_.push_back({2.0, std::make_unique<Orthant>(mv, Fa.data(), R + 1, ind | (1u << n), ref)});
+      parts_.push_back({-1.0, std::make_unique<Orthant>(mv, Fa.data(), R + 1, ind, ref)});
     } else {
-      parts_.push_back({1.0, std::make_unique<Orthant>(mv, Ca.data(), ind, scale)});
+      parts_.push_back({1.0, std::make_unique<Orthant>(mv, Fa.data(), R, ind, ref)});
     }
   }
 
-  // c0 E[... l^beta] with the field powers added.
+  // c0 E[... y^beta] with the field powers added.
   double operator()(const int* beta) {
     std::array<int, kMaxVars> b{};
     if (smooth_) return (*smooth_)(beta);
     if (kinked_) return kinked(beta);
-    for (int s = 0; s < n_; ++s) {
-      b[s] = beta[s] + pw_[s];
-      if ((zeroed_ >> s & 1u) && b[s] > 0) return 0.0;
+    if (ub_) {
+      for (int c = 0; c < nu_; ++c) b[u0_ + c] = beta[c];
+    } else {
+      for (int s = 0; s < n_; ++s) {
+        b[s] = beta[s] + pw_[s];
+        if ((zeroed_ >> s & 1u) && b[s] > 0) return 0.0;
+      }
     }
     double v = 0.0;
     for (auto& [w, o] : parts_) v += w * o->moment(b);
@@ -559,7 +721,8 @@ class FactorMoments {
   }
 
  private:
-  int n_;
+  int n_, nu_ = 0, u0_ = 0;  // the basis coordinates: nu_ of them, from augmented variable u0_
+  bool ub_ = false;           // moments in the basis coordinates
   double c0_ = 1.0;
   int pw_[3] = {0, 0, 0};
   unsigned zeroed_ = 0;
@@ -691,59 +854,86 @@ int poly_degree(const HermitePoly& p) {
   return D;
 }
 
+// The accuracy contract of the conditioning in the fields (the kinked path): its estimated loss, relative to the
+// result, must stay below this, or the expectation is refused (std::domain_error).
+constexpr double kConditioningTol = 1e-10;
+
 // One tuple of n <= 3 student fields l_S, conditioned once: every factor pattern and every polynomial on these
-// fields shares the conditional Hermite polynomials E[He_alpha(z) | l_S] (ConditionalHermite), and each polynomial
-// p is summed to one conditional polynomial E[p(z) | l_S] before it meets the moments, so an expectation costs one
-// dot product with the pattern's moments E[prod_s F_s(l_s) l^beta] (FactorMoments, the only per-pattern work).
+// fields shares the conditional Hermite polynomials E[He_alpha(z) | y] (ConditionalHermite), and each polynomial p
+// is summed to one conditional polynomial E[p(z) | y] and multiplied by the pattern's field powers before it meets
+// the moments, so an expectation costs one dot product with the pattern's moments E[law factors y^beta]
+// (FactorMoments, the only per-pattern work). The coordinates y:
+// - the Cholesky coordinates u of the fields (l_S = L u, Basis) on the closed and quadrature paths: the conditioning
+//   A = Cov(z, u) has entries bounded by the correlations (|A| <= 1) and the field powers (L u)^p bounded
+//   coefficients, so nearly parallel (and identical: rank r < n) fields cost no accuracy;
+// - the fields themselves on the kinked path (relu and step with means, whose moments are orthant moments with means
+//   of the fields): A = M_S^T Q_S^+ grows like 1 / (1 - cos^2) for nearly parallel fields and its polynomial
+//   cancels against the moments. The loss is estimated at run time, eps cond(R) sum_beta |h_beta m_beta| with cond(R)
+//   the eigenvalue ratio of the fields' correlation matrix (its eigenvalues below 1e-14 of the largest are exact
+//   alignments, projected out exactly by Q_S^+), and an estimate above kConditioningTol |result| (only
+//   where cond(R) > 1e4) raises std::domain_error naming the most parallel pair and its cosine.
 class FieldTuple {
  public:
-  // D: the largest degree of the polynomials that will be asked for; mu: the fields' means (null: zero).
-  FieldTuple(Activation act, int n, const double* Qs, const double* Ms, int k, int D, const double* mu = nullptr)
-      : act_(act), n_(n), D_(D), path_(moment_path(act, mu, n)), ch_(n, Qs, Ms, k, D) {
+  // D: the largest degree of the polynomials that will be asked for; mu: the fields' means (null: zero); units: the
+  // fields' student units, for messages (null: 0 to n - 1).
+  FieldTuple(Activation act, int n, const double* Qs, const double* Ms, int k, int D, const double* mu = nullptr,
+             const int* units = nullptr)
+      : act_(act), n_(n), D_(D), path_(moment_path(act, mu, n)), in_fields_(path_ == MomentPath::Kinked),
+        basis_(cholesky_basis(n, Qs)),
+        ch_(in_fields_ ? ConditionalHermite::in_fields(n, Qs, Ms, k, D)
+                       : ConditionalHermite::in_basis(basis_, Ms, k, D)) {
     std::copy(Qs, Qs + n * n, Qs_.begin());
     if (mu) std::copy(mu, mu + n, mu_.begin());
+    r_ = in_fields_ ? n : basis_.r;
+    for (int q = 0; q < n; ++q) units_[q] = units ? units[q] : q;
+    if (in_fields_) condition();
   }
 
   // out[j] = E[prod_s F_s(l_s) ps[j](z)].
   void expect(const FieldFactor* factors, const HermitePoly* const* ps, std::size_t np, double* out) {
     // the law part of the pattern: its moments are shared with every pattern of the same law on these fields
     std::uint32_t key = 0;
-    int pw[3] = {0, 0, 0};
+    int pw[3] = {0, 0, 0}, P = 0;
     double c = 1.0;
     FieldFactor law[3];
     for (int q = 0; q < n_; ++q) {
       const FactorSplit sp = split_factor(act_, factors[q], path_);
       law[q] = sp.law;
       pw[q] = sp.power;
+      P += sp.power;
       c *= sp.c;
       if (law[q].n_deriv > 15) throw std::invalid_argument("target expectation: unsupported field factor");
       key = key * 32u + static_cast<std::uint32_t>(law[q].n_deriv * 2 + law[q].n_sigma);
     }
+    if (P > 1) key += static_cast<std::uint32_t>(P) << 16;  // the quadrature's table: exponents up to D + max(1, P)
     auto it = laws_.find(key);
-    if (it == laws_.end()) {
-      int pmax = 0;
-      for (int q = 0; q < n_; ++q) pmax = std::max(pmax, pw[q]);
-      it = laws_.emplace(key, Law{FactorMoments(act_, n_, Qs_.data(), law, path_ != MomentPath::Closed ? mu_.data() : nullptr, D_ + pmax),
+    if (it == laws_.end())
+      it = laws_.emplace(key, Law{FactorMoments(act_, n_, Qs_.data(), law,
+                                                path_ != MomentPath::Closed ? mu_.data() : nullptr,
+                                                D_ + std::max(1, P), in_fields_ ? nullptr : &basis_),
                                   {}}).first;
-    }
     Law& L = it->second;
+    const int Dp = D_ + P;
     int e[3] = {0, 0, 0};
     for (std::size_t j = 0; j < np; ++j) {
-      const LPoly& h = conditional(*ps[j]);
-      double s = 0.0;
+      const LPoly h = with_powers(conditional(*ps[j]), pw, P);
+      double s = 0.0, kappa = 0.0;
       for (std::size_t id = 0; id < h.c.size(); ++id) {
         if (h.c[id] == 0.0) continue;
         std::size_t rem = id;
         std::uint32_t bkey = 0;
-        for (int q = 0; q < n_; ++q) {
-          e[q] = static_cast<int>(rem % (D_ + 1)) + pw[q];
-          rem /= (D_ + 1);
+        for (int q = 0; q < r_; ++q) {
+          e[q] = static_cast<int>(rem % (Dp + 1));
+          rem /= (Dp + 1);
           bkey = bkey * 128u + static_cast<std::uint32_t>(e[q]);
         }
         auto m = L.moments.find(bkey);
         if (m == L.moments.end()) m = L.moments.emplace(bkey, L.fm(e)).first;
         s += h.c[id] * m->second;
+        kappa += std::fabs(h.c[id] * m->second);
       }
+      if (cond_ > 1e4 && 2.2e-16 * cond_ * kappa > kConditioningTol * std::fabs(s))
+        refuse(2.2e-16 * cond_ * kappa, s);
       out[j] = c * s;
     }
   }
@@ -759,28 +949,102 @@ class FieldTuple {
   Activation act_;
   int n_, D_;
   MomentPath path_;
+  bool in_fields_;
+  Basis basis_;
+  ConditionalHermite ch_;
+  int r_ = 0;          // the coordinates y: r_ of them
+  double cond_ = 1.0;  // the kinked path's cond(R) (1 on the others)
+  int pair_[2] = {0, 1}, units_[3] = {0, 1, 2};
+  double cosine_ = 0.0;
   std::array<double, 9> Qs_{};
   std::array<double, 3> mu_{};
-  ConditionalHermite ch_;
-  std::map<const HermitePoly*, LPoly> cond_;
+  std::map<const HermitePoly*, LPoly> cond_poly_;
   struct Law {
-    FactorMoments fm;                                  // E[law factors l^beta]
-    std::unordered_map<std::uint32_t, double> moments;  // by beta (powers included)
+    FactorMoments fm;                                  // E[law factors y^beta]
+    std::unordered_map<std::uint32_t, double> moments;  // by beta
   };
   std::unordered_map<std::uint32_t, Law> laws_;
 
-  // E[p(z) | l_S] = sum_alpha c_alpha E[He_alpha(z) | l_S], a polynomial in l_S (memoised per polynomial).
+  // cond(R) of the fields' correlation matrix (exact alignments excluded) and the most parallel pair.
+  void condition() {
+    double R[9], w[3], V[9], sd[3];
+    for (int s = 0; s < n_; ++s) sd[s] = std::sqrt(std::max(Qs_[s * n_ + s], 0.0));
+    for (int i = 0; i < n_; ++i)
+      for (int j = 0; j < n_; ++j)
+        R[i * n_ + j] = sd[i] > 0.0 && sd[j] > 0.0 ? Qs_[i * n_ + j] / (sd[i] * sd[j]) : 0.0;
+    for (int i = 0; i < n_; ++i)
+      for (int j = i + 1; j < n_; ++j)
+        if (std::fabs(R[i * n_ + j]) > std::fabs(cosine_)) {
+          cosine_ = R[i * n_ + j];
+          pair_[0] = i;
+          pair_[1] = j;
+        }
+    jacobi_eigen(n_, R, w, V);
+    double wmax = 0.0, wmin = 1e300;
+    for (int s = 0; s < n_; ++s) wmax = std::max(wmax, w[s]);
+    for (int s = 0; s < n_; ++s)
+      if (w[s] > 1e-14 * wmax) wmin = std::min(wmin, w[s]);
+    if (wmax > 0.0) cond_ = wmax / wmin;
+  }
+
+  [[noreturn]] void refuse(double err, double s) const {
+    char buf[400];
+    std::snprintf(buf, sizeof buf,
+                  "target expectation: student units %d and %d are nearly parallel (cosine %.12f): with biases the "
+                  "conditioning on their fields loses about %.1e of the result %.6g (estimate; the contract is "
+                  "%.0e relative)",
+                  units_[pair_[0]], units_[pair_[1]], cosine_, err, s, kConditioningTol);
+    throw std::domain_error(buf);
+  }
+
+  // h times prod_s l_s^pw_s, l_s = sum_c L_sc y_c (y = l: L = I), as a polynomial of per-variable degree D + P.
+  LPoly with_powers(const LPoly& h, const int* pw, int P) const {
+    LPoly g(r_, D_ + P);
+    int e[3] = {0, 0, 0};
+    for (std::size_t id = 0; id < h.c.size(); ++id) {
+      if (h.c[id] == 0.0) continue;
+      std::size_t rem = id;
+      for (int q = 0; q < r_; ++q) {
+        e[q] = static_cast<int>(rem % (D_ + 1));
+        rem /= (D_ + 1);
+      }
+      g.c[g.idx(e)] = h.c[id];
+    }
+    for (int s = 0; s < n_; ++s)
+      for (int t = 0; t < pw[s]; ++t) {
+        LPoly next(r_, D_ + P);
+        for (std::size_t id = 0; id < g.c.size(); ++id) {
+          if (g.c[id] == 0.0) continue;
+          std::size_t rem = id;
+          for (int q = 0; q < r_; ++q) {
+            e[q] = static_cast<int>(rem % (D_ + P + 1));
+            rem /= (D_ + P + 1);
+          }
+          for (int q = 0; q < r_; ++q) {
+            const double l = in_fields_ ? (q == s ? 1.0 : 0.0) : basis_.L[s * 3 + q];
+            if (l == 0.0) continue;
+            ++e[q];
+            next.c[next.idx(e)] += l * g.c[id];
+            --e[q];
+          }
+        }
+        g = std::move(next);
+      }
+    return g;
+  }
+
+  // E[p(z) | y] = sum_alpha c_alpha E[He_alpha(z) | y], a polynomial in y (memoised per polynomial).
   const LPoly& conditional(const HermitePoly& p) {
-    auto it = cond_.find(&p);
-    if (it != cond_.end()) return it->second;
+    auto it = cond_poly_.find(&p);
+    if (it != cond_poly_.end()) return it->second;
     if (poly_degree(p) > D_) throw std::logic_error("target expectation: polynomial above the tuple's degree");
-    LPoly h(n_, D_);
+    LPoly h(r_, D_);
     for (const auto& [alpha, c] : p) {
       if (c == 0.0) continue;
       const LPoly& ha = ch_.get(alpha);
       for (std::size_t id = 0; id < ha.c.size(); ++id) h.c[id] += c * ha.c[id];
     }
-    return cond_.emplace(&p, std::move(h)).first->second;
+    return cond_poly_.emplace(&p, std::move(h)).first->second;
   }
 };
 
@@ -986,7 +1250,7 @@ void target_unit_jet(const PolyTarget& t, double q, const double* m, Activation 
   for (int r = 0; r < k; ++r)
     for (int s = 0; s < k; ++s) d2f[static_cast<std::size_t>(r) * k + s] = derivative(df[r], s);
   const int D = poly_degree(t.f);
-  ConditionalHermite ch(1, &q, m, k, D);
+  ConditionalHermite ch = ConditionalHermite::in_fields(1, &q, m, k, D);
   // h_P(l) = E[P(z) | l] as coefficients of l^j, j <= D + 3 (room for T^3)
   const int L = D + 4;
   auto conditional = [&](const HermitePoly& p) {
@@ -1135,7 +1399,7 @@ void TargetRhs::add_raw(const double* y, double* psi, double* hd) const {
       const int idx[2] = {i, kk};
       gather(Q, M, K, k, idx, 2, Qs, Ms.data());
       const double mu2[2] = {b[i], b[kk]};
-      FieldTuple p(act_, 2, Qs, Ms.data(), k, Dpair, mu2);
+      FieldTuple p(act_, 2, Qs, Ms.data(), k, Dpair, mu2, idx);
       const FieldFactor fa[2] = {{1, 0, 0}, {0, 0, 1}}, fb[2] = {{0, 0, 1}, {1, 0, 0}};
       psi[i * n + kk] += p.expect(fa, t_.f);
       psi[kk * n + i] += p.expect(fb, t_.f);
@@ -1155,7 +1419,7 @@ void TargetRhs::add_raw(const double* y, double* psi, double* hd) const {
           const int idx3[3] = {i, j, l};
           gather(Q, M, K, k, idx3, 3, Qs, Ms.data());
           const double mu3[3] = {b[i], b[j], b[l]};
-          FieldTuple tr(act_, 3, Qs, Ms.data(), k, Df, mu3);
+          FieldTuple tr(act_, 3, Qs, Ms.data(), k, Df, mu3, idx3);
           const FieldFactor fl[3] = {{1, 0, 0}, {1, 0, 0}, {0, 1, 0}}, fj[3] = {{1, 0, 0}, {0, 1, 0}, {1, 0, 0}},
                             fi[3] = {{0, 1, 0}, {1, 0, 0}, {1, 0, 0}};
           hl[i * K + j] -= 2.0 * a[l] * tr.expect(fl, t_.f);
