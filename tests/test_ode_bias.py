@@ -169,11 +169,14 @@ def _ode_vs_sgd(act: str, teacher: str, d: int, n_seeds: int, t_max: float, K: i
 
 
 @pytest.mark.parametrize("student, teacher, K", [("relu", "relu", 2), ("relu", "tanh", 2), ("relu", "step", 2),
-                                                 ("tanh", "relu", 1), ("softplus", "step", 1)])
+                                                 ("tanh", "relu", 1), ("softplus", "step", 1),
+                                                 ("quadratic", "quadratic", 2), ("linear", "quadratic", 2),
+                                                 ("hermite(0.2,1,0.5,-0.3)", "quadratic", 2)])
 def test_online_second_moment_against_monte_carlo(student: str, teacher: str, K: int) -> None:
     """The online lr^2 term with biases, dQ(online) - dQ(gradient flow) = lr^2 a_i a_k (E[g'(l_i) g'(l_k) E^2]
     + noise E[g'(l_i) g'(l_k)]), against Monte Carlo of the fields: relu students (I4 with means of the step pair)
-    and smooth students of relu or step teachers (the smooth pair moment inside)."""
+    and smooth students of relu or step teachers (the smooth pair moment inside), and polynomial units (the exact
+    polynomial moments with means)."""
     s, t = _pair(student, K=K, M=K, teacher=teacher, seed=1)
     ov = tl.Overlaps.from_networks(s, t)
     lr, noise = 0.7, 0.2

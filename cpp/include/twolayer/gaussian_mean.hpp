@@ -43,7 +43,8 @@
 //   * I4: linear s: I2(a, b) on the (3, 4) block; step s: s' = delta, the density of (lambda1, lambda2) at 0 times
 //     I2(a, b) of (lambda3, lambda4) conditioned on it; erf s: s'(x) = sqrt(2/pi) e^(-x^2/2) is a Gaussian
 //     observation of (lambda1, lambda2) at 0, (2/pi) det(I + C_AA)^(-1/2) exp(-mu_A^T (I + C_AA)^-1 mu_A / 2) times
-//     the conditioned I2; other smooth s with smooth a, b: smooth::i4 with means; relu s (s' = step) with any a, b,
+//     the conditioned I2; other smooth s with smooth a, b: smooth::i4 with means (three polynomial units, the
+//     quadratic student's: exactly, poly_product4 of gaussian_smooth.hpp); relu s (s' = step) with any a, b,
 //     and smooth s with a relu or step unit among a, b (kinked_i4): Cholesky in the order (l3, l4, l1, l2),
 //     l3 = m3 + L00 t, l4 = m4 + L10 t + L11 u, and given (t, u) the student pair at the conditioned means and the
 //     fixed conditioned covariance: for relu the bivariate orthant probability P(l1 > 0, l2 > 0 | t, u)

@@ -436,12 +436,12 @@ inline double poly_product4(const double* const* p, const int* n, const int* dor
 }
 
 // I4 = E[s'(mu1 + l1) s'(mu2 + l2) a(mu3 + l3) b(mu4 + l4)] for smooth s, a, b (row-major 4 x 4 PSD C; mu = nullptr:
-// zero means); false if not certified.
+// zero means); false if not certified. Three polynomial units (linear, quadratic, hermite: the quadratic student
+// with means, whose zero-mean I4 is in closed form, ends here) exactly by poly_product4.
 TWOLAYER_HD inline bool i4(Activation s, Activation a, Activation b, const double* C, double& out,
                            const double* mu = nullptr) {
 #if !defined(__CUDA_ARCH__)
-  if ((is_hermite(s) || is_hermite(a) || is_hermite(b)) && is_polynomial(s) && is_polynomial(a) &&
-      is_polynomial(b)) {  // exact (poly_product4)
+  if (is_polynomial(s) && is_polynomial(a) && is_polynomial(b)) {  // exact (poly_product4)
     const Polynomial P[3] = {polynomial_of(s), polynomial_of(a), polynomial_of(b)};
     const double* p[4] = {P[0].p, P[0].p, P[1].p, P[2].p};
     const int n[4] = {P[0].degree, P[0].degree, P[1].degree, P[2].degree}, dord[4] = {1, 1, 0, 0};
