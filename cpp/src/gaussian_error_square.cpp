@@ -231,7 +231,7 @@ void custom_grid(const CustomTable& T, double x0, double dx, int n, double* v, d
     for (int o = 0; o < orders; ++o) {
       const double* co = c + o * (deg + 1);
       for (int q = 0; q < m; ++q) b1[q] = b2[q] = 0.0;
-      for (int j = deg; j >= 1; --j) {
+      for (int j = T.len[a * kCustomOrders + o] - 1; j >= 1; --j) {  // (the series without its trailing zeros)
         const double cj = co[j];
 #ifdef TWOLAYER_OPENMP
 #pragma omp simd

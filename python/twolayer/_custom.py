@@ -50,7 +50,7 @@ ZERO_TOL = 1e-12  # an order whose scale is below this fraction of the lower ord
 NEGLIGIBLE = 1e-3  # a derivative below this fraction of the lower orders' scale is checked against theirs
 CAUCHY_NOISE = 100.0  # the rounding of Cauchy's sums, in units of eps max|sigma| k! / r^k
 STRIP_SAFETY = 0.85
-TRIM_TOL = 1e-17  # trailing coefficients below this fraction of their order's scale are dropped
+TRIM_TOL = 1e-15  # a series' trailing coefficients summing below this fraction of their order's scale are dropped
 MAX_STRIP = math.pi
 
 _NODES = C.chebpts1(DEGREE + 1)
@@ -233,8 +233,11 @@ def tabulate(f: Func, derivatives: Sequence[Func], domain: float) -> tuple[
             coef[:, k:] = 0.0
             break
     strip = float(STRIP_SAFETY * _strip(coef[:, 0], 0.5 * (hi - lo)).min())
-    # trailing columns below rounding everywhere cost evaluations and change nothing
-    small = (np.abs(coef) <= TRIM_TOL * np.maximum(scale, 1e-300)[None, :, None]).all(axis=(0, 1))
+    # each panel's and order's trailing coefficients whose magnitudes sum below rounding change nothing: 0 (the
+    # core skips a series' trailing zeros), and the columns that are 0 everywhere are dropped
+    tail_sum = np.cumsum(np.abs(coef[..., ::-1]), axis=-1)[..., ::-1]  # sum_{i >= j} |c_i|
+    coef[tail_sum <= TRIM_TOL * np.maximum(scale, 1e-300)[None, :, None]] = 0.0
+    small = (coef == 0.0).all(axis=(0, 1))
     keep = DEGREE + 1 - int(np.argmin(small[::-1])) if not small.all() else 1
     return np.append(lo, hi[-1]), np.ascontiguousarray(coef[:, :, :keep]), strip
 

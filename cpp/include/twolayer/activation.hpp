@@ -45,12 +45,15 @@ TWOLAYER_HD inline bool is_hermite(Activation a) {
 // (activation.cpp). On [edges[0], edges[panels]] sigma^(k), k = 0..4, is a Chebyshev series per panel (coefficients
 // coef[(panel * 5 + k) * (degree + 1) + j], in x = 2 (s - mid) / width); outside, sigma continues as its tangent line
 // at the nearer edge (higher derivatives 0). `strip` is the half-width of a strip of analyticity estimated from the
-// series' decay (smooth::analytic). Host only, like hermite: device code returns NaN and the CUDA paths refuse.
+// series' decay (smooth::analytic). len[panel * 5 + k] is the length of that series without its trailing zero
+// coefficients (the sums skip them: the same value). Host only, like hermite: device code returns NaN and the CUDA
+// paths refuse.
 inline constexpr int kMaxCustom = 256;
 inline constexpr int kCustomOrders = 5;  // sigma, sigma', ..., sigma''''
 struct CustomTable {
   const double* edges;  // panels + 1 increasing points
   const double* coef;   // panels * kCustomOrders * (degree + 1)
+  const int* len;       // panels * kCustomOrders: the series' lengths, trailing zeros dropped (<= degree + 1)
   int panels, degree;
   double inv_width;     // panels / (hi - lo) when the panels are equal (direct lookup), else 0 (binary search)
   double strip;
@@ -115,9 +118,12 @@ inline void custom_derivatives(const CustomTable& T, double s, int order, double
   const double x = (2.0 * s - T.edges[a] - T.edges[a + 1]) / (T.edges[a + 1] - T.edges[a]), x2 = 2.0 * x;
   const int n = T.degree;
   const double* c = T.coef + static_cast<std::size_t>(a) * kCustomOrders * (n + 1);
+  const int* len = T.len + a * kCustomOrders;
+  int top = 1;  // the longest of the orders' series (a shorter one's zeros keep its recurrence at 0)
+  for (int k = 0; k <= order; ++k) top = len[k] > top ? len[k] : top;
   // the orders' recurrences side by side (independent chains: chebyshev_sum's, interleaved)
   double b1[kCustomOrders] = {}, b2[kCustomOrders] = {};
-  for (int j = n; j >= 1; --j)
+  for (int j = top - 1; j >= 1; --j)
     for (int k = 0; k <= order; ++k) {
       const double t = c[k * (n + 1) + j] + x2 * b1[k] - b2[k];
       b2[k] = b1[k];
