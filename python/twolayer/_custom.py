@@ -17,7 +17,9 @@ k = 0..4, the Chebyshev interpolant of degree ``DEGREE`` of sigma^(k) at the fir
 Every order taken from a callable is checked against the derivative of the previous order's series (relative
 ``CONSISTENCY_TOL``): a wrong derivative is an error. The strip of analyticity passed to the core is the smallest
 over panels of the Bernstein ellipse's semi-minor axis fitted to the decay of the order-0 coefficients, times
-``STRIP_SAFETY`` (capped at pi); the certified lattices check their 2h rule at run time regardless.
+``STRIP_SAFETY`` (capped at pi); the certified lattices check their 2h rule at run time regardless. Each panel's and
+order's trailing coefficients whose magnitudes sum below ``TRIM_TOL`` of the order's scale are set to 0 (the core sums
+each series only up to its last nonzero coefficient: tanh's about 17 of 33 terms).
 """
 
 from __future__ import annotations
