@@ -109,6 +109,7 @@ Polynomial to_monomial(const double* c, int n) {
 struct CustomEntry {
   std::string name;  // "custom(name)"
   std::vector<double> edges, coef;
+  std::vector<int> len;  // CustomTable::len
 };
 CustomEntry g_custom_entries[kMaxCustom];
 std::atomic<int> g_custom_count{0};
@@ -191,6 +192,14 @@ Activation register_custom(const std::string& name, const double* edges, int pan
   CustomTable& T = detail::g_custom[used];
   T.edges = entry.edges.data();
   T.coef = entry.coef.data();
+  entry.len.assign(static_cast<std::size_t>(panels) * kCustomOrders, 1);
+  for (std::size_t i = 0; i < entry.len.size(); ++i)
+    for (int j = degree; j >= 1; --j)
+      if (entry.coef[i * (degree + 1) + j] != 0.0) {
+        entry.len[i] = j + 1;
+        break;
+      }
+  T.len = entry.len.data();
   T.panels = panels;
   T.degree = degree;
   T.strip = strip;

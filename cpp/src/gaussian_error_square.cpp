@@ -198,15 +198,38 @@ bool along(const Grid& g, int nt, const std::vector<double>* const* v, const Spl
   return true;
 }
 
+// The Clenshaw recurrences of the orders 0..N - 1 of one panel's series (coefficients c, n1 per order, the first top)
+// at kBlock points x side by side, in registers; out[o][q] for q < cnt.
+constexpr int kBlock = 8;
+template <int N>
+void clenshaw_block(const double* c, int n1, int top, const double* x, int cnt, double* const* out) {
+  double x2[kBlock], b1[N][kBlock] = {}, b2[N][kBlock] = {};
+  for (int q = 0; q < kBlock; ++q) x2[q] = 2.0 * x[q];
+  for (int j = top - 1; j >= 1; --j)
+    for (int o = 0; o < N; ++o) {
+      const double cj = c[o * n1 + j];
+#ifdef TWOLAYER_OPENMP
+#pragma omp simd
+#endif
+      for (int q = 0; q < kBlock; ++q) {
+        const double t = cj + x2[q] * b1[o][q] - b2[o][q];
+        b2[o][q] = b1[o][q];
+        b1[o][q] = t;
+      }
+    }
+  for (int o = 0; o < N; ++o)
+    for (int q = 0; q < cnt; ++q) out[o][q] = c[o * n1] + x[q] * b1[o][q] - b2[o][q];
+}
+
 // sigma_grid of a custom table (activation.hpp, custom_derivatives): run by run of the points inside one panel, the
-// Clenshaw recurrences of the run's points side by side (one vectorised pass per coefficient); the points outside
-// the panels (the tangent tails) one by one.
+// Clenshaw recurrences of kBlock points and both orders side by side (clenshaw_block, the series without their
+// trailing zeros); the points outside the panels (the tangent tails) one by one.
 void custom_grid(const CustomTable& T, double x0, double dx, int n, double* v, double* d) {
   constexpr int kRun = 64;
   const double lo = T.edges[0], hi = T.edges[T.panels];
-  const int deg = T.degree, orders = d ? 2 : 1;
+  const int n1 = T.degree + 1, orders = d ? 2 : 1;
   double* out[2] = {v, d};
-  double xs[kRun], b1[kRun], b2[kRun];
+  double xs[kRun + kBlock] = {};
   int k = 0;
   while (k < n) {
     const double s = x0 + dx * k;
@@ -227,22 +250,14 @@ void custom_grid(const CustomTable& T, double x0, double dx, int n, double* v, d
       ++m;
     }
     for (int q = 0; q < m; ++q) xs[q] = (2.0 * (x0 + dx * (k + q)) - ea - eb) / (eb - ea);
-    const double* c = T.coef + static_cast<std::size_t>(a) * kCustomOrders * (deg + 1);
-    for (int o = 0; o < orders; ++o) {
-      const double* co = c + o * (deg + 1);
-      for (int q = 0; q < m; ++q) b1[q] = b2[q] = 0.0;
-      for (int j = deg; j >= 1; --j) {
-        const double cj = co[j];
-#ifdef TWOLAYER_OPENMP
-#pragma omp simd
-#endif
-        for (int q = 0; q < m; ++q) {
-          const double t = cj + 2.0 * xs[q] * b1[q] - b2[q];
-          b2[q] = b1[q];
-          b1[q] = t;
-        }
-      }
-      for (int q = 0; q < m; ++q) out[o][k + q] = co[0] + xs[q] * b1[q] - b2[q];
+    const double* c = T.coef + static_cast<std::size_t>(a) * kCustomOrders * n1;
+    const int* len = T.len + a * kCustomOrders;
+    const int top = orders == 2 && len[1] > len[0] ? len[1] : len[0];
+    for (int q0 = 0; q0 < m; q0 += kBlock) {
+      double* o[2] = {v + k + q0, d ? d + k + q0 : nullptr};
+      const int cnt = m - q0 < kBlock ? m - q0 : kBlock;
+      if (orders == 2) clenshaw_block<2>(c, n1, top, xs + q0, cnt, o);
+      else clenshaw_block<1>(c, n1, top, xs + q0, cnt, o);
     }
     k += m;
   }

@@ -16,8 +16,11 @@ k = 0..4, the Chebyshev interpolant of degree ``DEGREE`` of sigma^(k) at the fir
 
 Every order taken from a callable is checked against the derivative of the previous order's series (relative
 ``CONSISTENCY_TOL``): a wrong derivative is an error. The strip of analyticity passed to the core is the smallest
-over panels of the Bernstein ellipse's semi-minor axis fitted to the decay of the order-0 coefficients, times
-``STRIP_SAFETY`` (capped at pi); the certified lattices check their 2h rule at run time regardless.
+over panels of the lowest point above the panel, b^2 / a, of the Bernstein ellipse fitted to the decay of the order-0
+coefficients (a singularity above a panel's end lies there), times
+``STRIP_SAFETY`` (capped at pi); the certified lattices check their 2h rule at run time regardless. Each panel's and
+order's trailing coefficients whose magnitudes sum below ``TRIM_TOL`` of the order's scale are set to 0 (the core sums
+each series only up to its last nonzero coefficient: tanh's about 17 of 33 terms).
 """
 
 from __future__ import annotations
@@ -49,8 +52,8 @@ CAUCHY_RADIUS = 0.25  # at most (rounding: eps k! / r^k)
 ZERO_TOL = 1e-12  # an order whose scale is below this fraction of the lower orders' is rounding: set to 0
 NEGLIGIBLE = 1e-3  # a derivative below this fraction of the lower orders' scale is checked against theirs
 CAUCHY_NOISE = 100.0  # the rounding of Cauchy's sums, in units of eps max|sigma| k! / r^k
-STRIP_SAFETY = 0.85
-TRIM_TOL = 1e-17  # trailing coefficients below this fraction of their order's scale are dropped
+STRIP_SAFETY = 0.97  # the fit's own error (tanh: b 0.3% wide)
+TRIM_TOL = 1e-15  # a series' trailing coefficients summing below this fraction of their order's scale are dropped
 MAX_STRIP = math.pi
 
 _NODES = C.chebpts1(DEGREE + 1)
@@ -105,8 +108,10 @@ def _points(lo: NDArray[np.float64], hi: NDArray[np.float64], nodes: NDArray[np.
     return 0.5 * (lo + hi)[:, None] + 0.5 * (hi - lo)[:, None] * nodes[None, :]
 
 
-def _strip(c0: NDArray[np.float64], half_width: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Semi-minor axis of the Bernstein ellipse fitted to the decay of each panel's coefficients (P, n + 1)."""
+def _strip(c0: NDArray[np.float64], half_width: NDArray[np.float64], lowest: bool = False) -> NDArray[np.float64]:
+    """Semi-minor axis b of the Bernstein ellipse fitted to the decay of each panel's coefficients (P, n + 1); with
+    ``lowest``, the lowest point of the ellipse above the panel, b^2 / a (a = sqrt(1 + b^2) its semi-major axis, in
+    panel units): the height of a singularity on the ellipse above the panel's end."""
     env = np.maximum.accumulate(np.abs(c0)[:, ::-1], axis=1)[:, ::-1]  # max_{i >= j} |c_i|
     top = np.maximum(env[:, 1], 1e-300)  # the non-constant part decays from here
     floor = 1e-13 * np.maximum(np.abs(c0[:, 0]), top)
@@ -116,7 +121,10 @@ def _strip(c0: NDArray[np.float64], half_width: NDArray[np.float64]) -> NDArray[
     rho = (top / np.maximum(env[np.arange(len(m)), 1 + m], floor)) ** (1.0 / m)
     rho = np.maximum(rho, 1.0 + 1e-12)
     # too little variation to measure a decay (a numerically constant panel): no bound from this panel
-    b = np.where(top <= 1e6 * floor, np.inf, half_width * 0.5 * (rho - 1.0 / rho))
+    semi = 0.5 * (rho - 1.0 / rho)
+    if lowest:
+        semi = semi * semi / (0.5 * (rho + 1.0 / rho))
+    b = np.where(top <= 1e6 * floor, np.inf, half_width * semi)
     return np.minimum(b, MAX_STRIP)
 
 
@@ -232,9 +240,12 @@ def tabulate(f: Func, derivatives: Sequence[Func], domain: float) -> tuple[
         if scale[k] <= ZERO_TOL * scale[:k].max():
             coef[:, k:] = 0.0
             break
-    strip = float(STRIP_SAFETY * _strip(coef[:, 0], 0.5 * (hi - lo)).min())
-    # trailing columns below rounding everywhere cost evaluations and change nothing
-    small = (np.abs(coef) <= TRIM_TOL * np.maximum(scale, 1e-300)[None, :, None]).all(axis=(0, 1))
+    strip = float(STRIP_SAFETY * _strip(coef[:, 0], 0.5 * (hi - lo), lowest=True).min())
+    # each panel's and order's trailing coefficients whose magnitudes sum below rounding change nothing: 0 (the
+    # core skips a series' trailing zeros), and the columns that are 0 everywhere are dropped
+    tail_sum = np.cumsum(np.abs(coef[..., ::-1]), axis=-1)[..., ::-1]  # sum_{i >= j} |c_i|
+    coef[tail_sum <= TRIM_TOL * np.maximum(scale, 1e-300)[None, :, None]] = 0.0
+    small = (coef == 0.0).all(axis=(0, 1))
     keep = DEGREE + 1 - int(np.argmin(small[::-1])) if not small.all() else 1
     return np.append(lo, hi[-1]), np.ascontiguousarray(coef[:, :, :keep]), strip
 

@@ -45,12 +45,15 @@ TWOLAYER_HD inline bool is_hermite(Activation a) {
 // (activation.cpp). On [edges[0], edges[panels]] sigma^(k), k = 0..4, is a Chebyshev series per panel (coefficients
 // coef[(panel * 5 + k) * (degree + 1) + j], in x = 2 (s - mid) / width); outside, sigma continues as its tangent line
 // at the nearer edge (higher derivatives 0). `strip` is the half-width of a strip of analyticity estimated from the
-// series' decay (smooth::analytic). Host only, like hermite: device code returns NaN and the CUDA paths refuse.
+// series' decay (smooth::analytic). len[panel * 5 + k] is the length of that series without its trailing zero
+// coefficients (the sums skip them: the same value). Host only, like hermite: device code returns NaN and the CUDA
+// paths refuse.
 inline constexpr int kMaxCustom = 256;
 inline constexpr int kCustomOrders = 5;  // sigma, sigma', ..., sigma''''
 struct CustomTable {
   const double* edges;  // panels + 1 increasing points
   const double* coef;   // panels * kCustomOrders * (degree + 1)
+  const int* len;       // panels * kCustomOrders: the series' lengths, trailing zeros dropped (<= degree + 1)
   int panels, degree;
   double inv_width;     // panels / (hi - lo) when the panels are equal (direct lookup), else 0 (binary search)
   double strip;
@@ -96,6 +99,20 @@ inline int custom_panel(const CustomTable& T, double s) {
   }
   return a;
 }
+// d[k] = sum_j c[k n1 + j] T_j(x), j < top, k = 0..N: the orders' Clenshaw recurrences side by side (independent
+// chains: chebyshev_sum's, interleaved).
+template <int N>
+inline void custom_clenshaw(const double* c, int n1, int top, double x, double* d) {
+  const double x2 = 2.0 * x;
+  double b1[N + 1] = {}, b2[N + 1] = {};
+  for (int j = top - 1; j >= 1; --j)
+    for (int k = 0; k <= N; ++k) {
+      const double t = c[k * n1 + j] + x2 * b1[k] - b2[k];
+      b2[k] = b1[k];
+      b1[k] = t;
+    }
+  for (int k = 0; k <= N; ++k) d[k] = c[k * n1] + x * b1[k] - b2[k];
+}
 // d[k] = sigma^(k)(s), k = 0..order (<= 4), of a custom table: panel lookup and Clenshaw's recurrence.
 inline void custom_derivatives(const CustomTable& T, double s, int order, double* d) {
   const double lo = T.edges[0], hi = T.edges[T.panels];
@@ -112,18 +129,19 @@ inline void custom_derivatives(const CustomTable& T, double s, int order, double
     return;
   }
   const int a = custom_panel(T, s);
-  const double x = (2.0 * s - T.edges[a] - T.edges[a + 1]) / (T.edges[a + 1] - T.edges[a]), x2 = 2.0 * x;
-  const int n = T.degree;
-  const double* c = T.coef + static_cast<std::size_t>(a) * kCustomOrders * (n + 1);
-  // the orders' recurrences side by side (independent chains: chebyshev_sum's, interleaved)
-  double b1[kCustomOrders] = {}, b2[kCustomOrders] = {};
-  for (int j = n; j >= 1; --j)
-    for (int k = 0; k <= order; ++k) {
-      const double t = c[k * (n + 1) + j] + x2 * b1[k] - b2[k];
-      b2[k] = b1[k];
-      b1[k] = t;
-    }
-  for (int k = 0; k <= order; ++k) d[k] = c[k * (n + 1)] + x * b1[k] - b2[k];
+  const double x = (2.0 * s - T.edges[a] - T.edges[a + 1]) / (T.edges[a + 1] - T.edges[a]);
+  const int n1 = T.degree + 1;
+  const double* c = T.coef + static_cast<std::size_t>(a) * kCustomOrders * n1;
+  const int* len = T.len + a * kCustomOrders;
+  int top = 1;  // the longest of the orders' series (a shorter one's zeros keep its recurrence at 0)
+  for (int k = 0; k <= order; ++k) top = len[k] > top ? len[k] : top;
+  switch (order) {  // (the order fixed at compile time: the recurrences stay in registers)
+    case 0: return custom_clenshaw<0>(c, n1, top, x, d);
+    case 1: return custom_clenshaw<1>(c, n1, top, x, d);
+    case 2: return custom_clenshaw<2>(c, n1, top, x, d);
+    case 3: return custom_clenshaw<3>(c, n1, top, x, d);
+    default: return custom_clenshaw<4>(c, n1, top, x, d);
+  }
 }
 // Registers the custom activation `name` (identifier characters) from its table (edges: panels + 1 increasing
 // finite points; coef as in CustomTable; strip > 0) and returns it; the same name with the same table returns the
