@@ -13,7 +13,7 @@ from numpy.typing import NDArray
 from ._validation import positive
 from .activations import ACTIVATIONS, check_activation
 from .networks import Network
-from .overlaps import Overlaps, check_stack, refuse_bias
+from .overlaps import Overlaps, check_stack
 from .targets import FunctionTarget, HermiteTarget
 
 
@@ -26,13 +26,11 @@ def bias_kwargs(ov: Overlaps, lr_bias: float) -> dict[str, Any]:
     return {"bias": ov.bias, "teacher_bias": ov.teacher_bias, "lr_bias": lr_b}
 
 
-def check_overlaps(ov: Any, name: str = "overlaps", spherical: bool = False, biases: bool = False) -> Overlaps:
+def check_overlaps(ov: Any, name: str = "overlaps", spherical: bool = False) -> Overlaps:
     """``ov``, checked to be an :class:`~twolayer.Overlaps` the core can start from (and on the sphere when
-    ``spherical``; without nonzero biases unless the caller handles them, ``biases``); errors name it ``name``."""
+    ``spherical``; biases are the caller's: every engine takes them); errors name it ``name``."""
     if not isinstance(ov, Overlaps):
         raise TypeError(f"{name}: expected a twolayer.Overlaps, got {type(ov).__name__}")
-    if not biases:
-        refuse_bias(ov, name)
     # Overlaps validates on construction; its arrays are mutable, so re-check what the C++ core relies on.
     check_stack(ov.Q[None], ov.M[None], ov.P[None], ov.a[None], ov.v[None], lambda b, field: f"{name}: {field}")
     check_spherical(ov.Q[None], spherical, lambda b, field: name)
@@ -81,12 +79,10 @@ def resolve_target(target: Any, overlaps: Any) -> Any:
     raise TypeError(f"target: expected a twolayer.targets.HermiteTarget, got {type(tgt).__name__}")
 
 
-def check_target_overlaps(
-    overlaps: Any, activation: Any, tgt: Any, spherical: bool, biases: bool = False
-) -> tuple[Overlaps, str]:
+def check_target_overlaps(overlaps: Any, activation: Any, tgt: Any, spherical: bool) -> tuple[Overlaps, str]:
     """The checked overlaps (M (K, k), P = I_k, v = 0) and the student activation of a target run (student biases
-    allowed when the caller handles them, ``biases``; a target has no teacher biases)."""
-    ov = check_overlaps(overlaps, spherical=spherical, biases=biases)
+    allowed; a target has no teacher biases)."""
+    ov = check_overlaps(overlaps, spherical=spherical)
     if np.any(ov.teacher_bias != 0.0):
         raise ValueError(f"overlaps: a polynomial target has no teacher biases, got teacher_bias {ov.teacher_bias}")
     act = activation if activation is not None else ov.activation

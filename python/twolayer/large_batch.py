@@ -214,10 +214,10 @@ def iterate_checked(
         if lr_readout != 0.0:
             raise ValueError("lr_readout: regime='large_batch' keeps the second layer fixed (use "
                              "twolayer.large_batch.layerwise for a ridge second layer)")
-        return iterate(check_overlaps(overlaps, biases=True), act, t_act, lr=lr, batch_ratio=batch_ratio,
+        return iterate(check_overlaps(overlaps), act, t_act, lr=lr, batch_ratio=batch_ratio,
                        n_steps=n_steps, noise=noise, spherical=spherical, n_threads=n_threads, lr_bias=lr_bias)
     spherical = boolean(spherical, "spherical")
-    ov, act = check_target_overlaps(overlaps, activation, target, spherical, biases=True)
+    ov, act = check_target_overlaps(overlaps, activation, target, spherical)
     for name, value in (("t_max", t_max), ("times", times), ("schedule", schedule)):
         if value is not None:
             raise ValueError(f"{name}: regime='large_batch' counts iterations at a fixed step; give n_steps= "
@@ -258,7 +258,7 @@ def ridge_readout(
     >>> print(np.round(tl.large_batch.ridge_readout(ov, "relu", "relu", ridge=1.0), 6))
     [0.024344 0.216942]
     """
-    overlaps = check_overlaps(overlaps, biases=True)  # its arrays are mutable: re-checked, as by every engine
+    overlaps = check_overlaps(overlaps)  # its arrays are mutable: re-checked, as by every engine
     act: Any = check_activation(activation, "activation")
     t_act: Any = check_activation(teacher_activation, "teacher_activation")
     lam = positive(ridge, "ridge", allow_zero=True)

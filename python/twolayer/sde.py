@@ -246,12 +246,12 @@ def _model(overlaps: Any, activation: Any, teacher_activation: Any, target: Any,
     tgt = resolve_target(target, overlaps)
     if tgt is None:
         act, t_act = resolve_activations(activation, teacher_activation, overlaps)
-        ov = check_overlaps(overlaps, spherical=spherical, biases=True)
+        ov = check_overlaps(overlaps, spherical=spherical)
         bias = bias_kwargs(ov, lr_bias)
         return ov, act, t_act, None, {k: bias[k] for k in ("teacher_bias", "lr_bias")} if bias else {}
     if teacher_activation is not None:
         raise ValueError("teacher_activation: not used with a polynomial target (the target is the teacher)")
-    ov, act = check_target_overlaps(overlaps, activation, tgt, spherical, biases=True)
+    ov, act = check_target_overlaps(overlaps, activation, tgt, spherical)
     bias = bias_kwargs(ov, lr_bias)
     alpha, coef = tgt._arrays()
     return ov, act, "target", tgt, {"target_alpha": alpha, "target_coef": coef,
@@ -359,7 +359,7 @@ def _starts(overlaps: Any) -> tuple[Overlaps, NDArray[np.float64] | None]:
     if isinstance(overlaps, BatchOverlaps):  # its members, with their biases, as a sequence
         return _starts([overlaps[b] for b in range(len(overlaps))])
     if isinstance(overlaps, Sequence) and not isinstance(overlaps, str) and len(overlaps) > 0:
-        starts = [check_overlaps(o, f"overlaps[{j}]", biases=True) for j, o in enumerate(overlaps)]
+        starts = [check_overlaps(o, f"overlaps[{j}]") for j, o in enumerate(overlaps)]
         first = starts[0]
         for j, o in enumerate(starts):
             if not np.array_equal(o.teacher_bias, first.teacher_bias):

@@ -17,12 +17,5 @@ and the risk 1/2 E[E^2] with the means. A run is "with biases" when the overlaps
 from __future__ import annotations
 
 from .._overlap_args import bias_kwargs
-from .._validation import positive
 
-__all__ = ["bias_kwargs", "refuse_lr_bias"]
-
-
-def refuse_lr_bias(lr_bias: float, what: str) -> None:
-    """Refuse ``lr_bias > 0`` where the biases are not integrated (``what`` says where)."""
-    if positive(lr_bias, "lr_bias", allow_zero=True) > 0:
-        raise NotImplementedError(f"lr_bias: {what} does not handle biases yet (got lr_bias={lr_bias})")
+__all__ = ["bias_kwargs"]

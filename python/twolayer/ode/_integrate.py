@@ -207,7 +207,7 @@ def integrate(
     act, t_act = resolve_activations(activation, teacher_activation, overlaps)
     reg, meth, ro = check_choices(act, regime, method, readout)
     spherical = boolean(spherical, "spherical")
-    ov = check_overlaps(overlaps, spherical=spherical, biases=True)
+    ov = check_overlaps(overlaps, spherical=spherical)
     biases = bias_kwargs(ov, lr_bias)
     lr_ = positive(lr, "lr", allow_zero=True)
     lr_a = positive(lr_readout, "lr_readout", allow_zero=True)

@@ -96,7 +96,7 @@ def rhs(
     act, t_act = resolve_activations(activation, teacher_activation, overlaps)
     reg, _, ro = check_choices(act, regime, "adaptive", readout)
     spherical = boolean(spherical, "spherical")
-    ov = check_overlaps(overlaps, spherical=spherical, biases=True)
+    ov = check_overlaps(overlaps, spherical=spherical)
     for name in ("Q", "M", "a", "P", "v", "bias", "teacher_bias"):
         big = float(np.max(np.abs(getattr(ov, name)), initial=0.0))
         if big > _OVERFLOW:

@@ -27,7 +27,7 @@ def integrate_target(overlaps: Any, activation: Any, tgt: Any, *, lr: float, lr_
     """:func:`~twolayer.ode.integrate` with the polynomial target ``tgt`` (arguments as there; student biases, fixed
     or trained with ``lr_bias``, as in ``ode._bias``)."""
     spherical = boolean(spherical, "spherical")
-    ov, act = check_target_overlaps(overlaps, activation, tgt, spherical, biases=True)
+    ov, act = check_target_overlaps(overlaps, activation, tgt, spherical)
     biases = bias_kwargs(ov, lr_bias)
     reg, meth, ro = check_choices(act, regime, method, readout)
     lr_ = positive(lr, "lr", allow_zero=True)
@@ -57,7 +57,7 @@ def rhs_target(overlaps: Any, activation: Any, tgt: Any, *, lr: float, lr_readou
     """:func:`~twolayer.ode.rhs` with the polynomial target ``tgt`` (arguments as there): (dQ, dM, da), and db
     with biases."""
     spherical = boolean(spherical, "spherical")
-    ov, act = check_target_overlaps(overlaps, activation, tgt, spherical, biases=True)
+    ov, act = check_target_overlaps(overlaps, activation, tgt, spherical)
     reg, _, ro = check_choices(act, regime, "adaptive", readout)
     c = 1.0 if ro == "sum" else 1.0 / ov.K
     alpha, coef = tgt._arrays()
