@@ -121,3 +121,14 @@ def test_antiparallel_students_ode_rhs_is_the_sde_drift(act):
         dq = tl.ode.rhs(ov, act, target=tgt, lr=0.5)[0]
         drift = tl.sde.increment_covariance(ov, lr=0.5, target=tgt).mean[:3]
         np.testing.assert_allclose(dq[np.triu_indices(2)], drift, rtol=0, atol=1e-11, err_msg=f"eps = {eps}")
+
+
+def test_biased_nearly_parallel_relu_stops_the_large_batch_map_as_diverged():
+    """The large-batch map stops "diverged" with the refusal's message where a state's expectations are refused
+    (before: a ValueError out of the whole run, its rows lost), as the ODE does; here at the start (no row)."""
+    ov, tgt = _overlaps("relu", 1e-3, bias=[0.3, -0.2])
+    res = tl.large_batch.iterate(ov, "relu", "relu", target=tgt, lr=0.5, batch_ratio=2.0, n_steps=3)
+    assert res.status == "diverged"
+    assert "diverged at iteration 0" in res.message
+    assert "student units 0 and 1 are nearly parallel" in res.message
+    assert len(res.t) == 0

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "twolayer/gaussian.hpp"
 #include "twolayer/gaussian_mean.hpp"
 #include "twolayer/linalg.hpp"
+#include "twolayer/run_messages.hpp"
 #include "twolayer/target.hpp"
 
 namespace twolayer {
@@ -147,40 +149,51 @@ IntegrateResult iterate_biased(const OdeModel& model_in, const double* y0, const
     target.add_raw(y.data(), psi.data(), hd.data());
     return r + target.risk_part(y.data());
   };
-  double r = expectations();
-  for (long long t = 0;; ++t) {
-    if (!record_row(res, t, y, r)) return res;
-    if (bias_rows) bias_rows->insert(bias_rows->end(), b.begin(), b.end());
-    if (t == opt.steps) return res;
-    if (cancel_requested()) {
-      res.status = "interrupted";
-      res.message = "interrupted (Ctrl-C) before iteration " + std::to_string(t + 1);
-      res.stop_time = static_cast<double>(t);
-      return res;
+  // A state outside the kernels' domain (nearly parallel relu units with biases, whose target expectations
+  // target.hpp refuses) stops the map there, "diverged" with the reason and the rows so far, as the ODE's driver
+  // does (lane_driver.hpp); before, the error left the whole run.
+  try {
+    double r = expectations();
+    for (long long t = 0;; ++t) {
+      if (!record_row(res, t, y, r)) return res;
+      if (bias_rows) bias_rows->insert(bias_rows->end(), b.begin(), b.end());
+      if (t == opt.steps) return res;
+      if (cancel_requested()) {
+        res.status = "interrupted";
+        res.message = "interrupted (Ctrl-C) before iteration " + std::to_string(t + 1);
+        res.stop_time = static_cast<double>(t);
+        return res;
+      }
+      ++res.n_rhs;
+      if (opt.lr_bias != 0.0) {  // gb_i = E[g'(lambda_i) E] = E[g'(lambda_i) f] - sum_j a_j E[g'(lambda_i) g(lambda_j)]
+        std::fill(gb.begin(), gb.end(), 0.0);
+        target.add_bias_raw(y.data(), gb.data());
+        for (int i = 0; i < K; ++i)
+          for (int j = 0; j < K; ++j)
+            gb[i] -= a[j] * pair_moment(model.student, 1, model.student, 0, b[i], b[j], om[i * n + i], om[i * n + j],
+                                        om[j * n + j]);
+      }
+      large_batch_update(K, n, om.data(), psi.data(), hd.data(), a, opt.gamma0, opt.alpha, opt.spherical, y.data(),
+                         y.data() + model.offset_M(), ws.data());
+      if (opt.lr_bias != 0.0) {
+        for (int i = 0; i < K; ++i) b[i] += opt.lr_bias * a[i] * gb[i];
+        target.set_bias(b);
+      }
+      ++res.n_steps;
+      if (const char* why = state_error(f, y.data(), bound, scratch)) {
+        res.status = "diverged";
+        res.message = std::string("diverged at iteration ") + std::to_string(t + 1) + ": " + why;
+        res.stop_time = static_cast<double>(t + 1);
+        return res;
+      }
+      r = expectations();
     }
-    ++res.n_rhs;
-    if (opt.lr_bias != 0.0) {  // gb_i = E[g'(lambda_i) E] = E[g'(lambda_i) f] - sum_j a_j E[g'(lambda_i) g(lambda_j)]
-      std::fill(gb.begin(), gb.end(), 0.0);
-      target.add_bias_raw(y.data(), gb.data());
-      for (int i = 0; i < K; ++i)
-        for (int j = 0; j < K; ++j)
-          gb[i] -= a[j] * pair_moment(model.student, 1, model.student, 0, b[i], b[j], om[i * n + i], om[i * n + j],
-                                      om[j * n + j]);
-    }
-    large_batch_update(K, n, om.data(), psi.data(), hd.data(), a, opt.gamma0, opt.alpha, opt.spherical, y.data(),
-                       y.data() + model.offset_M(), ws.data());
-    if (opt.lr_bias != 0.0) {
-      for (int i = 0; i < K; ++i) b[i] += opt.lr_bias * a[i] * gb[i];
-      target.set_bias(b);
-    }
-    ++res.n_steps;
-    if (const char* why = state_error(f, y.data(), bound, scratch)) {
-      res.status = "diverged";
-      res.message = std::string("diverged at iteration ") + std::to_string(t + 1) + ": " + why;
-      res.stop_time = static_cast<double>(t + 1);
-      return res;
-    }
-    r = expectations();
+  } catch (const std::domain_error& e) {
+    const long long t = res.n_steps;  // the iteration whose state's expectations were refused
+    res.status = "diverged";
+    res.message = std::string("diverged at iteration ") + std::to_string(t) + ": " + singular_message(e.what());
+    res.stop_time = static_cast<double>(t);
+    return res;
   }
 }
 
