@@ -19,8 +19,9 @@ Every order taken from a callable is checked against the derivative of the previ
 over panels of the lowest point above the panel, b^2 / a, of the Bernstein ellipse fitted to the decay of the order-0
 coefficients (a singularity above a panel's end lies there), times
 ``STRIP_SAFETY`` (capped at pi); the certified lattices check their 2h rule at run time regardless. Each panel's and
-order's trailing coefficients whose magnitudes sum below ``TRIM_TOL`` of the order's scale are set to 0 (the core sums
-each series only up to its last nonzero coefficient: tanh's about 17 of 33 terms).
+order's trailing coefficients whose magnitudes sum below ``TRIM_TOL`` of that panel's own series are set to 0 (the
+core sums each series only up to its last nonzero coefficient: tanh's sigma about 17 of 33 terms, sigma' 31;
+relative to the panel, so that a function small on a panel keeps its relative accuracy there).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ ZERO_TOL = 1e-12  # an order whose scale is below this fraction of the lower ord
 NEGLIGIBLE = 1e-3  # a derivative below this fraction of the lower orders' scale is checked against theirs
 CAUCHY_NOISE = 100.0  # the rounding of Cauchy's sums, in units of eps max|sigma| k! / r^k
 STRIP_SAFETY = 0.97  # the fit's own error (tanh: b 0.3% wide)
-TRIM_TOL = 1e-15  # a series' trailing coefficients summing below this fraction of their order's scale are dropped
+TRIM_TOL = 1e-15  # a series' trailing coefficients summing below this fraction of its own size are dropped
 MAX_STRIP = math.pi
 
 _NODES = C.chebpts1(DEGREE + 1)
@@ -241,10 +242,12 @@ def tabulate(f: Func, derivatives: Sequence[Func], domain: float) -> tuple[
             coef[:, k:] = 0.0
             break
     strip = float(STRIP_SAFETY * _strip(coef[:, 0], 0.5 * (hi - lo), lowest=True).min())
-    # each panel's and order's trailing coefficients whose magnitudes sum below rounding change nothing: 0 (the
-    # core skips a series' trailing zeros), and the columns that are 0 everywhere are dropped
+    # each panel's and order's trailing coefficients whose magnitudes sum below rounding *of that panel's own series*
+    # change nothing: 0 (the core skips a series' trailing zeros; relative to the panel, not to the order's scale,
+    # so that a function small on a panel, e.g. a Gaussian bump's tails, keeps its relative accuracy there), and the
+    # columns that are 0 everywhere are dropped
     tail_sum = np.cumsum(np.abs(coef[..., ::-1]), axis=-1)[..., ::-1]  # sum_{i >= j} |c_i|
-    coef[tail_sum <= TRIM_TOL * np.maximum(scale, 1e-300)[None, :, None]] = 0.0
+    coef[tail_sum <= TRIM_TOL * np.maximum(tail_sum[..., :1], 1e-300)] = 0.0
     small = (coef == 0.0).all(axis=(0, 1))
     keep = DEGREE + 1 - int(np.argmin(small[::-1])) if not small.all() else 1
     return np.append(lo, hi[-1]), np.ascontiguousarray(coef[:, :, :keep]), strip
