@@ -126,21 +126,25 @@ def test_target_bias_refusals() -> None:
         tl.ode.rhs(tl.Overlaps.from_networks(_student("tanh", d), tgt), "tanh", lr=0.5, lr_bias=-1.0)
 
 
-def test_target_batch_with_biases_equals_integrate() -> None:
-    """integrate_batch with a target and biases (fixed nonzero and trained from zero): each member bitwise as
-    integrate() alone."""
+@pytest.mark.parametrize("regime", ["online", "gradient_flow"])
+@pytest.mark.parametrize("act", ["erf", "relu"])
+def test_target_batch_with_biases_equals_integrate(act: str, regime: str) -> None:
+    """integrate_batch with a target and biases (fixed nonzero and trained from zero; relu students by the exact
+    orthant moments with means): each member bitwise as integrate() alone; the recorded risk is the population risk
+    with biases."""
     d = 8
     tgt = tl.targets.staircase(2, d=d, seed=0)
-    rng = np.random.default_rng(0)
-    ovs = [tl.Overlaps.from_networks(tl.Network(rng.standard_normal((2, d)), [0.7, 0.5], "erf", bias=b), tgt)
-           for b in ([0.3, -0.1], [0.0, 0.0])]
-    kw = {"lr": 0.5, "lr_bias": 0.5, "t_max": 1.0, "n_records": 3}
-    batch = tl.ode.integrate_batch(ovs, "erf", **kw)
+    W = np.random.default_rng(0).standard_normal((2, d))
+    nets = [tl.Network(W, [0.7, 0.5], act, bias=b) for b in ([0.3, -0.1], [0.0, 0.0])]
+    ovs = [tl.Overlaps.from_networks(s, tgt) for s in nets]
+    kw = {"lr": 0.5, "lr_bias": 0.5, "t_max": 1.0, "n_records": 3, "regime": regime}
+    batch = tl.ode.integrate_batch(ovs, act, **kw)
     for b, ov in enumerate(ovs):
-        one = tl.ode.integrate(ov, "erf", **kw)
+        one = tl.ode.integrate(ov, act, **kw)
         for name in ("Q", "M", "a", "bias", "risk"):
             np.testing.assert_array_equal(getattr(batch, name)[b], getattr(one, name))
     assert np.abs(batch.bias[1, -1]).max() > 1e-3
+    assert batch.risk[0, 0] == pytest.approx(tl.population.risk(nets[0], tgt), rel=1e-12)
 
 
 def _target_ode_vs_sgd(act: str, d: int, n_seeds: int, t_max: float) -> dict[str, float]:

@@ -265,24 +265,6 @@ def test_online_ode_against_sgd():
     assert max(z.values()) < 4.0, z
 
 
-@pytest.mark.parametrize("regime", ["online", "gradient_flow"])
-def test_batch_equals_integrate(regime):
-    """integrate_batch with a target and relu students with biases (fixed nonzero, trained from zero): each member
-    bitwise integrate() alone; the recorded risk is the population risk with biases."""
-    d = 8
-    tgt = tl.targets.staircase(2, d=d, seed=0)
-    ovs = [tl.Overlaps.from_networks(_relu_student(d, bias=b), tgt) for b in ((0.3, -0.1), (0.0, 0.0))]
-    kw = {"lr": 0.5, "lr_bias": 0.5, "t_max": 1.0, "n_records": 3, "regime": regime}
-    batch = tl.ode.integrate_batch(ovs, "relu", **kw)
-    for b, ov in enumerate(ovs):
-        one = tl.ode.integrate(ov, "relu", **kw)
-        for name in ("Q", "M", "a", "bias", "risk"):
-            np.testing.assert_array_equal(getattr(batch, name)[b], getattr(one, name))
-    assert np.abs(batch.bias[1, -1]).max() > 1e-3
-    s = _relu_student(d, bias=(0.3, -0.1))
-    assert batch.risk[0, 0] == pytest.approx(tl.population.risk(s, tgt), rel=1e-12)
-
-
 def test_population_risk_against_monte_carlo():
     """1/2 E[(f(z) - sum_i a_i relu(w_i.x/sqrt d + b_i))^2] against 4 * 10^5 samples (5 SEM)."""
     s = _relu_student(6)
