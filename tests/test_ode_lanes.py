@@ -322,7 +322,7 @@ def test_trig_lanes_match_the_general_rhs(act, biased, regime, spherical):
     for K in range(1, 5):
         for M in range(1, 5):
             members = trig_members(K, M, B, seed=31 * K + 7 * M, biased=biased, spherical=spherical)
-            st = lambda field: np.stack([getattr(ov, field) for ov in members])  # noqa: E731
+            st = lambda field, members=members: np.stack([getattr(ov, field) for ov in members])  # noqa: E731
             extra = (st("bias"), st("teacher_bias"), lr_bias) if biased else ()
             one, eight = (_core.ode_rhs_lanes(st("Q"), st("M"), st("a"), st("P"), st("v"), act, regime, spherical, lr,
                                               lr_readout, noise, lanes, *extra) for lanes in (1, 8))

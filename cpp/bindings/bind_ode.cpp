@@ -852,10 +852,11 @@ void bind_rhs(py::module_& m) {
            std::make_tuple(py::arg("lanes"), py::arg("bias") = py::none(), py::arg("teacher_bias") = py::none(),
                            py::arg("lr_bias") = py::none(),
                            "The structure-of-arrays right-hand side and risk (batch_dynamics.hpp "
-                           "committee_rhs_lanes) of B members of one shape whose student and teacher share the "
-                           "activation act, `lanes` (1 or 8) at a time: (dQ, dM, da, risk). With bias (B, K), "
-                           "teacher_bias (B, M) and lr_bias (B,), erf committees with biases "
-                           "(batch_dynamics_bias.hpp): (dQ, dM, da, db, risk). For tests."));
+                           "committee_rhs_lanes; sin and cos: batch_dynamics_trig.hpp) of B members of one shape "
+                           "whose student and teacher share the activation act, `lanes` (1 or 8) at a time: (dQ, dM, "
+                           "da, risk). With bias (B, K), teacher_bias (B, M) and lr_bias (B,), erf, sin or cos "
+                           "committees with biases (batch_dynamics_bias.hpp, batch_dynamics_trig.hpp): (dQ, dM, da, "
+                           "db, risk). For tests."));
   def_with(m, "ode_rhs_timing", &ode_rhs_timing, state_names(), committee_names(),
            std::make_tuple(py::arg("regime"), py::arg("lr"), py::arg("noise"), py::arg("evals"),
                            py::arg("n_threads") = 1));
