@@ -132,14 +132,20 @@ class ErfBiasLanes {
   std::vector<double> chol_, P_, v_, tb_, lr_, lra_, lrb_, noise_, rtt_;
 };
 
-// Sin or cos committees, with or without biases, in L lanes (batch_dynamics_trig.hpp), as a System of the driver: with
-// biases the state gains the student biases and the divergence rule its rules 1 and 2 on them (as ErfBiasLanes).
+// Sin or cos committees (student and teacher each sin or cos), with or without biases, in L lanes
+// (batch_dynamics_trig.hpp), as a System of the driver: with biases the state gains the student biases and the
+// divergence rule its rules 1 and 2 on them (as ErfBiasLanes).
 template <int L>
 class TrigLanes {
  public:
   static constexpr int kLanes = L;
-  TrigLanes(const LaneShape& shape, Activation act, bool biased)
-      : sh_(shape), act_(act), biased_(biased), M_(shape.M), n_(shape.state_size() + (biased ? shape.K : 0)) {
+  TrigLanes(const LaneShape& shape, Activation student, Activation teacher, bool biased)
+      : sh_(shape),
+        student_(student),
+        teacher_(teacher),
+        biased_(biased),
+        M_(shape.M),
+        n_(shape.state_size() + (biased ? shape.K : 0)) {
     chol_.resize(omega_check_lanes_workspace(shape, L));
     P_.resize(static_cast<std::size_t>(M_) * M_ * L);
     v_.resize(static_cast<std::size_t>(M_) * L);
@@ -160,10 +166,7 @@ class TrigLanes {
   void rhs(const double* y, double* dy) {
     const LaneParams p{P_.data(), v_.data(), lr_.data(), lra_.data(), noise_.data()};
     const LaneBiasParams pb{biased_ ? tb_.data() : nullptr, biased_ ? lrb_.data() : nullptr};
-    if (act_ == Activation::Sin)
-      trig_rhs_lanes<L, Activation::Sin>(sh_, p, pb, y, dy);
-    else
-      trig_rhs_lanes<L, Activation::Cos>(sh_, p, pb, y, dy);
+    trig_rhs_lanes<L>(sh_, student_, teacher_, p, pb, y, dy);
   }
   // trig_risk_lanes with one lane: the arithmetic of every lane of risk_all.
   double risk(int l, const double* x) const {
@@ -187,13 +190,10 @@ class TrigLanes {
  private:
   template <int N>
   void risk_fn(const double* P, const double* v, const double* tb, const double* y, double* r) const {
-    if (act_ == Activation::Sin)
-      trig_risk_lanes<N, Activation::Sin>(sh_, P, v, tb, y, r);
-    else
-      trig_risk_lanes<N, Activation::Cos>(sh_, P, v, tb, y, r);
+    trig_risk_lanes<N>(sh_, student_, teacher_, P, v, tb, y, r);
   }
   LaneShape sh_;
-  Activation act_;
+  Activation student_, teacher_;
   bool biased_;
   OmegaCheckLanesFn check_fn_ = select_omega_check_lanes<L>(sh_.K, sh_.M);
   int M_;
@@ -237,7 +237,7 @@ template <int L>
 void rhs_lanes_impl(const std::vector<OdeModel>& models, const double* y, double* dy, double* risk) {
   const OdeModel& m0 = models[0];
   if (trig_lanes_activation(m0.student))
-    return system_rhs_lanes<L>(TrigLanes<L>(shape_of(m0), m0.student, m0.biased), models, y, dy, risk);
+    return system_rhs_lanes<L>(TrigLanes<L>(shape_of(m0), m0.student, m0.teacher, m0.biased), models, y, dy, risk);
   if (m0.biased) return system_rhs_lanes<L>(ErfBiasLanes<L>(shape_of(m0)), models, y, dy, risk);
   const LaneShape sh = shape_of(m0);
   const int K = m0.K, M = m0.M;
@@ -275,13 +275,15 @@ void rhs_lanes(const std::vector<OdeModel>& models, const double* y, int lanes, 
   const OdeModel& m0 = models[0];
   for (const OdeModel& m : models) {
     validate_model(m);
-    if (m.K != m0.K || m.M != m0.M || m.student != m0.student || m.regime != m0.regime ||
-        m.spherical != m0.spherical || m.biased != m0.biased)
-      throw std::invalid_argument("models: expected one shape (K, M, activation, regime, spherical, biases) for all");
+    if (m.K != m0.K || m.M != m0.M || m.student != m0.student || m.teacher != m0.teacher ||
+        m.regime != m0.regime || m.spherical != m0.spherical || m.biased != m0.biased)
+      throw std::invalid_argument("models: expected one shape (K, M, activations, regime, spherical, biases) for all");
     if (m.biased && m.student != Activation::Erf && !trig_lanes_activation(m.student))
       throw std::invalid_argument("models: the lanes with biases cover erf, sin and cos committees");
-    if (m.teacher != m.student || m.target)
-      throw std::invalid_argument("models: the lanes need one activation for student and teacher and no target");
+    if ((m.teacher != m.student && !(trig_lanes_activation(m.student) && trig_lanes_activation(m.teacher))) ||
+        m.target)
+      throw std::invalid_argument("models: the lanes need one activation for student and teacher (or sin and cos) "
+                                  "and no target");
   }
   if (!committee_lanes_activation(m0.student) && !trig_lanes_activation(m0.student))
     throw std::invalid_argument(std::string("act: the lanes cover erf, relu, quadratic, linear, sin and cos "
@@ -301,17 +303,18 @@ void rhs_lanes(const std::vector<OdeModel>& models, const double* y, int lanes, 
 // polynomial target's terms (target.hpp) and a learning-rate schedule (schedule.hpp) run on the one-system path too.
 // Erf committees with biases (fixed or trained) have lanes of their own (batch_dynamics_bias.hpp; measured at
 // K = M = 2, 10^3 online members, RK4: 3.1x faster than OdeRhs with means, adaptive 2.4x); linear and quadratic ones
-// with biases stay on the one-system path. Sin and cos committees, with or without biases, have lanes of their own
-// (batch_dynamics_trig.hpp: closed forms; measured at K = M = 2 and 4, 256 members, adaptive to t = 10, one thread:
-// 4-8x faster per member than OdeRhs in gradient flow, 4x online at K = M = 4 (closed-form I4 on both paths), and
-// 30-1200x where OdeRhs takes quadratures: the online term by its lattice at K + M <= 4, and with biases
-// pair_moment's adaptive rule in the risk, 1.6 ms per recorded row). The lattice-based activations stay on the
-// one-system path (batch_integrators.hpp).
+// with biases stay on the one-system path. Sin and cos committees (student and teacher each sin or cos), with or
+// without biases, have lanes of their own (batch_dynamics_trig.hpp: closed forms; measured at K = M = 2 and 4, 256
+// members, adaptive to t = 10, one thread: 4-8x faster per member than OdeRhs in gradient flow, 4x online at
+// K = M = 4 (closed-form I4 on both paths), and 30-1200x where OdeRhs takes quadratures: the online term by its
+// lattice at K + M <= 4, and with biases pair_moment's adaptive rule in the risk, 1.6 ms per recorded row). The
+// lattice-based activations stay on the one-system path (batch_integrators.hpp).
 bool lanes_supported(const OdeModel& m, const IntegrateOptions& opt) {
   const bool committee = committee_lanes_activation(m.student) && m.student != Activation::Relu &&
                          (!m.biased || m.student == Activation::Erf);
-  return (committee || trig_lanes_activation(m.student)) && m.student == m.teacher && m.K <= kLaneMaxUnits &&
-         m.M <= kLaneMaxUnits && !m.target && opt.schedule.identity();
+  const bool trig = trig_lanes_activation(m.student) && trig_lanes_activation(m.teacher);
+  return ((committee && m.student == m.teacher) || trig) && m.K <= kLaneMaxUnits && m.M <= kLaneMaxUnits &&
+         !m.target && opt.schedule.identity();
 }
 
 IntegrateResult integrate_lanes(const OdeModel& model, const double* y0, const IntegrateOptions& opt,
@@ -322,7 +325,7 @@ IntegrateResult integrate_lanes(const OdeModel& model, const double* y0, const I
   const StopRule* s = &stop;
   IntegrateResult* r = &res;
   if (trig_lanes_activation(model.student)) {
-    TrigLanes<1> lanes(shape_of(model), model.student, model.biased);
+    TrigLanes<1> lanes(shape_of(model), model.student, model.teacher, model.biased);
     LaneDriver<TrigLanes<1>> driver(lanes, opt);
     driver.run(&m, &y0, &s, 1, &r);
   } else if (model.biased) {
@@ -341,7 +344,8 @@ void integrate_lane_block(const OdeModel* const* models, const double* const* y0
                           int count, const IntegrateOptions& opt, IntegrateResult* const* out, RowSink* sink,
                           const std::size_t* members) {
   if (trig_lanes_activation(models[0]->student)) {
-    TrigLanes<kBatchLanes> lanes(shape_of(*models[0]), models[0]->student, models[0]->biased);
+    TrigLanes<kBatchLanes> lanes(shape_of(*models[0]), models[0]->student, models[0]->teacher,
+                                   models[0]->biased);
     LaneDriver<TrigLanes<kBatchLanes>> driver(lanes, opt);
     driver.run(models, y0s, stops, count, out, sink, members);
     return;
