@@ -233,8 +233,8 @@ def integrate_batch(
     sizes and its own status: a stiff or diverging member does not affect the others. Step units in the
     gradient-flow regime run the step-unit flow of :mod:`twolayer.step_flow`, member by member. Committees whose
     student and teacher are both erf, quadratic, linear, sin or cos (or sin and cos; K, M <= 4, a constant learning
-    rate, no target) run 8 members at a time in SIMD lanes; the others (tanh, softplus, ... whose expectations are lattice
-    quadratures; relu) one member at a time, so that a batch costs per member what a member alone costs
+    rate, no target) run 8 members at a time in SIMD lanes; the others (tanh, softplus, ... whose expectations are
+    lattice quadratures; relu) one member at a time, so that a batch costs per member what a member alone costs
     (docs/layers/ode.rst, "Batches in SIMD lanes").
 
     Examples
