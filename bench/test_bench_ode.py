@@ -12,7 +12,9 @@
 * members integrated in SIMD lanes (10^4 K = M = 2 erf members, Euler, 1000 steps, one thread; K = M = 4, 8; RK4,
   adaptive) against the single-system path in the same run (``test_bench_batch_lanes_vs_single``);
 * erf members with biases (fixed, and trained) in the lanes with biases against the one-system right-hand side with
-  means, and beside members without biases in the lanes, same run (``test_bench_batch_bias_lanes``).
+  means, and beside members without biases in the lanes, same run (``test_bench_batch_bias_lanes``);
+* sin and cos members (with and without biases) in their lanes against the one-system path, and tanh members (no
+  lanes: lattice quadratures) in a batch against one by one (``test_bench_batch_smooth_lanes``).
 """
 
 from __future__ import annotations
@@ -383,3 +385,68 @@ def test_bench_batch_bias_lanes(benchmark, record):
           f"{best['bias fixed, lanes'] / best['no bias, lanes']:.1f}x the lanes without biases")
     record(benchmark, value=gain["fixed"], unit="x", metric="biased erf K = M = 2: lanes / one-system path",
            members=B, **{k.replace(", ", "_").replace(" ", "_"): v for k, v in best.items()})
+
+
+SMOOTH_MEMBERS = size(8, 64)  # online members with biases (the one-system path: ~0.2-0.3 s each); gradient flow: 256
+
+
+def _smooth_members(act: str, B: int, biased: bool) -> list[tl.Overlaps]:
+    out = []
+    for b in range(B):
+        s, t = tl.networks.teacher_student(2, 2, 200, act, seed=b)
+        if biased:
+            rng = np.random.default_rng(1000 + b)
+            s = s.with_weights(s.W, bias=rng.uniform(-0.5, 0.5, 2))
+            t = t.with_weights(t.W, bias=rng.uniform(-0.5, 0.5, 2))
+        out.append(tl.Overlaps.from_networks(s, t))
+    return out
+
+
+def test_bench_batch_smooth_lanes(benchmark, record):
+    """K = M = 2 members, adaptive to t = 10, one thread, CPU time per member (best of 3, rows interleaved): sin and
+    cos committees in their lanes (batch_dynamics_trig.hpp) against the one-system path (a constant schedule that is
+    not the identity keeps a run off the lanes), online with trained biases and gradient flow without; tanh members
+    (lattice quadratures, no lanes) in a batch against one by one. The lanes and the one-system path agree to 1e-10
+    (asserted on the final risk). 256 gradient-flow members; 8 online ones by default, 64 with
+    ``TWOLAYER_BENCH_FULL=1``."""
+    B = SMOOTH_MEMBERS
+    one_system = tl.schedules.step_decay(1.0, every=1e6)
+    gf = dict(lr=0.5, lr_readout=0.2, regime="gradient_flow")
+    online_bias = dict(lr=0.5, lr_bias=0.5, regime="online")
+    cases = {f"{act} {name}": (_smooth_members(act, n, biased), act, kw)
+             for act in ("sin", "cos") for name, n, biased, kw in (("gradient flow", 256, False, gf),
+                                                                   ("online, biases", B, True, online_bias))}
+    best: dict[str, float] = {}
+    final: dict[str, np.ndarray] = {}
+
+    tanh = _smooth_members("tanh", 4, False)
+
+    def batch(members: list[tl.Overlaps], act: str, **kw) -> np.ndarray:
+        return tl.ode.integrate_batch(members, act, t_max=10.0, n_threads=1, n_records=11, **kw).risk[:, -1]
+
+    def one_by_one(members: list[tl.Overlaps], act: str, **kw) -> np.ndarray:
+        return np.array([tl.ode.integrate(m, act, t_max=10.0, n_threads=1, n_records=11, **kw).risk[-1]
+                         for m in members])
+
+    def run(name: str, f, members: list[tl.Overlaps], act: str, **kw) -> None:
+        c = time.process_time()
+        final[name] = f(members, act, **kw)
+        best[name] = min(best.get(name, float("inf")), (time.process_time() - c) / len(members))
+
+    def round_() -> None:
+        for case, (ov, act, kw) in cases.items():
+            run(f"{case}, lanes", batch, ov, act, **kw)
+            run(f"{case}, one-system", batch, ov, act, schedule=one_system, **kw)
+        run("tanh gradient flow, batch", batch, tanh, "tanh", **gf)
+        run("tanh gradient flow, one by one", one_by_one, tanh, "tanh", **gf)
+
+    benchmark.pedantic(round_, rounds=3, iterations=1)
+    for case in cases:
+        np.testing.assert_allclose(final[f"{case}, lanes"], final[f"{case}, one-system"], rtol=1e-10)
+    print("\n  K = M = 2 members, adaptive to t = 10, one thread (CPU ms per member, best of 3)")
+    for name, t in best.items():
+        print(f"  {name:36s} {1e3 * t:10.3f} ms")
+    gain = {case: best[f"{case}, one-system"] / best[f"{case}, lanes"] for case in cases}
+    print("  lanes / one-system: " + ", ".join(f"{k} {v:.1f}x" for k, v in gain.items()))
+    record(benchmark, value=gain["sin gradient flow"], unit="x", metric="sin K = M = 2 gradient flow: lanes / "
+           "one-system path", members=B, **{k.replace(", ", "_").replace(" ", "_"): v for k, v in best.items()})

@@ -288,3 +288,99 @@ def test_erf_bias_committees_integrate_in_the_lanes():
         for name in ("t", "Q", "M", "a", "bias", "risk"):
             np.testing.assert_array_equal(getattr(batch[b], name), getattr(alone, name), err_msg=name)
         assert batch[b].status == alone.status
+
+
+# ----------------------------------------------------------------------------- sin and cos committees in lanes
+
+
+def trig_members(K, M, B, seed, biased, spherical=False):
+    """B members of one shape, with student and teacher biases ~ N(0, 0.8) when biased."""
+    rng = np.random.default_rng(seed)
+    make = spherical_overlaps if spherical else random_overlaps
+    out = [make(K, M, seed=seed + s) for s in range(B)]
+    if biased:
+        out = [tl.Overlaps(ov.Q, ov.M, ov.P, ov.a, ov.v, bias=rng.normal(0.0, 0.8, K),
+                           teacher_bias=rng.normal(0.0, 0.8, M)) for ov in out]
+    return out
+
+
+TRIG_PAIRS = [("sin", "sin"), ("cos", "cos"), ("sin", "cos"), ("cos", "sin")]
+
+
+@pytest.mark.parametrize("act,teacher", TRIG_PAIRS)
+@pytest.mark.parametrize("biased", [False, True])
+@pytest.mark.parametrize("regime,spherical", [("online", False), ("gradient_flow", False), ("online", True)])
+def test_trig_lanes_match_the_general_rhs(act, teacher, biased, regime, spherical):
+    """The sin and cos lanes (batch_dynamics_trig.hpp: closed forms through the characteristic function; student and
+    teacher each sin or cos) against OdeRhs (``ode.rhs``: the same closed-form pair moments, the online term by its
+    certified lattice when K + M <= 4 and by the closed-form I4 above) for every K, M in 1..4 with per-member lr,
+    readouts, noise (and lr_bias): every field to 1e-12 of its scale (measured 1.7e-13), the risk to 1e-13 of
+    OdeRhs's (two members per shape); one lane and eight lanes (9 members: a full and a padded block) bitwise
+    equal."""
+    B = 9
+    rng = np.random.default_rng(13)
+    lr = rng.uniform(0.3, 1.2, B)
+    lr_readout = np.where(np.arange(B) % 2 == 1, 0.3, 0.0)
+    noise = np.where(np.arange(B) % 3 > 0, 0.2, 0.0)
+    lr_bias = np.where(np.arange(B) % 4 > 0, 0.5, 0.0)
+    for K in range(1, 5):
+        for M in range(1, 5):
+            members = trig_members(K, M, B, seed=31 * K + 7 * M, biased=biased, spherical=spherical)
+            st = lambda field, members=members: np.stack([getattr(ov, field) for ov in members])  # noqa: E731
+            extra = (st("bias"), st("teacher_bias"), lr_bias) if biased else ()
+            one, eight = (_core.ode_rhs_lanes(st("Q"), st("M"), st("a"), st("P"), st("v"), act, regime, spherical, lr,
+                                              lr_readout, noise, lanes, *(extra or (None,) * 3), teacher_act=teacher)
+                          for lanes in (1, 8))
+            for x, y in zip(one, eight, strict=True):
+                np.testing.assert_array_equal(x, y)
+            for b, ov in enumerate(members):
+                kw = dict(lr=lr[b], lr_readout=lr_readout[b], noise=noise[b], regime=regime, spherical=spherical)
+                if biased:
+                    kw["lr_bias"] = lr_bias[b]
+                want = tl.ode.rhs(ov, act, teacher, **kw)
+                scale = max(np.abs(w).max() for w in want)
+                for got, w, name in zip(one[:-1], want, ("dQ", "dM", "da", "db")[:len(want)], strict=True):
+                    np.testing.assert_allclose(got[b], w, rtol=0, atol=1e-12 * scale,
+                                               err_msg=f"{name} K={K} M={M} member {b}")
+                if b < 2:  # (the one-system risk with biases is an adaptive quadrature per pair: 1.6 ms)
+                    risk = tl.ode.integrate(ov, act, teacher, lr=1.0, times=[0.0, 1e-3], method="euler", dt=1e-3,
+                                            schedule=tl.schedules.step_decay(1.0, every=1e6)).risk[0]
+                    np.testing.assert_allclose(one[-1][b], risk, rtol=1e-13, atol=0, err_msg=f"risk K={K} M={M}")
+
+
+@pytest.mark.parametrize("act,teacher", TRIG_PAIRS)
+def test_trig_committees_integrate_in_the_lanes(act, teacher):
+    """Sin and cos committees (student and teacher each sin or cos), with and without biases, take the lane path of
+    ``ode.integrate`` and of the batch: an Euler step is bitwise y0 + dt f(y0) with f the lane right-hand side; an
+    adaptive run agrees with the one-system path (OdeRhs) to 1e-10; batch members (full and padded blocks, fixed and
+    trained biases, two threads, online, gradient-flow and spherical blocks) are bitwise their runs alone."""
+    for biased in (False, True):
+        ov = trig_members(2, 3, 1, seed=4, biased=biased)[0]
+        kw = dict(lr=0.4, lr_readout=0.2, noise=0.1, **(dict(lr_bias=0.3) if biased else {}))
+        dt = 1e-2
+        tr = tl.ode.integrate(ov, act, teacher, times=[0.0, dt], method="euler", dt=dt, **kw)
+        args = [np.array([kw[k]]) for k in ("lr", "lr_readout", "noise")]
+        extra = (ov.bias[None], ov.teacher_bias[None], np.array([kw["lr_bias"]])) if biased else ()
+        f = _core.ode_rhs_lanes(ov.Q[None], ov.M[None], ov.a[None], ov.P[None], ov.v[None], act, "online", False,
+                                *args, 1, *(extra or (None,) * 3), teacher_act=teacher)
+        fields = ("Q", "M", "a", "bias") if biased else ("Q", "M", "a")
+        for name, d in zip(fields, f[:-1], strict=True):
+            np.testing.assert_array_equal(getattr(tr, name)[1], getattr(ov, name) + dt * d[0], err_msg=name)
+        lanes = tl.ode.integrate(ov, act, teacher, t_max=10.0, n_records=11, **kw)
+        alone = tl.ode.integrate(ov, act, teacher, t_max=10.0, n_records=11,
+                                 schedule=tl.schedules.step_decay(1.0, 1e6), **kw)
+        for name in fields + ("risk",):
+            got, want = getattr(lanes, name), getattr(alone, name)
+            np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10 * np.abs(want).max(), err_msg=name)
+        lr = np.linspace(0.2, 0.8, 11)
+        lr_bias = np.where(np.arange(11) % 2 == 0, 0.5, 0.0) if biased else np.zeros(11)
+        for members, opts in ((trig_members(2, 2, 11, seed=40, biased=biased), dict(noise=0.05)),
+                              (trig_members(3, 1, 11, seed=50, biased=biased), dict(regime="gradient_flow")),
+                              (trig_members(2, 3, 11, seed=60, biased=biased, spherical=True), dict(spherical=True))):
+            batch = tl.ode.integrate_batch(members, act, teacher, lr=lr, lr_bias=lr_bias, t_max=3.0, n_threads=2,
+                                           **opts)
+            for b, m in enumerate(members):
+                alone = tl.ode.integrate(m, act, teacher, lr=lr[b], lr_bias=lr_bias[b], t_max=3.0, **opts)
+                assert_same(batch[b], alone)
+                if biased:
+                    np.testing.assert_array_equal(batch[b].bias, alone.bias)

@@ -509,7 +509,8 @@ py::tuple ode_rhs(const Array& Q, const Array& Mo, const Array& a, const Array& 
 py::tuple ode_rhs_lanes(const Array& Q, const Array& Mo, const Array& a, const Array& P, const Array& v,
                         const std::string& act, const std::string& regime, bool spherical, const Array& lr,
                         const Array& lr_readout, const Array& noise, int lanes, const py::object& bias,
-                        const py::object& teacher_bias, const py::object& lr_bias) {
+                        const py::object& teacher_bias, const py::object& lr_bias, const py::object& teacher_act) {
+  const std::string tact = teacher_act.is_none() ? act : teacher_act.cast<std::string>();
   StateStack st = state_stack(Q, Mo, a);
   const py::ssize_t B = st.B, K = st.K, M = st.M;
   expect_shape(P, "P", {B, M, M});
@@ -533,7 +534,7 @@ py::tuple ode_rhs_lanes(const Array& Q, const Array& Mo, const Array& a, const A
   std::vector<double> y;
   std::vector<double> dy(nB * n);
   for (std::size_t b = 0; b < nB; ++b) {
-    models.push_back(make_model(act, act, regime, spherical, static_cast<int>(K), static_cast<int>(M), lr.data()[b],
+    models.push_back(make_model(act, tact, regime, spherical, static_cast<int>(K), static_cast<int>(M), lr.data()[b],
                                 lr_readout.data()[b], noise.data()[b], P.data() + b * static_cast<std::size_t>(M * M),
                                 v.data() + b * M));
     std::vector<double> yb(st.y.begin() + static_cast<std::ptrdiff_t>(b * st.n),
@@ -850,12 +851,14 @@ void bind_rhs(py::module_& m) {
   def_with(m, "ode_rhs_lanes", &ode_rhs_lanes, state_names(),
            std::make_tuple(py::arg("P"), py::arg("v"), py::arg("act")), model_names(),
            std::make_tuple(py::arg("lanes"), py::arg("bias") = py::none(), py::arg("teacher_bias") = py::none(),
-                           py::arg("lr_bias") = py::none(),
+                           py::arg("lr_bias") = py::none(), py::arg("teacher_act") = py::none(),
                            "The structure-of-arrays right-hand side and risk (batch_dynamics.hpp "
-                           "committee_rhs_lanes) of B members of one shape whose student and teacher share the "
-                           "activation act, `lanes` (1 or 8) at a time: (dQ, dM, da, risk). With bias (B, K), "
-                           "teacher_bias (B, M) and lr_bias (B,), erf committees with biases "
-                           "(batch_dynamics_bias.hpp): (dQ, dM, da, db, risk). For tests."));
+                           "committee_rhs_lanes; sin and cos: batch_dynamics_trig.hpp) of B members of one shape "
+                           "whose student and teacher share the activation act, `lanes` (1 or 8) at a time: (dQ, dM, "
+                           "da, risk). With bias (B, K), teacher_bias (B, M) and lr_bias (B,), erf, sin or cos "
+                           "committees with biases (batch_dynamics_bias.hpp, batch_dynamics_trig.hpp): (dQ, dM, da, "
+                           "db, risk). teacher_act (default act): the teachers' activation (sin with cos). For "
+                           "tests."));
   def_with(m, "ode_rhs_timing", &ode_rhs_timing, state_names(), committee_names(),
            std::make_tuple(py::arg("regime"), py::arg("lr"), py::arg("noise"), py::arg("evals"),
                            py::arg("n_threads") = 1));

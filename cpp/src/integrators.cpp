@@ -123,14 +123,14 @@ std::vector<IntegrateResult> integrate_batch(const std::vector<OdeModel>& models
     bool lanes;
   };
   std::vector<Item> items;
-  std::map<std::tuple<int, int, bool, bool, Activation, bool>, std::size_t> open;  // shape -> its block being filled
+  std::map<std::tuple<int, int, bool, bool, Activation, Activation, bool>, std::size_t> open;  // shape -> its block
   for (std::size_t b = 0; b < B; ++b) {
     if (!lanes_supported(models[b], opt)) {
       items.push_back({{b}, false});
       continue;
     }
     const auto key = std::make_tuple(models[b].K, models[b].M, models[b].regime == Regime::Online,
-                                     models[b].spherical, models[b].student, models[b].biased);
+                                     models[b].spherical, models[b].student, models[b].teacher, models[b].biased);
     auto it = open.find(key);
     if (it == open.end() || items[it->second].members.size() == static_cast<std::size_t>(kBatchLanes)) {
       open[key] = items.size();

@@ -204,6 +204,7 @@ def ode_rhs_lanes(
     bias: _F | None = None,
     teacher_bias: _F | None = None,
     lr_bias: _F | None = None,
+    teacher_act: str | None = None,
 ) -> tuple[_F, ...]: ...
 def ode_rhs_timing(
     Q: _F,

@@ -47,7 +47,7 @@
 // E[g'g' (f^2 - 2 f fhat)], E[g(l_i) f] and the bias pull's E[g'(l_i) f] (relu: orthant moments with means; nearly
 // parallel biased relu units are refused, target.hpp). Step students take no biases; of the SIMD lanes
 // (batch_integrators.hpp) the erf committees' take them (batch_dynamics_bias.hpp: this right-hand side's erf
-// arithmetic over the lanes).
+// arithmetic over the lanes), and the sin and cos committees' (batch_dynamics_trig.hpp: its closed forms).
 #pragma once
 #include <cstddef>
 #include <memory>

@@ -189,9 +189,9 @@ def integrate_batch(
     lr_bias : float or array_like (B,), default 0.0
         Learning rate of the students' biases, as in :func:`integrate`. A member with a nonzero ``bias`` or
         ``teacher_bias`` (the overlaps') or ``lr_bias > 0`` runs the equations with means (``ode._bias``), exactly
-        as :func:`integrate` runs it alone (bitwise): erf committees (K, M <= 4) in SIMD lanes of their own, the
-        others on the one-system right-hand side, in parallel; the members without biases run as without. A batch
-        with such members records ``bias`` (B, T, K) (zeros for the others), ``bias_final``, ``teacher_bias``
+        as :func:`integrate` runs it alone (bitwise): erf, sin and cos committees (K, M <= 4) in SIMD lanes of their
+        own, the others on the one-system right-hand side, in parallel; the members without biases run as without.
+        A batch with such members records ``bias`` (B, T, K) (zeros for the others), ``bias_final``, ``teacher_bias``
         (B, M) and the parameter ``lr_bias``.
     progress : bool
         Show a ``tqdm.auto`` bar of members finished (off by default; no effect on the results).
@@ -231,7 +231,11 @@ def integrate_batch(
     times are shared by every member; the other arguments are as in :func:`integrate`. Each member is integrated
     exactly as :func:`integrate` would integrate it alone (bitwise: same steps, same rows), with its own step
     sizes and its own status: a stiff or diverging member does not affect the others. Step units in the
-    gradient-flow regime run the step-unit flow of :mod:`twolayer.step_flow`, member by member.
+    gradient-flow regime run the step-unit flow of :mod:`twolayer.step_flow`, member by member. Committees whose
+    student and teacher are both erf, quadratic, linear, sin or cos (or sin and cos; K, M <= 4, a constant learning
+    rate, no target) run 8 members at a time in SIMD lanes; the others (tanh, softplus, ... whose expectations are
+    lattice quadratures; relu) one member at a time, so that a batch costs per member what a member alone costs
+    (docs/layers/ode.rst, "Batches in SIMD lanes").
 
     Examples
     --------
