@@ -26,16 +26,26 @@ constexpr int kAttempts = 4;         // steps of the trapezoidal rule tried (eac
 // e^-24 passes the check at K = M = 2 with tanh, e^-26 with a margin of 10).
 constexpr double kFirstExp = 26.0;
 
-// Lagrange weights of the 8 points at offsets m - kLagLo (m = 0..7) for the point at offset t in [0, 1).
-void lagrange8(double t, double* lw) {
+// Lagrange weights of the 8 points at offsets m - kLagLo (m = 0..7) for the point at offset t in [0, 1):
+// lw[m] = prod_{n != m} (t - x_n) / prod_{n != m} (x_m - x_n), the products of the other seven factors from a tree of
+// pair and quadruple products (depth 5 instead of the 8 of a running product: one per line and table, a short
+// line's notable cost).
+TWOLAYER_ALWAYS_INLINE void lagrange8(double t, double* lw) {
   static constexpr double inv_den[kLag] = {-1.0 / 5040.0, 1.0 / 720.0, -1.0 / 240.0, 1.0 / 144.0,
                                            -1.0 / 144.0,  1.0 / 240.0, -1.0 / 720.0, 1.0 / 5040.0};
-  double pre[kLag + 1], suf[kLag + 1];
-  pre[0] = 1.0;
-  for (int m = 0; m < kLag; ++m) pre[m + 1] = pre[m] * (t - (m - kLagLo));
-  suf[kLag] = 1.0;
-  for (int m = kLag - 1; m >= 0; --m) suf[m] = suf[m + 1] * (t - (m - kLagLo));
-  for (int m = 0; m < kLag; ++m) lw[m] = pre[m] * suf[m + 1] * inv_den[m];
+  double d[kLag];
+  for (int m = 0; m < kLag; ++m) d[m] = t - (m - kLagLo);
+  const double p01 = d[0] * d[1], p23 = d[2] * d[3], p45 = d[4] * d[5], p67 = d[6] * d[7];
+  const double lo = p01 * p23, hi = p45 * p67;  // the quadruples
+  const double a = p23 * hi, b = p01 * hi, c = p67 * lo, e = p45 * lo;  // the other pair times the other quadruple
+  lw[0] = inv_den[0] * d[1] * a;
+  lw[1] = inv_den[1] * d[0] * a;
+  lw[2] = inv_den[2] * d[3] * b;
+  lw[3] = inv_den[3] * d[2] * b;
+  lw[4] = inv_den[4] * d[5] * c;
+  lw[5] = inv_den[5] * d[4] * c;
+  lw[6] = inv_den[6] * d[7] * e;
+  lw[7] = inv_den[7] * d[6] * e;
 }
 
 inline double dot8(const double* lw, const double* v) {
@@ -150,30 +160,50 @@ struct Split {
     }
   }
   const double* at(int idx) const { return vt.data() + off[idx % s] + idx / s; }
+  // p[m] = at(idx + m), m < kLag (idx >= 0): one division, then the residues counted on (once per line: the
+  // divisions were a good part of a short line's cost)
+  void stencil(int idx, const double** p) const {
+    int r = idx % s, q = idx / s;
+    for (int m = 0; m < kLag; ++m) {
+      p[m] = vt.data() + off[r] + q;
+      if (++r == s) r = 0, ++q;
+    }
+  }
+};
+
+// Where a line starts on a grid: the first stencil index k and the Lagrange weights of its fraction (a line of an
+// aligned grid keeps both along; the fine and 2h lines of one table share them).
+struct Anchor {
+  int k = 0;
+  double lw[kLag];
+  bool at(const Grid& g, double x) {
+    double t;
+    if (!g.locate(x, k, t)) return false;
+    lagrange8(t, lw);
+    return true;
+  }
 };
 
 // outs[i][q] = the interpolant of the table v[i] (nt <= 2 tables on the grid g) at x + (q - jm) step, q <= 2 jm. A
 // grid aligned to the step (stride grid points per step, a multiple of the split's s): the stencils sit at fixed
-// offsets, the weights are computed once and each entry of the stencil runs along the split table (a negative
-// stride: the line filled in reverse); else (stride kFree) run by run through the cells (along_free_line). False
-// when a stencil leaves the grid.
+// offsets, the weights (anchor: x located on g, Anchor::at) are computed once and each entry of the stencil runs
+// along the split table (a negative stride: the line filled in reverse); else (stride kFree; anchor unused) run by
+// run through the cells (along_free_line). False when a stencil leaves the grid.
 bool along(const Grid& g, int nt, const std::vector<double>* const* v, const Split* const* sp, int stride, double x,
-           double step, int jm, double* const* outs) {
+           const Anchor& anchor, double step, int jm, double* const* outs) {
   if (stride == kFree) {
     const double* tabs[2] = {v[0]->data(), nt > 1 ? v[1]->data() : nullptr};
     return along_free_line(g, tabs, nt, x, step, jm, outs);
   }
-  const int len = 2 * jm + 1, as = std::abs(stride), span = jm * as;
-  double lw[kLag], t;
-  int k;
-  if (!g.locate(x, k, t)) return false;
+  const int len = 2 * jm + 1, as = std::abs(stride), span = jm * as, k = anchor.k;
+  double lw[kLag];  // (a local copy: the stores along the line cannot alias it, the weights stay in registers)
+  for (int m = 0; m < kLag; ++m) lw[m] = anchor.lw[m];
   if (k - span < 0 || k + span + kLag > g.size) return false;
-  lagrange8(t, lw);
   for (int i = 0; i < nt; ++i) {
     const int inc = as / sp[i]->s;
-    const double *p0 = sp[i]->at(k - span), *p1 = sp[i]->at(k - span + 1), *p2 = sp[i]->at(k - span + 2),
-                 *p3 = sp[i]->at(k - span + 3), *p4 = sp[i]->at(k - span + 4), *p5 = sp[i]->at(k - span + 5),
-                 *p6 = sp[i]->at(k - span + 6), *p7 = sp[i]->at(k - span + 7);
+    const double* p[kLag];
+    sp[i]->stencil(k - span, p);
+    const double *p0 = p[0], *p1 = p[1], *p2 = p[2], *p3 = p[3], *p4 = p[4], *p5 = p[5], *p6 = p[6], *p7 = p[7];
     // (a negative stride: the line filled from its end)
     double* const out = stride < 0 ? outs[i] + len - 1 : outs[i];
     auto fill = [&](auto stepping, auto direction) {
@@ -510,8 +540,11 @@ struct Lattice {
       const std::vector<double>* st[2] = {&last.S1, &last.S2};
       const Split* ss[2] = {&last.S1s, &last.S2s};
       double* so[2] = {s1, s2};
-      if (!along(line.g, student_f ? 2 : 1, lt, ls, line.stride, arg[f], sf_step, jm, lo) ||
-          !along(last.g, 2, st, ss, last.mstep, arg[l], sl_step, jm, so)) {
+      // (an aligned table's line starts at the anchor of its argument; the 2h line below shares the last's)
+      Anchor af, al;
+      if ((line.stride != kFree && !af.at(line.g, arg[f])) || (last.mstep != kFree && !al.at(last.g, arg[l])) ||
+          !along(line.g, student_f ? 2 : 1, lt, ls, line.stride, arg[f], af, sf_step, jm, lo) ||
+          !along(last.g, 2, st, ss, last.mstep, arg[l], al, sl_step, jm, so)) {
         ok = false;
         return;
       }
@@ -553,7 +586,7 @@ struct Lattice {
         const std::vector<double>* ct[2] = {&last.S1c, &last.S2c};
         const Split* cs[2] = {&last.S1cs, &last.S2cs};
         double* co[2] = {c1, c2};
-        if (!along(last.g, 2, ct, cs, cstride, arg[l], 2.0 * sl_step, jc, co)) {
+        if (!along(last.g, 2, ct, cs, cstride, arg[l], al, 2.0 * sl_step, jc, co)) {
           ok = false;
           return;
         }
