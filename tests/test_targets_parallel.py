@@ -173,6 +173,21 @@ def test_antiparallel_students_ode_rhs_is_the_sde_drift(act):
         np.testing.assert_allclose(dq[np.triu_indices(2)], drift, rtol=0, atol=1e-11, err_msg=f"eps = {eps}")
 
 
+@pytest.mark.parametrize("bias", [(0.3, -0.2), (0.3, 0.3), (0.3, -0.3)])
+def test_biased_antiparallel_relu_is_the_sde_drift(bias):
+    """w2 = -w1 (+ eps g) with biases: opposite aligned indicators are an interval (b1 + b2 > 0) or empty; measured
+    <= 5e-16, 1.8e-12 where the interval closes (b2 = -b1, eps = 1e-7). Before: refused from eps = 1e-3 on."""
+    tgt = tl.targets.staircase(2, d=D, seed=0)
+    w = np.random.default_rng(0).standard_normal(D)
+    g = np.random.default_rng(1).standard_normal(D)
+    for eps in [0.0, 1e-7, 1e-5, 1e-3]:
+        ov = tl.Overlaps.from_networks(tl.Network(np.stack([w, -w + eps * g]), [0.7, 0.9], "relu", bias=list(bias)),
+                                       tgt)
+        dq = tl.ode.rhs(ov, "relu", target=tgt, lr=0.5)[0]
+        drift = tl.sde.increment_covariance(ov, lr=0.5, target=tgt).mean[:3]
+        np.testing.assert_allclose(dq[np.triu_indices(2)], drift, rtol=0, atol=1e-11, err_msg=f"eps = {eps}")
+
+
 def test_biased_nearly_parallel_relu_large_batch_map_runs_through():
     """The large-batch map at a nearly parallel biased relu state (cos = 1 - 2e-7) runs all its steps (before: it
     stopped 'diverged' at iteration 0 with the refusal's message)."""
