@@ -617,14 +617,10 @@ namespace {
 // mu_f + (C_f0 / s0) t and the fixed Schur complement, whose orthant probability is BivariateOrthant; t by adaptive
 // Gauss-Legendre from the kink -mu0 / s0, split around the boundary layers of a field with a small remaining variance
 // and, for |rho| -> 1, of the pair's own kink (as in kinked_i4).
-double orthant3_mean(const double* C, const double* mu) {
-  const double s0 = std::sqrt(C[0]), c1 = C[3] / s0, c2 = C[6] / s0;
-  const double x = std::max(0.0, C[4] - c1 * c1), y = C[5] - c1 * c2, z = std::max(0.0, C[8] - c2 * c2);
-  const double s1 = x > 1e-14 * C[4] ? std::sqrt(x) : 0.0, s2 = z > 1e-14 * C[8] ? std::sqrt(z) : 0.0;
-  double rho = s1 > 0.0 && s2 > 0.0 ? std::clamp(y / (s1 * s2), -1.0, 1.0) : 0.0;
-  constexpr double kUnit = 1.0 - 8.0 * 2.220446049250313e-16;
-  rho = rho >= kUnit ? 1.0 : (rho <= -kUnit ? -1.0 : rho);
-  const BivariateOrthant bvn(rho);
+// The core: l0 = mu0 + s0 t, and given t, l_f = mu_f + c_f t + s_f e_f (f = 1, 2) with corr(e1, e2) = rho,
+// acos |rho| = top (given: accurate where the caller knows it better than from the rounded rho).
+double orthant3_core(double s0, double c1, double c2, double s1, double s2, double rho, double top, const double* mu) {
+  const BivariateOrthant bvn(rho, top);
   const double t0 = -mu[0] / s0;
   std::vector<double> breaks{t0};
   if (c1 != 0.0) add_layer(breaks, -mu[1] / c1, s1 / std::fabs(c1));
@@ -645,6 +641,16 @@ double orthant3_mean(const double* C, const double* mu) {
   };
   return std::clamp(adaptive_normal(f, std::move(breaks), kInnerTol).value, 0.0, 1.0);
 }
+
+double orthant3_mean(const double* C, const double* mu) {
+  const double s0 = std::sqrt(C[0]), c1 = C[3] / s0, c2 = C[6] / s0;
+  const double x = std::max(0.0, C[4] - c1 * c1), y = C[5] - c1 * c2, z = std::max(0.0, C[8] - c2 * c2);
+  const double s1 = x > 1e-14 * C[4] ? std::sqrt(x) : 0.0, s2 = z > 1e-14 * C[8] ? std::sqrt(z) : 0.0;
+  double rho = s1 > 0.0 && s2 > 0.0 ? std::clamp(y / (s1 * s2), -1.0, 1.0) : 0.0;
+  constexpr double kUnit = 1.0 - 8.0 * 2.220446049250313e-16;
+  rho = rho >= kUnit ? 1.0 : (rho <= -kUnit ? -1.0 : rho);
+  return orthant3_core(s0, c1, c2, s1, s2, rho, std::acos(std::fabs(rho)), mu);
+}
 }  // namespace
 
 double orthant_probability_mean(const double* C, const double* mu, int n) {
@@ -659,6 +665,48 @@ double orthant_probability_mean(const double* C, const double* mu, int n) {
     case 4: return kinked_i4(A::Relu, A::Step, A::Step, C, mu);
     default: throw std::logic_error("orthant_probability_mean: n must be 0 to 4");
   }
+}
+
+namespace {
+// r clamped to [-1, 1], and kept off +-1 (exact alignment) where its angle acos |r| is known to be positive (r rounds
+// to +-1 below an angle of ~1.5e-8; the near-one branch of BivariateOrthant takes the angle).
+double unit_correlation(double r, double acos_abs_r) {
+  r = std::clamp(r, -1.0, 1.0);
+  if (std::fabs(r) == 1.0 && acos_abs_r > 0.0) r = std::copysign(1.0 - 1.1102230246251565e-16, r);
+  return r;
+}
+}  // namespace
+
+double orthant3_probability_rows(const double* F, int R, const double* mu) {
+  auto dot = [&](int a, int b) {
+    double v = 0.0;
+    for (int c = 0; c < R; ++c) v += F[a * R + c] * F[b * R + c];
+    return v;
+  };
+  const double v0 = dot(0, 0), s0 = std::sqrt(v0), c1 = dot(1, 0) / s0, c2 = dot(2, 0) / s0;
+  double r1[8], r2[8];  // the rows of l1, l2 projected orthogonally to row 0
+  for (int c = 0; c < R; ++c) {
+    r1[c] = F[R + c] - c1 / s0 * F[c];
+    r2[c] = F[2 * R + c] - c2 / s0 * F[c];
+  }
+  double x = 0.0, y = 0.0, z = 0.0, det = 0.0;
+  for (int c = 0; c < R; ++c) {
+    x += r1[c] * r1[c];
+    y += r1[c] * r2[c];
+    z += r2[c] * r2[c];
+    for (int d = c + 1; d < R; ++d) {
+      const double w = r1[c] * r2[d] - r1[d] * r2[c];
+      det += w * w;
+    }
+  }
+  const double s1 = x > 1e-15 * dot(1, 1) ? std::sqrt(x) : 0.0, s2 = z > 1e-15 * dot(2, 2) ? std::sqrt(z) : 0.0;
+  const double top = s1 > 0.0 && s2 > 0.0 ? std::atan2(std::sqrt(det), std::fabs(y)) : 0.5 * kPi;
+  const double rho = s1 > 0.0 && s2 > 0.0 ? unit_correlation(y / (s1 * s2), top) : 0.0;
+  return orthant3_core(s0, c1, c2, s1, s2, rho, top, mu);
+}
+
+double bivariate_orthant(double r, double acos_abs_r, double h, double k) {
+  return BivariateOrthant(unit_correlation(r, acos_abs_r), acos_abs_r)(h, k);
 }
 
 double i2_mean(A a, A b, const double* C, const double* mu) {

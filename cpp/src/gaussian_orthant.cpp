@@ -14,8 +14,8 @@ namespace {
 // Relative to the variables' variances before any conditioning (ref): a variance below kZeroTol ref_j is zero, a pair
 // whose 2x2 determinant is below kAlignTol ref_j ref_k is one variable (round-off of the Schur complements is a few
 // eps ref).
-constexpr double kAlignTol = 1e-14;
-constexpr double kZeroTol = 1e-14;
+constexpr double kAlignTol = 1e-15;
+constexpr double kZeroTol = 1e-15;
 // An aligned pair l_k - mu_k = g (l_j - mu_j) is merged into one variable when its offset delta = mu_k - g mu_j is
 // below kOffsetTol sqrt(C_kk) (the alignment itself is only resolved to ~1e-7 of the scale); a larger offset keeps
 // both variables (conditioning on one leaves the other a constant, a well-defined factor).
@@ -29,6 +29,10 @@ struct Problem {
   int p[4] = {0, 0, 0, 0};
   double ref[4] = {0, 0, 0, 0};  // variances before conditioning
   double mu[4] = {0, 0, 0, 0};   // means
+  // A square-root factor, l - mu = F v with v ~ N(0, I_R) (row i: F[4 i .. 4 i + R)): conditioning projects its rows,
+  // which keeps a nearly parallel variable's small conditional variance (and the angles) to full relative accuracy.
+  double F[16] = {};
+  int R = 0;
   // Memoisation of the orthant probabilities of one top-level (C, mu): the original index of each variable, the
   // originals conditioned on (at 0) so far, and whether a merge happened (then the key does not fix the problem).
   int id[4] = {0, 1, 2, 3};
@@ -36,6 +40,18 @@ struct Problem {
   bool merged = false;
   double* memo = nullptr;  // 256 entries (NaN: unknown), key cond | (indicator originals << 4)
   double& c(int i, int j) { return C[4 * i + j]; }
+  // The sum of the squared 2x2 minors of rows j, k: C_jj C_kk - C_jk^2 without cancellation.
+  double minors(int j, int k) const {
+    double det = 0.0;
+    for (int a = 0; a < R; ++a)
+      for (int b = a + 1; b < R; ++b) {
+        const double w = F[4 * j + a] * F[4 * k + b] - F[4 * j + b] * F[4 * k + a];
+        det += w * w;
+      }
+    return det;
+  }
+  // acos |rho_jk| from the minors (accurate however close to +-1 the correlation is).
+  double angle(int j, int k) const { return std::atan2(std::sqrt(minors(j, k)), std::fabs(c(j, k))); }
   double c(int i, int j) const { return C[4 * i + j]; }
   bool step(int j) const { return (S >> j) & 1u; }
 };
@@ -49,6 +65,7 @@ void remove_var(Problem& P, int k) {
     }
     for (int i = 0; i < P.n; ++i) P.c(i, k) = P.c(i, last);
     P.c(k, k) = P.c(last, last);
+    for (int a = 0; a < 4; ++a) P.F[4 * k + a] = P.F[4 * last + a];
     P.p[k] = P.p[last];
     P.ref[k] = P.ref[last];
     P.mu[k] = P.mu[last];
@@ -59,6 +76,7 @@ void remove_var(Problem& P, int k) {
   P.S &= ~(1u << last);
   P.p[last] = 0;
   P.mu[last] = 0.0;
+  for (int a = 0; a < 4; ++a) P.F[4 * last + a] = 0.0;
   --P.n;
 }
 
@@ -81,6 +99,12 @@ double orthant_probability(const Problem& P) {
     const double v = P.c(idx[a], idx[b]) / std::sqrt(P.c(idx[a], idx[a]) * P.c(idx[b], idx[b]));
     return std::max(-1.0, std::min(1.0, v));
   };
+  // asin(rho) = +-(pi/2 - acos |rho|), the angle from the minors where |rho| >= 0.9 (asin(rho) itself keeps only
+  // eps / sqrt(1 - rho^2) there)
+  auto arcsin = [&](int a, int b) {
+    const double v = r(a, b);
+    return std::fabs(v) < 0.9 ? std::asin(v) : std::copysign(0.5 * kPi - P.angle(idx[a], idx[b]), v);
+  };
   double value;
   if (!centred) {  // with means: Phi, the bivariate normal orthant, or quadrature (gaussian_mean.hpp)
     double Cm[16] = {}, mm[4] = {};
@@ -88,13 +112,28 @@ double orthant_probability(const Problem& P) {
       mm[a] = P.mu[idx[a]];
       for (int b = 0; b < m; ++b) Cm[m * a + b] = P.c(idx[a], idx[b]);
     }
-    value = orthant_probability_mean(Cm, mm, m);
+    if (m == 2) {
+      value = bivariate_orthant(r(0, 1), P.angle(idx[0], idx[1]), -mm[0] / std::sqrt(Cm[0]), -mm[1] / std::sqrt(Cm[3]));
+    } else if (m == 3) {  // the integral over the variable off the most nearly parallel pair, the rows projected
+      int o[3] = {0, 1, 2};
+      const double t01 = P.angle(idx[0], idx[1]), t02 = P.angle(idx[0], idx[2]), t12 = P.angle(idx[1], idx[2]);
+      if (t01 <= t02 && t01 <= t12) o[0] = 2, o[1] = 0, o[2] = 1;
+      else if (t02 <= t12) o[0] = 1, o[1] = 0, o[2] = 2;
+      double F3[12], m3[3];
+      for (int a = 0; a < 3; ++a) {
+        m3[a] = mm[o[a]];
+        for (int c = 0; c < P.R; ++c) F3[a * P.R + c] = P.F[4 * idx[o[a]] + c];
+      }
+      value = orthant3_probability_rows(F3, P.R, m3);
+    } else {
+      value = orthant_probability_mean(Cm, mm, m);
+    }
   } else {
     switch (m) {
       case 0: value = 1.0; break;
       case 1: value = 0.5; break;
-      case 2: value = 0.25 + std::asin(r(0, 1)) / (2.0 * kPi); break;
-      case 3: value = 0.125 + (std::asin(r(0, 1)) + std::asin(r(0, 2)) + std::asin(r(1, 2))) / (4.0 * kPi); break;
+      case 2: value = 0.25 + arcsin(0, 1) / (2.0 * kPi); break;
+      case 3: value = 0.125 + (arcsin(0, 1) + arcsin(0, 2) + arcsin(1, 2)) / (4.0 * kPi); break;
       default: {
         double C4[16];
         for (int a = 0; a < 4; ++a)
@@ -132,7 +171,7 @@ double normalised(Problem P) {
     for (int j = 0; j < P.n && !changed; ++j)
       for (int k = j + 1; k < P.n && !changed; ++k) {
         const double cjk = P.c(j, k), vj = P.c(j, j), vk = P.c(k, k);
-        if (vj * vk - cjk * cjk > kAlignTol * P.ref[j] * P.ref[k]) continue;
+        if (P.minors(j, k) > kAlignTol * vj * vk) continue;
         const double c = std::sqrt(vk / vj);  // l_k - mu_k = sg c (l_j - mu_j)
         const bool pos = cjk > 0.0;
         if (!(std::fabs(P.mu[k] - (pos ? c : -c) * P.mu[j]) <= kOffsetTol * std::sqrt(vk))) continue;
@@ -178,10 +217,17 @@ double moment(Problem P) {
     } else if (P.step(j)) {  // the delta: p_j(0) E[... | l_j = 0]
       Problem B = P;
       const double vj = P.c(j, j), mj = P.mu[j];
-      for (int a = 0; a < P.n; ++a) {
-        for (int b = 0; b < P.n; ++b) B.c(a, b) = P.c(a, b) - P.c(a, j) * P.c(j, b) / vj;
+      for (int a = 0; a < P.n; ++a) {  // the rows projected orthogonally to row j, the means shifted
+        const double f = a == j ? 1.0 : P.c(a, j) / vj;
+        for (int q = 0; q < P.R; ++q) B.F[4 * a + q] = P.F[4 * a + q] - f * P.F[4 * j + q];
         if (mj != 0.0) B.mu[a] = P.mu[a] - P.c(a, j) * mj / vj;
       }
+      for (int a = 0; a < P.n; ++a)
+        for (int b = 0; b <= a; ++b) {
+          double v = 0.0;
+          for (int q = 0; q < P.R; ++q) v += B.F[4 * a + q] * B.F[4 * b + q];
+          B.c(a, b) = B.c(b, a) = v;
+        }
       B.S &= ~(1u << j);
       B.cond |= 1u << P.id[j];
       remove_var(B, j);
@@ -237,6 +283,21 @@ double orthant_moment(const double* C, const double* mu, int n, unsigned S, cons
     }
   }
   if (std::isnan(sum)) return std::nan("");
+  // the factor: Cholesky in the variables' order, a pivot below 1e-15 of its variance (an exact combination, or
+  // zero) without a column
+  for (int j = 0; j < n; ++j) {
+    double d = P.c(j, j);
+    for (int q = 0; q < P.R; ++q) d -= P.F[4 * j + q] * P.F[4 * j + q];
+    if (!(d > 1e-15 * P.c(j, j))) continue;
+    const int col = P.R++;
+    const double piv = std::sqrt(d);
+    P.F[4 * j + col] = piv;
+    for (int i = j + 1; i < n; ++i) {
+      double v = P.c(i, j);
+      for (int q = 0; q < col; ++q) v -= P.F[4 * i + q] * P.F[4 * j + q];
+      P.F[4 * i + col] = v / piv;
+    }
+  }
   P.S = S & ((1u << n) - 1u);
   return normalised(P);
 }

@@ -149,8 +149,8 @@ IntegrateResult iterate_biased(const OdeModel& model_in, const double* y0, const
     target.add_raw(y.data(), psi.data(), hd.data());
     return r + target.risk_part(y.data());
   };
-  // A state outside the kernels' domain (nearly parallel relu units with biases, whose target expectations
-  // target.hpp refuses) stops the map there, "diverged" with the reason and the rows so far, as the ODE's driver
+  // A state outside the kernels' domain (a std::domain_error of the expectations: a quadrature that cannot certify,
+  // a value beyond the double range) stops the map there, "diverged" with the reason and the rows so far, as the ODE's driver
   // does (lane_driver.hpp); before, the error left the whole run.
   try {
     double r = expectations();

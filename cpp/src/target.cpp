@@ -54,20 +54,30 @@ struct LPoly {
   }
 };
 
-// Orthant moments E[x^beta prod_{a in A} 1(x_a > 0)] of x = F v, v ~ N(0, I_R) (m <= 7 variables: the fields, an
-// erf auxiliary and the Cholesky coordinates u; R <= 4 columns) by Stein's lemma on C = F F^T, memoised. The
-// conditioning on x_b = 0 projects the rows of F orthogonally to row b (its row becomes 0), so a nearly parallel
-// field keeps its small conditional variance to full relative accuracy (the Schur complement C_aa - C_ab^2 / C_bb
-// would keep only eps_mach / (1 - cos^2) of it). ref: the variances before any conditioning; an indicator pair whose
-// 2x2 determinant (the squared minors of its two rows: accurate to rounding however small) is below 1e-15 ref_a ref_b
-// is one variable (1(x_a > 0) 1(x_b > 0) = 1(x_a > 0) when aligned, 0 when opposite), and an indicator of conditional
-// variance below 1e-15 ref is the constant 0 (a pair not merged keeps a conditional variance above it, so the limits
-// agree; the tolerance of cholesky_basis, so the rank and the merges agree).
+// Orthant moments E[x^beta prod_{a in A} 1(x_a > 0)] of x = mean + F v, v ~ N(0, I_R) (m <= 7 variables: the
+// fields, an erf auxiliary and the Cholesky coordinates u; R <= 4 columns) by Stein's lemma on C = F F^T,
+//   E[x_a g(x)] = mean_a E[g] + sum_b C_ab E[d_b g],
+// memoised. The derivative of 1(x_b > 0) is the delta: the density N(0; mean_b, C_bb) times the law given x_b = 0,
+// whose rows are projected orthogonally to row b (its row becomes 0) and whose means shift by -C_.b mean_b / C_bb,
+// so a nearly parallel field keeps its small conditional variance to full relative accuracy (the Schur complement
+// C_aa - C_ab^2 / C_bb would keep only eps_mach / (1 - cos^2) of it). ref: the variances before any conditioning; an
+// indicator pair whose 2x2 determinant (the squared minors of its two rows: accurate to rounding however small) is
+// below 1e-15 ref_a ref_b is one variable (x_b - mean_b = c (x_a - mean_a)): aligned (c > 0), the product is the
+// indicator of the larger threshold -mean / sd (1(x_a > 0)^2 = 1(x_a > 0) at equal ones); opposite, it is 0 when
+// the two half-lines do not meet (at zero means always), else both stay (an interval: conditioning on one leaves
+// the other a constant of definite sign). An indicator of conditional variance below 1e-15 ref is the constant
+// 1(mean_b > 0) (0 at zero means; a pair not merged keeps a conditional variance above it, so the limits agree; the
+// tolerance of cholesky_basis, so the rank and the merges agree). The recursion ends at orthant probabilities: the
+// closed forms 1/2, 1/4 + asin(rho)/(2 pi), 1/8 + sum asin(rho_ab)/(4 pi) at zero means, with means Phi, the
+// bivariate normal orthant (its angle acos |rho| from the minors, accurate near +-1) and, for three indicators,
+// gaussian_mean.hpp's certified one-dimensional integral.
 constexpr int kMaxCols = 4;
 class Orthant {
  public:
-  Orthant(int m, const double* F, int R, unsigned A, const double* ref) : m_(m), R_(R), A_(A) {
+  Orthant(int m, const double* F, int R, unsigned A, const double* ref, const double* mean = nullptr)
+      : m_(m), R_(R), A_(A) {
     std::copy(F, F + m * kMaxCols, F_.begin());
+    if (mean) std::copy(mean, mean + m, mean_.begin());
     for (int i = 0; i < m_; ++i)
       for (int j = 0; j < m_; ++j) {
         double v = 0.0;
@@ -79,8 +89,11 @@ class Orthant {
     } else {
       for (int i = 0; i < m_; ++i) ref_[i] = C_[i * m_ + i];
     }
-    for (int b = 0; b < m_; ++b)
-      if ((A_ >> b & 1u) && !(C_[b * m_ + b] > kZeroTol * ref_[b])) zero_ = true;  // 1(x_b > 0) with x_b = 0
+    for (int b = 0; b < m_ && !zero_; ++b)
+      if ((A_ >> b & 1u) && !(C_[b * m_ + b] > kZeroTol * ref_[b])) {  // the constant x_b = mean_b
+        if (mean_[b] > 0.0) A_ &= ~(1u << b);
+        else zero_ = true;
+      }
     for (int a = 0; a < m_ && !zero_; ++a)
       for (int b = a + 1; b < m_; ++b) {
         if (!(A_ >> a & 1u) || !(A_ >> b & 1u)) continue;
@@ -91,10 +104,16 @@ class Orthant {
             const double w = F_[a * kMaxCols + c] * F_[b * kMaxCols + d] - F_[a * kMaxCols + d] * F_[b * kMaxCols + c];
             det += w * w;
           }
-        if (det > kAlignTol * ref_[a] * ref_[b]) continue;
+        if (det > kAlignTol * C_[a * m_ + a] * C_[b * m_ + b]) continue;
+        // the standardised means: x_a > 0 <=> t > -ta, x_b > 0 <=> t > -tb (aligned) or t < tb (opposite)
+        const double ta = mean_[a] / std::sqrt(C_[a * m_ + a]), tb = mean_[b] / std::sqrt(C_[b * m_ + b]);
         if (cab > 0.0) {
+          if (tb < ta) {
+            A_ &= ~(1u << a);
+            break;
+          }
           A_ &= ~(1u << b);
-        } else {
+        } else if (!(ta + tb > 0.0)) {
           zero_ = true;
           break;
         }
@@ -116,7 +135,7 @@ class Orthant {
     if (it != memo_.end()) return it->second;
     std::array<int, kMaxVars> bp = beta;
     --bp[a];
-    double s = 0.0;
+    double s = mean_[a] != 0.0 ? mean_[a] * moment(bp) : 0.0;
     for (int b = 0; b < m_; ++b) {
       const double cab = C_[a * m_ + b];
       if (cab == 0.0) continue;
@@ -125,7 +144,9 @@ class Orthant {
         --bq[b];
         s += cab * bp[b] * moment(bq);
       } else if (A_ >> b & 1u) {
-        s += cab / std::sqrt(2.0 * kPi * C_[b * m_ + b]) * child(b).moment(bp);
+        const double cbb = C_[b * m_ + b], mb = mean_[b];
+        const double density = (mb != 0.0 ? std::exp(-0.5 * mb * mb / cbb) : 1.0) / std::sqrt(2.0 * kPi * cbb);
+        if (density != 0.0) s += cab * density * child(b).moment(bp);
       }
     }
     memo_.emplace(key, s);
@@ -137,25 +158,29 @@ class Orthant {
   int m_, R_;
   unsigned A_;
   bool zero_ = false;
+  double prob_ = std::nan("");
   std::array<double, kMaxVars * kMaxCols> F_{};
   std::array<double, kMaxVars * kMaxVars> C_{};
-  std::array<double, kMaxVars> ref_{};
+  std::array<double, kMaxVars> ref_{}, mean_{};
   std::unordered_map<std::uint64_t, double> memo_;
   std::array<std::unique_ptr<Orthant>, kMaxVars> children_;
 
-  // The law given x_b = 0, indicator b dropped: the rows projected orthogonally to row b.
+  // The law given x_b = 0, indicator b dropped: the rows projected orthogonally to row b, the means shifted.
   Orthant& child(int b) {
     if (!children_[b]) {
       std::array<double, kMaxVars * kMaxCols> Fc = F_;
-      const double cbb = C_[b * m_ + b];
+      std::array<double, kMaxVars> mc = mean_;
+      const double cbb = C_[b * m_ + b], mb = mean_[b];
       for (int i = 0; i < m_; ++i) {
         if (i == b) continue;
         const double f = C_[i * m_ + b] / cbb;
         if (f == 0.0) continue;
         for (int c = 0; c < R_; ++c) Fc[i * kMaxCols + c] -= f * F_[b * kMaxCols + c];
+        mc[i] -= f * mb;
       }
       for (int c = 0; c < R_; ++c) Fc[b * kMaxCols + c] = 0.0;
-      children_[b] = std::make_unique<Orthant>(m_, Fc.data(), R_, A_ & ~(1u << b), ref_.data());
+      mc[b] = 0.0;
+      children_[b] = std::make_unique<Orthant>(m_, Fc.data(), R_, A_ & ~(1u << b), ref_.data(), mc.data());
     }
     return *children_[b];
   }
@@ -165,19 +190,66 @@ class Orthant {
     return std::max(-1.0, std::min(1.0, r));
   }
 
-  double probability() const {
+  // acos |rho_ab| from the minors of the two rows (accurate however close to +-1 the correlation is).
+  double angle(int a, int b) const {
+    double det = 0.0;
+    for (int c = 0; c < R_; ++c)
+      for (int d = c + 1; d < R_; ++d) {
+        const double w = F_[a * kMaxCols + c] * F_[b * kMaxCols + d] - F_[a * kMaxCols + d] * F_[b * kMaxCols + c];
+        det += w * w;
+      }
+    return std::atan2(std::sqrt(det), std::fabs(C_[a * m_ + b]));
+  }
+
+  // asin(rho_ab) = +-(pi/2 - acos |rho|), the angle from the minors where |rho| >= 0.9 (asin(rho) itself keeps only
+  // eps / sqrt(1 - rho^2) there).
+  double arcsin(int a, int b) const {
+    const double r = rho(a, b);
+    return std::fabs(r) < 0.9 ? std::asin(r) : std::copysign(0.5 * kPi - angle(a, b), r);
+  }
+
+  double probability() {
+    if (!std::isnan(prob_)) return prob_;
     int v[kMaxVars], n = 0;
+    bool centred = true;
     for (int b = 0; b < m_; ++b)
-      if (A_ >> b & 1u) v[n++] = b;
-    switch (n) {
-      case 0: return 1.0;
-      case 1: return 0.5;
-      case 2: return 0.25 + std::asin(rho(v[0], v[1])) / (2.0 * kPi);
-      case 3:
-        return 0.125 + (std::asin(rho(v[0], v[1])) + std::asin(rho(v[0], v[2])) + std::asin(rho(v[1], v[2]))) /
-                           (4.0 * kPi);
-      default: throw std::logic_error("orthant probability of more than three variables");
+      if (A_ >> b & 1u) {
+        v[n++] = b;
+        centred = centred && mean_[b] == 0.0;
+      }
+    if (centred) {
+      switch (n) {
+        case 0: prob_ = 1.0; break;
+        case 1: prob_ = 0.5; break;
+        case 2: prob_ = 0.25 + arcsin(v[0], v[1]) / (2.0 * kPi); break;
+        case 3: prob_ = 0.125 + (arcsin(v[0], v[1]) + arcsin(v[0], v[2]) + arcsin(v[1], v[2])) / (4.0 * kPi); break;
+        default: throw std::logic_error("orthant probability of more than three variables");
+      }
+      return prob_;
     }
+    double sd[3];
+    for (int q = 0; q < n && q < 3; ++q) sd[q] = std::sqrt(C_[v[q] * m_ + v[q]]);
+    switch (n) {
+      case 1: prob_ = 0.5 * std::erfc(-mean_[v[0]] / (sd[0] * std::sqrt(2.0))); break;
+      case 2:
+        prob_ = bivariate_orthant(rho(v[0], v[1]), angle(v[0], v[1]), -mean_[v[0]] / sd[0], -mean_[v[1]] / sd[1]);
+        break;
+      case 3: {  // the integral over the variable off the most nearly parallel pair (rows projected: accurate)
+        int o[3] = {v[0], v[1], v[2]};
+        const double t01 = angle(v[0], v[1]), t02 = angle(v[0], v[2]), t12 = angle(v[1], v[2]);
+        if (t01 <= t02 && t01 <= t12) o[0] = v[2], o[1] = v[0], o[2] = v[1];
+        else if (t02 <= t12) o[0] = v[1], o[1] = v[0], o[2] = v[2];
+        double F3[3 * kMaxCols], m3[3];
+        for (int p = 0; p < 3; ++p) {
+          m3[p] = mean_[o[p]];
+          for (int c = 0; c < R_; ++c) F3[p * R_ + c] = F_[o[p] * kMaxCols + c];
+        }
+        prob_ = orthant3_probability_rows(F3, R_, m3);
+        break;
+      }
+      default: throw std::logic_error("orthant probability with means of more than three variables");
+    }
+    return prob_;
   }
 };
 
@@ -282,8 +354,8 @@ class ConditionalHermite {
   ConditionalHermite(int r, std::vector<double> A, std::vector<double> G, int k, int D)
       : n_(r), k_(k), D_(D), A_(std::move(A)), G_(std::move(G)) {}
 
-  // y = l_S: A = M_S^T Q_S^+, G = A M_S (= A Q_S A^T). Badly conditioned for nearly parallel fields: A is of the
-  // order of M / (1 - rho^2) and its polynomial cancels against the moments (the kinked path's estimate, FieldTuple).
+  // y = l_S: A = M_S^T Q_S^+, G = A M_S (= A Q_S A^T). Badly conditioned for nearly parallel fields (A is of the
+  // order of M / (1 - rho^2) and its polynomial cancels against the moments): one field only (target_unit_jet).
   static ConditionalHermite in_fields(int n, const double* Qs, const double* Ms, int k, int D) {
     double Qp[9];
     psd_pinv(n, Qs, Qp);
@@ -526,10 +598,14 @@ FactorSplit split_factor(Activation act, const FieldFactor& f, MomentPath path) 
 // constant, a reweighted covariance, deltas, indicators and erf auxiliaries (see target.hpp). The u are extra
 // variables of the orthant moments: Cov(l, u) = L, Cov(u) = I, after the erf reweighting (u's law times
 // exp(-u^T L^T D L u / 2)) Cov(u) = S = (I + L^T D L)^-1 and Cov(l, u) = L S, and the deltas condition all of them.
+// Relu and step with means (Kinked): the variables are x = mu + l (means mu, rows L) and the centred u, relu
+// sigma = x 1(x > 0) a power of x; the deltas shift every mean (the u's too) and a step unit's delta carries the
+// density N(0; m_s, C_ss). The centred powers stay polynomials in the centred u (no binomial expansion around a
+// large mean), so these moments are always taken in a basis; in the fields (no basis) one field, l = L_00 u.
 class FactorMoments {
  public:
   // mu: n means, or null for zero; B (the largest exponent asked for, with the field powers) serves the quadrature
-  // path; basis: the moments in its u (the closed and quadrature paths only), or null for the fields.
+  // path; basis: the moments in its u, or null for the fields.
   FactorMoments(Activation act, int n, const double* Qs, const FieldFactor* fac, const double* mu = nullptr,
                 int B = 0, const Basis* basis = nullptr)
       : n_(n) {
@@ -538,8 +614,13 @@ class FactorMoments {
       smooth_ = std::make_unique<SmoothMoments>(act, basis ? *basis : cholesky_basis(n, Qs), fac, mu, B, basis);
       return;
     }
-    kinked_ = path == MomentPath::Kinked;
-    if (kinked_ && basis) throw std::logic_error("target expectation: the kinked moments are in the fields");
+    const bool kinked = path == MomentPath::Kinked;
+    if (kinked && !basis) {
+      if (n != 1) throw std::logic_error("target expectation: the kinked moments in the fields take one field");
+      own_ = cholesky_basis(n, Qs);
+      basis = &own_;
+      scaled_ = true;
+    }
     const int r = basis ? basis->r : 0, nx = n + r;
     nu_ = r;
     ub_ = basis != nullptr;
@@ -629,45 +710,35 @@ class FactorMoments {
           }
       }
     }
-    // x = mu + l, the step units' argument: with means its law after the deltas (at zero means x = l)
-    std::array<double, 3> m{};
-    if (kinked_) std::copy(mu, mu + n, m.begin());
+    // the means of the rows (fields x = mu + l, then u): with means their law after the deltas
+    std::array<double, kMaxVars> m{};
+    if (kinked) std::copy(mu, mu + n, m.begin());
     for (int s : deltas) {  // E[delta(x_s) g] = N(0; m_s, C_ss) E[g | x_s = 0]
-      const double css = C[s * n + s];
+      double css = C[s * n + s];
+      if (r > 0) {  // from the row: accurate where an earlier delta left a small conditional variance
+        css = 0.0;
+        for (int c = 0; c < r; ++c) css += X[s * kMaxCols + c] * X[s * kMaxCols + c];
+      }
       if (!(css > 1e-13 * scale))
         throw std::domain_error("target expectation: a step unit's field has zero variance (delta undefined)");
+      const double ms = m[s];
       c0_ /= std::sqrt(2.0 * kPi * css);
+      if (ms != 0.0) c0_ *= std::exp(-0.5 * ms * ms / css);
       std::array<double, 9> Cc{};
       for (int i = 0; i < n; ++i)
         for (int j = 0; j < n; ++j) Cc[i * n + j] = C[i * n + j] - C[i * n + s] * C[s * n + j] / css;
       for (int i = 0; i < n; ++i) Cc[i * n + s] = Cc[s * n + i] = 0.0;
-      for (int i = 0; i < nx && r > 0; ++i) {  // the rows projected orthogonally to row s
+      for (int i = 0; i < nx && r > 0; ++i) {  // the rows projected orthogonally to row s, the means shifted
         if (i == s) continue;
-        double xs = 0.0, ss = 0.0;
-        for (int c = 0; c < r; ++c) {
-          xs += X[i * kMaxCols + c] * X[s * kMaxCols + c];
-          ss += X[s * kMaxCols + c] * X[s * kMaxCols + c];
-        }
-        if (ss > 0.0)
-          for (int c = 0; c < r; ++c) X[i * kMaxCols + c] -= xs / ss * X[s * kMaxCols + c];
+        double xs = 0.0;
+        for (int c = 0; c < r; ++c) xs += X[i * kMaxCols + c] * X[s * kMaxCols + c];
+        for (int c = 0; c < r; ++c) X[i * kMaxCols + c] -= xs / css * X[s * kMaxCols + c];
+        m[i] -= xs / css * ms;
       }
       for (int c = 0; c < r; ++c) X[s * kMaxCols + c] = 0.0;
-      if (kinked_) {  // the density at 0 and the conditioned means; x_s = 0 exactly
-        const double ms = m[s];
-        c0_ *= std::exp(-0.5 * ms * ms / css);
-        for (int i = 0; i < n; ++i) m[i] -= C[i * n + s] * ms / css;
-        m[s] = 0.0;
-      }
+      m[s] = 0.0;  // x_s = 0 exactly
       C = Cc;
       zeroed_ |= 1u << s;
-    }
-    if (kinked_) {
-      // fields left (numerically) constant by the conditioning are exactly so: x_i = m_i
-      for (int i = 0; i < n; ++i)
-        if (!(C[i * n + i] > 1e-13 * scale))
-          for (int j = 0; j < n; ++j) C[i * n + j] = C[j * n + i] = 0.0;
-      kinked_laws(C, m, mu, ind);
-      return;
     }
     if (erfs.size() > 1) throw std::invalid_argument("target expectation: at most one erf sigma factor");
     // The orthant variables as rows of a factor (R columns): fields, then u = l_e - xi for the erf sigma (xi its own
@@ -683,22 +754,25 @@ class FactorMoments {
     const int mv = n + ne + r;
     u0_ = n + ne;
     std::array<double, kMaxVars * kMaxCols> Fa{};
+    double ma[kMaxVars] = {0, 0, 0, 0, 0, 0, 0};
     for (int i = 0; i < mv; ++i) {
       if (i >= n && i < u0_) continue;
       const int xi = i < n ? i : i - ne;
+      ma[i] = m[xi];
       for (int c = 0; c < R; ++c) Fa[i * kMaxCols + c] = X[xi * kMaxCols + c];
     }
     for (int c = 0; c < r; ++c) ref[u0_ + c] = 1.0;
+    const double* mean = kinked ? ma : nullptr;
     if (!erfs.empty()) {
       const int e = erfs[0];
       for (int c = 0; c < R; ++c) Fa[n * kMaxCols + c] = Fa[e * kMaxCols + c];
       Fa[n * kMaxCols + R] = 1.0;
       ref[n] = ref[e] + 1.0;
       // erf(l / sqrt2) = 2 P(u > 0 | l) - 1
-      parts_.push_back({2.0, std::make_unique<Orthant>(mv, Fa.data(), R + 1, ind | (1u << n), ref)});
-      parts_.push_back({-1.0, std::make_unique<Orthant>(mv, Fa.data(), R + 1, ind, ref)});
+      parts_.push_back({2.0, std::make_unique<Orthant>(mv, Fa.data(), R + 1, ind | (1u << n), ref, mean)});
+      parts_.push_back({-1.0, std::make_unique<Orthant>(mv, Fa.data(), R + 1, ind, ref, mean)});
     } else {
-      parts_.push_back({1.0, std::make_unique<Orthant>(mv, Fa.data(), R, ind, ref)});
+      parts_.push_back({1.0, std::make_unique<Orthant>(mv, Fa.data(), R, ind, ref, mean)});
     }
   }
 
@@ -706,9 +780,22 @@ class FactorMoments {
   double operator()(const int* beta) {
     std::array<int, kMaxVars> b{};
     if (smooth_) return (*smooth_)(beta);
-    if (kinked_) return kinked(beta);
+    double scale = 1.0;
     if (ub_) {
-      for (int c = 0; c < nu_; ++c) b[u0_ + c] = beta[c];
+      for (int s = 0; s < n_; ++s) {  // relu with means: x^xpw
+        b[s] = xpw_[s];
+        if ((zeroed_ >> s & 1u) && b[s] > 0) return 0.0;
+      }
+      if (scaled_) {  // one field in its own basis: l^j = L_00^j u^j
+        if (nu_ == 0) {
+          if (beta[0] > 0) return 0.0;
+        } else {
+          b[u0_] = beta[0];
+          scale = std::pow(own_.L[0], beta[0]);
+        }
+      } else {
+        for (int c = 0; c < nu_; ++c) b[u0_ + c] = beta[c];
+      }
     } else {
       for (int s = 0; s < n_; ++s) {
         b[s] = beta[s] + pw_[s];
@@ -717,131 +804,19 @@ class FactorMoments {
     }
     double v = 0.0;
     for (auto& [w, o] : parts_) v += w * o->moment(b);
-    return c0_ * v;
+    return c0_ * scale * v;
   }
 
  private:
   int n_, nu_ = 0, u0_ = 0;  // the basis coordinates: nu_ of them, from augmented variable u0_
   bool ub_ = false;           // moments in the basis coordinates
+  bool scaled_ = false;       // one field with means asked in the fields: its own basis own_
+  Basis own_;
   double c0_ = 1.0;
-  int pw_[3] = {0, 0, 0};
+  int pw_[3] = {0, 0, 0}, xpw_[3] = {0, 0, 0};
   unsigned zeroed_ = 0;
   std::vector<std::pair<double, std::unique_ptr<Orthant>>> parts_;
   std::unique_ptr<SmoothMoments> smooth_;
-  // Kinked (relu and step with means): the moments as sums of orthant moments with means E[v^p 1(v_A > 0)] of one
-  // variable v_s per field, chosen so that no binomial expansion cancels: with x = mu + l (after the deltas x ~ N(m,
-  // C), a delta's x_s = 0 exactly),
-  //   a field without indicator: v = l (its relu power x = v + mu has degree <= 1);
-  //   1(x > 0) with mu <= 0: v = x, l^e x^q = sum_g C(e, g) (-mu)^(e - g) v^(g + q), every term >= 0 on v > 0;
-  //   1(x > 0) with mu > 0: 1 - 1(v > 0) with v = -x, l^e x^q = (-1)^(e + q) sum_g C(e, g) mu^(e - g) v^(g + q), so
-  //   the expansion of (x - mu)^e around a large mean, which loses (|mu| / sqrt(C))^e of the precision, never
-  //   arises: only the 2^(fields with mu > 0) laws' sum, whose terms keep the sign of the exact parts.
-  bool kinked_ = false;
-  int xpw_[3] = {0, 0, 0};
-  std::array<double, 3> mu_{};
-  enum class Kind { Centred, Positive, Negative, Zero };  // v = l, v = x (1(v > 0)), v = -x (1(v > 0)), x = 0
-  struct KinkLaw {
-    double sign;
-    Kind kind[3];
-    unsigned ind;
-    std::array<double, 9> C;
-    std::array<double, 3> m;
-    std::array<double, 256> memo;                    // orthant_moment's probabilities of this (C, m)
-    std::unordered_map<std::uint32_t, double> cache;  // E[v^p 1(v_ind > 0)] by p
-  };
-  std::vector<KinkLaw> laws_;
-
-  void kinked_laws(const std::array<double, 9>& C, const std::array<double, 3>& m, const double* mu, unsigned ind) {
-    const int n = n_;
-    std::copy(mu, mu + n, mu_.begin());
-    unsigned split = 0;  // indicator fields with mu > 0: 1(x > 0) = 1 - 1(-x > 0)
-    for (int s = 0; s < n; ++s)
-      if ((ind >> s & 1u) && mu[s] > 0.0) split |= 1u << s;
-    for (unsigned neg = 0; neg < (1u << n); ++neg) {
-      if (neg & ~split) continue;
-      KinkLaw L{1.0, {}, 0, {}, {}, {}, {}};
-      double sg[3];
-      for (int s = 0; s < n; ++s) {
-        double shift = 0.0;
-        if (zeroed_ >> s & 1u) {
-          L.kind[s] = Kind::Zero;
-          sg[s] = 1.0;
-        } else if (neg >> s & 1u) {
-          L.kind[s] = Kind::Negative;
-          L.sign = -L.sign;
-          L.ind |= 1u << s;
-          sg[s] = -1.0;
-        } else if ((ind >> s & 1u) && !(split >> s & 1u)) {
-          L.kind[s] = Kind::Positive;
-          L.ind |= 1u << s;
-          sg[s] = 1.0;
-        } else {
-          L.kind[s] = Kind::Centred;
-          shift = -mu[s];
-          sg[s] = 1.0;
-        }
-        L.m[s] = sg[s] * m[s] + shift;
-      }
-      for (int i = 0; i < n; ++i)
-        for (int j = 0; j < n; ++j) L.C[i * n + j] = sg[i] * sg[j] * C[i * n + j];
-      L.memo.fill(std::nan(""));
-      laws_.push_back(std::move(L));
-    }
-  }
-
-  // c0 E[prod_s x_s^xpw_s l_s^(beta_s + pw_s) 1(x_ind > 0)], the deltas' fields at x_s = 0 (l_s = -mu_s).
-  double kinked(const int* beta) {
-    double total = 0.0;
-    for (KinkLaw& L : laws_) {
-      // each field's factor as a polynomial in its v
-      std::array<std::vector<double>, 3> poly;
-      for (int s = 0; s < n_; ++s) {
-        const int e = beta[s] + pw_[s], q = xpw_[s];
-        const double mu = mu_[s];
-        std::vector<double>& c = poly[s];
-        switch (L.kind[s]) {
-          case Kind::Zero: c = {std::pow(-mu, e)}; break;  // x = 0: step has no x power
-          case Kind::Centred:
-            c.assign(static_cast<std::size_t>(e + q + 1), 0.0);
-            c[e] = q ? mu : 1.0;
-            if (q) c[e + 1] = 1.0;
-            break;
-          case Kind::Positive:
-            c.assign(static_cast<std::size_t>(e + q + 1), 0.0);
-            for (int g = 0; g <= e; ++g) c[g + q] = binomial(e, g) * std::pow(-mu, e - g);
-            break;
-          case Kind::Negative:
-            c.assign(static_cast<std::size_t>(e + q + 1), 0.0);
-            for (int g = 0; g <= e; ++g) c[g + q] = ((e + q) % 2 ? -1.0 : 1.0) * binomial(e, g) * std::pow(mu, e - g);
-            break;
-        }
-      }
-      int g[3] = {0, 0, 0};
-      double part = 0.0;
-      for (;;) {
-        double coef = L.sign;
-        int p[kMaxVars] = {0, 0, 0, 0};
-        std::uint32_t key = 0;
-        for (int s = 0; s < n_; ++s) {
-          coef *= poly[s][g[s]];
-          p[s] = L.kind[s] == Kind::Zero ? 0 : g[s];
-          key = key * 128u + static_cast<std::uint32_t>(p[s]);
-        }
-        if (coef != 0.0) {
-          auto it = L.cache.find(key);
-          if (it == L.cache.end())
-            it = L.cache.emplace(key, detail::orthant_moment(L.C.data(), L.m.data(), n_, L.ind, p, L.memo.data()))
-                     .first;
-          part += coef * it->second;
-        }
-        int s = 0;
-        while (s < n_ && ++g[s] >= static_cast<int>(poly[s].size())) g[s++] = 0;
-        if (s >= n_) break;
-      }
-      total += part;
-    }
-    return c0_ * total;
-  }
 };
 
 int poly_degree(const HermitePoly& p) {
@@ -854,39 +829,25 @@ int poly_degree(const HermitePoly& p) {
   return D;
 }
 
-// The accuracy contract of the conditioning in the fields (the kinked path): its estimated loss, relative to the
-// result, must stay below this, or the expectation is refused (std::domain_error).
-constexpr double kConditioningTol = 1e-10;
-
 // One tuple of n <= 3 student fields l_S, conditioned once: every factor pattern and every polynomial on these
-// fields shares the conditional Hermite polynomials E[He_alpha(z) | y] (ConditionalHermite), and each polynomial p
-// is summed to one conditional polynomial E[p(z) | y] and multiplied by the pattern's field powers before it meets
-// the moments, so an expectation costs one dot product with the pattern's moments E[law factors y^beta]
-// (FactorMoments, the only per-pattern work). The coordinates y:
-// - the Cholesky coordinates u of the fields (l_S = L u, Basis) on the closed and quadrature paths: the conditioning
-//   A = Cov(z, u) has entries bounded by the correlations (|A| <= 1) and the field powers (L u)^p bounded
-//   coefficients, so nearly parallel (and identical: rank r < n) fields cost no accuracy;
-// - the fields themselves on the kinked path (relu and step with means, whose moments are orthant moments with means
-//   of the fields): A = M_S^T Q_S^+ grows like 1 / (1 - cos^2) for nearly parallel fields and its polynomial
-//   cancels against the moments. The loss is estimated at run time, eps cond(R) sum_beta |h_beta m_beta| with cond(R)
-//   the eigenvalue ratio of the fields' correlation matrix (its eigenvalues below 1e-14 of the largest are exact
-//   alignments, projected out exactly by Q_S^+), and an estimate above kConditioningTol |result| (only
-//   where cond(R) > 1e4) raises std::domain_error naming the most parallel pair and its cosine.
+// fields shares the conditional Hermite polynomials E[He_alpha(z) | u] (ConditionalHermite), and each polynomial p
+// is summed to one conditional polynomial E[p(z) | u] and multiplied by the pattern's field powers before it meets
+// the moments, so an expectation costs one dot product with the pattern's moments E[law factors u^beta]
+// (FactorMoments, the only per-pattern work). The coordinates are the Cholesky coordinates u of the fields
+// (l_S = L u, Basis) on every path: the conditioning A = Cov(z, u) has entries bounded by the correlations
+// (|A| <= 1) and the field powers (L u)^p bounded coefficients, so nearly parallel (and identical: rank r < n) fields
+// cost no accuracy, with biases too (the orthant moments with means take u as extra variables; in the fields
+// themselves, A = M_S^T Q_S^+ grows like 1 / (1 - cos^2) and its polynomial cancels against the moments: 80 wrong at
+// cos = 1 - 2e-11 before, when such states were refused).
 class FieldTuple {
  public:
-  // D: the largest degree of the polynomials that will be asked for; mu: the fields' means (null: zero); units: the
-  // fields' student units, for messages (null: 0 to n - 1).
-  FieldTuple(Activation act, int n, const double* Qs, const double* Ms, int k, int D, const double* mu = nullptr,
-             const int* units = nullptr)
-      : act_(act), n_(n), D_(D), path_(moment_path(act, mu, n)), in_fields_(path_ == MomentPath::Kinked),
-        basis_(cholesky_basis(n, Qs)),
-        ch_(in_fields_ ? ConditionalHermite::in_fields(n, Qs, Ms, k, D)
-                       : ConditionalHermite::in_basis(basis_, Ms, k, D)) {
+  // D: the largest degree of the polynomials that will be asked for; mu: the fields' means (null: zero).
+  FieldTuple(Activation act, int n, const double* Qs, const double* Ms, int k, int D, const double* mu = nullptr)
+      : act_(act), n_(n), D_(D), path_(moment_path(act, mu, n)), basis_(cholesky_basis(n, Qs)),
+        ch_(ConditionalHermite::in_basis(basis_, Ms, k, D)) {
     std::copy(Qs, Qs + n * n, Qs_.begin());
     if (mu) std::copy(mu, mu + n, mu_.begin());
-    r_ = in_fields_ ? n : basis_.r;
-    for (int q = 0; q < n; ++q) units_[q] = units ? units[q] : q;
-    if (in_fields_) condition();
+    r_ = basis_.r;
   }
 
   // out[j] = E[prod_s F_s(l_s) ps[j](z)].
@@ -910,14 +871,14 @@ class FieldTuple {
     if (it == laws_.end())
       it = laws_.emplace(key, Law{FactorMoments(act_, n_, Qs_.data(), law,
                                                 path_ != MomentPath::Closed ? mu_.data() : nullptr,
-                                                D_ + std::max(1, P), in_fields_ ? nullptr : &basis_),
+                                                D_ + std::max(1, P), &basis_),
                                   {}}).first;
     Law& L = it->second;
     const int Dp = D_ + P;
     int e[3] = {0, 0, 0};
     for (std::size_t j = 0; j < np; ++j) {
       const LPoly h = with_powers(conditional(*ps[j]), pw, P);
-      double s = 0.0, kappa = 0.0;
+      double s = 0.0;
       for (std::size_t id = 0; id < h.c.size(); ++id) {
         if (h.c[id] == 0.0) continue;
         std::size_t rem = id;
@@ -930,10 +891,7 @@ class FieldTuple {
         auto m = L.moments.find(bkey);
         if (m == L.moments.end()) m = L.moments.emplace(bkey, L.fm(e)).first;
         s += h.c[id] * m->second;
-        kappa += std::fabs(h.c[id] * m->second);
       }
-      if (cond_ > 1e4 && 2.2e-16 * cond_ * kappa > kConditioningTol * std::fabs(s))
-        refuse(2.2e-16 * cond_ * kappa, s);
       out[j] = c * s;
     }
   }
@@ -949,53 +907,17 @@ class FieldTuple {
   Activation act_;
   int n_, D_;
   MomentPath path_;
-  bool in_fields_;
   Basis basis_;
   ConditionalHermite ch_;
-  int r_ = 0;          // the coordinates y: r_ of them
-  double cond_ = 1.0;  // the kinked path's cond(R) (1 on the others)
-  int pair_[2] = {0, 1}, units_[3] = {0, 1, 2};
-  double cosine_ = 0.0;
+  int r_ = 0;  // the coordinates u: r_ of them
   std::array<double, 9> Qs_{};
   std::array<double, 3> mu_{};
   std::map<const HermitePoly*, LPoly> cond_poly_;
   struct Law {
-    FactorMoments fm;                                  // E[law factors y^beta]
+    FactorMoments fm;                                  // E[law factors u^beta]
     std::unordered_map<std::uint32_t, double> moments;  // by beta
   };
   std::unordered_map<std::uint32_t, Law> laws_;
-
-  // cond(R) of the fields' correlation matrix (exact alignments excluded) and the most parallel pair.
-  void condition() {
-    double R[9], w[3], V[9], sd[3];
-    for (int s = 0; s < n_; ++s) sd[s] = std::sqrt(std::max(Qs_[s * n_ + s], 0.0));
-    for (int i = 0; i < n_; ++i)
-      for (int j = 0; j < n_; ++j)
-        R[i * n_ + j] = sd[i] > 0.0 && sd[j] > 0.0 ? Qs_[i * n_ + j] / (sd[i] * sd[j]) : 0.0;
-    for (int i = 0; i < n_; ++i)
-      for (int j = i + 1; j < n_; ++j)
-        if (std::fabs(R[i * n_ + j]) > std::fabs(cosine_)) {
-          cosine_ = R[i * n_ + j];
-          pair_[0] = i;
-          pair_[1] = j;
-        }
-    jacobi_eigen(n_, R, w, V);
-    double wmax = 0.0, wmin = 1e300;
-    for (int s = 0; s < n_; ++s) wmax = std::max(wmax, w[s]);
-    for (int s = 0; s < n_; ++s)
-      if (w[s] > 1e-14 * wmax) wmin = std::min(wmin, w[s]);
-    if (wmax > 0.0) cond_ = wmax / wmin;
-  }
-
-  [[noreturn]] void refuse(double err, double s) const {
-    char buf[400];
-    std::snprintf(buf, sizeof buf,
-                  "target expectation: student units %d and %d are nearly parallel (cosine %.12f): with biases the "
-                  "conditioning on their fields loses about %.1e of the result %.6g (estimate; the contract is "
-                  "%.0e relative)",
-                  units_[pair_[0]], units_[pair_[1]], cosine_, err, s, kConditioningTol);
-    throw std::domain_error(buf);
-  }
 
   // h times prod_s l_s^pw_s, l_s = sum_c L_sc y_c (y = l: L = I), as a polynomial of per-variable degree D + P.
   LPoly with_powers(const LPoly& h, const int* pw, int P) const {
@@ -1021,7 +943,7 @@ class FieldTuple {
             rem /= (D_ + P + 1);
           }
           for (int q = 0; q < r_; ++q) {
-            const double l = in_fields_ ? (q == s ? 1.0 : 0.0) : basis_.L[s * 3 + q];
+            const double l = basis_.L[s * 3 + q];
             if (l == 0.0) continue;
             ++e[q];
             next.c[next.idx(e)] += l * g.c[id];
@@ -1399,7 +1321,7 @@ void TargetRhs::add_raw(const double* y, double* psi, double* hd) const {
       const int idx[2] = {i, kk};
       gather(Q, M, K, k, idx, 2, Qs, Ms.data());
       const double mu2[2] = {b[i], b[kk]};
-      FieldTuple p(act_, 2, Qs, Ms.data(), k, Dpair, mu2, idx);
+      FieldTuple p(act_, 2, Qs, Ms.data(), k, Dpair, mu2);
       const FieldFactor fa[2] = {{1, 0, 0}, {0, 0, 1}}, fb[2] = {{0, 0, 1}, {1, 0, 0}};
       psi[i * n + kk] += p.expect(fa, t_.f);
       psi[kk * n + i] += p.expect(fb, t_.f);
@@ -1419,7 +1341,7 @@ void TargetRhs::add_raw(const double* y, double* psi, double* hd) const {
           const int idx3[3] = {i, j, l};
           gather(Q, M, K, k, idx3, 3, Qs, Ms.data());
           const double mu3[3] = {b[i], b[j], b[l]};
-          FieldTuple tr(act_, 3, Qs, Ms.data(), k, Df, mu3, idx3);
+          FieldTuple tr(act_, 3, Qs, Ms.data(), k, Df, mu3);
           const FieldFactor fl[3] = {{1, 0, 0}, {1, 0, 0}, {0, 1, 0}}, fj[3] = {{1, 0, 0}, {0, 1, 0}, {1, 0, 0}},
                             fi[3] = {{0, 1, 0}, {1, 0, 0}, {1, 0, 0}};
           hl[i * K + j] -= 2.0 * a[l] * tr.expect(fl, t_.f);

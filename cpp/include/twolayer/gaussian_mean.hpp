@@ -106,6 +106,17 @@ double i4_mean(Activation s, Activation a, Activation b, const double* C, const 
 // (gaussian_orthant.hpp) end here.
 double orthant_probability_mean(const double* C, const double* mu, int n);
 
+// P(X > h, Y > k) for standard normal X, Y of correlation r, given acos |r| (accurate where the caller knows it
+// better than from the rounded r, 1 - |r| far below 1: e.g. atan2 of the 2x2 minors): the bivariate normal orthant
+// above (~1e-16 absolute).
+double bivariate_orthant(double r, double acos_abs_r, double h, double k);
+
+// P(lambda > 0) for lambda = mu + F v, v ~ N(0, I_R), three variables given by their rows F (3 x R row-major,
+// R <= 8; row 0 of positive norm): orthant_probability_mean's n = 3 integral over the first variable, the other two
+// conditioned on it by projecting their rows (their conditional variances and the angle between them from the
+// projected rows' minors: accurate where the pair is nearly parallel, given a first variable that is not).
+double orthant3_probability_rows(const double* F, int R, const double* mu);
+
 // Batches over `count` covariances C (n x n each) and means mu (n each): every matrix checked (covariance_error) and
 // every mean finite (std::invalid_argument naming the first bad one); the matrices whose means are all 0 go through
 // the zero-mean batches' own path where it has the pair (i2_batch_at, ...: bitwise their values), the others through
