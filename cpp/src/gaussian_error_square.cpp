@@ -19,6 +19,7 @@ constexpr double kTableTol = 1e-14;  // midpoint error / largest entry of a tabl
 constexpr int kMaxTable = 1 << 16;   // grid points of one table at most
 constexpr double kRawDx = 0.0125;    // first grid step of an activation's table (argument units)
 constexpr double kSmoothDx = 0.05;   // first grid step of a smoothing's table
+constexpr double kMaxSums = 1 << 22;  // entries of the line sums at most (LineSums)
 constexpr int kMaxPairs = 6;         // K <= 3 students below a last teacher field
 constexpr int kAttempts = 4;         // steps of the trapezoidal rule tried (each kRetry times the last)
 // The 2h rule of the first step errs by ~e^-26: the square of the error times two derivatives is larger near the
@@ -468,6 +469,35 @@ struct SmoothTable {
   }
 };
 
+// S2 summed along a teacher's line (the last grid aligned to the line: a point j of the line interpolates S2 at the
+// stencil k + mstep j with the line's weights): sum_{|j| <= jm} w_j S2(b + L_lf h j) = the same interpolation of
+// R[jm][i] = sum_{|j| <= jm} w_j S2[i + mstep j] at b, an identity on the certified table (no new interpolant); the
+// 2h rule likewise from S2c (j = 2r, weights 2 w_j, |r| <= jc). Rows jm < rows, entries with every index on the grid.
+struct LineSums {
+  int size = 0;
+  std::vector<double> R, Rc;
+  void build(const SmoothTable& t, const std::vector<double>& wline, int jfull) {
+    size = t.g.size;
+    const int as = std::abs(t.mstep);
+    auto rows = [&](const std::vector<double>& S, int step, int nrow, double fac, std::vector<double>& out) {
+      out.assign(static_cast<std::size_t>(nrow) * size, 0.0);
+      for (int r = 0; r < nrow; ++r) {
+        double* row = out.data() + static_cast<std::size_t>(r) * size;
+        const double wr = fac * wline[jfull + step * r];
+        const int o = as * step * r;
+        for (int i = o; i < size - o; ++i)
+          row[i] = r == 0 ? wr * S[i] : row[i - size] + wr * (S[i + o] + S[i - o]);
+      }
+    };
+    rows(t.S2, 1, jfull + 1, 1.0, R);
+    rows(t.S2c, 2, jfull / 2 + 1, 2.0, Rc);
+  }
+  void clear() { R.clear(), Rc.clear(); }
+  bool empty() const { return R.empty(); }
+  const double* row(int jm) const { return R.data() + static_cast<std::size_t>(jm) * size; }
+  const double* crow(int jc) const { return Rc.data() + static_cast<std::size_t>(jc) * size; }
+};
+
 // The nested lattice of one attempt (steps h): fine, 2h and |.| sums per pair.
 struct Lattice {
   int n, f, l, np;
@@ -479,6 +509,7 @@ struct Lattice {
   bool looped[4];
   ActTable line;             // field f along the line
   SmoothTable last;          // field l smoothed
+  LineSums sums;             // S2 along a teacher's line (empty: S2 interpolated point by point)
   std::vector<double> wline;  // normal weights of the line, index j + jfull
   int jfull = 0;
   double fine[kMaxPairs], coarse[kMaxPairs], scale[kMaxPairs];
@@ -537,6 +568,7 @@ struct Lattice {
       const std::vector<double>* lt[2] = {&line.v, &line.d};
       const Split* ls[2] = {&line.vs, &line.ds};
       double* lo[2] = {vf, df};
+      const bool summed = !sums.empty();  // (then a teacher line: S2 from the line sums)
       const std::vector<double>* st[2] = {&last.S1, &last.S2};
       const Split* ss[2] = {&last.S1s, &last.S2s};
       double* so[2] = {s1, s2};
@@ -544,7 +576,7 @@ struct Lattice {
       Anchor af, al;
       if ((line.stride != kFree && !af.at(line.g, arg[f])) || (last.mstep != kFree && !al.at(last.g, arg[l])) ||
           !along(line.g, student_f ? 2 : 1, lt, ls, line.stride, arg[f], af, sf_step, jm, lo) ||
-          !along(last.g, 2, st, ss, last.mstep, arg[l], al, sl_step, jm, so)) {
+          !along(last.g, summed ? 1 : 2, st, ss, last.mstep, arg[l], al, sl_step, jm, so)) {
         ok = false;
         return;
       }
@@ -564,6 +596,17 @@ struct Lattice {
           a1 += std::fabs(x1);
           a2 += std::fabs(x2);
         }
+      } else if (summed) {  // x0 >= 0 (a mean of squares) up to the tables' rounding: the line's |.| sum is |f0|
+#ifdef TWOLAYER_OPENMP
+#pragma omp simd reduction(+ : f0)
+#endif
+        for (int q = 0; q < len; ++q) {
+          const double P = Pout + wf * vf[q];
+          f0 += wj[q] * (P * (P * S0 + 2.0 * wl * s1[q]));
+        }
+        f0 += wl * wl * dot8(al.lw, sums.row(jm) + al.k);
+        f1 = f2 = f0;
+        a0 = a1 = a2 = std::fabs(f0);
       } else {  // x0 >= 0 up to the tables' rounding: |x0| summed all the same
 #ifdef TWOLAYER_OPENMP
 #pragma omp simd reduction(+ : f0, a0)
@@ -586,13 +629,21 @@ struct Lattice {
         const std::vector<double>* ct[2] = {&last.S1c, &last.S2c};
         const Split* cs[2] = {&last.S1cs, &last.S2cs};
         double* co[2] = {c1, c2};
-        if (!along(last.g, 2, ct, cs, cstride, arg[l], al, 2.0 * sl_step, jc, co)) {
+        if (!along(last.g, summed ? 1 : 2, ct, cs, cstride, arg[l], al, 2.0 * sl_step, jc, co)) {
           ok = false;
           return;
         }
         const int lc = 2 * jc + 1;
         double e0 = 0.0, e1 = 0.0, e2 = 0.0;
-        for (int r = 0; r < lc; ++r) {
+        if (summed) {
+          for (int r = 0; r < lc; ++r) {
+            const double P = Pout + wf * vf[q0 + 2 * r];
+            e0 += 2.0 * wj[q0 + 2 * r] * (P * (P * S0c + 2.0 * wl * c1[r]));
+          }
+          e0 += wl * wl * dot8(al.lw, sums.crow(jc) + al.k);
+          e1 = e2 = e0;
+        }
+        for (int r = 0; r < (summed ? 0 : lc); ++r) {
           const int q = q0 + 2 * r;
           const double P = Pout + wf * vf[q], d = student_f ? df[q] : 1.0;
           const double y0 = 2.0 * wj[q] * (P * P * S0c + 2.0 * P * wl * c1[r] + wl * wl * c2[r]), y1 = y0 * d;
@@ -734,6 +785,12 @@ bool in_order(Activation s, int n, const Activation* acts, const double* C, cons
       if (lat.looped[e]) points /= lat.h[e], ++dim;
     points *= dim == 1 ? 2.0 * kTrunc : (dim == 2 ? kPi * kTrunc * kTrunc : 4.0 / 3.0 * kPi * kTrunc * kTrunc * kTrunc);
     if (!lat.last.build(acts[l], L[l * n + l], lat.h[l], mu[l] - spanl, mu[l] + spanl, bstep, points)) return false;
+    // S2 summed along the lines (teachers on the line, an aligned last grid) when its tables (~1.5 (jfull + 1) entries
+    // per grid point) cost less than the 8 taps per line point they save
+    const double sum_entries = 1.5 * (lat.jfull + 1.0) * lat.last.g.size;
+    lat.sums.clear();
+    if (lat.looped[f] && !lat.any_f && lat.last.mstep != kFree && sum_entries <= points && sum_entries <= kMaxSums)
+      lat.sums.build(lat.last, lat.wline, lat.jfull);
     for (int p = 0; p < np; ++p) lat.fine[p] = lat.coarse[p] = lat.scale[p] = 0.0;
     lat.ok = true;
     lat.level(0, mu, 0.0, 1.0, 1.0, true);

@@ -18,6 +18,10 @@
 //     independent of the line's variable, typical of weakly correlated teachers and students) is taken run by run
 //     of the points inside one cell, each run from that cell's interpolating polynomial (Horner), unless an aligned
 //     grid at that step is cheap against the lattice (a measured cost model);
+//   * a teacher on the line and an aligned last grid: the w_n^2 S2 term needs no point of the line, its sum along a
+//     line of 2 jm + 1 points is the line's interpolation at j = 0 of the prefix table R[jm][i] = sum_{|j| <= jm}
+//     w_j S2[i + mstep j] (likewise the 2h rule), an identity on the certified table (when the prefix tables cost
+//     less than the lattice's points);
 //   * zero means and odd activations (tanh, erf, sin, linear): the integrand is even in z and the lattice symmetric,
 //     so the first variable is summed over z >= 0 with the weights of z > 0 doubled.
 // Certificate: the trapezoidal steps of gaussian_smooth.hpp's trapezoid_step, each field counted twice (its
