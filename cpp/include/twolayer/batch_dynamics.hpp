@@ -43,14 +43,6 @@
 #include "twolayer/hd.hpp"
 #include "twolayer/simd_math.hpp"
 
-#if defined(TWOLAYER_OPENMP) && !defined(__CUDACC__)
-#define TWOLAYER_LANES _Pragma("omp simd")
-#define TWOLAYER_PRAGMA(text) _Pragma(#text)
-#define TWOLAYER_LANES_OR(flag) TWOLAYER_PRAGMA(omp simd reduction(| : flag))  // lanes loop OR-ing into an int flag
-#else
-#define TWOLAYER_LANES
-#define TWOLAYER_LANES_OR(flag)
-#endif
 // A loop over units, unrolled by kUnitsUnroll (a constant in scope) in device code and left to the compiler on the
 // host. Triangular loops run over the full range with a guard: a count pragma fully unrolls only constant trip counts.
 #if defined(__CUDA_ARCH__)
