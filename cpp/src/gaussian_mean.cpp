@@ -350,7 +350,9 @@ double erf_pair_moment(int i, int j, double mu1, double mu2, double x, double y,
     erf_pair_moment00_lanes<1, LibmMath>(&mu1, &mu2, &x, &y, &z, out[0]);
   } else {
     const int ij[1][2] = {{i, j}};
-    erf_tilted_moments_lanes<1, LibmMath>(ij, 1, &mu1, &mu2, &x, &y, &z, out);
+    ErfTiltFirst<1> first;
+    erf_tilt_first_lanes<1, LibmMath>(i, &mu1, &x, first);
+    erf_tilted_moments_lanes<1, LibmMath>(ij, 1, first, &mu1, &mu2, &y, &z, out);
   }
   return out[0][0];
 }

@@ -58,10 +58,12 @@ void erf_bias_rhs_lanes(const LaneShape& s, const LaneParams& p, const LaneBiasP
     const double* oii = om(i, i);
     TWOLAYER_LANES
     for (int l = 0; l < L; ++l) Ai[i][l] = 0.0, G[i][l] = 0.0, V[i][l] = 0.0;
+    ErfTiltFirst<L> first;
+    erf_tilt_first_lanes<L, SimdMath>(2, mu[i], oii, first);
     for (int c = 0; c < u; ++c) {
       const double *oic = om(i, c), *occ = om(c, c);
       double m[3][L];  // E[s'(l_i) s(l_c)], E[s'(l_i) s'(l_c)], E[s''(l_i) s(l_c)]
-      erf_tilted_moments_lanes<L, SimdMath>(kOrders, 3, mu[i], mu[c], oii, oic, occ, m);
+      erf_tilted_moments_lanes<L, SimdMath>(kOrders, 3, first, mu[i], mu[c], oic, occ, m);
       TWOLAYER_LANES
       for (int l = 0; l < L; ++l) {
         Ai[i][l] += w[c][l] * m[2][l];

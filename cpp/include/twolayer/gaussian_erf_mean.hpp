@@ -105,84 +105,92 @@ void erf_pair_moment00_lanes(const double* __restrict mu1, const double* __restr
     if (row[l] == 3) out[l] = erf_pair_moment00_near_one(mu1[l], mu2[l], x0[l], y[l], z0[l]);
 }
 
-// out[e][l] = E[s^(i)(l1) s^(j)(l2)] of lane l for the n orders (i, j) = ij[e], 1 <= i, i + j <= 4 (see the header
-// comment): one tilt per lane for all of them. Only the Hermite factors and smoothing derivatives that the orders use
-// are formed (S only where some j = 0).
+// What the pair moments with s^(i)(l1), i >= 1, take from the first unit l1 ~ N(mu1, x) alone, for i <= top_i:
+// a1 = sqrt(1 + x), A = 2 phi(h1) / a1 and the Hermite factors He_n (n < top_i), formed once per first unit.
+template <int L>
+struct ErfTiltFirst {
+  int top_i;
+  double x[L], a1[L], A[L], he[4][L];
+};
 template <int L, class Math>
-void erf_tilted_moments_lanes(const int (*ij)[2], int n, const double* __restrict mu1, const double* __restrict mu2,
-                              const double* __restrict x0, const double* __restrict y, const double* __restrict z0,
-                              double (*out)[L]) {
+void erf_tilt_first_lanes(int top_i, const double* __restrict mu1, const double* __restrict x0, ErfTiltFirst<L>& f) {
   constexpr double inv_sqrt_2pi = 0.39894228040143267794;
+  double h1[L];
+  f.top_i = top_i;
+  TWOLAYER_LANES
+  for (int l = 0; l < L; ++l) {
+    f.x[l] = std::max(x0[l], 0.0);
+    f.a1[l] = std::sqrt(1.0 + f.x[l]);
+    h1[l] = mu1[l] / f.a1[l];
+    f.A[l] = 2.0 * (inv_sqrt_2pi * Math::exp(-0.5 * h1[l] * h1[l])) / f.a1[l];
+    f.he[0][l] = 1.0;
+    f.he[1][l] = -h1[l] / f.a1[l];
+  }
+  // one loop per order (no product shared between the orders' expressions: the same contractions as one order alone)
+  if (top_i > 2) {
+    TWOLAYER_LANES
+    for (int l = 0; l < L; ++l) f.he[2][l] = (h1[l] * h1[l] - 1.0) / (1.0 + f.x[l]);
+  }
+  if (top_i > 3) {
+    TWOLAYER_LANES
+    for (int l = 0; l < L; ++l) f.he[3][l] = -(h1[l] * h1[l] - 3.0) * h1[l] / ((1.0 + f.x[l]) * f.a1[l]);
+  }
+}
+
+// out[e][l] = E[s^(i)(l1) s^(j)(l2)] of lane l for the n orders (i, j) = ij[e], 1 <= i <= f.top_i, i + j <= 4 (see
+// the header comment), f = erf_tilt_first_lanes of (mu1, x): one tilt per lane for all the orders. Only the smoothing
+// derivatives that the orders use are formed (S only where some j = 0).
+template <int L, class Math>
+void erf_tilted_moments_lanes(const int (*ij)[2], int n, const ErfTiltFirst<L>& f, const double* __restrict mu1,
+                              const double* __restrict mu2, const double* __restrict y, const double* __restrict z0,
+                              double (*out)[L]) {
   static constexpr double kBinomial[4][4] = {{1, 0, 0, 0}, {1, 1, 0, 0}, {1, 2, 1, 0}, {1, 3, 3, 1}};
-  int top_i = 1, top_k = 1;
+  int top_k = 1;
   bool value = false;
   for (int e = 0; e < n; ++e) {
-    top_i = std::max(top_i, ij[e][0]);
     top_k = std::max(top_k, ij[e][1] + ij[e][0] - 1);
     value = value || ij[e][1] == 0;
   }
-  double x[L], a1[L], h1[L], A[L], kappa[L], w[L], v[L], rv[L], he[4][L], S[5][L];
+  double kappa[L], w[L], v[L], rv[L], S[5][L];
   TWOLAYER_LANES
   for (int l = 0; l < L; ++l) {
-    x[l] = std::max(x0[l], 0.0);
-    const double z = std::max(z0[l], 0.0), yv = y[l], yy = yv * yv;
+    const double x = f.x[l], z = std::max(z0[l], 0.0), yv = y[l], yy = yv * yv;
     // det C = x z - y^2 to a few ulps of itself (Kahan's fma form: exact for an exactly singular C given in doubles),
     // so that the tilted variance keeps its relative accuracy when large variances nearly cancel
-    const double det = std::max(std::fma(x[l], z, -yy) + std::fma(-yv, yv, yy), 0.0);
-    a1[l] = std::sqrt(1.0 + x[l]);
-    h1[l] = mu1[l] / a1[l];
-    A[l] = 2.0 * (inv_sqrt_2pi * Math::exp(-0.5 * h1[l] * h1[l])) / a1[l];
-    kappa[l] = yv / (1.0 + x[l]);
-    const double m = mu2[l] - kappa[l] * mu1[l], sd = std::sqrt((z + det) / (1.0 + x[l]));
+    const double det = std::max(std::fma(x, z, -yy) + std::fma(-yv, yv, yy), 0.0);
+    kappa[l] = yv / (1.0 + x);
+    const double m = mu2[l] - kappa[l] * mu1[l], sd = std::sqrt((z + det) / (1.0 + x));
     v[l] = 1.0 + sd * sd;
     rv[l] = std::sqrt(v[l]);
     w[l] = m / rv[l];
     S[1][l] = kSqrt2OverPi / rv[l] * Math::exp(-0.5 * w[l] * w[l]);
-    he[0][l] = 1.0;
-    he[1][l] = -h1[l] / a1[l];
   }
   if (value)
     for (int l = 0; l < L; ++l) S[0][l] = std::erf(w[l] / kSqrt2);  // libm, lane by lane
-  // one loop per order (no product shared between the orders' expressions: the same contractions as one order alone)
-  for (int k = 2; k <= top_k; ++k) {
-    double* sk = S[k];
-    const double* g = S[1];
-    if (k == 2) {
-      TWOLAYER_LANES
-      for (int l = 0; l < L; ++l) sk[l] = -w[l] / rv[l] * g[l];
-    } else if (k == 3) {
-      TWOLAYER_LANES
-      for (int l = 0; l < L; ++l) sk[l] = (w[l] * w[l] - 1.0) / v[l] * g[l];
-    } else {
-      TWOLAYER_LANES
-      for (int l = 0; l < L; ++l) sk[l] = (3.0 * w[l] - w[l] * w[l] * w[l]) / (v[l] * rv[l]) * g[l];
-    }
-  }
-  for (int k = 2; k < top_i; ++k) {
-    double* hk = he[k];
-    if (k == 2) {
-      TWOLAYER_LANES
-      for (int l = 0; l < L; ++l) hk[l] = (h1[l] * h1[l] - 1.0) / (1.0 + x[l]);
-    } else {
-      TWOLAYER_LANES
-      for (int l = 0; l < L; ++l) hk[l] = -(h1[l] * h1[l] - 3.0) * h1[l] / ((1.0 + x[l]) * a1[l]);
-    }
-  }
-  for (int e = 0; e < n; ++e) {
-    const int i = ij[e][0], j = ij[e][1];
-    double r[L], dm[L];  // dm = (-kappa)^t
+  if (top_k > 1) {
     TWOLAYER_LANES
-    for (int l = 0; l < L; ++l) r[l] = 0.0, dm[l] = 1.0;
-    for (int t = 0; t < i; ++t) {
-      const double c = kBinomial[i - 1][t];
-      TWOLAYER_LANES
-      for (int l = 0; l < L; ++l) {
-        r[l] += c * he[i - 1 - t][l] * dm[l] * S[j + t][l];
-        dm[l] *= -kappa[l];
+    for (int l = 0; l < L; ++l) S[2][l] = -w[l] / rv[l] * S[1][l];
+  }
+  if (top_k > 2) {
+    TWOLAYER_LANES
+    for (int l = 0; l < L; ++l) S[3][l] = (w[l] * w[l] - 1.0) / v[l] * S[1][l];
+  }
+  if (top_k > 3) {
+    TWOLAYER_LANES
+    for (int l = 0; l < L; ++l) S[4][l] = (3.0 * w[l] - w[l] * w[l] * w[l]) / (v[l] * rv[l]) * S[1][l];
+  }
+  // one lane loop over all the orders (their terms unrolled where the orders are constants, as in the lanes)
+  TWOLAYER_LANES
+  for (int l = 0; l < L; ++l) {
+    for (int e = 0; e < n; ++e) {
+      const int i = ij[e][0], j = ij[e][1];
+      double r = 0.0, dm = 1.0;  // dm = (-kappa)^t
+      for (int t = 0; t < i; ++t) {
+        r += kBinomial[i - 1][t] * f.he[i - 1 - t][l] * dm * S[j + t][l];
+        dm *= -kappa[l];
       }
+      out[e][l] = f.A[l] == 0.0 ? 0.0 : f.A[l] * r;  // every term carries phi(h1)
     }
-    TWOLAYER_LANES
-    for (int l = 0; l < L; ++l) out[e][l] = A[l] == 0.0 ? 0.0 : A[l] * r[l];  // every term carries phi(h1)
   }
 }
 
