@@ -201,14 +201,11 @@ TWOLAYER_HD void committee_rhs_lanes(const LaneShape& s, const LaneParams& p, co
       if constexpr (kErf) {
         TWOLAYER_LANES
         for (int l = 0; l < L; ++l) {
-          double cc = o[l] * ri[l] * rc[l];
-          cc = cc < 1.0 ? cc : 1.0;
-          cc = cc > -1.0 ? cc : -1.0;
-          vv[l] = cc;  // the I2 argument, for the readout's values below
-          const double sn = std::sqrt(1.0 - cc * cc);
-          const double gy = two_over_pi * ri[l] * rc[l] / sn;
-          dd[l] = -0.5 * o[l] * ri[l] * ri[l] * gy;
-          bb[l] = gy;
+          // the value's arcsine is left unused here (dead code): the readout's values below take it from vv
+          const PairGrad g = angle_pair_grad<Activation::Erf>(0.0, ri[l], 0.0, rc[l], o[l]);
+          vv[l] = clip_correlation(o[l] * ri[l] * rc[l]);  // the I2 argument, for the readout's values below
+          dd[l] = g.gx;
+          bb[l] = g.gy;
         }
       } else if constexpr (kRelu) {
         const double *ni = nrm + i * L, *nc = nrm + c * L;
