@@ -12,6 +12,7 @@
 
 #include "twolayer/cancel.hpp"
 #include "twolayer/gaussian.hpp"
+#include "twolayer/gaussian_erf_mean.hpp"
 #include "twolayer/gaussian_smooth.hpp"
 #include "twolayer/parallel.hpp"
 
@@ -282,26 +283,20 @@ void add_layer(std::vector<double>& breaks, double t0, double w) {
 //                ~|h - k| at th = 0;
 //   r <= -0.925: P = Phi(-h) - P(X > h, -Y > -k) at correlation -r.
 // Absolute accuracy ~1e-16 (tests/test_kernels_relu_mean.py, against mpmath). acos |r| (the near-one branch's range)
-// may be given when the caller knows it more accurately than from the rounded r (1 - |r| far below 1).
-// Genz's node counts (6 points for |r| < 0.3, 12 for |r| < 0.75, 20 above: the same accuracy, BVND) may be asked for
-// (`few_nodes`; the constructor's 20 sines are most of the cost of a single evaluation).
+// may be given when the caller knows it more accurately than from the rounded r (1 - |r| far below 1). (The erf
+// pairs take the same Drezner-Wesolowsky integral with Genz's node counts, gaussian_erf_mean.hpp.)
 class BivariateOrthant {
  public:
   explicit BivariateOrthant(double r) : BivariateOrthant(r, std::acos(std::fabs(r))) {}
-  BivariateOrthant(double r, double acos_abs_r, bool few_nodes = false) : r_(r), top_(acos_abs_r) {
+  BivariateOrthant(double r, double acos_abs_r) : r_(r), top_(acos_abs_r) {
     if (!(std::fabs(r) < 0.925)) return;
     const double half = 0.5 * std::asin(r);
-    auto nodes = [&](const auto& gl) {
-      n_ = static_cast<int>(gl.x.size());
-      for (int i = 0; i < n_; ++i) {
-        sn_[i] = std::sin(half * (1.0 + gl.x[i]));
-        inv_[i] = 1.0 / ((1.0 - sn_[i]) * (1.0 + sn_[i]));
-        w_[i] = gl.w[i] * half / (2.0 * kPi);
-      }
-    };
-    if (few_nodes && std::fabs(r) < 0.3) nodes(gl_rule<6>());
-    else if (few_nodes && std::fabs(r) < 0.75) nodes(gl_rule<12>());
-    else nodes(gauss_legendre());
+    const GaussLegendre& gl = gauss_legendre();
+    for (int i = 0; i < kGL; ++i) {
+      sn_[i] = std::sin(half * (1.0 + gl.x[i]));
+      inv_[i] = 1.0 / ((1.0 - sn_[i]) * (1.0 + sn_[i]));
+      w_[i] = gl.w[i] * half / (2.0 * kPi);
+    }
   }
   double operator()(double h, double k) const {
     if (h > 40.0 || k > 40.0) return 0.0;  // Phi(-40) underflows
@@ -312,17 +307,15 @@ class BivariateOrthant {
     if (r < 0.0) return std::clamp(ncdf(-h) - near_one(h, -k, top_), 0.0, 1.0);
     return near_one(h, k, top_);
   }
-  // Whether the Drezner-Wesolowsky branch applies (|r| < 0.925), and there its integral
-  // P - Phi(-h) Phi(-k) = 1/(2 pi) int_0^asin(r) exp(-(h^2 + k^2 - 2 h k sin th) / (2 cos^2 th)) dth (even in (h, k)).
-  bool moderate() const { return std::fabs(r_) < 0.925; }
+
+ private:
+  // P - Phi(-h) Phi(-k) = 1/(2 pi) int_0^asin(r) exp(-(h^2 + k^2 - 2 h k sin th) / (2 cos^2 th)) dth (|r| < 0.925).
   double excess(double h, double k) const {
     const double hs = 0.5 * (h * h + k * k), hk = h * k;
     double sum = 0.0;
-    for (int i = 0; i < n_; ++i) sum += w_[i] * std::exp((sn_[i] * hk - hs) * inv_[i]);
+    for (int i = 0; i < kGL; ++i) sum += w_[i] * std::exp((sn_[i] * hk - hs) * inv_[i]);
     return sum;
   }
-
- private:
   // The integral from r = 1 on dyadic panels [top 2^-(j+1), top 2^-j] of 20 Gauss-Legendre points each, down to the
   // layer of width |h - k| at th = 0 (below a ninth of it the integrand is < e^-40); no allocation.
   static double near_one(double h, double k, double top) {
@@ -342,40 +335,39 @@ class BivariateOrthant {
     return std::clamp(ncdf(-std::max(h, k)) - sum / (2.0 * kPi), 0.0, 1.0);
   }
   double r_, top_;  // top_ = acos |r|
-  int n_ = 0;
   double sn_[kGL]{}, inv_[kGL]{}, w_[kGL]{};
 };
 
-// E[s^(i)(lambda1) s^(j)(lambda2)] for s = erf(./sqrt 2) in closed form (gaussian_mean.hpp, "erf pairs").
+// E[s^(i)(lambda1) s^(j)(lambda2)] for s = erf(./sqrt 2) in closed form (gaussian_erf_mean.hpp, one lane).
 double erf_pair_moment(int i, int j, double mu1, double mu2, double x, double y, double z) {
   if (i == 0 && j > 0) {
     std::swap(i, j);
     std::swap(mu1, mu2);
     std::swap(x, z);
   }
-  x = std::max(x, 0.0);
-  z = std::max(z, 0.0);
-  // det C = x z - y^2 to a few ulps of itself (Kahan's fma form: exact for an exactly singular C given in doubles),
-  // so that the tilted variance and D keep their relative accuracy when large variances nearly cancel
-  const double yy = y * y, det = std::max(std::fma(x, z, -yy) + std::fma(-y, y, yy), 0.0);
-  const double a1 = std::sqrt(1.0 + x), h1 = mu1 / a1;
+  double out[1][1];
   if (i == 0) {
-    const double a2 = std::sqrt(1.0 + z), h2 = mu2 / a2, D = 1.0 + x + z + det;  // (1 + x)(1 + z) - y^2
-    const BivariateOrthant bvn(y / (a1 * a2), std::atan2(std::sqrt(D), std::fabs(y)), true);
-    if (bvn.moderate()) return std::erf(h1 / kSqrt2) * std::erf(h2 / kSqrt2) + 4.0 * bvn.excess(h1, h2);
-    return 4.0 * bvn(-h1, -h2) - 2.0 * ncdf(h1) - 2.0 * ncdf(h2) + 1.0;
+    erf_pair_moment00_lanes<1, LibmMath>(&mu1, &mu2, &x, &y, &z, out[0]);
+  } else {
+    const int ij[1][2] = {{i, j}};
+    ErfTiltFirst<1> first;
+    erf_tilt_first_lanes<1, LibmMath>(i, &mu1, &x, first);
+    erf_tilted_moments_lanes<1, LibmMath>(ij, 1, first, &mu1, &mu2, &y, &z, out);
   }
-  const double A = 2.0 * npdf(h1) / a1;
-  if (A == 0.0) return 0.0;  // every term carries phi(h1)
-  const double kappa = y / (1.0 + x), m = mu2 - kappa * mu1, sd = std::sqrt((z + det) / (1.0 + x));
-  const double he[4] = {1.0, -h1 / a1, (h1 * h1 - 1.0) / (1.0 + x), -(h1 * h1 - 3.0) * h1 / ((1.0 + x) * a1)};
-  static constexpr double kBinomial[4][4] = {{1, 0, 0, 0}, {1, 1, 0, 0}, {1, 2, 1, 0}, {1, 3, 3, 1}};
-  double r = 0.0, dm = 1.0;  // dm = (-kappa)^l
-  for (int l = 0; l < i; ++l, dm *= -kappa) r += kBinomial[i - 1][l] * he[i - 1 - l] * dm * smoothed(A::Erf, j + l, m, sd);
-  return A * r;
+  return out[0][0];
 }
 
 }  // namespace
+
+double erf_pair_moment00_near_one(double mu1, double mu2, double x, double y, double z) {
+  x = std::max(x, 0.0);
+  z = std::max(z, 0.0);
+  const double yy = y * y, det = std::max(std::fma(x, z, -yy) + std::fma(-y, y, yy), 0.0);
+  const double a1 = std::sqrt(1.0 + x), a2 = std::sqrt(1.0 + z), h1 = mu1 / a1, h2 = mu2 / a2;
+  const double D = 1.0 + x + z + det;  // (1 + x)(1 + z) - y^2
+  const BivariateOrthant bvn(y / (a1 * a2), std::atan2(std::sqrt(D), std::fabs(y)));
+  return 4.0 * bvn(-h1, -h2) - 2.0 * ncdf(h1) - 2.0 * ncdf(h2) + 1.0;
+}
 
 GaussLegendreNodes gauss_legendre_nodes(int n) {
   switch (n) {

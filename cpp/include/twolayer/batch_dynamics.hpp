@@ -43,14 +43,6 @@
 #include "twolayer/hd.hpp"
 #include "twolayer/simd_math.hpp"
 
-#if defined(TWOLAYER_OPENMP) && !defined(__CUDACC__)
-#define TWOLAYER_LANES _Pragma("omp simd")
-#define TWOLAYER_PRAGMA(text) _Pragma(#text)
-#define TWOLAYER_LANES_OR(flag) TWOLAYER_PRAGMA(omp simd reduction(| : flag))  // lanes loop OR-ing into an int flag
-#else
-#define TWOLAYER_LANES
-#define TWOLAYER_LANES_OR(flag)
-#endif
 // A loop over units, unrolled by kUnitsUnroll (a constant in scope) in device code and left to the compiler on the
 // host. Triangular loops run over the full range with a guard: a count pragma fully unrolls only constant trip counts.
 #if defined(__CUDA_ARCH__)
@@ -209,14 +201,11 @@ TWOLAYER_HD void committee_rhs_lanes(const LaneShape& s, const LaneParams& p, co
       if constexpr (kErf) {
         TWOLAYER_LANES
         for (int l = 0; l < L; ++l) {
-          double cc = o[l] * ri[l] * rc[l];
-          cc = cc < 1.0 ? cc : 1.0;
-          cc = cc > -1.0 ? cc : -1.0;
-          vv[l] = cc;  // the I2 argument, for the readout's values below
-          const double sn = std::sqrt(1.0 - cc * cc);
-          const double gy = two_over_pi * ri[l] * rc[l] / sn;
-          dd[l] = -0.5 * o[l] * ri[l] * ri[l] * gy;
-          bb[l] = gy;
+          // the value's arcsine is left unused here (dead code): the readout's values below take it from vv
+          const PairGrad g = angle_pair_grad<Activation::Erf>(0.0, ri[l], 0.0, rc[l], o[l]);
+          vv[l] = clip_correlation(o[l] * ri[l] * rc[l]);  // the I2 argument, for the readout's values below
+          dd[l] = g.gx;
+          bb[l] = g.gy;
         }
       } else if constexpr (kRelu) {
         const double *ni = nrm + i * L, *nc = nrm + c * L;

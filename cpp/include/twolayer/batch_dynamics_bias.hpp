@@ -1,29 +1,22 @@
 // The erf committee's order-parameter right-hand side and risk with biases (dynamics.hpp, "Biases") of L systems at
 // once, in the lanes of batch_dynamics.hpp (lane-major arrays, the lane index innermost, the same IEEE operations in
 // every lane whatever L is; included only by files compiled with -ffp-contract=off). The arithmetic is OdeRhs's
-// eval_bias and risk_bias for student and teacher erf, with gaussian_mean.cpp's closed-form erf pair moments written
-// over the lanes (s(x) = erf(x / sqrt 2), a_k = sqrt(1 + C_kk), h_k = mu_k / a_k):
-//   E[s'(l1) g(l2)] = A E[g(m + sd u)], A = 2 phi(h1) / a1, m = mu2 - kappa mu1, kappa = C12 / (1 + C11),
-//     sd^2 = (C22 + det C) / (1 + C11); the orders (1, 0), (1, 1) and (2, 0) (the mu1-derivative, Leibniz) through
-//     the erf smoothing S(m, sd) = erf(w / sqrt 2), S' = sqrt(2/pi) e^(-w^2/2) / sqrt(1 + sd^2), w = m / sqrt(1 + sd^2);
-//   E[s(l1) s(l2)] = s(h1) s(h2) + 4 T(h1, h2; rho), rho = C12 / (a1 a2), T the Drezner-Wesolowsky integral by
-//     Gauss-Legendre with Genz's node counts (6, 12, 20 below |rho| = 0.3, 0.75, 0.925, the nodes of
-//     gauss_legendre_nodes); each lane sums over the largest node count of the block, its own nodes beyond its count
-//     weighted 0 (adding +0 changes no sum), and a lane with |rho| >= 0.925 takes the one-system pair_moment (the
-//     near-one branch, scalar);
+// eval_bias and risk_bias for student and teacher erf, s(x) = erf(x / sqrt 2):
+//   the pair moments E[s'(l_i) s(l_c)], E[s'(l_i) s'(l_c)], E[s''(l_i) s(l_c)] and E[s(l_i) s(l_c)] with means are
+//     gaussian_erf_mean.hpp's closed forms over the lanes, the one implementation that the one-system pair_moment
+//     (L = 1) calls too, here with simd_math.hpp's exp, sin and asin (SimdMath) so that the lane loops vectorise;
 //   I4 with means by conditioning the pair (l_i, l_k) observed at 0 with unit noise (gaussian_mean.cpp's
 //     condition_first_pair): (2/pi) det(I + C_AA)^(-1/2) exp(-mu_A^T (I + C_AA)^-1 mu_A / 2) E[s s] of the
 //     conditioned (l_j, l_l).
-// exp and sin are exp_simd and sin_simd (simd_math.hpp), arcsine asin_simd, so that the lane loops vectorise; erf is
-// libm's, called lane by lane. The one-system path differs from these values in the last bits only (libm's exp, sin
-// and asin; the zero-mean kernels where every mean is 0): tests/test_ode_lanes.py holds the two to 1e-13.
+// The one-system path differs from these values in the last bits only (libm's exp, sin and asin; the zero-mean
+// kernels where every mean is 0): tests/test_ode_lanes.py holds the two to 1e-14.
 #pragma once
 #include <algorithm>
 #include <cmath>
 
 #include "twolayer/activation.hpp"
 #include "twolayer/batch_dynamics.hpp"
-#include "twolayer/gaussian_mean.hpp"
+#include "twolayer/gaussian_erf_mean.hpp"
 #include "twolayer/simd_math.hpp"
 
 namespace twolayer {
@@ -34,77 +27,13 @@ struct LaneBiasParams {
   const double* lr_bias;
 };
 
-namespace detail {
-
-// Genz's three rules padded to 20 nodes with weight 0 (row 3: no nodes, the near-one lanes).
-struct GenzNodeTable {
-  double x[4][20] = {}, w[4][20] = {};
-  GenzNodeTable() {
-    const int n[3] = {6, 12, 20};
-    for (int r = 0; r < 3; ++r) {
-      const GaussLegendreNodes g = gauss_legendre_nodes(n[r]);
-      for (int i = 0; i < n[r]; ++i) x[r][i] = g.x[i], w[r][i] = g.w[i];
-    }
-  }
-};
-inline const GenzNodeTable& genz_node_table() {
-  static const GenzNodeTable t;
-  return t;
-}
-
-}  // namespace detail
-
-// out[l] = E[s(l1) s(l2)], (l1, l2) ~ N((mu1, mu2), [[x, y], [y, z]]) for L lanes (see the header comment).
-template <int L>
-void erf_pair_moment00_lanes(const double* __restrict mu1, const double* __restrict mu2, const double* __restrict x0,
-                             const double* __restrict y, const double* __restrict z0, double* __restrict out) {
-  const detail::GenzNodeTable& T = detail::genz_node_table();
-  double h1[L], h2[L], half[L], hs[L], hk[L], sum[L];
-  int row[L];
-  TWOLAYER_LANES
-  for (int l = 0; l < L; ++l) {
-    const double x = std::max(x0[l], 0.0), z = std::max(z0[l], 0.0);
-    const double a1 = std::sqrt(1.0 + x), a2 = std::sqrt(1.0 + z);
-    h1[l] = mu1[l] / a1;
-    h2[l] = mu2[l] / a2;
-    const double r = y[l] / (a1 * a2), ar = std::fabs(r);
-    row[l] = ar < 0.3 ? 0 : ar < 0.75 ? 1 : ar < 0.925 ? 2 : 3;
-    half[l] = 0.5 * asin_simd(ar < 0.925 ? r : 0.0);
-    hs[l] = 0.5 * (h1[l] * h1[l] + h2[l] * h2[l]);
-    hk[l] = h1[l] * h2[l];
-    sum[l] = 0.0;
-  }
-  int nodes = 0;
-  for (int l = 0; l < L; ++l) nodes = std::max(nodes, row[l] == 0 ? 6 : row[l] == 1 ? 12 : row[l] == 2 ? 20 : 0);
-  constexpr double inv_two_pi = 1.0 / (2.0 * kPi);
-  for (int i = 0; i < nodes; ++i) {
-    const double x6 = T.x[0][i], x12 = T.x[1][i], x20 = T.x[2][i];
-    const double w6 = T.w[0][i], w12 = T.w[1][i], w20 = T.w[2][i];
-    TWOLAYER_LANES
-    for (int l = 0; l < L; ++l) {
-      const int r = row[l];
-      const double xi = r == 0 ? x6 : r == 1 ? x12 : x20;
-      const double wi = r == 0 ? w6 : r == 1 ? w12 : r == 2 ? w20 : 0.0;
-      const double sn = sin_simd(half[l] * (1.0 + xi));
-      const double inv = 1.0 / ((1.0 - sn) * (1.0 + sn));
-      const double wt = wi * half[l] * inv_two_pi;
-      sum[l] += wt * exp_simd((sn * hk[l] - hs[l]) * inv);
-    }
-  }
-  for (int l = 0; l < L; ++l) out[l] = std::erf(h1[l] / kSqrt2) * std::erf(h2[l] / kSqrt2);  // libm, lane by lane
-  TWOLAYER_LANES
-  for (int l = 0; l < L; ++l) out[l] += 4.0 * sum[l];
-  for (int l = 0; l < L; ++l)
-    if (row[l] == 3) out[l] = pair_moment(Activation::Erf, 0, Activation::Erf, 0, mu1[l], mu2[l], x0[l], y[l], z0[l]);
-}
-
 // dy = f(y) for L lanes of erf committees with biases of shape s (see the header comment; dynamics.hpp "Biases").
 // y, dy: the state with biases, [Q (K x K), M (K x M), a (K), b (K)] per lane, lane-major; K, M <= kLaneUnitsCap.
 template <int L>
 void erf_bias_rhs_lanes(const LaneShape& s, const LaneParams& p, const LaneBiasParams& pb, const double* __restrict y,
                         double* __restrict dy) {
   constexpr int UM = 2 * kLaneUnitsCap, KM = kLaneUnitsCap;
-  constexpr double inv_sqrt_2pi = 0.39894228040143267794, two_over_pi = 2.0 / kPi;
+  constexpr double two_over_pi = 2.0 / kPi;
   const int K = s.K, M = s.M, u = K + M;
   const double* Q = y;
   const double* Mo = y + K * K * L;
@@ -124,45 +53,27 @@ void erf_bias_rhs_lanes(const LaneShape& s, const LaneParams& p, const LaneBiasP
   // 1. Per student i: A_i = sum_c w_c E[s''(l_i) s(l_c)], B_ic = w_c E[s'(l_i) s'(l_c)] (J_ik unweighted: the noise
   //    term), the bias pull G_i = sum_c w_c E[s'(l_i) s(l_c)], the readout pull V_i = sum_c w_c E[s(l_i) s(l_c)].
   double Ai[KM][L], Bm[KM][UM][L], J[KM][KM][L], G[KM][L], V[KM][L];
+  static constexpr int kOrders[3][2] = {{1, 0}, {1, 1}, {2, 0}};
   for (int i = 0; i < K; ++i) {
     const double* oii = om(i, i);
-    double x[L], a1[L], h1[L], Aw[L], he1[L];
     TWOLAYER_LANES
-    for (int l = 0; l < L; ++l) {
-      x[l] = std::max(oii[l], 0.0);
-      a1[l] = std::sqrt(1.0 + x[l]);
-      h1[l] = mu[i][l] / a1[l];
-      Aw[l] = 2.0 * (inv_sqrt_2pi * exp_simd(-0.5 * h1[l] * h1[l])) / a1[l];
-      he1[l] = -h1[l] / a1[l];
-      Ai[i][l] = 0.0, G[i][l] = 0.0, V[i][l] = 0.0;
-    }
+    for (int l = 0; l < L; ++l) Ai[i][l] = 0.0, G[i][l] = 0.0, V[i][l] = 0.0;
+    ErfTiltFirst<L> first;
+    erf_tilt_first_lanes<L, SimdMath>(2, mu[i], oii, first);
     for (int c = 0; c < u; ++c) {
       const double *oic = om(i, c), *occ = om(c, c);
-      double wv[L], kappa[L], g[L], S0[L];
+      double m[3][L];  // E[s'(l_i) s(l_c)], E[s'(l_i) s'(l_c)], E[s''(l_i) s(l_c)]
+      erf_tilted_moments_lanes<L, SimdMath>(kOrders, 3, first, mu[i], mu[c], oic, occ, m);
       TWOLAYER_LANES
       for (int l = 0; l < L; ++l) {
-        const double z = std::max(occ[l], 0.0), yv = oic[l], yy = yv * yv;
-        const double det = std::max(std::fma(x[l], z, -yy) + std::fma(-yv, yv, yy), 0.0);
-        kappa[l] = yv / (1.0 + x[l]);
-        const double m = mu[c][l] - kappa[l] * mu[i][l], sd = std::sqrt((z + det) / (1.0 + x[l]));
-        const double rv = std::sqrt(1.0 + sd * sd);
-        wv[l] = m / rv;
-        g[l] = kSqrt2OverPi / rv * exp_simd(-0.5 * wv[l] * wv[l]);
-      }
-      for (int l = 0; l < L; ++l) S0[l] = std::erf(wv[l] / kSqrt2);  // libm, lane by lane
-      TWOLAYER_LANES
-      for (int l = 0; l < L; ++l) {
-        const bool zero = Aw[l] == 0.0;  // every moment carries phi(h1)
-        const double m10 = zero ? 0.0 : Aw[l] * (0.0 + S0[l]), m11 = zero ? 0.0 : Aw[l] * (0.0 + g[l]);
-        const double m20 = zero ? 0.0 : Aw[l] * ((0.0 + he1[l] * S0[l]) + -kappa[l] * g[l]);
-        Ai[i][l] += w[c][l] * m20;
-        Bm[i][c][l] = w[c][l] * m11;
-        if (c < K) J[i][c][l] = m11;
-        G[i][l] += w[c][l] * m10;
+        Ai[i][l] += w[c][l] * m[2][l];
+        Bm[i][c][l] = w[c][l] * m[1][l];
+        if (c < K) J[i][c][l] = m[1][l];
+        G[i][l] += w[c][l] * m[0][l];
       }
       if (readout) {
         double m00[L];
-        erf_pair_moment00_lanes<L>(mu[i], mu[c], oii, oic, occ, m00);
+        erf_pair_moment00_lanes<L, SimdMath>(mu[i], mu[c], oii, oic, occ, m00);
         TWOLAYER_LANES
         for (int l = 0; l < L; ++l) V[i][l] += w[c][l] * m00[l];
       }
@@ -232,7 +143,7 @@ void erf_bias_rhs_lanes(const LaneShape& s, const LaneParams& p, const LaneBiasP
             double cjm[L], e2[L];
             TWOLAYER_LANES
             for (int l = 0; l < L; ++l) cjm[l] = ojm[l] - qf(l, bj1[l], bj2[l], bm1[l], bm2[l]);
-            erf_pair_moment00_lanes<L>(cm[j], cm[m], cv[j], cjm, cv[m], e2);
+            erf_pair_moment00_lanes<L, SimdMath>(cm[j], cm[m], cv[j], cjm, cv[m], e2);
             const double f = j == m ? 1.0 : 2.0;
             TWOLAYER_LANES
             for (int l = 0; l < L; ++l) quad[l] += f * w[j][l] * w[m][l] * (dens[l] * e2[l]);
@@ -296,7 +207,7 @@ void erf_bias_risk_lanes(const LaneShape& s, const double* __restrict P, const d
     for (int c = i; c < u; ++c) {
       const double* occ = c < K ? om(c, c) : P + ((c - K) * M + c - K) * L;
       double pm[L];
-      erf_pair_moment00_lanes<L>(mean(i), mean(c), om(i, i), om(i, c), occ, pm);
+      erf_pair_moment00_lanes<L, SimdMath>(mean(i), mean(c), om(i, i), om(i, c), occ, pm);
       const double f = c == i ? 0.5 : 1.0, si = -1.0, sc = c < K ? -1.0 : 1.0;
       const double *wi = wt(i), *wc = wt(c);
       TWOLAYER_LANES

@@ -33,6 +33,7 @@
 //       (1 + C11) (det C by an fma: accurate where large variances nearly cancel), and the higher
 //       orders are mu1-derivatives of it (E[s^(i) s^(j)] = d^(i-1)/dmu1^(i-1) E[s' s^(j)]): Leibniz over
 //       A^(n) = (-1)^n He_n(h1) A / a1^n and the closed erf smoothing S^(j+l)(m, sd) (dm/dmu1 = -kappa).
+//       Written once over lanes in gaussian_erf_mean.hpp (L = 1 here, with libm; the lanes with biases call it too).
 //     Every erf kernel with means (I2, J2, I3 by Stein, the erf student's I4 by conditioning) therefore is closed
 //     form when its units are all erf; pair_moment_quadrature keeps the conditioning engine above as their reference.
 //   * I2 and J2 of two smooth non-classic units (tanh, sigmoid, ...): smooth::moments (gaussian_smooth.hpp), which
@@ -84,8 +85,8 @@ bool zero_mean_pair(Activation a, Activation b);
 bool zero_mean_i4(Activation s, Activation a, Activation b);
 
 // The n-point Gauss-Legendre rule on [-1, 1], n = 6, 12 or 20 (Genz's node counts of the erf pairs' bivariate normal
-// integral, "erf pairs" above): its nodes x[0..n) and weights w[0..n), built once. The lanes with biases
-// (batch_dynamics_bias.hpp) take the same nodes.
+// integral, "erf pairs" above): its nodes x[0..n) and weights w[0..n), built once, for the closed forms of
+// gaussian_erf_mean.hpp.
 struct GaussLegendreNodes {
   const double* x;
   const double* w;

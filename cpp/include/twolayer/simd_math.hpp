@@ -24,6 +24,16 @@
 #define TWOLAYER_ALWAYS_INLINE inline
 #endif
 
+// A loop over the lanes of structure-of-arrays code (batch_dynamics.hpp): vectorised on the host, plain in device code.
+#if defined(TWOLAYER_OPENMP) && !defined(__CUDACC__)
+#define TWOLAYER_LANES _Pragma("omp simd")
+#define TWOLAYER_PRAGMA(text) _Pragma(#text)
+#define TWOLAYER_LANES_OR(flag) TWOLAYER_PRAGMA(omp simd reduction(| : flag))  // lanes loop OR-ing into an int flag
+#else
+#define TWOLAYER_LANES
+#define TWOLAYER_LANES_OR(flag)
+#endif
+
 namespace twolayer {
 
 TWOLAYER_ALWAYS_INLINE TWOLAYER_HD double asin_simd(double x) {
