@@ -94,3 +94,13 @@ def test_online_rhs_k3_m2_matches_tanh(seed):
         out[act] = np.concatenate([np.ravel(x) for x in tl.ode.rhs(oo, lr=0.5)])
     scale = np.abs(out["tanh"]).max()
     np.testing.assert_allclose(out[MYTANH], out["tanh"], rtol=0, atol=1e-12 * scale)
+
+
+def test_custom_table_rounding_at_a_near_zero_variance_is_a_clear_error() -> None:
+    """A covariance given directly with a variance ~1e-34 (no Cholesky in between): the custom table's absolute
+    rounding is the whole integrand there, the certificate refuses, and the error says why (not only 'variance too
+    large'). Built-in tanh, exact near 0, gives its value."""
+    C = np.array([[0.747, -9.45e-18], [-9.45e-18, 1.2e-34]])
+    assert abs(kernels.i2("tanh", "tanh", C)) < 1e-17
+    with pytest.raises(ValueError, match="custom table's rounding dominating at a variance near 0"):
+        kernels.i2(MYTANH, MYTANH, C)

@@ -141,7 +141,7 @@ double smoothed(A a, int k, double m, double s) {
   }
   throw std::domain_error(
       "kernels with means: the Gaussian quadrature of a smooth activation could not reach its certified accuracy "
-      "(variance too large)");
+      "(a variance too large, or a custom table's rounding dominating at a variance near 0)");
 }
 
 // The n-point Gauss-Legendre rule on [-1, 1] by Newton's method on the Legendre recurrence (nodes and weights to a

@@ -212,7 +212,8 @@ TWOLAYER_INLINE TWOLAYER_HD BasicJet<S> compose3(const BasicJet<S>& x, const Bas
 
 #define TWOLAYER_SMOOTH_FAIL(T)                                                                                      \
   TWOLAYER_HOST_THROW(std::domain_error("kernels: the Gaussian quadrature of a smooth activation could not reach its " \
-                                        "certified accuracy at this covariance (variance too large)"),              \
+                                        "certified accuracy at this covariance (a variance too large, or a custom "   \
+                                        "table's rounding dominating at a variance near 0)"),                    \
                       T(kNaN))
 
 // I2 = E[a(l1) b(l2)] with a or b a smooth unit without closed-form pair: Price, dI2/dC11 = E[a'' b] / 2,
