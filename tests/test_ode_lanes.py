@@ -342,7 +342,7 @@ def test_trig_lanes_match_the_general_rhs(act, teacher, biased, regime, spherica
                 for got, w, name in zip(one[:-1], want, ("dQ", "dM", "da", "db")[:len(want)], strict=True):
                     np.testing.assert_allclose(got[b], w, rtol=0, atol=1e-12 * scale,
                                                err_msg=f"{name} K={K} M={M} member {b}")
-                if b < 2:  # (the one-system risk with biases is an adaptive quadrature per pair: 1.6 ms)
+                if b < 2:  # (two members: the risk goes through ode.integrate)
                     risk = tl.ode.integrate(ov, act, teacher, lr=1.0, times=[0.0, 1e-3], method="euler", dt=1e-3,
                                             schedule=tl.schedules.step_decay(1.0, every=1e6)).risk[0]
                     np.testing.assert_allclose(one[-1][b], risk, rtol=1e-13, atol=0, err_msg=f"risk K={K} M={M}")

@@ -381,6 +381,7 @@ GaussLegendreNodes gauss_legendre_nodes(int n) {
 double pair_moment(A a, int i, A b, int j, double mu1, double mu2, double x, double y, double z) {
   if (i < 0 || j < 0 || i + j > 4) throw std::logic_error("pair_moment: derivative orders i, j >= 0, i + j <= 4");
   if (a == A::Erf && b == A::Erf) return erf_pair_moment(i, j, mu1, mu2, x, y, z);
+  if (smooth::is_trig(a) && smooth::is_trig(b)) return smooth::TrigPair(mu1, mu2, x, y, z)(a, i, b, j);
   return pair_moment_quadrature(a, i, b, j, mu1, mu2, x, y, z);
 }
 

@@ -36,6 +36,10 @@
 //       Written once over lanes in gaussian_erf_mean.hpp (L = 1 here, with libm; the lanes with biases call it too).
 //     Every erf kernel with means (I2, J2, I3 by Stein, the erf student's I4 by conditioning) therefore is closed
 //     form when its units are all erf; pair_moment_quadrature keeps the conditioning engine above as their reference.
+//   * sin and cos pairs (both units sin or cos) in closed form at every order, zero and singular variances included:
+//     gaussian_smooth.hpp TrigPair, the characteristic function (the same one trig_moments and so smooth::moments
+//     take), E[cos(A + l1) cos(B + l2)] = (cos(A - B) e^(-(x + z - 2y)/2) + cos(A + B) e^(-(x + z + 2y)/2)) / 2, a
+//     derivative a quarter turn of phase; pair_moment_quadrature keeps the conditioning engine as their reference.
 //   * I2 and J2 of two smooth non-classic units (tanh, sigmoid, ...): smooth::moments (gaussian_smooth.hpp), which
 //     takes means; every pair with a classic unit (its smoothing in closed form, one-dimensional):
 //     pair_moment.
@@ -69,7 +73,7 @@ namespace twolayer {
 
 // E[a^(i)(lambda1) b^(j)(lambda2)], (lambda1, lambda2) ~ N((mu1, mu2), [[x, y], [y, z]]), i, j >= 0, i + j <= 4.
 double pair_moment(Activation a, int i, Activation b, int j, double mu1, double mu2, double x, double y, double z);
-// The same by the conditioning engine even where a closed form exists (erf pairs): the reference that tests
+// The same by the conditioning engine even where a closed form exists (erf, sin and cos pairs): the reference that tests
 // and benchmarks hold the closed forms against.
 double pair_moment_quadrature(Activation a, int i, Activation b, int j, double mu1, double mu2, double x, double y,
                               double z);

@@ -126,17 +126,28 @@ TWOLAYER_HD inline double cos_shift(double c, double s, int k) {
 // Phase (in quarter turns) of the k-th derivative of sin or cos written as cos(theta + phase pi / 2).
 TWOLAYER_HD inline int trig_phase(Activation a, int k) { return (a == Activation::Sin ? -1 : 0) + k; }
 
+// The closed form of the header for one (mu, C), f and g sin or cos: E[f^(i)(mu1 + l1) g^(j)(mu2 + l2)] =
+// em cos(mu1 - mu2 + (pf - pg) pi / 2) + ep cos(mu1 + mu2 + (pf + pg) pi / 2), pf = trig_phase(f, i),
+// pg = trig_phase(g, j), em, ep = e^(-(x + z -+ 2 y) / 2) / 2: every order at any PSD covariance (singular, zero
+// variances: no division), the exponentials and the cosines of the means taken once for all orders.
+struct TrigPair {
+  double em, ep, cd, sd, cp, sp;
+  TWOLAYER_HD TrigPair(double mu1, double mu2, double x, double y, double z)
+      : em(0.5 * std::exp(-0.5 * (x + z - 2.0 * y))), ep(0.5 * std::exp(-0.5 * (x + z + 2.0 * y))),
+        cd(std::cos(mu1 - mu2)), sd(std::sin(mu1 - mu2)), cp(std::cos(mu1 + mu2)), sp(std::sin(mu1 + mu2)) {}
+  TWOLAYER_HD double operator()(Activation f, int i, Activation g, int j) const {
+    const int pf = trig_phase(f, i), pg = trig_phase(g, j);
+    return em * cos_shift(cd, sd, pf - pg) + ep * cos_shift(cp, sp, pf + pg);
+  }
+};
+
 // Closed-form trigonometric moments (see the header).
 TWOLAYER_HD inline void trig_moments(Activation f, Activation g, double mu1, double mu2, double x, double y, double z,
                                      int order, double* m, double* odd = nullptr) {
-  const double em = 0.5 * std::exp(-0.5 * (x + z - 2.0 * y)), ep = 0.5 * std::exp(-0.5 * (x + z + 2.0 * y));
-  const double cd = std::cos(mu1 - mu2), sd = std::sin(mu1 - mu2), cp = std::cos(mu1 + mu2), sp = std::sin(mu1 + mu2);
+  const TrigPair pair(mu1, mu2, x, y, z);
   for (int q = 0; q <= 2 * order; q += odd ? 1 : 2)
-    for (int i = q; i >= 0; --i) {
-      const int j = q - i, pf = trig_phase(f, i), pg = trig_phase(g, j);
-      (q & 1 ? odd[odd_moment_index(i, j)] : m[moment_index(i, j)]) =
-          em * cos_shift(cd, sd, pf - pg) + ep * cos_shift(cp, sp, pf + pg);
-    }
+    for (int i = q; i >= 0; --i)
+      (q & 1 ? odd[odd_moment_index(i, q - i)] : m[moment_index(i, q - i)]) = pair(f, i, g, q - i);
 }
 
 // Pairs whose moments are taken exactly: a hermite unit with a polynomial one (the pairs of the classic linear and
