@@ -361,12 +361,14 @@ TWOLAYER_HD inline bool moments(Activation f, Activation g, double mu1, double m
 }
 
 // Lower Cholesky factor of a PSD n x n matrix (n <= 4), zero pivots (relative 1e-14 of the diagonal) giving zero columns.
-// A variable whose variance left after the columns before j is at most 1e-14 of its own (C_ii - sum_{k<j} L_ik^2 <=
-// 1e-14 C_ii: a repeated field l_i = l_k, or a combination of the earlier ones) has exact zeros from column j on, not
-// the rounding of r / L_jj (~1e-17, a spurious conditional variance ~1e-34 that the inner rules of i4 integrated
-// over: a custom table's absolute rounding at its zeros is then the whole integrand, and the rule never certified
-// it). Its own pivot is dropped too, so no other entry reads these: they are zeroed after the factorisation (a full
-// rank C is factored exactly as before).
+// In a row whose pivot is dropped (a repeated field l_i = l_k, or a combination of the earlier ones), the entries
+// at the rounding level, |L_ij| <= kRoundingEntry sqrt(C_ii), are exact zeros, not the rounding of r / L_jj (~1e-17,
+// a spurious conditional variance ~1e-34 that the inner rules of i4 integrated over: a custom table's absolute
+// rounding at its zeros is then the whole integrand, and the rule never certified it). A nearly repeated field
+// (w2 = w1 + eps g) keeps its entries (~eps: first-order covariances; zeroing the whole remainder once its variance
+// fell below the pivot's 1e-14 moved the biased relu target RHS by 3e-10 at eps = 1e-7). No other entry reads a row
+// whose pivot is dropped, so they are zeroed after the factorisation (a full rank C is factored exactly as before).
+inline constexpr double kRoundingEntry = 8.0 * 2.220446049250313e-16;
 TWOLAYER_HD inline void psd_cholesky(const double* C, int n, double* L) {
   for (int i = 0; i < n * n; ++i) L[i] = 0.0;
   for (int j = 0; j < n; ++j) {
@@ -384,15 +386,9 @@ TWOLAYER_HD inline void psd_cholesky(const double* C, int n, double* L) {
   }
   for (int i = 1; i < n; ++i) {
     if (L[i * n + i] > 0.0) continue;
-    const double tol = 1e-14 * std::fabs(C[i * n + i]);
-    double left = C[i * n + i];
-    for (int j = 0; j < i; ++j) {
-      if (!(left > tol)) {
-        for (int k = j; k < i; ++k) L[i * n + k] = 0.0;
-        break;
-      }
-      left -= L[i * n + j] * L[i * n + j];
-    }
+    const double tol = kRoundingEntry * std::sqrt(std::fabs(C[i * n + i]));
+    for (int j = 0; j < i; ++j)
+      if (std::fabs(L[i * n + j]) <= tol) L[i * n + j] = 0.0;
   }
 }
 
