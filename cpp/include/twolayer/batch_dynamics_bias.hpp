@@ -27,6 +27,46 @@ struct LaneBiasParams {
   const double* lr_bias;
 };
 
+// Steps 5 and 6 of the lane right-hand sides that sum per unit (erf with biases here, sin and cos in
+// batch_dynamics_trig.hpp), from Phi_ik (phi), the readout pull V_i and the bias pull G_i:
+//   dQ_ik = Phi_ik (symmetric), spherical: Phi_ik - Q_ik (Phi_ii + Phi_kk) / 2 and dQ_ii = 0, dM_ir -= M_ir Phi_ii / 2
+//   (the biases are not projected); da_i = lr_readout V_i; db_i = lr_bias a_i G_i (lr_bias == nullptr: no biases).
+template <int L>
+void finish_unit_lanes(const LaneShape& s, const LaneParams& p, const double* lr_bias,
+                       double (*phi)[kLaneUnitsCap][L], double (*V)[L], double (*G)[L], const double* Q,
+                       const double* Mo, const double* a, double* dQ, double* dM, double* da, double* db) {
+  const int K = s.K, M = s.M;
+  for (int i = 0; i < K; ++i)
+    for (int k = i; k < K; ++k) {
+      const double* qik = Q + (i * K + k) * L;
+      double *d1 = dQ + (i * K + k) * L, *d2 = dQ + (k * K + i) * L;
+      TWOLAYER_LANES
+      for (int l = 0; l < L; ++l) {
+        const double v = !s.spherical ? phi[i][k][l]
+                         : i == k     ? 0.0
+                                      : phi[i][k][l] - 0.5 * qik[l] * (phi[i][i][l] + phi[k][k][l]);
+        d1[l] = d2[l] = v;
+      }
+    }
+  if (s.spherical)
+    for (int i = 0; i < K; ++i)
+      for (int r = 0; r < M; ++r) {
+        double* d = dM + (i * M + r) * L;
+        const double* mr = Mo + (i * M + r) * L;
+        TWOLAYER_LANES
+        for (int l = 0; l < L; ++l) d[l] -= 0.5 * mr[l] * phi[i][i][l];
+      }
+  for (int i = 0; i < K; ++i) {
+    TWOLAYER_LANES
+    for (int l = 0; l < L; ++l) da[i * L + l] = p.lr_readout[l] != 0.0 ? p.lr_readout[l] * V[i][l] : 0.0;
+  }
+  if (lr_bias)
+    for (int i = 0; i < K; ++i) {
+      TWOLAYER_LANES
+      for (int l = 0; l < L; ++l) db[i * L + l] = lr_bias[l] * a[i * L + l] * G[i][l];
+    }
+}
+
 // dy = f(y) for L lanes of erf committees with biases of shape s (see the header comment; dynamics.hpp "Biases").
 // y, dy: the state with biases, [Q (K x K), M (K x M), a (K), b (K)] per lane, lane-major; K, M <= kLaneUnitsCap.
 template <int L>
@@ -154,35 +194,7 @@ void erf_bias_rhs_lanes(const LaneShape& s, const LaneParams& p, const LaneBiasP
           phi[i][k][l] += p.lr[l] * p.lr[l] * ai[l] * ak[l] * (quad[l] + p.noise[l] * J[i][k][l]);
       }
   }
-  // 5. dQ (symmetric), spherical: the projection of the weights (Q_ii fixed; the biases are not projected).
-  for (int i = 0; i < K; ++i)
-    for (int k = i; k < K; ++k) {
-      const double* qik = Q + (i * K + k) * L;
-      double *d1 = dQ + (i * K + k) * L, *d2 = dQ + (k * K + i) * L;
-      TWOLAYER_LANES
-      for (int l = 0; l < L; ++l) {
-        const double v = !s.spherical ? phi[i][k][l]
-                         : i == k     ? 0.0
-                                      : phi[i][k][l] - 0.5 * qik[l] * (phi[i][i][l] + phi[k][k][l]);
-        d1[l] = d2[l] = v;
-      }
-    }
-  if (s.spherical)
-    for (int i = 0; i < K; ++i)
-      for (int r = 0; r < M; ++r) {
-        double* d = dM + (i * M + r) * L;
-        const double* mr = Mo + (i * M + r) * L;
-        TWOLAYER_LANES
-        for (int l = 0; l < L; ++l) d[l] -= 0.5 * mr[l] * phi[i][i][l];
-      }
-  // 6. The readout and the biases: da_i = lr_readout V_i, db_i = lr_bias a_i G_i.
-  for (int i = 0; i < K; ++i) {
-    TWOLAYER_LANES
-    for (int l = 0; l < L; ++l) {
-      da[i * L + l] = p.lr_readout[l] != 0.0 ? p.lr_readout[l] * V[i][l] : 0.0;
-      db[i * L + l] = pb.lr_bias[l] * a[i * L + l] * G[i][l];
-    }
-  }
+  finish_unit_lanes<L>(s, p, pb.lr_bias, phi, V, G, Q, Mo, a, dQ, dM, da, db);
 }
 
 // The excess risk of L lanes of erf committees with biases, OdeRhs::risk_bias's order of terms: risk_tt (the fixed

@@ -74,8 +74,6 @@ void trig_rhs_lanes(const LaneShape& s, Activation student, Activation teacher, 
     return row < K ? (col < K ? Q + (row * K + col) * L : Mo + (row * M + col - K) * L)
                    : (col < K ? Mo + (col * M + row - K) * L : p.P + ((row - K) * M + col - K) * L);
   };
-  bool readout = false;
-  for (int l = 0; l < L; ++l) readout = readout || p.lr_readout[l] != 0.0;
   double w[UM][L], zc[UM][L], zs[UM][L];
   for (int j = 0; j < K; ++j)
     for (int l = 0; l < L; ++l) w[j][l] = -a[j * L + l];
@@ -190,39 +188,7 @@ void trig_rhs_lanes(const LaneShape& s, Activation student, Activation teacher, 
           phi[i][k][l] += p.lr[l] * p.lr[l] * ai[l] * ak[l] * (quad[l] + p.noise[l] * J[i][k][l]);
       }
   }
-  // 5. dQ (symmetric), spherical: the projection of the weights (Q_ii fixed; the biases are not projected).
-  for (int i = 0; i < K; ++i)
-    for (int k = i; k < K; ++k) {
-      const double* qik = Q + (i * K + k) * L;
-      double *d1 = dQ + (i * K + k) * L, *d2 = dQ + (k * K + i) * L;
-      TWOLAYER_LANES
-      for (int l = 0; l < L; ++l) {
-        const double v = !s.spherical ? phi[i][k][l]
-                         : i == k     ? 0.0
-                                      : phi[i][k][l] - 0.5 * qik[l] * (phi[i][i][l] + phi[k][k][l]);
-        d1[l] = d2[l] = v;
-      }
-    }
-  if (s.spherical)
-    for (int i = 0; i < K; ++i)
-      for (int r = 0; r < M; ++r) {
-        double* d = dM + (i * M + r) * L;
-        const double* mr = Mo + (i * M + r) * L;
-        TWOLAYER_LANES
-        for (int l = 0; l < L; ++l) d[l] -= 0.5 * mr[l] * phi[i][i][l];
-      }
-  // 6. The readout and the biases: da_i = lr_readout V_i, db_i = lr_bias a_i G_i.
-  for (int i = 0; i < K; ++i) {
-    TWOLAYER_LANES
-    for (int l = 0; l < L; ++l) da[i * L + l] = readout && p.lr_readout[l] != 0.0 ? p.lr_readout[l] * V[i][l] : 0.0;
-  }
-  if (biased) {
-    double* db = da + K * L;
-    for (int i = 0; i < K; ++i) {
-      TWOLAYER_LANES
-      for (int l = 0; l < L; ++l) db[i * L + l] = pb.lr_bias[l] * a[i * L + l] * Gp[i][l];
-    }
-  }
+  finish_unit_lanes<L>(s, p, biased ? pb.lr_bias : nullptr, phi, V, Gp, Q, Mo, a, dQ, dM, da, da + K * L);
 }
 
 // The excess risk 1/2 E[E^2] of L lanes of sin or cos committees (see trig_rhs_lanes; teacher_bias == nullptr: no
