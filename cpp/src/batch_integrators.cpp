@@ -76,6 +76,17 @@ class CommitteeLanes {
   std::vector<double> ws_, chol_, P_, v_, lr_, lra_, noise_;
 };
 
+// Rules 1 and 2 of the divergence rule (not finite, grown past the bound) on the entries [begin, end) of L lanes'
+// states (the student biases after the order parameters), for lanes still ok.
+template <int L>
+void check_bias_lanes(std::size_t begin, std::size_t end, const double* y, const double* bound, int* code) {
+  for (int l = 0; l < L; ++l)
+    for (std::size_t e = begin; e < end && code[l] == kStateOk; ++e) {
+      const double x = y[e * L + l];
+      code[l] = !std::isfinite(x) ? kNotFinite : std::fabs(x) > bound[l] ? kGrew : kStateOk;
+    }
+}
+
 // The erf committee with biases in L lanes (batch_dynamics_bias.hpp), as a System of the driver: the state gains the
 // student biases, the divergence rule its rules 1 and 2 on them (as integrators.cpp's OneSystem).
 template <int L>
@@ -116,11 +127,7 @@ class ErfBiasLanes {
   }
   void check(const double* y, const double* bound, int* code) {
     check_fn_(sh_, P_.data(), y, bound, chol_.data(), code);
-    for (int l = 0; l < L; ++l)  // rules 1 and 2 on the biases too
-      for (std::size_t e = sh_.state_size(); e < n_ && code[l] == kStateOk; ++e) {
-        const double x = y[e * L + l];
-        code[l] = !std::isfinite(x) ? kNotFinite : std::fabs(x) > bound[l] ? kGrew : kStateOk;
-      }
+    check_bias_lanes<L>(sh_.state_size(), n_, y, bound, code);
   }
 
  private:
@@ -180,11 +187,7 @@ class TrigLanes {
   }
   void check(const double* y, const double* bound, int* code) {
     check_fn_(sh_, P_.data(), y, bound, chol_.data(), code);
-    for (int l = 0; l < L; ++l)  // rules 1 and 2 on the biases too
-      for (std::size_t e = sh_.state_size(); e < n_ && code[l] == kStateOk; ++e) {
-        const double x = y[e * L + l];
-        code[l] = !std::isfinite(x) ? kNotFinite : std::fabs(x) > bound[l] ? kGrew : kStateOk;
-      }
+    check_bias_lanes<L>(sh_.state_size(), n_, y, bound, code);
   }
 
  private:
