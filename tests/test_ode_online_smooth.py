@@ -89,6 +89,20 @@ def test_weakly_correlated_fields(g: str) -> None:
     np.testing.assert_allclose(got, want, rtol=RTOL, atol=RTOL * np.max(np.abs(want)))
 
 
+@pytest.mark.parametrize("biased", [False, True])
+@pytest.mark.parametrize("K, M, g", [(2, 2, "tanh"), (1, 2, "softplus")])
+def test_students_orthogonal_to_the_teachers(K: int, M: int, g: str, biased: bool) -> None:
+    """M = 0 exactly (the usual start, P diagonal): the last field does not move along a line (its step 0, an aligned
+    grid of stride 0). Each point of the line reads the same stencil; before, an integer division by the stride
+    killed the process (SIGFPE)."""
+    rng = np.random.default_rng(4)
+    kw = {"bias": rng.normal(0.0, 0.7, K), "teacher_bias": rng.normal(0.0, 0.7, M)} if biased else {}
+    ov = tl.Overlaps(np.eye(K) * 0.8, np.zeros((K, M)), np.eye(M), rng.normal(0.0, 1.0, K), rng.normal(0.0, 1.0, M),
+                     **kw)
+    got, want = _second_order(ov, g, g), _reference(ov, g, g, biased)
+    np.testing.assert_allclose(got, want, rtol=RTOL, atol=RTOL * np.max(np.abs(want)))
+
+
 @pytest.mark.parametrize("eps", [0.0, 1e-6, 1e-3])
 @pytest.mark.parametrize("K, M, g", [(2, 1, "tanh"), (1, 1, "softplus"), (2, 2, "softplus")])
 def test_near_singular_overlaps(K: int, M: int, g: str, eps: float) -> None:

@@ -144,12 +144,15 @@ constexpr int kFree = 1 << 30;
 
 // A table's entries regrouped by residue modulo s (its lines' grid points per step): part r = v[r], v[r + s], ...,
 // so that each stencil entry along the points of a line is contiguous (the line vectorises without gathers).
+// A stride of 0 (a line along which the table's argument does not move: the last field uncorrelated with the line's
+// variable, e.g. students orthogonal to the teachers, M = 0) keeps the table as it is (s = 1): every point of the line
+// reads the same stencil.
 struct Split {
   int s = 0;  // 0: none (a free table)
   std::vector<double> vt;
   std::vector<int> off;
   void build(const std::vector<double>& v, int stride) {
-    s = stride == kFree ? 0 : std::abs(stride);
+    s = stride == kFree ? 0 : std::max(1, std::abs(stride));
     if (s == 0) return;
     const int n = static_cast<int>(v.size());
     vt.resize(n);

@@ -11,9 +11,9 @@ namespace twolayer::detail {
 
 namespace {
 
-// Relative to the variables' variances before any conditioning (ref): a variance below kZeroTol ref_j is zero, a pair
-// whose 2x2 determinant is below kAlignTol ref_j ref_k is one variable (round-off of the Schur complements is a few
-// eps ref).
+// A variance below kZeroTol ref_j (ref: the variances before any conditioning) is zero; a pair whose 2x2 determinant,
+// the squared minors of its rows of the square-root factor (no cancellation), is below kAlignTol C_jj C_kk (the
+// current variances) is one variable.
 constexpr double kAlignTol = 1e-15;
 constexpr double kZeroTol = 1e-15;
 // An aligned pair l_k - mu_k = g (l_j - mu_j) is merged into one variable when its offset delta = mu_k - g mu_j is
