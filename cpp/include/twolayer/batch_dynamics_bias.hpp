@@ -27,6 +27,42 @@ struct LaneBiasParams {
   const double* lr_bias;
 };
 
+// Steps 2 and 3 of the lane right-hand sides that sum per unit (erf with biases here, sin and cos in
+// batch_dynamics_trig.hpp), over the u = K + M units (om(r, c): the lanes' Omega_rc):
+//   Psi_ic = E[s'(l_i) c_c E] = Omega_ic A_i + sum_q B_iq Omega_qc,
+//   Phi_ik = lr (a_i Psi_ik + a_k Psi_ki) (i <= k), dM_ir = lr a_i Psi_i,K+r.
+template <int L, class Omega>
+void first_order_lanes(const LaneShape& s, const LaneParams& p, const Omega& om, double (*Ai)[L],
+                       double (*Bm)[2 * kLaneUnitsCap][L], const double* a, double (*phi)[kLaneUnitsCap][L],
+                       double* dM) {
+  const int K = s.K, M = s.M, u = K + M;
+  double psi[kLaneUnitsCap][2 * kLaneUnitsCap][L];
+  for (int i = 0; i < K; ++i)
+    for (int c = 0; c < u; ++c) {
+      const double* oic = om(i, c);
+      TWOLAYER_LANES
+      for (int l = 0; l < L; ++l) psi[i][c][l] = oic[l] * Ai[i][l];
+      for (int q = 0; q < u; ++q) {
+        const double* oqc = om(q, c);
+        TWOLAYER_LANES
+        for (int l = 0; l < L; ++l) psi[i][c][l] += Bm[i][q][l] * oqc[l];
+      }
+    }
+  for (int i = 0; i < K; ++i) {
+    const double* ai = a + i * L;
+    for (int k = i; k < K; ++k) {
+      const double* ak = a + k * L;
+      TWOLAYER_LANES
+      for (int l = 0; l < L; ++l) phi[i][k][l] = p.lr[l] * (ai[l] * psi[i][k][l] + ak[l] * psi[k][i][l]);
+    }
+    for (int r = 0; r < M; ++r) {
+      double* d = dM + (i * M + r) * L;
+      TWOLAYER_LANES
+      for (int l = 0; l < L; ++l) d[l] = p.lr[l] * ai[l] * psi[i][K + r][l];
+    }
+  }
+}
+
 // Steps 5 and 6 of the lane right-hand sides that sum per unit (erf with biases here, sin and cos in
 // batch_dynamics_trig.hpp), from Phi_ik (phi), the readout pull V_i and the bias pull G_i:
 //   dQ_ik = Phi_ik (symmetric), spherical: Phi_ik - Q_ik (Phi_ii + Phi_kk) / 2 and dQ_ii = 0, dM_ir -= M_ir Phi_ii / 2
@@ -119,36 +155,12 @@ void erf_bias_rhs_lanes(const LaneShape& s, const LaneParams& p, const LaneBiasP
       }
     }
   }
-  // 2. Psi_ic = E[s'(l_i) c_c E] = Omega_ic A_i + sum_q B_iq Omega_qc; 3. the first-order terms.
-  double psi[KM][UM][L], phi[KM][KM][L];
-  for (int i = 0; i < K; ++i)
-    for (int c = 0; c < u; ++c) {
-      const double* oic = om(i, c);
-      TWOLAYER_LANES
-      for (int l = 0; l < L; ++l) psi[i][c][l] = oic[l] * Ai[i][l];
-      for (int q = 0; q < u; ++q) {
-        const double* oqc = om(q, c);
-        TWOLAYER_LANES
-        for (int l = 0; l < L; ++l) psi[i][c][l] += Bm[i][q][l] * oqc[l];
-      }
-    }
+  double phi[KM][KM][L];
   double* dQ = dy;
   double* dM = dy + K * K * L;
   double* da = dM + K * M * L;
   double* db = da + K * L;
-  for (int i = 0; i < K; ++i) {
-    const double* ai = a + i * L;
-    for (int k = i; k < K; ++k) {
-      const double* ak = a + k * L;
-      TWOLAYER_LANES
-      for (int l = 0; l < L; ++l) phi[i][k][l] = p.lr[l] * (ai[l] * psi[i][k][l] + ak[l] * psi[k][i][l]);
-    }
-    for (int r = 0; r < M; ++r) {
-      double* d = dM + (i * M + r) * L;
-      TWOLAYER_LANES
-      for (int l = 0; l < L; ++l) d[l] = p.lr[l] * ai[l] * psi[i][K + r][l];
-    }
-  }
+  first_order_lanes<L>(s, p, om, Ai, Bm, a, phi, dM);
   // 4. Online: lr^2 a_i a_k (sum_{j <= m} (2 - [j = m]) w_j w_m I4(l_i, l_k, l_j, l_m) + Delta J_ik), i <= k.
   if (s.online) {
     for (int i = 0; i < K; ++i)

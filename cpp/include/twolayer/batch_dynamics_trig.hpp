@@ -112,35 +112,11 @@ void trig_rhs_lanes(const LaneShape& s, Activation student, Activation teacher, 
       }
     }
   }
-  // 2. Psi_ic = E[s'(l_i) c_c E] = Omega_ic A_i + sum_q B_iq Omega_qc; 3. the first-order terms.
-  double psi[KM][UM][L], phi[KM][KM][L];
-  for (int i = 0; i < K; ++i)
-    for (int c = 0; c < u; ++c) {
-      const double* oic = om(i, c);
-      TWOLAYER_LANES
-      for (int l = 0; l < L; ++l) psi[i][c][l] = oic[l] * Ai[i][l];
-      for (int q = 0; q < u; ++q) {
-        const double* oqc = om(q, c);
-        TWOLAYER_LANES
-        for (int l = 0; l < L; ++l) psi[i][c][l] += Bm[i][q][l] * oqc[l];
-      }
-    }
+  double phi[KM][KM][L];
   double* dQ = dy;
   double* dM = dy + K * K * L;
   double* da = dM + K * M * L;
-  for (int i = 0; i < K; ++i) {
-    const double* ai = a + i * L;
-    for (int k = i; k < K; ++k) {
-      const double* ak = a + k * L;
-      TWOLAYER_LANES
-      for (int l = 0; l < L; ++l) phi[i][k][l] = p.lr[l] * (ai[l] * psi[i][k][l] + ak[l] * psi[k][i][l]);
-    }
-    for (int r = 0; r < M; ++r) {
-      double* d = dM + (i * M + r) * L;
-      TWOLAYER_LANES
-      for (int l = 0; l < L; ++l) d[l] = p.lr[l] * ai[l] * psi[i][K + r][l];
-    }
-  }
+  first_order_lanes<L>(s, p, om, Ai, Bm, a, phi, dM);
   // 4. Online: lr^2 a_i a_k (sum_{j <= m} (2 - [j = m]) w_j w_m I4(l_i, l_k, l_j, l_m) + Delta J_ik), i <= k, I4 over
   //    the 8 signs (1, e2, e3, e4): the quarter turns (ps + 1)(1 + e2) + e3 pj + e4 pm, cos and sin of e.mu from the
   //    products of e^(+-i mu_r).
