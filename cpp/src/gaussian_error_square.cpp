@@ -6,6 +6,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "twolayer/activation_points.hpp"
 #include "twolayer/gaussian_smooth.hpp"
 #include "twolayer/simd_math.hpp"
 
@@ -232,73 +233,9 @@ bool along(const Grid& g, int nt, const std::vector<double>* const* v, const Spl
   return true;
 }
 
-// The Clenshaw recurrences of the orders 0..N - 1 of one panel's series (coefficients c, n1 per order, the first top)
-// at kBlock points x side by side, in registers; out[o][q] for q < cnt.
-constexpr int kBlock = 8;
-template <int N>
-void clenshaw_block(const double* c, int n1, int top, const double* x, int cnt, double* const* out) {
-  double x2[kBlock], b1[N][kBlock] = {}, b2[N][kBlock] = {};
-  for (int q = 0; q < kBlock; ++q) x2[q] = 2.0 * x[q];
-  for (int j = top - 1; j >= 1; --j)
-    for (int o = 0; o < N; ++o) {
-      const double cj = c[o * n1 + j];
-#ifdef TWOLAYER_OPENMP
-#pragma omp simd
-#endif
-      for (int q = 0; q < kBlock; ++q) {
-        const double t = cj + x2[q] * b1[o][q] - b2[o][q];
-        b2[o][q] = b1[o][q];
-        b1[o][q] = t;
-      }
-    }
-  for (int o = 0; o < N; ++o)
-    for (int q = 0; q < cnt; ++q) out[o][q] = c[o * n1] + x[q] * b1[o][q] - b2[o][q];
-}
-
-// sigma_grid of a custom table (activation.hpp, custom_derivatives): run by run of the points inside one panel, the
-// Clenshaw recurrences of kBlock points and both orders side by side (clenshaw_block, the series without their
-// trailing zeros); the points outside the panels (the tangent tails) one by one.
-void custom_grid(const CustomTable& T, double x0, double dx, int n, double* v, double* d) {
-  constexpr int kRun = 64;
-  const double lo = T.edges[0], hi = T.edges[T.panels];
-  const int n1 = T.degree + 1, orders = d ? 2 : 1;
-  double* out[2] = {v, d};
-  double xs[kRun + kBlock] = {};
-  int k = 0;
-  while (k < n) {
-    const double s = x0 + dx * k;
-    if (!(s >= lo && s <= hi)) {
-      double e[2];
-      custom_derivatives(T, s, orders - 1, e);
-      for (int o = 0; o < orders; ++o) out[o][k] = e[o];
-      ++k;
-      continue;
-    }
-    const int a = custom_panel(T, s);
-    const double ea = T.edges[a], eb = T.edges[a + 1];
-    const bool last = a == T.panels - 1;
-    int m = 1;  // the run: the points after s in the same panel
-    while (k + m < n && m < kRun) {
-      const double t = x0 + dx * (k + m);
-      if (!(t >= ea && (t < eb || (last && t <= eb)))) break;
-      ++m;
-    }
-    for (int q = 0; q < m; ++q) xs[q] = (2.0 * (x0 + dx * (k + q)) - ea - eb) / (eb - ea);
-    const double* c = T.coef + static_cast<std::size_t>(a) * kCustomOrders * n1;
-    const int* len = T.len + a * kCustomOrders;
-    const int top = orders == 2 && len[1] > len[0] ? len[1] : len[0];
-    for (int q0 = 0; q0 < m; q0 += kBlock) {
-      double* o[2] = {v + k + q0, d ? d + k + q0 : nullptr};
-      const int cnt = m - q0 < kBlock ? m - q0 : kBlock;
-      if (orders == 2) clenshaw_block<2>(c, n1, top, xs + q0, cnt, o);
-      else clenshaw_block<1>(c, n1, top, xs + q0, cnt, o);
-    }
-    k += m;
-  }
-}
-
 // v[k] = a(x0 + dx k) and, when d is given, d[k] = a'(x0 + dx k), k < n: tanh in one vectorised pass
-// (tanh_sech2_simd, one exponential per point), custom tables panel by panel (custom_grid), the others point by point.
+// (tanh_sech2_simd, one exponential per point), the others chunk by chunk of points through sigma_derivatives_at
+// (activation_points.hpp: custom tables panel by panel).
 void sigma_grid(Activation a, double x0, double dx, int n, double* v, double* d) {
   if (a == Activation::Tanh) {
     if (d) {
@@ -317,17 +254,13 @@ void sigma_grid(Activation a, double x0, double dx, int n, double* v, double* d)
     }
     return;
   }
-  if (is_custom(a)) return custom_grid(custom_table(a), x0, dx, n, v, d);
-  for (int k = 0; k < n; ++k) {
-    const double x = x0 + dx * k;
-    if (!d) {  // (sigma: the value alone, cheaper than sigma_derivatives)
-      v[k] = sigma(a, x);
-      continue;
-    }
-    double e[2];
-    sigma_derivatives(a, x, 1, e);
-    v[k] = e[0];
-    d[k] = e[1];
+  constexpr int kChunk = 256;
+  double xs[kChunk];
+  for (int k0 = 0; k0 < n; k0 += kChunk) {
+    const int cnt = n - k0 < kChunk ? n - k0 : kChunk;
+    for (int q = 0; q < cnt; ++q) xs[q] = x0 + dx * (k0 + q);
+    double* const out[2] = {v + k0, d ? d + k0 : nullptr};
+    sigma_derivatives_at(a, xs, cnt, d ? 1 : 0, out);
   }
 }
 

@@ -36,6 +36,7 @@
 #include <cmath>
 
 #include "twolayer/activation.hpp"
+#include "twolayer/activation_points.hpp"
 #include "twolayer/hd.hpp"
 
 namespace twolayer::smooth {
@@ -315,6 +316,7 @@ TWOLAYER_HD inline bool moments(Activation f, Activation g, double mu1, double m
         // (stored at np - 1 - e); node (ka + kk, ja + j) reads F[p kk + j] and G[np - jt - p kk + j]
         const int np = p * (kt - 1) + jt;
         const double o = ka * step_o;
+#if defined(__CUDA_ARCH__)
         for (int e = 0; e < np; ++e) {
           double d[5];
           sigma_derivatives(f, mu1 + sx * (o + delta * (ja + e)), nd, d);
@@ -322,6 +324,20 @@ TWOLAYER_HD inline bool moments(Activation f, Activation g, double mu1, double m
           sigma_derivatives(g, mu2 + sgn * sz * (o + delta * (e - ja - jt + 1)), nd, d);
           for (int q = 0; q <= nd; ++q) G[q * kTile + np - 1 - e] = d[q];
         }
+#else
+        {  // the same points, each function's in one pass (activation_points.hpp); G's stored from its end
+          double xf[kTile], xg[kTile];
+          for (int e = 0; e < np; ++e) {
+            xf[e] = mu1 + sx * (o + delta * (ja + e));
+            xg[np - 1 - e] = mu2 + sgn * sz * (o + delta * (e - ja - jt + 1));
+          }
+          double* of[5] = {};
+          double* og[5] = {};
+          for (int q = 0; q <= nd; ++q) of[q] = F + q * kTile, og[q] = G + q * kTile;
+          sigma_derivatives_at(f, xf, np, nd, of);
+          sigma_derivatives_at(g, xg, np, nd, og);
+        }
+#endif
         for (int kk = 0; kk < kt; ++kk) {
           const int k = ka + kk;
           const double wo = normal_weight(k * ho, ho), wc = ((k & 1) == 0) ? (two ? 4.0 : 2.0) * wo : 0.0;
