@@ -7,7 +7,11 @@ With (l1, ..., ln) ~ N(0, C) and activations named as in :mod:`twolayer.activati
 * ``j2(s, C)``       = E[s'(l1) s'(l2)],                    C of shape (..., 2, 2)
 * ``i4(s, a, b, C)`` = E[s'(l1) s'(l2) a(l3) b(l4)],        C of shape (..., 4, 4)
 
-``erf`` is erf(s/sqrt 2). Every I2 pair is in closed form; I3 and J2 follow from I2 by Stein's lemma and Price's
+``erf`` is erf(s/sqrt 2). The smooth activations without a closed-form pair (``tanh``, ``sigmoid``, ``softplus``,
+``gelu``, ``silu``, and ``custom`` ones) go through a certified lattice quadrature (1e-10 relative, checked at run
+time; ``sin`` and ``cos`` with each other are in closed form, ``hermite`` units with polynomial partners exact; the
+activations page of the documentation gives method and accuracy per activation). Among the classic five
+(``linear``, ``erf``, ``relu``, ``step``, ``quadratic``) every I2 pair is in closed form; I3 and J2 follow from I2 by Stein's lemma and Price's
 theorem (so they exist for every pair, including ``step``, whose derivative is a delta); I4 is closed form for
 ``linear``, ``quadratic``, ``erf`` and ``step`` units with any (a, b); for ``relu`` units, (relu, relu) by Price
 interpolation (one-dimensional Gauss-Legendre / sinh quadrature, ~1e-13 relative) and (linear, relu),
@@ -89,13 +93,15 @@ def i2(
     device: Device = "cpu",
     mean: ArrayLike | None = None,
 ) -> Any:
-    """E[a(l1) b(l2)] for (l1, l2) ~ N(0, C), in closed form for every pair.
+    """E[a(l1) b(l2)] for (l1, l2) ~ N(0, C): closed form for the classic pairs.
 
     Parameters
     ----------
     act_a, act_b : str
-        Activations a and b: ``"linear"``, ``"erf"``, ``"relu"``, ``"step"``
-        or ``"quadratic"``.
+        Activations a and b, any of :mod:`twolayer.activations`: closed form
+        for ``"linear"``, ``"erf"``, ``"relu"``, ``"step"``,
+        ``"quadratic"`` (and sin/cos pairs), certified quadrature (1e-10)
+        for the other smooth ones (module docstring).
     C : array_like, shape (..., 2, 2)
         Covariances: finite, symmetric, positive semi-definite.
     n_threads : int, optional

@@ -34,8 +34,8 @@ class Network:
     a : array_like, shape (K,), optional
         Second layer (default: ones).
     activation : str, default "erf"
-        sigma: ``"linear"``, ``"erf"``, ``"relu"``, ``"step"`` or
-        ``"quadratic"``.
+        sigma: any activation of :mod:`twolayer.activations` (``"erf"``,
+        ``"relu"``, ``"tanh"``, ..., a hermite or custom one).
     scaling : {"sqrt_d", "none"}
         Pre-activations lambda = w . x / sqrt(d) (``"sqrt_d"``) or w . x
         (``"none"``).
