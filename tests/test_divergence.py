@@ -121,3 +121,20 @@ def test_function_target_run_whose_weights_overflow_in_a_step_reports_divergence
     run = tl.sgd.simulate(st, ft, lr=500.0, lr_readout=100.0, t_max=3.0, n_records=5, seed=4)  # no RuntimeWarning
     assert run.status == "diverged" and "not finite" in run.message and run.student is None
     assert 0 < run.stop_time < 3.0 and np.isfinite(run.risk).all()
+
+
+@pytest.mark.parametrize("factor, valid", [(0.5, True), (3.0, False)])
+def test_overlaps_and_the_engines_share_the_psd_tolerance(factor: float, valid: bool) -> None:
+    """A student past its teacher by rounding, M = P and Q = P - factor * PSD_TOL * I (Omega's smallest eigenvalue
+    about -factor / 2 * PSD_TOL, max diag ~1): a state the engines accept (rule 3, divergence.hpp) is a valid Overlaps
+    and one they stop is not (before, Overlaps used 1e-9 and the engines 1e-8: a converged run's rows between the two
+    could not be read back with Trajectory.overlaps_at)."""
+    P = np.array([[1.0, 0.2], [0.2, 0.9]])
+    Q = P - factor * tl._core.PSD_TOL * np.eye(2)
+    M0, a0, v = P.copy(), np.ones(2), np.ones(2)
+    assert (tl._core.divergence(Q, P, a0, P, v, Q, M0, a0) == "") == valid
+    if valid:
+        tl.Overlaps(Q, P, P, a0, v)
+    else:
+        with pytest.raises(ValueError, match="not positive semi-definite"):
+            tl.Overlaps(Q, P, P, a0, v)

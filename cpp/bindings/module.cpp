@@ -10,6 +10,7 @@
 
 #include "interrupt.hpp"
 #include "twolayer/cuda.hpp"
+#include "twolayer/divergence.hpp"
 #include "twolayer/gaussian.hpp"
 #include "twolayer/parallel.hpp"
 
@@ -172,6 +173,9 @@ PYBIND11_MODULE(TWOLAYER_MODULE_NAME, m) {
       "with status \"interrupted\" where they were cut short), or None.",
       PyExc_KeyboardInterrupt, nullptr));
   m.attr("Interrupted") = twolayer::bind::interrupted_type();
+  // The engines' positive semi-definiteness tolerance (divergence.hpp, rule 3): Overlaps validates with the same one,
+  // so that every state a run accepted is a valid Overlaps (Trajectory.overlaps_at, continuing a run).
+  m.attr("PSD_TOL") = twolayer::kDivergencePsdTol;
   py::register_local_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);

@@ -27,6 +27,12 @@ constexpr int kAttempts = 4;         // steps of the trapezoidal rule tried (eac
 // poles than one activation (gaussian_smooth.hpp takes e^-18 per I4 and then often halves the steps; measured:
 // e^-24 passes the check at K = M = 2 with tanh, e^-26 with a margin of 10).
 constexpr double kFirstExp = 26.0;
+// The cancellation floor: where the error's square cancels (a student that has learnt its teacher: E ~ 1e-5 while
+// its terms are ~1), the tables' rounding (~1e-14 of the terms, not of E^2) bounds the relative accuracy of the
+// moment, and the certificate's relative test can fail at every step. A moment is then also accepted when its 2h
+// difference is within kCancelTol of the magnitude of its terms, E[|s'_i s'_k| (sum_c |w_c act_c|)^2] (the
+// magnitude pass): what the per-I4 path (sum_jl w_j w_l I4, each I4 certified relative to itself) guarantees.
+constexpr double kCancelTol = 1e-10;
 
 // Lagrange weights of the 8 points at offsets m - kLagLo (m = 0..7) for the point at offset t in [0, 1):
 // lw[m] = prod_{n != m} (t - x_n) / prod_{n != m} (x_m - x_n), the products of the other seven factors from a tree of
@@ -321,7 +327,8 @@ struct ActTable {
 
 // The smoothings S_q(b) = sum_j w_j a(b + s h j)^q (q = 1, 2; w_j the trapezoidal normal weights, |j| <= nl) and
 // their 2h rules (even j, weights 2 w_j) on a grid aligned to `step` (|step| = m' dx; 0: free), covering [lo, hi];
-// s h = m dx with h <= hmax.
+// s h = m dx with h <= hmax. s = 0 (a last field fixed by the others: a zero pivot, e.g. a student equal to its
+// teacher): S_q = a^q, the same for the 2h rule (S0 = S0c = 1).
 struct SmoothTable {
   Grid g;
   int mstep = 0;  // grid points per step of the line
@@ -335,22 +342,42 @@ struct SmoothTable {
     // the grid itself when s h >= dx (s h = m dx), else point by point (a near-singular last field)
     const double as = std::fabs(step), target = std::min(kSmoothDx, std::max(s * hmax, kRawDx));
     const bool cheap = 2.0 * (hi - lo + 2.0 * kTrunc * s) / as * 8.0 <= line_points;
-    const bool free = as > 0.0 && as < target / 8.0 && !cheap;
+    const bool point = !(s > 0.0);
+    bool free = as > 0.0 && as < target / 8.0 && !cheap;
     int mp = as > 0.0 && !free ? static_cast<int>(std::ceil(as / target)) : 0;
     double dx = mp > 0 ? as / mp : target;
     for (int attempt = 0; attempt < 6; ++attempt, mp *= 2, dx *= 0.5) {
       if (!g.cover(lo, hi, dx)) return false;
+      if (!point && !(s * hmax >= dx) && g.size * (2.0 * std::floor(kTrunc / hmax) + 1.0) > 4.0 * kMaxTable) {
+        // a smoothing much narrower than the grid step (a last field nearly fixed by the others, e.g. a student
+        // that has nearly learnt its teacher) on a fine aligned grid: point by point would take too many
+        // evaluations; the grid refined to the smoothing's step instead (shared, still aligned), or, when that
+        // grid would be too large, a free grid at the target step
+        const double r = std::ceil(dx / (s * hmax));
+        if (g.cover(lo, hi, dx / r)) {
+          mp *= static_cast<int>(r);
+          dx /= r;
+        } else if (!free) {
+          free = true;
+          mp = 0;
+          dx = target;
+          if (!g.cover(lo, hi, dx)) return false;
+        } else if (!g.cover(lo, hi, dx)) {
+          return false;
+        }
+      }
       mstep = free ? kFree : (step > 0.0 ? mp : -mp);
-      const bool shared = s * hmax >= dx;
-      const int m = shared ? static_cast<int>(std::floor(s * hmax / dx)) : 0;
-      const double h = shared ? m * dx / s : hmax;
-      const int nl = static_cast<int>(std::floor(kTrunc / h));
+      const bool shared = point || s * hmax >= dx;  // (point: the grid itself, one node)
+      const int m = point || !shared ? 0 : static_cast<int>(std::floor(s * hmax / dx));
+      const double h = point ? 1.0 : (shared ? m * dx / s : hmax);
+      const int nl = point ? 0 : static_cast<int>(std::floor(kTrunc / h));
+      const double cf = point ? 1.0 : 2.0;  // the 2h rule's weights: 2 w_j on even j (point: the one node)
       std::vector<double> wj(2 * nl + 1);
       S0 = S0c = 0.0;
       for (int j = -nl; j <= nl; ++j) {
-        wj[j + nl] = normal_weight(j * h, h);
+        wj[j + nl] = point ? 1.0 : normal_weight(j * h, h);
         S0 += wj[j + nl];
-        if ((j & 1) == 0) S0c += 2.0 * wj[j + nl];
+        if ((j & 1) == 0) S0c += cf * wj[j + nl];
       }
       // a on the extended grid x0 + dx (i - m nl), i in [0, size + 2 m nl), and at its half points (shared), or at
       // every x_k + s h j (row k of 2 nl + 1 values)
@@ -386,8 +413,8 @@ struct SmoothTable {
           }
           s1[k] = f1;
           s2[k] = f2;
-          c1[k] = 2.0 * e1;
-          c2[k] = 2.0 * e2;
+          c1[k] = cf * e1;
+          c2[k] = cf * e2;
         }
       };
       std::vector<double> M1, M2, M1c, M2c;
@@ -450,6 +477,10 @@ struct Lattice {
   int jfull = 0;
   double fine[kMaxPairs], coarse[kMaxPairs], scale[kMaxPairs];
   double val[4], der[4];
+  // The magnitude pass (in_order's cancellation floor): every term of the error's square by its absolute value,
+  // E[|s'_i s'_k| (sum_c |w_c act_c|)^2] summed into scale[] (the same lattice and tables, absolute values taken of
+  // the interpolated entries before the unchanged sums).
+  bool magnitude = false;
 
   // Level e < f: every node of z_e (a zero pivot: the single node z_e = 0), then the next level.
   void level(int e, const double* arg, double r2, double wt, double wc, bool even) {
@@ -490,8 +521,9 @@ struct Lattice {
   // field l from the smoothing tables.
   void leaf_line(const double* arg, double r2, double wt, double wc, bool even) {
     double Pout = 0.0;
-    for (int c = 0; c < f; ++c) Pout += w[c] * val[c];
-    const double wf = w[f], wl = w[l], S0 = last.S0, S0c = last.S0c;
+    for (int c = 0; c < f; ++c) Pout += magnitude ? std::fabs(w[c] * val[c]) : w[c] * val[c];
+    const double wf = magnitude ? std::fabs(w[f]) : w[f], wl = magnitude ? std::fabs(w[l]) : w[l];
+    const double S0 = last.S0, S0c = last.S0c;
     const bool student_f = any_f;
     double sf[3] = {0.0, 0.0, 0.0}, sa[3] = {0.0, 0.0, 0.0}, sc[3] = {0.0, 0.0, 0.0};
     if (looped[f]) {
@@ -517,6 +549,12 @@ struct Lattice {
         return;
       }
       const double* wj = wline.data() + jfull - jm;
+      if (magnitude)
+        for (int q = 0; q < len; ++q) {
+          vf[q] = std::fabs(vf[q]);
+          df[q] = student_f ? std::fabs(df[q]) : df[q];
+          s1[q] = std::fabs(s1[q]);
+        }
       double f0 = 0.0, f1 = 0.0, f2 = 0.0, a0 = 0.0, a1 = 0.0, a2 = 0.0;
       if (student_f) {
 #ifdef TWOLAYER_OPENMP
@@ -599,8 +637,10 @@ struct Lattice {
       lagrange8(tb, lwb);
       double d[2];
       sigma_derivatives(acts[f], arg[f], student_f ? 1 : 0, d);
+      if (magnitude) d[0] = std::fabs(d[0]), d[1] = std::fabs(d[1]);
       const double df = student_f ? d[1] : 1.0;
-      const double S1 = dot8(lwb, last.S1.data() + kb), S2 = dot8(lwb, last.S2.data() + kb);
+      const double S1r = dot8(lwb, last.S1.data() + kb), S2 = dot8(lwb, last.S2.data() + kb);
+      const double S1 = magnitude ? std::fabs(S1r) : S1r;
       const double P = Pout + wf * d[0];
       const double x0 = P * P * S0 + 2.0 * P * wl * S1 + wl * wl * S2;
       sf[0] = x0; sf[1] = x0 * df; sf[2] = x0 * df * df;
@@ -656,6 +696,18 @@ double first_steps(int n, const Activation* acts, const double* L, double* hmax,
   return leaves;
 }
 
+// The lattice's certificate: per pair, ((I_h - I_2h) / S)^2 <= kAcceptSq (S the rule on |integrand|), or, with a
+// floor (the cancellation floor of in_order), |I_h - I_2h| <= floor.
+bool accepted(const Lattice& lat, int np, const double* floor) {
+  bool ok = true;
+  for (int p = 0; p < np; ++p) {
+    const double d = lat.fine[p] - lat.coarse[p], f = floor ? floor[p] : 0.0;
+    ok = ok && std::isfinite(lat.fine[p]) && std::isfinite(d) &&
+         !(d * d > std::max(kAcceptSq * lat.scale[p] * lat.scale[p], f * f));
+  }
+  return ok;
+}
+
 // error_square_moments on the fields in the given order.
 bool in_order(Activation s, int n, const Activation* acts, const double* C, const double* mu_in, const double* w,
               const int* pairs, int np, double* out) {
@@ -667,8 +719,7 @@ bool in_order(Activation s, int n, const Activation* acts, const double* C, cons
   if (mu_in)
     for (int c = 0; c < n; ++c) mu[c] = mu_in[c];
   double L[16];
-  psd_cholesky(C, n, L);
-  if (!(L[l * n + l] > 0.0)) return false;
+  psd_cholesky(C, n, L);  // (a zero last pivot: the last field fixed by the others, SmoothTable's s = 0)
   Lattice lat;
   lat.n = n;
   lat.f = f;
@@ -703,6 +754,8 @@ bool in_order(Activation s, int n, const Activation* acts, const double* C, cons
   }
   spanf *= kTrunc;
   spanl *= kTrunc;
+  double floor[kMaxPairs];
+  bool have_floor = false;
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
     const double fac = std::pow(kRetry, attempt);
     for (int e = 0; e < n; ++e) lat.h[e] = hmax[e] * fac;
@@ -731,11 +784,20 @@ bool in_order(Activation s, int n, const Activation* acts, const double* C, cons
     lat.ok = true;
     lat.level(0, mu, 0.0, 1.0, 1.0, true);
     if (!lat.ok) return false;
-    bool ok = true;
-    for (int p = 0; p < np; ++p) {
-      const double d = lat.fine[p] - lat.coarse[p];
-      ok = ok && std::isfinite(lat.fine[p]) && std::isfinite(d) && !(d * d > kAcceptSq * lat.scale[p] * lat.scale[p]);
+    bool ok = accepted(lat, np, nullptr);
+    if (!ok && !have_floor) {  // the magnitudes of the terms, once (the steps barely change them)
+      double keep[3][kMaxPairs];
+      for (int p = 0; p < np; ++p) keep[0][p] = lat.fine[p], keep[1][p] = lat.coarse[p], keep[2][p] = lat.scale[p];
+      for (int p = 0; p < np; ++p) lat.fine[p] = lat.coarse[p] = lat.scale[p] = 0.0;
+      lat.magnitude = true;
+      lat.level(0, mu, 0.0, 1.0, 1.0, true);
+      lat.magnitude = false;
+      if (!lat.ok) return false;
+      for (int p = 0; p < np; ++p) floor[p] = kCancelTol * lat.scale[p];
+      for (int p = 0; p < np; ++p) lat.fine[p] = keep[0][p], lat.coarse[p] = keep[1][p], lat.scale[p] = keep[2][p];
+      have_floor = true;
     }
+    ok = ok || accepted(lat, np, floor);
     if (ok) {
       for (int p = 0; p < np; ++p) out[p] = lat.fine[p];
       return true;
@@ -757,6 +819,7 @@ bool error_square_moments(Activation s, int n, const Activation* acts, const dou
   }
   int perm[4] = {0, 1, 2, 3}, best[4] = {0, 1, 2, 3};
   double best_leaves = kInfStrip;
+  int best_fixed = 2;
   do {
     if (in_pair[perm[n - 1]]) continue;
     double Cp[16], L[16], hmax[4];
@@ -767,10 +830,12 @@ bool error_square_moments(Activation s, int n, const Activation* acts, const dou
       for (int b = 0; b < n; ++b) Cp[a * n + b] = C[perm[a] * n + perm[b]];
     }
     psd_cholesky(Cp, n, L);
-    if (!(L[n * n - 1] > 0.0)) continue;
-    // a student on the line costs about 1.5 times a teacher per leaf (its derivative too)
+    // a student on the line costs about 1.5 times a teacher per leaf (its derivative too); an order whose last field
+    // is fixed by the others (a zero pivot) only where every order's is
+    const int fixed_last = L[n * n - 1] > 0.0 ? 0 : 1;
     const double leaves = first_steps(n, ap, L, hmax, looped) * (n > 2 && in_pair[perm[n - 2]] ? 1.5 : 1.0);
-    if (leaves < best_leaves) {
+    if (fixed_last < best_fixed || (fixed_last == best_fixed && leaves < best_leaves)) {
+      best_fixed = fixed_last;
       best_leaves = leaves;
       for (int a = 0; a < n; ++a) best[a] = perm[a];
     }

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from . import _core
 from ._validation import as_float_array, check_memory
 from .activations import check_activation
 from .networks import Network, check_network
@@ -30,8 +31,10 @@ from .targets import is_target
 
 __all__ = ["BatchOverlaps", "Overlaps", "check_pair", "check_stack", "refuse_bias"]
 
-# Relative tolerance of the symmetry and positive semi-definiteness checks (of the largest diagonal entry).
-_TOL = 1e-9
+# Relative tolerance of the symmetry and positive semi-definiteness checks (of the largest diagonal entry): the
+# engines' own (divergence.hpp, rule 3), so that every state a run accepted (a trajectory's rows near a student that
+# has learnt its teacher, Omega singular to within the integration error) is a valid Overlaps.
+_TOL = float(_core.PSD_TOL)
 
 
 def _optional_activation(name: Any, argument: str) -> str | None:

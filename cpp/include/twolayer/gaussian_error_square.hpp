@@ -27,10 +27,15 @@
 // Certificate: the trapezoidal steps of gaussian_smooth.hpp's trapezoid_step, each field counted twice (its
 // derivative, the square), with a first 2h rule that errs by ~e^-26 (steps times 0.75 on failure); the 2h rule is
 // the even sub-lattice in every variable (the tables carry its sums too), and the result is accepted when
-// ((I_h - I_2h) / S)^2 <= 1e-13 per pair, S the same rule on |integrand|; every table is checked at the midpoints of
-// its cells against direct evaluation (error <= 1e-14 of its largest entry, the grid halved otherwise). Returns false
-// when it cannot certify (a zero or tiny pivot of the last field, tables too large, repeated failures): the caller
-// then takes the per-I4 path. Host only (tables).
+// ((I_h - I_2h) / S)^2 <= 1e-13 per pair, S the same rule on |integrand|, or, where the error's square cancels (a
+// student that has nearly learnt its teacher: E^2 ~ 1e-10 from terms ~1, the tables' rounding then bounds the
+// relative accuracy), when |I_h - I_2h| <= 1e-10 of the magnitude of the terms, E[|s'_i s'_k| (sum_c |w_c act_c|)^2]
+// (one more pass of the lattice with absolute values, run only then): the accuracy of the per-I4 sum, each I4
+// certified relative to itself. Every table is checked at the midpoints of its cells against direct evaluation
+// (error <= 1e-14 of its largest entry, the grid halved otherwise). A last field fixed by the others (a zero pivot:
+// a student equal to its teacher, or Omega indefinite within the engines' tolerance) needs no smoothing, S_q = a^q;
+// a nearly fixed one (a tiny pivot) is smoothed on a grid refined to its step. Returns false when it cannot certify
+// (tables too large, repeated failures): the caller then takes the per-I4 path. Host only (tables).
 #pragma once
 #include "twolayer/activation.hpp"
 
