@@ -138,3 +138,31 @@ def test_overlaps_and_the_engines_share_the_psd_tolerance(factor: float, valid: 
     else:
         with pytest.raises(ValueError, match="not positive semi-definite"):
             tl.Overlaps(Q, P, P, a0, v)
+
+
+@pytest.mark.parametrize("act", ["tanh", "erf"])
+def test_a_run_that_learns_its_teacher_at_a_loose_tolerance_completes(act: str) -> None:
+    """K = M = 2 to t = 1000 at rtol 1e-6, atol 1e-8 (tanh: OdeRhs, erf: the SIMD lanes): the student learns its
+    teacher, Omega becomes singular and the accepted states leave the PSD cone by up to the integrator's tolerance
+    (measured: eigenvalues to -3e-8). Rule 3 allows that much in an adaptive run (psd_delta); before, the tanh run
+    was reported diverged at t = 277 and the erf run's late rows could not be read back (overlaps_at raised)."""
+    s, t = teacher_student(K=2, M=2, d=1000, activation=act, seed=2)
+    tr = tl.ode.integrate(tl.Overlaps.from_networks(s, t), act, lr=0.5, t_max=1000.0, rtol=1e-6, atol=1e-8)
+    assert tr.status == "completed" and tr.t[-1] == 1000.0
+    assert tr.risk[0] > 0.5 and np.abs(tr.risk[-20:]).max() < 1e-6
+    lowest = min(np.linalg.eigvalsh(tr.overlaps_at(i).omega)[0] for i in range(len(tr.t)))
+    assert -2e-6 < lowest < 0.0  # the rows do leave the cone, by less than rtol max diag + atol
+    assert tr.overlaps_at(-1).integration_tol == (1e-6, 1e-8)
+    # the batch (lanes for erf) and continuing from the last row at the same tolerance
+    batch = tl.ode.integrate_batch(tl.BatchOverlaps.stack([tl.Overlaps.from_networks(s, t)] * 2), act, lr=0.5,
+                                   t_max=1000.0, rtol=1e-6, atol=1e-8)
+    assert list(batch.status) == ["completed"] * 2
+    again = tl.ode.integrate(batch.overlaps_at(-1)[0], act, lr=0.5, t_max=50.0, rtol=1e-6, atol=1e-8)
+    assert again.status == "completed"
+
+
+def test_fixed_step_runs_keep_the_fixed_psd_tolerance() -> None:
+    """Euler and RK4 have no tolerance: their rule 3 stays 1e-8 max diag (and their rows' integration_tol (0, 0))."""
+    s, t = teacher_student(K=2, M=2, d=100, activation="erf", seed=2)
+    tr = tl.ode.integrate(tl.Overlaps.from_networks(s, t), "erf", lr=0.5, t_max=5.0, method="rk4", dt=0.1)
+    assert tr.status == "completed" and tr.overlaps_at(-1).integration_tol == (0.0, 0.0)

@@ -88,6 +88,7 @@ class Member {
     sh_.M = units_M();
     sh_.online = A.online;
     sh_.spherical = A.spherical;
+    if (St == Stepping::Adaptive) sh_.psd_rtol = A.rtol, sh_.psd_atol = A.atol;  // (the CPU's shape_of)
     const int K = units_K(), M = units_M();
     n_ = K * K + K * M + K;
     for (int e = 0; e < M * M; ++e) P_[e] = A.P[static_cast<std::size_t>(b) * M * M + e];

@@ -205,12 +205,14 @@ class TrigLanes {
   std::vector<double> chol_, P_, v_, tb_, lr_, lra_, lrb_, noise_;
 };
 
-LaneShape shape_of(const OdeModel& m) {
+// The lanes' shape of a model; with the options of a run, the adaptive method's tolerances for the divergence rule.
+LaneShape shape_of(const OdeModel& m, const IntegrateOptions* opt = nullptr) {
   LaneShape s;
   s.K = m.K;
   s.M = m.M;
   s.online = m.regime == Regime::Online;
   s.spherical = m.spherical;
+  if (opt && opt->method == Method::Adaptive) s.psd_rtol = opt->rtol, s.psd_atol = opt->atol;
   return s;
 }
 
@@ -328,15 +330,15 @@ IntegrateResult integrate_lanes(const OdeModel& model, const double* y0, const I
   const StopRule* s = &stop;
   IntegrateResult* r = &res;
   if (trig_lanes_activation(model.student)) {
-    TrigLanes<1> lanes(shape_of(model), model.student, model.teacher, model.biased);
+    TrigLanes<1> lanes(shape_of(model, &opt), model.student, model.teacher, model.biased);
     LaneDriver<TrigLanes<1>> driver(lanes, opt);
     driver.run(&m, &y0, &s, 1, &r);
   } else if (model.biased) {
-    ErfBiasLanes<1> lanes(shape_of(model));
+    ErfBiasLanes<1> lanes(shape_of(model, &opt));
     LaneDriver<ErfBiasLanes<1>> driver(lanes, opt);
     driver.run(&m, &y0, &s, 1, &r);
   } else {
-    CommitteeLanes<1> lanes(shape_of(model), model.student);
+    CommitteeLanes<1> lanes(shape_of(model, &opt), model.student);
     LaneDriver<CommitteeLanes<1>> driver(lanes, opt);
     driver.run(&m, &y0, &s, 1, &r);
   }
@@ -347,19 +349,19 @@ void integrate_lane_block(const OdeModel* const* models, const double* const* y0
                           int count, const IntegrateOptions& opt, IntegrateResult* const* out, RowSink* sink,
                           const std::size_t* members) {
   if (trig_lanes_activation(models[0]->student)) {
-    TrigLanes<kBatchLanes> lanes(shape_of(*models[0]), models[0]->student, models[0]->teacher,
+    TrigLanes<kBatchLanes> lanes(shape_of(*models[0], &opt), models[0]->student, models[0]->teacher,
                                    models[0]->biased);
     LaneDriver<TrigLanes<kBatchLanes>> driver(lanes, opt);
     driver.run(models, y0s, stops, count, out, sink, members);
     return;
   }
   if (models[0]->biased) {
-    ErfBiasLanes<kBatchLanes> lanes(shape_of(*models[0]));
+    ErfBiasLanes<kBatchLanes> lanes(shape_of(*models[0], &opt));
     LaneDriver<ErfBiasLanes<kBatchLanes>> driver(lanes, opt);
     driver.run(models, y0s, stops, count, out, sink, members);
     return;
   }
-  CommitteeLanes<kBatchLanes> lanes(shape_of(*models[0]), models[0]->student);
+  CommitteeLanes<kBatchLanes> lanes(shape_of(*models[0], &opt), models[0]->student);
   LaneDriver<CommitteeLanes<kBatchLanes>> driver(lanes, opt);
   driver.run(models, y0s, stops, count, out, sink, members);
 }

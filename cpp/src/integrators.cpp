@@ -35,7 +35,9 @@ namespace {
 class OneSystem {
  public:
   static constexpr int kLanes = 1;
-  OneSystem(const OdeModel& m, int threads) : f_(m), threads_(threads), scratch_(omega_size(m)) {}
+  // rtol, atol: the adaptive method's (the divergence rule's delta, divergence.hpp psd_delta), else 0
+  OneSystem(const OdeModel& m, int threads, double rtol, double atol)
+      : f_(m), threads_(threads), rtol_(rtol), atol_(atol), scratch_(omega_size(m)) {}
   std::size_t state_size() const { return f_.model().state_size(); }
   void load(int, const OdeModel&) {}
   void set_rate(int, double s) { f_.set_rate(s); }
@@ -44,7 +46,7 @@ class OneSystem {
   void risk_all(const double* y, double* r) const { r[0] = f_.risk(y); }
   void check(const double* y, const double* bound, int* code) {
     const OdeModel& m = f_.model();
-    code[0] = divergence_code(y, m.K, m.M, m.P.data(), bound[0], scratch_.data());
+    code[0] = divergence_code(y, m.K, m.M, m.P.data(), bound[0], scratch_.data(), rtol_, atol_);
     if (code[0] == kStateOk && m.biased)  // rules 1 and 2 on the biases too
       for (std::size_t i = m.offset_b(); i < m.state_size() && code[0] == kStateOk; ++i)
         code[0] = !std::isfinite(y[i]) ? kNotFinite : std::fabs(y[i]) > bound[0] ? kGrew : kStateOk;
@@ -54,6 +56,7 @@ class OneSystem {
   static std::size_t omega_size(const OdeModel& m) { return static_cast<std::size_t>(m.K + m.M) * (m.K + m.M); }
   OdeRhs f_;
   int threads_;
+  double rtol_, atol_;
   std::vector<double> scratch_;
 };
 
@@ -89,7 +92,8 @@ IntegrateResult integrate(const OdeModel& model, const double* y0, const Integra
   if (is_step_flow(model)) return step_flow_integrate(model, y0, opt, stop);  // discontinuous at alignment
   if (lanes_supported(model, opt)) return integrate_lanes(model, y0, opt, stop);  // batch_integrators.cpp
   IntegrateResult res;
-  OneSystem f(model, n_threads);
+  const bool adaptive = opt.method == Method::Adaptive;
+  OneSystem f(model, n_threads, adaptive ? opt.rtol : 0.0, adaptive ? opt.atol : 0.0);
   LaneDriver<OneSystem> driver(f, opt);
   const OdeModel* m = &model;
   const StopRule* s = &stop;

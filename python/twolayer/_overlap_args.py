@@ -32,7 +32,8 @@ def check_overlaps(ov: Any, name: str = "overlaps", spherical: bool = False) -> 
     if not isinstance(ov, Overlaps):
         raise TypeError(f"{name}: expected a twolayer.Overlaps, got {type(ov).__name__}")
     # Overlaps validates on construction; its arrays are mutable, so re-check what the C++ core relies on.
-    check_stack(ov.Q[None], ov.M[None], ov.P[None], ov.a[None], ov.v[None], lambda b, field: f"{name}: {field}")
+    check_stack(ov.Q[None], ov.M[None], ov.P[None], ov.a[None], ov.v[None], lambda b, field: f"{name}: {field}",
+                ov.integration_tol)
     check_spherical(ov.Q[None], spherical, lambda b, field: name)
     return ov
 

@@ -11,8 +11,9 @@ With (l1, ..., ln) ~ N(0, C) and activations named as in :mod:`twolayer.activati
 ``gelu``, ``silu``, and ``custom`` ones) go through a certified lattice quadrature (1e-10 relative, checked at run
 time; ``sin`` and ``cos`` with each other are in closed form, ``hermite`` units with polynomial partners exact; the
 activations page of the documentation gives method and accuracy per activation). Among the classic five
-(``linear``, ``erf``, ``relu``, ``step``, ``quadratic``) every I2 pair is in closed form; I3 and J2 follow from I2 by Stein's lemma and Price's
-theorem (so they exist for every pair, including ``step``, whose derivative is a delta); I4 is closed form for
+(``linear``, ``erf``, ``relu``, ``step``, ``quadratic``) every I2 pair is in closed form; I3 and J2 follow from I2
+by Stein's lemma and Price's theorem (so they exist for every pair, including ``step``, whose derivative is a
+delta); I4 is closed form for
 ``linear``, ``quadratic``, ``erf`` and ``step`` units with any (a, b); for ``relu`` units, (relu, relu) by Price
 interpolation (one-dimensional Gauss-Legendre / sinh quadrature, ~1e-13 relative) and (linear, relu),
 (linear, linear) in closed form, every other pair by orthant moments (Stein's lemma down to closed-form orthant

@@ -37,6 +37,14 @@ __all__ = ["BatchOverlaps", "Overlaps", "check_pair", "check_stack", "refuse_bia
 _TOL = float(_core.PSD_TOL)
 
 
+def _integration_tol(tol: Any) -> tuple[float, float]:
+    """(rtol, atol) of ``integration_tol``: two finite numbers >= 0."""
+    values = as_float_array(tol, "integration_tol", ndim=1)
+    if values.shape != (2,) or np.any(values < 0.0):
+        raise ValueError(f"integration_tol: expected (rtol, atol), two finite numbers >= 0, got {tol!r}")
+    return float(values[0]), float(values[1])
+
+
 def _optional_activation(name: Any, argument: str) -> str | None:
     return None if name is None else check_activation(name, argument)
 
@@ -55,6 +63,7 @@ def check_stack(
     a: NDArray[np.float64],
     v: NDArray[np.float64],
     label: Callable[[int, str], str],
+    integration_tol: tuple[float, float] = (0.0, 0.0),
 ) -> None:
     """Validate B stacked systems at once (shapes already checked).
 
@@ -71,6 +80,10 @@ def check_stack(
         Shapes (B, K), (B, M).
     label : callable
         ``label(b, field) -> str``: how an error names member b's field.
+    integration_tol : (float, float), default (0, 0)
+        An adaptive integration's (rtol, atol): Omega's smallest eigenvalue
+        may be down to -max(1e-8 s, rtol s + atol), s = max diag (the
+        engines' divergence rule, divergence.hpp psd_delta).
 
     Examples
     --------
@@ -95,21 +108,23 @@ def check_stack(
             b = int(np.argmax(bad))
             raise ValueError(f"{label(b, name)}: expected a symmetric matrix, got max |{name} - {name}^T| = "
                              f"{asym[b]:.3g}")
-    # Fast path: Omega + tol * scale * I has a Cholesky factor iff Omega's smallest eigenvalue is above
-    # -tol * scale (the core's own test); only when some member fails are the eigenvalues computed, to name it.
+    # Fast path: Omega + delta I has a Cholesky factor iff Omega's smallest eigenvalue is above -delta (the core's
+    # own test, delta = psd_delta); only when some member fails are the eigenvalues computed, to name it.
+    rtol, atol = integration_tol
+    delta = np.maximum(_TOL * scale, rtol * scale + atol)
     n = omega.shape[1]
     try:
-        np.linalg.cholesky(omega + (_TOL * scale)[:, None, None] * np.eye(n))
+        np.linalg.cholesky(omega + delta[:, None, None] * np.eye(n))
         return
     except np.linalg.LinAlgError:
         pass
     lam = np.linalg.eigvalsh(omega)[:, 0] / scale
-    bad = lam < -_TOL
+    bad = lam < -delta / scale
     if bad.any():
         b = int(np.argmax(bad))
         for name, arr in (("Q", Q), ("P", P)):
             low = float(np.linalg.eigvalsh(arr[b])[0]) if arr.shape[1] else 0.0
-            if low < -_TOL * scale[b]:
+            if low < -delta[b]:
                 raise ValueError(f"{label(b, name)}: expected a positive semi-definite matrix, got smallest "
                                  f"eigenvalue {low:.3g}")
         raise ValueError(f"{label(b, 'M')}: the overlap matrix [[Q, M], [M^T, P]] is not positive semi-definite "
@@ -144,6 +159,12 @@ class Overlaps:
         The activations of the networks the overlaps describe (set by
         :meth:`from_networks`; None for overlaps built by hand):
         :func:`twolayer.ode.integrate` uses them when it is given none.
+    integration_tol : (float, float), optional
+        The tolerances (rtol, atol) of the adaptive integration these
+        overlaps come from (set by ``Trajectory.overlaps_at``): Omega may
+        then leave the PSD cone by rtol max diag + atol, the engines' own
+        divergence rule (a run that learns its teacher ends at a singular
+        Omega). Default: the engines' fixed 1e-8 of max diag.
 
     Examples
     --------
@@ -162,6 +183,7 @@ class Overlaps:
     teacher_bias: NDArray[np.float64]
     activation: str | None
     teacher_activation: str | None
+    integration_tol: tuple[float, float]
 
     def __init__(
         self,
@@ -175,6 +197,7 @@ class Overlaps:
         *,
         bias: ArrayLike | None = None,
         teacher_bias: ArrayLike | None = None,
+        integration_tol: Sequence[float] = (0.0, 0.0),
     ) -> None:
         Q_ = as_float_array(Q, "Q", ndim=2)
         M_ = as_float_array(M, "M", ndim=2)
@@ -186,7 +209,8 @@ class Overlaps:
             if arr.shape != shape:
                 raise ValueError(
                     f"{name}: expected shape {shape} for K={K} student and M={Mt} teacher units, got {arr.shape}")
-        check_stack(Q_[None], M_[None], P_[None], a_[None], v_[None], lambda b, name: name)
+        tol = _integration_tol(integration_tol)
+        check_stack(Q_[None], M_[None], P_[None], a_[None], v_[None], lambda b, name: name, tol)
         b_, bt_ = _bias(bias, K, "bias"), _bias(teacher_bias, Mt, "teacher_bias")
         for name, value in (("Q", Q_), ("M", M_), ("P", P_), ("a", a_), ("v", v_), ("bias", b_),
                             ("teacher_bias", bt_)):
@@ -194,6 +218,7 @@ class Overlaps:
         object.__setattr__(self, "activation", _optional_activation(activation, "activation"))
         object.__setattr__(self, "teacher_activation",
                            _optional_activation(teacher_activation, "teacher_activation"))
+        object.__setattr__(self, "integration_tol", tol)
 
     @property
     def K(self) -> int:
@@ -331,6 +356,12 @@ class BatchOverlaps:
         The units' biases per member, (B, K) and (B, M) (default: zeros),
         as :class:`Overlaps`' ``bias`` and ``teacher_bias``; a teacher's
         may be one (M,) shared by every member (a broadcast view).
+    integration_tol : (float, float), optional
+        The tolerances (rtol, atol) of the adaptive integration these
+        overlaps come from (set by ``BatchTrajectory.overlaps_at``): Omega may
+        then leave the PSD cone by rtol max diag + atol, the engines' own
+        divergence rule (a run that learns its teacher ends at a singular
+        Omega). Default: the engines' fixed 1e-8 of max diag.
 
     Examples
     --------
@@ -355,6 +386,7 @@ class BatchOverlaps:
     teacher_activation: str | None
     bias: NDArray[np.float64]
     teacher_bias: NDArray[np.float64]
+    integration_tol: tuple[float, float]
 
     def __init__(
         self,
@@ -368,6 +400,7 @@ class BatchOverlaps:
         *,
         bias: ArrayLike | None = None,
         teacher_bias: ArrayLike | None = None,
+        integration_tol: Sequence[float] = (0.0, 0.0),
         _label: Callable[[int, str], str] | None = None,
     ) -> None:
         _check_stack_memory(Q, M, a)
@@ -392,7 +425,8 @@ class BatchOverlaps:
         if v_.ndim == 1:
             v_ = np.broadcast_to(v_, (B, Mt))
         label = _label or (lambda b, name: f"{name}[{b}]")
-        check_stack(Q_, M_, P_, a_, v_, label)
+        tol = _integration_tol(integration_tol)
+        check_stack(Q_, M_, P_, a_, v_, label, tol)
         b_ = _stack_bias(bias, (B, K), None, "bias", label)
         bt_ = _stack_bias(teacher_bias, (B, Mt), (Mt,), "teacher_bias", label)
         for name, value in (("Q", Q_), ("M", M_), ("P", P_), ("a", a_), ("v", v_), ("bias", b_),
@@ -401,6 +435,7 @@ class BatchOverlaps:
         object.__setattr__(self, "activation", _optional_activation(activation, "activation"))
         object.__setattr__(self, "teacher_activation",
                            _optional_activation(teacher_activation, "teacher_activation"))
+        object.__setattr__(self, "integration_tol", tol)
 
     @classmethod
     def stack(cls, members: Sequence[Overlaps], name: str = "overlaps") -> BatchOverlaps:
@@ -466,7 +501,8 @@ class BatchOverlaps:
 
     def __getitem__(self, b: int) -> Overlaps:
         return Overlaps(self.Q[b], self.M[b], self.P[b], self.a[b], self.v[b], self.activation,
-                        self.teacher_activation, bias=self.bias[b], teacher_bias=self.teacher_bias[b])
+                        self.teacher_activation, bias=self.bias[b], teacher_bias=self.teacher_bias[b],
+                        integration_tol=self.integration_tol)
 
     def __iter__(self) -> Iterator[Overlaps]:
         return (self[b] for b in range(len(self)))

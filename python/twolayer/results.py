@@ -118,6 +118,15 @@ _ROWS = ("Q", "M", "a", "risk")  # recorded over time; P and v are fixed
 _BIAS_DIMS: dict[str, tuple[str, ...]] = {"bias": ("t", "student"), "teacher_bias": ("teacher",)}
 
 
+def integration_tol(meta: Mapping[str, Any]) -> tuple[float, float]:
+    """(rtol, atol) of an adaptive ODE run's ``meta`` (its rows may leave the PSD cone by that much, as the engines'
+    divergence rule allows: :class:`~twolayer.Overlaps`' ``integration_tol``); (0, 0) for other runs."""
+    if meta.get("method") != "adaptive":
+        return 0.0, 0.0
+    rtol, atol = float(meta.get("rtol", 0.0)), float(meta.get("atol", 0.0))
+    return (rtol, atol) if math.isfinite(rtol) and math.isfinite(atol) else (0.0, 0.0)
+
+
 def variable_attrs(name: str, time_unit: str) -> dict[str, str]:
     """``{"long_name": ..., "units": ...}`` for a result variable or coordinate ``name``: times (``t``,
     ``stop_time``, ``t_final``) in ``time_unit``, everything else dimensionless ("1"). A ``*_final`` variable is
@@ -286,7 +295,7 @@ class Trajectory:
                         activation=self.meta.get("activation"),
                         teacher_activation=self.meta.get("teacher_activation"),
                         bias=None if self.bias is None else self.bias[index],
-                        teacher_bias=self.teacher_bias)
+                        teacher_bias=self.teacher_bias, integration_tol=integration_tol(self.meta))
 
     def to_xarray(self) -> Any:
         """An ``xarray.Dataset`` with dimensions t, student, student2, teacher (and teacher2 for P); Q, M, a, risk, and
@@ -508,7 +517,8 @@ class BatchTrajectory(_Members):
             Q, M, a = self.Q[:, index], self.M[:, index], self.a[:, index]
             b = None if self.bias is None else self.bias[:, index]
         return BatchOverlaps(Q, M, self.P, a, self.v, self.meta.get("activation"),
-                             self.meta.get("teacher_activation"), bias=b, teacher_bias=self.teacher_bias)
+                             self.meta.get("teacher_activation"), bias=b, teacher_bias=self.teacher_bias,
+                             integration_tol=integration_tol(self.meta))
 
     def to_xarray(self) -> Any:
         """An ``xarray.Dataset`` with dimensions member, t, student, student2, teacher, teacher2: Q, M, a, risk

@@ -60,6 +60,8 @@ struct LaneShape {
   int K = 1, M = 1;
   bool online = true;     // Regime::Online (else gradient flow: no lr^2 and noise terms)
   bool spherical = false;
+  double psd_rtol = 0.0, psd_atol = 0.0;  // an adaptive integration's tolerances, for the divergence rule's delta
+                                          // (divergence.hpp psd_delta; 0: the fixed kDivergencePsdTol)
   std::size_t state_size() const {
     return static_cast<std::size_t>(K) * K + static_cast<std::size_t>(K) * M + static_cast<std::size_t>(K);
   }
@@ -473,8 +475,8 @@ TWOLAYER_HD void erf_rhs_lanes(const LaneShape& s, const LaneParams& p, const do
 }
 
 // The divergence rule (divergence.hpp divergence_code) for L lanes: code[l] = 0 (acceptable), 1 (an entry not
-// finite), 2 (an entry above bound[l] in magnitude), 3 (Omega + delta I, delta = kDivergencePsdTol max|diag Omega|,
-// is not positive definite: an LDL^T pivot is not > 0; the pivots are the squares of state_error's Cholesky
+// finite), 2 (an entry above bound[l] in magnitude), 3 (Omega + delta I, delta = psd_delta(max|diag Omega|, s.psd_rtol,
+// s.psd_atol), is not positive definite: an LDL^T pivot is not > 0; the pivots are the squares of state_error's Cholesky
 // diagonal, computed without square roots). Codes 1 and 2: the first offending entry in state order decides, as in
 // divergence_code. y: state_size() entries per lane, lane-major; P: lane-major M x M; ws: (K + M)^2 L doubles. KC, MC > 0:
 // sizes fixed at compile time (as erf_rhs_lanes).
@@ -522,7 +524,7 @@ TWOLAYER_HD void omega_check_lanes(const LaneShape& s, const double* __restrict 
     for (int l = 0; l < L; ++l) delta[l] = std::max(delta[l], std::fabs(o[l]));
   }
   TWOLAYER_LANES
-  for (int l = 0; l < L; ++l) delta[l] = kDivergencePsdTol * std::max(delta[l], 1e-300);
+  for (int l = 0; l < L; ++l) delta[l] = psd_delta(delta[l], s.psd_rtol, s.psd_atol);
   TWOLAYER_UNROLL
   for (int j = 0; j < u; ++j) {
     double d[L];

@@ -7,7 +7,11 @@
 //      the problem (|w| 1e4 times its start and the teacher's) — a run that blows up grows on without end, and past
 //      this an adaptive ODE step (rtol 1e-8) no longer resolves the teacher-scale overlaps;
 //   3. Omega = [[Q, M], [M^T, P]] lost positive semi-definiteness: the Cholesky factorisation of Omega + delta I,
-//      delta = kDivergencePsdTol max|diag Omega|, fails (an eigenvalue below ~ -delta);
+//      delta = kDivergencePsdTol max|diag Omega|, fails (an eigenvalue below ~ -delta); in an adaptive integration
+//      with tolerances rtol, atol, delta is at least rtol max|diag Omega| + atol (psd_delta): a run that learns its
+//      teacher ends at a singular Omega, and a state accurate to the integrator's tolerance leaves the cone by up to
+//      that much (measured: tanh K = M = 2 at rtol 1e-6 "diverged" at t = 277 with the risk at 1e-7, erf's rows reached
+//      eigenvalues of -3e-8);
 // and, wherever the risk is evaluated, 4. the excess risk is not finite. An engine stops a run at the first state that
 // breaks the rule: status "diverged", the time of that state, the rows before it kept, the other runs untouched.
 #pragma once
@@ -15,10 +19,19 @@
 #include <cmath>
 #include <cstddef>
 
+#include "twolayer/hd.hpp"
+
 namespace twolayer {
 
 inline constexpr double kDivergenceGrowth = 1e8;   // rule 2: the growth past the run's own scale
 inline constexpr double kDivergencePsdTol = 1e-8;  // rule 3: Omega's pivots below -psd_tol max|diag| mean "diverged"
+
+// Rule 3's delta for an Omega whose largest diagonal entry is `scale`: kDivergencePsdTol scale, or in an adaptive
+// integration (rtol, atol > 0; 0 otherwise) rtol scale + atol where that is larger.
+TWOLAYER_HD inline double psd_delta(double scale, double rtol, double atol) {
+  const double d = kDivergencePsdTol * (scale > 1e-300 ? scale : 1e-300), run = rtol * scale + atol;
+  return run > d ? run : d;
+}
 
 // Why a state diverged (0: it did not). kSampleOverflow is the SGD simulator's guard inside a step (a sample's error
 // y - f beyond 1e100 or not finite: the weights exploded within one step, before a state could be checked).
@@ -48,8 +61,10 @@ inline double divergence_bound(const double* y0, std::size_t n, const double* P,
 
 // Rules 1-3 for state y (layout above) with teacher overlaps P (M x M, row-major) and the run's bound: a
 // DivergenceCode (the first offending entry in state order decides between 1 and 2). scratch: (K + M)^2 doubles.
-// omega_check_lanes (batch_dynamics.hpp) is this function over SIMD lanes (tested to agree).
-inline int divergence_code(const double* y, int K, int M, const double* P, double bound, double* scratch) {
+// rtol, atol: an adaptive integration's tolerances (psd_delta), 0 elsewhere. omega_check_lanes (batch_dynamics.hpp) is
+// this function over SIMD lanes (tested to agree).
+inline int divergence_code(const double* y, int K, int M, const double* P, double bound, double* scratch,
+                           double rtol = 0.0, double atol = 0.0) {
   const std::size_t n = static_cast<std::size_t>(K) * K + static_cast<std::size_t>(K) * M + K;
   for (std::size_t i = 0; i < n; ++i) {
     if (!std::isfinite(y[i])) return kNotFinite;
@@ -64,7 +79,7 @@ inline int divergence_code(const double* y, int K, int M, const double* P, doubl
                            : (j < K ? Mo[j * M + (i - K)] : P[(i - K) * M + (j - K)]);
   double scale = 0.0;
   for (int i = 0; i < u; ++i) scale = std::max(scale, std::fabs(s[i * u + i]));
-  const double delta = kDivergencePsdTol * std::max(scale, 1e-300);
+  const double delta = psd_delta(scale, rtol, atol);
   for (int i = 0; i < u; ++i) s[i * u + i] += delta;
   for (int j = 0; j < u; ++j) {
     double d = s[j * u + j];
