@@ -357,11 +357,8 @@ class BatchOverlaps:
         as :class:`Overlaps`' ``bias`` and ``teacher_bias``; a teacher's
         may be one (M,) shared by every member (a broadcast view).
     integration_tol : (float, float), optional
-        The tolerances (rtol, atol) of the adaptive integration these
-        overlaps come from (set by ``BatchTrajectory.overlaps_at``): Omega may
-        then leave the PSD cone by rtol max diag + atol, the engines' own
-        divergence rule (a run that learns its teacher ends at a singular
-        Omega). Default: the engines' fixed 1e-8 of max diag.
+        As :class:`Overlaps`' (set by ``BatchTrajectory.overlaps_at``), for
+        every member.
 
     Examples
     --------
