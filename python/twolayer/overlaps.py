@@ -5,13 +5,14 @@ P = W* W*^T / s; ``a`` and ``v`` are the effective (readout-scaled) second layer
 
 :class:`Overlaps` holds one system; :class:`BatchOverlaps` holds B systems of equal K and M stacked along a
 leading batch axis (the input of :func:`twolayer.ode.integrate_batch`). Both are validated on construction by the
-same vectorised check (:func:`check_stack`): finite entries, symmetric Q and P (to 1e-9 of the largest diagonal
-entry), and Omega positive semi-definite (smallest eigenvalue >= -1e-9 of the largest diagonal entry): one
-stacked Cholesky factorisation of Omega + 1e-9 max|diag| I over all members, and ``np.linalg.eigvalsh`` over the
-stack only when it fails, to name the first bad member. Both optionally remember the activations of the networks
-they were measured on (``activation``, ``teacher_activation``; None for hand-built overlaps), which the ODE uses
-when the caller gives none. :class:`Overlaps` also carries the biases of the units (``bias`` of the students,
-``teacher_bias``; zeros by default): with them the pre-activations have means (b, b*) and covariance Omega.
+same vectorised check (:func:`check_stack`): finite entries, symmetric Q and P (to 1e-8 of the largest diagonal
+entry), and Omega positive semi-definite to the engines' own tolerance (smallest eigenvalue >= -delta, delta = 1e-8
+of the largest diagonal entry, or for the rows of an adaptive run rtol max diag + atol where larger:
+``integration_tol``; divergence.hpp): one stacked Cholesky factorisation of Omega + delta I over all members, and
+``np.linalg.eigvalsh`` over the stack only when it fails, to name the first bad member. Both optionally remember
+the activations of the networks they were measured on (``activation``, ``teacher_activation``; None for hand-built
+overlaps), which the ODE uses when the caller gives none. :class:`Overlaps` also carries the biases of the units
+(``bias`` of the students, ``teacher_bias``; zeros by default): with them the pre-activations have means (b, b*) and covariance Omega.
 """
 
 from __future__ import annotations
@@ -471,6 +472,7 @@ class BatchOverlaps:
         return cls(np.stack([ov.Q for ov in ovs]), np.stack([ov.M for ov in ovs]), np.stack([ov.P for ov in ovs]),
                    np.stack([ov.a for ov in ovs]), np.stack([ov.v for ov in ovs]), act, t_act,
                    bias=np.stack([ov.bias for ov in ovs]), teacher_bias=np.stack([ov.teacher_bias for ov in ovs]),
+                   integration_tol=tuple(np.max([ov.integration_tol for ov in ovs], axis=0)),
                    _label=lambda b, field: f"{name}[{b}]: {field}")
 
     def __len__(self) -> int:
