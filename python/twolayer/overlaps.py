@@ -12,7 +12,8 @@ of the largest diagonal entry, or for the rows of an adaptive run rtol max diag 
 ``np.linalg.eigvalsh`` over the stack only when it fails, to name the first bad member. Both optionally remember
 the activations of the networks they were measured on (``activation``, ``teacher_activation``; None for hand-built
 overlaps), which the ODE uses when the caller gives none. :class:`Overlaps` also carries the biases of the units
-(``bias`` of the students, ``teacher_bias``; zeros by default): with them the pre-activations have means (b, b*) and covariance Omega.
+(``bias`` of the students, ``teacher_bias``; zeros by default): with them the pre-activations have means (b, b*)
+and covariance Omega.
 """
 
 from __future__ import annotations
