@@ -212,7 +212,7 @@ LaneShape shape_of(const OdeModel& m, const IntegrateOptions* opt = nullptr) {
   s.M = m.M;
   s.online = m.regime == Regime::Online;
   s.spherical = m.spherical;
-  if (opt && opt->method == Method::Adaptive) s.psd_rtol = opt->rtol, s.psd_atol = opt->atol;
+  if (opt) s.psd_rtol = opt->psd_rtol(), s.psd_atol = opt->psd_atol();
   return s;
 }
 

@@ -552,7 +552,7 @@ struct Lattice {
       if (magnitude)
         for (int q = 0; q < len; ++q) {
           vf[q] = std::fabs(vf[q]);
-          df[q] = student_f ? std::fabs(df[q]) : df[q];
+          if (student_f) df[q] = std::fabs(df[q]);
           s1[q] = std::fabs(s1[q]);
         }
       double f0 = 0.0, f1 = 0.0, f2 = 0.0, a0 = 0.0, a1 = 0.0, a2 = 0.0;

@@ -35,7 +35,7 @@ namespace {
 class OneSystem {
  public:
   static constexpr int kLanes = 1;
-  // rtol, atol: the adaptive method's (the divergence rule's delta, divergence.hpp psd_delta), else 0
+  // rtol, atol: the divergence rule's (IntegrateOptions::psd_rtol, psd_atol)
   OneSystem(const OdeModel& m, int threads, double rtol, double atol)
       : f_(m), threads_(threads), rtol_(rtol), atol_(atol), scratch_(omega_size(m)) {}
   std::size_t state_size() const { return f_.model().state_size(); }
@@ -92,8 +92,7 @@ IntegrateResult integrate(const OdeModel& model, const double* y0, const Integra
   if (is_step_flow(model)) return step_flow_integrate(model, y0, opt, stop);  // discontinuous at alignment
   if (lanes_supported(model, opt)) return integrate_lanes(model, y0, opt, stop);  // batch_integrators.cpp
   IntegrateResult res;
-  const bool adaptive = opt.method == Method::Adaptive;
-  OneSystem f(model, n_threads, adaptive ? opt.rtol : 0.0, adaptive ? opt.atol : 0.0);
+  OneSystem f(model, n_threads, opt.psd_rtol(), opt.psd_atol());
   LaneDriver<OneSystem> driver(f, opt);
   const OdeModel* m = &model;
   const StopRule* s = &stop;

@@ -39,6 +39,10 @@ struct IntegrateOptions {
   // lr(t) = lr s(t), lr_readout(t) = lr_readout s(t) (schedule.hpp), evaluated at every stage's time; the adaptive
   // method ends its steps at the schedule's jumps. Not per_step tables (an ODE has no steps).
   Schedule schedule;
+  // The tolerances the divergence rule allows Omega to leave the PSD cone by (divergence.hpp psd_delta): the
+  // adaptive method's rtol and atol, 0 for the fixed-step ones.
+  double psd_rtol() const { return method == Method::Adaptive ? rtol : 0.0; }
+  double psd_atol() const { return method == Method::Adaptive ? atol : 0.0; }
 };
 
 struct IntegrateResult {
