@@ -3,7 +3,8 @@ bench/test_bench_smooth.py --benchmark-only; conventions in bench/conftest.py). 
 
 * the ODE right-hand side at K = M = 2, gradient flow and online, tanh, softplus and gelu against the erf closed form,
   through ``tl.ode.rhs`` (what a user calls; issue 23's goal: within 20x) and as the C++ loop alone
-  (``_core.ode_rhs_timing``, no Python in the way); online also with biases, and a whole online run;
+  (``_core.ode_rhs_timing``, no Python in the way); online also with biases, and a whole online run; online at
+  K = M = 3 (subsets of the fields) against the sum of the I4 kernels;
 * the kernels I2, I3 and I4 per call (certified quadrature, <= 1e-10 relative, in practice ~1e-13) against erf's
   closed forms;
 * Monte Carlo at the same covariances with 10^6 samples: its time and its standard error (``extra_info["mc_se"]``).
@@ -77,6 +78,45 @@ def test_bench_rhs_online_bias(benchmark, record, act):
     ov = tl.Overlaps(ov.Q, ov.M, ov.P, ov.a, ov.v, bias=np.array([0.3, -0.2]), teacher_bias=np.array([0.1, 0.4]))
     benchmark.pedantic(tl.ode.rhs, args=(ov, act), kwargs={"lr": 1.0}, rounds=5)
     record(benchmark, work=1, unit="RHS", ref="test_bench_rhs_online_bias[erf]")
+
+
+def _online_term_by_i4(ov: tl.Overlaps, act: str) -> np.ndarray:
+    """E[g'(l_i) g'(l_k) E^2] as a user would sum it from the kernels: sum_jl w_j w_l I4 per student pair."""
+    K, M = ov.M.shape
+    om = np.block([[ov.Q, ov.M], [ov.M.T, ov.P]])
+    w = np.concatenate([-ov.a, ov.v])
+    out = np.zeros((K, K))
+    for i in range(K):
+        for k in range(i, K):
+            for j in range(K + M):
+                for m in range(j, K + M):
+                    idx = [i, k, j, m]
+                    i4 = float(tl.kernels.i4(act, act, act, om[np.ix_(idx, idx)], n_threads=1))
+                    out[i, k] += (1.0 if j == m else 2.0) * w[j] * w[m] * i4
+            out[k, i] = out[i, k]
+    return out
+
+
+@pytest.mark.benchmark(group="smooth-rhs-online-wide")
+@pytest.mark.parametrize("act", ACTS)
+def test_bench_rhs_online_wide(benchmark, record, act):
+    """K = M = 3 (six fields): the online term as a Moebius combination of lattices over the subsets of at most four
+    fields (gaussian_error_square.hpp; before: the per-I4 sum, seconds per right-hand side)."""
+    ov = _overlaps(3, 3, act)
+    benchmark.pedantic(tl.ode.rhs, args=(ov, act), kwargs={"lr": 1.0, "n_threads": 1}, rounds=5)
+    record(benchmark, work=1, unit="RHS", ref="test_bench_rhs_online_wide[erf]")
+
+
+@pytest.mark.benchmark(group="smooth-rhs-online-wide")
+def test_bench_rhs_online_wide_i4_sum(benchmark, record):
+    """The reference: softplus's online term alone from the certified I4 kernels (what the per-I4 path sums)."""
+    ov = _overlaps(3, 3, "softplus")
+    got = benchmark.pedantic(_online_term_by_i4, args=(ov, "softplus"), rounds=3)
+    d1 = tl.ode.rhs(ov, "softplus", lr=1.0)[0]
+    d2 = tl.ode.rhs(ov, "softplus", lr=2.0)[0]
+    np.testing.assert_allclose((d2 - 2.0 * d1) / 2.0 / np.outer(ov.a, ov.a), got, rtol=1e-10,
+                               atol=1e-10 * np.abs(got).max())
+    record(benchmark, work=1, unit="RHS", ref="test_bench_rhs_online_wide[softplus]")
 
 
 @pytest.mark.benchmark(group="smooth-integrate-online")

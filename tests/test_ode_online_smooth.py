@@ -1,6 +1,7 @@
 """The online ODE's second-order term of smooth units, E[g'(l_i) g'(l_k) E^2], computed as one nested lattice over all
-K + M <= 4 fields (gaussian_error_square.hpp), against the sum of the certified per-I4 kernels
-sum_jl w_j w_l I4(g, h_j, h_l) (tl.kernels.i4, with means for biases): every pair within 1e-10 relative."""
+K + M <= 4 fields, or as a Moebius combination of lattices over subsets of at most four fields when K + M > 4
+(gaussian_error_square.hpp), against the sum of the certified per-I4 kernels sum_jl w_j w_l I4(g, h_j, h_l)
+(tl.kernels.i4, with means for biases): every pair within 1e-10 relative."""
 
 from __future__ import annotations
 
@@ -182,10 +183,31 @@ def test_student_equal_to_its_teacher(g: str, biased: bool, shift: float) -> Non
         assert np.all(np.abs(block) <= 1e-15 + 10.0 * abs(shift))
 
 
-@pytest.mark.slow
-def test_three_students_three_teachers_unchanged_path() -> None:
-    """K + M > 4 keeps the per-I4 contraction: the right-hand side is the I4 sum."""
-    _check(3, 3, "softplus", "softplus", biased=False, seed=2)
+@pytest.mark.parametrize("K, M, g, h, biased", [(3, 2, "tanh", "tanh", False), (3, 2, "softplus", "softplus", True),
+                                                 (4, 1, "softplus", "tanh", False), (2, 3, "gelu", "erf", True),
+                                                 (3, 3, "softplus", "softplus", False)])
+def test_more_than_four_fields(K: int, M: int, g: str, h: str, biased: bool) -> None:
+    """K + M > 4: the lattices over the subsets {i, k} + A, |A| <= 2, combined by Moebius inversion (four students
+    with one teacher: subsets of students only, split so that each lattice keeps a field outside its pairs; {i, k}
+    and {i} padded with a field of weight 0). Before, the per-I4 sum (K = 3, M = 2 tanh: 2.1 s per right-hand side,
+    now 11 ms; measured agreement ~1e-14)."""
+    _check(K, M, g, h, biased)
+
+
+@pytest.mark.parametrize("eps", [1e-6, 0.0])
+def test_more_than_four_fields_nearly_learnt(eps: float) -> None:
+    """K = M = 3 softplus with biases, a student within eps of its teacher: each subset's lattice certified against
+    its own terms (the cancellation floor), the combination within 1e-10 of the terms' magnitude of the I4 sum."""
+    rng = np.random.default_rng(7)
+    d = 30
+    W = rng.standard_normal((3, d))
+    Wt = W + eps * rng.standard_normal((3, d))
+    a, b = rng.normal(0.0, 1.0, 3), rng.normal(0.0, 0.7, 3)
+    ov = tl.Overlaps(W @ W.T / d, W @ Wt.T / d, Wt @ Wt.T / d, a, a.copy(), bias=b,
+                     teacher_bias=b + eps * rng.standard_normal(3))
+    got = _second_order(ov, "softplus", "softplus")
+    want, mag = _reference_with_magnitude(ov, "softplus", biased=True)
+    assert np.all(np.abs(got - want) <= 1e-10 * mag)
 
 
 @pytest.mark.slow
@@ -196,6 +218,23 @@ def test_tanh_ode_against_sgd_k2_m2() -> None:
     s, t = tl.networks.teacher_student(2, 2, d, "tanh", seed=7)
     rng = np.random.default_rng(107)
     s = s.with_weights(s.W, a=rng.uniform(0.5, 1.2, 2), bias=rng.uniform(-0.6, 0.6, 2))
+    t = t.with_weights(t.W, bias=rng.uniform(-0.6, 0.6, 2))
+    ode = tl.ode.integrate(tl.Overlaps.from_networks(s, t), lr=0.6, lr_bias=0.6, t_max=2.0, n_records=5)
+    ens = tl.sgd.simulate(s, t, lr=0.6, lr_bias=0.6, t_max=2.0, n_records=5, seeds=list(range(n_seeds)))
+    for name in ("Q", "M", "bias", "risk"):
+        runs = np.stack([getattr(r, name) for r in ens.runs])
+        mean, se = runs.mean(0), runs.std(0, ddof=1) / np.sqrt(n_seeds)
+        assert np.max(np.abs(mean - getattr(ode, name)) / (se + 1.0 / d)) < 4.0, name
+
+
+def test_tanh_ode_against_sgd_k3_m2() -> None:
+    """Five fields (the subsets' lattices in a run): K = 3, M = 2 tanh with trained biases, ODE against the mean of 10
+    SGD runs at d = 2000, within 4 standard errors plus 1/d (measured: at most 2.6; gradient flow, without the lr^2
+    term, is 84 off in Q)."""
+    d, n_seeds = 2000, 10
+    s, t = tl.networks.teacher_student(3, 2, d, "tanh", seed=8)
+    rng = np.random.default_rng(108)
+    s = s.with_weights(s.W, a=rng.uniform(0.5, 1.2, 3), bias=rng.uniform(-0.6, 0.6, 3))
     t = t.with_weights(t.W, bias=rng.uniform(-0.6, 0.6, 2))
     ode = tl.ode.integrate(tl.Overlaps.from_networks(s, t), lr=0.6, lr_bias=0.6, t_max=2.0, n_records=5)
     ens = tl.sgd.simulate(s, t, lr=0.6, lr_bias=0.6, t_max=2.0, n_records=5, seeds=list(range(n_seeds)))

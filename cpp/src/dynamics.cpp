@@ -192,7 +192,7 @@ OdeRhs::OdeRhs(const OdeModel& model) : m_(model), u_(model.K + model.M) {
   // E[g'g' E^2] of smooth units over all the fields at once when they are few (gaussian_error_square.hpp); polynomial
   // (hermite) students with polynomial teachers keep the I4 tables, whose entries are exact moments
   square_fields_ = !is_classic(m_.student) && smooth::is_smooth(m_.student) && smooth::is_smooth(m_.teacher) &&
-                   u_ <= 4 && !(is_polynomial(m_.student) && is_polynomial(m_.teacher));
+                   !(is_polynomial(m_.student) && is_polynomial(m_.teacher));
   ws_size_ = std::max(i4_contract_workspace(u_, chunk_),
                       i2_grad_table_workspace(u_, m_.K));
   // the risk through the pair moments with means: with biases, and for a pair the zero-mean kernels lack (a relu
@@ -317,9 +317,9 @@ void OdeRhs::eval(const double* y, double* dy, int n_threads) {
     const int nchunks = (np + chunk_ - 1) / chunk_;
     const double* j2v = j2_.data();
     double* quad = quad_.data();
-    if (!(square_fields_ && smooth::error_square_moments(g, u, acts_.data(), om, nullptr, w, pairs_.data(), np, quad)))
+    if (!(square_fields_ && smooth::error_square_moments(g, u, acts_.data(), om, nullptr, w, pairs_.data(), np, quad, threads)))
       loop_impl(nchunks, threads, par, ws_, [&](int ch, double* ws) {
-        throw_if_cancelled();  // smooth I4 by quadrature: ~0.1-1 s per chunk at K + M > 4
+        throw_if_cancelled();  // smooth I4 by quadrature where the lattices cannot certify: ~0.1-1 s per chunk
         const int p0 = ch * chunk_, cnt = std::min(chunk_, np - p0);
         i4_contract(g, om, u, acts_.data(), &pairs_[2 * p0], cnt, W, quad + p0, ws);
       });
@@ -418,7 +418,7 @@ void OdeRhs::eval_bias(const double* y, double* dy, int n_threads) {
   if (m_.regime == Regime::Online) {
     const int np = K * (K + 1) / 2;
     double* quad = quad_.data();
-    if (!(square_fields_ && smooth::error_square_moments(g, u, acts_.data(), om, mu, w, pairs_.data(), np, quad)))
+    if (!(square_fields_ && smooth::error_square_moments(g, u, acts_.data(), om, mu, w, pairs_.data(), np, quad, threads)))
       loop_impl(np, threads, par, ws_, [&](int p, double*) {
         throw_if_cancelled();  // I4 with means: up to seconds per pair (Ctrl-C; the driver keeps the rows)
         double s = 0.0;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "twolayer/activation_points.hpp"
@@ -806,11 +807,10 @@ bool in_order(Activation s, int n, const Activation* acts, const double* C, cons
   return false;
 }
 
-}  // namespace
 
-// The order of the fields: the one of least work (leaves of the first steps) among those with a non-pair field last.
-bool error_square_moments(Activation s, int n, const Activation* acts, const double* C, const double* mu,
-                          const double* w, const int* pairs, int np, double* out) {
+// n <= 4 fields in the order of least work (leaves of the first steps) among those with a non-pair field last.
+bool on_fields(Activation s, int n, const Activation* acts, const double* C, const double* mu, const double* w,
+               const int* pairs, int np, double* out) {
   if (n < 2 || n > 4 || np < 1 || np > kMaxPairs) return false;
   bool in_pair[4] = {false, false, false, false};
   for (int p = 0; p < 2 * np; ++p) {
@@ -853,6 +853,137 @@ bool error_square_moments(Activation s, int n, const Activation* acts, const dou
   }
   for (int p = 0; p < 2 * np; ++p) pp[p] = pos[pairs[p]];
   return in_order(s, n, ap, Cp, mp, wp, pp, np, out);
+}
+
+// One lattice of by_subsets: the fields `fields` (n <= 4, the weighted ones first), the error's weights on the first
+// `weighted` of them (a padding field: weight 0), the pairs in those fields' positions, and which moments they feed.
+struct SubsetCall {
+  int n = 0, weighted = 0, np = 0;
+  int fields[4];
+  int pairs[2 * kMaxPairs];
+  int target[kMaxPairs];    // the pair p of the caller
+  double coef[kMaxPairs];   // the Moebius coefficient of this subset for that pair
+  double value[kMaxPairs];
+  bool ok = false;
+};
+
+// n > 4 fields: sum_{c, c'} w_c w_c' E[s'_i s'_k act_c act_c'] has terms on at most four fields, {i, k, c, c'}. With
+// R the weighted fields besides i and k (r of them) and F(A) = E[s'_i s'_k (sum_{c in {i, k} + A} w_c act_c)^2] for
+// A in R, a term whose fields outside {i, k} are exactly B (|B| <= 2) is counted in F(A) for every A >= B; Moebius
+// inversion over |A| <= 2 gives
+//   E[s'_i s'_k E^2] = sum_{|A| = 2} F(A) + (2 - r) sum_{|A| = 1} F(A) + (1 - r + r (r - 1) / 2) F({}),
+// each F one lattice over at most four fields (a pair (i, i) over at most three). The pairs of one subset share its
+// lattice, split so that each lattice keeps a field outside its pairs (the one summed last); a subset made of its
+// pair's fields only ({i, k}, {i}) takes a field of weight 0 besides. Each lattice is certified on its own (relative
+// to its terms, or the cancellation floor); the combination's error is at most sum |coefficient| times theirs.
+bool by_subsets(Activation s, int n, const Activation* acts, const double* C, const double* mu, const double* w,
+                const int* pairs, int np, double* out, int threads) {
+  std::vector<SubsetCall> calls;
+  std::vector<std::pair<std::vector<int>, std::vector<std::pair<int, double>>>> subsets;  // fields -> (pair, coef)
+  auto add = [&](std::vector<int> fields, int p, double coef) {
+    if (coef == 0.0) return;
+    std::sort(fields.begin(), fields.end());
+    for (auto& sub : subsets)
+      if (sub.first == fields) {
+        sub.second.emplace_back(p, coef);
+        return;
+      }
+    subsets.push_back({fields, {{p, coef}}});
+  };
+  for (int p = 0; p < np; ++p) {
+    const int i = pairs[2 * p], k = pairs[2 * p + 1];
+    if (i < 0 || k < 0 || i >= n || k >= n) return false;
+    std::vector<int> R;
+    for (int c = 0; c < n; ++c)
+      if (c != i && c != k && w[c] != 0.0) R.push_back(c);
+    const double r = static_cast<double>(R.size());
+    std::vector<int> base = {i};
+    if (k != i) base.push_back(k);
+    add(base, p, 1.0 - r + 0.5 * r * (r - 1.0));
+    for (std::size_t a = 0; a < R.size(); ++a) {
+      std::vector<int> one = base;
+      one.push_back(R[a]);
+      add(one, p, 2.0 - r);
+      for (std::size_t b = a + 1; b < R.size(); ++b) {
+        std::vector<int> two = one;
+        two.push_back(R[b]);
+        add(two, p, 1.0);
+      }
+    }
+  }
+  for (const auto& [fields, feeds] : subsets) {
+    // split the pairs: each lattice leaves out a field of the subset (greedily the one most pairs leave out)
+    std::vector<std::pair<int, double>> rest = feeds;
+    const int m = static_cast<int>(fields.size());
+    while (!rest.empty()) {
+      auto misses = [&](int pp, int x) { return pairs[2 * pp] != x && pairs[2 * pp + 1] != x; };
+      int best = -1, best_count = 0;
+      for (int x : fields) {
+        int count = 0;
+        for (const auto& fd : rest) count += misses(fd.first, x);
+        if (count > best_count) best = x, best_count = count;
+      }
+      SubsetCall call;
+      call.n = call.weighted = m;
+      for (int a = 0; a < m; ++a) call.fields[a] = fields[a];
+      if (best < 0) {  // the subset is its pair's fields: a padding field of weight 0 (the first one outside)
+        int pad = 0;
+        while (std::find(fields.begin(), fields.end(), pad) != fields.end()) ++pad;
+        call.fields[call.n++] = pad;
+      }
+      std::vector<std::pair<int, double>> keep;
+      for (const auto& fd : rest) {
+        if ((best >= 0 && !misses(fd.first, best)) || call.np == kMaxPairs) {
+          keep.push_back(fd);
+          continue;
+        }
+        const int q = call.np++;
+        for (int e = 0; e < 2; ++e)
+          call.pairs[2 * q + e] = static_cast<int>(std::find(call.fields, call.fields + call.n, pairs[2 * fd.first + e]) -
+                                                   call.fields);
+        call.target[q] = fd.first;
+        call.coef[q] = fd.second;
+      }
+      calls.push_back(call);
+      rest.swap(keep);
+    }
+  }
+  const int ncalls = static_cast<int>(calls.size());
+  (void)threads;
+#ifdef TWOLAYER_OPENMP
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1 && ncalls > 1)
+#endif
+  for (int t = 0; t < ncalls; ++t) {
+    SubsetCall& call = calls[t];
+    Activation a[4];
+    double Cs[16], ms[4], ws[4];
+    for (int e = 0; e < call.n; ++e) {
+      const int c = call.fields[e];
+      a[e] = acts[c];
+      ms[e] = mu ? mu[c] : 0.0;
+      ws[e] = e < call.weighted ? w[c] : 0.0;
+      for (int q = 0; q < call.n; ++q) Cs[e * call.n + q] = C[c * n + call.fields[q]];
+    }
+    try {
+      call.ok = on_fields(s, call.n, a, Cs, ms, ws, call.pairs, call.np, call.value);
+    } catch (...) {  // (the caller's per-I4 path reports what went wrong)
+      call.ok = false;
+    }
+  }
+  for (int p = 0; p < np; ++p) out[p] = 0.0;
+  for (const SubsetCall& call : calls) {
+    if (!call.ok) return false;
+    for (int q = 0; q < call.np; ++q) out[call.target[q]] += call.coef[q] * call.value[q];
+  }
+  return true;
+}
+
+}  // namespace
+
+bool error_square_moments(Activation s, int n, const Activation* acts, const double* C, const double* mu,
+                          const double* w, const int* pairs, int np, double* out, int threads) {
+  if (n <= 4) return on_fields(s, n, acts, C, mu, w, pairs, np, out);
+  return by_subsets(s, n, acts, C, mu, w, pairs, np, out, threads);
 }
 
 }  // namespace twolayer::smooth

@@ -18,9 +18,9 @@
 // A_i = sum_u w_u dI2_iu/dC_ii and B_iu = w_u dI2_iu/dC_iu — K (K + M) kernel gradients and one small matrix product
 // instead of K (K + M)^2 I3 evaluations. The lr^2 term uses I4's symmetries (i <-> k, and the two last
 // arguments) and i4_contract (gaussian_tables.hpp), which conditions on (l_i, l_k) once per pair; for a smooth
-// student without a closed form (tanh, ...) and K + M <= 4 (smooth teachers) it is one Gaussian expectation over all
-// the fields instead, every pair at once (smooth::error_square_moments, gaussian_error_square.hpp; the per-I4 path
-// when that cannot certify), with or without biases.
+// student without a closed form (tanh, ...) and smooth teachers it is one Gaussian expectation over all the fields
+// instead, every pair at once (smooth::error_square_moments, gaussian_error_square.hpp: K + M > 4 by lattices over
+// subsets of at most four fields; the per-I4 path when that cannot certify), with or without biases.
 //
 // Biases (OdeModel::biased; issue 23). The pre-activations are l_i = c_i + b_i, l*_r = c*_r + b*_r with the centred
 // fields (c, c*) = (w.x, w*.x)/sqrt(d) ~ N(0, Omega) and the means (b, b*): student biases b (part of the state,

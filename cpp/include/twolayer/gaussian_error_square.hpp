@@ -2,7 +2,7 @@
 //
 //   out[p] = E[s'(l_i) s'(l_k) (sum_c w_c act_c(l_c))^2],  (i, k) = (pairs[2p], pairs[2p + 1]),
 //
-// over n <= 4 fields l ~ N(mu, C), every pair at once, instead of sum_jl w_j w_l I4(s, act_j, act_l) (up to
+// over n fields l ~ N(mu, C), every pair at once, instead of sum_jl w_j w_l I4(s, act_j, act_l) (up to
 // n (n + 1) / 2 four-dimensional quadratures per pair). Method (docs/layers/activations.rst, "Cost"):
 //   * whitened nested lattice: l = mu + L z (L the Cholesky factor of C, zero pivots dropped), the trapezoidal rule
 //     in z on the ball |z| <= 9, each field evaluated once per prefix (z_1..z_c) of the variables it depends on; the
@@ -41,9 +41,14 @@
 
 namespace twolayer::smooth {
 
-// acts[c]: the activations of the n fields (smooth; the pair fields use s = acts[i]); the last field must not be a
-// pair field. mu: means (nullptr: zero). w: the weights of the error. np pairs, out: np values.
+// More than four fields (K + M > 4): each term w_c w_c' E[s'_i s'_k act_c act_c'] lives on at most four of them,
+// and the moment is a Moebius combination of lattices over the subsets {i, k} + A, |A| <= 2, of the weighted fields
+// (gaussian_error_square.cpp, by_subsets): C(r, 2) + r + 1 lattices per pair for r other weighted fields, shared
+// by the pairs of one subset, on `threads` threads; each certified as above.
+//
+// acts[c]: the activations of the n fields (smooth; the pair fields use s = acts[i]). mu: means (nullptr: zero).
+// w: the weights of the error. np pairs (n <= 4: at most 6, a field outside every pair), out: np values.
 bool error_square_moments(Activation s, int n, const Activation* acts, const double* C, const double* mu,
-                          const double* w, const int* pairs, int np, double* out);
+                          const double* w, const int* pairs, int np, double* out, int threads = 1);
 
 }  // namespace twolayer::smooth
