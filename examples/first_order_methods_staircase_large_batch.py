@@ -18,7 +18,7 @@ E[sigma''(l)] != 0: relu has a He_2 coefficient); both in a number of steps that
 is learnable in O(1) large-batch steps). The third direction needs E[sigma'(l) z1 z2] ~ M_1 M_2 E[sigma'''(l)],
 which is 0 for relu (its He_3 coefficient vanishes): in the map z3 stays where it started, and SGD's z3 overlap
 stays at its 1 / sqrt(d) noise floor -- a relu student climbs the first two steps of this staircase only.
-Writes first_order_methods_staircase_large_batch.png (about a minute).
+Writes first_order_methods_staircase_large_batch.png (about 10 s on two cores).
 
 Parity (second figure, the map alone, from M = 0 exactly, K = 2, spherical): relu, GELU, SiLU and softplus are x/2
 plus an even function, tanh, erf and sigmoid are odd, so each misses a parity. From M = 0 the map's pull on z_r is

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import twolayer as tl
+from twolayer import _core
 
 RTOL = 1e-10
 
@@ -256,3 +257,37 @@ def test_tanh_student_learns_its_teacher() -> None:
     assert tr.risk[0] > 0.5 and np.abs(tr.risk[-10:]).max() < 1e-8
     for i in range(len(tr.t)):
         tr.overlaps_at(i)
+
+
+def _i4_sum(g: str, acts: list[str], C: np.ndarray, mu: np.ndarray, w: np.ndarray, i: int, k: int) -> float:
+    """sum_jl w_j w_l I4(g, h_j, h_l) with means over the fields (i, k, j, l)."""
+    total = 0.0
+    for j in range(len(acts)):
+        for m in range(j, len(acts)):
+            idx = [i, k, j, m]
+            value = tl.kernels.i4(g, acts[j], acts[m], C[np.ix_(idx, idx)], mean=mu[idx], n_threads=1)
+            total += (1.0 if j == m else 2.0) * w[j] * w[m] * float(value)
+    return total
+
+
+@pytest.mark.parametrize("K, g", [(2, "tanh"), (3, "softplus"), (4, "tanh")])
+def test_students_alone(K: int, g: str) -> None:
+    """Every field in a pair (the large-batch map's committee term, students only): no field is left to sum last, so
+    the subsets' lattices take a padding field of variance 0 and weight 0 ({i, k} and {i}); against the I4 sum."""
+    rng = np.random.default_rng(11 + K)
+    W = rng.standard_normal((K, 30))
+    C = W @ W.T / 30
+    mu, w = rng.normal(0.0, 0.6, K), rng.normal(0.0, 1.0, K)
+    pairs = [(i, k) for i in range(K) for k in range(i, K)]
+    got = _core.error_square_moments(g, [g] * K, C, mu, w, pairs)
+    assert got is not None
+    want = np.array([_i4_sum(g, [g] * K, C, mu, w, i, k) for i, k in pairs])
+    np.testing.assert_allclose(got, want, rtol=RTOL, atol=RTOL * np.max(np.abs(want)))
+
+
+def test_error_square_moments_bad_pairs() -> None:
+    C = np.eye(3)
+    with pytest.raises(ValueError, match="pairs: expected fields of the activation act"):
+        _core.error_square_moments("tanh", ["tanh", "tanh", "erf"], C, np.zeros(3), np.ones(3), [(0, 2)])
+    with pytest.raises(ValueError, match="pairs: expected at least one pair"):
+        _core.error_square_moments("tanh", ["tanh"] * 3, C, np.zeros(3), np.ones(3), [])

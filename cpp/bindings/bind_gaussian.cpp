@@ -1,7 +1,10 @@
 // Bindings for activations and the Gaussian kernels: shape checks, GIL release, the device (device="cuda": the
 // CUDA backend, cuda.hpp, with the CPU's *_batch_at finishing the matrices the device leaves to the host).
 #include <string>
+#include <utility>
 #include <vector>
+
+#include <pybind11/stl.h>
 
 #include "common.hpp"
 #include "device_arg.hpp"
@@ -9,6 +12,7 @@
 #include "twolayer/activation.hpp"
 #include "twolayer/cuda.hpp"
 #include "twolayer/gaussian.hpp"
+#include "twolayer/gaussian_error_square.hpp"
 #include "twolayer/gaussian_mean.hpp"
 #include "twolayer/parallel.hpp"
 #include "twolayer/simd_math.hpp"
@@ -309,6 +313,41 @@ void bind_gaussian(py::module_& m) {
       },
       py::arg("act_a"), py::arg("i"), py::arg("act_b"), py::arg("j"), py::arg("mean"), py::arg("C"),
       py::arg("quadrature") = false);
+  m.def(
+      "error_square_moments",
+      [](const std::string& s, const std::vector<std::string>& acts, const Array& C, const Array& mu, const Array& w,
+         const std::vector<std::pair<int, int>>& pairs, int n_threads) -> py::object {
+        // E[s'(l_i) s'(l_k) (sum_c w_c act_c(l_c))^2] per pair (i, k), l ~ N(mean, C) (gaussian_error_square.hpp);
+        // for tests. None where the lattices cannot certify (the engines then sum I4 kernels).
+        const Activation ss = parse_activation(s);
+        const auto n = static_cast<py::ssize_t>(acts.size());
+        std::vector<Activation> aa;
+        for (const auto& a : acts) aa.push_back(parse_activation(a));
+        expect_shape(C, "C", {n, n});
+        expect_shape(mu, "mean", {n});
+        expect_shape(w, "w", {n});
+        std::vector<int> pp;
+        for (const auto& [i, k] : pairs) {
+          if (i < 0 || k < 0 || i >= n || k >= n || aa[i] != ss || aa[k] != ss)
+            throw std::invalid_argument("pairs: expected fields of the activation act (indices below " +
+                                        std::to_string(n) + "), got (" + std::to_string(i) + ", " +
+                                        std::to_string(k) + ")");
+          pp.insert(pp.end(), {i, k});
+        }
+        const int np = static_cast<int>(pairs.size());
+        if (np < 1) throw std::invalid_argument("pairs: expected at least one pair, got none");
+        Array out = new_array({np});
+        bool ok;
+        {
+          py::gil_scoped_release release;
+          ok = smooth::error_square_applies(ss, ss) &&
+               smooth::error_square_moments(ss, static_cast<int>(n), aa.data(), C.data(), mu.data(), w.data(),
+                                            pp.data(), np, out.mutable_data(), resolve_threads(n_threads));
+        }
+        return ok ? py::object(out) : py::object(py::none());
+      },
+      py::arg("act"), py::arg("acts"), py::arg("C"), py::arg("mean"), py::arg("w"), py::arg("pairs"),
+      py::arg("n_threads") = 1);
 }
 
 }  // namespace twolayer::bind

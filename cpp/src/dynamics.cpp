@@ -189,10 +189,9 @@ OdeRhs::OdeRhs(const OdeModel& model) : m_(model), u_(model.K + model.M) {
   chunk_ = std::max(1, 8192 / T);  // pairs per I4 table call: about 64 KiB of kernel values
   for (int r = 0; r < m_.M; ++r)
     for (int q = 0; q < m_.M; ++q) om_[(m_.K + r) * u_ + m_.K + q] = m_.P[r * m_.M + q];
-  // E[g'g' E^2] of smooth units over all the fields at once when they are few (gaussian_error_square.hpp); polynomial
-  // (hermite) students with polynomial teachers keep the I4 tables, whose entries are exact moments
-  square_fields_ = !is_classic(m_.student) && smooth::is_smooth(m_.student) && smooth::is_smooth(m_.teacher) &&
-                   !(is_polynomial(m_.student) && is_polynomial(m_.teacher));
+  // E[g'g' E^2] of smooth units by the lattices over the fields (gaussian_error_square.hpp); polynomial (hermite)
+  // students with polynomial teachers keep the I4 tables, whose entries are exact moments
+  square_fields_ = smooth::error_square_applies(m_.student, m_.teacher);
   ws_size_ = std::max(i4_contract_workspace(u_, chunk_),
                       i2_grad_table_workspace(u_, m_.K));
   // the risk through the pair moments with means: with biases, and for a pair the zero-mean kernels lack (a relu

@@ -855,10 +855,10 @@ bool on_fields(Activation s, int n, const Activation* acts, const double* C, con
   return in_order(s, n, ap, Cp, mp, wp, pp, np, out);
 }
 
-// One lattice of by_subsets: the fields `fields` (n <= 4, the weighted ones first), the error's weights on the first
-// `weighted` of them (a padding field: weight 0), the pairs in those fields' positions, and which moments they feed.
+// One lattice of by_subsets: the fields `fields` (n <= 4; -1: the padding field), the pairs in those fields'
+// positions, and which moments they feed.
 struct SubsetCall {
-  int n = 0, weighted = 0, np = 0;
+  int n = 0, np = 0;
   int fields[4];
   int pairs[2 * kMaxPairs];
   int target[kMaxPairs];    // the pair p of the caller
@@ -867,14 +867,16 @@ struct SubsetCall {
   bool ok = false;
 };
 
-// n > 4 fields: sum_{c, c'} w_c w_c' E[s'_i s'_k act_c act_c'] has terms on at most four fields, {i, k, c, c'}. With
+// Every field in a pair, or n > 4 fields: sum_{c, c'} w_c w_c' E[s'_i s'_k act_c act_c'] has terms on at most four
+// fields, {i, k, c, c'}. With
 // R the weighted fields besides i and k (r of them) and F(A) = E[s'_i s'_k (sum_{c in {i, k} + A} w_c act_c)^2] for
 // A in R, a term whose fields outside {i, k} are exactly B (|B| <= 2) is counted in F(A) for every A >= B; Moebius
 // inversion over |A| <= 2 gives
 //   E[s'_i s'_k E^2] = sum_{|A| = 2} F(A) + (2 - r) sum_{|A| = 1} F(A) + (1 - r + r (r - 1) / 2) F({}),
 // each F one lattice over at most four fields (a pair (i, i) over at most three). The pairs of one subset share its
 // lattice, split so that each lattice keeps a field outside its pairs (the one summed last); a subset made of its
-// pair's fields only ({i, k}, {i}) takes a field of weight 0 besides. Each lattice is certified on its own (relative
+// pair's fields only ({i, k}, {i}) takes a padding field besides, of variance 0 and weight 0 (no smoothing: S_q =
+// act(0)^q, a zero pivot). Each lattice is certified on its own (relative
 // to its terms, or the cancellation floor); the combination's error is at most sum |coefficient| times theirs.
 bool by_subsets(Activation s, int n, const Activation* acts, const double* C, const double* mu, const double* w,
                 const int* pairs, int np, double* out, int threads) {
@@ -924,13 +926,9 @@ bool by_subsets(Activation s, int n, const Activation* acts, const double* C, co
         if (count > best_count) best = x, best_count = count;
       }
       SubsetCall call;
-      call.n = call.weighted = m;
+      call.n = m;
       for (int a = 0; a < m; ++a) call.fields[a] = fields[a];
-      if (best < 0) {  // the subset is its pair's fields: a padding field of weight 0 (the first one outside)
-        int pad = 0;
-        while (std::find(fields.begin(), fields.end(), pad) != fields.end()) ++pad;
-        call.fields[call.n++] = pad;
-      }
+      if (best < 0) call.fields[call.n++] = -1;  // the subset is its pair's fields: the padding field
       std::vector<std::pair<int, double>> keep;
       for (const auto& fd : rest) {
         if ((best >= 0 && !misses(fd.first, best)) || call.np == kMaxPairs) {
@@ -958,11 +956,11 @@ bool by_subsets(Activation s, int n, const Activation* acts, const double* C, co
     Activation a[4];
     double Cs[16], ms[4], ws[4];
     for (int e = 0; e < call.n; ++e) {
-      const int c = call.fields[e];
-      a[e] = acts[c];
-      ms[e] = mu ? mu[c] : 0.0;
-      ws[e] = e < call.weighted ? w[c] : 0.0;
-      for (int q = 0; q < call.n; ++q) Cs[e * call.n + q] = C[c * n + call.fields[q]];
+      const int c = call.fields[e];  // (-1: the padding field, 0 with weight 0)
+      a[e] = c >= 0 ? acts[c] : s;
+      ms[e] = c >= 0 && mu ? mu[c] : 0.0;
+      ws[e] = c >= 0 ? w[c] : 0.0;
+      for (int q = 0; q < call.n; ++q) Cs[e * call.n + q] = c >= 0 && call.fields[q] >= 0 ? C[c * n + call.fields[q]] : 0.0;
     }
     try {
       call.ok = on_fields(s, call.n, a, Cs, ms, ws, call.pairs, call.np, call.value);
@@ -980,9 +978,19 @@ bool by_subsets(Activation s, int n, const Activation* acts, const double* C, co
 
 }  // namespace
 
+bool error_square_applies(Activation s, Activation t) {
+  return !is_classic(s) && is_smooth(s) && is_smooth(t) && !(is_polynomial(s) && is_polynomial(t));
+}
+
 bool error_square_moments(Activation s, int n, const Activation* acts, const double* C, const double* mu,
                           const double* w, const int* pairs, int np, double* out, int threads) {
-  if (n <= 4) return on_fields(s, n, acts, C, mu, w, pairs, np, out);
+  bool free_field = false;  // a field outside every pair (the one lattice sums it last)
+  for (int c = 0; c < n && !free_field; ++c) {
+    bool in_pair = false;
+    for (int p = 0; p < 2 * np; ++p) in_pair = in_pair || pairs[p] == c;
+    free_field = !in_pair;
+  }
+  if (n <= 4 && free_field) return on_fields(s, n, acts, C, mu, w, pairs, np, out);
   return by_subsets(s, n, acts, C, mu, w, pairs, np, out, threads);
 }
 

@@ -11,6 +11,7 @@
 #include "twolayer/cancel.hpp"
 #include "twolayer/divergence.hpp"
 #include "twolayer/gaussian.hpp"
+#include "twolayer/gaussian_error_square.hpp"
 #include "twolayer/gaussian_mean.hpp"
 #include "twolayer/linalg.hpp"
 #include "twolayer/run_messages.hpp"
@@ -98,23 +99,36 @@ double biased_committee(Activation g, int K, int n, const double* om, const doub
         mu[0] = b[i], mu[1] = 0.0, mu[2] = b[j];  // l_c centred
         psi[i * n + c] -= a[j] * i3_mean(g, g, C, mu);
       }
+  // sum_jl a_j a_l I4 = E[g'(lambda_i) g'(lambda_k) (sum_j a_j g(lambda_j))^2]: the smooth students' lattices over
+  // the subsets of the student fields (gaussian_error_square.hpp), else (or where they cannot certify) I4 by I4
+  std::vector<int> pairs;
   for (int i = 0; i < K; ++i)
-    for (int k = i; k < K; ++k) {
-      const int u2[2] = {i, k};
-      cov(u2, 2, C);
-      mu[0] = b[i], mu[1] = b[k];
-      double v = noise != 0.0 ? noise * j2_mean(g, C, mu) : 0.0;
-      risk += (i == k ? 0.5 : 1.0) * a[i] * a[k] * i2_mean(g, g, C, mu);
-      for (int j = 0; j < K; ++j)
-        for (int l = j; l < K; ++l) {  // symmetric in (j, l)
-          const int u[4] = {i, k, j, l};
-          cov(u, 4, C);
-          for (int p = 0; p < 4; ++p) mu[p] = mean(u[p]);
-          v += (l == j ? 1.0 : 2.0) * a[j] * a[l] * i4_mean(g, g, g, C, mu);
-        }
-      hd[i * K + k] += v;
-      if (k != i) hd[k * K + i] += v;
-    }
+    for (int k = i; k < K; ++k) pairs.insert(pairs.end(), {i, k});
+  const int np = K * (K + 1) / 2;
+  std::vector<double> quad(np), Cs(static_cast<std::size_t>(K) * K);
+  for (int i = 0; i < K; ++i)
+    for (int k = 0; k < K; ++k) Cs[i * K + k] = om[i * n + k];
+  const std::vector<Activation> acts(K, g);
+  const bool lattices = smooth::error_square_applies(g, g) &&
+                        smooth::error_square_moments(g, K, acts.data(), Cs.data(), b, a, pairs.data(), np, quad.data());
+  for (int p = 0; p < np; ++p) {
+    const int i = pairs[2 * p], k = pairs[2 * p + 1];
+    const int u2[2] = {i, k};
+    cov(u2, 2, C);
+    mu[0] = b[i], mu[1] = b[k];
+    double v = noise != 0.0 ? noise * j2_mean(g, C, mu) : 0.0;
+    risk += (i == k ? 0.5 : 1.0) * a[i] * a[k] * i2_mean(g, g, C, mu);
+    if (lattices) v += quad[p];
+    for (int j = 0; j < K && !lattices; ++j)
+      for (int l = j; l < K; ++l) {  // symmetric in (j, l)
+        const int u[4] = {i, k, j, l};
+        cov(u, 4, C);
+        for (int q = 0; q < 4; ++q) mu[q] = mean(u[q]);
+        v += (l == j ? 1.0 : 2.0) * a[j] * a[l] * i4_mean(g, g, g, C, mu);
+      }
+    hd[i * K + k] += v;
+    if (k != i) hd[k * K + i] += v;
+  }
   return risk;
 }
 

@@ -6,10 +6,12 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
 
+#include "twolayer/activation_points.hpp"
 #include "twolayer/gaussian.hpp"
 #include "twolayer/gaussian_mean.hpp"
 #include "twolayer/gaussian_orthant.hpp"
@@ -475,86 +477,76 @@ MomentPath moment_path(Activation act, const double* mu, int n) {
 }
 
 // E[prod_s F_s(mu_s + l_s) y^beta], l ~ N(0, Q_S), for every beta in [0, B]^ny at once, F_s = sigma'^n_deriv
-// sigma^n_sigma of a smooth activation, y the fields l (ny = n) or the Cholesky coordinates u (ny = r): l = L u
-// (Basis), the tensor trapezoidal rule in u on [-12, 12]^r (gaussian_smooth.hpp's step for the activations' strips
-// of analyticity, the rule at 2h its even-node subset) accepted when every moment satisfies
+// sigma^n_sigma of a smooth activation, y the Cholesky coordinates u (ny = r; l = L u, Basis) or, for one field, the
+// field itself (ny = 1, l = L_00 u): the tensor trapezoidal rule in u on [-12, 12]^r (gaussian_smooth.hpp's step for
+// the activations' strips of analyticity, the rule at 2h its even-node subset) accepted when every moment satisfies
 // (|I_h - I_2h| / S)^2 <= 1e-13 with S the rule on |integrand|, the steps halved otherwise. The truncation at 12
-// keeps the monomials' Gaussian tails below 1e-16 relative up to total degree ~20.
+// keeps the monomials' Gaussian tails below 1e-16 relative up to total degree ~20. The monomials of u factorise over
+// the coordinates, so the rule is contracted one coordinate at a time: the factor along each line of the last
+// coordinate (the fields constant along it evaluated once per line, the others in one batched pass), contracted with
+// the weights times u^b, then each outer coordinate the same way: ~(2N)^r (B + 1) operations for all the moments
+// instead of (2N)^r (B + 1)^r.
 class SmoothMoments {
  public:
   SmoothMoments(Activation act, const Basis& basis, const FieldFactor* fac, const double* mu, int B, bool u_powers)
-      : n_(u_powers ? basis.r : basis.n), B_(B) {
-    const int n = basis.n, r = basis.r, ny = n_;
-    const double* L = basis.L;
-    const std::size_t nb = LPoly::size(ny, B);
-    table_.assign(nb, 0.0);
+      : n_(u_powers ? basis.r : basis.n), B_(B), act_(act), n_fields_(basis.n), r_(basis.r), fac_(fac) {
+    if (!u_powers && basis.n != 1)
+      throw std::logic_error("target expectation: the smooth moments in the fields take one field");
+    const int n = basis.n, r = basis.r;
+    for (int s = 0; s < n; ++s) {
+      mu_[s] = mu ? mu[s] : 0.0;
+      for (int c = 0; c < 3; ++c) L_[s * 3 + c] = basis.L[s * 3 + c];
+    }
     const Activation acts[3] = {act, act, act};
     double h = 1e300;
     for (int c = 0; c < r; ++c) {
       double slopes[3];
-      for (int s = 0; s < n; ++s) slopes[s] = L[s * 3 + c];
+      for (int s = 0; s < n; ++s) slopes[s] = L_[s * 3 + c];
       h = std::min(h, smooth::trapezoid_step(acts, slopes, n));
     }
-    constexpr double kT = 12.0;
-    for (int attempt = 0;; ++attempt) {
+    const int nb1 = B + 1;
+    std::size_t nb = 1;
+    for (int c = 0; c < r; ++c) nb *= nb1;
+    for (;;) {
       const int N = r == 0 ? 0 : static_cast<int>(std::ceil(kT / h / 2.0)) * 2;  // even: the 2h rule is a subset
       if (N > 4096) throw std::domain_error("target expectation: the quadrature did not converge");
-      std::vector<double> Ih(nb, 0.0), I2h(nb, 0.0), S(nb, 0.0), pw(static_cast<std::size_t>(ny) * (B + 1));
-      std::vector<double> wt(static_cast<std::size_t>(2 * N + 1));
-      for (int m = -N; m <= N; ++m) wt[m + N] = h * std::exp(-0.5 * (m * h) * (m * h)) / std::sqrt(2.0 * kPi);
-      int idx[3] = {-N, -N, -N};
-      for (;;) {
-        double w = 1.0;
-        bool even = true;
-        for (int c = 0; c < r; ++c) {
-          w *= wt[idx[c] + N];
-          even = even && (idx[c] % 2 == 0);
+      // the three rules' weights times the powers, per coordinate: row b of P[k] = w_m t_m^b (k = 0, the rule at h),
+      // 2 w_m t_m^b on even m (k = 1, the rule at 2h), w_m |t_m|^b (k = 2, the rule on |integrand|)
+      nodes_ = 2 * N + 1;
+      h_ = h;
+      t_.resize(nodes_);
+      for (auto& P : P_) P.assign(static_cast<std::size_t>(nb1) * nodes_, 0.0);
+      for (int m = 0; m < nodes_; ++m) {
+        const double t = (m - N) * h, w = h * std::exp(-0.5 * t * t) / std::sqrt(2.0 * kPi);
+        t_[m] = t;
+        double p = w, pa = w;
+        for (int b = 0; b <= B; ++b) {
+          P_[0][b * nodes_ + m] = p;
+          P_[1][b * nodes_ + m] = (m - N) % 2 == 0 ? 2.0 * p : 0.0;
+          P_[2][b * nodes_ + m] = pa;
+          p *= t;
+          pa *= std::fabs(t);
         }
-        double F = w;
-        for (int s = 0; s < n; ++s) {
-          double l = 0.0;
-          for (int c = 0; c < r; ++c) l += L[s * 3 + c] * (idx[c] * h);
-          double d[5];
-          const FieldFactor& f = fac[s];
-          if (f.n_deriv || f.n_sigma) {
-            sigma_derivatives(act, (mu ? mu[s] : 0.0) + l, 1, d);
-            for (int q = 0; q < f.n_deriv; ++q) F *= d[1];
-            for (int q = 0; q < f.n_sigma; ++q) F *= d[0];
-          }
-          if (u_powers) continue;
-          double* p = pw.data() + static_cast<std::size_t>(s) * (B + 1);
-          p[0] = 1.0;
-          for (int b = 1; b <= B; ++b) p[b] = p[b - 1] * l;
-        }
-        for (int c = 0; u_powers && c < r; ++c) {
-          double* p = pw.data() + static_cast<std::size_t>(c) * (B + 1);
-          p[0] = 1.0;
-          for (int b = 1; b <= B; ++b) p[b] = p[b - 1] * (idx[c] * h);
-        }
-        for (std::size_t id = 0; id < nb; ++id) {
-          std::size_t rem = id;
-          double v = F;
-          for (int s = 0; s < ny; ++s) {
-            v *= pw[static_cast<std::size_t>(s) * (B + 1) + rem % (B + 1)];
-            rem /= (B + 1);
-          }
-          Ih[id] += v;
-          S[id] += std::fabs(v);
-          if (even) I2h[id] += v;
-        }
-        int c = 0;
-        while (c < r && ++idx[c] > N) idx[c++] = -N;
-        if (c >= r) break;
       }
-      double scale2 = 1.0;
-      for (int c = 0; c < r; ++c) scale2 *= 2.0;  // the 2h rule's weights
+      line_.resize(4 * static_cast<std::size_t>(nodes_));  // the line's factor, arguments and sigma, sigma'
+      std::vector<double> out(3 * nb);
+      double arg[3] = {mu_[0], mu_[1], mu_[2]};
+      contract(0, arg, 0.0, kUnknown, out.data());
+      const double* Ih = out.data();
+      const double* I2h = Ih + nb;
+      const double* S = I2h + nb;
       bool ok = true;
       for (std::size_t id = 0; id < nb; ++id) {
-        const double e = Ih[id] - scale2 * I2h[id];
+        const double e = Ih[id] - I2h[id];
         if (e * e > smooth::kAcceptSq * S[id] * S[id]) ok = false;
       }
       if (ok || r == 0) {
-        table_ = Ih;
+        table_.assign(Ih, Ih + nb);
+        if (!u_powers) {  // one field: l^b = L_00^b u^b (r = 0: l = 0, only b = 0 survives)
+          table_.resize(nb1, 0.0);
+          double f = 1.0;
+          for (int b = 0; b <= B; ++b, f *= L_[0]) table_[b] = r == 0 ? (b == 0 ? Ih[0] : 0.0) : f * Ih[b];
+        }
         return;
       }
       h *= 0.5;
@@ -573,6 +565,119 @@ class SmoothMoments {
  private:
   int n_, B_;
   std::vector<double> table_;
+  Activation act_;
+  int n_fields_, r_;
+  const FieldFactor* fac_;
+  double mu_[3] = {0, 0, 0}, L_[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+  static constexpr double kT = 12.0;
+  static constexpr double kUnknown = std::numeric_limits<double>::quiet_NaN();
+  int nodes_ = 1;
+  double h_ = 1.0;
+  std::vector<double> t_, P_[3], line_;
+
+  // The product of the factors at the arguments x (one per field).
+  double factor_at(const double* x) const {
+    double F = 1.0;
+    for (int s = 0; s < n_fields_; ++s)
+      if (fac_[s].n_deriv || fac_[s].n_sigma) F *= factor_of(s, x[s]);
+    return F;
+  }
+
+  // out[k * nb + id] (k: the rules at h, 2h and on |.|; id = sum_{c >= e} b_c (B + 1)^(c - e)): the rules over the
+  // coordinates e..r-1 on the ball |u| <= 12, the earlier ones fixed (the fields' arguments arg, r2 = their sum of
+  // squares; Fc: the factor when no factor depends on them, or kUnknown). Where no factor depends on these coordinates
+  // the factor is taken once and the rules sum the weights times the powers alone.
+  void contract(int e, const double* arg, double r2, double Fc, double* out) {
+    const int nb1 = B_ + 1, M = nodes_, N = (M - 1) / 2;
+    std::size_t nb = 1;
+    for (int c = e; c < r_; ++c) nb *= nb1;
+    const double room = kT * kT - r2;
+    const int jm = room > 0.0 ? std::min(N, static_cast<int>(std::floor(std::sqrt(room) / h_))) : 0;
+    const int m0 = N - jm, m1 = N + jm + 1;  // the nodes of this coordinate inside the ball
+    bool varies = false;  // a factor depends on the coordinates e..r-1
+    for (int s = 0; s < n_fields_; ++s)
+      for (int c = e; c < r_; ++c) varies = varies || ((fac_[s].n_deriv || fac_[s].n_sigma) && L_[s * 3 + c] != 0.0);
+    if (!varies) Fc = std::isnan(Fc) ? factor_at(arg) : Fc;
+    if (!varies) {
+      const double F = Fc;
+      if (e == r_) {
+        out[0] = out[1] = F;
+        out[2] = std::fabs(F);
+        return;
+      }
+      if (e == r_ - 1) {
+        for (int k = 0; k < 3; ++k)
+          for (int b = 0; b < nb1; ++b) {
+            const double* p = P_[k].data() + static_cast<std::size_t>(b) * M;
+            double sum = 0.0;
+            for (int m = m0; m < m1; ++m) sum += p[m];
+            out[k * nb + b] = (k < 2 ? F : std::fabs(F)) * sum;
+          }
+        return;
+      }
+    }
+    if (e == r_ - 1) {  // the line of the last coordinate: the factor at every node, then the three contractions
+      const int len = m1 - m0;
+      double* F = line_.data();
+      double* xs = F + M;
+      double* v = xs + M;
+      for (int m = 0; m < len; ++m) F[m] = 1.0;
+      for (int s = 0; s < n_fields_; ++s) {
+        const FieldFactor& f = fac_[s];
+        if (!f.n_deriv && !f.n_sigma) continue;
+        const double slope = L_[s * 3 + e];
+        if (slope == 0.0) {
+          const double c = factor_of(s, arg[s]);
+          for (int m = 0; m < len; ++m) F[m] *= c;
+          continue;
+        }
+        for (int m = 0; m < len; ++m) xs[m] = arg[s] + slope * t_[m0 + m];
+        double* const o[2] = {v, v + M};
+        sigma_derivatives_at(act_, xs, len, 1, o);
+        for (int m = 0; m < len; ++m) {
+          double c = 1.0;
+          for (int q = 0; q < f.n_deriv; ++q) c *= v[M + m];
+          for (int q = 0; q < f.n_sigma; ++q) c *= v[m];
+          F[m] *= c;
+        }
+      }
+      for (int k = 0; k < 3; ++k)
+        for (int b = 0; b < nb1; ++b) {
+          const double* p = P_[k].data() + static_cast<std::size_t>(b) * M + m0;
+          double sum = 0.0;
+          if (k < 2)
+            for (int m = 0; m < len; ++m) sum += p[m] * F[m];
+          else
+            for (int m = 0; m < len; ++m) sum += p[m] * std::fabs(F[m]);
+          out[k * nb + b] = sum;
+        }
+      return;
+    }
+    const std::size_t inner = nb / nb1;
+    std::vector<double> sub(3 * inner);
+    std::fill(out, out + 3 * nb, 0.0);
+    for (int m = m0; m < m1; ++m) {
+      double a2[3];
+      for (int s = 0; s < n_fields_; ++s) a2[s] = arg[s] + L_[s * 3 + e] * t_[m];
+      contract(e + 1, a2, r2 + t_[m] * t_[m], Fc, sub.data());
+      for (int k = 0; k < 3; ++k)
+        for (std::size_t id = 0; id < inner; ++id) {
+          const double x = sub[k * inner + id];
+          double* o = out + k * nb + id * nb1;
+          for (int b = 0; b < nb1; ++b) o[b] += P_[k][static_cast<std::size_t>(b) * M + m] * x;
+        }
+    }
+  }
+
+  // sigma'^n_deriv sigma^n_sigma of field s at x.
+  double factor_of(int s, double x) const {
+    double d[2];
+    sigma_derivatives(act_, x, 1, d);
+    double c = 1.0;
+    for (int q = 0; q < fac_[s].n_deriv; ++q) c *= d[1];
+    for (int q = 0; q < fac_[s].n_sigma; ++q) c *= d[0];
+    return c;
+  }
 };
 
 // The law part of one field factor on a path: on the quadrature path the whole activation factor; with means

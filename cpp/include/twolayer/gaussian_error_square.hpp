@@ -41,13 +41,18 @@
 
 namespace twolayer::smooth {
 
-// More than four fields (K + M > 4): each term w_c w_c' E[s'_i s'_k act_c act_c'] lives on at most four of them,
+// More than four fields (K + M > 4), or every field in a pair (students alone: the large-batch map): each term w_c w_c' E[s'_i s'_k act_c act_c'] lives on at most four of them,
 // and the moment is a Moebius combination of lattices over the subsets {i, k} + A, |A| <= 2, of the weighted fields
 // (gaussian_error_square.cpp, by_subsets): C(r, 2) + r + 1 lattices per pair for r other weighted fields, shared
 // by the pairs of one subset, on `threads` threads; each certified as above.
 //
 // acts[c]: the activations of the n fields (smooth; the pair fields use s = acts[i]). mu: means (nullptr: zero).
-// w: the weights of the error. np pairs (n <= 4: at most 6, a field outside every pair), out: np values.
+// w: the weights of the error. np pairs (one lattice: at most 6), out: np values.
+// Whether the lattices apply to a student s with units of activation t: smooth units without closed-form kernels
+// (erf, linear and quadratic students keep theirs, and so do hermite students with hermite teachers: their I4 are
+// exact moments).
+bool error_square_applies(Activation s, Activation t);
+
 bool error_square_moments(Activation s, int n, const Activation* acts, const double* C, const double* mu,
                           const double* w, const int* pairs, int np, double* out, int threads = 1);
 

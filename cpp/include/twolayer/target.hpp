@@ -79,7 +79,8 @@ struct FieldFactor {
 // polynomial in the centred fields); what changes is the moments E[prod_s F_s(mu_s + l_s) l^beta]: closed form for
 // the five classic activations at zero means and for relu and step at any means (orthant moments with means, above),
 // otherwise (every smooth activation, and linear, quadratic, erf with means) a tensor trapezoidal rule certified at
-// run time like gaussian_smooth.hpp's (<= 1e-13 relative to the integral of |integrand| in practice).
+// run time like gaussian_smooth.hpp's (<= 1e-13 relative to the integral of |integrand| in practice), contracted one
+// Cholesky coordinate at a time (target.cpp, SmoothMoments).
 double target_expectation(Activation act, int n, const double* Qs, const double* Ms, int k,
                           const FieldFactor* factors, const HermitePoly& p, const double* mu = nullptr);
 // The same for several polynomials at once (the conditioning and moment tables are shared).
