@@ -984,11 +984,31 @@ bool error_square_applies(Activation s, Activation t) {
 
 bool error_square_moments(Activation s, int n, const Activation* acts, const double* C, const double* mu,
                           const double* w, const int* pairs, int np, double* out, int threads) {
-  bool free_field = false;  // a field outside every pair (the one lattice sums it last)
-  for (int c = 0; c < n && !free_field; ++c) {
+  if (n < 1 || np < 1) return false;
+  for (int p = 0; p < 2 * np; ++p)
+    if (pairs[p] < 0 || pairs[p] >= n) return false;
+  std::vector<int> pos(n, -1), kept;  // fields of weight 0 outside every pair add nothing (a target's directions)
+  bool free_field = false;            // a field outside every pair (the one lattice sums it last)
+  for (int c = 0; c < n; ++c) {
     bool in_pair = false;
     for (int p = 0; p < 2 * np; ++p) in_pair = in_pair || pairs[p] == c;
-    free_field = !in_pair;
+    if (in_pair || w[c] != 0.0) pos[c] = static_cast<int>(kept.size()), kept.push_back(c);
+    free_field = free_field || (!in_pair && w[c] != 0.0);
+  }
+  const int m = static_cast<int>(kept.size());
+  if (m < n) {
+    std::vector<Activation> am(m);
+    std::vector<double> Cm(static_cast<std::size_t>(m) * m), mum(m), wm(m);
+    std::vector<int> pm(2 * np);
+    for (int a = 0; a < m; ++a) {
+      am[a] = acts[kept[a]];
+      mum[a] = mu ? mu[kept[a]] : 0.0;
+      wm[a] = w[kept[a]];
+      for (int b = 0; b < m; ++b) Cm[a * m + b] = C[kept[a] * n + kept[b]];
+    }
+    for (int p = 0; p < 2 * np; ++p) pm[p] = pos[pairs[p]];
+    return error_square_moments(s, m, am.data(), Cm.data(), mu ? mum.data() : nullptr, wm.data(), pm.data(), np, out,
+                                threads);
   }
   if (n <= 4 && free_field) return on_fields(s, n, acts, C, mu, w, pairs, np, out);
   return by_subsets(s, n, acts, C, mu, w, pairs, np, out, threads);

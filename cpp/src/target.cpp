@@ -480,7 +480,7 @@ MomentPath moment_path(Activation act, const double* mu, int n) {
 // sigma^n_sigma of a smooth activation, y the Cholesky coordinates u (ny = r; l = L u, Basis) or, for one field, the
 // field itself (ny = 1, l = L_00 u): the tensor trapezoidal rule in u on [-12, 12]^r (gaussian_smooth.hpp's step for
 // the activations' strips of analyticity, the rule at 2h its even-node subset) accepted when every moment satisfies
-// (|I_h - I_2h| / S)^2 <= 1e-13 with S the rule on |integrand|, the steps halved otherwise. The truncation at 12
+// (|I_h - I_2h| / S)^2 <= 1e-13 with S the rule on |integrand|, the steps times kRetry otherwise. The truncation at 12
 // keeps the monomials' Gaussian tails below 1e-16 relative up to total degree ~20. The monomials of u factorise over
 // the coordinates, so the rule is contracted one coordinate at a time: the factor along each line of the last
 // coordinate (the fields constant along it evaluated once per line, the others in one batched pass), contracted with
@@ -549,7 +549,7 @@ class SmoothMoments {
         }
         return;
       }
-      h *= 0.5;
+      h *= smooth::kRetry;
     }
   }
 
@@ -645,10 +645,17 @@ class SmoothMoments {
         for (int b = 0; b < nb1; ++b) {
           const double* p = P_[k].data() + static_cast<std::size_t>(b) * M + m0;
           double sum = 0.0;
-          if (k < 2)
+          if (k < 2) {
+#ifdef TWOLAYER_OPENMP
+#pragma omp simd reduction(+ : sum)
+#endif
             for (int m = 0; m < len; ++m) sum += p[m] * F[m];
-          else
+          } else {
+#ifdef TWOLAYER_OPENMP
+#pragma omp simd reduction(+ : sum)
+#endif
             for (int m = 0; m < len; ++m) sum += p[m] * std::fabs(F[m]);
+          }
           out[k * nb + b] = sum;
         }
       return;
