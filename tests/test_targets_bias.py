@@ -313,3 +313,19 @@ def test_ode_integrate_large_batch_forwards_lr_bias() -> None:
     np.testing.assert_array_equal(via_ode.bias, direct.bias)
     np.testing.assert_array_equal(via_ode.M, direct.M)
     assert np.abs(via_ode.bias[-1] - 0.5).max() > 1e-3  # trained
+
+
+def test_threads_do_not_change_the_target_terms():
+    """A target's tuples of student fields (units, pairs, each pattern of a triple) run on threads and are summed in
+    one fixed order: the online right-hand side and the large-batch map are bitwise the same on 1 and 3 threads."""
+    tgt = tl.targets.staircase(3, d=50, seed=1)
+    W = np.random.default_rng(0).standard_normal((4, 50))
+    ov = tl.Overlaps(W @ W.T / 50, np.full((4, 3), 0.05), np.eye(3), np.full(4, 0.25), np.zeros(3),
+                     bias=np.array([0.3, -0.2, 0.1, 0.4]))
+    one = tl.ode.rhs(ov, "softplus", target=tgt, lr=0.5, lr_bias=0.5, n_threads=1)
+    three = tl.ode.rhs(ov, "softplus", target=tgt, lr=0.5, lr_bias=0.5, n_threads=3)
+    for x, y in zip(one, three, strict=True):
+        assert np.array_equal(x, y)
+    maps = [tl.large_batch.iterate(ov, "softplus", "target", target=tgt, lr=0.5, batch_ratio=2.0, n_steps=2,
+                                   n_threads=n) for n in (1, 3)]
+    assert np.array_equal(maps[0].Q, maps[1].Q) and np.array_equal(maps[0].M, maps[1].M)

@@ -578,7 +578,7 @@ py::object ode_rhs_timing(const Array& Q, const Array& Mo, const Array& a, const
 
 py::tuple ode_rhs_target(const Array& Q, const Array& Mo, const Array& a, const IntArray& alpha, const Array& coef,
                          const std::string& student, const std::string& regime, bool spherical, double lr,
-                         double lr_readout, double noise, long long evals, const py::object& bias,
+                         double lr_readout, double noise, long long evals, int n_threads, const py::object& bias,
                          const py::object& teacher_bias, double lr_bias) {
   int K, M;
   std::vector<double> y = state(Q, Mo, a, K, M);
@@ -590,7 +590,7 @@ py::tuple ode_rhs_target(const Array& Q, const Array& Mo, const Array& a, const 
     py::gil_scoped_release release;
     OdeRhs f(model);
     const auto start = std::chrono::steady_clock::now();
-    for (long long e = 0; e < std::max(1LL, evals); ++e) f(y.data(), dy.data(), 1);
+    for (long long e = 0; e < std::max(1LL, evals); ++e) f(y.data(), dy.data(), n_threads);
     seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
   py::tuple d = split_state(dy, K, M);
@@ -809,7 +809,7 @@ py::object large_batch_iterate(const Array& Q, const Array& Mo, const Array& a, 
 py::object large_batch_iterate_target(const Array& Q, const Array& Mo, const Array& a, const IntArray& alpha,
                                       const Array& coef, const std::string& student, double gamma0, double alpha_b,
                                       long long steps, double noise, bool spherical, const py::object& bias,
-                                      double lr_bias) {
+                                      double lr_bias, int n_threads) {
   int K, M;
   const std::vector<double> y = state(Q, Mo, a, K, M);
   const OdeModel model = target_model(alpha, coef, student, "online", false, K, M, 1.0, 0.0, noise);
@@ -828,7 +828,7 @@ py::object large_batch_iterate_target(const Array& Q, const Array& Mo, const Arr
     opt.lr_bias = lr_bias;
   }
   std::vector<double> rows;
-  return run_cancellable([&] { return iterate_large_batch(model, y.data(), opt, 1, &rows); },
+  return run_cancellable([&] { return iterate_large_batch(model, y.data(), opt, n_threads, &rows); },
                          [&](const IntegrateResult& r) {
                            py::dict d = to_dict(r, K, M);
                            if (!opt.bias.empty()) {  // the biases of every recorded row (T, K)
@@ -863,7 +863,7 @@ void bind_rhs(py::module_& m) {
            std::make_tuple(py::arg("regime"), py::arg("lr"), py::arg("noise"), py::arg("evals"),
                            py::arg("n_threads") = 1));
   def_with(m, "ode_rhs_target", &ode_rhs_target, state_names(), target_names(), model_names(),
-           std::make_tuple(py::arg("evals") = 1), bias_names());
+           std::make_tuple(py::arg("evals") = 1, py::arg("n_threads") = 1), bias_names());
 }
 
 void bind_integrate(py::module_& m) {
@@ -894,7 +894,8 @@ void bind_large_batch(py::module_& m) {
            bias_names());
   def_with(m, "large_batch_iterate_target", &large_batch_iterate_target, state_names(), target_names(),
            std::make_tuple(py::arg("gamma0"), py::arg("batch_ratio"), py::arg("steps"), py::arg("noise"),
-                           py::arg("spherical"), py::arg("bias") = py::none(), py::arg("lr_bias") = 0.0));
+                           py::arg("spherical"), py::arg("bias") = py::none(), py::arg("lr_bias") = 0.0,
+                           py::arg("n_threads") = 1));
 }
 
 }  // namespace

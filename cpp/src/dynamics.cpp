@@ -225,7 +225,7 @@ void OdeRhs::eval_target(const double* y, double* dy, int n_threads) {
   const int K = m_.K, M = m_.M;
   double* dQ = dy;
   double* dM = dy + m_.offset_M();
-  target_->add(y, dQ, dM, dy + m_.offset_a(), rate_);
+  target_->add(y, dQ, dM, dy + m_.offset_a(), rate_, n_threads);
   if (m_.biased) {  // db_i = lr_bias a_i E[g'(lambda_i) E]: the target's part E[g'(lambda_i) f] (eval_bias: the rest)
     const double* a = y + m_.offset_a();
     double* db = dy + m_.offset_b();

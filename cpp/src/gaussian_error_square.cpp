@@ -3,12 +3,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "twolayer/activation_points.hpp"
 #include "twolayer/gaussian_smooth.hpp"
+#include "twolayer/parallel.hpp"
 #include "twolayer/simd_math.hpp"
 
 namespace twolayer::smooth {
@@ -946,28 +948,27 @@ bool by_subsets(Activation s, int n, const Activation* acts, const double* C, co
       rest.swap(keep);
     }
   }
-  const int ncalls = static_cast<int>(calls.size());
-  (void)threads;
-#ifdef TWOLAYER_OPENMP
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1 && ncalls > 1)
-#endif
-  for (int t = 0; t < ncalls; ++t) {
-    SubsetCall& call = calls[t];
-    Activation a[4];
-    double Cs[16], ms[4], ws[4];
-    for (int e = 0; e < call.n; ++e) {
-      const int c = call.fields[e];  // (-1: the padding field, 0 with weight 0)
-      a[e] = c >= 0 ? acts[c] : s;
-      ms[e] = c >= 0 && mu ? mu[c] : 0.0;
-      ws[e] = c >= 0 ? w[c] : 0.0;
-      for (int q = 0; q < call.n; ++q) Cs[e * call.n + q] = c >= 0 && call.fields[q] >= 0 ? C[c * n + call.fields[q]] : 0.0;
-    }
-    try {
-      call.ok = on_fields(s, call.n, a, Cs, ms, ws, call.pairs, call.np, call.value);
-    } catch (...) {  // (the caller's per-I4 path reports what went wrong)
-      call.ok = false;
-    }
-  }
+  parallel_for(
+      calls.size(), threads,
+      [&](std::size_t t) {
+        SubsetCall& call = calls[t];
+        Activation a[4];
+        double Cs[16], ms[4], ws[4];
+        for (int e = 0; e < call.n; ++e) {
+          const int c = call.fields[e];  // (-1: the padding field, 0 with weight 0)
+          a[e] = c >= 0 ? acts[c] : s;
+          ms[e] = c >= 0 && mu ? mu[c] : 0.0;
+          ws[e] = c >= 0 ? w[c] : 0.0;
+          for (int q = 0; q < call.n; ++q)
+            Cs[e * call.n + q] = c >= 0 && call.fields[q] >= 0 ? C[c * n + call.fields[q]] : 0.0;
+        }
+        try {
+          call.ok = on_fields(s, call.n, a, Cs, ms, ws, call.pairs, call.np, call.value);
+        } catch (const std::exception&) {  // (the caller's per-I4 path reports what went wrong)
+          call.ok = false;
+        }
+      },
+      1, 1);
   for (int p = 0; p < np; ++p) out[p] = 0.0;
   for (const SubsetCall& call : calls) {
     if (!call.ok) return false;

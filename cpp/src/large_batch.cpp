@@ -14,6 +14,7 @@
 #include "twolayer/gaussian_error_square.hpp"
 #include "twolayer/gaussian_mean.hpp"
 #include "twolayer/linalg.hpp"
+#include "twolayer/parallel.hpp"
 #include "twolayer/run_messages.hpp"
 #include "twolayer/target.hpp"
 
@@ -84,7 +85,7 @@ bool record_row(IntegrateResult& res, long long t, const std::vector<double>& y,
 // + Delta E[g'(lambda_i) g'(lambda_k)]; returns the committee part of the risk, 1/2 sum_ik a_i a_k
 // E[g(lambda_i) g(lambda_k)]. omega: the n x n covariance of (students, target directions).
 double biased_committee(Activation g, int K, int n, const double* om, const double* a, const double* b, double noise,
-                        double* psi, double* hd) {
+                        double* psi, double* hd, int n_threads) {
   auto cov = [&](const int* u, int m, double* C) {
     for (int p = 0; p < m; ++p)
       for (int q = 0; q < m; ++q) C[p * m + q] = om[u[p] * n + u[q]];
@@ -110,7 +111,8 @@ double biased_committee(Activation g, int K, int n, const double* om, const doub
     for (int k = 0; k < K; ++k) Cs[i * K + k] = om[i * n + k];
   const std::vector<Activation> acts(K, g);
   const bool lattices = smooth::error_square_applies(g, g) &&
-                        smooth::error_square_moments(g, K, acts.data(), Cs.data(), b, a, pairs.data(), np, quad.data());
+                        smooth::error_square_moments(g, K, acts.data(), Cs.data(), b, a, pairs.data(), np, quad.data(),
+                                                     resolve_threads(n_threads));
   for (int p = 0; p < np; ++p) {
     const int i = pairs[2 * p], k = pairs[2 * p + 1];
     const int u2[2] = {i, k};
@@ -135,7 +137,7 @@ double biased_committee(Activation g, int K, int n, const double* om, const doub
 // The map against a polynomial target with student biases (LargeBatchOptions::bias), and for the smooth activations
 // without closed-form kernels at any bias (their committee terms through the kernels with means, student units only).
 IntegrateResult iterate_biased(const OdeModel& model_in, const double* y0, const LargeBatchOptions& opt,
-                               std::vector<double>* bias_rows) {
+                               int n_threads, std::vector<double>* bias_rows) {
   OdeModel model = model_in;
   model.regime = Regime::Online;
   model.spherical = false;
@@ -159,8 +161,8 @@ IntegrateResult iterate_biased(const OdeModel& model_in, const double* y0, const
     std::fill(psi.begin(), psi.end(), 0.0);
     std::fill(hd.begin(), hd.end(), 0.0);
     const double r = biased_committee(model.student, K, n, om.data(), a, b.data(), model.noise, psi.data(),
-                                      hd.data());
-    target.add_raw(y.data(), psi.data(), hd.data());
+                                      hd.data(), n_threads);
+    target.add_raw(y.data(), psi.data(), hd.data(), n_threads);
     return r + target.risk_part(y.data());
   };
   // A state outside the kernels' domain (a std::domain_error of the expectations: a quadrature that cannot certify,
@@ -223,7 +225,7 @@ IntegrateResult iterate_large_batch(const OdeModel& model_in, const double* y0, 
                                     static_cast<int>(opt.teacher_bias.size()) != model_in.M))
     throw std::invalid_argument("teacher_bias: expected one bias per teacher unit of a committee, with the students'");
   if (model_in.target && (!opt.bias.empty() || !is_classic(model_in.student)))
-    return iterate_biased(model_in, y0, opt, opt.bias.empty() ? nullptr : bias_rows);
+    return iterate_biased(model_in, y0, opt, n_threads, opt.bias.empty() ? nullptr : bias_rows);
   OdeModel model = model_in;
   model.regime = Regime::Online;  // the second-moment table of the online right-hand side
   model.spherical = false;        // the projection is the map's own (exact rescaling, not its derivative)
@@ -270,7 +272,7 @@ IntegrateResult iterate_large_batch(const OdeModel& model_in, const double* y0, 
     const double* psi = fc.psi();
     if (target) {
       psi_t.assign(fc.psi(), fc.psi() + static_cast<std::size_t>(K) * n);
-      target->add_raw(y.data(), psi_t.data(), hd.data());
+      target->add_raw(y.data(), psi_t.data(), hd.data(), n_threads);
       psi = psi_t.data();
     }
     large_batch_update(K, n, om.data(), psi, hd.data(), y.data() + model.offset_a(), opt.gamma0, opt.alpha,

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 #include "twolayer/activation_points.hpp"
 #include "twolayer/gaussian.hpp"
@@ -17,6 +18,7 @@
 #include "twolayer/gaussian_orthant.hpp"
 #include "twolayer/gaussian_smooth.hpp"
 #include "twolayer/linalg.hpp"
+#include "twolayer/parallel.hpp"
 #include "twolayer/population.hpp"
 
 namespace twolayer {
@@ -1396,10 +1398,13 @@ void TargetRhs::set_bias(const std::vector<double>& bias) {
   b_ = bias;
 }
 
-void TargetRhs::add_raw(const double* y, double* psi, double* hd) const {
+void TargetRhs::add_raw(const double* y, double* psi, double* hd, int n_threads) const {
   // One FieldTuple per unit, per pair and (for hd) per triple of student fields: each is conditioned once and
   // serves every factor pattern on it (the pair (i, k) also carries the unit terms sigma'(l_i)^2 sigma(l_k) f of
   // hd_ii and hd_kk; the triple i < j < l carries sigma'(l_i) sigma'(l_j) sigma(l_l) f for each of its 3 pairs).
+  // The tuples run on n_threads threads (a triple's three patterns apart: the costliest tasks), each recording its
+  // terms (index into psi, then hl, and value); they are summed in the tuples' order, so the result does not depend
+  // on the threads.
   const int K = K_, k = k_, n = K_ + k_;
   const double* Q = y;
   const double* M = y + static_cast<std::size_t>(K) * K;
@@ -1407,59 +1412,78 @@ void TargetRhs::add_raw(const double* y, double* psi, double* hd) const {
   const double* b = bias(y);
   const int Df = poly_degree(t_.f);
   const int Dpair = hd ? poly_degree(f2_) : Df;
-  double Qs[9];
-  std::vector<double> Ms(3 * static_cast<std::size_t>(k));
   std::vector<const HermitePoly*> zf;
   int Dunit = Dpair;  // f, f^2 (hd) and the z_r f
   for (const auto& p : zf_) {
     zf.push_back(&p);
     Dunit = std::max(Dunit, poly_degree(p));
   }
-  std::vector<double> e(k), hl(hd ? static_cast<std::size_t>(K) * K : 0, 0.0);
-  for (int i = 0; i < K; ++i) {
-    gather(Q, M, K, k, &i, 1, Qs, Ms.data());
-    FieldTuple u(act_, 1, Qs, Ms.data(), k, Dunit, &b[i]);
-    const FieldFactor d1{1, 0, 0}, d1l{1, 0, 1};
-    u.expect(&d1, zf.data(), zf.size(), e.data());  // psi_{i,K+r} += E[sigma'(l_i) z_r f]
-    for (int r = 0; r < k; ++r) psi[i * n + K + r] += e[r];
-    psi[i * n + i] += u.expect(&d1l, t_.f);  // psi_ii += E[sigma'(l_i) l_i f]
-    if (hd) {  // E[sigma'(l_i)^2 f^2] - 2 a_i E[sigma'(l_i)^2 sigma(l_i) f]  (the j != i terms: pairs below)
-      const FieldFactor d2{2, 0, 0}, d2s{2, 1, 0};
-      hl[i * K + i] += u.expect(&d2, f2_) - 2.0 * a[i] * u.expect(&d2s, t_.f);
-    }
-  }
+  std::vector<std::array<int, 4>> tuples;  // (i, -1, -1) units, (i, k, -1) pairs, (i, j, l, pattern) triples
+  for (int i = 0; i < K; ++i) tuples.push_back({i, -1, -1, 0});
   for (int i = 0; i < K; ++i)
-    for (int kk = i + 1; kk < K; ++kk) {
-      const int idx[2] = {i, kk};
-      gather(Q, M, K, k, idx, 2, Qs, Ms.data());
-      const double mu2[2] = {b[i], b[kk]};
-      FieldTuple p(act_, 2, Qs, Ms.data(), k, Dpair, mu2);
-      const FieldFactor fa[2] = {{1, 0, 0}, {0, 0, 1}}, fb[2] = {{0, 0, 1}, {1, 0, 0}};
-      psi[i * n + kk] += p.expect(fa, t_.f);
-      psi[kk * n + i] += p.expect(fb, t_.f);
-      if (hd) {
-        const FieldFactor dd[2] = {{1, 0, 0}, {1, 0, 0}};
-        const FieldFactor di[2] = {{1, 1, 0}, {1, 0, 0}}, dk[2] = {{1, 0, 0}, {1, 1, 0}};
-        hl[i * K + kk] += p.expect(dd, f2_) - 2.0 * a[i] * p.expect(di, t_.f) - 2.0 * a[kk] * p.expect(dk, t_.f);
-        const FieldFactor gi[2] = {{2, 0, 0}, {0, 1, 0}}, gk[2] = {{0, 1, 0}, {2, 0, 0}};
-        hl[i * K + i] -= 2.0 * a[kk] * p.expect(gi, t_.f);
-        hl[kk * K + kk] -= 2.0 * a[i] * p.expect(gk, t_.f);
-      }
-    }
-  if (hd) {
-    for (int i = 0; i < K; ++i)
-      for (int j = i + 1; j < K; ++j)
-        for (int l = j + 1; l < K; ++l) {
-          const int idx3[3] = {i, j, l};
-          gather(Q, M, K, k, idx3, 3, Qs, Ms.data());
+    for (int kk = i + 1; kk < K; ++kk) tuples.push_back({i, kk, -1, 0});
+  for (int i = 0; hd && i < K; ++i)
+    for (int j = i + 1; j < K; ++j)
+      for (int l = j + 1; l < K; ++l)
+        for (int q = 0; q < 3; ++q) tuples.push_back({i, j, l, q});
+  const int hl0 = K * n;  // terms' indices: psi below, then hl (K x K, upper triangle)
+  std::vector<std::vector<std::pair<int, double>>> terms(tuples.size());
+  parallel_for(
+      tuples.size(), n_threads,
+      [&](std::size_t t) {
+        const auto& u = tuples[t];
+        auto& out = terms[t];
+        double Qs[9];
+        std::vector<double> Ms(3 * static_cast<std::size_t>(k));
+        if (u[1] < 0) {
+          const int i = u[0];
+          std::vector<double> e(k);
+          gather(Q, M, K, k, &i, 1, Qs, Ms.data());
+          FieldTuple one(act_, 1, Qs, Ms.data(), k, Dunit, &b[i]);
+          const FieldFactor d1{1, 0, 0}, d1l{1, 0, 1};
+          one.expect(&d1, zf.data(), zf.size(), e.data());  // psi_{i,K+r} += E[sigma'(l_i) z_r f]
+          for (int r = 0; r < k; ++r) out.emplace_back(i * n + K + r, e[r]);
+          out.emplace_back(i * n + i, one.expect(&d1l, t_.f));  // psi_ii += E[sigma'(l_i) l_i f]
+          if (hd) {  // E[sigma'(l_i)^2 f^2] - 2 a_i E[sigma'(l_i)^2 sigma(l_i) f]  (the j != i terms: pairs below)
+            const FieldFactor d2{2, 0, 0}, d2s{2, 1, 0};
+            out.emplace_back(hl0 + i * K + i, one.expect(&d2, f2_) - 2.0 * a[i] * one.expect(&d2s, t_.f));
+          }
+        } else if (u[2] < 0) {
+          const int i = u[0], kk = u[1];
+          gather(Q, M, K, k, u.data(), 2, Qs, Ms.data());
+          const double mu2[2] = {b[i], b[kk]};
+          FieldTuple p(act_, 2, Qs, Ms.data(), k, Dpair, mu2);
+          const FieldFactor fa[2] = {{1, 0, 0}, {0, 0, 1}}, fb[2] = {{0, 0, 1}, {1, 0, 0}};
+          out.emplace_back(i * n + kk, p.expect(fa, t_.f));
+          out.emplace_back(kk * n + i, p.expect(fb, t_.f));
+          if (hd) {
+            const FieldFactor dd[2] = {{1, 0, 0}, {1, 0, 0}};
+            const FieldFactor di[2] = {{1, 1, 0}, {1, 0, 0}}, dk[2] = {{1, 0, 0}, {1, 1, 0}};
+            out.emplace_back(hl0 + i * K + kk,
+                             p.expect(dd, f2_) - 2.0 * a[i] * p.expect(di, t_.f) - 2.0 * a[kk] * p.expect(dk, t_.f));
+            const FieldFactor gi[2] = {{2, 0, 0}, {0, 1, 0}}, gk[2] = {{0, 1, 0}, {2, 0, 0}};
+            out.emplace_back(hl0 + i * K + i, -2.0 * a[kk] * p.expect(gi, t_.f));
+            out.emplace_back(hl0 + kk * K + kk, -2.0 * a[i] * p.expect(gk, t_.f));
+          }
+        } else {
+          const int i = u[0], j = u[1], l = u[2];
+          gather(Q, M, K, k, u.data(), 3, Qs, Ms.data());
           const double mu3[3] = {b[i], b[j], b[l]};
           FieldTuple tr(act_, 3, Qs, Ms.data(), k, Df, mu3);
-          const FieldFactor fl[3] = {{1, 0, 0}, {1, 0, 0}, {0, 1, 0}}, fj[3] = {{1, 0, 0}, {0, 1, 0}, {1, 0, 0}},
-                            fi[3] = {{0, 1, 0}, {1, 0, 0}, {1, 0, 0}};
-          hl[i * K + j] -= 2.0 * a[l] * tr.expect(fl, t_.f);
-          hl[i * K + l] -= 2.0 * a[j] * tr.expect(fj, t_.f);
-          hl[j * K + l] -= 2.0 * a[i] * tr.expect(fi, t_.f);
+          // the pattern sigma'(l_p) sigma'(l_q) sigma(l_o) f of the pair (p, q), o the third field
+          static constexpr FieldFactor kPattern[3][3] = {{{1, 0, 0}, {1, 0, 0}, {0, 1, 0}},
+                                                         {{1, 0, 0}, {0, 1, 0}, {1, 0, 0}},
+                                                         {{0, 1, 0}, {1, 0, 0}, {1, 0, 0}}};
+          const int pair_at[3] = {i * K + j, i * K + l, j * K + l}, other[3] = {l, j, i};
+          const int q = u[3];
+          out.emplace_back(hl0 + pair_at[q], -2.0 * a[other[q]] * tr.expect(kPattern[q], t_.f));
         }
+      },
+      1, 1);
+  std::vector<double> hl(hd ? static_cast<std::size_t>(K) * K : 0, 0.0);
+  for (const auto& out : terms)
+    for (const auto& [idx, v] : out) (idx < hl0 ? psi[idx] : hl[idx - hl0]) += v;
+  if (hd)
     for (int i = 0; i < K; ++i) {
       hd[i * K + i] += hl[i * K + i];
       for (int kk = i + 1; kk < K; ++kk) {
@@ -1467,10 +1491,9 @@ void TargetRhs::add_raw(const double* y, double* psi, double* hd) const {
         hd[kk * K + i] += hl[i * K + kk];
       }
     }
-  }
 }
 
-void TargetRhs::add(const double* y, double* dQ, double* dM, double* da, double rate) const {
+void TargetRhs::add(const double* y, double* dQ, double* dM, double* da, double rate, int n_threads) const {
   const int K = K_, k = k_, n = K_ + k_;
   const double* Q = y;
   const double* M = y + static_cast<std::size_t>(K) * K;
@@ -1478,7 +1501,7 @@ void TargetRhs::add(const double* y, double* dQ, double* dM, double* da, double 
   const double* b = bias(y);
   const double lr = lr_ * rate, lr2 = online_ ? lr * lr : 0.0, lr_readout = lr_readout_ * rate;
   std::vector<double> psi(static_cast<std::size_t>(K) * n, 0.0), hd(lr2 != 0.0 ? static_cast<std::size_t>(K) * K : 0);
-  add_raw(y, psi.data(), lr2 != 0.0 ? hd.data() : nullptr);
+  add_raw(y, psi.data(), lr2 != 0.0 ? hd.data() : nullptr, n_threads);
   for (int i = 0; i < K; ++i) {
     for (int r = 0; r < k; ++r) dM[i * k + r] += lr * a[i] * psi[i * n + K + r];
     dQ[i * K + i] += 2.0 * lr * a[i] * psi[i * n + i];

@@ -357,12 +357,12 @@ def target_unit_jet(
 ) -> tuple[_F, _F, _F, _F, _F, _F, _F, _F, _F, _F]: ...
 def ode_rhs_target(
     Q: _F, M: _F, a: _F, alpha: _I, coef: _F, act: str, regime: str, spherical: bool, lr: float,
-    lr_readout: float, noise: float, evals: int = 1, bias: _F | None = None, teacher_bias: _F | None = None,
-    lr_bias: float = 0.0,
+    lr_readout: float, noise: float, evals: int = 1, n_threads: int = 1, bias: _F | None = None,
+    teacher_bias: _F | None = None, lr_bias: float = 0.0,
 ) -> tuple[_F, _F, _F, float] | tuple[_F, _F, _F, float, _F]: ...
 def large_batch_iterate_target(
     Q: _F, M: _F, a: _F, alpha: _I, coef: _F, act: str, gamma0: float, batch_ratio: float, steps: int,
-    noise: float, spherical: bool, bias: _F | None = None, lr_bias: float = 0.0,
+    noise: float, spherical: bool, bias: _F | None = None, lr_bias: float = 0.0, n_threads: int = 1,
 ) -> dict[str, Any]: ...
 def ode_integrate_target(
     Q: _F, M: _F, a: _F, alpha: _I, coef: _F, act: str, regime: str, spherical: bool, lr: float,

@@ -113,7 +113,7 @@ def iterate(
     spherical : bool, default False
         Rescale every ``|w_i|^2`` to d after each step (needs diag(Q) = 1).
     n_threads : int, optional
-        OpenMP threads inside the committee expectations.
+        OpenMP threads inside the committee expectations and a target's tuples of fields.
     target : HermiteTarget, optional
         A polynomial target: the teacher units are its k directions, and psi, phi^HD take its exact terms
         (psi_ic += E[g'(l_i) l_c f], phi^HD_ik += E[g'g' f^2] - 2 E[g'g' f fhat], C++ ``TargetRhs::add_raw``).
@@ -175,7 +175,8 @@ def iterate(
         alpha_t, coef = target._arrays()
         with partial_result(to_trajectory):
             out = _core.large_batch_iterate_target(overlaps.Q, overlaps.M, overlaps.a, alpha_t, coef, activation,
-                                                   gamma0, alpha, T, noise_, spherical, bias, lr_b)
+                                                   gamma0, alpha, T, noise_, spherical, bias, lr_b,
+                                                   n_threads=n_threads_arg(n_threads))
         return to_trajectory(out)
     with partial_result(to_trajectory):
         out = _core.large_batch_iterate(overlaps.Q, overlaps.M, overlaps.a, overlaps.P, overlaps.v, activation,

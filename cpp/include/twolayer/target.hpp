@@ -122,14 +122,14 @@ class TargetRhs {
   TargetRhs(const PolyTarget& t, Activation act, int K, bool online, double lr, double lr_readout,
             std::vector<double> bias = {}, bool bias_in_state = false);
   // Adds to dQ (unprojected Phi, K x K), dM (K x k), da (K) at state y = [Q, M, a] (then b with bias_in_state),
-  // with lr and lr_readout times rate (a learning-rate schedule's value).
-  void add(const double* y, double* dQ, double* dM, double* da, double rate = 1.0) const;
+  // with lr and lr_readout times rate (a learning-rate schedule's value), the tuples of fields on n_threads threads.
+  void add(const double* y, double* dQ, double* dM, double* da, double rate = 1.0, int n_threads = 1) const;
   // The raw target parts at state y, for maps built from the expectations (large_batch.hpp), n = K + k units:
   //   psi (K x n) += E[sigma'(l_i) l_c f] for every unit c (students, then the k target directions z_r);
   //   hd (K x K, symmetric; skipped when null) += E[sigma'(l_i) sigma'(l_k) f^2] - 2 E[sigma'(l_i) sigma'(l_k) f fhat]
   //   with fhat = sum_j a_j sigma(l_j).
   // add() is lr a_i psi_{i,K+r} into dM, lr (a_i psi_ik + a_k psi_ki) + [online] lr^2 a_i a_k hd_ik into dQ.
-  void add_raw(const double* y, double* psi, double* hd) const;
+  void add_raw(const double* y, double* psi, double* hd, int n_threads = 1) const;
   // -sum_i a_i E[sigma(l_i) f] + E[f^2] / 2: the target part of the risk.
   double risk_part(const double* y) const;
   // out (K) += E[sigma'(b_i + l_i) f]: the target part of the bias gradient E[sigma'(lambda_i) E].

@@ -59,7 +59,9 @@ def rhs(
     readout : {"sum", "mean"}
         The readout factor of the trained second layer.
     n_threads : int, optional
-        Threads (used for K >= 8).
+        Threads: the committee's kernels at K >= 8, the smooth units' online
+        lattices over subsets of the fields (K + M > 4), a target's tuples of
+        student fields (default None: the OpenMP default).
     target : HermiteTarget, optional
         A polynomial target of :mod:`twolayer.targets` instead of the
         committee teacher (default: the one ``Overlaps.from_networks(student,
@@ -92,7 +94,7 @@ def rhs(
     tgt = resolve_target(target, overlaps)
     if tgt is not None:
         return rhs_target(overlaps, activation, tgt, lr=lr, lr_readout=lr_readout, noise=noise, regime=regime,
-                          spherical=spherical, readout=readout, lr_bias=lr_bias)
+                          spherical=spherical, readout=readout, lr_bias=lr_bias, n_threads=n_threads_arg(n_threads))
     act, t_act = resolve_activations(activation, teacher_activation, overlaps)
     reg, _, ro = check_choices(act, regime, "adaptive", readout)
     spherical = boolean(spherical, "spherical")

@@ -53,7 +53,8 @@ def integrate_target(overlaps: Any, activation: Any, tgt: Any, *, lr: float, lr_
 
 
 def rhs_target(overlaps: Any, activation: Any, tgt: Any, *, lr: float, lr_readout: float, noise: float,
-               regime: Any, spherical: Any, readout: Any, lr_bias: float = 0.0) -> tuple[NDArray[np.float64], ...]:
+               regime: Any, spherical: Any, readout: Any, lr_bias: float = 0.0,
+               n_threads: int = 1) -> tuple[NDArray[np.float64], ...]:
     """:func:`~twolayer.ode.rhs` with the polynomial target ``tgt`` (arguments as there): (dQ, dM, da), and db
     with biases."""
     spherical = boolean(spherical, "spherical")
@@ -64,7 +65,8 @@ def rhs_target(overlaps: Any, activation: Any, tgt: Any, *, lr: float, lr_readou
     dQ, dM, da, _, *db = _core.ode_rhs_target(ov.Q, ov.M, ov.a, alpha, coef, act, reg, bool(spherical),
                                               positive(lr, "lr", allow_zero=True),
                                               positive(lr_readout, "lr_readout", allow_zero=True) * c * c,
-                                              positive(noise, "noise", allow_zero=True), **bias_kwargs(ov, lr_bias))
+                                              positive(noise, "noise", allow_zero=True), n_threads=n_threads,
+                                              **bias_kwargs(ov, lr_bias))
     out = (dQ, dM, da, *db)
     if not all(np.all(np.isfinite(x)) for x in out):
         raise ValueError("overlaps: out of range: the right-hand side exceeds the double range")
