@@ -809,7 +809,6 @@ bool in_order(Activation s, int n, const Activation* acts, const double* C, cons
   return false;
 }
 
-
 // n <= 4 fields in the order of least work (leaves of the first steps) among those with a non-pair field last.
 bool on_fields(Activation s, int n, const Activation* acts, const double* C, const double* mu, const double* w,
                const int* pairs, int np, double* out) {
@@ -870,16 +869,15 @@ struct SubsetCall {
 };
 
 // Every field in a pair, or n > 4 fields: sum_{c, c'} w_c w_c' E[s'_i s'_k act_c act_c'] has terms on at most four
-// fields, {i, k, c, c'}. With
-// R the weighted fields besides i and k (r of them) and F(A) = E[s'_i s'_k (sum_{c in {i, k} + A} w_c act_c)^2] for
-// A in R, a term whose fields outside {i, k} are exactly B (|B| <= 2) is counted in F(A) for every A >= B; Moebius
-// inversion over |A| <= 2 gives
+// fields, {i, k, c, c'}. With R the weighted fields besides i and k (r of them) and
+// F(A) = E[s'_i s'_k (sum_{c in {i, k} + A} w_c act_c)^2] for A in R, a term whose fields outside {i, k} are exactly
+// B (|B| <= 2) is counted in F(A) for every A >= B; Moebius inversion over |A| <= 2 gives
 //   E[s'_i s'_k E^2] = sum_{|A| = 2} F(A) + (2 - r) sum_{|A| = 1} F(A) + (1 - r + r (r - 1) / 2) F({}),
 // each F one lattice over at most four fields (a pair (i, i) over at most three). The pairs of one subset share its
 // lattice, split so that each lattice keeps a field outside its pairs (the one summed last); a subset made of its
 // pair's fields only ({i, k}, {i}) takes a padding field besides, of variance 0 and weight 0 (no smoothing: S_q =
-// act(0)^q, a zero pivot). Each lattice is certified on its own (relative
-// to its terms, or the cancellation floor); the combination's error is at most sum |coefficient| times theirs.
+// act(0)^q, a zero pivot). Each lattice is certified on its own (relative to its terms, or the cancellation floor);
+// the combination's error is at most sum |coefficient| times theirs. The lattices run on `threads` threads.
 bool by_subsets(Activation s, int n, const Activation* acts, const double* C, const double* mu, const double* w,
                 const int* pairs, int np, double* out, int threads) {
   std::vector<SubsetCall> calls;
@@ -896,7 +894,6 @@ bool by_subsets(Activation s, int n, const Activation* acts, const double* C, co
   };
   for (int p = 0; p < np; ++p) {
     const int i = pairs[2 * p], k = pairs[2 * p + 1];
-    if (i < 0 || k < 0 || i >= n || k >= n) return false;
     std::vector<int> R;
     for (int c = 0; c < n; ++c)
       if (c != i && c != k && w[c] != 0.0) R.push_back(c);

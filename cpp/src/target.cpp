@@ -480,8 +480,9 @@ MomentPath moment_path(Activation act, const double* mu, int n) {
 
 // E[prod_s F_s(mu_s + l_s) y^beta], l ~ N(0, Q_S), for every beta in [0, B]^ny at once, F_s = sigma'^n_deriv
 // sigma^n_sigma of a smooth activation, y the Cholesky coordinates u (ny = r; l = L u, Basis) or, for one field, the
-// field itself (ny = 1, l = L_00 u): the tensor trapezoidal rule in u on [-12, 12]^r (gaussian_smooth.hpp's step for
-// the activations' strips of analyticity, the rule at 2h its even-node subset) accepted when every moment satisfies
+// field itself (ny = 1, l = L_00 u): the tensor trapezoidal rule in u on the ball |u| <= 12 (gaussian_smooth.hpp's
+// step for the activations' strips of analyticity, the rule at 2h its even-node subset) accepted when every moment
+// satisfies
 // (|I_h - I_2h| / S)^2 <= 1e-13 with S the rule on |integrand|, the steps times kRetry otherwise. The truncation at 12
 // keeps the monomials' Gaussian tails below 1e-16 relative up to total degree ~20. The monomials of u factorise over
 // the coordinates, so the rule is contracted one coordinate at a time: the factor along each line of the last
@@ -569,7 +570,7 @@ class SmoothMoments {
   std::vector<double> table_;
   Activation act_;
   int n_fields_, r_;
-  const FieldFactor* fac_;
+  const FieldFactor* fac_;  // (read while constructing only)
   double mu_[3] = {0, 0, 0}, L_[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
   static constexpr double kT = 12.0;
   static constexpr double kUnknown = std::numeric_limits<double>::quiet_NaN();
