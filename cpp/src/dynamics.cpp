@@ -316,7 +316,8 @@ void OdeRhs::eval(const double* y, double* dy, int n_threads) {
     const int nchunks = (np + chunk_ - 1) / chunk_;
     const double* j2v = j2_.data();
     double* quad = quad_.data();
-    if (!(square_fields_ && smooth::error_square_moments(g, u, acts_.data(), om, nullptr, w, pairs_.data(), np, quad, threads)))
+    if (!(square_fields_ &&
+          smooth::error_square_moments(g, u, acts_.data(), om, nullptr, w, pairs_.data(), np, quad, threads)))
       loop_impl(nchunks, threads, par, ws_, [&](int ch, double* ws) {
         throw_if_cancelled();  // smooth I4 by quadrature where the lattices cannot certify: ~0.1-1 s per chunk
         const int p0 = ch * chunk_, cnt = std::min(chunk_, np - p0);
@@ -417,7 +418,8 @@ void OdeRhs::eval_bias(const double* y, double* dy, int n_threads) {
   if (m_.regime == Regime::Online) {
     const int np = K * (K + 1) / 2;
     double* quad = quad_.data();
-    if (!(square_fields_ && smooth::error_square_moments(g, u, acts_.data(), om, mu, w, pairs_.data(), np, quad, threads)))
+    if (!(square_fields_ &&
+          smooth::error_square_moments(g, u, acts_.data(), om, mu, w, pairs_.data(), np, quad, threads)))
       loop_impl(np, threads, par, ws_, [&](int p, double*) {
         throw_if_cancelled();  // I4 with means: up to seconds per pair (Ctrl-C; the driver keeps the rows)
         double s = 0.0;

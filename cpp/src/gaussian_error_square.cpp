@@ -935,9 +935,10 @@ bool by_subsets(Activation s, int n, const Activation* acts, const double* C, co
           continue;
         }
         const int q = call.np++;
-        for (int e = 0; e < 2; ++e)
-          call.pairs[2 * q + e] = static_cast<int>(std::find(call.fields, call.fields + call.n, pairs[2 * fd.first + e]) -
-                                                   call.fields);
+        for (int e = 0; e < 2; ++e) {
+          const int* at = std::find(call.fields, call.fields + call.n, pairs[2 * fd.first + e]);
+          call.pairs[2 * q + e] = static_cast<int>(at - call.fields);
+        }
         call.target[q] = fd.first;
         call.coef[q] = fd.second;
       }

@@ -41,10 +41,11 @@
 
 namespace twolayer::smooth {
 
-// More than four fields (K + M > 4), or every field in a pair (students alone: the large-batch map): each term w_c w_c' E[s'_i s'_k act_c act_c'] lives on at most four of them,
-// and the moment is a Moebius combination of lattices over the subsets {i, k} + A, |A| <= 2, of the weighted fields
-// (gaussian_error_square.cpp, by_subsets): C(r, 2) + r + 1 lattices per pair for r other weighted fields, shared
-// by the pairs of one subset, on `threads` threads; each certified as above.
+// More than four fields (K + M > 4), or every field in a pair (students alone: the large-batch map): each term
+// w_c w_c' E[s'_i s'_k act_c act_c'] lives on at most four of them, and the moment is a Moebius combination of
+// lattices over the subsets {i, k} + A, |A| <= 2, of the weighted fields (gaussian_error_square.cpp, by_subsets):
+// C(r, 2) + r + 1 lattices per pair for r other weighted fields, shared by the pairs of one subset, on `threads`
+// threads; each certified as above. Fields of weight 0 outside every pair are dropped first.
 //
 // acts[c]: the activations of the n fields (smooth; the pair fields use s = acts[i]). mu: means (nullptr: zero).
 // w: the weights of the error. np pairs (one lattice: at most 6), out: np values.
