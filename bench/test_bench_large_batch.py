@@ -101,41 +101,57 @@ def test_large_batch_map_vs_sgd_step(benchmark, record):
 
 
 # The map with a polynomial target: the staircase z1 + z1 z2 + z1 z2 z3 (k = 3), K = 4 relu student (the system of
-# bench/test_bench_targets.py). twolayer: exact expectations (TargetRhs::add_raw + the committee part), per
-# iteration over S iterations; NumPy: one iteration with psi and phi^HD by Monte Carlo over 10^5 samples of
-# (l, z) ~ N(0, Omega), with its error against the exact map step (extra_info).
-S_TARGET = 20
+# bench/test_bench_targets.py), and a tanh student with biases (0.3, -0.2, 0.1, 0.4: the certified smooth moments and
+# the committee's lattices). twolayer: exact expectations (TargetRhs::add_raw + the committee part), per iteration
+# over S iterations; NumPy: one iteration with psi and phi^HD by Monte Carlo over 10^5 samples of (l, z) ~ N(0, Omega),
+# with its error against the exact map step (extra_info).
+S_TARGET = {"relu": 20, "tanh": 2}
+TANH_BIAS = np.array([0.3, -0.2, 0.1, 0.4])
 
 
-def numpy_map_step_target(ov: tl.Overlaps, tgt, n: int = 100_000, seed: int = 0):
-    """One map iteration with Monte Carlo expectations (relu student, polynomial target)."""
+def _staircase_map_system(act: str):
+    from test_bench_targets import staircase_system
+
+    ov, tgt = staircase_system(act)
+    if act == "tanh":
+        ov = tl.Overlaps(ov.Q, ov.M, ov.P, ov.a, ov.v, bias=TANH_BIAS, teacher_bias=np.zeros(ov.M.shape[1]))
+    return ov, tgt
+
+
+def numpy_map_step_target(ov: tl.Overlaps, tgt, act: str, n: int = 100_000, seed: int = 0):
+    """One map iteration with Monte Carlo expectations (relu student, or tanh with the biases of ``ov``)."""
     K = ov.K
     Om = ov.omega
     X = np.random.default_rng(seed).standard_normal((n, Om.shape[0])) @ np.linalg.cholesky(Om).T
     lam, z = X[:, :K], X[:, K:]
-    err = tgt.function(z) - np.maximum(lam, 0) @ ov.a
-    u = (lam > 0) * err[:, None]  # g'(l_i) E
+    if act == "relu":
+        g, dg = np.maximum(lam, 0), (lam > 0) * 1.0
+    else:
+        g = np.tanh(lam + ov.bias)
+        dg = 1.0 - g**2
+    err = tgt.function(z) - g @ ov.a
+    u = dg * err[:, None]  # g'(l_i) E
     psi = u.T @ X / n  # (K, K + k)
     hd = u.T @ u / n
-    g = psi @ np.linalg.pinv(Om) @ psi.T
+    gp = psi @ np.linalg.pinv(Om) @ psi.T
     a = ov.a
     aps = a[:, None] * psi[:, :K]
-    Q = ov.Q + GAMMA0 * (aps + aps.T) + GAMMA0**2 * np.outer(a, a) * (g + hd / ALPHA)
+    Q = ov.Q + GAMMA0 * (aps + aps.T) + GAMMA0**2 * np.outer(a, a) * (gp + hd / ALPHA)
     return Q, ov.M + GAMMA0 * a[:, None] * psi[:, K:]
 
 
 @pytest.mark.quick
 @pytest.mark.benchmark(group="large_batch_target")
-def test_bench_large_batch_map_staircase(benchmark, record):
-    from test_bench_targets import staircase_system
-
-    ov, tgt = staircase_system("relu")
-    run = lambda: tl.ode.integrate(ov, "relu", target=tgt, lr=GAMMA0, regime="large_batch",  # noqa: E731
-                                   batch_ratio=ALPHA, n_steps=S_TARGET)
+@pytest.mark.parametrize("act", ["relu", "tanh"])
+def test_bench_large_batch_map_staircase(benchmark, record, act):
+    ov, tgt = _staircase_map_system(act)
+    steps = S_TARGET[act]
+    run = lambda: tl.ode.integrate(ov, act, target=tgt, lr=GAMMA0, regime="large_batch",  # noqa: E731
+                                   batch_ratio=ALPHA, n_steps=steps)
     tr = benchmark.pedantic(run, rounds=5, iterations=1)
     assert tr.status == "completed"
-    record(benchmark, work=S_TARGET, unit="iteration", ref="test_bench_large_batch_map_staircase_numpy_mc")
-    Qmc, Mmc = numpy_map_step_target(ov, tgt)
+    record(benchmark, work=steps, unit="iteration", ref=f"test_bench_large_batch_map_staircase_numpy_mc[{act}]")
+    Qmc, Mmc = numpy_map_step_target(ov, tgt, act)
     scale = max(np.abs(tr.Q[1] - ov.Q).max(), np.abs(tr.M[1] - ov.M).max())
     err = max(np.abs(Qmc - tr.Q[1]).max(), np.abs(Mmc - tr.M[1]).max())
     benchmark.extra_info["mc_1e5_max_abs_error"] = float(err)
@@ -144,9 +160,8 @@ def test_bench_large_batch_map_staircase(benchmark, record):
 
 @pytest.mark.quick
 @pytest.mark.benchmark(group="large_batch_target")
-def test_bench_large_batch_map_staircase_numpy_mc(benchmark, record):
-    from test_bench_targets import staircase_system
-
-    ov, tgt = staircase_system("relu")
-    benchmark.pedantic(numpy_map_step_target, args=(ov, tgt), rounds=5, iterations=1)
+@pytest.mark.parametrize("act", ["relu", "tanh"])
+def test_bench_large_batch_map_staircase_numpy_mc(benchmark, record, act):
+    ov, tgt = _staircase_map_system(act)
+    benchmark.pedantic(numpy_map_step_target, args=(ov, tgt, act), rounds=5, iterations=1)
     record(benchmark, work=1, unit="iteration")
