@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
+#include <map>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -881,16 +882,11 @@ struct SubsetCall {
 bool by_subsets(Activation s, int n, const Activation* acts, const double* C, const double* mu, const double* w,
                 const int* pairs, int np, double* out, int threads) {
   std::vector<SubsetCall> calls;
-  std::vector<std::pair<std::vector<int>, std::vector<std::pair<int, double>>>> subsets;  // fields -> (pair, coef)
+  std::map<std::vector<int>, std::vector<std::pair<int, double>>> subsets;  // sorted fields -> (pair, coefficient)
   auto add = [&](std::vector<int> fields, int p, double coef) {
     if (coef == 0.0) return;
     std::sort(fields.begin(), fields.end());
-    for (auto& sub : subsets)
-      if (sub.first == fields) {
-        sub.second.emplace_back(p, coef);
-        return;
-      }
-    subsets.push_back({fields, {{p, coef}}});
+    subsets[fields].emplace_back(p, coef);
   };
   for (int p = 0; p < np; ++p) {
     const int i = pairs[2 * p], k = pairs[2 * p + 1];

@@ -538,6 +538,11 @@ class SmoothMoments {
         }
       }
       line_.resize(4 * static_cast<std::size_t>(nodes_));  // the line's factor, arguments and sigma, sigma'
+      for (int e = 0; e < r; ++e) {
+        std::size_t inner = 1;
+        for (int c = e + 1; c < r; ++c) inner *= nb1;
+        sub_[e].resize(3 * inner);
+      }
       std::vector<double> out(3 * nb);
       double arg[3] = {mu_[0], mu_[1], mu_[2]};
       contract(0, arg, 0.0, kUnknown, out.data());
@@ -587,7 +592,7 @@ class SmoothMoments {
   static constexpr double kUnknown = std::numeric_limits<double>::quiet_NaN();
   int nodes_ = 1;
   double h_ = 1.0;
-  std::vector<double> t_, P_[3], line_;
+  std::vector<double> t_, P_[3], line_, sub_[3];  // sub_[e]: the rules over the coordinates after e
 
   // The product of the factors at the arguments x (one per field).
   double factor_at(const double* x) const {
@@ -611,9 +616,8 @@ class SmoothMoments {
     bool varies = false;  // a factor depends on the coordinates e..r-1
     for (int s = 0; s < n_fields_; ++s)
       for (int c = e; c < r_; ++c) varies = varies || ((fac_[s].n_deriv || fac_[s].n_sigma) && L_[s * 3 + c] != 0.0);
-    if (!varies) Fc = std::isnan(Fc) ? factor_at(arg) : Fc;
     if (!varies) {
-      const double F = Fc;
+      const double F = Fc = std::isnan(Fc) ? factor_at(arg) : Fc;
       if (e == r_) {
         out[0] = out[1] = F;
         out[2] = std::fabs(F);
@@ -648,12 +652,7 @@ class SmoothMoments {
         for (int m = 0; m < len; ++m) xs[m] = arg[s] + slope * t_[m0 + m];
         double* const o[2] = {v, v + M};
         sigma_derivatives_at(act_, xs, len, 1, o);
-        for (int m = 0; m < len; ++m) {
-          double c = 1.0;
-          for (int q = 0; q < f.n_deriv; ++q) c *= v[M + m];
-          for (int q = 0; q < f.n_sigma; ++q) c *= v[m];
-          F[m] *= c;
-        }
+        for (int m = 0; m < len; ++m) F[m] *= power_product(f, v[m], v[M + m]);
       }
       for (int k = 0; k < 3; ++k)
         for (int b = 0; b < nb1; ++b) {
@@ -675,12 +674,12 @@ class SmoothMoments {
       return;
     }
     const std::size_t inner = nb / nb1;
-    std::vector<double> sub(3 * inner);
+    double* sub = sub_[e].data();  // (sized by the constructor: 3 inner)
     std::fill(out, out + 3 * nb, 0.0);
     for (int m = m0; m < m1; ++m) {
       double a2[3];
       for (int s = 0; s < n_fields_; ++s) a2[s] = arg[s] + L_[s * 3 + e] * t_[m];
-      contract(e + 1, a2, r2 + t_[m] * t_[m], Fc, sub.data());
+      contract(e + 1, a2, r2 + t_[m] * t_[m], Fc, sub);
       for (int k = 0; k < 3; ++k)
         for (std::size_t id = 0; id < inner; ++id) {
           const double x = sub[k * inner + id];
@@ -690,14 +689,19 @@ class SmoothMoments {
     }
   }
 
-  // sigma'^n_deriv sigma^n_sigma of field s at x.
+  // sigma'^n_deriv sigma^n_sigma of a factor f from sigma and sigma'.
+  static double power_product(const FieldFactor& f, double sigma, double dsigma) {
+    double c = 1.0;
+    for (int q = 0; q < f.n_deriv; ++q) c *= dsigma;
+    for (int q = 0; q < f.n_sigma; ++q) c *= sigma;
+    return c;
+  }
+
+  // The factor of field s at x.
   double factor_of(int s, double x) const {
     double d[2];
     sigma_derivatives(act_, x, 1, d);
-    double c = 1.0;
-    for (int q = 0; q < fac_[s].n_deriv; ++q) c *= d[1];
-    for (int q = 0; q < fac_[s].n_sigma; ++q) c *= d[0];
-    return c;
+    return power_product(fac_[s], d[0], d[1]);
   }
 };
 
