@@ -489,82 +489,44 @@ MomentPath moment_path(Activation act, const double* mu, int n) {
 // coordinate (the fields constant along it evaluated once per line, the others in one batched pass), contracted with
 // the weights times u^b, then each outer coordinate the same way: ~(2N)^r (B + 1) operations for all the moments
 // instead of (2N)^r (B + 1)^r.
+//
+// Several factor patterns on the same fields (a tuple's patterns: sigma' sigma' sigma on each of a triple's pairs)
+// are taken in one pass when they start from the same step (the same count of factors per field) and depend on the
+// same fields: the activation's values along a line, the costliest part, are computed once for all of them, and each
+// pattern's table is the one it gets alone (the same steps, nodes and sums; each pattern accepted at its own first
+// certified step, the others go on to the next).
 class SmoothMoments {
  public:
   SmoothMoments(Activation act, const Basis& basis, const FieldFactor* fac, const double* mu, int B, bool u_powers)
-      : n_(u_powers ? basis.r : basis.n), B_(B), act_(act), n_fields_(basis.n), r_(basis.r), fac_(fac) {
+      : SmoothMoments(std::move(batch(act, basis, &fac, 1, mu, B, u_powers)[0])) {}
+
+  // The tables of np patterns (facs[p]: one factor per field of the basis), in order.
+  static std::vector<SmoothMoments> batch(Activation act, const Basis& basis, const FieldFactor* const* facs, int np,
+                                          const double* mu, int B, bool u_powers) {
     if (!u_powers && basis.n != 1)
       throw std::logic_error("target expectation: the smooth moments in the fields take one field");
-    const int n = basis.n, r = basis.r;
-    for (int s = 0; s < n; ++s) {
-      mu_[s] = mu ? mu[s] : 0.0;
-      for (int c = 0; c < 3; ++c) L_[s * 3 + c] = basis.L[s * 3 + c];
-    }
-    // the first step: each field counted once per factor (sigma'^2 sigma: three times)
-    Activation acts[16];
-    double h = 1e300;
-    for (int c = 0; c < r; ++c) {
-      double slopes[16];
-      int m = 0;
-      for (int s = 0; s < n; ++s)
-        for (int q = 0; q < std::max(1, fac[s].n_deriv + fac[s].n_sigma) && m < 16; ++q) {
-          acts[m] = act;
-          slopes[m++] = L_[s * 3 + c];
-        }
-      h = std::min(h, smooth::trapezoid_step(acts, slopes, m, kFirstExp));
-    }
-    const int nb1 = B + 1;
-    std::size_t nb = 1;
-    for (int c = 0; c < r; ++c) nb *= nb1;
-    for (;;) {
-      const int N = r == 0 ? 0 : static_cast<int>(std::ceil(kT / h / 2.0)) * 2;  // even: the 2h rule is a subset
-      if (N > 4096) throw std::domain_error("target expectation: the quadrature did not converge");
-      // the three rules' weights times the powers, per coordinate: row b of P[k] = w_m t_m^b (k = 0, the rule at h),
-      // 2 w_m t_m^b on even m (k = 1, the rule at 2h), w_m |t_m|^b (k = 2, the rule on |integrand|)
-      nodes_ = 2 * N + 1;
-      h_ = h;
-      t_.resize(nodes_);
-      for (auto& P : P_) P.assign(static_cast<std::size_t>(nb1) * nodes_, 0.0);
-      for (int m = 0; m < nodes_; ++m) {
-        const double t = (m - N) * h, w = h * std::exp(-0.5 * t * t) / std::sqrt(2.0 * kPi);
-        t_[m] = t;
-        double p = w, pa = w;
-        for (int b = 0; b <= B; ++b) {
-          P_[0][b * nodes_ + m] = p;
-          P_[1][b * nodes_ + m] = (m - N) % 2 == 0 ? 2.0 * p : 0.0;
-          P_[2][b * nodes_ + m] = pa;
-          p *= t;
-          pa *= std::fabs(t);
-        }
-      }
-      line_.resize(4 * static_cast<std::size_t>(nodes_));  // the line's factor, arguments and sigma, sigma'
-      for (int e = 0; e < r; ++e) {
-        std::size_t inner = 1;
-        for (int c = e + 1; c < r; ++c) inner *= nb1;
-        sub_[e].resize(3 * inner);
-      }
-      std::vector<double> out(3 * nb);
-      double arg[3] = {mu_[0], mu_[1], mu_[2]};
-      contract(0, arg, 0.0, kUnknown, out.data());
-      const double* Ih = out.data();
-      const double* I2h = Ih + nb;
-      const double* S = I2h + nb;
-      bool ok = true;
-      for (std::size_t id = 0; id < nb; ++id) {
-        const double e = Ih[id] - I2h[id];
-        if (e * e > smooth::kAcceptSq * S[id] * S[id]) ok = false;
-      }
-      if (ok || r == 0) {
-        table_.assign(Ih, Ih + nb);
+    std::vector<SmoothMoments> out(static_cast<std::size_t>(np), SmoothMoments(u_powers ? basis.r : basis.n, B));
+    std::vector<bool> done(static_cast<std::size_t>(np), false);
+    for (int p = 0; p < np; ++p) {  // the patterns that share p's first step and fields, with p
+      if (done[p]) continue;
+      std::vector<int> group;
+      for (int q = p; q < np; ++q)
+        if (!done[q] && same_lattice(basis.n, facs[p], facs[q])) group.push_back(q), done[q] = true;
+      std::vector<const FieldFactor*> gf;
+      for (int q : group) gf.push_back(facs[q]);
+      Rule rule(act, basis, gf.data(), static_cast<int>(gf.size()), mu, B);
+      for (std::size_t g = 0; g < group.size(); ++g) {
+        SmoothMoments& sm = out[static_cast<std::size_t>(group[g])];
+        sm.table_ = std::move(rule.tables[g]);
         if (!u_powers) {  // one field: l^b = L_00^b u^b (r = 0: l = 0, only b = 0 survives)
-          table_.resize(nb1, 0.0);
+          sm.table_.resize(B + 1, 0.0);
           double f = 1.0;
-          for (int b = 0; b <= B; ++b, f *= L_[0]) table_[b] = r == 0 ? (b == 0 ? Ih[0] : 0.0) : f * Ih[b];
+          for (int b = 0; b <= B; ++b, f *= basis.L[0])
+            sm.table_[b] = basis.r == 0 ? (b == 0 ? sm.table_[0] : 0.0) : f * sm.table_[b];
         }
-        return;
       }
-      h *= smooth::kRetry;
     }
+    return out;
   }
 
   double operator()(const int* beta) const {
@@ -577,117 +539,238 @@ class SmoothMoments {
   }
 
  private:
+  SmoothMoments(int n, int B) : n_(n), B_(B) {}
   int n_, B_;
   std::vector<double> table_;
-  Activation act_;
-  int n_fields_, r_;
-  const FieldFactor* fac_;  // (read while constructing only)
-  double mu_[3] = {0, 0, 0}, L_[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
-  static constexpr double kT = 12.0;
-  // The first step's 2h rule errs by ~e^-22: at the kernels' e^-18 the certificate refused the first step of almost
-  // every table (the monomials up to degree 12 weigh the poles more); measured on the staircase's online RHS at K = 3
-  // with biases (ms, e^-18 -> e^-22): tanh 113 -> 62, softplus 30 -> 16, gelu 57 -> 25, sigmoid 24 -> 14, silu 24 ->
-  // 15, sin 17 -> 22 (e^-20, e^-21 and e^-24 in between or above).
-  static constexpr double kFirstExp = 22.0;
-  static constexpr double kUnknown = std::numeric_limits<double>::quiet_NaN();
-  int nodes_ = 1;
-  double h_ = 1.0;
-  std::vector<double> t_, P_[3], line_, sub_[3];  // sub_[e]: the rules over the coordinates after e
 
-  // The product of the factors at the arguments x (one per field).
-  double factor_at(const double* x) const {
-    double F = 1.0;
-    for (int s = 0; s < n_fields_; ++s)
-      if (fac_[s].n_deriv || fac_[s].n_sigma) F *= factor_of(s, x[s]);
-    return F;
+  static bool has_factor(const FieldFactor& f) { return f.n_deriv || f.n_sigma; }
+
+  // Whether the patterns a and b run on one lattice: the same first step (factors per field) and the same fields.
+  static bool same_lattice(int n, const FieldFactor* a, const FieldFactor* b) {
+    for (int s = 0; s < n; ++s)
+      if (std::max(1, a[s].n_deriv + a[s].n_sigma) != std::max(1, b[s].n_deriv + b[s].n_sigma) ||
+          has_factor(a[s]) != has_factor(b[s]))
+        return false;
+    return true;
   }
 
-  // out[k * nb + id] (k: the rules at h, 2h and on |.|; id = sum_{c >= e} b_c (B + 1)^(c - e)): the rules over the
-  // coordinates e..r-1 on the ball |u| <= 12, the earlier ones fixed (the fields' arguments arg, r2 = their sum of
-  // squares; Fc: the factor when no factor depends on them, or kUnknown). Where no factor depends on these coordinates
-  // the factor is taken once and the rules sum the weights times the powers alone.
-  void contract(int e, const double* arg, double r2, double Fc, double* out) {
-    const int nb1 = B_ + 1, M = nodes_, N = (M - 1) / 2;
-    std::size_t nb = 1;
-    for (int c = e; c < r_; ++c) nb *= nb1;
-    const double room = kT * kT - r2;
-    const int jm = room > 0.0 ? std::min(N, static_cast<int>(std::floor(std::sqrt(room) / h_))) : 0;
-    const int m0 = N - jm, m1 = N + jm + 1;  // the nodes of this coordinate inside the ball
-    bool varies = false;  // a factor depends on the coordinates e..r-1
-    for (int s = 0; s < n_fields_; ++s)
-      for (int c = e; c < r_; ++c) varies = varies || ((fac_[s].n_deriv || fac_[s].n_sigma) && L_[s * 3 + c] != 0.0);
-    if (!varies) {
-      const double F = Fc = std::isnan(Fc) ? factor_at(arg) : Fc;
-      if (e == r_) {
-        out[0] = out[1] = F;
-        out[2] = std::fabs(F);
-        return;
+  // The rule of one lattice: the tables of its patterns (moments in u, (B + 1)^r each).
+  class Rule {
+   public:
+    std::vector<std::vector<double>> tables;
+
+    Rule(Activation act, const Basis& basis, const FieldFactor* const* facs, int np, const double* mu, int B)
+        : B_(B), act_(act), n_fields_(basis.n), r_(basis.r), facs_(facs, facs + np) {
+      if (np < 1 || np > kMaxLive) throw std::logic_error("target expectation: 1 to 16 patterns per lattice");
+      const int n = basis.n, r = basis.r;
+      for (int s = 0; s < n; ++s) {
+        mu_[s] = mu ? mu[s] : 0.0;
+        for (int c = 0; c < 3; ++c) L_[s * 3 + c] = basis.L[s * 3 + c];
       }
-      if (e == r_ - 1) {
-        for (int k = 0; k < 3; ++k)
-          for (int b = 0; b < nb1; ++b) {
-            const double* p = P_[k].data() + static_cast<std::size_t>(b) * M;
-            double sum = 0.0;
-            for (int m = m0; m < m1; ++m) sum += p[m];
-            out[k * nb + b] = (k < 2 ? F : std::fabs(F)) * sum;
+      const FieldFactor* first = facs[0];  // (every pattern of the lattice: the same counts)
+      // the first step: each field counted once per factor (sigma'^2 sigma: three times)
+      Activation acts[16];
+      double h = 1e300;
+      for (int c = 0; c < r; ++c) {
+        double slopes[16];
+        int m = 0;
+        for (int s = 0; s < n; ++s)
+          for (int q = 0; q < std::max(1, first[s].n_deriv + first[s].n_sigma) && m < 16; ++q) {
+            acts[m] = act;
+            slopes[m++] = L_[s * 3 + c];
           }
-        return;
+        h = std::min(h, smooth::trapezoid_step(acts, slopes, m, kFirstExp));
+      }
+      const int nb1 = B + 1;
+      std::size_t nb = 1;
+      for (int c = 0; c < r; ++c) nb *= nb1;
+      tables.resize(static_cast<std::size_t>(np));
+      for (int p = 0; p < np; ++p) live_.push_back(p);
+      for (;;) {
+        const int N = r == 0 ? 0 : static_cast<int>(std::ceil(kT / h / 2.0)) * 2;  // even: the 2h rule is a subset
+        if (N > 4096) throw std::domain_error("target expectation: the quadrature did not converge");
+        // the three rules' weights times the powers, per coordinate: row b of P[k] = w_m t_m^b (k = 0, the rule at
+        // h), 2 w_m t_m^b on even m (k = 1, the rule at 2h), w_m |t_m|^b (k = 2, the rule on |integrand|)
+        nodes_ = 2 * N + 1;
+        h_ = h;
+        t_.resize(nodes_);
+        for (auto& P : P_) P.assign(static_cast<std::size_t>(nb1) * nodes_, 0.0);
+        for (int m = 0; m < nodes_; ++m) {
+          const double t = (m - N) * h, w = h * std::exp(-0.5 * t * t) / std::sqrt(2.0 * kPi);
+          t_[m] = t;
+          double p = w, pa = w;
+          for (int b = 0; b <= B; ++b) {
+            P_[0][b * nodes_ + m] = p;
+            P_[1][b * nodes_ + m] = (m - N) % 2 == 0 ? 2.0 * p : 0.0;
+            P_[2][b * nodes_ + m] = pa;
+            p *= t;
+            pa *= std::fabs(t);
+          }
+        }
+        const int nl = static_cast<int>(live_.size());
+        // the line: the fields' arguments and sigma, sigma' (per field), then each pattern's factor
+        line_.resize((1 + 2 * static_cast<std::size_t>(n_fields_) + nl) * nodes_);
+        for (int e = 0; e < r; ++e) {
+          std::size_t inner = 1;
+          for (int c = e + 1; c < r; ++c) inner *= nb1;
+          sub_[e].resize(3 * inner * nl);
+        }
+        std::vector<double> out(3 * nb * nl);
+        double arg[3] = {mu_[0], mu_[1], mu_[2]};
+        double Fc[kMaxLive];
+        std::fill(Fc, Fc + nl, kUnknown);
+        contract(0, arg, 0.0, Fc, out.data());
+        std::vector<int> left;
+        for (int q = 0; q < nl; ++q) {
+          const double* Ih = out.data() + 3 * nb * q;
+          const double* I2h = Ih + nb;
+          const double* S = I2h + nb;
+          bool ok = true;
+          for (std::size_t id = 0; id < nb; ++id) {
+            const double e = Ih[id] - I2h[id];
+            if (e * e > smooth::kAcceptSq * S[id] * S[id]) ok = false;
+          }
+          if (ok || r == 0)
+            tables[static_cast<std::size_t>(live_[q])].assign(Ih, Ih + nb);
+          else
+            left.push_back(live_[q]);
+        }
+        if (left.empty()) return;
+        live_ = left;
+        h *= smooth::kRetry;
       }
     }
-    if (e == r_ - 1) {  // the line of the last coordinate: the factor at every node, then the three contractions
-      const int len = m1 - m0;
-      double* F = line_.data();
-      double* xs = F + M;
-      double* v = xs + M;
-      for (int m = 0; m < len; ++m) F[m] = 1.0;
-      for (int s = 0; s < n_fields_; ++s) {
-        const FieldFactor& f = fac_[s];
-        if (!f.n_deriv && !f.n_sigma) continue;
-        const double slope = L_[s * 3 + e];
-        if (slope == 0.0) {
-          const double c = factor_of(s, arg[s]);
-          for (int m = 0; m < len; ++m) F[m] *= c;
-          continue;
+
+   private:
+    static constexpr int kMaxLive = 16;  // patterns of one lattice at most (a tuple has at most 9)
+    int B_;
+    Activation act_;
+    int n_fields_, r_;
+    std::vector<const FieldFactor*> facs_;
+    std::vector<int> live_;  // the patterns not yet accepted
+    double mu_[3] = {0, 0, 0}, L_[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+    static constexpr double kT = 12.0;
+    // The first step's 2h rule errs by ~e^-22: at the kernels' e^-18 the certificate refused the first step of almost
+    // every table (the monomials up to degree 12 weigh the poles more); measured on the staircase's online RHS at
+    // K = 3 with biases (ms, e^-18 -> e^-22): tanh 113 -> 62, softplus 30 -> 16, gelu 57 -> 25, sigmoid 24 -> 14,
+    // silu 24 -> 15, sin 17 -> 22 (e^-20, e^-21 and e^-24 in between or above).
+    static constexpr double kFirstExp = 22.0;
+    static constexpr double kUnknown = std::numeric_limits<double>::quiet_NaN();
+    int nodes_ = 1;
+    double h_ = 1.0;
+    std::vector<double> t_, P_[3], line_, sub_[3];  // sub_[e]: the rules over the coordinates after e
+
+    const FieldFactor& fac(int q, int s) const { return facs_[static_cast<std::size_t>(live_[q])][s]; }
+    double factor_of(const FieldFactor& f, double x) const { return SmoothMoments::factor_of(f, x, act_); }
+
+    // The product of pattern q's factors at the arguments x (one per field).
+    double factor_at(int q, const double* x) const {
+      double F = 1.0;
+      for (int s = 0; s < n_fields_; ++s)
+        if (has_factor(fac(q, s))) F *= factor_of(fac(q, s), x[s]);
+      return F;
+    }
+
+    // out[(q * 3 + k) * nb + id] (q: the live patterns, k: the rules at h, 2h and on |.|;
+    // id = sum_{c >= e} b_c (B + 1)^(c - e)): the rules over the coordinates e..r-1 on the ball |u| <= 12, the
+    // earlier ones fixed (the fields' arguments arg, r2 = their sum of squares; Fc[q]: the factor when no factor
+    // depends on them, or kUnknown). Where no factor depends on these coordinates the factor is taken once and the
+    // rules sum the weights times the powers alone (the patterns of a lattice depend on the same fields).
+    void contract(int e, const double* arg, double r2, const double* Fc_in, double* out) {
+      const int nb1 = B_ + 1, M = nodes_, N = (M - 1) / 2, nl = static_cast<int>(live_.size());
+      std::size_t nb = 1;
+      for (int c = e; c < r_; ++c) nb *= nb1;
+      const double room = kT * kT - r2;
+      const int jm = room > 0.0 ? std::min(N, static_cast<int>(std::floor(std::sqrt(room) / h_))) : 0;
+      const int m0 = N - jm, m1 = N + jm + 1;  // the nodes of this coordinate inside the ball
+      bool varies = false;  // a factor depends on the coordinates e..r-1
+      for (int s = 0; s < n_fields_; ++s)
+        for (int c = e; c < r_; ++c) varies = varies || (has_factor(fac(0, s)) && L_[s * 3 + c] != 0.0);
+      double Fc[kMaxLive];
+      std::copy(Fc_in, Fc_in + nl, Fc);
+      if (!varies) {
+        for (int q = 0; q < nl; ++q) {
+          const double F = Fc[q] = std::isnan(Fc[q]) ? factor_at(q, arg) : Fc[q];
+          double* o = out + 3 * nb * q;
+          if (e == r_) {
+            o[0] = o[1] = F;
+            o[2] = std::fabs(F);
+          } else if (e == r_ - 1) {
+            for (int k = 0; k < 3; ++k)
+              for (int b = 0; b < nb1; ++b) {
+                const double* p = P_[k].data() + static_cast<std::size_t>(b) * M;
+                double sum = 0.0;
+                for (int m = m0; m < m1; ++m) sum += p[m];
+                o[k * nb + b] = (k < 2 ? F : std::fabs(F)) * sum;
+              }
+          }
         }
-        for (int m = 0; m < len; ++m) xs[m] = arg[s] + slope * t_[m0 + m];
-        double* const o[2] = {v, v + M};
-        sigma_derivatives_at(act_, xs, len, 1, o);
-        for (int m = 0; m < len; ++m) F[m] *= power_product(f, v[m], v[M + m]);
+        if (e >= r_ - 1) return;
       }
-      for (int k = 0; k < 3; ++k)
-        for (int b = 0; b < nb1; ++b) {
-          const double* p = P_[k].data() + static_cast<std::size_t>(b) * M + m0;
-          double sum = 0.0;
-          if (k < 2) {
+      if (e == r_ - 1) {  // the line of the last coordinate: the factors at every node, then the three contractions
+        const int len = m1 - m0;
+        double* xs = line_.data();
+        double* v = xs + M;  // sigma, sigma' of field s at v + 2 s M, v + (2 s + 1) M
+        double* F = v + 2 * static_cast<std::size_t>(n_fields_) * M;  // pattern q's at F + q M
+        for (int s = 0; s < n_fields_; ++s) {  // the fields that move along the line, once for every pattern
+          if (!has_factor(fac(0, s)) || L_[s * 3 + e] == 0.0) continue;
+          const double slope = L_[s * 3 + e];
+          for (int m = 0; m < len; ++m) xs[m] = arg[s] + slope * t_[m0 + m];
+          double* const o[2] = {v + 2 * s * M, v + (2 * s + 1) * M};
+          sigma_derivatives_at(act_, xs, len, 1, o);
+        }
+        for (int q = 0; q < nl; ++q) {
+          double* Fq = F + static_cast<std::size_t>(q) * M;
+          for (int m = 0; m < len; ++m) Fq[m] = 1.0;
+          for (int s = 0; s < n_fields_; ++s) {
+            const FieldFactor& f = fac(q, s);
+            if (!has_factor(f)) continue;
+            if (L_[s * 3 + e] == 0.0) {
+              const double c = factor_of(f, arg[s]);
+              for (int m = 0; m < len; ++m) Fq[m] *= c;
+              continue;
+            }
+            const double *vs = v + 2 * s * M, *ds = vs + M;
+            for (int m = 0; m < len; ++m) Fq[m] *= power_product(f, vs[m], ds[m]);
+          }
+          double* o = out + 3 * nb * q;
+          for (int k = 0; k < 3; ++k)
+            for (int b = 0; b < nb1; ++b) {
+              const double* p = P_[k].data() + static_cast<std::size_t>(b) * M + m0;
+              double sum = 0.0;
+              if (k < 2) {
 #ifdef TWOLAYER_OPENMP
 #pragma omp simd reduction(+ : sum)
 #endif
-            for (int m = 0; m < len; ++m) sum += p[m] * F[m];
-          } else {
+                for (int m = 0; m < len; ++m) sum += p[m] * Fq[m];
+              } else {
 #ifdef TWOLAYER_OPENMP
 #pragma omp simd reduction(+ : sum)
 #endif
-            for (int m = 0; m < len; ++m) sum += p[m] * std::fabs(F[m]);
-          }
-          out[k * nb + b] = sum;
+                for (int m = 0; m < len; ++m) sum += p[m] * std::fabs(Fq[m]);
+              }
+              o[k * nb + b] = sum;
+            }
         }
-      return;
+        return;
+      }
+      const std::size_t inner = nb / nb1;
+      double* sub = sub_[e].data();  // (sized by the constructor: 3 inner per live pattern)
+      std::fill(out, out + 3 * nb * nl, 0.0);
+      for (int m = m0; m < m1; ++m) {
+        double a2[3];
+        for (int s = 0; s < n_fields_; ++s) a2[s] = arg[s] + L_[s * 3 + e] * t_[m];
+        contract(e + 1, a2, r2 + t_[m] * t_[m], Fc, sub);
+        for (int q = 0; q < nl; ++q)
+          for (int k = 0; k < 3; ++k)
+            for (std::size_t id = 0; id < inner; ++id) {
+              const double x = sub[(q * 3 + k) * inner + id];
+              double* o = out + (q * 3 + k) * nb + id * nb1;
+              for (int b = 0; b < nb1; ++b) o[b] += P_[k][static_cast<std::size_t>(b) * M + m] * x;
+            }
+      }
     }
-    const std::size_t inner = nb / nb1;
-    double* sub = sub_[e].data();  // (sized by the constructor: 3 inner)
-    std::fill(out, out + 3 * nb, 0.0);
-    for (int m = m0; m < m1; ++m) {
-      double a2[3];
-      for (int s = 0; s < n_fields_; ++s) a2[s] = arg[s] + L_[s * 3 + e] * t_[m];
-      contract(e + 1, a2, r2 + t_[m] * t_[m], Fc, sub);
-      for (int k = 0; k < 3; ++k)
-        for (std::size_t id = 0; id < inner; ++id) {
-          const double x = sub[k * inner + id];
-          double* o = out + k * nb + id * nb1;
-          for (int b = 0; b < nb1; ++b) o[b] += P_[k][static_cast<std::size_t>(b) * M + m] * x;
-        }
-    }
-  }
+  };
 
   // sigma'^n_deriv sigma^n_sigma of a factor f from sigma and sigma'.
   static double power_product(const FieldFactor& f, double sigma, double dsigma) {
@@ -697,11 +780,11 @@ class SmoothMoments {
     return c;
   }
 
-  // The factor of field s at x.
-  double factor_of(int s, double x) const {
+  // The factor f at x.
+  static double factor_of(const FieldFactor& f, double x, Activation act) {
     double d[2];
-    sigma_derivatives(act_, x, 1, d);
-    return power_product(fac_[s], d[0], d[1]);
+    sigma_derivatives(act, x, 1, d);
+    return power_product(f, d[0], d[1]);
   }
 };
 
@@ -906,6 +989,9 @@ class FactorMoments {
     }
   }
 
+  // The quadrature path's moments, taken already (SmoothMoments::batch).
+  FactorMoments(int n, SmoothMoments sm) : n_(n), smooth_(std::make_unique<SmoothMoments>(std::move(sm))) {}
+
   // c0 E[... y^beta] with the field powers added.
   double operator()(const int* beta) {
     std::array<int, kMaxVars> b{};
@@ -980,29 +1066,43 @@ class FieldTuple {
     r_ = basis_.r;
   }
 
+  // Takes at once the moments of the patterns' laws not taken yet (patterns[j]: one factor per field): on the
+  // quadrature path one lattice serves the patterns of equal steps (SmoothMoments::batch); the other paths take
+  // theirs when first asked (expect).
+  void prepare(const FieldFactor* const* patterns, int count) {
+    if (path_ != MomentPath::Quadrature) return;
+    std::map<int, std::vector<std::pair<std::uint32_t, std::array<FieldFactor, 3>>>> by_degree;  // by B
+    for (int j = 0; j < count; ++j) {
+      const LawOf lo = law_of(patterns[j]);
+      auto& v = by_degree[D_ + std::max(1, lo.P)];
+      bool seen = laws_.count(lo.key) > 0;
+      for (const auto& kv : v) seen = seen || kv.first == lo.key;
+      if (!seen) v.push_back({lo.key, lo.law});
+    }
+    for (auto& [B, v] : by_degree) {
+      if (v.empty()) continue;
+      std::vector<const FieldFactor*> facs;
+      for (const auto& kv : v) facs.push_back(kv.second.data());
+      std::vector<SmoothMoments> sm =
+          SmoothMoments::batch(act_, basis_, facs.data(), static_cast<int>(facs.size()), mu_.data(), B, true);
+      for (std::size_t q = 0; q < v.size(); ++q)
+        laws_.emplace(v[q].first, Law{FactorMoments(n_, std::move(sm[q])), {}});
+    }
+  }
+
   // out[j] = E[prod_s F_s(l_s) ps[j](z)].
   void expect(const FieldFactor* factors, const HermitePoly* const* ps, std::size_t np, double* out) {
     // the law part of the pattern: its moments are shared with every pattern of the same law on these fields
-    std::uint32_t key = 0;
-    int pw[3] = {0, 0, 0}, P = 0;
-    double c = 1.0;
-    FieldFactor law[3];
-    for (int q = 0; q < n_; ++q) {
-      const FactorSplit sp = split_factor(act_, factors[q], path_);
-      law[q] = sp.law;
-      pw[q] = sp.power;
-      P += sp.power;
-      c *= sp.c;
-      if (law[q].n_deriv > 15) throw std::invalid_argument("target expectation: unsupported field factor");
-      key = key * 32u + static_cast<std::uint32_t>(law[q].n_deriv * 2 + law[q].n_sigma);
-    }
-    if (P > 1) key += static_cast<std::uint32_t>(P) << 16;  // the quadrature's table: exponents up to D + max(1, P)
-    auto it = laws_.find(key);
+    const LawOf lo = law_of(factors);
+    const int* pw = lo.pw.data();
+    const int P = lo.P;
+    const double c = lo.c;
+    auto it = laws_.find(lo.key);
     if (it == laws_.end())
-      it = laws_.emplace(key, Law{FactorMoments(act_, n_, Qs_.data(), law,
-                                                path_ != MomentPath::Closed ? mu_.data() : nullptr,
-                                                D_ + std::max(1, P), &basis_),
-                                  {}}).first;
+      it = laws_.emplace(lo.key, Law{FactorMoments(act_, n_, Qs_.data(), lo.law.data(),
+                                                   path_ != MomentPath::Closed ? mu_.data() : nullptr,
+                                                   D_ + std::max(1, P), &basis_),
+                                     {}}).first;
     Law& L = it->second;
     const int Dp = D_ + P;
     int e[3] = {0, 0, 0};
@@ -1048,6 +1148,30 @@ class FieldTuple {
     std::unordered_map<std::uint32_t, double> moments;  // by beta
   };
   std::unordered_map<std::uint32_t, Law> laws_;
+
+  // A pattern split into its law part (keyed: the key also counts the field powers above 1, which widen the
+  // quadrature's table), the powers of the fields and the constant.
+  struct LawOf {
+    std::uint32_t key = 0;
+    std::array<FieldFactor, 3> law{};
+    std::array<int, 3> pw{};
+    int P = 0;
+    double c = 1.0;
+  };
+  LawOf law_of(const FieldFactor* factors) const {
+    LawOf lo;
+    for (int q = 0; q < n_; ++q) {
+      const FactorSplit sp = split_factor(act_, factors[q], path_);
+      lo.law[q] = sp.law;
+      lo.pw[q] = sp.power;
+      lo.P += sp.power;
+      lo.c *= sp.c;
+      if (lo.law[q].n_deriv > 15) throw std::invalid_argument("target expectation: unsupported field factor");
+      lo.key = lo.key * 32u + static_cast<std::uint32_t>(lo.law[q].n_deriv * 2 + lo.law[q].n_sigma);
+    }
+    if (lo.P > 1) lo.key += static_cast<std::uint32_t>(lo.P) << 16;  // the table: exponents up to D + max(1, P)
+    return lo;
+  }
 
   // h times prod_s l_s^pw_s, l_s = sum_c L_sc y_c (y = l: L = I), as a polynomial of per-variable degree D + P.
   LPoly with_powers(const LPoly& h, const int* pw, int P) const {
@@ -1418,7 +1542,8 @@ void TargetRhs::add_raw(const double* y, double* psi, double* hd, int n_threads)
   // One FieldTuple per unit, per pair and (for hd) per triple of student fields: each is conditioned once and
   // serves every factor pattern on it (the pair (i, k) also carries the unit terms sigma'(l_i)^2 sigma(l_k) f of
   // hd_ii and hd_kk; the triple i < j < l carries sigma'(l_i) sigma'(l_j) sigma(l_l) f for each of its 3 pairs).
-  // The tuples run on n_threads threads (a triple's three patterns apart: the costliest tasks), each recording its
+  // The tuples run on n_threads threads (a triple, the costliest task, takes its three patterns in one lattice:
+  // FieldTuple::prepare), each recording its
   // terms (index into psi, then hl, and value); they are summed in the tuples' order, so the result does not depend
   // on the threads.
   const int K = K_, k = k_, n = K_ + k_;
@@ -1434,14 +1559,14 @@ void TargetRhs::add_raw(const double* y, double* psi, double* hd, int n_threads)
     zf.push_back(&p);
     Dunit = std::max(Dunit, poly_degree(p));
   }
-  std::vector<std::array<int, 4>> tuples;  // (i, -1, -1) units, (i, k, -1) pairs, (i, j, l, pattern) triples
+  std::vector<std::array<int, 4>> tuples;  // (i, -1, -1) units, (i, k, -1) pairs, (i, j, l) triples
   for (int i = 0; i < K; ++i) tuples.push_back({i, -1, -1, 0});
   for (int i = 0; i < K; ++i)
     for (int kk = i + 1; kk < K; ++kk) tuples.push_back({i, kk, -1, 0});
   for (int i = 0; hd && i < K; ++i)
     for (int j = i + 1; j < K; ++j)
       for (int l = j + 1; l < K; ++l)
-        for (int q = 0; q < 3; ++q) tuples.push_back({i, j, l, q});
+        tuples.push_back({i, j, l, 0});
   const int hl0 = K * n;  // terms' indices: psi below, then hl (K x K, upper triangle)
   std::vector<std::vector<std::pair<int, double>>> terms(tuples.size());
   parallel_for(
@@ -1456,28 +1581,30 @@ void TargetRhs::add_raw(const double* y, double* psi, double* hd, int n_threads)
           std::vector<double> e(k);
           gather(Q, M, K, k, &i, 1, Qs, Ms.data());
           FieldTuple one(act_, 1, Qs, Ms.data(), k, Dunit, &b[i]);
-          const FieldFactor d1{1, 0, 0}, d1l{1, 0, 1};
+          const FieldFactor d1{1, 0, 0}, d1l{1, 0, 1}, d2{2, 0, 0}, d2s{2, 1, 0};
+          const FieldFactor* const patterns[4] = {&d1, &d1l, &d2, &d2s};
+          one.prepare(patterns, hd ? 4 : 2);
           one.expect(&d1, zf.data(), zf.size(), e.data());  // psi_{i,K+r} += E[sigma'(l_i) z_r f]
           for (int r = 0; r < k; ++r) out.emplace_back(i * n + K + r, e[r]);
           out.emplace_back(i * n + i, one.expect(&d1l, t_.f));  // psi_ii += E[sigma'(l_i) l_i f]
-          if (hd) {  // E[sigma'(l_i)^2 f^2] - 2 a_i E[sigma'(l_i)^2 sigma(l_i) f]  (the j != i terms: pairs below)
-            const FieldFactor d2{2, 0, 0}, d2s{2, 1, 0};
+          if (hd)  // E[sigma'(l_i)^2 f^2] - 2 a_i E[sigma'(l_i)^2 sigma(l_i) f]  (the j != i terms: pairs below)
             out.emplace_back(hl0 + i * K + i, one.expect(&d2, f2_) - 2.0 * a[i] * one.expect(&d2s, t_.f));
-          }
         } else if (u[2] < 0) {
           const int i = u[0], kk = u[1];
           gather(Q, M, K, k, u.data(), 2, Qs, Ms.data());
           const double mu2[2] = {b[i], b[kk]};
           FieldTuple p(act_, 2, Qs, Ms.data(), k, Dpair, mu2);
           const FieldFactor fa[2] = {{1, 0, 0}, {0, 0, 1}}, fb[2] = {{0, 0, 1}, {1, 0, 0}};
+          const FieldFactor dd[2] = {{1, 0, 0}, {1, 0, 0}};
+          const FieldFactor di[2] = {{1, 1, 0}, {1, 0, 0}}, dk[2] = {{1, 0, 0}, {1, 1, 0}};
+          const FieldFactor gi[2] = {{2, 0, 0}, {0, 1, 0}}, gk[2] = {{0, 1, 0}, {2, 0, 0}};
+          const FieldFactor* const patterns[7] = {fa, fb, dd, di, dk, gi, gk};
+          p.prepare(patterns, hd ? 7 : 2);
           out.emplace_back(i * n + kk, p.expect(fa, t_.f));
           out.emplace_back(kk * n + i, p.expect(fb, t_.f));
           if (hd) {
-            const FieldFactor dd[2] = {{1, 0, 0}, {1, 0, 0}};
-            const FieldFactor di[2] = {{1, 1, 0}, {1, 0, 0}}, dk[2] = {{1, 0, 0}, {1, 1, 0}};
             out.emplace_back(hl0 + i * K + kk,
                              p.expect(dd, f2_) - 2.0 * a[i] * p.expect(di, t_.f) - 2.0 * a[kk] * p.expect(dk, t_.f));
-            const FieldFactor gi[2] = {{2, 0, 0}, {0, 1, 0}}, gk[2] = {{0, 1, 0}, {2, 0, 0}};
             out.emplace_back(hl0 + i * K + i, -2.0 * a[kk] * p.expect(gi, t_.f));
             out.emplace_back(hl0 + kk * K + kk, -2.0 * a[i] * p.expect(gk, t_.f));
           }
@@ -1491,8 +1618,10 @@ void TargetRhs::add_raw(const double* y, double* psi, double* hd, int n_threads)
                                                          {{1, 0, 0}, {0, 1, 0}, {1, 0, 0}},
                                                          {{0, 1, 0}, {1, 0, 0}, {1, 0, 0}}};
           const int pair_at[3] = {i * K + j, i * K + l, j * K + l}, other[3] = {l, j, i};
-          const int q = u[3];
-          out.emplace_back(hl0 + pair_at[q], -2.0 * a[other[q]] * tr.expect(kPattern[q], t_.f));
+          const FieldFactor* const patterns[3] = {kPattern[0], kPattern[1], kPattern[2]};
+          tr.prepare(patterns, 3);
+          for (int q = 0; q < 3; ++q)
+            out.emplace_back(hl0 + pair_at[q], -2.0 * a[other[q]] * tr.expect(kPattern[q], t_.f));
         }
       },
       1, 1);
