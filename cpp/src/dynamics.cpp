@@ -139,8 +139,11 @@ void validate_bias(const OdeModel& m) {
       if (b != 0.0) throw std::invalid_argument("teacher_bias: a polynomial target has no teacher biases");
   }
   if (m.student == Activation::Step)
-    throw not_implemented("bias: the ODE of step students with biases is not implemented (E[delta'(l) step(l)] of a "
-                          "unit with itself)");
+    throw not_implemented(
+        "bias: the ODE of step students with biases is not implemented: a student that reaches its teacher (equal "
+        "direction and b/|w|) meets it on a cusp of the risk, which the generic integrator cannot pass, and the step "
+        "flow merges such units without biases only; tl.population.descend trains step units with biases in weight "
+        "space");
 }
 
 OdeRhs::Eval OdeRhs::select_eval(int K, int M) {
