@@ -1543,9 +1543,8 @@ void TargetRhs::add_raw(const double* y, double* psi, double* hd, int n_threads)
   // serves every factor pattern on it (the pair (i, k) also carries the unit terms sigma'(l_i)^2 sigma(l_k) f of
   // hd_ii and hd_kk; the triple i < j < l carries sigma'(l_i) sigma'(l_j) sigma(l_l) f for each of its 3 pairs).
   // The tuples run on n_threads threads (a triple, the costliest task, takes its three patterns in one lattice:
-  // FieldTuple::prepare), each recording its
-  // terms (index into psi, then hl, and value); they are summed in the tuples' order, so the result does not depend
-  // on the threads.
+  // FieldTuple::prepare), each recording its terms (index into psi, then hl, and value); they are summed in the
+  // tuples' order, so the result does not depend on the threads.
   const int K = K_, k = k_, n = K_ + k_;
   const double* Q = y;
   const double* M = y + static_cast<std::size_t>(K) * K;
