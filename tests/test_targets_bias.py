@@ -316,7 +316,7 @@ def test_ode_integrate_large_batch_forwards_lr_bias() -> None:
 
 
 def test_threads_do_not_change_the_target_terms():
-    """A target's tuples of student fields (units, pairs, each pattern of a triple) run on threads and are summed in
+    """A target's tuples of student fields (units, pairs, triples) run on threads and are summed in
     one fixed order: the online right-hand side and the large-batch map are bitwise the same on 1 and 3 threads."""
     tgt = tl.targets.staircase(3, d=50, seed=1)
     W = np.random.default_rng(0).standard_normal((4, 50))
@@ -329,3 +329,39 @@ def test_threads_do_not_change_the_target_terms():
     maps = [tl.large_batch.iterate(ov, "softplus", "target", target=tgt, lr=0.5, batch_ratio=2.0, n_steps=2,
                                    n_threads=n) for n in (1, 3)]
     assert np.array_equal(maps[0].Q, maps[1].Q) and np.array_equal(maps[0].M, maps[1].M)
+
+
+# a pair's patterns of the online term (sigma'sigma', sigma'sigma sigma', sigma'^2 sigma: two share a lattice, and some
+# refuse the first step) and a triple's three sigma'sigma'sigma patterns, as the ODE's tuples take them
+PAIR_PATTERNS = [[[1, 0, 0], [1, 0, 0]], [[1, 1, 0], [1, 0, 0]], [[1, 0, 0], [1, 1, 0]], [[2, 0, 0], [0, 1, 0]],
+                 [[0, 1, 0], [2, 0, 0]], [[1, 0, 0], [0, 0, 1]], [[0, 0, 1], [1, 0, 0]]]
+TRIPLE_PATTERNS = [[[1, 0, 0], [1, 0, 0], [0, 1, 0]], [[1, 0, 0], [0, 1, 0], [1, 0, 0]],
+                   [[0, 1, 0], [1, 0, 0], [1, 0, 0]]]
+
+
+@pytest.mark.parametrize("which, biased", [("tanh", False), ("tanh", True), ("softplus", True), ("custom", True)])
+@pytest.mark.parametrize("patterns", [PAIR_PATTERNS, TRIPLE_PATTERNS], ids=["pair", "triple"])
+def test_patterns_taken_together_equal_each_alone(which, biased, patterns):
+    """The factor patterns of a tuple share one lattice where they start from the same step (FieldTuple::prepare):
+    each value is bitwise the one its pattern gives alone, and every value agrees with Monte Carlo."""
+    act = tl.activations.custom("patterns_tanh", np.tanh) if which == "custom" else which
+    n = len(patterns[0])
+    Qs, Ms, C = joint_cov(seed=3, n=n)
+    mu = np.array([0.3, -0.2, 0.5])[:n] if biased else None
+    together = _core.target_expectation(act, Qs, Ms, np.array(patterns), *STAIR, mu=mu)
+    alone = [_core.target_expectation(act, Qs, Ms, np.array(p), *STAIR, mu=mu) for p in patterns]
+    assert np.array_equal(together, np.array(alone))
+    x = np.random.default_rng(4).standard_normal((400_000, n + 3)) @ np.linalg.cholesky(C).T
+    ls, z = x[:, :n], x[:, n:]
+    name = "tanh" if which == "custom" else which
+    for value, pat in zip(together, patterns, strict=True):
+        v = field_factor(name, pat, np.zeros(n) if mu is None else mu, ls) * stair3(z)
+        assert abs(value - v.mean()) < 5 * v.std() / np.sqrt(len(v))
+
+
+def test_patterns_argument_errors():
+    Qs, Ms, _ = joint_cov(seed=3, n=2)
+    with pytest.raises(ValueError, match=r"factors: expected shape \(n, 3\) or \(P, n, 3\)"):
+        _core.target_expectation("tanh", Qs, Ms, np.zeros((17, 2, 3), int), *STAIR)
+    with pytest.raises(ValueError, match="factors: expected shape"):
+        _core.target_expectation("tanh", Qs, Ms, np.zeros((2, 3, 3), int), *STAIR)

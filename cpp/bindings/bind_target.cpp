@@ -1,4 +1,5 @@
 // Bindings for polynomial multi-index targets: labels, exact expectations, risk and its overlap gradient.
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <vector>
@@ -50,32 +51,44 @@ void bind_target(py::module_& m) {
       },
       py::arg("alpha"), py::arg("coef"), py::arg("z"));
   // E[prod_s F_s(l_s) p(z)]: fields' covariance Qs (n, n), cross covariance Ms (n, k), factors (n, 3) rows
-  // (n_deriv, n_sigma, power); p given like the target.
+  // (n_deriv, n_sigma, power); p given like the target. factors (P, n, 3): P patterns on the same fields, taken
+  // together as the ODE's tuples take them (an array of P values).
   m.def(
       "target_expectation",
       [](const std::string& act, const Array& Qs, const Array& Ms, const IntArray& factors, const IntArray& alpha,
-         const Array& coef, const py::object& mu) {
+         const Array& coef, const py::object& mu) -> py::object {
         auto t = make_target(alpha, coef);
         expect_shape(Qs, "Qs", {-1, -1});
         const py::ssize_t n = Qs.shape(0);
         if (n < 1 || n > 3) throw std::invalid_argument("Qs: expected 1 to 3 student fields");
         expect_shape(Qs, "Qs", {n, n});
         expect_shape(Ms, "Ms", {n, t->k});
-        if (factors.ndim() != 2 || factors.shape(0) != n || factors.shape(1) != 3)
-          throw std::invalid_argument("factors: expected shape (n, 3)");
-        std::vector<FieldFactor> ff(static_cast<std::size_t>(n));
-        for (py::ssize_t s = 0; s < n; ++s)
-          ff[static_cast<std::size_t>(s)] = {static_cast<int>(factors.at(s, 0)), static_cast<int>(factors.at(s, 1)),
-                                             static_cast<int>(factors.at(s, 2))};
+        const bool many = factors.ndim() == 3;
+        const py::ssize_t count = many ? factors.shape(0) : 1;
+        if (!((factors.ndim() == 2 && factors.shape(0) == n && factors.shape(1) == 3) ||
+              (many && count >= 1 && count <= 16 && factors.shape(1) == n && factors.shape(2) == 3)))
+          throw std::invalid_argument("factors: expected shape (n, 3) or (P, n, 3) with 1 <= P <= 16");
+        std::vector<FieldFactor> ff(static_cast<std::size_t>(count * n));
+        const long long* fd = factors.data();
+        for (std::size_t e = 0; e < ff.size(); ++e)
+          ff[e] = {static_cast<int>(fd[3 * e]), static_cast<int>(fd[3 * e + 1]), static_cast<int>(fd[3 * e + 2])};
         std::vector<double> means;
         if (!mu.is_none()) {  // the fields' means (the biases)
           const Array m = mu.cast<Array>();
           expect_shape(m, "mu", {n});
           means.assign(m.data(), m.data() + n);
         }
-        if (t->f.empty()) return 0.0;
-        return target_expectation(parse_activation(act), static_cast<int>(n), Qs.data(), Ms.data(), t->k, ff.data(),
-                                  t->f, means.empty() ? nullptr : means.data());
+        const double* mp = means.empty() ? nullptr : means.data();
+        if (!many)
+          return py::float_(t->f.empty() ? 0.0
+                                         : target_expectation(parse_activation(act), static_cast<int>(n), Qs.data(),
+                                                              Ms.data(), t->k, ff.data(), t->f, mp));
+        Array out({count});
+        std::fill(out.mutable_data(), out.mutable_data() + count, 0.0);
+        if (!t->f.empty())
+          target_expectation_patterns(parse_activation(act), static_cast<int>(n), Qs.data(), Ms.data(), t->k,
+                                      ff.data(), static_cast<int>(count), t->f, out.mutable_data(), mp);
+        return std::move(out);
       },
       py::arg("act"), py::arg("Qs"), py::arg("Ms"), py::arg("factors"), py::arg("alpha"), py::arg("coef"),
       py::arg("mu") = py::none());

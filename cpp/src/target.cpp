@@ -1328,6 +1328,21 @@ double target_expectation(Activation act, int n, const double* Qs, const double*
   return v;
 }
 
+void target_expectation_patterns(Activation act, int n, const double* Qs, const double* Ms, int k,
+                                 const FieldFactor* patterns, int count, const HermitePoly& p, double* out,
+                                 const double* mu) {
+  if (n < 1 || n > kMaxFields) throw std::invalid_argument("target expectation: 1 to 3 student fields");
+  if (count < 1 || count > 16) throw std::invalid_argument("target expectation: 1 to 16 factor patterns");
+  if (poly_degree(p) > 60) throw std::invalid_argument("target expectation: degree above 60");
+  for (int q = 0; mu && q < n; ++q)
+    if (!std::isfinite(mu[q])) throw std::invalid_argument("target expectation: the means (biases) must be finite");
+  FieldTuple tuple(act, n, Qs, Ms, k, poly_degree(p), mu);
+  std::vector<const FieldFactor*> ptrs;
+  for (int j = 0; j < count; ++j) ptrs.push_back(patterns + static_cast<std::size_t>(j) * n);
+  tuple.prepare(ptrs.data(), count);
+  for (int j = 0; j < count; ++j) out[j] = tuple.expect(ptrs[static_cast<std::size_t>(j)], p);
+}
+
 namespace {
 // Q_S (n x n) and M_S (n x k) of the student fields idx[0..n) from Q (K x K) and M (K x k).
 void gather(const double* Q, const double* M, int K, int k, const int* idx, int n, double* Qs, double* Ms) {

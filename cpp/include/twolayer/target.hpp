@@ -83,6 +83,12 @@ struct FieldFactor {
 // Cholesky coordinate at a time (target.cpp, SmoothMoments).
 double target_expectation(Activation act, int n, const double* Qs, const double* Ms, int k,
                           const FieldFactor* factors, const HermitePoly& p, const double* mu = nullptr);
+// out[j] = E[prod_s F_s(l_s) p(z)] for count <= 16 factor patterns (patterns[j * n + s]) on the same fields, their
+// moments taken together (FieldTuple::prepare: one lattice for the patterns of equal steps, as the ODE's tuples);
+// each value is bitwise the one target_expectation gives for its pattern alone.
+void target_expectation_patterns(Activation act, int n, const double* Qs, const double* Ms, int k,
+                                 const FieldFactor* patterns, int count, const HermitePoly& p, double* out,
+                                 const double* mu = nullptr);
 // The same for several polynomials at once (the conditioning and moment tables are shared).
 void target_expectations(Activation act, int n, const double* Qs, const double* Ms, int k, const FieldFactor* factors,
                          const std::vector<const HermitePoly*>& ps, double* out, const double* mu = nullptr);
