@@ -1310,14 +1310,21 @@ HermitePoly hermite_times_z(const HermitePoly& p, int r) {
   return out;
 }
 
-void target_expectations(Activation act, int n, const double* Qs, const double* Ms, int k, const FieldFactor* factors,
-                         const std::vector<const HermitePoly*>& ps, double* out, const double* mu) {
+namespace {
+// The arguments of the target expectations: n fields, polynomials of degree D, the means mu (null: zero).
+void check_expectation_args(int n, int D, const double* mu) {
   if (n < 1 || n > kMaxFields) throw std::invalid_argument("target expectation: 1 to 3 student fields");
-  int D = 0;
-  for (const HermitePoly* p : ps) D = std::max(D, poly_degree(*p));
   if (D > 60) throw std::invalid_argument("target expectation: degree above 60");
   for (int q = 0; mu && q < n; ++q)
     if (!std::isfinite(mu[q])) throw std::invalid_argument("target expectation: the means (biases) must be finite");
+}
+}  // namespace
+
+void target_expectations(Activation act, int n, const double* Qs, const double* Ms, int k, const FieldFactor* factors,
+                         const std::vector<const HermitePoly*>& ps, double* out, const double* mu) {
+  int D = 0;
+  for (const HermitePoly* p : ps) D = std::max(D, poly_degree(*p));
+  check_expectation_args(n, D, mu);
   FieldTuple(act, n, Qs, Ms, k, D, mu).expect(factors, ps.data(), ps.size(), out);
 }
 
@@ -1331,11 +1338,8 @@ double target_expectation(Activation act, int n, const double* Qs, const double*
 void target_expectation_patterns(Activation act, int n, const double* Qs, const double* Ms, int k,
                                  const FieldFactor* patterns, int count, const HermitePoly& p, double* out,
                                  const double* mu) {
-  if (n < 1 || n > kMaxFields) throw std::invalid_argument("target expectation: 1 to 3 student fields");
   if (count < 1 || count > 16) throw std::invalid_argument("target expectation: 1 to 16 factor patterns");
-  if (poly_degree(p) > 60) throw std::invalid_argument("target expectation: degree above 60");
-  for (int q = 0; mu && q < n; ++q)
-    if (!std::isfinite(mu[q])) throw std::invalid_argument("target expectation: the means (biases) must be finite");
+  check_expectation_args(n, poly_degree(p), mu);
   FieldTuple tuple(act, n, Qs, Ms, k, poly_degree(p), mu);
   std::vector<const FieldFactor*> ptrs;
   for (int j = 0; j < count; ++j) ptrs.push_back(patterns + static_cast<std::size_t>(j) * n);
@@ -1573,14 +1577,13 @@ void TargetRhs::add_raw(const double* y, double* psi, double* hd, int n_threads)
     zf.push_back(&p);
     Dunit = std::max(Dunit, poly_degree(p));
   }
-  std::vector<std::array<int, 4>> tuples;  // (i, -1, -1) units, (i, k, -1) pairs, (i, j, l) triples
-  for (int i = 0; i < K; ++i) tuples.push_back({i, -1, -1, 0});
+  std::vector<std::array<int, 3>> tuples;  // (i, -1, -1) units, (i, k, -1) pairs, (i, j, l) triples
+  for (int i = 0; i < K; ++i) tuples.push_back({i, -1, -1});
   for (int i = 0; i < K; ++i)
-    for (int kk = i + 1; kk < K; ++kk) tuples.push_back({i, kk, -1, 0});
+    for (int kk = i + 1; kk < K; ++kk) tuples.push_back({i, kk, -1});
   for (int i = 0; hd && i < K; ++i)
     for (int j = i + 1; j < K; ++j)
-      for (int l = j + 1; l < K; ++l)
-        tuples.push_back({i, j, l, 0});
+      for (int l = j + 1; l < K; ++l) tuples.push_back({i, j, l});
   const int hl0 = K * n;  // terms' indices: psi below, then hl (K x K, upper triangle)
   std::vector<std::vector<std::pair<int, double>>> terms(tuples.size());
   parallel_for(
