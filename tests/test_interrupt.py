@@ -590,3 +590,19 @@ def test_ode_interrupted_inside_a_long_right_hand_side() -> None:
     traj = exc.partial
     assert isinstance(traj, tl.Trajectory) and traj.status == "interrupted"
     assert len(traj) >= 1 and traj.t[0] == 0.0 and np.all(np.isfinite(traj.risk))
+
+
+def test_large_batch_interrupted_inside_an_iteration_keeps_the_rows() -> None:
+    """The large-batch map of the same system: one iteration takes seconds (its I4 with means). Ctrl-C lands inside
+    an iteration, whose kernels stop with an Interrupted; the map keeps the rows before it (before, the Interrupted
+    left the map and the call raised with no partial result)."""
+    s, t = tl.networks.teacher_student(2, 2, 40, "tanh", seed=0)
+    t = tl.Network(t.W, t.a, "relu")
+    ov = tl.Overlaps.from_networks(s.with_weights(s.W, bias=[0.3, -0.2]), t.with_weights(t.W, bias=[0.1, 0.4]))
+    exc, latency = interrupt(lambda: tl.ode.integrate(ov, lr=0.5, lr_bias=0.5, regime="large_batch",
+                                                      batch_ratio=1.0, n_steps=100), after=1.0)
+    assert latency < DEADLINE
+    traj = exc.partial
+    assert isinstance(traj, tl.Trajectory) and traj.status == "interrupted"
+    assert len(traj) >= 1 and traj.t[0] == 0.0 and np.all(np.isfinite(traj.risk))
+    assert traj.stop_time == traj.t[-1] and "during iteration" in traj.message

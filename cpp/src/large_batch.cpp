@@ -65,6 +65,16 @@ void large_batch_update(int K, int n, const double* omega, const double* psi, co
 
 namespace {
 
+// The result of a map stopped by Ctrl-C inside the iteration after its last row (an Interrupted from the kernels'
+// parallel loops): "interrupted" with the rows so far, as the ODE's driver keeps them (lane_driver.hpp).
+IntegrateResult& interrupted_during(IntegrateResult& res) {
+  const long long last = res.t.empty() ? 0 : static_cast<long long>(res.t.back());
+  res.status = "interrupted";
+  res.message = "interrupted (Ctrl-C) during iteration " + std::to_string(last + 1);
+  res.stop_time = static_cast<double>(last);
+  return res;
+}
+
 // Records iteration t's row (y, its excess risk r) in res; false (status "diverged", nothing recorded) where r is
 // not finite (divergence.hpp's rule 4: finite overlaps whose risk overflows, e.g. a_i a_k past the double range).
 bool record_row(IntegrateResult& res, long long t, const std::vector<double>& y, double r) {
@@ -210,6 +220,8 @@ IntegrateResult iterate_biased(const OdeModel& model_in, const double* y0, const
     res.message = std::string("diverged at iteration ") + std::to_string(t) + ": " + singular_message(e.what());
     res.stop_time = static_cast<double>(t);
     return res;
+  } catch (const Interrupted&) {  // Ctrl-C inside an iteration's expectations: the rows so far are kept
+    return interrupted_during(res);
   }
 }
 
@@ -257,36 +269,40 @@ IntegrateResult iterate_large_batch(const OdeModel& model_in, const double* y0, 
   const double bound = divergence_bound(y.data(), S, model.P.data(), model.P.size(), model.v.data(), model.v.size());
   auto record = [&](long long t) { return record_row(res, t, y, f.risk(y.data())); };
   if (!record(0)) return res;
-  for (long long t = 1; t <= opt.steps; ++t) {
-    if (cancel_requested()) {
-      res.status = "interrupted";
-      res.message = "interrupted (Ctrl-C) before iteration " + std::to_string(t);
-      res.stop_time = static_cast<double>(t - 1);
-      return res;
+  try {
+    for (long long t = 1; t <= opt.steps; ++t) {
+      if (cancel_requested()) {
+        res.status = "interrupted";
+        res.message = "interrupted (Ctrl-C) before iteration " + std::to_string(t);
+        res.stop_time = static_cast<double>(t - 1);
+        return res;
+      }
+      fc(y.data(), dy.data(), n_threads);
+      ++res.n_rhs;
+      f.omega(y.data(), om.data());
+      for (int p = 0, i = 0; i < K; ++i)
+        for (int k = i; k < K; ++k, ++p) hd[i * K + k] = hd[k * K + i] = fc.second_moment(p);
+      const double* psi = fc.psi();
+      if (target) {
+        psi_t.assign(fc.psi(), fc.psi() + static_cast<std::size_t>(K) * n);
+        target->add_raw(y.data(), psi_t.data(), hd.data(), n_threads);
+        psi = psi_t.data();
+      }
+      large_batch_update(K, n, om.data(), psi, hd.data(), y.data() + model.offset_a(), opt.gamma0, opt.alpha,
+                         opt.spherical, y.data(), y.data() + model.offset_M(), ws.data());
+      if (model.biased)  // simultaneous with the weights': the pull of the state before the step
+        for (int i = 0; i < K; ++i) y[model.offset_b() + i] += opt.lr_bias * dy[model.offset_b() + i];
+      ++res.n_steps;
+      if (const char* why = state_error(f, y.data(), bound, scratch)) {
+        res.status = "diverged";
+        res.message = std::string("diverged at iteration ") + std::to_string(t) + ": " + why;
+        res.stop_time = static_cast<double>(t);
+        return res;
+      }
+      if (!record(t)) return res;
     }
-    fc(y.data(), dy.data(), n_threads);
-    ++res.n_rhs;
-    f.omega(y.data(), om.data());
-    for (int p = 0, i = 0; i < K; ++i)
-      for (int k = i; k < K; ++k, ++p) hd[i * K + k] = hd[k * K + i] = fc.second_moment(p);
-    const double* psi = fc.psi();
-    if (target) {
-      psi_t.assign(fc.psi(), fc.psi() + static_cast<std::size_t>(K) * n);
-      target->add_raw(y.data(), psi_t.data(), hd.data(), n_threads);
-      psi = psi_t.data();
-    }
-    large_batch_update(K, n, om.data(), psi, hd.data(), y.data() + model.offset_a(), opt.gamma0, opt.alpha,
-                       opt.spherical, y.data(), y.data() + model.offset_M(), ws.data());
-    if (model.biased)  // simultaneous with the weights': the pull of the state before the step
-      for (int i = 0; i < K; ++i) y[model.offset_b() + i] += opt.lr_bias * dy[model.offset_b() + i];
-    ++res.n_steps;
-    if (const char* why = state_error(f, y.data(), bound, scratch)) {
-      res.status = "diverged";
-      res.message = std::string("diverged at iteration ") + std::to_string(t) + ": " + why;
-      res.stop_time = static_cast<double>(t);
-      return res;
-    }
-    if (!record(t)) return res;
+  } catch (const Interrupted&) {  // Ctrl-C inside an iteration's right-hand side: the rows so far are kept
+    return interrupted_during(res);
   }
   return res;
 }

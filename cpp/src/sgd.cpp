@@ -205,9 +205,10 @@ class Run {
     long long reported = 0;
     const auto& rec = sp_.record_steps;
     std::size_t next = 0;
+    long long step = 0;
     try {
       threshold_ = early_stop_threshold(rp_, [this] { return risk_now(0); });
-      for (long long step = 0; step <= sp_.steps; ++step) {
+      for (; step <= sp_.steps; ++step) {
         if (next < rec.size() && rec[next] == step) {
           ++next;
           if (record(step)) break;  // early stop
@@ -235,6 +236,9 @@ class Run {
       out_.status = 1;
       out_.stop_step = e.step;
       out_.reason = e.code;
+    } catch (const Interrupted&) {  // Ctrl-C seen by a helper (gram's parallel loop): the rows so far are kept
+      out_.status = 2;
+      out_.stop_step = step;
     }
     if (out_.status == 0) out_.stop_time = std::numeric_limits<double>::quiet_NaN();
     else if (out_.status != 3) out_.stop_time = static_cast<double>(out_.stop_step) / d_;
