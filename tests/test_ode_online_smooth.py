@@ -81,6 +81,25 @@ def test_one_lattice_matches_the_i4_sum_all(K: int, M: int, g: str, h: str, bias
     _check(K, M, g, h, biased, seed=K + 3 * M)
 
 
+@pytest.mark.parametrize("eps", [None, 1e-3])
+@pytest.mark.parametrize("biased", [False, True])
+@pytest.mark.parametrize("K, M, g", [(2, 2, "tanh"), (2, 2, "softplus"), (1, 2, "gelu"), (2, 1, "sin"),
+                                     (3, 1, "softplus"), (3, 2, "tanh")])
+def test_threads_do_not_change_the_lattice(K: int, M: int, g: str, biased: bool, eps: float | None) -> None:
+    """The nodes of the lattice's first variable are tasks on the threads (gaussian_error_square.cpp,
+    walk_lattice), each node's sums added in the nodes' order: the right-hand side is bitwise the same on 1, 2 and 3
+    threads (with the magnitude pass: a student near its teacher, eps), and within RTOL of the per-I4 sum."""
+    ov = _overlaps(K, M, g, seed=7, biased=biased, eps=eps)
+    kw = {"lr": 1.0, "lr_bias": 0.5 if biased else 0.0}
+    one = tl.ode.rhs(ov, g, **kw, n_threads=1)
+    for n in (2, 3):
+        for x, y in zip(tl.ode.rhs(ov, g, **kw, n_threads=n), one, strict=True):
+            assert np.array_equal(x, y), n
+    if K + M <= 4:
+        got, want = _second_order(ov, g, g), _reference(ov, g, g, biased)
+        np.testing.assert_allclose(got, want, rtol=RTOL, atol=RTOL * np.max(np.abs(want)))
+
+
 @pytest.mark.parametrize("g", ["tanh", "softplus"])
 def test_weakly_correlated_fields(g: str) -> None:
     """Initial overlaps at d = 1000 (cross overlaps ~0.03): the last field moves by a small fraction of its grid step

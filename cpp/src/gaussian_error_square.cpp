@@ -465,7 +465,8 @@ struct LineSums {
   const double* crow(int jc) const { return Rc.data() + static_cast<std::size_t>(jc) * size; }
 };
 
-// The nested lattice of one attempt (steps h): fine, 2h and |.| sums per pair.
+// The nested lattice of one attempt (steps h): its variables, steps and tables, shared (read only) by the walks
+// over it.
 struct Lattice {
   int n, f, l, np;
   const Activation* acts;
@@ -479,63 +480,102 @@ struct Lattice {
   LineSums sums;             // S2 along a teacher's line (empty: S2 interpolated point by point)
   std::vector<double> wline;  // normal weights of the line, index j + jfull
   int jfull = 0;
-  double fine[kMaxPairs], coarse[kMaxPairs], scale[kMaxPairs];
-  double val[4], der[4];
   // The magnitude pass (in_order's cancellation floor): every term of the error's square by its absolute value,
   // E[|s'_i s'_k| (sum_c |w_c act_c|)^2] summed into scale[] (the same lattice and tables, absolute values taken of
   // the interpolated entries before the unchanged sums).
   bool magnitude = false;
+  bool any_f = false;  // a pair holds the line field f (a student): its derivative is needed
+  int half_level = -1;  // the level summed over z >= 0 only (an even integrand; -1: none)
+};
+
+// A walk over (part of) a lattice: the fields' values and derivatives along the current path of nested nodes, and
+// the fine, 2h and |.| sums per pair of the leaves it visited.
+struct Walk {
+  explicit Walk(const Lattice& lattice) : lat(lattice), buf_(6 * (2 * static_cast<std::size_t>(lattice.jfull) + 1)) {
+    clear();
+  }
+  void clear() {
+    for (int p = 0; p < kMaxPairs; ++p) fine[p] = coarse[p] = scale[p] = 0.0;
+  }
+  const Lattice& lat;
+  double fine[kMaxPairs], coarse[kMaxPairs], scale[kMaxPairs];
+  double val[4], der[4];
+  bool ok = true;
+  std::vector<double> buf_;  // the line's interpolated values (6 rows of 2 jfull + 1)
+  std::vector<double> nodes_[4];  // per level before f: the field's values, derivatives and the normal weights
+
+  // The nodes z_e = (j0 + q) h_e, q < count, of a looped level e < f below the prefix arg (radius^2 r2): field e's
+  // values, derivatives and the nodes' normal weights in nodes_[e] (rows of count), in one pass (sigma_grid).
+  int nodes(int e, const double* arg, double r2, int& j0) {
+    const int n = lat.n;
+    const double R2 = kTrunc * kTrunc - r2;
+    const int jm = R2 > 0.0 ? static_cast<int>(std::floor(std::sqrt(R2) / lat.h[e])) : 0;
+    // an even integrand: the nodes z_e > 0 stand for z_e < 0 too (the lattice is symmetric: every z before is 0)
+    j0 = e == lat.half_level ? 0 : -jm;
+    const int count = jm - j0 + 1;
+    std::vector<double>& nd = nodes_[e];
+    nd.resize(3 * static_cast<std::size_t>(count));
+    double *v = nd.data(), *d = v + count, *wn = d + count;
+    const double step = lat.L[e * n + e] * lat.h[e];
+    sigma_grid(lat.acts[e], arg[e] + step * j0, step, count, v, e < n - 1 ? d : nullptr);
+    normal_weights(j0, count, lat.h[e], wn);
+    return count;
+  }
+
+  // The node z_e = j h_e of a looped level e < f (field e's value v and derivative d there, normal weight wn), then
+  // the levels below it.
+  void node(int e, const double* arg, double r2, double wt, double wc, bool even, int j, double v, double d,
+            double wn) {
+    const int n = lat.n;
+    const double wz = (e == lat.half_level && j > 0 ? 2.0 : 1.0) * wn, z = j * lat.h[e];
+    double a2[4];
+    for (int c = 0; c < n; ++c) a2[c] = c >= e ? arg[c] + lat.L[c * n + e] * z : arg[c];
+    val[e] = v;
+    der[e] = e < n - 1 ? d : 0.0;
+    level(e + 1, a2, r2 + z * z, wt * wz, wc * 2.0 * wz, even && (j & 1) == 0);
+  }
 
   // Level e < f: every node of z_e (a zero pivot: the single node z_e = 0), then the next level.
   void level(int e, const double* arg, double r2, double wt, double wc, bool even) {
-    if (e == f) return leaf_line(arg, r2, wt, wc, even);
-    const bool der_needed = e < n - 1;
-    auto visit = [&](double z, double wz, double wzc, bool ev, double v, double d) {
-      double a2[4];
-      for (int c = 0; c < n; ++c) a2[c] = c >= e ? arg[c] + L[c * n + e] * z : arg[c];
-      val[e] = v;
-      der[e] = der_needed ? d : 0.0;
-      level(e + 1, a2, r2 + z * z, wt * wz, wc * wzc, even && ev);
-    };
-    if (!looped[e]) {
+    if (e >= lat.f || e >= 2) return leaf_line(arg, r2, wt, wc, even);  // (f = n - 2 <= 2: a bound the compiler sees)
+    if (!lat.looped[e]) {
+      const int n = lat.n;
       double d[2];
-      sigma_derivatives(acts[e], arg[e], der_needed ? 1 : 0, d);
-      return visit(0.0, 1.0, 1.0, true, d[0], d[1]);
+      sigma_derivatives(lat.acts[e], arg[e], e < n - 1 ? 1 : 0, d);
+      double a2[4];
+      for (int c = 0; c < n; ++c) a2[c] = arg[c];
+      val[e] = d[0];
+      der[e] = e < n - 1 ? d[1] : 0.0;
+      return level(e + 1, a2, r2, wt, wc, even);
     }
-    const double R2 = kTrunc * kTrunc - r2;
-    const int jm = R2 > 0.0 ? static_cast<int>(std::floor(std::sqrt(R2) / h[e])) : 0;
-    // an even integrand: the nodes z_e > 0 stand for z_e < 0 too (the lattice is symmetric: every z before is 0)
-    const bool half = e == half_level;
-    // field e at every node of the level in one pass (sigma_grid), and the nodes' normal weights
-    const int j0 = half ? 0 : -jm, cnt = jm - j0 + 1;
-    std::vector<double>& nodes = nodes_[e];
-    nodes.resize(3 * static_cast<std::size_t>(cnt));
-    double *v = nodes.data(), *d = v + cnt, *wn = d + cnt;
-    const double step = L[e * n + e] * h[e];
-    sigma_grid(acts[e], arg[e] + step * j0, step, cnt, v, der_needed ? d : nullptr);
-    normal_weights(j0, cnt, h[e], wn);
-    for (int q = 0; q < cnt; ++q) {
-      const int j = j0 + q;
-      const double wz = (half && j > 0 ? 2.0 : 1.0) * wn[q];
-      visit(j * h[e], wz, 2.0 * wz, (j & 1) == 0, v[q], der_needed ? d[q] : 0.0);
-    }
+    int j0;
+    const int count = nodes(e, arg, r2, j0);
+    const double* v = nodes_[e].data();
+    for (int q = 0; q < count; ++q) node(e, arg, r2, wt, wc, even, j0 + q, v[q], v[count + q], v[2 * count + q]);
   }
 
   // The line of z_f (all before fixed): field f from its table (or directly when it has no variable of its own),
   // field l from the smoothing tables.
   void leaf_line(const double* arg, double r2, double wt, double wc, bool even) {
+    const int n = lat.n, f = lat.f, l = lat.l;
+    const double *L = lat.L, *w = lat.w;
+    const bool magnitude = lat.magnitude;
+    const ActTable& line = lat.line;
+    const SmoothTable& last = lat.last;
+    const LineSums& sums = lat.sums;
     double Pout = 0.0;
     for (int c = 0; c < f; ++c) Pout += magnitude ? std::fabs(w[c] * val[c]) : w[c] * val[c];
     const double wf = magnitude ? std::fabs(w[f]) : w[f], wl = magnitude ? std::fabs(w[l]) : w[l];
     const double S0 = last.S0, S0c = last.S0c;
-    const bool student_f = any_f;
+    const bool student_f = lat.any_f;
     double sf[3] = {0.0, 0.0, 0.0}, sa[3] = {0.0, 0.0, 0.0}, sc[3] = {0.0, 0.0, 0.0};
-    if (looped[f]) {
+    if (lat.looped[f]) {
       const double R2 = kTrunc * kTrunc - r2;
-      const int jm = R2 > 0.0 ? std::min(jfull, static_cast<int>(std::floor(std::sqrt(R2) / h[f]))) : 0;
+      const int jfull = lat.jfull;
+      const int jm = R2 > 0.0 ? std::min(jfull, static_cast<int>(std::floor(std::sqrt(R2) / lat.h[f]))) : 0;
       // interpolated values along the line, then the weighted sums
       const int len = 2 * jm + 1;
-      const double sf_step = L[f * n + f] * h[f], sl_step = L[l * n + f] * h[f];
+      const double sf_step = L[f * n + f] * lat.h[f], sl_step = L[l * n + f] * lat.h[f];
       double *vf = buf_.data(), *df = vf + len, *s1 = df + len, *s2 = s1 + len;
       const std::vector<double>* lt[2] = {&line.v, &line.d};
       const Split* ls[2] = {&line.vs, &line.ds};
@@ -552,7 +592,7 @@ struct Lattice {
         ok = false;
         return;
       }
-      const double* wj = wline.data() + jfull - jm;
+      const double* wj = lat.wline.data() + jfull - jm;
       if (magnitude)
         for (int q = 0; q < len; ++q) {
           vf[q] = std::fabs(vf[q]);
@@ -640,7 +680,7 @@ struct Lattice {
       }
       lagrange8(tb, lwb);
       double d[2];
-      sigma_derivatives(acts[f], arg[f], student_f ? 1 : 0, d);
+      sigma_derivatives(lat.acts[f], arg[f], student_f ? 1 : 0, d);
       if (magnitude) d[0] = std::fabs(d[0]), d[1] = std::fabs(d[1]);
       const double df = student_f ? d[1] : 1.0;
       const double S1r = dot8(lwb, last.S1.data() + kb), S2 = dot8(lwb, last.S2.data() + kb);
@@ -656,20 +696,15 @@ struct Lattice {
         sc[2] = sc[1] * df;
       }
     }
-    for (int p = 0; p < np; ++p) {
+    for (int p = 0; p < lat.np; ++p) {
       double G = 1.0;
       for (int q = 0; q < 2; ++q)
-        if (outer[p][q] >= 0) G *= der[outer[p][q]];
-      fine[p] += wt * G * sf[cnt[p]];
-      scale[p] += wt * std::fabs(G) * sa[cnt[p]];
-      if (even) coarse[p] += wc * G * sc[cnt[p]];
+        if (lat.outer[p][q] >= 0) G *= der[lat.outer[p][q]];
+      fine[p] += wt * G * sf[lat.cnt[p]];
+      scale[p] += wt * std::fabs(G) * sa[lat.cnt[p]];
+      if (even) coarse[p] += wc * G * sc[lat.cnt[p]];
     }
   }
-  bool any_f = false;  // a pair holds the line field f (a student): its derivative is needed
-  int half_level = -1;  // the level summed over z >= 0 only (an even integrand; -1: none)
-  bool ok = true;
-  std::vector<double> buf_;  // the line's interpolated values (6 rows of 2 jfull + 1)
-  std::vector<double> nodes_[4];  // per level before f: the field's values, derivatives and the normal weights
 };
 
 
@@ -702,19 +737,63 @@ double first_steps(int n, const Activation* acts, const double* L, double* hmax,
 
 // The lattice's certificate: per pair, ((I_h - I_2h) / S)^2 <= kAcceptSq (S the rule on |integrand|), or, with a
 // floor (the cancellation floor of in_order), |I_h - I_2h| <= floor.
-bool accepted(const Lattice& lat, int np, const double* floor) {
+bool accepted(const Walk& sums, int np, const double* floor) {
   bool ok = true;
   for (int p = 0; p < np; ++p) {
-    const double d = lat.fine[p] - lat.coarse[p], f = floor ? floor[p] : 0.0;
-    ok = ok && std::isfinite(lat.fine[p]) && std::isfinite(d) &&
-         !(d * d > std::max(kAcceptSq * lat.scale[p] * lat.scale[p], f * f));
+    const double d = sums.fine[p] - sums.coarse[p], f = floor ? floor[p] : 0.0;
+    ok = ok && std::isfinite(sums.fine[p]) && std::isfinite(d) &&
+         !(d * d > std::max(kAcceptSq * sums.scale[p] * sums.scale[p], f * f));
   }
   return ok;
 }
 
+// One pass over the lattice, its sums into `total` (false: a stencil left its grid). The nodes of a looped first
+// variable before the line's are tasks on `threads` threads; each node's sums are kept apart and added in the nodes'
+// order, so that the sums are the same on any number of threads.
+bool walk_lattice(const Lattice& lat, int threads, Walk& total) {
+  total.clear();
+  total.ok = true;
+  if (lat.f == 0 || !lat.looped[0]) {
+    total.level(0, lat.mu, 0.0, 1.0, 1.0, true);
+    return total.ok;
+  }
+  int j0;
+  const int count = total.nodes(0, lat.mu, 0.0, j0);
+  const double* v = total.nodes_[0].data();
+  std::vector<double> part(3 * static_cast<std::size_t>(kMaxPairs) * count);
+  std::vector<char> node_ok(count, 1);
+  auto visit = [&](Walk& walk, int q) {
+    walk.clear();
+    walk.node(0, lat.mu, 0.0, 1.0, 1.0, true, j0 + q, v[q], v[count + q], v[2 * count + q]);
+    node_ok[q] = walk.ok;
+    double* out = part.data() + 3 * static_cast<std::size_t>(kMaxPairs) * q;
+    for (int p = 0; p < lat.np; ++p)
+      out[p] = walk.fine[p], out[kMaxPairs + p] = walk.coarse[p], out[2 * kMaxPairs + p] = walk.scale[p];
+  };
+  if (resolve_threads(threads) > 1 && count > 1) {
+    parallel_for(
+        static_cast<std::size_t>(count), threads,
+        [&](std::size_t q) {
+          Walk walk(lat);
+          visit(walk, static_cast<int>(q));
+        },
+        1, 1);
+  } else {
+    Walk walk(lat);
+    for (int q = 0; q < count; ++q) visit(walk, q);
+  }
+  for (int q = 0; q < count; ++q) {
+    const double* in = part.data() + 3 * static_cast<std::size_t>(kMaxPairs) * q;
+    total.ok = total.ok && node_ok[q];
+    for (int p = 0; p < lat.np; ++p)
+      total.fine[p] += in[p], total.coarse[p] += in[kMaxPairs + p], total.scale[p] += in[2 * kMaxPairs + p];
+  }
+  return total.ok;
+}
+
 // error_square_moments on the fields in the given order.
 bool in_order(Activation s, int n, const Activation* acts, const double* C, const double* mu_in, const double* w,
-              const int* pairs, int np, double* out) {
+              const int* pairs, int np, double* out, int threads) {
   if (n < 2 || n > 4 || np < 1 || np > kMaxPairs) return false;
   const int f = n - 2, l = n - 1;
   for (int c = 0; c < n; ++c)
@@ -767,7 +846,6 @@ bool in_order(Activation s, int n, const Activation* acts, const double* C, cons
       if (!lat.line.build(acts[f], lat.any_f, mu[f] - spanf, mu[f] + spanf, L[f * n + f] * lat.h[f])) return false;
       lat.jfull = static_cast<int>(std::floor(kTrunc / lat.h[f]));
       lat.wline.resize(2 * lat.jfull + 1);
-      lat.buf_.resize(6 * (2 * lat.jfull + 1));
       normal_weights(-lat.jfull, 2 * lat.jfull + 1, lat.h[f], lat.wline.data());
     }
     const double bstep = lat.looped[f] ? L[l * n + f] * lat.h[f] : 0.0;
@@ -784,26 +862,21 @@ bool in_order(Activation s, int n, const Activation* acts, const double* C, cons
     lat.sums.clear();
     if (lat.looped[f] && !lat.any_f && lat.last.mstep != kFree && sum_entries <= points && sum_entries <= kMaxSums)
       lat.sums.build(lat.last, lat.wline, lat.jfull);
-    for (int p = 0; p < np; ++p) lat.fine[p] = lat.coarse[p] = lat.scale[p] = 0.0;
-    lat.ok = true;
-    lat.level(0, mu, 0.0, 1.0, 1.0, true);
-    if (!lat.ok) return false;
-    bool ok = accepted(lat, np, nullptr);
+    Walk sums(lat);
+    if (!walk_lattice(lat, threads, sums)) return false;
+    bool ok = accepted(sums, np, nullptr);
     if (!ok && !have_floor) {  // the magnitudes of the terms, once (the steps barely change them)
-      double keep[3][kMaxPairs];
-      for (int p = 0; p < np; ++p) keep[0][p] = lat.fine[p], keep[1][p] = lat.coarse[p], keep[2][p] = lat.scale[p];
-      for (int p = 0; p < np; ++p) lat.fine[p] = lat.coarse[p] = lat.scale[p] = 0.0;
+      Walk magnitudes(lat);
       lat.magnitude = true;
-      lat.level(0, mu, 0.0, 1.0, 1.0, true);
+      const bool walked = walk_lattice(lat, threads, magnitudes);
       lat.magnitude = false;
-      if (!lat.ok) return false;
-      for (int p = 0; p < np; ++p) floor[p] = kCancelTol * lat.scale[p];
-      for (int p = 0; p < np; ++p) lat.fine[p] = keep[0][p], lat.coarse[p] = keep[1][p], lat.scale[p] = keep[2][p];
+      if (!walked) return false;
+      for (int p = 0; p < np; ++p) floor[p] = kCancelTol * magnitudes.scale[p];
       have_floor = true;
     }
-    ok = ok || accepted(lat, np, floor);
+    ok = ok || accepted(sums, np, floor);
     if (ok) {
-      for (int p = 0; p < np; ++p) out[p] = lat.fine[p];
+      for (int p = 0; p < np; ++p) out[p] = sums.fine[p];
       return true;
     }
   }
@@ -812,7 +885,7 @@ bool in_order(Activation s, int n, const Activation* acts, const double* C, cons
 
 // n <= 4 fields in the order of least work (leaves of the first steps) among those with a non-pair field last.
 bool on_fields(Activation s, int n, const Activation* acts, const double* C, const double* mu, const double* w,
-               const int* pairs, int np, double* out) {
+               const int* pairs, int np, double* out, int threads) {
   if (n < 2 || n > 4 || np < 1 || np > kMaxPairs) return false;
   bool in_pair[4] = {false, false, false, false};
   for (int p = 0; p < 2 * np; ++p) {
@@ -854,7 +927,7 @@ bool on_fields(Activation s, int n, const Activation* acts, const double* C, con
     for (int b = 0; b < n; ++b) Cp[a * n + b] = C[best[a] * n + best[b]];
   }
   for (int p = 0; p < 2 * np; ++p) pp[p] = pos[pairs[p]];
-  return in_order(s, n, ap, Cp, mp, wp, pp, np, out);
+  return in_order(s, n, ap, Cp, mp, wp, pp, np, out, threads);
 }
 
 // One lattice of by_subsets: the fields `fields` (n <= 4; -1: the padding field), the pairs in those fields'
@@ -957,7 +1030,7 @@ bool by_subsets(Activation s, int n, const Activation* acts, const double* C, co
             Cs[e * call.n + q] = c >= 0 && call.fields[q] >= 0 ? C[c * n + call.fields[q]] : 0.0;
         }
         try {
-          call.ok = on_fields(s, call.n, a, Cs, ms, ws, call.pairs, call.np, call.value);
+          call.ok = on_fields(s, call.n, a, Cs, ms, ws, call.pairs, call.np, call.value, 1);
         } catch (const std::exception&) {  // (the caller's per-I4 path reports what went wrong)
           call.ok = false;
         }
@@ -1005,7 +1078,7 @@ bool error_square_moments(Activation s, int n, const Activation* acts, const dou
     return error_square_moments(s, m, am.data(), Cm.data(), mu ? mum.data() : nullptr, wm.data(), pm.data(), np, out,
                                 threads);
   }
-  if (n <= 4 && free_field) return on_fields(s, n, acts, C, mu, w, pairs, np, out);
+  if (n <= 4 && free_field) return on_fields(s, n, acts, C, mu, w, pairs, np, out, threads);
   return by_subsets(s, n, acts, C, mu, w, pairs, np, out, threads);
 }
 
