@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <vector>
@@ -647,6 +648,47 @@ void unit_self(Activation s, double q, double b, int n_max, double* h) {
   if (n_max >= 4) h[4] = pm(4, 0) + 4.0 * pm(3, 1) + 3.0 * pm(2, 2);
 }
 
+// A pair of step units with biases, l = w.x / sqrt(s) + b: adds weight * dE/dw_i to g (length d) and returns dE/db_i,
+// E = E[step(l_i) step(l_k)] = Phi2(beta_i, beta_k; cos theta), beta = b / sigma, sigma = |w| / sqrt(s):
+//   dE/db_i = phi(beta_i) Phi((beta_k - cos theta beta_i) / sin theta) / sigma_i,
+//   dE/dw_i = -beta_i sigma_i dE/db_i w_i / |w_i|^2
+//             + exp(-(beta_i^2 - 2 cos theta beta_i beta_k + beta_k^2) / (2 sin^2 theta)) (u_k - cos theta u_i)
+//               / (2 pi sin theta |w_i|)
+// (u = w / |w|), everything from the chords of the unit vectors (unit_chords): near alignment 1 - cos theta =
+// dm / 2, u_k - cos theta u_i = (u_k - u_i) + u_i dm / 2 and the exponent (beta_i - beta_k)^2 / (2 sin^2 theta) +
+// 2 beta_i beta_k / dp; near opposition the same about -u_k (1 + cos theta = dp / 2). The Stein form of the
+// gradient (population.hpp) from the Gram entries adds two terms ~1 / theta that cancel to the force, and its
+// cosine rounds to +-1 below theta ~ 1e-8 (measured: the force 100% wrong at 1e-8, 1e-4 relative at 1e-6); these
+// keep ~eps / theta. Below kStepUnresolvedSin the force along u_k - cos theta u_i is 0 (its subgradient).
+double step_pair_force_mean(const double* wi, double bi, const double* wk, double bk, int d, double scale,
+                            double weight, double* g) {
+  double ni = 0.0, nk = 0.0;
+  for (int c = 0; c < d; ++c) ni += wi[c] * wi[c], nk += wk[c] * wk[c];
+  ni = std::sqrt(ni), nk = std::sqrt(nk);
+  const double ri = 1.0 / ni, rk = 1.0 / nk, rs = std::sqrt(scale);
+  const UnitChords h = unit_chords(wi, ri, wk, rk, d);
+  const double sn = 0.5 * std::sqrt(h.dm * h.dp);
+  const double sigma_i = ni / rs, beta_i = bi / sigma_i, beta_k = bk * rs * rk;
+  const bool near0 = h.dm <= h.dp;  // theta <= pi / 2
+  // beta_k - cos theta beta_i, and the exponent times sin^2 theta's reciprocal as parts that stay exact
+  const double num = near0 ? (beta_k - beta_i) + 0.5 * h.dm * beta_i : (beta_k + beta_i) - 0.5 * h.dp * beta_i;
+  const double gap = near0 ? beta_i - beta_k : beta_i + beta_k;
+  const double inf = std::numeric_limits<double>::infinity();
+  const double arg = sn > 0.0 ? num / sn : (num > 0.0 ? inf : (num < 0.0 ? -inf : 0.0));
+  const double P = 0.39894228040143267794 * std::exp(-0.5 * beta_i * beta_i) * 0.5 * std::erfc(-arg / kSqrt2);
+  const double radial = -weight * beta_i * P * ri * ri;
+  for (int c = 0; c < d; ++c) g[c] += radial * wi[c];
+  if (sn >= kStepUnresolvedSin) {
+    const double e = 0.5 * (gap / sn) * (gap / sn) + (near0 ? 2.0 * beta_i * beta_k / h.dp : -2.0 * beta_i * beta_k / h.dm);
+    const double t = weight * std::exp(-e) / (2.0 * kPi * sn) * ri;
+    if (near0)
+      for (int c = 0; c < d; ++c) g[c] += t * ((wk[c] * rk - wi[c] * ri) + 0.5 * h.dm * wi[c] * ri);
+    else
+      for (int c = 0; c < d; ++c) g[c] += t * ((wk[c] * rk + wi[c] * ri) - 0.5 * h.dp * wi[c] * ri);
+  }
+  return P / sigma_i;
+}
+
 // The pair moments of every ordered student pair (i, k) and student-teacher pair (i, r), lambda_i first, on the
 // pair's block of (Q, M, P) and means (b_i, b_k) or (b_i, bt_r). The self pairs (i, i) are 0 here: a unit with
 // itself enters through unit_self.
@@ -720,26 +762,46 @@ void population_gradient_mean(const Population& p, const Biases& b, double* dW, 
   const MeanMoments m = mean_moments(p, b, kGradientOrders, n_threads);
   const int K = m.K, M = m.M, d = p.d;
   const double *a = p.student.a, *v = p.teacher.a, *W = p.student.W, *Wt = p.teacher.W;
+  // step students: their pairs with step units from the weights (step_pair_force_mean), not the Stein form
+  const bool step_s = p.student.act == Activation::Step, step_t = step_s && p.teacher.act == Activation::Step;
+  auto bs = [&](int i) { return b.student ? b.student[i] : 0.0; };
+  auto bt = [&](int r) { return b.teacher ? b.teacher[r] : 0.0; };
   for (int i = 0; i < K; ++i) {
     double* g = dW + static_cast<std::size_t>(i) * d;
     double h[3];
-    unit_self(p.student.act, m.Q[static_cast<std::size_t>(i) * K + i], b.student ? b.student[i] : 0.0, 2, h);
-    const double f = a[i] / p.scale, rho2 = m.residual(m20, i, a, v) + a[i] * h[2];  // with the self pair's
+    unit_self(p.student.act, m.Q[static_cast<std::size_t>(i) * K + i], bs(i), 2, h);
+    // rho_n without the step pairs
+    auto rho = [&](int o) {
+      double r = 0.0;
+      for (int k = 0; k < K && !step_s; ++k) r += a[k] * m.s(o, i, k);
+      for (int q = 0; q < M && !step_t; ++q) r -= v[q] * m.t(o, i, q);
+      return r;
+    };
+    const double f = a[i] / p.scale, rho2 = rho(m20) + a[i] * h[2];  // with the self pair's
     const double* wi = W + static_cast<std::size_t>(i) * d;
     for (int c = 0; c < d; ++c) g[c] = rho2 * wi[c];
+    double pull = rho(m10);  // E[s'(l_i) E] over the other units
     for (int k = 0; k < K; ++k) {
-      const double ck = a[k] * m.s(m11, i, k);
       const double* wk = W + static_cast<std::size_t>(k) * d;
+      if (step_s) {
+        if (k != i) pull += a[k] * step_pair_force_mean(wi, bs(i), wk, bs(k), d, p.scale, a[k] * p.scale, g);
+        continue;
+      }
+      const double ck = a[k] * m.s(m11, i, k);
       for (int c = 0; c < d; ++c) g[c] += ck * wk[c];
     }
     for (int r = 0; r < M; ++r) {
-      const double cr = v[r] * m.t(m11, i, r);
       const double* wr = Wt + static_cast<std::size_t>(r) * d;
+      if (step_t) {
+        pull -= v[r] * step_pair_force_mean(wi, bs(i), wr, bt(r), d, p.scale, -v[r] * p.scale, g);
+        continue;
+      }
+      const double cr = v[r] * m.t(m11, i, r);
       for (int c = 0; c < d; ++c) g[c] -= cr * wr[c];
     }
     for (int c = 0; c < d; ++c) g[c] *= f;
     da[i] = m.residual(m00, i, a, v) + 2.0 * a[i] * h[0];
-    db[i] = a[i] * (m.residual(m10, i, a, v) + a[i] * h[1]);
+    db[i] = a[i] * (pull + a[i] * h[1]);
   }
 }
 

@@ -142,11 +142,11 @@ TWOLAYER_INLINE TWOLAYER_HD PairGrad angle_pair_grad(double nx, double rx, doubl
 // of the unit vectors u = x rx, v = y ry: dm = |u - v|^2, dp = |u + v|^2, c = (dp - dm) / 4, s = sqrt(dm dp) / 2.
 // Unlike sqrt(1 - c^2) of the cosine x.y rx ry, which loses every digit below theta ~ 1.5e-8 (1 - c^2 then sits at
 // the rounding error of c), these keep the relative accuracy of the chords, ~eps / theta: atan2(s, c) is the angle
-// to about eps / theta relative at 0 and at pi.
-struct CosSin {
-  double c, s;
+// to about eps / theta relative at 0 and at pi (and 1 - c = dm / 2, 1 + c = dp / 2 to the same accuracy).
+struct UnitChords {
+  double dm, dp;
 };
-inline CosSin unit_cos_sin(const double* __restrict x, double rx, const double* __restrict y, double ry, int n) {
+inline UnitChords unit_chords(const double* __restrict x, double rx, const double* __restrict y, double ry, int n) {
   double dm = 0.0, dp = 0.0;
 #pragma omp simd reduction(+ : dm, dp)
   for (int j = 0; j < n; ++j) {
@@ -154,7 +154,14 @@ inline CosSin unit_cos_sin(const double* __restrict x, double rx, const double* 
     dm += (u - v) * (u - v);
     dp += (u + v) * (u + v);
   }
-  return {0.25 * (dp - dm), 0.5 * std::sqrt(dm * dp)};
+  return {dm, dp};
+}
+struct CosSin {
+  double c, s;
+};
+inline CosSin unit_cos_sin(const double* __restrict x, double rx, const double* __restrict y, double ry, int n) {
+  const UnitChords h = unit_chords(x, rx, y, ry, n);
+  return {0.25 * (h.dp - h.dm), 0.5 * std::sqrt(h.dm * h.dp)};
 }
 
 // Below this sine of the angle between two step units (from unit_cos_sin) their pair's force, the cusp of
