@@ -5,8 +5,8 @@ and the zero-bias descent a replay of its own gradient steps."""
 from __future__ import annotations
 
 import sys
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -248,7 +248,8 @@ def _row_gradient_mp(s: tl.Network, t: tl.Network, diff: bool) -> np.ndarray:
     def parts(R: list, B: list) -> tuple:
         nrm = [mp.sqrt(mp.fsum(x * x for x in w)) for w in R]
         beta = [B[i] * mp.sqrt(d) / nrm[i] for i in range(len(R))]
-        rho = [mp.fsum(x * y for x, y in zip(R[0], w)) / (nrm[0] * nk) for w, nk in zip(R, nrm)]
+        dots = [mp.fsum(x * y for x, y in zip(R[0], w, strict=True)) for w in R]
+        rho = [dot / (nrm[0] * nk) for dot, nk in zip(dots, nrm, strict=True)]
         return nrm, beta, rho
 
     if diff:
@@ -275,9 +276,10 @@ def _row_gradient_mp(s: tl.Network, t: tl.Network, diff: bool) -> np.ndarray:
     for k in range(1, len(rows)):
         sd = mp.sqrt(1 - rho[k] ** 2)
         pk = mp.npdf(beta[0]) * mp.ncdf((beta[k] - rho[k] * beta[0]) / sd)
-        dens = mp.exp(-(beta[0] ** 2 - 2 * rho[k] * beta[0] * beta[k] + beta[k] ** 2) / (2 * sd ** 2)) / (2 * mp.pi * sd)
-        drho = [(x / nrm[k] - rho[k] * y) / nrm[0] for x, y in zip(rows[k], u0)] + [0]
-        g = [gj + c[0] * c[k] * (pk * db + dens * dr) for gj, db, dr in zip(g, dbeta, drho)]
+        quad = beta[0] ** 2 - 2 * rho[k] * beta[0] * beta[k] + beta[k] ** 2
+        dens = mp.exp(-quad / (2 * sd ** 2)) / (2 * mp.pi * sd)
+        drho = [(x / nrm[k] - rho[k] * y) / nrm[0] for x, y in zip(rows[k], u0, strict=True)] + [0]
+        g = [gj + c[0] * c[k] * (pk * db + dens * dr) for gj, db, dr in zip(g, dbeta, drho, strict=True)]
     return np.array([float(x) for x in g])
 
 

@@ -123,8 +123,10 @@ def integrate(
     max_steps : int, default 100_000_000
         Step budget; when spent the run stops with ``status="max_steps"``.
     n_threads : int, optional
-        Threads inside the right-hand side (used for K >= 8; None: the
-        OpenMP default).
+        Threads inside the right-hand side (the committee's kernels at
+        K >= 8, the smooth units' online lattices, a target's tuples of
+        fields; None: the OpenMP default); the path is bitwise the same on
+        any number of threads.
     batch_ratio : float, optional
         alpha = n_b / d of ``regime="large_batch"`` (required there).
     n_steps : int, optional

@@ -60,8 +60,10 @@ def rhs(
         The readout factor of the trained second layer.
     n_threads : int, optional
         Threads: the committee's kernels at K >= 8, the smooth units' online
-        lattices over subsets of the fields (K + M > 4), a target's tuples of
-        student fields (default None: the OpenMP default).
+        lattices (their first variable's nodes at K + M <= 4, the lattices
+        over subsets of the fields at K + M > 4), a target's tuples of student
+        fields (default None: the OpenMP default). The result is bitwise the
+        same on any number of threads.
     target : HermiteTarget, optional
         A polynomial target of :mod:`twolayer.targets` instead of the
         committee teacher (default: the one ``Overlaps.from_networks(student,
