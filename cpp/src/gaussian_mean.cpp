@@ -381,6 +381,16 @@ GaussLegendreNodes gauss_legendre_nodes(int n) {
 double pair_moment(A a, int i, A b, int j, double mu1, double mu2, double x, double y, double z) {
   if (i < 0 || j < 0 || i + j > 4) throw std::logic_error("pair_moment: derivative orders i, j >= 0, i + j <= 4");
   if (a == A::Erf && b == A::Erf) return erf_pair_moment(i, j, mu1, mu2, x, y, z);
+  if (a == A::Step && b == A::Step && i == 0 && j == 0 && x > 0.0 && z > 0.0) {
+    // P(l1 > 0, l2 > 0): the bivariate normal orthant (the quadrature's boundary layer, of width sqrt(1 - rho^2),
+    // defeated it near rho = -1), acos |rho| from the determinant; a determinant within the rounding of the Gram
+    // entries (as the quadrature's conditional variance below 1e-14 of the variance) is an aligned or opposite pair,
+    // exactly (from the rounded entries acos |rho| ~ 1.5e-8 would put ~1e-9 into the risk of a merged pair)
+    const double yy = y * y, det = std::max(std::fma(x, z, -yy) + std::fma(-y, y, yy), 0.0);
+    const double rx = std::sqrt(x), rz = std::sqrt(z), h1 = mu1 / rx, h2 = mu2 / rz;
+    if (det <= 1e-14 * x * z) return y > 0.0 ? ncdf(std::min(h1, h2)) : std::max(ncdf(h1) + ncdf(h2) - 1.0, 0.0);
+    return bivariate_orthant(y / (rx * rz), std::atan2(std::sqrt(det), std::fabs(y)), -h1, -h2);
+  }
   if (smooth::is_trig(a) && smooth::is_trig(b)) return smooth::TrigPair(mu1, mu2, x, y, z)(a, i, b, j);
   return pair_moment_quadrature(a, i, b, j, mu1, mu2, x, y, z);
 }
