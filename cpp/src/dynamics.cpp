@@ -1,5 +1,6 @@
 // The order-parameter right-hand side: one place for every activation (see dynamics.hpp for the equations).
 #include "twolayer/dynamics.hpp"
+#include "twolayer/step_flow.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -138,12 +139,12 @@ void validate_bias(const OdeModel& m) {
     for (double b : m.teacher_bias)
       if (b != 0.0) throw std::invalid_argument("teacher_bias: a polynomial target has no teacher biases");
   }
-  if (m.student == Activation::Step)
+  if (m.student == Activation::Step && !is_step_flow(m))
     throw not_implemented(
-        "bias: the ODE of step students with biases is not implemented: a student that reaches its teacher (equal "
-        "direction and b/|w|) meets it on a cusp of the risk, which the generic integrator cannot pass, and the step "
-        "flow merges such units without biases only; tl.population.descend trains step units with biases in weight "
-        "space");
+        "bias: step students with biases run in the step flow only (regime='gradient_flow', step teachers, not "
+        "spherical, lr > 0 and trained biases, lr_bias > 0): a student that reaches its teacher (equal direction and "
+        "b/|w|) meets it on a cusp of the risk, which the generic integrator cannot pass; tl.population.descend "
+        "trains step units with fixed biases in weight space");
 }
 
 OdeRhs::Eval OdeRhs::select_eval(int K, int M) {
@@ -169,6 +170,10 @@ double teacher_risk_with_means(const OdeModel& m) {
 
 OdeRhs::OdeRhs(const OdeModel& model) : m_(model), u_(model.K + model.M) {
   validate_model(m_);
+  if (m_.biased && m_.student == Activation::Step)
+    throw not_implemented(
+        "bias: the right-hand side of step students with biases is not defined where two units meet (a cusp of the "
+        "risk); tl.ode.integrate runs them in the step flow, which passes the meetings");
   eval_ = select_eval(m_.K, m_.M);
   const std::size_t u = static_cast<std::size_t>(u_), K = static_cast<std::size_t>(m_.K);
   acts_.assign(u, m_.student);

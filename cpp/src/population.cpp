@@ -659,7 +659,8 @@ void unit_self(Activation s, double q, double b, int n_max, double* h) {
 // 2 beta_i beta_k / dp; near opposition the same about -u_k (1 + cos theta = dp / 2). The Stein form of the
 // gradient (population.hpp) from the Gram entries adds two terms ~1 / theta that cancel to the force, and its
 // cosine rounds to +-1 below theta ~ 1e-8 (measured: the force 100% wrong at 1e-8, 1e-4 relative at 1e-6); these
-// keep ~eps / theta. Below kStepUnresolvedSin the force along u_k - cos theta u_i is 0 (its subgradient).
+// keep ~eps / theta. Below kStepUnresolvedSin the force along u_k - cos theta u_i is 0, and with thresholds that
+// also agree to it the argument of Phi is 0 (the centres of the subgradients).
 double step_pair_force_mean(const double* wi, double bi, const double* wk, double bk, int d, double scale,
                             double weight, double* g) {
   double ni = 0.0, nk = 0.0;
@@ -673,8 +674,13 @@ double step_pair_force_mean(const double* wi, double bi, const double* wk, doubl
   // beta_k - cos theta beta_i, and the exponent times sin^2 theta's reciprocal as parts that stay exact
   const double num = near0 ? (beta_k - beta_i) + 0.5 * h.dm * beta_i : (beta_k + beta_i) - 0.5 * h.dp * beta_i;
   const double gap = near0 ? beta_i - beta_k : beta_i + beta_k;
+  // below the resolution in both the angle and the thresholds the pair sits on its cusp: the centre of the
+  // subgradient, Phi(0) (else the rounding of equal thresholds would pick one side)
   const double inf = std::numeric_limits<double>::infinity();
-  const double arg = sn > 0.0 ? num / sn : (num > 0.0 ? inf : (num < 0.0 ? -inf : 0.0));
+  const bool unresolved = sn < kStepUnresolvedSin;
+  const double arg = !unresolved ? num / sn
+                     : std::fabs(num) < kStepUnresolvedSin ? 0.0
+                                                         : (num > 0.0 ? inf : -inf);
   const double P = 0.39894228040143267794 * std::exp(-0.5 * beta_i * beta_i) * 0.5 * std::erfc(-arg / kSqrt2);
   const double radial = -weight * beta_i * P * ri * ri;
   for (int c = 0; c < d; ++c) g[c] += radial * wi[c];
@@ -726,9 +732,13 @@ MeanMoments mean_moments(const Population& p, const Biases& b, int orders, int n
     double even[smooth::kMoments];
     const bool lattice = smooth::is_smooth(sa) && !is_classic(sa) && smooth::is_smooth(g) && !is_classic(g) &&
                          smooth::moments(sa, g, mu1, mu2, x, y, z, orders > kGradientOrders ? 2 : 1, even);
+    // (the gradient's step pairs take their forces from the weights, step_pair_force_mean: of their moments only
+    // E[step step] is read, and the others are singular where the units align)
+    const bool step_pair = orders == kGradientOrders && sa == Activation::Step && g == Activation::Step;
     for (int o = 0; o < orders; ++o) {
       const int pp = kOrders[o][0], qq = kOrders[o][1];
       out[o] = lattice && (pp + qq) % 2 == 0 ? even[smooth::moment_index(pp, qq)]
+               : step_pair && o != m00       ? 0.0
                                              : pair_moment(sa, pp, g, qq, mu1, mu2, x, y, z);
     }
   };

@@ -24,7 +24,7 @@ namespace twolayer {
 
 bool is_step_flow(const OdeModel& m) {
   return m.student == Activation::Step && m.teacher == Activation::Step && m.regime == Regime::GradientFlow &&
-         !m.spherical && !m.target && !m.biased;
+         !m.spherical && !m.target && (!m.biased || (m.lr > 0.0 && m.lr_bias > 0.0));
 }
 
 namespace {
@@ -38,6 +38,7 @@ constexpr double kLinear = 1e-3;    // or, closer than kLinear rad (where the ar
 constexpr double kFinal = 0.98;     // this fraction: the meeting is then reached in a few steps and snapped
 constexpr double kStiff = 1.0;      // and at most this multiple of distance / cusp speed near a meeting point
 constexpr double kTwoPi = 2.0 * kPi;
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;
 
 double dot(const double* x, const double* y, int n) {
   double s = 0.0;
@@ -59,23 +60,32 @@ struct Link {
 
 class Flow {
  public:
+  // With biases the rows live in the augmented space R^(K + M + 1): (x, b / kappa), kappa = sqrt(lr_bias / lr)
+  // (step_flow.hpp), in which the flow is the Euclidean gradient flow at rate lr and each row's norm is conserved.
   Flow(const OdeModel& m, const double* y0, const IntegrateOptions& opt)
-      : K(m.K), Mt(m.M), n(m.K + m.M), lr(m.lr), lr_a(m.lr_readout), sched(opt.schedule), v(m.v) {
+      : K(m.K), Mt(m.M), nr(m.K + m.M), n(m.K + m.M + (m.biased ? 1 : 0)), biased(m.biased),
+        kappa(m.biased ? std::sqrt(m.lr_bias / m.lr) : 0.0), lr(m.lr), lr_a(m.lr_readout), sched(opt.schedule),
+        v(m.v) {
     // Omega = X X^T with teachers first; rows x_u = V_u sqrt(lambda)
-    std::vector<double> om(static_cast<std::size_t>(n) * n), V(om.size());
+    std::vector<double> om(static_cast<std::size_t>(nr) * nr), V(om.size());
     const double *Q = y0, *Mo = y0 + m.offset_M();
     for (int r = 0; r < Mt; ++r)
-      for (int q = 0; q < Mt; ++q) om[r * n + q] = m.P[static_cast<std::size_t>(r) * Mt + q];
+      for (int q = 0; q < Mt; ++q) om[r * nr + q] = m.P[static_cast<std::size_t>(r) * Mt + q];
     for (int i = 0; i < K; ++i) {
-      for (int r = 0; r < Mt; ++r) om[(Mt + i) * n + r] = om[r * n + Mt + i] = Mo[i * Mt + r];
-      for (int k = 0; k < K; ++k) om[(Mt + i) * n + Mt + k] = 0.5 * (Q[i * K + k] + Q[k * K + i]);
+      for (int r = 0; r < Mt; ++r) om[(Mt + i) * nr + r] = om[r * nr + Mt + i] = Mo[i * Mt + r];
+      for (int k = 0; k < K; ++k) om[(Mt + i) * nr + Mt + k] = 0.5 * (Q[i * K + k] + Q[k * K + i]);
     }
-    jacobi_eigen(om.data(), V.data(), n);
-    std::vector<double> X(om.size());
-    for (int u = 0; u < n; ++u)
-      for (int c = 0; c < n; ++c) X[u * n + c] = V[u * n + c] * std::sqrt(std::max(om[c * n + c], 0.0));
+    jacobi_eigen(om.data(), V.data(), nr);
+    std::vector<double> X(static_cast<std::size_t>(nr) * n, 0.0);  // the rows, teachers first (augmented)
+    for (int u = 0; u < nr; ++u)
+      for (int c = 0; c < nr; ++c) X[u * n + c] = V[u * nr + c] * std::sqrt(std::max(om[c * nr + c], 0.0));
+    if (biased) {
+      for (int r = 0; r < Mt; ++r) X[r * n + nr] = m.teacher_bias[r] / kappa;
+      for (int i = 0; i < K; ++i) X[(Mt + i) * n + nr] = y0[m.offset_b() + i] / kappa;
+      tb = m.teacher_bias;
+    }
     T.assign(X.begin(), X.begin() + static_cast<std::ptrdiff_t>(Mt) * n);
-    U0.assign(X.begin() + static_cast<std::ptrdiff_t>(Mt) * n, X.end());
+    U0.assign(X.begin() + static_cast<std::ptrdiff_t>(Mt) * n, X.begin() + static_cast<std::ptrdiff_t>(nr) * n);
     tnorm.resize(Mt);
     norm.resize(K);
     norm2.resize(K);
@@ -92,23 +102,29 @@ class Flow {
       norm2[i] = norm[i] * norm[i];
       for (int c = 0; c < n; ++c) U0[i * n + c] /= norm[i];
     }
-    Wt.resize(T.size());
+    Wt.resize(static_cast<std::size_t>(Mt) * nr);  // the teachers' rows in the realisation (without the bias entry)
     for (int r = 0; r < Mt; ++r)
-      for (int c = 0; c < n; ++c) Wt[r * n + c] = T[r * n + c] * tnorm[r];
-    W.resize(U0.size());
-    dW.resize(U0.size());
+      for (int c = 0; c < nr; ++c) Wt[r * nr + c] = T[r * n + c] * tnorm[r];
+    W.resize(static_cast<std::size_t>(K) * nr);
+    dW.resize(W.size());
+    b.resize(K);
+    db.resize(K);
     ga.resize(K);
     vf.resize(U0.size());
+    leave.assign(U0.size(), 0.0);
     valid.assign(K, 1);
     link.resize(K);
   }
 
-  const int K, Mt, n;
+  const int K, Mt, nr, n;  // nr: the realisation's dimension (K + M); n: the rows' (nr + 1 with biases)
+  const bool biased;
+  const double kappa;  // sqrt(lr_bias / lr): the augmented rows' bias entry is b / kappa
   const double lr, lr_a;
   const Schedule& sched;
-  std::vector<double> v, T, Wt, U0, tnorm, norm, norm2;
+  std::vector<double> v, tb, T, Wt, U0, tnorm, norm, norm2;
   std::vector<Link> link;
-  std::vector<double> W, dW, ga, vf;  // workspace; vf: the last velocity() call's free velocities
+  std::vector<double> W, b, dW, db, ga, vf;  // workspace; vf: the last velocity() call's free velocities
+  std::vector<double> leave;  // with biases: where each linked student leaves its cluster if its condition fails
   std::vector<char> valid;           // the last velocity() call's sliding condition per linked student
   // limit()'s bodies: direction u, velocity du (null: fixed), cusp weight A, inverse mass im; a teacher's index
   // (teacher) or its lead student (lead)
@@ -119,26 +135,105 @@ class Flow {
   };
   std::vector<Body> bodies;
 
+  // The population of directions U and readouts a: the rows w_i (and biases b_i) in W (and b).
   Population population(const double* U, const double* a) {
-    for (int i = 0; i < K; ++i)
-      for (int c = 0; c < n; ++c) W[i * n + c] = U[i * n + c] * norm[i];
+    for (int i = 0; i < K; ++i) {
+      for (int c = 0; c < nr; ++c) W[i * nr + c] = U[i * n + c] * norm[i];
+      if (biased) b[i] = kappa * U[i * n + nr] * norm[i];
+    }
     Population p;
     p.student = Layer{W.data(), a, K, Activation::Step};
     p.teacher = Layer{Wt.data(), v.data(), Mt, Activation::Step};
-    p.d = n;
+    p.d = nr;
     p.scale = 1.0;
     return p;
   }
+  Biases biases() const { return Biases{b.data(), tb.data()}; }
 
-  double risk(const double* U, const double* a) { return population_risk(population(U, a), 1); }
+  double risk(const double* U, const double* a) {
+    const Population p = population(U, a);
+    return biased ? population_risk_mean(p, biases(), 1) : population_risk(p, 1);
+  }
 
-  // The state [Q, M, a] (dynamics.hpp) of directions U and readouts a.
+  // The state [Q, M, a] (dynamics.hpp), then b with biases, of directions U and readouts a.
   void state(const double* U, const double* a, double* y) const {
     for (int i = 0; i < K; ++i) {
-      for (int k = 0; k < K; ++k) y[i * K + k] = norm[i] * norm[k] * dot(&U[i * n], &U[k * n], n);
-      for (int r = 0; r < Mt; ++r) y[K * K + i * Mt + r] = norm[i] * tnorm[r] * dot(&U[i * n], &T[r * n], n);
+      for (int k = 0; k < K; ++k) y[i * K + k] = norm[i] * norm[k] * dot(&U[i * n], &U[k * n], nr);
+      for (int r = 0; r < Mt; ++r) y[K * K + i * Mt + r] = norm[i] * tnorm[r] * dot(&U[i * n], &T[r * n], nr);
       y[K * K + K * Mt + i] = a[i];
+      if (biased) y[K * K + K * Mt + K + i] = kappa * U[i * n + nr] * norm[i];
     }
+  }
+
+  // The cusp where two biased step units meet (step_flow.hpp, "Biases"): at the unit row u, G(delta) =
+  // k E|alpha t + s Z| for a tangent delta, t = delta . e_b, s = |delta - t e_b|.
+  struct CuspShape {
+    double k, alpha;
+    std::vector<double> eb;
+  };
+  CuspShape cusp_shape(const double* u) const {
+    const double uw = std::sqrt(dot(u, u, nr)), ub = u[nr], beta = kappa * ub / uw;
+    CuspShape g{0.5 * kInvSqrt2Pi * std::exp(-0.5 * beta * beta) / uw, std::sqrt(kappa * kappa + beta * beta),
+                std::vector<double>(n)};
+    for (int c = 0; c < nr; ++c) g.eb[c] = -ub * u[c] / uw;
+    g.eb[nr] = uw;
+    return g;
+  }
+  // E|m + s Z|, Z ~ N(0, 1), s >= 0.
+  static double abs_mean(double m, double s) {
+    if (!(s > 0.0)) return std::fabs(m);
+    const double z = m / s;
+    return 2.0 * s * kInvSqrt2Pi * std::exp(-0.5 * z * z) + m * std::erf(z / kSqrt2);
+  }
+  // The dual norm of G at u: max over tangent delta of f . delta / G(delta) (f's radial part dropped): a member
+  // stays in its cluster while its constraint force f satisfies cusp_dual(f) <= lr s |a c| / |w|^2 (without biases
+  // 2 pi |f|). The maximum over the angle psi of delta = (cos psi, sin psi) in (e_b, f's other part): a grid, then
+  // golden sections around its best point.
+  double cusp_dual(const double* u, const double* f, double* arg = nullptr) const {
+    const CuspShape g = cusp_shape(u);
+    const double fu = dot(f, u, n), ft = dot(f, g.eb.data(), n);
+    const double fp = std::sqrt(std::max(dot(f, f, n) - fu * fu - ft * ft, 0.0));
+    auto ratio = [&](double psi) {
+      const double c = std::cos(psi), sn = std::sin(psi);
+      return (ft * c + fp * sn) / (g.k * abs_mean(g.alpha * c, sn));
+    };
+    constexpr int kGrid = 64;
+    int best = 0;
+    double top = ratio(0.0);
+    for (int q = 1; q <= kGrid; ++q) {
+      const double r = ratio(kPi * q / kGrid);
+      if (r > top) top = r, best = q;
+    }
+    double lo = kPi * std::max(best - 1, 0) / kGrid, hi = kPi * std::min(best + 1, kGrid) / kGrid;
+    constexpr double kGolden = 0.61803398874989485;
+    for (int it = 0; it < 40; ++it) {
+      const double x1 = hi - kGolden * (hi - lo), x2 = lo + kGolden * (hi - lo);
+      if (ratio(x1) < ratio(x2))
+        lo = x1;
+      else
+        hi = x2;
+    }
+    double psi = 0.5 * (lo + hi), value = ratio(psi);
+    if (top > value) psi = kPi * best / kGrid, value = top;
+    if (arg) {  // the maximising direction: cos psi e_b + sin psi (f's part across e_b and u, normalised)
+      for (int c = 0; c < n; ++c) {
+        const double across = fp > 0.0 ? (f[c] - ft * g.eb[c] - fu * u[c]) / fp : 0.0;
+        arg[c] = std::cos(psi) * g.eb[c] + std::sin(psi) * across;
+      }
+    }
+    return value;
+  }
+  // G's gradient at u in the tangent direction x (unit) into out: k (alpha erf(alpha t / (s sqrt 2)) e_b +
+  // 2 phi(alpha t / s) x_s / s), x_s = x - t e_b.
+  void cusp_gradient(const double* u, const double* x, double* out) const {
+    const CuspShape g = cusp_shape(u);
+    const double t = dot(x, g.eb.data(), n), xu = dot(x, u, n);
+    std::vector<double> xs(n);
+    for (int c = 0; c < n; ++c) xs[c] = x[c] - t * g.eb[c] - xu * u[c];
+    const double sn = std::sqrt(dot(xs.data(), xs.data(), n)), m = g.alpha * t;
+    const double along = sn > 0.0 ? g.alpha * std::erf(m / (sn * kSqrt2)) : (t > 0.0 ? g.alpha : -g.alpha);
+    const double across = sn > 0.0 ? 2.0 * kInvSqrt2Pi * std::exp(-0.5 * (m / sn) * (m / sn)) / sn : 0.0;
+    for (int c = 0; c < n; ++c) out[c] = g.k * (along * g.eb[c] + across * xs[c]);
   }
 
   // c_i of a linked student: the summed weight of the other units of its cluster, seen from i.
@@ -153,9 +248,14 @@ class Flow {
 
   // dU, da at rate s; the free velocities go to vf and the sliding conditions to valid.
   void velocity(double s, const double* U, const double* a, double* dU, double* da) {
-    population_gradient(population(U, a), dW.data(), ga.data(), 1);
-    for (int i = 0; i < K; ++i)
-      for (int c = 0; c < n; ++c) vf[i * n + c] = -lr * s * dW[i * n + c] / norm[i];
+    if (biased)  // (the bias entry's gradient is kappa dR/db: the rows hold b / kappa)
+      population_gradient_mean(population(U, a), biases(), dW.data(), ga.data(), db.data(), 1);
+    else
+      population_gradient(population(U, a), dW.data(), ga.data(), 1);
+    for (int i = 0; i < K; ++i) {
+      for (int c = 0; c < nr; ++c) vf[i * n + c] = -lr * s * dW[i * nr + c] / norm[i];
+      if (biased) vf[i * n + nr] = -lr * s * kappa * db[i] / norm[i];
+    }
     for (int i = 0; i < K; ++i) da[i] = lr_a != 0.0 ? -lr_a * s * ga[i] : 0.0;
     std::copy(vf.begin(), vf.end(), dU);
     for (int i = 0; i < K; ++i) {
@@ -179,12 +279,16 @@ class Flow {
       bool all = true;
       for (int k : members) {
         const double ck = cusp_weight(k, a);
-        double f = 0.0;
-        for (int c = 0; c < n; ++c) {
-          const double g = link[k].sign * uc[c] - vf[k * n + c];
-          f += g * g;
+        std::vector<double> f(n);  // the constraint force on k
+        for (int c = 0; c < n; ++c) f[c] = link[k].sign * uc[c] - vf[k * n + c];
+        if (biased) {  // (leave: -argmax of f . e / G(e), where the velocity beats the cusp when it fails)
+          const double dual = cusp_dual(&U[k * n], f.data(), &leave[k * n]);
+          for (int c = 0; c < n; ++c) leave[k * n + c] = -leave[k * n + c];
+          valid[k] = a[k] * ck > 0.0 && dual <= lr * s * std::fabs(a[k] * ck) / norm2[k];
+        } else {
+          const double norm_f = std::sqrt(dot(f.data(), f.data(), n));
+          valid[k] = a[k] * ck > 0.0 && norm_f <= lr * s * std::fabs(a[k] * ck) / (kTwoPi * norm2[k]);
         }
-        valid[k] = a[k] * ck > 0.0 && std::sqrt(f) <= lr * s * std::fabs(a[k] * ck) / (kTwoPi * norm2[k]);
         all = all && valid[k];
       }
       if (all)
@@ -231,6 +335,31 @@ class Flow {
       f2 += f * f;
     }
     return f2 < c * c;
+  }
+
+  // held() with biases: whether the cusp of strength L = lr s |A_B A_B'| (1/M_B + 1/M_B') (its field -L grad G(x),
+  // x the unit direction from the meeting point to b) holds b and o against the rest of their relative velocity F:
+  // cusp_dual(F) < L; speed: the cusp's speed L |grad G(x)|.
+  bool held_biased(const Body& b, const Body& o, double theta, double L, double& speed) const {
+    const double sigma = theta < 0.5 * kPi ? 1.0 : -1.0;
+    if (!(sigma * b.A * o.A < 0.0)) return false;  // a repulsive cusp
+    double xu = 0.0, wu = 0.0;
+    for (int j = 0; j < n; ++j) {
+      xu += (b.u[j] - sigma * o.u[j]) * b.u[j];
+      wu += (b.du[j] - (o.du ? sigma * o.du[j] : 0.0)) * b.u[j];
+    }
+    std::vector<double> x(n), F(n), g(n);
+    for (int j = 0; j < n; ++j) {
+      x[j] = b.u[j] - sigma * o.u[j] - xu * b.u[j];
+      F[j] = b.du[j] - (o.du ? sigma * o.du[j] : 0.0) - wu * b.u[j];
+    }
+    const double x2 = dot(x.data(), x.data(), n);
+    if (!(x2 > 0.0)) return false;
+    for (double& e : x) e /= std::sqrt(x2);
+    cusp_gradient(b.u, x.data(), g.data());
+    speed = L * std::sqrt(dot(g.data(), g.data(), n));
+    for (int j = 0; j < n; ++j) F[j] += L * g[j];
+    return cusp_dual(b.u, F.data()) < L;
   }
 
   // The step limiter: the largest step (inf if none) and, per student, the distance to the nearest meeting it
@@ -285,8 +414,11 @@ class Flow {
         const Body& c = bodies[o];
         double theta, rate;
         approach(b.u, b.du, c.u, c.du, theta, rate);
-        const double nearest = std::min(theta, kPi - theta), cusp = pull * std::fabs(b.A * c.A) * (b.im + c.im);
-        if (cusp > 0.0 && nearest > kStepSnap && held(b, c, theta, cusp)) h = std::min(h, kStiff * nearest / cusp);
+        const double nearest = std::min(theta, kPi - theta);
+        double cusp = pull * std::fabs(b.A * c.A) * (b.im + c.im);
+        const bool hold = cusp > 0.0 && nearest > kStepSnap &&
+                          (biased ? held_biased(b, c, theta, kTwoPi * cusp, cusp) : held(b, c, theta, cusp));
+        if (hold) h = std::min(h, kStiff * nearest / cusp);
         // to angle 0 (closing, rate > 0) or to pi (opening, rate < 0)
         const double dist = rate > 0.0 ? theta : kPi - theta, speed = std::fabs(rate);
         if (!(speed > 0.0) || !(dist > kStepSnap)) continue;
@@ -367,9 +499,11 @@ class Flow {
   void release(double* U) {
     for (int i = 0; i < K; ++i) {
       if (!link[i].linked() || valid[i]) continue;
-      double f = std::sqrt(dot(&vf[i * n], &vf[i * n], n));
+      // along its free velocity, or with biases along the direction where that beats the (anisotropic) cusp
+      const double* away = biased ? &leave[i * n] : &vf[i * n];
+      double f = std::sqrt(dot(away, away, n));
       if (!(f > 0.0)) continue;
-      for (int c = 0; c < n; ++c) U[i * n + c] += 10.0 * kStepSnap * vf[i * n + c] / f;
+      for (int c = 0; c < n; ++c) U[i * n + c] += 10.0 * kStepSnap * away[c] / f;
       normalise(&U[i * n], n);
       const int lead = link[i].lead;
       link[i] = Link{};

@@ -45,7 +45,8 @@
 // teacher biases) the committee part is this right-hand side of the students alone and TargetRhs (target.hpp, the
 // biases read from the state) adds the target's parts, E = f(z) - fhat: E[g'(l_i) c_c f], the lr^2 term's
 // E[g'g' (f^2 - 2 f fhat)], E[g(l_i) f] and the bias pull's E[g'(l_i) f] (relu: orthant moments with means, exact
-// for nearly parallel and identical biased units too, target.hpp). Step students take no biases; of the SIMD lanes
+// for nearly parallel and identical biased units too, target.hpp). Step students with trained biases run in the step
+// flow (step_flow.hpp: their right-hand side has cusps where units meet); of the SIMD lanes
 // (batch_integrators.hpp) the erf committees' take them (batch_dynamics_bias.hpp: this right-hand side's erf
 // arithmetic over the lanes), and the sin and cos committees' (batch_dynamics_trig.hpp: its closed forms).
 #pragma once

@@ -3,7 +3,7 @@
 // The order-parameter ODE of step units is discontinuous where two units align (or become antipodal): the angle
 // kernel I2 = (pi - theta) / (2 pi) has a cusp there, so the risk grows linearly with the angle and a student reaches
 // its teacher in finite time. integrate() hands such models (step student and teacher, gradient flow, not
-// spherical, committee teacher) to step_flow_integrate, which solves the same flow by
+// spherical, committee teacher; biases trained or none) to step_flow_integrate, which solves the same flow by
 //
 // 1. Weight realisation: Omega = [[P, M^T], [M, Q]] = X X^T (Jacobi eigendecomposition), rows in R^(K + M). The flow
 //    depends on the weights only through Omega, so it is solved for these vectors: unit directions u_i with
@@ -30,6 +30,22 @@
 //    signs that met each other.
 // 4. The risk from the angles of the unit vectors (population_risk: a converged run reports ~1e-16, not the ~2e-9
 //    floor of cosines); output rows between steps by normalised linear interpolation of the directions.
+//
+// Biases (trained, lr_bias > 0; issue 23). step(w.x + b) is unchanged by (w, b) -> c (w, b), c > 0, so the
+// population gradient is orthogonal to (w, b / kappa) in the coordinates (w, b / kappa), kappa = sqrt(lr_bias / lr),
+// where the flow (dw/dt = -lr dR/dw, db/dt = -lr_bias dR/db) is the Euclidean gradient flow at rate lr: each row
+// (x_i, b_i / kappa) of the augmented space R^(K + M + 1) keeps its norm (|w|^2 / lr + b^2 / lr_bias is conserved),
+// and two half-spaces meet exactly where their augmented directions do (the same direction and threshold b / |w|, or
+// complementary ones at the antipode). The flow above then runs on these rows unchanged but for the cusp, which is
+// anisotropic: the mass of the symmetric difference of the half-spaces of u and u + delta (unit rows, delta tangent)
+// is, to first order, phi(beta) / |u_w| E|alpha t + s Z|, beta = b / |w|, alpha = sqrt(kappa^2 + beta^2), t = delta
+// . e_b along e_b = (-u_b u_w / |u_w|, |u_w|) (the threshold's direction), s = |delta - t e_b| (checked against a
+// 30-digit Phi2 to O(delta)), so that a pair of readouts A, A' holds the cusp |A A'| G(delta),
+// G = phi(beta) / (2 |u_w|) E|alpha t + s Z| (without biases |delta| / (2 pi)). The sliding condition of a member
+// becomes G*(f) <= lr s |a_i c_i| / |w_i|^2 (G* the dual norm of G: a 1-d maximisation over the angle in (e_b, f)),
+// a member that fails it leaves along the maximiser (where its velocity beats the cusp), and the step limiter's cusp
+// speed and hold test take grad G and G*. The forces are population_gradient_mean's, whose step pairs come from the
+// chords (population.cpp step_pair_force_mean; a merged pair at the centre of its subgradient).
 #pragma once
 #include "twolayer/dynamics.hpp"
 #include "twolayer/integrators.hpp"

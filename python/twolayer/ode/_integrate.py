@@ -225,7 +225,7 @@ def integrate(
             "noise": noise_, "risk_tol": tol or math.nan, "risk_rtol": rtol_r or math.nan,
             **({} if sched is None else {"schedule": repr(sched)}),
             **({"lr_bias": biases["lr_bias"]} if biases else {})}
-    if not biases and is_step_flow(act, t_act, reg, spherical):
+    if is_step_flow(act, t_act, reg, spherical):
         meta["method"] = "step_events"
     with partial_result(lambda out: to_trajectory(out, meta, ov)):
         out = _core.ode_integrate(ov.Q, ov.M, ov.a, ov.P, ov.v, act, t_act, reg, bool(spherical), lr_,
