@@ -310,6 +310,20 @@ class Flow {
     }
   }
 
+  // The meeting of bodies b and o at angle 0 (sigma = 1) or pi (sigma = -1): x, the offset of b from the meeting
+  // point in the tangent plane at u_b, and F, b's velocity relative to o's there (n entries each).
+  void offset(const Body& b, const Body& o, double sigma, double* x, double* F) const {
+    double xu = 0.0, wu = 0.0;
+    for (int j = 0; j < n; ++j) {
+      xu += (b.u[j] - sigma * o.u[j]) * b.u[j];
+      wu += (b.du[j] - (o.du ? sigma * o.du[j] : 0.0)) * b.u[j];
+    }
+    for (int j = 0; j < n; ++j) {
+      x[j] = b.u[j] - sigma * o.u[j] - xu * b.u[j];
+      F[j] = b.du[j] - (o.du ? sigma * o.du[j] : 0.0) - wu * b.u[j];
+    }
+  }
+
   // Whether the cusp (speed c) of the meeting point nearest to bodies b and o (at angle theta) attracts and holds
   // them against the rest of their relative velocity: |F| < c, F = du_b - sigma du_o + c x (x: the unit vector
   // from the meeting point to b in the tangent plane at u_b, sigma = +-1 for the meeting at 0 or pi), so that they
@@ -317,21 +331,12 @@ class Flow {
   bool held(const Body& b, const Body& o, double theta, double c) const {
     const double sigma = theta < 0.5 * kPi ? 1.0 : -1.0;
     if (!(sigma * b.A * o.A < 0.0)) return false;  // a repulsive cusp
-    double xu = 0.0, wu = 0.0;
-    for (int j = 0; j < n; ++j) {
-      xu += (b.u[j] - sigma * o.u[j]) * b.u[j];
-      wu += (b.du[j] - (o.du ? sigma * o.du[j] : 0.0)) * b.u[j];
-    }
-    double x2 = 0.0;
-    for (int j = 0; j < n; ++j) {
-      const double x = b.u[j] - sigma * o.u[j] - xu * b.u[j];
-      x2 += x * x;
-    }
-    const double rx = x2 > 0.0 ? 1.0 / std::sqrt(x2) : 0.0;
+    std::vector<double> x(n), F(n);
+    offset(b, o, sigma, x.data(), F.data());
+    const double x2 = dot(x.data(), x.data(), n), rx = x2 > 0.0 ? 1.0 / std::sqrt(x2) : 0.0;
     double f2 = 0.0;
     for (int j = 0; j < n; ++j) {
-      const double f = b.du[j] - (o.du ? sigma * o.du[j] : 0.0) - wu * b.u[j] +
-                       c * rx * (b.u[j] - sigma * o.u[j] - xu * b.u[j]);
+      const double f = F[j] + c * rx * x[j];
       f2 += f * f;
     }
     return f2 < c * c;
@@ -343,16 +348,8 @@ class Flow {
   bool held_biased(const Body& b, const Body& o, double theta, double L, double& speed) const {
     const double sigma = theta < 0.5 * kPi ? 1.0 : -1.0;
     if (!(sigma * b.A * o.A < 0.0)) return false;  // a repulsive cusp
-    double xu = 0.0, wu = 0.0;
-    for (int j = 0; j < n; ++j) {
-      xu += (b.u[j] - sigma * o.u[j]) * b.u[j];
-      wu += (b.du[j] - (o.du ? sigma * o.du[j] : 0.0)) * b.u[j];
-    }
     std::vector<double> x(n), F(n), g(n);
-    for (int j = 0; j < n; ++j) {
-      x[j] = b.u[j] - sigma * o.u[j] - xu * b.u[j];
-      F[j] = b.du[j] - (o.du ? sigma * o.du[j] : 0.0) - wu * b.u[j];
-    }
+    offset(b, o, sigma, x.data(), F.data());
     const double x2 = dot(x.data(), x.data(), n);
     if (!(x2 > 0.0)) return false;
     for (double& e : x) e /= std::sqrt(x2);
