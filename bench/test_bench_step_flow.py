@@ -4,6 +4,8 @@ the same method with a NumPy right-hand side called once per stage).
 
 Run: python -m pytest bench/test_bench_step_flow.py --benchmark-only -s
 
+With trained biases, the flow against weight-space descent with biases (the core's, step 0.01 then decaying).
+
 One run = Mariantoni & Chizat's Gaussian start (lambda = w.x, rows N(0, I / d), d = 20) integrated to t = 250, where
 every student has reached its teacher (risk 0). Both must end at risk <= 1e-9 with the same overlaps to 1e-6.
 """
@@ -43,4 +45,39 @@ def test_step_flow_numpy(benchmark, record, m):
     assert out["status"] == "completed" and abs(out["risk"][-1]) <= 1e-9
     traj = tl.ode.integrate(ov, lr=1.0, regime="gradient_flow", times=TIMES)
     np.testing.assert_allclose(out["Q"][-1], traj.Q[-1], atol=1e-6)
+    record(benchmark, work=1, unit="run")
+
+
+def _biased(m: int) -> tuple[tl.Network, tl.Network]:
+    """The starts of tests/test_step_flow_bias.py with trained biases (every student reaches its teacher)."""
+    seed, d = {2: (0, 10), 3: (3, 20)}[m]
+    rng = np.random.default_rng(seed)
+    te = tl.Network(rng.standard_normal((m, d)) / np.sqrt(d), None, "step", scaling="none",
+                    bias=rng.normal(0.0, 0.3, m))
+    st = tl.Network(rng.standard_normal((m, d)) / np.sqrt(d), None, "step", scaling="none",
+                    bias=rng.normal(0.0, 0.3, m))
+    return st, te
+
+
+@pytest.mark.parametrize("m", [2, 3])
+def test_step_flow_biased_twolayer(benchmark, record, m):
+    """With trained biases (lr_bias = lr): the flow through the meetings to t = 250, risk at rounding."""
+    benchmark.group = f"step-unit flow with biases m={m} to t=250"
+    st, te = _biased(m)
+    traj = benchmark(tl.ode.integrate, tl.Overlaps.from_networks(st, te), lr=1.0, lr_bias=1.0,
+                     regime="gradient_flow", times=TIMES)
+    assert traj.status == "completed" and abs(traj.risk[-1]) <= 1e-14
+    record(benchmark, work=1, unit="run", ref=f"test_step_flow_biased_descent[{m}]")
+
+
+@pytest.mark.parametrize("m", [2, 3])
+def test_step_flow_biased_descent(benchmark, record, m):
+    """What one would run without the flow: weight-space descent with biases (the core's population.descend, step
+    0.01 to t = 250, then 20000 decaying steps), which ends within 1e-8 of the risk the flow reaches."""
+    benchmark.group = f"step-unit flow with biases m={m} to t=250"
+    st, te = _biased(m)
+    sched = tl.schedules.step_decay(0.5, every=1000, start=25_000)
+    run = benchmark.pedantic(tl.population.descend, (st, te), {"lr": 0.01, "lr_bias": 0.01, "n_steps": 45_000,
+                                                             "n_records": 2, "schedule": sched}, rounds=3)
+    assert run.risk[-1] <= 1e-8
     record(benchmark, work=1, unit="run")
