@@ -685,7 +685,8 @@ double step_pair_force_mean(const double* wi, double bi, const double* wk, doubl
   const double radial = -weight * beta_i * P * ri * ri;
   for (int c = 0; c < d; ++c) g[c] += radial * wi[c];
   if (sn >= kStepUnresolvedSin) {
-    const double e = 0.5 * (gap / sn) * (gap / sn) + (near0 ? 2.0 * beta_i * beta_k / h.dp : -2.0 * beta_i * beta_k / h.dm);
+    const double e =
+        0.5 * (gap / sn) * (gap / sn) + (near0 ? 2.0 * beta_i * beta_k / h.dp : -2.0 * beta_i * beta_k / h.dm);
     const double t = weight * std::exp(-e) / (2.0 * kPi * sn) * ri;
     if (near0)
       for (int c = 0; c < d; ++c) g[c] += t * ((wk[c] * rk - wi[c] * ri) + 0.5 * h.dm * wi[c] * ri);
