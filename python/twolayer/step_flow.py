@@ -55,10 +55,29 @@ Method (event location and Filippov sliding):
 
 The message of a completed run counts the students on a teacher and in clusters of students at the end.
 
+Biases (``lr_bias > 0``; fixed biases are refused). step(w.x + b) is unchanged by scaling (w, b), so in the
+coordinates (w, b / kappa), kappa = sqrt(lr_bias / lr), gradient flow is Euclidean at rate lr and each row keeps its
+norm (``|w|^2 / lr + b^2 / lr_bias`` is conserved): the method above runs on the rows (x_i, b_i / kappa) of
+R^(K+M+1), where two half-spaces meet exactly where these directions meet (the same direction and threshold
+b / ``|w|``, or complementary ones at the antipode). Only the cusp changes: it is anisotropic, the symmetric
+difference of the half-spaces of u and u + delta having mass phi(beta) / ``|u_w|`` E``|alpha t + s Z|`` to first
+order (beta = b / ``|w|``, alpha = sqrt(kappa^2 + beta^2), t the part of delta along the threshold's direction, s
+the rest), so the
+sliding condition compares the dual norm of a member's constraint force with lr s ``|a_i c_i|`` / ``|w_i|^2``, and
+a member that fails it leaves along the direction where its velocity beats the cusp. The forces are
+:func:`twolayer.population.gradient`'s with biases, whose step pairs also come from the chords (within a few eps /
+theta). Checked against weight-space descent with biases (:func:`twolayer.population.descend`):
+``tests/test_step_flow_bias.py``.
+
 Examples
 --------
 >>> s, t = tl.networks.teacher_student(K=3, M=3, d=20, activation="step", seed=1, scaling="none")
 >>> traj = tl.ode.integrate(tl.Overlaps.from_networks(s, t), lr=1.0, regime="gradient_flow", times=[0.0, 250.0])
 >>> traj.meta["method"], traj.status
 ('step_events', <Status.completed: 'completed'>)
+>>> sb, tb = s.with_weights(s.W, bias=[0.1, -0.2, 0.0]), t.with_weights(t.W, bias=[0.2, 0.0, -0.1])
+>>> traj = tl.ode.integrate(tl.Overlaps.from_networks(sb, tb), lr=1.0, lr_bias=0.5, regime="gradient_flow",
+...                         times=[0.0, 250.0])
+>>> traj.meta["method"], traj.bias.shape
+('step_events', (2, 3))
 """
