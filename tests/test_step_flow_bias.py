@@ -143,3 +143,11 @@ def test_batch_runs_the_same_flows() -> None:
         assert member.status == one.status == "completed" and member.meta["method"] == "step_events"
         for name in ("Q", "M", "a", "bias", "risk"):
             np.testing.assert_array_equal(getattr(member, name), getattr(one, name))
+
+
+def test_a_zero_weight_vector_is_refused_with_biases_too() -> None:
+    """A student with w = 0 is a constant whatever its bias: no direction, refused as without biases."""
+    st, te = _pair(2, 10, 0)
+    ov = tl.Overlaps.from_networks(st.with_weights(np.vstack([np.zeros(10), st.W[1]]), bias=st.bias), te)
+    with pytest.raises(ValueError, match="Q_ii > 0"):
+        tl.ode.integrate(ov, lr=1.0, lr_bias=1.0, regime="gradient_flow", t_max=1.0)

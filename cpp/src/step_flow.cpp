@@ -91,13 +91,13 @@ class Flow {
     norm2.resize(K);
     for (int r = 0; r < Mt; ++r) {
       tnorm[r] = std::sqrt(dot(&T[r * n], &T[r * n], n));
-      if (!(tnorm[r] > 0.0))
+      if (!(dot(&T[r * n], &T[r * n], nr) > 0.0))  // (with biases too: w = 0 is a constant, whatever its bias)
         throw std::invalid_argument("P: step units need P_rr > 0 (a zero teacher vector has no direction)");
       for (int c = 0; c < n; ++c) T[r * n + c] /= tnorm[r];
     }
     for (int i = 0; i < K; ++i) {
       norm[i] = std::sqrt(dot(&U0[i * n], &U0[i * n], n));
-      if (!(norm[i] > 0.0))
+      if (!(dot(&U0[i * n], &U0[i * n], nr) > 0.0))
         throw std::invalid_argument("Q: step units need Q_ii > 0 (a zero student vector has no direction)");
       norm2[i] = norm[i] * norm[i];
       for (int c = 0; c < n; ++c) U0[i * n + c] /= norm[i];
