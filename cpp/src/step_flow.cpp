@@ -193,6 +193,10 @@ class Flow {
     const CuspShape g = cusp_shape(u);
     const double fu = dot(f, u, n), ft = dot(f, g.eb.data(), n);
     const double fp = std::sqrt(std::max(dot(f, f, n) - fu * fu - ft * ft, 0.0));
+    if (!(g.k > 0.0)) {  // a saturated unit (phi(beta) underflows, |beta| > ~38): no cusp holds anything
+      if (arg) std::copy(g.eb.begin(), g.eb.end(), arg);
+      return ft == 0.0 && fp == 0.0 ? 0.0 : std::numeric_limits<double>::infinity();
+    }
     auto ratio = [&](double psi) {
       const double c = std::cos(psi), sn = std::sin(psi);
       return (ft * c + fp * sn) / (g.k * abs_mean(g.alpha * c, sn));
