@@ -12,10 +12,16 @@ every student has reached its teacher (risk 0). Both must end at risk <= 1e-9 wi
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import step_flow_reference as ref
 import twolayer as tl
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+import test_step_flow_bias as flow_bias  # noqa: E402
 
 TIMES = np.array([0.0, 5.0, 20.0, 60.0, 250.0])
 SEEDS = {2: 0, 4: 3, 6: 0}
@@ -51,12 +57,7 @@ def test_step_flow_numpy(benchmark, record, m):
 def _biased(m: int) -> tuple[tl.Network, tl.Network]:
     """The starts of tests/test_step_flow_bias.py with trained biases (every student reaches its teacher)."""
     seed, d = {2: (0, 10), 3: (3, 20)}[m]
-    rng = np.random.default_rng(seed)
-    te = tl.Network(rng.standard_normal((m, d)) / np.sqrt(d), None, "step", scaling="none",
-                    bias=rng.normal(0.0, 0.3, m))
-    st = tl.Network(rng.standard_normal((m, d)) / np.sqrt(d), None, "step", scaling="none",
-                    bias=rng.normal(0.0, 0.3, m))
-    return st, te
+    return flow_bias._pair(m, d, seed)
 
 
 @pytest.mark.parametrize("m", [2, 3])

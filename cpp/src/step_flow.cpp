@@ -112,6 +112,7 @@ class Flow {
     ga.resize(K);
     vf.resize(U0.size());
     leave.assign(U0.size(), 0.0);
+    for (auto* w : {&ws_f, &ws_x, &ws_F, &ws_g, &ws_eb, &ws_xs}) w->resize(n);
     valid.assign(K, 1);
     link.resize(K);
   }
@@ -125,6 +126,10 @@ class Flow {
   std::vector<Link> link;
   std::vector<double> W, b, dW, db, ga, vf;  // workspace; vf: the last velocity() call's free velocities
   std::vector<double> leave;  // with biases: where each linked student leaves its cluster if its condition fails
+  // scratch rows (n entries) of the cusp's helpers, so that no call allocates: velocity()'s constraint force,
+  // held()'s offset and relative velocity, the cusp's gradient, e_b and the offset across it
+  std::vector<double> ws_f;
+  mutable std::vector<double> ws_x, ws_F, ws_g, ws_eb, ws_xs;
   std::vector<char> valid;           // the last velocity() call's sliding condition per linked student
   // limit()'s bodies: direction u, velocity du (null: fixed), cusp weight A, inverse mass im; a teacher's index
   // (teacher) or its lead student (lead)
@@ -169,15 +174,14 @@ class Flow {
   // k E|alpha t + s Z| for a tangent delta, t = delta . e_b, s = |delta - t e_b|.
   struct CuspShape {
     double k, alpha;
-    std::vector<double> eb;
+    const double* eb;  // (ws_eb)
   };
   CuspShape cusp_shape(const double* u) const {
     const double uw = std::sqrt(dot(u, u, nr)), ub = u[nr], beta = kappa * ub / uw;
-    CuspShape g{0.5 * kInvSqrt2Pi * std::exp(-0.5 * beta * beta) / uw, std::sqrt(kappa * kappa + beta * beta),
-                std::vector<double>(n)};
-    for (int c = 0; c < nr; ++c) g.eb[c] = -ub * u[c] / uw;
-    g.eb[nr] = uw;
-    return g;
+    for (int c = 0; c < nr; ++c) ws_eb[c] = -ub * u[c] / uw;
+    ws_eb[nr] = uw;
+    return {0.5 * kInvSqrt2Pi * std::exp(-0.5 * beta * beta) / uw, std::sqrt(kappa * kappa + beta * beta),
+            ws_eb.data()};
   }
   // E|m + s Z|, Z ~ N(0, 1), s >= 0.
   static double abs_mean(double m, double s) {
@@ -191,10 +195,10 @@ class Flow {
   // golden sections around its best point.
   double cusp_dual(const double* u, const double* f, double* arg = nullptr) const {
     const CuspShape g = cusp_shape(u);
-    const double fu = dot(f, u, n), ft = dot(f, g.eb.data(), n);
+    const double fu = dot(f, u, n), ft = dot(f, g.eb, n);
     const double fp = std::sqrt(std::max(dot(f, f, n) - fu * fu - ft * ft, 0.0));
     if (!(g.k > 0.0)) {  // a saturated unit (phi(beta) underflows, |beta| > ~38): no cusp holds anything
-      if (arg) std::copy(g.eb.begin(), g.eb.end(), arg);
+      if (arg) std::copy(g.eb, g.eb + n, arg);
       return ft == 0.0 && fp == 0.0 ? 0.0 : std::numeric_limits<double>::infinity();
     }
     auto ratio = [&](double psi) {
@@ -231,8 +235,8 @@ class Flow {
   // 2 phi(alpha t / s) x_s / s), x_s = x - t e_b.
   void cusp_gradient(const double* u, const double* x, double* out) const {
     const CuspShape g = cusp_shape(u);
-    const double t = dot(x, g.eb.data(), n), xu = dot(x, u, n);
-    std::vector<double> xs(n);
+    const double t = dot(x, g.eb, n), xu = dot(x, u, n);
+    std::vector<double>& xs = ws_xs;
     for (int c = 0; c < n; ++c) xs[c] = x[c] - t * g.eb[c] - xu * u[c];
     const double sn = std::sqrt(dot(xs.data(), xs.data(), n)), m = g.alpha * t;
     const double along = sn > 0.0 ? g.alpha * std::erf(m / (sn * kSqrt2)) : (t > 0.0 ? g.alpha : -g.alpha);
@@ -283,7 +287,7 @@ class Flow {
       bool all = true;
       for (int k : members) {
         const double ck = cusp_weight(k, a);
-        std::vector<double> f(n);  // the constraint force on k
+        std::vector<double>& f = ws_f;  // the constraint force on k
         for (int c = 0; c < n; ++c) f[c] = link[k].sign * uc[c] - vf[k * n + c];
         if (biased) {  // (leave: -argmax of f . e / G(e), where the velocity beats the cusp when it fails)
           const double dual = cusp_dual(&U[k * n], f.data(), &leave[k * n]);
@@ -335,7 +339,7 @@ class Flow {
   bool held(const Body& b, const Body& o, double theta, double c) const {
     const double sigma = theta < 0.5 * kPi ? 1.0 : -1.0;
     if (!(sigma * b.A * o.A < 0.0)) return false;  // a repulsive cusp
-    std::vector<double> x(n), F(n);
+    std::vector<double> &x = ws_x, &F = ws_F;
     offset(b, o, sigma, x.data(), F.data());
     const double x2 = dot(x.data(), x.data(), n), rx = x2 > 0.0 ? 1.0 / std::sqrt(x2) : 0.0;
     double f2 = 0.0;
@@ -352,7 +356,7 @@ class Flow {
   bool held_biased(const Body& b, const Body& o, double theta, double L, double& speed) const {
     const double sigma = theta < 0.5 * kPi ? 1.0 : -1.0;
     if (!(sigma * b.A * o.A < 0.0)) return false;  // a repulsive cusp
-    std::vector<double> x(n), F(n), g(n);
+    std::vector<double> &x = ws_x, &F = ws_F, &g = ws_g;
     offset(b, o, sigma, x.data(), F.data());
     const double x2 = dot(x.data(), x.data(), n);
     if (!(x2 > 0.0)) return false;
